@@ -1,0 +1,28 @@
+# serverless-osb: an Open Service Broker on AWS Lambda, DynamoDB and Step Functions.
+GO ?= go
+# Where `make run` keeps its data (a bolt file); it survives restarts.
+BROKER_DATA_DIR ?= .data
+export BROKER_DATA_DIR
+
+.DEFAULT_GOAL := help
+.PHONY: help run test unit lint bench
+
+help: ## List the targets.
+	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-8s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+run: ## Run the broker on 127.0.0.1:8080 with the embedded store (BROKER_USERNAME/BROKER_PASSWORD set the credentials).
+	$(GO) run ./functions/api
+
+test: lint unit ## Everything CI runs: lint, then every test with the race detector.
+
+unit: ## Every Go test with the race detector.
+	$(GO) test -race -count=1 ./...
+
+lint: ## gofmt, go vet and staticcheck.
+	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	if [ -n "$$unformatted" ]; then echo "gofmt would change:"; echo "$$unformatted"; exit 1; fi
+	$(GO) vet ./...
+	$(GO) tool staticcheck ./...
+
+bench: ## Benchmarks of the HTTP handler on the bolt store (ns/op, allocs/op, async 202-to-succeeded).
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime 2000x ./internal/api/

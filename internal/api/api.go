@@ -1,0 +1,91 @@
+// Package api owns the broker's HTTP surface: routes, authentication,
+// headers, request decoding and validation, and the mapping of broker
+// errors to HTTP statuses (in ONE function, writeError).
+package api
+
+import (
+	"fmt"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strings"
+
+	"github.com/serverless-osb/broker/internal/broker"
+	"github.com/serverless-osb/broker/internal/catalog"
+)
+
+// Credential is one username/password pair the platform may authenticate
+// with. Several pairs allow rotation.
+type Credential struct {
+	Username string
+	Password string
+}
+
+// Config is what the HTTP surface needs.
+type Config struct {
+	Broker      *broker.Broker
+	Catalog     *catalog.Catalog
+	Credentials []Credential
+	Logger      *slog.Logger
+}
+
+// MaxBodyBytes bounds request bodies.
+const MaxBodyBytes = 1 << 20
+
+// New returns the broker's HTTP handler.
+func New(c Config) http.Handler {
+	h := &handlers{broker: c.Broker, catalog: c.Catalog, logger: c.Logger}
+	mux := http.NewServeMux()
+	route := func(pattern string, m map[string]http.HandlerFunc) { mux.Handle(pattern, methods{h, m}) }
+	route("/v2/catalog", map[string]http.HandlerFunc{http.MethodGet: h.getCatalog})
+	route("/v2/service_instances/{instance_id}", map[string]http.HandlerFunc{
+		http.MethodPut: h.provision, http.MethodPatch: h.update,
+		http.MethodDelete: h.deprovision, http.MethodGet: h.fetchInstance,
+	})
+	route("/v2/service_instances/{instance_id}/last_operation",
+		map[string]http.HandlerFunc{http.MethodGet: h.lastOperation})
+	route("/v2/service_instances/{instance_id}/service_bindings/{binding_id}", map[string]http.HandlerFunc{
+		http.MethodPut: h.bind, http.MethodDelete: h.unbind, http.MethodGet: h.fetchBinding,
+	})
+	route("/v2/service_instances/{instance_id}/service_bindings/{binding_id}/last_operation",
+		map[string]http.HandlerFunc{http.MethodGet: h.lastBindingOperation})
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		h.writeError(w, r, broker.Errorf(broker.CodeNotFound,
+			"There is no endpoint %s %s; the OSB API lives under /v2.", r.Method, r.URL.Path))
+	})
+
+	var handler http.Handler = mux
+	handler = originatingIdentity(h, handler)
+	handler = apiVersion(h, handler)
+	handler = authenticate(h, newAuthenticator(c.Credentials), handler)
+	handler = recoverPanics(h, handler)
+	handler = requestLog(c.Logger, handler)
+	return handler
+}
+
+type handlers struct {
+	broker  *broker.Broker
+	catalog *catalog.Catalog
+	logger  *slog.Logger
+}
+
+// methods routes one path by method; any other method gets a JSON 405.
+type methods struct {
+	h *handlers
+	m map[string]http.HandlerFunc
+}
+
+func (m methods) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if f, ok := m.m[r.Method]; ok {
+		f(w, r)
+		return
+	}
+	allowed := make([]string, 0, len(m.m))
+	for method := range m.m {
+		allowed = append(allowed, method)
+	}
+	slices.Sort(allowed)
+	w.Header().Set("Allow", strings.Join(allowed, ", "))
+	m.h.writeJSON(w, r, http.StatusMethodNotAllowed, errorBody{Error: "MethodNotAllowed",
+		Description: fmt.Sprintf("%s is not allowed on %s; use %s.", r.Method, r.URL.Path, strings.Join(allowed, " or "))})
+}

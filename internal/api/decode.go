@@ -1,0 +1,214 @@
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"unicode"
+
+	"github.com/serverless-osb/broker/internal/broker"
+)
+
+// decodeBody reads a JSON object of at most MaxBodyBytes into v. Unknown
+// fields are ignored, as the spec requires; everything else that is wrong
+// gets a description that says what to fix.
+func decodeBody(w http.ResponseWriter, r *http.Request, v any) error {
+	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+	var tooLarge *http.MaxBytesError
+	if errors.As(err, &tooLarge) {
+		return badRequest("The request body is larger than %d bytes; send a smaller body.", MaxBodyBytes)
+	}
+	if err != nil {
+		return badRequest("The request body could not be read: %v.", err)
+	}
+	if len(bytes.TrimSpace(data)) == 0 {
+		return badRequest("The request body is empty; send a JSON object.")
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(v); err != nil {
+		return jsonError(err)
+	}
+	if dec.More() {
+		return badRequest("The request body has data after its JSON object; send exactly one JSON object.")
+	}
+	return nil
+}
+
+func jsonError(err error) error {
+	var syntax *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &syntax):
+		return badRequest("The request body is not valid JSON (at byte %d): %v.", syntax.Offset, syntax)
+	case errors.As(err, &typ):
+		if typ.Field == "" {
+			return badRequest("The request body must be a JSON object, not %s.", typ.Value)
+		}
+		return badRequest("The field %q must be %s, not %s.", typ.Field, jsonKind(typ.Type.String()), typ.Value)
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return badRequest("The request body is truncated JSON; send a complete JSON object.")
+	}
+	return badRequest("The request body is not valid JSON: %v.", err)
+}
+
+func jsonKind(goType string) string {
+	switch {
+	case goType == "string":
+		return "a string"
+	case goType == "bool":
+		return "a boolean"
+	case strings.HasPrefix(goType, "[]"):
+		return "an array"
+	}
+	return "a JSON object"
+}
+
+// asObject checks that a field, when present, is a JSON object; null
+// counts as absent.
+func asObject(name string, raw json.RawMessage) (json.RawMessage, error) {
+	t := bytes.TrimSpace(raw)
+	if len(t) == 0 || bytes.Equal(t, []byte("null")) {
+		return nil, nil
+	}
+	if t[0] != '{' {
+		return nil, badRequest("The field %q must be a JSON object.", name)
+	}
+	return json.RawMessage(t), nil
+}
+
+// field is one string field of a request, for validation.
+type field struct {
+	name     string
+	value    *string // nil: absent
+	required bool
+}
+
+// checkFields enforces required and non-empty strings (the spec: strings,
+// if present, MUST be non-empty) and sane identifiers.
+func checkFields(fields ...field) error {
+	for _, f := range fields {
+		switch {
+		case f.value == nil && f.required:
+			return badRequest("The field %q is required.", f.name)
+		case f.value == nil:
+		case *f.value == "":
+			return badRequest("The field %q must be a non-empty string.", f.name)
+		default:
+			if err := checkID(f.name, *f.value); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// maxIDLength bounds ids; the spec recommends 255 characters or fewer.
+const maxIDLength = 255
+
+// checkID refuses identifiers that no platform sends and that would break
+// keys and logs: control characters, or absurd lengths.
+func checkID(name, v string) error {
+	if len(v) > maxIDLength {
+		return badRequest("The %s is longer than %d characters.", name, maxIDLength)
+	}
+	if strings.IndexFunc(v, unicode.IsControl) >= 0 {
+		return badRequest("The %s contains control characters.", name)
+	}
+	return nil
+}
+
+// pathIDs validates the ids in the URL and records them for the log line.
+func pathIDs(r *http.Request) (instanceID, bindingID string, err error) {
+	instanceID, bindingID = r.PathValue("instance_id"), r.PathValue("binding_id")
+	ri := info(r)
+	ri.instanceID, ri.bindingID = instanceID, bindingID
+	if err := checkID("instance_id", instanceID); err != nil {
+		return "", "", err
+	}
+	if instanceID == "" {
+		return "", "", badRequest("The instance_id in the URL must be non-empty.")
+	}
+	if r.Pattern != "" && strings.Contains(r.Pattern, "{binding_id}") {
+		if bindingID == "" {
+			return "", "", badRequest("The binding_id in the URL must be non-empty.")
+		}
+		if err := checkID("binding_id", bindingID); err != nil {
+			return "", "", err
+		}
+	}
+	return instanceID, bindingID, nil
+}
+
+// logIDs adds the ids to the request's context for later log lines.
+func logIDs(r *http.Request, instanceID, bindingID string) *http.Request {
+	attrs := []slog.Attr{slog.String("instance_id", instanceID)}
+	if bindingID != "" {
+		attrs = append(attrs, slog.String("binding_id", bindingID))
+	}
+	return annotate(r, attrs...)
+}
+
+// query reads the query parameters: accepts_incomplete and the named
+// strings (required ones must be present; any present must be non-empty).
+type query struct {
+	acceptsIncomplete bool
+	values            map[string]string
+}
+
+func parseQuery(r *http.Request, required []string, optional []string) (query, error) {
+	q := r.URL.Query()
+	out := query{values: map[string]string{}}
+	switch v := q.Get("accepts_incomplete"); v {
+	case "", "false":
+	case "true":
+		out.acceptsIncomplete = true
+	default:
+		return out, badRequest("The query parameter accepts_incomplete must be true or false, not %q.", v)
+	}
+	for _, name := range append(append([]string(nil), required...), optional...) {
+		vals, present := q[name]
+		isRequired := contains(required, name)
+		switch {
+		case !present && isRequired:
+			return out, badRequest("The query parameter %s is required.", name)
+		case !present:
+		case len(vals) != 1 || vals[0] == "":
+			return out, badRequest("The query parameter %s must be given once, non-empty.", name)
+		default:
+			if err := checkID(name, vals[0]); err != nil {
+				return out, err
+			}
+			out.values[name] = vals[0]
+		}
+	}
+	return out, nil
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+// maintenanceInfo is the request form of maintenance_info.
+type maintenanceInfo struct {
+	Version     *string `json:"version"`
+	Description string  `json:"description"`
+}
+
+func (m *maintenanceInfo) domain() (*broker.MaintenanceInfo, error) {
+	if m == nil {
+		return nil, nil
+	}
+	if m.Version == nil || *m.Version == "" {
+		return nil, badRequest("The field \"maintenance_info.version\" is required when maintenance_info is sent.")
+	}
+	return &broker.MaintenanceInfo{Version: *m.Version, Description: m.Description}, nil
+}

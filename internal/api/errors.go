@@ -1,0 +1,80 @@
+package api
+
+import (
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+
+	"github.com/serverless-osb/broker/internal/broker"
+	"github.com/serverless-osb/broker/internal/logging"
+)
+
+// errorBody is OSB's error response.
+type errorBody struct {
+	Error            string `json:"error,omitempty"`
+	Description      string `json:"description,omitempty"`
+	InstanceUsable   *bool  `json:"instance_usable,omitempty"`
+	UpdateRepeatable *bool  `json:"update_repeatable,omitempty"`
+}
+
+// status maps each error code to its HTTP status and the "error" string
+// sent to the platform. It is the only place that does so.
+var status = map[broker.Code]struct {
+	code  int
+	error string
+}{
+	broker.CodeBadRequest:              {http.StatusBadRequest, "BadRequest"},
+	broker.CodeUnauthorized:            {http.StatusUnauthorized, "Unauthorized"},
+	broker.CodeNotFound:                {http.StatusNotFound, "NotFound"},
+	broker.CodeConflict:                {http.StatusConflict, "Conflict"},
+	broker.CodeGone:                    {http.StatusGone, ""},
+	broker.CodePreconditionFailed:      {http.StatusPreconditionFailed, "PreconditionFailed"},
+	broker.CodeAsyncRequired:           {http.StatusUnprocessableEntity, "AsyncRequired"},
+	broker.CodeConcurrencyError:        {http.StatusUnprocessableEntity, "ConcurrencyError"},
+	broker.CodeMaintenanceInfoConflict: {http.StatusUnprocessableEntity, "MaintenanceInfoConflict"},
+	broker.CodeRequiresApp:             {http.StatusUnprocessableEntity, "RequiresApp"},
+	broker.CodeUnprocessable:           {http.StatusUnprocessableEntity, "UnprocessableEntity"},
+	broker.CodeInternal:                {http.StatusInternalServerError, "InternalError"},
+}
+
+// writeError answers with err. An error without a code is a 500 with a
+// generic description for the platform and a full log line for us.
+func (h *handlers) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	var e *broker.Error
+	if !errors.As(err, &e) || e.Code == broker.CodeInternal {
+		h.logger.ErrorContext(r.Context(), "internal error", "method", r.Method, "path", r.URL.Path, "error", err.Error())
+		e = &broker.Error{Code: broker.CodeInternal,
+			Description: "The service broker failed internally; the failure was logged. Try again later."}
+	}
+	s := status[e.Code]
+	if e.Code == broker.CodeGone {
+		// 410 is how a platform learns that a delete has nothing to do; the
+		// expected body is {}.
+		h.writeJSON(w, r, s.code, struct{}{})
+		return
+	}
+	h.writeJSON(w, r, s.code, errorBody{Error: s.error, Description: e.Description,
+		InstanceUsable: e.InstanceUsable, UpdateRepeatable: e.UpdateRepeatable})
+}
+
+// badRequest is a 400 with a description.
+func badRequest(format string, args ...any) error {
+	return broker.Errorf(broker.CodeBadRequest, format, args...)
+}
+
+func (h *handlers) writeJSON(w http.ResponseWriter, r *http.Request, code int, body any) {
+	data, err := json.Marshal(body)
+	if err != nil {
+		h.logger.ErrorContext(r.Context(), "encode response", "error", err.Error())
+		code, data = http.StatusInternalServerError, []byte(`{"error":"InternalError","description":"The service broker failed to encode its answer."}`)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_, _ = w.Write(data)
+}
+
+// annotate adds attributes to the request's log lines.
+func annotate(r *http.Request, attrs ...slog.Attr) *http.Request {
+	return r.WithContext(logging.With(r.Context(), attrs...))
+}

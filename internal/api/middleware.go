@@ -1,0 +1,215 @@
+package api
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/serverless-osb/broker/internal/broker"
+	"github.com/serverless-osb/broker/internal/logging"
+)
+
+// Header names of the OSB API.
+const (
+	HeaderAPIVersion          = "X-Broker-API-Version"
+	HeaderRequestIdentity     = "X-Broker-API-Request-Identity"
+	HeaderOriginatingIdentity = "X-Broker-API-Originating-Identity"
+)
+
+// MinMinorVersion is the oldest 2.x API version the broker accepts.
+const MinMinorVersion = 9
+
+// requestInfo collects what the request log line reports; handlers deeper
+// in the chain fill it in.
+type requestInfo struct {
+	instanceID, bindingID, user string
+}
+
+type infoKey struct{}
+
+func info(r *http.Request) *requestInfo {
+	if i, ok := r.Context().Value(infoKey{}).(*requestInfo); ok {
+		return i
+	}
+	return &requestInfo{}
+}
+
+// statusRecorder remembers the status a handler wrote.
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (s *statusRecorder) WriteHeader(code int) {
+	if s.status == 0 {
+		s.status = code
+	}
+	s.ResponseWriter.WriteHeader(code)
+}
+
+func (s *statusRecorder) Write(b []byte) (int, error) {
+	if s.status == 0 {
+		s.status = http.StatusOK
+	}
+	return s.ResponseWriter.Write(b)
+}
+
+// requestLog echoes the request identity and writes one JSON line per
+// request: never its body, query values or credentials.
+func requestLog(logger *slog.Logger, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		ri := &requestInfo{}
+		ctx := context.WithValue(r.Context(), infoKey{}, ri)
+		if id := r.Header.Get(HeaderRequestIdentity); id != "" {
+			w.Header().Set(HeaderRequestIdentity, id)
+			ctx = logging.With(ctx, slog.String("request_identity", id))
+		}
+		rec := &statusRecorder{ResponseWriter: w}
+		next.ServeHTTP(rec, r.WithContext(ctx))
+		attrs := []slog.Attr{
+			slog.String("method", r.Method), slog.String("path", r.URL.Path),
+			slog.Int("status", rec.status), slog.Duration("duration", time.Since(start)),
+		}
+		for k, v := range map[string]string{"instance_id": ri.instanceID, "binding_id": ri.bindingID, "user": ri.user} {
+			if v != "" {
+				attrs = append(attrs, slog.String(k, v))
+			}
+		}
+		logger.LogAttrs(ctx, slog.LevelInfo, "request", attrs...)
+	})
+}
+
+// recoverPanics turns a panic into a logged 500, so no client sees a reset
+// connection and the process keeps serving.
+func recoverPanics(h *handlers, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			if p := recover(); p != nil {
+				if p == http.ErrAbortHandler {
+					panic(p)
+				}
+				h.writeError(w, r, fmt.Errorf("panic: %v\n%s", p, debug.Stack()))
+			}
+		}()
+		next.ServeHTTP(w, r)
+	})
+}
+
+// authenticator checks HTTP basic auth against several credential pairs.
+// It compares SHA-256 digests in constant time and always checks every
+// pair, so timing tells nothing about which part was wrong.
+type authenticator struct {
+	pairs [][2][32]byte
+}
+
+func newAuthenticator(creds []Credential) *authenticator {
+	a := &authenticator{}
+	for _, c := range creds {
+		a.pairs = append(a.pairs, [2][32]byte{sha256.Sum256([]byte(c.Username)), sha256.Sum256([]byte(c.Password))})
+	}
+	return a
+}
+
+func (a *authenticator) ok(user, pass string) bool {
+	u, p := sha256.Sum256([]byte(user)), sha256.Sum256([]byte(pass))
+	match := 0
+	for _, pair := range a.pairs {
+		match |= subtle.ConstantTimeCompare(u[:], pair[0][:]) & subtle.ConstantTimeCompare(p[:], pair[1][:])
+	}
+	return match == 1
+}
+
+func authenticate(h *handlers, a *authenticator, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		user, pass, ok := r.BasicAuth()
+		if !ok || !a.ok(user, pass) {
+			w.Header().Set("WWW-Authenticate", `Basic realm="serverless-osb", charset="UTF-8"`)
+			h.writeError(w, r, broker.Errorf(broker.CodeUnauthorized,
+				"Authentication failed: send the broker's username and password with HTTP basic auth."))
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// apiVersion accepts X-Broker-API-Version 2.x with x >= 9.
+func apiVersion(h *handlers, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		v := r.Header.Get(HeaderAPIVersion)
+		if !supportedVersion(v) {
+			what := fmt.Sprintf("The API version %q is not supported", v)
+			if v == "" {
+				what = "The " + HeaderAPIVersion + " header is missing"
+			}
+			h.writeError(w, r, broker.Errorf(broker.CodePreconditionFailed,
+				"%s: this broker supports OSB API versions 2.%d and later 2.x (2.17 recommended); send e.g. %s: 2.17.",
+				what, MinMinorVersion, HeaderAPIVersion))
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func supportedVersion(v string) bool {
+	major, minor, ok := strings.Cut(strings.TrimSpace(v), ".")
+	if !ok || major != "2" {
+		return false
+	}
+	n, err := strconv.Atoi(minor)
+	return err == nil && n >= MinMinorVersion && !strings.HasPrefix(minor, "+")
+}
+
+// originatingIdentity parses X-Broker-API-Originating-Identity
+// ("<platform> <base64 JSON object>") and logs the user it names.
+func originatingIdentity(h *handlers, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		v := r.Header.Get(HeaderOriginatingIdentity)
+		if v == "" {
+			next.ServeHTTP(w, r)
+			return
+		}
+		user, err := parseOriginatingIdentity(v)
+		if err != nil {
+			h.writeError(w, r, badRequest("The %s header is malformed: %v. Expected \"<platform> <base64-encoded JSON object>\".",
+				HeaderOriginatingIdentity, err))
+			return
+		}
+		info(r).user = user
+		next.ServeHTTP(w, r.WithContext(logging.With(r.Context(), slog.String("user", user))))
+	})
+}
+
+// parseOriginatingIdentity returns the user the identity names: user_id
+// for Cloud Foundry, username for Kubernetes, or platform/unknown.
+func parseOriginatingIdentity(v string) (string, error) {
+	platform, encoded, ok := strings.Cut(strings.TrimSpace(v), " ")
+	if !ok || platform == "" || strings.TrimSpace(encoded) == "" {
+		return "", fmt.Errorf("it needs a platform and a value separated by a space")
+	}
+	raw, err := base64.StdEncoding.DecodeString(strings.TrimSpace(encoded))
+	if err != nil {
+		if raw, err = base64.RawStdEncoding.DecodeString(strings.TrimSpace(encoded)); err != nil {
+			return "", fmt.Errorf("the value is not base64")
+		}
+	}
+	var identity map[string]any
+	if err := json.Unmarshal(raw, &identity); err != nil || identity == nil {
+		return "", fmt.Errorf("the decoded value is not a JSON object")
+	}
+	for _, key := range []string{"user_id", "username", "uid"} {
+		if s, ok := identity[key].(string); ok && s != "" {
+			return platform + "/" + s, nil
+		}
+	}
+	return platform + "/unknown", nil
+}

@@ -1,0 +1,290 @@
+package app_test
+
+import (
+	"errors"
+	"net/http"
+	"testing"
+	"time"
+
+	osb "sigs.k8s.io/go-open-service-broker-client/v2"
+
+	"github.com/serverless-osb/broker/internal/app/apptest"
+)
+
+// client returns the real OSB client library pointed at the broker.
+func client(t *testing.T, url string) osb.Client {
+	t.Helper()
+	cfg := osb.DefaultClientConfiguration()
+	cfg.Name, cfg.URL = "serverless-osb", url
+	cfg.APIVersion = osb.Version2_14()
+	cfg.EnableAlphaFeatures = true // GET instance/binding and async bindings
+	cfg.AuthConfig = &osb.AuthConfig{BasicAuthConfig: &osb.BasicAuthConfig{Username: apptest.Username, Password: apptest.Password}}
+	c, err := osb.NewClient(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+type e2e struct {
+	t                               *testing.T
+	c                               osb.Client
+	service, sync, async, asyncOnly string
+}
+
+func newE2E(t *testing.T, b *apptest.Broker) *e2e {
+	e := &e2e{t: t, c: client(t, b.URL)}
+	e.service, e.sync = b.Plan("fake-plan")
+	_, e.async = b.Plan("fake-async-plan")
+	_, e.asyncOnly = b.Plan("fake-async-only-plan")
+	return e
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// poll polls the instance's last_operation until it leaves "in progress";
+// a 410 (the instance is gone) is reported as state "gone".
+func (e *e2e) poll(instanceID string, op *osb.OperationKey) (osb.LastOperationState, string) {
+	e.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		r, err := e.c.PollLastOperation(&osb.LastOperationRequest{InstanceID: instanceID, ServiceID: &e.service, OperationKey: op})
+		if osb.IsGoneError(err) {
+			return "gone", ""
+		}
+		if err != nil {
+			e.t.Fatalf("poll %s: %v", instanceID, err)
+		}
+		if r.State != osb.StateInProgress {
+			return r.State, deref(r.Description)
+		}
+		if r.PollDelay == nil || *r.PollDelay < time.Second {
+			e.t.Fatalf("in progress without a Retry-After of at least 1 s: %v", r.PollDelay)
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+	e.t.Fatalf("operation on %s did not end", instanceID)
+	return "", ""
+}
+
+func (e *e2e) pollBinding(instanceID, bindingID string, op *osb.OperationKey) osb.LastOperationState {
+	e.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		r, err := e.c.PollBindingLastOperation(&osb.BindingLastOperationRequest{InstanceID: instanceID, BindingID: bindingID, OperationKey: op})
+		if osb.IsGoneError(err) {
+			return "gone"
+		}
+		if err != nil {
+			e.t.Fatalf("poll binding %s: %v", bindingID, err)
+		}
+		if r.State != osb.StateInProgress {
+			return r.State
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+	e.t.Fatalf("binding operation on %s did not end", bindingID)
+	return ""
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+func (e *e2e) provision(id, plan string, async bool, params map[string]any) *osb.ProvisionResponse {
+	e.t.Helper()
+	r, err := e.c.ProvisionInstance(&osb.ProvisionRequest{InstanceID: id, ServiceID: e.service, PlanID: plan,
+		OrganizationGUID: "org", SpaceGUID: "space", AcceptsIncomplete: async, Parameters: params,
+		Context: map[string]any{"platform": "cloudfoundry", "organization_guid": "org", "space_guid": "space"}})
+	if err != nil {
+		e.t.Fatalf("provision %s: %v", id, err)
+	}
+	return r
+}
+
+func TestClientDrivesSyncLifecycle(t *testing.T) {
+	b := apptest.Start(t, "")
+	e := newE2E(t, b)
+
+	cat, err := e.c.GetCatalog()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cat.Services) != 1 || len(cat.Services[0].Plans) != 3 || !cat.Services[0].InstancesRetrievable || !cat.Services[0].BindingsRetrievable {
+		t.Fatalf("catalog: %+v", cat)
+	}
+
+	if r := e.provision("sync-1", e.sync, false, map[string]any{"duration_seconds": 5}); r.Async {
+		t.Fatal("a sync plan answered asynchronously")
+	}
+	inst, err := e.c.GetInstance(&osb.GetInstanceRequest{InstanceID: "sync-1"})
+	if err != nil || inst.PlanID != e.sync || inst.Parameters["duration_seconds"] != float64(5) {
+		t.Fatalf("get instance: %+v %v", inst, err)
+	}
+	bind, err := e.c.Bind(&osb.BindRequest{InstanceID: "sync-1", BindingID: "b-1", ServiceID: e.service, PlanID: e.sync,
+		BindResource: &osb.BindResource{AppGUID: ptr("app")}})
+	if err != nil || bind.Async || bind.Credentials["password"] == nil {
+		t.Fatalf("bind: %+v %v", bind, err)
+	}
+	got, err := e.c.GetBinding(&osb.GetBindingRequest{InstanceID: "sync-1", BindingID: "b-1"})
+	if err != nil || got.Credentials["password"] != bind.Credentials["password"] {
+		t.Fatalf("get binding: %+v %v", got, err)
+	}
+	if _, err := e.c.Unbind(&osb.UnbindRequest{InstanceID: "sync-1", BindingID: "b-1", ServiceID: e.service, PlanID: e.sync}); err != nil {
+		t.Fatalf("unbind: %v", err)
+	}
+	up, err := e.c.UpdateInstance(&osb.UpdateInstanceRequest{InstanceID: "sync-1", ServiceID: e.service,
+		Parameters: map[string]any{"duration_seconds": 6}})
+	if err != nil || up.Async {
+		t.Fatalf("update: %+v %v", up, err)
+	}
+	if inst, _ := e.c.GetInstance(&osb.GetInstanceRequest{InstanceID: "sync-1"}); inst.Parameters["duration_seconds"] != float64(6) {
+		t.Fatalf("update not applied: %+v", inst)
+	}
+	if _, err := e.c.DeprovisionInstance(&osb.DeprovisionRequest{InstanceID: "sync-1", ServiceID: e.service, PlanID: e.sync}); err != nil {
+		t.Fatalf("deprovision: %v", err)
+	}
+	if _, err := e.c.GetInstance(&osb.GetInstanceRequest{InstanceID: "sync-1"}); !isStatus(err, http.StatusNotFound) {
+		t.Fatalf("get after deprovision: %v, want 404", err)
+	}
+}
+
+func TestClientDrivesAsyncLifecycle(t *testing.T) {
+	b := apptest.Start(t, "")
+	e := newE2E(t, b)
+	params := map[string]any{"duration_seconds": 1}
+
+	r := e.provision("async-1", e.async, true, params)
+	if !r.Async || r.OperationKey == nil {
+		t.Fatalf("async provision: %+v", r)
+	}
+	if again := e.provision("async-1", e.async, true, params); !again.Async || *again.OperationKey != *r.OperationKey {
+		t.Fatalf("re-sent provision: %+v, want operation %s", again, *r.OperationKey)
+	}
+	_, err := e.c.UpdateInstance(&osb.UpdateInstanceRequest{InstanceID: "async-1", ServiceID: e.service, AcceptsIncomplete: true,
+		Parameters: map[string]any{"duration_seconds": 0}})
+	// The library's IsConcurrencyError also demands its own fixed
+	// description; the spec asks only for the error code.
+	if !isOSBError(err, http.StatusUnprocessableEntity, "ConcurrencyError") {
+		t.Fatalf("update during provision: %v, want ConcurrencyError", err)
+	}
+	if state, _ := e.poll("async-1", r.OperationKey); state != osb.StateSucceeded {
+		t.Fatalf("provision ended %s", state)
+	}
+	if _, err := e.c.GetInstance(&osb.GetInstanceRequest{InstanceID: "async-1"}); err != nil {
+		t.Fatalf("get instance after provision: %v", err)
+	}
+
+	bind, err := e.c.Bind(&osb.BindRequest{InstanceID: "async-1", BindingID: "ab-1", ServiceID: e.service, PlanID: e.async,
+		AcceptsIncomplete: true, Parameters: params})
+	if err != nil || !bind.Async || bind.Credentials != nil {
+		t.Fatalf("async bind: %+v %v", bind, err)
+	}
+	if state := e.pollBinding("async-1", "ab-1", bind.OperationKey); state != osb.StateSucceeded {
+		t.Fatalf("bind ended %s", state)
+	}
+	got, err := e.c.GetBinding(&osb.GetBindingRequest{InstanceID: "async-1", BindingID: "ab-1"})
+	if err != nil || got.Credentials["uri"] == nil {
+		t.Fatalf("get binding: %+v %v", got, err)
+	}
+	unbind, err := e.c.Unbind(&osb.UnbindRequest{InstanceID: "async-1", BindingID: "ab-1", ServiceID: e.service, PlanID: e.async, AcceptsIncomplete: true})
+	if err != nil || !unbind.Async {
+		t.Fatalf("async unbind: %+v %v", unbind, err)
+	}
+	if state := e.pollBinding("async-1", "ab-1", unbind.OperationKey); state != "gone" {
+		t.Fatalf("unbind ended %s, want gone (410)", state)
+	}
+
+	// A plan change runs in the target plan's mode: async-only here.
+	up, err := e.c.UpdateInstance(&osb.UpdateInstanceRequest{InstanceID: "async-1", ServiceID: e.service, AcceptsIncomplete: true,
+		PlanID: ptr(e.asyncOnly), Parameters: map[string]any{"duration_seconds": 0}})
+	if err != nil || !up.Async {
+		t.Fatalf("async update: %+v %v", up, err)
+	}
+	if state, _ := e.poll("async-1", up.OperationKey); state != osb.StateSucceeded {
+		t.Fatalf("update ended %s", state)
+	}
+	if inst, _ := e.c.GetInstance(&osb.GetInstanceRequest{InstanceID: "async-1"}); inst.PlanID != e.asyncOnly || inst.Parameters["duration_seconds"] != float64(0) {
+		t.Fatalf("instance after update: %+v", inst)
+	}
+	// Back to the sync plan: that update completes in the request.
+	up, err = e.c.UpdateInstance(&osb.UpdateInstanceRequest{InstanceID: "async-1", ServiceID: e.service, AcceptsIncomplete: true, PlanID: ptr(e.sync)})
+	if err != nil || up.Async {
+		t.Fatalf("update to the sync plan: %+v %v", up, err)
+	}
+	del, err := e.c.DeprovisionInstance(&osb.DeprovisionRequest{InstanceID: "async-1", ServiceID: e.service, PlanID: e.sync, AcceptsIncomplete: true})
+	if err != nil || del.Async {
+		t.Fatalf("deprovision: %+v %v", del, err)
+	}
+
+	// An async deprovision, polled to gone.
+	p := e.provision("async-2", e.async, true, map[string]any{"duration_seconds": 0})
+	e.poll("async-2", p.OperationKey)
+	del, err = e.c.DeprovisionInstance(&osb.DeprovisionRequest{InstanceID: "async-2", ServiceID: e.service, PlanID: e.async, AcceptsIncomplete: true})
+	if err != nil || !del.Async {
+		t.Fatalf("async deprovision: %+v %v", del, err)
+	}
+	if state, _ := e.poll("async-2", del.OperationKey); state != "gone" {
+		t.Fatalf("deprovision ended %s, want gone (410)", state)
+	}
+}
+
+func TestClientSeesAFailedOperation(t *testing.T) {
+	b := apptest.Start(t, "")
+	e := newE2E(t, b)
+	r := e.provision("fails-1", e.asyncOnly, true, map[string]any{"fail": true, "fail_description": "the demo was told to fail"})
+	state, description := e.poll("fails-1", r.OperationKey)
+	if state != osb.StateFailed || description != "the demo was told to fail" {
+		t.Fatalf("failed provision reads %s %q", state, description)
+	}
+	// Orphan mitigation: the platform deletes the failed instance; it is instant.
+	del, err := e.c.DeprovisionInstance(&osb.DeprovisionRequest{InstanceID: "fails-1", ServiceID: e.service, PlanID: e.asyncOnly, AcceptsIncomplete: true})
+	if err != nil || del.Async {
+		t.Fatalf("deprovision of a failed instance: %+v %v", del, err)
+	}
+	// A sync provision that fails is refused with a 422 and leaves nothing.
+	_, err = e.c.ProvisionInstance(&osb.ProvisionRequest{InstanceID: "fails-2", ServiceID: e.service, PlanID: e.sync,
+		OrganizationGUID: "org", SpaceGUID: "space", Parameters: map[string]any{"fail": true}})
+	if !isStatus(err, http.StatusUnprocessableEntity) {
+		t.Fatalf("failing sync provision: %v, want 422", err)
+	}
+	if _, err := e.c.DeprovisionInstance(&osb.DeprovisionRequest{InstanceID: "fails-2", ServiceID: e.service, PlanID: e.sync}); err != nil {
+		t.Fatalf("orphan mitigation of what was never created: %v (want 410, which the client treats as success)", err)
+	}
+}
+
+func TestAsyncProvisionSurvivesABrokerRestart(t *testing.T) {
+	dir := t.TempDir()
+	first := apptest.Start(t, dir)
+	e := newE2E(t, first)
+	r := e.provision("restart-1", e.async, true, map[string]any{"duration_seconds": 2})
+	first.Stop() // mid-provision: the execution is waiting for the driver
+
+	second := apptest.Start(t, dir)
+	e2 := newE2E(t, second)
+	if state, _ := e2.poll("restart-1", r.OperationKey); state != osb.StateSucceeded {
+		t.Fatalf("provision across a restart ended %s", state)
+	}
+	if _, err := e2.c.GetInstance(&osb.GetInstanceRequest{InstanceID: "restart-1"}); err != nil {
+		t.Fatalf("get instance after restart: %v", err)
+	}
+}
+
+func isStatus(err error, code int) bool {
+	var h osb.HTTPStatusCodeError
+	if errors.As(err, &h) {
+		return h.StatusCode == code
+	}
+	if hp, ok := osb.IsHTTPError(err); ok {
+		return hp.StatusCode == code
+	}
+	return false
+}
+
+func isOSBError(err error, code int, osbError string) bool {
+	var h osb.HTTPStatusCodeError
+	return errors.As(err, &h) && h.StatusCode == code && h.ErrorMessage != nil && *h.ErrorMessage == osbError
+}

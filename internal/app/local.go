@@ -1,0 +1,241 @@
+// Package app wires the broker from its configuration: the local broker
+// (bolt store, local engine, net/http) that `make run` serves.
+package app
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	"go.etcd.io/bbolt"
+
+	"github.com/serverless-osb/broker/internal/api"
+	"github.com/serverless-osb/broker/internal/broker"
+	"github.com/serverless-osb/broker/internal/catalog"
+	"github.com/serverless-osb/broker/internal/drivers/demo"
+	"github.com/serverless-osb/broker/internal/engine/local"
+	"github.com/serverless-osb/broker/internal/steps"
+	boltstore "github.com/serverless-osb/broker/internal/store/bolt"
+)
+
+// LocalConfig configures the local broker.
+type LocalConfig struct {
+	// Addr is where to listen; the default is 127.0.0.1:8080.
+	Addr string
+	// DataDir holds the bolt file; data survives restarts.
+	DataDir string
+	// CatalogPath is the catalog.yaml to serve.
+	CatalogPath string
+	// StateMachines is the folder of the ASL definitions.
+	StateMachines string
+	// Credentials are the accepted basic-auth pairs.
+	Credentials []api.Credential
+	// GeneratedPassword is set when the password was generated at start.
+	GeneratedPassword bool
+}
+
+// LocalConfigFromEnv reads BROKER_ADDR, BROKER_DATA_DIR, BROKER_CATALOG,
+// BROKER_STATEMACHINES, BROKER_USERNAME, BROKER_PASSWORD and
+// BROKER_CREDENTIALS (a JSON list of {"username","password"} pairs, for
+// rotation). With no password anywhere, one is generated.
+func LocalConfigFromEnv() (LocalConfig, error) {
+	c := LocalConfig{
+		Addr:          env("BROKER_ADDR", "127.0.0.1:8080"),
+		DataDir:       env("BROKER_DATA_DIR", ".data"),
+		CatalogPath:   env("BROKER_CATALOG", "catalog.yaml"),
+		StateMachines: env("BROKER_STATEMACHINES", "statemachines"),
+	}
+	if raw := os.Getenv("BROKER_CREDENTIALS"); raw != "" {
+		creds, err := ParseCredentials([]byte(raw))
+		if err != nil {
+			return c, fmt.Errorf("BROKER_CREDENTIALS: %w", err)
+		}
+		c.Credentials = creds
+	}
+	if pass := os.Getenv("BROKER_PASSWORD"); pass != "" || len(c.Credentials) == 0 {
+		if pass == "" {
+			pass, c.GeneratedPassword = rand.Text(), true
+		}
+		c.Credentials = append(c.Credentials, api.Credential{Username: env("BROKER_USERNAME", "broker"), Password: pass})
+	}
+	return c, nil
+}
+
+// ParseCredentials reads a JSON list of {"username","password"} pairs.
+func ParseCredentials(data []byte) ([]api.Credential, error) {
+	var pairs []struct {
+		Username string `json:"username"`
+		Password string `json:"password"`
+	}
+	if err := json.Unmarshal(data, &pairs); err != nil {
+		return nil, fmt.Errorf("want a JSON list of {\"username\",\"password\"} objects: %w", err)
+	}
+	out := make([]api.Credential, 0, len(pairs))
+	for i, p := range pairs {
+		if p.Username == "" || p.Password == "" {
+			return nil, fmt.Errorf("pair %d: username and password must be non-empty", i)
+		}
+		out = append(out, api.Credential(p))
+	}
+	if len(out) == 0 {
+		return nil, errors.New("no credential pairs")
+	}
+	return out, nil
+}
+
+func env(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+// Local is a running local broker.
+type Local struct {
+	Broker  *broker.Broker
+	Store   *boltstore.Store
+	Engine  *local.Engine
+	Steps   *steps.Steps
+	Handler http.Handler
+	server  *http.Server
+	ln      net.Listener
+	db      *bbolt.DB
+	logger  *slog.Logger
+	done    chan error
+}
+
+// OpenLocal builds the local broker: it loads the catalog, opens the bolt
+// file, loads the state machines, and resumes the executions that were in
+// flight when the broker last stopped. It does not listen yet.
+func OpenLocal(ctx context.Context, c LocalConfig, logger *slog.Logger) (*Local, error) {
+	cat, err := catalog.Load(c.CatalogPath)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(c.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("data directory: %w", err)
+	}
+	path := filepath.Join(c.DataDir, "broker.db")
+	db, err := bbolt.Open(path, 0o600, &bbolt.Options{Timeout: time.Second})
+	if err != nil {
+		return nil, fmt.Errorf("open %s (is another broker using it?): %w", path, err)
+	}
+	l, err := build(ctx, c, cat, db, logger)
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	return l, nil
+}
+
+func build(ctx context.Context, c LocalConfig, cat *catalog.Catalog, db *bbolt.DB, logger *slog.Logger) (*Local, error) {
+	store, err := boltstore.New(db)
+	if err != nil {
+		return nil, err
+	}
+	drivers := map[string]broker.Driver{"demo": demo.New(store)}
+	if err := checkDrivers(cat, drivers, c.CatalogPath); err != nil {
+		return nil, err
+	}
+	st := steps.New(store, cat, drivers, logger)
+	eng, err := local.New(local.Options{Dir: c.StateMachines, DB: db, Invoke: st.Handle, Logger: logger})
+	if err != nil {
+		return nil, err
+	}
+	b := broker.New(cat, store, eng, st, logger)
+	l := &Local{Broker: b, Store: store, Engine: eng, Steps: st, db: db, logger: logger,
+		Handler: api.New(api.Config{Broker: b, Catalog: cat, Credentials: c.Credentials, Logger: logger})}
+	if err := eng.Resume(ctx); err != nil {
+		eng.Close()
+		return nil, fmt.Errorf("resume workflows: %w", err)
+	}
+	return l, nil
+}
+
+// Listen starts serving on addr (use 127.0.0.1:0 for a free port).
+func (l *Local) Listen(addr string) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", addr, err)
+	}
+	l.ln = ln
+	l.server = &http.Server{Handler: l.Handler, ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout: 30 * time.Second, WriteTimeout: 60 * time.Second, IdleTimeout: 2 * time.Minute,
+		ErrorLog: slog.NewLogLogger(l.logger.Handler(), slog.LevelWarn)}
+	l.done = make(chan error, 1)
+	go func() { l.done <- l.server.Serve(ln) }()
+	return nil
+}
+
+// URL is where the broker listens.
+func (l *Local) URL() string { return "http://" + l.ln.Addr().String() }
+
+// Close stops serving (letting requests in flight finish), stops the
+// engine without aborting its executions (they resume at the next start),
+// and closes the bolt file.
+func (l *Local) Close() error {
+	var errs []error
+	if l.server != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		errs = append(errs, l.server.Shutdown(ctx))
+		if err := <-l.done; !errors.Is(err, http.ErrServerClosed) {
+			errs = append(errs, err)
+		}
+	}
+	errs = append(errs, l.Engine.Close(), l.db.Close())
+	return errors.Join(errs...)
+}
+
+// RunLocal runs the local broker from the environment until ctx ends,
+// printing where it listens (and a generated password) to out.
+func RunLocal(ctx context.Context, out io.Writer, logger *slog.Logger) error {
+	c, err := LocalConfigFromEnv()
+	if err != nil {
+		return err
+	}
+	l, err := OpenLocal(ctx, c, logger)
+	if err != nil {
+		return err
+	}
+	if err := l.Listen(c.Addr); err != nil {
+		l.Close()
+		return err
+	}
+	fmt.Fprintf(out, "serverless-osb is listening on %s (data in %s)\n", l.URL(), c.DataDir)
+	if c.GeneratedPassword {
+		last := c.Credentials[len(c.Credentials)-1]
+		fmt.Fprintf(out, "basic auth: username %q, generated password %q (set BROKER_USERNAME and BROKER_PASSWORD to choose)\n",
+			last.Username, last.Password)
+	}
+	fmt.Fprintf(out, "try: curl -u %s:<password> -H 'X-Broker-API-Version: 2.17' %s/v2/catalog\n",
+		c.Credentials[len(c.Credentials)-1].Username, l.URL())
+	select {
+	case <-ctx.Done():
+	case err := <-l.done:
+		l.done <- err
+	}
+	return l.Close()
+}
+
+// checkDrivers refuses a catalog whose plans name a driver the broker lacks.
+func checkDrivers(cat *catalog.Catalog, drivers map[string]broker.Driver, source string) error {
+	for i, s := range cat.Services() {
+		for j, p := range s.Plans {
+			if _, ok := drivers[p.Settings.Driver]; !ok {
+				return fmt.Errorf("%s: services[%d].plans[%d].broker.driver: no driver %q in this broker (have: demo)",
+					source, i, j, p.Settings.Driver)
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,112 @@
+package broker
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/serverless-osb/broker/internal/catalog"
+)
+
+// BindDetails is a bind request.
+type BindDetails struct {
+	InstanceID           string
+	BindingID            string
+	ServiceID            string
+	PlanID               string
+	AppGUID              string
+	BindResource         json.RawMessage
+	Parameters           json.RawMessage
+	Context              json.RawMessage
+	PredecessorBindingID string
+	AcceptsIncomplete    bool
+}
+
+// BindResult is the answer to a bind. Credentials are set only for a
+// synchronous answer: a 202 never carries them.
+type BindResult struct {
+	Result      Result
+	Operation   string
+	Credentials Credentials
+	Endpoints   []Endpoint
+}
+
+// Bind handles PUT /v2/service_instances/:instance_id/service_bindings/:binding_id.
+func (b *Broker) Bind(ctx context.Context, d BindDetails) (BindResult, error) {
+	svc, plan, err := b.lookup(d.ServiceID, d.PlanID)
+	if err != nil {
+		return BindResult{}, err
+	}
+	if !svc.PlanBindable(plan) {
+		return BindResult{}, Errorf(CodeBadRequest, "The service plan %s is not bindable.", plan.Name)
+	}
+	if d.PredecessorBindingID != "" && !plan.BindingRotatable {
+		return BindResult{}, Errorf(CodeBadRequest,
+			"The service plan %s does not support binding rotation (binding_rotatable is false): omit predecessor_binding_id.", plan.Name)
+	}
+	if err := validateParameters(plan, catalog.BindingCreate, d.Parameters); err != nil {
+		return BindResult{}, err
+	}
+	isAsync, err := async(plan, d.AcceptsIncomplete)
+	if err != nil {
+		return BindResult{}, err
+	}
+	op := b.newOperation(KindBind, d.InstanceID, d.BindingID, d.PlanID, isAsync)
+	op.Fingerprint = Fingerprint("bind", d.ServiceID, d.PlanID, d.AppGUID, d.BindResource, d.Parameters)
+	binding := Binding{
+		InstanceID: d.InstanceID, ID: d.BindingID, ServiceID: d.ServiceID, PlanID: d.PlanID,
+		AppGUID: d.AppGUID, BindResource: d.BindResource, Parameters: d.Parameters, Context: d.Context,
+		State: BindingCreating, Op: op.ID, LastOp: op.ID, Fingerprint: op.Fingerprint, Version: 1,
+		CreatedAt: op.CreatedAt, UpdatedAt: op.CreatedAt,
+	}
+	if err := b.Store.CreateBinding(ctx, binding, op); err != nil {
+		if c, ok := conflictOf(err); ok {
+			return b.bindConflict(c, d, op.Fingerprint)
+		}
+		return BindResult{}, fmt.Errorf("bind %s/%s: %w", d.InstanceID, d.BindingID, err)
+	}
+	if isAsync {
+		b.start(ctx, op)
+		return BindResult{Result: ResultAccepted, Operation: op.ID}, nil
+	}
+	if _, err := b.run(ctx, op); err != nil {
+		return BindResult{}, err
+	}
+	done, err := b.Store.GetBinding(ctx, d.InstanceID, d.BindingID)
+	if err != nil {
+		return BindResult{}, fmt.Errorf("bind %s/%s: read back: %w", d.InstanceID, d.BindingID, err)
+	}
+	return BindResult{Result: ResultCreated, Credentials: done.Credentials, Endpoints: done.Endpoints}, nil
+}
+
+// bindConflict explains why CreateBinding's condition failed.
+func (b *Broker) bindConflict(c *ConflictError, d BindDetails, fingerprint string) (BindResult, error) {
+	if existing := c.Binding; existing != nil {
+		if existing.Fingerprint != fingerprint {
+			return BindResult{}, Errorf(CodeConflict,
+				"Service binding %s already exists with different parameters: use another binding id.", d.BindingID)
+		}
+		switch existing.State {
+		case BindingReady:
+			return BindResult{Result: ResultOK, Credentials: existing.Credentials, Endpoints: existing.Endpoints}, nil
+		case BindingCreating:
+			if d.AcceptsIncomplete {
+				return BindResult{Result: ResultAccepted, Operation: existing.Op}, nil
+			}
+			return BindResult{}, concurrency("Service binding %s is being created; send accepts_incomplete=true to follow it.", d.BindingID)
+		case BindingFailed:
+			return BindResult{}, Errorf(CodeConflict,
+				"Service binding %s exists but failed: unbind it, then bind again.", d.BindingID)
+		}
+		return BindResult{}, concurrency("Service binding %s is being deleted.", d.BindingID)
+	}
+	inst := c.Instance
+	switch {
+	case inst == nil:
+		return BindResult{}, Errorf(CodeNotFound, "Service instance %s does not exist.", d.InstanceID)
+	case inst.State == InstanceFailed:
+		return BindResult{}, Errorf(CodeUnprocessable,
+			"Service instance %s is in a failed state and cannot be bound: deprovision it.", d.InstanceID)
+	}
+	return BindResult{}, concurrency("Another operation for service instance %s is in progress (%s).", d.InstanceID, inst.State)
+}

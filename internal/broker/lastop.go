@@ -1,0 +1,143 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// LastOperationDetails is a last_operation request. OperationID is the
+// optional "operation" query parameter.
+type LastOperationDetails struct {
+	InstanceID  string
+	BindingID   string
+	OperationID string
+}
+
+// LastOperation is the body of both last_operation endpoints, plus the
+// Retry-After the answer carries while the operation runs.
+type LastOperation struct {
+	State            OperationState
+	Description      string
+	InstanceUsable   *bool
+	UpdateRepeatable *bool
+	RetryAfter       time.Duration
+}
+
+// LastOperation handles GET /v2/service_instances/:instance_id/last_operation.
+func (b *Broker) LastOperation(ctx context.Context, d LastOperationDetails) (LastOperation, error) {
+	d.BindingID = ""
+	return b.lastOperation(ctx, d, "Service instance "+d.InstanceID, KindDeprovision)
+}
+
+// LastBindingOperation handles
+// GET /v2/service_instances/:instance_id/service_bindings/:binding_id/last_operation.
+func (b *Broker) LastBindingOperation(ctx context.Context, d LastOperationDetails) (LastOperation, error) {
+	return b.lastOperation(ctx, d, "Service binding "+d.BindingID, KindUnbind)
+}
+
+func (b *Broker) lastOperation(ctx context.Context, d LastOperationDetails, what string, deletion OperationKind) (LastOperation, error) {
+	op, err := b.findOperation(ctx, d)
+	if errors.Is(err, ErrNotFound) {
+		return LastOperation{}, Errorf(CodeNotFound, "%s has no such operation, or does not exist.", what)
+	}
+	if err != nil {
+		return LastOperation{}, fmt.Errorf("last operation %s: %w", d.InstanceID, err)
+	}
+	op = b.repair(ctx, op)
+	if op.Kind == deletion && op.State == OperationSucceeded {
+		return LastOperation{}, Errorf(CodeGone, "%s was deleted.", what)
+	}
+	lo := LastOperation{State: op.State, Description: op.Description}
+	switch op.State {
+	case OperationInProgress:
+		lo.RetryAfter = op.RetryAfter
+		if lo.Description == "" {
+			lo.Description = fmt.Sprintf("The %s is in progress.", op.Kind)
+		}
+	case OperationFailed:
+		if op.Kind == KindUpdate || op.Kind == KindDeprovision {
+			lo.InstanceUsable = op.InstanceUsable
+		}
+		if op.Kind == KindUpdate {
+			lo.UpdateRepeatable = op.UpdateRepeatable
+		}
+	}
+	return lo, nil
+}
+
+// findOperation returns the operation named in the request, or the newest
+// one of the instance or binding. Operations of bindings are not found
+// through the instance endpoint, and the other way round.
+func (b *Broker) findOperation(ctx context.Context, d LastOperationDetails) (Operation, error) {
+	if d.OperationID != "" {
+		op, err := b.Store.GetOperation(ctx, d.InstanceID, d.OperationID)
+		if err != nil {
+			return Operation{}, err
+		}
+		if op.BindingID != d.BindingID {
+			return Operation{}, ErrNotFound
+		}
+		return op, nil
+	}
+	ops, err := b.Store.ListOperations(ctx, d.InstanceID)
+	if err != nil {
+		return Operation{}, err
+	}
+	for i := len(ops) - 1; i >= 0; i-- {
+		if ops[i].BindingID == d.BindingID {
+			return ops[i], nil
+		}
+	}
+	return Operation{}, ErrNotFound
+}
+
+// repair finishes an in-progress operation that its execution can no longer
+// finish (it ended without recording a result), and starts again one whose
+// execution never started or vanished. It returns the record as it now is.
+func (b *Broker) repair(ctx context.Context, op Operation) Operation {
+	if op.Finished() || b.Now().Before(op.NextCheckAt.Add(b.RepairAfter)) {
+		return op
+	}
+	log := b.Logger.With("operation_id", op.ID, "instance_id", op.InstanceID, "binding_id", op.BindingID)
+	description := ""
+	if !op.Async {
+		description = fmt.Sprintf("The %s was interrupted before it completed; try again.", op.Kind)
+	} else {
+		exec, err := b.Engine.Describe(ctx, op.ID)
+		switch {
+		case errors.Is(err, ErrExecutionNotFound):
+			log.WarnContext(ctx, "repair: execution missing, starting it again")
+			b.start(ctx, op)
+			return op
+		case err != nil:
+			log.ErrorContext(ctx, "repair: describe execution", "error", err.Error())
+			return op
+		case exec.Status == ExecutionRunning:
+			return op
+		}
+		description = endedDescription(op.Kind, exec)
+		log.WarnContext(ctx, "repair: execution ended without a result", "status", string(exec.Status), "error", exec.Error)
+	}
+	if err := b.Runner.RecordFailure(ctx, op.InstanceID, op.ID, description); err != nil {
+		log.ErrorContext(ctx, "repair: record failure", "error", err.Error())
+		return op
+	}
+	if fresh, err := b.Store.GetOperation(ctx, op.InstanceID, op.ID); err == nil {
+		return fresh
+	}
+	return op
+}
+
+func endedDescription(kind OperationKind, exec Execution) string {
+	switch exec.Status {
+	case ExecutionTimedOut:
+		return fmt.Sprintf("The %s timed out.", kind)
+	case ExecutionAborted:
+		return fmt.Sprintf("The %s was stopped.", kind)
+	case ExecutionFailed:
+		return fmt.Sprintf("The %s failed: its workflow ended with %s.", kind, exec.Error)
+	}
+	return fmt.Sprintf("The %s ended without recording a result.", kind)
+}

@@ -1,0 +1,192 @@
+package broker
+
+import (
+	"encoding/json"
+	"log/slog"
+	"time"
+)
+
+// InstanceState is where a service instance is in its life. Transitions
+// happen only through the Store's conditional writes.
+type InstanceState string
+
+const (
+	// InstanceProvisioning: a provision operation holds the instance. It is
+	// not visible through GET until the provision succeeds.
+	InstanceProvisioning InstanceState = "provisioning"
+	// InstanceReady: provisioned and idle or serving binding operations.
+	InstanceReady InstanceState = "ready"
+	// InstanceUpdating: an update operation holds the instance.
+	InstanceUpdating InstanceState = "updating"
+	// InstanceDeprovisioning: a deprovision operation holds the instance.
+	InstanceDeprovisioning InstanceState = "deprovisioning"
+	// InstanceFailed: the provision failed, or a deprovision left the
+	// instance unusable. Only a deprovision may follow.
+	InstanceFailed InstanceState = "failed"
+)
+
+// BindingState is where a service binding is in its life.
+type BindingState string
+
+const (
+	BindingCreating BindingState = "creating" // a bind operation holds the binding
+	BindingReady    BindingState = "ready"    // created; credentials are available
+	BindingDeleting BindingState = "deleting" // an unbind operation holds the binding
+	BindingFailed   BindingState = "failed"   // the bind failed; only an unbind may follow
+)
+
+// OperationKind says what an operation changes.
+type OperationKind string
+
+const (
+	KindProvision   OperationKind = "provision"
+	KindUpdate      OperationKind = "update"
+	KindDeprovision OperationKind = "deprovision"
+	KindBind        OperationKind = "bind"
+	KindUnbind      OperationKind = "unbind"
+)
+
+// IsBinding reports whether the operation changes a binding.
+func (k OperationKind) IsBinding() bool { return k == KindBind || k == KindUnbind }
+
+// OperationState is the state of an operation, spelled as OSB's
+// last_operation reports it.
+type OperationState string
+
+const (
+	OperationInProgress OperationState = "in progress"
+	OperationSucceeded  OperationState = "succeeded"
+	OperationFailed     OperationState = "failed"
+)
+
+// Retention is how long finished operations are kept for last_operation.
+const Retention = 7 * 24 * time.Hour
+
+// MaintenanceInfo is OSB's maintenance_info object.
+type MaintenanceInfo struct {
+	Version     string `json:"version"`
+	Description string `json:"description,omitempty"`
+}
+
+// InstanceMetadata is OSB's service instance metadata object.
+type InstanceMetadata struct {
+	Labels     map[string]any `json:"labels,omitempty"`
+	Attributes map[string]any `json:"attributes,omitempty"`
+}
+
+// Instance is a service instance. Item key: PK=i#<ID>, SK=instance.
+type Instance struct {
+	ID               string           `json:"id"`
+	ServiceID        string           `json:"service_id"`
+	PlanID           string           `json:"plan_id"`
+	OrganizationGUID string           `json:"organization_guid,omitempty"`
+	SpaceGUID        string           `json:"space_guid,omitempty"`
+	Parameters       json.RawMessage  `json:"parameters,omitempty"`
+	Context          json.RawMessage  `json:"context,omitempty"`
+	MaintenanceInfo  *MaintenanceInfo `json:"maintenance_info,omitempty"`
+	DashboardURL     string           `json:"dashboard_url,omitempty"`
+	Metadata         InstanceMetadata `json:"metadata"`
+	State            InstanceState    `json:"state"`
+	// Op is the id of the operation that holds the instance; empty when idle.
+	Op string `json:"op,omitempty"`
+	// LastOp is the id of the newest instance operation.
+	LastOp string `json:"last_op,omitempty"`
+	// BindingOps counts the binding operations in progress; an update or
+	// deprovision may start only when it is zero.
+	BindingOps int `json:"binding_ops"`
+	// Fingerprint identifies the provision request, to tell a re-sent
+	// request (200/202) from a different one (409).
+	Fingerprint string    `json:"fingerprint"`
+	Version     int64     `json:"version"`
+	CreatedAt   time.Time `json:"created_at"`
+	UpdatedAt   time.Time `json:"updated_at"`
+}
+
+// Credentials are a binding's credentials. They never reach a log line.
+type Credentials map[string]any
+
+// String redacts the credentials for fmt.
+func (Credentials) String() string { return "[REDACTED]" }
+
+// LogValue redacts the credentials for log/slog.
+func (Credentials) LogValue() slog.Value { return slog.StringValue("[REDACTED]") }
+
+// Endpoint is OSB's endpoint object of a binding.
+type Endpoint struct {
+	Host     string   `json:"host"`
+	Ports    []string `json:"ports"`
+	Protocol string   `json:"protocol,omitempty"`
+}
+
+// Binding is a service binding. Item key: PK=i#<InstanceID>, SK=b#<ID>.
+type Binding struct {
+	InstanceID   string          `json:"instance_id"`
+	ID           string          `json:"id"`
+	ServiceID    string          `json:"service_id"`
+	PlanID       string          `json:"plan_id"`
+	AppGUID      string          `json:"app_guid,omitempty"`
+	BindResource json.RawMessage `json:"bind_resource,omitempty"`
+	Parameters   json.RawMessage `json:"parameters,omitempty"`
+	Context      json.RawMessage `json:"context,omitempty"`
+	State        BindingState    `json:"state"`
+	Credentials  Credentials     `json:"credentials,omitempty"`
+	Endpoints    []Endpoint      `json:"endpoints,omitempty"`
+	Op           string          `json:"op,omitempty"`
+	LastOp       string          `json:"last_op,omitempty"`
+	Fingerprint  string          `json:"fingerprint"`
+	Version      int64           `json:"version"`
+	CreatedAt    time.Time       `json:"created_at"`
+	UpdatedAt    time.Time       `json:"updated_at"`
+}
+
+// Target is what an update asks for. A nil field keeps the current value.
+type Target struct {
+	PlanID          string           `json:"plan_id,omitempty"`
+	Parameters      json.RawMessage  `json:"parameters,omitempty"`
+	Context         json.RawMessage  `json:"context,omitempty"`
+	MaintenanceInfo *MaintenanceInfo `json:"maintenance_info,omitempty"`
+}
+
+// Operation is one provision, update, deprovision, bind or unbind. Item key:
+// PK=i#<InstanceID>, SK=op#<ID>. Its ID is also the OSB "operation" string
+// and the name of the workflow execution that runs it.
+type Operation struct {
+	ID         string         `json:"id"`
+	InstanceID string         `json:"instance_id"`
+	BindingID  string         `json:"binding_id,omitempty"`
+	Kind       OperationKind  `json:"kind"`
+	State      OperationState `json:"state"`
+	// Description is shown to the user by last_operation.
+	Description string `json:"description,omitempty"`
+	Fingerprint string `json:"fingerprint"`
+	// Async is false for an operation completed within its request.
+	Async bool `json:"async"`
+	// PlanID is the instance's plan when the operation started:
+	// last_operation after a plan change reports the pre-update plan.
+	PlanID string  `json:"plan_id"`
+	Target *Target `json:"target,omitempty"`
+	// RetryAfter is the driver's estimate of when to look again.
+	RetryAfter       time.Duration `json:"retry_after"`
+	InstanceUsable   *bool         `json:"instance_usable,omitempty"`
+	UpdateRepeatable *bool         `json:"update_repeatable,omitempty"`
+	CreatedAt        time.Time     `json:"created_at"`
+	UpdatedAt        time.Time     `json:"updated_at"`
+	// NextCheckAt is when the workflow promised to report progress again;
+	// a record still in progress long after it is repaired.
+	NextCheckAt time.Time `json:"next_check_at"`
+	FinishedAt  time.Time `json:"finished_at,omitzero"`
+	// ExpiresAt is when a finished record may be dropped (DynamoDB TTL).
+	ExpiresAt time.Time `json:"expires_at,omitzero"`
+}
+
+// Finished reports whether the operation reached a terminal state.
+func (o Operation) Finished() bool { return o.State != OperationInProgress }
+
+// Resource is a record a driver owns, such as the demo driver's fake
+// database. Item key: PK=i#<InstanceID>, SK=r#<Name>.
+type Resource struct {
+	InstanceID string          `json:"instance_id"`
+	Name       string          `json:"name"`
+	Data       json.RawMessage `json:"data"`
+	UpdatedAt  time.Time       `json:"updated_at"`
+}

@@ -1,0 +1,210 @@
+package broker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// ErrNotFound is returned by a Store when an item does not exist.
+var ErrNotFound = errors.New("not found")
+
+// ConflictError is returned by a Store when a conditional write fails. It
+// carries the items as they were stored when the condition failed (what
+// DynamoDB returns with ReturnValuesOnConditionCheckFailure=ALL_OLD), so the
+// broker can tell 200 / 202 / 409 / 422 apart without a second read. It
+// carries EVERY item named in the method's condition as stored when the
+// condition failed, not only the item whose check failed; a nil field means
+// that item does not exist. A missing operation in UpdateOperation or
+// FinishOperation gives Operation == nil.
+type ConflictError struct {
+	Instance  *Instance
+	Binding   *Binding
+	Operation *Operation
+}
+
+func (e *ConflictError) Error() string {
+	switch {
+	case e.Operation != nil:
+		return fmt.Sprintf("conflict: operation %s is %s", e.Operation.ID, e.Operation.State)
+	case e.Binding != nil:
+		return fmt.Sprintf("conflict: binding %s is %s (op %q)", e.Binding.ID, e.Binding.State, e.Binding.Op)
+	case e.Instance != nil:
+		return fmt.Sprintf("conflict: instance %s is %s (op %q, binding ops %d, version %d)",
+			e.Instance.ID, e.Instance.State, e.Instance.Op, e.Instance.BindingOps, e.Instance.Version)
+	}
+	return "conflict: item does not exist"
+}
+
+// LockInstance asks to start an update or deprovision.
+type LockInstance struct {
+	// Instance is the new value to store: Op and State set, Version already
+	// incremented.
+	Instance Instance
+	// Version is the stored version the write expects (optimistic lock).
+	Version int64
+	// Holder is the operation expected to hold the instance now: empty for an
+	// idle instance, or a provision that a deprovision halts.
+	Holder string
+	// Op is the new operation record.
+	Op Operation
+	// Halted, when set, is the holder's operation record, finished (failed),
+	// written in the same transaction.
+	Halted *Operation
+}
+
+// LockBinding asks to start an unbind. Its fields mean what LockInstance's do.
+type LockBinding struct {
+	Binding Binding
+	Version int64
+	Holder  string
+	Op      Operation
+	Halted  *Operation
+}
+
+// Finish records the outcome of an operation and releases what it held, in
+// one transaction conditional on the operation still being in progress and
+// still holding its instance or binding.
+type Finish struct {
+	// Op is the finished operation record (State succeeded or failed).
+	Op Operation
+	// Instance, when set, is stored (condition: it is held by Op).
+	Instance *Instance
+	// DeleteInstance removes the instance and its bindings (condition: held by Op).
+	DeleteInstance bool
+	// Binding, when set, is stored (condition: it is held by Op).
+	Binding *Binding
+	// DeleteBinding removes the binding (condition: held by Op).
+	DeleteBinding bool
+	// ReleaseBinding decrements the instance's BindingOps (never below zero).
+	// It is not combined with Instance or DeleteInstance: an operation holds
+	// either its instance or one binding (Op.BindingID).
+	ReleaseBinding bool
+}
+
+// Store keeps instances, bindings, operations and driver resources. Every
+// method that changes state is ONE conditional write or ONE transaction;
+// when its condition fails it returns *ConflictError and changes nothing.
+// The storetest package is the contract every Store must pass.
+type Store interface {
+	GetInstance(ctx context.Context, instanceID string) (Instance, error)
+	GetBinding(ctx context.Context, instanceID, bindingID string) (Binding, error)
+	GetOperation(ctx context.Context, instanceID, operationID string) (Operation, error)
+	// ListOperations returns the operations recorded under an instance
+	// (including those of its bindings), oldest first.
+	ListOperations(ctx context.Context, instanceID string) ([]Operation, error)
+	// ListInProgress returns every operation still in progress (in no
+	// particular order), for repairs after a restart.
+	ListInProgress(ctx context.Context) ([]Operation, error)
+
+	// CreateInstance stores a new instance held by its provision operation.
+	// Condition: no instance with that id.
+	CreateInstance(ctx context.Context, inst Instance, op Operation) error
+	// LockInstance starts an update or deprovision. Condition: the instance
+	// exists at the expected Version, is held by Holder, and has no binding
+	// operations in progress.
+	LockInstance(ctx context.Context, l LockInstance) error
+	// CreateBinding stores a new binding held by its bind operation and
+	// increments the instance's BindingOps. Condition: the instance exists, is
+	// ready and not held; no binding with that id.
+	CreateBinding(ctx context.Context, b Binding, op Operation) error
+	// LockBinding starts an unbind. Condition: the binding exists at the
+	// expected Version and is held by Holder; its instance is not held. When
+	// Holder is empty the instance's BindingOps is incremented.
+	LockBinding(ctx context.Context, l LockBinding) error
+	// UpdateOperation records progress of an operation. Condition: stored
+	// operation is in progress.
+	UpdateOperation(ctx context.Context, op Operation) error
+	// FinishOperation records an outcome; see Finish.
+	FinishOperation(ctx context.Context, f Finish) error
+
+	// Resource records belong to drivers. PutResource writes unconditionally
+	// (drivers make their own changes idempotent); CreateResource fails with
+	// *ConflictError when the record exists.
+	GetResource(ctx context.Context, instanceID, name string) (Resource, error)
+	PutResource(ctx context.Context, r Resource) error
+	CreateResource(ctx context.Context, r Resource) error
+	DeleteResource(ctx context.Context, instanceID, name string) error
+}
+
+// Workflow names a state machine in statemachines/ (without .asl.json).
+type Workflow string
+
+// WorkflowOperation runs every provision, update, deprovision, bind and unbind.
+const WorkflowOperation Workflow = "operation"
+
+// ExecutionStatus is the status of a workflow execution, spelled as Step
+// Functions does.
+type ExecutionStatus string
+
+const (
+	ExecutionRunning   ExecutionStatus = "RUNNING"
+	ExecutionSucceeded ExecutionStatus = "SUCCEEDED"
+	ExecutionFailed    ExecutionStatus = "FAILED"
+	ExecutionTimedOut  ExecutionStatus = "TIMED_OUT"
+	ExecutionAborted   ExecutionStatus = "ABORTED"
+)
+
+// Execution is what an Engine reports about one execution.
+type Execution struct {
+	Name      string
+	Workflow  Workflow
+	Status    ExecutionStatus
+	Input     json.RawMessage
+	Output    json.RawMessage
+	Error     string // for FAILED, TIMED_OUT, ABORTED
+	Cause     string
+	StartedAt time.Time
+	StoppedAt time.Time
+}
+
+// ErrExecutionNotFound is returned by Describe for an unknown execution.
+var ErrExecutionNotFound = errors.New("execution not found")
+
+// ErrExecutionExists is returned by Start when an execution with that name
+// exists with a different input.
+var ErrExecutionExists = errors.New("execution already exists with a different input")
+
+// Engine runs the workflows of statemachines/. Names are unique: starting a
+// name again with the same input returns the existing execution (nil error),
+// so a lost start can be retried safely.
+type Engine interface {
+	Start(ctx context.Context, workflow Workflow, name string, input json.RawMessage) error
+	Describe(ctx context.Context, name string) (Execution, error)
+	// Stop aborts a running execution; stopping one that has ended is not an error.
+	Stop(ctx context.Context, name, cause string) error
+}
+
+// Change is what a driver is asked to do: the operation and the items it
+// concerns, as stored when the step runs.
+type Change struct {
+	Operation Operation
+	Instance  Instance
+	// Binding is set for bind and unbind.
+	Binding *Binding
+}
+
+// Progress is a driver's answer about a change.
+type Progress struct {
+	Done bool
+	// RetryAfter is when to check again, while not Done.
+	RetryAfter time.Duration
+	// Results, when Done.
+	DashboardURL string
+	Credentials  Credentials
+	Endpoints    []Endpoint
+}
+
+// Driver creates, changes and deletes the real resource behind instances and
+// bindings. Both methods must be idempotent. A permanent failure is returned
+// as *Failure; any other error is transient and the step is retried.
+type Driver interface {
+	// Begin starts the change. When the operation is not Async the driver
+	// must complete within the call (Done true) or fail.
+	Begin(ctx context.Context, c Change) (Progress, error)
+	// Check reports progress of a change begun earlier; once Done it returns
+	// the results again each time it is called.
+	Check(ctx context.Context, c Change) (Progress, error)
+}

@@ -1,0 +1,103 @@
+package broker
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/serverless-osb/broker/internal/catalog"
+)
+
+// ProvisionDetails is a provision request.
+type ProvisionDetails struct {
+	InstanceID        string
+	ServiceID         string
+	PlanID            string
+	OrganizationGUID  string
+	SpaceGUID         string
+	Parameters        json.RawMessage
+	Context           json.RawMessage
+	MaintenanceInfo   *MaintenanceInfo
+	AcceptsIncomplete bool
+}
+
+// ProvisionResult is the answer to a provision.
+type ProvisionResult struct {
+	Result       Result
+	DashboardURL string
+	Operation    string
+	Metadata     InstanceMetadata
+}
+
+// Provision handles PUT /v2/service_instances/:instance_id.
+func (b *Broker) Provision(ctx context.Context, d ProvisionDetails) (ProvisionResult, error) {
+	_, plan, err := b.lookup(d.ServiceID, d.PlanID)
+	if err != nil {
+		return ProvisionResult{}, err
+	}
+	if err := checkMaintenanceInfo(plan, d.MaintenanceInfo); err != nil {
+		return ProvisionResult{}, err
+	}
+	if err := validateParameters(plan, catalog.InstanceCreate, d.Parameters); err != nil {
+		return ProvisionResult{}, err
+	}
+	isAsync, err := async(plan, d.AcceptsIncomplete)
+	if err != nil {
+		return ProvisionResult{}, err
+	}
+	mi := d.MaintenanceInfo
+	if mi == nil {
+		mi = planMaintenanceInfo(plan)
+	}
+	op := b.newOperation(KindProvision, d.InstanceID, "", d.PlanID, isAsync)
+	op.Fingerprint = InstanceFingerprint(d.ServiceID, d.PlanID, d.OrganizationGUID, d.SpaceGUID, d.Parameters, mi)
+	inst := Instance{
+		ID: d.InstanceID, ServiceID: d.ServiceID, PlanID: d.PlanID,
+		OrganizationGUID: d.OrganizationGUID, SpaceGUID: d.SpaceGUID,
+		Parameters: d.Parameters, Context: d.Context, MaintenanceInfo: mi,
+		State: InstanceProvisioning, Op: op.ID, LastOp: op.ID, Fingerprint: op.Fingerprint,
+		Version: 1, CreatedAt: op.CreatedAt, UpdatedAt: op.CreatedAt,
+	}
+	if err := b.Store.CreateInstance(ctx, inst, op); err != nil {
+		if c, ok := conflictOf(err); ok && c.Instance != nil {
+			return existingInstance(*c.Instance, op.Fingerprint, d.AcceptsIncomplete)
+		}
+		return ProvisionResult{}, fmt.Errorf("provision %s: %w", d.InstanceID, err)
+	}
+	if isAsync {
+		b.start(ctx, op)
+		return ProvisionResult{Result: ResultAccepted, Operation: op.ID}, nil
+	}
+	if _, err := b.run(ctx, op); err != nil {
+		return ProvisionResult{}, err
+	}
+	done, err := b.Store.GetInstance(ctx, d.InstanceID)
+	if err != nil {
+		return ProvisionResult{}, fmt.Errorf("provision %s: read back: %w", d.InstanceID, err)
+	}
+	return ProvisionResult{Result: ResultCreated, DashboardURL: done.DashboardURL, Metadata: done.Metadata}, nil
+}
+
+// existingInstance answers a provision for an id that is taken: the same
+// request again gets 200 (finished) or 202 with the same operation (running);
+// anything else is a conflict.
+func existingInstance(inst Instance, fingerprint string, acceptsIncomplete bool) (ProvisionResult, error) {
+	if inst.Fingerprint != fingerprint {
+		return ProvisionResult{}, Errorf(CodeConflict,
+			"Service instance %s already exists with different attributes: use another instance id, or update the instance.", inst.ID)
+	}
+	switch inst.State {
+	case InstanceProvisioning:
+		if !acceptsIncomplete {
+			return ProvisionResult{}, concurrency(
+				"Service instance %s is being provisioned; send accepts_incomplete=true to follow the operation.", inst.ID)
+		}
+		return ProvisionResult{Result: ResultAccepted, Operation: inst.Op}, nil
+	case InstanceFailed:
+		return ProvisionResult{}, Errorf(CodeConflict,
+			"Service instance %s exists but failed to provision: deprovision it, then provision it again.", inst.ID)
+	case InstanceDeprovisioning:
+		return ProvisionResult{}, concurrency("Service instance %s is being deprovisioned.", inst.ID)
+	}
+	return ProvisionResult{Result: ResultOK, DashboardURL: inst.DashboardURL, Metadata: inst.Metadata}, nil
+}

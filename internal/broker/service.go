@@ -1,0 +1,223 @@
+package broker
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/serverless-osb/broker/internal/catalog"
+)
+
+// Runner runs an operation's steps in-process, for operations that complete
+// within their request, and records failures found by repairs. The steps
+// package implements it; the workflows run the same steps.
+type Runner interface {
+	// RunToEnd begins, checks and finishes op, returning the final record.
+	// A driver's permanent failure is returned as *Failure after it has been
+	// recorded.
+	RunToEnd(ctx context.Context, op Operation) (Operation, error)
+	// RecordFailure finishes op as failed with a description for the user.
+	RecordFailure(ctx context.Context, instanceID, operationID, description string) error
+}
+
+// Broker implements the OSB semantics on top of its ports. One method per
+// OSB endpoint; each documents its route.
+type Broker struct {
+	Catalog *catalog.Catalog
+	Store   Store
+	Engine  Engine
+	Runner  Runner
+	Logger  *slog.Logger
+	// Now and NewID are replaceable in tests.
+	Now   func() time.Time
+	NewID func() string
+	// RepairAfter is how long past its promised check an in-progress
+	// operation may go before last_operation asks the engine about it.
+	RepairAfter time.Duration
+}
+
+// New returns a Broker with default clock, ids and repair delay.
+func New(c *catalog.Catalog, s Store, e Engine, r Runner, logger *slog.Logger) *Broker {
+	return &Broker{Catalog: c, Store: s, Engine: e, Runner: r, Logger: logger,
+		Now:         func() time.Time { return time.Now().UTC() },
+		NewID:       func() string { return uuid.Must(uuid.NewV7()).String() },
+		RepairAfter: 30 * time.Second,
+	}
+}
+
+// Result says which success status an endpoint answers with.
+type Result int
+
+const (
+	ResultOK       Result = iota // 200
+	ResultCreated                // 201
+	ResultAccepted               // 202
+)
+
+// WorkflowInput is the input of an operation's execution. It is a pure
+// function of the operation, so a lost start can be retried with the same
+// input (execution names are idempotent only for identical input).
+type WorkflowInput struct {
+	InstanceID string `json:"instance_id"`
+}
+
+// newOperation returns an in-progress operation record.
+func (b *Broker) newOperation(kind OperationKind, instanceID, bindingID, planID string, async bool) Operation {
+	now := b.Now()
+	return Operation{
+		ID: b.NewID(), InstanceID: instanceID, BindingID: bindingID, Kind: kind,
+		State: OperationInProgress, Async: async, PlanID: planID,
+		CreatedAt: now, UpdatedAt: now, NextCheckAt: now.Add(2 * time.Second),
+	}
+}
+
+// run completes op: in the request when it is synchronous, or by starting
+// its workflow execution.
+func (b *Broker) run(ctx context.Context, op Operation) (Operation, error) {
+	if !op.Async {
+		done, err := b.Runner.RunToEnd(ctx, op)
+		var f *Failure
+		if errors.As(err, &f) {
+			return done, &Error{Code: CodeUnprocessable, Description: f.Description,
+				InstanceUsable: f.InstanceUsable, UpdateRepeatable: f.UpdateRepeatable}
+		}
+		return done, err
+	}
+	b.start(ctx, op)
+	return op, nil
+}
+
+// start starts op's workflow. A failed start is logged, not returned: the
+// operation record is durable, and last_operation (or the reaper) starts
+// the execution again under the same name.
+func (b *Broker) start(ctx context.Context, op Operation) {
+	input, _ := json.Marshal(WorkflowInput{InstanceID: op.InstanceID})
+	if err := b.Engine.Start(ctx, WorkflowOperation, op.ID, input); err != nil {
+		b.Logger.ErrorContext(ctx, "start workflow", "operation_id", op.ID,
+			"instance_id", op.InstanceID, "error", err.Error())
+	}
+}
+
+// halt stops the execution of an operation that another one took over.
+func (b *Broker) halt(ctx context.Context, opID, cause string) {
+	if err := b.Engine.Stop(ctx, opID, cause); err != nil && !errors.Is(err, ErrExecutionNotFound) {
+		b.Logger.ErrorContext(ctx, "stop workflow", "operation_id", opID, "error", err.Error())
+	}
+}
+
+// finished marks a copy of op finished in state with description.
+func (b *Broker) finished(op Operation, state OperationState, description string) Operation {
+	now := b.Now()
+	op.State, op.Description = state, description
+	op.UpdatedAt, op.FinishedAt, op.ExpiresAt = now, now, now.Add(Retention)
+	return op
+}
+
+// Fingerprint hashes the canonical JSON of the values that make two requests
+// "identical" in the OSB sense.
+func Fingerprint(values ...any) string {
+	h := sha256.New()
+	for _, v := range values {
+		if raw, ok := v.(json.RawMessage); ok {
+			v = canonical(raw)
+		}
+		b, _ := json.Marshal(v)
+		h.Write(b)
+		h.Write([]byte{0})
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// canonical decodes JSON so that re-encoding sorts keys and drops spacing;
+// absent and empty-object parameters compare equal.
+func canonical(raw json.RawMessage) any {
+	var v any
+	if len(raw) == 0 || json.Unmarshal(raw, &v) != nil || v == nil {
+		return map[string]any{}
+	}
+	return v
+}
+
+// InstanceFingerprint identifies an instance's attributes, as a provision
+// request would state them.
+func InstanceFingerprint(serviceID, planID, org, space string, params json.RawMessage, mi *MaintenanceInfo) string {
+	version := ""
+	if mi != nil {
+		version = mi.Version
+	}
+	return Fingerprint(serviceID, planID, org, space, params, version)
+}
+
+// SameJSON reports whether two JSON documents are equal after canonicalisation.
+func SameJSON(a, b json.RawMessage) bool { return Fingerprint(a) == Fingerprint(b) }
+
+func (b *Broker) lookup(serviceID, planID string) (*catalog.Service, *catalog.Plan, error) {
+	s, p, err := b.Catalog.Lookup(serviceID, planID)
+	if err != nil {
+		return nil, nil, Errorf(CodeBadRequest, "%s", err.Error())
+	}
+	return s, p, nil
+}
+
+// async decides whether an operation on plan runs asynchronously, or
+// refuses a synchronous request for an async-only plan.
+func async(p *catalog.Plan, acceptsIncomplete bool) (bool, error) {
+	switch p.Settings.Mode {
+	case catalog.ModeAsyncOnly:
+		if !acceptsIncomplete {
+			return false, Errorf(CodeAsyncRequired,
+				"This service plan (%s) requires client support for asynchronous service operations: send accepts_incomplete=true.", p.Name)
+		}
+		return true, nil
+	case catalog.ModeAsync:
+		return acceptsIncomplete, nil
+	default:
+		return false, nil
+	}
+}
+
+func checkMaintenanceInfo(p *catalog.Plan, mi *MaintenanceInfo) error {
+	if mi == nil {
+		return nil
+	}
+	if p.MaintenanceInfo == nil {
+		return Errorf(CodeMaintenanceInfoConflict,
+			"The service plan %s has no maintenance_info, but the request has version %q: fetch the catalog again and omit maintenance_info.", p.Name, mi.Version)
+	}
+	if mi.Version != p.MaintenanceInfo.Version {
+		return Errorf(CodeMaintenanceInfoConflict,
+			"The maintenance information for the service plan %s has changed: the request has version %q, the catalog has %q. Fetch the catalog again.",
+			p.Name, mi.Version, p.MaintenanceInfo.Version)
+	}
+	return nil
+}
+
+func planMaintenanceInfo(p *catalog.Plan) *MaintenanceInfo {
+	if p.MaintenanceInfo == nil {
+		return nil
+	}
+	return &MaintenanceInfo{Version: p.MaintenanceInfo.Version, Description: p.MaintenanceInfo.Description}
+}
+
+func validateParameters(p *catalog.Plan, kind catalog.SchemaKind, params json.RawMessage) error {
+	if err := p.ValidateParameters(kind, params); err != nil {
+		return Errorf(CodeBadRequest, "%s", err.Error())
+	}
+	return nil
+}
+
+func concurrency(format string, args ...any) error {
+	return Errorf(CodeConcurrencyError, format, args...)
+}
+
+func conflictOf(err error) (*ConflictError, bool) {
+	var c *ConflictError
+	ok := errors.As(err, &c)
+	return c, ok
+}

@@ -1,0 +1,207 @@
+package catalog
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+)
+
+// Mode says how the broker runs the changes (provision, update, deprovision,
+// bind, unbind) of a plan's instances and bindings.
+type Mode string
+
+const (
+	// ModeSync completes every change in the request.
+	ModeSync Mode = "sync"
+	// ModeAsync runs a change asynchronously when the platform sends
+	// accepts_incomplete=true, and synchronously otherwise.
+	ModeAsync Mode = "async"
+	// ModeAsyncOnly runs every change asynchronously and answers
+	// 422 AsyncRequired when the platform does not send accepts_incomplete=true.
+	ModeAsyncOnly Mode = "async-only"
+)
+
+// DefaultDriver is the driver of a plan whose broker block names none.
+const DefaultDriver = "demo"
+
+// Settings are the broker's own settings for a plan: the `broker:` block of
+// the plan in catalog.yaml. They are never served.
+type Settings struct {
+	// Driver names the driver that does the work for the plan's instances.
+	Driver string
+	// Mode says whether the plan's changes run synchronously.
+	Mode Mode
+}
+
+// MaintenanceInfo is a plan's maintenance_info. A platform that sends a
+// different version on provision or update gets 422 MaintenanceInfoConflict.
+type MaintenanceInfo struct {
+	Version     string // semantic version 2.0
+	Description string // may be empty
+}
+
+// Plan is a service plan, as the broker needs it. The served form is
+// Catalog.JSON.
+type Plan struct {
+	ID          string
+	Name        string
+	Description string
+	// Free, Bindable and PlanUpdateable are nil when the catalog leaves them
+	// out. The spec's default for free is true; bindable and plan_updateable
+	// default to the offering's (see Service.PlanBindable and
+	// Service.PlanIsUpdateable).
+	Free           *bool
+	Bindable       *bool
+	PlanUpdateable *bool
+	// BindingRotatable says whether bindings may be rotated with
+	// predecessor_binding_id (v2.17). Defaults to false.
+	BindingRotatable bool
+	// MaintenanceInfo is nil when the plan has none.
+	MaintenanceInfo *MaintenanceInfo
+	// MaximumPollingDuration is the plan's maximum_polling_duration in
+	// seconds; 0 when the catalog leaves it out.
+	MaximumPollingDuration int
+	// Settings are the plan's broker settings, with defaults filled in.
+	Settings Settings
+
+	schemas [numSchemaKinds]*paramSchema
+}
+
+// Service is a service offering, as the broker needs it.
+type Service struct {
+	ID                   string
+	Name                 string
+	Description          string
+	Bindable             bool
+	PlanUpdateable       bool
+	InstancesRetrievable bool
+	BindingsRetrievable  bool
+	AllowContextUpdates  bool
+	// Requires lists the permissions the offering asks for: syslog_drain,
+	// route_forwarding, volume_mount.
+	Requires []string
+	// Plans are in catalog order; there is at least one.
+	Plans []*Plan
+}
+
+// PlanBindable says whether instances of plan p can be bound: the plan's
+// bindable when it sets one, the offering's otherwise.
+func (s *Service) PlanBindable(p *Plan) bool {
+	if p.Bindable != nil {
+		return *p.Bindable
+	}
+	return s.Bindable
+}
+
+// PlanIsUpdateable says whether an instance of plan p may change to another
+// plan: the plan's plan_updateable when it sets one, the offering's otherwise.
+// Without it a platform may still update parameters and maintenance_info.
+func (s *Service) PlanIsUpdateable(p *Plan) bool {
+	if p.PlanUpdateable != nil {
+		return *p.PlanUpdateable
+	}
+	return s.PlanUpdateable
+}
+
+// Catalog is a checked, immutable catalog.
+type Catalog struct {
+	services  []*Service
+	byService map[string]*Service
+	byPlan    map[string]planEntry
+	json      []byte
+	etag      string
+}
+
+type planEntry struct {
+	service *Service
+	plan    *Plan
+}
+
+// Errors Lookup wraps, so that callers can tell them apart with errors.Is.
+// Every one of them means the request named something the catalog does not
+// offer: a 400 Bad Request.
+var (
+	ErrUnknownService   = errors.New("unknown service_id")
+	ErrUnknownPlan      = errors.New("unknown plan_id")
+	ErrPlanNotInService = errors.New("plan does not belong to service")
+)
+
+// Load reads the catalog file at path and parses it (see Parse). Errors name
+// the file by its base name.
+func Load(path string) (*Catalog, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read catalog: %w", err)
+	}
+	return Parse(filepath.Base(path), data)
+}
+
+// Parse parses and checks a YAML catalog. source names it in errors, for
+// example "catalog.yaml".
+//
+// A catalog that breaks any rule gives one error listing every problem found,
+// one per line, each as "source: path: problem", for example
+//
+//	catalog.yaml: services[0].plans[1].maintenance_info.version: "1.0" is not a semantic version (semver 2.0), e.g. "1.0.0"
+func Parse(source string, data []byte) (*Catalog, error) {
+	return parse(source, data)
+}
+
+// JSON returns the body of GET /v2/catalog: the catalog's services as
+// written, vendor fields included, without the broker blocks. It is computed
+// once, at load; each call returns a fresh copy.
+func (c *Catalog) JSON() []byte {
+	return slices.Clone(c.json)
+}
+
+// ETag returns the strong entity tag of JSON, quoted as the ETag header
+// wants it, e.g. "\"3f2a…\"". Two loads of the same catalog give the same tag.
+func (c *Catalog) ETag() string {
+	return c.etag
+}
+
+// Services returns the offerings in catalog order. Callers must not modify
+// the slice.
+func (c *Catalog) Services() []*Service {
+	return c.services
+}
+
+// Service returns the offering with that id, or nil.
+func (c *Catalog) Service(id string) *Service {
+	return c.byService[id]
+}
+
+// PlanByID returns the plan with that id and its offering, or nils.
+func (c *Catalog) PlanByID(id string) (*Service, *Plan) {
+	e := c.byPlan[id]
+	return e.service, e.plan
+}
+
+// Lookup returns the offering and plan a request names. Its error wraps
+// ErrUnknownService, ErrUnknownPlan or ErrPlanNotInService and reads well as
+// the description of a 400 response.
+func (c *Catalog) Lookup(serviceID, planID string) (*Service, *Plan, error) {
+	s := c.byService[serviceID]
+	if s == nil {
+		return nil, nil, fmt.Errorf("%w %q", ErrUnknownService, serviceID)
+	}
+	e, ok := c.byPlan[planID]
+	if !ok {
+		return nil, nil, fmt.Errorf("%w %q", ErrUnknownPlan, planID)
+	}
+	if e.service != s {
+		return nil, nil, fmt.Errorf("%w: plan_id %q (plan %q) belongs to service_id %q (offering %q), not to service_id %q (offering %q)",
+			ErrPlanNotInService, planID, e.plan.Name, e.service.ID, e.service.Name, s.ID, s.Name)
+	}
+	return s, e.plan, nil
+}
+
+// etagOf returns the strong, quoted entity tag of a representation.
+func etagOf(body []byte) string {
+	sum := sha256.Sum256(body)
+	return `"` + hex.EncodeToString(sum[:16]) + `"`
+}

@@ -1,0 +1,214 @@
+package catalog
+
+import (
+	"encoding/json"
+	"errors"
+	"sync"
+	"testing"
+)
+
+func TestValidateParametersOfTheShippedPlans(t *testing.T) {
+	c, err := Load(shippedCatalog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const allowed = " (allowed: duration_seconds, fail, fail_description)"
+	tests := []struct {
+		name   string
+		params string
+		want   string // Error(), or "" for valid
+	}{
+		{"nil parameters are valid", "", ""},
+		{"blank parameters are valid", " \n", ""},
+		{"null parameters are valid", "null", ""},
+		{"an empty object is valid", "{}", ""},
+		{"every parameter at its limits is valid", `{"duration_seconds": 3600, "fail": true, "fail_description": "x"}`, ""},
+		{"a zero duration is valid", `{"duration_seconds": 0}`, ""},
+		{"a duration above 3600 names the field and the limit", `{"duration_seconds": 3601}`,
+			"parameters.duration_seconds: must be <= 3600"},
+		{"a negative duration names the field and the limit", `{"duration_seconds": -1}`,
+			"parameters.duration_seconds: must be >= 0"},
+		{"a fractional duration says it must be an integer", `{"duration_seconds": 1.5}`,
+			"parameters.duration_seconds: must be an integer, got a number"},
+		{"a string fail says it must be a boolean", `{"fail": "yes"}`,
+			"parameters.fail: must be a boolean, got a string"},
+		{"an empty fail_description says so", `{"fail_description": ""}`,
+			"parameters.fail_description: must not be empty"},
+		{"a typo names the unknown property and the allowed ones", `{"durration": 5}`,
+			`parameters: additional property "durration" is not allowed` + allowed},
+		{"parameters that are not an object say so", `[1, 2]`,
+			"parameters: must be an object, got an array"},
+		{"parameters that are not JSON say so", `{"fail": tru}`,
+			"parameters: must be a JSON object; this is not valid JSON"},
+		{"every violation is listed, sorted by field", `{"fail": 1, "duration_seconds": 9999, "zz": 1, "aa": 2}`,
+			`parameters: additional properties "aa" and "zz" are not allowed` + allowed +
+				"; parameters.duration_seconds: must be <= 3600" +
+				"; parameters.fail: must be a boolean, got a number"},
+	}
+	for _, s := range c.Services() {
+		for _, p := range s.Plans {
+			for _, k := range []SchemaKind{InstanceCreate, InstanceUpdate, BindingCreate} {
+				for _, tt := range tests {
+					t.Run(p.Name+" "+k.String()+": "+tt.name, func(t *testing.T) {
+						err := p.ValidateParameters(k, json.RawMessage(tt.params))
+						if tt.want == "" {
+							if err != nil {
+								t.Fatalf("ValidateParameters() = %v, want nil", err)
+							}
+							return
+						}
+						var pe *ParameterError
+						if !errors.As(err, &pe) {
+							t.Fatalf("ValidateParameters() = %v, want a *ParameterError", err)
+						}
+						if pe.Error() != tt.want {
+							t.Errorf("ValidateParameters() =\n%s\nwant\n%s", pe, tt.want)
+						}
+						if first := pe.Violations[0]; pe.Field != first.Field || pe.Reason != first.Reason {
+							t.Errorf("Field, Reason = %q, %q; want the first violation %v", pe.Field, pe.Reason, first)
+						}
+					})
+				}
+			}
+		}
+	}
+}
+
+func TestValidateParametersMessages(t *testing.T) {
+	schema := map[string]any{
+		"$schema":  "http://json-schema.org/draft-04/schema#",
+		"type":     "object",
+		"required": []any{"size"},
+		"properties": map[string]any{
+			"size":   map[string]any{"enum": []any{"small", "large"}},
+			"name":   map[string]any{"type": "string", "pattern": "^[a-z]+$", "maxLength": 8},
+			"email":  map[string]any{"type": "string", "format": "email"},
+			"ratio":  map[string]any{"type": "number", "minimum": 0, "exclusiveMaximum": true, "maximum": 1},
+			"tags":   map[string]any{"type": "array", "items": map[string]any{"type": "string"}, "uniqueItems": true, "maxItems": 2},
+			"port":   map[string]any{"anyOf": []any{map[string]any{"type": "integer"}, map[string]any{"type": "string", "pattern": "^[0-9]+-[0-9]+$"}}},
+			"limits": map[string]any{"type": "object", "properties": map[string]any{"cpu": map[string]any{"type": "integer", "multipleOf": 2}}, "additionalProperties": false},
+		},
+		"dependencies": map[string]any{"email": []any{"name"}},
+	}
+	c := smallCatalog()
+	plan(c, 0, 0)["schemas"] = map[string]any{
+		"service_binding": map[string]any{"create": map[string]any{"parameters": schema}},
+	}
+	_, p := mustParse(t, c).PlanByID("plan-1")
+
+	tests := []struct {
+		name   string
+		params string
+		want   string
+	}{
+		{"a missing required property names the property", `{}`,
+			"parameters.size: is required"},
+		{"a value outside an enum lists the allowed values", `{"size": "medium"}`,
+			`parameters.size: must be one of "small", "large"`},
+		{"a string not matching its pattern quotes the pattern", `{"size": "small", "name": "Bob"}`,
+			"parameters.name: must match the pattern ^[a-z]+$"},
+		{"a string too long gives the limit", `{"size": "small", "name": "abcdefghij"}`,
+			"parameters.name: must be at most 8 characters long"},
+		{"a malformed email names the format", `{"size": "small", "name": "a", "email": "nope"}`,
+			"parameters.email: must be a valid email"},
+		{"a dependency names the missing property and why", `{"size": "small", "email": "a@example.com"}`,
+			`parameters.name: is required when "email" is set`},
+		{"an exclusive maximum says strictly less", `{"size": "small", "ratio": 1}`,
+			"parameters.ratio: must be < 1"},
+		{"an array item names its index", `{"size": "small", "tags": ["a", 2]}`,
+			"parameters.tags[1]: must be a string, got a number"},
+		{"duplicate items say which", `{"size": "small", "tags": ["a", "a"]}`,
+			"parameters.tags: items 0 and 1 are equal; items must be unique"},
+		{"too many items give the limit", `{"size": "small", "tags": ["a", "b", "c"]}`,
+			"parameters.tags: must have at most 2 items"},
+		{"anyOf lists why each form failed", `{"size": "small", "port": "http"}`,
+			`parameters.port: does not match any of the allowed forms: must be an integer, got a string; or must match the pattern ^[0-9]+-[0-9]+$`},
+		{"a nested property is named by its full path", `{"size": "small", "limits": {"cpu": 3}}`,
+			"parameters.limits.cpu: must be a multiple of 2"},
+		{"a nested additional property names its object and the allowed ones", `{"size": "small", "limits": {"ram": 3}}`,
+			`parameters.limits: additional property "ram" is not allowed (allowed: cpu)`},
+		{"a key that is not an identifier is quoted", `{"size": "small", "limits": {"a b": 1}}`,
+			`parameters.limits: additional property "a b" is not allowed (allowed: cpu)`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := p.ValidateParameters(BindingCreate, json.RawMessage(tt.params))
+			if err == nil || err.Error() != tt.want {
+				t.Errorf("ValidateParameters() =\n%v\nwant\n%s", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestValidateParametersWithoutASchema(t *testing.T) {
+	c := mustParse(t, smallCatalog())
+	_, withSchema := c.PlanByID("plan-1")
+	_, without := c.PlanByID("plan-2")
+	tests := []struct {
+		name string
+		plan *Plan
+		kind SchemaKind
+	}{
+		{"a plan without schemas accepts anything", without, InstanceCreate},
+		{"a plan with only a create schema accepts anything on update", withSchema, InstanceUpdate},
+		{"a plan with only an instance schema accepts anything on bind", withSchema, BindingCreate},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if tt.plan.HasSchema(tt.kind) {
+				t.Fatalf("the plan has a %s schema", tt.kind)
+			}
+			if err := tt.plan.ValidateParameters(tt.kind, json.RawMessage(`{"anything": [1]}`)); err != nil {
+				t.Errorf("ValidateParameters() = %v, want nil", err)
+			}
+		})
+	}
+	t.Run("an unknown schema kind is an error, not a pass", func(t *testing.T) {
+		if err := withSchema.ValidateParameters(SchemaKind(7), nil); err == nil {
+			t.Error("ValidateParameters(SchemaKind(7)) = nil")
+		}
+	})
+}
+
+func TestValidateParametersIsSafeForConcurrentUse(t *testing.T) {
+	c, err := Load(shippedCatalog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := c.Services()[0].Plans[1]
+	var wg sync.WaitGroup
+	errs := make(chan error, 64)
+	for i := range 32 {
+		wg.Go(func() {
+			ok := p.ValidateParameters(InstanceCreate, json.RawMessage(`{"duration_seconds": 10}`))
+			bad := p.ValidateParameters(InstanceCreate, json.RawMessage(`{"duration_seconds": 10000}`))
+			if ok != nil || bad == nil {
+				errs <- errors.New("goroutine " + string(rune('a'+i)) + " got a wrong answer")
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+}
+
+func TestSchemaKindNamesItsPlace(t *testing.T) {
+	tests := []struct {
+		kind SchemaKind
+		want string
+	}{
+		{InstanceCreate, "service_instance.create.parameters"},
+		{InstanceUpdate, "service_instance.update.parameters"},
+		{BindingCreate, "service_binding.create.parameters"},
+		{SchemaKind(9), "SchemaKind(9)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.want, func(t *testing.T) {
+			if got := tt.kind.String(); got != tt.want {
+				t.Errorf("String() = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}

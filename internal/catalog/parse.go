@@ -1,0 +1,520 @@
+package catalog
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Rules that come from the spec (v2.17) and from Cloud Foundry's Cloud
+// Controller, which refuses a broker whose catalog breaks them.
+var (
+	// allowedRequires are the only permissions an offering may require.
+	allowedRequires = []string{"syslog_drain", "route_forwarding", "volume_mount"}
+
+	// semverPattern is the regular expression semver.org gives for a
+	// semantic version 2.0.
+	semverPattern = regexp.MustCompile(`^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)` +
+		`(?:-((?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*)(?:\.(?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*))*))?` +
+		`(?:\+([0-9a-zA-Z-]+(?:\.[0-9a-zA-Z-]+)*))?$`)
+)
+
+// maxSchemaBytes is the spec's limit on one schema, serialized: 64 kB.
+const maxSchemaBytes = 64 << 10
+
+// parse turns YAML into a checked catalog; see Parse.
+func parse(source string, data []byte) (*Catalog, error) {
+	ck := &checker{source: source, owners: map[ownerKey]string{}}
+
+	var raw any
+	if err := yaml.Unmarshal(data, &raw); err != nil {
+		var te *yaml.TypeError
+		if errors.As(err, &te) {
+			for _, e := range te.Errors {
+				ck.problem("", "not valid YAML: %s", e)
+			}
+		} else {
+			ck.problem("", "not valid YAML: %s", strings.TrimPrefix(err.Error(), "yaml: "))
+		}
+		return nil, ck.err()
+	}
+	if raw == nil {
+		ck.problem("", `is empty; a catalog is a mapping with a "services" list`)
+		return nil, ck.err()
+	}
+	doc := ck.normalize("", raw)
+	if len(ck.problems) > 0 {
+		return nil, ck.err()
+	}
+
+	root, ok := doc.(map[string]any)
+	if !ok {
+		ck.problem("", `must be a mapping with a "services" list, got %s`, describe(doc))
+		return nil, ck.err()
+	}
+	for _, k := range sortedKeys(root) {
+		if k != "services" {
+			ck.problem(field("", k), `unknown top-level key; the catalog has only "services" (broker settings go in each plan's "broker" block)`)
+		}
+	}
+	list, ok := ck.list(root, "", "services", true)
+	if !ok {
+		return nil, ck.err()
+	}
+
+	c := &Catalog{byService: map[string]*Service{}, byPlan: map[string]planEntry{}}
+	names := map[string]string{} // offering name -> path of its offering
+	for i, v := range list {
+		p := index("services", i)
+		obj, ok := v.(map[string]any)
+		if !ok {
+			ck.problem(p, "must be an object (a service offering), got %s", describe(v))
+			continue
+		}
+		s := ck.service(p, obj)
+		if s.Name != "" {
+			if prev, dup := names[s.Name]; dup {
+				ck.problem(field(p, "name"), "%q is already the name of %s; offering names must be unique", s.Name, prev)
+			} else {
+				names[s.Name] = p
+			}
+		}
+		c.services = append(c.services, s)
+	}
+	if len(ck.problems) > 0 {
+		return nil, ck.err()
+	}
+
+	for _, s := range c.services {
+		c.byService[s.ID] = s
+		for _, pl := range s.Plans {
+			c.byPlan[pl.ID] = planEntry{service: s, plan: pl}
+		}
+	}
+	// The checks above took every broker block out of doc, so what is left
+	// is what a platform may see.
+	body, err := marshalJSON(map[string]any{"services": list})
+	if err != nil {
+		return nil, fmt.Errorf("%s: encode catalog as JSON: %w", source, err)
+	}
+	c.json = body
+	c.etag = etagOf(body)
+	return c, nil
+}
+
+// checker collects every problem with a catalog while it builds one.
+type checker struct {
+	source   string
+	problems []string
+	// owners maps each offering and plan id, and each dashboard client id,
+	// to the path of the first thing that used it.
+	owners   map[ownerKey]string
+	compiled int // schemas compiled so far, to name each one
+}
+
+// ownerKey is an id of some kind; see checker.unique.
+type ownerKey struct{ kind, id string }
+
+// problem records that the value at path (a field path such as
+// services[0].plans[1].id, or "" for the whole file) is wrong.
+func (ck *checker) problem(path, format string, args ...any) {
+	var b strings.Builder
+	b.WriteString(ck.source)
+	b.WriteString(": ")
+	if path != "" {
+		b.WriteString(path)
+		b.WriteString(": ")
+	}
+	fmt.Fprintf(&b, format, args...)
+	ck.problems = append(ck.problems, b.String())
+}
+
+// err returns every problem as one error, one per line.
+func (ck *checker) err() error {
+	return errors.New(strings.Join(ck.problems, "\n"))
+}
+
+// service checks an offering and builds it, plans included.
+func (ck *checker) service(p string, obj map[string]any) *Service {
+	s := &Service{}
+	s.ID = ck.str(obj, p, "id", true)
+	ck.unique(field(p, "id"), "id", s.ID, p)
+	s.Name = ck.str(obj, p, "name", true)
+	s.Description = ck.str(obj, p, "description", true)
+	s.Bindable, _ = ck.boolean(obj, p, "bindable", true)
+	s.PlanUpdateable, _ = ck.boolean(obj, p, "plan_updateable", false)
+	s.InstancesRetrievable, _ = ck.boolean(obj, p, "instances_retrievable", false)
+	s.BindingsRetrievable, _ = ck.boolean(obj, p, "bindings_retrievable", false)
+	s.AllowContextUpdates, _ = ck.boolean(obj, p, "allow_context_updates", false)
+	ck.stringList(obj, p, "tags")
+	s.Requires = ck.stringList(obj, p, "requires")
+	for i, r := range s.Requires {
+		if !slices.Contains(allowedRequires, r) {
+			ck.problem(index(field(p, "requires"), i), "%q is not a permission the spec defines; use %s", r, strings.Join(allowedRequires, ", "))
+		}
+	}
+	ck.object(obj, p, "metadata")
+	ck.dashboardClient(obj, p)
+	ck.misspelled(obj, p)
+	if _, ok := obj["broker"]; ok {
+		ck.problem(field(p, "broker"), "broker settings belong in each plan, not in the offering")
+	}
+
+	plans, ok := ck.list(obj, p, "plans", true)
+	if !ok {
+		return s
+	}
+	if len(plans) == 0 {
+		ck.problem(field(p, "plans"), "must list at least one plan")
+	}
+	names := map[string]string{} // plan name -> path of its plan
+	for i, v := range plans {
+		pp := index(field(p, "plans"), i)
+		po, ok := v.(map[string]any)
+		if !ok {
+			ck.problem(pp, "must be an object (a service plan), got %s", describe(v))
+			continue
+		}
+		pl := ck.plan(pp, po)
+		if pl.Name != "" {
+			if prev, dup := names[pl.Name]; dup {
+				ck.problem(field(pp, "name"), "%q is already the name of %s; plan names must be unique within their offering", pl.Name, prev)
+			} else {
+				names[pl.Name] = pp
+			}
+		}
+		s.Plans = append(s.Plans, pl)
+	}
+	return s
+}
+
+// plan checks a plan and builds it. It takes the plan's broker block out of
+// obj, so that it is never served.
+func (ck *checker) plan(p string, obj map[string]any) *Plan {
+	pl := &Plan{}
+	pl.ID = ck.str(obj, p, "id", true)
+	ck.unique(field(p, "id"), "id", pl.ID, p)
+	pl.Name = ck.str(obj, p, "name", true)
+	pl.Description = ck.str(obj, p, "description", true)
+	ck.object(obj, p, "metadata")
+	pl.Free = ck.optionalBool(obj, p, "free")
+	pl.Bindable = ck.optionalBool(obj, p, "bindable")
+	pl.PlanUpdateable = ck.optionalBool(obj, p, "plan_updateable")
+	pl.BindingRotatable, _ = ck.boolean(obj, p, "binding_rotatable", false)
+	ck.misspelled(obj, p)
+
+	if mi, ok := ck.object(obj, p, "maintenance_info"); ok {
+		mp := field(p, "maintenance_info")
+		info := &MaintenanceInfo{}
+		switch v := mi["version"].(type) {
+		case int, int64, uint64, float64:
+			ck.problem(field(mp, "version"), `must be a string, got a number (%v); quote it, e.g. "1.0.0"`, v)
+		default:
+			info.Version = ck.str(mi, mp, "version", true)
+			if info.Version != "" && !semverPattern.MatchString(info.Version) {
+				ck.problem(field(mp, "version"), `%q is not a semantic version (semver 2.0), e.g. "1.0.0"`, info.Version)
+			}
+		}
+		info.Description = ck.str(mi, mp, "description", false)
+		pl.MaintenanceInfo = info
+	}
+
+	if v, ok := obj["maximum_polling_duration"]; ok {
+		mp := field(p, "maximum_polling_duration")
+		switch n := v.(type) {
+		case int:
+			if n <= 0 {
+				ck.problem(mp, "must be a positive integer (seconds), got %d", n)
+			}
+			pl.MaximumPollingDuration = n
+		case uint64:
+			ck.problem(mp, "%d seconds is too large", n)
+		default:
+			ck.problem(mp, "must be a positive integer (seconds), got %s", describe(v))
+		}
+	}
+
+	if sch, ok := ck.object(obj, p, "schemas"); ok {
+		pl.schemas = ck.schemas(field(p, "schemas"), sch)
+	}
+
+	pl.Settings = ck.settings(p, obj)
+	delete(obj, "broker")
+	return pl
+}
+
+// settings checks a plan's broker block and fills in its defaults: driver
+// demo, mode sync.
+func (ck *checker) settings(p string, plan map[string]any) Settings {
+	st := Settings{Driver: DefaultDriver, Mode: ModeSync}
+	b, ok := ck.object(plan, p, "broker")
+	if !ok {
+		return st
+	}
+	bp := field(p, "broker")
+	for _, k := range sortedKeys(b) {
+		if k != "driver" && k != "mode" {
+			ck.problem(field(bp, k), "unknown broker setting; the settings are driver and mode")
+		}
+	}
+	if _, ok := b["driver"]; ok {
+		st.Driver = ck.str(b, bp, "driver", true)
+	}
+	if _, ok := b["mode"]; ok {
+		switch m := Mode(ck.str(b, bp, "mode", true)); m {
+		case ModeSync, ModeAsync, ModeAsyncOnly:
+			st.Mode = m
+		case "":
+			// ck.str has said why.
+		default:
+			ck.problem(field(bp, "mode"), "%q is not a mode; use %s, %s or %s", m, ModeSync, ModeAsync, ModeAsyncOnly)
+		}
+	}
+	return st
+}
+
+// dashboardClient checks the Cloud Foundry dashboard_client extension, which
+// Cloud Controller requires to be complete and unique.
+func (ck *checker) dashboardClient(obj map[string]any, p string) {
+	dc, ok := ck.object(obj, p, "dashboard_client")
+	if !ok {
+		return
+	}
+	dp := field(p, "dashboard_client")
+	id := ck.str(dc, dp, "id", true)
+	ck.unique(field(dp, "id"), "dashboard_client id", id, p)
+	ck.str(dc, dp, "secret", true)
+	ck.str(dc, dp, "redirect_uri", true)
+}
+
+// misspelled refuses plan_updatable: the spec spells the field
+// plan_updateable, and a platform would ignore the other spelling.
+func (ck *checker) misspelled(obj map[string]any, p string) {
+	if _, ok := obj["plan_updatable"]; ok {
+		ck.problem(field(p, "plan_updatable"), "the spec spells this field plan_updateable")
+	}
+}
+
+// unique records that the thing at owner uses id as its kind of id ("id"
+// for offerings and plans, "dashboard_client id"), and reports an id that
+// something else already uses. Offering and plan ids share one namespace:
+// the spec wants each globally unique.
+func (ck *checker) unique(path, kind, id, owner string) {
+	if id == "" {
+		return
+	}
+	key := ownerKey{kind, id}
+	if prev, dup := ck.owners[key]; dup {
+		ck.problem(path, "%q is already the %s of %s; %ss must be unique across the catalog", id, kind, prev, kind)
+		return
+	}
+	ck.owners[key] = owner
+}
+
+// str returns obj[key] if it is a string that is not blank. A required field
+// must be present; an optional one may be absent, but when present it too
+// must be a non-empty string, as the spec wants of every string.
+func (ck *checker) str(obj map[string]any, p, key string, required bool) string {
+	v, present := obj[key]
+	if required && (!present || v == nil) {
+		ck.problem(field(p, key), "is required")
+		return ""
+	}
+	if !present {
+		return ""
+	}
+	s, ok := v.(string)
+	if !ok {
+		ck.problem(field(p, key), "must be a string, got %s", describe(v))
+		return ""
+	}
+	if strings.TrimSpace(s) == "" {
+		ck.problem(field(p, key), "must not be empty")
+		return ""
+	}
+	return s
+}
+
+// boolean returns obj[key] and whether it is set, reporting a value that is
+// not true or false.
+func (ck *checker) boolean(obj map[string]any, p, key string, required bool) (value, set bool) {
+	v, present := obj[key]
+	if required && (!present || v == nil) {
+		ck.problem(field(p, key), "is required (true or false)")
+		return false, false
+	}
+	if !present {
+		return false, false
+	}
+	b, ok := v.(bool)
+	if !ok {
+		ck.problem(field(p, key), "must be a boolean (true or false), got %s", describe(v))
+		return false, false
+	}
+	return b, true
+}
+
+// optionalBool is boolean for a field whose absence means "inherit".
+func (ck *checker) optionalBool(obj map[string]any, p, key string) *bool {
+	if b, ok := ck.boolean(obj, p, key, false); ok {
+		return &b
+	}
+	return nil
+}
+
+// object returns obj[key] if it is present and an object.
+func (ck *checker) object(obj map[string]any, p, key string) (map[string]any, bool) {
+	v, present := obj[key]
+	if !present {
+		return nil, false
+	}
+	m, ok := v.(map[string]any)
+	if !ok {
+		ck.problem(field(p, key), "must be an object, got %s", describe(v))
+	}
+	return m, ok
+}
+
+// list returns obj[key] if it is a list.
+func (ck *checker) list(obj map[string]any, p, key string, required bool) ([]any, bool) {
+	v, present := obj[key]
+	if required && (!present || v == nil) {
+		ck.problem(field(p, key), "is required (a list)")
+		return nil, false
+	}
+	if !present {
+		return nil, false
+	}
+	l, ok := v.([]any)
+	if !ok {
+		ck.problem(field(p, key), "must be a list, got %s", describe(v))
+	}
+	return l, ok
+}
+
+// stringList returns obj[key] if it is a list of strings.
+func (ck *checker) stringList(obj map[string]any, p, key string) []string {
+	l, ok := ck.list(obj, p, key, false)
+	if !ok {
+		return nil
+	}
+	out := make([]string, 0, len(l))
+	for i, v := range l {
+		s, ok := v.(string)
+		if !ok {
+			ck.problem(index(field(p, key), i), "must be a string, got %s", describe(v))
+			continue
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// normalize turns what yaml.v3 decodes into values encoding/json can
+// encode, reporting what JSON cannot hold: mapping keys that are not
+// strings, NaN and infinities, and YAML-only types.
+func (ck *checker) normalize(p string, v any) any {
+	switch v := v.(type) {
+	case map[string]any:
+		out := make(map[string]any, len(v))
+		for _, k := range sortedKeys(v) { // sorted, so that problems come in a stable order
+			out[k] = ck.normalize(field(p, k), v[k])
+		}
+		return out
+	case map[any]any:
+		out := make(map[string]any, len(v))
+		for k, e := range v {
+			ks, ok := k.(string)
+			if !ok {
+				ck.problem(p, "mapping key %v is not a string; JSON object keys are strings (quote it)", k)
+				continue
+			}
+			out[ks] = ck.normalize(field(p, ks), e)
+		}
+		return out
+	case []any:
+		out := make([]any, len(v))
+		for i, e := range v {
+			out[i] = ck.normalize(index(p, i), e)
+		}
+		return out
+	case float64:
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			ck.problem(p, "%v cannot be written in JSON", v)
+		}
+		return v
+	case nil, string, bool, int, int64, uint64:
+		return v
+	default:
+		ck.problem(p, "a YAML %T cannot be written in JSON", v)
+		return nil
+	}
+}
+
+// describe says what a value is, for "must be X, got Y" messages.
+func describe(v any) string {
+	switch v := v.(type) {
+	case nil:
+		return "null"
+	case bool:
+		return fmt.Sprintf("a boolean (%t)", v)
+	case string:
+		if r := []rune(v); len(r) > 40 {
+			v = string(r[:40]) + "…"
+		}
+		return fmt.Sprintf("a string (%q)", v)
+	case int, int64, uint64, float64:
+		return fmt.Sprintf("a number (%v)", v)
+	case []any:
+		return "a list"
+	case map[string]any:
+		return "an object"
+	default:
+		return fmt.Sprintf("a %T", v)
+	}
+}
+
+// field returns the path of key within the value at p.
+func field(p, key string) string {
+	if key == "" || strings.ContainsAny(key, ".[]\"' \t\n") {
+		return p + "[" + strconv.Quote(key) + "]"
+	}
+	if p == "" {
+		return key
+	}
+	return p + "." + key
+}
+
+// index returns the path of item i of the list at p.
+func index(p string, i int) string {
+	return p + "[" + strconv.Itoa(i) + "]"
+}
+
+func sortedKeys(m map[string]any) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// marshalJSON encodes v compactly, without escaping <, > and &: the catalog
+// is served as application/json, never embedded in HTML.
+func marshalJSON(v any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
+}

@@ -1,0 +1,204 @@
+// Package demo is the driver that ships with the broker so that every
+// lifecycle works end to end with no real backing service. Each instance
+// gets a resource record standing in for a database; each binding gets its
+// own credentials. Parameters control it: duration_seconds (how long an
+// asynchronous change takes), fail and fail_description (the change fails).
+package demo
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/serverless-osb/broker/internal/broker"
+)
+
+// Host and Port are what the demo credentials point at.
+const (
+	Host = "demo.serverless-osb.invalid"
+	Port = 5432
+)
+
+// Driver is the demo driver. It keeps its records in the broker's Store.
+type Driver struct {
+	Store broker.Store
+	Now   func() time.Time
+}
+
+var _ broker.Driver = (*Driver)(nil)
+
+// New returns a demo driver on store.
+func New(store broker.Store) *Driver {
+	return &Driver{Store: store, Now: func() time.Time { return time.Now().UTC() }}
+}
+
+// Parameters are the demo plans' parameters (see catalog.yaml's schemas).
+type Parameters struct {
+	DurationSeconds int    `json:"duration_seconds"`
+	Fail            bool   `json:"fail"`
+	FailDescription string `json:"fail_description"`
+}
+
+// record is the demo's resource record: one per instance ("instance") and
+// one per binding ("binding-<id>").
+type record struct {
+	// Op is the operation whose change the record now reflects.
+	Op      string    `json:"op"`
+	Kind    string    `json:"kind"`
+	ReadyAt time.Time `json:"ready_at"`
+	Fail    string    `json:"fail,omitempty"`
+	// Username and Password are a binding's credentials.
+	Username string `json:"username,omitempty"`
+	Password string `json:"password,omitempty"`
+}
+
+func recordName(c broker.Change) string {
+	if c.Binding != nil {
+		return "binding-" + c.Binding.ID
+	}
+	return "instance"
+}
+
+// Begin starts a change: it writes the record that says when the change is
+// done, or fails at once for a synchronous change asked to fail.
+func (d *Driver) Begin(ctx context.Context, c broker.Change) (broker.Progress, error) {
+	name := recordName(c)
+	rec, found, err := d.get(ctx, c.Instance.ID, name)
+	if err != nil {
+		return broker.Progress{}, err
+	}
+	if found && rec.Op == c.Operation.ID {
+		return d.progress(ctx, c, rec, name) // begun before: idempotent
+	}
+	params, err := parameters(c)
+	if err != nil {
+		return broker.Progress{}, err
+	}
+	next := record{Op: c.Operation.ID, Kind: string(c.Operation.Kind), ReadyAt: d.Now()}
+	if c.Operation.Async {
+		next.ReadyAt = next.ReadyAt.Add(time.Duration(params.DurationSeconds) * time.Second)
+	}
+	if params.Fail {
+		next.Fail = params.FailDescription
+		if next.Fail == "" {
+			next.Fail = fmt.Sprintf("The %s failed as requested (fail: true).", c.Operation.Kind)
+		}
+		if !c.Operation.Async {
+			return broker.Progress{}, &broker.Failure{Description: next.Fail}
+		}
+	}
+	switch c.Operation.Kind {
+	case broker.KindBind:
+		next.Username = "u-" + c.Binding.ID
+		next.Password = rand.Text()
+	case broker.KindUpdate, broker.KindDeprovision, broker.KindUnbind:
+		if !found && c.Operation.Kind != broker.KindUpdate {
+			return broker.Progress{Done: true}, nil // nothing to delete
+		}
+		next.Username, next.Password = rec.Username, rec.Password
+	}
+	if err := d.put(ctx, c.Instance.ID, name, next); err != nil {
+		return broker.Progress{}, err
+	}
+	return d.progress(ctx, c, next, name)
+}
+
+// Check reports how the change is going and, once done, its results.
+func (d *Driver) Check(ctx context.Context, c broker.Change) (broker.Progress, error) {
+	name := recordName(c)
+	rec, found, err := d.get(ctx, c.Instance.ID, name)
+	if err != nil {
+		return broker.Progress{}, err
+	}
+	deleting := c.Operation.Kind == broker.KindDeprovision || c.Operation.Kind == broker.KindUnbind
+	switch {
+	case !found && deleting:
+		return broker.Progress{Done: true}, nil
+	case !found:
+		return broker.Progress{}, &broker.Failure{Description: "The demo resource vanished before the change completed."}
+	case rec.Op != c.Operation.ID && deleting:
+		// The record was rewritten by an operation this one halted (a
+		// provision that kept going): begin the deletion again.
+		return d.Begin(ctx, c)
+	case rec.Op != c.Operation.ID:
+		return broker.Progress{}, &broker.Failure{Description: "The demo resource was changed by another operation."}
+	}
+	return d.progress(ctx, c, rec, name)
+}
+
+func (d *Driver) progress(ctx context.Context, c broker.Change, rec record, name string) (broker.Progress, error) {
+	if wait := rec.ReadyAt.Sub(d.Now()); wait > 0 {
+		return broker.Progress{RetryAfter: wait}, nil
+	}
+	if rec.Fail != "" {
+		return broker.Progress{}, &broker.Failure{Description: rec.Fail}
+	}
+	p := broker.Progress{Done: true}
+	switch c.Operation.Kind {
+	case broker.KindDeprovision, broker.KindUnbind:
+		if err := d.Store.DeleteResource(ctx, c.Instance.ID, name); err != nil {
+			return broker.Progress{}, fmt.Errorf("demo: delete %s of %s: %w", name, c.Instance.ID, err)
+		}
+	case broker.KindProvision, broker.KindUpdate:
+		p.DashboardURL = "https://" + Host + "/instances/" + c.Instance.ID
+	case broker.KindBind:
+		// No endpoints: the demo host is not a place any app can reach.
+		p.Credentials = broker.Credentials{
+			"uri":      fmt.Sprintf("demo://%s:%s@%s:%d/%s", rec.Username, rec.Password, Host, Port, c.Instance.ID),
+			"username": rec.Username,
+			"password": rec.Password,
+			"host":     Host,
+			"port":     Port,
+		}
+	}
+	return p, nil
+}
+
+// parameters returns the parameters that govern the change: an update's
+// new ones, a binding's own, or else the instance's.
+func parameters(c broker.Change) (Parameters, error) {
+	raw := c.Instance.Parameters
+	switch {
+	case c.Operation.Kind == broker.KindUpdate && c.Operation.Target != nil && c.Operation.Target.Parameters != nil:
+		raw = c.Operation.Target.Parameters
+	case c.Binding != nil:
+		raw = c.Binding.Parameters
+	}
+	var p Parameters
+	if len(raw) > 0 {
+		if err := json.Unmarshal(raw, &p); err != nil {
+			return p, &broker.Failure{Description: fmt.Sprintf("The demo parameters cannot be read: %v", err)}
+		}
+	}
+	if c.Operation.Kind == broker.KindDeprovision || c.Operation.Kind == broker.KindUnbind {
+		p.Fail = false // fail applies to the change that was asked for
+	}
+	return p, nil
+}
+
+func (d *Driver) get(ctx context.Context, instanceID, name string) (record, bool, error) {
+	r, err := d.Store.GetResource(ctx, instanceID, name)
+	if errors.Is(err, broker.ErrNotFound) {
+		return record{}, false, nil
+	}
+	if err != nil {
+		return record{}, false, fmt.Errorf("demo: read %s of %s: %w", name, instanceID, err)
+	}
+	var rec record
+	if err := json.Unmarshal(r.Data, &rec); err != nil {
+		return record{}, false, fmt.Errorf("demo: decode %s of %s: %w", name, instanceID, err)
+	}
+	return rec, true, nil
+}
+
+func (d *Driver) put(ctx context.Context, instanceID, name string, rec record) error {
+	data, _ := json.Marshal(rec)
+	err := d.Store.PutResource(ctx, broker.Resource{InstanceID: instanceID, Name: name, Data: data, UpdatedAt: d.Now()})
+	if err != nil {
+		return fmt.Errorf("demo: write %s of %s: %w", name, instanceID, err)
+	}
+	return nil
+}

@@ -1,0 +1,468 @@
+// Package local runs the workflows of statemachines/ in process: an
+// interpreter of the Amazon States Language (JSONPath flavour) implementing
+// broker.Engine, with executions persisted in bbolt so that they survive a
+// restart. It runs what our definitions use (Task with lambda:invoke, Pass,
+// Choice, Wait, Succeed, Fail, with Retry, Catch and the input and output
+// paths) the way Step Functions does, and refuses anything else when a
+// definition is loaded, so a definition that loads here means the same on
+// AWS.
+package local
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"go.etcd.io/bbolt"
+
+	"github.com/serverless-osb/broker/internal/broker"
+)
+
+// Invoker is the worker: it is called for every Task state with the
+// resolved Parameters.Payload, and its result becomes the Task's
+// {"Payload": ...}. An error fails the Task; Retry and Catch match on its
+// name (see errorName). It must return soon after ctx is done: ctx is
+// cancelled when the Task times out, the execution is stopped or the engine
+// closes, and Close waits for every call to return.
+type Invoker func(ctx context.Context, payload json.RawMessage) (json.RawMessage, error)
+
+// Options configure an Engine.
+type Options struct {
+	// Dir holds the workflows, one <workflow>.asl.json file each. Every
+	// file is loaded and checked by New.
+	Dir string
+	// Definitions adds workflows already parsed (see Parse), for tests.
+	Definitions map[broker.Workflow]*Definition
+	// DB keeps executions, in bucket "executions". The engine does not
+	// close it.
+	DB *bbolt.DB
+	// Invoke is the worker called by Task states.
+	Invoke Invoker
+	// Logger receives one line per execution event; never a payload.
+	// Default: discard.
+	Logger *slog.Logger
+	// Now is the clock for recorded times and for Wait states. Default:
+	// time.Now.
+	Now func() time.Time
+	// Sleep waits for d or until ctx is done, for Wait states and between
+	// retries. Default: a timer. Tests may replace it to record delays.
+	Sleep func(ctx context.Context, d time.Duration)
+}
+
+// Errors of Start and Resume.
+var (
+	ErrClosed          = errors.New("engine closed")
+	ErrInvalidName     = errors.New("invalid execution name")
+	ErrUnknownWorkflow = errors.New("unknown workflow")
+)
+
+// Causes of the cancellation of an execution's context.
+var (
+	errStopped          = errors.New("execution stopped")
+	errClosing          = errors.New("engine closing")
+	errExecutionTimeout = errors.New("execution timed out")
+	errTaskTimeout      = errors.New("task timed out")
+)
+
+var bucketExecutions = []byte("executions")
+
+// Engine runs executions, each in its own goroutine, and records each
+// transition in bbolt. It is safe for concurrent use.
+type Engine struct {
+	defs   map[broker.Workflow]*Definition
+	db     *bbolt.DB
+	invoke Invoker
+	log    *slog.Logger
+	now    func() time.Time
+	sleep  func(ctx context.Context, d time.Duration)
+
+	base   context.Context
+	cancel context.CancelCauseFunc
+	wg     sync.WaitGroup
+
+	mu     sync.Mutex
+	closed bool
+	runs   map[string]context.CancelCauseFunc // running executions by name
+}
+
+var _ broker.Engine = (*Engine)(nil)
+
+// New loads and checks every workflow and prepares the bucket. It starts
+// nothing: call Resume to continue the executions of a previous process.
+func New(opts Options) (*Engine, error) {
+	if opts.DB == nil || opts.Invoke == nil {
+		return nil, errors.New("local engine: DB and Invoke are required")
+	}
+	defs := map[broker.Workflow]*Definition{}
+	if opts.Dir != "" {
+		loaded, err := LoadDir(opts.Dir)
+		if err != nil {
+			return nil, fmt.Errorf("local engine: %w", err)
+		}
+		defs = loaded
+	}
+	for w, d := range opts.Definitions {
+		if _, ok := defs[w]; ok {
+			return nil, fmt.Errorf("local engine: workflow %q is defined twice", w)
+		}
+		defs[w] = d
+	}
+	if len(defs) == 0 {
+		return nil, errors.New("local engine: no workflow (set Dir or Definitions)")
+	}
+	if err := opts.DB.Update(func(tx *bbolt.Tx) error {
+		_, err := tx.CreateBucketIfNotExists(bucketExecutions)
+		return err
+	}); err != nil {
+		return nil, fmt.Errorf("local engine: create bucket: %w", err)
+	}
+	e := &Engine{
+		defs:   defs,
+		db:     opts.DB,
+		invoke: opts.Invoke,
+		log:    opts.Logger,
+		now:    opts.Now,
+		sleep:  opts.Sleep,
+		runs:   map[string]context.CancelCauseFunc{},
+	}
+	if e.log == nil {
+		e.log = slog.New(slog.DiscardHandler)
+	}
+	if e.now == nil {
+		e.now = time.Now
+	}
+	if e.sleep == nil {
+		e.sleep = sleep
+	}
+	e.base, e.cancel = context.WithCancelCause(context.Background())
+	return e, nil
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+// record is an execution as stored, rewritten on every transition.
+type record struct {
+	Name      string                 `json:"name"`
+	Workflow  broker.Workflow        `json:"workflow"`
+	Input     json.RawMessage        `json:"input"`
+	Status    broker.ExecutionStatus `json:"status"`
+	StartedAt time.Time              `json:"started_at"`
+	StoppedAt time.Time              `json:"stopped_at,omitzero"`
+	Output    json.RawMessage        `json:"output,omitempty"`
+	Error     string                 `json:"error,omitempty"`
+	Cause     string                 `json:"cause,omitempty"`
+	// While running: the state the execution is in, since when, and the
+	// raw input it received; Resume runs that state again from there.
+	State          string          `json:"state,omitempty"`
+	StateEnteredAt time.Time       `json:"state_entered_at,omitzero"`
+	StateInput     json.RawMessage `json:"state_input,omitempty"`
+	// History lists the states entered, in order.
+	History []string `json:"history"`
+}
+
+func (r *record) execution() broker.Execution {
+	return broker.Execution{
+		Name:      r.Name,
+		Workflow:  r.Workflow,
+		Status:    r.Status,
+		Input:     r.Input,
+		Output:    r.Output,
+		Error:     r.Error,
+		Cause:     r.Cause,
+		StartedAt: r.StartedAt,
+		StoppedAt: r.StoppedAt,
+	}
+}
+
+// errEnded makes an update give up: the execution is no longer running.
+var errEnded = errors.New("execution has ended")
+
+// update applies change to a stored execution in one transaction; change
+// may return an error to write nothing.
+func (e *Engine) update(name string, change func(r *record) error) error {
+	return e.db.Update(func(tx *bbolt.Tx) error {
+		b := tx.Bucket(bucketExecutions)
+		r, err := getRecord(b, name)
+		if err != nil {
+			return err
+		}
+		if err := change(&r); err != nil {
+			return err
+		}
+		return putRecord(b, r)
+	})
+}
+
+func getRecord(b *bbolt.Bucket, name string) (record, error) {
+	var r record
+	data := b.Get([]byte(name))
+	if data == nil {
+		return r, broker.ErrExecutionNotFound
+	}
+	if err := json.Unmarshal(data, &r); err != nil {
+		return r, fmt.Errorf("decode execution %s: %w", name, err)
+	}
+	return r, nil
+}
+
+func putRecord(b *bbolt.Bucket, r record) error {
+	data, err := json.Marshal(r)
+	if err != nil {
+		return fmt.Errorf("encode execution %s: %w", r.Name, err)
+	}
+	return b.Put([]byte(r.Name), data)
+}
+
+// Start starts an execution of workflow, unless one with that name exists:
+// then it returns nil if that one has the same input (compared as JSON),
+// whether it still runs or not, and broker.ErrExecutionExists otherwise.
+// The execution does not depend on ctx.
+func (e *Engine) Start(ctx context.Context, workflow broker.Workflow, name string, input json.RawMessage) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := checkName(name); err != nil {
+		return err
+	}
+	def := e.defs[workflow]
+	if def == nil {
+		return fmt.Errorf("start %s: %w: %q", name, ErrUnknownWorkflow, workflow)
+	}
+	if len(bytes.TrimSpace(input)) == 0 {
+		input = json.RawMessage(`{}`)
+	}
+	canonical, err := canonicalJSON(input)
+	if err != nil {
+		return fmt.Errorf("start %s: input is not JSON: %w", name, err)
+	}
+	now := e.now()
+	rec := record{
+		Name:           name,
+		Workflow:       workflow,
+		Input:          canonical,
+		Status:         broker.ExecutionRunning,
+		StartedAt:      now,
+		State:          def.startAt,
+		StateEnteredAt: now,
+		StateInput:     canonical,
+		History:        []string{def.startAt},
+	}
+
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return ErrClosed
+	}
+	created := false
+	err = e.db.Update(func(tx *bbolt.Tx) error {
+		b := tx.Bucket(bucketExecutions)
+		old, err := getRecord(b, name)
+		switch {
+		case errors.Is(err, broker.ErrExecutionNotFound):
+			created = true
+			return putRecord(b, rec)
+		case err != nil:
+			return err
+		case old.Workflow != workflow || !bytes.Equal(old.Input, canonical):
+			return broker.ErrExecutionExists
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("start %s: %w", name, err)
+	}
+	if created {
+		e.log.Info("execution started", "execution", name, "workflow", string(workflow))
+		e.spawnLocked(def, rec)
+	}
+	return nil
+}
+
+// checkName applies Step Functions' rules for execution names.
+func checkName(name string) error {
+	if n := utf8.RuneCountInString(name); n < 1 || n > 80 || !utf8.ValidString(name) {
+		return fmt.Errorf("%w %q: 1 to 80 characters", ErrInvalidName, name)
+	}
+	for _, r := range name {
+		if unicode.IsSpace(r) || unicode.IsControl(r) || strings.ContainsRune("<>{}[]?*\"#%\\^|~`$&,;:/", r) {
+			return fmt.Errorf("%w %q: no whitespace, brackets, wildcards, control or special characters", ErrInvalidName, name)
+		}
+	}
+	return nil
+}
+
+// Describe returns an execution as stored.
+func (e *Engine) Describe(ctx context.Context, name string) (broker.Execution, error) {
+	if err := ctx.Err(); err != nil {
+		return broker.Execution{}, err
+	}
+	r, err := e.get(name)
+	if err != nil {
+		return broker.Execution{}, err
+	}
+	return r.execution(), nil
+}
+
+// History returns the names of the states an execution entered, in order. A
+// state retried, or run again by Resume, appears once.
+func (e *Engine) History(ctx context.Context, name string) ([]string, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	r, err := e.get(name)
+	if err != nil {
+		return nil, err
+	}
+	return r.History, nil
+}
+
+func (e *Engine) get(name string) (record, error) {
+	var r record
+	err := e.db.View(func(tx *bbolt.Tx) error {
+		var err error
+		r, err = getRecord(tx.Bucket(bucketExecutions), name)
+		return err
+	})
+	if err != nil && !errors.Is(err, broker.ErrExecutionNotFound) {
+		err = fmt.Errorf("describe %s: %w", name, err)
+	}
+	return r, err
+}
+
+// Stop aborts a running execution: it is recorded ABORTED (Error
+// ErrorAborted, the cause given) before its goroutine is told to stop, so
+// the goroutine records nothing more. Stopping an ended execution is nil.
+func (e *Engine) Stop(ctx context.Context, name, cause string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	stopped := false
+	err := e.update(name, func(r *record) error {
+		if r.Status != broker.ExecutionRunning {
+			return errEnded
+		}
+		r.Status, r.Error, r.Cause, r.StoppedAt = broker.ExecutionAborted, ErrorAborted, cause, e.now()
+		r.State, r.StateInput, r.StateEnteredAt = "", nil, time.Time{}
+		stopped = true
+		return nil
+	})
+	switch {
+	case errors.Is(err, errEnded):
+		return nil
+	case errors.Is(err, broker.ErrExecutionNotFound):
+		return err
+	case err != nil:
+		return fmt.Errorf("stop %s: %w", name, err)
+	}
+	if stopped {
+		e.log.Info("execution stopped", "execution", name)
+	}
+	e.mu.Lock()
+	if cancel := e.runs[name]; cancel != nil {
+		cancel(errStopped)
+	}
+	e.mu.Unlock()
+	return nil
+}
+
+// Resume continues every execution stored as RUNNING that this engine does
+// not run yet, from the state it was in: that state runs again from its
+// start (Task steps are idempotent), except that a Wait only waits for what
+// is left. An execution whose workflow is unknown is left as it is and
+// reported in the error.
+func (e *Engine) Resume(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return ErrClosed
+	}
+	var running []record
+	err := e.db.View(func(tx *bbolt.Tx) error {
+		return tx.Bucket(bucketExecutions).ForEach(func(k, v []byte) error {
+			var r record
+			if err := json.Unmarshal(v, &r); err != nil {
+				return fmt.Errorf("decode execution %s: %w", k, err)
+			}
+			if r.Status == broker.ExecutionRunning {
+				running = append(running, r)
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		return fmt.Errorf("resume: %w", err)
+	}
+	var errs []error
+	for _, r := range running {
+		def := e.defs[r.Workflow]
+		if def == nil {
+			errs = append(errs, fmt.Errorf("resume %s: %w: %q", r.Name, ErrUnknownWorkflow, r.Workflow))
+			continue
+		}
+		if _, ok := e.runs[r.Name]; ok {
+			continue
+		}
+		e.log.Info("execution resumed", "execution", r.Name, "workflow", string(r.Workflow), "state", r.State)
+		e.spawnLocked(def, r)
+	}
+	return errors.Join(errs...)
+}
+
+// Close stops every execution goroutine and waits for them, and for the
+// worker calls they made, to return. Running executions stay RUNNING in the
+// database, for Resume in the next process.
+func (e *Engine) Close() error {
+	e.mu.Lock()
+	e.closed = true
+	e.cancel(errClosing)
+	e.mu.Unlock()
+	e.wg.Wait()
+	return nil
+}
+
+// spawnLocked starts the goroutine of an execution; e.mu is held.
+func (e *Engine) spawnLocked(def *Definition, r record) {
+	runCtx, cancel := context.WithCancelCause(e.base)
+	e.runs[r.Name] = cancel
+	e.wg.Add(1)
+	go func() {
+		defer e.wg.Done()
+		defer func() {
+			e.mu.Lock()
+			delete(e.runs, r.Name)
+			e.mu.Unlock()
+			cancel(nil)
+		}()
+		ctx := runCtx
+		if def.timeout > 0 {
+			// The timeout counts from the start of the execution, across
+			// restarts.
+			deadline := time.Now().Add(def.timeout - e.now().Sub(r.StartedAt))
+			var stop context.CancelFunc
+			ctx, stop = context.WithDeadlineCause(ctx, deadline, errExecutionTimeout)
+			defer stop()
+		}
+		e.execute(ctx, def, r)
+	}()
+}

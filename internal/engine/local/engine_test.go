@@ -1,0 +1,470 @@
+package local_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"runtime"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.etcd.io/bbolt"
+
+	"github.com/serverless-osb/broker/internal/broker"
+	"github.com/serverless-osb/broker/internal/engine/enginetest"
+	"github.com/serverless-osb/broker/internal/engine/local"
+)
+
+// statemachines is the folder of the real definitions.
+const statemachines = "../../../statemachines"
+
+func TestContract(t *testing.T) {
+	enginetest.Run(t, enginetest.Harness{
+		InProcess: true,
+		New: func(t *testing.T, s *enginetest.Script) enginetest.Engine {
+			return newEngine(t, local.Options{Dir: statemachines, Invoke: s.Invoke})
+		},
+	})
+}
+
+func openDB(t *testing.T, file string) *bbolt.DB {
+	t.Helper()
+	db, err := bbolt.Open(file, 0o600, &bbolt.Options{Timeout: time.Second})
+	if err != nil {
+		t.Fatalf("open %s: %v", file, err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	return db
+}
+
+// newEngine returns an engine on a fresh database (unless opts has one),
+// closed when the test ends.
+func newEngine(t *testing.T, opts local.Options) *local.Engine {
+	t.Helper()
+	if opts.DB == nil {
+		opts.DB = openDB(t, filepath.Join(t.TempDir(), "engine.db"))
+	}
+	e, err := local.New(opts)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	t.Cleanup(func() { _ = e.Close() })
+	return e
+}
+
+// definitions parses workflows given as ASL text, by workflow name.
+func definitions(t *testing.T, asl map[broker.Workflow]string) map[broker.Workflow]*local.Definition {
+	t.Helper()
+	defs := map[broker.Workflow]*local.Definition{}
+	for w, text := range asl {
+		d, err := local.Parse(string(w)+".asl.json", []byte(text))
+		if err != nil {
+			t.Fatalf("Parse %s: %v", w, err)
+		}
+		defs[w] = d
+	}
+	return defs
+}
+
+func start(t *testing.T, e *local.Engine, w broker.Workflow, name, input string) {
+	t.Helper()
+	if err := e.Start(context.Background(), w, name, json.RawMessage(input)); err != nil {
+		t.Fatalf("Start(%s) = %v", name, err)
+	}
+}
+
+func waitEnded(t *testing.T, e *local.Engine, name string) broker.Execution {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		x, err := e.Describe(context.Background(), name)
+		if err != nil {
+			t.Fatalf("Describe(%s) = %v", name, err)
+		}
+		if x.Status != broker.ExecutionRunning {
+			return x
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("execution %s still RUNNING", name)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func waitInState(t *testing.T, e *local.Engine, name, state string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		states, err := e.History(context.Background(), name)
+		if err != nil {
+			t.Fatalf("History(%s) = %v", name, err)
+		}
+		if len(states) > 0 && states[len(states)-1] == state {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("execution %s never reached %s (states %q)", name, state, states)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func history(t *testing.T, e *local.Engine, name string) []string {
+	t.Helper()
+	states, err := e.History(context.Background(), name)
+	if err != nil {
+		t.Fatalf("History(%s) = %v", name, err)
+	}
+	return states
+}
+
+// blockingInvoker blocks every call until its context is done, and reports
+// calls and cancellations.
+type blockingInvoker struct {
+	entered   chan struct{}
+	cancelled chan struct{}
+}
+
+func newBlockingInvoker() *blockingInvoker {
+	return &blockingInvoker{entered: make(chan struct{}, 10), cancelled: make(chan struct{}, 10)}
+}
+
+func (b *blockingInvoker) Invoke(ctx context.Context, _ json.RawMessage) (json.RawMessage, error) {
+	b.entered <- struct{}{}
+	<-ctx.Done()
+	b.cancelled <- struct{}{}
+	return nil, ctx.Err()
+}
+
+// countingInvoker answers {} and counts calls.
+type countingInvoker struct{ n atomic.Int32 }
+
+func (c *countingInvoker) Invoke(context.Context, json.RawMessage) (json.RawMessage, error) {
+	c.n.Add(1)
+	return json.RawMessage(`{}`), nil
+}
+
+func within(t *testing.T, d time.Duration, ch <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(d):
+		t.Fatalf("%s did not happen within %s", what, d)
+	}
+}
+
+const waitThenTask = `{
+  "StartAt": "W",
+  "States": {
+    "W": {"Type": "Wait", "SecondsPath": "$.wait", "Next": "T"},
+    "T": {"Type": "Task", "Resource": "arn:aws:states:::lambda:invoke",
+          "Parameters": {"FunctionName": "f", "Payload": {"step": "t"}}, "ResultPath": null, "Next": "Done"},
+    "Done": {"Type": "Succeed"}
+  }
+}`
+
+const taskOnly = `{
+  "StartAt": "T",
+  "States": {
+    "T": {"Type": "Task", "Resource": "arn:aws:states:::lambda:invoke",
+          "Parameters": {"FunctionName": "f", "Payload": {"step": "t"}}, "Next": "Done"},
+    "Done": {"Type": "Succeed"}
+  }
+}`
+
+func TestResumeAfterRestart(t *testing.T) {
+	t.Parallel()
+	t.Run("an execution waiting when the engine closes continues after a restart and succeeds", func(t *testing.T) {
+		t.Parallel()
+		file := filepath.Join(t.TempDir(), "engine.db")
+		defs := definitions(t, map[broker.Workflow]string{"w": waitThenTask})
+
+		db1 := openDB(t, file)
+		first := &countingInvoker{}
+		e1 := newEngine(t, local.Options{DB: db1, Definitions: defs, Invoke: first.Invoke})
+		start(t, e1, "w", "run-1", `{"wait":1}`)
+		waitInState(t, e1, "run-1", "W")
+		began := time.Now()
+		if err := e1.Close(); err != nil {
+			t.Fatalf("Close = %v", err)
+		}
+		if d := time.Since(began); d > 500*time.Millisecond {
+			t.Errorf("Close took %s; a Wait must end at once", d)
+		}
+		if x, _ := e1.Describe(context.Background(), "run-1"); x.Status != broker.ExecutionRunning {
+			t.Errorf("after Close: status %s, want RUNNING (not aborted)", x.Status)
+		}
+		if err := db1.Close(); err != nil {
+			t.Fatalf("close db: %v", err)
+		}
+
+		second := &countingInvoker{}
+		e2 := newEngine(t, local.Options{DB: openDB(t, file), Definitions: defs, Invoke: second.Invoke})
+		if err := e2.Resume(context.Background()); err != nil {
+			t.Fatalf("Resume = %v", err)
+		}
+		x := waitEnded(t, e2, "run-1")
+		if x.Status != broker.ExecutionSucceeded {
+			t.Fatalf("status %s (%s: %s), want SUCCEEDED", x.Status, x.Error, x.Cause)
+		}
+		if got, want := history(t, e2, "run-1"), []string{"W", "T", "Done"}; !reflect.DeepEqual(got, want) {
+			t.Errorf("states entered = %q, want %q", got, want)
+		}
+		if first.n.Load() != 0 || second.n.Load() != 1 {
+			t.Errorf("worker calls: %d before the restart, %d after; want 0 and 1", first.n.Load(), second.n.Load())
+		}
+	})
+
+	t.Run("an execution interrupted inside a Task runs that Task again after a restart", func(t *testing.T) {
+		t.Parallel()
+		file := filepath.Join(t.TempDir(), "engine.db")
+		defs := definitions(t, map[broker.Workflow]string{"w": taskOnly})
+
+		db1 := openDB(t, file)
+		blocked := newBlockingInvoker()
+		e1 := newEngine(t, local.Options{DB: db1, Definitions: defs, Invoke: blocked.Invoke})
+		start(t, e1, "w", "run-1", `{}`)
+		within(t, 5*time.Second, blocked.entered, "the first call")
+		if err := e1.Close(); err != nil {
+			t.Fatalf("Close = %v", err)
+		}
+		within(t, time.Second, blocked.cancelled, "cancelling the call on Close")
+		_ = db1.Close()
+
+		second := &countingInvoker{}
+		e2 := newEngine(t, local.Options{DB: openDB(t, file), Definitions: defs, Invoke: second.Invoke})
+		if err := e2.Resume(context.Background()); err != nil {
+			t.Fatalf("Resume = %v", err)
+		}
+		if x := waitEnded(t, e2, "run-1"); x.Status != broker.ExecutionSucceeded {
+			t.Fatalf("status %s (%s: %s), want SUCCEEDED", x.Status, x.Error, x.Cause)
+		}
+		if got, want := history(t, e2, "run-1"), []string{"T", "Done"}; !reflect.DeepEqual(got, want) {
+			t.Errorf("states entered = %q, want %q (the Task once)", got, want)
+		}
+		if second.n.Load() != 1 {
+			t.Errorf("worker called %d times after the restart, want 1", second.n.Load())
+		}
+	})
+
+	t.Run("Resume leaves ended executions alone", func(t *testing.T) {
+		t.Parallel()
+		file := filepath.Join(t.TempDir(), "engine.db")
+		defs := definitions(t, map[broker.Workflow]string{"w": taskOnly})
+		db1 := openDB(t, file)
+		e1 := newEngine(t, local.Options{DB: db1, Definitions: defs, Invoke: (&countingInvoker{}).Invoke})
+		start(t, e1, "w", "run-1", `{}`)
+		waitEnded(t, e1, "run-1")
+		_ = e1.Close()
+		_ = db1.Close()
+
+		second := &countingInvoker{}
+		e2 := newEngine(t, local.Options{DB: openDB(t, file), Definitions: defs, Invoke: second.Invoke})
+		if err := e2.Resume(context.Background()); err != nil {
+			t.Fatalf("Resume = %v", err)
+		}
+		_ = e2.Close()
+		if second.n.Load() != 0 {
+			t.Errorf("worker called %d times, want 0", second.n.Load())
+		}
+		if x, _ := e2.Describe(context.Background(), "run-1"); x.Status != broker.ExecutionSucceeded {
+			t.Errorf("status %s, want SUCCEEDED", x.Status)
+		}
+	})
+
+	t.Run("Resume reports an execution whose workflow is no longer defined", func(t *testing.T) {
+		t.Parallel()
+		file := filepath.Join(t.TempDir(), "engine.db")
+		db1 := openDB(t, file)
+		e1 := newEngine(t, local.Options{DB: db1, Definitions: definitions(t, map[broker.Workflow]string{"w": waitThenTask}), Invoke: (&countingInvoker{}).Invoke})
+		start(t, e1, "w", "run-1", `{"wait":60}`)
+		waitInState(t, e1, "run-1", "W")
+		_ = e1.Close()
+		_ = db1.Close()
+
+		e2 := newEngine(t, local.Options{DB: openDB(t, file), Definitions: definitions(t, map[broker.Workflow]string{"other": taskOnly}), Invoke: (&countingInvoker{}).Invoke})
+		if err := e2.Resume(context.Background()); !errors.Is(err, local.ErrUnknownWorkflow) || !strings.Contains(err.Error(), "run-1") {
+			t.Errorf("Resume = %v, want ErrUnknownWorkflow naming run-1", err)
+		}
+		if x, _ := e2.Describe(context.Background(), "run-1"); x.Status != broker.ExecutionRunning {
+			t.Errorf("status %s, want it left RUNNING", x.Status)
+		}
+	})
+}
+
+func TestStopCancelsTheWorker(t *testing.T) {
+	t.Parallel()
+	blocked := newBlockingInvoker()
+	e := newEngine(t, local.Options{Definitions: definitions(t, map[broker.Workflow]string{"w": taskOnly}), Invoke: blocked.Invoke})
+	start(t, e, "w", "run-1", `{}`)
+	within(t, 5*time.Second, blocked.entered, "the call")
+
+	if err := e.Stop(context.Background(), "run-1", "user asked"); err != nil {
+		t.Fatalf("Stop = %v", err)
+	}
+	within(t, time.Second, blocked.cancelled, "cancelling the worker's context")
+	_ = e.Close() // the goroutine has ended: what it left is final
+	x, err := e.Describe(context.Background(), "run-1")
+	if err != nil {
+		t.Fatalf("Describe = %v", err)
+	}
+	if x.Status != broker.ExecutionAborted || x.Error != local.ErrorAborted || x.Cause != "user asked" {
+		t.Errorf("got %s %q %q, want ABORTED %q %q", x.Status, x.Error, x.Cause, local.ErrorAborted, "user asked")
+	}
+	if got := history(t, e, "run-1"); !reflect.DeepEqual(got, []string{"T"}) {
+		t.Errorf("states entered = %q, want [T]", got)
+	}
+}
+
+func TestStartRules(t *testing.T) {
+	t.Parallel()
+	defs := definitions(t, map[broker.Workflow]string{"w": waitThenTask})
+	invalid := []struct{ why, name string }{
+		{"is empty", ""},
+		{"is longer than 80 characters", strings.Repeat("a", 81)},
+		{"has a space", "op 1"},
+		{"has a tab", "op\t1"},
+		{"has a bracket", "op[1]"},
+		{"has a brace", "op{1}"},
+		{"has an angle bracket", "op<1"},
+		{"has a wildcard", "op*"},
+		{"has a question mark", "op?"},
+		{"has a control character", "op\x01"},
+		{"has a slash", "a/b"},
+		{"has a dollar", "a$b"},
+	}
+	for _, c := range invalid {
+		t.Run("a name that "+c.why+" is refused", func(t *testing.T) {
+			t.Parallel()
+			e := newEngine(t, local.Options{Definitions: defs, Invoke: (&countingInvoker{}).Invoke})
+			if err := e.Start(context.Background(), "w", c.name, json.RawMessage(`{"wait":0}`)); !errors.Is(err, local.ErrInvalidName) {
+				t.Errorf("Start(%q) = %v, want ErrInvalidName", c.name, err)
+			}
+		})
+	}
+
+	t.Run("a name of 80 letters, digits, dashes and underscores is accepted", func(t *testing.T) {
+		t.Parallel()
+		e := newEngine(t, local.Options{Definitions: defs, Invoke: (&countingInvoker{}).Invoke})
+		name := strings.Repeat("a", 70) + "-_09AZ.xyz"
+		start(t, e, "w", name, `{"wait":0}`)
+		if x := waitEnded(t, e, name); x.Status != broker.ExecutionSucceeded {
+			t.Errorf("status %s, want SUCCEEDED", x.Status)
+		}
+	})
+
+	t.Run("an unknown workflow is refused", func(t *testing.T) {
+		t.Parallel()
+		e := newEngine(t, local.Options{Definitions: defs, Invoke: (&countingInvoker{}).Invoke})
+		if err := e.Start(context.Background(), "nope", "run-1", nil); !errors.Is(err, local.ErrUnknownWorkflow) {
+			t.Errorf("Start = %v, want ErrUnknownWorkflow", err)
+		}
+	})
+
+	t.Run("an input that is not JSON is refused", func(t *testing.T) {
+		t.Parallel()
+		e := newEngine(t, local.Options{Definitions: defs, Invoke: (&countingInvoker{}).Invoke})
+		if err := e.Start(context.Background(), "w", "run-1", json.RawMessage(`{"wait":`)); err == nil {
+			t.Error("Start with broken JSON = nil, want an error")
+		}
+		if _, err := e.Describe(context.Background(), "run-1"); !errors.Is(err, broker.ErrExecutionNotFound) {
+			t.Errorf("Describe after a refused Start = %v, want ErrExecutionNotFound", err)
+		}
+	})
+
+	t.Run("the same input written differently is the same input", func(t *testing.T) {
+		t.Parallel()
+		e := newEngine(t, local.Options{Definitions: defs, Invoke: (&countingInvoker{}).Invoke})
+		start(t, e, "w", "run-1", `{"wait":60,"b":[1,2]}`)
+		if err := e.Start(context.Background(), "w", "run-1", json.RawMessage(" {\n \"b\": [1, 2], \"wait\": 60 }")); err != nil {
+			t.Errorf("second Start = %v, want nil", err)
+		}
+	})
+
+	t.Run("the same name in another workflow is another execution, refused", func(t *testing.T) {
+		t.Parallel()
+		both := definitions(t, map[broker.Workflow]string{"w": waitThenTask, "v": waitThenTask})
+		e := newEngine(t, local.Options{Definitions: both, Invoke: (&countingInvoker{}).Invoke})
+		start(t, e, "w", "run-1", `{"wait":60}`)
+		if err := e.Start(context.Background(), "v", "run-1", json.RawMessage(`{"wait":60}`)); !errors.Is(err, broker.ErrExecutionExists) {
+			t.Errorf("Start in another workflow = %v, want ErrExecutionExists", err)
+		}
+	})
+
+	t.Run("an empty input starts with an empty object", func(t *testing.T) {
+		t.Parallel()
+		e := newEngine(t, local.Options{Definitions: definitions(t, map[broker.Workflow]string{"w": taskOnly}), Invoke: (&countingInvoker{}).Invoke})
+		start(t, e, "w", "run-1", "")
+		if x := waitEnded(t, e, "run-1"); string(x.Input) != `{}` {
+			t.Errorf("input = %s, want {}", x.Input)
+		}
+	})
+
+	t.Run("Start and Resume after Close are refused", func(t *testing.T) {
+		t.Parallel()
+		e := newEngine(t, local.Options{Definitions: defs, Invoke: (&countingInvoker{}).Invoke})
+		_ = e.Close()
+		if err := e.Start(context.Background(), "w", "run-1", nil); !errors.Is(err, local.ErrClosed) {
+			t.Errorf("Start = %v, want ErrClosed", err)
+		}
+		if err := e.Resume(context.Background()); !errors.Is(err, local.ErrClosed) {
+			t.Errorf("Resume = %v, want ErrClosed", err)
+		}
+	})
+}
+
+func TestNewRefusesADirectoryWithABadDefinition(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "good.asl.json"), taskOnly)
+	writeFile(t, filepath.Join(dir, "bad.asl.json"), `{"StartAt":"M","States":{"M":{"Type":"Map","End":true}}}`)
+	_, err := local.New(local.Options{Dir: dir, DB: openDB(t, filepath.Join(t.TempDir(), "db")), Invoke: (&countingInvoker{}).Invoke})
+	if err == nil || !strings.Contains(err.Error(), "bad.asl.json") || !strings.Contains(err.Error(), `"M"`) {
+		t.Errorf("New = %v, want an error naming bad.asl.json and state M", err)
+	}
+}
+
+// TestCloseLeavesNoGoroutine is not parallel: it counts goroutines.
+func TestCloseLeavesNoGoroutine(t *testing.T) {
+	before := runtime.NumGoroutine()
+	blocked := newBlockingInvoker()
+	defs := definitions(t, map[broker.Workflow]string{"w": waitThenTask, "t": taskOnly})
+	db := openDB(t, filepath.Join(t.TempDir(), "engine.db"))
+	e, err := local.New(local.Options{DB: db, Definitions: defs, Invoke: blocked.Invoke})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"a", "b", "c"} {
+		start(t, e, "w", name, `{"wait":3600}`)
+	}
+	start(t, e, "t", "d", `{}`)
+	within(t, 5*time.Second, blocked.entered, "the call")
+	for _, name := range []string{"a", "b", "c"} {
+		waitInState(t, e, name, "W")
+	}
+
+	closed := make(chan struct{})
+	go func() { _ = e.Close(); close(closed) }()
+	within(t, 2*time.Second, closed, "Close")
+
+	deadline := time.Now().Add(2 * time.Second)
+	for runtime.NumGoroutine() > before {
+		if time.Now().After(deadline) {
+			buf := make([]byte, 1<<16)
+			t.Fatalf("%d goroutines after Close, %d before:\n%s", runtime.NumGoroutine(), before, buf[:runtime.Stack(buf, true)])
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func writeFile(t *testing.T, file, text string) {
+	t.Helper()
+	if err := os.WriteFile(file, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,450 @@
+package local
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"math/rand/v2"
+	"strconv"
+	"time"
+
+	"github.com/serverless-osb/broker/internal/broker"
+)
+
+// execution is what a running execution's goroutine knows about it.
+type execution struct {
+	e        *Engine
+	def      *Definition
+	name     string
+	workflow broker.Workflow
+	input    any // the execution's input, for $$.Execution.Input
+	started  time.Time
+	log      *slog.Logger
+}
+
+// stepResult is what running one state gives: the next state ("" when the
+// execution ends) and the state's output, or an error that fails the
+// execution.
+type stepResult struct {
+	next   string
+	output any
+	err    *stateError
+}
+
+// execute runs an execution from the state recorded in r until it ends or
+// ctx is cancelled. Each transition is written only if the execution is
+// still RUNNING in the database, so nothing is written after Stop.
+func (e *Engine) execute(ctx context.Context, def *Definition, r record) {
+	x := &execution{
+		e:        e,
+		def:      def,
+		name:     r.Name,
+		workflow: r.Workflow,
+		started:  r.StartedAt,
+		log:      e.log.With("execution", r.Name, "workflow", string(r.Workflow)),
+	}
+	var err error
+	x.input, err = decodeValue(r.Input)
+	if err != nil {
+		x.end(broker.ExecutionFailed, nil, errorRuntime, "stored input is not JSON")
+		return
+	}
+	input, err := decodeValue(r.StateInput)
+	if err != nil {
+		x.end(broker.ExecutionFailed, nil, errorRuntime, "stored state input is not JSON")
+		return
+	}
+	name, entered := r.State, r.StateEnteredAt
+	for {
+		st := def.states[name]
+		if st == nil {
+			// Only a definition changed under a resumed execution gets here.
+			x.end(broker.ExecutionFailed, nil, errorRuntime, "state "+strconv.Quote(name)+" is not in the definition")
+			return
+		}
+		x.log.Debug("state running", "state", name)
+		res := x.runState(ctx, st, input, entered)
+		if ctx.Err() != nil {
+			x.interrupted(ctx)
+			return
+		}
+		switch {
+		case res.err != nil:
+			x.end(broker.ExecutionFailed, nil, res.err.name, res.err.cause)
+			return
+		case res.next == "":
+			x.end(broker.ExecutionSucceeded, res.output, "", "")
+			return
+		}
+		entered = e.now()
+		if !x.transition(res.next, res.output, entered) {
+			return
+		}
+		name, input = res.next, res.output
+	}
+}
+
+// interrupted handles a cancelled context: a timed-out execution is
+// recorded TIMED_OUT; a stopped one was recorded by Stop; on Close nothing
+// is recorded, so that Resume continues it.
+func (x *execution) interrupted(ctx context.Context) {
+	if errors.Is(context.Cause(ctx), errExecutionTimeout) {
+		x.end(broker.ExecutionTimedOut, nil, errorTimeout, "the execution ran longer than its TimeoutSeconds ("+x.def.timeout.String()+")")
+	}
+}
+
+// transition records that the execution entered state next with input.
+func (x *execution) transition(next string, input any, at time.Time) bool {
+	data, err := json.Marshal(input)
+	if err != nil {
+		x.end(broker.ExecutionFailed, nil, errorRuntime, "state output cannot be encoded: "+err.Error())
+		return false
+	}
+	err = x.e.update(x.name, func(r *record) error {
+		if r.Status != broker.ExecutionRunning {
+			return errEnded
+		}
+		r.State, r.StateEnteredAt, r.StateInput = next, at, data
+		r.History = append(r.History, next)
+		return nil
+	})
+	switch {
+	case errors.Is(err, errEnded):
+		return false
+	case err != nil:
+		// The execution stays RUNNING at its previous state; Resume in the
+		// next process runs that state again.
+		x.log.Error("cannot record transition; execution paused until resumed", "state", next, "error", err.Error())
+		return false
+	}
+	x.log.Debug("state entered", "state", next)
+	return true
+}
+
+// end records the end of the execution, if it is still running.
+func (x *execution) end(status broker.ExecutionStatus, output any, errName, cause string) {
+	var data json.RawMessage
+	if status == broker.ExecutionSucceeded {
+		var err error
+		if data, err = json.Marshal(output); err != nil {
+			status, errName, cause = broker.ExecutionFailed, errorRuntime, "output cannot be encoded: "+err.Error()
+		}
+	}
+	err := x.e.update(x.name, func(r *record) error {
+		if r.Status != broker.ExecutionRunning {
+			return errEnded
+		}
+		r.Status, r.Output, r.Error, r.Cause, r.StoppedAt = status, data, errName, cause, x.e.now()
+		r.State, r.StateInput, r.StateEnteredAt = "", nil, time.Time{}
+		return nil
+	})
+	switch {
+	case errors.Is(err, errEnded):
+	case err != nil:
+		x.log.Error("cannot record the end of the execution", "status", string(status), "error", err.Error())
+	default:
+		x.log.Info("execution ended", "status", string(status), "error_name", errName)
+	}
+}
+
+// contextObject is "$$" for a state.
+func (x *execution) contextObject(st *state, entered time.Time, retries int) map[string]any {
+	return map[string]any{
+		"Execution": map[string]any{
+			"Id":        "arn:aws:states:local:000000000000:execution:" + string(x.workflow) + ":" + x.name,
+			"Name":      x.name,
+			"Input":     x.input,
+			"StartTime": formatTime(x.started),
+		},
+		"State": map[string]any{
+			"Name":        st.name,
+			"EnteredTime": formatTime(entered),
+			"RetryCount":  json.Number(strconv.Itoa(retries)),
+		},
+		"StateMachine": map[string]any{
+			"Id":   "arn:aws:states:local:000000000000:stateMachine:" + string(x.workflow),
+			"Name": string(x.workflow),
+		},
+	}
+}
+
+// formatTime writes times the way the context object has them.
+func formatTime(t time.Time) string {
+	return t.UTC().Format("2006-01-02T15:04:05.000Z")
+}
+
+func (x *execution) runState(ctx context.Context, st *state, input any, entered time.Time) stepResult {
+	switch st.typ {
+	case typeTask:
+		return x.runTask(ctx, st, input, entered)
+	case typeWait:
+		return x.runWait(ctx, st, input, entered)
+	case typeFail:
+		return stepResult{err: &stateError{name: st.failError, cause: st.failCause}}
+	}
+	c := x.contextObject(st, entered, 0)
+	eff, serr := st.inputPath.selectFrom(input)
+	if serr != nil {
+		return stepResult{err: serr}
+	}
+	var next string
+	var result any
+	switch st.typ {
+	case typePass:
+		if st.parameters != nil {
+			if eff, serr = st.parameters.eval(eff, c); serr != nil {
+				return stepResult{err: serr}
+			}
+		}
+		result = eff
+		if st.hasResult {
+			result = st.result
+		}
+		if result, serr = st.resultPath.apply(input, result); serr != nil {
+			return stepResult{err: serr}
+		}
+		next = st.next
+	case typeChoice:
+		if next, serr = x.choose(st, eff, c); serr != nil {
+			return stepResult{err: serr}
+		}
+		result = eff
+	case typeSucceed:
+		result = eff
+	}
+	out, serr := st.outputPath.selectFrom(result)
+	if serr != nil {
+		return stepResult{err: serr}
+	}
+	return stepResult{next: next, output: out}
+}
+
+func (x *execution) choose(st *state, input any, c map[string]any) (string, *stateError) {
+	for _, r := range st.choices {
+		ok, err := r.eval(input, c)
+		if err != nil {
+			return "", err
+		}
+		if ok {
+			return r.next, nil
+		}
+	}
+	if st.defaultNext != "" {
+		return st.defaultNext, nil
+	}
+	return "", &stateError{name: errorNoChoiceMatch, cause: "No Choice Rule matched and there is no Default in state " + strconv.Quote(st.name)}
+}
+
+// runWait waits until the time the state says, counted from when the state
+// was entered, so that a resumed Wait only waits for what is left.
+func (x *execution) runWait(ctx context.Context, st *state, input any, entered time.Time) stepResult {
+	eff, serr := st.inputPath.selectFrom(input)
+	if serr != nil {
+		return stepResult{err: serr}
+	}
+	c := x.contextObject(st, entered, 0)
+	var until time.Time
+	switch w := st.wait; {
+	case w.hasSeconds:
+		until = entered.Add(w.seconds)
+	case w.hasTimestamp:
+		until = w.timestamp
+	case w.secondsPath != nil:
+		v, _ := w.secondsPath.lookupIn(eff, c)
+		n, ok := v.(json.Number)
+		s, err := n.Int64()
+		if !ok || err != nil || s < 0 || s > maxSeconds {
+			return stepResult{err: runtimeError("The SecondsPath parameter does not reference a valid integer: %s", w.secondsPath.text)}
+		}
+		until = entered.Add(time.Duration(s) * time.Second)
+	case w.timestampPath != nil:
+		v, _ := w.timestampPath.lookupIn(eff, c)
+		s, _ := v.(string)
+		t, err := time.Parse(time.RFC3339, s)
+		if err != nil {
+			return stepResult{err: runtimeError("The TimestampPath parameter does not reference a valid ISO-8601 timestamp: %s", w.timestampPath.text)}
+		}
+		until = t
+	}
+	x.e.sleep(ctx, until.Sub(x.e.now()))
+	if ctx.Err() != nil {
+		return stepResult{}
+	}
+	out, serr := st.outputPath.selectFrom(eff)
+	if serr != nil {
+		return stepResult{err: serr}
+	}
+	return stepResult{next: st.next, output: out}
+}
+
+// runTask runs a Task: it calls the worker, retries as Retry says, and
+// hands an error that is left to the first Catch that matches it.
+func (x *execution) runTask(ctx context.Context, st *state, input any, entered time.Time) stepResult {
+	attempts := make([]int, len(st.retry))
+	retries := 0
+	for {
+		out, serr := x.attemptTask(ctx, st, input, entered, retries)
+		if ctx.Err() != nil {
+			return stepResult{}
+		}
+		if serr == nil {
+			return stepResult{next: st.next, output: out}
+		}
+		x.log.Warn("task failed", "state", st.name, "error_name", serr.name, "retries", retries)
+		if serr.name == errorRuntime {
+			return stepResult{err: serr}
+		}
+		if i := matchRetrier(st.retry, serr.name); i >= 0 && attempts[i] < st.retry[i].maxAttempts {
+			d := st.retry[i].delay(attempts[i])
+			if st.retry[i].fullJitter {
+				d = time.Duration(rand.Int64N(int64(d) + 1))
+			}
+			attempts[i]++
+			retries++
+			x.e.sleep(ctx, d)
+			if ctx.Err() != nil {
+				return stepResult{}
+			}
+			continue
+		}
+		for _, c := range st.catch {
+			if matches(c.errorEquals, serr.name) {
+				out, perr := c.resultPath.apply(input, map[string]any{"Error": serr.name, "Cause": serr.cause})
+				if perr != nil {
+					return stepResult{err: perr}
+				}
+				return stepResult{next: c.next, output: out}
+			}
+		}
+		return stepResult{err: serr}
+	}
+}
+
+// matchRetrier returns the index of the first retrier whose ErrorEquals
+// matches name, or -1. Only that retrier counts, even when it is spent.
+func matchRetrier(rs []retrier, name string) int {
+	for i, r := range rs {
+		if matches(r.errorEquals, name) {
+			return i
+		}
+	}
+	return -1
+}
+
+// attemptTask runs one attempt of a Task: InputPath, Parameters, the
+// worker, ResultSelector, ResultPath, OutputPath.
+func (x *execution) attemptTask(ctx context.Context, st *state, input any, entered time.Time, retries int) (any, *stateError) {
+	c := x.contextObject(st, entered, retries)
+	eff, serr := st.inputPath.selectFrom(input)
+	if serr != nil {
+		return nil, serr
+	}
+	params, serr := st.parameters.eval(eff, c)
+	if serr != nil {
+		return nil, serr
+	}
+	payload, err := json.Marshal(params.(map[string]any)["Payload"])
+	if err != nil {
+		return nil, runtimeError("the Payload cannot be encoded: %v", err)
+	}
+	res, serr := x.invoke(ctx, st, payload)
+	if serr != nil {
+		return nil, serr
+	}
+	var result any = map[string]any{
+		"ExecutedVersion": "$LATEST",
+		"Payload":         res,
+		"StatusCode":      json.Number("200"),
+	}
+	if st.resultSelector != nil {
+		if result, serr = st.resultSelector.eval(result, c); serr != nil {
+			return nil, serr
+		}
+	}
+	out, serr := st.resultPath.apply(input, result)
+	if serr != nil {
+		return nil, serr
+	}
+	return st.outputPath.selectFrom(out)
+}
+
+// invoke calls the worker under the Task's timeout. The call runs in its own
+// goroutine so that a timeout or a stop takes effect at once even if the
+// worker is slow to notice; Close still waits for it.
+func (x *execution) invoke(ctx context.Context, st *state, payload json.RawMessage) (any, *stateError) {
+	tctx, cancel := ctx, context.CancelFunc(func() {})
+	if st.timeout > 0 {
+		tctx, cancel = context.WithTimeoutCause(ctx, st.timeout, errTaskTimeout)
+	}
+	defer cancel()
+	type answer struct {
+		out json.RawMessage
+		err error
+	}
+	answers := make(chan answer, 1)
+	x.e.wg.Add(1)
+	go func() {
+		defer x.e.wg.Done()
+		out, err := x.callWorker(tctx, st, payload)
+		answers <- answer{out, err}
+	}()
+	timedOut := &stateError{name: errorTimeout, cause: "the task ran longer than its TimeoutSeconds (" + st.timeout.String() + ")"}
+	select {
+	case <-tctx.Done():
+		if ctx.Err() != nil {
+			return nil, nil // the caller sees ctx and stops
+		}
+		return nil, timedOut
+	case a := <-answers:
+		if a.err != nil {
+			if ctx.Err() == nil && errors.Is(context.Cause(tctx), errTaskTimeout) {
+				return nil, timedOut
+			}
+			return nil, &stateError{name: errorName(a.err), cause: a.err.Error()}
+		}
+		if len(a.out) == 0 {
+			return nil, nil
+		}
+		v, err := decodeValue(a.out)
+		if err != nil {
+			return nil, runtimeError("the worker's result is not JSON: %v", err)
+		}
+		return v, nil
+	}
+}
+
+// callWorker calls the Invoker, turning a panic into a task failure.
+func (x *execution) callWorker(ctx context.Context, st *state, payload json.RawMessage) (out json.RawMessage, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			x.log.Error("worker panicked", "state", st.name)
+			out, err = nil, &panicError{value: v}
+		}
+	}()
+	return x.e.invoke(ctx, payload)
+}
+
+// selectFrom applies an InputPath or OutputPath.
+func (o optionalPath) selectFrom(v any) (any, *stateError) {
+	if o.null {
+		return map[string]any{}, nil
+	}
+	out, ok := o.path.lookup(v)
+	if !ok {
+		return nil, runtimeError("Invalid path '%s': no value at this path in the input", o.path.text)
+	}
+	return out, nil
+}
+
+// apply applies a ResultPath: result placed into the state's raw input.
+func (o optionalPath) apply(input, result any) (any, *stateError) {
+	if o.null {
+		return input, nil
+	}
+	out, err := o.path.set(input, result)
+	if err != nil {
+		return nil, &stateError{name: errorResultPath, cause: err.Error()}
+	}
+	return out, nil
+}

@@ -1,0 +1,256 @@
+// Package bolt is the embedded Store: instances, bindings, operations and
+// driver resources in one bbolt file, so that `make run` needs no cloud
+// account. It keeps the same items as the DynamoDB table (see DESIGN.md):
+// bucket "items", key PK + "\x00" + SK, value the item's JSON. A second
+// bucket indexes the operations in progress for ListInProgress.
+//
+// Every method that changes state runs in ONE bbolt Update transaction that
+// checks all of its conditions before it writes anything; bbolt runs one
+// Update at a time, so a condition cannot change between check and write.
+package bolt
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"go.etcd.io/bbolt"
+	bolterrors "go.etcd.io/bbolt/errors"
+
+	"github.com/serverless-osb/broker/internal/broker"
+)
+
+// Bucket names. The local workflow engine keeps its own bucket
+// ("executions") in a shared file; this package never touches it.
+const (
+	itemsBucket      = "items"
+	inProgressBucket = "operations_in_progress"
+)
+
+// lockTimeout bounds how long Open waits for the file lock that another
+// process holds: a second broker on the same data dir fails fast.
+const lockTimeout = time.Second
+
+// ErrLocked is returned by Open when another process has the file open.
+var ErrLocked = errors.New("store file is locked by another process")
+
+// Store is the bbolt Store.
+type Store struct {
+	db *bbolt.DB
+	// owned is set when Open created db: Close closes it then, and only then.
+	owned bool
+}
+
+var _ broker.Store = (*Store)(nil)
+
+// Open opens the bolt file at path, creating it and its directory when
+// missing. It fails after about a second with ErrLocked when another process
+// holds the file. Close releases it.
+func Open(path string) (*Store, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("open store %s: %w", path, err)
+	}
+	db, err := bbolt.Open(path, 0o600, &bbolt.Options{Timeout: lockTimeout})
+	if errors.Is(err, bolterrors.ErrTimeout) {
+		return nil, fmt.Errorf("open store %s: %w (waited %s; is another broker running on this data dir?)",
+			path, ErrLocked, lockTimeout)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open store %s: %w", path, err)
+	}
+	s, err := New(db)
+	if err != nil {
+		_ = db.Close()
+		return nil, err
+	}
+	s.owned = true
+	return s, nil
+}
+
+// New returns a Store on a DB that its caller opened and closes, such as one
+// shared with the local workflow engine. It creates the store's buckets.
+func New(db *bbolt.DB) (*Store, error) {
+	err := db.Update(func(tx *bbolt.Tx) error {
+		for _, name := range []string{itemsBucket, inProgressBucket} {
+			if _, err := tx.CreateBucketIfNotExists([]byte(name)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("open store %s: create buckets: %w", db.Path(), err)
+	}
+	return &Store{db: db}, nil
+}
+
+// Close closes the file when Open opened it; a DB passed to New is left to
+// its owner.
+func (s *Store) Close() error {
+	if !s.owned {
+		return nil
+	}
+	if err := s.db.Close(); err != nil {
+		return fmt.Errorf("close store %s: %w", s.db.Path(), err)
+	}
+	return nil
+}
+
+// DB returns the underlying DB, to share the file with the local engine.
+func (s *Store) DB() *bbolt.DB { return s.db }
+
+// Keys: PK + "\x00" + SK, as the DynamoDB items are keyed. The NUL separator
+// keeps one instance's prefix from matching another's ("i#a\x00" is not a
+// prefix of "i#ab\x00..."); ids therefore must not contain NUL.
+const sep = "\x00"
+
+func pk(instanceID string) string { return "i#" + instanceID + sep }
+
+func instanceKey(instanceID string) []byte { return []byte(pk(instanceID) + "instance") }
+
+func bindingKey(instanceID, bindingID string) []byte {
+	return []byte(pk(instanceID) + "b#" + bindingID)
+}
+
+func operationKey(instanceID, operationID string) []byte {
+	return []byte(pk(instanceID) + "op#" + operationID)
+}
+
+func resourceKey(instanceID, name string) []byte {
+	return []byte(pk(instanceID) + "r#" + name)
+}
+
+// checkIDs rejects ids that cannot be keys: empty, or holding the separator.
+func checkIDs(ids ...string) error {
+	for _, id := range ids {
+		if id == "" || strings.Contains(id, sep) {
+			return fmt.Errorf("invalid id %q: ids must be non-empty and must not contain NUL", id)
+		}
+	}
+	return nil
+}
+
+// tx is one transaction's view of the two buckets.
+type tx struct {
+	items, inProgress *bbolt.Bucket
+}
+
+func (s *Store) view(ctx context.Context, fn func(tx) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return s.db.View(func(t *bbolt.Tx) error { return fn(buckets(t)) })
+}
+
+// update runs fn in one read-write transaction; an error from fn (a failed
+// condition included) rolls back everything fn wrote.
+func (s *Store) update(ctx context.Context, fn func(tx) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return s.db.Update(func(t *bbolt.Tx) error { return fn(buckets(t)) })
+}
+
+func buckets(t *bbolt.Tx) tx {
+	return tx{items: t.Bucket([]byte(itemsBucket)), inProgress: t.Bucket([]byte(inProgressBucket))}
+}
+
+// get decodes the item at key, or returns nil when there is none.
+func get[T any](b *bbolt.Bucket, key []byte) (*T, error) {
+	v := b.Get(key)
+	if v == nil {
+		return nil, nil
+	}
+	item := new(T)
+	if err := json.Unmarshal(v, item); err != nil {
+		return nil, fmt.Errorf("decode item %q: %w", key, err)
+	}
+	return item, nil
+}
+
+// encode marshals an item without HTML escaping, so that raw JSON values
+// (parameters, context) are kept byte for byte, except insignificant
+// whitespace, which encoding/json drops.
+func encode(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}
+
+func put(b *bbolt.Bucket, key []byte, v any) error {
+	data, err := encode(v)
+	if err != nil {
+		return fmt.Errorf("encode item %q: %w", key, err)
+	}
+	return b.Put(key, data)
+}
+
+func (t tx) instance(id string) (*broker.Instance, error) {
+	return get[broker.Instance](t.items, instanceKey(id))
+}
+
+func (t tx) binding(instanceID, id string) (*broker.Binding, error) {
+	return get[broker.Binding](t.items, bindingKey(instanceID, id))
+}
+
+func (t tx) operation(instanceID, id string) (*broker.Operation, error) {
+	return get[broker.Operation](t.items, operationKey(instanceID, id))
+}
+
+func (t tx) putInstance(i broker.Instance) error {
+	i.CreatedAt, i.UpdatedAt = i.CreatedAt.UTC(), i.UpdatedAt.UTC()
+	return put(t.items, instanceKey(i.ID), i)
+}
+
+func (t tx) putBinding(b broker.Binding) error {
+	b.CreatedAt, b.UpdatedAt = b.CreatedAt.UTC(), b.UpdatedAt.UTC()
+	return put(t.items, bindingKey(b.InstanceID, b.ID), b)
+}
+
+// putOperation writes an operation and keeps the in-progress index in step.
+func (t tx) putOperation(op broker.Operation) error {
+	op.CreatedAt, op.UpdatedAt, op.NextCheckAt = op.CreatedAt.UTC(), op.UpdatedAt.UTC(), op.NextCheckAt.UTC()
+	op.FinishedAt, op.ExpiresAt = op.FinishedAt.UTC(), op.ExpiresAt.UTC()
+	key := operationKey(op.InstanceID, op.ID)
+	if err := put(t.items, key, op); err != nil {
+		return err
+	}
+	if op.Finished() {
+		return t.inProgress.Delete(key)
+	}
+	return t.inProgress.Put(key, nil)
+}
+
+func (t tx) putResource(r broker.Resource) error {
+	r.UpdatedAt = r.UpdatedAt.UTC()
+	return put(t.items, resourceKey(r.InstanceID, r.Name), r)
+}
+
+// deleteInstance deletes an instance and its bindings. Its operations stay
+// (last_operation reads them after a deprovision) and so do its resources,
+// which belong to drivers.
+func (t tx) deleteInstance(id string) error {
+	prefix := []byte(pk(id) + "b#")
+	var keys [][]byte
+	c := t.items.Cursor()
+	for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
+		keys = append(keys, bytes.Clone(k))
+	}
+	keys = append(keys, instanceKey(id))
+	for _, k := range keys {
+		if err := t.items.Delete(k); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,267 @@
+package bolt_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"go.etcd.io/bbolt"
+
+	"github.com/serverless-osb/broker/internal/broker"
+	"github.com/serverless-osb/broker/internal/store/bolt"
+	"github.com/serverless-osb/broker/internal/store/storetest"
+)
+
+func open(t *testing.T, path string) *bolt.Store {
+	t.Helper()
+	s, err := bolt.Open(path)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	return s
+}
+
+func TestContract(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) broker.Store {
+		s := open(t, filepath.Join(t.TempDir(), "broker.db"))
+		t.Cleanup(func() {
+			if err := s.Close(); err != nil {
+				t.Errorf("Close: %v", err)
+			}
+		})
+		return s
+	})
+}
+
+func TestData(t *testing.T) {
+	t.Run("items survive closing and opening the file again", func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "data", "broker.db") // the directory does not exist yet
+		s := open(t, path)
+		now := time.Date(2025, 3, 1, 12, 0, 0, 1, time.UTC)
+		op := broker.Operation{ID: "op-1", InstanceID: "i-1", Kind: broker.KindProvision, State: broker.OperationInProgress, CreatedAt: now}
+		inst := broker.Instance{ID: "i-1", ServiceID: "s", PlanID: "p", State: broker.InstanceProvisioning, Op: op.ID,
+			Parameters: json.RawMessage(`{"a":1}`), CreatedAt: now}
+		res := broker.Resource{InstanceID: "i-1", Name: "r", Data: json.RawMessage(`[1]`), UpdatedAt: now}
+		if err := s.CreateInstance(t.Context(), inst, op); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.PutResource(t.Context(), res); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+
+		s = open(t, path)
+		defer s.Close()
+		gotInst, err := s.GetInstance(t.Context(), "i-1")
+		if err != nil || !reflect.DeepEqual(gotInst, inst) {
+			t.Errorf("instance after reopening: got %+v, %v; want %+v", gotInst, err, inst)
+		}
+		gotRes, err := s.GetResource(t.Context(), "i-1", "r")
+		if err != nil || !reflect.DeepEqual(gotRes, res) {
+			t.Errorf("resource after reopening: got %+v, %v; want %+v", gotRes, err, res)
+		}
+		inProgress, err := s.ListInProgress(t.Context())
+		if err != nil || len(inProgress) != 1 || inProgress[0].ID != "op-1" {
+			t.Errorf("in progress after reopening: got %+v, %v; want op-1", inProgress, err)
+		}
+	})
+
+	t.Run("a second Open of the same file fails fast with a clear error", func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "broker.db")
+		s := open(t, path)
+		defer s.Close()
+		start := time.Now()
+		second, err := bolt.Open(path)
+		if err == nil {
+			second.Close()
+			t.Fatal("second Open succeeded, want ErrLocked")
+		}
+		if elapsed := time.Since(start); elapsed > 5*time.Second {
+			t.Errorf("second Open took %s, want it to fail fast", elapsed)
+		}
+		if !errors.Is(err, bolt.ErrLocked) || !strings.Contains(err.Error(), path) {
+			t.Errorf("got %q, want bolt.ErrLocked naming %s", err, path)
+		}
+	})
+
+	t.Run("items are keyed as the DynamoDB table keys them", func(t *testing.T) {
+		s := open(t, filepath.Join(t.TempDir(), "broker.db"))
+		defer s.Close()
+		ctx := t.Context()
+		op := broker.Operation{ID: "op-1", InstanceID: "i-1", Kind: broker.KindProvision, State: broker.OperationInProgress}
+		inst := broker.Instance{ID: "i-1", State: broker.InstanceProvisioning, Op: op.ID}
+		finish := func(op broker.Operation, f broker.Finish) {
+			t.Helper()
+			op.State = broker.OperationSucceeded
+			f.Op = op
+			if err := s.FinishOperation(ctx, f); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := s.CreateInstance(ctx, inst, op); err != nil {
+			t.Fatal(err)
+		}
+		inst.State, inst.Op = broker.InstanceReady, ""
+		finish(op, broker.Finish{Instance: &inst})
+		bindOp := broker.Operation{ID: "op-2", InstanceID: "i-1", BindingID: "b-1", Kind: broker.KindBind, State: broker.OperationInProgress}
+		if err := s.CreateBinding(ctx, broker.Binding{InstanceID: "i-1", ID: "b-1", Op: bindOp.ID}, bindOp); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.PutResource(ctx, broker.Resource{InstanceID: "i-1", Name: "db"}); err != nil {
+			t.Fatal(err)
+		}
+
+		var keys []string
+		var inProgress []string
+		err := s.DB().View(func(tx *bbolt.Tx) error {
+			if err := tx.Bucket([]byte("items")).ForEach(func(k, v []byte) error {
+				keys = append(keys, string(k))
+				if !json.Valid(v) {
+					t.Errorf("item %q is not JSON: %s", k, v)
+				}
+				return nil
+			}); err != nil {
+				return err
+			}
+			return tx.Bucket([]byte("operations_in_progress")).ForEach(func(k, _ []byte) error {
+				inProgress = append(inProgress, string(k))
+				return nil
+			})
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := []string{"i#i-1\x00b#b-1", "i#i-1\x00instance", "i#i-1\x00op#op-1", "i#i-1\x00op#op-2", "i#i-1\x00r#db"}
+		if strings.Join(keys, "|") != strings.Join(want, "|") {
+			t.Errorf("keys: got %q, want %q", keys, want)
+		}
+		if len(inProgress) != 1 || inProgress[0] != "i#i-1\x00op#op-2" {
+			t.Errorf("in-progress index: got %q, want the bind only", inProgress)
+		}
+	})
+
+	t.Run("New shares a DB and leaves other buckets and the file to their owner", func(t *testing.T) {
+		db, err := bbolt.Open(filepath.Join(t.TempDir(), "shared.db"), 0o600, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		err = db.Update(func(tx *bbolt.Tx) error {
+			b, err := tx.CreateBucket([]byte("executions"))
+			if err != nil {
+				return err
+			}
+			return b.Put([]byte("exec-1"), []byte("running"))
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := bolt.New(db)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.DB() != db {
+			t.Error("DB() is not the DB passed to New")
+		}
+		if err := s.PutResource(t.Context(), broker.Resource{InstanceID: "i-1", Name: "r"}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+		err = db.View(func(tx *bbolt.Tx) error {
+			if got := string(tx.Bucket([]byte("executions")).Get([]byte("exec-1"))); got != "running" {
+				t.Errorf("executions bucket: got %q, want it untouched", got)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatalf("the shared DB is unusable after Close: %v", err)
+		}
+	})
+
+	t.Run("ids that cannot be keys are refused", func(t *testing.T) {
+		s := open(t, filepath.Join(t.TempDir(), "broker.db"))
+		defer s.Close()
+		for _, id := range []string{"", "a\x00b"} {
+			op := broker.Operation{ID: "op", InstanceID: id, State: broker.OperationInProgress}
+			err := s.CreateInstance(t.Context(), broker.Instance{ID: id}, op)
+			var c *broker.ConflictError
+			if err == nil || errors.As(err, &c) {
+				t.Errorf("CreateInstance(%q): got %v, want an invalid id error", id, err)
+			}
+		}
+	})
+
+	t.Run("calls that break the port's rules are refused before any write", func(t *testing.T) {
+		s := open(t, filepath.Join(t.TempDir(), "broker.db"))
+		defer s.Close()
+		ctx := t.Context()
+		prov := broker.Operation{ID: "prov", InstanceID: "i-1", Kind: broker.KindProvision, State: broker.OperationInProgress}
+		inst := broker.Instance{ID: "i-1", State: broker.InstanceProvisioning, Op: prov.ID}
+		if err := s.CreateInstance(ctx, inst, prov); err != nil {
+			t.Fatal(err)
+		}
+		done := prov
+		done.State = broker.OperationSucceeded
+		elsewhere := prov
+		elsewhere.InstanceID = "i-2"
+		bindingOfI2 := &broker.Binding{InstanceID: "i-2", ID: "b-1"}
+		calls := []struct {
+			name string
+			call func() error
+		}{
+			{"an operation under another instance", func() error { return s.CreateInstance(ctx, broker.Instance{ID: "i-3"}, prov) }},
+			{"a progress update that finishes", func() error { return s.UpdateOperation(ctx, done) }},
+			{"a finish still in progress", func() error { return s.FinishOperation(ctx, broker.Finish{Op: prov, Instance: &inst}) }},
+			{"a finish that stores and deletes the instance", func() error {
+				return s.FinishOperation(ctx, broker.Finish{Op: done, Instance: &inst, DeleteInstance: true})
+			}},
+			{"a finish that releases a binding count and stores the instance", func() error {
+				return s.FinishOperation(ctx, broker.Finish{Op: done, Instance: &inst, ReleaseBinding: true})
+			}},
+			{"a finish that stores a binding of another instance", func() error {
+				return s.FinishOperation(ctx, broker.Finish{Op: done, Binding: bindingOfI2})
+			}},
+			{"a finish that deletes a binding the operation does not name", func() error {
+				return s.FinishOperation(ctx, broker.Finish{Op: done, DeleteBinding: true})
+			}},
+			{"a halted operation that is not the holder", func() error {
+				return s.LockInstance(ctx, broker.LockInstance{Instance: inst, Version: 0, Holder: "other", Op: elsewhere, Halted: &done})
+			}},
+			{"a halted operation still in progress", func() error {
+				return s.LockInstance(ctx, broker.LockInstance{Instance: inst, Holder: prov.ID, Op: broker.Operation{ID: "dep", InstanceID: "i-1"}, Halted: &prov})
+			}},
+		}
+		for _, c := range calls {
+			var conflict *broker.ConflictError
+			if err := c.call(); err == nil || errors.As(err, &conflict) {
+				t.Errorf("%s: got %v, want an error that is not a conflict", c.name, err)
+			}
+		}
+		got, err := s.GetInstance(ctx, "i-1")
+		if err != nil || !reflect.DeepEqual(got, inst) {
+			t.Errorf("instance: got %+v, %v; want it unchanged", got, err)
+		}
+		if got, err := s.GetOperation(ctx, "i-1", "prov"); err != nil || got.State != broker.OperationInProgress {
+			t.Errorf("provision: got %+v, %v; want it unchanged", got, err)
+		}
+	})
+
+	t.Run("a cancelled context stops a call before it starts", func(t *testing.T) {
+		s := open(t, filepath.Join(t.TempDir(), "broker.db"))
+		defer s.Close()
+		ctx, cancel := context.WithCancel(t.Context())
+		cancel()
+		if _, err := s.GetInstance(ctx, "i-1"); !errors.Is(err, context.Canceled) {
+			t.Errorf("got %v, want context.Canceled", err)
+		}
+	})
+}

@@ -1,0 +1,495 @@
+package bolt
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/serverless-osb/broker/internal/broker"
+)
+
+// GetInstance returns the instance, or an error wrapping broker.ErrNotFound.
+func (s *Store) GetInstance(ctx context.Context, instanceID string) (broker.Instance, error) {
+	var inst *broker.Instance
+	err := s.view(ctx, func(t tx) (err error) {
+		inst, err = t.instance(instanceID)
+		return err
+	})
+	if err == nil && inst == nil {
+		err = broker.ErrNotFound
+	}
+	if err != nil {
+		return broker.Instance{}, fmt.Errorf("get instance %s: %w", instanceID, err)
+	}
+	return *inst, nil
+}
+
+// GetBinding returns the binding, or an error wrapping broker.ErrNotFound.
+func (s *Store) GetBinding(ctx context.Context, instanceID, bindingID string) (broker.Binding, error) {
+	var b *broker.Binding
+	err := s.view(ctx, func(t tx) (err error) {
+		b, err = t.binding(instanceID, bindingID)
+		return err
+	})
+	if err == nil && b == nil {
+		err = broker.ErrNotFound
+	}
+	if err != nil {
+		return broker.Binding{}, fmt.Errorf("get binding %s/%s: %w", instanceID, bindingID, err)
+	}
+	return *b, nil
+}
+
+// GetOperation returns the operation, or an error wrapping broker.ErrNotFound.
+func (s *Store) GetOperation(ctx context.Context, instanceID, operationID string) (broker.Operation, error) {
+	var op *broker.Operation
+	err := s.view(ctx, func(t tx) (err error) {
+		op, err = t.operation(instanceID, operationID)
+		return err
+	})
+	if err == nil && op == nil {
+		err = broker.ErrNotFound
+	}
+	if err != nil {
+		return broker.Operation{}, fmt.Errorf("get operation %s/%s: %w", instanceID, operationID, err)
+	}
+	return *op, nil
+}
+
+// ListOperations returns the operations under an instance, its bindings'
+// included, oldest first (CreatedAt, then ID). An instance with none, or
+// unknown, has an empty list.
+func (s *Store) ListOperations(ctx context.Context, instanceID string) ([]broker.Operation, error) {
+	ops := []broker.Operation{}
+	err := s.view(ctx, func(t tx) error {
+		prefix := []byte(pk(instanceID) + "op#")
+		c := t.items.Cursor()
+		for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
+			op, err := get[broker.Operation](t.items, k)
+			if err != nil {
+				return err
+			}
+			ops = append(ops, *op)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list operations of %s: %w", instanceID, err)
+	}
+	sortOperations(ops)
+	return ops, nil
+}
+
+// ListInProgress returns every operation in progress, oldest first, from the
+// index that putOperation maintains.
+func (s *Store) ListInProgress(ctx context.Context) ([]broker.Operation, error) {
+	ops := []broker.Operation{}
+	err := s.view(ctx, func(t tx) error {
+		return t.inProgress.ForEach(func(k, _ []byte) error {
+			op, err := get[broker.Operation](t.items, k)
+			if err != nil {
+				return err
+			}
+			if op == nil {
+				return fmt.Errorf("index names missing operation %q", k)
+			}
+			ops = append(ops, *op)
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list operations in progress: %w", err)
+	}
+	sortOperations(ops)
+	return ops, nil
+}
+
+func sortOperations(ops []broker.Operation) {
+	slices.SortStableFunc(ops, func(a, b broker.Operation) int {
+		return cmp.Or(a.CreatedAt.Compare(b.CreatedAt), cmp.Compare(a.ID, b.ID))
+	})
+}
+
+// CreateInstance stores a new instance and its provision operation.
+// Condition: no instance with that id; else *broker.ConflictError{Instance}.
+func (s *Store) CreateInstance(ctx context.Context, inst broker.Instance, op broker.Operation) error {
+	err := checkIDs(inst.ID, op.ID)
+	if err == nil {
+		err = sameInstance(op, inst.ID)
+	}
+	if err == nil {
+		err = s.update(ctx, func(t tx) error {
+			cur, err := t.instance(inst.ID)
+			if err != nil {
+				return err
+			}
+			if cur != nil {
+				return &broker.ConflictError{Instance: cur}
+			}
+			if err := t.putInstance(inst); err != nil {
+				return err
+			}
+			return t.putOperation(op)
+		})
+	}
+	if err != nil {
+		return fmt.Errorf("create instance %s: %w", inst.ID, err)
+	}
+	return nil
+}
+
+// LockInstance starts an update or deprovision. Condition: the instance
+// exists, at l.Version, held by l.Holder, with no binding operations; else
+// *broker.ConflictError{Instance} (nil when missing).
+func (s *Store) LockInstance(ctx context.Context, l broker.LockInstance) error {
+	err := checkIDs(l.Instance.ID, l.Op.ID)
+	if err == nil {
+		err = sameInstance(l.Op, l.Instance.ID)
+	}
+	if err == nil {
+		err = checkHalted(l.Halted, l.Holder, l.Instance.ID)
+	}
+	if err == nil {
+		err = s.update(ctx, func(t tx) error {
+			cur, err := t.instance(l.Instance.ID)
+			if err != nil {
+				return err
+			}
+			if cur == nil || cur.Version != l.Version || cur.Op != l.Holder || cur.BindingOps != 0 {
+				return &broker.ConflictError{Instance: cur}
+			}
+			if err := t.putInstance(l.Instance); err != nil {
+				return err
+			}
+			return t.putOperations(l.Op, l.Halted)
+		})
+	}
+	if err != nil {
+		return fmt.Errorf("lock instance %s: %w", l.Instance.ID, err)
+	}
+	return nil
+}
+
+// CreateBinding stores a new binding and its bind operation, and counts one
+// more binding operation on the instance. Only BindingOps changes on the
+// instance: its Version and UpdatedAt stay, since a bind does not change
+// the instance and must not make a concurrent update's version stale.
+// Condition: the instance exists, is ready and not held, and there is no
+// binding with that id; else *broker.ConflictError{Instance, Binding}, each
+// as stored or nil when missing.
+func (s *Store) CreateBinding(ctx context.Context, b broker.Binding, op broker.Operation) error {
+	err := checkIDs(b.InstanceID, b.ID, op.ID)
+	if err == nil {
+		err = sameInstance(op, b.InstanceID)
+	}
+	if err == nil {
+		err = s.update(ctx, func(t tx) error {
+			inst, err := t.instance(b.InstanceID)
+			if err != nil {
+				return err
+			}
+			cur, err := t.binding(b.InstanceID, b.ID)
+			if err != nil {
+				return err
+			}
+			if inst == nil || inst.Op != "" || inst.State != broker.InstanceReady || cur != nil {
+				return &broker.ConflictError{Instance: inst, Binding: cur}
+			}
+			inst.BindingOps++
+			if err := t.putInstance(*inst); err != nil {
+				return err
+			}
+			if err := t.putBinding(b); err != nil {
+				return err
+			}
+			return t.putOperation(op)
+		})
+	}
+	if err != nil {
+		return fmt.Errorf("create binding %s/%s: %w", b.InstanceID, b.ID, err)
+	}
+	return nil
+}
+
+// LockBinding starts an unbind. Condition: the binding exists, at l.Version,
+// held by l.Holder, and its instance exists and is not held; else
+// *broker.ConflictError{Instance, Binding}. When l.Holder is empty the
+// instance counts one more binding operation; otherwise the halted bind's
+// count passes to the unbind.
+func (s *Store) LockBinding(ctx context.Context, l broker.LockBinding) error {
+	err := checkIDs(l.Binding.InstanceID, l.Binding.ID, l.Op.ID)
+	if err == nil {
+		err = sameInstance(l.Op, l.Binding.InstanceID)
+	}
+	if err == nil {
+		err = checkHalted(l.Halted, l.Holder, l.Binding.InstanceID)
+	}
+	if err == nil {
+		err = s.update(ctx, func(t tx) error {
+			inst, err := t.instance(l.Binding.InstanceID)
+			if err != nil {
+				return err
+			}
+			cur, err := t.binding(l.Binding.InstanceID, l.Binding.ID)
+			if err != nil {
+				return err
+			}
+			if cur == nil || cur.Version != l.Version || cur.Op != l.Holder || inst == nil || inst.Op != "" {
+				return &broker.ConflictError{Instance: inst, Binding: cur}
+			}
+			if l.Holder == "" {
+				inst.BindingOps++
+				if err := t.putInstance(*inst); err != nil {
+					return err
+				}
+			}
+			if err := t.putBinding(l.Binding); err != nil {
+				return err
+			}
+			return t.putOperations(l.Op, l.Halted)
+		})
+	}
+	if err != nil {
+		return fmt.Errorf("lock binding %s/%s: %w", l.Binding.InstanceID, l.Binding.ID, err)
+	}
+	return nil
+}
+
+// UpdateOperation records progress. Condition: the stored operation is in
+// progress; else *broker.ConflictError{Operation} with the stored record, or
+// with a nil Operation when there is none (as DynamoDB reports it, and as
+// FinishOperation does). op itself must be in progress: finishing goes
+// through FinishOperation, which releases what the operation held.
+func (s *Store) UpdateOperation(ctx context.Context, op broker.Operation) error {
+	err := checkIDs(op.InstanceID, op.ID)
+	if err == nil && op.Finished() {
+		err = fmt.Errorf("operation is %s: use FinishOperation to finish it", op.State)
+	}
+	if err == nil {
+		err = s.update(ctx, func(t tx) error {
+			cur, err := t.operation(op.InstanceID, op.ID)
+			if err != nil {
+				return err
+			}
+			if cur == nil || cur.Finished() {
+				return &broker.ConflictError{Operation: cur}
+			}
+			return t.putOperation(op)
+		})
+	}
+	if err != nil {
+		return fmt.Errorf("update operation %s/%s: %w", op.InstanceID, op.ID, err)
+	}
+	return nil
+}
+
+// FinishOperation records an outcome and releases what the operation held.
+// Conditions: the stored operation is in progress; with Instance or
+// DeleteInstance, the instance exists and f.Op holds it; with Binding or
+// DeleteBinding, the binding (f.Binding.ID, or f.Op.BindingID to delete)
+// exists and f.Op holds it. Else *broker.ConflictError with the stored
+// Operation, plus the Instance and Binding that were part of the condition
+// (nil when missing). An operation already finished is therefore reported as
+// a conflict carrying its outcome, which callers treat as done.
+//
+// DeleteInstance deletes the instance and its bindings; operations and
+// driver resources stay. ReleaseBinding decrements the instance's
+// BindingOps, never below zero, and does nothing when the instance is gone.
+// An operation holds either its instance or one binding, so Instance or
+// DeleteInstance cannot be combined with Binding, DeleteBinding or
+// ReleaseBinding.
+func (s *Store) FinishOperation(ctx context.Context, f broker.Finish) error {
+	op := f.Op
+	holdsInstance := f.Instance != nil || f.DeleteInstance
+	holdsBinding := f.Binding != nil || f.DeleteBinding
+	bindingID := op.BindingID
+	if f.Binding != nil {
+		bindingID = f.Binding.ID
+	}
+	err := checkFinish(f, holdsInstance, holdsBinding)
+	if err == nil {
+		err = s.update(ctx, func(t tx) error {
+			cur, err := t.operation(op.InstanceID, op.ID)
+			if err != nil {
+				return err
+			}
+			conflict := &broker.ConflictError{Operation: cur}
+			failed := cur == nil || cur.Finished()
+			var inst *broker.Instance
+			if holdsInstance || f.ReleaseBinding {
+				if inst, err = t.instance(op.InstanceID); err != nil {
+					return err
+				}
+			}
+			if holdsInstance {
+				conflict.Instance = inst
+				failed = failed || inst == nil || inst.Op != op.ID
+			}
+			if holdsBinding {
+				if conflict.Binding, err = t.binding(op.InstanceID, bindingID); err != nil {
+					return err
+				}
+				failed = failed || conflict.Binding == nil || conflict.Binding.Op != op.ID
+			}
+			if failed {
+				return conflict
+			}
+
+			if err := t.putOperation(op); err != nil {
+				return err
+			}
+			switch {
+			case f.DeleteInstance:
+				err = t.deleteInstance(op.InstanceID)
+			case f.Instance != nil:
+				err = t.putInstance(*f.Instance)
+			}
+			if err != nil {
+				return err
+			}
+			switch {
+			case f.DeleteBinding:
+				err = t.items.Delete(bindingKey(op.InstanceID, bindingID))
+			case f.Binding != nil:
+				err = t.putBinding(*f.Binding)
+			}
+			if err != nil {
+				return err
+			}
+			if f.ReleaseBinding && inst != nil && inst.BindingOps > 0 {
+				inst.BindingOps--
+				return t.putInstance(*inst)
+			}
+			return nil
+		})
+	}
+	if err != nil {
+		return fmt.Errorf("finish operation %s/%s: %w", op.InstanceID, op.ID, err)
+	}
+	return nil
+}
+
+// GetResource returns a driver's resource record, or an error wrapping
+// broker.ErrNotFound.
+func (s *Store) GetResource(ctx context.Context, instanceID, name string) (broker.Resource, error) {
+	var r *broker.Resource
+	err := s.view(ctx, func(t tx) (err error) {
+		r, err = get[broker.Resource](t.items, resourceKey(instanceID, name))
+		return err
+	})
+	if err == nil && r == nil {
+		err = broker.ErrNotFound
+	}
+	if err != nil {
+		return broker.Resource{}, fmt.Errorf("get resource %s/%s: %w", instanceID, name, err)
+	}
+	return *r, nil
+}
+
+// PutResource writes a resource record unconditionally.
+func (s *Store) PutResource(ctx context.Context, r broker.Resource) error {
+	err := checkIDs(r.InstanceID, r.Name)
+	if err == nil {
+		err = s.update(ctx, func(t tx) error { return t.putResource(r) })
+	}
+	if err != nil {
+		return fmt.Errorf("put resource %s/%s: %w", r.InstanceID, r.Name, err)
+	}
+	return nil
+}
+
+// CreateResource writes a resource record that must not exist yet. When it
+// does, the error is a *broker.ConflictError with every field nil (it has no
+// field for a resource), wrapped in a message that says what exists.
+func (s *Store) CreateResource(ctx context.Context, r broker.Resource) error {
+	err := checkIDs(r.InstanceID, r.Name)
+	if err == nil {
+		err = s.update(ctx, func(t tx) error {
+			if t.items.Get(resourceKey(r.InstanceID, r.Name)) != nil {
+				return fmt.Errorf("resource exists: %w", &broker.ConflictError{})
+			}
+			return t.putResource(r)
+		})
+	}
+	if err != nil {
+		return fmt.Errorf("create resource %s/%s: %w", r.InstanceID, r.Name, err)
+	}
+	return nil
+}
+
+// DeleteResource deletes a resource record; deleting a missing one is not an
+// error.
+func (s *Store) DeleteResource(ctx context.Context, instanceID, name string) error {
+	err := checkIDs(instanceID, name)
+	if err == nil {
+		err = s.update(ctx, func(t tx) error { return t.items.Delete(resourceKey(instanceID, name)) })
+	}
+	if err != nil {
+		return fmt.Errorf("delete resource %s/%s: %w", instanceID, name, err)
+	}
+	return nil
+}
+
+// putOperations writes a new operation and, when set, the halted one.
+func (t tx) putOperations(op broker.Operation, halted *broker.Operation) error {
+	if err := t.putOperation(op); err != nil {
+		return err
+	}
+	if halted != nil {
+		return t.putOperation(*halted)
+	}
+	return nil
+}
+
+// The checks below reject calls that no caller following the port makes;
+// they guard the items' integrity, and fail before any transaction starts.
+
+func sameInstance(op broker.Operation, instanceID string) error {
+	if op.InstanceID != instanceID {
+		return fmt.Errorf("operation %s is recorded under instance %q, not %q", op.ID, op.InstanceID, instanceID)
+	}
+	return nil
+}
+
+func checkHalted(halted *broker.Operation, holder, instanceID string) error {
+	switch {
+	case halted == nil:
+		return nil
+	case holder == "" || halted.ID != holder:
+		return fmt.Errorf("halted operation %s is not the holder %q", halted.ID, holder)
+	case !halted.Finished():
+		return fmt.Errorf("halted operation %s is still %s", halted.ID, halted.State)
+	}
+	return sameInstance(*halted, instanceID)
+}
+
+func checkFinish(f broker.Finish, holdsInstance, holdsBinding bool) error {
+	op := f.Op
+	if err := checkIDs(op.InstanceID, op.ID); err != nil {
+		return err
+	}
+	switch {
+	case !op.Finished():
+		return errors.New("the operation to record is still in progress")
+	case f.Instance != nil && f.DeleteInstance:
+		return errors.New("both Instance and DeleteInstance are set")
+	case f.Binding != nil && f.DeleteBinding:
+		return errors.New("both Binding and DeleteBinding are set")
+	case holdsInstance && (holdsBinding || f.ReleaseBinding):
+		return errors.New("an operation holds its instance or a binding, not both")
+	case f.Instance != nil && f.Instance.ID != op.InstanceID:
+		return fmt.Errorf("instance %s is not the operation's instance %s", f.Instance.ID, op.InstanceID)
+	case f.Binding != nil && f.Binding.InstanceID != op.InstanceID:
+		return fmt.Errorf("binding %s/%s is not under the operation's instance %s",
+			f.Binding.InstanceID, f.Binding.ID, op.InstanceID)
+	case f.DeleteBinding && op.BindingID == "":
+		return errors.New("DeleteBinding is set but the operation names no binding")
+	}
+	if f.Binding != nil {
+		return checkIDs(f.Binding.ID)
+	}
+	return nil
+}

@@ -1,0 +1,133 @@
+package storetest
+
+import (
+	"encoding/json"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/serverless-osb/broker/internal/broker"
+)
+
+var listCases = []testCase{
+	{"ListOperations returns an instance's operations and its bindings', oldest first", func(t *testing.T, newStore NewStore) {
+		s := newStore(t)
+		// The creation times order the operations differently from their
+		// ids and from the order they are written in; ties go by id.
+		provision(t, s, "i-1")
+		createBinding := func(bindingID, opID string, created time.Time) broker.Operation {
+			op := newBindingOperation("i-1", bindingID, opID, broker.KindBind, created)
+			must(t, s.CreateBinding(t.Context(), newBinding("i-1", bindingID, opID), op), "CreateBinding "+bindingID)
+			return op
+		}
+		bindZ := createBinding("b-1", "bind-z", at(10))
+		bindA := createBinding("b-2", "bind-a", at(10))
+		bindM := createBinding("b-3", "bind-m", at(10).Add(time.Nanosecond))
+		l := unbindLock(*getBinding(t, s, "i-1", "b-1"))
+		l.Op.ID, l.Op.CreatedAt = "unbind-1", at(3)
+		l.Binding.Op = l.Op.ID
+		halted := finished(bindZ, broker.OperationFailed)
+		l.Halted = &halted
+		must(t, s.LockBinding(t.Context(), l), "LockBinding")
+		// Instances whose ids extend or prefix "i-1" keep their own.
+		lookalikes := []string{"i-10", "i-", "i-1op#z"}
+		for _, id := range lookalikes {
+			provision(t, s, id)
+		}
+
+		ops, err := s.ListOperations(t.Context(), "i-1")
+		must(t, err, "ListOperations")
+		prov := getOperation(t, s, "i-1", "prov-i-1")
+		equal(t, "operations", ops, []broker.Operation{*prov, l.Op, bindA, halted, bindM})
+		for _, id := range lookalikes {
+			ops, err := s.ListOperations(t.Context(), id)
+			must(t, err, "ListOperations "+id)
+			equal(t, "operations of "+id, ids(ops), []string{"prov-" + id})
+		}
+	}},
+	{"ListInProgress returns exactly the operations in progress, across instances", func(t *testing.T, newStore NewStore) {
+		s := newStore(t)
+		startProvision(t, s, "i-1")
+		provision(t, s, "i-2")
+		bind(t, s, "i-2", "b-1")
+		_, bindOp := startBind(t, s, "i-2", "b-2")
+		_, upd := startInstanceOp(t, s, provision(t, s, "i-3"), broker.KindUpdate)
+		inst, halted := startProvision(t, s, "i-4")
+		dep := newOperation("i-4", "dep-i-4", broker.KindDeprovision, at(5))
+		next := inst
+		next.State, next.Op, next.Version = broker.InstanceDeprovisioning, dep.ID, inst.Version+1
+		haltedDone := finished(halted, broker.OperationFailed)
+		must(t, s.LockInstance(t.Context(), broker.LockInstance{
+			Instance: next, Version: inst.Version, Holder: halted.ID, Op: dep, Halted: &haltedDone,
+		}), "LockInstance")
+
+		ops, err := s.ListInProgress(t.Context())
+		must(t, err, "ListInProgress")
+		slices.SortFunc(ops, func(a, b broker.Operation) int { return strings.Compare(a.ID, b.ID) })
+		prov := getOperation(t, s, "i-1", "prov-i-1")
+		equal(t, "operations in progress", ops, []broker.Operation{bindOp, dep, *prov, upd})
+
+		b := *getBinding(t, s, "i-2", "b-2")
+		b.State, b.Op = broker.BindingReady, ""
+		must(t, s.FinishOperation(t.Context(), broker.Finish{
+			Op: finished(bindOp, broker.OperationSucceeded), Binding: &b, ReleaseBinding: true,
+		}), "FinishOperation")
+		must(t, s.FinishOperation(t.Context(), broker.Finish{Op: finished(dep, broker.OperationSucceeded), DeleteInstance: true}),
+			"FinishOperation")
+		equal(t, "operations in progress after two finished", inProgressIDs(t, s), []string{"prov-i-1", upd.ID})
+	}},
+}
+
+var resourceCases = []testCase{
+	{"PutResource stores a record and overwrites it", func(t *testing.T, newStore NewStore) {
+		s := newStore(t)
+		r := broker.Resource{InstanceID: "i-1", Name: "r-1", Data: json.RawMessage(`{"v":1}`), UpdatedAt: at(1)}
+		must(t, s.PutResource(t.Context(), r), "PutResource")
+		equal(t, "resource", getResource(t, s, "i-1", "r-1"), &r)
+		r.Data, r.UpdatedAt = json.RawMessage(`{"v":2}`), at(2)
+		must(t, s.PutResource(t.Context(), r), "PutResource again")
+		equal(t, "overwritten resource", getResource(t, s, "i-1", "r-1"), &r)
+	}},
+	{"CreateResource stores a new record", func(t *testing.T, newStore NewStore) {
+		s := newStore(t)
+		r := broker.Resource{InstanceID: "i-1", Name: "r-1", Data: json.RawMessage(`{"v":1}`), UpdatedAt: at(1)}
+		must(t, s.CreateResource(t.Context(), r), "CreateResource")
+		equal(t, "resource", getResource(t, s, "i-1", "r-1"), &r)
+	}},
+	{"CreateResource of an existing record fails and changes nothing", func(t *testing.T, newStore NewStore) {
+		s := newStore(t)
+		provision(t, s, "i-1")
+		must(t, s.PutResource(t.Context(), broker.Resource{InstanceID: "i-1", Name: "r-1", Data: json.RawMessage(`{"v":1}`)}), "PutResource")
+		before := snapshot(t, s)
+		conflict(t, s.CreateResource(t.Context(), broker.Resource{InstanceID: "i-1", Name: "r-1", Data: json.RawMessage(`{"v":2}`)}))
+		unchanged(t, s, before)
+	}},
+	{"DeleteResource removes a record and ignores a missing one", func(t *testing.T, newStore NewStore) {
+		s := newStore(t)
+		r := broker.Resource{InstanceID: "i-1", Name: "r-1", Data: json.RawMessage(`{}`)}
+		must(t, s.PutResource(t.Context(), r), "PutResource")
+		must(t, s.DeleteResource(t.Context(), "i-1", "r-1"), "DeleteResource")
+		if getResource(t, s, "i-1", "r-1") != nil {
+			t.Error("the resource is still stored")
+		}
+		must(t, s.DeleteResource(t.Context(), "i-1", "r-1"), "DeleteResource of a missing record")
+		must(t, s.DeleteResource(t.Context(), "i-9", "r-9"), "DeleteResource under a missing instance")
+	}},
+	{"resources are kept apart by instance and name", func(t *testing.T, newStore NewStore) {
+		s := newStore(t)
+		var all []broker.Resource
+		for _, key := range [][2]string{{"i-1", "r-1"}, {"i-1", "r-10"}, {"i-10", "r-1"}, {"i-1", "r"}} {
+			r := broker.Resource{InstanceID: key[0], Name: key[1], Data: json.RawMessage(`"` + key[0] + "/" + key[1] + `"`)}
+			must(t, s.PutResource(t.Context(), r), "PutResource")
+			all = append(all, r)
+		}
+		must(t, s.DeleteResource(t.Context(), "i-1", "r-1"), "DeleteResource")
+		if getResource(t, s, "i-1", "r-1") != nil {
+			t.Error("i-1/r-1 is still stored")
+		}
+		for _, r := range all[1:] {
+			equal(t, "resource "+r.InstanceID+"/"+r.Name, getResource(t, s, r.InstanceID, r.Name), &r)
+		}
+	}},
+}
