@@ -1,0 +1,252 @@
+package app_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/serverless-osb/broker/internal/app/apptest"
+	"github.com/serverless-osb/broker/internal/broker"
+	"github.com/serverless-osb/broker/internal/steps"
+)
+
+func provisionBody(service, plan string, params any) map[string]any {
+	return map[string]any{"service_id": service, "plan_id": plan, "organization_guid": "o", "space_guid": "s", "parameters": params}
+}
+
+// TestEveryStepIsIdempotent runs each step of each kind of operation twice
+// and checks that the outcome is that of running it once.
+func TestEveryStepIsIdempotent(t *testing.T) {
+	b := apptest.Start(t, "")
+	service, plan := b.Plan("fake-async-plan")
+	st, store, ctx := b.Local.Steps, b.Local.Store, context.Background()
+
+	// twice runs a step twice and fails on any error.
+	twice := func(t *testing.T, name string, f func() error) {
+		t.Helper()
+		for i := range 2 {
+			if err := f(); err != nil {
+				t.Fatalf("%s (run %d): %v", name, i+1, err)
+			}
+		}
+	}
+	// run drives op through begin, check, finish, each twice, the way a Task
+	// retry or a restarted execution would.
+	run := func(t *testing.T, instanceID, opID string) {
+		t.Helper()
+		twice(t, "begin", func() error { _, err := st.Begin(ctx, instanceID, opID); return err })
+		twice(t, "check", func() error { _, err := st.Check(ctx, instanceID, opID); return err })
+		twice(t, "finish", func() error { return st.Finish(ctx, instanceID, opID) })
+	}
+	// accepted creates an operation the way the API does, then stops its
+	// execution so that only this test runs its steps.
+	accepted := func(t *testing.T, method, path string, body any) string {
+		t.Helper()
+		r := b.Do(apptest.Request{Method: method, Path: path, Body: body})
+		if r.Status != http.StatusAccepted {
+			t.Fatalf("%s %s: %d %s", method, path, r.Status, r.Raw)
+		}
+		if err := b.Local.Engine.Stop(ctx, r.Str("operation"), "the test runs the steps"); err != nil {
+			t.Fatal(err)
+		}
+		return r.Str("operation")
+	}
+	params := map[string]any{"duration_seconds": 0}
+
+	op := accepted(t, http.MethodPut, "/v2/service_instances/idem?accepts_incomplete=true", provisionBody(service, plan, params))
+	run(t, "idem", op)
+	inst, err := store.GetInstance(ctx, "idem")
+	if err != nil || inst.State != broker.InstanceReady || inst.Op != "" || inst.Version != 2 {
+		t.Fatalf("after provision steps twice: %+v %v (want ready, idle, version 2)", inst, err)
+	}
+
+	op = accepted(t, http.MethodPut, "/v2/service_instances/idem/service_bindings/b?accepts_incomplete=true",
+		map[string]any{"service_id": service, "plan_id": plan, "parameters": params})
+	run(t, "idem", op)
+	binding, err := store.GetBinding(ctx, "idem", "b")
+	if err != nil || binding.State != broker.BindingReady || binding.Credentials["password"] == nil {
+		t.Fatalf("after bind steps twice: %+v %v", binding, err)
+	}
+	if inst, _ := store.GetInstance(ctx, "idem"); inst.BindingOps != 0 {
+		t.Fatalf("binding operations counted %d after one bind, want 0", inst.BindingOps)
+	}
+
+	op = accepted(t, http.MethodDelete, "/v2/service_instances/idem/service_bindings/b?accepts_incomplete=true&service_id="+service+"&plan_id="+plan, nil)
+	run(t, "idem", op)
+	if _, err := store.GetBinding(ctx, "idem", "b"); err == nil {
+		t.Fatal("the binding survived its unbind")
+	}
+
+	op = accepted(t, http.MethodPatch, "/v2/service_instances/idem?accepts_incomplete=true",
+		map[string]any{"service_id": service, "parameters": map[string]any{"duration_seconds": 30, "fail": true}})
+	twice(t, "begin", func() error { _, err := st.Begin(ctx, "idem", op); return err })
+	twice(t, "record failure", func() error { return st.RecordFailure(ctx, "idem", op, "failed on purpose") })
+	failed, _ := store.GetOperation(ctx, "idem", op)
+	if inst, _ := store.GetInstance(ctx, "idem"); failed.State != broker.OperationFailed || inst.State != broker.InstanceReady || inst.Op != "" {
+		t.Fatalf("after a failed update recorded twice: op %+v, instance %+v", failed, inst)
+	}
+	if kept := failed.ExpiresAt.Sub(failed.FinishedAt); kept < 7*24*time.Hour {
+		t.Fatalf("a finished operation is kept %s, want at least 7 days", kept)
+	}
+
+	op = accepted(t, http.MethodDelete, "/v2/service_instances/idem?accepts_incomplete=true&service_id="+service+"&plan_id="+plan, nil)
+	run(t, "idem", op)
+	if _, err := store.GetInstance(ctx, "idem"); err == nil {
+		t.Fatal("the instance survived its deprovision")
+	}
+	if _, err := store.GetResource(ctx, "idem", "instance"); err == nil {
+		t.Fatal("the demo resource survived the deprovision")
+	}
+
+	// The worker entry point: a finish for an operation that already
+	// finished is a no-op, not an error.
+	out, err := st.Handle(ctx, json.RawMessage(fmt.Sprintf(`{"step":"finish","operation_id":%q,"instance_id":"idem"}`, op)))
+	if err != nil || string(out) != "{}" {
+		t.Fatalf("finish of a finished operation: %s %v", out, err)
+	}
+	if _, err := st.Handle(ctx, json.RawMessage(`{"step":"dance","operation_id":"x","instance_id":"y"}`)); err == nil ||
+		!strings.Contains(err.Error(), "unknown step") {
+		t.Fatalf("an unknown step: %v", err)
+	}
+	var perm *steps.PermanentError
+	if _, err := st.Handle(ctx, json.RawMessage(`{`)); err == nil || !asPermanent(err, &perm) {
+		t.Fatalf("a malformed payload: %v, want a PermanentError", err)
+	}
+}
+
+func asPermanent(err error, target **steps.PermanentError) bool {
+	p, ok := err.(*steps.PermanentError)
+	*target = p
+	return ok
+}
+
+// TestLastOperationRepairsWhatItsExecutionCannot covers the two repairs: an
+// execution that ended without recording a result, and one that never
+// started (a crash between the write and StartExecution).
+func TestLastOperationRepairsWhatItsExecutionCannot(t *testing.T) {
+	b := apptest.Start(t, "")
+	service, plan := b.Plan("fake-async-plan")
+	b.Local.Broker.RepairAfter = -time.Hour // every in-progress record is due for a look
+	ctx := context.Background()
+
+	t.Run("an execution stopped without a result leaves a failed operation", func(t *testing.T) {
+		r := b.Do(apptest.Request{Method: http.MethodPut, Path: "/v2/service_instances/stopped?accepts_incomplete=true",
+			Body: provisionBody(service, plan, map[string]any{"duration_seconds": 60})})
+		op := r.Str("operation")
+		if err := b.Local.Engine.Stop(ctx, op, "an operator stopped it"); err != nil {
+			t.Fatal(err)
+		}
+		lo := b.Do(apptest.Request{Method: http.MethodGet, Path: "/v2/service_instances/stopped/last_operation?operation=" + op})
+		if lo.Str("state") != "failed" || !strings.Contains(lo.Str("description"), "stopped") {
+			t.Fatalf("last_operation after the execution stopped: %s", lo.Raw)
+		}
+		del := b.Do(apptest.Request{Method: http.MethodDelete, Path: "/v2/service_instances/stopped?service_id=" + service + "&plan_id=" + plan})
+		if del.Status != http.StatusOK {
+			t.Fatalf("deleting the failed instance: %d %s", del.Status, del.Raw)
+		}
+	})
+	t.Run("an operation whose execution never started is started and succeeds", func(t *testing.T) {
+		now := time.Now().UTC()
+		op := broker.Operation{ID: "never-started-op", InstanceID: "orphan", Kind: broker.KindProvision,
+			State: broker.OperationInProgress, Async: true, PlanID: plan, CreatedAt: now, UpdatedAt: now, NextCheckAt: now}
+		inst := broker.Instance{ID: "orphan", ServiceID: service, PlanID: plan, State: broker.InstanceProvisioning,
+			Op: op.ID, LastOp: op.ID, Version: 1, CreatedAt: now, UpdatedAt: now}
+		if err := b.Local.Store.CreateInstance(ctx, inst, op); err != nil {
+			t.Fatal(err)
+		}
+		lo := b.WaitLastOperation("/v2/service_instances/orphan/last_operation?operation="+op.ID, 20*time.Second)
+		if lo.Str("state") != "succeeded" {
+			t.Fatalf("repaired operation ended %s", lo.Raw)
+		}
+	})
+}
+
+// TestRacingOperationsOnOneInstance races conflicting requests: exactly one
+// wins each round, the rest get 422 ConcurrencyError, and binds never
+// overlap an update.
+func TestRacingOperationsOnOneInstance(t *testing.T) {
+	b := apptest.Start(t, "")
+	service, plan := b.Plan("fake-async-plan")
+	for round := range 5 {
+		id := fmt.Sprintf("race-%d", round)
+		if r := b.Do(apptest.Request{Method: http.MethodPut, Path: "/v2/service_instances/" + id,
+			Body: provisionBody(service, plan, map[string]any{})}); r.Status != http.StatusCreated {
+			t.Fatalf("provision: %d %s", r.Status, r.Raw)
+		}
+		const racers = 16
+		var wg sync.WaitGroup
+		statuses := make([]apptest.Response, racers)
+		for i := range racers {
+			wg.Go(func() {
+				req := apptest.Request{Method: http.MethodPatch, Path: "/v2/service_instances/" + id + "?accepts_incomplete=true",
+					Body: map[string]any{"service_id": service, "parameters": map[string]any{"duration_seconds": 60 + i}}}
+				if i%2 == 1 { // half of them bind instead
+					req = apptest.Request{Method: http.MethodPut, Path: fmt.Sprintf("/v2/service_instances/%s/service_bindings/b-%d?accepts_incomplete=true", id, i),
+						Body: map[string]any{"service_id": service, "plan_id": plan, "parameters": map[string]any{"duration_seconds": 60}}}
+				}
+				statuses[i] = b.Do(req)
+			})
+		}
+		wg.Wait()
+		updates, binds := 0, 0
+		for i, r := range statuses {
+			switch {
+			case r.Status == http.StatusAccepted && i%2 == 0:
+				updates++
+			case r.Status == http.StatusAccepted:
+				binds++
+			case r.Status == http.StatusUnprocessableEntity && r.Str("error") == "ConcurrencyError":
+			default:
+				t.Fatalf("round %d racer %d: %d %s", round, i, r.Status, r.Raw)
+			}
+		}
+		if updates > 1 || (updates == 1 && binds > 0) || updates+binds == 0 {
+			t.Fatalf("round %d: %d updates and %d binds were accepted together", round, updates, binds)
+		}
+		inst, _ := b.Local.Store.GetInstance(context.Background(), id)
+		if (inst.Op != "") == (inst.BindingOps > 0) || inst.BindingOps != binds {
+			t.Fatalf("round %d: instance holds op %q and %d binding ops after %d binds", round, inst.Op, inst.BindingOps, binds)
+		}
+	}
+}
+
+// TestLogsCarryNoSecrets drives a whole lifecycle with parameters and
+// credentials that would be recognisable, and reads every log line.
+func TestLogsCarryNoSecrets(t *testing.T) {
+	b := apptest.Start(t, "")
+	service, plan := b.Plan("fake-plan")
+	const marker = "parameter-value-that-must-not-be-logged"
+	r := b.Do(apptest.Request{Method: http.MethodPut, Path: "/v2/service_instances/quiet",
+		Body: provisionBody(service, plan, map[string]any{"fail_description": marker})})
+	if r.Status != http.StatusCreated {
+		t.Fatalf("provision: %s", r.Raw)
+	}
+	bind := b.Do(apptest.Request{Method: http.MethodPut, Path: "/v2/service_instances/quiet/service_bindings/b",
+		Body: map[string]any{"service_id": service, "plan_id": plan}})
+	password, _ := bind.Body["credentials"].(map[string]any)["password"].(string)
+	if password == "" {
+		t.Fatalf("bind: %s", bind.Raw)
+	}
+	b.Do(apptest.Request{Method: http.MethodPut, Path: "/v2/service_instances/quiet",
+		Body: provisionBody(service, plan, map[string]any{"fail": "not a bool " + marker})})
+	logs := b.Logs.String()
+	for _, secret := range []string{marker, password, apptest.Password} {
+		if strings.Contains(logs, secret) {
+			t.Fatalf("the log holds %q:\n%s", secret, logs)
+		}
+	}
+	for _, line := range strings.Split(strings.TrimSpace(logs), "\n") {
+		var v map[string]any
+		if err := json.Unmarshal([]byte(line), &v); err != nil {
+			t.Fatalf("a log line is not JSON: %q", line)
+		}
+	}
+	if !strings.Contains(logs, `"instance_id":"quiet"`) {
+		t.Fatal("the request log lines lack the instance id")
+	}
+}
