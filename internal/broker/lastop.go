@@ -100,7 +100,10 @@ func (b *Broker) repair(ctx context.Context, op Operation) Operation {
 	if op.Finished() || b.Now().Before(op.NextCheckAt.Add(b.RepairAfter)) {
 		return op
 	}
-	log := b.Logger.With("operation_id", op.ID, "instance_id", op.InstanceID, "binding_id", op.BindingID)
+	log := b.Logger.With("operation_id", op.ID, "instance_id", op.InstanceID)
+	if op.BindingID != "" {
+		log = log.With("binding_id", op.BindingID)
+	}
 	description := ""
 	if !op.Async {
 		description = fmt.Sprintf("The %s was interrupted before it completed; try again.", op.Kind)

@@ -258,16 +258,23 @@ func (s *Steps) RecordFailure(ctx context.Context, instanceID, operationID, desc
 func (s *Steps) commit(ctx context.Context, f broker.Finish) error {
 	err := s.Store.FinishOperation(ctx, f)
 	if isConflict(err) {
-		s.Logger.InfoContext(ctx, "operation already finished or taken over",
-			"operation_id", f.Op.ID, "instance_id", f.Op.InstanceID, "binding_id", f.Op.BindingID)
+		s.Logger.InfoContext(ctx, "operation already finished or taken over", opAttrs(f.Op)...)
 		return nil
 	}
 	if err != nil {
 		return &TransientError{Err: fmt.Errorf("finish %s: %w", f.Op.ID, err)}
 	}
-	s.Logger.InfoContext(ctx, "operation finished", "operation_id", f.Op.ID, "instance_id", f.Op.InstanceID,
-		"binding_id", f.Op.BindingID, "kind", string(f.Op.Kind), "state", string(f.Op.State))
+	s.Logger.InfoContext(ctx, "operation finished", append(opAttrs(f.Op), "kind", string(f.Op.Kind), "state", string(f.Op.State))...)
 	return nil
+}
+
+// opAttrs are the log attributes that identify an operation.
+func opAttrs(op broker.Operation) []any {
+	attrs := []any{"operation_id", op.ID, "instance_id", op.InstanceID}
+	if op.BindingID != "" {
+		attrs = append(attrs, "binding_id", op.BindingID)
+	}
+	return attrs
 }
 
 func finished(op broker.Operation, state broker.OperationState, description string, now time.Time) broker.Operation {
@@ -332,8 +339,7 @@ func (s *Steps) classify(ctx context.Context, op broker.Operation, err error) er
 	if errors.As(err, &f) {
 		return &PermanentError{Description: f.Description}
 	}
-	s.Logger.WarnContext(ctx, "transient driver error", "operation_id", op.ID, "instance_id", op.InstanceID,
-		"binding_id", op.BindingID, "error", err.Error())
+	s.Logger.WarnContext(ctx, "transient driver error", append(opAttrs(op), "error", err.Error())...)
 	return &TransientError{Err: err}
 }
 

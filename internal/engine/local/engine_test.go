@@ -220,6 +220,33 @@ func TestResumeAfterRestart(t *testing.T) {
 		}
 	})
 
+	t.Run("a resumed Wait only waits for the time left", func(t *testing.T) {
+		t.Parallel()
+		file := filepath.Join(t.TempDir(), "engine.db")
+		defs := definitions(t, map[broker.Workflow]string{"w": waitThenTask})
+		t0 := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+
+		db1 := openDB(t, file)
+		e1 := newEngine(t, local.Options{DB: db1, Definitions: defs, Invoke: (&countingInvoker{}).Invoke, Now: func() time.Time { return t0 }})
+		start(t, e1, "w", "run-1", `{"wait":60}`)
+		waitInState(t, e1, "run-1", "W")
+		_ = e1.Close()
+		_ = db1.Close()
+
+		rec := &sleepRecorder{}
+		e2 := newEngine(t, local.Options{
+			DB: openDB(t, file), Definitions: defs, Invoke: (&countingInvoker{}).Invoke,
+			Now: func() time.Time { return t0.Add(50 * time.Second) }, Sleep: rec.Sleep,
+		})
+		if err := e2.Resume(context.Background()); err != nil {
+			t.Fatalf("Resume = %v", err)
+		}
+		waitEnded(t, e2, "run-1")
+		if got, want := rec.Delays(), []time.Duration{10 * time.Second}; !reflect.DeepEqual(got, want) {
+			t.Errorf("after the restart the Wait waited %v, want %v", got, want)
+		}
+	})
+
 	t.Run("an execution interrupted inside a Task runs that Task again after a restart", func(t *testing.T) {
 		t.Parallel()
 		file := filepath.Join(t.TempDir(), "engine.db")
