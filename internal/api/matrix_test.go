@@ -482,6 +482,25 @@ func TestBindingStatusCodes(t *testing.T) {
 		lo := f.b.WaitLastOperation(bindingPath(id, bid)+"/last_operation?operation="+r.Str("operation"), 20*time.Second)
 		check(t, "last_operation", lo, expect{status: 410})
 	})
+	t.Run("an unbind during an async bind halts the bind and reports the unbind", func(t *testing.T) {
+		id := f.provision(t, f.asyncPlan, nil)
+		bid := f.id("b")
+		bind := f.do(http.MethodPut, bindingPath(id, bid)+"?accepts_incomplete=true", bindBody(f.asyncPlan, map[string]any{"duration_seconds": 60}))
+		check(t, "bind", bind, expect{status: 202})
+		unbind := f.do(http.MethodDelete, bindingPath(id, bid)+"?accepts_incomplete=true&"+f.deleteQuery(f.asyncPlan), nil)
+		check(t, "unbind", unbind, expect{status: 202})
+		halted := f.do(http.MethodGet, bindingPath(id, bid)+"/last_operation?operation="+bind.Str("operation"), nil)
+		if halted.Str("state") != "failed" || !strings.Contains(halted.Str("description"), "halted") {
+			t.Fatalf("the halted bind reads %s", halted.Raw)
+		}
+		latest := f.do(http.MethodGet, bindingPath(id, bid)+"/last_operation", nil)
+		if latest.Str("state") != "in progress" || !strings.Contains(latest.Str("description"), "unbind") {
+			t.Fatalf("the binding's last operation reads %s, want the unbind in progress", latest.Raw)
+		}
+		check(t, "a second deprovision of the instance waits for the unbind",
+			f.do(http.MethodDelete, instancePath(id)+"?accepts_incomplete=true&"+f.deleteQuery(f.asyncPlan), nil),
+			expect{status: 422, error: "ConcurrencyError"})
+	})
 	t.Run("binds of different bindings on one idle instance run together", func(t *testing.T) {
 		id := f.provision(t, f.asyncPlan, nil)
 		ops := map[string]string{}
