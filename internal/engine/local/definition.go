@@ -17,7 +17,6 @@ import (
 // Definition is a state machine read from Amazon States Language (JSONPath
 // flavour) and checked: it holds only what this engine runs.
 type Definition struct {
-	file    string
 	startAt string
 	timeout time.Duration // 0: none
 	states  map[string]*state
@@ -133,7 +132,7 @@ func Parse(file string, data []byte) (*Definition, error) {
 	if err := json.Unmarshal(data, &top); err != nil {
 		return nil, &LoadError{File: file, Problem: "not a JSON object: " + err.Error()}
 	}
-	d := &Definition{file: file, states: map[string]*state{}}
+	d := &Definition{states: map[string]*state{}}
 	for _, key := range sortedKeys(top) {
 		raw := top[key]
 		switch key {
