@@ -25,13 +25,8 @@ func (b *Broker) Deprovision(ctx context.Context, d DeprovisionDetails) (Deprovi
 	if _, _, err := b.lookup(d.ServiceID, d.PlanID); err != nil {
 		return DeprovisionResult{}, err
 	}
-	for range maxLockAttempts {
-		res, err := b.deprovision(ctx, d)
-		if !errors.Is(err, errVersionMoved) {
-			return res, err
-		}
-	}
-	return DeprovisionResult{}, concurrency("Service instance %s is changing; try the deprovision again.", d.InstanceID)
+	return retryMoved(func() (DeprovisionResult, error) { return b.deprovision(ctx, d) },
+		"Service instance %s is changing; try the deprovision again.", d.InstanceID)
 }
 
 func (b *Broker) deprovision(ctx context.Context, d DeprovisionDetails) (DeprovisionResult, error) {

@@ -26,13 +26,8 @@ func (b *Broker) Unbind(ctx context.Context, d UnbindDetails) (UnbindResult, err
 	if _, _, err := b.lookup(d.ServiceID, d.PlanID); err != nil {
 		return UnbindResult{}, err
 	}
-	for range maxLockAttempts {
-		res, err := b.unbind(ctx, d)
-		if !errors.Is(err, errVersionMoved) {
-			return res, err
-		}
-	}
-	return UnbindResult{}, concurrency("Service binding %s is changing; try the unbind again.", d.BindingID)
+	return retryMoved(func() (UnbindResult, error) { return b.unbind(ctx, d) },
+		"Service binding %s is changing; try the unbind again.", d.BindingID)
 }
 
 func (b *Broker) unbind(ctx context.Context, d UnbindDetails) (UnbindResult, error) {

@@ -35,16 +35,26 @@ const maxLockAttempts = 3
 
 // Update handles PATCH /v2/service_instances/:instance_id.
 func (b *Broker) Update(ctx context.Context, d UpdateDetails) (UpdateResult, error) {
+	return retryMoved(func() (UpdateResult, error) { return b.update(ctx, d) },
+		"Service instance %s is changing; try the update again.", d.InstanceID)
+}
+
+// errVersionMoved says that an idle instance or binding changed between the
+// read and the conditional write (a binding operation finished, say): the
+// request is decided again on the new state.
+var errVersionMoved = errors.New("version moved")
+
+// retryMoved runs attempt until it is decided, at most maxLockAttempts times.
+func retryMoved[R any](attempt func() (R, error), format string, args ...any) (R, error) {
 	for range maxLockAttempts {
-		res, err := b.update(ctx, d)
+		res, err := attempt()
 		if !errors.Is(err, errVersionMoved) {
 			return res, err
 		}
 	}
-	return UpdateResult{}, concurrency("Service instance %s is changing; try the update again.", d.InstanceID)
+	var zero R
+	return zero, concurrency(format, args...)
 }
-
-var errVersionMoved = errors.New("instance version moved")
 
 func (b *Broker) update(ctx context.Context, d UpdateDetails) (UpdateResult, error) {
 	inst, err := b.Store.GetInstance(ctx, d.InstanceID)
