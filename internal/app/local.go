@@ -158,6 +158,12 @@ func build(ctx context.Context, c LocalConfig, cat *catalog.Catalog, db *bbolt.D
 		eng.Close()
 		return nil, fmt.Errorf("resume workflows: %w", err)
 	}
+	if n, err := b.Recover(ctx); err != nil {
+		eng.Close()
+		return nil, err
+	} else if n > 0 {
+		logger.InfoContext(ctx, "recovered operations in progress", "count", n)
+	}
 	return l, nil
 }
 

@@ -250,3 +250,35 @@ func TestLogsCarryNoSecrets(t *testing.T) {
 		t.Fatal("the request log lines lack the instance id")
 	}
 }
+
+// TestStartUpRecoversOperationsInProgress leaves behind what a crash would:
+// an async operation whose execution never started, and a synchronous one
+// whose request died. A new broker on the same data ends both.
+func TestStartUpRecoversOperationsInProgress(t *testing.T) {
+	dir := t.TempDir()
+	first := apptest.Start(t, dir)
+	service, plan := first.Plan("fake-async-plan")
+	now := time.Now().UTC()
+	ctx := context.Background()
+	for _, async := range []bool{true, false} {
+		id := fmt.Sprintf("crashed-%v", async)
+		op := broker.Operation{ID: "op-" + id, InstanceID: id, Kind: broker.KindProvision, State: broker.OperationInProgress,
+			Async: async, PlanID: plan, CreatedAt: now, UpdatedAt: now, NextCheckAt: now.Add(time.Hour)}
+		inst := broker.Instance{ID: id, ServiceID: service, PlanID: plan, State: broker.InstanceProvisioning,
+			Op: op.ID, LastOp: op.ID, Version: 1, CreatedAt: now, UpdatedAt: now}
+		if err := first.Local.Store.CreateInstance(ctx, inst, op); err != nil {
+			t.Fatal(err)
+		}
+	}
+	first.Stop()
+
+	second := apptest.Start(t, dir)
+	lo := second.WaitLastOperation("/v2/service_instances/crashed-true/last_operation", 20*time.Second)
+	if lo.Str("state") != "succeeded" {
+		t.Fatalf("the async operation whose execution never started: %s", lo.Raw)
+	}
+	lo = second.Do(apptest.Request{Method: http.MethodGet, Path: "/v2/service_instances/crashed-false/last_operation"})
+	if lo.Str("state") != "failed" || !strings.Contains(lo.Str("description"), "interrupted") {
+		t.Fatalf("the interrupted sync operation: %s", lo.Raw)
+	}
+}

@@ -93,13 +93,34 @@ func (b *Broker) findOperation(ctx context.Context, d LastOperationDetails) (Ope
 	return Operation{}, ErrNotFound
 }
 
+// Recover repairs every operation in progress, as a broker starting up
+// must: one whose execution never started (a crash between the write and
+// the start) is started, one whose execution ended without a result is
+// failed, and a synchronous one (its request died with the process) is
+// failed. It returns how many operations it looked at.
+func (b *Broker) Recover(ctx context.Context) (int, error) {
+	ops, err := b.Store.ListInProgress(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("recover: %w", err)
+	}
+	for _, op := range ops {
+		b.repairNow(ctx, op)
+	}
+	return len(ops), nil
+}
+
 // repair finishes an in-progress operation that its execution can no longer
 // finish (it ended without recording a result), and starts again one whose
-// execution never started or vanished. It returns the record as it now is.
+// execution never started or vanished, once the operation is overdue. It
+// returns the record as it now is.
 func (b *Broker) repair(ctx context.Context, op Operation) Operation {
 	if op.Finished() || b.Now().Before(op.NextCheckAt.Add(b.RepairAfter)) {
 		return op
 	}
+	return b.repairNow(ctx, op)
+}
+
+func (b *Broker) repairNow(ctx context.Context, op Operation) Operation {
 	log := b.Logger.With("operation_id", op.ID, "instance_id", op.InstanceID)
 	if op.BindingID != "" {
 		log = log.With("binding_id", op.BindingID)
