@@ -15,8 +15,8 @@ run: ## Run the broker on 127.0.0.1:8080 with the embedded store (BROKER_USERNAM
 
 test: lint unit ## Everything CI runs: lint, then every test with the race detector.
 
-unit: ## Every Go test with the race detector.
-	$(GO) test -race -count=1 ./...
+unit: ## Every Go test with the race detector, with a moto_server (DynamoDB, Step Functions) started for them.
+	$(GO) run ./internal/mototest/withmoto -- $(GO) test -race -count=1 ./...
 
 lint: ## gofmt, go vet and staticcheck.
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
