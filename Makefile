@@ -18,11 +18,15 @@ test: lint unit ## Everything CI runs: lint, then every test with the race detec
 unit: ## Every Go test with the race detector, with a moto_server (DynamoDB, Step Functions) started for them.
 	$(GO) run ./internal/mototest/withmoto -- $(GO) test -race -count=1 ./...
 
-lint: ## gofmt, go vet and staticcheck.
+# asl-validator (npm) catches dangling Next and unreachable states in the workflows.
+ASL_VALIDATOR ?= npx --yes asl-validator@4.0.0
+
+lint: ## gofmt, go vet, staticcheck, and asl-validator on statemachines/.
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt would change:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) tool staticcheck ./...
+	@for f in statemachines/*.asl.json; do $(ASL_VALIDATOR) --json-path "$$f" || exit 1; done
 
 bench: ## Benchmarks of the HTTP handler on the bolt store: ns/op, allocs/op, and an async provision's 202-to-succeeded time.
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime 2s ./internal/api/
