@@ -41,6 +41,9 @@ type LocalConfig struct {
 	Credentials []api.Credential
 	// GeneratedPassword is set when the password was generated at start.
 	GeneratedPassword bool
+	// Store, when set, replaces the bolt store (the DynamoDB store, say);
+	// the local engine keeps its executions in the bolt file regardless.
+	Store broker.Store
 }
 
 // LocalConfigFromEnv reads BROKER_ADDR, BROKER_DATA_DIR, BROKER_CATALOG,
@@ -102,7 +105,7 @@ func env(name, def string) string {
 // Local is a running local broker.
 type Local struct {
 	Broker  *broker.Broker
-	Store   *boltstore.Store
+	Store   broker.Store
 	Engine  *local.Engine
 	Steps   *steps.Steps
 	Handler http.Handler
@@ -138,9 +141,13 @@ func OpenLocal(ctx context.Context, c LocalConfig, logger *slog.Logger) (*Local,
 }
 
 func build(ctx context.Context, c LocalConfig, cat *catalog.Catalog, db *bbolt.DB, logger *slog.Logger) (*Local, error) {
-	store, err := boltstore.New(db)
-	if err != nil {
-		return nil, err
+	store := c.Store
+	if store == nil {
+		bs, err := boltstore.New(db)
+		if err != nil {
+			return nil, err
+		}
+		store = bs
 	}
 	drivers := map[string]broker.Driver{"demo": demo.New(store)}
 	if err := checkDrivers(cat, drivers, c.CatalogPath); err != nil {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/serverless-osb/broker/internal/api"
 	"github.com/serverless-osb/broker/internal/app"
+	"github.com/serverless-osb/broker/internal/broker"
 	"github.com/serverless-osb/broker/internal/catalog"
 	"github.com/serverless-osb/broker/internal/logging"
 )
@@ -68,6 +69,21 @@ func (s *SyncBuffer) String() string {
 // empty) on a free loopback port. It stops when the test ends.
 func Start(tb testing.TB, dir string) *Broker {
 	tb.Helper()
+	return StartWith(tb, Options{Dir: dir})
+}
+
+// Options choose where a test broker keeps its data.
+type Options struct {
+	// Dir holds the bolt file (a new temporary one when empty).
+	Dir string
+	// Store, when set, replaces the bolt store (e.g. DynamoDB on moto).
+	Store broker.Store
+}
+
+// StartWith starts a broker as Start does, with options.
+func StartWith(tb testing.TB, o Options) *Broker {
+	tb.Helper()
+	dir := o.Dir
 	if dir == "" {
 		dir = tb.TempDir()
 	}
@@ -77,6 +93,7 @@ func Start(tb testing.TB, dir string) *Broker {
 		CatalogPath:   filepath.Join(root, "catalog.yaml"),
 		StateMachines: filepath.Join(root, "statemachines"),
 		Credentials:   []api.Credential{{Username: Username, Password: Password}, {Username: OtherUsername, Password: OtherPasswd}},
+		Store:         o.Store,
 	}
 	logs := &SyncBuffer{}
 	l, err := app.OpenLocal(context.Background(), cfg, logging.New(logs, slog.LevelDebug))
