@@ -6,9 +6,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	osb "sigs.k8s.io/go-open-service-broker-client/v2"
 
 	"github.com/serverless-osb/broker/internal/app/apptest"
+	"github.com/serverless-osb/broker/internal/broker"
+	"github.com/serverless-osb/broker/internal/mototest"
+	"github.com/serverless-osb/broker/internal/store/dynamo"
 )
 
 // client returns the real OSB client library pointed at the broker.
@@ -105,8 +109,10 @@ func (e *e2e) provision(id, plan string, async bool, params map[string]any) *osb
 	return r
 }
 
-func TestClientDrivesSyncLifecycle(t *testing.T) {
-	b := apptest.Start(t, "")
+func TestClientDrivesSyncLifecycle(t *testing.T) { eachStore(t, testClientDrivesSyncLifecycle) }
+
+func testClientDrivesSyncLifecycle(t *testing.T, start starter) {
+	b := start(t, "")
 	e := newE2E(t, b)
 
 	cat, err := e.c.GetCatalog()
@@ -152,8 +158,10 @@ func TestClientDrivesSyncLifecycle(t *testing.T) {
 	}
 }
 
-func TestClientDrivesAsyncLifecycle(t *testing.T) {
-	b := apptest.Start(t, "")
+func TestClientDrivesAsyncLifecycle(t *testing.T) { eachStore(t, testClientDrivesAsyncLifecycle) }
+
+func testClientDrivesAsyncLifecycle(t *testing.T, start starter) {
+	b := start(t, "")
 	e := newE2E(t, b)
 	params := map[string]any{"duration_seconds": 1}
 
@@ -232,8 +240,10 @@ func TestClientDrivesAsyncLifecycle(t *testing.T) {
 	}
 }
 
-func TestClientSeesAFailedOperation(t *testing.T) {
-	b := apptest.Start(t, "")
+func TestClientSeesAFailedOperation(t *testing.T) { eachStore(t, testClientSeesAFailedOperation) }
+
+func testClientSeesAFailedOperation(t *testing.T, start starter) {
+	b := start(t, "")
 	e := newE2E(t, b)
 	r := e.provision("fails-1", e.asyncOnly, true, map[string]any{"fail": true, "fail_description": "the demo was told to fail"})
 	state, description := e.poll("fails-1", r.OperationKey)
@@ -257,13 +267,17 @@ func TestClientSeesAFailedOperation(t *testing.T) {
 }
 
 func TestAsyncProvisionSurvivesABrokerRestart(t *testing.T) {
+	eachStore(t, testAsyncProvisionSurvivesABrokerRestart)
+}
+
+func testAsyncProvisionSurvivesABrokerRestart(t *testing.T, start starter) {
 	dir := t.TempDir()
-	first := apptest.Start(t, dir)
+	first := start(t, dir)
 	e := newE2E(t, first)
 	r := e.provision("restart-1", e.async, true, map[string]any{"duration_seconds": 2})
 	first.Stop() // mid-provision: the execution is waiting for the driver
 
-	second := apptest.Start(t, dir)
+	second := start(t, dir)
 	e2 := newE2E(t, second)
 	if state, _ := e2.poll("restart-1", r.OperationKey); state != osb.StateSucceeded {
 		t.Fatalf("provision across a restart ended %s", state)
@@ -287,4 +301,32 @@ func isStatus(err error, code int) bool {
 func isOSBError(err error, code int, osbError string) bool {
 	var h osb.HTTPStatusCodeError
 	return errors.As(err, &h) && h.StatusCode == code && h.ErrorMessage != nil && *h.ErrorMessage == osbError
+}
+
+// starter starts a broker with its bolt data in dir ("" for a new one).
+type starter func(t *testing.T, dir string) *apptest.Broker
+
+// eachStore runs test on the bolt store and on the DynamoDB store (moto),
+// both with the local engine executing the real steps.
+func eachStore(t *testing.T, test func(t *testing.T, start starter)) {
+	t.Run("bolt", func(t *testing.T) {
+		test(t, func(t *testing.T, dir string) *apptest.Broker { return apptest.Start(t, dir) })
+	})
+	t.Run("dynamodb", func(t *testing.T) {
+		store := dynamoStore(t)
+		test(t, func(t *testing.T, dir string) *apptest.Broker {
+			return apptest.StartWith(t, apptest.Options{Dir: dir, Store: store})
+		})
+	})
+}
+
+// dynamoStore returns a DynamoDB store on a new table in moto.
+func dynamoStore(t *testing.T) broker.Store {
+	t.Helper()
+	client := dynamodb.NewFromConfig(mototest.Config(t, "us-east-1"))
+	table := mototest.Name("e2e")
+	if err := dynamo.CreateTable(t.Context(), client, table); err != nil {
+		t.Fatalf("create table %s: %v", table, err)
+	}
+	return dynamo.New(client, table)
 }

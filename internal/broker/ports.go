@@ -78,9 +78,14 @@ type Finish struct {
 	Binding *Binding
 	// DeleteBinding removes the binding (condition: held by Op).
 	DeleteBinding bool
-	// ReleaseBinding decrements the instance's BindingOps (never below zero).
-	// It is not combined with Instance or DeleteInstance: an operation holds
-	// either its instance or one binding (Op.BindingID).
+	// ReleaseBinding decrements the instance's BindingOps, never below zero:
+	// when the instance is missing or its count is zero, a Store either
+	// skips the release or fails the whole write with *ConflictError (with
+	// the Instance); DynamoDB, which cannot skip one write of a transaction,
+	// fails. A binding operation in progress always counts one, so a caller
+	// following the port meets neither. It is not combined with Instance or
+	// DeleteInstance: an operation holds either its instance or one binding
+	// (Op.BindingID).
 	ReleaseBinding bool
 }
 

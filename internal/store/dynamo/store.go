@@ -1,0 +1,548 @@
+package dynamo
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/serverless-osb/broker/internal/broker"
+)
+
+// Attribute names that conditions use: the json tags of the domain fields.
+var (
+	nameOp         = expression.Name("op")
+	nameState      = expression.Name("state")
+	nameVersion    = expression.Name("version")
+	nameBindingOps = expression.Name("binding_ops")
+	namePK         = expression.Name(attrPK)
+)
+
+// exists holds when the item exists.
+func exists() expression.ConditionBuilder { return expression.AttributeExists(namePK) }
+
+// missing holds when the item does not exist.
+func missing() expression.ConditionBuilder { return expression.AttributeNotExists(namePK) }
+
+// heldBy holds when the item's op is holder; an empty holder means idle
+// (op is omitted from an idle item; "" is accepted too).
+func heldBy(holder string) expression.ConditionBuilder {
+	if holder == "" {
+		return expression.Or(expression.AttributeNotExists(nameOp), nameOp.Equal(expression.Value("")))
+	}
+	return nameOp.Equal(expression.Value(holder))
+}
+
+func inProgress() expression.ConditionBuilder {
+	return nameState.Equal(expression.Value(broker.OperationInProgress))
+}
+
+// GetInstance returns the instance (consistent read), or an error wrapping
+// broker.ErrNotFound.
+func (s *Store) GetInstance(ctx context.Context, instanceID string) (broker.Instance, error) {
+	inst, err := get[broker.Instance](ctx, s, instanceKey(instanceID))
+	if err != nil {
+		return broker.Instance{}, fmt.Errorf("get instance %s: %w", instanceID, err)
+	}
+	return *inst, nil
+}
+
+// GetBinding returns the binding (consistent read), or an error wrapping
+// broker.ErrNotFound.
+func (s *Store) GetBinding(ctx context.Context, instanceID, bindingID string) (broker.Binding, error) {
+	b, err := get[broker.Binding](ctx, s, bindingKey(instanceID, bindingID))
+	if err != nil {
+		return broker.Binding{}, fmt.Errorf("get binding %s/%s: %w", instanceID, bindingID, err)
+	}
+	return *b, nil
+}
+
+// GetOperation returns the operation (consistent read), or an error wrapping
+// broker.ErrNotFound.
+func (s *Store) GetOperation(ctx context.Context, instanceID, operationID string) (broker.Operation, error) {
+	op, err := get[broker.Operation](ctx, s, operationKey(instanceID, operationID))
+	if err != nil {
+		return broker.Operation{}, fmt.Errorf("get operation %s/%s: %w", instanceID, operationID, err)
+	}
+	return *op, nil
+}
+
+// GetResource returns a driver's resource record (consistent read), or an
+// error wrapping broker.ErrNotFound.
+func (s *Store) GetResource(ctx context.Context, instanceID, name string) (broker.Resource, error) {
+	r, err := get[broker.Resource](ctx, s, resourceKey(instanceID, name))
+	if err != nil {
+		return broker.Resource{}, fmt.Errorf("get resource %s/%s: %w", instanceID, name, err)
+	}
+	return *r, nil
+}
+
+func get[T any](ctx context.Context, s *Store, k map[string]types.AttributeValue) (*T, error) {
+	out, err := s.client.GetItem(ctx, &dynamodb.GetItemInput{TableName: s.table, Key: k, ConsistentRead: aws.Bool(true)})
+	if err != nil {
+		return nil, err
+	}
+	v, err := decode[T](out.Item)
+	if err == nil && v == nil {
+		err = broker.ErrNotFound
+	}
+	return v, err
+}
+
+// ListOperations returns the operations under an instance, its bindings'
+// included, oldest first (CreatedAt, then ID), from a consistent Query of
+// the instance's partition. An instance with none, or unknown, has an empty
+// list.
+func (s *Store) ListOperations(ctx context.Context, instanceID string) ([]broker.Operation, error) {
+	keyCond := expression.Key(attrPK).Equal(expression.Value(pk(instanceID))).
+		And(expression.KeyBeginsWith(expression.Key(attrSK), skOperation("")))
+	ops, err := s.queryOperations(ctx, &dynamodb.QueryInput{ConsistentRead: aws.Bool(true)}, keyCond)
+	if err != nil {
+		return nil, fmt.Errorf("list operations of %s: %w", instanceID, err)
+	}
+	return ops, nil
+}
+
+// ListInProgress returns every operation in progress, oldest first, from
+// the sparse index InProgress. A global secondary index cannot be read
+// consistently: an operation that started or finished a moment ago may be
+// missing or still listed. Its callers (repairs after a restart, the
+// reaper) read each operation again, consistently, and change it only
+// through conditional writes, so a stale entry costs a read, not a wrong
+// write. The index has one hash key value, which is fine for the number of
+// operations a broker runs at once.
+func (s *Store) ListInProgress(ctx context.Context) ([]broker.Operation, error) {
+	keyCond := expression.Key(attrInProgress).Equal(expression.Value(inProgressValue))
+	ops, err := s.queryOperations(ctx, &dynamodb.QueryInput{IndexName: aws.String(indexInProgress)}, keyCond)
+	if err != nil {
+		return nil, fmt.Errorf("list operations in progress: %w", err)
+	}
+	return ops, nil
+}
+
+func (s *Store) queryOperations(ctx context.Context, in *dynamodb.QueryInput, keyCond expression.KeyConditionBuilder) ([]broker.Operation, error) {
+	e, err := expression.NewBuilder().WithKeyCondition(keyCond).Build()
+	if err != nil {
+		return nil, fmt.Errorf("build expression: %w", err)
+	}
+	in.TableName = s.table
+	in.KeyConditionExpression, in.ExpressionAttributeNames, in.ExpressionAttributeValues = e.KeyCondition(), e.Names(), e.Values()
+	ops := []broker.Operation{}
+	pages := dynamodb.NewQueryPaginator(s.client, in)
+	for pages.HasMorePages() {
+		page, err := pages.NextPage(ctx)
+		if err != nil {
+			return nil, err
+		}
+		for _, item := range page.Items {
+			op, err := decode[broker.Operation](item)
+			if err != nil {
+				return nil, err
+			}
+			ops = append(ops, *op)
+		}
+	}
+	slices.SortStableFunc(ops, func(a, b broker.Operation) int {
+		return cmp.Or(a.CreatedAt.Compare(b.CreatedAt), cmp.Compare(a.ID, b.ID))
+	})
+	return ops, nil
+}
+
+// CreateInstance stores a new instance and its provision operation in one
+// transaction. Condition: no instance with that id; else
+// *broker.ConflictError{Instance}.
+func (s *Store) CreateInstance(ctx context.Context, inst broker.Instance, op broker.Operation) error {
+	err := checkIDs(inst.ID, op.ID)
+	if err == nil {
+		err = sameInstance(op, inst.ID)
+	}
+	if err == nil {
+		err = s.run(ctx, func(add adder) {
+			add(s.putInstance(inst, missing(), roleInstance))
+			add(s.putOperation(op))
+		})
+	}
+	if err != nil {
+		return fmt.Errorf("create instance %s: %w", inst.ID, err)
+	}
+	return nil
+}
+
+// LockInstance starts an update or deprovision: one transaction that stores
+// l.Instance, l.Op and l.Halted. Condition: the instance is at l.Version,
+// held by l.Holder, with no binding operations; else
+// *broker.ConflictError{Instance} (nil when missing).
+func (s *Store) LockInstance(ctx context.Context, l broker.LockInstance) error {
+	err := checkIDs(l.Instance.ID, l.Op.ID)
+	if err == nil {
+		err = sameInstance(l.Op, l.Instance.ID)
+	}
+	if err == nil {
+		err = checkHalted(l.Halted, l.Holder, l.Op, l.Instance.ID)
+	}
+	if err == nil {
+		cond := nameVersion.Equal(expression.Value(l.Version)).
+			And(heldBy(l.Holder), nameBindingOps.Equal(expression.Value(0)))
+		err = s.run(ctx, func(add adder) {
+			add(s.putInstance(l.Instance, cond, roleInstance))
+			add(s.putOperation(l.Op))
+			if l.Halted != nil {
+				add(s.putOperation(*l.Halted))
+			}
+		})
+	}
+	if err != nil {
+		return fmt.Errorf("lock instance %s: %w", l.Instance.ID, err)
+	}
+	return nil
+}
+
+// CreateBinding stores a new binding and its bind operation and adds one to
+// the instance's binding_ops, in one transaction. Only binding_ops changes
+// on the instance: a bind must not make a concurrent update's version
+// stale. Condition: the instance exists, is ready and not held, and there
+// is no binding with that id; else *broker.ConflictError{Instance, Binding},
+// each as stored or nil when missing.
+func (s *Store) CreateBinding(ctx context.Context, b broker.Binding, op broker.Operation) error {
+	err := checkIDs(b.InstanceID, b.ID, op.ID)
+	if err == nil {
+		err = sameInstance(op, b.InstanceID)
+	}
+	if err == nil {
+		ready := exists().And(heldBy(""), nameState.Equal(expression.Value(broker.InstanceReady)))
+		err = s.run(ctx, func(add adder) {
+			add(s.update(instanceKey(b.InstanceID), countBindingOp(), ready, roleInstance))
+			add(s.putBinding(b, missing(), roleBinding))
+			add(s.putOperation(op))
+		})
+	}
+	if err != nil {
+		return fmt.Errorf("create binding %s/%s: %w", b.InstanceID, b.ID, err)
+	}
+	return nil
+}
+
+// LockBinding starts an unbind: one transaction that stores l.Binding,
+// l.Op and l.Halted. Condition: the binding is at l.Version and held by
+// l.Holder, and its instance exists and is not held; else
+// *broker.ConflictError{Instance, Binding}. When l.Holder is empty the
+// instance counts one more binding operation; otherwise the halted bind's
+// count passes to the unbind and the instance is only checked.
+func (s *Store) LockBinding(ctx context.Context, l broker.LockBinding) error {
+	b := l.Binding
+	err := checkIDs(b.InstanceID, b.ID, l.Op.ID)
+	if err == nil {
+		err = sameInstance(l.Op, b.InstanceID)
+	}
+	if err == nil {
+		err = checkHalted(l.Halted, l.Holder, l.Op, b.InstanceID)
+	}
+	if err == nil {
+		idle := exists().And(heldBy(""))
+		err = s.run(ctx, func(add adder) {
+			add(s.putBinding(b, nameVersion.Equal(expression.Value(l.Version)).And(heldBy(l.Holder)), roleBinding))
+			if l.Holder == "" {
+				add(s.update(instanceKey(b.InstanceID), countBindingOp(), idle, roleInstance))
+			} else {
+				add(s.check(instanceKey(b.InstanceID), idle, roleInstance))
+			}
+			add(s.putOperation(l.Op))
+			if l.Halted != nil {
+				add(s.putOperation(*l.Halted))
+			}
+		})
+	}
+	if err != nil {
+		return fmt.Errorf("lock binding %s/%s: %w", b.InstanceID, b.ID, err)
+	}
+	return nil
+}
+
+func countBindingOp() expression.UpdateBuilder {
+	return expression.Add(nameBindingOps, expression.Value(1))
+}
+
+// UpdateOperation records progress: one conditional PutItem. Condition: the
+// stored operation is in progress; else *broker.ConflictError{Operation}
+// with the stored record, or a nil Operation when there is none. op itself
+// must be in progress: finishing goes through FinishOperation, which
+// releases what the operation held.
+func (s *Store) UpdateOperation(ctx context.Context, op broker.Operation) error {
+	err := checkIDs(op.InstanceID, op.ID)
+	if err == nil && op.Finished() {
+		err = fmt.Errorf("operation is %s: use FinishOperation to finish it", op.State)
+	}
+	if err == nil {
+		var item map[string]types.AttributeValue
+		if item, err = operationItem(op); err == nil {
+			err = s.putItem(ctx, item, inProgress(), roleOperation)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("update operation %s/%s: %w", op.InstanceID, op.ID, err)
+	}
+	return nil
+}
+
+// FinishOperation records an outcome and releases what the operation held,
+// in one transaction. Conditions: the stored operation is in progress; with
+// Instance or DeleteInstance, f.Op holds the instance; with Binding or
+// DeleteBinding, f.Op holds the binding (f.Binding.ID, or f.Op.BindingID to
+// delete); with ReleaseBinding, the instance exists and its binding_ops is
+// above zero. Else *broker.ConflictError with the stored Operation, plus
+// the Instance and Binding that were part of the condition (nil when
+// missing). An operation already finished is therefore reported as a
+// conflict carrying its outcome, which callers treat as done.
+//
+// DeleteInstance deletes the instance and its bindings, which a consistent
+// Query lists first: the deprovision holds the instance, so no binding can
+// be created or locked meanwhile, and the transaction's condition on the
+// instance guards that. An instance with more than 98 bindings needs more
+// than one transaction (DynamoDB takes 100 items): the bindings beyond that
+// are deleted first, 98 at a time, each transaction conditional on the
+// operation being in progress and holding the instance, so none of them can
+// delete a binding that the operation does not own. Operations and driver
+// resources stay.
+//
+// ReleaseBinding subtracts one from the instance's binding_ops. Unlike the
+// bolt store, which skips the release when the instance is missing or its
+// count is zero, this fails the condition: a transaction cannot skip one of
+// its writes. A binding operation in progress always counts one, so
+// callers following the port never meet this.
+func (s *Store) FinishOperation(ctx context.Context, f broker.Finish) error {
+	op := f.Op
+	holdsInstance := f.Instance != nil || f.DeleteInstance
+	holdsBinding := f.Binding != nil || f.DeleteBinding
+	bindingID := op.BindingID
+	if f.Binding != nil {
+		bindingID = f.Binding.ID
+	}
+	err := checkFinish(f, holdsInstance, holdsBinding)
+	var bindings []map[string]types.AttributeValue
+	if err == nil && f.DeleteInstance {
+		bindings, err = s.bindingKeys(ctx, op.InstanceID)
+	}
+	if err == nil && len(bindings) > maxTransactItems-2 {
+		bindings, err = s.deleteBindingsAhead(ctx, op, bindings)
+	}
+	if err == nil {
+		heldByOp := nameOp.Equal(expression.Value(op.ID))
+		err = s.run(ctx, func(add adder) {
+			add(s.putOperationIf(op, inProgress()))
+			switch {
+			case f.DeleteInstance:
+				add(s.delete(instanceKey(op.InstanceID), heldByOp, roleInstance))
+				for _, k := range bindings {
+					add(s.delete(k, expression.ConditionBuilder{}, noRole))
+				}
+			case f.Instance != nil:
+				add(s.putInstance(*f.Instance, heldByOp, roleInstance))
+			}
+			switch {
+			case f.DeleteBinding:
+				add(s.delete(bindingKey(op.InstanceID, bindingID), heldByOp, roleBinding))
+			case f.Binding != nil:
+				add(s.putBinding(*f.Binding, heldByOp, roleBinding))
+			}
+			if f.ReleaseBinding {
+				release := expression.Set(nameBindingOps, expression.Minus(nameBindingOps, expression.Value(1)))
+				counted := exists().And(nameBindingOps.GreaterThan(expression.Value(0)))
+				add(s.update(instanceKey(op.InstanceID), release, counted, roleInstance))
+			}
+		})
+	}
+	if err != nil {
+		return fmt.Errorf("finish operation %s/%s: %w", op.InstanceID, op.ID, err)
+	}
+	return nil
+}
+
+// bindingKeys lists the keys of an instance's bindings: a consistent Query
+// of its partition.
+func (s *Store) bindingKeys(ctx context.Context, instanceID string) ([]map[string]types.AttributeValue, error) {
+	e, err := expression.NewBuilder().
+		WithKeyCondition(expression.Key(attrPK).Equal(expression.Value(pk(instanceID))).
+			And(expression.KeyBeginsWith(expression.Key(attrSK), skBinding("")))).
+		WithProjection(expression.NamesList(namePK, expression.Name(attrSK))).
+		Build()
+	if err != nil {
+		return nil, fmt.Errorf("build expression: %w", err)
+	}
+	pages := dynamodb.NewQueryPaginator(s.client, &dynamodb.QueryInput{
+		TableName: s.table, ConsistentRead: aws.Bool(true),
+		KeyConditionExpression: e.KeyCondition(), ProjectionExpression: e.Projection(),
+		ExpressionAttributeNames: e.Names(), ExpressionAttributeValues: e.Values(),
+	})
+	var keys []map[string]types.AttributeValue
+	for pages.HasMorePages() {
+		page, err := pages.NextPage(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("list bindings of %s: %w", instanceID, err)
+		}
+		for _, item := range page.Items {
+			keys = append(keys, key(keyPart(item, attrPK), keyPart(item, attrSK)))
+		}
+	}
+	return keys, nil
+}
+
+// deleteBindingsAhead deletes the bindings that do not fit in the final
+// transaction of a deprovision, 98 at a time, each batch conditional on the
+// operation being in progress and holding the instance. It returns the
+// bindings left for the final transaction.
+func (s *Store) deleteBindingsAhead(ctx context.Context, op broker.Operation, bindings []map[string]types.AttributeValue) ([]map[string]types.AttributeValue, error) {
+	const batch = maxTransactItems - 2
+	for len(bindings) > batch {
+		now := bindings[len(bindings)-batch:]
+		bindings = bindings[:len(bindings)-batch]
+		err := s.run(ctx, func(add adder) {
+			add(s.check(operationKey(op.InstanceID, op.ID), inProgress(), roleOperation))
+			add(s.check(instanceKey(op.InstanceID), nameOp.Equal(expression.Value(op.ID)), roleInstance))
+			for _, k := range now {
+				add(s.delete(k, expression.ConditionBuilder{}, noRole))
+			}
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	return bindings, nil
+}
+
+// PutResource writes a resource record unconditionally: one PutItem.
+func (s *Store) PutResource(ctx context.Context, r broker.Resource) error {
+	err := checkIDs(r.InstanceID, r.Name)
+	if err == nil {
+		var item map[string]types.AttributeValue
+		if item, err = resourceItem(r); err == nil {
+			_, err = s.client.PutItem(ctx, &dynamodb.PutItemInput{TableName: s.table, Item: item})
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("put resource %s/%s: %w", r.InstanceID, r.Name, err)
+	}
+	return nil
+}
+
+// CreateResource writes a resource record that must not exist yet: one
+// conditional PutItem. When it exists, the error is a *broker.ConflictError
+// with every field nil (it has no field for a resource), wrapped in a
+// message that says what exists.
+func (s *Store) CreateResource(ctx context.Context, r broker.Resource) error {
+	err := checkIDs(r.InstanceID, r.Name)
+	if err == nil {
+		var item map[string]types.AttributeValue
+		if item, err = resourceItem(r); err == nil {
+			err = s.putItem(ctx, item, missing(), noRole)
+		}
+	}
+	var c *broker.ConflictError
+	if errors.As(err, &c) {
+		err = fmt.Errorf("resource exists: %w", c)
+	}
+	if err != nil {
+		return fmt.Errorf("create resource %s/%s: %w", r.InstanceID, r.Name, err)
+	}
+	return nil
+}
+
+// DeleteResource deletes a resource record: one DeleteItem; deleting a
+// missing one is not an error.
+func (s *Store) DeleteResource(ctx context.Context, instanceID, name string) error {
+	err := checkIDs(instanceID, name)
+	if err == nil {
+		_, err = s.client.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: s.table, Key: resourceKey(instanceID, name)})
+	}
+	if err != nil {
+		return fmt.Errorf("delete resource %s/%s: %w", instanceID, name, err)
+	}
+	return nil
+}
+
+// putItem is one conditional PutItem. A failed condition returns
+// *broker.ConflictError with the stored item in the field of r.
+func (s *Store) putItem(ctx context.Context, item map[string]types.AttributeValue, cond expression.ConditionBuilder, r role) error {
+	e, err := expr(cond, nil)
+	if err != nil {
+		return err
+	}
+	in := &dynamodb.PutItemInput{
+		TableName: s.table, Item: item,
+		ConditionExpression: e.Condition(), ExpressionAttributeNames: e.Names(), ExpressionAttributeValues: e.Values(),
+		ReturnValuesOnConditionCheckFailure: allOld,
+	}
+	err = retryConflicts(ctx, func() error {
+		_, err := s.client.PutItem(ctx, in)
+		return err
+	})
+	var failed *types.ConditionalCheckFailedException
+	if !errors.As(err, &failed) {
+		return err
+	}
+	c := &broker.ConflictError{}
+	if err := setConflict(c, r, failed.Item); err != nil {
+		return err
+	}
+	return c
+}
+
+// adder adds a write to a transaction being built.
+type adder func(write, error)
+
+// run builds a transaction with build and runs it, or returns the first
+// error met while building it.
+func (s *Store) run(ctx context.Context, build func(add adder)) error {
+	var writes []write
+	var buildErr error
+	build(func(w write, err error) {
+		if err != nil && buildErr == nil {
+			buildErr = err
+		}
+		writes = append(writes, w)
+	})
+	if buildErr != nil {
+		return buildErr
+	}
+	return s.transact(ctx, writes)
+}
+
+func (s *Store) putInstance(inst broker.Instance, cond expression.ConditionBuilder, r role) (write, error) {
+	item, err := instanceItem(inst)
+	if err != nil {
+		return write{}, fmt.Errorf("encode instance: %w", err)
+	}
+	return s.put(item, cond, r)
+}
+
+func (s *Store) putBinding(b broker.Binding, cond expression.ConditionBuilder, r role) (write, error) {
+	item, err := bindingItem(b)
+	if err != nil {
+		return write{}, fmt.Errorf("encode binding: %w", err)
+	}
+	return s.put(item, cond, r)
+}
+
+// putOperation writes an operation unconditionally: the new operation of a
+// create or lock, or the operation it halts, both guarded by the condition
+// on the item they concern.
+func (s *Store) putOperation(op broker.Operation) (write, error) {
+	return s.putOperationIf(op, expression.ConditionBuilder{})
+}
+
+func (s *Store) putOperationIf(op broker.Operation, cond expression.ConditionBuilder) (write, error) {
+	item, err := operationItem(op)
+	if err != nil {
+		return write{}, fmt.Errorf("encode operation: %w", err)
+	}
+	r := noRole
+	if cond.IsSet() {
+		r = roleOperation
+	}
+	return s.put(item, cond, r)
+}
