@@ -128,17 +128,18 @@ func (s *Steps) advance(ctx context.Context, instanceID, operationID string,
 	if err != nil {
 		return Progress{}, s.classify(ctx, w.op, err)
 	}
+	if p.Done {
+		return Progress{Done: true}, nil // finish follows at once: no progress to record
+	}
+	// Record when to look again: last_operation's Retry-After, and the
+	// deadline after which a silent operation is repaired.
 	op := w.op
 	op.RetryAfter, op.UpdatedAt = p.RetryAfter, s.Now()
 	op.NextCheckAt = op.UpdatedAt.Add(p.RetryAfter)
 	if err := s.Store.UpdateOperation(ctx, op); err != nil && !isConflict(err) {
 		return Progress{}, &TransientError{Err: fmt.Errorf("record progress of %s: %w", op.ID, err)}
 	}
-	out := Progress{Done: p.Done}
-	if !p.Done {
-		out.RetryAfter = max(1, int(math.Ceil(p.RetryAfter.Seconds())))
-	}
-	return out, nil
+	return Progress{RetryAfter: max(1, int(math.Ceil(p.RetryAfter.Seconds())))}, nil
 }
 
 // Finish records the operation's success and releases what it held.
