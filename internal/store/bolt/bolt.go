@@ -17,7 +17,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"go.etcd.io/bbolt"
@@ -124,16 +123,6 @@ func operationKey(instanceID, operationID string) []byte {
 
 func resourceKey(instanceID, name string) []byte {
 	return []byte(pk(instanceID) + "r#" + name)
-}
-
-// checkIDs rejects ids that cannot be keys: empty, or holding the separator.
-func checkIDs(ids ...string) error {
-	for _, id := range ids {
-		if id == "" || strings.Contains(id, sep) {
-			return fmt.Errorf("invalid id %q: ids must be non-empty and must not contain NUL", id)
-		}
-	}
-	return nil
 }
 
 // tx is one transaction's view of the two buckets.

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 
@@ -116,10 +115,7 @@ func sortOperations(ops []broker.Operation) {
 // CreateInstance stores a new instance and its provision operation.
 // Condition: no instance with that id; else *broker.ConflictError{Instance}.
 func (s *Store) CreateInstance(ctx context.Context, inst broker.Instance, op broker.Operation) error {
-	err := checkIDs(inst.ID, op.ID)
-	if err == nil {
-		err = sameInstance(op, inst.ID)
-	}
+	err := broker.CheckCreate(inst.ID, op)
 	if err == nil {
 		err = s.update(ctx, func(t tx) error {
 			cur, err := t.instance(inst.ID)
@@ -145,13 +141,7 @@ func (s *Store) CreateInstance(ctx context.Context, inst broker.Instance, op bro
 // exists, at l.Version, held by l.Holder, with no binding operations; else
 // *broker.ConflictError{Instance} (nil when missing).
 func (s *Store) LockInstance(ctx context.Context, l broker.LockInstance) error {
-	err := checkIDs(l.Instance.ID, l.Op.ID)
-	if err == nil {
-		err = sameInstance(l.Op, l.Instance.ID)
-	}
-	if err == nil {
-		err = checkHalted(l.Halted, l.Holder, l.Instance.ID)
-	}
+	err := l.Check()
 	if err == nil {
 		err = s.update(ctx, func(t tx) error {
 			cur, err := t.instance(l.Instance.ID)
@@ -181,10 +171,7 @@ func (s *Store) LockInstance(ctx context.Context, l broker.LockInstance) error {
 // binding with that id; else *broker.ConflictError{Instance, Binding}, each
 // as stored or nil when missing.
 func (s *Store) CreateBinding(ctx context.Context, b broker.Binding, op broker.Operation) error {
-	err := checkIDs(b.InstanceID, b.ID, op.ID)
-	if err == nil {
-		err = sameInstance(op, b.InstanceID)
-	}
+	err := broker.CheckCreate(b.InstanceID, op, b.ID)
 	if err == nil {
 		err = s.update(ctx, func(t tx) error {
 			inst, err := t.instance(b.InstanceID)
@@ -220,13 +207,7 @@ func (s *Store) CreateBinding(ctx context.Context, b broker.Binding, op broker.O
 // instance counts one more binding operation; otherwise the halted bind's
 // count passes to the unbind.
 func (s *Store) LockBinding(ctx context.Context, l broker.LockBinding) error {
-	err := checkIDs(l.Binding.InstanceID, l.Binding.ID, l.Op.ID)
-	if err == nil {
-		err = sameInstance(l.Op, l.Binding.InstanceID)
-	}
-	if err == nil {
-		err = checkHalted(l.Halted, l.Holder, l.Binding.InstanceID)
-	}
+	err := l.Check()
 	if err == nil {
 		err = s.update(ctx, func(t tx) error {
 			inst, err := t.instance(l.Binding.InstanceID)
@@ -264,10 +245,7 @@ func (s *Store) LockBinding(ctx context.Context, l broker.LockBinding) error {
 // FinishOperation does). op itself must be in progress: finishing goes
 // through FinishOperation, which releases what the operation held.
 func (s *Store) UpdateOperation(ctx context.Context, op broker.Operation) error {
-	err := checkIDs(op.InstanceID, op.ID)
-	if err == nil && op.Finished() {
-		err = fmt.Errorf("operation is %s: use FinishOperation to finish it", op.State)
-	}
+	err := broker.CheckProgress(op)
 	if err == nil {
 		err = s.update(ctx, func(t tx) error {
 			cur, err := t.operation(op.InstanceID, op.ID)
@@ -303,13 +281,12 @@ func (s *Store) UpdateOperation(ctx context.Context, op broker.Operation) error 
 // ReleaseBinding.
 func (s *Store) FinishOperation(ctx context.Context, f broker.Finish) error {
 	op := f.Op
-	holdsInstance := f.Instance != nil || f.DeleteInstance
-	holdsBinding := f.Binding != nil || f.DeleteBinding
+	holdsInstance, holdsBinding := f.HoldsInstance(), f.HoldsBinding()
 	bindingID := op.BindingID
 	if f.Binding != nil {
 		bindingID = f.Binding.ID
 	}
-	err := checkFinish(f, holdsInstance, holdsBinding)
+	err := f.Check()
 	if err == nil {
 		err = s.update(ctx, func(t tx) error {
 			cur, err := t.operation(op.InstanceID, op.ID)
@@ -391,7 +368,7 @@ func (s *Store) GetResource(ctx context.Context, instanceID, name string) (broke
 
 // PutResource writes a resource record unconditionally.
 func (s *Store) PutResource(ctx context.Context, r broker.Resource) error {
-	err := checkIDs(r.InstanceID, r.Name)
+	err := broker.CheckIDs(r.InstanceID, r.Name)
 	if err == nil {
 		err = s.update(ctx, func(t tx) error { return t.putResource(r) })
 	}
@@ -405,7 +382,7 @@ func (s *Store) PutResource(ctx context.Context, r broker.Resource) error {
 // does, the error is a *broker.ConflictError with every field nil (it has no
 // field for a resource), wrapped in a message that says what exists.
 func (s *Store) CreateResource(ctx context.Context, r broker.Resource) error {
-	err := checkIDs(r.InstanceID, r.Name)
+	err := broker.CheckIDs(r.InstanceID, r.Name)
 	if err == nil {
 		err = s.update(ctx, func(t tx) error {
 			if t.items.Get(resourceKey(r.InstanceID, r.Name)) != nil {
@@ -423,7 +400,7 @@ func (s *Store) CreateResource(ctx context.Context, r broker.Resource) error {
 // DeleteResource deletes a resource record; deleting a missing one is not an
 // error.
 func (s *Store) DeleteResource(ctx context.Context, instanceID, name string) error {
-	err := checkIDs(instanceID, name)
+	err := broker.CheckIDs(instanceID, name)
 	if err == nil {
 		err = s.update(ctx, func(t tx) error { return t.items.Delete(resourceKey(instanceID, name)) })
 	}
@@ -447,49 +424,3 @@ func (t tx) putOperations(op broker.Operation, halted *broker.Operation) error {
 // The checks below reject calls that no caller following the port makes;
 // they guard the items' integrity, and fail before any transaction starts.
 
-func sameInstance(op broker.Operation, instanceID string) error {
-	if op.InstanceID != instanceID {
-		return fmt.Errorf("operation %s is recorded under instance %q, not %q", op.ID, op.InstanceID, instanceID)
-	}
-	return nil
-}
-
-func checkHalted(halted *broker.Operation, holder, instanceID string) error {
-	switch {
-	case halted == nil:
-		return nil
-	case holder == "" || halted.ID != holder:
-		return fmt.Errorf("halted operation %s is not the holder %q", halted.ID, holder)
-	case !halted.Finished():
-		return fmt.Errorf("halted operation %s is still %s", halted.ID, halted.State)
-	}
-	return sameInstance(*halted, instanceID)
-}
-
-func checkFinish(f broker.Finish, holdsInstance, holdsBinding bool) error {
-	op := f.Op
-	if err := checkIDs(op.InstanceID, op.ID); err != nil {
-		return err
-	}
-	switch {
-	case !op.Finished():
-		return errors.New("the operation to record is still in progress")
-	case f.Instance != nil && f.DeleteInstance:
-		return errors.New("both Instance and DeleteInstance are set")
-	case f.Binding != nil && f.DeleteBinding:
-		return errors.New("both Binding and DeleteBinding are set")
-	case holdsInstance && (holdsBinding || f.ReleaseBinding):
-		return errors.New("an operation holds its instance or a binding, not both")
-	case f.Instance != nil && f.Instance.ID != op.InstanceID:
-		return fmt.Errorf("instance %s is not the operation's instance %s", f.Instance.ID, op.InstanceID)
-	case f.Binding != nil && f.Binding.InstanceID != op.InstanceID:
-		return fmt.Errorf("binding %s/%s is not under the operation's instance %s",
-			f.Binding.InstanceID, f.Binding.ID, op.InstanceID)
-	case f.DeleteBinding && op.BindingID == "":
-		return errors.New("DeleteBinding is set but the operation names no binding")
-	}
-	if f.Binding != nil {
-		return checkIDs(f.Binding.ID)
-	}
-	return nil
-}

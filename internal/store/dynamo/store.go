@@ -158,10 +158,7 @@ func (s *Store) queryOperations(ctx context.Context, in *dynamodb.QueryInput, ke
 // transaction. Condition: no instance with that id; else
 // *broker.ConflictError{Instance}.
 func (s *Store) CreateInstance(ctx context.Context, inst broker.Instance, op broker.Operation) error {
-	err := checkIDs(inst.ID, op.ID)
-	if err == nil {
-		err = sameInstance(op, inst.ID)
-	}
+	err := broker.CheckCreate(inst.ID, op)
 	if err == nil {
 		err = s.run(ctx, func(add adder) {
 			add(s.putInstance(inst, missing(), roleInstance))
@@ -179,13 +176,7 @@ func (s *Store) CreateInstance(ctx context.Context, inst broker.Instance, op bro
 // held by l.Holder, with no binding operations; else
 // *broker.ConflictError{Instance} (nil when missing).
 func (s *Store) LockInstance(ctx context.Context, l broker.LockInstance) error {
-	err := checkIDs(l.Instance.ID, l.Op.ID)
-	if err == nil {
-		err = sameInstance(l.Op, l.Instance.ID)
-	}
-	if err == nil {
-		err = checkHalted(l.Halted, l.Holder, l.Op, l.Instance.ID)
-	}
+	err := l.Check()
 	if err == nil {
 		cond := nameVersion.Equal(expression.Value(l.Version)).
 			And(heldBy(l.Holder), nameBindingOps.Equal(expression.Value(0)))
@@ -210,10 +201,7 @@ func (s *Store) LockInstance(ctx context.Context, l broker.LockInstance) error {
 // is no binding with that id; else *broker.ConflictError{Instance, Binding},
 // each as stored or nil when missing.
 func (s *Store) CreateBinding(ctx context.Context, b broker.Binding, op broker.Operation) error {
-	err := checkIDs(b.InstanceID, b.ID, op.ID)
-	if err == nil {
-		err = sameInstance(op, b.InstanceID)
-	}
+	err := broker.CheckCreate(b.InstanceID, op, b.ID)
 	if err == nil {
 		ready := exists().And(heldBy(""), nameState.Equal(expression.Value(broker.InstanceReady)))
 		err = s.run(ctx, func(add adder) {
@@ -236,13 +224,7 @@ func (s *Store) CreateBinding(ctx context.Context, b broker.Binding, op broker.O
 // count passes to the unbind and the instance is only checked.
 func (s *Store) LockBinding(ctx context.Context, l broker.LockBinding) error {
 	b := l.Binding
-	err := checkIDs(b.InstanceID, b.ID, l.Op.ID)
-	if err == nil {
-		err = sameInstance(l.Op, b.InstanceID)
-	}
-	if err == nil {
-		err = checkHalted(l.Halted, l.Holder, l.Op, b.InstanceID)
-	}
+	err := l.Check()
 	if err == nil {
 		idle := exists().And(heldBy(""))
 		err = s.run(ctx, func(add adder) {
@@ -274,10 +256,7 @@ func countBindingOp() expression.UpdateBuilder {
 // must be in progress: finishing goes through FinishOperation, which
 // releases what the operation held.
 func (s *Store) UpdateOperation(ctx context.Context, op broker.Operation) error {
-	err := checkIDs(op.InstanceID, op.ID)
-	if err == nil && op.Finished() {
-		err = fmt.Errorf("operation is %s: use FinishOperation to finish it", op.State)
-	}
+	err := broker.CheckProgress(op)
 	if err == nil {
 		var item map[string]types.AttributeValue
 		if item, err = operationItem(op); err == nil {
@@ -317,13 +296,11 @@ func (s *Store) UpdateOperation(ctx context.Context, op broker.Operation) error 
 // callers following the port never meet this.
 func (s *Store) FinishOperation(ctx context.Context, f broker.Finish) error {
 	op := f.Op
-	holdsInstance := f.Instance != nil || f.DeleteInstance
-	holdsBinding := f.Binding != nil || f.DeleteBinding
 	bindingID := op.BindingID
 	if f.Binding != nil {
 		bindingID = f.Binding.ID
 	}
-	err := checkFinish(f, holdsInstance, holdsBinding)
+	err := f.Check()
 	var bindings []map[string]types.AttributeValue
 	if err == nil && f.DeleteInstance {
 		bindings, err = s.bindingKeys(ctx, op.InstanceID)
@@ -417,7 +394,7 @@ func (s *Store) deleteBindingsAhead(ctx context.Context, op broker.Operation, bi
 
 // PutResource writes a resource record unconditionally: one PutItem.
 func (s *Store) PutResource(ctx context.Context, r broker.Resource) error {
-	err := checkIDs(r.InstanceID, r.Name)
+	err := broker.CheckIDs(r.InstanceID, r.Name)
 	if err == nil {
 		var item map[string]types.AttributeValue
 		if item, err = resourceItem(r); err == nil {
@@ -435,7 +412,7 @@ func (s *Store) PutResource(ctx context.Context, r broker.Resource) error {
 // with every field nil (it has no field for a resource), wrapped in a
 // message that says what exists.
 func (s *Store) CreateResource(ctx context.Context, r broker.Resource) error {
-	err := checkIDs(r.InstanceID, r.Name)
+	err := broker.CheckIDs(r.InstanceID, r.Name)
 	if err == nil {
 		var item map[string]types.AttributeValue
 		if item, err = resourceItem(r); err == nil {
@@ -455,7 +432,7 @@ func (s *Store) CreateResource(ctx context.Context, r broker.Resource) error {
 // DeleteResource deletes a resource record: one DeleteItem; deleting a
 // missing one is not an error.
 func (s *Store) DeleteResource(ctx context.Context, instanceID, name string) error {
-	err := checkIDs(instanceID, name)
+	err := broker.CheckIDs(instanceID, name)
 	if err == nil {
 		_, err = s.client.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: s.table, Key: resourceKey(instanceID, name)})
 	}

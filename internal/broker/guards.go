@@ -1,0 +1,114 @@
+package broker
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// The checks below are the Store port's preconditions: calls that no caller
+// following the port makes. Every Store runs them before it writes anything,
+// so that all stores refuse the same calls with the same errors.
+
+// CheckIDs rejects ids no store can key: empty, or holding NUL.
+func CheckIDs(ids ...string) error {
+	for _, id := range ids {
+		if id == "" || strings.Contains(id, "\x00") {
+			return fmt.Errorf("invalid id %q: ids must be non-empty and must not contain NUL", id)
+		}
+	}
+	return nil
+}
+
+func sameInstance(op Operation, instanceID string) error {
+	if op.InstanceID != instanceID {
+		return fmt.Errorf("operation %s is recorded under instance %q, not %q", op.ID, op.InstanceID, instanceID)
+	}
+	return nil
+}
+
+// CheckCreate checks a CreateInstance or CreateBinding call: the ids, and
+// that op belongs to the instance.
+func CheckCreate(instanceID string, op Operation, ids ...string) error {
+	if err := CheckIDs(append([]string{instanceID, op.ID}, ids...)...); err != nil {
+		return err
+	}
+	return sameInstance(op, instanceID)
+}
+
+// checkLock checks the common part of LockInstance and LockBinding. A
+// halted operation must be the holder, finished, under the same instance,
+// and not the new operation (a transaction cannot write one item twice).
+func checkLock(instanceID string, op Operation, holder string, halted *Operation, ids ...string) error {
+	if err := CheckCreate(instanceID, op, ids...); err != nil {
+		return err
+	}
+	switch {
+	case halted == nil:
+		return nil
+	case holder == "" || halted.ID != holder:
+		return fmt.Errorf("halted operation %s is not the holder %q", halted.ID, holder)
+	case !halted.Finished():
+		return fmt.Errorf("halted operation %s is still %s", halted.ID, halted.State)
+	case halted.ID == op.ID:
+		return fmt.Errorf("operation %s cannot halt itself", op.ID)
+	}
+	return sameInstance(*halted, instanceID)
+}
+
+// Check checks a LockInstance call.
+func (l LockInstance) Check() error {
+	return checkLock(l.Instance.ID, l.Op, l.Holder, l.Halted)
+}
+
+// Check checks a LockBinding call.
+func (l LockBinding) Check() error {
+	return checkLock(l.Binding.InstanceID, l.Op, l.Holder, l.Halted, l.Binding.ID)
+}
+
+// CheckProgress checks an UpdateOperation call: progress of an operation
+// still in progress (finishing goes through FinishOperation).
+func CheckProgress(op Operation) error {
+	if err := CheckIDs(op.InstanceID, op.ID); err != nil {
+		return err
+	}
+	if op.Finished() {
+		return fmt.Errorf("operation is %s: use FinishOperation to finish it", op.State)
+	}
+	return nil
+}
+
+// HoldsInstance reports whether the Finish writes the instance.
+func (f Finish) HoldsInstance() bool { return f.Instance != nil || f.DeleteInstance }
+
+// HoldsBinding reports whether the Finish writes a binding.
+func (f Finish) HoldsBinding() bool { return f.Binding != nil || f.DeleteBinding }
+
+// Check checks a FinishOperation call.
+func (f Finish) Check() error {
+	op := f.Op
+	if err := CheckIDs(op.InstanceID, op.ID); err != nil {
+		return err
+	}
+	switch {
+	case !op.Finished():
+		return errors.New("the operation to record is still in progress")
+	case f.Instance != nil && f.DeleteInstance:
+		return errors.New("both Instance and DeleteInstance are set")
+	case f.Binding != nil && f.DeleteBinding:
+		return errors.New("both Binding and DeleteBinding are set")
+	case f.HoldsInstance() && (f.HoldsBinding() || f.ReleaseBinding):
+		return errors.New("an operation holds its instance or a binding, not both")
+	case f.Instance != nil && f.Instance.ID != op.InstanceID:
+		return fmt.Errorf("instance %s is not the operation's instance %s", f.Instance.ID, op.InstanceID)
+	case f.Binding != nil && f.Binding.InstanceID != op.InstanceID:
+		return fmt.Errorf("binding %s/%s is not under the operation's instance %s",
+			f.Binding.InstanceID, f.Binding.ID, op.InstanceID)
+	case f.DeleteBinding && op.BindingID == "":
+		return errors.New("DeleteBinding is set but the operation names no binding")
+	}
+	if f.Binding != nil {
+		return CheckIDs(f.Binding.ID)
+	}
+	return nil
+}
