@@ -282,3 +282,48 @@ func TestStartUpRecoversOperationsInProgress(t *testing.T) {
 		t.Fatalf("the interrupted sync operation: %s", lo.Raw)
 	}
 }
+
+// haltingDriver is a fake Driver that blocks a synchronous change until the
+// test lets it go, standing in for a slow backend so that another request
+// can take the instance over meanwhile.
+type haltingDriver struct {
+	broker.Driver
+	started, release chan struct{}
+}
+
+func (d haltingDriver) Begin(ctx context.Context, c broker.Change) (broker.Progress, error) {
+	if c.Operation.Kind == broker.KindProvision {
+		close(d.started)
+		<-d.release
+	}
+	return d.Driver.Begin(ctx, c)
+}
+
+// TestASyncProvisionHaltedByADeprovisionIsNotReportedCreated: a deprovision
+// that takes over a synchronous provision in flight makes that provision's
+// request fail with ConcurrencyError, never 201.
+func TestASyncProvisionHaltedByADeprovisionIsNotReportedCreated(t *testing.T) {
+	b := apptest.Start(t, "")
+	service, plan := b.Plan("fake-plan")
+	d := haltingDriver{Driver: b.Local.Steps.Drivers["demo"], started: make(chan struct{}), release: make(chan struct{})}
+	b.Local.Steps.Drivers = map[string]broker.Driver{"demo": d}
+
+	done := make(chan apptest.Response)
+	go func() {
+		done <- b.Do(apptest.Request{Method: http.MethodPut, Path: "/v2/service_instances/halted",
+			Body: provisionBody(service, plan, map[string]any{})})
+	}()
+	<-d.started
+	del := b.Do(apptest.Request{Method: http.MethodDelete, Path: "/v2/service_instances/halted?service_id=" + service + "&plan_id=" + plan})
+	close(d.release)
+	prov := <-done
+	if prov.Status != http.StatusUnprocessableEntity || prov.Str("error") != "ConcurrencyError" {
+		t.Fatalf("the halted provision answered %d %s", prov.Status, prov.Raw)
+	}
+	if del.Status != http.StatusOK {
+		t.Fatalf("the deprovision answered %d %s", del.Status, del.Raw)
+	}
+	if _, err := b.Local.Store.GetInstance(context.Background(), "halted"); err == nil {
+		t.Fatal("the instance survived its deprovision")
+	}
+}

@@ -83,9 +83,14 @@ func (b *Broker) run(ctx context.Context, op Operation) (Operation, error) {
 	if !op.Async {
 		done, err := b.Runner.RunToEnd(ctx, op)
 		var f *Failure
-		if errors.As(err, &f) {
+		switch {
+		case errors.As(err, &f):
 			return done, &Error{Code: CodeUnprocessable, Description: f.Description,
 				InstanceUsable: f.InstanceUsable, UpdateRepeatable: f.UpdateRepeatable}
+		case err == nil && done.State != OperationSucceeded:
+			// Another operation took over (a deprovision halted this
+			// provision, say): this request did not do what it asked.
+			return done, concurrency("The %s was halted by another operation: %s", op.Kind, done.Description)
 		}
 		return done, err
 	}
