@@ -3,9 +3,16 @@ GO ?= go
 # Where `make run` keeps its data (a bolt file); it survives restarts.
 BROKER_DATA_DIR ?= .data
 export BROKER_DATA_DIR
+# The catalog that `make build` bundles with the functions and the stack checks.
+CATALOG ?= catalog.yaml
+# The CDK CLI, pinned in infra/_cli/package.json (aws-cdk 2.x: 3.x refuses this library).
+CDK := infra/_cli/node_modules/.bin/cdk
+# asl-validator (npm) catches dangling Next and unreachable states in the workflows.
+ASL_VALIDATOR ?= npx --yes asl-validator@4.0.0
+export CDK_DISABLE_CLI_TELEMETRY := true
 
 .DEFAULT_GOAL := help
-.PHONY: help run test unit lint bench
+.PHONY: help run test lint unit infra bench build synth deploy
 
 help: ## List the targets.
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-8s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -13,20 +20,34 @@ help: ## List the targets.
 run: ## Run the broker on 127.0.0.1:8080 with the embedded store (BROKER_USERNAME/BROKER_PASSWORD set the credentials).
 	$(GO) run ./functions/api
 
-test: lint unit ## Everything CI runs: lint, then every test with the race detector.
+test: lint unit infra ## Everything CI runs: lint, every test (race detector, moto started for them), cdk synth + cfn-lint.
 
 unit: ## Every Go test with the race detector, with a moto_server (DynamoDB, Step Functions) started for them.
 	$(GO) run ./internal/mototest/withmoto -- $(GO) test -race -count=1 ./...
 
-# asl-validator (npm) catches dangling Next and unreachable states in the workflows.
-ASL_VALIDATOR ?= npx --yes asl-validator@4.0.0
-
 lint: ## gofmt, go vet, staticcheck, and asl-validator on statemachines/.
-	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path '*/node_modules/*')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt would change:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) tool staticcheck ./...
 	@for f in statemachines/*.asl.json; do $(ASL_VALIDATOR) --json-path "$$f" || exit 1; done
 
+infra: synth ## cfn-lint (zero errors) on the synthesized template.
+	@cfn-lint --version 2>/dev/null | grep -q 1.51.0 || python3 -m pip install --quiet cfn-lint==1.51.0
+	cfn-lint cdk.out/*.template.json
+
 bench: ## Benchmarks of the HTTP handler on the bolt store: ns/op, allocs/op, and an async provision's 202-to-succeeded time.
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime 2s ./internal/api/
+
+build: ## The Lambda bundles: dist/api.zip and dist/worker.zip (linux/arm64, with $(CATALOG)).
+	$(GO) run ./internal/tools/build -catalog $(CATALOG)
+
+$(CDK): infra/_cli/package.json infra/_cli/package-lock.json
+	npm ci --prefix infra/_cli --no-audit --no-fund
+	@touch $@
+
+synth: build $(CDK) ## The CloudFormation template in cdk.out/: offline, no AWS credentials, cdk-nag enforced.
+	$(CDK) synth -c catalog=$(CATALOG) -q -o cdk.out
+
+deploy: build $(CDK) ## Deploy to your credentials' account and region (run `$(CDK) bootstrap` once first).
+	$(CDK) deploy -c catalog=$(CATALOG)

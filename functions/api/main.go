@@ -1,6 +1,8 @@
-// Command api serves the OSB API. Run locally (`make run`) it is a complete
-// broker on 127.0.0.1 with an embedded store and an in-process workflow
-// engine; see the README for its environment variables.
+// Command api serves the OSB API. Under the Lambda runtime it answers API
+// Gateway HTTP API events on DynamoDB and Step Functions (see
+// internal/app/lambda.go for its environment). Run locally (`make run`) it
+// is a complete broker on 127.0.0.1 with an embedded store and an
+// in-process workflow engine; see the README for its environment variables.
 package main
 
 import (
@@ -11,15 +13,27 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/aws/aws-lambda-go/lambda"
+
 	"github.com/serverless-osb/broker/internal/app"
 	"github.com/serverless-osb/broker/internal/logging"
 )
 
 func main() {
+	if app.InLambda() {
+		h, err := app.NewLambdaAPI(context.Background())
+		exitOn(err)
+		lambda.Start(app.LambdaHTTP(h))
+		return
+	}
 	logger := logging.New(os.Stderr, slog.LevelInfo)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := app.RunLocal(ctx, os.Stdout, logger); err != nil {
+	exitOn(app.RunLocal(ctx, os.Stdout, logger))
+}
+
+func exitOn(err error) {
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "serverless-osb:", err)
 		os.Exit(1)
 	}

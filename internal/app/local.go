@@ -1,5 +1,6 @@
 // Package app wires the broker from its configuration: the local broker
-// (bolt store, local engine, net/http) that `make run` serves.
+// (bolt store, local engine, net/http) that `make run` serves, and the
+// Lambda functions (DynamoDB store, Step Functions engine) that AWS runs.
 package app
 
 import (

@@ -423,4 +423,3 @@ func (t tx) putOperations(op broker.Operation, halted *broker.Operation) error {
 
 // The checks below reject calls that no caller following the port makes;
 // they guard the items' integrity, and fail before any transaction starts.
-

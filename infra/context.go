@@ -1,0 +1,105 @@
+package infra
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/aws/constructs-go/constructs/v10"
+)
+
+// Context keys PropsFromContext reads. cdk.json sets each to its default;
+// `cdk deploy -c key=value` overrides one.
+const (
+	ContextStackName          = "stackName"
+	ContextCatalog            = "catalog"
+	ContextAPICode            = "apiCode"
+	ContextWorkerCode         = "workerCode"
+	ContextStateMachines      = "statemachines"
+	ContextStageName          = "stageName"
+	ContextThrottleRateLimit  = "throttleRateLimit"
+	ContextThrottleBurstLimit = "throttleBurstLimit"
+	ContextAPIMemorySize      = "apiMemorySize"
+	ContextWorkerMemorySize   = "workerMemorySize"
+	ContextAPITimeout         = "apiTimeoutSeconds"
+	ContextWorkerTimeout      = "workerTimeoutSeconds"
+	ContextLogRetentionDays   = "logRetentionDays"
+	ContextLogLevel           = "logLevel"
+	ContextAlarmTopicARN      = "alarmTopicArn"
+)
+
+// PropsFromContext reads the stack's props from the CDK context of node
+// (cdk.json's "context", then -c options). An absent or empty key leaves
+// its prop at the default.
+func PropsFromContext(node constructs.Node) (BrokerStackProps, error) {
+	c := contextReader{node: node}
+	p := BrokerStackProps{
+		CatalogPath:        c.string(ContextCatalog),
+		APICodeDir:         c.string(ContextAPICode),
+		WorkerCodeDir:      c.string(ContextWorkerCode),
+		StateMachinesDir:   c.string(ContextStateMachines),
+		StageName:          c.string(ContextStageName),
+		ThrottleRateLimit:  c.number(ContextThrottleRateLimit),
+		ThrottleBurstLimit: c.integer(ContextThrottleBurstLimit),
+		APIMemoryMB:        c.integer(ContextAPIMemorySize),
+		WorkerMemoryMB:     c.integer(ContextWorkerMemorySize),
+		APITimeout:         time.Duration(c.integer(ContextAPITimeout)) * time.Second,
+		WorkerTimeout:      time.Duration(c.integer(ContextWorkerTimeout)) * time.Second,
+		LogRetentionDays:   c.integer(ContextLogRetentionDays),
+		LogLevel:           c.string(ContextLogLevel),
+		AlarmTopicARN:      c.string(ContextAlarmTopicARN),
+	}
+	if err := errors.Join(c.errs...); err != nil {
+		return BrokerStackProps{}, fmt.Errorf("cdk context: %w", err)
+	}
+	return p, nil
+}
+
+// contextReader reads context values, which are JSON values when they come
+// from cdk.json and strings when they come from -c.
+type contextReader struct {
+	node constructs.Node
+	errs []error
+}
+
+func (c *contextReader) string(key string) string {
+	switch v := c.node.TryGetContext(&key).(type) {
+	case nil:
+		return ""
+	case string:
+		return v
+	default:
+		c.errs = append(c.errs, fmt.Errorf("%s: want a string, got %v", key, v))
+		return ""
+	}
+}
+
+func (c *contextReader) number(key string) float64 {
+	switch v := c.node.TryGetContext(&key).(type) {
+	case nil:
+		return 0
+	case float64:
+		return v
+	case string:
+		if v == "" {
+			return 0
+		}
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			c.errs = append(c.errs, fmt.Errorf("%s: want a number, got %q", key, v))
+		}
+		return f
+	default:
+		c.errs = append(c.errs, fmt.Errorf("%s: want a number, got %v", key, v))
+		return 0
+	}
+}
+
+func (c *contextReader) integer(key string) int {
+	f := c.number(key)
+	if f != float64(int(f)) {
+		c.errs = append(c.errs, fmt.Errorf("%s: want a whole number, got %v", key, f))
+	}
+	return int(f)
+}

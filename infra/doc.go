@@ -1,0 +1,15 @@
+// Package infra is the broker's AWS deployment, as a CDK stack: the HTTP
+// API in front of the api function, the worker function that the
+// workflows' Task states call, one Step Functions Standard state machine
+// per statemachines/*.asl.json, the DynamoDB table the dynamo store keys
+// its items in, the secret holding the basic-auth credentials, their
+// customer-managed KMS key, the log groups, and the alarms.
+//
+// Every permission is written out here, scoped to this stack's resources;
+// cdk-nag's AwsSolutions pack runs on the stack as an Aspect, and each
+// finding it does not fix is suppressed on its resource with the reason
+// (see nag.go).
+//
+// The app in infra/app builds the stack from the CDK context of cdk.json
+// (PropsFromContext); `cdk synth` and `cdk deploy` run it.
+package infra

@@ -1,0 +1,75 @@
+package infra
+
+import (
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/constructs-go/constructs/v10"
+	"github.com/aws/jsii-runtime-go"
+	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
+)
+
+// The reasons of the cdk-nag findings the stack keeps, each suppressed on
+// the construct it is about and, for wildcards, on exactly the wildcard
+// resources it names (appliesTo).
+const (
+	reasonXRay = "X-Ray's PutTraceSegments and PutTelemetryRecords (and, for Step Functions, GetSamplingRules and " +
+		"GetSamplingTargets) support no resource-level permissions: IAM only grants them on \"*\" " +
+		"(https://docs.aws.amazon.com/service-authorization/latest/reference/list_awsx-ray.html)."
+	reasonLogDelivery = "Step Functions' logging to CloudWatch Logs uses the log delivery actions (CreateLogDelivery, " +
+		"GetLogDelivery, UpdateLogDelivery, DeleteLogDelivery, ListLogDeliveries, PutResourcePolicy, " +
+		"DescribeResourcePolicies, DescribeLogGroups), which support no resource-level permissions: IAM only grants them " +
+		"on \"*\" (https://docs.aws.amazon.com/step-functions/latest/dg/cw-logs.html)."
+	reasonExecutions = "DescribeExecution and StopExecution act on executions, whose names (the operation ids) are made at " +
+		"run time; the resource is every execution of this stack's state machines and nothing else."
+	reasonWorkerVersions = "The worker's qualified ARNs (function:NAME:VERSION or :ALIAS), should a workflow name a version; " +
+		"the resource is this one function and nothing else."
+	reasonRotation = "The password is what the platform (Cloud Foundry, SAP BTP, ...) registered the broker with: " +
+		"a scheduled rotation would lock the platform out until someone updated the registration. It is rotated by " +
+		"hand, together with the registration (cf update-service-broker)."
+	reasonAuthorization = "OSB authenticates the platform with HTTP basic auth (OSB API spec, Platform to Service Broker " +
+		"Authentication), which HTTP API authorizers do not offer; the api function checks the credentials of every " +
+		"request against the secret, in constant time, before anything else."
+)
+
+// suppressNagFindings records, on each construct, why the AwsSolutions
+// findings that remain are how this stack must be.
+func (b *builder) suppressNagFindings() {
+	star := "Resource::*"
+	for _, role := range []constructs.IConstruct{b.apiRole, b.workerRole} {
+		suppress(role, rule("AwsSolutions-IAM5", reasonXRay, star))
+	}
+	suppress(b.apiRole, rule("AwsSolutions-IAM5", reasonExecutions,
+		cdknag.RegexAppliesTo{Regex: jsii.String(`/^Resource::arn:<AWS::Partition>:states:<AWS::Region>:<AWS::AccountId>:execution:<[A-Za-z0-9]+\.Name>:\*$/`)}))
+	for _, m := range b.machines {
+		suppress(m.machine.Role(),
+			rule("AwsSolutions-IAM5", reasonXRay+" "+reasonLogDelivery, star),
+			rule("AwsSolutions-IAM5", reasonWorkerVersions,
+				"Resource::<"+*b.stack.GetLogicalId(b.worker.Node().DefaultChild().(awscdk.CfnElement))+".Arn>:*"))
+	}
+	suppress(b.secret, rule("AwsSolutions-SMG4", reasonRotation))
+	suppress(b.route, rule("AwsSolutions-APIG4", reasonAuthorization))
+}
+
+// ignoreRedundantRoleDependency tells cfn-lint not to warn (W3005) that
+// resource both depends on its role and names it with GetAtt: CDK's
+// Function and StateMachine add the DependsOn, which they need for the
+// role's DefaultPolicy, at synthesis, past where the stack could take the
+// role's half out; it is harmless.
+func ignoreRedundantRoleDependency(resource constructs.IConstruct) {
+	resource.Node().DefaultChild().(awscdk.CfnResource).AddMetadata(jsii.String("cfn-lint"), map[string]any{
+		"config": map[string]any{"ignore_checks": []string{"W3005"}},
+	})
+}
+
+func rule(id, reason string, appliesTo ...any) *cdknag.NagPackSuppression {
+	s := &cdknag.NagPackSuppression{Id: &id, Reason: &reason}
+	if len(appliesTo) > 0 {
+		s.AppliesTo = &appliesTo
+	}
+	return s
+}
+
+// suppress suppresses rules on c and its children: a role's findings are
+// about its DefaultPolicy.
+func suppress(c constructs.IConstruct, rules ...*cdknag.NagPackSuppression) {
+	cdknag.NagSuppressions_AddResourceSuppressions(c, &rules, jsii.Bool(true))
+}

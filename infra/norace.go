@@ -1,0 +1,6 @@
+//go:build !race
+
+package infra
+
+// raceDetector says that this build has the race detector (-race).
+const raceDetector = false

@@ -1,0 +1,109 @@
+package infra
+
+import (
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
+	"github.com/aws/jsii-runtime-go"
+)
+
+// itemActions are the DynamoDB actions internal/store/dynamo performs:
+// GetItem (also what TransactGetItems needs per item), PutItem, DeleteItem,
+// UpdateItem and ConditionCheckItem (also what TransactWriteItems needs per
+// item), and Query (on the table and the InProgress index). Neither Scan
+// nor a batch action, nor any table management action.
+var itemActions = []string{
+	"dynamodb:ConditionCheckItem",
+	"dynamodb:DeleteItem",
+	"dynamodb:GetItem",
+	"dynamodb:PutItem",
+	"dynamodb:Query",
+	"dynamodb:UpdateItem",
+}
+
+// tableKeyActions are what DynamoDB does with the table's customer-managed
+// key on behalf of a caller reading and writing items.
+var tableKeyActions = []string{
+	"kms:Decrypt",
+	"kms:DescribeKey",
+	"kms:Encrypt",
+	"kms:GenerateDataKey",
+}
+
+// permissions writes out every permission of the functions and the state
+// machines, each scoped to this stack's resources. CDK adds two more that
+// IAM only grants on "*": X-Ray's PutTraceSegments and PutTelemetryRecords
+// for tracing, and, for the state machines, the CloudWatch Logs delivery
+// actions (see nag.go).
+func (b *builder) permissions() {
+	for _, role := range []awsiam.Role{b.apiRole, b.workerRole} {
+		role.AddToPrincipalPolicy(b.itemsStatement())
+		role.AddToPrincipalPolicy(b.tableKeyStatement())
+	}
+	b.apiRole.AddToPrincipalPolicy(logsStatement(b.apiLogs.LogGroupArn()))
+	b.workerRole.AddToPrincipalPolicy(logsStatement(b.workerLogs.LogGroupArn()))
+
+	b.apiRole.AddToPrincipalPolicy(statement("ReadCredentials",
+		[]string{"secretsmanager:GetSecretValue"}, b.secret.SecretArn()))
+
+	var machines, executions []*string
+	for _, m := range b.machines {
+		machines = append(machines, m.machine.StateMachineArn())
+		executions = append(executions, b.executionsARN(m))
+	}
+	b.apiRole.AddToPrincipalPolicy(statement("StartWorkflows",
+		[]string{"states:StartExecution"}, machines...))
+	b.apiRole.AddToPrincipalPolicy(statement("ManageExecutions",
+		[]string{"states:DescribeExecution", "states:StopExecution"}, executions...))
+
+	for _, m := range b.machines {
+		// Qualified ARNs too, should a workflow ever name a version.
+		m.machine.AddToRolePolicy(statement("InvokeWorker", []string{"lambda:InvokeFunction"},
+			b.worker.FunctionArn(), jsii.String(*b.worker.FunctionArn()+":*")))
+	}
+}
+
+func (b *builder) itemsStatement() awsiam.PolicyStatement {
+	return statement("TableItems", itemActions,
+		b.table.TableArn(), jsii.String(*b.table.TableArn()+"/index/"+indexInProgress))
+}
+
+// tableKeyStatement lets a function use the table's key only through
+// DynamoDB.
+func (b *builder) tableKeyStatement() awsiam.PolicyStatement {
+	return awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Sid:       jsii.String("TableKeyThroughDynamoDB"),
+		Actions:   jsii.Strings(tableKeyActions...),
+		Resources: &[]*string{b.key.KeyArn()},
+		Conditions: &map[string]any{
+			"StringEquals": map[string]any{
+				"kms:ViaService": awscdk.Fn_Join(jsii.String(""), &[]*string{
+					jsii.String("dynamodb."), awscdk.Aws_REGION(), jsii.String("."), awscdk.Aws_URL_SUFFIX(),
+				}),
+			},
+		},
+	})
+}
+
+// executionsARN matches every execution of m:
+// arn:PARTITION:states:REGION:ACCOUNT:execution:NAME:*.
+func (b *builder) executionsARN(m stateMachine) *string {
+	return b.stack.FormatArn(&awscdk.ArnComponents{
+		Service:      jsii.String("states"),
+		Resource:     jsii.String("execution"),
+		ResourceName: jsii.String(*m.machine.StateMachineName() + ":*"),
+		ArnFormat:    awscdk.ArnFormat_COLON_RESOURCE_NAME,
+	})
+}
+
+// logsStatement lets a function write to its own log group only.
+func logsStatement(logGroupARN *string) awsiam.PolicyStatement {
+	return statement("WriteLogs", []string{"logs:CreateLogStream", "logs:PutLogEvents"}, logGroupARN)
+}
+
+func statement(sid string, actions []string, resources ...*string) awsiam.PolicyStatement {
+	return awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Sid:       &sid,
+		Actions:   jsii.Strings(actions...),
+		Resources: &resources,
+	})
+}

@@ -1,0 +1,148 @@
+package infra
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
+)
+
+// BrokerStackProps configures the broker's stack. The zero value of each
+// field but StackProps means its default; paths are relative to the
+// working directory, which is the repository root when the CDK CLI runs the
+// app.
+type BrokerStackProps struct {
+	awscdk.StackProps
+
+	// APICodeDir and WorkerCodeDir are the functions' asset directories,
+	// each holding the linux/arm64 executable `bootstrap` and the
+	// `catalog.yaml` it serves, as `make build` writes them. Defaults:
+	// dist/api and dist/worker.
+	APICodeDir    string
+	WorkerCodeDir string
+
+	// CatalogPath, when set, is the catalog this deployment must serve:
+	// the stack refuses to synthesize unless each asset directory's
+	// catalog.yaml is byte for byte this file, so that a build made from
+	// another catalog is never deployed. Empty skips the check.
+	CatalogPath string
+
+	// StateMachinesDir holds the workflows, one state machine per
+	// *.asl.json; operation.asl.json is required. Default: statemachines.
+	StateMachinesDir string
+
+	// StageName is the HTTP API stage; the default "$default" serves the
+	// broker at the root of the API's URL, which is what OSB platforms
+	// expect.
+	StageName string
+	// ThrottleRateLimit (requests per second, steady) and
+	// ThrottleBurstLimit (requests) limit the stage. Defaults: 50 and 100.
+	ThrottleRateLimit  float64
+	ThrottleBurstLimit int
+
+	// APIMemoryMB and WorkerMemoryMB are the functions' memory sizes.
+	// Default: 256 each.
+	APIMemoryMB    int
+	WorkerMemoryMB int
+	// APITimeout must stay under the HTTP API's 30 s integration limit.
+	// Default: 25 s.
+	APITimeout time.Duration
+	// WorkerTimeout matches the TimeoutSeconds of the workflows' Task
+	// states. Default: 60 s.
+	WorkerTimeout time.Duration
+
+	// LogRetentionDays is how long every log group keeps its events; it
+	// must be a value CloudWatch Logs accepts (1, 3, 5, 7, 14, 30, 60, 90,
+	// ...). Default: 30.
+	LogRetentionDays int
+	// LogLevel, when set, becomes both functions' LOG_LEVEL: DEBUG, INFO,
+	// WARN or ERROR. Unset, they log at INFO.
+	LogLevel string
+
+	// AlarmTopicARN, when set, is an SNS topic every alarm notifies when
+	// it fires and when it recovers.
+	AlarmTopicARN string
+}
+
+// Defaults of BrokerStackProps.
+const (
+	DefaultAPICodeDir         = "dist/api"
+	DefaultWorkerCodeDir      = "dist/worker"
+	DefaultStateMachinesDir   = "statemachines"
+	DefaultStageName          = "$default"
+	DefaultThrottleRateLimit  = 50
+	DefaultThrottleBurstLimit = 100
+	DefaultMemoryMB           = 256
+	DefaultAPITimeout         = 25 * time.Second
+	DefaultWorkerTimeout      = 60 * time.Second
+	DefaultLogRetentionDays   = 30
+)
+
+// httpAPIIntegrationLimit is the longest an HTTP API waits for its
+// integration; the api function must answer sooner.
+const httpAPIIntegrationLimit = 30 * time.Second
+
+// retentions are the retention periods CloudWatch Logs accepts, in days.
+var retentions = map[int]awslogs.RetentionDays{
+	1: awslogs.RetentionDays_ONE_DAY, 3: awslogs.RetentionDays_THREE_DAYS, 5: awslogs.RetentionDays_FIVE_DAYS,
+	7: awslogs.RetentionDays_ONE_WEEK, 14: awslogs.RetentionDays_TWO_WEEKS, 30: awslogs.RetentionDays_ONE_MONTH,
+	60: awslogs.RetentionDays_TWO_MONTHS, 90: awslogs.RetentionDays_THREE_MONTHS, 120: awslogs.RetentionDays_FOUR_MONTHS,
+	150: awslogs.RetentionDays_FIVE_MONTHS, 180: awslogs.RetentionDays_SIX_MONTHS, 365: awslogs.RetentionDays_ONE_YEAR,
+	400: awslogs.RetentionDays_THIRTEEN_MONTHS, 545: awslogs.RetentionDays_EIGHTEEN_MONTHS, 731: awslogs.RetentionDays_TWO_YEARS,
+	1096: awslogs.RetentionDays_THREE_YEARS, 1827: awslogs.RetentionDays_FIVE_YEARS, 2192: awslogs.RetentionDays_SIX_YEARS,
+	2557: awslogs.RetentionDays_SEVEN_YEARS, 2922: awslogs.RetentionDays_EIGHT_YEARS, 3288: awslogs.RetentionDays_NINE_YEARS,
+	3653: awslogs.RetentionDays_TEN_YEARS,
+}
+
+// withDefaults returns p with every unset field at its default, or the
+// reasons p cannot be deployed.
+func (p BrokerStackProps) withDefaults() (BrokerStackProps, error) {
+	setDefault(&p.APICodeDir, DefaultAPICodeDir)
+	setDefault(&p.WorkerCodeDir, DefaultWorkerCodeDir)
+	setDefault(&p.StateMachinesDir, DefaultStateMachinesDir)
+	setDefault(&p.StageName, DefaultStageName)
+	setDefault(&p.ThrottleRateLimit, DefaultThrottleRateLimit)
+	setDefault(&p.ThrottleBurstLimit, DefaultThrottleBurstLimit)
+	setDefault(&p.APIMemoryMB, DefaultMemoryMB)
+	setDefault(&p.WorkerMemoryMB, DefaultMemoryMB)
+	setDefault(&p.APITimeout, DefaultAPITimeout)
+	setDefault(&p.WorkerTimeout, DefaultWorkerTimeout)
+	setDefault(&p.LogRetentionDays, DefaultLogRetentionDays)
+
+	var errs []error
+	if p.ThrottleRateLimit < 0 || p.ThrottleBurstLimit < 0 {
+		errs = append(errs, fmt.Errorf("throttle limits must not be negative (rate %v, burst %d)", p.ThrottleRateLimit, p.ThrottleBurstLimit))
+	}
+	for _, fn := range []struct {
+		name string
+		mb   int
+	}{{"api", p.APIMemoryMB}, {"worker", p.WorkerMemoryMB}} {
+		if fn.mb < 128 || fn.mb > 10240 {
+			errs = append(errs, fmt.Errorf("%s memory %d MB: Lambda allows 128 to 10240", fn.name, fn.mb))
+		}
+	}
+	if p.APITimeout >= httpAPIIntegrationLimit || p.APITimeout%time.Second != 0 {
+		errs = append(errs, fmt.Errorf("api timeout %v: must be whole seconds under the HTTP API's %v limit", p.APITimeout, httpAPIIntegrationLimit))
+	}
+	if p.WorkerTimeout > 15*time.Minute || p.WorkerTimeout%time.Second != 0 {
+		errs = append(errs, fmt.Errorf("worker timeout %v: must be whole seconds, at most 15m", p.WorkerTimeout))
+	}
+	if p.LogLevel != "" && !slices.Contains([]string{"DEBUG", "INFO", "WARN", "ERROR"}, strings.ToUpper(p.LogLevel)) {
+		errs = append(errs, fmt.Errorf("log level %q: want DEBUG, INFO, WARN or ERROR", p.LogLevel))
+	}
+	if _, ok := retentions[p.LogRetentionDays]; !ok {
+		errs = append(errs, fmt.Errorf("log retention %d days: CloudWatch Logs does not offer it", p.LogRetentionDays))
+	}
+	return p, errors.Join(errs...)
+}
+
+func setDefault[T comparable](v *T, def T) {
+	var zero T
+	if *v == zero {
+		*v = def
+	}
+}

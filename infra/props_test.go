@@ -1,0 +1,161 @@
+package infra
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+)
+
+func TestPropsDefaults(t *testing.T) {
+	p, err := BrokerStackProps{}.withDefaults()
+	if err != nil {
+		t.Fatalf("the zero props are invalid: %v", err)
+	}
+	tests := []struct {
+		name      string
+		got, want any
+	}{
+		{"the api asset is dist/api", p.APICodeDir, "dist/api"},
+		{"the worker asset is dist/worker", p.WorkerCodeDir, "dist/worker"},
+		{"the workflows are in statemachines", p.StateMachinesDir, "statemachines"},
+		{"the stage is $default", p.StageName, "$default"},
+		{"the api function answers within 25 s", p.APITimeout, 25 * time.Second},
+		{"the worker function has the Task states' 60 s", p.WorkerTimeout, 60 * time.Second},
+		{"logs are kept 30 days", p.LogRetentionDays, 30},
+		{"the catalog is not compared", p.CatalogPath, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if tt.got != tt.want {
+				t.Errorf("got %v, want %v", tt.got, tt.want)
+			}
+		})
+	}
+}
+
+func TestPropsRejected(t *testing.T) {
+	tests := []struct {
+		name  string
+		props BrokerStackProps
+		want  string
+	}{
+		{"an api timeout of 30 s is refused: the HTTP API gives up at 30 s", BrokerStackProps{APITimeout: 30 * time.Second}, "api timeout 30s"},
+		{"an api timeout in fractions of a second is refused", BrokerStackProps{APITimeout: 2500 * time.Millisecond}, "whole seconds"},
+		{"a worker timeout over Lambda's 15 minutes is refused", BrokerStackProps{WorkerTimeout: 16 * time.Minute}, "worker timeout"},
+		{"64 MB of memory is refused", BrokerStackProps{WorkerMemoryMB: 64}, "worker memory 64 MB"},
+		{"a retention CloudWatch Logs does not offer is refused", BrokerStackProps{LogRetentionDays: 31}, "log retention 31 days"},
+		{"a negative throttle is refused", BrokerStackProps{ThrottleBurstLimit: -1}, "throttle"},
+		{"a log level the functions do not know is refused", BrokerStackProps{LogLevel: "verbose"}, `log level "verbose"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := tt.props.withDefaults()
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("error %v, want one saying %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestPropsFromContext(t *testing.T) {
+	tests := []struct {
+		name    string
+		context map[string]any
+		check   func(BrokerStackProps) bool
+		wantErr string
+	}{
+		{"numbers from cdk.json are read", map[string]any{ContextAPIMemorySize: 512.0, ContextWorkerTimeout: 90.0},
+			func(p BrokerStackProps) bool { return p.APIMemoryMB == 512 && p.WorkerTimeout == 90*time.Second }, ""},
+		{"numbers from -c, which are strings, are read", map[string]any{ContextAPIMemorySize: "1024", ContextThrottleRateLimit: "7.5"},
+			func(p BrokerStackProps) bool { return p.APIMemoryMB == 1024 && p.ThrottleRateLimit == 7.5 }, ""},
+		{"an empty value leaves the default", map[string]any{ContextLogLevel: "", ContextLogRetentionDays: ""},
+			func(p BrokerStackProps) bool { return p.LogLevel == "" && p.LogRetentionDays == 0 }, ""},
+		{"strings are read", map[string]any{ContextStageName: "v1", ContextCatalog: "other.yaml", ContextAlarmTopicARN: "arn:aws:sns:eu-west-1:123456789012:t"},
+			func(p BrokerStackProps) bool {
+				return p.StageName == "v1" && p.CatalogPath == "other.yaml" && p.AlarmTopicARN == "arn:aws:sns:eu-west-1:123456789012:t"
+			}, ""},
+		{"a number that is not one is refused", map[string]any{ContextAPIMemorySize: "lots"}, nil, "apiMemorySize: want a number"},
+		{"a fraction where a whole number is needed is refused", map[string]any{ContextWorkerMemorySize: 256.5}, nil, "workerMemorySize: want a whole number"},
+		{"a number where a path is needed is refused", map[string]any{ContextAPICode: 3.0}, nil, "apiCode: want a string"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			app := awscdk.NewApp(&awscdk.AppProps{Context: &tt.context})
+			p, err := PropsFromContext(app.Node())
+			switch {
+			case tt.wantErr != "":
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Errorf("error %v, want one saying %q", err, tt.wantErr)
+				}
+			case err != nil:
+				t.Errorf("error %v", err)
+			case !tt.check(p):
+				t.Errorf("props %+v", p)
+			}
+		})
+	}
+}
+
+func TestCheckAssets(t *testing.T) {
+	dir := t.TempDir()
+	catalog := filepath.Join(dir, "catalog.yaml")
+	write(t, catalog, "services: []\n")
+	complete := filepath.Join(dir, "complete")
+	write(t, filepath.Join(complete, "bootstrap"), "#!/bin/sh\n")
+	write(t, filepath.Join(complete, "catalog.yaml"), "services: []\n")
+	stale := filepath.Join(dir, "stale")
+	write(t, filepath.Join(stale, "bootstrap"), "#!/bin/sh\n")
+	write(t, filepath.Join(stale, "catalog.yaml"), "services: [old]\n")
+	noBootstrap := filepath.Join(dir, "no-bootstrap")
+	write(t, filepath.Join(noBootstrap, "catalog.yaml"), "services: []\n")
+	noCatalog := filepath.Join(dir, "no-catalog")
+	write(t, filepath.Join(noCatalog, "bootstrap"), "#!/bin/sh\n")
+
+	tests := []struct {
+		name    string
+		catalog string
+		dir     string
+		wantErr string
+	}{
+		{"a complete build of the catalog passes", catalog, complete, ""},
+		{"a build of another catalog passes when no catalog is given", "", stale, ""},
+		{"a build of another catalog is refused", catalog, stale, "build with that catalog"},
+		{"a build without bootstrap is refused", "", noBootstrap, "make build writes it"},
+		{"a build without catalog.yaml is refused", "", noCatalog, "make build writes it"},
+		{"a missing build is refused", "", filepath.Join(dir, "missing"), "make build writes it"},
+		{"a missing catalog is refused", filepath.Join(dir, "missing.yaml"), complete, "catalog"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := checkAssets(tt.catalog, tt.dir)
+			if tt.wantErr == "" && err != nil || tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)) {
+				t.Errorf("error %v, want %q", err, tt.wantErr)
+			}
+		})
+	}
+}
+
+func TestNewBrokerStackRefusesMissingBuild(t *testing.T) {
+	app := awscdk.NewApp(nil)
+	_, err := NewBrokerStack(app, "Broker", &BrokerStackProps{APICodeDir: filepath.Join(t.TempDir(), "api")})
+	if err == nil || !strings.Contains(err.Error(), "make build") {
+		t.Errorf("error %v, want one saying to run make build", err)
+	}
+	if n := len(*app.Node().Children()); n != 0 {
+		t.Errorf("the app has %d constructs; want none", n)
+	}
+}
+
+func write(t *testing.T, path, text string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,378 @@
+package infra
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsapigatewayv2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsapigatewayv2integrations"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsdynamodb"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awskms"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awssecretsmanager"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsstepfunctions"
+	"github.com/aws/constructs-go/constructs/v10"
+	"github.com/aws/jsii-runtime-go"
+	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
+)
+
+// The table's shape, as internal/store/dynamo (CreateTable) expects it.
+const (
+	tableHashKey         = "PK"
+	tableRangeKey        = "SK"
+	tableTTLAttribute    = "expires_at_epoch"
+	indexInProgress      = "InProgress"
+	indexInProgressHash  = "inprogress"
+	indexInProgressRange = tableRangeKey
+)
+
+// The functions' environment, as internal/app reads it.
+const (
+	envTable     = "BROKER_TABLE"
+	envSecretARN = "BROKER_SECRET_ARN"
+	envLogLevel  = "LOG_LEVEL"
+)
+
+// substitutionWorkerARN is the DefinitionSubstitutions key the workflows
+// name the worker function by.
+const substitutionWorkerARN = "WorkerFunctionArn"
+
+// The stack's outputs.
+const (
+	OutputBrokerURL       = "BrokerUrl"
+	OutputBrokerSecretARN = "BrokerSecretArn"
+)
+
+// brokerUsername is the user name of the generated credentials.
+const brokerUsername = "broker"
+
+// NewBrokerStack defines the broker's stack in scope. It reads the
+// workflows and checks the function assets now, so that a missing build or
+// a broken workflow fails the synthesis with the reason rather than the
+// deployment.
+func NewBrokerStack(scope constructs.Construct, id string, props *BrokerStackProps) (awscdk.Stack, error) {
+	if props == nil {
+		props = &BrokerStackProps{}
+	}
+	p, err := props.withDefaults()
+	if err != nil {
+		return nil, fmt.Errorf("stack %s: %w", id, err)
+	}
+	workflows, err := loadWorkflows(p.StateMachinesDir, []string{substitutionWorkerARN})
+	if err != nil {
+		return nil, fmt.Errorf("stack %s: %w", id, err)
+	}
+	if err := checkAssets(p.CatalogPath, p.APICodeDir, p.WorkerCodeDir); err != nil {
+		return nil, fmt.Errorf("stack %s: %w", id, err)
+	}
+
+	stack := awscdk.NewStack(scope, &id, &p.StackProps)
+	b := &builder{stack: stack, props: p, retention: retentions[p.LogRetentionDays]}
+	b.data()
+	b.functions()
+	b.stateMachines(workflows)
+	b.apiGateway()
+	b.permissions()
+	b.alarms()
+	b.outputs()
+
+	awscdk.Aspects_Of(stack).Add(cdknag.NewAwsSolutionsChecks(&cdknag.NagPackProps{Verbose: jsii.Bool(true)}), nil)
+	b.suppressNagFindings()
+	return stack, nil
+}
+
+// checkAssets makes sure each asset directory holds what the functions
+// run: bootstrap and catalog.yaml, the latter identical to catalog when
+// one is given.
+func checkAssets(catalog string, dirs ...string) error {
+	var want []byte
+	if catalog != "" {
+		var err error
+		if want, err = os.ReadFile(catalog); err != nil {
+			return fmt.Errorf("catalog: %w", err)
+		}
+	}
+	var errs []error
+	for _, dir := range dirs {
+		if _, err := os.Stat(filepath.Join(dir, "bootstrap")); err != nil {
+			errs = append(errs, fmt.Errorf("function asset %s: %w (make build writes it)", dir, err))
+			continue
+		}
+		got, err := os.ReadFile(filepath.Join(dir, "catalog.yaml"))
+		if err != nil {
+			errs = append(errs, fmt.Errorf("function asset %s: %w (make build writes it)", dir, err))
+			continue
+		}
+		if want != nil && !bytes.Equal(got, want) {
+			errs = append(errs, fmt.Errorf("function asset %s: its catalog.yaml is not %s: build with that catalog (make build)", dir, catalog))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// builder holds the stack's resources while NewBrokerStack defines them.
+type builder struct {
+	stack     awscdk.Stack
+	props     BrokerStackProps
+	retention awslogs.RetentionDays
+
+	key    awskms.Key
+	table  awsdynamodb.Table
+	secret awssecretsmanager.Secret
+
+	apiRole, workerRole awsiam.Role
+	apiLogs, workerLogs awslogs.LogGroup
+	api, worker         awslambda.Function
+
+	machines []stateMachine
+
+	httpAPI   awsapigatewayv2.HttpApi
+	route     awsapigatewayv2.HttpRoute
+	stage     awsapigatewayv2.HttpStage
+	accessLog awslogs.LogGroup
+}
+
+type stateMachine struct {
+	workflow workflow
+	machine  awsstepfunctions.StateMachine
+}
+
+// data defines the table, its key and the credentials' secret.
+func (b *builder) data() {
+	b.key = awskms.NewKey(b.stack, jsii.String("TableKey"), &awskms.KeyProps{
+		Description:       jsii.String("Encrypts the broker's DynamoDB table (instances, bindings, operations, credentials)."),
+		EnableKeyRotation: jsii.Bool(true),
+		// The table outlives the stack, and its data is unreadable without
+		// this key.
+		RemovalPolicy: awscdk.RemovalPolicy_RETAIN,
+	})
+	b.table = awsdynamodb.NewTable(b.stack, jsii.String("Table"), &awsdynamodb.TableProps{
+		PartitionKey:  &awsdynamodb.Attribute{Name: jsii.String(tableHashKey), Type: awsdynamodb.AttributeType_STRING},
+		SortKey:       &awsdynamodb.Attribute{Name: jsii.String(tableRangeKey), Type: awsdynamodb.AttributeType_STRING},
+		BillingMode:   awsdynamodb.BillingMode_PAY_PER_REQUEST,
+		Encryption:    awsdynamodb.TableEncryption_CUSTOMER_MANAGED,
+		EncryptionKey: b.key,
+		PointInTimeRecoverySpecification: &awsdynamodb.PointInTimeRecoverySpecification{
+			PointInTimeRecoveryEnabled: jsii.Bool(true),
+		},
+		TimeToLiveAttribute: jsii.String(tableTTLAttribute),
+		DeletionProtection:  jsii.Bool(true),
+		RemovalPolicy:       awscdk.RemovalPolicy_RETAIN,
+	})
+	// Sparse: only operations in progress carry inprogress, so the reaper
+	// reads exactly those.
+	b.table.AddGlobalSecondaryIndex(&awsdynamodb.GlobalSecondaryIndexProps{
+		IndexName:      jsii.String(indexInProgress),
+		PartitionKey:   &awsdynamodb.Attribute{Name: jsii.String(indexInProgressHash), Type: awsdynamodb.AttributeType_STRING},
+		SortKey:        &awsdynamodb.Attribute{Name: jsii.String(indexInProgressRange), Type: awsdynamodb.AttributeType_STRING},
+		ProjectionType: awsdynamodb.ProjectionType_ALL,
+	})
+
+	b.secret = awssecretsmanager.NewSecret(b.stack, jsii.String("Credentials"), &awssecretsmanager.SecretProps{
+		Description: jsii.String("The broker's basic-auth credentials, which the platform registers the broker with."),
+		GenerateSecretString: &awssecretsmanager.SecretStringGenerator{
+			SecretStringTemplate: jsii.String(fmt.Sprintf(`{"username":%q}`, brokerUsername)),
+			GenerateStringKey:    jsii.String("password"),
+			// Letters and digits only: the password goes into URLs and
+			// Authorization headers unescaped.
+			ExcludePunctuation: jsii.Bool(true),
+			PasswordLength:     jsii.Number(32),
+		},
+	})
+}
+
+// functions defines the api and worker functions with their roles and log
+// groups; their permissions come in permissions.
+func (b *builder) functions() {
+	b.apiRole = b.lambdaRole("ApiRole", "The broker's api function (the OSB HTTP API).")
+	b.workerRole = b.lambdaRole("WorkerRole", "The broker's worker function (the workflows' Task states).")
+	b.apiLogs = b.logGroup("ApiLogs", nil)
+	b.workerLogs = b.logGroup("WorkerLogs", nil)
+
+	apiEnv := map[string]*string{
+		envTable:     b.table.TableName(),
+		envSecretARN: b.secret.SecretArn(),
+	}
+	workerEnv := map[string]*string{envTable: b.table.TableName()}
+	if b.props.LogLevel != "" {
+		apiEnv[envLogLevel] = jsii.String(b.props.LogLevel)
+		workerEnv[envLogLevel] = jsii.String(b.props.LogLevel)
+	}
+	b.api = b.function("ApiFunction", functionSpec{
+		description: "The Open Service Broker API, behind the HTTP API.",
+		codeDir:     b.props.APICodeDir,
+		memoryMB:    b.props.APIMemoryMB,
+		timeout:     b.props.APITimeout,
+		role:        b.apiRole,
+		logs:        b.apiLogs,
+		env:         apiEnv,
+	})
+	b.worker = b.function("WorkerFunction", functionSpec{
+		description: "The Task states of the broker's workflows.",
+		codeDir:     b.props.WorkerCodeDir,
+		memoryMB:    b.props.WorkerMemoryMB,
+		timeout:     b.props.WorkerTimeout,
+		role:        b.workerRole,
+		logs:        b.workerLogs,
+		env:         workerEnv,
+	})
+}
+
+type functionSpec struct {
+	description string
+	codeDir     string
+	memoryMB    int
+	timeout     time.Duration
+	role        awsiam.IRole
+	logs        awslogs.ILogGroup
+	env         map[string]*string
+}
+
+func (b *builder) function(id string, s functionSpec) awslambda.Function {
+	fn := awslambda.NewFunction(b.stack, &id, &awslambda.FunctionProps{
+		Description:  &s.description,
+		Runtime:      awslambda.Runtime_PROVIDED_AL2023(),
+		Architecture: awslambda.Architecture_ARM_64(),
+		Handler:      jsii.String("bootstrap"),
+		Code:         awslambda.Code_FromAsset(&s.codeDir, nil),
+		MemorySize:   jsii.Number(s.memoryMB),
+		Timeout:      awscdk.Duration_Seconds(jsii.Number(s.timeout.Seconds())),
+		Tracing:      awslambda.Tracing_ACTIVE,
+		Role:         s.role,
+		LogGroup:     s.logs,
+		Environment:  &s.env,
+	})
+	ignoreRedundantRoleDependency(fn)
+	return fn
+}
+
+// lambdaRole is a role that Lambda assumes and that has no permission yet:
+// not even the managed AWSLambdaBasicExecutionRole, whose logs permissions
+// cover every log group of the account.
+func (b *builder) lambdaRole(id, description string) awsiam.Role {
+	return awsiam.NewRole(b.stack, &id, &awsiam.RoleProps{
+		Description: &description,
+		AssumedBy:   awsiam.NewServicePrincipal(jsii.String("lambda.amazonaws.com"), nil),
+	})
+}
+
+// logGroup is a log group keeping its events the retention configured;
+// name is empty for a name CloudFormation makes up.
+func (b *builder) logGroup(id string, name *string) awslogs.LogGroup {
+	return awslogs.NewLogGroup(b.stack, &id, &awslogs.LogGroupProps{
+		LogGroupName:  name,
+		Retention:     b.retention,
+		RemovalPolicy: awscdk.RemovalPolicy_RETAIN,
+	})
+}
+
+// vendedLogGroupName is /aws/vendedlogs/states/STACK-WORKFLOW-STACKUUID:
+// under /aws/vendedlogs/, Step Functions' log delivery needs no entry per
+// log group in the account's CloudWatch Logs resource policy, whose size is
+// limited; the stack's UUID keeps the name free when a deleted stack left
+// its log group behind.
+func (b *builder) vendedLogGroupName(w workflow) *string {
+	stackUUID := awscdk.Fn_Select(jsii.Number(2), awscdk.Fn_Split(jsii.String("/"), b.stack.StackId(), nil))
+	return awscdk.Fn_Join(jsii.String(""), &[]*string{
+		jsii.String("/aws/vendedlogs/states/"), b.stack.StackName(), jsii.String("-" + w.name + "-"), stackUUID,
+	})
+}
+
+// stateMachines defines one Standard state machine per workflow, its
+// definition inline, logging every event without execution data (inputs
+// and outputs may hold OSB parameters), traced by X-Ray.
+func (b *builder) stateMachines(workflows []workflow) {
+	for _, w := range workflows {
+		id := w.constructID()
+		logs := b.logGroup(id+"Logs", b.vendedLogGroupName(w))
+		m := awsstepfunctions.NewStateMachine(b.stack, &id, &awsstepfunctions.StateMachineProps{
+			Comment:          jsii.String(fmt.Sprintf("The broker's %s workflow (statemachines/%s%s).", w.name, w.name, aslSuffix)),
+			StateMachineType: awsstepfunctions.StateMachineType_STANDARD,
+			DefinitionBody:   awsstepfunctions.DefinitionBody_FromString(&w.definition),
+			DefinitionSubstitutions: &map[string]*string{
+				substitutionWorkerARN: b.worker.FunctionArn(),
+			},
+			Logs: &awsstepfunctions.LogOptions{
+				Destination:          logs,
+				Level:                awsstepfunctions.LogLevel_ALL,
+				IncludeExecutionData: jsii.Bool(false),
+			},
+			TracingEnabled: jsii.Bool(true),
+		})
+		ignoreRedundantRoleDependency(m)
+		b.machines = append(b.machines, stateMachine{workflow: w, machine: m})
+		b.api.AddEnvironment(jsii.String(w.envVar()), m.StateMachineArn(), nil)
+	}
+}
+
+// accessLogFormat is one JSON object per request. It leaves out what could
+// hold credentials or parameters: headers, query strings, bodies.
+const accessLogFormat = `{"requestId":"$context.requestId","requestTime":"$context.requestTime",` +
+	`"ip":"$context.identity.sourceIp","userAgent":"$context.identity.userAgent",` +
+	`"httpMethod":"$context.httpMethod","routeKey":"$context.routeKey","path":"$context.path",` +
+	`"protocol":"$context.protocol","status":"$context.status","responseLength":"$context.responseLength",` +
+	`"responseLatency":"$context.responseLatency","integrationStatus":"$context.integrationStatus",` +
+	`"integrationLatency":"$context.integrationLatency","integrationError":"$context.integrationErrorMessage",` +
+	`"error":"$context.error.message"}`
+
+// apiGateway defines the HTTP API: every OSB route (/v2/...) goes to the api
+// function, which authenticates the caller (OSB basic auth); the stage
+// is throttled and logs every request.
+func (b *builder) apiGateway() {
+	b.httpAPI = awsapigatewayv2.NewHttpApi(b.stack, jsii.String("HttpApi"), &awsapigatewayv2.HttpApiProps{
+		Description:        jsii.String("The Open Service Broker API."),
+		CreateDefaultStage: jsii.Bool(false),
+	})
+	routes := b.httpAPI.AddRoutes(&awsapigatewayv2.AddRoutesOptions{
+		Path:    jsii.String("/v2/{proxy+}"),
+		Methods: &[]awsapigatewayv2.HttpMethod{awsapigatewayv2.HttpMethod_ANY},
+		Integration: awsapigatewayv2integrations.NewHttpLambdaIntegration(jsii.String("ApiIntegration"), b.api,
+			&awsapigatewayv2integrations.HttpLambdaIntegrationProps{
+				PayloadFormatVersion: awsapigatewayv2.PayloadFormatVersion_VERSION_2_0(),
+			}),
+	})
+	b.route = (*routes)[0]
+
+	b.accessLog = b.logGroup("AccessLogs", nil)
+	b.stage = awsapigatewayv2.NewHttpStage(b.stack, jsii.String("Stage"), &awsapigatewayv2.HttpStageProps{
+		HttpApi:    b.httpAPI,
+		StageName:  jsii.String(b.props.StageName),
+		AutoDeploy: jsii.Bool(true),
+		Throttle: &awsapigatewayv2.ThrottleSettings{
+			RateLimit:  jsii.Number(b.props.ThrottleRateLimit),
+			BurstLimit: jsii.Number(b.props.ThrottleBurstLimit),
+		},
+	})
+	cfnStage := b.stage.Node().DefaultChild().(awsapigatewayv2.CfnStage)
+	cfnStage.SetAccessLogSettings(&awsapigatewayv2.CfnStage_AccessLogSettingsProperty{
+		DestinationArn: b.accessLog.LogGroupArn(),
+		Format:         jsii.String(accessLogFormat),
+	})
+}
+
+// brokerURL is the stage's URL without a trailing slash: platforms append
+// /v2/catalog to it, and a double slash would match no route.
+func (b *builder) brokerURL() *string {
+	if b.props.StageName == DefaultStageName {
+		return b.httpAPI.ApiEndpoint()
+	}
+	return awscdk.Fn_Join(jsii.String(""), &[]*string{b.httpAPI.ApiEndpoint(), jsii.String("/" + b.props.StageName)})
+}
+
+func (b *builder) outputs() {
+	awscdk.NewCfnOutput(b.stack, jsii.String(OutputBrokerURL), &awscdk.CfnOutputProps{
+		Description: jsii.String("The broker's URL, to register it with: cf create-service-broker NAME USER PASS URL"),
+		Value:       b.brokerURL(),
+	})
+	awscdk.NewCfnOutput(b.stack, jsii.String(OutputBrokerSecretARN), &awscdk.CfnOutputProps{
+		Description: jsii.String("The secret holding the broker's basic-auth username and password."),
+		Value:       b.secret.SecretArn(),
+	})
+}

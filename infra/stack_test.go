@@ -1,0 +1,474 @@
+package infra
+
+import (
+	"encoding/json"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
+	"github.com/aws/jsii-runtime-go"
+)
+
+type object = map[string]any
+
+func TestStackResources(t *testing.T) {
+	tests := []struct {
+		name         string
+		resourceType string
+		props        object
+	}{
+		{"the table is keyed PK/SK, on demand, with point-in-time recovery, TTL and deletion protection", "AWS::DynamoDB::Table", object{
+			"KeySchema": []any{
+				object{"AttributeName": "PK", "KeyType": "HASH"},
+				object{"AttributeName": "SK", "KeyType": "RANGE"},
+			},
+			"BillingMode":                      "PAY_PER_REQUEST",
+			"PointInTimeRecoverySpecification": object{"PointInTimeRecoveryEnabled": true},
+			"TimeToLiveSpecification":          object{"AttributeName": "expires_at_epoch", "Enabled": true},
+			"DeletionProtectionEnabled":        true,
+		}},
+		{"the table has the sparse index InProgress on inprogress and SK with every attribute", "AWS::DynamoDB::Table", object{
+			"GlobalSecondaryIndexes": []any{object{
+				"IndexName": "InProgress",
+				"KeySchema": []any{
+					object{"AttributeName": "inprogress", "KeyType": "HASH"},
+					object{"AttributeName": "SK", "KeyType": "RANGE"},
+				},
+				"Projection": object{"ProjectionType": "ALL"},
+			}},
+		}},
+		{"the table is encrypted with the stack's customer-managed key", "AWS::DynamoDB::Table", object{
+			"SSESpecification": object{
+				"SSEEnabled":     true,
+				"SSEType":        "KMS",
+				"KMSMasterKeyId": object{"Fn::GetAtt": []any{logicalID(t, "TableKey"), "Arn"}},
+			},
+		}},
+		{"the key rotates", "AWS::KMS::Key", object{"EnableKeyRotation": true}},
+		{"the secret generates a 32-character password without punctuation for the user broker", "AWS::SecretsManager::Secret", object{
+			"GenerateSecretString": object{
+				"SecretStringTemplate": `{"username":"broker"}`,
+				"GenerateStringKey":    "password",
+				"ExcludePunctuation":   true,
+				"PasswordLength":       32,
+			},
+		}},
+		{"the api function is bootstrap on provided.al2023, arm64, traced, and answers within 25 s", "AWS::Lambda::Function", object{
+			"Role":          object{"Fn::GetAtt": []any{logicalID(t, "ApiRole"), "Arn"}},
+			"Runtime":       "provided.al2023",
+			"Architectures": []any{"arm64"},
+			"Handler":       "bootstrap",
+			"Timeout":       25,
+			"MemorySize":    256,
+			"TracingConfig": object{"Mode": "Active"},
+			"LoggingConfig": object{"LogGroup": object{"Ref": logicalID(t, "ApiLogs")}},
+			"Environment": object{"Variables": object{
+				"BROKER_TABLE":                       object{"Ref": logicalID(t, "Table")},
+				"BROKER_SECRET_ARN":                  object{"Ref": logicalID(t, "Credentials")},
+				"BROKER_OPERATION_STATE_MACHINE_ARN": object{"Ref": logicalID(t, "OperationStateMachine")},
+			}},
+		}},
+		{"the worker function is bootstrap on provided.al2023, arm64, traced, with the Task states' 60 s", "AWS::Lambda::Function", object{
+			"Role":          object{"Fn::GetAtt": []any{logicalID(t, "WorkerRole"), "Arn"}},
+			"Runtime":       "provided.al2023",
+			"Architectures": []any{"arm64"},
+			"Handler":       "bootstrap",
+			"Timeout":       60,
+			"MemorySize":    256,
+			"TracingConfig": object{"Mode": "Active"},
+			"LoggingConfig": object{"LogGroup": object{"Ref": logicalID(t, "WorkerLogs")}},
+			"Environment":   object{"Variables": object{"BROKER_TABLE": object{"Ref": logicalID(t, "Table")}}},
+		}},
+		{"the operation state machine is Standard, traced, logs every event without execution data, and names the worker", "AWS::StepFunctions::StateMachine", object{
+			"StateMachineType":     "STANDARD",
+			"TracingConfiguration": object{"Enabled": true},
+			"LoggingConfiguration": object{
+				"Level":                "ALL",
+				"IncludeExecutionData": false,
+				"Destinations": []any{object{"CloudWatchLogsLogGroup": object{
+					"LogGroupArn": object{"Fn::GetAtt": []any{logicalID(t, "OperationStateMachineLogs"), "Arn"}},
+				}}},
+			},
+			"DefinitionSubstitutions": object{
+				"WorkerFunctionArn": object{"Fn::GetAtt": []any{logicalID(t, "WorkerFunction"), "Arn"}},
+			},
+			"DefinitionS3Location": assertions.Match_Absent(),
+		}},
+		{"the state machine logs under /aws/vendedlogs/, which needs no entry in the account's log resource policy", "AWS::Logs::LogGroup", object{
+			"LogGroupName": object{"Fn::Join": []any{"", assertions.Match_ArrayWith(&[]any{assertions.Match_StringLikeRegexp(jsii.String("^/aws/vendedlogs/states/ServerlessOsb-operation-"))})}},
+		}},
+		{"every OSB route goes to the api function", "AWS::ApiGatewayV2::Route", object{
+			"RouteKey":          "ANY /v2/{proxy+}",
+			"AuthorizationType": "NONE",
+		}},
+		{"the integration is the api function with payload format 2.0", "AWS::ApiGatewayV2::Integration", object{
+			"IntegrationType":      "AWS_PROXY",
+			"IntegrationUri":       object{"Fn::GetAtt": []any{logicalID(t, "ApiFunction"), "Arn"}},
+			"PayloadFormatVersion": "2.0",
+		}},
+		{"the default stage deploys itself, is throttled and logs every request as JSON", "AWS::ApiGatewayV2::Stage", object{
+			"StageName":  "$default",
+			"AutoDeploy": true,
+			"DefaultRouteSettings": object{
+				"ThrottlingRateLimit":  50,
+				"ThrottlingBurstLimit": 100,
+			},
+			"AccessLogSettings": object{
+				"DestinationArn": object{"Fn::GetAtt": []any{logicalID(t, "AccessLogs"), "Arn"}},
+				"Format":         assertions.Match_SerializedJson(assertions.Match_ObjectLike(&object{"requestId": "$context.requestId", "status": "$context.status"})),
+			},
+		}},
+		{"API Gateway may invoke the api function", "AWS::Lambda::Permission", object{
+			"Action":       "lambda:InvokeFunction",
+			"FunctionName": object{"Fn::GetAtt": []any{logicalID(t, "ApiFunction"), "Arn"}},
+			"Principal":    "apigateway.amazonaws.com",
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			check(t, func() { broker.template.HasResourceProperties(&tt.resourceType, tt.props) })
+		})
+	}
+}
+
+func TestStackRetainsData(t *testing.T) {
+	for _, id := range []string{"Table", "TableKey"} {
+		t.Run("the "+id+" outlives the stack and its replacement", func(t *testing.T) {
+			r := resource(t, id)
+			if r["DeletionPolicy"] != "Retain" || r["UpdateReplacePolicy"] != "Retain" {
+				t.Errorf("DeletionPolicy %v, UpdateReplacePolicy %v; want Retain, Retain", r["DeletionPolicy"], r["UpdateReplacePolicy"])
+			}
+		})
+	}
+	t.Run("every log group keeps its events 30 days", func(t *testing.T) {
+		check(t, func() { broker.template.ResourceCountIs(jsii.String("AWS::Logs::LogGroup"), jsii.Number(4)) })
+		check(t, func() {
+			broker.template.AllResourcesProperties(jsii.String("AWS::Logs::LogGroup"), object{"RetentionInDays": 30})
+		})
+	})
+}
+
+func TestStackStateMachineDefinition(t *testing.T) {
+	want, err := os.ReadFile("statemachines/operation.asl.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	definition, ok := properties(t, "OperationStateMachine")["DefinitionString"].(string)
+	tests := []struct {
+		name string
+		ok   bool
+	}{
+		{"the definition is inline: a string, not an S3 location or an intrinsic", ok},
+		{"the definition is statemachines/operation.asl.json as it is", definition == string(want)},
+		{"the definition starts at Begin", strings.Contains(definition, `"StartAt": "Begin"`)},
+		{"the definition leaves ${WorkerFunctionArn} to DefinitionSubstitutions", strings.Contains(definition, `"${WorkerFunctionArn}"`)},
+		{"the definition bounds every execution with a top-level TimeoutSeconds", strings.Contains(definition, `"TimeoutSeconds": 90000`)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if !tt.ok {
+				t.Errorf("DefinitionString = %.200q…", definition)
+			}
+		})
+	}
+}
+
+func TestStackAlarms(t *testing.T) {
+	tests := []struct {
+		name      string
+		metric    string
+		dimension string
+		target    string
+		threshold float64
+	}{
+		{"the HTTP API's 5xx answers alarm", "5xx", "ApiId", "HttpApi", 1},
+		{"the api function's errors alarm", "Errors", "FunctionName", "ApiFunction", 1},
+		{"the api function's throttles alarm", "Throttles", "FunctionName", "ApiFunction", 1},
+		{"the worker function's errors alarm in bursts", "Errors", "FunctionName", "WorkerFunction", workerErrorThreshold},
+		{"the worker function's throttles alarm", "Throttles", "FunctionName", "WorkerFunction", 1},
+		{"failed executions of the operation workflow alarm", "ExecutionsFailed", "StateMachineArn", "OperationStateMachine", 1},
+		{"timed-out executions of the operation workflow alarm", "ExecutionsTimedOut", "StateMachineArn", "OperationStateMachine", 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			check(t, func() {
+				broker.template.HasResourceProperties(jsii.String("AWS::CloudWatch::Alarm"), object{
+					"MetricName":         tt.metric,
+					"Dimensions":         assertions.Match_ArrayWith(&[]any{object{"Name": tt.dimension, "Value": object{"Ref": logicalID(t, tt.target)}}}),
+					"Statistic":          "Sum",
+					"Threshold":          tt.threshold,
+					"ComparisonOperator": "GreaterThanOrEqualToThreshold",
+					"TreatMissingData":   "notBreaching",
+				})
+			})
+		})
+	}
+	t.Run("there is no other alarm", func(t *testing.T) {
+		check(t, func() {
+			broker.template.ResourceCountIs(jsii.String("AWS::CloudWatch::Alarm"), jsii.Number(len(tests)))
+		})
+	})
+}
+
+func TestStackOutputs(t *testing.T) {
+	tests := []struct {
+		name  string
+		id    string
+		value any
+	}{
+		{"the broker's URL is the HTTP API's endpoint, with no trailing slash", OutputBrokerURL, object{"Fn::GetAtt": []any{logicalID(t, "HttpApi"), "ApiEndpoint"}}},
+		{"the secret's ARN is an output", OutputBrokerSecretARN, object{"Ref": logicalID(t, "Credentials")}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			check(t, func() { broker.template.HasOutput(&tt.id, object{"Value": tt.value}) })
+		})
+	}
+}
+
+func TestStackPermissions(t *testing.T) {
+	table := object{"Fn::GetAtt": []any{logicalID(t, "Table"), "Arn"}}
+	index := object{"Fn::Join": []any{"", []any{table, "/index/InProgress"}}}
+	key := object{"Fn::GetAtt": []any{logicalID(t, "TableKey"), "Arn"}}
+	throughDynamoDB := object{"StringEquals": object{"kms:ViaService": object{"Fn::Join": []any{"", []any{
+		"dynamodb.", object{"Ref": "AWS::Region"}, ".", object{"Ref": "AWS::URLSuffix"},
+	}}}}}
+	worker := object{"Fn::GetAtt": []any{logicalID(t, "WorkerFunction"), "Arn"}}
+	executions := object{"Fn::Join": []any{"", []any{
+		"arn:", object{"Ref": "AWS::Partition"}, ":states:", object{"Ref": "AWS::Region"}, ":", object{"Ref": "AWS::AccountId"},
+		":execution:", object{"Fn::GetAtt": []any{logicalID(t, "OperationStateMachine"), "Name"}}, ":*",
+	}}}
+	// What internal/store/dynamo calls (GetItem, PutItem, DeleteItem, Query,
+	// and TransactWriteItems and TransactGetItems, which IAM authorizes per
+	// item as PutItem, UpdateItem, DeleteItem, ConditionCheckItem and
+	// GetItem), and what DynamoDB does with the key for it.
+	items := []string{"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:ConditionCheckItem", "dynamodb:Query"}
+	keyUse := []string{"kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey", "kms:DescribeKey"}
+	tests := []struct {
+		name      string
+		role      string
+		actions   []string
+		resource  any
+		condition any
+	}{
+		{"the api function reads and writes the table's items, with the actions the dynamo store calls and no more", "ApiRole", items, []any{table, index}, nil},
+		{"the worker function reads and writes the table's items, with the actions the dynamo store calls and no more", "WorkerRole", items, []any{table, index}, nil},
+		{"the api function uses the table's key, through DynamoDB only", "ApiRole", keyUse, key, throughDynamoDB},
+		{"the worker function uses the table's key, through DynamoDB only", "WorkerRole", keyUse, key, throughDynamoDB},
+		{"the api function reads the credentials", "ApiRole", []string{"secretsmanager:GetSecretValue"}, object{"Ref": logicalID(t, "Credentials")}, nil},
+		{"the api function starts executions of the operation workflow", "ApiRole", []string{"states:StartExecution"}, object{"Ref": logicalID(t, "OperationStateMachine")}, nil},
+		{"the api function describes and stops the operation workflow's executions", "ApiRole", []string{"states:DescribeExecution", "states:StopExecution"}, executions, nil},
+		{"the api function writes its own logs", "ApiRole", []string{"logs:CreateLogStream", "logs:PutLogEvents"}, object{"Fn::GetAtt": []any{logicalID(t, "ApiLogs"), "Arn"}}, nil},
+		{"the worker function writes its own logs", "WorkerRole", []string{"logs:CreateLogStream", "logs:PutLogEvents"}, object{"Fn::GetAtt": []any{logicalID(t, "WorkerLogs"), "Arn"}}, nil},
+		{"the api function sends traces", "ApiRole", []string{"xray:PutTelemetryRecords", "xray:PutTraceSegments"}, "*", nil},
+		{"the state machine invokes the worker and its versions", "OperationStateMachine/Role", []string{"lambda:InvokeFunction"}, []any{worker, object{"Fn::Join": []any{"", []any{worker, ":*"}}}}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			statements := roleStatements(t, tt.role)
+			want := slices.Sorted(slices.Values(tt.actions))
+			i := slices.IndexFunc(statements, func(s object) bool { return slices.Equal(slices.Sorted(slices.Values(actions(s))), want) })
+			if i < 0 {
+				t.Fatalf("%s has no statement granting exactly %v: %v", tt.role, want, statements)
+			}
+			s := statements[i]
+			if !jsonEqual(s["Resource"], tt.resource) {
+				t.Errorf("%v is granted on %v; want %v", want, s["Resource"], tt.resource)
+			}
+			if !jsonEqual(s["Condition"], tt.condition) {
+				t.Errorf("%v is granted on condition %v; want %v", want, s["Condition"], tt.condition)
+			}
+		})
+	}
+
+	denied := []struct {
+		name   string
+		role   string
+		prefix string
+	}{
+		{"the worker function reads no secret", "WorkerRole", "secretsmanager:"},
+		{"the worker function touches no execution", "WorkerRole", "states:"},
+		{"the api function invokes no function", "ApiRole", "lambda:"},
+		{"the state machine touches no data", "OperationStateMachine/Role", "dynamodb:"},
+	}
+	for _, tt := range denied {
+		t.Run(tt.name, func(t *testing.T) {
+			for _, s := range roleStatements(t, tt.role) {
+				for _, a := range actions(s) {
+					if strings.HasPrefix(a, tt.prefix) {
+						t.Errorf("%s is granted %s on %v", tt.role, a, s["Resource"])
+					}
+				}
+			}
+		})
+	}
+}
+
+func TestStackPermissionsAreNarrow(t *testing.T) {
+	// The only actions IAM grants on "*" and nothing narrower.
+	onlyStar := []string{
+		"xray:PutTraceSegments", "xray:PutTelemetryRecords", "xray:GetSamplingRules", "xray:GetSamplingTargets",
+		"logs:CreateLogDelivery", "logs:GetLogDelivery", "logs:UpdateLogDelivery", "logs:DeleteLogDelivery",
+		"logs:ListLogDeliveries", "logs:PutResourcePolicy", "logs:DescribeResourcePolicies", "logs:DescribeLogGroups",
+	}
+	var all []object
+	for _, role := range []string{"ApiRole", "WorkerRole", "OperationStateMachine/Role"} {
+		all = append(all, roleStatements(t, role)...)
+	}
+	t.Run(`no statement grants anything but X-Ray and log delivery on "*"`, func(t *testing.T) {
+		for _, s := range all {
+			if s["Resource"] == "*" && !containsAll(onlyStar, actions(s)) {
+				t.Errorf("%v is granted on *", actions(s))
+			}
+		}
+	})
+	t.Run("no action is a wildcard", func(t *testing.T) {
+		for _, s := range all {
+			for _, a := range actions(s) {
+				if strings.Contains(a, "*") {
+					t.Errorf("action %s", a)
+				}
+			}
+		}
+	})
+	t.Run("no role has a managed policy", func(t *testing.T) {
+		for id, r := range resources(t, "AWS::IAM::Role") {
+			if p := r["Properties"].(object)["ManagedPolicyArns"]; p != nil {
+				t.Errorf("role %s has %v", id, p)
+			}
+		}
+	})
+	t.Run("every policy belongs to one of the three roles", func(t *testing.T) {
+		if n := len(resources(t, "AWS::IAM::Policy")); n != 3 {
+			t.Errorf("%d policies", n)
+		}
+	})
+}
+
+func TestStackPassesCDKNag(t *testing.T) {
+	annotations := assertions.Annotations_FromStack(broker.stack)
+	nag := assertions.Match_StringLikeRegexp(jsii.String("AwsSolutions-.*"))
+	tests := []struct {
+		name     string
+		findings func() any
+	}{
+		{"no AwsSolutions rule fails unsuppressed", func() any { return annotations.FindError(jsii.String("*"), nag) }},
+		{"no AwsSolutions rule warns unsuppressed", func() any { return annotations.FindWarning(jsii.String("*"), nag) }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			// Through JSON, as the message type's fields are deprecated in Go.
+			text, err := json.Marshal(tt.findings())
+			if err != nil {
+				t.Fatal(err)
+			}
+			var findings []struct {
+				ID    string `json:"id"`
+				Entry struct {
+					Data any `json:"data"`
+				} `json:"entry"`
+			}
+			if err := json.Unmarshal(text, &findings); err != nil {
+				t.Fatal(err)
+			}
+			for _, f := range findings {
+				t.Errorf("%s: %v", f.ID, f.Entry.Data)
+			}
+		})
+	}
+}
+
+// logicalID is the logical id of the CloudFormation resource of the
+// construct at path (under the stack).
+func logicalID(t *testing.T, path string) string {
+	t.Helper()
+	node := broker.stack.Node()
+	for part := range strings.SplitSeq(path, "/") {
+		child := node.TryFindChild(&part)
+		if child == nil {
+			t.Fatalf("no construct %s in the stack", path)
+		}
+		node = child.Node()
+	}
+	element, ok := node.DefaultChild().(awscdk.CfnElement)
+	if !ok {
+		t.Fatalf("construct %s has no CloudFormation resource", path)
+	}
+	return *broker.stack.GetLogicalId(element)
+}
+
+func resource(t *testing.T, path string) object {
+	t.Helper()
+	return broker.json["Resources"].(object)[logicalID(t, path)].(object)
+}
+
+func properties(t *testing.T, path string) object {
+	t.Helper()
+	return resource(t, path)["Properties"].(object)
+}
+
+func resources(t *testing.T, resourceType string) map[string]object {
+	t.Helper()
+	found := map[string]object{}
+	for id, r := range broker.json["Resources"].(object) {
+		if r.(object)["Type"] == resourceType {
+			found[id] = r.(object)
+		}
+	}
+	return found
+}
+
+// roleStatements are the statements of the policies attached to the role
+// of the construct at path.
+func roleStatements(t *testing.T, path string) []object {
+	t.Helper()
+	role := object{"Ref": logicalID(t, path)}
+	var statements []object
+	for _, p := range resources(t, "AWS::IAM::Policy") {
+		props := p["Properties"].(object)
+		if !slices.ContainsFunc(props["Roles"].([]any), func(r any) bool { return jsonEqual(r, role) }) {
+			continue
+		}
+		for _, s := range props["PolicyDocument"].(object)["Statement"].([]any) {
+			statements = append(statements, s.(object))
+		}
+	}
+	if len(statements) == 0 {
+		t.Fatalf("role %s has no statement", path)
+	}
+	return statements
+}
+
+// actions are a statement's actions, one or a list.
+func actions(statement object) []string {
+	switch a := statement["Action"].(type) {
+	case string:
+		return []string{a}
+	case []any:
+		var list []string
+		for _, s := range a {
+			list = append(list, s.(string))
+		}
+		return list
+	}
+	return nil
+}
+
+// jsonEqual reports whether a and b are the same JSON value.
+func jsonEqual(a, b any) bool {
+	ja, errA := json.Marshal(a)
+	jb, errB := json.Marshal(b)
+	return errA == nil && errB == nil && string(ja) == string(jb)
+}
+
+func containsAll(set, subset []string) bool {
+	for _, s := range subset {
+		if !slices.Contains(set, s) {
+			return false
+		}
+	}
+	return true
+}

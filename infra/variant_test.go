@@ -1,0 +1,86 @@
+package infra
+
+import (
+	"maps"
+	"path/filepath"
+	"testing"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
+	"github.com/aws/jsii-runtime-go"
+)
+
+// TestStackFromContext synthesizes the stack with every setting cdk.json
+// offers changed, as -c options (strings) change them.
+func TestStackFromContext(t *testing.T) {
+	const topic = "arn:aws:sns:eu-west-1:123456789012:broker-alarms"
+	context := maps.Clone(broker.context)
+	maps.Copy(context, map[string]any{
+		ContextStageName:          "v1",
+		ContextThrottleRateLimit:  "5",
+		ContextThrottleBurstLimit: "10",
+		ContextAPIMemorySize:      "512",
+		ContextWorkerMemorySize:   "1024",
+		ContextAPITimeout:         "20",
+		ContextWorkerTimeout:      "120",
+		ContextLogRetentionDays:   "90",
+		ContextLogLevel:           "debug",
+		ContextAlarmTopicARN:      topic,
+	})
+	app := awscdk.NewApp(&awscdk.AppProps{Context: &context, Outdir: jsii.String(filepath.Join(t.TempDir(), "cdk.out"))})
+	props, err := PropsFromContext(app.Node())
+	if err != nil {
+		t.Fatal(err)
+	}
+	stack, err := NewBrokerStack(app, "Variant", &props)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var template assertions.Template
+	check(t, func() { template = assertions.Template_FromStack(stack, nil) })
+	if template == nil {
+		t.FailNow()
+	}
+	tests := []struct {
+		name      string
+		assertion func()
+	}{
+		{"the stage has the name and the throttle given", func() {
+			template.HasResourceProperties(jsii.String("AWS::ApiGatewayV2::Stage"), object{
+				"StageName":            "v1",
+				"DefaultRouteSettings": object{"ThrottlingRateLimit": 5, "ThrottlingBurstLimit": 10},
+			})
+		}},
+		{"the broker's URL ends with the stage's name", func() {
+			template.HasOutput(jsii.String(OutputBrokerURL), object{"Value": object{"Fn::Join": []any{"", []any{
+				object{"Fn::GetAtt": []any{assertions.Match_StringLikeRegexp(jsii.String("^HttpApi")), "ApiEndpoint"}}, "/v1",
+			}}}})
+		}},
+		{"the api function has the memory, timeout and log level given", func() {
+			template.HasResourceProperties(jsii.String("AWS::Lambda::Function"), object{
+				"MemorySize":  512,
+				"Timeout":     20,
+				"Environment": object{"Variables": assertions.Match_ObjectLike(&object{"LOG_LEVEL": "debug"})},
+			})
+		}},
+		{"the worker function has the memory, timeout and log level given", func() {
+			template.HasResourceProperties(jsii.String("AWS::Lambda::Function"), object{
+				"MemorySize":  1024,
+				"Timeout":     120,
+				"Environment": object{"Variables": assertions.Match_ObjectLike(&object{"LOG_LEVEL": "debug"})},
+			})
+		}},
+		{"every log group keeps its events the days given", func() {
+			template.AllResourcesProperties(jsii.String("AWS::Logs::LogGroup"), object{"RetentionInDays": 90})
+		}},
+		{"every alarm notifies the topic when it fires and when it recovers", func() {
+			template.AllResourcesProperties(jsii.String("AWS::CloudWatch::Alarm"), object{
+				"AlarmActions": []any{topic},
+				"OKActions":    []any{topic},
+			})
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) { check(t, tt.assertion) })
+	}
+}

@@ -1,0 +1,328 @@
+package app
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/aws/aws-lambda-go/lambda"
+	"github.com/aws/aws-lambda-go/lambdacontext"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/arn"
+	awsconfig "github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
+	awssfn "github.com/aws/aws-sdk-go-v2/service/sfn"
+	"github.com/awslabs/aws-lambda-go-api-proxy/httpadapter"
+
+	"github.com/serverless-osb/broker/internal/api"
+	"github.com/serverless-osb/broker/internal/broker"
+	"github.com/serverless-osb/broker/internal/catalog"
+	"github.com/serverless-osb/broker/internal/drivers/demo"
+	"github.com/serverless-osb/broker/internal/engine/sfn"
+	"github.com/serverless-osb/broker/internal/logging"
+	"github.com/serverless-osb/broker/internal/steps"
+	"github.com/serverless-osb/broker/internal/store/dynamo"
+)
+
+// Environment variables of the Lambda functions, as the CDK stack sets them
+// (BROKER_TABLE and AWS_REGION are dynamo.EnvTable and dynamo.EnvRegion).
+const (
+	// EnvSecretARN names the Secrets Manager secret holding the broker's
+	// credentials (api function only).
+	EnvSecretARN = "BROKER_SECRET_ARN"
+	// EnvStateMachineARN is the ARN of statemachines/operation.asl.json as
+	// deployed (api function only).
+	EnvStateMachineARN = "BROKER_OPERATION_STATE_MACHINE_ARN"
+	// EnvCatalog is the catalog to serve; by default catalog.yaml in
+	// LAMBDA_TASK_ROOT, beside the bootstrap.
+	EnvCatalog = "BROKER_CATALOG"
+	// EnvLogLevel is DEBUG, INFO (the default), WARN or ERROR.
+	EnvLogLevel = "LOG_LEVEL"
+	// EnvTaskRoot is where Lambda unpacks the bundle.
+	EnvTaskRoot = "LAMBDA_TASK_ROOT"
+)
+
+// Function is one of the broker's Lambda functions.
+type Function string
+
+const (
+	// FunctionAPI serves the OSB API behind API Gateway.
+	FunctionAPI Function = "api"
+	// FunctionWorker runs the Task states of the workflows.
+	FunctionWorker Function = "worker"
+)
+
+// LambdaConfig configures a Lambda function of the broker.
+type LambdaConfig struct {
+	Function Function
+	// Store says which DynamoDB table holds the broker's items.
+	Store dynamo.Config
+	// SecretARN and StateMachineARN are the api function's.
+	SecretARN       string
+	StateMachineARN string
+	CatalogPath     string
+	LogLevel        slog.Level
+}
+
+// InLambda reports whether the process runs under the Lambda runtime.
+func InLambda() bool {
+	return os.Getenv("AWS_LAMBDA_RUNTIME_API") != "" || os.Getenv("AWS_LAMBDA_FUNCTION_NAME") != ""
+}
+
+// LambdaConfigFromEnv reads the configuration of function f. Every problem
+// is reported in one error: all the missing variables, then the malformed
+// ones.
+func LambdaConfigFromEnv(f Function) (LambdaConfig, error) {
+	c := LambdaConfig{
+		Function: f,
+		Store: dynamo.Config{
+			Table:    os.Getenv(dynamo.EnvTable),
+			Region:   os.Getenv(dynamo.EnvRegion),
+			Endpoint: os.Getenv(dynamo.EnvEndpoint),
+		},
+		CatalogPath: os.Getenv(EnvCatalog),
+	}
+	required := []string{dynamo.EnvTable, dynamo.EnvRegion}
+	switch f {
+	case FunctionAPI:
+		c.SecretARN, c.StateMachineARN = os.Getenv(EnvSecretARN), os.Getenv(EnvStateMachineARN)
+		required = append(required, EnvSecretARN, EnvStateMachineARN)
+	case FunctionWorker:
+	default:
+		return c, fmt.Errorf("no Lambda function %q (have: %s, %s)", f, FunctionAPI, FunctionWorker)
+	}
+	var missing []string
+	for _, name := range required {
+		if os.Getenv(name) == "" {
+			missing = append(missing, name)
+		}
+	}
+	var problems []string
+	if len(missing) > 0 {
+		problems = append(problems, "missing environment variables: "+strings.Join(missing, ", "))
+	}
+	if c.StateMachineARN != "" {
+		if a, err := arn.Parse(c.StateMachineARN); err != nil || a.Service != "states" || !strings.HasPrefix(a.Resource, "stateMachine:") {
+			problems = append(problems, fmt.Sprintf("%s=%q is not the ARN of a state machine", EnvStateMachineARN, c.StateMachineARN))
+		}
+	}
+	if v := os.Getenv(EnvLogLevel); v != "" {
+		if err := c.LogLevel.UnmarshalText([]byte(v)); err != nil {
+			problems = append(problems, fmt.Sprintf("%s=%q: want DEBUG, INFO, WARN or ERROR", EnvLogLevel, v))
+		}
+	}
+	if len(problems) > 0 {
+		return c, fmt.Errorf("%s function configuration: %s", f, strings.Join(problems, "; "))
+	}
+	if c.CatalogPath == "" {
+		c.CatalogPath = defaultCatalogPath()
+	}
+	return c, nil
+}
+
+// defaultCatalogPath is catalog.yaml beside the bootstrap: in
+// LAMBDA_TASK_ROOT, or else in the executable's folder.
+func defaultCatalogPath() string {
+	dir := os.Getenv(EnvTaskRoot)
+	if dir == "" {
+		if exe, err := os.Executable(); err == nil {
+			dir = filepath.Dir(exe)
+		}
+	}
+	return filepath.Join(dir, "catalog.yaml")
+}
+
+// NewLambdaAPI builds the api function's handler from the environment, once
+// per container: AWS configuration, DynamoDB store, Step Functions engine,
+// the credentials from Secrets Manager, the catalog, and the demo driver
+// running synchronous plans within the request. It logs JSON to stdout.
+func NewLambdaAPI(ctx context.Context) (http.Handler, error) {
+	c, err := LambdaConfigFromEnv(FunctionAPI)
+	if err != nil {
+		return nil, err
+	}
+	return BuildLambdaAPI(ctx, c, logging.New(os.Stdout, c.LogLevel))
+}
+
+// NewWorker builds the worker function's handler from the environment,
+// once per container: the steps of the workflows on the DynamoDB store.
+// It logs JSON to stdout.
+func NewWorker(ctx context.Context) (func(context.Context, json.RawMessage) (json.RawMessage, error), error) {
+	c, err := LambdaConfigFromEnv(FunctionWorker)
+	if err != nil {
+		return nil, err
+	}
+	return BuildWorker(ctx, c, logging.New(os.Stdout, c.LogLevel))
+}
+
+// BuildLambdaAPI builds the api function's handler from c.
+func BuildLambdaAPI(ctx context.Context, c LambdaConfig, logger *slog.Logger) (http.Handler, error) {
+	awsCfg, err := loadAWSConfig(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	creds, err := readCredentials(ctx, secretsmanager.NewFromConfig(awsCfg), c.SecretARN)
+	if err != nil {
+		return nil, err
+	}
+	cat, st, err := buildSteps(c, awsCfg, logger)
+	if err != nil {
+		return nil, err
+	}
+	eng := sfn.New(awssfn.NewFromConfig(awsCfg), map[broker.Workflow]string{broker.WorkflowOperation: c.StateMachineARN})
+	b := broker.New(cat, st.Store, eng, st, logger)
+	logger.InfoContext(ctx, "api function ready", "table", c.Store.Table, "catalog", c.CatalogPath,
+		"credential_pairs", len(creds))
+	return api.New(api.Config{Broker: b, Catalog: cat, Credentials: creds, Logger: logger}), nil
+}
+
+// BuildWorker builds the worker function's handler from c.
+func BuildWorker(ctx context.Context, c LambdaConfig, logger *slog.Logger) (func(context.Context, json.RawMessage) (json.RawMessage, error), error) {
+	awsCfg, err := loadAWSConfig(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	_, st, err := buildSteps(c, awsCfg, logger)
+	if err != nil {
+		return nil, err
+	}
+	logger.InfoContext(ctx, "worker function ready", "table", c.Store.Table, "catalog", c.CatalogPath)
+	return WorkerHandler(st.Handle, logger), nil
+}
+
+func loadAWSConfig(ctx context.Context, c LambdaConfig) (aws.Config, error) {
+	cfg, err := awsconfig.LoadDefaultConfig(ctx, awsconfig.WithRegion(c.Store.Region))
+	if err != nil {
+		return aws.Config{}, fmt.Errorf("load AWS configuration: %w", err)
+	}
+	return cfg, nil
+}
+
+// buildSteps loads the catalog and makes the steps on the DynamoDB store,
+// with the drivers the catalog's plans name.
+func buildSteps(c LambdaConfig, awsCfg aws.Config, logger *slog.Logger) (*catalog.Catalog, *steps.Steps, error) {
+	cat, err := catalog.Load(c.CatalogPath)
+	if err != nil {
+		return nil, nil, err
+	}
+	store := dynamo.New(dynamodb.NewFromConfig(awsCfg, c.Store.ClientOptions), c.Store.Table)
+	drivers := map[string]broker.Driver{"demo": demo.New(store)}
+	if err := checkDrivers(cat, drivers, c.CatalogPath); err != nil {
+		return nil, nil, err
+	}
+	return cat, steps.New(store, cat, drivers, logger), nil
+}
+
+// readCredentials reads the broker's credentials from the secret. Its value
+// is never logged, not even in an error.
+func readCredentials(ctx context.Context, client *secretsmanager.Client, secretARN string) ([]api.Credential, error) {
+	out, err := client.GetSecretValue(ctx, &secretsmanager.GetSecretValueInput{SecretId: aws.String(secretARN)})
+	if err != nil {
+		return nil, fmt.Errorf("read the broker credentials from secret %s: %w", secretARN, err)
+	}
+	creds, err := ParseSecret([]byte(aws.ToString(out.SecretString)))
+	if err != nil {
+		return nil, fmt.Errorf("secret %s: %w", secretARN, err)
+	}
+	return creds, nil
+}
+
+// ParseSecret reads the broker's credentials from a secret's value: one
+// {"username","password"} object (what a CDK-generated secret holds) or a
+// JSON list of them (several pairs are accepted at once, for rotation).
+// Its errors never quote the value.
+func ParseSecret(value []byte) ([]api.Credential, error) {
+	trimmed := strings.TrimSpace(string(value))
+	if strings.HasPrefix(trimmed, "[") {
+		return ParseCredentials([]byte(trimmed))
+	}
+	var pair struct {
+		Username string `json:"username"`
+		Password string `json:"password"`
+	}
+	if err := json.Unmarshal([]byte(trimmed), &pair); err != nil {
+		var syntax *json.SyntaxError
+		if errors.As(err, &syntax) {
+			return nil, fmt.Errorf("want {\"username\",\"password\"} or a list of them: not JSON (at byte %d)", syntax.Offset)
+		}
+		return nil, errors.New(`want {"username","password"} or a list of them`)
+	}
+	if pair.Username == "" || pair.Password == "" {
+		return nil, errors.New("username and password must be non-empty")
+	}
+	return []api.Credential{api.Credential(pair)}, nil
+}
+
+// LambdaHTTP adapts the broker's HTTP handler to API Gateway HTTP API
+// events (payload format 2.0), as the api function serves it.
+func LambdaHTTP(h http.Handler) lambda.Handler {
+	return lambda.NewHandler(httpadapter.NewV2(withLambdaRequestID(h)).ProxyWithContext)
+}
+
+// withLambdaRequestID puts the Lambda request id on every log line of the
+// request.
+func withLambdaRequestID(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if lc, ok := lambdacontext.FromContext(r.Context()); ok && lc.AwsRequestID != "" {
+			r = r.WithContext(logging.With(r.Context(), slog.String("aws_request_id", lc.AwsRequestID)))
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// WorkerHandler returns the worker function's handler around run (the
+// steps' Handle).
+//
+// aws-lambda-go names a function error after its Go type (a pointer's
+// element type), and Step Functions matches Retry and Catch on that name.
+// So every error leaves as a bare *steps.TransientError (retried) or
+// *steps.PermanentError (caught and recorded, its message shown to the
+// user): a wrapped one would be named "wrapError" and skip the Retry. An
+// error that is neither counts as transient.
+func WorkerHandler(run func(context.Context, json.RawMessage) (json.RawMessage, error), logger *slog.Logger) func(context.Context, json.RawMessage) (json.RawMessage, error) {
+	return func(ctx context.Context, payload json.RawMessage) (json.RawMessage, error) {
+		var p steps.Payload
+		_ = json.Unmarshal(payload, &p) // run reports a malformed payload
+		attrs := []slog.Attr{slog.String("step", p.Step), slog.String("operation_id", p.OperationID),
+			slog.String("instance_id", p.InstanceID)}
+		if lc, ok := lambdacontext.FromContext(ctx); ok && lc.AwsRequestID != "" {
+			attrs = append(attrs, slog.String("aws_request_id", lc.AwsRequestID))
+		}
+		ctx = logging.With(ctx, attrs...)
+		out, err := run(ctx, payload)
+		if err == nil {
+			return out, nil
+		}
+		err = stepError(err)
+		logger.WarnContext(ctx, "step failed", "error_type", errorName(err), "error", err.Error())
+		return nil, err
+	}
+}
+
+// stepError returns err as a bare *steps.TransientError or
+// *steps.PermanentError.
+func stepError(err error) error {
+	switch err.(type) {
+	case *steps.TransientError, *steps.PermanentError:
+		return err
+	}
+	var perm *steps.PermanentError
+	if errors.As(err, &perm) {
+		return perm // its message is the description the user sees
+	}
+	return &steps.TransientError{Err: err}
+}
+
+func errorName(err error) string {
+	if n, ok := err.(interface{ ErrorName() string }); ok {
+		return n.ErrorName()
+	}
+	return fmt.Sprintf("%T", err)
+}

@@ -1,0 +1,517 @@
+package main
+
+import (
+	"archive/zip"
+	"bytes"
+	"context"
+	"debug/buildinfo"
+	"debug/elf"
+	"encoding/json"
+	"fmt"
+	"io"
+	"io/fs"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
+
+	"github.com/serverless-osb/broker/internal/mototest"
+	"github.com/serverless-osb/broker/internal/store/dynamo"
+)
+
+// root is the repository's root, from this package's folder.
+const root = "../../.."
+
+func build(t *testing.T, target Target) string {
+	t.Helper()
+	out := t.TempDir()
+	sizes, err := Build(Config{Root: root, Out: out, Catalog: filepath.Join(root, "catalog.yaml"), Target: target})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sizes) != len(Functions) {
+		t.Fatalf("sizes = %v, want one per function", sizes)
+	}
+	return out
+}
+
+func TestTheLambdaBundles(t *testing.T) {
+	out := build(t, Lambda)
+	catalog, err := os.ReadFile(filepath.Join(root, "catalog.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, fn := range Functions {
+		t.Run(fn+"'s bootstrap is built for Lambda with the release flags", func(t *testing.T) {
+			path := filepath.Join(out, fn, "bootstrap")
+			info, err := buildinfo.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// -ldflags is not recorded under -trimpath: its effect is
+			// checked in the ELF file instead.
+			want := map[string]string{"GOOS": "linux", "GOARCH": "arm64", "CGO_ENABLED": "0",
+				"-tags": "lambda.norpc", "-trimpath": "true"}
+			got := map[string]string{}
+			for _, s := range info.Settings {
+				got[s.Key] = s.Value
+			}
+			for k, v := range want {
+				if got[k] != v {
+					t.Errorf("%s = %q, want %q", k, got[k], v)
+				}
+			}
+			if info.Path != "github.com/serverless-osb/broker/functions/"+fn {
+				t.Errorf("built from %s", info.Path)
+			}
+			f, err := elf.Open(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			if f.Machine != elf.EM_AARCH64 {
+				t.Errorf("machine %v, want %v", f.Machine, elf.EM_AARCH64)
+			}
+			for _, name := range []string{".symtab", ".debug_info", ".zdebug_info"} {
+				if f.Section(name) != nil {
+					t.Errorf("section %s is there: the binary is not built with -ldflags='-s -w'", name)
+				}
+			}
+		})
+		t.Run(fn+".zip holds an executable bootstrap and the catalog, under 10 MB", func(t *testing.T) {
+			path := filepath.Join(out, fn+".zip")
+			st, err := os.Stat(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st.Size() >= MaxZipBytes {
+				t.Errorf("%s is %d bytes", path, st.Size())
+			}
+			bootstrap, err := os.ReadFile(filepath.Join(out, fn, "bootstrap"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkZip(t, path, map[string]zipEntry{
+				"bootstrap":    {mode: 0o755, data: bootstrap},
+				"catalog.yaml": {mode: 0o644, data: catalog},
+			})
+		})
+	}
+}
+
+type zipEntry struct {
+	mode fs.FileMode
+	data []byte
+}
+
+func checkZip(t *testing.T, path string, want map[string]zipEntry) {
+	t.Helper()
+	zr, err := zip.OpenReader(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer zr.Close()
+	var names []string
+	for _, f := range zr.File {
+		names = append(names, f.Name)
+		w, ok := want[f.Name]
+		if !ok {
+			continue
+		}
+		if f.Mode() != w.mode {
+			t.Errorf("%s: %s has mode %v, want %v", path, f.Name, f.Mode(), w.mode)
+		}
+		rc, err := f.Open()
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, err := io.ReadAll(rc)
+		rc.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(data, w.data) {
+			t.Errorf("%s: %s differs from what was bundled", path, f.Name)
+		}
+	}
+	if len(names) != len(want) {
+		t.Errorf("%s holds %v, want exactly %d files", path, names, len(want))
+	}
+}
+
+func TestWriteZip(t *testing.T) {
+	dir := t.TempDir()
+	files := map[string]zipEntry{
+		"bootstrap":    {mode: 0o755, data: []byte("\x7fELF not really")},
+		"catalog.yaml": {mode: 0o644, data: []byte("services: []\n")},
+	}
+	for name, f := range files {
+		// The files' own modes must not matter: Lambda needs 0755.
+		if err := os.WriteFile(filepath.Join(dir, name), f.data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	first, second := filepath.Join(t.TempDir(), "a.zip"), filepath.Join(t.TempDir(), "b.zip")
+	n, err := WriteZip(first, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Run("the size returned is the file's", func(t *testing.T) {
+		if st, err := os.Stat(first); err != nil || st.Size() != n {
+			t.Errorf("WriteZip returned %d, the file has %v (%v)", n, st.Size(), err)
+		}
+	})
+	t.Run("the bootstrap is executable and the catalog is not", func(t *testing.T) {
+		checkZip(t, first, files)
+	})
+	t.Run("the same files make the same zip", func(t *testing.T) {
+		time.Sleep(10 * time.Millisecond)
+		if _, err := WriteZip(second, dir); err != nil {
+			t.Fatal(err)
+		}
+		a, _ := os.ReadFile(first)
+		b, _ := os.ReadFile(second)
+		if !bytes.Equal(a, b) {
+			t.Error("two zips of the same files differ")
+		}
+	})
+	t.Run("a folder inside the bundle is refused", func(t *testing.T) {
+		if err := os.Mkdir(filepath.Join(dir, "sub"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := WriteZip(filepath.Join(t.TempDir(), "c.zip"), dir); err == nil {
+			t.Error("WriteZip accepted a folder")
+		}
+	})
+}
+
+// runtimeAPI is a stand-in for the Lambda Runtime API
+// (/2018-06-01/runtime/invocation/...), which a bootstrap polls for events
+// and posts results to.
+type runtimeAPI struct {
+	server  *httptest.Server
+	next    chan invocation
+	mu      sync.Mutex
+	results map[string]chan runtimeResult
+	count   int
+}
+
+type invocation struct {
+	id      string
+	payload []byte
+}
+
+// runtimeResult is what the bootstrap posted for one invocation: its
+// response, or its error document.
+type runtimeResult struct {
+	failed bool
+	body   []byte
+}
+
+func newRuntimeAPI(t *testing.T) *runtimeAPI {
+	r := &runtimeAPI{next: make(chan invocation), results: map[string]chan runtimeResult{}}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /2018-06-01/runtime/invocation/next", func(w http.ResponseWriter, req *http.Request) {
+		select {
+		case inv := <-r.next:
+			w.Header().Set("Lambda-Runtime-Aws-Request-Id", inv.id)
+			w.Header().Set("Lambda-Runtime-Deadline-Ms", strconv.FormatInt(time.Now().Add(time.Minute).UnixMilli(), 10))
+			w.Header().Set("Lambda-Runtime-Invoked-Function-Arn", "arn:aws:lambda:eu-west-1:123456789012:function:test")
+			w.Header().Set("Lambda-Runtime-Trace-Id", "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1")
+			_, _ = w.Write(inv.payload)
+		case <-req.Context().Done():
+		}
+	})
+	post := func(failed bool) http.HandlerFunc {
+		return func(w http.ResponseWriter, req *http.Request) {
+			body, _ := io.ReadAll(req.Body)
+			r.mu.Lock()
+			c := r.results[req.PathValue("id")]
+			r.mu.Unlock()
+			if c == nil {
+				http.Error(w, "no such invocation", http.StatusBadRequest)
+				return
+			}
+			c <- runtimeResult{failed: failed, body: body}
+			w.WriteHeader(http.StatusAccepted)
+		}
+	}
+	mux.HandleFunc("POST /2018-06-01/runtime/invocation/{id}/response", post(false))
+	mux.HandleFunc("POST /2018-06-01/runtime/invocation/{id}/error", post(true))
+	r.server = httptest.NewServer(mux)
+	t.Cleanup(r.server.Close)
+	return r
+}
+
+// address is what AWS_LAMBDA_RUNTIME_API holds: host:port.
+func (r *runtimeAPI) address() string { return strings.TrimPrefix(r.server.URL, "http://") }
+
+// bootstrap is a bundle's bootstrap, running under the stand-in runtime.
+type bootstrap struct {
+	api    *runtimeAPI
+	stderr *bytes.Buffer
+	exited chan error
+}
+
+// start runs a bundle's bootstrap as Lambda does: in its folder, with env
+// plus the runtime's variables. It is killed when the test ends.
+func start(t *testing.T, dir string, env map[string]string) *bootstrap {
+	t.Helper()
+	b := &bootstrap{api: newRuntimeAPI(t), stderr: &bytes.Buffer{}, exited: make(chan error, 1)}
+	cmd := exec.Command(filepath.Join(dir, "bootstrap"))
+	cmd.Dir = dir
+	cmd.Env = []string{
+		"AWS_LAMBDA_RUNTIME_API=" + b.api.address(),
+		"AWS_LAMBDA_FUNCTION_NAME=test",
+		"LAMBDA_TASK_ROOT=" + dir,
+		"HOME=" + t.TempDir(),
+		"AWS_CONFIG_FILE=" + filepath.Join(dir, "no-aws-config"),
+		"AWS_SHARED_CREDENTIALS_FILE=" + filepath.Join(dir, "no-aws-credentials"),
+		"AWS_EC2_METADATA_DISABLED=true",
+	}
+	for k, v := range env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	cmd.Stdout, cmd.Stderr = io.Discard, b.stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { b.exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-b.exited
+	})
+	return b
+}
+
+// invoke sends one event and returns what the bootstrap posted back.
+func (b *bootstrap) invoke(t *testing.T, payload []byte) runtimeResult {
+	t.Helper()
+	r := b.api
+	r.mu.Lock()
+	r.count++
+	id := fmt.Sprintf("req-%d", r.count)
+	c := make(chan runtimeResult, 1)
+	r.results[id] = c
+	r.mu.Unlock()
+	timeout := time.After(30 * time.Second)
+	select {
+	case r.next <- invocation{id: id, payload: payload}:
+	case err := <-b.exited:
+		t.Fatalf("the bootstrap exited (%v): %s", err, b.stderr)
+	case <-timeout:
+		t.Fatal("the bootstrap did not ask for the next event")
+	}
+	select {
+	case res := <-c:
+		return res
+	case err := <-b.exited:
+		t.Fatalf("the bootstrap exited (%v): %s", err, b.stderr)
+	case <-timeout:
+		t.Fatal("the bootstrap did not answer")
+	}
+	return runtimeResult{}
+}
+
+// lambdaError is the error document a Go function posts.
+type lambdaError struct {
+	ErrorMessage string `json:"errorMessage"`
+	ErrorType    string `json:"errorType"`
+}
+
+// closedPort is an address where nothing listens.
+func closedPort(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return addr
+}
+
+var hostBundles = sync.OnceValues(func() (string, error) {
+	out, err := os.MkdirTemp("", "bundles")
+	if err != nil {
+		return "", err
+	}
+	_, err = Build(Config{Root: root, Out: out, Catalog: filepath.Join(root, "catalog.yaml"),
+		Target: Target{GOOS: runtime.GOOS, GOARCH: runtime.GOARCH}})
+	return out, err
+})
+
+// hostBuild builds the bundles for this machine, so that they run here.
+func hostBuild(t *testing.T) string {
+	t.Helper()
+	out, err := hostBundles()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if out, err := hostBundles(); err == nil && out != "" {
+		os.RemoveAll(out)
+	}
+	os.Exit(code)
+}
+
+func TestTheWorkerBootstrapNamesItsErrorsForStepFunctions(t *testing.T) {
+	dir := filepath.Join(hostBuild(t), "worker")
+	b := start(t, dir, map[string]string{
+		"AWS_REGION":               "eu-west-1",
+		"BROKER_TABLE":             "broker",
+		"BROKER_DYNAMODB_ENDPOINT": "http://" + closedPort(t),
+		"AWS_ACCESS_KEY_ID":        "testing",
+		"AWS_SECRET_ACCESS_KEY":    "testing",
+		"AWS_MAX_ATTEMPTS":         "1",
+	})
+	sample, err := os.ReadFile(filepath.Join(root, "events", "worker-begin.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name, payload, errorType, message string
+	}{
+		{"a step the workflow does not have is a PermanentError", `{"step":"launch","operation_id":"o","instance_id":"i"}`,
+			"PermanentError", `unknown step "launch"`},
+		{"an unreachable table is a TransientError", string(sample), "TransientError", "load operation"},
+		{"a payload that is not a task is a PermanentError", `[1,2]`, "PermanentError", "malformed task payload"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			res := b.invoke(t, []byte(c.payload))
+			if !res.failed {
+				t.Fatalf("the worker succeeded: %s", res.body)
+			}
+			var e lambdaError
+			if err := json.Unmarshal(res.body, &e); err != nil {
+				t.Fatalf("error document %s: %v", res.body, err)
+			}
+			if e.ErrorType != c.errorType || !strings.Contains(e.ErrorMessage, c.message) {
+				t.Errorf("error document %s, want errorType %s and a message containing %q", res.body, c.errorType, c.message)
+			}
+		})
+	}
+}
+
+func TestTheBootstrapsRefuseToStartWithoutTheirConfiguration(t *testing.T) {
+	cases := []struct {
+		fn      string
+		missing []string
+	}{
+		{"api", []string{"BROKER_TABLE", "AWS_REGION", "BROKER_SECRET_ARN", "BROKER_OPERATION_STATE_MACHINE_ARN"}},
+		{"worker", []string{"BROKER_TABLE", "AWS_REGION"}},
+	}
+	for _, c := range cases {
+		t.Run("the "+c.fn+" bootstrap names every missing variable", func(t *testing.T) {
+			b := start(t, filepath.Join(hostBuild(t), c.fn), nil)
+			select {
+			case err := <-b.exited:
+				b.exited <- err // for the cleanup
+				if err == nil {
+					t.Fatal("the bootstrap exited with status 0")
+				}
+			case <-time.After(30 * time.Second):
+				t.Fatal("the bootstrap did not exit")
+			}
+			want := "missing environment variables: " + strings.Join(c.missing, ", ")
+			if !strings.Contains(b.stderr.String(), want) {
+				t.Errorf("stderr = %q, want it to say %q", b.stderr, want)
+			}
+		})
+	}
+}
+
+func TestTheAPIBootstrapServesSampleEventsOnDynamoDB(t *testing.T) {
+	ctx := context.Background()
+	cfg := mototest.Config(t, "eu-west-1")
+	table := mototest.Name("bundle")
+	if err := dynamo.CreateTable(ctx, dynamodb.NewFromConfig(cfg), table); err != nil {
+		t.Fatal(err)
+	}
+	password := "bundle-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	secret, err := secretsmanager.NewFromConfig(cfg).CreateSecret(ctx, &secretsmanager.CreateSecretInput{
+		Name:         aws.String(mototest.Name("bundle-credentials")),
+		SecretString: aws.String(`{"username":"broker","password":"` + password + `"}`),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := start(t, filepath.Join(hostBuild(t), "api"), map[string]string{
+		"AWS_REGION":                         "eu-west-1",
+		"AWS_ENDPOINT_URL":                   mototest.Endpoint(t),
+		"AWS_ACCESS_KEY_ID":                  "testing",
+		"AWS_SECRET_ACCESS_KEY":              "testing",
+		"BROKER_TABLE":                       table,
+		"BROKER_SECRET_ARN":                  aws.ToString(secret.ARN),
+		"BROKER_OPERATION_STATE_MACHINE_ARN": "arn:aws:states:eu-west-1:123456789012:stateMachine:operation",
+	})
+	cases := []struct {
+		name, file string
+		password   string
+		status     int
+	}{
+		{"the sample password is not the deployed one", "catalog.json", "", http.StatusUnauthorized},
+		{"the catalog is served with the secret's credentials", "catalog.json", password, http.StatusOK},
+		{"a synchronous provision is stored in DynamoDB", "provision-sync.json", password, http.StatusCreated},
+		{"the provisioned instance is read back from DynamoDB", "fetch-instance.json", password, http.StatusOK},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			payload := sampleEvent(t, c.file, c.password)
+			res := b.invoke(t, payload)
+			if res.failed {
+				t.Fatalf("the api function failed: %s", res.body)
+			}
+			var resp events.APIGatewayV2HTTPResponse
+			if err := json.Unmarshal(res.body, &resp); err != nil {
+				t.Fatalf("%s: %v", res.body, err)
+			}
+			if resp.StatusCode != c.status {
+				t.Errorf("status = %d, want %d: %s", resp.StatusCode, c.status, resp.Body)
+			}
+		})
+	}
+}
+
+// sampleEvent reads an events/ file, with the broker's password in its
+// authorization header when one is given.
+func sampleEvent(t *testing.T, file, password string) []byte {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(root, "events", file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if password == "" {
+		return data
+	}
+	var e events.APIGatewayV2HTTPRequest
+	if err := json.Unmarshal(data, &e); err != nil {
+		t.Fatal(err)
+	}
+	req := http.Request{Header: http.Header{}}
+	req.SetBasicAuth("broker", password)
+	e.Headers["authorization"] = req.Header.Get("Authorization")
+	data, err = json.Marshal(e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
