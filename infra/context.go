@@ -27,6 +27,7 @@ const (
 	ContextLogRetentionDays   = "logRetentionDays"
 	ContextLogLevel           = "logLevel"
 	ContextAlarmTopicARN      = "alarmTopicArn"
+	ContextReaperInterval     = "reaperIntervalMinutes"
 )
 
 // PropsFromContext reads the stack's props from the CDK context of node
@@ -49,6 +50,7 @@ func PropsFromContext(node constructs.Node) (BrokerStackProps, error) {
 		LogRetentionDays:   c.integer(ContextLogRetentionDays),
 		LogLevel:           c.string(ContextLogLevel),
 		AlarmTopicARN:      c.string(ContextAlarmTopicARN),
+		ReaperInterval:     time.Duration(c.integer(ContextReaperInterval)) * time.Minute,
 	}
 	if err := errors.Join(c.errs...); err != nil {
 		return BrokerStackProps{}, fmt.Errorf("cdk context: %w", err)

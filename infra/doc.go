@@ -1,9 +1,11 @@
 // Package infra is the broker's AWS deployment, as a CDK stack: the HTTP
 // API in front of the api function, the worker function that the
 // workflows' Task states call, one Step Functions Standard state machine
-// per statemachines/*.asl.json, the DynamoDB table the dynamo store keys
-// its items in, the secret holding the basic-auth credentials, their
-// customer-managed KMS key, the log groups, and the alarms.
+// per statemachines/*.asl.json (operation and cleanup), the EventBridge
+// Scheduler schedule that runs the reaper on the worker, the DynamoDB table
+// the dynamo store keys its items in, the secret holding the basic-auth
+// credentials, their customer-managed KMS key, the log groups, and the
+// alarms.
 //
 // Every permission is written out here, scoped to this stack's resources;
 // cdk-nag's AwsSolutions pack runs on the stack as an Aspect, and each

@@ -18,8 +18,9 @@ const (
 		"GetLogDelivery, UpdateLogDelivery, DeleteLogDelivery, ListLogDeliveries, PutResourcePolicy, " +
 		"DescribeResourcePolicies, DescribeLogGroups), which support no resource-level permissions: IAM only grants them " +
 		"on \"*\" (https://docs.aws.amazon.com/step-functions/latest/dg/cw-logs.html)."
-	reasonExecutions = "DescribeExecution and StopExecution act on executions, whose names (the operation ids) are made at " +
-		"run time; the resource is every execution of this stack's state machines and nothing else."
+	reasonExecutions = "DescribeExecution and StopExecution act on executions, whose names (the operation ids, and the " +
+		"detached resources' ids with the attempt) are made at run time; the resource is every execution of one of this " +
+		"stack's state machines and nothing else."
 	reasonWorkerVersions = "The worker's qualified ARNs (function:NAME:VERSION or :ALIAS), should a workflow name a version; " +
 		"the resource is this one function and nothing else."
 	reasonRotation = "The password is what the platform (Cloud Foundry, SAP BTP, ...) registered the broker with: " +
@@ -37,8 +38,13 @@ func (b *builder) suppressNagFindings() {
 	for _, role := range []constructs.IConstruct{b.apiRole, b.workerRole} {
 		suppress(role, rule("AwsSolutions-IAM5", reasonXRay, star))
 	}
-	suppress(b.apiRole, rule("AwsSolutions-IAM5", reasonExecutions,
-		cdknag.RegexAppliesTo{Regex: jsii.String(`/^Resource::arn:<AWS::Partition>:states:<AWS::Region>:<AWS::AccountId>:execution:<[A-Za-z0-9]+\.Name>:\*$/`)}))
+	var executions []any
+	for _, m := range b.machines {
+		executions = append(executions, "Resource::arn:<AWS::Partition>:states:<AWS::Region>:<AWS::AccountId>:execution:"+m.name+":*")
+	}
+	for _, role := range []constructs.IConstruct{b.apiRole, b.workerRole} {
+		suppress(role, rule("AwsSolutions-IAM5", reasonExecutions, executions...))
+	}
 	for _, m := range b.machines {
 		suppress(m.machine.Role(),
 			rule("AwsSolutions-IAM5", reasonXRay+" "+reasonLogDelivery, star),

@@ -30,10 +30,10 @@ var tableKeyActions = []string{
 }
 
 // permissions writes out every permission of the functions and the state
-// machines, each scoped to this stack's resources. CDK adds two more that
-// IAM only grants on "*": X-Ray's PutTraceSegments and PutTelemetryRecords
-// for tracing, and, for the state machines, the CloudWatch Logs delivery
-// actions (see nag.go).
+// machines, each scoped to this stack's resources (the reaper's schedule
+// has its role in reaper). CDK adds two more that IAM only grants on "*":
+// X-Ray's PutTraceSegments and PutTelemetryRecords for tracing, and, for
+// the state machines, the CloudWatch Logs delivery actions (see nag.go).
 func (b *builder) permissions() {
 	for _, role := range []awsiam.Role{b.apiRole, b.workerRole} {
 		role.AddToPrincipalPolicy(b.itemsStatement())
@@ -45,15 +45,24 @@ func (b *builder) permissions() {
 	b.apiRole.AddToPrincipalPolicy(statement("ReadCredentials",
 		[]string{"secretsmanager:GetSecretValue"}, b.secret.SecretArn()))
 
-	var machines, executions []*string
+	// Both functions start, describe and stop the workflows' executions: the
+	// api for operations (and an operator's retried cleanups), the worker
+	// for cleanups and, as the reaper, for repairs. The worker names the
+	// state machines by the ARNs made from their names (see stateMachines).
+	var machines, arns, executions []*string
 	for _, m := range b.machines {
 		machines = append(machines, m.machine.StateMachineArn())
+		arns = append(arns, m.arn)
 		executions = append(executions, b.executionsARN(m))
 	}
 	b.apiRole.AddToPrincipalPolicy(statement("StartWorkflows",
 		[]string{"states:StartExecution"}, machines...))
-	b.apiRole.AddToPrincipalPolicy(statement("ManageExecutions",
-		[]string{"states:DescribeExecution", "states:StopExecution"}, executions...))
+	b.workerRole.AddToPrincipalPolicy(statement("StartWorkflows",
+		[]string{"states:StartExecution"}, arns...))
+	for _, role := range []awsiam.Role{b.apiRole, b.workerRole} {
+		role.AddToPrincipalPolicy(statement("ManageExecutions",
+			[]string{"states:DescribeExecution", "states:StopExecution"}, executions...))
+	}
 
 	for _, m := range b.machines {
 		// Qualified ARNs too, should a workflow ever name a version.
@@ -90,7 +99,7 @@ func (b *builder) executionsARN(m stateMachine) *string {
 	return b.stack.FormatArn(&awscdk.ArnComponents{
 		Service:      jsii.String("states"),
 		Resource:     jsii.String("execution"),
-		ResourceName: jsii.String(*m.machine.StateMachineName() + ":*"),
+		ResourceName: jsii.String(m.name + ":*"),
 		ArnFormat:    awscdk.ArnFormat_COLON_RESOURCE_NAME,
 	})
 }

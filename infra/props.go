@@ -66,6 +66,13 @@ type BrokerStackProps struct {
 	// AlarmTopicARN, when set, is an SNS topic every alarm notifies when
 	// it fires and when it recovers.
 	AlarmTopicARN string
+
+	// ReaperInterval is how often EventBridge Scheduler runs the reaper
+	// (the worker's step "reap"), which repairs operations whose execution
+	// ended without a result and starts the cleanups no execution runs: the
+	// longest an operation or a detached resource stays stuck after a
+	// crash. Whole minutes, from 1 to 60. Default: 5 minutes.
+	ReaperInterval time.Duration
 }
 
 // Defaults of BrokerStackProps.
@@ -80,7 +87,13 @@ const (
 	DefaultAPITimeout         = 25 * time.Second
 	DefaultWorkerTimeout      = 60 * time.Second
 	DefaultLogRetentionDays   = 30
+	DefaultReaperInterval     = 5 * time.Minute
 )
+
+// maxReaperInterval bounds ReaperInterval: an hourly reaper already leaves
+// a crashed operation stuck that long, and the reaper's alarm watches three
+// intervals, which CloudWatch allows up to a day (see alarms).
+const maxReaperInterval = time.Hour
 
 // httpAPIIntegrationLimit is the longest an HTTP API waits for its
 // integration; the api function must answer sooner.
@@ -112,6 +125,7 @@ func (p BrokerStackProps) withDefaults() (BrokerStackProps, error) {
 	setDefault(&p.APITimeout, DefaultAPITimeout)
 	setDefault(&p.WorkerTimeout, DefaultWorkerTimeout)
 	setDefault(&p.LogRetentionDays, DefaultLogRetentionDays)
+	setDefault(&p.ReaperInterval, DefaultReaperInterval)
 
 	var errs []error
 	if p.ThrottleRateLimit < 0 || p.ThrottleBurstLimit < 0 {
@@ -133,6 +147,9 @@ func (p BrokerStackProps) withDefaults() (BrokerStackProps, error) {
 	}
 	if p.LogLevel != "" && !slices.Contains([]string{"DEBUG", "INFO", "WARN", "ERROR"}, strings.ToUpper(p.LogLevel)) {
 		errs = append(errs, fmt.Errorf("log level %q: want DEBUG, INFO, WARN or ERROR", p.LogLevel))
+	}
+	if p.ReaperInterval < time.Minute || p.ReaperInterval > maxReaperInterval || p.ReaperInterval%time.Minute != 0 {
+		errs = append(errs, fmt.Errorf("reaper interval %v: must be whole minutes, from 1m to %v", p.ReaperInterval, maxReaperInterval))
 	}
 	if _, ok := retentions[p.LogRetentionDays]; !ok {
 		errs = append(errs, fmt.Errorf("log retention %d days: CloudWatch Logs does not offer it", p.LogRetentionDays))

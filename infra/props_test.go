@@ -27,6 +27,7 @@ func TestPropsDefaults(t *testing.T) {
 		{"the worker function has the Task states' 60 s", p.WorkerTimeout, 60 * time.Second},
 		{"logs are kept 30 days", p.LogRetentionDays, 30},
 		{"the catalog is not compared", p.CatalogPath, ""},
+		{"the reaper runs every 5 minutes", p.ReaperInterval, 5 * time.Minute},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -50,6 +51,9 @@ func TestPropsRejected(t *testing.T) {
 		{"a retention CloudWatch Logs does not offer is refused", BrokerStackProps{LogRetentionDays: 31}, "log retention 31 days"},
 		{"a negative throttle is refused", BrokerStackProps{ThrottleBurstLimit: -1}, "throttle"},
 		{"a log level the functions do not know is refused", BrokerStackProps{LogLevel: "verbose"}, `log level "verbose"`},
+		{"a reaper less often than hourly is refused", BrokerStackProps{ReaperInterval: 90 * time.Minute}, "reaper interval 1h30m0s"},
+		{"a reaper interval in fractions of a minute is refused", BrokerStackProps{ReaperInterval: 90 * time.Second}, "whole minutes"},
+		{"a negative reaper interval is refused", BrokerStackProps{ReaperInterval: -5 * time.Minute}, "reaper interval"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -68,8 +72,10 @@ func TestPropsFromContext(t *testing.T) {
 		check   func(BrokerStackProps) bool
 		wantErr string
 	}{
-		{"numbers from cdk.json are read", map[string]any{ContextAPIMemorySize: 512.0, ContextWorkerTimeout: 90.0},
-			func(p BrokerStackProps) bool { return p.APIMemoryMB == 512 && p.WorkerTimeout == 90*time.Second }, ""},
+		{"numbers from cdk.json are read", map[string]any{ContextAPIMemorySize: 512.0, ContextWorkerTimeout: 90.0, ContextReaperInterval: 15.0},
+			func(p BrokerStackProps) bool {
+				return p.APIMemoryMB == 512 && p.WorkerTimeout == 90*time.Second && p.ReaperInterval == 15*time.Minute
+			}, ""},
 		{"numbers from -c, which are strings, are read", map[string]any{ContextAPIMemorySize: "1024", ContextThrottleRateLimit: "7.5"},
 			func(p BrokerStackProps) bool { return p.APIMemoryMB == 1024 && p.ThrottleRateLimit == 7.5 }, ""},
 		{"an empty value leaves the default", map[string]any{ContextLogLevel: "", ContextLogRetentionDays: ""},
@@ -81,6 +87,7 @@ func TestPropsFromContext(t *testing.T) {
 		{"a number that is not one is refused", map[string]any{ContextAPIMemorySize: "lots"}, nil, "apiMemorySize: want a number"},
 		{"a fraction where a whole number is needed is refused", map[string]any{ContextWorkerMemorySize: 256.5}, nil, "workerMemorySize: want a whole number"},
 		{"a number where a path is needed is refused", map[string]any{ContextAPICode: 3.0}, nil, "apiCode: want a string"},
+		{"a reaper interval in fractions of a minute is refused", map[string]any{ContextReaperInterval: "2.5"}, nil, "reaperIntervalMinutes: want a whole number"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -147,6 +154,20 @@ func TestNewBrokerStackRefusesMissingBuild(t *testing.T) {
 	}
 	if n := len(*app.Node().Children()); n != 0 {
 		t.Errorf("the app has %d constructs; want none", n)
+	}
+}
+
+func TestNewBrokerStackRefusesLongStackName(t *testing.T) {
+	app := awscdk.NewApp(&awscdk.AppProps{Context: &broker.context})
+	props, err := PropsFromContext(app.Node())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 72 characters and "-operation": 82, over Step Functions' 80.
+	name := strings.Repeat("Broker", 12)
+	_, err = NewBrokerStack(app, name, &props)
+	if err == nil || !strings.Contains(err.Error(), name+"-operation") || !strings.Contains(err.Error(), "shorter stack name") {
+		t.Errorf("error %v, want one naming the state machine and asking for a shorter stack name", err)
 	}
 }
 

@@ -74,10 +74,14 @@ func NewBrokerStack(scope constructs.Construct, id string, props *BrokerStackPro
 	}
 
 	stack := awscdk.NewStack(scope, &id, &p.StackProps)
+	if err := checkStateMachineNames(stack, workflows); err != nil {
+		return nil, fmt.Errorf("stack %s: %w", id, err)
+	}
 	b := &builder{stack: stack, props: p, retention: retentions[p.LogRetentionDays]}
 	b.data()
 	b.functions()
 	b.stateMachines(workflows)
+	b.reaper()
 	b.apiGateway()
 	b.permissions()
 	b.alarms()
@@ -117,6 +121,21 @@ func checkAssets(catalog string, dirs ...string) error {
 	return errors.Join(errs...)
 }
 
+// checkStateMachineNames makes sure the state machines' names, which
+// derive from the stack's name, are names Step Functions accepts.
+func checkStateMachineNames(stack awscdk.Stack, workflows []workflow) error {
+	if *awscdk.Token_IsUnresolved(stack.StackName()) {
+		return errors.New("the stack's name must be known at synthesis: the state machines are named after it")
+	}
+	var errs []error
+	for _, w := range workflows {
+		if name := w.stateMachineName(*stack.StackName()); len(name) > maxStateMachineName {
+			errs = append(errs, fmt.Errorf("state machine name %s: longer than Step Functions' %d characters; choose a shorter stack name", name, maxStateMachineName))
+		}
+	}
+	return errors.Join(errs...)
+}
+
 // builder holds the stack's resources while NewBrokerStack defines them.
 type builder struct {
 	stack     awscdk.Stack
@@ -142,6 +161,11 @@ type builder struct {
 type stateMachine struct {
 	workflow workflow
 	machine  awsstepfunctions.StateMachine
+	// name is the state machine's fixed name, and arn its ARN made from
+	// the name rather than a reference to the state machine, which the
+	// worker needs (see workflow.stateMachineName).
+	name string
+	arn  *string
 }
 
 // data defines the table, its key and the credentials' secret.
@@ -287,12 +311,17 @@ func (b *builder) vendedLogGroupName(w workflow) *string {
 
 // stateMachines defines one Standard state machine per workflow, its
 // definition inline, logging every event without execution data (inputs
-// and outputs may hold OSB parameters), traced by X-Ray.
+// and outputs may hold OSB parameters), traced by X-Ray; and gives both
+// functions each state machine's ARN, BROKER_<WORKFLOW>_STATE_MACHINE_ARN:
+// the api starts operations and cleanups, the worker starts cleanups and,
+// as the reaper, restarts and stops executions.
 func (b *builder) stateMachines(workflows []workflow) {
 	for _, w := range workflows {
 		id := w.constructID()
+		name := w.stateMachineName(*b.stack.StackName())
 		logs := b.logGroup(id+"Logs", b.vendedLogGroupName(w))
 		m := awsstepfunctions.NewStateMachine(b.stack, &id, &awsstepfunctions.StateMachineProps{
+			StateMachineName: &name,
 			Comment:          jsii.String(fmt.Sprintf("The broker's %s workflow (statemachines/%s%s).", w.name, w.name, aslSuffix)),
 			StateMachineType: awsstepfunctions.StateMachineType_STANDARD,
 			DefinitionBody:   awsstepfunctions.DefinitionBody_FromString(&w.definition),
@@ -307,8 +336,18 @@ func (b *builder) stateMachines(workflows []workflow) {
 			TracingEnabled: jsii.Bool(true),
 		})
 		ignoreRedundantRoleDependency(m)
-		b.machines = append(b.machines, stateMachine{workflow: w, machine: m})
+		sm := stateMachine{workflow: w, machine: m, name: name, arn: b.stack.FormatArn(&awscdk.ArnComponents{
+			Service:      jsii.String("states"),
+			Resource:     jsii.String("stateMachine"),
+			ResourceName: &name,
+			ArnFormat:    awscdk.ArnFormat_COLON_RESOURCE_NAME,
+		})}
+		b.machines = append(b.machines, sm)
+		// The api refers to the state machine, so that it is only updated
+		// once the state machine exists; the worker cannot (the state
+		// machine refers to it), and gets the same ARN made from the name.
 		b.api.AddEnvironment(jsii.String(w.envVar()), m.StateMachineArn(), nil)
+		b.worker.AddEnvironment(jsii.String(w.envVar()), sm.arn, nil)
 	}
 }
 

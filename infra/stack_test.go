@@ -9,17 +9,19 @@ import (
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
+	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
 )
 
 type object = map[string]any
 
 func TestStackResources(t *testing.T) {
-	tests := []struct {
+	type resourceTest struct {
 		name         string
 		resourceType string
 		props        object
-	}{
+	}
+	tests := []resourceTest{
 		{"the table is keyed PK/SK, on demand, with point-in-time recovery, TTL and deletion protection", "AWS::DynamoDB::Table", object{
 			"KeySchema": []any{
 				object{"AttributeName": "PK", "KeyType": "HASH"},
@@ -69,6 +71,7 @@ func TestStackResources(t *testing.T) {
 				"BROKER_TABLE":                       object{"Ref": logicalID(t, "Table")},
 				"BROKER_SECRET_ARN":                  object{"Ref": logicalID(t, "Credentials")},
 				"BROKER_OPERATION_STATE_MACHINE_ARN": object{"Ref": logicalID(t, "OperationStateMachine")},
+				"BROKER_CLEANUP_STATE_MACHINE_ARN":   object{"Ref": logicalID(t, "CleanupStateMachine")},
 			}},
 		}},
 		{"the worker function is bootstrap on provided.al2023, arm64, traced, with the Task states' 60 s", "AWS::Lambda::Function", object{
@@ -80,25 +83,25 @@ func TestStackResources(t *testing.T) {
 			"MemorySize":    256,
 			"TracingConfig": object{"Mode": "Active"},
 			"LoggingConfig": object{"LogGroup": object{"Ref": logicalID(t, "WorkerLogs")}},
-			"Environment":   object{"Variables": object{"BROKER_TABLE": object{"Ref": logicalID(t, "Table")}}},
+			// The ARNs from the state machines' names: a reference would be
+			// circular, as the state machines name the worker.
+			"Environment": object{"Variables": object{
+				"BROKER_TABLE":                       object{"Ref": logicalID(t, "Table")},
+				"BROKER_OPERATION_STATE_MACHINE_ARN": stateMachineARN("ServerlessOsb-operation"),
+				"BROKER_CLEANUP_STATE_MACHINE_ARN":   stateMachineARN("ServerlessOsb-cleanup"),
+			}},
 		}},
-		{"the operation state machine is Standard, traced, logs every event without execution data, and names the worker", "AWS::StepFunctions::StateMachine", object{
-			"StateMachineType":     "STANDARD",
-			"TracingConfiguration": object{"Enabled": true},
-			"LoggingConfiguration": object{
-				"Level":                "ALL",
-				"IncludeExecutionData": false,
-				"Destinations": []any{object{"CloudWatchLogsLogGroup": object{
-					"LogGroupArn": object{"Fn::GetAtt": []any{logicalID(t, "OperationStateMachineLogs"), "Arn"}},
-				}}},
-			},
-			"DefinitionSubstitutions": object{
-				"WorkerFunctionArn": object{"Fn::GetAtt": []any{logicalID(t, "WorkerFunction"), "Arn"}},
-			},
-			"DefinitionS3Location": assertions.Match_Absent(),
+		{"the worker does not retry the reaper's asynchronous invocations, and drops one older than the interval", "AWS::Lambda::EventInvokeConfig", object{
+			"FunctionName":             object{"Ref": logicalID(t, "WorkerFunction")},
+			"Qualifier":                "$LATEST",
+			"MaximumRetryAttempts":     0,
+			"MaximumEventAgeInSeconds": 300,
 		}},
 		{"the state machine logs under /aws/vendedlogs/, which needs no entry in the account's log resource policy", "AWS::Logs::LogGroup", object{
 			"LogGroupName": object{"Fn::Join": []any{"", assertions.Match_ArrayWith(&[]any{assertions.Match_StringLikeRegexp(jsii.String("^/aws/vendedlogs/states/ServerlessOsb-operation-"))})}},
+		}},
+		{"the cleanup state machine logs under /aws/vendedlogs/ too", "AWS::Logs::LogGroup", object{
+			"LogGroupName": object{"Fn::Join": []any{"", assertions.Match_ArrayWith(&[]any{assertions.Match_StringLikeRegexp(jsii.String("^/aws/vendedlogs/states/ServerlessOsb-cleanup-"))})}},
 		}},
 		{"every OSB route goes to the api function", "AWS::ApiGatewayV2::Route", object{
 			"RouteKey":          "ANY /v2/{proxy+}",
@@ -127,6 +130,25 @@ func TestStackResources(t *testing.T) {
 			"Principal":    "apigateway.amazonaws.com",
 		}},
 	}
+	for _, workflow := range []string{"operation", "cleanup"} {
+		id := strings.ToUpper(workflow[:1]) + workflow[1:] + "StateMachine"
+		tests = append(tests, resourceTest{"the " + workflow + " state machine is Standard, named after the stack, traced, logs every event without execution data, and names the worker", "AWS::StepFunctions::StateMachine", object{
+			"StateMachineName":     "ServerlessOsb-" + workflow,
+			"StateMachineType":     "STANDARD",
+			"TracingConfiguration": object{"Enabled": true},
+			"LoggingConfiguration": object{
+				"Level":                "ALL",
+				"IncludeExecutionData": false,
+				"Destinations": []any{object{"CloudWatchLogsLogGroup": object{
+					"LogGroupArn": object{"Fn::GetAtt": []any{logicalID(t, id+"Logs"), "Arn"}},
+				}}},
+			},
+			"DefinitionSubstitutions": object{
+				"WorkerFunctionArn": object{"Fn::GetAtt": []any{logicalID(t, "WorkerFunction"), "Arn"}},
+			},
+			"DefinitionS3Location": assertions.Match_Absent(),
+		}})
+	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			check(t, func() { broker.template.HasResourceProperties(&tt.resourceType, tt.props) })
@@ -144,33 +166,59 @@ func TestStackRetainsData(t *testing.T) {
 		})
 	}
 	t.Run("every log group keeps its events 30 days", func(t *testing.T) {
-		check(t, func() { broker.template.ResourceCountIs(jsii.String("AWS::Logs::LogGroup"), jsii.Number(4)) })
+		// The api's, the worker's, the access log, and one per workflow.
+		check(t, func() { broker.template.ResourceCountIs(jsii.String("AWS::Logs::LogGroup"), jsii.Number(5)) })
 		check(t, func() {
 			broker.template.AllResourcesProperties(jsii.String("AWS::Logs::LogGroup"), object{"RetentionInDays": 30})
 		})
 	})
 }
 
-func TestStackStateMachineDefinition(t *testing.T) {
-	want, err := os.ReadFile("statemachines/operation.asl.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	definition, ok := properties(t, "OperationStateMachine")["DefinitionString"].(string)
-	tests := []struct {
-		name string
-		ok   bool
-	}{
-		{"the definition is inline: a string, not an S3 location or an intrinsic", ok},
-		{"the definition is statemachines/operation.asl.json as it is", definition == string(want)},
-		{"the definition starts at Begin", strings.Contains(definition, `"StartAt": "Begin"`)},
-		{"the definition leaves ${WorkerFunctionArn} to DefinitionSubstitutions", strings.Contains(definition, `"${WorkerFunctionArn}"`)},
-		{"the definition bounds every execution with a top-level TimeoutSeconds", strings.Contains(definition, `"TimeoutSeconds": 90000`)},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if !tt.ok {
-				t.Errorf("DefinitionString = %.200q…", definition)
+func TestStackStateMachineDefinitions(t *testing.T) {
+	t.Run("there is one state machine per workflow", func(t *testing.T) {
+		check(t, func() {
+			broker.template.ResourceCountIs(jsii.String("AWS::StepFunctions::StateMachine"), jsii.Number(2))
+		})
+	})
+	for _, workflow := range []string{"operation", "cleanup"} {
+		t.Run("the "+workflow+" workflow", func(t *testing.T) {
+			want, err := os.ReadFile("statemachines/" + workflow + ".asl.json")
+			if err != nil {
+				t.Fatal(err)
+			}
+			id := strings.ToUpper(workflow[:1]) + workflow[1:] + "StateMachine"
+			definition, ok := properties(t, id)["DefinitionString"].(string)
+			var asl struct {
+				TimeoutSeconds int `json:"TimeoutSeconds"`
+				States         map[string]struct {
+					Type string `json:"Type"`
+				} `json:"States"`
+			}
+			parseErr := json.Unmarshal([]byte(definition), &asl)
+			type definitionTest struct {
+				name string
+				ok   bool
+			}
+			tests := []definitionTest{
+				{"the definition is inline: a string, not an S3 location or an intrinsic", ok},
+				{"the definition is statemachines/" + workflow + ".asl.json as it is", definition == string(want)},
+				{"the definition leaves ${WorkerFunctionArn} to DefinitionSubstitutions", strings.Contains(definition, `"${WorkerFunctionArn}"`)},
+				{"the definition bounds every execution with a top-level TimeoutSeconds", parseErr == nil && asl.TimeoutSeconds > 0},
+			}
+			switch workflow {
+			case "operation":
+				tests = append(tests, definitionTest{"the definition starts at Begin", strings.Contains(definition, `"StartAt": "Begin"`)})
+			case "cleanup":
+				// What makes the alarm on its failed executions the
+				// operator's alarm.
+				tests = append(tests, definitionTest{"the definition ends failed, in GaveUp, when it gives up", asl.States["GaveUp"].Type == "Fail"})
+			}
+			for _, tt := range tests {
+				t.Run(tt.name, func(t *testing.T) {
+					if !tt.ok {
+						t.Errorf("DefinitionString = %.200q…", definition)
+					}
+				})
 			}
 		})
 	}
@@ -191,6 +239,9 @@ func TestStackAlarms(t *testing.T) {
 		{"the worker function's throttles alarm", "Throttles", "FunctionName", "WorkerFunction", 1},
 		{"failed executions of the operation workflow alarm", "ExecutionsFailed", "StateMachineArn", "OperationStateMachine", 1},
 		{"timed-out executions of the operation workflow alarm", "ExecutionsTimedOut", "StateMachineArn", "OperationStateMachine", 1},
+		{"failed executions of the cleanup workflow alarm", "ExecutionsFailed", "StateMachineArn", "CleanupStateMachine", 1},
+		{"timed-out executions of the cleanup workflow alarm", "ExecutionsTimedOut", "StateMachineArn", "CleanupStateMachine", 1},
+		{"the reaper's dropped runs alarm", "AsyncEventsDropped", "FunctionName", "WorkerFunction", 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -210,6 +261,51 @@ func TestStackAlarms(t *testing.T) {
 		check(t, func() {
 			broker.template.ResourceCountIs(jsii.String("AWS::CloudWatch::Alarm"), jsii.Number(len(tests)))
 		})
+	})
+
+	descriptions := []struct {
+		name  string
+		alarm string
+		want  []string
+	}{
+		{"the cleanup's failed executions alarm says a detached resource could not be deleted and how an operator lists it", "CleanupStateMachineFailedAlarm",
+			[]string{"a detached resource could not be deleted", "stays listed for an operator", "go run ./functions/api ops detached"}},
+		{"the cleanup's timed-out executions alarm says how an operator lists the resource", "CleanupStateMachineTimedOutAlarm",
+			[]string{"a detached resource was not deleted", "go run ./functions/api ops detached"}},
+		{"the operation's failed executions alarm says the reaper repairs the outcome", "OperationStateMachineFailedAlarm",
+			[]string{"an operation's outcome may be unrecorded", "the reaper repairs it"}},
+		{"the reaper's alarm says what stays stuck", "ReaperFailedAlarm",
+			[]string{"every 5 minutes", "the last 15 minutes", "stay stuck"}},
+	}
+	for _, tt := range descriptions {
+		t.Run(tt.name, func(t *testing.T) {
+			description, _ := properties(t, tt.alarm)["AlarmDescription"].(string)
+			for _, want := range tt.want {
+				if !strings.Contains(description, want) {
+					t.Errorf("AlarmDescription %q does not say %q", description, want)
+				}
+			}
+		})
+	}
+
+	t.Run("the reaper's alarm fires when reaps are dropped in 3 intervals in a row, not on one", func(t *testing.T) {
+		check(t, func() {
+			broker.template.HasResourceProperties(jsii.String("AWS::CloudWatch::Alarm"), object{
+				"Namespace":         "AWS/Lambda",
+				"MetricName":        "AsyncEventsDropped",
+				"Period":            300,
+				"EvaluationPeriods": 3,
+				"DatapointsToAlarm": assertions.Match_Absent(), // all of them
+			})
+		})
+	})
+	t.Run("every other alarm fires on its first breaching period", func(t *testing.T) {
+		for id, r := range resources(t, "AWS::CloudWatch::Alarm") {
+			props := r["Properties"].(object)
+			if props["MetricName"] != "AsyncEventsDropped" && props["EvaluationPeriods"] != 1.0 {
+				t.Errorf("alarm %s: EvaluationPeriods %v", id, props["EvaluationPeriods"])
+			}
+		}
 	})
 }
 
@@ -237,10 +333,8 @@ func TestStackPermissions(t *testing.T) {
 		"dynamodb.", object{"Ref": "AWS::Region"}, ".", object{"Ref": "AWS::URLSuffix"},
 	}}}}}
 	worker := object{"Fn::GetAtt": []any{logicalID(t, "WorkerFunction"), "Arn"}}
-	executions := object{"Fn::Join": []any{"", []any{
-		"arn:", object{"Ref": "AWS::Partition"}, ":states:", object{"Ref": "AWS::Region"}, ":", object{"Ref": "AWS::AccountId"},
-		":execution:", object{"Fn::GetAtt": []any{logicalID(t, "OperationStateMachine"), "Name"}}, ":*",
-	}}}
+	workerVersions := object{"Fn::Join": []any{"", []any{worker, ":*"}}}
+	executions := []any{executionsARN("ServerlessOsb-cleanup"), executionsARN("ServerlessOsb-operation")}
 	// What internal/store/dynamo calls (GetItem, PutItem, DeleteItem, Query,
 	// and TransactWriteItems and TransactGetItems, which IAM authorizes per
 	// item as PutItem, UpdateItem, DeleteItem, ConditionCheckItem and
@@ -259,12 +353,18 @@ func TestStackPermissions(t *testing.T) {
 		{"the api function uses the table's key, through DynamoDB only", "ApiRole", keyUse, key, throughDynamoDB},
 		{"the worker function uses the table's key, through DynamoDB only", "WorkerRole", keyUse, key, throughDynamoDB},
 		{"the api function reads the credentials", "ApiRole", []string{"secretsmanager:GetSecretValue"}, object{"Ref": logicalID(t, "Credentials")}, nil},
-		{"the api function starts executions of the operation workflow", "ApiRole", []string{"states:StartExecution"}, object{"Ref": logicalID(t, "OperationStateMachine")}, nil},
-		{"the api function describes and stops the operation workflow's executions", "ApiRole", []string{"states:DescribeExecution", "states:StopExecution"}, executions, nil},
+		{"the api function starts executions of the workflows", "ApiRole", []string{"states:StartExecution"},
+			[]any{object{"Ref": logicalID(t, "CleanupStateMachine")}, object{"Ref": logicalID(t, "OperationStateMachine")}}, nil},
+		{"the api function describes and stops the workflows' executions", "ApiRole", []string{"states:DescribeExecution", "states:StopExecution"}, executions, nil},
+		{"the worker function starts executions of the workflows, named by the ARNs it is given", "WorkerRole", []string{"states:StartExecution"},
+			[]any{stateMachineARN("ServerlessOsb-cleanup"), stateMachineARN("ServerlessOsb-operation")}, nil},
+		{"the worker function describes and stops the workflows' executions", "WorkerRole", []string{"states:DescribeExecution", "states:StopExecution"}, executions, nil},
 		{"the api function writes its own logs", "ApiRole", []string{"logs:CreateLogStream", "logs:PutLogEvents"}, object{"Fn::GetAtt": []any{logicalID(t, "ApiLogs"), "Arn"}}, nil},
 		{"the worker function writes its own logs", "WorkerRole", []string{"logs:CreateLogStream", "logs:PutLogEvents"}, object{"Fn::GetAtt": []any{logicalID(t, "WorkerLogs"), "Arn"}}, nil},
 		{"the api function sends traces", "ApiRole", []string{"xray:PutTelemetryRecords", "xray:PutTraceSegments"}, "*", nil},
-		{"the state machine invokes the worker and its versions", "OperationStateMachine/Role", []string{"lambda:InvokeFunction"}, []any{worker, object{"Fn::Join": []any{"", []any{worker, ":*"}}}}, nil},
+		{"the worker sends traces", "WorkerRole", []string{"xray:PutTelemetryRecords", "xray:PutTraceSegments"}, "*", nil},
+		{"the operation state machine invokes the worker and its versions", "OperationStateMachine/Role", []string{"lambda:InvokeFunction"}, []any{worker, workerVersions}, nil},
+		{"the cleanup state machine invokes the worker and its versions", "CleanupStateMachine/Role", []string{"lambda:InvokeFunction"}, []any{worker, workerVersions}, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -290,9 +390,12 @@ func TestStackPermissions(t *testing.T) {
 		prefix string
 	}{
 		{"the worker function reads no secret", "WorkerRole", "secretsmanager:"},
-		{"the worker function touches no execution", "WorkerRole", "states:"},
+		{"the worker function invokes no function", "WorkerRole", "lambda:"},
 		{"the api function invokes no function", "ApiRole", "lambda:"},
-		{"the state machine touches no data", "OperationStateMachine/Role", "dynamodb:"},
+		{"the operation state machine touches no data", "OperationStateMachine/Role", "dynamodb:"},
+		{"the cleanup state machine touches no data", "CleanupStateMachine/Role", "dynamodb:"},
+		{"the operation state machine starts no execution", "OperationStateMachine/Role", "states:"},
+		{"the cleanup state machine starts no execution", "CleanupStateMachine/Role", "states:"},
 	}
 	for _, tt := range denied {
 		t.Run(tt.name, func(t *testing.T) {
@@ -314,10 +417,12 @@ func TestStackPermissionsAreNarrow(t *testing.T) {
 		"logs:CreateLogDelivery", "logs:GetLogDelivery", "logs:UpdateLogDelivery", "logs:DeleteLogDelivery",
 		"logs:ListLogDeliveries", "logs:PutResourcePolicy", "logs:DescribeResourcePolicies", "logs:DescribeLogGroups",
 	}
+	roles := []string{"ApiRole", "WorkerRole", "OperationStateMachine/Role", "CleanupStateMachine/Role"}
 	var all []object
-	for _, role := range []string{"ApiRole", "WorkerRole", "OperationStateMachine/Role"} {
+	for _, role := range roles {
 		all = append(all, roleStatements(t, role)...)
 	}
+	all = append(all, inlineStatements(t, "ReaperRole")...)
 	t.Run(`no statement grants anything but X-Ray and log delivery on "*"`, func(t *testing.T) {
 		for _, s := range all {
 			if s["Resource"] == "*" && !containsAll(onlyStar, actions(s)) {
@@ -341,9 +446,14 @@ func TestStackPermissionsAreNarrow(t *testing.T) {
 			}
 		}
 	})
-	t.Run("every policy belongs to one of the three roles", func(t *testing.T) {
-		if n := len(resources(t, "AWS::IAM::Policy")); n != 3 {
-			t.Errorf("%d policies", n)
+	t.Run("every policy belongs to a function's or a state machine's role", func(t *testing.T) {
+		if n := len(resources(t, "AWS::IAM::Policy")); n != len(roles) {
+			t.Errorf("%d policies, want %d", n, len(roles))
+		}
+	})
+	t.Run("there is no other role than theirs and the reaper's", func(t *testing.T) {
+		if n := len(resources(t, "AWS::IAM::Role")); n != len(roles)+1 {
+			t.Errorf("%d roles, want %d", n, len(roles)+1)
 		}
 	})
 }
@@ -382,18 +492,20 @@ func TestStackPassesCDKNag(t *testing.T) {
 }
 
 // logicalID is the logical id of the CloudFormation resource of the
-// construct at path (under the stack).
+// construct at path (under the stack): the construct itself when it is an
+// L1 construct, its default child otherwise.
 func logicalID(t *testing.T, path string) string {
 	t.Helper()
-	node := broker.stack.Node()
+	var c constructs.IConstruct = broker.stack
 	for part := range strings.SplitSeq(path, "/") {
-		child := node.TryFindChild(&part)
-		if child == nil {
+		if c = c.Node().TryFindChild(&part); c == nil {
 			t.Fatalf("no construct %s in the stack", path)
 		}
-		node = child.Node()
 	}
-	element, ok := node.DefaultChild().(awscdk.CfnElement)
+	element, ok := c.(awscdk.CfnElement)
+	if !ok {
+		element, ok = c.Node().DefaultChild().(awscdk.CfnElement)
+	}
 	if !ok {
 		t.Fatalf("construct %s has no CloudFormation resource", path)
 	}
@@ -440,6 +552,40 @@ func roleStatements(t *testing.T, path string) []object {
 		t.Fatalf("role %s has no statement", path)
 	}
 	return statements
+}
+
+// inlineStatements are the statements of the inline policies (Policies) of
+// the role at path.
+func inlineStatements(t *testing.T, path string) []object {
+	t.Helper()
+	var statements []object
+	policies, _ := properties(t, path)["Policies"].([]any)
+	for _, p := range policies {
+		for _, s := range p.(object)["PolicyDocument"].(object)["Statement"].([]any) {
+			statements = append(statements, s.(object))
+		}
+	}
+	if len(statements) == 0 {
+		t.Fatalf("role %s has no inline statement", path)
+	}
+	return statements
+}
+
+// stateMachineARN is the ARN of the state machine named name, in the
+// stack's partition, region and account.
+func stateMachineARN(name string) object {
+	return object{"Fn::Join": []any{"", []any{
+		"arn:", object{"Ref": "AWS::Partition"}, ":states:", object{"Ref": "AWS::Region"}, ":", object{"Ref": "AWS::AccountId"},
+		":stateMachine:" + name,
+	}}}
+}
+
+// executionsARN matches every execution of the state machine named name.
+func executionsARN(name string) object {
+	return object{"Fn::Join": []any{"", []any{
+		"arn:", object{"Ref": "AWS::Partition"}, ":states:", object{"Ref": "AWS::Region"}, ":", object{"Ref": "AWS::AccountId"},
+		":execution:" + name + ":*",
+	}}}
 }
 
 // actions are a statement's actions, one or a list.

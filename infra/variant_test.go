@@ -26,6 +26,7 @@ func TestStackFromContext(t *testing.T) {
 		ContextLogRetentionDays:   "90",
 		ContextLogLevel:           "debug",
 		ContextAlarmTopicARN:      topic,
+		ContextReaperInterval:     "10",
 	})
 	app := awscdk.NewApp(&awscdk.AppProps{Context: &context, Outdir: jsii.String(filepath.Join(t.TempDir(), "cdk.out"))})
 	props, err := PropsFromContext(app.Node())
@@ -72,6 +73,33 @@ func TestStackFromContext(t *testing.T) {
 		}},
 		{"every log group keeps its events the days given", func() {
 			template.AllResourcesProperties(jsii.String("AWS::Logs::LogGroup"), object{"RetentionInDays": 90})
+		}},
+		{"the state machines are named after the stack", func() {
+			template.HasResourceProperties(jsii.String("AWS::StepFunctions::StateMachine"), object{"StateMachineName": "Variant-operation"})
+			template.HasResourceProperties(jsii.String("AWS::StepFunctions::StateMachine"), object{"StateMachineName": "Variant-cleanup"})
+		}},
+		{"the worker is given the ARNs of the stack's state machines", func() {
+			template.HasResourceProperties(jsii.String("AWS::Lambda::Function"), object{
+				"Environment": object{"Variables": assertions.Match_ObjectLike(&object{
+					"BROKER_OPERATION_STATE_MACHINE_ARN": stateMachineARN("Variant-operation"),
+					"BROKER_CLEANUP_STATE_MACHINE_ARN":   stateMachineARN("Variant-cleanup"),
+				})},
+			})
+		}},
+		{"the reaper runs at the interval given, and a reap older than it is dropped", func() {
+			template.HasResourceProperties(jsii.String("AWS::Scheduler::Schedule"), object{
+				"ScheduleExpression": "rate(10 minutes)",
+				"Target":             object{"RetryPolicy": object{"MaximumEventAgeInSeconds": 600}},
+			})
+			template.HasResourceProperties(jsii.String("AWS::Lambda::EventInvokeConfig"), object{"MaximumEventAgeInSeconds": 600})
+		}},
+		{"the reaper's alarm watches three intervals", func() {
+			template.HasResourceProperties(jsii.String("AWS::CloudWatch::Alarm"), object{
+				"MetricName":        "AsyncEventsDropped",
+				"Period":            600,
+				"EvaluationPeriods": 3,
+				"AlarmDescription":  assertions.Match_StringLikeRegexp(jsii.String("every 10 minutes.*the last 30 minutes")),
+			})
 		}},
 		{"every alarm notifies the topic when it fires and when it recovers", func() {
 			template.AllResourcesProperties(jsii.String("AWS::CloudWatch::Alarm"), object{

@@ -15,6 +15,10 @@ import (
 // api function cannot work without it.
 const workflowOperation = "operation"
 
+// workflowCleanup is the workflow that deletes a detached resource; it ends
+// failed when it gives up, which its alarm says.
+const workflowCleanup = "cleanup"
+
 // aslSuffix names the files of StateMachinesDir that are workflows.
 const aslSuffix = ".asl.json"
 
@@ -26,11 +30,23 @@ type workflow struct {
 	definition string
 }
 
-// envVar is the api function's variable holding the state machine's ARN:
+// envVar is the functions' variable holding the state machine's ARN:
 // BROKER_OPERATION_STATE_MACHINE_ARN.
 func (w workflow) envVar() string {
 	return "BROKER_" + strings.ToUpper(strings.ReplaceAll(w.name, "-", "_")) + "_STATE_MACHINE_ARN"
 }
+
+// stateMachineName is the state machine's name in a stack: STACK-NAME,
+// ServerlessOsb-operation. The name is fixed, not made up by CloudFormation,
+// so that the worker, which the state machine's Task states name, can know
+// the state machine's ARN without a reference to it (a circular
+// dependency).
+func (w workflow) stateMachineName(stackName string) string {
+	return stackName + "-" + w.name
+}
+
+// maxStateMachineName is the longest name Step Functions accepts.
+const maxStateMachineName = 80
 
 // constructID is the state machine's construct id: OperationStateMachine.
 func (w workflow) constructID() string {

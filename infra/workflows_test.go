@@ -54,11 +54,12 @@ func TestLoadWorkflows(t *testing.T) {
 
 func TestWorkflowNames(t *testing.T) {
 	tests := []struct {
-		name, workflow, constructID, envVar string
+		name, workflow, constructID, envVar, stateMachineName string
 	}{
-		{"the operation workflow's ARN is BROKER_OPERATION_STATE_MACHINE_ARN", "operation", "OperationStateMachine", "BROKER_OPERATION_STATE_MACHINE_ARN"},
-		{"a workflow of several words joined by - keeps its words", "long-cleanup", "LongCleanupStateMachine", "BROKER_LONG_CLEANUP_STATE_MACHINE_ARN"},
-		{"a workflow of several words joined by _ keeps its words", "long_cleanup", "LongCleanupStateMachine", "BROKER_LONG_CLEANUP_STATE_MACHINE_ARN"},
+		{"the operation workflow's ARN is BROKER_OPERATION_STATE_MACHINE_ARN", "operation", "OperationStateMachine", "BROKER_OPERATION_STATE_MACHINE_ARN", "ServerlessOsb-operation"},
+		{"the cleanup workflow's ARN is BROKER_CLEANUP_STATE_MACHINE_ARN", "cleanup", "CleanupStateMachine", "BROKER_CLEANUP_STATE_MACHINE_ARN", "ServerlessOsb-cleanup"},
+		{"a workflow of several words joined by - keeps its words", "long-cleanup", "LongCleanupStateMachine", "BROKER_LONG_CLEANUP_STATE_MACHINE_ARN", "ServerlessOsb-long-cleanup"},
+		{"a workflow of several words joined by _ keeps its words", "long_cleanup", "LongCleanupStateMachine", "BROKER_LONG_CLEANUP_STATE_MACHINE_ARN", "ServerlessOsb-long_cleanup"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -68,6 +69,9 @@ func TestWorkflowNames(t *testing.T) {
 			}
 			if got := w.envVar(); got != tt.envVar {
 				t.Errorf("variable %s, want %s", got, tt.envVar)
+			}
+			if got := w.stateMachineName("ServerlessOsb"); got != tt.stateMachineName {
+				t.Errorf("state machine name %s, want %s", got, tt.stateMachineName)
 			}
 		})
 	}

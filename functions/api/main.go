@@ -3,6 +3,7 @@
 // internal/app/lambda.go for its environment). Run locally (`make run`) it
 // is a complete broker on 127.0.0.1 with an embedded store and an
 // in-process workflow engine; see the README for its environment variables.
+// `api ops ...` is the operator command (see internal/app/ops.go).
 package main
 
 import (
@@ -29,6 +30,10 @@ func main() {
 	logger := logging.New(os.Stderr, slog.LevelInfo)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if len(os.Args) > 1 && os.Args[1] == "ops" {
+		exitOn(app.RunOps(ctx, os.Args[2:], os.Stdout, logger))
+		return
+	}
 	exitOn(app.RunLocal(ctx, os.Stdout, logger))
 }
 

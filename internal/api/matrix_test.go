@@ -334,10 +334,31 @@ func TestDeprovisionStatusCodes(t *testing.T) {
 		check(t, "fetch", f.do(http.MethodGet, instancePath(id), nil), expect{status: 404})
 		check(t, "again", f.do(http.MethodDelete, instancePath(id)+"?"+f.deleteQuery(f.syncPlan), nil), expect{status: 410})
 	})
-	t.Run("an async-only plan refuses a sync deprovision with AsyncRequired", func(t *testing.T) {
-		id, op := f.provisionAsync(t, f.only, nil)
+	t.Run("a plan that deprovisions by detaching answers at once (200), and the cleanup deletes the resource", func(t *testing.T) {
+		id, op := f.provisionAsync(t, f.only, map[string]any{"duration_seconds": 0})
 		f.waitInstance(t, id, op)
-		check(t, "deprovision", f.do(http.MethodDelete, instancePath(id)+"?"+f.deleteQuery(f.only), nil), expect{status: 422, error: "AsyncRequired"})
+		r := f.do(http.MethodDelete, instancePath(id)+"?"+f.deleteQuery(f.only), nil)
+		check(t, "deprovision without accepts_incomplete", r, expect{status: 200})
+		check(t, "fetch", f.do(http.MethodGet, instancePath(id), nil), expect{status: 404})
+		ctx := t.Context()
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			records, _ := f.b.Local.Store.ListResources(ctx, id)
+			detached, _ := f.b.Local.Store.ListDetached(ctx)
+			mine := 0
+			for _, d := range detached {
+				if d.InstanceID == id {
+					mine++
+				}
+			}
+			if len(records) == 0 && mine == 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("after 10 s the instance still has %d resource records and %d detached", len(records), mine)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
 	})
 	t.Run("an async deprovision is accepted, re-sent gets the same operation, and ends gone", func(t *testing.T) {
 		id := f.provision(t, f.asyncPlan, map[string]any{"duration_seconds": 1})

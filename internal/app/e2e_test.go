@@ -255,6 +255,7 @@ func testClientSeesAFailedOperation(t *testing.T, start starter) {
 	if err != nil || del.Async {
 		t.Fatalf("deprovision of a failed instance: %+v %v", del, err)
 	}
+	waitNothingLeft(t, b, "fails-1")
 	// A sync provision that fails is refused with a 422 and leaves nothing.
 	_, err = e.c.ProvisionInstance(&osb.ProvisionRequest{InstanceID: "fails-2", ServiceID: e.service, PlanID: e.sync,
 		OrganizationGUID: "org", SpaceGUID: "space", Parameters: map[string]any{"fail": true}})
@@ -263,6 +264,49 @@ func testClientSeesAFailedOperation(t *testing.T, start starter) {
 	}
 	if _, err := e.c.DeprovisionInstance(&osb.DeprovisionRequest{InstanceID: "fails-2", ServiceID: e.service, PlanID: e.sync}); err != nil {
 		t.Fatalf("orphan mitigation of what was never created: %v (want 410, which the client treats as success)", err)
+	}
+	waitNothingLeft(t, b, "fails-2")
+
+	// Orphan mitigation for an instance the broker never saw: 410, and
+	// nothing is written.
+	gone := b.Do(apptest.Request{Method: http.MethodDelete, Path: "/v2/service_instances/never-created?service_id=" + e.service + "&plan_id=" + e.sync})
+	if gone.Status != http.StatusGone || string(gone.Raw) != "{}" {
+		t.Fatalf("DELETE of a never-created instance: %d %s, want 410 {}", gone.Status, gone.Raw)
+	}
+	if ops, err := b.Local.Store.ListOperations(t.Context(), "never-created"); err != nil || len(ops) != 0 {
+		t.Fatalf("the DELETE recorded operations: %v %v", ops, err)
+	}
+	waitNothingLeft(t, b, "never-created")
+}
+
+// waitNothingLeft waits until nothing of instance id is left: no instance,
+// no resource record, no detached resource (its cleanup ran).
+func waitNothingLeft(t *testing.T, b *apptest.Broker, id string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, instErr := b.Local.Store.GetInstance(t.Context(), id)
+		records, err := b.Local.Store.ListResources(t.Context(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		detached, err := b.Local.Store.ListDetached(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		left := len(records)
+		for _, d := range detached {
+			if d.InstanceID == id {
+				left++
+			}
+		}
+		if left == 0 && instErr != nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("instance %s: after 10 s, instance error %v, %d resource records or detached resources left", id, instErr, left)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 

@@ -40,6 +40,10 @@ const (
 	// EnvStateMachineARN is the ARN of statemachines/operation.asl.json as
 	// deployed (api function only).
 	EnvStateMachineARN = "BROKER_OPERATION_STATE_MACHINE_ARN"
+	// EnvCleanupStateMachineARN is the ARN of statemachines/cleanup.asl.json.
+	// Both functions start cleanups with it; without it the reaper (the
+	// worker's "reap" step) starts them.
+	EnvCleanupStateMachineARN = "BROKER_CLEANUP_STATE_MACHINE_ARN"
 	// EnvCatalog is the catalog to serve; by default catalog.yaml in
 	// LAMBDA_TASK_ROOT, beside the bootstrap.
 	EnvCatalog = "BROKER_CATALOG"
@@ -67,8 +71,10 @@ type LambdaConfig struct {
 	// SecretARN and StateMachineARN are the api function's.
 	SecretARN       string
 	StateMachineARN string
-	CatalogPath     string
-	LogLevel        slog.Level
+	// CleanupStateMachineARN is optional for both functions.
+	CleanupStateMachineARN string
+	CatalogPath            string
+	LogLevel               slog.Level
 }
 
 // InLambda reports whether the process runs under the Lambda runtime.
@@ -90,9 +96,10 @@ func LambdaConfigFromEnv(f Function) (LambdaConfig, error) {
 		CatalogPath: os.Getenv(EnvCatalog),
 	}
 	required := []string{dynamo.EnvTable, dynamo.EnvRegion}
+	c.StateMachineARN, c.CleanupStateMachineARN = os.Getenv(EnvStateMachineARN), os.Getenv(EnvCleanupStateMachineARN)
 	switch f {
 	case FunctionAPI:
-		c.SecretARN, c.StateMachineARN = os.Getenv(EnvSecretARN), os.Getenv(EnvStateMachineARN)
+		c.SecretARN = os.Getenv(EnvSecretARN)
 		required = append(required, EnvSecretARN, EnvStateMachineARN)
 	case FunctionWorker:
 	default:
@@ -108,9 +115,12 @@ func LambdaConfigFromEnv(f Function) (LambdaConfig, error) {
 	if len(missing) > 0 {
 		problems = append(problems, "missing environment variables: "+strings.Join(missing, ", "))
 	}
-	if c.StateMachineARN != "" {
-		if a, err := arn.Parse(c.StateMachineARN); err != nil || a.Service != "states" || !strings.HasPrefix(a.Resource, "stateMachine:") {
-			problems = append(problems, fmt.Sprintf("%s=%q is not the ARN of a state machine", EnvStateMachineARN, c.StateMachineARN))
+	for _, v := range [][2]string{{EnvStateMachineARN, c.StateMachineARN}, {EnvCleanupStateMachineARN, c.CleanupStateMachineARN}} {
+		if v[1] == "" {
+			continue
+		}
+		if a, err := arn.Parse(v[1]); err != nil || a.Service != "states" || !strings.HasPrefix(a.Resource, "stateMachine:") {
+			problems = append(problems, fmt.Sprintf("%s=%q is not the ARN of a state machine", v[0], v[1]))
 		}
 	}
 	if v := os.Getenv(EnvLogLevel); v != "" {
@@ -176,7 +186,8 @@ func BuildLambdaAPI(ctx context.Context, c LambdaConfig, logger *slog.Logger) (h
 	if err != nil {
 		return nil, err
 	}
-	eng := sfn.New(awssfn.NewFromConfig(awsCfg), map[broker.Workflow]string{broker.WorkflowOperation: c.StateMachineARN})
+	eng := sfn.New(awssfn.NewFromConfig(awsCfg), c.stateMachines())
+	st.Engine = eng
 	b := broker.New(cat, st.Store, eng, st, logger)
 	logger.InfoContext(ctx, "api function ready", "table", c.Store.Table, "catalog", c.CatalogPath,
 		"credential_pairs", len(creds))
@@ -189,12 +200,53 @@ func BuildWorker(ctx context.Context, c LambdaConfig, logger *slog.Logger) (func
 	if err != nil {
 		return nil, err
 	}
-	_, st, err := buildSteps(c, awsCfg, logger)
+	cat, st, err := buildSteps(c, awsCfg, logger)
 	if err != nil {
 		return nil, err
 	}
+	run := st.Handle
+	if machines := c.stateMachines(); len(machines) > 0 {
+		eng := sfn.New(awssfn.NewFromConfig(awsCfg), machines)
+		st.Engine = eng
+		run = withReaper(broker.New(cat, st.Store, eng, st, logger), st.Handle)
+	}
 	logger.InfoContext(ctx, "worker function ready", "table", c.Store.Table, "catalog", c.CatalogPath)
-	return WorkerHandler(st.Handle, logger), nil
+	return WorkerHandler(run, logger), nil
+}
+
+// StepReap is the worker payload's step that runs the reaper, as the
+// EventBridge Scheduler schedule sends it: {"step":"reap"}.
+const StepReap = "reap"
+
+// withReaper runs the reaper for {"step":"reap"} and the Task steps
+// otherwise.
+func withReaper(b *broker.Broker, next func(context.Context, json.RawMessage) (json.RawMessage, error)) func(context.Context, json.RawMessage) (json.RawMessage, error) {
+	return func(ctx context.Context, payload json.RawMessage) (json.RawMessage, error) {
+		var p struct {
+			Step string `json:"step"`
+		}
+		if json.Unmarshal(payload, &p) != nil || p.Step != StepReap {
+			return next(ctx, payload)
+		}
+		rep, err := b.Reap(ctx)
+		b.Logger.InfoContext(ctx, "reaper ran", "report", fmt.Sprintf("%+v", rep))
+		if err != nil {
+			return nil, &steps.TransientError{Err: err}
+		}
+		return json.Marshal(rep)
+	}
+}
+
+// stateMachines maps the workflows to the ARNs the environment gives.
+func (c LambdaConfig) stateMachines() map[broker.Workflow]string {
+	m := map[broker.Workflow]string{}
+	if c.StateMachineARN != "" {
+		m[broker.WorkflowOperation] = c.StateMachineARN
+	}
+	if c.CleanupStateMachineARN != "" {
+		m[broker.WorkflowCleanup] = c.CleanupStateMachineARN
+	}
+	return m
 }
 
 func loadAWSConfig(ctx context.Context, c LambdaConfig) (aws.Config, error) {

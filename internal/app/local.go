@@ -45,6 +45,22 @@ type LocalConfig struct {
 	// Store, when set, replaces the bolt store (the DynamoDB store, say);
 	// the local engine keeps its executions in the bolt file regardless.
 	Store broker.Store
+	// ReapInterval is how often the reaper runs (default 30 s; negative:
+	// never, for tests that run it themselves).
+	ReapInterval time.Duration
+	// Sleep, when set, replaces the local engine's waits (Wait states and
+	// retry delays), so that tests can compress hours of cleanup retries.
+	Sleep func(ctx context.Context, d time.Duration)
+	// Wrap, when set, wraps the store, engine and drivers before they are
+	// wired, for fault injection in tests.
+	Wrap *Wrappers
+}
+
+// Wrappers wrap the broker's ports (fault injection in tests).
+type Wrappers struct {
+	Store  func(broker.Store) broker.Store
+	Engine func(broker.Engine) broker.Engine
+	Driver func(broker.Driver) broker.Driver
 }
 
 // LocalConfigFromEnv reads BROKER_ADDR, BROKER_DATA_DIR, BROKER_CATALOG,
@@ -115,6 +131,8 @@ type Local struct {
 	db      *bbolt.DB
 	logger  *slog.Logger
 	done    chan error
+	// The reaper's ticker, stopped by Close.
+	stopReaper, reaperDone chan struct{}
 }
 
 // OpenLocal builds the local broker: it loads the catalog, opens the bolt
@@ -150,16 +168,29 @@ func build(ctx context.Context, c LocalConfig, cat *catalog.Catalog, db *bbolt.D
 		}
 		store = bs
 	}
-	drivers := map[string]broker.Driver{"demo": demo.New(store)}
+	var driver broker.Driver = demo.New(store)
+	if c.Wrap != nil && c.Wrap.Store != nil {
+		store = c.Wrap.Store(store)
+		driver = demo.New(store)
+	}
+	if c.Wrap != nil && c.Wrap.Driver != nil {
+		driver = c.Wrap.Driver(driver)
+	}
+	drivers := map[string]broker.Driver{"demo": driver}
 	if err := checkDrivers(cat, drivers, c.CatalogPath); err != nil {
 		return nil, err
 	}
 	st := steps.New(store, cat, drivers, logger)
-	eng, err := local.New(local.Options{Dir: c.StateMachines, DB: db, Invoke: st.Handle, Logger: logger})
+	eng, err := local.New(local.Options{Dir: c.StateMachines, DB: db, Invoke: st.Handle, Logger: logger, Sleep: c.Sleep})
 	if err != nil {
 		return nil, err
 	}
-	b := broker.New(cat, store, eng, st, logger)
+	var engine broker.Engine = eng
+	if c.Wrap != nil && c.Wrap.Engine != nil {
+		engine = c.Wrap.Engine(eng)
+	}
+	st.Engine = engine
+	b := broker.New(cat, store, engine, st, logger)
 	l := &Local{Broker: b, Store: store, Engine: eng, Steps: st, db: db, logger: logger,
 		Handler: api.New(api.Config{Broker: b, Catalog: cat, Credentials: c.Credentials, Logger: logger})}
 	if err := eng.Resume(ctx); err != nil {
@@ -172,7 +203,38 @@ func build(ctx context.Context, c LocalConfig, cat *catalog.Catalog, db *bbolt.D
 	} else if n > 0 {
 		logger.InfoContext(ctx, "recovered operations in progress", "count", n)
 	}
+	l.startReaper(c.ReapInterval)
 	return l, nil
+}
+
+// startReaper runs the reaper every interval until Close.
+func (l *Local) startReaper(interval time.Duration) {
+	if interval == 0 {
+		interval = 30 * time.Second
+	}
+	l.stopReaper = make(chan struct{})
+	l.reaperDone = make(chan struct{})
+	if interval < 0 {
+		close(l.reaperDone)
+		return
+	}
+	go func() {
+		defer close(l.reaperDone)
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-l.stopReaper:
+				return
+			case <-t.C:
+				if rep, err := l.Broker.Reap(context.Background()); err != nil {
+					l.logger.Error("reaper", "error", err.Error())
+				} else if rep != (broker.ReapReport{InProgress: rep.InProgress}) {
+					l.logger.Info("reaper ran", "report", fmt.Sprintf("%+v", rep))
+				}
+			}
+		}
+	}()
 }
 
 // Listen starts serving on addr (use 127.0.0.1:0 for a free port).
@@ -206,6 +268,8 @@ func (l *Local) Close() error {
 			errs = append(errs, err)
 		}
 	}
+	close(l.stopReaper)
+	<-l.reaperDone
 	errs = append(errs, l.Engine.Close(), l.db.Close())
 	return errors.Join(errs...)
 }

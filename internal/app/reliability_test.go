@@ -3,6 +3,7 @@ package app_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/serverless-osb/broker/internal/app"
 	"github.com/serverless-osb/broker/internal/app/apptest"
 	"github.com/serverless-osb/broker/internal/broker"
 	"github.com/serverless-osb/broker/internal/steps"
@@ -325,5 +327,123 @@ func TestASyncProvisionHaltedByADeprovisionIsNotReportedCreated(t *testing.T) {
 	}
 	if _, err := b.Local.Store.GetInstance(context.Background(), "halted"); err == nil {
 		t.Fatal("the instance survived its deprovision")
+	}
+}
+
+// TestTheReaperStopsWhatOutlivesItsPollingDuration: an operation older than
+// its plan's maximum_polling_duration is stopped and failed, with a reason.
+func TestTheReaperStopsWhatOutlivesItsPollingDuration(t *testing.T) {
+	b := apptest.StartWith(t, apptest.Options{ReapInterval: -1})
+	service, plan := b.Plan("fake-async-plan") // maximum_polling_duration: 7200
+	r := b.Do(apptest.Request{Method: http.MethodPut, Path: "/v2/service_instances/slow?accepts_incomplete=true",
+		Body: provisionBody(service, plan, map[string]any{"duration_seconds": 3600})})
+	op := r.Str("operation")
+	b.Local.Broker.Now = func() time.Time { return time.Now().UTC().Add(3 * time.Hour) }
+	rep, err := b.Local.Broker.Reap(context.Background())
+	if err != nil || rep.TimedOut != 1 {
+		t.Fatalf("reap: %+v %v, want one operation timed out", rep, err)
+	}
+	lo := b.Do(apptest.Request{Method: http.MethodGet, Path: "/v2/service_instances/slow/last_operation?operation=" + op})
+	if lo.Str("state") != "failed" || !strings.Contains(lo.Str("description"), "did not complete within 2h0m0s") {
+		t.Fatalf("last_operation: %s", lo.Raw)
+	}
+	exec, err := b.Local.Engine.Describe(context.Background(), op)
+	if err != nil || exec.Status != broker.ExecutionAborted {
+		t.Fatalf("the execution is %s (%v), want ABORTED", exec.Status, err)
+	}
+	if del := b.Do(apptest.Request{Method: http.MethodDelete, Path: "/v2/service_instances/slow?service_id=" + service + "&plan_id=" + plan}); del.Status != http.StatusOK {
+		t.Fatalf("deleting the failed instance: %d %s", del.Status, del.Raw)
+	}
+}
+
+// TestTheReaperRemovesOperationsPastRetention: finished operation records
+// go once they are older than their retention, and no sooner.
+func TestTheReaperRemovesOperationsPastRetention(t *testing.T) {
+	b := apptest.StartWith(t, apptest.Options{ReapInterval: -1})
+	service, plan := b.Plan("fake-plan")
+	b.Do(apptest.Request{Method: http.MethodPut, Path: "/v2/service_instances/old", Body: provisionBody(service, plan, map[string]any{})})
+	ctx := context.Background()
+	if rep, _ := b.Local.Broker.Reap(ctx); rep.Expired != 0 {
+		t.Fatalf("a fresh operation was removed: %+v", rep)
+	}
+	b.Local.Broker.Now = func() time.Time { return time.Now().UTC().Add(broker.Retention + time.Hour) }
+	rep, err := b.Local.Broker.Reap(ctx)
+	if err != nil || rep.Expired != 1 {
+		t.Fatalf("reap after the retention: %+v %v, want one record removed", rep, err)
+	}
+	if ops, _ := b.Local.Store.ListOperations(ctx, "old"); len(ops) != 0 {
+		t.Fatalf("operations left: %+v", ops)
+	}
+}
+
+// stubbornDriver is a fake Driver whose Cleanup fails permanently until
+// the test lets it through, standing in for a backend that refuses to
+// delete.
+type stubbornDriver struct {
+	broker.Driver
+	mu      *sync.Mutex
+	refuses *bool
+}
+
+func (d stubbornDriver) Cleanup(ctx context.Context, x broker.Detached) (broker.Progress, error) {
+	d.mu.Lock()
+	refuses := *d.refuses
+	d.mu.Unlock()
+	if refuses {
+		return broker.Progress{}, &broker.Failure{Description: "the backend refuses to delete it"}
+	}
+	return d.Driver.Cleanup(ctx, x)
+}
+
+// TestACleanupThatGivesUpIsListedAndAnOperatorRetriesIt: the resource of a
+// failed provision whose cleanup gave up stays listed (ops detached), and
+// `ops cleanup ID` deletes it once the cause is fixed.
+func TestACleanupThatGivesUpIsListedAndAnOperatorRetriesIt(t *testing.T) {
+	var mu sync.Mutex
+	refuses := true
+	b := apptest.StartWith(t, apptest.Options{ReapInterval: -1, Sleep: noSleep,
+		Wrap: &app.Wrappers{Driver: func(d broker.Driver) broker.Driver { return stubbornDriver{d, &mu, &refuses} }}})
+	service, plan := b.Plan("fake-async-plan")
+	r := b.Do(apptest.Request{Method: http.MethodPut, Path: "/v2/service_instances/stuck?accepts_incomplete=true",
+		Body: provisionBody(service, plan, map[string]any{"duration_seconds": 1, "fail": true})})
+	lo := b.WaitLastOperation("/v2/service_instances/stuck/last_operation?operation="+r.Str("operation"), 20*time.Second)
+	if lo.Str("state") != "failed" {
+		t.Fatalf("provision: %s", lo.Raw)
+	}
+	ctx := context.Background()
+	var failed broker.Detached
+	deadline := time.Now().Add(10 * time.Second)
+	for failed.ID == "" {
+		ds, _ := b.Local.Store.ListDetached(ctx)
+		for _, d := range ds {
+			if d.InstanceID == "stuck" && d.State == broker.DetachedFailed {
+				failed = d
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no failed cleanup listed: %+v", ds)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	var out strings.Builder
+	if err := app.Ops(ctx, b.Local.Broker, []string{"detached"}, &out); err != nil || !strings.Contains(out.String(), failed.ID) ||
+		!strings.Contains(out.String(), "refuses to delete") {
+		t.Fatalf("ops detached: %v\n%s", err, out.String())
+	}
+	mu.Lock()
+	refuses = false
+	mu.Unlock()
+	out.Reset()
+	if err := app.Ops(ctx, b.Local.Broker, []string{"cleanup", failed.ID}, &out); err != nil || !strings.Contains(out.String(), failed.CleanupName(2)) {
+		t.Fatalf("ops cleanup: %v\n%s", err, out.String())
+	}
+	for {
+		if _, err := b.Local.Store.GetDetached(ctx, failed.ID); errors.Is(err, broker.ErrNotFound) {
+			break
+		}
+		if time.Now().After(deadline.Add(10 * time.Second)) {
+			t.Fatal("the retried cleanup did not delete the resource")
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+
+	"github.com/serverless-osb/broker/internal/catalog"
 )
 
 // DeprovisionDetails is a deprovision request.
@@ -42,13 +44,17 @@ func (b *Broker) deprovision(ctx context.Context, d DeprovisionDetails) (Deprovi
 		return DeprovisionResult{}, Errorf(CodeUnprocessable,
 			"The plan of service instance %s is no longer in the catalog; it cannot be deprovisioned.", inst.ID)
 	}
-	isAsync, err := async(plan, d.AcceptsIncomplete)
-	if err != nil {
-		return DeprovisionResult{}, err
-	}
-	// A failed instance holds nothing worth waiting for: delete it now.
-	if inst.State == InstanceFailed && inst.Op == "" {
-		isAsync = false
+	var isAsync bool
+	switch {
+	case plan.Settings.Deprovision == catalog.DeprovisionDetach:
+		// The resource is detached and the cleanup workflow deletes it:
+		// the answer comes at once, whatever the plan's mode.
+	case inst.State == InstanceFailed && inst.Op == "":
+		// A failed instance holds nothing worth waiting for: delete it now.
+	default:
+		if isAsync, err = async(plan, d.AcceptsIncomplete); err != nil {
+			return DeprovisionResult{}, err
+		}
 	}
 
 	lock := LockInstance{Version: inst.Version}

@@ -117,10 +117,13 @@ func (b *Broker) repair(ctx context.Context, op Operation) Operation {
 	if op.Finished() || b.Now().Before(op.NextCheckAt.Add(b.RepairAfter)) {
 		return op
 	}
-	return b.repairNow(ctx, op)
+	op, _ = b.repairNow(ctx, op)
+	return op
 }
 
-func (b *Broker) repairNow(ctx context.Context, op Operation) Operation {
+// repairNow repairs op whatever its age; restarted says it started op's
+// execution again.
+func (b *Broker) repairNow(ctx context.Context, op Operation) (_ Operation, restarted bool) {
 	log := b.Logger.With("operation_id", op.ID, "instance_id", op.InstanceID)
 	if op.BindingID != "" {
 		log = log.With("binding_id", op.BindingID)
@@ -134,24 +137,24 @@ func (b *Broker) repairNow(ctx context.Context, op Operation) Operation {
 		case errors.Is(err, ErrExecutionNotFound):
 			log.WarnContext(ctx, "repair: execution missing, starting it again")
 			b.start(ctx, op)
-			return op
+			return op, true
 		case err != nil:
 			log.ErrorContext(ctx, "repair: describe execution", "error", err.Error())
-			return op
+			return op, false
 		case exec.Status == ExecutionRunning:
-			return op
+			return op, false
 		}
 		description = endedDescription(op.Kind, exec)
 		log.WarnContext(ctx, "repair: execution ended without a result", "status", string(exec.Status), "error", exec.Error)
 	}
 	if err := b.Runner.RecordFailure(ctx, op.InstanceID, op.ID, description); err != nil {
 		log.ErrorContext(ctx, "repair: record failure", "error", err.Error())
-		return op
+		return op, false
 	}
 	if fresh, err := b.Store.GetOperation(ctx, op.InstanceID, op.ID); err == nil {
-		return fresh
+		return fresh, false
 	}
-	return op
+	return op, false
 }
 
 func endedDescription(kind OperationKind, exec Execution) string {

@@ -1,7 +1,10 @@
 package broker
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"time"
 )
@@ -189,4 +192,52 @@ type Resource struct {
 	Name       string          `json:"name"`
 	Data       json.RawMessage `json:"data"`
 	UpdatedAt  time.Time       `json:"updated_at"`
+}
+
+// DetachedState is where a detached resource is in its cleanup.
+type DetachedState string
+
+const (
+	// DetachedPending: waiting for a cleanup execution (none running).
+	DetachedPending DetachedState = "pending"
+	// DetachedCleaning: a cleanup execution (named in Cleanup) runs.
+	DetachedCleaning DetachedState = "cleaning"
+	// DetachedFailed: the cleanup gave up; listed for an operator, who may
+	// start it again.
+	DetachedFailed DetachedState = "failed"
+)
+
+// Detached is a resource no longer attached to a live instance or binding:
+// the leftover of a failed creation or update, or the resource of an
+// instance deprovisioned in detach mode. The cleanup workflow deletes it;
+// once deleted its record is removed. Item key: PK=detached, SK=<ID>.
+type Detached struct {
+	// ID is derived from the instance, resource name and operation, so that
+	// detaching twice writes one record; cleanup executions are named
+	// "<ID>-<attempt>".
+	ID         string `json:"id"`
+	InstanceID string `json:"instance_id"`
+	// Name and Data are the resource record as the driver wrote it.
+	Name string          `json:"name"`
+	Data json.RawMessage `json:"data"`
+	// PlanID chooses the driver that deletes it.
+	PlanID      string        `json:"plan_id"`
+	OperationID string        `json:"operation_id"`
+	Reason      string        `json:"reason"`
+	State       DetachedState `json:"state"`
+	// Attempts counts the cleanup executions started.
+	Attempts  int       `json:"attempts"`
+	Failure   string    `json:"failure,omitempty"`
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
+}
+
+// CleanupName is the name of the cleanup execution for attempt n.
+func (d Detached) CleanupName(n int) string { return fmt.Sprintf("%s-%d", d.ID, n) }
+
+// DetachedID derives a detached resource's id: "d" and 32 hex digits, fit
+// for an execution name.
+func DetachedID(instanceID, name, operationID string) string {
+	h := sha256.Sum256([]byte(instanceID + "\x00" + name + "\x00" + operationID))
+	return "d" + hex.EncodeToString(h[:16])
 }

@@ -35,7 +35,7 @@ func (e *ConflictError) Error() string {
 		return fmt.Sprintf("conflict: instance %s is %s (op %q, binding ops %d, version %d)",
 			e.Instance.ID, e.Instance.State, e.Instance.Op, e.Instance.BindingOps, e.Instance.Version)
 	}
-	return "conflict: item does not exist"
+	return "conflict"
 }
 
 // LockInstance asks to start an update or deprovision.
@@ -132,13 +132,42 @@ type Store interface {
 	PutResource(ctx context.Context, r Resource) error
 	CreateResource(ctx context.Context, r Resource) error
 	DeleteResource(ctx context.Context, instanceID, name string) error
+	// ListResources returns the resource records of an instance, by name.
+	ListResources(ctx context.Context, instanceID string) ([]Resource, error)
+
+	// DetachResource moves the resource record (d.InstanceID, d.Name) into
+	// the detached record d, in one transaction: the resource is deleted and
+	// d stored. Idempotent: when the resource is gone and d.ID is already
+	// stored, it returns nil. When the resource is gone and d.ID is not
+	// stored, it returns ErrNotFound.
+	DetachResource(ctx context.Context, d Detached) error
+	GetDetached(ctx context.Context, id string) (Detached, error)
+	// ListDetached returns every detached resource, oldest first.
+	ListDetached(ctx context.Context) ([]Detached, error)
+	// UpdateDetached stores d. Condition: the stored record has
+	// Attempts == attempts (so two reapers cannot both start a cleanup);
+	// else *ConflictError with no fields set, or ErrNotFound when missing.
+	UpdateDetached(ctx context.Context, d Detached, attempts int) error
+	// DeleteDetached removes a detached record once its resource is
+	// deleted; a missing one is not an error.
+	DeleteDetached(ctx context.Context, id string) error
+
+	// DeleteExpiredOperations removes finished operation records whose
+	// ExpiresAt is before now and returns how many it removed. A store
+	// whose database expires them by itself (DynamoDB TTL) may remove none.
+	DeleteExpiredOperations(ctx context.Context, now time.Time) (int, error)
 }
 
 // Workflow names a state machine in statemachines/ (without .asl.json).
 type Workflow string
 
-// WorkflowOperation runs every provision, update, deprovision, bind and unbind.
-const WorkflowOperation Workflow = "operation"
+// The workflows.
+const (
+	// WorkflowOperation runs every provision, update, deprovision, bind and unbind.
+	WorkflowOperation Workflow = "operation"
+	// WorkflowCleanup deletes one detached resource, with retries over hours.
+	WorkflowCleanup Workflow = "cleanup"
+)
 
 // ExecutionStatus is the status of a workflow execution, spelled as Step
 // Functions does.
@@ -203,9 +232,17 @@ type Progress struct {
 }
 
 // Driver creates, changes and deletes the real resource behind instances and
-// bindings. Both methods must be idempotent. A permanent failure is returned
+// bindings. Every method must be idempotent. A permanent failure is returned
 // as *Failure; any other error is transient and the step is retried.
 type Driver interface {
+	// Leftovers names the resource records that a failure of c leaves
+	// behind and that must be detached for cleanup: a provision's or bind's
+	// half-made resource, an update's partial change. A deprovision or
+	// unbind leaves none: its resource stays attached.
+	Leftovers(ctx context.Context, c Change) ([]string, error)
+	// Cleanup deletes a detached resource: Done once it is gone.
+	Cleanup(ctx context.Context, d Detached) (Progress, error)
+
 	// Begin starts the change. When the operation is not Async the driver
 	// must complete within the call (Done true) or fail.
 	Begin(ctx context.Context, c Change) (Progress, error)

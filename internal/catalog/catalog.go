@@ -35,7 +35,20 @@ type Settings struct {
 	Driver string
 	// Mode says whether the plan's changes run synchronously.
 	Mode Mode
+	// Deprovision says how an instance's resource goes: DeprovisionWait
+	// deletes it and answers when it is gone; DeprovisionDetach detaches it,
+	// answers at once, and lets the cleanup workflow delete it.
+	Deprovision DeprovisionMode
 }
+
+// DeprovisionMode is how a plan deprovisions.
+type DeprovisionMode string
+
+// The deprovision modes.
+const (
+	DeprovisionWait   DeprovisionMode = "wait"
+	DeprovisionDetach DeprovisionMode = "detach"
+)
 
 // MaintenanceInfo is a plan's maintenance_info. A platform that sends a
 // different version on provision or update gets 422 MaintenanceInfoConflict.

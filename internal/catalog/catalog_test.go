@@ -100,18 +100,19 @@ func TestShippedCatalog(t *testing.T) {
 		want := []struct {
 			name        string
 			mode        Mode
+			deprovision DeprovisionMode
 			maxPollSecs int
 		}{
-			{"fake-plan", ModeSync, 0},
-			{"fake-async-plan", ModeAsync, 7200},
-			{"fake-async-only-plan", ModeAsyncOnly, 7200},
+			{"fake-plan", ModeSync, DeprovisionWait, 0},
+			{"fake-async-plan", ModeAsync, DeprovisionWait, 7200},
+			{"fake-async-only-plan", ModeAsyncOnly, DeprovisionDetach, 7200},
 		}
 		if len(s.Plans) != len(want) {
 			t.Fatalf("%d plans, want %d", len(s.Plans), len(want))
 		}
 		for i, w := range want {
 			p := s.Plans[i]
-			if p.Name != w.name || p.Settings != (Settings{Driver: "demo", Mode: w.mode}) || p.MaximumPollingDuration != w.maxPollSecs {
+			if p.Name != w.name || p.Settings != (Settings{Driver: "demo", Mode: w.mode, Deprovision: w.deprovision}) || p.MaximumPollingDuration != w.maxPollSecs {
 				t.Errorf("plan %d = %s %+v max poll %d, want %s %s max poll %d", i, p.Name, p.Settings, p.MaximumPollingDuration, w.name, w.mode, w.maxPollSecs)
 			}
 			if p.MaintenanceInfo == nil || p.MaintenanceInfo.Version != "1.0.0" || p.MaintenanceInfo.Description == "" {
@@ -299,13 +300,13 @@ func TestAccessors(t *testing.T) {
 			t.Errorf("PlanByID(svc-1) = %v, %v, want nils", s, p)
 		}
 	})
-	t.Run("a plan without a broker block gets the demo driver in sync mode", func(t *testing.T) {
+	t.Run("a plan without a broker block gets the demo driver in sync mode, deprovisions waiting", func(t *testing.T) {
 		_, p := c.PlanByID("plan-2")
-		if p.Settings != (Settings{Driver: DefaultDriver, Mode: ModeSync}) {
+		if p.Settings != (Settings{Driver: DefaultDriver, Mode: ModeSync, Deprovision: DeprovisionWait}) {
 			t.Errorf("settings = %+v", p.Settings)
 		}
 		_, p = c.PlanByID("plan-1")
-		if p.Settings != (Settings{Driver: "demo", Mode: ModeAsync}) {
+		if p.Settings != (Settings{Driver: "demo", Mode: ModeAsync, Deprovision: DeprovisionWait}) {
 			t.Errorf("settings = %+v", p.Settings)
 		}
 	})

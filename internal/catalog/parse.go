@@ -254,15 +254,15 @@ func (ck *checker) plan(p string, obj map[string]any) *Plan {
 // settings checks a plan's broker block and fills in its defaults: driver
 // demo, mode sync.
 func (ck *checker) settings(p string, plan map[string]any) Settings {
-	st := Settings{Driver: DefaultDriver, Mode: ModeSync}
+	st := Settings{Driver: DefaultDriver, Mode: ModeSync, Deprovision: DeprovisionWait}
 	b, ok := ck.object(plan, p, "broker")
 	if !ok {
 		return st
 	}
 	bp := field(p, "broker")
 	for _, k := range sortedKeys(b) {
-		if k != "driver" && k != "mode" {
-			ck.problem(field(bp, k), "unknown broker setting; the settings are driver and mode")
+		if k != "driver" && k != "mode" && k != "deprovision" {
+			ck.problem(field(bp, k), "unknown broker setting; the settings are driver, mode and deprovision")
 		}
 	}
 	if _, ok := b["driver"]; ok {
@@ -276,6 +276,15 @@ func (ck *checker) settings(p string, plan map[string]any) Settings {
 			// ck.str has said why.
 		default:
 			ck.problem(field(bp, "mode"), "%q is not a mode; use %s, %s or %s", m, ModeSync, ModeAsync, ModeAsyncOnly)
+		}
+	}
+	if _, ok := b["deprovision"]; ok {
+		switch d := DeprovisionMode(ck.str(b, bp, "deprovision", true)); d {
+		case DeprovisionWait, DeprovisionDetach:
+			st.Deprovision = d
+		case "":
+		default:
+			ck.problem(field(bp, "deprovision"), "%q is not a deprovision mode; use %s or %s", d, DeprovisionWait, DeprovisionDetach)
 		}
 	}
 	return st

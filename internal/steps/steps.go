@@ -24,13 +24,20 @@ const (
 	StepCheck         = "check"
 	StepFinish        = "finish"
 	StepRecordFailure = "record_failure"
+
+	// The steps of statemachines/cleanup.asl.json.
+	StepCleanupDelete  = "cleanup_delete"
+	StepCleanupDeleted = "cleanup_deleted"
+	StepCleanupGaveUp  = "cleanup_gave_up"
 )
 
 // Payload is the input of a Task.
 type Payload struct {
 	Step        string `json:"step"`
-	OperationID string `json:"operation_id"`
-	InstanceID  string `json:"instance_id"`
+	OperationID string `json:"operation_id,omitempty"`
+	InstanceID  string `json:"instance_id,omitempty"`
+	// DetachedID names the detached resource of a cleanup step.
+	DetachedID string `json:"detached_id,omitempty"`
 	// Error and Cause are the caught error, for record_failure.
 	Error string `json:"error,omitempty"`
 	Cause string `json:"cause,omitempty"`
@@ -67,6 +74,9 @@ type Steps struct {
 	// Backoff is the first pause between retries of a transient failure in
 	// RunToEnd; it doubles each time.
 	Backoff time.Duration
+	// Engine, when set, starts the cleanup of a resource as soon as it is
+	// detached; without it the reaper starts it.
+	Engine broker.Engine
 }
 
 // New returns Steps with the default clock.
@@ -84,11 +94,20 @@ func (s *Steps) Handle(ctx context.Context, payload json.RawMessage) (json.RawMe
 	if err := json.Unmarshal(payload, &p); err != nil {
 		return nil, &PermanentError{Description: fmt.Sprintf("malformed task payload: %v", err)}
 	}
-	if p.OperationID == "" || p.InstanceID == "" {
-		return nil, &PermanentError{Description: "task payload lacks operation_id or instance_id"}
-	}
 	var out any
 	var err error
+	switch p.Step {
+	case StepBegin, StepCheck, StepFinish, StepRecordFailure:
+		if p.OperationID == "" || p.InstanceID == "" {
+			return nil, &PermanentError{Description: "task payload lacks operation_id or instance_id"}
+		}
+	case StepCleanupDelete, StepCleanupDeleted, StepCleanupGaveUp:
+		if p.DetachedID == "" {
+			return nil, &PermanentError{Description: "task payload lacks detached_id"}
+		}
+	default:
+		return nil, &PermanentError{Description: fmt.Sprintf("unknown step %q", p.Step)}
+	}
 	switch p.Step {
 	case StepBegin:
 		out, err = s.Begin(ctx, p.InstanceID, p.OperationID)
@@ -98,8 +117,12 @@ func (s *Steps) Handle(ctx context.Context, payload json.RawMessage) (json.RawMe
 		out, err = struct{}{}, s.Finish(ctx, p.InstanceID, p.OperationID)
 	case StepRecordFailure:
 		out, err = struct{}{}, s.RecordFailure(ctx, p.InstanceID, p.OperationID, failureDescription(p.Error, p.Cause))
-	default:
-		return nil, &PermanentError{Description: fmt.Sprintf("unknown step %q", p.Step)}
+	case StepCleanupDelete:
+		out, err = s.CleanupDelete(ctx, p.DetachedID)
+	case StepCleanupDeleted:
+		out, err = struct{}{}, s.CleanupDeleted(ctx, p.DetachedID)
+	case StepCleanupGaveUp:
+		out, err = struct{}{}, s.CleanupGaveUp(ctx, p.DetachedID, failureDescription(p.Error, p.Cause))
 	}
 	if err != nil {
 		return nil, err
@@ -123,6 +146,11 @@ func (s *Steps) advance(ctx context.Context, instanceID, operationID string,
 	if err != nil || w.op.Finished() {
 		// A finished operation (halted, repaired) has nothing left to do.
 		return Progress{Done: true}, err
+	}
+	if w.op.Kind == broker.KindDeprovision && w.plan.Settings.Deprovision == catalog.DeprovisionDetach {
+		// Detach the instance's resources for the cleanup workflow: the
+		// deprovision itself is then done.
+		return Progress{Done: true}, s.detachAll(ctx, w.op, w.change.Instance.PlanID, "The service instance was deprovisioned.")
 	}
 	p, err := call(w.driver, ctx, w.change)
 	if err != nil {
@@ -148,7 +176,14 @@ func (s *Steps) Finish(ctx context.Context, instanceID, operationID string) erro
 	if err != nil || w.op.Finished() {
 		return err
 	}
-	p, err := w.driver.Check(ctx, w.change)
+	p := broker.Progress{Done: true}
+	if w.op.Kind == broker.KindDeprovision && w.plan.Settings.Deprovision == catalog.DeprovisionDetach {
+		// Begin detached everything; what a late writer may have added since
+		// goes the same way.
+		err = s.detachAll(ctx, w.op, w.change.Instance.PlanID, "The service instance was deprovisioned.")
+	} else {
+		p, err = w.driver.Check(ctx, w.change)
+	}
 	if err != nil {
 		return s.classify(ctx, w.op, err)
 	}
@@ -204,6 +239,13 @@ func (s *Steps) RecordFailure(ctx context.Context, instanceID, operationID, desc
 	}
 	if description == "" {
 		description = fmt.Sprintf("The %s failed.", op.Kind)
+	}
+	// Hand what the failed change made to the cleanup workflow first: the
+	// failed instance or binding then holds nothing, and deleting it is
+	// immediate. Detaching is idempotent, so a retry after a crash here
+	// does no harm.
+	if err := s.detachLeftovers(ctx, op, description); err != nil {
+		return err
 	}
 	now := s.Now()
 	f := broker.Finish{Op: finished(op, broker.OperationFailed, description, now)}
@@ -290,6 +332,7 @@ type work struct {
 	op     broker.Operation
 	change broker.Change
 	driver broker.Driver
+	plan   *catalog.Plan
 }
 
 func (s *Steps) load(ctx context.Context, instanceID, operationID string) (work, error) {
@@ -315,16 +358,23 @@ func (s *Steps) load(ctx context.Context, instanceID, operationID string) (work,
 		}
 		w.change.Binding = &b
 	}
-	_, plan := s.Catalog.PlanByID(inst.PlanID)
+	if w.driver, w.plan, err = s.driverFor(inst.PlanID); err != nil {
+		return work{}, err
+	}
+	return w, nil
+}
+
+// driverFor returns the driver of a plan.
+func (s *Steps) driverFor(planID string) (broker.Driver, *catalog.Plan, error) {
+	_, plan := s.Catalog.PlanByID(planID)
 	if plan == nil {
-		return work{}, &PermanentError{Description: fmt.Sprintf("The plan %s of service instance %s is no longer in the catalog.", inst.PlanID, inst.ID)}
+		return nil, nil, &PermanentError{Description: fmt.Sprintf("The plan %s is no longer in the catalog.", planID)}
 	}
 	driver, ok := s.Drivers[plan.Settings.Driver]
 	if !ok {
-		return work{}, &PermanentError{Description: fmt.Sprintf("The broker has no driver %q for plan %s.", plan.Settings.Driver, plan.Name)}
+		return nil, nil, &PermanentError{Description: fmt.Sprintf("The broker has no driver %q for plan %s.", plan.Settings.Driver, plan.Name)}
 	}
-	w.driver = driver
-	return w, nil
+	return driver, plan, nil
 }
 
 func (s *Steps) loadError(op broker.Operation, what string, err error) error {

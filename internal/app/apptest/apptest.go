@@ -78,6 +78,12 @@ type Options struct {
 	Dir string
 	// Store, when set, replaces the bolt store (e.g. DynamoDB on moto).
 	Store broker.Store
+	// Wrap wraps the ports (fault injection).
+	Wrap *app.Wrappers
+	// ReapInterval is passed on (negative: the test reaps by itself).
+	ReapInterval time.Duration
+	// Sleep replaces the local engine's waits.
+	Sleep func(ctx context.Context, d time.Duration)
 }
 
 // StartWith starts a broker as Start does, with options.
@@ -94,6 +100,9 @@ func StartWith(tb testing.TB, o Options) *Broker {
 		StateMachines: filepath.Join(root, "statemachines"),
 		Credentials:   []api.Credential{{Username: Username, Password: Password}, {Username: OtherUsername, Password: OtherPasswd}},
 		Store:         o.Store,
+		Wrap:          o.Wrap,
+		ReapInterval:  o.ReapInterval,
+		Sleep:         o.Sleep,
 	}
 	logs := &SyncBuffer{}
 	l, err := app.OpenLocal(context.Background(), cfg, logging.New(logs, slog.LevelDebug))

@@ -42,8 +42,10 @@ type Parameters struct {
 	FailDescription string `json:"fail_description"`
 }
 
-// record is the demo's resource record: one per instance ("instance") and
-// one per binding ("binding-<id>").
+// record is the demo's resource record: one per instance ("instance"), one
+// per binding ("binding-<id>"), and one for an update in progress
+// ("instance-update"), which is applied to the instance's record only when
+// the update completes, so that a failed update leaves the resource as it was.
 type record struct {
 	// Op is the operation whose change the record now reflects.
 	Op      string    `json:"op"`
@@ -55,11 +57,37 @@ type record struct {
 	Password string `json:"password,omitempty"`
 }
 
+// Record names.
+const (
+	instanceRecord = "instance"
+	updateRecord   = "instance-update"
+	bindingPrefix  = "binding-"
+)
+
 func recordName(c broker.Change) string {
-	if c.Binding != nil {
-		return "binding-" + c.Binding.ID
+	switch {
+	case c.Binding != nil:
+		return bindingPrefix + c.Binding.ID
+	case c.Operation.Kind == broker.KindUpdate:
+		return updateRecord
 	}
-	return "instance"
+	return instanceRecord
+}
+
+// Leftovers names what a failed change leaves: the half-made resource of a
+// provision or bind, the pending change of an update.
+func (d *Driver) Leftovers(_ context.Context, c broker.Change) ([]string, error) {
+	switch c.Operation.Kind {
+	case broker.KindProvision, broker.KindUpdate, broker.KindBind:
+		return []string{recordName(c)}, nil
+	}
+	return nil, nil
+}
+
+// Cleanup deletes a detached resource. The demo's resource is its record,
+// which detaching already took from the instance: nothing is left to do.
+func (d *Driver) Cleanup(context.Context, broker.Detached) (broker.Progress, error) {
+	return broker.Progress{Done: true}, nil
 }
 
 // Begin starts a change: it writes the record that says when the change is
@@ -94,8 +122,8 @@ func (d *Driver) Begin(ctx context.Context, c broker.Change) (broker.Progress, e
 	case broker.KindBind:
 		next.Username = "u-" + c.Binding.ID
 		next.Password = rand.Text()
-	case broker.KindUpdate, broker.KindDeprovision, broker.KindUnbind:
-		if !found && c.Operation.Kind != broker.KindUpdate {
+	case broker.KindDeprovision, broker.KindUnbind:
+		if !found {
 			return broker.Progress{Done: true}, nil // nothing to delete
 		}
 		next.Username, next.Password = rec.Username, rec.Password
@@ -117,6 +145,16 @@ func (d *Driver) Check(ctx context.Context, c broker.Change) (broker.Progress, e
 	switch {
 	case !found && deleting:
 		return broker.Progress{Done: true}, nil
+	case !found && c.Operation.Kind == broker.KindUpdate:
+		// Applied by an earlier check, which then removed the pending record.
+		applied, ok, err := d.get(ctx, c.Instance.ID, instanceRecord)
+		if err != nil {
+			return broker.Progress{}, err
+		}
+		if ok && applied.Op == c.Operation.ID {
+			return broker.Progress{Done: true, DashboardURL: dashboard(c.Instance.ID)}, nil
+		}
+		return broker.Progress{}, &broker.Failure{Description: "The demo update vanished before it completed."}
 	case !found:
 		return broker.Progress{}, &broker.Failure{Description: "The demo resource vanished before the change completed."}
 	case rec.Op != c.Operation.ID && deleting:
@@ -138,12 +176,40 @@ func (d *Driver) progress(ctx context.Context, c broker.Change, rec record, name
 	}
 	p := broker.Progress{Done: true}
 	switch c.Operation.Kind {
-	case broker.KindDeprovision, broker.KindUnbind:
+	case broker.KindDeprovision:
+		// The instance's bindings go with it (a platform deletes them first,
+		// but a deprovision must leave nothing behind either way).
+		records, err := d.Store.ListResources(ctx, c.Instance.ID)
+		if err != nil {
+			return broker.Progress{}, fmt.Errorf("demo: list records of %s: %w", c.Instance.ID, err)
+		}
+		for _, r := range records {
+			if err := d.Store.DeleteResource(ctx, c.Instance.ID, r.Name); err != nil {
+				return broker.Progress{}, fmt.Errorf("demo: delete %s of %s: %w", r.Name, c.Instance.ID, err)
+			}
+		}
+	case broker.KindUnbind:
 		if err := d.Store.DeleteResource(ctx, c.Instance.ID, name); err != nil {
 			return broker.Progress{}, fmt.Errorf("demo: delete %s of %s: %w", name, c.Instance.ID, err)
 		}
-	case broker.KindProvision, broker.KindUpdate:
-		p.DashboardURL = "https://" + Host + "/instances/" + c.Instance.ID
+	case broker.KindUpdate:
+		// Apply the change to the instance's record, then drop the pending
+		// one; a check that runs again after a crash in between does the
+		// same again.
+		applied, _, err := d.get(ctx, c.Instance.ID, instanceRecord)
+		if err != nil {
+			return broker.Progress{}, err
+		}
+		applied.Op, applied.Kind, applied.ReadyAt, applied.Fail = rec.Op, rec.Kind, rec.ReadyAt, ""
+		if err := d.put(ctx, c.Instance.ID, instanceRecord, applied); err != nil {
+			return broker.Progress{}, err
+		}
+		if err := d.Store.DeleteResource(ctx, c.Instance.ID, updateRecord); err != nil {
+			return broker.Progress{}, fmt.Errorf("demo: delete %s of %s: %w", updateRecord, c.Instance.ID, err)
+		}
+		p.DashboardURL = dashboard(c.Instance.ID)
+	case broker.KindProvision:
+		p.DashboardURL = dashboard(c.Instance.ID)
 	case broker.KindBind:
 		// No endpoints: the demo host is not a place any app can reach.
 		p.Credentials = broker.Credentials{
@@ -178,6 +244,8 @@ func parameters(c broker.Change) (Parameters, error) {
 	}
 	return p, nil
 }
+
+func dashboard(instanceID string) string { return "https://" + Host + "/instances/" + instanceID }
 
 func (d *Driver) get(ctx context.Context, instanceID, name string) (record, bool, error) {
 	r, err := d.Store.GetResource(ctx, instanceID, name)

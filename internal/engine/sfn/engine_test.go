@@ -62,8 +62,50 @@ type alike struct {
 	status  broker.ExecutionStatus
 }
 
+// workflowInputs are the inputs the broker gives each workflow.
+var workflowInputs = map[broker.Workflow]json.RawMessage{
+	broker.WorkflowOperation: json.RawMessage(`{"instance_id":"i-1"}`),
+	broker.WorkflowCleanup:   json.RawMessage(`{"detached_id":"d0123456789abcdef0123456789abcdef"}`),
+}
+
+// The steps of the cleanup workflow.
+const (
+	stepCleanupDelete  = "cleanup_delete"
+	stepCleanupDeleted = "cleanup_deleted"
+	stepCleanupGaveUp  = "cleanup_gave_up"
+)
+
 // alikeRuns lists, for every file of statemachines/, the runs compared.
 var alikeRuns = map[broker.Workflow][]alike{
+	broker.WorkflowCleanup: {
+		{
+			name:    "a resource deleted at once",
+			answers: []enginetest.Answer{ok(stepCleanupDelete, progressDone), ok(stepCleanupDeleted, recorded)},
+			states:  []string{"Delete", "Deleted?", "RecordDeleted", "Deleted"},
+			status:  broker.ExecutionSucceeded,
+		},
+		{
+			name: "a resource that takes two checks to go",
+			answers: []enginetest.Answer{
+				ok(stepCleanupDelete, progressNow), ok(stepCleanupDelete, progressNow), ok(stepCleanupDelete, progressDone),
+				ok(stepCleanupDeleted, recorded),
+			},
+			states: []string{"Delete", "Deleted?", "Wait", "Check", "Deleted?", "Wait", "Check", "Deleted?", "RecordDeleted", "Deleted"},
+			status: broker.ExecutionSucceeded,
+		},
+		{
+			name:    "a resource that cannot be deleted is recorded and fails the execution (the alarm)",
+			answers: []enginetest.Answer{tooLarge(stepCleanupDelete), ok(stepCleanupGaveUp, recorded)},
+			states:  []string{"Delete", "RecordGaveUp", "GaveUp"},
+			status:  broker.ExecutionFailed,
+		},
+		{
+			name:    "a give-up that cannot be recorded still fails the execution",
+			answers: []enginetest.Answer{ok(stepCleanupDelete, progressNow), tooLarge(stepCleanupDelete), tooLarge(stepCleanupGaveUp)},
+			states:  []string{"Delete", "Deleted?", "Wait", "Check", "RecordGaveUp", "GaveUp"},
+			status:  broker.ExecutionFailed,
+		},
+	},
 	broker.WorkflowOperation: {
 		{
 			name:    "a change done at once",
@@ -154,7 +196,7 @@ func compare(t *testing.T, w broker.Workflow, run alike) {
 		t.Skip(why)
 	}
 	name := "op-" + uuid.NewString()
-	input := json.RawMessage(`{"instance_id":"i-1"}`)
+	input := workflowInputs[w]
 
 	worker := enginetest.NewScript(run.answers...)
 	onLocal := newLocal(t, worker.Invoke)

@@ -1,5 +1,5 @@
-// Package bolt is the embedded Store: instances, bindings, operations and
-// driver resources in one bbolt file, so that `make run` needs no cloud
+// Package bolt is the embedded Store: instances, bindings, operations,
+// driver resources and detached resources in one bbolt file, so that `make run` needs no cloud
 // account. It keeps the same items as the DynamoDB table (see DESIGN.md):
 // bucket "items", key PK + "\x00" + SK, value the item's JSON. A second
 // bucket indexes the operations in progress for ListInProgress.
@@ -125,6 +125,19 @@ func resourceKey(instanceID, name string) []byte {
 	return []byte(pk(instanceID) + "r#" + name)
 }
 
+// pkDetached is the partition of the detached resources, outside every
+// instance's ("i#...").
+const pkDetached = "detached" + sep
+
+func detachedKey(id string) []byte { return []byte(pkDetached + id) }
+
+// isOperationKey reports whether key is an operation's: PK "i#<id>", SK
+// "op#<id>". Splitting at the first NUL is exact since ids hold none.
+func isOperationKey(key []byte) bool {
+	pkPart, skPart, ok := bytes.Cut(key, []byte(sep))
+	return ok && bytes.HasPrefix(pkPart, []byte("i#")) && bytes.HasPrefix(skPart, []byte("op#"))
+}
+
 // tx is one transaction's view of the two buckets.
 type tx struct {
 	items, inProgress *bbolt.Bucket
@@ -223,6 +236,30 @@ func (t tx) putOperation(op broker.Operation) error {
 func (t tx) putResource(r broker.Resource) error {
 	r.UpdatedAt = r.UpdatedAt.UTC()
 	return put(t.items, resourceKey(r.InstanceID, r.Name), r)
+}
+
+func (t tx) detached(id string) (*broker.Detached, error) {
+	return get[broker.Detached](t.items, detachedKey(id))
+}
+
+func (t tx) putDetached(d broker.Detached) error {
+	d.CreatedAt, d.UpdatedAt = d.CreatedAt.UTC(), d.UpdatedAt.UTC()
+	return put(t.items, detachedKey(d.ID), d)
+}
+
+// scan decodes every item whose key starts with prefix, in key order.
+func scan[T any](b *bbolt.Bucket, prefix string) ([]T, error) {
+	out := []T{}
+	c := b.Cursor()
+	p := []byte(prefix)
+	for k, v := c.Seek(p); k != nil && bytes.HasPrefix(k, p); k, v = c.Next() {
+		var item T
+		if err := json.Unmarshal(v, &item); err != nil {
+			return nil, fmt.Errorf("decode item %q: %w", k, err)
+		}
+		out = append(out, item)
+	}
+	return out, nil
 }
 
 // deleteInstance deletes an instance and its bindings. Its operations stay

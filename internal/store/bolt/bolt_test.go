@@ -117,6 +117,12 @@ func TestData(t *testing.T) {
 		if err := s.PutResource(ctx, broker.Resource{InstanceID: "i-1", Name: "db"}); err != nil {
 			t.Fatal(err)
 		}
+		if err := s.PutResource(ctx, broker.Resource{InstanceID: "i-1", Name: "old"}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.DetachResource(ctx, broker.Detached{ID: "d-1", InstanceID: "i-1", Name: "old"}); err != nil {
+			t.Fatal(err)
+		}
 
 		var keys []string
 		var inProgress []string
@@ -138,7 +144,7 @@ func TestData(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := []string{"i#i-1\x00b#b-1", "i#i-1\x00instance", "i#i-1\x00op#op-1", "i#i-1\x00op#op-2", "i#i-1\x00r#db"}
+		want := []string{"detached\x00d-1", "i#i-1\x00b#b-1", "i#i-1\x00instance", "i#i-1\x00op#op-1", "i#i-1\x00op#op-2", "i#i-1\x00r#db"}
 		if strings.Join(keys, "|") != strings.Join(want, "|") {
 			t.Errorf("keys: got %q, want %q", keys, want)
 		}
@@ -190,13 +196,40 @@ func TestData(t *testing.T) {
 	t.Run("ids that cannot be keys are refused", func(t *testing.T) {
 		s := open(t, filepath.Join(t.TempDir(), "broker.db"))
 		defer s.Close()
+		ctx := t.Context()
+		r := broker.Resource{InstanceID: "i-1", Name: "r", Data: json.RawMessage(`{}`)}
+		if err := s.PutResource(ctx, r); err != nil {
+			t.Fatal(err)
+		}
 		for _, id := range []string{"", "a\x00b"} {
-			op := broker.Operation{ID: "op", InstanceID: id, State: broker.OperationInProgress}
-			err := s.CreateInstance(t.Context(), broker.Instance{ID: id}, op)
-			var c *broker.ConflictError
-			if err == nil || errors.As(err, &c) {
-				t.Errorf("CreateInstance(%q): got %v, want an invalid id error", id, err)
+			calls := []struct {
+				name string
+				call func() error
+			}{
+				{"CreateInstance", func() error {
+					op := broker.Operation{ID: "op", InstanceID: id, State: broker.OperationInProgress}
+					return s.CreateInstance(ctx, broker.Instance{ID: id}, op)
+				}},
+				{"DetachResource", func() error {
+					return s.DetachResource(ctx, broker.Detached{ID: id, InstanceID: r.InstanceID, Name: r.Name})
+				}},
+				{"UpdateDetached", func() error {
+					return s.UpdateDetached(ctx, broker.Detached{ID: id, InstanceID: r.InstanceID, Name: r.Name}, 0)
+				}},
+				{"DeleteDetached", func() error { return s.DeleteDetached(ctx, id) }},
 			}
+			for _, c := range calls {
+				var conflict *broker.ConflictError
+				if err := c.call(); err == nil || errors.As(err, &conflict) || errors.Is(err, broker.ErrNotFound) {
+					t.Errorf("%s(%q): got %v, want an invalid id error", c.name, id, err)
+				}
+			}
+		}
+		if got, err := s.GetResource(ctx, r.InstanceID, r.Name); err != nil || !reflect.DeepEqual(got, r) {
+			t.Errorf("resource: got %+v, %v; want it still attached", got, err)
+		}
+		if ds, err := s.ListDetached(ctx); err != nil || len(ds) != 0 {
+			t.Errorf("detached: got %+v, %v; want none", ds, err)
 		}
 	})
 

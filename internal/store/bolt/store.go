@@ -1,7 +1,6 @@
 package bolt
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"fmt"
@@ -62,18 +61,10 @@ func (s *Store) GetOperation(ctx context.Context, instanceID, operationID string
 // included, oldest first (CreatedAt, then ID). An instance with none, or
 // unknown, has an empty list.
 func (s *Store) ListOperations(ctx context.Context, instanceID string) ([]broker.Operation, error) {
-	ops := []broker.Operation{}
-	err := s.view(ctx, func(t tx) error {
-		prefix := []byte(pk(instanceID) + "op#")
-		c := t.items.Cursor()
-		for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
-			op, err := get[broker.Operation](t.items, k)
-			if err != nil {
-				return err
-			}
-			ops = append(ops, *op)
-		}
-		return nil
+	var ops []broker.Operation
+	err := s.view(ctx, func(t tx) (err error) {
+		ops, err = scan[broker.Operation](t.items, pk(instanceID)+"op#")
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("list operations of %s: %w", instanceID, err)

@@ -1,8 +1,9 @@
-// Package dynamo is the production Store: instances, bindings, operations
-// and driver resources in one DynamoDB table (see DESIGN.md), keyed PK/SK as
-// the bolt store keys its items:
+// Package dynamo is the production Store: instances, bindings, operations,
+// driver resources and detached resources in one DynamoDB table (see
+// DESIGN.md), keyed PK/SK as the bolt store keys its items:
 //
 //	PK=i#<instance_id>  SK=instance | b#<binding_id> | op#<operation_id> | r#<name>
+//	PK=detached         SK=<detached_id>
 //
 // An item's attributes are the domain struct's JSON fields, at the top level,
 // so that conditions can name op, binding_ops, version and state. Raw JSON
@@ -200,3 +201,9 @@ func operationKey(instanceID, id string) map[string]types.AttributeValue {
 func resourceKey(instanceID, name string) map[string]types.AttributeValue {
 	return key(pk(instanceID), skResource(name))
 }
+
+// pkDetached is the one partition of the detached resources: a broker has
+// few at a time, and one partition lets ListDetached be a consistent Query.
+const pkDetached = "detached"
+
+func detachedKey(id string) map[string]types.AttributeValue { return key(pkDetached, id) }

@@ -269,6 +269,9 @@ func TestItems(t *testing.T) {
 	provision(t, s, "i-1")
 	_, bindOp := startBind(t, s, "i-1", "b-1")
 	must(t, s.PutResource(ctx, broker.Resource{InstanceID: "i-1", Name: "db", Data: json.RawMessage(`{"b":1,"a":2}`)}), "PutResource")
+	must(t, s.PutResource(ctx, broker.Resource{InstanceID: "i-1", Name: "old", Data: json.RawMessage(`{"z":1,"y":2}`)}), "PutResource")
+	must(t, s.DetachResource(ctx, broker.Detached{ID: "d-1", InstanceID: "i-1", Name: "old", Data: json.RawMessage(`{"z":1,"y":2}`),
+		State: broker.DetachedPending, Attempts: 2}), "DetachResource")
 
 	out, err := e.client.Scan(ctx, &dynamodb.ScanInput{TableName: aws.String(e.table)})
 	must(t, err, "Scan")
@@ -278,7 +281,7 @@ func TestItems(t *testing.T) {
 	}
 	t.Run("are keyed as DESIGN.md says", func(t *testing.T) {
 		got := slices.Sorted(maps.Keys(items))
-		want := []string{"i#i-1 b#b-1", "i#i-1 instance", "i#i-1 op#bind-b-1", "i#i-1 op#prov-i-1", "i#i-1 r#db"}
+		want := []string{"detached d-1", "i#i-1 b#b-1", "i#i-1 instance", "i#i-1 op#bind-b-1", "i#i-1 op#prov-i-1", "i#i-1 r#db"}
 		if !slices.Equal(got, want) {
 			t.Errorf("keys: got %q, want %q", got, want)
 		}
@@ -300,6 +303,9 @@ func TestItems(t *testing.T) {
 			{"expiry of the finished provision", items["i#i-1 op#prov-i-1"]["expires_at_epoch"],
 				&types.AttributeValueMemberN{Value: strconv.FormatInt(t0.Add(time.Minute+broker.Retention).Unix(), 10)}},
 			{"resource data (JSON text)", items["i#i-1 r#db"]["data"], &types.AttributeValueMemberS{Value: `{"b":1,"a":2}`}},
+			{"detached attempts", items["detached d-1"]["attempts"], &types.AttributeValueMemberN{Value: "2"}},
+			{"detached state", items["detached d-1"]["state"], &types.AttributeValueMemberS{Value: "pending"}},
+			{"detached data (JSON text)", items["detached d-1"]["data"], &types.AttributeValueMemberS{Value: `{"z":1,"y":2}`}},
 		}
 		for _, c := range checks {
 			if !reflect.DeepEqual(c.got, c.want) {
@@ -342,6 +348,8 @@ func TestCalls(t *testing.T) {
 	var inst broker.Instance
 	var prov, bindOp, dep broker.Operation
 	var b broker.Binding
+	res := broker.Resource{InstanceID: "i-1", Name: "db", Data: json.RawMessage(`{"n":1}`)}
+	detached := broker.Detached{ID: "d-1", InstanceID: res.InstanceID, Name: res.Name, Data: res.Data, State: broker.DetachedPending}
 	steps := []struct {
 		name string
 		call func() error
@@ -408,6 +416,49 @@ func TestCalls(t *testing.T) {
 		}, map[string]int{"PutItem": 1}},
 		{"GetResource", func() error { _, err := s.GetResource(ctx, "i-1", "r"); return err }, map[string]int{"GetItem": 1}},
 		{"DeleteResource", func() error { return s.DeleteResource(ctx, "i-1", "r") }, map[string]int{"DeleteItem": 1}},
+		{"PutResource of a resource to detach", func() error { return s.PutResource(ctx, res) },
+			map[string]int{"PutItem": 1}},
+		{"ListResources", func() error { _, err := s.ListResources(ctx, "i-1"); return err }, map[string]int{"Query": 1}},
+		{"DetachResource", func() error { return s.DetachResource(ctx, detached) }, map[string]int{"TransactWriteItems": 1}},
+		{"DetachResource again (both conditions fail: no read)", func() error { return s.DetachResource(ctx, detached) },
+			map[string]int{"TransactWriteItems": 1}},
+		{"DetachResource of a missing resource (confirmed by a read)", func() error {
+			d := detached
+			d.ID, d.Name = "d-missing", "missing"
+			if err := s.DetachResource(ctx, d); !errors.Is(err, broker.ErrNotFound) {
+				return fmt.Errorf("got %v, want ErrNotFound", err)
+			}
+			return nil
+		}, map[string]int{"TransactWriteItems": 1, "GetItem": 1}},
+		{"PutResource and DetachResource under a stored id (no read)", func() error {
+			if err := s.PutResource(ctx, res); err != nil {
+				return err
+			}
+			return wantConflict(s.DetachResource(ctx, detached))
+		}, map[string]int{"PutItem": 1, "TransactWriteItems": 1}},
+		{"GetDetached", func() error { _, err := s.GetDetached(ctx, detached.ID); return err }, map[string]int{"GetItem": 1}},
+		{"ListDetached", func() error { _, err := s.ListDetached(ctx); return err }, map[string]int{"Query": 1}},
+		{"UpdateDetached", func() error {
+			d := detached
+			d.Attempts = 1
+			return s.UpdateDetached(ctx, d, 0)
+		}, map[string]int{"PutItem": 1}},
+		{"UpdateDetached at stale attempts (no read)", func() error { return wantConflict(s.UpdateDetached(ctx, detached, 0)) },
+			map[string]int{"PutItem": 1}},
+		{"DeleteDetached", func() error { return s.DeleteDetached(ctx, detached.ID) }, map[string]int{"DeleteItem": 1}},
+		{"UpdateDetached of a missing record (no read)", func() error {
+			if err := s.UpdateDetached(ctx, detached, 1); !errors.Is(err, broker.ErrNotFound) {
+				return fmt.Errorf("got %v, want ErrNotFound", err)
+			}
+			return nil
+		}, map[string]int{"PutItem": 1}},
+		{"DeleteExpiredOperations (left to time to live: no call)", func() error {
+			n, err := s.DeleteExpiredOperations(ctx, t0.Add(365*24*time.Hour))
+			if err == nil && n != 0 {
+				err = fmt.Errorf("removed %d, want 0", n)
+			}
+			return err
+		}, map[string]int{}},
 		{"FinishOperation of a deprovision (lists the bindings first)", func() error {
 			return s.FinishOperation(ctx, broker.Finish{Op: finished(dep, broker.OperationSucceeded), DeleteInstance: true})
 		}, map[string]int{"Query": 1, "TransactWriteItems": 1}},
@@ -525,6 +576,16 @@ func TestRefusedCalls(t *testing.T) {
 		{"an operation that halts itself", func() error {
 			return s.LockInstance(ctx, broker.LockInstance{Instance: inst, Holder: prov.ID, Op: done, Halted: &done})
 		}},
+		{"a detach to an empty id", func() error {
+			return s.DetachResource(ctx, broker.Detached{InstanceID: "i-1", Name: "r"})
+		}},
+		{"a detach of a resource name holding NUL", func() error {
+			return s.DetachResource(ctx, broker.Detached{ID: "d-1", InstanceID: "i-1", Name: "r\x00"})
+		}},
+		{"an update of a detached id holding NUL", func() error {
+			return s.UpdateDetached(ctx, broker.Detached{ID: "d\x001", InstanceID: "i-1", Name: "r"}, 0)
+		}},
+		{"a delete of an empty detached id", func() error { return s.DeleteDetached(ctx, "") }},
 	}
 	e.calls.take()
 	for _, c := range calls {

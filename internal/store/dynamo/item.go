@@ -29,7 +29,7 @@ var jsonText = map[string]bool{
 	"context":       true, // instance, binding
 	"bind_resource": true, // binding
 	"target":        true, // operation: holds raw parameters and context
-	"data":          true, // resource
+	"data":          true, // resource, detached resource
 }
 
 // notFields are the attributes that the store adds to the domain fields.
@@ -239,6 +239,11 @@ func operationItem(op broker.Operation) (map[string]types.AttributeValue, error)
 func resourceItem(r broker.Resource) (map[string]types.AttributeValue, error) {
 	r.UpdatedAt = r.UpdatedAt.UTC()
 	return marshalItem(pk(r.InstanceID), skResource(r.Name), r)
+}
+
+func detachedItem(d broker.Detached) (map[string]types.AttributeValue, error) {
+	d.CreatedAt, d.UpdatedAt = d.CreatedAt.UTC(), d.UpdatedAt.UTC()
+	return marshalItem(pkDetached, d.ID, d)
 }
 
 // decode returns the item decoded as a T, or nil when there is no item.

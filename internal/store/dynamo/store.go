@@ -127,13 +127,26 @@ func (s *Store) ListInProgress(ctx context.Context) ([]broker.Operation, error) 
 }
 
 func (s *Store) queryOperations(ctx context.Context, in *dynamodb.QueryInput, keyCond expression.KeyConditionBuilder) ([]broker.Operation, error) {
+	ops, err := query[broker.Operation](ctx, s, in, keyCond)
+	if err != nil {
+		return nil, err
+	}
+	slices.SortStableFunc(ops, func(a, b broker.Operation) int {
+		return cmp.Or(a.CreatedAt.Compare(b.CreatedAt), cmp.Compare(a.ID, b.ID))
+	})
+	return ops, nil
+}
+
+// query runs in with keyCond, every page, and decodes the items in the
+// order DynamoDB returns them (by SK within a partition).
+func query[T any](ctx context.Context, s *Store, in *dynamodb.QueryInput, keyCond expression.KeyConditionBuilder) ([]T, error) {
 	e, err := expression.NewBuilder().WithKeyCondition(keyCond).Build()
 	if err != nil {
 		return nil, fmt.Errorf("build expression: %w", err)
 	}
 	in.TableName = s.table
 	in.KeyConditionExpression, in.ExpressionAttributeNames, in.ExpressionAttributeValues = e.KeyCondition(), e.Names(), e.Values()
-	ops := []broker.Operation{}
+	out := []T{}
 	pages := dynamodb.NewQueryPaginator(s.client, in)
 	for pages.HasMorePages() {
 		page, err := pages.NextPage(ctx)
@@ -141,17 +154,14 @@ func (s *Store) queryOperations(ctx context.Context, in *dynamodb.QueryInput, ke
 			return nil, err
 		}
 		for _, item := range page.Items {
-			op, err := decode[broker.Operation](item)
+			v, err := decode[T](item)
 			if err != nil {
 				return nil, err
 			}
-			ops = append(ops, *op)
+			out = append(out, *v)
 		}
 	}
-	slices.SortStableFunc(ops, func(a, b broker.Operation) int {
-		return cmp.Or(a.CreatedAt.Compare(b.CreatedAt), cmp.Compare(a.ID, b.ID))
-	})
-	return ops, nil
+	return out, nil
 }
 
 // CreateInstance stores a new instance and its provision operation in one
@@ -445,9 +455,24 @@ func (s *Store) DeleteResource(ctx context.Context, instanceID, name string) err
 // putItem is one conditional PutItem. A failed condition returns
 // *broker.ConflictError with the stored item in the field of r.
 func (s *Store) putItem(ctx context.Context, item map[string]types.AttributeValue, cond expression.ConditionBuilder, r role) error {
+	failed, err := s.putItemIf(ctx, item, cond)
+	if err != nil || failed == nil {
+		return err
+	}
+	c := &broker.ConflictError{}
+	if err := setConflict(c, r, failed.Item); err != nil {
+		return err
+	}
+	return c
+}
+
+// putItemIf is one conditional PutItem. When the condition fails it returns
+// DynamoDB's exception, whose Item is the stored item (empty when there is
+// none), and a nil error.
+func (s *Store) putItemIf(ctx context.Context, item map[string]types.AttributeValue, cond expression.ConditionBuilder) (*types.ConditionalCheckFailedException, error) {
 	e, err := expr(cond, nil)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	in := &dynamodb.PutItemInput{
 		TableName: s.table, Item: item,
@@ -459,14 +484,10 @@ func (s *Store) putItem(ctx context.Context, item map[string]types.AttributeValu
 		return err
 	})
 	var failed *types.ConditionalCheckFailedException
-	if !errors.As(err, &failed) {
-		return err
+	if errors.As(err, &failed) {
+		return failed, nil
 	}
-	c := &broker.ConflictError{}
-	if err := setConflict(c, r, failed.Item); err != nil {
-		return err
-	}
-	return c
+	return nil, err
 }
 
 // adder adds a write to a transaction being built.

@@ -116,20 +116,7 @@ func (s *Store) check(k map[string]types.AttributeValue, cond expression.Conditi
 // TransactGetItems after the failed write. A cancellation caused only by
 // concurrent transactions or throttling is retried (see retryConflicts).
 func (s *Store) transact(ctx context.Context, writes []write) error {
-	if len(writes) > maxTransactItems {
-		return fmt.Errorf("transaction of %d items: DynamoDB allows %d", len(writes), maxTransactItems)
-	}
-	in := &dynamodb.TransactWriteItemsInput{TransactItems: make([]types.TransactWriteItem, len(writes))}
-	for i, w := range writes {
-		in.TransactItems[i] = w.item
-	}
-	err := retryConflicts(ctx, func() error {
-		// The SDK fills in an idempotency token, which keeps its own
-		// retries of one attempt safe; a new attempt needs a new token.
-		in.ClientRequestToken = nil
-		_, err := s.client.TransactWriteItems(ctx, in)
-		return err
-	})
+	err := s.transactWrite(ctx, writes)
 	var cancelled *types.TransactionCanceledException
 	if !errors.As(err, &cancelled) || !conditionFailed(cancelled.CancellationReasons) {
 		return err
@@ -152,6 +139,26 @@ func (s *Store) transact(ctx context.Context, writes []write) error {
 		return fmt.Errorf("read the items of a failed condition: %w", err)
 	}
 	return c
+}
+
+// transactWrite runs writes as ONE TransactWriteItems, retried while only
+// concurrent transactions or throttling cancel it, and returns its error as
+// DynamoDB gave it.
+func (s *Store) transactWrite(ctx context.Context, writes []write) error {
+	if len(writes) > maxTransactItems {
+		return fmt.Errorf("transaction of %d items: DynamoDB allows %d", len(writes), maxTransactItems)
+	}
+	in := &dynamodb.TransactWriteItemsInput{TransactItems: make([]types.TransactWriteItem, len(writes))}
+	for i, w := range writes {
+		in.TransactItems[i] = w.item
+	}
+	return retryConflicts(ctx, func() error {
+		// The SDK fills in an idempotency token, which keeps its own
+		// retries of one attempt safe; a new attempt needs a new token.
+		in.ClientRequestToken = nil
+		_, err := s.client.TransactWriteItems(ctx, in)
+		return err
+	})
 }
 
 // readConflict fills c with the stored items of writes (one role each) in

@@ -85,6 +85,46 @@ func newBinding(instanceID, id, op string) broker.Binding {
 	}
 }
 
+// newResource is a driver's resource record.
+func newResource(instanceID, name string) broker.Resource {
+	return broker.Resource{
+		InstanceID: instanceID,
+		Name:       name,
+		Data:       json.RawMessage(`{"arn":"arn:aws:demo:` + instanceID + `/` + name + `","size":3}`),
+		UpdatedAt:  at(5),
+	}
+}
+
+// newDetached is resource r detached by operation opID, pending, with every
+// field set but Failure.
+func newDetached(r broker.Resource, opID string) broker.Detached {
+	return broker.Detached{
+		ID:          broker.DetachedID(r.InstanceID, r.Name, opID),
+		InstanceID:  r.InstanceID,
+		Name:        r.Name,
+		Data:        r.Data,
+		PlanID:      "plan-small",
+		OperationID: opID,
+		Reason:      "the provision failed",
+		State:       broker.DetachedPending,
+		CreatedAt:   at(30),
+		UpdatedAt:   at(30),
+	}
+}
+
+// putResource stores a resource record through the port.
+func putResource(t *testing.T, s broker.Store, r broker.Resource) {
+	t.Helper()
+	must(t, s.PutResource(t.Context(), r), "PutResource "+r.InstanceID+"/"+r.Name)
+}
+
+// detach stores resource r and detaches it as d.
+func detach(t *testing.T, s broker.Store, r broker.Resource, d broker.Detached) {
+	t.Helper()
+	putResource(t, s, r)
+	must(t, s.DetachResource(t.Context(), d), "DetachResource "+d.ID)
+}
+
 // finished is op finished in state.
 func finished(op broker.Operation, state broker.OperationState) broker.Operation {
 	op.State, op.Description = state, "The "+string(op.Kind)+" is "+string(state)+"."

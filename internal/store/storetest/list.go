@@ -114,6 +114,39 @@ var resourceCases = []testCase{
 		must(t, s.DeleteResource(t.Context(), "i-1", "r-1"), "DeleteResource of a missing record")
 		must(t, s.DeleteResource(t.Context(), "i-9", "r-9"), "DeleteResource under a missing instance")
 	}},
+	{"ListResources returns exactly an instance's resource records, by name", func(t *testing.T, newStore NewStore) {
+		s := newStore(t)
+		rs, err := s.ListResources(t.Context(), "i-1")
+		must(t, err, "ListResources of an empty store")
+		if len(rs) != 0 {
+			t.Fatalf("empty store: got %s, want none", show(rs))
+		}
+		// The instance's own instance, binding and operation records are
+		// not resources, and neither is a resource once detached.
+		provision(t, s, "i-1")
+		bind(t, s, "i-1", "b-1")
+		byName := map[string]broker.Resource{}
+		for _, name := range []string{"r-b", "r", "r-a", "db/main", "r-10"} {
+			byName[name] = newResource("i-1", name)
+			putResource(t, s, byName[name])
+		}
+		gone := newResource("i-1", "r-gone")
+		detach(t, s, gone, newDetached(gone, "prov-i-1"))
+		// Instances whose ids extend or prefix "i-1" keep their own.
+		lookalikes := []string{"i-10", "i-", "i-1r#x"}
+		for _, id := range lookalikes {
+			putResource(t, s, newResource(id, "r-1"))
+		}
+
+		rs, err = s.ListResources(t.Context(), "i-1")
+		must(t, err, "ListResources")
+		equal(t, "resources", rs, []broker.Resource{byName["db/main"], byName["r"], byName["r-10"], byName["r-a"], byName["r-b"]})
+		for _, id := range lookalikes {
+			rs, err := s.ListResources(t.Context(), id)
+			must(t, err, "ListResources "+id)
+			equal(t, "resources of "+id, rs, []broker.Resource{newResource(id, "r-1")})
+		}
+	}},
 	{"resources are kept apart by instance and name", func(t *testing.T, newStore NewStore) {
 		s := newStore(t)
 		var all []broker.Resource

@@ -134,6 +134,26 @@ var raceCases = []testCase{
 			}
 		}
 	}},
+	{"concurrent UpdateDetached at the same attempts let exactly one win", func(t *testing.T, newStore NewStore) {
+		s := newStore(t)
+		r := newResource("i-1", "r-1")
+		d := newDetached(r, "prov-i-1")
+		detach(t, s, r, d)
+		next := make([]broker.Detached, racers)
+		for i := range next {
+			next[i] = d
+			next[i].State, next[i].Attempts, next[i].UpdatedAt = broker.DetachedCleaning, 1, at(100+i)
+		}
+		errs := race(racers, func(i int) error { return s.UpdateDetached(t.Context(), next[i], 0) })
+		winner := oneWinner(t, errs)
+		equal(t, "detached", getDetached(t, s, d.ID), &next[winner])
+		for i, err := range errs {
+			var c *broker.ConflictError
+			if i != winner && errors.As(err, &c) && *c != (broker.ConflictError{}) {
+				t.Errorf("racer %d: conflict %s, want every field nil", i, show(c))
+			}
+		}
+	}},
 	{"concurrent finishes of one operation let exactly one win", func(t *testing.T, newStore NewStore) {
 		s := newStore(t)
 		provision(t, s, "i-1")

@@ -32,7 +32,8 @@ type testCase struct {
 func Run(t *testing.T, newStore func(t *testing.T) broker.Store) {
 	groups := [][]testCase{
 		readCases, roundTripCases, instanceCases, bindingCases,
-		operationCases, listCases, resourceCases, raceCases,
+		operationCases, listCases, resourceCases, detachedCases,
+		expiryCases, raceCases,
 	}
 	for _, group := range groups {
 		for _, c := range group {
@@ -49,13 +50,15 @@ var (
 	snapshotResources = []string{"r-1"}
 )
 
-// world is everything a store holds under the snapshot ids.
+// world is everything a store holds under the snapshot ids, and every
+// detached resource.
 type world struct {
 	Instances  map[string]*broker.Instance
 	Bindings   map[string]*broker.Binding // by instance id + "/" + binding id
 	Operations map[string][]broker.Operation
 	Resources  map[string]*broker.Resource
 	InProgress []broker.Operation
+	Detached   []broker.Detached
 }
 
 func (w world) instance(id string) *broker.Instance { return w.Instances[id] }
@@ -88,6 +91,7 @@ func snapshot(t *testing.T, s broker.Store) world {
 	ops, err := s.ListInProgress(t.Context())
 	must(t, err, "ListInProgress")
 	w.InProgress = ops
+	w.Detached = listDetached(t, s)
 	return w
 }
 
@@ -175,6 +179,22 @@ func getResource(t *testing.T, s broker.Store, instanceID, name string) *broker.
 		return nil
 	}
 	return &r
+}
+
+func getDetached(t *testing.T, s broker.Store, id string) *broker.Detached {
+	t.Helper()
+	d, err := s.GetDetached(t.Context(), id)
+	if notFound(t, err, "GetDetached "+id) {
+		return nil
+	}
+	return &d
+}
+
+func listDetached(t *testing.T, s broker.Store) []broker.Detached {
+	t.Helper()
+	ds, err := s.ListDetached(t.Context())
+	must(t, err, "ListDetached")
+	return ds
 }
 
 func inProgressIDs(t *testing.T, s broker.Store) []string {

@@ -1,0 +1,503 @@
+package app_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/serverless-osb/broker/internal/app"
+	"github.com/serverless-osb/broker/internal/app/apptest"
+	"github.com/serverless-osb/broker/internal/broker"
+)
+
+// errCrash is what every call returns once the "process" has crashed.
+var errCrash = errors.New("injected crash")
+
+// crasher decides which calls through the ports fail: counting from when
+// it is armed, the k-th call and every one after it fail, as if the
+// process died there. In "after" mode the k-th call takes effect before it
+// fails (the crash comes after the write); in "before" mode it does not.
+type crasher struct {
+	mu    sync.Mutex
+	armed bool
+	n, k  int
+	after bool
+}
+
+func (c *crasher) arm() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.armed, c.n = true, 0
+}
+
+func (c *crasher) calls() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.n
+}
+
+// enter is called before each call: it says whether to run the call and
+// what to return instead of (or after) it.
+func (c *crasher) enter() (run bool, fail bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.armed {
+		return true, false
+	}
+	c.n++
+	switch {
+	case c.k == 0 || c.n < c.k:
+		return true, false
+	case c.n == c.k && c.after:
+		return true, true
+	}
+	return false, true
+}
+
+// do runs f through the crasher.
+func do[T any](c *crasher, f func() (T, error)) (T, error) {
+	run, fail := c.enter()
+	var zero T
+	if !run {
+		return zero, errCrash
+	}
+	v, err := f()
+	if fail {
+		return zero, errCrash
+	}
+	return v, err
+}
+
+func do0(c *crasher, f func() error) error {
+	_, err := do(c, func() (struct{}, error) { return struct{}{}, f() })
+	return err
+}
+
+// faultyStore, faultyEngine and faultyDriver are fakes that wrap the real
+// ports and fail through a crasher.
+type faultyStore struct {
+	s broker.Store
+	c *crasher
+}
+
+func (f faultyStore) GetInstance(ctx context.Context, id string) (broker.Instance, error) {
+	return do(f.c, func() (broker.Instance, error) { return f.s.GetInstance(ctx, id) })
+}
+func (f faultyStore) GetBinding(ctx context.Context, iid, bid string) (broker.Binding, error) {
+	return do(f.c, func() (broker.Binding, error) { return f.s.GetBinding(ctx, iid, bid) })
+}
+func (f faultyStore) GetOperation(ctx context.Context, iid, oid string) (broker.Operation, error) {
+	return do(f.c, func() (broker.Operation, error) { return f.s.GetOperation(ctx, iid, oid) })
+}
+func (f faultyStore) ListOperations(ctx context.Context, iid string) ([]broker.Operation, error) {
+	return do(f.c, func() ([]broker.Operation, error) { return f.s.ListOperations(ctx, iid) })
+}
+func (f faultyStore) ListInProgress(ctx context.Context) ([]broker.Operation, error) {
+	return do(f.c, func() ([]broker.Operation, error) { return f.s.ListInProgress(ctx) })
+}
+func (f faultyStore) CreateInstance(ctx context.Context, i broker.Instance, op broker.Operation) error {
+	return do0(f.c, func() error { return f.s.CreateInstance(ctx, i, op) })
+}
+func (f faultyStore) LockInstance(ctx context.Context, l broker.LockInstance) error {
+	return do0(f.c, func() error { return f.s.LockInstance(ctx, l) })
+}
+func (f faultyStore) CreateBinding(ctx context.Context, b broker.Binding, op broker.Operation) error {
+	return do0(f.c, func() error { return f.s.CreateBinding(ctx, b, op) })
+}
+func (f faultyStore) LockBinding(ctx context.Context, l broker.LockBinding) error {
+	return do0(f.c, func() error { return f.s.LockBinding(ctx, l) })
+}
+func (f faultyStore) UpdateOperation(ctx context.Context, op broker.Operation) error {
+	return do0(f.c, func() error { return f.s.UpdateOperation(ctx, op) })
+}
+func (f faultyStore) FinishOperation(ctx context.Context, fin broker.Finish) error {
+	return do0(f.c, func() error { return f.s.FinishOperation(ctx, fin) })
+}
+func (f faultyStore) GetResource(ctx context.Context, iid, name string) (broker.Resource, error) {
+	return do(f.c, func() (broker.Resource, error) { return f.s.GetResource(ctx, iid, name) })
+}
+func (f faultyStore) PutResource(ctx context.Context, r broker.Resource) error {
+	return do0(f.c, func() error { return f.s.PutResource(ctx, r) })
+}
+func (f faultyStore) CreateResource(ctx context.Context, r broker.Resource) error {
+	return do0(f.c, func() error { return f.s.CreateResource(ctx, r) })
+}
+func (f faultyStore) DeleteResource(ctx context.Context, iid, name string) error {
+	return do0(f.c, func() error { return f.s.DeleteResource(ctx, iid, name) })
+}
+func (f faultyStore) ListResources(ctx context.Context, iid string) ([]broker.Resource, error) {
+	return do(f.c, func() ([]broker.Resource, error) { return f.s.ListResources(ctx, iid) })
+}
+func (f faultyStore) DetachResource(ctx context.Context, d broker.Detached) error {
+	return do0(f.c, func() error { return f.s.DetachResource(ctx, d) })
+}
+func (f faultyStore) GetDetached(ctx context.Context, id string) (broker.Detached, error) {
+	return do(f.c, func() (broker.Detached, error) { return f.s.GetDetached(ctx, id) })
+}
+func (f faultyStore) ListDetached(ctx context.Context) ([]broker.Detached, error) {
+	return do(f.c, func() ([]broker.Detached, error) { return f.s.ListDetached(ctx) })
+}
+func (f faultyStore) UpdateDetached(ctx context.Context, d broker.Detached, attempts int) error {
+	return do0(f.c, func() error { return f.s.UpdateDetached(ctx, d, attempts) })
+}
+func (f faultyStore) DeleteDetached(ctx context.Context, id string) error {
+	return do0(f.c, func() error { return f.s.DeleteDetached(ctx, id) })
+}
+func (f faultyStore) DeleteExpiredOperations(ctx context.Context, now time.Time) (int, error) {
+	return do(f.c, func() (int, error) { return f.s.DeleteExpiredOperations(ctx, now) })
+}
+
+type faultyEngine struct {
+	e broker.Engine
+	c *crasher
+}
+
+func (f faultyEngine) Start(ctx context.Context, w broker.Workflow, name string, input json.RawMessage) error {
+	return do0(f.c, func() error { return f.e.Start(ctx, w, name, input) })
+}
+func (f faultyEngine) Describe(ctx context.Context, name string) (broker.Execution, error) {
+	return do(f.c, func() (broker.Execution, error) { return f.e.Describe(ctx, name) })
+}
+func (f faultyEngine) Stop(ctx context.Context, name, cause string) error {
+	return do0(f.c, func() error { return f.e.Stop(ctx, name, cause) })
+}
+
+type faultyDriver struct {
+	d broker.Driver
+	c *crasher
+}
+
+func (f faultyDriver) Begin(ctx context.Context, ch broker.Change) (broker.Progress, error) {
+	return do(f.c, func() (broker.Progress, error) { return f.d.Begin(ctx, ch) })
+}
+func (f faultyDriver) Check(ctx context.Context, ch broker.Change) (broker.Progress, error) {
+	return do(f.c, func() (broker.Progress, error) { return f.d.Check(ctx, ch) })
+}
+func (f faultyDriver) Leftovers(ctx context.Context, ch broker.Change) ([]string, error) {
+	return do(f.c, func() ([]string, error) { return f.d.Leftovers(ctx, ch) })
+}
+func (f faultyDriver) Cleanup(ctx context.Context, d broker.Detached) (broker.Progress, error) {
+	return do(f.c, func() (broker.Progress, error) { return f.d.Cleanup(ctx, d) })
+}
+
+var (
+	_ broker.Store  = faultyStore{}
+	_ broker.Engine = faultyEngine{}
+	_ broker.Driver = faultyDriver{}
+)
+
+// noSleep compresses the engine's waits (hours of cleanup retries) to nothing.
+func noSleep(ctx context.Context, d time.Duration) {
+	if d > 0 {
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Millisecond):
+		}
+	}
+}
+
+// lifecycle is one OSB operation to crash, with what must exist before it.
+type lifecycle struct {
+	name  string
+	async bool
+	// plan is the plan's name (default: fake-async-plan, which runs
+	// synchronously without accepts_incomplete).
+	plan string
+	// setup prepares the instance (and binding) the operation works on.
+	setup func(t *testing.T, b *apptest.Broker, f *faultFixture)
+	// request is the operation itself.
+	request func(f *faultFixture) apptest.Request
+}
+
+type faultFixture struct {
+	service, plan string
+	instance      string
+	binding       string
+}
+
+func (f *faultFixture) q(accepts bool) string {
+	q := "?service_id=" + f.service + "&plan_id=" + f.plan
+	if accepts {
+		q += "&accepts_incomplete=true"
+	}
+	return q
+}
+
+func lifecycles() []lifecycle {
+	provisionReq := func(async bool) func(f *faultFixture) apptest.Request {
+		return func(f *faultFixture) apptest.Request {
+			p := "/v2/service_instances/" + f.instance
+			if async {
+				p += "?accepts_incomplete=true"
+			}
+			return apptest.Request{Method: http.MethodPut, Path: p, Body: provisionBody(f.service, f.plan, map[string]any{"duration_seconds": 0})}
+		}
+	}
+	provisioned := func(t *testing.T, b *apptest.Broker, f *faultFixture) {
+		t.Helper()
+		if r := b.Do(provisionReq(false)(f)); r.Status != http.StatusCreated {
+			t.Fatalf("setup provision: %d %s", r.Status, r.Raw)
+		}
+	}
+	bound := func(t *testing.T, b *apptest.Broker, f *faultFixture) {
+		t.Helper()
+		provisioned(t, b, f)
+		if r := b.Do(apptest.Request{Method: http.MethodPut, Path: "/v2/service_instances/" + f.instance + "/service_bindings/" + f.binding,
+			Body: map[string]any{"service_id": f.service, "plan_id": f.plan}}); r.Status != http.StatusCreated {
+			t.Fatalf("setup bind: %d %s", r.Status, r.Raw)
+		}
+	}
+	var out []lifecycle
+	for _, async := range []bool{false, true} {
+		out = append(out,
+			lifecycle{name: "provision", async: async, request: provisionReq(async)},
+			lifecycle{name: "update", async: async, setup: provisioned, request: func(f *faultFixture) apptest.Request {
+				p := "/v2/service_instances/" + f.instance
+				if async {
+					p += "?accepts_incomplete=true"
+				}
+				return apptest.Request{Method: http.MethodPatch, Path: p,
+					Body: map[string]any{"service_id": f.service, "parameters": map[string]any{"duration_seconds": 0, "fail_description": "updated"}}}
+			}},
+			lifecycle{name: "deprovision", async: async, setup: provisioned, request: func(f *faultFixture) apptest.Request {
+				return apptest.Request{Method: http.MethodDelete, Path: "/v2/service_instances/" + f.instance + f.q(async)}
+			}},
+			lifecycle{name: "bind", async: async, setup: provisioned, request: func(f *faultFixture) apptest.Request {
+				p := "/v2/service_instances/" + f.instance + "/service_bindings/" + f.binding
+				if async {
+					p += "?accepts_incomplete=true"
+				}
+				return apptest.Request{Method: http.MethodPut, Path: p, Body: map[string]any{"service_id": f.service, "plan_id": f.plan, "parameters": map[string]any{"duration_seconds": 0}}}
+			}},
+			lifecycle{name: "unbind", async: async, setup: bound, request: func(f *faultFixture) apptest.Request {
+				return apptest.Request{Method: http.MethodDelete, Path: "/v2/service_instances/" + f.instance + "/service_bindings/" + f.binding + f.q(async)}
+			}},
+		)
+	}
+	// A deprovision in detach mode: answered at once, deleted by cleanup.
+	out = append(out, lifecycle{name: "deprovision (detach)", plan: "fake-async-only-plan",
+		setup: func(t *testing.T, b *apptest.Broker, f *faultFixture) {
+			t.Helper()
+			r := b.Do(provisionReq(true)(f))
+			if r.Status != http.StatusAccepted {
+				t.Fatalf("setup provision: %d %s", r.Status, r.Raw)
+			}
+			if lo := b.WaitLastOperation("/v2/service_instances/"+f.instance+"/last_operation", 10*time.Second); lo.Str("state") != "succeeded" {
+				t.Fatalf("setup provision: %s", lo.Raw)
+			}
+		},
+		request: func(f *faultFixture) apptest.Request {
+			return apptest.Request{Method: http.MethodDelete, Path: "/v2/service_instances/" + f.instance + f.q(true)}
+		}})
+	return out
+}
+
+// faultRun is one run of a lifecycle with a crash at call k (0: none).
+type faultRun struct {
+	lc       lifecycle
+	store    func(t *testing.T) broker.Store // nil: bolt
+	k        int
+	after    bool
+	instance string
+}
+
+// run returns how many calls the operation made through the ports.
+func (r faultRun) run(t *testing.T) int {
+	dir := t.TempDir()
+	var store broker.Store
+	if r.store != nil {
+		store = r.store(t)
+	}
+	c := &crasher{k: r.k, after: r.after}
+	wrap := &app.Wrappers{
+		Store:  func(s broker.Store) broker.Store { return faultyStore{s, c} },
+		Engine: func(e broker.Engine) broker.Engine { return faultyEngine{e, c} },
+		Driver: func(d broker.Driver) broker.Driver { return faultyDriver{d, c} },
+	}
+	// Until it dies, the crashing broker waits in real time: its failing
+	// executions sit in their first retry when it stops, as they would in a
+	// process that crashed, instead of burning hours of retries at once.
+	sleep := noSleep
+	if r.k > 0 {
+		sleep = nil
+	}
+	a := apptest.StartWith(t, apptest.Options{Dir: dir, Store: store, Wrap: wrap, ReapInterval: -1, Sleep: sleep})
+	a.Local.Steps.Backoff = time.Millisecond // in-request retries of a crashed call: no need to wait
+	plan := r.lc.plan
+	if plan == "" {
+		plan = "fake-async-plan"
+	}
+	f := &faultFixture{instance: r.instance, binding: "b-" + r.instance}
+	f.service, f.plan = a.Plan(plan)
+	if r.lc.setup != nil {
+		r.lc.setup(t, a, f)
+	}
+	c.arm()
+	resp := a.Do(r.lc.request(f))
+	if r.k == 0 {
+		if resp.Status >= 400 {
+			t.Fatalf("the fault-free %s answered %d %s", r.lc.name, resp.Status, resp.Raw)
+		}
+		waitExecutions(t, a)
+		return c.calls()
+	}
+	if resp.Status >= 500 && resp.Str("description") == "" {
+		t.Fatalf("a 5xx without a description: %s", resp.Raw)
+	}
+	// The process dies: a new broker starts on the same data, without faults.
+	a.Stop()
+	b := apptest.StartWith(t, apptest.Options{Dir: dir, Store: store, ReapInterval: -1, Sleep: noSleep})
+	b.Local.Broker.RepairAfter = -time.Hour // everything in progress is overdue: the reaper looks at it
+	quiesce(t, b, f)
+	checkNothingStuckOrOrphaned(t, b, f)
+	return c.calls()
+}
+
+// waitExecutions waits until no execution of the broker's engine runs.
+func waitExecutions(t *testing.T, b *apptest.Broker) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		ops, err := b.Local.Store.ListInProgress(context.Background())
+		if err == nil && len(ops) == 0 {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatal("operations still in progress after 10 s")
+}
+
+// quiesce runs the reaper until nothing of the instance is in progress and
+// nothing is detached, or fails after a while.
+func quiesce(t *testing.T, b *apptest.Broker, f *faultFixture) {
+	t.Helper()
+	ctx := context.Background()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		busy := 0
+		ops, _ := b.Local.Store.ListInProgress(ctx)
+		for _, op := range ops {
+			if op.InstanceID == f.instance {
+				busy++
+			}
+		}
+		ds, _ := b.Local.Store.ListDetached(ctx)
+		for _, d := range ds {
+			if d.InstanceID == f.instance {
+				busy++
+			}
+		}
+		if busy == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			for _, op := range ops {
+				t.Logf("in progress: %+v", op)
+			}
+			for _, d := range ds {
+				exec, err := b.Local.Engine.Describe(ctx, d.CleanupName(d.Attempts))
+				t.Logf("detached: %s state %s attempts %d failure %q; execution %s: %s %s %v", d.ID, d.State, d.Attempts, d.Failure, d.CleanupName(d.Attempts), exec.Status, exec.Error, err)
+			}
+			t.Fatalf("still busy after 15 s: %d operations in progress or resources detached", busy)
+		}
+		if _, err := b.Local.Broker.Reap(ctx); err != nil {
+			t.Logf("reap: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// checkNothingStuckOrOrphaned asserts the three promises: every operation
+// ended; no lock is held; every resource record the demo driver made is
+// attached to an instance or binding that exists, or was deleted.
+func checkNothingStuckOrOrphaned(t *testing.T, b *apptest.Broker, f *faultFixture) {
+	t.Helper()
+	ctx := context.Background()
+	s := b.Local.Store
+	ops, err := s.ListOperations(ctx, f.instance)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, op := range ops {
+		if !op.Finished() {
+			t.Errorf("operation %s (%s) is still in progress", op.ID, op.Kind)
+		}
+	}
+	inst, err := s.GetInstance(ctx, f.instance)
+	instanceExists := err == nil
+	if instanceExists && (inst.Op != "" || inst.BindingOps != 0) {
+		t.Errorf("instance %s still held: op %q, binding ops %d", inst.ID, inst.Op, inst.BindingOps)
+	}
+	binding, err := s.GetBinding(ctx, f.instance, f.binding)
+	bindingExists := err == nil
+	if bindingExists && binding.Op != "" {
+		t.Errorf("binding %s still held by %q", binding.ID, binding.Op)
+	}
+	records, err := s.ListResources(ctx, f.instance)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range records {
+		switch {
+		case r.Name == "instance" && instanceExists:
+		case r.Name == "binding-"+f.binding && bindingExists:
+		default:
+			t.Errorf("resource %q of instance %s is orphaned (instance exists: %v, binding exists: %v)", r.Name, f.instance, instanceExists, bindingExists)
+		}
+	}
+	ds, err := s.ListDetached(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range ds {
+		if d.InstanceID == f.instance {
+			t.Errorf("detached resource %s (%s) was not cleaned up: %s %s", d.ID, d.Name, d.State, d.Failure)
+		}
+	}
+}
+
+// runFaultSuite crashes every lifecycle at every call, in the given modes.
+// newStore, when set, gives the store for each lifecycle (nil: bolt).
+func runFaultSuite(t *testing.T, newStore func(t *testing.T) broker.Store, modes []bool) {
+	tried := 0
+	for i, lc := range lifecycles() {
+		var store func(*testing.T) broker.Store
+		if newStore != nil {
+			s := newStore(t) // one store a lifecycle; every crash point has its own instance
+			store = func(*testing.T) broker.Store { return s }
+		}
+		name := lc.name
+		if lc.async {
+			name += " (async)"
+		} else if lc.plan == "" {
+			name += " (sync)"
+		}
+		total := faultRun{lc: lc, store: store, instance: fmt.Sprintf("count-%d", i)}.run(t)
+		for _, after := range modes {
+			when := "before"
+			if after {
+				when = "after"
+			}
+			for k := 1; k <= total; k++ {
+				tried++
+				t.Run(fmt.Sprintf("%s crashes %s call %d of %d", name, when, k, total), func(t *testing.T) {
+					faultRun{lc: lc, store: store, k: k, after: after, instance: fmt.Sprintf("f-%d-%s-%d", i, when, k)}.run(t)
+				})
+			}
+		}
+	}
+	t.Logf("crash points tried: %d", tried)
+}
+
+func TestNothingStuckNothingOrphanedOnBolt(t *testing.T) {
+	runFaultSuite(t, nil, []bool{false, true})
+}
+
+func TestNothingStuckNothingOrphanedOnDynamoDB(t *testing.T) {
+	runFaultSuite(t, dynamoStore, []bool{false, true})
+}
