@@ -68,10 +68,13 @@ type LambdaConfig struct {
 	Function Function
 	// Store says which DynamoDB table holds the broker's items.
 	Store dynamo.Config
-	// SecretARN and StateMachineARN are the api function's.
-	SecretARN       string
-	StateMachineARN string
-	// CleanupStateMachineARN is optional for both functions.
+	// SecretARN is the api function's (required there).
+	SecretARN string
+	// StateMachineARN (the operation workflow) is required for the api
+	// function; the worker needs it, with CleanupStateMachineARN, to run
+	// the reaper ({"step":"reap"}) and to start cleanups. The CDK stack
+	// gives both to both functions.
+	StateMachineARN        string
 	CleanupStateMachineARN string
 	CatalogPath            string
 	LogLevel               slog.Level
