@@ -21,6 +21,7 @@ import (
 	"github.com/serverless-osb/broker/internal/api"
 	"github.com/serverless-osb/broker/internal/app"
 	"github.com/serverless-osb/broker/internal/app/apptest"
+	"github.com/serverless-osb/broker/internal/broker"
 	"github.com/serverless-osb/broker/internal/logging"
 	"github.com/serverless-osb/broker/internal/mototest"
 	"github.com/serverless-osb/broker/internal/steps"
@@ -229,6 +230,14 @@ func TestLambdaFunctionsOnMoto(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	cleanup, err := awssfn.NewFromConfig(awsCfg).CreateStateMachine(ctx, &awssfn.CreateStateMachineInput{
+		Name:       aws.String(mototest.Name("cleanup")),
+		Definition: aws.String(`{"StartAt":"Started","States":{"Started":{"Type":"Pass","End":true}}}`),
+		RoleArn:    aws.String("arn:aws:iam::123456789012:role/broker-workflows"),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 	secrets := secretsmanager.NewFromConfig(awsCfg)
 	secret := func(value string) string {
 		out, err := secrets.CreateSecret(ctx, &secretsmanager.CreateSecretInput{
@@ -257,6 +266,7 @@ func TestLambdaFunctionsOnMoto(t *testing.T) {
 		"AWS_SHARED_CREDENTIALS_FILE": filepath.Join(taskRoot, "no-credentials"),
 		"AWS_REGION":                  region, "BROKER_TABLE": table, "LAMBDA_TASK_ROOT": taskRoot,
 		"BROKER_SECRET_ARN": single, "BROKER_OPERATION_STATE_MACHINE_ARN": aws.ToString(machine.StateMachineArn),
+		"BROKER_CLEANUP_STATE_MACHINE_ARN": aws.ToString(cleanup.StateMachineArn),
 	}
 	setEnv(t, env)
 	logs := &apptest.SyncBuffer{}
@@ -322,6 +332,21 @@ func TestLambdaFunctionsOnMoto(t *testing.T) {
 		}
 	}
 
+	t.Run("the schedule's reap step runs the reaper on DynamoDB and Step Functions", func(t *testing.T) {
+		out, err := lambda.NewHandler(worker).Invoke(ctx, []byte(`{"step":"reap"}`))
+		if err != nil {
+			t.Fatalf("reap: %v", err)
+		}
+		var rep broker.ReapReport
+		if err := json.Unmarshal(out, &rep); err != nil || !strings.Contains(string(out), `"in_progress"`) {
+			t.Fatalf("reap answered %s (%v), want a report", out, err)
+		}
+		// The failed provision's leftover was detached and its cleanup
+		// started (a stand-in state machine here, which deletes nothing).
+		if rep.Detached < 1 {
+			t.Fatalf("the reaper saw no detached resource: %s", out)
+		}
+	})
 	t.Run("during a rotation both pairs of a list secret are accepted", func(t *testing.T) {
 		t.Setenv("BROKER_SECRET_ARN", rotation)
 		cfg, err := app.LambdaConfigFromEnv(app.FunctionAPI)

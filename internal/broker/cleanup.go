@@ -42,12 +42,17 @@ type ReapReport struct {
 	// Operations in progress looked at, and those repaired: started again,
 	// failed because their execution ended without a result, or stopped
 	// and failed because they outlived their maximum polling duration.
-	InProgress, Restarted, Failed, TimedOut int
+	InProgress int `json:"in_progress"`
+	Restarted  int `json:"restarted"`
+	Failed     int `json:"failed"`
+	TimedOut   int `json:"timed_out"`
 	// Detached resources looked at, and cleanups started (or started
 	// again), and cleanups found ended without a result (now failed).
-	Detached, CleanupsStarted, CleanupsFailed int
+	Detached        int `json:"detached"`
+	CleanupsStarted int `json:"cleanups_started"`
+	CleanupsFailed  int `json:"cleanups_failed"`
 	// Finished operation records removed after their retention.
-	Expired int
+	Expired int `json:"expired"`
 }
 
 // MaxOperationAge is how long an operation may stay in progress when its
