@@ -333,7 +333,8 @@ func Run(t *testing.T, h Harness) {
 		if err := e.Stop(context.Background(), name, "deprovision requested"); err != nil {
 			t.Fatalf("Stop = %v", err)
 		}
-		x := describe(t, e, name)
+		// Step Functions (and moto) may report the stop a moment later.
+		x := h.waitEnded(t, e, name)
 		if x.Status != broker.ExecutionAborted {
 			t.Errorf("after Stop: status %s, want ABORTED", x.Status)
 		}
