@@ -233,61 +233,6 @@ func TestData(t *testing.T) {
 		}
 	})
 
-	t.Run("calls that break the port's rules are refused before any write", func(t *testing.T) {
-		s := open(t, filepath.Join(t.TempDir(), "broker.db"))
-		defer s.Close()
-		ctx := t.Context()
-		prov := broker.Operation{ID: "prov", InstanceID: "i-1", Kind: broker.KindProvision, State: broker.OperationInProgress}
-		inst := broker.Instance{ID: "i-1", State: broker.InstanceProvisioning, Op: prov.ID}
-		if err := s.CreateInstance(ctx, inst, prov); err != nil {
-			t.Fatal(err)
-		}
-		done := prov
-		done.State = broker.OperationSucceeded
-		elsewhere := prov
-		elsewhere.InstanceID = "i-2"
-		bindingOfI2 := &broker.Binding{InstanceID: "i-2", ID: "b-1"}
-		calls := []struct {
-			name string
-			call func() error
-		}{
-			{"an operation under another instance", func() error { return s.CreateInstance(ctx, broker.Instance{ID: "i-3"}, prov) }},
-			{"a progress update that finishes", func() error { return s.UpdateOperation(ctx, done) }},
-			{"a finish still in progress", func() error { return s.FinishOperation(ctx, broker.Finish{Op: prov, Instance: &inst}) }},
-			{"a finish that stores and deletes the instance", func() error {
-				return s.FinishOperation(ctx, broker.Finish{Op: done, Instance: &inst, DeleteInstance: true})
-			}},
-			{"a finish that releases a binding count and stores the instance", func() error {
-				return s.FinishOperation(ctx, broker.Finish{Op: done, Instance: &inst, ReleaseBinding: true})
-			}},
-			{"a finish that stores a binding of another instance", func() error {
-				return s.FinishOperation(ctx, broker.Finish{Op: done, Binding: bindingOfI2})
-			}},
-			{"a finish that deletes a binding the operation does not name", func() error {
-				return s.FinishOperation(ctx, broker.Finish{Op: done, DeleteBinding: true})
-			}},
-			{"a halted operation that is not the holder", func() error {
-				return s.LockInstance(ctx, broker.LockInstance{Instance: inst, Version: 0, Holder: "other", Op: elsewhere, Halted: &done})
-			}},
-			{"a halted operation still in progress", func() error {
-				return s.LockInstance(ctx, broker.LockInstance{Instance: inst, Holder: prov.ID, Op: broker.Operation{ID: "dep", InstanceID: "i-1"}, Halted: &prov})
-			}},
-		}
-		for _, c := range calls {
-			var conflict *broker.ConflictError
-			if err := c.call(); err == nil || errors.As(err, &conflict) {
-				t.Errorf("%s: got %v, want an error that is not a conflict", c.name, err)
-			}
-		}
-		got, err := s.GetInstance(ctx, "i-1")
-		if err != nil || !reflect.DeepEqual(got, inst) {
-			t.Errorf("instance: got %+v, %v; want it unchanged", got, err)
-		}
-		if got, err := s.GetOperation(ctx, "i-1", "prov"); err != nil || got.State != broker.OperationInProgress {
-			t.Errorf("provision: got %+v, %v; want it unchanged", got, err)
-		}
-	})
-
 	t.Run("a cancelled context stops a call before it starts", func(t *testing.T) {
 		s := open(t, filepath.Join(t.TempDir(), "broker.db"))
 		defer s.Close()

@@ -539,67 +539,17 @@ func TestDeprovisionOfManyBindings(t *testing.T) {
 	})
 }
 
+// TestRefusedCalls: the calls the contract refuses (storetest) are refused
+// before any DynamoDB call.
 func TestRefusedCalls(t *testing.T) {
 	e := newEnv(t)
-	ctx := t.Context()
-	s := e.store
-	inst, prov := startProvision(t, s, "i-1")
-	done := finished(prov, broker.OperationSucceeded)
-	elsewhere := prov
-	elsewhere.InstanceID = "i-2"
-	dep := operation("i-1", "dep", broker.KindDeprovision)
-	calls := []struct {
-		name string
-		call func() error
-	}{
-		{"an empty instance id", func() error {
-			return s.CreateInstance(ctx, broker.Instance{}, broker.Operation{ID: "op", State: broker.OperationInProgress})
-		}},
-		{"an operation under another instance", func() error { return s.CreateInstance(ctx, broker.Instance{ID: "i-3"}, prov) }},
-		{"a progress update that finishes", func() error { return s.UpdateOperation(ctx, done) }},
-		{"a finish still in progress", func() error { return s.FinishOperation(ctx, broker.Finish{Op: prov, Instance: &inst}) }},
-		{"a finish that stores and deletes the instance", func() error {
-			return s.FinishOperation(ctx, broker.Finish{Op: done, Instance: &inst, DeleteInstance: true})
-		}},
-		{"a finish that releases a binding count and stores the instance", func() error {
-			return s.FinishOperation(ctx, broker.Finish{Op: done, Instance: &inst, ReleaseBinding: true})
-		}},
-		{"a finish that deletes a binding the operation does not name", func() error {
-			return s.FinishOperation(ctx, broker.Finish{Op: done, DeleteBinding: true})
-		}},
-		{"a halted operation that is not the holder", func() error {
-			return s.LockInstance(ctx, broker.LockInstance{Instance: inst, Holder: "other", Op: elsewhere, Halted: &done})
-		}},
-		{"a halted operation still in progress", func() error {
-			return s.LockInstance(ctx, broker.LockInstance{Instance: inst, Holder: prov.ID, Op: dep, Halted: &prov})
-		}},
-		{"an operation that halts itself", func() error {
-			return s.LockInstance(ctx, broker.LockInstance{Instance: inst, Holder: prov.ID, Op: done, Halted: &done})
-		}},
-		{"a detach to an empty id", func() error {
-			return s.DetachResource(ctx, broker.Detached{InstanceID: "i-1", Name: "r"})
-		}},
-		{"a detach of a resource name holding NUL", func() error {
-			return s.DetachResource(ctx, broker.Detached{ID: "d-1", InstanceID: "i-1", Name: "r\x00"})
-		}},
-		{"an update of a detached id holding NUL", func() error {
-			return s.UpdateDetached(ctx, broker.Detached{ID: "d\x001", InstanceID: "i-1", Name: "r"}, 0)
-		}},
-		{"a delete of an empty detached id", func() error { return s.DeleteDetached(ctx, "") }},
-	}
-	e.calls.take()
-	for _, c := range calls {
-		if err := c.call(); err == nil || isConflict(err) {
-			t.Errorf("%s: got %v, want an error that is not a conflict", c.name, err)
+	storetest.CheckRefusedCalls(t, e.store, func(calls func()) {
+		e.calls.take()
+		calls()
+		if got := e.calls.take(); len(got) != 0 {
+			t.Errorf("calls: got %v, want none", got)
 		}
-	}
-	if got := e.calls.take(); len(got) != 0 {
-		t.Errorf("calls: got %v, want none", got)
-	}
-	got, err := s.GetInstance(ctx, "i-1")
-	if err != nil || !reflect.DeepEqual(got, inst) {
-		t.Errorf("instance: got %+v, %v; want it unchanged", got, err)
-	}
+	})
 }
 
 func TestCancelledContext(t *testing.T) {

@@ -33,7 +33,7 @@ func Run(t *testing.T, newStore func(t *testing.T) broker.Store) {
 	groups := [][]testCase{
 		readCases, roundTripCases, instanceCases, bindingCases,
 		operationCases, listCases, resourceCases, detachedCases,
-		expiryCases, raceCases,
+		expiryCases, refusedCases, raceCases,
 	}
 	for _, group := range groups {
 		for _, c := range group {

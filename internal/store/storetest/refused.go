@@ -1,0 +1,87 @@
+package storetest
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/serverless-osb/broker/internal/broker"
+)
+
+var refusedCases = []testCase{
+	{"calls that break the port's rules are refused before any write, and change nothing", func(t *testing.T, newStore NewStore) {
+		CheckRefusedCalls(t, newStore(t), nil)
+	}},
+}
+
+// CheckRefusedCalls makes every call that breaks the Store port's
+// preconditions (broker.CheckIDs, CheckCreate, the Check methods) on s,
+// asserting that each fails with an error that is not a conflict and that
+// the store is unchanged. around, when set, wraps the calls, so that a
+// store's own test can also assert, say, that they made no API call.
+func CheckRefusedCalls(t *testing.T, s broker.Store, around func(calls func())) {
+	t.Helper()
+	ctx := t.Context()
+	inst, prov := startProvision(t, s, "i-1")
+	done := finished(prov, broker.OperationSucceeded)
+	elsewhere := prov
+	elsewhere.InstanceID = "i-2"
+	dep := newOperation("i-1", "dep", broker.KindDeprovision, at(1))
+	bindingOfI2 := &broker.Binding{InstanceID: "i-2", ID: "b-1"}
+	calls := []struct {
+		name string
+		call func() error
+	}{
+		{"an empty instance id", func() error {
+			return s.CreateInstance(ctx, broker.Instance{}, broker.Operation{ID: "op", State: broker.OperationInProgress})
+		}},
+		{"an operation under another instance", func() error { return s.CreateInstance(ctx, broker.Instance{ID: "i-3"}, prov) }},
+		{"a progress update that finishes", func() error { return s.UpdateOperation(ctx, done) }},
+		{"a finish still in progress", func() error { return s.FinishOperation(ctx, broker.Finish{Op: prov, Instance: &inst}) }},
+		{"a finish that stores and deletes the instance", func() error {
+			return s.FinishOperation(ctx, broker.Finish{Op: done, Instance: &inst, DeleteInstance: true})
+		}},
+		{"a finish that releases a binding count and stores the instance", func() error {
+			return s.FinishOperation(ctx, broker.Finish{Op: done, Instance: &inst, ReleaseBinding: true})
+		}},
+		{"a finish that stores a binding of another instance", func() error {
+			return s.FinishOperation(ctx, broker.Finish{Op: done, Binding: bindingOfI2})
+		}},
+		{"a finish that deletes a binding the operation does not name", func() error {
+			return s.FinishOperation(ctx, broker.Finish{Op: done, DeleteBinding: true})
+		}},
+		{"a halted operation that is not the holder", func() error {
+			return s.LockInstance(ctx, broker.LockInstance{Instance: inst, Holder: "other", Op: elsewhere, Halted: &done})
+		}},
+		{"a halted operation still in progress", func() error {
+			return s.LockInstance(ctx, broker.LockInstance{Instance: inst, Holder: prov.ID, Op: dep, Halted: &prov})
+		}},
+		{"an operation that halts itself", func() error {
+			return s.LockInstance(ctx, broker.LockInstance{Instance: inst, Holder: prov.ID, Op: done, Halted: &done})
+		}},
+		{"a detach to an empty id", func() error {
+			return s.DetachResource(ctx, broker.Detached{InstanceID: "i-1", Name: "r"})
+		}},
+		{"a detach of a resource name holding NUL", func() error {
+			return s.DetachResource(ctx, broker.Detached{ID: "d-1", InstanceID: "i-1", Name: "r\x00"})
+		}},
+		{"an update of a detached id holding NUL", func() error {
+			return s.UpdateDetached(ctx, broker.Detached{ID: "d\x001", InstanceID: "i-1", Name: "r"}, 0)
+		}},
+		{"a delete of an empty detached id", func() error { return s.DeleteDetached(ctx, "") }},
+	}
+	before := snapshot(t, s)
+	run := func() {
+		for _, c := range calls {
+			var conflict *broker.ConflictError
+			if err := c.call(); err == nil || errors.As(err, &conflict) {
+				t.Errorf("%s: got %v, want an error that is not a conflict", c.name, err)
+			}
+		}
+	}
+	if around != nil {
+		around(run)
+	} else {
+		run()
+	}
+	unchanged(t, s, before)
+}
