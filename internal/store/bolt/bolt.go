@@ -23,6 +23,7 @@ import (
 	bolterrors "go.etcd.io/bbolt/errors"
 
 	"github.com/serverless-osb/broker/internal/broker"
+	"github.com/serverless-osb/broker/internal/store/item"
 )
 
 // Bucket names. The local workflow engine keeps its own bucket
@@ -176,21 +177,8 @@ func get[T any](b *bbolt.Bucket, key []byte) (*T, error) {
 	return item, nil
 }
 
-// encode marshals an item without HTML escaping, so that raw JSON values
-// (parameters, context) are kept byte for byte, except insignificant
-// whitespace, which encoding/json drops.
-func encode(v any) ([]byte, error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
-}
-
 func put(b *bbolt.Bucket, key []byte, v any) error {
-	data, err := encode(v)
+	data, err := item.Encode(v)
 	if err != nil {
 		return fmt.Errorf("encode item %q: %w", key, err)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/serverless-osb/broker/internal/broker"
+	"github.com/serverless-osb/broker/internal/store/item"
 )
 
 // An item is the domain value's JSON, as the bolt store writes it, spread
@@ -37,7 +38,7 @@ var notFields = map[string]bool{attrPK: true, attrSK: true, attrInProgress: true
 
 // marshalItem returns the item for v under the given key.
 func marshalItem(pkValue, skValue string, v any) (map[string]types.AttributeValue, error) {
-	data, err := encodeJSON(v)
+	data, err := item.Encode(v)
 	if err != nil {
 		return nil, err
 	}
@@ -104,18 +105,6 @@ func keyPart(item map[string]types.AttributeValue, name string) string {
 		return s.Value
 	}
 	return "?"
-}
-
-// encodeJSON marshals without HTML escaping, as the bolt store does, so raw
-// JSON values keep their characters.
-func encodeJSON(v any) ([]byte, error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }
 
 // attributeValue converts a JSON value decoded with UseNumber.
@@ -198,7 +187,7 @@ func writeJSON(buf *bytes.Buffer, av types.AttributeValue) error {
 }
 
 func writeString(buf *bytes.Buffer, s string) error {
-	data, err := encodeJSON(s)
+	data, err := item.Encode(s)
 	if err != nil {
 		return err
 	}
