@@ -3,16 +3,23 @@ GO ?= go
 # Where `make run` keeps its data (a bolt file); it survives restarts.
 BROKER_DATA_DIR ?= .data
 export BROKER_DATA_DIR
-# The catalog that `make build` bundles with the functions and the stack checks.
-CATALOG ?= catalog.yaml
+# The catalog that `make build` bundles with the functions (with the templates it
+# names) and that synth and deploy check: the deployed broker's. `make run` serves
+# BROKER_CATALOG (default catalog.yaml, the demo) instead.
+CATALOG ?= services/catalog.yaml
 # The CDK CLI, pinned in infra/_cli/package.json (aws-cdk 2.x: 3.x refuses this library).
 CDK := infra/_cli/node_modules/.bin/cdk
+# How long `make fuzz` runs (go test -fuzztime: a duration, or Nx for N inputs).
+FUZZTIME ?= 10m
+# Each fuzz input is real HTTP requests: minimizing one is capped at 500 runs (a time cap
+# kills the workers that overrun it, and each restart starts a new broker).
+FUZZ := $(GO) test -run '^$$' -fuzz '^FuzzHTTP$$' -fuzzminimizetime 500x
 # asl-validator (npm) catches dangling Next and unreachable states in the workflows.
 ASL_VALIDATOR ?= npx --yes asl-validator@4.0.0
 export CDK_DISABLE_CLI_TELEMETRY := true
 
 .DEFAULT_GOAL := help
-.PHONY: help run test lint unit infra bench build synth deploy
+.PHONY: help run test lint unit fuzz-short fuzz infra bench build synth deploy
 
 help: ## List the targets.
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-8s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -20,10 +27,16 @@ help: ## List the targets.
 run: ## Run the broker on 127.0.0.1:8080 with the embedded store (BROKER_USERNAME/BROKER_PASSWORD set the credentials).
 	$(GO) run ./functions/api
 
-test: lint unit infra ## Everything CI runs: lint, every test (race detector, moto started for them), cdk synth + cfn-lint.
+test: lint unit fuzz-short infra ## Everything CI runs: lint, every test (race detector, moto started for them), a short fuzz, cdk synth + cfn-lint.
 
 unit: ## Every Go test with the race detector, with a moto_server (DynamoDB, Step Functions) started for them.
 	$(GO) run ./internal/mototest/withmoto -- $(GO) test -race -count=1 ./...
+
+fuzz-short: ## Fuzz the whole HTTP surface (FuzzHTTP) for 20 s; its seed corpus runs in `unit` too.
+	$(FUZZ) -fuzztime 20s ./internal/api/
+
+fuzz: ## Fuzz the whole HTTP surface for FUZZTIME; a failing input is saved to internal/api/testdata/fuzz/FuzzHTTP/.
+	$(FUZZ) -fuzztime $(FUZZTIME) ./internal/api/
 
 lint: ## gofmt, go vet, staticcheck, and asl-validator on statemachines/.
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path '*/node_modules/*')); \
@@ -32,14 +45,15 @@ lint: ## gofmt, go vet, staticcheck, and asl-validator on statemachines/.
 	$(GO) tool staticcheck ./...
 	@for f in statemachines/*.asl.json; do $(ASL_VALIDATOR) --json-path "$$f" || exit 1; done
 
-infra: synth ## cfn-lint (zero errors) on the synthesized template.
+infra: synth ## cfn-lint (zero errors) on the synthesized template and on every service template in services/.
 	@cfn-lint --version 2>/dev/null | grep -q 1.51.0 || python3 -m pip install --quiet cfn-lint==1.51.0
 	cfn-lint cdk.out/*.template.json
+	cfn-lint services/*/*.yaml
 
 bench: ## Benchmarks of the HTTP handler on the bolt store: ns/op, allocs/op, and an async provision's 202-to-succeeded time.
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime 2s ./internal/api/
 
-build: ## The Lambda bundles: dist/api.zip and dist/worker.zip (linux/arm64, with $(CATALOG)).
+build: ## The Lambda bundles: dist/api.zip and dist/worker.zip (linux/arm64, with $(CATALOG) and its templates).
 	$(GO) run ./internal/tools/build -catalog $(CATALOG)
 
 $(CDK): infra/_cli/package.json infra/_cli/package-lock.json

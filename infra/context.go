@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/aws/constructs-go/constructs/v10"
@@ -28,6 +29,10 @@ const (
 	ContextLogLevel           = "logLevel"
 	ContextAlarmTopicARN      = "alarmTopicArn"
 	ContextReaperInterval     = "reaperIntervalMinutes"
+	ContextStackPrefix        = "stackPrefix"
+	// ContextServiceRolePolicyARNs is a comma-separated list (or, in
+	// cdk.json, a list) of managed policy ARNs.
+	ContextServiceRolePolicyARNs = "serviceRolePolicyArns"
 )
 
 // PropsFromContext reads the stack's props from the CDK context of node
@@ -36,21 +41,23 @@ const (
 func PropsFromContext(node constructs.Node) (BrokerStackProps, error) {
 	c := contextReader{node: node}
 	p := BrokerStackProps{
-		CatalogPath:        c.string(ContextCatalog),
-		APICodeDir:         c.string(ContextAPICode),
-		WorkerCodeDir:      c.string(ContextWorkerCode),
-		StateMachinesDir:   c.string(ContextStateMachines),
-		StageName:          c.string(ContextStageName),
-		ThrottleRateLimit:  c.number(ContextThrottleRateLimit),
-		ThrottleBurstLimit: c.integer(ContextThrottleBurstLimit),
-		APIMemoryMB:        c.integer(ContextAPIMemorySize),
-		WorkerMemoryMB:     c.integer(ContextWorkerMemorySize),
-		APITimeout:         time.Duration(c.integer(ContextAPITimeout)) * time.Second,
-		WorkerTimeout:      time.Duration(c.integer(ContextWorkerTimeout)) * time.Second,
-		LogRetentionDays:   c.integer(ContextLogRetentionDays),
-		LogLevel:           c.string(ContextLogLevel),
-		AlarmTopicARN:      c.string(ContextAlarmTopicARN),
-		ReaperInterval:     time.Duration(c.integer(ContextReaperInterval)) * time.Minute,
+		CatalogPath:           c.string(ContextCatalog),
+		APICodeDir:            c.string(ContextAPICode),
+		WorkerCodeDir:         c.string(ContextWorkerCode),
+		StateMachinesDir:      c.string(ContextStateMachines),
+		StageName:             c.string(ContextStageName),
+		ThrottleRateLimit:     c.number(ContextThrottleRateLimit),
+		ThrottleBurstLimit:    c.integer(ContextThrottleBurstLimit),
+		APIMemoryMB:           c.integer(ContextAPIMemorySize),
+		WorkerMemoryMB:        c.integer(ContextWorkerMemorySize),
+		APITimeout:            time.Duration(c.integer(ContextAPITimeout)) * time.Second,
+		WorkerTimeout:         time.Duration(c.integer(ContextWorkerTimeout)) * time.Second,
+		LogRetentionDays:      c.integer(ContextLogRetentionDays),
+		LogLevel:              c.string(ContextLogLevel),
+		AlarmTopicARN:         c.string(ContextAlarmTopicARN),
+		ReaperInterval:        time.Duration(c.integer(ContextReaperInterval)) * time.Minute,
+		StackPrefix:           c.string(ContextStackPrefix),
+		ServiceRolePolicyARNs: c.list(ContextServiceRolePolicyARNs),
 	}
 	if err := errors.Join(c.errs...); err != nil {
 		return BrokerStackProps{}, fmt.Errorf("cdk context: %w", err)
@@ -75,6 +82,37 @@ func (c *contextReader) string(key string) string {
 		c.errs = append(c.errs, fmt.Errorf("%s: want a string, got %v", key, v))
 		return ""
 	}
+}
+
+// list reads a list of strings: a JSON list of strings, or a string of
+// comma-separated items (from -c). Blank items are dropped.
+func (c *contextReader) list(key string) []string {
+	var items []string
+	switch v := c.node.TryGetContext(&key).(type) {
+	case nil:
+		return nil
+	case string:
+		items = strings.Split(v, ",")
+	case []any:
+		for _, item := range v {
+			s, ok := item.(string)
+			if !ok {
+				c.errs = append(c.errs, fmt.Errorf("%s: want strings, got %v", key, item))
+				return nil
+			}
+			items = append(items, s)
+		}
+	default:
+		c.errs = append(c.errs, fmt.Errorf("%s: want a comma-separated string or a list of strings, got %v", key, v))
+		return nil
+	}
+	var list []string
+	for _, item := range items {
+		if item = strings.TrimSpace(item); item != "" {
+			list = append(list, item)
+		}
+	}
+	return list
 }
 
 func (c *contextReader) number(key string) float64 {

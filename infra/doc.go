@@ -4,8 +4,9 @@
 // per statemachines/*.asl.json (operation and cleanup), the EventBridge
 // Scheduler schedule that runs the reaper on the worker, the DynamoDB table
 // the dynamo store keys its items in, the secret holding the basic-auth
-// credentials, their customer-managed KMS key, the log groups, and the
-// alarms.
+// credentials, their customer-managed KMS key, the CloudFormation service
+// role the worker creates the services' stacks under (services.go), the log
+// groups, and the alarms.
 //
 // Every permission is written out here, scoped to this stack's resources;
 // cdk-nag's AwsSolutions pack runs on the stack as an Aspect, and each

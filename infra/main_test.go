@@ -63,9 +63,10 @@ func runTests(m *testing.M) (code int, err error) {
 	// report, which would fail the synthesis at the first one: the tests
 	// read and list them (TestStackPassesCDKNag). cdk synth keeps the flag.
 	context["@aws-cdk/core:annotationsInValidationReport"] = false
+	catalogPath, _ := context[ContextCatalog].(string)
 	for key, name := range map[string]string{ContextAPICode: "api", ContextWorkerCode: "worker"} {
 		dir := filepath.Join(tmp, name)
-		if err := dummyAsset(dir, "catalog.yaml"); err != nil {
+		if err := dummyAsset(dir, catalogPath); err != nil {
 			return 0, err
 		}
 		context[key] = dir
@@ -100,8 +101,9 @@ func cdkContext() (map[string]any, error) {
 	return cdk.Context, nil
 }
 
-// dummyAsset makes dir a function asset: a bootstrap that does nothing and
-// a copy of catalog.
+// dummyAsset makes dir a function asset: a bootstrap that does nothing, a
+// copy of catalog and, beside it, of the files its driver settings read,
+// as make build bundles them.
 func dummyAsset(dir, catalog string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
@@ -109,11 +111,28 @@ func dummyAsset(dir, catalog string) error {
 	if err := os.WriteFile(filepath.Join(dir, "bootstrap"), []byte("#!/bin/sh\nexit 1\n"), 0o755); err != nil {
 		return err
 	}
-	text, err := os.ReadFile(catalog)
+	files, err := catalogFiles(catalog)
 	if err != nil {
 		return err
 	}
-	return os.WriteFile(filepath.Join(dir, "catalog.yaml"), text, 0o644)
+	copies := map[string]string{filepath.Base(catalog): "catalog.yaml"}
+	for _, f := range files {
+		copies[filepath.FromSlash(f)] = filepath.FromSlash(f)
+	}
+	for from, to := range copies {
+		text, err := os.ReadFile(filepath.Join(filepath.Dir(catalog), from))
+		if err != nil {
+			return err
+		}
+		to = filepath.Join(dir, to)
+		if err := os.MkdirAll(filepath.Dir(to), 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(to, text, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // check runs an assertions call, which panics when it fails, and reports

@@ -1,6 +1,8 @@
 package infra
 
 import (
+	"strings"
+
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
@@ -23,6 +25,11 @@ const (
 		"stack's state machines and nothing else."
 	reasonWorkerVersions = "The worker's qualified ARNs (function:NAME:VERSION or :ALIAS), should a workflow name a version; " +
 		"the resource is this one function and nothing else."
+	reasonServiceStacks = "The stacks of service instances and bindings are made at run time, one or two per instance, " +
+		"each named PREFIX-… (BROKER_STACK_PREFIX) and addressed by its ARN, which ends with a stack id CloudFormation " +
+		"makes up; the pattern is those stacks only, and creating, updating and deleting them requires the service role."
+	reasonOperatorPolicies = "An AWS managed policy the operator attached to the CloudFormation service role with the " +
+		"serviceRolePolicyArns context value, for a service whose template needs more than the example services."
 	reasonRotation = "The password is what the platform (Cloud Foundry, SAP BTP, ...) registered the broker with: " +
 		"a scheduled rotation would lock the platform out until someone updated the registration. It is rotated by " +
 		"hand, together with the registration (cf update-service-broker)."
@@ -51,6 +58,32 @@ func (b *builder) suppressNagFindings() {
 			rule("AwsSolutions-IAM5", reasonWorkerVersions,
 				"Resource::<"+*b.stack.GetLogicalId(b.worker.Node().DefaultChild().(awscdk.CfnElement))+".Arn>:*"))
 	}
+	suppress(b.workerRole, rule("AwsSolutions-IAM5", reasonServiceStacks, b.stacksARN().nag()))
+	var serviceRole []*cdknag.NagPackSuppression
+	for _, g := range serviceRoleGrants(b.props.StackPrefix) {
+		var wildcards []any
+		if g.everywhere {
+			wildcards = append(wildcards, star)
+		}
+		for _, r := range g.resources {
+			if strings.Contains(r.resource, "*") {
+				wildcards = append(wildcards, r.nag())
+			}
+		}
+		if len(wildcards) > 0 {
+			serviceRole = append(serviceRole, rule("AwsSolutions-IAM5", g.sid+": "+g.reason, wildcards...))
+		}
+	}
+	var awsManaged []any
+	for _, arn := range b.props.ServiceRolePolicyARNs {
+		if strings.Contains(arn, ":iam::aws:policy/") {
+			awsManaged = append(awsManaged, "Policy::"+arn)
+		}
+	}
+	if len(awsManaged) > 0 {
+		serviceRole = append(serviceRole, rule("AwsSolutions-IAM4", reasonOperatorPolicies, awsManaged...))
+	}
+	suppress(b.serviceRole, serviceRole...)
 	suppress(b.secret, rule("AwsSolutions-SMG4", reasonRotation))
 	suppress(b.route, rule("AwsSolutions-APIG4", reasonAuthorization))
 }

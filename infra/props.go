@@ -3,12 +3,15 @@ package infra
 import (
 	"errors"
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
+
+	"github.com/serverless-osb/broker/internal/drivers/cloudformation"
 )
 
 // BrokerStackProps configures the broker's stack. The zero value of each
@@ -67,6 +70,18 @@ type BrokerStackProps struct {
 	// it fires and when it recovers.
 	AlarmTopicARN string
 
+	// StackPrefix starts the name of every stack the CloudFormation driver
+	// makes (PREFIX-…, the worker's BROKER_STACK_PREFIX): the worker may
+	// touch only those stacks, and the service role only the resources
+	// CloudFormation names after them. Letters, digits and hyphens, starting
+	// with a letter, at most 20 characters, with no hyphen at the end nor
+	// two in a row. Default: osb.
+	StackPrefix string
+	// ServiceRolePolicyARNs are managed policies attached to the
+	// CloudFormation service role besides its own permissions, which cover
+	// the example services only: for a template that needs more.
+	ServiceRolePolicyARNs []string
+
 	// ReaperInterval is how often EventBridge Scheduler runs the reaper
 	// (the worker's step "reap"), which repairs operations whose execution
 	// ended without a result and starts the cleanups no execution runs: the
@@ -88,7 +103,15 @@ const (
 	DefaultWorkerTimeout      = 60 * time.Second
 	DefaultLogRetentionDays   = 30
 	DefaultReaperInterval     = 5 * time.Minute
+	DefaultStackPrefix        = cloudformation.DefaultStackPrefix
 )
+
+// maxServiceRolePolicies is IAM's hard limit on the managed policies of a
+// role (its default quota is 10).
+const maxServiceRolePolicies = 20
+
+// managedPolicyARN is the ARN of an AWS managed or a customer managed policy.
+var managedPolicyARN = regexp.MustCompile(`^arn:aws[a-z-]*:iam::(aws|[0-9]{12}):policy/[A-Za-z0-9+=,.@/_-]+$`)
 
 // maxReaperInterval bounds ReaperInterval: an hourly reaper already leaves
 // a crashed operation stuck that long, and the reaper's alarm watches three
@@ -126,6 +149,7 @@ func (p BrokerStackProps) withDefaults() (BrokerStackProps, error) {
 	setDefault(&p.WorkerTimeout, DefaultWorkerTimeout)
 	setDefault(&p.LogRetentionDays, DefaultLogRetentionDays)
 	setDefault(&p.ReaperInterval, DefaultReaperInterval)
+	setDefault(&p.StackPrefix, DefaultStackPrefix)
 
 	var errs []error
 	if p.ThrottleRateLimit < 0 || p.ThrottleBurstLimit < 0 {
@@ -154,7 +178,48 @@ func (p BrokerStackProps) withDefaults() (BrokerStackProps, error) {
 	if _, ok := retentions[p.LogRetentionDays]; !ok {
 		errs = append(errs, fmt.Errorf("log retention %d days: CloudWatch Logs does not offer it", p.LogRetentionDays))
 	}
+	if err := checkStackPrefix(p.StackPrefix); err != nil {
+		errs = append(errs, fmt.Errorf("stack prefix: %w", err))
+	}
+	errs = append(errs, checkManagedPolicies(p.ServiceRolePolicyARNs)...)
 	return p, errors.Join(errs...)
+}
+
+// checkStackPrefix applies the driver's rule (cloudformation.CheckStackPrefix)
+// and one more: CloudFormation collapses runs of hyphens when it generates a
+// name from a stack's name (RDS identifiers, for one), so the names of a
+// prefix ending in a hyphen (stacks "osb--…") or holding two in a row would
+// not start with it, and the service role's permissions, which match names
+// by prefix, would not cover them.
+func checkStackPrefix(prefix string) error {
+	if err := cloudformation.CheckStackPrefix(prefix); err != nil {
+		return err
+	}
+	if strings.HasSuffix(prefix, "-") || strings.Contains(prefix, "--") {
+		return fmt.Errorf("%q must not end with a hyphen or hold two in a row: CloudFormation collapses the hyphens "+
+			"of a stack's name in the names it generates, which the service role's permissions match by prefix", prefix)
+	}
+	return nil
+}
+
+func checkManagedPolicies(arns []string) []error {
+	var errs []error
+	seen := map[string]bool{}
+	for _, arn := range arns {
+		switch {
+		case !managedPolicyARN.MatchString(arn):
+			errs = append(errs, fmt.Errorf("service role policy %q: not a managed policy's ARN "+
+				"(arn:aws:iam::aws:policy/NAME or arn:aws:iam::ACCOUNT:policy/NAME)", arn))
+		case seen[arn]:
+			errs = append(errs, fmt.Errorf("service role policy %q: given twice", arn))
+		}
+		seen[arn] = true
+	}
+	if len(arns) > maxServiceRolePolicies {
+		errs = append(errs, fmt.Errorf("service role policies: %d given; IAM attaches at most %d managed policies to a role (10 unless the account's quota was raised)",
+			len(arns), maxServiceRolePolicies))
+	}
+	return errs
 }
 
 func setDefault[T comparable](v *T, def T) {

@@ -1,8 +1,11 @@
 package infra
 
 import (
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -28,6 +31,8 @@ func TestPropsDefaults(t *testing.T) {
 		{"logs are kept 30 days", p.LogRetentionDays, 30},
 		{"the catalog is not compared", p.CatalogPath, ""},
 		{"the reaper runs every 5 minutes", p.ReaperInterval, 5 * time.Minute},
+		{"the service stacks are named osb-…", p.StackPrefix, "osb"},
+		{"the service role has no managed policy", len(p.ServiceRolePolicyARNs), 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -54,6 +59,19 @@ func TestPropsRejected(t *testing.T) {
 		{"a reaper less often than hourly is refused", BrokerStackProps{ReaperInterval: 90 * time.Minute}, "reaper interval 1h30m0s"},
 		{"a reaper interval in fractions of a minute is refused", BrokerStackProps{ReaperInterval: 90 * time.Second}, "whole minutes"},
 		{"a negative reaper interval is refused", BrokerStackProps{ReaperInterval: -5 * time.Minute}, "reaper interval"},
+		{"a stack prefix starting with a digit is refused", BrokerStackProps{StackPrefix: "1osb"}, `stack prefix: "1osb" must start with a letter`},
+		{"a stack prefix with an underscore is refused", BrokerStackProps{StackPrefix: "osb_test"}, `stack prefix: "osb_test"`},
+		{"a stack prefix of 21 characters is refused", BrokerStackProps{StackPrefix: strings.Repeat("a", 21)}, "at most 20"},
+		{"a stack prefix ending with a hyphen is refused", BrokerStackProps{StackPrefix: "osb-"}, "must not end with a hyphen"},
+		{"a stack prefix with two hyphens in a row is refused", BrokerStackProps{StackPrefix: "team--a"}, "two in a row"},
+		{"a service role policy that is not a managed policy's ARN is refused",
+			BrokerStackProps{ServiceRolePolicyARNs: []string{"AmazonElastiCacheFullAccess"}}, `service role policy "AmazonElastiCacheFullAccess": not a managed policy's ARN`},
+		{"a role's ARN is refused as a service role policy",
+			BrokerStackProps{ServiceRolePolicyARNs: []string{"arn:aws:iam::123456789012:role/admin"}}, "not a managed policy's ARN"},
+		{"a service role policy given twice is refused",
+			BrokerStackProps{ServiceRolePolicyARNs: []string{"arn:aws:iam::aws:policy/AmazonSNSFullAccess", "arn:aws:iam::aws:policy/AmazonSNSFullAccess"}}, "given twice"},
+		{"more service role policies than IAM attaches are refused",
+			BrokerStackProps{ServiceRolePolicyARNs: manyPolicies(21)}, "at most 20 managed policies"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -88,6 +106,20 @@ func TestPropsFromContext(t *testing.T) {
 		{"a fraction where a whole number is needed is refused", map[string]any{ContextWorkerMemorySize: 256.5}, nil, "workerMemorySize: want a whole number"},
 		{"a number where a path is needed is refused", map[string]any{ContextAPICode: 3.0}, nil, "apiCode: want a string"},
 		{"a reaper interval in fractions of a minute is refused", map[string]any{ContextReaperInterval: "2.5"}, nil, "reaperIntervalMinutes: want a whole number"},
+		{"the stack prefix is read", map[string]any{ContextStackPrefix: "team-a"},
+			func(p BrokerStackProps) bool { return p.StackPrefix == "team-a" }, ""},
+		{"service role policies from -c are a comma-separated list, blanks dropped",
+			map[string]any{ContextServiceRolePolicyARNs: " arn:aws:iam::aws:policy/A, ,arn:aws:iam::123456789012:policy/B "},
+			func(p BrokerStackProps) bool {
+				return slices.Equal(p.ServiceRolePolicyARNs, []string{"arn:aws:iam::aws:policy/A", "arn:aws:iam::123456789012:policy/B"})
+			}, ""},
+		{"service role policies from cdk.json may be a list", map[string]any{ContextServiceRolePolicyARNs: []any{"arn:aws:iam::aws:policy/A"}},
+			func(p BrokerStackProps) bool {
+				return slices.Equal(p.ServiceRolePolicyARNs, []string{"arn:aws:iam::aws:policy/A"})
+			}, ""},
+		{"no service role policy is an empty string", map[string]any{ContextServiceRolePolicyARNs: ""},
+			func(p BrokerStackProps) bool { return p.ServiceRolePolicyARNs == nil }, ""},
+		{"a list of numbers is refused", map[string]any{ContextServiceRolePolicyARNs: []any{1.0}}, nil, "serviceRolePolicyArns: want strings"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -122,23 +154,49 @@ func TestCheckAssets(t *testing.T) {
 	noCatalog := filepath.Join(dir, "no-catalog")
 	write(t, filepath.Join(noCatalog, "bootstrap"), "#!/bin/sh\n")
 
+	// A catalog whose driver settings read templates, and builds of it.
+	services := filepath.Join(dir, "services")
+	write(t, filepath.Join(services, "catalog.yaml"), "services: [s3]\n")
+	write(t, filepath.Join(services, "s3-bucket", "instance.yaml"), "Resources: {bucket}\n")
+	templates := func(string) ([]string, error) { return []string{"s3-bucket/instance.yaml"}, nil }
+	bundled := filepath.Join(dir, "bundled")
+	write(t, filepath.Join(bundled, "bootstrap"), "#!/bin/sh\n")
+	write(t, filepath.Join(bundled, "catalog.yaml"), "services: [s3]\n")
+	write(t, filepath.Join(bundled, "s3-bucket", "instance.yaml"), "Resources: {bucket}\n")
+	unbundled := filepath.Join(dir, "unbundled")
+	write(t, filepath.Join(unbundled, "bootstrap"), "#!/bin/sh\n")
+	write(t, filepath.Join(unbundled, "catalog.yaml"), "services: [s3]\n")
+	staleTemplate := filepath.Join(dir, "stale-template")
+	write(t, filepath.Join(staleTemplate, "bootstrap"), "#!/bin/sh\n")
+	write(t, filepath.Join(staleTemplate, "catalog.yaml"), "services: [s3]\n")
+	write(t, filepath.Join(staleTemplate, "s3-bucket", "instance.yaml"), "Resources: {older}\n")
+	noFiles := func(string) ([]string, error) { return nil, nil }
+
 	tests := []struct {
 		name    string
 		catalog string
+		files   func(string) ([]string, error)
 		dir     string
 		wantErr string
 	}{
-		{"a complete build of the catalog passes", catalog, complete, ""},
-		{"a build of another catalog passes when no catalog is given", "", stale, ""},
-		{"a build of another catalog is refused", catalog, stale, "build with that catalog"},
-		{"a build without bootstrap is refused", "", noBootstrap, "make build writes it"},
-		{"a build without catalog.yaml is refused", "", noCatalog, "make build writes it"},
-		{"a missing build is refused", "", filepath.Join(dir, "missing"), "make build writes it"},
-		{"a missing catalog is refused", filepath.Join(dir, "missing.yaml"), complete, "catalog"},
+		{"a complete build of the catalog passes", catalog, noFiles, complete, ""},
+		{"a build of another catalog passes when no catalog is given", "", noFiles, stale, ""},
+		{"a build of another catalog is refused", catalog, noFiles, stale, "build with that catalog"},
+		{"a build without bootstrap is refused", "", noFiles, noBootstrap, "make build writes it"},
+		{"a build without catalog.yaml is refused", "", noFiles, noCatalog, "make build writes it"},
+		{"a missing build is refused", "", noFiles, filepath.Join(dir, "missing"), "make build writes it"},
+		{"a missing catalog is refused", filepath.Join(dir, "missing.yaml"), noFiles, complete, "catalog"},
+		{"a build carrying the catalog's templates passes", filepath.Join(services, "catalog.yaml"), templates, bundled, ""},
+		{"a build without the catalog's templates is refused", filepath.Join(services, "catalog.yaml"), templates, unbundled,
+			"its s3-bucket/instance.yaml is not the one beside"},
+		{"a build with an older template is refused", filepath.Join(services, "catalog.yaml"), templates, staleTemplate,
+			"its s3-bucket/instance.yaml is not the one beside"},
+		{"a catalog whose templates cannot be listed is refused", catalog,
+			func(string) ([]string, error) { return nil, errors.New("no driver \"nope\"") }, complete, `no driver "nope"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			err := checkAssets(tt.catalog, tt.dir)
+			err := checkAssets(tt.catalog, tt.files, tt.dir)
 			if tt.wantErr == "" && err != nil || tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)) {
 				t.Errorf("error %v, want %q", err, tt.wantErr)
 			}
@@ -169,6 +227,15 @@ func TestNewBrokerStackRefusesLongStackName(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), name+"-operation") || !strings.Contains(err.Error(), "shorter stack name") {
 		t.Errorf("error %v, want one naming the state machine and asking for a shorter stack name", err)
 	}
+}
+
+// manyPolicies is n distinct customer managed policy ARNs.
+func manyPolicies(n int) []string {
+	var arns []string
+	for i := range n {
+		arns = append(arns, fmt.Sprintf("arn:aws:iam::123456789012:policy/p%d", i))
+	}
+	return arns
 }
 
 func write(t *testing.T, path, text string) {

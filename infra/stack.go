@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
@@ -21,6 +23,9 @@ import (
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
 	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
+
+	"github.com/serverless-osb/broker/internal/catalog"
+	"github.com/serverless-osb/broker/internal/drivers"
 )
 
 // The table's shape, as internal/store/dynamo (CreateTable) expects it.
@@ -69,7 +74,7 @@ func NewBrokerStack(scope constructs.Construct, id string, props *BrokerStackPro
 	if err != nil {
 		return nil, fmt.Errorf("stack %s: %w", id, err)
 	}
-	if err := checkAssets(p.CatalogPath, p.APICodeDir, p.WorkerCodeDir); err != nil {
+	if err := checkAssets(p.CatalogPath, catalogFiles, p.APICodeDir, p.WorkerCodeDir); err != nil {
 		return nil, fmt.Errorf("stack %s: %w", id, err)
 	}
 
@@ -80,6 +85,7 @@ func NewBrokerStack(scope constructs.Construct, id string, props *BrokerStackPro
 	b := &builder{stack: stack, props: p, retention: retentions[p.LogRetentionDays]}
 	b.data()
 	b.functions()
+	b.services()
 	b.stateMachines(workflows)
 	b.reaper()
 	b.apiGateway()
@@ -94,13 +100,25 @@ func NewBrokerStack(scope constructs.Construct, id string, props *BrokerStackPro
 
 // checkAssets makes sure each asset directory holds what the functions
 // run: bootstrap and catalog.yaml, the latter identical to catalog when
-// one is given.
-func checkAssets(catalog string, dirs ...string) error {
+// one is given, and beside it, identical too, every file the catalog's
+// driver settings read (list: the templates), at its path relative to the
+// catalog.
+func checkAssets(catalog string, list func(catalog string) ([]string, error), dirs ...string) error {
 	var want []byte
+	files := map[string][]byte{}
 	if catalog != "" {
 		var err error
 		if want, err = os.ReadFile(catalog); err != nil {
 			return fmt.Errorf("catalog: %w", err)
+		}
+		names, err := list(catalog)
+		if err != nil {
+			return fmt.Errorf("catalog %s: %w", catalog, err)
+		}
+		for _, name := range names {
+			if files[name], err = os.ReadFile(filepath.Join(filepath.Dir(catalog), filepath.FromSlash(name))); err != nil {
+				return fmt.Errorf("catalog %s: %w", catalog, err)
+			}
 		}
 	}
 	var errs []error
@@ -116,9 +134,27 @@ func checkAssets(catalog string, dirs ...string) error {
 		}
 		if want != nil && !bytes.Equal(got, want) {
 			errs = append(errs, fmt.Errorf("function asset %s: its catalog.yaml is not %s: build with that catalog (make build)", dir, catalog))
+			continue
+		}
+		for _, name := range slices.Sorted(maps.Keys(files)) {
+			got, err := os.ReadFile(filepath.Join(dir, filepath.FromSlash(name)))
+			if err != nil || !bytes.Equal(got, files[name]) {
+				errs = append(errs, fmt.Errorf("function asset %s: its %s is not the one beside %s: build with that catalog (make build)", dir, name, catalog))
+			}
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// catalogFiles lists the files the driver settings of the catalog at path
+// read (drivers.Files), relative to the catalog's folder: what make build
+// bundles beside it.
+func catalogFiles(path string) ([]string, error) {
+	cat, err := catalog.Load(path)
+	if err != nil {
+		return nil, err
+	}
+	return drivers.Files(cat)
 }
 
 // checkStateMachineNames makes sure the state machines' names, which
@@ -147,6 +183,8 @@ type builder struct {
 	secret awssecretsmanager.Secret
 
 	apiRole, workerRole awsiam.Role
+	// serviceRole is CloudFormation's role for the service stacks.
+	serviceRole         awsiam.Role
 	apiLogs, workerLogs awslogs.LogGroup
 	api, worker         awslambda.Function
 

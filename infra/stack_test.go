@@ -335,6 +335,8 @@ func TestStackPermissions(t *testing.T) {
 	worker := object{"Fn::GetAtt": []any{logicalID(t, "WorkerFunction"), "Arn"}}
 	workerVersions := object{"Fn::Join": []any{"", []any{worker, ":*"}}}
 	executions := []any{executionsARN("ServerlessOsb-cleanup"), executionsARN("ServerlessOsb-operation")}
+	serviceRole := object{"Fn::GetAtt": []any{logicalID(t, "ServiceRole"), "Arn"}}
+	serviceStacks := regional("cloudformation", "stack/osb-*/*")
 	// What internal/store/dynamo calls (GetItem, PutItem, DeleteItem, Query,
 	// and TransactWriteItems and TransactGetItems, which IAM authorizes per
 	// item as PutItem, UpdateItem, DeleteItem, ConditionCheckItem and
@@ -363,6 +365,13 @@ func TestStackPermissions(t *testing.T) {
 		{"the worker function writes its own logs", "WorkerRole", []string{"logs:CreateLogStream", "logs:PutLogEvents"}, object{"Fn::GetAtt": []any{logicalID(t, "WorkerLogs"), "Arn"}}, nil},
 		{"the api function sends traces", "ApiRole", []string{"xray:PutTelemetryRecords", "xray:PutTraceSegments"}, "*", nil},
 		{"the worker sends traces", "WorkerRole", []string{"xray:PutTelemetryRecords", "xray:PutTraceSegments"}, "*", nil},
+		{"the worker creates, updates and deletes only the stacks named osb-…, and only under the service role", "WorkerRole",
+			[]string{"cloudformation:CreateStack", "cloudformation:UpdateStack", "cloudformation:DeleteStack"}, serviceStacks,
+			object{"StringEquals": object{"cloudformation:RoleArn": serviceRole}}},
+		{"the worker reads only the stacks named osb-…", "WorkerRole",
+			[]string{"cloudformation:DescribeStacks", "cloudformation:DescribeStackEvents", "cloudformation:DescribeStackResources"}, serviceStacks, nil},
+		{"the worker passes the service role, and only to CloudFormation", "WorkerRole", []string{"iam:PassRole"}, serviceRole,
+			object{"StringEquals": object{"iam:PassedToService": "cloudformation.amazonaws.com"}}},
 		{"the operation state machine invokes the worker and its versions", "OperationStateMachine/Role", []string{"lambda:InvokeFunction"}, []any{worker, workerVersions}, nil},
 		{"the cleanup state machine invokes the worker and its versions", "CleanupStateMachine/Role", []string{"lambda:InvokeFunction"}, []any{worker, workerVersions}, nil},
 	}
@@ -392,6 +401,10 @@ func TestStackPermissions(t *testing.T) {
 		{"the worker function reads no secret", "WorkerRole", "secretsmanager:"},
 		{"the worker function invokes no function", "WorkerRole", "lambda:"},
 		{"the api function invokes no function", "ApiRole", "lambda:"},
+		{"the api function touches no stack", "ApiRole", "cloudformation:"},
+		{"the api function passes no role and has no IAM permission at all", "ApiRole", "iam:"},
+		{"the state machines touch no stack", "OperationStateMachine/Role", "cloudformation:"},
+		{"the worker touches no IAM resource but by passing the service role", "WorkerRole", "iam:Create"},
 		{"the operation state machine touches no data", "OperationStateMachine/Role", "dynamodb:"},
 		{"the cleanup state machine touches no data", "CleanupStateMachine/Role", "dynamodb:"},
 		{"the operation state machine starts no execution", "OperationStateMachine/Role", "states:"},
@@ -439,7 +452,7 @@ func TestStackPermissionsAreNarrow(t *testing.T) {
 			}
 		}
 	})
-	t.Run("no role has a managed policy", func(t *testing.T) {
+	t.Run("no role has a managed policy (the operator may give the service role some)", func(t *testing.T) {
 		for id, r := range resources(t, "AWS::IAM::Role") {
 			if p := r["Properties"].(object)["ManagedPolicyArns"]; p != nil {
 				t.Errorf("role %s has %v", id, p)
@@ -451,9 +464,9 @@ func TestStackPermissionsAreNarrow(t *testing.T) {
 			t.Errorf("%d policies, want %d", n, len(roles))
 		}
 	})
-	t.Run("there is no other role than theirs and the reaper's", func(t *testing.T) {
-		if n := len(resources(t, "AWS::IAM::Role")); n != len(roles)+1 {
-			t.Errorf("%d roles, want %d", n, len(roles)+1)
+	t.Run("there is no other role than theirs, the reaper's and CloudFormation's service role", func(t *testing.T) {
+		if n := len(resources(t, "AWS::IAM::Role")); n != len(roles)+2 {
+			t.Errorf("%d roles, want %d", n, len(roles)+2)
 		}
 	})
 }

@@ -27,14 +27,13 @@ func main() {
 		lambda.Start(app.LambdaHTTP(h))
 		return
 	}
-	logger := logging.New(os.Stderr, slog.LevelInfo)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if len(os.Args) > 1 && os.Args[1] == "ops" {
-		exitOn(app.RunOps(ctx, os.Args[2:], os.Stdout, logger))
+		exitOn(app.RunOps(ctx, os.Args[2:], os.Stdout, logging.New(os.Stderr, slog.LevelInfo)))
 		return
 	}
-	exitOn(app.RunLocal(ctx, os.Stdout, logger))
+	exitOn(app.RunLocal(ctx, os.Stdout, os.Stderr))
 }
 
 func exitOn(err error) {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"path"
 	"slices"
 	"strings"
 
@@ -29,8 +30,9 @@ type Config struct {
 	Logger      *slog.Logger
 }
 
-// MaxBodyBytes bounds request bodies.
-const MaxBodyBytes = 1 << 20
+// MaxBodyBytes bounds request bodies: the same limit for every store (see
+// broker.MaxRequestBytes).
+const MaxBodyBytes = broker.MaxRequestBytes
 
 // New returns the broker's HTTP handler.
 func New(c Config) http.Handler {
@@ -54,7 +56,7 @@ func New(c Config) http.Handler {
 			"There is no endpoint %s %s; the OSB API lives under /v2.", r.Method, r.URL.Path))
 	})
 
-	var handler http.Handler = mux
+	var handler http.Handler = canonicalPaths(h, mux)
 	handler = originatingIdentity(h, handler)
 	handler = apiVersion(h, handler)
 	handler = authenticate(h, newAuthenticator(c.Credentials), handler)
@@ -76,6 +78,7 @@ type methods struct {
 }
 
 func (m methods) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	info(r).route = r.Pattern
 	if f, ok := m.m[r.Method]; ok {
 		f(w, r)
 		return
@@ -86,6 +89,34 @@ func (m methods) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	slices.Sort(allowed)
 	w.Header().Set("Allow", strings.Join(allowed, ", "))
-	m.h.writeJSON(w, r, http.StatusMethodNotAllowed, errorBody{Error: "MethodNotAllowed",
+	m.h.writeJSON(w, r, http.StatusMethodNotAllowed, errorBody{
 		Description: fmt.Sprintf("%s is not allowed on %s; use %s.", r.Method, r.URL.Path, strings.Join(allowed, " or "))})
+}
+
+// canonicalPaths answers, as JSON, the requests that ServeMux would answer
+// by itself instead of calling a route: a path that is not clean (with
+// empty, "." or ".." segments), which it redirects (307, keeping the method
+// and body: a platform following PUT /v2/service_instances/x/../y would
+// provision y), the asterisk-form target, and CONNECT.
+func canonicalPaths(h *handlers, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p := r.URL.EscapedPath()
+		if r.Method != http.MethodConnect && p != "" && p[0] == '/' && cleanPath(p) == p {
+			next.ServeHTTP(w, r)
+			return
+		}
+		h.writeError(w, r, broker.Errorf(broker.CodeNotFound,
+			"There is no endpoint %s %s: the OSB API lives under /v2, at paths without empty, \".\" or \"..\" segments.",
+			truncate(r.Method, 16), truncate(p, maxLoggedBytes)))
+	})
+}
+
+// cleanPath is p without empty, "." and ".." segments, keeping a trailing
+// slash, as ServeMux cleans paths.
+func cleanPath(p string) string {
+	np := path.Clean(p)
+	if strings.HasSuffix(p, "/") && np != "/" {
+		np += "/"
+	}
+	return np
 }

@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
-	"unicode"
 
 	"github.com/serverless-osb/broker/internal/broker"
 )
@@ -20,7 +19,8 @@ func decodeBody(w http.ResponseWriter, r *http.Request, v any) error {
 	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
 	var tooLarge *http.MaxBytesError
 	if errors.As(err, &tooLarge) {
-		return badRequest("The request body is larger than %d bytes; send a smaller body.", MaxBodyBytes)
+		return badRequest("The request body is larger than %d bytes (%d KiB), the most this broker stores for one request; send smaller parameters.",
+			MaxBodyBytes, MaxBodyBytes>>10)
 	}
 	if err != nil {
 		return badRequest("The request body could not be read: %v.", err)
@@ -106,39 +106,29 @@ func checkFields(fields ...field) error {
 	return nil
 }
 
-// maxIDLength bounds ids; the spec recommends 255 characters or fewer.
-const maxIDLength = 255
-
-// checkID refuses identifiers that no platform sends and that would break
-// keys and logs: control characters, or absurd lengths.
+// checkID refuses identifiers the broker would not store faithfully (see
+// broker.CheckID): invalid UTF-8, control characters, absurd lengths.
 func checkID(name, v string) error {
-	if len(v) > maxIDLength {
-		return badRequest("The %s is longer than %d characters.", name, maxIDLength)
-	}
-	if strings.IndexFunc(v, unicode.IsControl) >= 0 {
-		return badRequest("The %s contains control characters.", name)
+	if err := broker.CheckID(v); err != nil {
+		return badRequest("The %s is not valid: %v; %s.", name, err, broker.IDRule)
 	}
 	return nil
 }
 
-// pathIDs validates the ids in the URL and records them for the log line.
+// pathIDs validates the ids in the URL and records them for the log line
+// (only once they are valid: a refused id is never logged).
 func pathIDs(r *http.Request) (instanceID, bindingID string, err error) {
 	instanceID, bindingID = r.PathValue("instance_id"), r.PathValue("binding_id")
-	ri := info(r)
-	ri.instanceID, ri.bindingID = instanceID, bindingID
-	if err := checkID("instance_id", instanceID); err != nil {
+	if err := checkID("instance_id in the URL", instanceID); err != nil {
 		return "", "", err
 	}
-	if instanceID == "" {
-		return "", "", badRequest("The instance_id in the URL must be non-empty.")
-	}
+	ri := info(r)
+	ri.instanceID = instanceID
 	if r.Pattern != "" && strings.Contains(r.Pattern, "{binding_id}") {
-		if bindingID == "" {
-			return "", "", badRequest("The binding_id in the URL must be non-empty.")
-		}
-		if err := checkID("binding_id", bindingID); err != nil {
+		if err := checkID("binding_id in the URL", bindingID); err != nil {
 			return "", "", err
 		}
+		ri.bindingID = bindingID
 	}
 	return instanceID, bindingID, nil
 }

@@ -19,23 +19,25 @@ type errorBody struct {
 }
 
 // status maps each error code to its HTTP status and the "error" string
-// sent to the platform. It is the only place that does so.
+// sent to the platform. It is the only place that does so. Only the codes
+// the OSB spec defines (Service Broker Errors) are sent as "error": a
+// platform may act on them. Every other answer has only a description.
 var status = map[broker.Code]struct {
 	code  int
 	error string
 }{
-	broker.CodeBadRequest:              {http.StatusBadRequest, "BadRequest"},
-	broker.CodeUnauthorized:            {http.StatusUnauthorized, "Unauthorized"},
-	broker.CodeNotFound:                {http.StatusNotFound, "NotFound"},
-	broker.CodeConflict:                {http.StatusConflict, "Conflict"},
+	broker.CodeBadRequest:              {http.StatusBadRequest, ""},
+	broker.CodeUnauthorized:            {http.StatusUnauthorized, ""},
+	broker.CodeNotFound:                {http.StatusNotFound, ""},
+	broker.CodeConflict:                {http.StatusConflict, ""},
 	broker.CodeGone:                    {http.StatusGone, ""},
-	broker.CodePreconditionFailed:      {http.StatusPreconditionFailed, "PreconditionFailed"},
+	broker.CodePreconditionFailed:      {http.StatusPreconditionFailed, ""},
 	broker.CodeAsyncRequired:           {http.StatusUnprocessableEntity, "AsyncRequired"},
 	broker.CodeConcurrencyError:        {http.StatusUnprocessableEntity, "ConcurrencyError"},
 	broker.CodeMaintenanceInfoConflict: {http.StatusUnprocessableEntity, "MaintenanceInfoConflict"},
 	broker.CodeRequiresApp:             {http.StatusUnprocessableEntity, "RequiresApp"},
-	broker.CodeUnprocessable:           {http.StatusUnprocessableEntity, "UnprocessableEntity"},
-	broker.CodeInternal:                {http.StatusInternalServerError, "InternalError"},
+	broker.CodeUnprocessable:           {http.StatusUnprocessableEntity, ""},
+	broker.CodeInternal:                {http.StatusInternalServerError, ""},
 }
 
 // writeError answers with err. An error without a code is a 500 with a
@@ -43,7 +45,8 @@ var status = map[broker.Code]struct {
 func (h *handlers) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	var e *broker.Error
 	if !errors.As(err, &e) || e.Code == broker.CodeInternal {
-		h.logger.ErrorContext(r.Context(), "internal error", "method", r.Method, "path", r.URL.Path, "error", err.Error())
+		h.logger.ErrorContext(r.Context(), "internal error", "method", truncate(r.Method, 16),
+			"path", truncate(r.URL.Path, maxLoggedBytes), "error", err.Error())
 		e = &broker.Error{Code: broker.CodeInternal,
 			Description: "The service broker failed internally; the failure was logged. Try again later."}
 	}

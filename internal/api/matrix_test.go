@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/serverless-osb/broker/internal/app/apptest"
+	"github.com/serverless-osb/broker/internal/waittest"
 )
 
 // expect is what one request must get.
@@ -35,7 +36,14 @@ func check(t *testing.T, what string, r apptest.Response, want expect) {
 	if r.Status >= 500 {
 		t.Fatalf("%s: a 5xx reached the client: %s", what, r.Raw)
 	}
+	if code, present := r.Body["error"]; present && !osbErrorCodes[fmt.Sprint(code)] {
+		t.Fatalf("%s: error %q is not one of the spec's error codes: %s", what, code, r.Raw)
+	}
 }
+
+// osbErrorCodes are the spec's Service Broker Errors: the only values the
+// broker sends as "error".
+var osbErrorCodes = map[string]bool{"AsyncRequired": true, "ConcurrencyError": true, "RequiresApp": true, "MaintenanceInfoConflict": true}
 
 // fixture names plans and builds request bodies.
 type fixture struct {
@@ -103,7 +111,7 @@ func (f *fixture) deleteQuery(plan string) string {
 
 func (f *fixture) waitInstance(t *testing.T, id, op string) apptest.Response {
 	t.Helper()
-	return f.b.WaitLastOperation(instancePath(id)+"/last_operation?operation="+op, 20*time.Second)
+	return f.b.WaitLastOperation(instancePath(id) + "/last_operation?operation=" + op)
 }
 
 func TestProvisionStatusCodes(t *testing.T) {
@@ -173,12 +181,18 @@ func TestProvisionStatusCodes(t *testing.T) {
 			want: expect{status: 400, contains: "JSON"}},
 		{name: "an empty body is a bad request", body: func() any { return "" },
 			want: expect{status: 400, contains: "empty"}},
-		{name: "a body over 1 MiB is a bad request",
+		{name: "a body over 256 KiB (what every store keeps) is a bad request that names the limit",
 			body: func() any {
 				b := f.provisionBody(f.syncPlan, nil)
-				b["context"] = map[string]any{"pad": strings.Repeat("x", 1<<20)}
+				b["context"] = map[string]any{"pad": strings.Repeat("x", 900<<10)}
 				return b
-			}, want: expect{status: 400, contains: "larger than"}},
+			}, want: expect{status: 400, contains: "larger than 262144 bytes (256 KiB)"}},
+		{name: "a body just under 256 KiB is accepted",
+			body: func() any {
+				b := f.provisionBody(f.syncPlan, nil)
+				b["context"] = map[string]any{"platform": "cloudfoundry", "pad": strings.Repeat("x", 250<<10)}
+				return b
+			}, want: expect{status: 201}},
 		{name: "unknown fields are ignored",
 			body: func() any {
 				b := f.provisionBody(f.syncPlan, nil)
@@ -341,8 +355,7 @@ func TestDeprovisionStatusCodes(t *testing.T) {
 		check(t, "deprovision without accepts_incomplete", r, expect{status: 200})
 		check(t, "fetch", f.do(http.MethodGet, instancePath(id), nil), expect{status: 404})
 		ctx := t.Context()
-		deadline := time.Now().Add(10 * time.Second)
-		for {
+		waittest.Until(t, func() error {
 			records, _ := f.b.Local.Store.ListResources(ctx, id)
 			detached, _ := f.b.Local.Store.ListDetached(ctx)
 			mine := 0
@@ -351,17 +364,15 @@ func TestDeprovisionStatusCodes(t *testing.T) {
 					mine++
 				}
 			}
-			if len(records) == 0 && mine == 0 {
-				break
+			if len(records) != 0 || mine != 0 {
+				return fmt.Errorf("the instance still has %d resource records and %d detached", len(records), mine)
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("after 10 s the instance still has %d resource records and %d detached", len(records), mine)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
+			return nil
+		})
 	})
 	t.Run("an async deprovision is accepted, re-sent gets the same operation, and ends gone", func(t *testing.T) {
 		id := f.provision(t, f.asyncPlan, map[string]any{"duration_seconds": 1})
+		f.b.Hold(id) // the re-send must find the deprovision in progress
 		r := f.do(http.MethodDelete, instancePath(id)+"?accepts_incomplete=true&"+f.deleteQuery(f.asyncPlan), nil)
 		check(t, "deprovision", r, expect{status: 202})
 		again := f.do(http.MethodDelete, instancePath(id)+"?accepts_incomplete=true&"+f.deleteQuery(f.asyncPlan), nil)
@@ -369,6 +380,7 @@ func TestDeprovisionStatusCodes(t *testing.T) {
 		if again.Str("operation") != r.Str("operation") {
 			t.Fatalf("re-sent deprovision got %q, want %q", again.Str("operation"), r.Str("operation"))
 		}
+		f.b.Release(id)
 		check(t, "last_operation", f.waitInstance(t, id, r.Str("operation")), expect{status: 410})
 	})
 	t.Run("a deprovision during an async provision halts it and reports the deprovision", func(t *testing.T) {
@@ -461,6 +473,7 @@ func TestBindingStatusCodes(t *testing.T) {
 	t.Run("an async bind is accepted without credentials, fetch is 404 until it succeeds", func(t *testing.T) {
 		id := f.provision(t, f.asyncPlan, nil)
 		bid := f.id("b")
+		f.b.Hold(id) // the re-send and the fetch must find the bind in progress
 		r := f.do(http.MethodPut, bindingPath(id, bid)+"?accepts_incomplete=true", bindBody(f.asyncPlan, map[string]any{"duration_seconds": 1}))
 		check(t, "bind", r, expect{status: 202})
 		if _, has := r.Body["credentials"]; has {
@@ -472,7 +485,8 @@ func TestBindingStatusCodes(t *testing.T) {
 			t.Fatal("a re-sent bind got another operation")
 		}
 		check(t, "fetch while creating", f.do(http.MethodGet, bindingPath(id, bid), nil), expect{status: 404})
-		lo := f.b.WaitLastOperation(bindingPath(id, bid)+"/last_operation?operation="+r.Str("operation"), 20*time.Second)
+		f.b.Release(id)
+		lo := f.b.WaitLastOperation(bindingPath(id, bid) + "/last_operation?operation=" + r.Str("operation"))
 		if lo.Str("state") != "succeeded" {
 			t.Fatalf("binding last_operation: %s", lo.Raw)
 		}
@@ -500,7 +514,7 @@ func TestBindingStatusCodes(t *testing.T) {
 		check(t, "bind", f.do(http.MethodPut, bindingPath(id, bid), bindBody(f.asyncPlan, nil)), expect{status: 201})
 		r := f.do(http.MethodDelete, bindingPath(id, bid)+"?accepts_incomplete=true&"+f.deleteQuery(f.asyncPlan), nil)
 		check(t, "unbind", r, expect{status: 202})
-		lo := f.b.WaitLastOperation(bindingPath(id, bid)+"/last_operation?operation="+r.Str("operation"), 20*time.Second)
+		lo := f.b.WaitLastOperation(bindingPath(id, bid) + "/last_operation?operation=" + r.Str("operation"))
 		check(t, "last_operation", lo, expect{status: 410})
 	})
 	t.Run("an unbind during an async bind halts the bind and reports the unbind", func(t *testing.T) {
@@ -532,7 +546,7 @@ func TestBindingStatusCodes(t *testing.T) {
 			ops[bid] = r.Str("operation")
 		}
 		for bid, op := range ops {
-			lo := f.b.WaitLastOperation(bindingPath(id, bid)+"/last_operation?operation="+op, 20*time.Second)
+			lo := f.b.WaitLastOperation(bindingPath(id, bid) + "/last_operation?operation=" + op)
 			if lo.Str("state") != "succeeded" {
 				t.Fatalf("bind %s: %s", bid, lo.Raw)
 			}

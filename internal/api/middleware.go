@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/serverless-osb/broker/internal/broker"
 	"github.com/serverless-osb/broker/internal/logging"
@@ -32,6 +33,12 @@ const MinMinorVersion = 9
 // in the chain fill it in.
 type requestInfo struct {
 	instanceID, bindingID, user string
+	// authenticated is set once the request's credentials are checked:
+	// until then nothing the client chose (path, request identity) is
+	// logged.
+	authenticated bool
+	// route is the matched pattern, e.g. /v2/service_instances/{instance_id}.
+	route string
 }
 
 type infoKey struct{}
@@ -63,8 +70,14 @@ func (s *statusRecorder) Write(b []byte) (int, error) {
 	return s.ResponseWriter.Write(b)
 }
 
+// maxLoggedBytes caps what the log takes of a client-chosen string (a path
+// that matched no route, the request identity).
+const maxLoggedBytes = 256
+
 // requestLog echoes the request identity and writes one JSON line per
-// request: never its body, query values or credentials.
+// request: never its body, query values or credentials. Before a request
+// is authenticated the line has only its method and status: an anonymous
+// client cannot write into the log.
 func requestLog(logger *slog.Logger, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
@@ -72,21 +85,42 @@ func requestLog(logger *slog.Logger, next http.Handler) http.Handler {
 		ctx := context.WithValue(r.Context(), infoKey{}, ri)
 		if id := r.Header.Get(HeaderRequestIdentity); id != "" {
 			w.Header().Set(HeaderRequestIdentity, id)
-			ctx = logging.With(ctx, slog.String("request_identity", id))
 		}
 		rec := &statusRecorder{ResponseWriter: w}
 		next.ServeHTTP(rec, r.WithContext(ctx))
-		attrs := []slog.Attr{
-			slog.String("method", r.Method), slog.String("path", r.URL.Path),
-			slog.Int("status", rec.status), slog.Duration("duration", time.Since(start)),
+		attrs := []slog.Attr{slog.String("method", truncate(r.Method, 16))}
+		switch {
+		case ri.route != "":
+			attrs = append(attrs, slog.String("route", ri.route))
+		case ri.authenticated:
+			attrs = append(attrs, slog.String("path", truncate(r.URL.Path, maxLoggedBytes)))
 		}
-		for k, v := range map[string]string{"instance_id": ri.instanceID, "binding_id": ri.bindingID, "user": ri.user} {
-			if v != "" {
-				attrs = append(attrs, slog.String(k, v))
+		attrs = append(attrs, slog.Int("status", rec.status), slog.Int64("duration_ms", time.Since(start).Milliseconds()))
+		if ri.authenticated {
+			// These are in the context of later lines, not of this one.
+			for k, v := range map[string]string{"instance_id": ri.instanceID, "binding_id": ri.bindingID, "user": ri.user} {
+				if v != "" {
+					attrs = append(attrs, slog.String(k, v))
+				}
+			}
+			if id := r.Header.Get(HeaderRequestIdentity); id != "" {
+				attrs = append(attrs, slog.String("request_identity", truncate(id, maxLoggedBytes)))
 			}
 		}
-		logger.LogAttrs(ctx, slog.LevelInfo, "request", attrs...)
+		logger.LogAttrs(r.Context(), slog.LevelInfo, "request", attrs...)
 	})
+}
+
+// truncate cuts s to at most n bytes, on a rune boundary, marking the cut.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := n
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
 }
 
 // recoverPanics turns a panic into a logged 500, so no client sees a reset
@@ -137,6 +171,10 @@ func authenticate(h *handlers, a *authenticator, next http.Handler) http.Handler
 			h.writeError(w, r, broker.Errorf(broker.CodeUnauthorized,
 				"Authentication failed: send the broker's username and password with HTTP basic auth."))
 			return
+		}
+		info(r).authenticated = true
+		if id := r.Header.Get(HeaderRequestIdentity); id != "" {
+			r = annotate(r, slog.String("request_identity", truncate(id, maxLoggedBytes)))
 		}
 		next.ServeHTTP(w, r)
 	})

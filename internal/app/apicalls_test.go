@@ -24,6 +24,7 @@ import (
 	"github.com/serverless-osb/broker/internal/app/apptest"
 	"github.com/serverless-osb/broker/internal/broker"
 	"github.com/serverless-osb/broker/internal/catalog"
+	"github.com/serverless-osb/broker/internal/drivers"
 	"github.com/serverless-osb/broker/internal/drivers/demo"
 	"github.com/serverless-osb/broker/internal/engine/sfn"
 	"github.com/serverless-osb/broker/internal/logging"
@@ -105,7 +106,7 @@ func TestAPICallsPerEndpoint(t *testing.T) {
 		t.Fatal(err)
 	}
 	logger := logging.New(os.Stderr, slog.LevelWarn)
-	st := steps.New(store, cat, map[string]broker.Driver{"demo": demo.New(store)}, logger)
+	st := steps.New(store, cat, drivers.Single(cat, demo.New(store)), logger)
 	b := broker.New(cat, store, engine, st, logger)
 	handler := api.New(api.Config{Broker: b, Catalog: cat, Credentials: []api.Credential{{Username: "u", Password: "p"}}, Logger: logger})
 

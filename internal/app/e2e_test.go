@@ -2,6 +2,7 @@ package app_test
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/serverless-osb/broker/internal/broker"
 	"github.com/serverless-osb/broker/internal/mototest"
 	"github.com/serverless-osb/broker/internal/store/dynamo"
+	"github.com/serverless-osb/broker/internal/waittest"
 )
 
 // client returns the real OSB client library pointed at the broker.
@@ -48,47 +50,47 @@ func ptr[T any](v T) *T { return &v }
 
 // poll polls the instance's last_operation until it leaves "in progress";
 // a 410 (the instance is gone) is reported as state "gone".
-func (e *e2e) poll(instanceID string, op *osb.OperationKey) (osb.LastOperationState, string) {
+func (e *e2e) poll(instanceID string, op *osb.OperationKey) (state osb.LastOperationState, description string) {
 	e.t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
+	waittest.Until(e.t, func() error {
 		r, err := e.c.PollLastOperation(&osb.LastOperationRequest{InstanceID: instanceID, ServiceID: &e.service, OperationKey: op})
 		if osb.IsGoneError(err) {
-			return "gone", ""
+			state = "gone"
+			return nil
 		}
 		if err != nil {
 			e.t.Fatalf("poll %s: %v", instanceID, err)
 		}
 		if r.State != osb.StateInProgress {
-			return r.State, deref(r.Description)
+			state, description = r.State, deref(r.Description)
+			return nil
 		}
 		if r.PollDelay == nil || *r.PollDelay < time.Second {
 			e.t.Fatalf("in progress without a Retry-After of at least 1 s: %v", r.PollDelay)
 		}
-		time.Sleep(25 * time.Millisecond)
-	}
-	e.t.Fatalf("operation on %s did not end", instanceID)
-	return "", ""
+		return fmt.Errorf("operation on %s still in progress", instanceID)
+	})
+	return state, description
 }
 
-func (e *e2e) pollBinding(instanceID, bindingID string, op *osb.OperationKey) osb.LastOperationState {
+func (e *e2e) pollBinding(instanceID, bindingID string, op *osb.OperationKey) (state osb.LastOperationState) {
 	e.t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
+	waittest.Until(e.t, func() error {
 		r, err := e.c.PollBindingLastOperation(&osb.BindingLastOperationRequest{InstanceID: instanceID, BindingID: bindingID, OperationKey: op})
 		if osb.IsGoneError(err) {
-			return "gone"
+			state = "gone"
+			return nil
 		}
 		if err != nil {
 			e.t.Fatalf("poll binding %s: %v", bindingID, err)
 		}
 		if r.State != osb.StateInProgress {
-			return r.State
+			state = r.State
+			return nil
 		}
-		time.Sleep(25 * time.Millisecond)
-	}
-	e.t.Fatalf("binding operation on %s did not end", bindingID)
-	return ""
+		return fmt.Errorf("binding operation on %s still in progress", bindingID)
+	})
+	return state
 }
 
 func deref(s *string) string {
@@ -165,6 +167,9 @@ func testClientDrivesAsyncLifecycle(t *testing.T, start starter) {
 	e := newE2E(t, b)
 	params := map[string]any{"duration_seconds": 1}
 
+	// The provision is held in progress while the test checks what may
+	// happen during one, however slow the machine.
+	b.Hold("async-1")
 	r := e.provision("async-1", e.async, true, params)
 	if !r.Async || r.OperationKey == nil {
 		t.Fatalf("async provision: %+v", r)
@@ -179,6 +184,7 @@ func testClientDrivesAsyncLifecycle(t *testing.T, start starter) {
 	if !isOSBError(err, http.StatusUnprocessableEntity, "ConcurrencyError") {
 		t.Fatalf("update during provision: %v, want ConcurrencyError", err)
 	}
+	b.Release("async-1")
 	if state, _ := e.poll("async-1", r.OperationKey); state != osb.StateSucceeded {
 		t.Fatalf("provision ended %s", state)
 	}
@@ -283,8 +289,7 @@ func testClientSeesAFailedOperation(t *testing.T, start starter) {
 // no resource record, no detached resource (its cleanup ran).
 func waitNothingLeft(t *testing.T, b *apptest.Broker, id string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	waittest.Until(t, func() error {
 		_, instErr := b.Local.Store.GetInstance(t.Context(), id)
 		records, err := b.Local.Store.ListResources(t.Context(), id)
 		if err != nil {
@@ -300,14 +305,11 @@ func waitNothingLeft(t *testing.T, b *apptest.Broker, id string) {
 				left++
 			}
 		}
-		if left == 0 && instErr != nil {
-			return
+		if left != 0 || instErr == nil {
+			return fmt.Errorf("instance %s: instance error %v, %d resource records or detached resources left", id, instErr, left)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("instance %s: after 10 s, instance error %v, %d resource records or detached resources left", id, instErr, left)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 func TestAsyncProvisionSurvivesABrokerRestart(t *testing.T) {
@@ -318,8 +320,9 @@ func testAsyncProvisionSurvivesABrokerRestart(t *testing.T, start starter) {
 	dir := t.TempDir()
 	first := start(t, dir)
 	e := newE2E(t, first)
-	r := e.provision("restart-1", e.async, true, map[string]any{"duration_seconds": 2})
-	first.Stop() // mid-provision: the execution is waiting for the driver
+	first.Hold("restart-1") // so that it stops mid-provision, however slow the machine
+	r := e.provision("restart-1", e.async, true, map[string]any{"duration_seconds": 0})
+	first.Stop()
 
 	second := start(t, dir)
 	e2 := newE2E(t, second)

@@ -242,13 +242,13 @@ func TestSampleEventsThroughTheLambdaHandlers(t *testing.T) {
 				}
 			}},
 		{name: "wrong credentials are refused", file: "error-bad-auth.json", status: http.StatusUnauthorized,
-			check: wantError("Unauthorized", "Authentication failed")},
+			check: wantError("", "Authentication failed")},
 		{name: "a request without X-Broker-API-Version is refused", file: "error-missing-version.json", status: http.StatusPreconditionFailed,
-			check: wantError("PreconditionFailed", "X-Broker-API-Version header is missing")},
+			check: wantError("", "X-Broker-API-Version header is missing")},
 		{name: "a truncated body is a bad request", file: "error-malformed-body.json", status: http.StatusBadRequest,
-			check: wantError("BadRequest", "")},
+			check: wantError("", "")},
 		{name: "a plan that is not in the catalog is a bad request", file: "error-unknown-plan.json", status: http.StatusBadRequest,
-			check: wantError("BadRequest", sampleUnknownPlan)},
+			check: wantError("", sampleUnknownPlan)},
 		{name: "a synchronous provision creates the instance", file: "provision-sync.json", status: http.StatusCreated,
 			check: func(t *testing.T, f *eventFlow, r reply) {
 				if url, _ := r.body["dashboard_url"].(string); !strings.Contains(url, sampleInstance) {
@@ -261,6 +261,9 @@ func TestSampleEventsThroughTheLambdaHandlers(t *testing.T) {
 					t.Errorf("fetched %s, want service %s plan %s", r.raw, sampleService, sampleSyncPlan)
 				}
 			}},
+		{name: "a binding id with a control character (API Gateway delivers rawPath decoded) is a bad request",
+			file: "error-invalid-binding-id.json", status: http.StatusBadRequest,
+			check: wantError("", "binding_id in the URL is not valid: it contains the control character U+000A")},
 		{name: "an update on the synchronous plan completes in the request", file: "update.json", status: http.StatusOK,
 			check: func(t *testing.T, f *eventFlow, r reply) {
 				if _, async := r.body["operation"]; async {
@@ -285,7 +288,7 @@ func TestSampleEventsThroughTheLambdaHandlers(t *testing.T) {
 		{name: "an unbind deletes the binding", file: "unbind.json", status: http.StatusOK, check: wantEmpty},
 		{name: "a deprovision deletes the instance", file: "deprovision.json", status: http.StatusOK, check: wantEmpty},
 		{name: "the deprovisioned instance is not found", file: "fetch-instance.json", status: http.StatusNotFound,
-			check: wantError("NotFound", "")},
+			check: wantError("", "")},
 		{name: "an asynchronous provision answers with its operation", file: "provision-async.json", status: http.StatusAccepted,
 			check: func(t *testing.T, f *eventFlow, r reply) {
 				f.operation, _ = r.body["operation"].(string)
@@ -368,8 +371,9 @@ func wantError(code, description string) func(*testing.T, *eventFlow, reply) {
 	return func(t *testing.T, _ *eventFlow, r reply) {
 		t.Helper()
 		d, _ := r.body["description"].(string)
-		if r.body["error"] != code || d == "" || !strings.Contains(d, description) {
-			t.Errorf("body = %s, want error %q with a description containing %q", r.raw, code, description)
+		got, present := r.body["error"]
+		if code == "" && present || code != "" && got != code || d == "" || !strings.Contains(d, description) {
+			t.Errorf("body = %s, want error %q (none if empty) with a description containing %q", r.raw, code, description)
 		}
 	}
 }

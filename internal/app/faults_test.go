@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/serverless-osb/broker/internal/app"
 	"github.com/serverless-osb/broker/internal/app/apptest"
 	"github.com/serverless-osb/broker/internal/broker"
+	"github.com/serverless-osb/broker/internal/waittest"
 )
 
 // errCrash is what every call returns once the "process" has crashed.
@@ -287,7 +289,7 @@ func lifecycles() []lifecycle {
 			if r.Status != http.StatusAccepted {
 				t.Fatalf("setup provision: %d %s", r.Status, r.Raw)
 			}
-			if lo := b.WaitLastOperation("/v2/service_instances/"+f.instance+"/last_operation", 10*time.Second); lo.Str("state") != "succeeded" {
+			if lo := b.WaitLastOperation("/v2/service_instances/" + f.instance + "/last_operation"); lo.Str("state") != "succeeded" {
 				t.Fatalf("setup provision: %s", lo.Raw)
 			}
 		},
@@ -361,64 +363,51 @@ func (r faultRun) run(t *testing.T) int {
 // waitExecutions waits until no execution of the broker's engine runs.
 func waitExecutions(t *testing.T, b *apptest.Broker) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
+	waittest.Until(t, func() error {
 		ops, err := b.Local.Store.ListInProgress(context.Background())
-		if err == nil && len(ops) == 0 {
-			return
+		if err != nil || len(ops) != 0 {
+			return fmt.Errorf("operations still in progress: %+v (%v)", ops, err)
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	t.Fatal("operations still in progress after 10 s")
+		return nil
+	})
 }
 
 // quiesce runs the reaper until nothing of the instance is in progress and
-// nothing is detached, or fails after a while.
+// nothing is detached.
 func quiesce(t *testing.T, b *apptest.Broker, f *faultFixture) {
 	t.Helper()
 	ctx := context.Background()
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		busy := 0
+	waittest.Until(t, func() error {
+		var busy []string
 		ops, _ := b.Local.Store.ListInProgress(ctx)
 		for _, op := range ops {
 			if op.InstanceID == f.instance {
-				busy++
+				busy = append(busy, fmt.Sprintf("in progress: %+v", op))
 			}
 		}
 		ds, _ := b.Local.Store.ListDetached(ctx)
 		for _, d := range ds {
 			if d.InstanceID == f.instance {
-				busy++
-			}
-		}
-		if busy == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			for _, op := range ops {
-				t.Logf("in progress: %+v", op)
-			}
-			for _, d := range ds {
 				exec, err := b.Local.Engine.Describe(ctx, d.CleanupName(d.Attempts))
-				t.Logf("detached: %s state %s attempts %d failure %q; execution %s: %s %s %v", d.ID, d.State, d.Attempts, d.Failure, d.CleanupName(d.Attempts), exec.Status, exec.Error, err)
+				busy = append(busy, fmt.Sprintf("detached: %s state %s attempts %d failure %q; execution %s: %s %s %v",
+					d.ID, d.State, d.Attempts, d.Failure, d.CleanupName(d.Attempts), exec.Status, exec.Error, err))
 			}
-			t.Fatalf("still busy after 15 s: %d operations in progress or resources detached", busy)
+		}
+		if len(busy) == 0 {
+			return nil
 		}
 		if _, err := b.Local.Broker.Reap(ctx); err != nil {
 			t.Logf("reap: %v", err)
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return fmt.Errorf("still busy: %d operations in progress or resources detached:\n%s", len(busy), strings.Join(busy, "\n"))
+	})
 }
 
-// checkNothingStuckOrOrphaned asserts the three promises: every operation
-// ended; no lock is held; every resource record the demo driver made is
-// attached to an instance or binding that exists, or was deleted.
-func checkNothingStuckOrOrphaned(t *testing.T, b *apptest.Broker, f *faultFixture) {
+// checkNothingStuck asserts that every operation of the instance ended and
+// that nothing holds the instance or the binding; it says which exist.
+func checkNothingStuck(t *testing.T, s broker.Store, f *faultFixture) (instanceExists, bindingExists bool) {
 	t.Helper()
 	ctx := context.Background()
-	s := b.Local.Store
 	ops, err := s.ListOperations(ctx, f.instance)
 	if err != nil {
 		t.Fatal(err)
@@ -429,15 +418,26 @@ func checkNothingStuckOrOrphaned(t *testing.T, b *apptest.Broker, f *faultFixtur
 		}
 	}
 	inst, err := s.GetInstance(ctx, f.instance)
-	instanceExists := err == nil
+	instanceExists = err == nil
 	if instanceExists && (inst.Op != "" || inst.BindingOps != 0) {
 		t.Errorf("instance %s still held: op %q, binding ops %d", inst.ID, inst.Op, inst.BindingOps)
 	}
 	binding, err := s.GetBinding(ctx, f.instance, f.binding)
-	bindingExists := err == nil
+	bindingExists = err == nil
 	if bindingExists && binding.Op != "" {
 		t.Errorf("binding %s still held by %q", binding.ID, binding.Op)
 	}
+	return instanceExists, bindingExists
+}
+
+// checkNothingStuckOrOrphaned asserts the three promises: every operation
+// ended; no lock is held; every resource record the demo driver made is
+// attached to an instance or binding that exists, or was deleted.
+func checkNothingStuckOrOrphaned(t *testing.T, b *apptest.Broker, f *faultFixture) {
+	t.Helper()
+	ctx := context.Background()
+	s := b.Local.Store
+	instanceExists, bindingExists := checkNothingStuck(t, s, f)
 	records, err := s.ListResources(ctx, f.instance)
 	if err != nil {
 		t.Fatal(err)
@@ -462,22 +462,19 @@ func checkNothingStuckOrOrphaned(t *testing.T, b *apptest.Broker, f *faultFixtur
 }
 
 // runFaultSuite crashes every lifecycle at every call, in the given modes.
-// newStore, when set, gives the store for each lifecycle (nil: bolt).
+// newStore, when set, gives the store of each run (nil: bolt). The crash
+// points run in parallel: each has its brokers, its data and its store, so
+// that no reaper repairs another run's operations.
 func runFaultSuite(t *testing.T, newStore func(t *testing.T) broker.Store, modes []bool) {
 	tried := 0
 	for i, lc := range lifecycles() {
-		var store func(*testing.T) broker.Store
-		if newStore != nil {
-			s := newStore(t) // one store a lifecycle; every crash point has its own instance
-			store = func(*testing.T) broker.Store { return s }
-		}
 		name := lc.name
 		if lc.async {
 			name += " (async)"
 		} else if lc.plan == "" {
 			name += " (sync)"
 		}
-		total := faultRun{lc: lc, store: store, instance: fmt.Sprintf("count-%d", i)}.run(t)
+		total := faultRun{lc: lc, store: newStore, instance: fmt.Sprintf("count-%d", i)}.run(t)
 		for _, after := range modes {
 			when := "before"
 			if after {
@@ -486,7 +483,8 @@ func runFaultSuite(t *testing.T, newStore func(t *testing.T) broker.Store, modes
 			for k := 1; k <= total; k++ {
 				tried++
 				t.Run(fmt.Sprintf("%s crashes %s call %d of %d", name, when, k, total), func(t *testing.T) {
-					faultRun{lc: lc, store: store, k: k, after: after, instance: fmt.Sprintf("f-%d-%s-%d", i, when, k)}.run(t)
+					t.Parallel()
+					faultRun{lc: lc, store: newStore, k: k, after: after, instance: fmt.Sprintf("f-%d-%s-%d", i, when, k)}.run(t)
 				})
 			}
 		}
@@ -495,9 +493,11 @@ func runFaultSuite(t *testing.T, newStore func(t *testing.T) broker.Store, modes
 }
 
 func TestNothingStuckNothingOrphanedOnBolt(t *testing.T) {
+	t.Parallel()
 	runFaultSuite(t, nil, []bool{false, true})
 }
 
 func TestNothingStuckNothingOrphanedOnDynamoDB(t *testing.T) {
+	t.Parallel()
 	runFaultSuite(t, dynamoStore, []bool{false, true})
 }

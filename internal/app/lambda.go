@@ -24,7 +24,7 @@ import (
 	"github.com/serverless-osb/broker/internal/api"
 	"github.com/serverless-osb/broker/internal/broker"
 	"github.com/serverless-osb/broker/internal/catalog"
-	"github.com/serverless-osb/broker/internal/drivers/demo"
+	"github.com/serverless-osb/broker/internal/drivers"
 	"github.com/serverless-osb/broker/internal/engine/sfn"
 	"github.com/serverless-osb/broker/internal/logging"
 	"github.com/serverless-osb/broker/internal/steps"
@@ -185,7 +185,7 @@ func BuildLambdaAPI(ctx context.Context, c LambdaConfig, logger *slog.Logger) (h
 	if err != nil {
 		return nil, err
 	}
-	cat, st, err := buildSteps(c, awsCfg, logger)
+	cat, st, err := buildSteps(ctx, c, awsCfg, logger)
 	if err != nil {
 		return nil, err
 	}
@@ -203,7 +203,7 @@ func BuildWorker(ctx context.Context, c LambdaConfig, logger *slog.Logger) (func
 	if err != nil {
 		return nil, err
 	}
-	cat, st, err := buildSteps(c, awsCfg, logger)
+	cat, st, err := buildSteps(ctx, c, awsCfg, logger)
 	if err != nil {
 		return nil, err
 	}
@@ -262,17 +262,18 @@ func loadAWSConfig(ctx context.Context, c LambdaConfig) (aws.Config, error) {
 
 // buildSteps loads the catalog and makes the steps on the DynamoDB store,
 // with the drivers the catalog's plans name.
-func buildSteps(c LambdaConfig, awsCfg aws.Config, logger *slog.Logger) (*catalog.Catalog, *steps.Steps, error) {
+func buildSteps(ctx context.Context, c LambdaConfig, awsCfg aws.Config, logger *slog.Logger) (*catalog.Catalog, *steps.Steps, error) {
 	cat, err := catalog.Load(c.CatalogPath)
 	if err != nil {
 		return nil, nil, err
 	}
 	store := dynamo.New(dynamodb.NewFromConfig(awsCfg, c.Store.ClientOptions), c.Store.Table)
-	drivers := map[string]broker.Driver{"demo": demo.New(store)}
-	if err := checkDrivers(cat, drivers, c.CatalogPath); err != nil {
+	set, err := drivers.Build(ctx, cat, drivers.Env{Resources: store, Logger: logger, Getenv: os.Getenv,
+		AWS: func(context.Context) (aws.Config, error) { return awsCfg, nil }})
+	if err != nil {
 		return nil, nil, err
 	}
-	return cat, steps.New(store, cat, drivers, logger), nil
+	return cat, steps.New(store, cat, set, logger), nil
 }
 
 // readCredentials reads the broker's credentials from the secret. Its value
@@ -318,7 +319,7 @@ func ParseSecret(value []byte) ([]api.Credential, error) {
 // LambdaHTTP adapts the broker's HTTP handler to API Gateway HTTP API
 // events (payload format 2.0), as the api function serves it.
 func LambdaHTTP(h http.Handler) lambda.Handler {
-	return lambda.NewHandler(httpadapter.NewV2(withLambdaRequestID(h)).ProxyWithContext)
+	return lambda.NewHandler(proxyV2(httpadapter.NewV2(withLambdaRequestID(h))))
 }
 
 // withLambdaRequestID puts the Lambda request id on every log line of the
@@ -345,8 +346,7 @@ func WorkerHandler(run func(context.Context, json.RawMessage) (json.RawMessage, 
 	return func(ctx context.Context, payload json.RawMessage) (json.RawMessage, error) {
 		var p steps.Payload
 		_ = json.Unmarshal(payload, &p) // run reports a malformed payload
-		attrs := []slog.Attr{slog.String("step", p.Step), slog.String("operation_id", p.OperationID),
-			slog.String("instance_id", p.InstanceID)}
+		attrs := p.LogAttrs()
 		if lc, ok := lambdacontext.FromContext(ctx); ok && lc.AwsRequestID != "" {
 			attrs = append(attrs, slog.String("aws_request_id", lc.AwsRequestID))
 		}
@@ -356,7 +356,13 @@ func WorkerHandler(run func(context.Context, json.RawMessage) (json.RawMessage, 
 			return out, nil
 		}
 		err = stepError(err)
-		logger.WarnContext(ctx, "step failed", "error_type", errorName(err), "error", err.Error())
+		if _, ok := err.(*steps.PermanentError); ok {
+			// Its message is the description the user sees, which may repeat
+			// request input; record_failure logs it when it does not.
+			logger.WarnContext(ctx, "step failed", "error_type", errorName(err))
+		} else {
+			logger.WarnContext(ctx, "step failed", "error_type", errorName(err), "error", err.Error())
+		}
 		return nil, err
 	}
 }

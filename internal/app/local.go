@@ -15,15 +15,19 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"go.etcd.io/bbolt"
 
 	"github.com/serverless-osb/broker/internal/api"
 	"github.com/serverless-osb/broker/internal/broker"
 	"github.com/serverless-osb/broker/internal/catalog"
-	"github.com/serverless-osb/broker/internal/drivers/demo"
+	"github.com/serverless-osb/broker/internal/drivers"
 	"github.com/serverless-osb/broker/internal/engine/local"
+	"github.com/serverless-osb/broker/internal/logging"
 	"github.com/serverless-osb/broker/internal/steps"
 	boltstore "github.com/serverless-osb/broker/internal/store/bolt"
 )
@@ -54,6 +58,16 @@ type LocalConfig struct {
 	// Wrap, when set, wraps the store, engine and drivers before they are
 	// wired, for fault injection in tests.
 	Wrap *Wrappers
+	// LogLevel is the least level RunLocal logs (default info).
+	LogLevel slog.Level
+	// AWS, when set, gives the AWS configuration for drivers that call AWS
+	// (the CloudFormation driver); by default the SDK's standard
+	// environment (region, credentials, AWS_ENDPOINT_URL), loaded on first
+	// use, so a catalog of demo plans needs none.
+	AWS func(context.Context) (aws.Config, error)
+	// Getenv, when set, replaces os.Getenv for the drivers' deployment
+	// settings (BROKER_STACK_PREFIX, BROKER_CFN_ROLE_ARN).
+	Getenv func(string) string
 }
 
 // Wrappers wrap the broker's ports (fault injection in tests).
@@ -64,9 +78,10 @@ type Wrappers struct {
 }
 
 // LocalConfigFromEnv reads BROKER_ADDR, BROKER_DATA_DIR, BROKER_CATALOG,
-// BROKER_STATEMACHINES, BROKER_USERNAME, BROKER_PASSWORD and
-// BROKER_CREDENTIALS (a JSON list of {"username","password"} pairs, for
-// rotation). With no password anywhere, one is generated.
+// BROKER_STATEMACHINES, BROKER_LOG_LEVEL (debug, info, warn or error),
+// BROKER_USERNAME, BROKER_PASSWORD and BROKER_CREDENTIALS (a JSON list of
+// {"username","password"} pairs, for rotation). With no password anywhere,
+// one is generated.
 func LocalConfigFromEnv() (LocalConfig, error) {
 	c := LocalConfig{
 		Addr:          env("BROKER_ADDR", "127.0.0.1:8080"),
@@ -74,6 +89,11 @@ func LocalConfigFromEnv() (LocalConfig, error) {
 		CatalogPath:   env("BROKER_CATALOG", "catalog.yaml"),
 		StateMachines: env("BROKER_STATEMACHINES", "statemachines"),
 	}
+	level, err := logging.ParseLevel(env("BROKER_LOG_LEVEL", "info"))
+	if err != nil {
+		return c, fmt.Errorf("BROKER_LOG_LEVEL: %w", err)
+	}
+	c.LogLevel = level
 	if raw := os.Getenv("BROKER_CREDENTIALS"); raw != "" {
 		creds, err := ParseCredentials([]byte(raw))
 		if err != nil {
@@ -168,19 +188,17 @@ func build(ctx context.Context, c LocalConfig, cat *catalog.Catalog, db *bbolt.D
 		}
 		store = bs
 	}
-	var driver broker.Driver = demo.New(store)
 	if c.Wrap != nil && c.Wrap.Store != nil {
 		store = c.Wrap.Store(store)
-		driver = demo.New(store)
 	}
-	if c.Wrap != nil && c.Wrap.Driver != nil {
-		driver = c.Wrap.Driver(driver)
-	}
-	drivers := map[string]broker.Driver{"demo": driver}
-	if err := checkDrivers(cat, drivers, c.CatalogPath); err != nil {
+	set, err := drivers.Build(ctx, cat, drivers.Env{Resources: store, AWS: c.awsConfig(), Getenv: c.Getenv, Logger: logger})
+	if err != nil {
 		return nil, err
 	}
-	st := steps.New(store, cat, drivers, logger)
+	if c.Wrap != nil && c.Wrap.Driver != nil {
+		set.Wrap(c.Wrap.Driver)
+	}
+	st := steps.New(store, cat, set, logger)
 	eng, err := local.New(local.Options{Dir: c.StateMachines, DB: db, Invoke: st.Handle, Logger: logger, Sleep: c.Sleep})
 	if err != nil {
 		return nil, err
@@ -275,13 +293,14 @@ func (l *Local) Close() error {
 }
 
 // RunLocal runs the local broker from the environment until ctx ends,
-// printing where it listens (and a generated password) to out.
-func RunLocal(ctx context.Context, out io.Writer, logger *slog.Logger) error {
+// printing where it listens (and a generated password) to out, and logging
+// to logs at the level BROKER_LOG_LEVEL says.
+func RunLocal(ctx context.Context, out, logs io.Writer) error {
 	c, err := LocalConfigFromEnv()
 	if err != nil {
 		return err
 	}
-	l, err := OpenLocal(ctx, c, logger)
+	l, err := OpenLocal(ctx, c, logging.New(logs, c.LogLevel))
 	if err != nil {
 		return err
 	}
@@ -305,15 +324,23 @@ func RunLocal(ctx context.Context, out io.Writer, logger *slog.Logger) error {
 	return l.Close()
 }
 
-// checkDrivers refuses a catalog whose plans name a driver the broker lacks.
-func checkDrivers(cat *catalog.Catalog, drivers map[string]broker.Driver, source string) error {
-	for i, s := range cat.Services() {
-		for j, p := range s.Plans {
-			if _, ok := drivers[p.Settings.Driver]; !ok {
-				return fmt.Errorf("%s: services[%d].plans[%d].broker.driver: no driver %q in this broker (have: demo)",
-					source, i, j, p.Settings.Driver)
-			}
-		}
+// awsConfig returns c.AWS, or the SDK's default configuration loaded once.
+func (c LocalConfig) awsConfig() func(context.Context) (aws.Config, error) {
+	if c.AWS != nil {
+		return c.AWS
 	}
-	return nil
+	var (
+		once sync.Once
+		cfg  aws.Config
+		err  error
+	)
+	return func(ctx context.Context) (aws.Config, error) {
+		once.Do(func() {
+			cfg, err = awsconfig.LoadDefaultConfig(ctx)
+			if err != nil {
+				err = fmt.Errorf("load AWS configuration: %w", err)
+			}
+		})
+		return cfg, err
+	}
 }

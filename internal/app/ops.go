@@ -56,7 +56,7 @@ func opsBroker(ctx context.Context, logger *slog.Logger) (*broker.Broker, func()
 		if err != nil {
 			return nil, nil, err
 		}
-		cat, st, err := buildSteps(c, awsCfg, logger)
+		cat, st, err := buildSteps(ctx, c, awsCfg, logger)
 		if err != nil {
 			return nil, nil, err
 		}

@@ -14,7 +14,10 @@ import (
 	"github.com/serverless-osb/broker/internal/app"
 	"github.com/serverless-osb/broker/internal/app/apptest"
 	"github.com/serverless-osb/broker/internal/broker"
+	"github.com/serverless-osb/broker/internal/drivers"
+	"github.com/serverless-osb/broker/internal/logging/logtest"
 	"github.com/serverless-osb/broker/internal/steps"
+	"github.com/serverless-osb/broker/internal/waittest"
 )
 
 func provisionBody(service, plan string, params any) map[string]any {
@@ -161,7 +164,7 @@ func TestLastOperationRepairsWhatItsExecutionCannot(t *testing.T) {
 		if err := b.Local.Store.CreateInstance(ctx, inst, op); err != nil {
 			t.Fatal(err)
 		}
-		lo := b.WaitLastOperation("/v2/service_instances/orphan/last_operation?operation="+op.ID, 20*time.Second)
+		lo := b.WaitLastOperation("/v2/service_instances/orphan/last_operation?operation=" + op.ID)
 		if lo.Str("state") != "succeeded" {
 			t.Fatalf("repaired operation ended %s", lo.Raw)
 		}
@@ -242,15 +245,158 @@ func TestLogsCarryNoSecrets(t *testing.T) {
 			t.Fatalf("the log holds %q:\n%s", secret, logs)
 		}
 	}
-	for _, line := range strings.Split(strings.TrimSpace(logs), "\n") {
-		var v map[string]any
-		if err := json.Unmarshal([]byte(line), &v); err != nil {
-			t.Fatalf("a log line is not JSON: %q", line)
-		}
+	if _, err := logtest.Lines(logs); err != nil {
+		t.Fatal(err)
 	}
 	if !strings.Contains(logs, `"instance_id":"quiet"`) {
 		t.Fatal("the request log lines lack the instance id")
 	}
+}
+
+// TestLogLinesAreWellFormed drives whole lifecycles, synchronous and
+// asynchronous, succeeding and failing, and reads every log line strictly:
+// one JSON object with each key once (encoding/json alone would keep the
+// last of two), durations named with their unit, a failed operation's line
+// saying why without repeating a parameter, and the execution that recorded
+// a failure not ending as a plain SUCCEEDED.
+func TestLogLinesAreWellFormed(t *testing.T) {
+	b := apptest.Start(t, "")
+	service, syncPlan := b.Plan("fake-plan")
+	_, asyncPlan := b.Plan("fake-async-plan")
+	const marker = "fail-description-that-must-not-be-logged"
+
+	// call sends a request, waits for the operation it accepted, and
+	// returns the operation's id and final state.
+	call := func(t *testing.T, method, path string, body any, want int) (op, state string) {
+		t.Helper()
+		r := b.Do(apptest.Request{Method: method, Path: path, Body: body})
+		if r.Status != want {
+			t.Fatalf("%s %s: %d %s, want %d", method, path, r.Status, r.Raw, want)
+		}
+		if r.Status != http.StatusAccepted {
+			return "", ""
+		}
+		base, _, _ := strings.Cut(path, "?")
+		lo := b.WaitLastOperation(base + "/last_operation?operation=" + r.Str("operation"))
+		return r.Str("operation"), lo.Str("state")
+	}
+	lifecycle := func(t *testing.T, id, plan string, async bool) {
+		t.Helper()
+		query, done, created := "", http.StatusOK, http.StatusCreated
+		if async {
+			query, done, created = "?accepts_incomplete=true", http.StatusAccepted, http.StatusAccepted
+		}
+		inst, bind := "/v2/service_instances/"+id, "/v2/service_instances/"+id+"/service_bindings/b"
+		del := "service_id=" + service + "&plan_id=" + plan
+		params := map[string]any{"duration_seconds": 0}
+		if _, state := call(t, http.MethodPut, inst+query, provisionBody(service, plan, params), created); async && state != "succeeded" {
+			t.Fatalf("provision %s: %s", id, state)
+		}
+		call(t, http.MethodPut, bind+query, map[string]any{"service_id": service, "plan_id": plan, "parameters": params}, created)
+		call(t, http.MethodDelete, bind+"?"+strings.TrimPrefix(query+"&", "?")+del, nil, done)
+		call(t, http.MethodPatch, inst+query, map[string]any{"service_id": service, "parameters": map[string]any{"duration_seconds": 0, "fail": false}}, done)
+		call(t, http.MethodDelete, inst+"?"+strings.TrimPrefix(query+"&", "?")+del, nil, done)
+	}
+	lifecycle(t, "sync-life", syncPlan, false)
+	lifecycle(t, "async-life", asyncPlan, true)
+
+	asyncFailed, state := call(t, http.MethodPut, "/v2/service_instances/async-failed?accepts_incomplete=true",
+		provisionBody(service, asyncPlan, map[string]any{"duration_seconds": 0, "fail": true, "fail_description": marker}), http.StatusAccepted)
+	if state != "failed" {
+		t.Fatalf("the provision asked to fail ended %s", state)
+	}
+	call(t, http.MethodPut, "/v2/service_instances/sync-failed",
+		provisionBody(service, syncPlan, map[string]any{"fail": true}), http.StatusUnprocessableEntity)
+
+	// The execution logs its end just after the operation's failure is
+	// recorded.
+	var lines []map[string]any
+	waittest.Until(t, func() error {
+		var err error
+		if lines, err = logtest.Lines(b.Logs.String()); err != nil {
+			t.Fatal(err)
+		}
+		if find(lines, "execution ended", "execution", asyncFailed) == nil {
+			return fmt.Errorf("no end of execution %s logged:\n%s", asyncFailed, b.Logs.String())
+		}
+		return nil
+	})
+
+	if strings.Contains(b.Logs.String(), marker) {
+		t.Fatalf("the log repeats the fail_description parameter:\n%s", b.Logs.String())
+	}
+	for _, line := range lines {
+		for k, v := range line {
+			if !strings.Contains(k, "duration") && !strings.Contains(k, "elapsed") && !strings.Contains(k, "latency") {
+				continue
+			}
+			if n, ok := v.(json.Number); !strings.HasSuffix(k, "_ms") || !ok || strings.ContainsAny(n.String(), ".eE") {
+				t.Errorf("%s=%v: a duration is an integer under a key ending in _ms, in %v", k, v, line)
+			}
+		}
+		if line["msg"] == "operation finished" && (line["operation_id"] == nil || line["instance_id"] == nil) {
+			t.Errorf("an operation's line does not say which: %v", line)
+		}
+	}
+	tests := []struct {
+		name       string
+		msg, k, v  string
+		want, lack map[string]any
+	}{
+		{name: "the failed asynchronous operation's line has a reason that is not its fail_description",
+			msg: "operation finished", k: "operation_id", v: asyncFailed,
+			want: map[string]any{"state": "failed", "level": "WARN", "instance_id": "async-failed",
+				"reason": "The description repeats a request parameter, so the log leaves it out; last_operation shows it."}},
+		{name: "the failed synchronous operation's line has its description as its reason",
+			msg: "operation finished", k: "instance_id", v: "sync-failed",
+			want: map[string]any{"state": "failed", "reason": "The provision failed as requested (fail: true)."}},
+		{name: "the execution that recorded a failure says what it caught",
+			msg: "execution ended", k: "execution", v: asyncFailed,
+			want: map[string]any{"status": "SUCCEEDED", "end_state": "FailureRecorded", "caught_error": "PermanentError", "level": "WARN"}},
+		{name: "a succeeded operation's line has no reason",
+			msg: "operation finished", k: "instance_id", v: "async-life",
+			want: map[string]any{"state": "succeeded", "kind": "provision"}, lack: map[string]any{"reason": nil}},
+		{name: "an execution that caught nothing ends a plain SUCCEEDED",
+			msg: "execution ended", k: "workflow", v: "operation",
+			want: map[string]any{"status": "SUCCEEDED", "end_state": "Succeeded", "level": "INFO"}, lack: map[string]any{"caught_error": nil}},
+		{name: "a binding's operation names the binding",
+			msg: "operation finished", k: "instance_id", v: "async-life",
+			want: map[string]any{"kind": "bind", "binding_id": "b", "step": "finish"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var line map[string]any
+			for _, l := range lines {
+				if l["msg"] == tt.msg && l[tt.k] == tt.v && (tt.want["kind"] == nil || l["kind"] == tt.want["kind"]) {
+					line = l
+					break
+				}
+			}
+			if line == nil {
+				t.Fatalf("no %q line with %s=%s:\n%s", tt.msg, tt.k, tt.v, b.Logs.String())
+			}
+			for k, v := range tt.want {
+				if line[k] != v {
+					t.Errorf("%s = %v, want %v in %v", k, line[k], v, line)
+				}
+			}
+			for k := range tt.lack {
+				if _, ok := line[k]; ok {
+					t.Errorf("%s is present in %v", k, line)
+				}
+			}
+		})
+	}
+}
+
+// find returns the first line with msg whose key k is v.
+func find(lines []map[string]any, msg, k, v string) map[string]any {
+	for _, l := range lines {
+		if l["msg"] == msg && l[k] == v {
+			return l
+		}
+	}
+	return nil
 }
 
 // TestStartUpRecoversOperationsInProgress leaves behind what a crash would:
@@ -275,7 +421,7 @@ func TestStartUpRecoversOperationsInProgress(t *testing.T) {
 	first.Stop()
 
 	second := apptest.Start(t, dir)
-	lo := second.WaitLastOperation("/v2/service_instances/crashed-true/last_operation", 20*time.Second)
+	lo := second.WaitLastOperation("/v2/service_instances/crashed-true/last_operation")
 	if lo.Str("state") != "succeeded" {
 		t.Fatalf("the async operation whose execution never started: %s", lo.Raw)
 	}
@@ -307,8 +453,10 @@ func (d haltingDriver) Begin(ctx context.Context, c broker.Change) (broker.Progr
 func TestASyncProvisionHaltedByADeprovisionIsNotReportedCreated(t *testing.T) {
 	b := apptest.Start(t, "")
 	service, plan := b.Plan("fake-plan")
-	d := haltingDriver{Driver: b.Local.Steps.Drivers["demo"], started: make(chan struct{}), release: make(chan struct{})}
-	b.Local.Steps.Drivers = map[string]broker.Driver{"demo": d}
+	_, p := b.Catalog.PlanByID(plan)
+	base, _, _ := b.Local.Steps.Drivers.For(p)
+	d := haltingDriver{Driver: base, started: make(chan struct{}), release: make(chan struct{})}
+	b.Local.Steps.Drivers = drivers.Single(b.Catalog, d)
 
 	done := make(chan apptest.Response)
 	go func() {
@@ -406,25 +554,22 @@ func TestACleanupThatGivesUpIsListedAndAnOperatorRetriesIt(t *testing.T) {
 	service, plan := b.Plan("fake-async-plan")
 	r := b.Do(apptest.Request{Method: http.MethodPut, Path: "/v2/service_instances/stuck?accepts_incomplete=true",
 		Body: provisionBody(service, plan, map[string]any{"duration_seconds": 1, "fail": true})})
-	lo := b.WaitLastOperation("/v2/service_instances/stuck/last_operation?operation="+r.Str("operation"), 20*time.Second)
+	lo := b.WaitLastOperation("/v2/service_instances/stuck/last_operation?operation=" + r.Str("operation"))
 	if lo.Str("state") != "failed" {
 		t.Fatalf("provision: %s", lo.Raw)
 	}
 	ctx := context.Background()
 	var failed broker.Detached
-	deadline := time.Now().Add(10 * time.Second)
-	for failed.ID == "" {
+	waittest.Until(t, func() error {
 		ds, _ := b.Local.Store.ListDetached(ctx)
 		for _, d := range ds {
 			if d.InstanceID == "stuck" && d.State == broker.DetachedFailed {
 				failed = d
+				return nil
 			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no failed cleanup listed: %+v", ds)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return fmt.Errorf("no failed cleanup listed: %+v", ds)
+	})
 	var out strings.Builder
 	if err := app.Ops(ctx, b.Local.Broker, []string{"detached"}, &out); err != nil || !strings.Contains(out.String(), failed.ID) ||
 		!strings.Contains(out.String(), "refuses to delete") {
@@ -437,13 +582,10 @@ func TestACleanupThatGivesUpIsListedAndAnOperatorRetriesIt(t *testing.T) {
 	if err := app.Ops(ctx, b.Local.Broker, []string{"cleanup", failed.ID}, &out); err != nil || !strings.Contains(out.String(), failed.CleanupName(2)) {
 		t.Fatalf("ops cleanup: %v\n%s", err, out.String())
 	}
-	for {
-		if _, err := b.Local.Store.GetDetached(ctx, failed.ID); errors.Is(err, broker.ErrNotFound) {
-			break
+	waittest.Until(t, func() error {
+		if _, err := b.Local.Store.GetDetached(ctx, failed.ID); !errors.Is(err, broker.ErrNotFound) {
+			return fmt.Errorf("the retried cleanup did not delete the resource (GetDetached: %v)", err)
 		}
-		if time.Now().After(deadline.Add(10 * time.Second)) {
-			t.Fatal("the retried cleanup did not delete the resource")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 }

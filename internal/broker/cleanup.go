@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/serverless-osb/broker/internal/logging"
 )
 
 // CleanupInput is the input of a cleanup execution.
@@ -120,6 +122,7 @@ const (
 )
 
 func (b *Broker) reapOperation(ctx context.Context, op Operation) reapAction {
+	ctx = logging.With(ctx, op.LogAttrs()...)
 	limit := MaxOperationAge
 	if _, plan := b.Catalog.PlanByID(op.PlanID); plan != nil && plan.MaximumPollingDuration > 0 {
 		limit = time.Duration(plan.MaximumPollingDuration) * time.Second
@@ -130,7 +133,7 @@ func (b *Broker) reapOperation(ctx context.Context, op Operation) reapAction {
 		}
 		description := fmt.Sprintf("The %s did not complete within %s and was stopped; try again.", op.Kind, limit)
 		if err := b.Runner.RecordFailure(ctx, op.InstanceID, op.ID, description); err != nil {
-			b.Logger.ErrorContext(ctx, "reap: record failure", "operation_id", op.ID, "error", err.Error())
+			b.Logger.ErrorContext(ctx, "reap: record failure", "error", err.Error())
 			return reapNothing
 		}
 		return reapTimedOut

@@ -3,18 +3,18 @@ package broker
 import (
 	"errors"
 	"fmt"
-	"strings"
 )
 
 // The checks below are the Store port's preconditions: calls that no caller
 // following the port makes. Every Store runs them before it writes anything,
 // so that all stores refuse the same calls with the same errors.
 
-// CheckIDs rejects ids no store can key: empty, or holding NUL.
+// CheckIDs rejects ids and names no store can key faithfully: empty,
+// invalid UTF-8, control characters, over MaxKeyLength bytes (see CheckID).
 func CheckIDs(ids ...string) error {
 	for _, id := range ids {
-		if id == "" || strings.Contains(id, "\x00") {
-			return fmt.Errorf("invalid id %q: ids must be non-empty and must not contain NUL", id)
+		if err := checkKey(id); err != nil {
+			return fmt.Errorf("invalid id %q: %w", id, err)
 		}
 	}
 	return nil

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/serverless-osb/broker/internal/logging"
 )
 
 // LastOperationDetails is a last_operation request. OperationID is the
@@ -124,10 +126,7 @@ func (b *Broker) repair(ctx context.Context, op Operation) Operation {
 // repairNow repairs op whatever its age; restarted says it started op's
 // execution again.
 func (b *Broker) repairNow(ctx context.Context, op Operation) (_ Operation, restarted bool) {
-	log := b.Logger.With("operation_id", op.ID, "instance_id", op.InstanceID)
-	if op.BindingID != "" {
-		log = log.With("binding_id", op.BindingID)
-	}
+	ctx = logging.With(ctx, op.LogAttrs()...)
 	description := ""
 	if !op.Async {
 		description = fmt.Sprintf("The %s was interrupted before it completed; try again.", op.Kind)
@@ -135,20 +134,20 @@ func (b *Broker) repairNow(ctx context.Context, op Operation) (_ Operation, rest
 		exec, err := b.Engine.Describe(ctx, op.ID)
 		switch {
 		case errors.Is(err, ErrExecutionNotFound):
-			log.WarnContext(ctx, "repair: execution missing, starting it again")
+			b.Logger.WarnContext(ctx, "repair: execution missing, starting it again")
 			b.start(ctx, op)
 			return op, true
 		case err != nil:
-			log.ErrorContext(ctx, "repair: describe execution", "error", err.Error())
+			b.Logger.ErrorContext(ctx, "repair: describe execution", "error", err.Error())
 			return op, false
 		case exec.Status == ExecutionRunning:
 			return op, false
 		}
 		description = endedDescription(op.Kind, exec)
-		log.WarnContext(ctx, "repair: execution ended without a result", "status", string(exec.Status), "error", exec.Error)
+		b.Logger.WarnContext(ctx, "repair: execution ended without a result", "status", string(exec.Status), "error_name", exec.Error)
 	}
 	if err := b.Runner.RecordFailure(ctx, op.InstanceID, op.ID, description); err != nil {
-		log.ErrorContext(ctx, "repair: record failure", "error", err.Error())
+		b.Logger.ErrorContext(ctx, "repair: record failure", "error", err.Error())
 		return op, false
 	}
 	if fresh, err := b.Store.GetOperation(ctx, op.InstanceID, op.ID); err == nil {

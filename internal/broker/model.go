@@ -185,6 +185,16 @@ type Operation struct {
 // Finished reports whether the operation reached a terminal state.
 func (o Operation) Finished() bool { return o.State != OperationInProgress }
 
+// LogAttrs identify the operation on a log line: operation_id, instance_id
+// and, for a binding's operation, binding_id.
+func (o Operation) LogAttrs() []slog.Attr {
+	attrs := []slog.Attr{slog.String("operation_id", o.ID), slog.String("instance_id", o.InstanceID)}
+	if o.BindingID != "" {
+		attrs = append(attrs, slog.String("binding_id", o.BindingID))
+	}
+	return attrs
+}
+
 // Resource is a record a driver owns, such as the demo driver's fake
 // database. Item key: PK=i#<InstanceID>, SK=r#<Name>.
 type Resource struct {

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/serverless-osb/broker/internal/catalog"
 )
 
 // ErrNotFound is returned by a Store when an item does not exist.
@@ -89,6 +91,21 @@ type Finish struct {
 	ReleaseBinding bool
 }
 
+// Resources is the part of the store a driver may use: its own records,
+// under the instance they belong to. A driver is handed this, never the
+// Store: it cannot touch instances, bindings or operations.
+type Resources interface {
+	// PutResource writes unconditionally (drivers make their own changes
+	// idempotent); CreateResource fails with *ConflictError when the record
+	// exists.
+	GetResource(ctx context.Context, instanceID, name string) (Resource, error)
+	PutResource(ctx context.Context, r Resource) error
+	CreateResource(ctx context.Context, r Resource) error
+	DeleteResource(ctx context.Context, instanceID, name string) error
+	// ListResources returns the resource records of an instance, by name.
+	ListResources(ctx context.Context, instanceID string) ([]Resource, error)
+}
+
 // Store keeps instances, bindings, operations and driver resources. Every
 // method that changes state is ONE conditional write or ONE transaction;
 // when its condition fails it returns *ConflictError and changes nothing.
@@ -125,15 +142,8 @@ type Store interface {
 	// FinishOperation records an outcome; see Finish.
 	FinishOperation(ctx context.Context, f Finish) error
 
-	// Resource records belong to drivers. PutResource writes unconditionally
-	// (drivers make their own changes idempotent); CreateResource fails with
-	// *ConflictError when the record exists.
-	GetResource(ctx context.Context, instanceID, name string) (Resource, error)
-	PutResource(ctx context.Context, r Resource) error
-	CreateResource(ctx context.Context, r Resource) error
-	DeleteResource(ctx context.Context, instanceID, name string) error
-	// ListResources returns the resource records of an instance, by name.
-	ListResources(ctx context.Context, instanceID string) ([]Resource, error)
+	// Resources are the drivers' records.
+	Resources
 
 	// DetachResource moves the resource record (d.InstanceID, d.Name) into
 	// the detached record d, in one transaction: the resource is deleted and
@@ -212,12 +222,21 @@ type Engine interface {
 }
 
 // Change is what a driver is asked to do: the operation and the items it
-// concerns, as stored when the step runs.
+// concerns, as stored when the step runs, and the plan it runs under.
 type Change struct {
 	Operation Operation
 	Instance  Instance
 	// Binding is set for bind and unbind.
 	Binding *Binding
+	// Plan is the plan the change runs under: the instance's plan, or for
+	// an update that changes plan, the new one (Instance.PlanID is then
+	// still the old one).
+	Plan *catalog.Plan
+	// Service is Plan's offering.
+	Service *catalog.Service
+	// Settings are Plan's driver settings, as the driver's kind parsed them
+	// from the catalog when the broker started.
+	Settings any
 }
 
 // Progress is a driver's answer about a change.
@@ -225,6 +244,11 @@ type Progress struct {
 	Done bool
 	// RetryAfter is when to check again, while not Done.
 	RetryAfter time.Duration
+	// Description says how far the change is, while not Done (for example
+	// "Creating: 3 of 5 resources done."). It is shown to the user by
+	// last_operation, so it never holds credentials; empty keeps the
+	// broker's generic description.
+	Description string
 	// Results, when Done.
 	DashboardURL string
 	Credentials  Credentials
@@ -232,8 +256,17 @@ type Progress struct {
 }
 
 // Driver creates, changes and deletes the real resource behind instances and
-// bindings. Every method must be idempotent. A permanent failure is returned
-// as *Failure; any other error is transient and the step is retried.
+// bindings. Every method must be idempotent: a step may run again after a
+// crash or a lost answer. A permanent failure is returned as *Failure (its
+// description is shown to the user); any other error is transient and the
+// step is retried, with backoff, by the workflow's Retry (or, for a change
+// that completes within its request, a few times in the request).
+//
+// The broker runs every change the same way, asynchronous or not: Begin,
+// then Check after RetryAfter until Done. For an operation that is not
+// Async the whole loop runs within the platform's request (which platforms
+// time out after about a minute), so a plan whose changes take longer must
+// be async or async-only.
 type Driver interface {
 	// Leftovers names the resource records that a failure of c leaves
 	// behind and that must be detached for cleanup: a provision's or bind's
@@ -243,8 +276,7 @@ type Driver interface {
 	// Cleanup deletes a detached resource: Done once it is gone.
 	Cleanup(ctx context.Context, d Detached) (Progress, error)
 
-	// Begin starts the change. When the operation is not Async the driver
-	// must complete within the call (Done true) or fail.
+	// Begin starts the change.
 	Begin(ctx context.Context, c Change) (Progress, error)
 	// Check reports progress of a change begun earlier; once Done it returns
 	// the results again each time it is called.

@@ -12,6 +12,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/serverless-osb/broker/internal/catalog"
+	"github.com/serverless-osb/broker/internal/logging"
 )
 
 // Runner runs an operation's steps in-process, for operations that complete
@@ -102,14 +103,15 @@ func (b *Broker) run(ctx context.Context, op Operation) (Operation, error) {
 // operation record is durable, and last_operation (or the reaper) starts
 // the execution again under the same name.
 func (b *Broker) start(ctx context.Context, op Operation) {
+	ctx = logging.With(ctx, op.LogAttrs()...)
 	input, _ := json.Marshal(WorkflowInput{InstanceID: op.InstanceID})
 	if err := b.Engine.Start(ctx, WorkflowOperation, op.ID, input); err != nil {
-		b.Logger.ErrorContext(ctx, "start workflow", "operation_id", op.ID,
-			"instance_id", op.InstanceID, "error", err.Error())
+		b.Logger.ErrorContext(ctx, "start workflow", "error", err.Error())
 	}
 }
 
-// halt stops the execution of an operation that another one took over.
+// halt stops the execution of an operation that another one took over. Its
+// log line names the halted operation, which is not the one ctx may name.
 func (b *Broker) halt(ctx context.Context, opID, cause string) {
 	if err := b.Engine.Stop(ctx, opID, cause); err != nil && !errors.Is(err, ErrExecutionNotFound) {
 		b.Logger.ErrorContext(ctx, "stop workflow", "operation_id", opID, "error", err.Error())

@@ -25,13 +25,11 @@ const (
 	ModeAsyncOnly Mode = "async-only"
 )
 
-// DefaultDriver is the driver of a plan whose broker block names none.
-const DefaultDriver = "demo"
-
 // Settings are the broker's own settings for a plan: the `broker:` block of
 // the plan in catalog.yaml. They are never served.
 type Settings struct {
-	// Driver names the driver that does the work for the plan's instances.
+	// Driver names the driver that does the work for the plan's instances;
+	// empty when the block names none (the broker's drivers have a default).
 	Driver string
 	// Mode says whether the plan's changes run synchronously.
 	Mode Mode
@@ -39,6 +37,13 @@ type Settings struct {
 	// deletes it and answers when it is gone; DeprovisionDetach detaches it,
 	// answers at once, and lets the cleanup workflow delete it.
 	Deprovision DeprovisionMode
+	// Config holds the driver's own settings: every other key of the block,
+	// as decoded from YAML (nil when there are none). The driver checks
+	// them when the broker starts.
+	Config map[string]any
+	// Path is where the block is in the catalog, e.g.
+	// "services[0].plans[1].broker", for error messages.
+	Path string
 }
 
 // DeprovisionMode is how a plan deprovisions.
@@ -122,6 +127,13 @@ func (s *Service) PlanIsUpdateable(p *Plan) bool {
 
 // Catalog is a checked, immutable catalog.
 type Catalog struct {
+	// Source names the catalog in errors (its file's base name).
+	Source string
+	// Dir is the directory the catalog was loaded from: paths in driver
+	// settings are relative to it. Empty for a parsed catalog (the
+	// working directory).
+	Dir string
+
 	services  []*Service
 	byService map[string]*Service
 	byPlan    map[string]planEntry
@@ -150,7 +162,12 @@ func Load(path string) (*Catalog, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read catalog: %w", err)
 	}
-	return Parse(filepath.Base(path), data)
+	c, err := Parse(filepath.Base(path), data)
+	if err != nil {
+		return nil, err
+	}
+	c.Dir = filepath.Dir(path)
+	return c, nil
 }
 
 // Parse parses and checks a YAML catalog. source names it in errors, for

@@ -112,7 +112,7 @@ func TestShippedCatalog(t *testing.T) {
 		}
 		for i, w := range want {
 			p := s.Plans[i]
-			if p.Name != w.name || p.Settings != (Settings{Driver: "demo", Mode: w.mode, Deprovision: w.deprovision}) || p.MaximumPollingDuration != w.maxPollSecs {
+			if p.Name != w.name || !sameSettings(p.Settings, Settings{Driver: "demo", Mode: w.mode, Deprovision: w.deprovision}) || p.MaximumPollingDuration != w.maxPollSecs {
 				t.Errorf("plan %d = %s %+v max poll %d, want %s %s max poll %d", i, p.Name, p.Settings, p.MaximumPollingDuration, w.name, w.mode, w.maxPollSecs)
 			}
 			if p.MaintenanceInfo == nil || p.MaintenanceInfo.Version != "1.0.0" || p.MaintenanceInfo.Description == "" {
@@ -300,13 +300,13 @@ func TestAccessors(t *testing.T) {
 			t.Errorf("PlanByID(svc-1) = %v, %v, want nils", s, p)
 		}
 	})
-	t.Run("a plan without a broker block gets the demo driver in sync mode, deprovisions waiting", func(t *testing.T) {
+	t.Run("a plan without a broker block names no driver, runs in sync mode, deprovisions waiting", func(t *testing.T) {
 		_, p := c.PlanByID("plan-2")
-		if p.Settings != (Settings{Driver: DefaultDriver, Mode: ModeSync, Deprovision: DeprovisionWait}) {
+		if !sameSettings(p.Settings, Settings{Mode: ModeSync, Deprovision: DeprovisionWait}) {
 			t.Errorf("settings = %+v", p.Settings)
 		}
 		_, p = c.PlanByID("plan-1")
-		if p.Settings != (Settings{Driver: "demo", Mode: ModeAsync, Deprovision: DeprovisionWait}) {
+		if !sameSettings(p.Settings, Settings{Driver: "demo", Mode: ModeAsync, Deprovision: DeprovisionWait}) {
 			t.Errorf("settings = %+v", p.Settings)
 		}
 	})
@@ -347,4 +347,44 @@ func TestPlanOverridesOffering(t *testing.T) {
 			t.Errorf("offering bindable %v, plan bindable %v; want false, true", s.Bindable, s.PlanBindable(p))
 		}
 	})
+}
+
+// sameSettings compares the settings a test names; Config and Path are
+// checked where a test is about them.
+func sameSettings(got, want Settings) bool {
+	return got.Driver == want.Driver && got.Mode == want.Mode && got.Deprovision == want.Deprovision && len(got.Config) == len(want.Config)
+}
+
+func TestDriverSettingsAreKeptForTheDriver(t *testing.T) {
+	c, err := Parse("c.yaml", []byte(`
+services:
+  - id: svc-1
+    name: s
+    description: d
+    bindable: true
+    plans:
+      - id: plan-1
+        name: p
+        description: d
+        broker:
+          driver: cloudformation
+          mode: async
+          template: services/x.yaml
+          parameters: {A: "1"}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, p := c.PlanByID("plan-1")
+	st := p.Settings
+	if st.Driver != "cloudformation" || st.Mode != ModeAsync || st.Path != "services[0].plans[0].broker" ||
+		st.Config["template"] != "services/x.yaml" || len(st.Config) != 2 {
+		t.Fatalf("settings = %+v", st)
+	}
+	if strings.Contains(string(c.JSON()), "template") {
+		t.Errorf("the served catalog shows the broker block: %s", c.JSON())
+	}
+	if c.Source != "c.yaml" || c.Dir != "" {
+		t.Errorf("Source %q, Dir %q", c.Source, c.Dir)
+	}
 }

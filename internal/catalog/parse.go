@@ -70,7 +70,7 @@ func parse(source string, data []byte) (*Catalog, error) {
 		return nil, ck.err()
 	}
 
-	c := &Catalog{byService: map[string]*Service{}, byPlan: map[string]planEntry{}}
+	c := &Catalog{Source: source, byService: map[string]*Service{}, byPlan: map[string]planEntry{}}
 	names := map[string]string{} // offering name -> path of its offering
 	for i, v := range list {
 		p := index("services", i)
@@ -251,18 +251,22 @@ func (ck *checker) plan(p string, obj map[string]any) *Plan {
 	return pl
 }
 
-// settings checks a plan's broker block and fills in its defaults: driver
-// demo, mode sync.
+// settings checks a plan's broker block and fills in its defaults: mode
+// sync, deprovision wait. The driver's own settings (every other key) are
+// kept for the driver to check (see Settings.Config).
 func (ck *checker) settings(p string, plan map[string]any) Settings {
-	st := Settings{Driver: DefaultDriver, Mode: ModeSync, Deprovision: DeprovisionWait}
+	bp := field(p, "broker")
+	st := Settings{Mode: ModeSync, Deprovision: DeprovisionWait, Path: bp}
 	b, ok := ck.object(plan, p, "broker")
 	if !ok {
 		return st
 	}
-	bp := field(p, "broker")
 	for _, k := range sortedKeys(b) {
 		if k != "driver" && k != "mode" && k != "deprovision" {
-			ck.problem(field(bp, k), "unknown broker setting; the settings are driver, mode and deprovision")
+			if st.Config == nil {
+				st.Config = map[string]any{}
+			}
+			st.Config[k] = b[k]
 		}
 	}
 	if _, ok := b["driver"]; ok {

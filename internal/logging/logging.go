@@ -1,42 +1,155 @@
 // Package logging owns the broker's log format: JSON lines from log/slog,
 // each carrying the attributes the request put in its context (request
-// identity, instance_id, binding_id, operation_id, user).
+// identity, instance_id, binding_id, operation_id, user), with every key
+// once per line.
 package logging
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
+	"slices"
+	"strings"
 )
 
 type ctxKey struct{}
 
-// With returns a context whose log lines carry attrs too.
+// With returns a context whose log lines carry attrs too. An attr whose
+// key the context carries already replaces it.
 func With(ctx context.Context, attrs ...slog.Attr) context.Context {
 	prev, _ := ctx.Value(ctxKey{}).([]slog.Attr)
-	all := make([]slog.Attr, 0, len(prev)+len(attrs))
-	return context.WithValue(ctx, ctxKey{}, append(append(all, prev...), attrs...))
+	return context.WithValue(ctx, ctxKey{}, slices.Concat(prev, attrs))
 }
 
 // New returns a JSON logger writing to w at level.
 func New(w io.Writer, level slog.Level) *slog.Logger {
-	return slog.New(contextHandler{slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level})})
+	return slog.New(contextHandler{
+		inner:  slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level}),
+		scopes: []scope{{}},
+	})
 }
 
-// contextHandler adds the context's attributes to each record.
-type contextHandler struct{ slog.Handler }
+// ParseLevel reads a log level as the broker's variables spell it: debug,
+// info, warn or error, in any case.
+func ParseLevel(s string) (slog.Level, error) {
+	switch strings.ToLower(s) {
+	case "debug":
+		return slog.LevelDebug, nil
+	case "info":
+		return slog.LevelInfo, nil
+	case "warn":
+		return slog.LevelWarn, nil
+	case "error":
+		return slog.LevelError, nil
+	}
+	return 0, fmt.Errorf("unknown log level %q: want debug, info, warn or error", s)
+}
+
+// contextHandler adds the context's attributes to each record and writes
+// every key once per line (once per group). Where a key repeats, the most
+// specific value wins: the record's own over the logger's With, and With
+// over the context's; within each, the later over the earlier. The call
+// site knows what the line is about (the operation it stops, say), while
+// the context says which request or step the line belongs to, and a later
+// With narrows an earlier one.
+//
+// To choose, the handler must see every attribute at once, so it keeps
+// With's attributes and groups itself and hands the JSON handler a fresh
+// record holding all of them.
+type contextHandler struct {
+	inner slog.Handler // the JSON handler, with no attributes or groups
+	// scopes[0] is the top level; each further scope is a group opened by
+	// WithGroup, holding the attributes With added while it was innermost.
+	scopes []scope
+}
+
+type scope struct {
+	group string
+	attrs []slog.Attr
+}
+
+func (h contextHandler) Enabled(ctx context.Context, level slog.Level) bool {
+	return h.inner.Enabled(ctx, level)
+}
 
 func (h contextHandler) Handle(ctx context.Context, r slog.Record) error {
-	if attrs, ok := ctx.Value(ctxKey{}).([]slog.Attr); ok {
-		r.AddAttrs(attrs...)
+	attrs := make([]slog.Attr, 0, r.NumAttrs())
+	r.Attrs(func(a slog.Attr) bool {
+		attrs = append(attrs, a)
+		return true
+	})
+	// Build from the innermost group out; the context's attributes belong
+	// to the top level.
+	for i := len(h.scopes) - 1; i >= 0; i-- {
+		attrs = slices.Concat(h.scopes[i].attrs, attrs)
+		if i == 0 {
+			fromCtx, _ := ctx.Value(ctxKey{}).([]slog.Attr)
+			attrs = slices.Concat(fromCtx, attrs)
+		}
+		attrs = unique(attrs)
+		if i > 0 && len(attrs) > 0 {
+			attrs = []slog.Attr{{Key: h.scopes[i].group, Value: slog.GroupValue(attrs...)}}
+		}
 	}
-	return h.Handler.Handle(ctx, r)
+	out := slog.NewRecord(r.Time, r.Level, r.Message, r.PC)
+	out.AddAttrs(attrs...)
+	return h.inner.Handle(ctx, out)
 }
 
 func (h contextHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
-	return contextHandler{h.Handler.WithAttrs(attrs)}
+	if len(attrs) == 0 {
+		return h
+	}
+	scopes := slices.Clone(h.scopes)
+	last := &scopes[len(scopes)-1]
+	last.attrs = slices.Concat(last.attrs, attrs)
+	return contextHandler{inner: h.inner, scopes: scopes}
 }
 
 func (h contextHandler) WithGroup(name string) slog.Handler {
-	return contextHandler{h.Handler.WithGroup(name)}
+	if name == "" {
+		return h
+	}
+	return contextHandler{inner: h.inner, scopes: append(slices.Clip(h.scopes), scope{group: name})}
+}
+
+// unique returns attrs with each key once, keeping the last value given
+// for a key. It resolves values, inlines groups without a key (as the JSON
+// handler would), applies itself within groups, and leaves out what the
+// JSON handler would leave out: attributes without a key, empty groups.
+func unique(attrs []slog.Attr) []slog.Attr {
+	flat := make([]slog.Attr, 0, len(attrs))
+	var inline func([]slog.Attr)
+	inline = func(as []slog.Attr) {
+		for _, a := range as {
+			a.Value = a.Value.Resolve()
+			switch {
+			case a.Value.Kind() == slog.KindGroup && a.Key == "":
+				inline(a.Value.Group())
+			case a.Key != "":
+				flat = append(flat, a)
+			}
+		}
+	}
+	inline(attrs)
+	seen := make(map[string]bool, len(flat))
+	out := make([]slog.Attr, 0, len(flat))
+	for i := len(flat) - 1; i >= 0; i-- {
+		a := flat[i]
+		if seen[a.Key] {
+			continue
+		}
+		if a.Value.Kind() == slog.KindGroup {
+			members := unique(a.Value.Group())
+			if len(members) == 0 {
+				continue // left out, so an earlier value of the key stands
+			}
+			a.Value = slog.GroupValue(members...)
+		}
+		seen[a.Key] = true
+		out = append(out, a)
+	}
+	slices.Reverse(out)
+	return out
 }

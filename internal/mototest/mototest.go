@@ -7,6 +7,7 @@ package mototest
 import (
 	"fmt"
 	"os"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -42,6 +43,10 @@ func Config(tb testing.TB, region string) aws.Config {
 
 // Name returns a name unique to this test run, for tables and state
 // machines that tests running side by side on one moto must not share.
+// The clock tells runs apart; the process and a counter tell apart the
+// names that test binaries running at once ask for in the same instant.
 func Name(prefix string) string {
-	return fmt.Sprintf("%s-%d", prefix, time.Now().UnixNano())
+	return fmt.Sprintf("%s-%d-%d-%d", prefix, time.Now().UnixNano(), os.Getpid(), names.Add(1))
 }
+
+var names atomic.Int64

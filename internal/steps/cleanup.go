@@ -30,13 +30,14 @@ func (s *Steps) detachLeftovers(ctx context.Context, op broker.Operation, reason
 			change.Binding = &b
 		}
 	}
-	driver, _, err := s.driverFor(inst.PlanID)
+	driver, plan, settings, err := s.driverFor(inst.PlanID)
 	if err != nil {
 		return err
 	}
+	change.Service, change.Plan, change.Settings = s.Catalog.Service(inst.ServiceID), plan, settings
 	names, err := driver.Leftovers(ctx, change)
 	if err != nil {
-		return s.classify(ctx, op, err)
+		return s.classify(ctx, err)
 	}
 	for _, name := range names {
 		if err := s.detach(ctx, op, inst.PlanID, name, reason); err != nil {
@@ -79,7 +80,7 @@ func (s *Steps) detach(ctx context.Context, op broker.Operation, planID, name, r
 	if err := s.Store.DetachResource(ctx, d); err != nil && !errors.Is(err, broker.ErrNotFound) {
 		return &TransientError{Err: fmt.Errorf("detach resource %s of %s: %w", name, op.InstanceID, err)}
 	}
-	s.Logger.InfoContext(ctx, "resource detached for cleanup", append(opAttrs(op), "detached_id", d.ID, "resource", name)...)
+	s.Logger.InfoContext(ctx, "resource detached for cleanup", "detached_id", d.ID, "resource", name)
 	if s.Engine == nil {
 		return nil
 	}
@@ -101,7 +102,7 @@ func (s *Steps) CleanupDelete(ctx context.Context, id string) (Progress, error) 
 	if err != nil {
 		return Progress{}, &TransientError{Err: fmt.Errorf("read detached %s: %w", id, err)}
 	}
-	driver, _, err := s.driverFor(d.PlanID)
+	driver, _, _, err := s.driverFor(d.PlanID)
 	if err != nil {
 		return Progress{}, err
 	}
@@ -111,7 +112,7 @@ func (s *Steps) CleanupDelete(ctx context.Context, id string) (Progress, error) 
 		if errors.As(err, &f) {
 			return Progress{}, &PermanentError{Description: f.Description}
 		}
-		s.Logger.WarnContext(ctx, "transient cleanup error", "detached_id", id, "error", err.Error())
+		s.Logger.WarnContext(ctx, "transient cleanup error", "error", err.Error())
 		return Progress{}, &TransientError{Err: err}
 	}
 	if p.Done {
@@ -125,7 +126,7 @@ func (s *Steps) CleanupDeleted(ctx context.Context, id string) error {
 	if err := s.Store.DeleteDetached(ctx, id); err != nil {
 		return &TransientError{Err: fmt.Errorf("remove detached %s: %w", id, err)}
 	}
-	s.Logger.InfoContext(ctx, "detached resource deleted", "detached_id", id)
+	s.Logger.InfoContext(ctx, "detached resource deleted")
 	return nil
 }
 
@@ -148,6 +149,6 @@ func (s *Steps) CleanupGaveUp(ctx context.Context, id, description string) error
 		}
 		return &TransientError{Err: fmt.Errorf("record failed cleanup of %s: %w", id, err)}
 	}
-	s.Logger.ErrorContext(ctx, "cleanup gave up: the resource stays listed for an operator", "detached_id", id, "resource", d.Name)
+	s.Logger.ErrorContext(ctx, "cleanup gave up: the resource stays listed for an operator", "resource", d.Name)
 	return nil
 }

@@ -34,7 +34,13 @@ func (s *Steps) RunToEnd(ctx context.Context, op broker.Operation) (broker.Opera
 		// The request's context may be what failed; record on a fresh one.
 		rctx := context.WithoutCancel(ctx)
 		if rerr := s.RecordFailure(rctx, op.InstanceID, op.ID, description); rerr != nil {
-			return op, fmt.Errorf("%w (and recording the failure: %v)", err, rerr)
+			// This error is logged: a permanent failure is named, not
+			// quoted, since its description may repeat request input.
+			cause := err
+			if perm != nil {
+				cause = errors.New("a permanent failure")
+			}
+			return op, fmt.Errorf("%s %s: %w (and recording the failure: %w)", op.Kind, op.ID, cause, rerr)
 		}
 		if perm != nil {
 			err = &broker.Failure{Description: perm.Description}

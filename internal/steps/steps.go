@@ -12,10 +12,12 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"strings"
 	"time"
 
 	"github.com/serverless-osb/broker/internal/broker"
 	"github.com/serverless-osb/broker/internal/catalog"
+	"github.com/serverless-osb/broker/internal/logging"
 )
 
 // Step names, as the state machine sends them.
@@ -43,6 +45,19 @@ type Payload struct {
 	Cause string `json:"cause,omitempty"`
 }
 
+// LogAttrs say what a Task works on, for its log lines: the step, and the
+// operation and instance, or the detached resource.
+func (p Payload) LogAttrs() []slog.Attr {
+	var attrs []slog.Attr
+	for _, a := range [][2]string{{"step", p.Step}, {"operation_id", p.OperationID},
+		{"instance_id", p.InstanceID}, {"detached_id", p.DetachedID}} {
+		if a[1] != "" {
+			attrs = append(attrs, slog.String(a[0], a[1]))
+		}
+	}
+	return attrs
+}
+
 // Progress is the output of begin and check.
 type Progress struct {
 	Done       bool `json:"done"`
@@ -64,11 +79,17 @@ type PermanentError struct{ Description string }
 func (e *PermanentError) Error() string     { return e.Description }
 func (e *PermanentError) ErrorName() string { return "PermanentError" }
 
+// Drivers gives the driver of a plan and the plan's settings for it
+// (drivers.Set is the one the broker builds from its catalog).
+type Drivers interface {
+	For(plan *catalog.Plan) (driver broker.Driver, settings any, ok bool)
+}
+
 // Steps runs the steps of operations.
 type Steps struct {
 	Store   broker.Store
 	Catalog *catalog.Catalog
-	Drivers map[string]broker.Driver
+	Drivers Drivers
 	Logger  *slog.Logger
 	Now     func() time.Time
 	// Backoff is the first pause between retries of a transient failure in
@@ -80,7 +101,7 @@ type Steps struct {
 }
 
 // New returns Steps with the default clock.
-func New(s broker.Store, c *catalog.Catalog, drivers map[string]broker.Driver, logger *slog.Logger) *Steps {
+func New(s broker.Store, c *catalog.Catalog, drivers Drivers, logger *slog.Logger) *Steps {
 	return &Steps{Store: s, Catalog: c, Drivers: drivers, Logger: logger,
 		Now: func() time.Time { return time.Now().UTC() }, Backoff: 100 * time.Millisecond}
 }
@@ -94,6 +115,7 @@ func (s *Steps) Handle(ctx context.Context, payload json.RawMessage) (json.RawMe
 	if err := json.Unmarshal(payload, &p); err != nil {
 		return nil, &PermanentError{Description: fmt.Sprintf("malformed task payload: %v", err)}
 	}
+	ctx = logging.With(ctx, p.LogAttrs()...)
 	var out any
 	var err error
 	switch p.Step {
@@ -147,6 +169,7 @@ func (s *Steps) advance(ctx context.Context, instanceID, operationID string,
 		// A finished operation (halted, repaired) has nothing left to do.
 		return Progress{Done: true}, err
 	}
+	ctx = logging.With(ctx, w.op.LogAttrs()...)
 	if w.op.Kind == broker.KindDeprovision && w.plan.Settings.Deprovision == catalog.DeprovisionDetach {
 		// Detach the instance's resources for the cleanup workflow: the
 		// deprovision itself is then done.
@@ -154,16 +177,20 @@ func (s *Steps) advance(ctx context.Context, instanceID, operationID string,
 	}
 	p, err := call(w.driver, ctx, w.change)
 	if err != nil {
-		return Progress{}, s.classify(ctx, w.op, err)
+		return Progress{}, s.classify(ctx, err)
 	}
 	if p.Done {
 		return Progress{Done: true}, nil // finish follows at once: no progress to record
 	}
 	// Record when to look again: last_operation's Retry-After, and the
 	// deadline after which a silent operation is repaired.
+	// The driver's description of how far it is reaches last_operation.
 	op := w.op
 	op.RetryAfter, op.UpdatedAt = p.RetryAfter, s.Now()
 	op.NextCheckAt = op.UpdatedAt.Add(p.RetryAfter)
+	if p.Description != "" {
+		op.Description = p.Description
+	}
 	if err := s.Store.UpdateOperation(ctx, op); err != nil && !isConflict(err) {
 		return Progress{}, &TransientError{Err: fmt.Errorf("record progress of %s: %w", op.ID, err)}
 	}
@@ -176,6 +203,7 @@ func (s *Steps) Finish(ctx context.Context, instanceID, operationID string) erro
 	if err != nil || w.op.Finished() {
 		return err
 	}
+	ctx = logging.With(ctx, w.op.LogAttrs()...)
 	p := broker.Progress{Done: true}
 	if w.op.Kind == broker.KindDeprovision && w.plan.Settings.Deprovision == catalog.DeprovisionDetach {
 		// Begin detached everything; what a late writer may have added since
@@ -185,7 +213,7 @@ func (s *Steps) Finish(ctx context.Context, instanceID, operationID string) erro
 		p, err = w.driver.Check(ctx, w.change)
 	}
 	if err != nil {
-		return s.classify(ctx, w.op, err)
+		return s.classify(ctx, err)
 	}
 	if !p.Done {
 		return &TransientError{Err: fmt.Errorf("finish %s: the change is not done yet", w.op.ID)}
@@ -214,7 +242,7 @@ func (s *Steps) Finish(ctx context.Context, instanceID, operationID string) erro
 	case broker.KindUnbind:
 		f.DeleteBinding, f.ReleaseBinding = true, true
 	}
-	return s.commit(ctx, f)
+	return s.commit(ctx, f, "")
 }
 
 var succeeded = map[broker.OperationKind]string{
@@ -237,6 +265,7 @@ func (s *Steps) RecordFailure(ctx context.Context, instanceID, operationID, desc
 	if err != nil {
 		return &TransientError{Err: fmt.Errorf("record failure of %s: %w", operationID, err)}
 	}
+	ctx = logging.With(ctx, op.LogAttrs()...)
 	if description == "" {
 		description = fmt.Sprintf("The %s failed.", op.Kind)
 	}
@@ -249,11 +278,18 @@ func (s *Steps) RecordFailure(ctx context.Context, instanceID, operationID, desc
 	}
 	now := s.Now()
 	f := broker.Finish{Op: finished(op, broker.OperationFailed, description, now)}
+	// The parameters the driver saw, which the logged reason must not repeat.
+	var params []json.RawMessage
+	if op.Target != nil {
+		params = append(params, op.Target.Parameters)
+	}
+	commit := func() error { return s.commit(ctx, f, logReason(description, params...)) }
 	if op.Kind.IsBinding() {
 		b, err := s.Store.GetBinding(ctx, instanceID, op.BindingID)
 		if err != nil && !errors.Is(err, broker.ErrNotFound) {
 			return &TransientError{Err: err}
 		}
+		params = append(params, b.Parameters)
 		f.ReleaseBinding = true
 		switch {
 		case err != nil:
@@ -268,21 +304,22 @@ func (s *Steps) RecordFailure(ctx context.Context, instanceID, operationID, desc
 			}
 			f.Binding = &b
 		}
-		return s.commit(ctx, f)
+		return commit()
 	}
 	inst, err := s.Store.GetInstance(ctx, instanceID)
 	if errors.Is(err, broker.ErrNotFound) {
-		return s.commit(ctx, f)
+		return commit()
 	}
 	if err != nil {
 		return &TransientError{Err: err}
 	}
+	params = append(params, inst.Parameters)
 	inst.Op, inst.Version, inst.UpdatedAt = "", inst.Version+1, now
 	switch op.Kind {
 	case broker.KindProvision:
 		if !op.Async {
 			f.DeleteInstance = true
-			return s.commit(ctx, f)
+			return commit()
 		}
 		inst.State = broker.InstanceFailed
 	case broker.KindUpdate:
@@ -293,31 +330,74 @@ func (s *Steps) RecordFailure(ctx context.Context, instanceID, operationID, desc
 		f.Op.InstanceUsable = broker.Bool(false)
 	}
 	f.Instance = &inst
-	return s.commit(ctx, f)
+	return commit()
 }
 
 // commit writes a Finish; one that lost to another writer (the operation
-// already finished, or was taken over) has nothing left to do.
-func (s *Steps) commit(ctx context.Context, f broker.Finish) error {
+// already finished, or was taken over) has nothing left to do. The log line
+// of a failed operation says why, in reason (see logReason).
+func (s *Steps) commit(ctx context.Context, f broker.Finish, reason string) error {
 	err := s.Store.FinishOperation(ctx, f)
 	if isConflict(err) {
-		s.Logger.InfoContext(ctx, "operation already finished or taken over", opAttrs(f.Op)...)
+		s.Logger.InfoContext(ctx, "operation already finished or taken over")
 		return nil
 	}
 	if err != nil {
 		return &TransientError{Err: fmt.Errorf("finish %s: %w", f.Op.ID, err)}
 	}
-	s.Logger.InfoContext(ctx, "operation finished", append(opAttrs(f.Op), "kind", string(f.Op.Kind), "state", string(f.Op.State))...)
+	attrs := []slog.Attr{slog.String("kind", string(f.Op.Kind)), slog.String("state", string(f.Op.State))}
+	level := slog.LevelInfo
+	if f.Op.State == broker.OperationFailed {
+		attrs, level = append(attrs, slog.String("reason", reason)), slog.LevelWarn
+	}
+	s.Logger.LogAttrs(ctx, level, "operation finished", attrs...)
 	return nil
 }
 
-// opAttrs are the log attributes that identify an operation.
-func opAttrs(op broker.Operation) []any {
-	attrs := []any{"operation_id", op.ID, "instance_id", op.InstanceID}
-	if op.BindingID != "" {
-		attrs = append(attrs, "binding_id", op.BindingID)
+// withheldReason is what the log says about a failure whose description
+// repeats request input.
+const withheldReason = "The description repeats a request parameter, so the log leaves it out; last_operation shows it."
+
+// logReason is what the log says about a failure described as description:
+// the description itself, which the broker and the drivers write for the
+// user without request input, unless it repeats a string value of the
+// parameters the change was asked with (the demo driver's fail_description
+// becomes the description as it is). Then it is withheldReason.
+func logReason(description string, params ...json.RawMessage) string {
+	for _, raw := range params {
+		var v any
+		if len(raw) == 0 || json.Unmarshal(raw, &v) != nil {
+			continue
+		}
+		if repeatsString(description, v) {
+			return withheldReason
+		}
 	}
-	return attrs
+	return description
+}
+
+// repeatsString reports whether s contains a non-empty string value found
+// anywhere in the decoded JSON value v. Numbers and booleans are not looked
+// for: "5" or "true" would match nearly every description. A driver must
+// not quote them either (broker.Failure), as the demo driver does not.
+func repeatsString(s string, v any) bool {
+	switch v := v.(type) {
+	case string:
+		return v != "" && strings.Contains(s, v)
+	case []any:
+		for _, e := range v {
+			if repeatsString(s, e) {
+				return true
+			}
+		}
+	case map[string]any:
+		for _, e := range v {
+			if repeatsString(s, e) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func finished(op broker.Operation, state broker.OperationState, description string, now time.Time) broker.Operation {
@@ -358,23 +438,30 @@ func (s *Steps) load(ctx context.Context, instanceID, operationID string) (work,
 		}
 		w.change.Binding = &b
 	}
-	if w.driver, w.plan, err = s.driverFor(inst.PlanID); err != nil {
+	// The change runs under the instance's plan, or the plan an update
+	// moves it to (whose driver and settings then apply).
+	planID := inst.PlanID
+	if op.Kind == broker.KindUpdate && op.Target != nil && op.Target.PlanID != "" {
+		planID = op.Target.PlanID
+	}
+	if w.driver, w.plan, w.change.Settings, err = s.driverFor(planID); err != nil {
 		return work{}, err
 	}
+	w.change.Service, w.change.Plan = s.Catalog.Service(inst.ServiceID), w.plan
 	return w, nil
 }
 
-// driverFor returns the driver of a plan.
-func (s *Steps) driverFor(planID string) (broker.Driver, *catalog.Plan, error) {
+// driverFor returns the driver of a plan and the plan's settings for it.
+func (s *Steps) driverFor(planID string) (broker.Driver, *catalog.Plan, any, error) {
 	_, plan := s.Catalog.PlanByID(planID)
 	if plan == nil {
-		return nil, nil, &PermanentError{Description: fmt.Sprintf("The plan %s is no longer in the catalog.", planID)}
+		return nil, nil, nil, &PermanentError{Description: fmt.Sprintf("The plan %s is no longer in the catalog.", planID)}
 	}
-	driver, ok := s.Drivers[plan.Settings.Driver]
+	driver, settings, ok := s.Drivers.For(plan)
 	if !ok {
-		return nil, nil, &PermanentError{Description: fmt.Sprintf("The broker has no driver %q for plan %s.", plan.Settings.Driver, plan.Name)}
+		return nil, nil, nil, &PermanentError{Description: fmt.Sprintf("The broker has no driver for plan %s.", plan.Name)}
 	}
-	return driver, plan, nil
+	return driver, plan, settings, nil
 }
 
 func (s *Steps) loadError(op broker.Operation, what string, err error) error {
@@ -385,12 +472,12 @@ func (s *Steps) loadError(op broker.Operation, what string, err error) error {
 }
 
 // classify turns a driver error into a step error.
-func (s *Steps) classify(ctx context.Context, op broker.Operation, err error) error {
+func (s *Steps) classify(ctx context.Context, err error) error {
 	var f *broker.Failure
 	if errors.As(err, &f) {
 		return &PermanentError{Description: f.Description}
 	}
-	s.Logger.WarnContext(ctx, "transient driver error", append(opAttrs(op), "error", err.Error())...)
+	s.Logger.WarnContext(ctx, "transient driver error", "error", err.Error())
 	return &TransientError{Err: err}
 }
 

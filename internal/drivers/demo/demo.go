@@ -22,16 +22,17 @@ const (
 	Port = 5432
 )
 
-// Driver is the demo driver. It keeps its records in the broker's Store.
+// Driver is the demo driver. It keeps its records among the broker's
+// resource records.
 type Driver struct {
-	Store broker.Store
+	Store broker.Resources
 	Now   func() time.Time
 }
 
 var _ broker.Driver = (*Driver)(nil)
 
 // New returns a demo driver on store.
-func New(store broker.Store) *Driver {
+func New(store broker.Resources) *Driver {
 	return &Driver{Store: store, Now: func() time.Time { return time.Now().UTC() }}
 }
 
@@ -236,7 +237,14 @@ func parameters(c broker.Change) (Parameters, error) {
 	var p Parameters
 	if len(raw) > 0 {
 		if err := json.Unmarshal(raw, &p); err != nil {
-			return p, &broker.Failure{Description: fmt.Sprintf("The demo parameters cannot be read: %v", err)}
+			// Named by field, not quoted: encoding/json's message may hold
+			// the value (a number), and a failure's description holds no
+			// request parameter.
+			var typeErr *json.UnmarshalTypeError
+			if errors.As(err, &typeErr) && typeErr.Field != "" {
+				return p, &broker.Failure{Description: fmt.Sprintf("The demo parameter %s must be of type %s.", typeErr.Field, typeErr.Type)}
+			}
+			return p, &broker.Failure{Description: "The demo parameters cannot be read."}
 		}
 	}
 	if c.Operation.Kind == broker.KindDeprovision || c.Operation.Kind == broker.KindUnbind {

@@ -18,11 +18,11 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/google/uuid"
 
 	"github.com/serverless-osb/broker/internal/broker"
+	"github.com/serverless-osb/broker/internal/waittest"
 )
 
 // Engine is what the suite drives: the port, and the names of the states
@@ -44,9 +44,6 @@ type Harness struct {
 	// InProcess is set when the engine calls s.Invoke: the suite then also
 	// checks each payload the worker received.
 	InProcess bool
-	// Timeout bounds the wait for an execution to end or to reach a state.
-	// Default: 30 s.
-	Timeout time.Duration
 	// StopCauseLost, when set, is why the engine under test cannot report
 	// the cause given to Stop (moto 5.2.1's StopExecution drops error and
 	// cause). The stop case then checks everything else, and logs this
@@ -229,9 +226,6 @@ var flows = []flow{
 // Run runs the contract against engines built by h. Each case has its own
 // engine and runs in parallel with the others.
 func Run(t *testing.T, h Harness) {
-	if h.Timeout == 0 {
-		h.Timeout = 30 * time.Second
-	}
 	for _, f := range flows {
 		t.Run(f.name, func(t *testing.T) {
 			t.Parallel()
@@ -239,7 +233,7 @@ func Run(t *testing.T, h Harness) {
 			e := h.New(t, s)
 			name := newName()
 			start(t, e, name, operationInput)
-			x := h.waitEnded(t, e, name)
+			x := waitEnded(t, e, name)
 
 			if x.Status != f.status {
 				t.Fatalf("status = %s (error %q, cause %q), want %s", x.Status, x.Error, x.Cause, f.status)
@@ -267,7 +261,7 @@ func Run(t *testing.T, h Harness) {
 		e := h.New(t, s)
 		name := newName()
 		start(t, e, name, operationInput)
-		h.waitInState(t, e, name, "Wait")
+		waitInState(t, e, name, "Wait")
 		before := describe(t, e, name)
 
 		if err := e.Start(context.Background(), broker.WorkflowOperation, name, json.RawMessage(operationInput)); err != nil {
@@ -291,7 +285,7 @@ func Run(t *testing.T, h Harness) {
 		e := h.New(t, NewScript(ok(StepBegin, progressLong)))
 		name := newName()
 		start(t, e, name, operationInput)
-		h.waitInState(t, e, name, "Wait")
+		waitInState(t, e, name, "Wait")
 
 		err := e.Start(context.Background(), broker.WorkflowOperation, name, json.RawMessage(`{"instance_id":"i-2"}`))
 		if !errors.Is(err, broker.ErrExecutionExists) {
@@ -309,7 +303,7 @@ func Run(t *testing.T, h Harness) {
 		e := h.New(t, s)
 		name := newName()
 		start(t, e, name, operationInput)
-		h.waitEnded(t, e, name)
+		waitEnded(t, e, name)
 
 		if err := e.Start(context.Background(), broker.WorkflowOperation, name, json.RawMessage(operationInput)); err != nil {
 			t.Fatalf("Start of an ended execution with the same input = %v, want nil", err)
@@ -328,13 +322,13 @@ func Run(t *testing.T, h Harness) {
 		e := h.New(t, s)
 		name := newName()
 		start(t, e, name, operationInput)
-		h.waitInState(t, e, name, "Wait")
+		waitInState(t, e, name, "Wait")
 
 		if err := e.Stop(context.Background(), name, "deprovision requested"); err != nil {
 			t.Fatalf("Stop = %v", err)
 		}
 		// Step Functions (and moto) may report the stop a moment later.
-		x := h.waitEnded(t, e, name)
+		x := waitEnded(t, e, name)
 		if x.Status != broker.ExecutionAborted {
 			t.Errorf("after Stop: status %s, want ABORTED", x.Status)
 		}
@@ -361,7 +355,7 @@ func Run(t *testing.T, h Harness) {
 		e := h.New(t, NewScript(ok(StepBegin, progressDone), ok(StepFinish, recorded)))
 		name := newName()
 		start(t, e, name, operationInput)
-		h.waitEnded(t, e, name)
+		waitEnded(t, e, name)
 
 		if err := e.Stop(context.Background(), name, "too late"); err != nil {
 			t.Fatalf("Stop of an ended execution = %v, want nil", err)
@@ -424,36 +418,28 @@ func history(t *testing.T, e Engine, name string) []string {
 	return states
 }
 
-// waitEnded polls until the execution is no longer RUNNING.
-func (h Harness) waitEnded(t *testing.T, e Engine, name string) broker.Execution {
+// waitEnded waits until the execution is no longer RUNNING.
+func waitEnded(t *testing.T, e Engine, name string) broker.Execution {
 	t.Helper()
-	deadline := time.Now().Add(h.Timeout)
-	for {
-		x := describe(t, e, name)
-		if x.Status != broker.ExecutionRunning {
-			return x
+	var x broker.Execution
+	waittest.Until(t, func() error {
+		if x = describe(t, e, name); x.Status == broker.ExecutionRunning {
+			return fmt.Errorf("execution %s still RUNNING (states entered: %q)", name, history(t, e, name))
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("execution %s still RUNNING after %s (states entered: %q)", name, h.Timeout, history(t, e, name))
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
+	return x
 }
 
-// waitInState polls until the last state the execution entered is state.
-func (h Harness) waitInState(t *testing.T, e Engine, name, state string) {
+// waitInState waits until the last state the execution entered is state.
+func waitInState(t *testing.T, e Engine, name, state string) {
 	t.Helper()
-	deadline := time.Now().Add(h.Timeout)
-	for {
-		states := history(t, e, name)
-		if len(states) > 0 && states[len(states)-1] == state {
-			return
+	waittest.Until(t, func() error {
+		if states := history(t, e, name); len(states) == 0 || states[len(states)-1] != state {
+			return fmt.Errorf("execution %s has not reached state %s (states entered: %q)", name, state, states)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("execution %s never reached state %s (states entered: %q)", name, state, states)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 func checkDescription(t *testing.T, x broker.Execution, name, input string) {

@@ -168,6 +168,9 @@ type record struct {
 	StateInput     json.RawMessage `json:"state_input,omitempty"`
 	// History lists the states entered, in order.
 	History []string `json:"history"`
+	// Caught is the name of the last error a Catch handled: an execution
+	// that ends SUCCEEDED after one did so by handling a failure.
+	Caught string `json:"caught,omitempty"`
 }
 
 func (r *record) execution() broker.Execution {
@@ -282,7 +285,7 @@ func (e *Engine) Start(ctx context.Context, workflow broker.Workflow, name strin
 		return fmt.Errorf("start %s: %w", name, err)
 	}
 	if created {
-		e.log.Info("execution started", "execution", name, "workflow", string(workflow))
+		e.log.InfoContext(ctx, "execution started", "execution", name, "workflow", string(workflow))
 		e.spawnLocked(def, rec)
 	}
 	return nil
@@ -365,7 +368,7 @@ func (e *Engine) Stop(ctx context.Context, name, cause string) error {
 		return fmt.Errorf("stop %s: %w", name, err)
 	}
 	if stopped {
-		e.log.Info("execution stopped", "execution", name)
+		e.log.InfoContext(ctx, "execution stopped", "execution", name)
 	}
 	e.mu.Lock()
 	if cancel := e.runs[name]; cancel != nil {
@@ -415,7 +418,7 @@ func (e *Engine) Resume(ctx context.Context) error {
 		if _, ok := e.runs[r.Name]; ok {
 			continue
 		}
-		e.log.Info("execution resumed", "execution", r.Name, "workflow", string(r.Workflow), "state", r.State)
+		e.log.InfoContext(ctx, "execution resumed", "execution", r.Name, "workflow", string(r.Workflow), "state", r.State)
 		e.spawnLocked(def, r)
 	}
 	return errors.Join(errs...)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -18,6 +19,7 @@ import (
 	"github.com/serverless-osb/broker/internal/broker"
 	"github.com/serverless-osb/broker/internal/engine/enginetest"
 	"github.com/serverless-osb/broker/internal/engine/local"
+	"github.com/serverless-osb/broker/internal/waittest"
 )
 
 // statemachines is the folder of the real definitions.
@@ -80,38 +82,28 @@ func start(t *testing.T, e *local.Engine, w broker.Workflow, name, input string)
 
 func waitEnded(t *testing.T, e *local.Engine, name string) broker.Execution {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		x, err := e.Describe(context.Background(), name)
-		if err != nil {
+	var x broker.Execution
+	waittest.Until(t, func() error {
+		var err error
+		if x, err = e.Describe(context.Background(), name); err != nil {
 			t.Fatalf("Describe(%s) = %v", name, err)
 		}
-		if x.Status != broker.ExecutionRunning {
-			return x
+		if x.Status == broker.ExecutionRunning {
+			return fmt.Errorf("execution %s still RUNNING (states %q)", name, history(t, e, name))
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("execution %s still RUNNING", name)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
+	return x
 }
 
 func waitInState(t *testing.T, e *local.Engine, name, state string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		states, err := e.History(context.Background(), name)
-		if err != nil {
-			t.Fatalf("History(%s) = %v", name, err)
+	waittest.Until(t, func() error {
+		if states := history(t, e, name); len(states) == 0 || states[len(states)-1] != state {
+			return fmt.Errorf("execution %s has not reached %s (states %q)", name, state, states)
 		}
-		if len(states) > 0 && states[len(states)-1] == state {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("execution %s never reached %s (states %q)", name, state, states)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 func history(t *testing.T, e *local.Engine, name string) []string {
@@ -149,15 +141,6 @@ func (c *countingInvoker) Invoke(context.Context, json.RawMessage) (json.RawMess
 	return json.RawMessage(`{}`), nil
 }
 
-func within(t *testing.T, d time.Duration, ch <-chan struct{}, what string) {
-	t.Helper()
-	select {
-	case <-ch:
-	case <-time.After(d):
-		t.Fatalf("%s did not happen within %s", what, d)
-	}
-}
-
 const waitThenTask = `{
   "StartAt": "W",
   "States": {
@@ -187,14 +170,13 @@ func TestResumeAfterRestart(t *testing.T) {
 		db1 := openDB(t, file)
 		first := &countingInvoker{}
 		e1 := newEngine(t, local.Options{DB: db1, Definitions: defs, Invoke: first.Invoke})
-		start(t, e1, "w", "run-1", `{"wait":1}`)
+		start(t, e1, "w", "run-1", `{"wait":3600}`)
 		waitInState(t, e1, "run-1", "W")
-		began := time.Now()
-		if err := e1.Close(); err != nil {
+		// Close ends the hour's Wait at once: it does not wait for it.
+		closed := make(chan error, 1)
+		go func() { closed <- e1.Close() }()
+		if err := waittest.Recv(t, closed, "Close during a Wait of an hour"); err != nil {
 			t.Fatalf("Close = %v", err)
-		}
-		if d := time.Since(began); d > 500*time.Millisecond {
-			t.Errorf("Close took %s; a Wait must end at once", d)
 		}
 		if x, _ := e1.Describe(context.Background(), "run-1"); x.Status != broker.ExecutionRunning {
 			t.Errorf("after Close: status %s, want RUNNING (not aborted)", x.Status)
@@ -204,13 +186,17 @@ func TestResumeAfterRestart(t *testing.T) {
 		}
 
 		second := &countingInvoker{}
-		e2 := newEngine(t, local.Options{DB: openDB(t, file), Definitions: defs, Invoke: second.Invoke})
+		rec := &sleepRecorder{} // the rest of the hour passes at once
+		e2 := newEngine(t, local.Options{DB: openDB(t, file), Definitions: defs, Invoke: second.Invoke, Sleep: rec.Sleep})
 		if err := e2.Resume(context.Background()); err != nil {
 			t.Fatalf("Resume = %v", err)
 		}
 		x := waitEnded(t, e2, "run-1")
 		if x.Status != broker.ExecutionSucceeded {
 			t.Fatalf("status %s (%s: %s), want SUCCEEDED", x.Status, x.Error, x.Cause)
+		}
+		if d := rec.Delays(); len(d) != 1 || d[0] <= 0 || d[0] > time.Hour {
+			t.Errorf("after the restart the Wait waited %v, want what was left of the hour", d)
 		}
 		if got, want := history(t, e2, "run-1"), []string{"W", "T", "Done"}; !reflect.DeepEqual(got, want) {
 			t.Errorf("states entered = %q, want %q", got, want)
@@ -256,11 +242,11 @@ func TestResumeAfterRestart(t *testing.T) {
 		blocked := newBlockingInvoker()
 		e1 := newEngine(t, local.Options{DB: db1, Definitions: defs, Invoke: blocked.Invoke})
 		start(t, e1, "w", "run-1", `{}`)
-		within(t, 5*time.Second, blocked.entered, "the first call")
+		waittest.Recv(t, blocked.entered, "the first call")
 		if err := e1.Close(); err != nil {
 			t.Fatalf("Close = %v", err)
 		}
-		within(t, time.Second, blocked.cancelled, "cancelling the call on Close")
+		waittest.Recv(t, blocked.cancelled, "cancelling the call on Close")
 		_ = db1.Close()
 
 		second := &countingInvoker{}
@@ -329,12 +315,12 @@ func TestStopCancelsTheWorker(t *testing.T) {
 	blocked := newBlockingInvoker()
 	e := newEngine(t, local.Options{Definitions: definitions(t, map[broker.Workflow]string{"w": taskOnly}), Invoke: blocked.Invoke})
 	start(t, e, "w", "run-1", `{}`)
-	within(t, 5*time.Second, blocked.entered, "the call")
+	waittest.Recv(t, blocked.entered, "the call")
 
 	if err := e.Stop(context.Background(), "run-1", "user asked"); err != nil {
 		t.Fatalf("Stop = %v", err)
 	}
-	within(t, time.Second, blocked.cancelled, "cancelling the worker's context")
+	waittest.Recv(t, blocked.cancelled, "cancelling the worker's context")
 	_ = e.Close() // the goroutine has ended: what it left is final
 	x, err := e.Describe(context.Background(), "run-1")
 	if err != nil {
@@ -470,23 +456,22 @@ func TestCloseLeavesNoGoroutine(t *testing.T) {
 		start(t, e, "w", name, `{"wait":3600}`)
 	}
 	start(t, e, "t", "d", `{}`)
-	within(t, 5*time.Second, blocked.entered, "the call")
+	waittest.Recv(t, blocked.entered, "the call")
 	for _, name := range []string{"a", "b", "c"} {
 		waitInState(t, e, name, "W")
 	}
 
 	closed := make(chan struct{})
 	go func() { _ = e.Close(); close(closed) }()
-	within(t, 2*time.Second, closed, "Close")
+	waittest.Recv(t, closed, "Close")
 
-	deadline := time.Now().Add(2 * time.Second)
-	for runtime.NumGoroutine() > before {
-		if time.Now().After(deadline) {
+	waittest.Until(t, func() error {
+		if n := runtime.NumGoroutine(); n > before {
 			buf := make([]byte, 1<<16)
-			t.Fatalf("%d goroutines after Close, %d before:\n%s", runtime.NumGoroutine(), before, buf[:runtime.Stack(buf, true)])
+			return fmt.Errorf("%d goroutines after Close, %d before:\n%s", n, before, buf[:runtime.Stack(buf, true)])
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 func writeFile(t *testing.T, file, text string) {

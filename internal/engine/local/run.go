@@ -21,15 +21,20 @@ type execution struct {
 	input    any // the execution's input, for $$.Execution.Input
 	started  time.Time
 	log      *slog.Logger
+	// state is the state the execution is in, or ended in.
+	state string
+	// caught is the name of the last error a Catch handled (record.Caught).
+	caught string
 }
 
 // stepResult is what running one state gives: the next state ("" when the
 // execution ends) and the state's output, or an error that fails the
-// execution.
+// execution. caught names the error a Catch handled to get there.
 type stepResult struct {
 	next   string
 	output any
 	err    *stateError
+	caught string
 }
 
 // execute runs an execution from the state recorded in r until it ends or
@@ -43,6 +48,8 @@ func (e *Engine) execute(ctx context.Context, def *Definition, r record) {
 		workflow: r.Workflow,
 		started:  r.StartedAt,
 		log:      e.log.With("execution", r.Name, "workflow", string(r.Workflow)),
+		state:    r.State,
+		caught:   r.Caught,
 	}
 	var err error
 	x.input, err = decodeValue(r.Input)
@@ -64,10 +71,14 @@ func (e *Engine) execute(ctx context.Context, def *Definition, r record) {
 			return
 		}
 		x.log.Debug("state running", "state", name)
+		x.state = name
 		res := x.runState(ctx, st, input, entered)
 		if ctx.Err() != nil {
 			x.interrupted(ctx)
 			return
+		}
+		if res.caught != "" {
+			x.caught = res.caught
 		}
 		switch {
 		case res.err != nil:
@@ -107,6 +118,7 @@ func (x *execution) transition(next string, input any, at time.Time) bool {
 		}
 		r.State, r.StateEnteredAt, r.StateInput = next, at, data
 		r.History = append(r.History, next)
+		r.Caught = x.caught
 		return nil
 	})
 	switch {
@@ -122,7 +134,11 @@ func (x *execution) transition(next string, input any, at time.Time) bool {
 	return true
 }
 
-// end records the end of the execution, if it is still running.
+// end records the end of the execution, if it is still running. Its log
+// line names the state it ended in and, when a Catch handled an error on the
+// way, that error: SUCCEEDED then means the failure was handled (an
+// operation workflow recorded its operation's failure), not that all went
+// well.
 func (x *execution) end(status broker.ExecutionStatus, output any, errName, cause string) {
 	var data json.RawMessage
 	if status == broker.ExecutionSucceeded {
@@ -144,7 +160,15 @@ func (x *execution) end(status broker.ExecutionStatus, output any, errName, caus
 	case err != nil:
 		x.log.Error("cannot record the end of the execution", "status", string(status), "error", err.Error())
 	default:
-		x.log.Info("execution ended", "status", string(status), "error_name", errName)
+		attrs := []slog.Attr{slog.String("status", string(status)), slog.String("end_state", x.state)}
+		level := slog.LevelInfo
+		if errName != "" {
+			attrs, level = append(attrs, slog.String("error_name", errName)), slog.LevelWarn
+		}
+		if x.caught != "" {
+			attrs, level = append(attrs, slog.String("caught_error", x.caught)), slog.LevelWarn
+		}
+		x.log.LogAttrs(context.Background(), level, "execution ended", attrs...)
 	}
 }
 
@@ -314,7 +338,7 @@ func (x *execution) runTask(ctx context.Context, st *state, input any, entered t
 				if perr != nil {
 					return stepResult{err: perr}
 				}
-				return stepResult{next: c.next, output: out}
+				return stepResult{next: c.next, output: out, caught: serr.name}
 			}
 		}
 		return stepResult{err: serr}

@@ -22,6 +22,7 @@ import (
 	"github.com/serverless-osb/broker/internal/engine/local"
 	sfnengine "github.com/serverless-osb/broker/internal/engine/sfn"
 	"github.com/serverless-osb/broker/internal/mototest"
+	"github.com/serverless-osb/broker/internal/waittest"
 )
 
 func TestContract(t *testing.T) {
@@ -454,39 +455,32 @@ func history(t *testing.T, e historian, name string) []string {
 	return states
 }
 
-// waitEnded polls until the execution is no longer RUNNING.
+// waitEnded waits until the execution is no longer RUNNING.
 func waitEnded(t *testing.T, e broker.Engine, name string) broker.Execution {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		x, err := e.Describe(t.Context(), name)
-		if err != nil {
+	var x broker.Execution
+	waittest.Until(t, func() error {
+		var err error
+		if x, err = e.Describe(t.Context(), name); err != nil {
 			t.Fatalf("Describe(%s): %v", name, err)
 		}
-		if x.Status != broker.ExecutionRunning {
-			return x
+		if x.Status == broker.ExecutionRunning {
+			return fmt.Errorf("execution %s still RUNNING", name)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("execution %s still RUNNING after 30s", name)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
+	return x
 }
 
-// waitInState polls until the last state the execution entered is state.
+// waitInState waits until the last state the execution entered is state.
 func waitInState(t *testing.T, e historian, name, state string) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		states := history(t, e, name)
-		if len(states) > 0 && states[len(states)-1] == state {
-			return
+	waittest.Until(t, func() error {
+		if states := history(t, e, name); len(states) == 0 || states[len(states)-1] != state {
+			return fmt.Errorf("execution %s has not reached state %s (states entered: %q)", name, state, states)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("execution %s never reached state %s (states entered: %q)", name, state, states)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // sameJSON reports whether two JSON texts hold the same value; moto writes

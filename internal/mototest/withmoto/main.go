@@ -86,7 +86,7 @@ func run(args []string) (int, error) {
 		_ = syscall.Kill(-moto.Process.Pid, syscall.SIGTERM)
 		_, _ = moto.Process.Wait()
 	}()
-	if err := waitReady(endpoint, 90*time.Second); err != nil {
+	if err := waitReady(endpoint, readyTimeout); err != nil {
 		return 0, fmt.Errorf("%w (moto's log: %s)", err, logPath)
 	}
 	fmt.Fprintf(os.Stderr, "withmoto: moto_server %s on %s (log: %s)\n", MotoVersion, endpoint, logPath)
@@ -128,13 +128,19 @@ func freePort() (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
+// readyTimeout bounds the wait for moto_server to start: only a safety net,
+// far beyond what a busy machine needs to start Python and import moto.
+const readyTimeout = 5 * time.Minute
+
 // waitReady waits for moto to answer, then turns on the execution of state
 // machines (which must happen before any is created).
 func waitReady(endpoint string, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
-	client := &http.Client{Timeout: 2 * time.Second}
+	// A probe that gets no answer in a few seconds is sent again: moto may
+	// not listen yet. The configuration is sent once, and may take longer.
+	probe, client := &http.Client{Timeout: 5 * time.Second}, &http.Client{Timeout: timeout}
 	for {
-		resp, err := client.Get(endpoint + "/moto-api/")
+		resp, err := probe.Get(endpoint + "/moto-api/")
 		if err == nil {
 			resp.Body.Close()
 			break

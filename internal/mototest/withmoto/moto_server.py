@@ -1,4 +1,4 @@
-# moto_server 5.2.1 with two fixes.
+# moto_server 5.2.1 with four fixes.
 #
 # 1. A second StartExecution fails with HTTP 500
 # ("cannot pickle '_thread.RLock'", moto issue 10077) because StartExecution
@@ -38,6 +38,50 @@ def _call_action_serialised(self):
 
 
 DynamoHandler.call_action = _call_action_serialised
+
+# 3. A StopExecution can be lost on an execution in a Wait state: moto wakes
+# the Wait by setting and at once clearing an Event, which only reaches a
+# thread already blocked on it. A stop that lands between WaitStateEntered
+# (what a test waits for) and that block leaves the execution RUNNING for
+# the whole Wait; the busier the machine, the wider that window. Once the
+# program has ended, stopped or failed, leave the Event set: a Wait that
+# starts (or resumes) then returns at once.
+from moto.stepfunctions.parser.asl.eval.environment import Environment  # noqa: E402
+from moto.stepfunctions.parser.asl.eval.program_state import ProgramRunning  # noqa: E402
+
+
+def _latch_when_over(change):
+    def latched(self, *args, **kwargs):
+        change(self, *args, **kwargs)
+        with self._state_mutex:
+            if self._program_state is not None and not isinstance(self._program_state, ProgramRunning):
+                self.program_state_event.set()
+
+    return latched
+
+
+for _name in ("set_ended", "set_error", "set_timed_out", "set_stop"):
+    setattr(Environment, _name, _latch_when_over(getattr(Environment, _name)))
+
+# 4. UpdateStack with UsePreviousValue for a parameter that took its
+# Default at creation fails with HTTP 500 (a KeyError): moto looks the
+# previous value up among the values the caller passed, not among the
+# stack's resolved parameters. CloudFormation keeps the previous value, the
+# default, which is what the broker's CloudFormation driver relies on when
+# an update leaves a parameter out.
+from moto.cloudformation.models import CloudFormationBackend, Stack  # noqa: E402
+
+
+def _resolve_update_parameters(self, instance, incoming_params):
+    parameters = {p["ParameterKey"]: p["ParameterValue"] for p in incoming_params if "ParameterValue" in p}
+    previous = dict(instance.stack_parameters) if isinstance(instance, Stack) else dict(instance.parameters or {})
+    for p in incoming_params:
+        if p.get("UsePreviousValue", False) and p["ParameterKey"] in previous:
+            parameters[p["ParameterKey"]] = previous[p["ParameterKey"]]
+    return parameters
+
+
+CloudFormationBackend._resolve_update_parameters = _resolve_update_parameters
 
 from moto.server import main  # noqa: E402
 

@@ -24,6 +24,7 @@ import (
 	"github.com/serverless-osb/broker/internal/mototest"
 	"github.com/serverless-osb/broker/internal/store/dynamo"
 	"github.com/serverless-osb/broker/internal/store/storetest"
+	"github.com/serverless-osb/broker/internal/waittest"
 )
 
 const region = "us-east-1"
@@ -75,7 +76,7 @@ func newEnv(t *testing.T) *env {
 		t.Fatalf("CreateTable: %v", err)
 	}
 	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		ctx, cancel := waittest.Context(t) // t.Context() has ended by now
 		defer cancel()
 		if _, err := client.DeleteTable(ctx, &dynamodb.DeleteTableInput{TableName: aws.String(table)}); err != nil {
 			t.Errorf("DeleteTable %s: %v", table, err)

@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/serverless-osb/broker/internal/broker"
@@ -33,6 +34,23 @@ func CheckRefusedCalls(t *testing.T, s broker.Store, around func(calls func())) 
 	}{
 		{"an empty instance id", func() error {
 			return s.CreateInstance(ctx, broker.Instance{}, broker.Operation{ID: "op", State: broker.OperationInProgress})
+		}},
+		{"an instance id that is not valid UTF-8", func() error {
+			op := newOperation("i-\xff", "op-utf8", broker.KindProvision, at(1))
+			return s.CreateInstance(ctx, broker.Instance{ID: "i-\xff"}, op)
+		}},
+		{"a binding id that is not valid UTF-8", func() error {
+			op := newOperation("i-1", "op-utf8-b", broker.KindBind, at(1))
+			return s.CreateBinding(ctx, broker.Binding{InstanceID: "i-1", ID: "b-\xfe"}, op)
+		}},
+		{"an instance id longer than the limit", func() error {
+			id := strings.Repeat("i", broker.MaxKeyLength+1)
+			return s.CreateInstance(ctx, broker.Instance{ID: id}, newOperation(id, "op-long", broker.KindProvision, at(1)))
+		}},
+		{"a progress update of an operation id holding a control character", func() error {
+			op := prov
+			op.ID = "op\n1"
+			return s.UpdateOperation(ctx, op)
 		}},
 		{"an operation under another instance", func() error { return s.CreateInstance(ctx, broker.Instance{ID: "i-3"}, prov) }},
 		{"a progress update that finishes", func() error { return s.UpdateOperation(ctx, done) }},

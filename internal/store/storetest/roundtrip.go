@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -49,6 +50,30 @@ var readCases = []testCase{
 }
 
 var roundTripCases = []testCase{
+	{"the largest request the API accepts fits in an instance and in an update operation", func(t *testing.T, newStore NewStore) {
+		// A body of broker.MaxRequestBytes spent on parameters and context:
+		// every store must keep it (DynamoDB refuses items over 400 KB).
+		s := newStore(t)
+		half := broker.MaxRequestBytes / 2
+		params := json.RawMessage(`{"blob":"` + strings.Repeat("p", half-20) + `"}`)
+		ctxt := json.RawMessage(`{"blob":"` + strings.Repeat("c", half-20) + `"}`)
+		op := newOperation("i-1", "prov-i-1", broker.KindProvision, at(0))
+		inst := newInstance("i-1", op.ID)
+		inst.Parameters, inst.Context = params, ctxt
+		must(t, s.CreateInstance(t.Context(), inst, op), "CreateInstance")
+		equal(t, "instance", getInstance(t, s, "i-1"), &inst)
+		ready := *getInstance(t, s, "i-1")
+		ready.State, ready.Op, ready.Version = broker.InstanceReady, "", ready.Version+1
+		must(t, s.FinishOperation(t.Context(), broker.Finish{Op: finished(op, broker.OperationSucceeded), Instance: &ready}), "FinishOperation")
+		upd := newOperation("i-1", "upd-i-1", broker.KindUpdate, at(2))
+		upd.Target = &broker.Target{Parameters: params, Context: ctxt}
+		locked := *getInstance(t, s, "i-1")
+		locked.State, locked.Op, locked.Version = broker.InstanceUpdating, upd.ID, locked.Version+1
+		must(t, s.LockInstance(t.Context(), broker.LockInstance{Instance: locked, Version: locked.Version - 1, Op: upd}), "LockInstance")
+		got, err := s.GetOperation(t.Context(), "i-1", upd.ID)
+		must(t, err, "GetOperation")
+		equal(t, "update operation", &got, &upd)
+	}},
 	{"an instance round-trips exactly", func(t *testing.T, newStore NewStore) {
 		s := newStore(t)
 		op := newOperation("i-1", "prov-i-1", broker.KindProvision, at(0))

@@ -1,15 +1,18 @@
 // Command build makes the bundles of the broker's Lambda functions, which
 // the CDK stack deploys (provided.al2023 on arm64):
 //
-//	dist/api/bootstrap     dist/api/catalog.yaml     dist/api.zip
-//	dist/worker/bootstrap  dist/worker/catalog.yaml  dist/worker.zip
+//	dist/api/bootstrap     dist/api/catalog.yaml     dist/api/<templates>     dist/api.zip
+//	dist/worker/bootstrap  dist/worker/catalog.yaml  dist/worker/<templates>  dist/worker.zip
 //
 // Each bootstrap is cross-compiled with CGO off and
-// -tags lambda.norpc -trimpath -ldflags='-s -w'; catalog.yaml is the
-// repository's. The zips are written with archive/zip (bootstrap mode 0755,
-// fixed timestamps, so that the same inputs give the same bytes). It prints
-// each zip's size and fails if one reaches MaxZipBytes. Run it from the
-// repository's root:
+// -tags lambda.norpc -trimpath -ldflags='-s -w'; catalog.yaml is the catalog
+// given, and beside it, at the same path relative to it, is every file its
+// plans' driver settings read (drivers.Files: the CloudFormation templates),
+// since the functions load the catalog from their own folder. The zips are
+// written with archive/zip (subfolders included, entries in name order,
+// bootstrap mode 0755, fixed timestamps, so that the same inputs give the
+// same bytes). It prints each zip's size and fails if one reaches
+// MaxZipBytes. Run it from the repository's root:
 //
 //	go run ./internal/tools/build [-out dist] [-catalog catalog.yaml]
 package main
@@ -25,7 +28,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"time"
+
+	"github.com/serverless-osb/broker/internal/catalog"
+	"github.com/serverless-osb/broker/internal/drivers"
 )
 
 // Functions are the Lambda functions, each built from ./functions/<name>.
@@ -42,10 +49,16 @@ type Target struct{ GOOS, GOARCH string }
 // Lambda is the platform the CDK stack deploys on.
 var Lambda = Target{GOOS: "linux", GOARCH: "arm64"}
 
+// The names of a bundle's own files, which a catalog's files may not take.
+const (
+	bootstrapName = "bootstrap"
+	catalogName   = "catalog.yaml"
+)
+
 func main() {
 	c := Config{Root: ".", Target: Lambda}
 	flag.StringVar(&c.Out, "out", "dist", "the folder to write the bundles in")
-	flag.StringVar(&c.Catalog, "catalog", "catalog.yaml", "the catalog to bundle")
+	flag.StringVar(&c.Catalog, "catalog", "catalog.yaml", "the catalog to bundle, with the files its driver settings read")
 	flag.Parse()
 	sizes, err := Build(c)
 	for _, s := range sizes {
@@ -69,9 +82,23 @@ type Config struct {
 	Root string
 	// Out receives <name>/ and <name>.zip for every function.
 	Out string
-	// Catalog is the catalog.yaml to bundle.
+	// Catalog is the catalog file to bundle, as catalog.yaml.
 	Catalog string
 	Target  Target
+	// Files lists the files to bundle beside the catalog, relative to the
+	// catalog's folder. Nil means the files the catalog's driver settings
+	// read (CatalogFiles).
+	Files func(catalogPath string) ([]string, error)
+}
+
+// CatalogFiles loads the catalog at path and returns the files its plans'
+// driver settings read (drivers.Files), relative to its folder.
+func CatalogFiles(path string) ([]string, error) {
+	cat, err := catalog.Load(path)
+	if err != nil {
+		return nil, err
+	}
+	return drivers.Files(cat)
 }
 
 // Build compiles every function for c.Target and writes its folder and
@@ -79,10 +106,23 @@ type Config struct {
 // naming every zip of MaxZipBytes or more.
 func Build(c Config) ([]Size, error) {
 	out := c.Out
-	catalog, err := os.ReadFile(c.Catalog)
+	catalogText, err := os.ReadFile(c.Catalog)
 	if err != nil {
 		return nil, err
 	}
+	list := c.Files
+	if list == nil {
+		list = CatalogFiles
+	}
+	names, err := list(c.Catalog)
+	if err != nil {
+		return nil, fmt.Errorf("the files of catalog %s: %w", c.Catalog, err)
+	}
+	files, err := readFiles(filepath.Dir(c.Catalog), names)
+	if err != nil {
+		return nil, fmt.Errorf("catalog %s: %w", c.Catalog, err)
+	}
+	files[catalogName] = catalogText
 	var sizes []Size
 	var tooLarge []error
 	for _, fn := range Functions {
@@ -93,12 +133,12 @@ func Build(c Config) ([]Size, error) {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return sizes, err
 		}
-		bootstrap := filepath.Join(dir, "bootstrap")
+		bootstrap := filepath.Join(dir, bootstrapName)
 		if err := compile(c.Root, "./functions/"+fn, bootstrap, c.Target); err != nil {
 			return sizes, fmt.Errorf("%s: %w", fn, err)
 		}
-		if err := os.WriteFile(filepath.Join(dir, "catalog.yaml"), catalog, 0o644); err != nil {
-			return sizes, err
+		if err := writeFiles(dir, files); err != nil {
+			return sizes, fmt.Errorf("%s: %w", fn, err)
 		}
 		zipPath := filepath.Join(out, fn+".zip")
 		n, err := WriteZip(zipPath, dir)
@@ -111,6 +151,56 @@ func Build(c Config) ([]Size, error) {
 		}
 	}
 	return sizes, errors.Join(tooLarge...)
+}
+
+// BundlePath is where in a bundle the catalog's file name goes: the same
+// path relative to the bundle's root as name is to the catalog's folder. It
+// refuses a name that is absolute or leaves the catalog's folder, and one
+// that would replace the bundle's own bootstrap or catalog.yaml.
+func BundlePath(name string) (string, error) {
+	p := filepath.FromSlash(name)
+	if filepath.IsAbs(p) || !filepath.IsLocal(p) {
+		return "", fmt.Errorf("file %q: a catalog's files must be under its folder, named by a relative path that stays in it", name)
+	}
+	p = filepath.Clean(p)
+	if top, _, _ := strings.Cut(filepath.ToSlash(p), "/"); top == bootstrapName || top == catalogName {
+		return "", fmt.Errorf("file %q: it would collide with the bundle's own %s", name, top)
+	}
+	return p, nil
+}
+
+// readFiles reads each named file from dir, by its bundle path.
+func readFiles(dir string, names []string) (map[string][]byte, error) {
+	files := map[string][]byte{}
+	var errs []error
+	for _, name := range names {
+		p, err := BundlePath(name)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		data, err := os.ReadFile(filepath.Join(dir, p))
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		files[p] = data
+	}
+	return files, errors.Join(errs...)
+}
+
+// writeFiles writes files (by bundle path) under dir, making their folders.
+func writeFiles(dir string, files map[string][]byte) error {
+	for p, data := range files {
+		path := filepath.Join(dir, p)
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(path, data, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // compile builds pkg (relative to root) into bin for target, as Lambda
@@ -135,39 +225,46 @@ func compile(root, pkg, bin string, target Target) error {
 // the same from build to build.
 var zipTime = time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC)
 
-// WriteZip writes the files of dir (not its subfolders: a bundle has
-// none) into a zip at path, in name order, and returns its size. The
-// bootstrap is executable (0755); everything else is 0644.
+// WriteZip writes the files under dir, its subfolders' too, into a zip at
+// path, each named by its slash-separated path relative to dir, in
+// lexical order (folders get no entry of their own), and returns the zip's
+// size. The top-level bootstrap is executable (0755); everything else is
+// 0644. Anything but regular files and folders (a symbolic link) is refused.
 func WriteZip(path, dir string) (int64, error) {
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return 0, err
-	}
 	var buf bytes.Buffer
 	zw := zip.NewWriter(&buf)
-	for _, e := range entries { // ReadDir sorts by name
+	err := filepath.WalkDir(dir, func(file string, e fs.DirEntry, err error) error {
+		if err != nil || e.IsDir() {
+			return err
+		}
+		rel, err := filepath.Rel(dir, file)
+		if err != nil {
+			return err
+		}
+		name := filepath.ToSlash(rel)
 		if !e.Type().IsRegular() {
-			return 0, fmt.Errorf("%s: %s is not a regular file", dir, e.Name())
+			return fmt.Errorf("%s: %s is not a regular file", dir, name)
 		}
 		mode := fs.FileMode(0o644)
-		if e.Name() == "bootstrap" {
+		if name == bootstrapName {
 			mode = 0o755
 		}
-		h := &zip.FileHeader{Name: e.Name(), Method: zip.Deflate, Modified: zipTime}
+		h := &zip.FileHeader{Name: name, Method: zip.Deflate, Modified: zipTime}
 		h.SetMode(mode)
 		w, err := zw.CreateHeader(h)
 		if err != nil {
-			return 0, err
+			return err
 		}
-		f, err := os.Open(filepath.Join(dir, e.Name()))
+		f, err := os.Open(file)
 		if err != nil {
-			return 0, err
+			return err
 		}
+		defer f.Close()
 		_, err = io.Copy(w, f)
-		f.Close()
-		if err != nil {
-			return 0, err
-		}
+		return err
+	})
+	if err != nil {
+		return 0, err
 	}
 	if err := zw.Close(); err != nil {
 		return 0, err

@@ -7,16 +7,20 @@ import (
 	"debug/buildinfo"
 	"debug/elf"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -27,9 +31,11 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
+	"gopkg.in/yaml.v3"
 
 	"github.com/serverless-osb/broker/internal/mototest"
 	"github.com/serverless-osb/broker/internal/store/dynamo"
+	"github.com/serverless-osb/broker/internal/waittest"
 )
 
 // root is the repository's root, from this package's folder.
@@ -177,8 +183,13 @@ func TestWriteZip(t *testing.T) {
 	t.Run("the bootstrap is executable and the catalog is not", func(t *testing.T) {
 		checkZip(t, first, files)
 	})
-	t.Run("the same files make the same zip", func(t *testing.T) {
-		time.Sleep(10 * time.Millisecond)
+	t.Run("the same files make the same zip, whatever their times", func(t *testing.T) {
+		later := time.Now().Add(time.Hour)
+		for name := range files {
+			if err := os.Chtimes(filepath.Join(dir, name), later, later); err != nil {
+				t.Fatal(err)
+			}
+		}
 		if _, err := WriteZip(second, dir); err != nil {
 			t.Fatal(err)
 		}
@@ -188,12 +199,54 @@ func TestWriteZip(t *testing.T) {
 			t.Error("two zips of the same files differ")
 		}
 	})
-	t.Run("a folder inside the bundle is refused", func(t *testing.T) {
-		if err := os.Mkdir(filepath.Join(dir, "sub"), 0o755); err != nil {
+	t.Run("files in subfolders are zipped by their slash-separated path, not executable", func(t *testing.T) {
+		nested := map[string]zipEntry{
+			"s3-bucket/instance.yaml":    {mode: 0o644, data: []byte("Resources: {}\n")},
+			"a/b/bootstrap":              {mode: 0o644, data: []byte("not the bundle's bootstrap")},
+			"sqs-queue/nested/more.yaml": {mode: 0o644, data: []byte("more\n")},
+		}
+		for name, f := range nested {
+			path := filepath.Join(dir, filepath.FromSlash(name))
+			if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(path, f.data, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		path := filepath.Join(t.TempDir(), "c.zip")
+		if _, err := WriteZip(path, dir); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := WriteZip(filepath.Join(t.TempDir(), "c.zip"), dir); err == nil {
-			t.Error("WriteZip accepted a folder")
+		want := maps.Clone(files)
+		maps.Copy(want, nested)
+		checkZip(t, path, want)
+		zr, err := zip.OpenReader(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer zr.Close()
+		var names []string
+		for _, f := range zr.File {
+			names = append(names, f.Name)
+			if !f.Modified.Equal(zipTime) {
+				t.Errorf("%s is dated %v, want %v", f.Name, f.Modified, zipTime)
+			}
+		}
+		if !slices.IsSorted(names) {
+			t.Errorf("entries %v are not in name order", names)
+		}
+	})
+	t.Run("a symbolic link is refused", func(t *testing.T) {
+		link := t.TempDir()
+		if err := os.WriteFile(filepath.Join(link, "bootstrap"), []byte("x"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink("bootstrap", filepath.Join(link, "catalog.yaml")); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := WriteZip(filepath.Join(t.TempDir(), "d.zip"), link); err == nil {
+			t.Error("WriteZip accepted a symbolic link")
 		}
 	})
 }
@@ -228,7 +281,7 @@ func newRuntimeAPI(t *testing.T) *runtimeAPI {
 		select {
 		case inv := <-r.next:
 			w.Header().Set("Lambda-Runtime-Aws-Request-Id", inv.id)
-			w.Header().Set("Lambda-Runtime-Deadline-Ms", strconv.FormatInt(time.Now().Add(time.Minute).UnixMilli(), 10))
+			w.Header().Set("Lambda-Runtime-Deadline-Ms", strconv.FormatInt(waittest.Deadline(t).UnixMilli(), 10))
 			w.Header().Set("Lambda-Runtime-Invoked-Function-Arn", "arn:aws:lambda:eu-west-1:123456789012:function:test")
 			w.Header().Set("Lambda-Runtime-Trace-Id", "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1")
 			_, _ = w.Write(inv.payload)
@@ -307,12 +360,13 @@ func (b *bootstrap) invoke(t *testing.T, payload []byte) runtimeResult {
 	c := make(chan runtimeResult, 1)
 	r.results[id] = c
 	r.mu.Unlock()
-	timeout := time.After(30 * time.Second)
+	deadline := time.NewTimer(time.Until(waittest.Deadline(t)))
+	defer deadline.Stop()
 	select {
 	case r.next <- invocation{id: id, payload: payload}:
 	case err := <-b.exited:
 		t.Fatalf("the bootstrap exited (%v): %s", err, b.stderr)
-	case <-timeout:
+	case <-deadline.C:
 		t.Fatal("the bootstrap did not ask for the next event")
 	}
 	select {
@@ -320,7 +374,7 @@ func (b *bootstrap) invoke(t *testing.T, payload []byte) runtimeResult {
 		return res
 	case err := <-b.exited:
 		t.Fatalf("the bootstrap exited (%v): %s", err, b.stderr)
-	case <-timeout:
+	case <-deadline.C:
 		t.Fatal("the bootstrap did not answer")
 	}
 	return runtimeResult{}
@@ -422,14 +476,10 @@ func TestTheBootstrapsRefuseToStartWithoutTheirConfiguration(t *testing.T) {
 	for _, c := range cases {
 		t.Run("the "+c.fn+" bootstrap names every missing variable", func(t *testing.T) {
 			b := start(t, filepath.Join(hostBuild(t), c.fn), nil)
-			select {
-			case err := <-b.exited:
-				b.exited <- err // for the cleanup
-				if err == nil {
-					t.Fatal("the bootstrap exited with status 0")
-				}
-			case <-time.After(30 * time.Second):
-				t.Fatal("the bootstrap did not exit")
+			err := waittest.Recv(t, b.exited, "the bootstrap's exit")
+			b.exited <- err // for the cleanup
+			if err == nil {
+				t.Fatal("the bootstrap exited with status 0")
 			}
 			want := "missing environment variables: " + strings.Join(c.missing, ", ")
 			if !strings.Contains(b.stderr.String(), want) {
@@ -514,4 +564,194 @@ func sampleEvent(t *testing.T, file, password string) []byte {
 		t.Fatal(err)
 	}
 	return data
+}
+
+func TestBundlePath(t *testing.T) {
+	tests := []struct {
+		name, file, want, wantErr string
+	}{
+		{"a template in a subfolder keeps its path", "s3-bucket/instance.yaml", filepath.FromSlash("s3-bucket/instance.yaml"), ""},
+		{"a path that comes back into the folder is cleaned", "s3-bucket/../sqs-queue/./binding.yaml", filepath.FromSlash("sqs-queue/binding.yaml"), ""},
+		{"a path that leaves the catalog's folder is refused", "../other/instance.yaml", "", "under its folder"},
+		{"a path that leaves it half-way is refused", "s3-bucket/../../x.yaml", "", "under its folder"},
+		{"an absolute path is refused", "/etc/passwd", "", "under its folder"},
+		{"an empty path is refused", "", "", "under its folder"},
+		{"a file named catalog.yaml is refused: it would replace the catalog", "catalog.yaml", "", "collide with the bundle's own catalog.yaml"},
+		{"a file under a folder named bootstrap is refused", "bootstrap/instance.yaml", "", "collide with the bundle's own bootstrap"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := BundlePath(tt.file)
+			switch {
+			case tt.wantErr != "":
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Errorf("BundlePath(%q) = %q, %v; want an error saying %q", tt.file, got, err, tt.wantErr)
+				}
+			case err != nil || got != tt.want:
+				t.Errorf("BundlePath(%q) = %q, %v; want %q", tt.file, got, err, tt.want)
+			}
+		})
+	}
+}
+
+// TestBuildBundlesTheCatalogsFiles builds with a stand-in for the list of
+// files the catalog's driver settings read (drivers.Files lists none until
+// a driver reads files).
+func TestBuildBundlesTheCatalogsFiles(t *testing.T) {
+	catalogDir := t.TempDir()
+	files := map[string][]byte{
+		"catalog.yaml":                   []byte("# the catalog\n"),
+		"s3-bucket/instance.yaml":        []byte("# the bucket\n"),
+		"s3-bucket/binding.yaml":         []byte("# the bucket's user\n"),
+		"teams/data/queue/instance.yaml": []byte("# a queue, deeper\n"),
+		"unlisted.yaml":                  []byte("# not named by the catalog\n"),
+	}
+	for name, data := range files {
+		path := filepath.Join(catalogDir, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	listed := []string{"s3-bucket/instance.yaml", "s3-bucket/binding.yaml", "teams/data/queue/instance.yaml"}
+	config := func(list []string) Config {
+		return Config{Root: root, Out: t.TempDir(), Catalog: filepath.Join(catalogDir, "catalog.yaml"), Target: Lambda,
+			Files: func(string) ([]string, error) { return list, nil }}
+	}
+
+	c := config(listed)
+	if _, err := Build(c); err != nil {
+		t.Fatal(err)
+	}
+	for _, fn := range Functions {
+		t.Run(fn+"'s folder and zip hold each listed file at its path relative to the catalog, and nothing else", func(t *testing.T) {
+			bootstrap, err := os.ReadFile(filepath.Join(c.Out, fn, "bootstrap"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := map[string]zipEntry{
+				"bootstrap":    {mode: 0o755, data: bootstrap},
+				"catalog.yaml": {mode: 0o644, data: files["catalog.yaml"]},
+			}
+			for _, name := range listed {
+				want[name] = zipEntry{mode: 0o644, data: files[name]}
+				got, err := os.ReadFile(filepath.Join(c.Out, fn, filepath.FromSlash(name)))
+				if err != nil || !bytes.Equal(got, files[name]) {
+					t.Errorf("%s/%s: %q, %v; want the catalog's file", fn, name, got, err)
+				}
+			}
+			checkZip(t, filepath.Join(c.Out, fn+".zip"), want)
+		})
+	}
+
+	refused := []struct {
+		name    string
+		list    []string
+		wantErr string
+	}{
+		{"a file outside the catalog's folder fails the build", []string{"s3-bucket/instance.yaml", "../secrets.yaml"}, `"../secrets.yaml"`},
+		{"an absolute path fails the build", []string{"/etc/hostname"}, `"/etc/hostname"`},
+		{"a listed file that is missing fails the build", []string{"s3-bucket/missing.yaml"}, "missing.yaml"},
+	}
+	for _, tt := range refused {
+		t.Run(tt.name, func(t *testing.T) {
+			c := config(tt.list)
+			_, err := Build(c)
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Fatalf("error %v, want one naming %s", err, tt.wantErr)
+			}
+			if entries, _ := os.ReadDir(c.Out); len(entries) != 0 {
+				t.Errorf("the build wrote %d entries before refusing", len(entries))
+			}
+		})
+	}
+}
+
+// deployedCatalog is the catalog the deployed broker serves by default (the
+// Makefile's CATALOG), relative to the repository's root.
+const deployedCatalog = "services/catalog.yaml"
+
+// TestTheDeployedCatalogBundlesItsTemplates builds the deployed catalog the
+// way make build does, with the real list of files (drivers.Files), and
+// looks for every template its plans name in both zips.
+func TestTheDeployedCatalogBundlesItsTemplates(t *testing.T) {
+	path := filepath.Join(root, filepath.FromSlash(deployedCatalog))
+	text, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		t.Skipf("%s does not exist yet: this test builds it once it does", deployedCatalog)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	templates := namedTemplates(t, text)
+	if len(templates) == 0 {
+		t.Fatalf("%s names no template (broker.template or broker.binding_template in any plan)", deployedCatalog)
+	}
+	out := t.TempDir()
+	if _, err := Build(Config{Root: root, Out: out, Catalog: path, Target: Lambda}); err != nil {
+		t.Fatalf("make build of %s fails: %v", deployedCatalog, err)
+	}
+	for _, fn := range Functions {
+		t.Run(fn+".zip holds every template the catalog names, at its path relative to the catalog", func(t *testing.T) {
+			zr, err := zip.OpenReader(filepath.Join(out, fn+".zip"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer zr.Close()
+			zipped := map[string]*zip.File{}
+			for _, f := range zr.File {
+				zipped[f.Name] = f
+			}
+			for _, name := range templates {
+				f, ok := zipped[name]
+				if !ok {
+					t.Errorf("%s.zip lacks %s, which %s names: the bundle carries what drivers.Files lists (is the cloudformation driver registered, and does its Kind set Files?)", fn, name, deployedCatalog)
+					continue
+				}
+				want, err := os.ReadFile(filepath.Join(filepath.Dir(path), filepath.FromSlash(name)))
+				if err != nil {
+					t.Fatal(err)
+				}
+				rc, err := f.Open()
+				if err != nil {
+					t.Fatal(err)
+				}
+				got, err := io.ReadAll(rc)
+				rc.Close()
+				if err != nil || !bytes.Equal(got, want) || f.Mode() != 0o644 {
+					t.Errorf("%s.zip: %s differs from services/%s (mode %v, %v)", fn, name, name, f.Mode(), err)
+				}
+			}
+		})
+	}
+}
+
+// namedTemplates are the values of every template and binding_template key
+// of the plans' broker blocks in a catalog's YAML, read without the catalog
+// package, so that the test does not take the list from the code it checks.
+func namedTemplates(t *testing.T, text []byte) []string {
+	t.Helper()
+	var doc struct {
+		Services []struct {
+			Plans []struct {
+				Broker map[string]any `yaml:"broker"`
+			} `yaml:"plans"`
+		} `yaml:"services"`
+	}
+	if err := yaml.Unmarshal(text, &doc); err != nil {
+		t.Fatalf("%s: %v", deployedCatalog, err)
+	}
+	seen := map[string]bool{}
+	for _, s := range doc.Services {
+		for _, p := range s.Plans {
+			for _, key := range []string{"template", "binding_template"} {
+				if v, ok := p.Broker[key].(string); ok && v != "" {
+					seen[path.Clean(v)] = true
+				}
+			}
+		}
+	}
+	return slices.Sorted(maps.Keys(seen))
 }

@@ -1,0 +1,377 @@
+package infra
+
+import (
+	"encoding/json"
+	"maps"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
+	"github.com/aws/jsii-runtime-go"
+)
+
+// arn is an ARN as the template writes it: parts joined, with {"Ref": X}
+// for "${X}" (AWS::Partition, AWS::Region, AWS::AccountId).
+func arn(parts ...any) object {
+	return object{"Fn::Join": []any{"", parts}}
+}
+
+var (
+	partition = object{"Ref": "AWS::Partition"}
+	region    = object{"Ref": "AWS::Region"}
+	account   = object{"Ref": "AWS::AccountId"}
+)
+
+// regional is arn:PARTITION:service:REGION:ACCOUNT:resource.
+func regional(service, resource string) object {
+	return arn("arn:", partition, ":"+service+":", region, ":", account, ":"+resource)
+}
+
+// serviceRoleStatements are the statements of the CloudFormation service
+// role's inline policies in template, by Sid.
+func serviceRoleStatements(t *testing.T, template map[string]any) map[string]object {
+	t.Helper()
+	role := cloudFormationRole(t, template)
+	found := map[string]object{}
+	policies, _ := role["Properties"].(object)["Policies"].([]any)
+	for _, p := range policies {
+		for _, s := range p.(object)["PolicyDocument"].(object)["Statement"].([]any) {
+			s := s.(object)
+			sid, _ := s["Sid"].(string)
+			if _, dup := found[sid]; dup || sid == "" {
+				t.Errorf("statement Sid %q is missing or repeated", sid)
+			}
+			found[sid] = s
+		}
+	}
+	if len(found) == 0 {
+		t.Fatal("the service role has no inline statement")
+	}
+	return found
+}
+
+// cloudFormationRole is the one role of template that CloudFormation
+// assumes.
+func cloudFormationRole(t *testing.T, template map[string]any) object {
+	t.Helper()
+	var roles []object
+	for _, r := range template["Resources"].(object) {
+		r := r.(object)
+		if r["Type"] != "AWS::IAM::Role" {
+			continue
+		}
+		text, _ := json.Marshal(r["Properties"].(object)["AssumeRolePolicyDocument"])
+		if strings.Contains(string(text), "cloudformation.amazonaws.com") {
+			roles = append(roles, r)
+		}
+	}
+	if len(roles) != 1 {
+		t.Fatalf("%d roles that CloudFormation assumes, want 1", len(roles))
+	}
+	return roles[0]
+}
+
+func TestServiceRole(t *testing.T) {
+	role := resource(t, "ServiceRole")
+	statements := serviceRoleStatements(t, broker.json)
+
+	t.Run("only CloudFormation may assume it", func(t *testing.T) {
+		want := object{
+			"Version": "2012-10-17",
+			"Statement": []any{object{
+				"Action":    "sts:AssumeRole",
+				"Effect":    "Allow",
+				"Principal": object{"Service": "cloudformation.amazonaws.com"},
+			}},
+		}
+		if got := role["Properties"].(object)["AssumeRolePolicyDocument"]; !jsonEqual(got, want) {
+			t.Errorf("trust policy %v, want %v", got, want)
+		}
+	})
+	t.Run("it has no managed policy unless the operator gives some", func(t *testing.T) {
+		if p := role["Properties"].(object)["ManagedPolicyArns"]; p != nil {
+			t.Errorf("ManagedPolicyArns %v", p)
+		}
+	})
+
+	rds := func(resource string) object { return regional("rds", resource) }
+	securityGroups := regional("ec2", "security-group/*")
+	tests := []struct {
+		name      string
+		sid       string
+		actions   []string // some of the statement's actions
+		resource  any
+		condition any
+	}{
+		{"buckets are made, configured, tagged and deleted only when named after the broker's stacks (in lower case)", "Buckets",
+			[]string{"s3:CreateBucket", "s3:DeleteBucket", "s3:PutEncryptionConfiguration", "s3:PutBucketVersioning",
+				"s3:PutLifecycleConfiguration", "s3:PutBucketPublicAccessBlock", "s3:PutBucketOwnershipControls",
+				"s3:PutBucketTagging", "s3:PutBucketPolicy", "s3:DeleteBucketPolicy"},
+			arn("arn:", partition, ":s3:::osb-*"), nil},
+		{"queues, with their policies and tags, only when named after the broker's stacks", "Queues",
+			[]string{"sqs:CreateQueue", "sqs:DeleteQueue", "sqs:SetQueueAttributes", "sqs:GetQueueAttributes", "sqs:TagQueue"},
+			regional("sqs", "osb-*"), nil},
+		{"tables, with point-in-time recovery, TTL and tags, only when named after the broker's stacks", "Tables",
+			[]string{"dynamodb:CreateTable", "dynamodb:DeleteTable", "dynamodb:UpdateContinuousBackups", "dynamodb:UpdateTimeToLive", "dynamodb:TagResource"},
+			regional("dynamodb", "table/osb-*"), nil},
+		{"IAM users with inline policies and access keys, only under /serverless-osb/ and named after the broker's stacks", "BindingUsers",
+			[]string{"iam:CreateUser", "iam:DeleteUser", "iam:PutUserPolicy", "iam:DeleteUserPolicy", "iam:CreateAccessKey", "iam:DeleteAccessKey", "iam:TagUser"},
+			arn("arn:", partition, ":iam::", account, ":user/serverless-osb/osb-*"), nil},
+		{"databases, their subnet groups and final snapshots, only when named after the broker's stacks", "Databases",
+			[]string{"rds:CreateDBInstance", "rds:ModifyDBInstance", "rds:DeleteDBInstance", "rds:CreateDBSnapshot",
+				"rds:CreateDBSubnetGroup", "rds:DeleteDBSubnetGroup", "rds:AddTagsToResource"},
+			[]any{rds("db:osb-*"), rds("snapshot:osb-*"), rds("subgrp:osb-*")}, nil},
+		{"a database may use the engine's default groups", "DatabaseDefaultGroups",
+			[]string{"rds:CreateDBInstance", "rds:ModifyDBInstance"},
+			[]any{rds("og:default:*"), rds("pg:default.*"), rds("subgrp:default")}, nil},
+		{"RDS may create the master user's secret, and only a secret of RDS's", "DatabaseSecrets",
+			[]string{"secretsmanager:CreateSecret", "secretsmanager:TagResource"},
+			regional("secretsmanager", "secret:rds!db-*"), nil},
+		{"RDS's service-linked role, and no other role, may be created", "RdsServiceLinkedRole",
+			[]string{"iam:CreateServiceLinkedRole"},
+			arn("arn:", partition, ":iam::", account, ":role/aws-service-role/rds.amazonaws.com/AWSServiceRoleForRDS"),
+			object{"StringEquals": object{"iam:AWSServiceName": "rds.amazonaws.com"}}},
+		{"security groups may be created in the account's VPCs", "CreateSecurityGroups",
+			[]string{"ec2:CreateSecurityGroup"}, []any{securityGroups, regional("ec2", "vpc/*")}, nil},
+		{"a new security group may be tagged as it is created", "TagNewSecurityGroups",
+			[]string{"ec2:CreateTags"}, securityGroups, object{"StringEquals": object{"ec2:CreateAction": "CreateSecurityGroup"}}},
+		{"rules, tags and deletion only on the security groups of the broker's stacks", "ManageStackSecurityGroups",
+			[]string{"ec2:AuthorizeSecurityGroupIngress", "ec2:RevokeSecurityGroupIngress", "ec2:DeleteSecurityGroup", "ec2:CreateTags", "ec2:DeleteTags"},
+			securityGroups, object{"StringLike": object{"aws:ResourceTag/aws:cloudformation:stack-name": "osb-*"}}},
+		{"what the resource handlers describe, read-only", "Describe",
+			[]string{"ec2:DescribeSecurityGroups", "ec2:DescribeSubnets", "ec2:DescribeVpcs", "rds:DescribeEvents", "rds:DescribeDBEngineVersions"},
+			"*", nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, ok := statements[tt.sid]
+			if !ok {
+				t.Fatalf("no statement %s", tt.sid)
+			}
+			if !containsAll(actions(s), tt.actions) {
+				t.Errorf("%s grants %v; want at least %v", tt.sid, actions(s), tt.actions)
+			}
+			if !jsonEqual(s["Resource"], tt.resource) {
+				t.Errorf("%s is granted on %v; want %v", tt.sid, s["Resource"], tt.resource)
+			}
+			if !jsonEqual(s["Condition"], tt.condition) {
+				t.Errorf("%s is granted on condition %v; want %v", tt.sid, s["Condition"], tt.condition)
+			}
+		})
+	}
+	t.Run("every statement is one of those", func(t *testing.T) {
+		var sids []string
+		for _, tt := range tests {
+			sids = append(sids, tt.sid)
+		}
+		if got := slices.Sorted(maps.Keys(statements)); !slices.Equal(got, slices.Sorted(slices.Values(sids))) {
+			t.Errorf("statements %v, want %v", got, sids)
+		}
+	})
+	t.Run(`only Describe actions are granted on "*"`, func(t *testing.T) {
+		for sid, s := range statements {
+			if s["Resource"] != "*" {
+				continue
+			}
+			for _, a := range actions(s) {
+				if _, name, _ := strings.Cut(a, ":"); !strings.HasPrefix(name, "Describe") {
+					t.Errorf("%s grants %s on *", sid, a)
+				}
+			}
+		}
+	})
+	t.Run("no action is a wildcard, and none is KMS's: the services use AWS managed keys", func(t *testing.T) {
+		for sid, s := range statements {
+			for _, a := range actions(s) {
+				if strings.Contains(a, "*") || strings.HasPrefix(a, "kms:") {
+					t.Errorf("%s grants %s", sid, a)
+				}
+			}
+		}
+	})
+	t.Run("IAM actions touch only the binding users and RDS's service-linked role: no role, group or managed policy", func(t *testing.T) {
+		for sid, s := range statements {
+			for _, a := range actions(s) {
+				if !strings.HasPrefix(a, "iam:") {
+					continue
+				}
+				if sid != "BindingUsers" && a != "iam:CreateServiceLinkedRole" {
+					t.Errorf("%s grants %s", sid, a)
+				}
+				for _, risky := range []string{"Role", "Group", "AttachUserPolicy", "LoginProfile", "PassRole", "Permissions"} {
+					if strings.Contains(strings.TrimPrefix(a, "iam:"), risky) && a != "iam:CreateServiceLinkedRole" &&
+						a != "iam:GetLoginProfile" && a != "iam:DeleteLoginProfile" && a != "iam:ListGroupsForUser" {
+						t.Errorf("%s grants %s", sid, a)
+					}
+				}
+			}
+		}
+	})
+}
+
+func TestServiceStacksEnvironment(t *testing.T) {
+	serviceRole := object{"Fn::GetAtt": []any{logicalID(t, "ServiceRole"), "Arn"}}
+	t.Run("the worker is given the service role's ARN and the stack prefix", func(t *testing.T) {
+		env := properties(t, "WorkerFunction")["Environment"].(object)["Variables"].(object)
+		if !jsonEqual(env["BROKER_CFN_ROLE_ARN"], serviceRole) {
+			t.Errorf("BROKER_CFN_ROLE_ARN = %v, want %v", env["BROKER_CFN_ROLE_ARN"], serviceRole)
+		}
+		if env["BROKER_STACK_PREFIX"] != "osb" {
+			t.Errorf("BROKER_STACK_PREFIX = %v, want osb", env["BROKER_STACK_PREFIX"])
+		}
+	})
+	t.Run("the api function is given neither: it never touches a stack", func(t *testing.T) {
+		env := properties(t, "ApiFunction")["Environment"].(object)["Variables"].(object)
+		for _, name := range []string{"BROKER_CFN_ROLE_ARN", "BROKER_STACK_PREFIX"} {
+			if v, ok := env[name]; ok {
+				t.Errorf("%s = %v", name, v)
+			}
+		}
+	})
+	t.Run("cdk.json deploys the example services' catalog and names the stacks osb-…", func(t *testing.T) {
+		context, err := cdkContext()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if context[ContextCatalog] != "services/catalog.yaml" || context[ContextStackPrefix] != "osb" {
+			t.Errorf("catalog %v, stackPrefix %v", context[ContextCatalog], context[ContextStackPrefix])
+		}
+	})
+}
+
+// TestServiceStacksFromContext synthesizes the stack with another stack
+// prefix and extra managed policies for the service role, as -c options
+// give them.
+func TestServiceStacksFromContext(t *testing.T) {
+	const (
+		awsManaged = "arn:aws:iam::aws:policy/AmazonElastiCacheFullAccess"
+		customer   = "arn:aws:iam::123456789012:policy/broker-extra"
+	)
+	context := maps.Clone(broker.context)
+	context[ContextStackPrefix] = "Team-A"
+	context[ContextServiceRolePolicyARNs] = awsManaged + "," + customer
+	app := awscdk.NewApp(&awscdk.AppProps{Context: &context, Outdir: jsii.String(filepath.Join(t.TempDir(), "cdk.out"))})
+	props, err := PropsFromContext(app.Node())
+	if err != nil {
+		t.Fatal(err)
+	}
+	stack, err := NewBrokerStack(app, "Prefixed", &props)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var template assertions.Template
+	check(t, func() { template = assertions.Template_FromStack(stack, nil) })
+	if template == nil {
+		t.FailNow()
+	}
+	tmpl := *template.ToJSON()
+	role := cloudFormationRole(t, tmpl)
+	statements := serviceRoleStatements(t, tmpl)
+
+	t.Run("the managed policies given are attached to the service role, and to no other role", func(t *testing.T) {
+		want := []any{awsManaged, customer}
+		if got := role["Properties"].(object)["ManagedPolicyArns"]; !jsonEqual(got, want) {
+			t.Errorf("ManagedPolicyArns %v, want %v", got, want)
+		}
+		roles := 0
+		for _, r := range tmpl["Resources"].(object) {
+			if r := r.(object); r["Type"] == "AWS::IAM::Role" && r["Properties"].(object)["ManagedPolicyArns"] != nil {
+				roles++
+			}
+		}
+		if roles != 1 {
+			t.Errorf("%d roles have managed policies, want 1", roles)
+		}
+	})
+	t.Run("the service role's own permissions name the prefix given (in lower case for S3 and RDS)", func(t *testing.T) {
+		for sid, want := range map[string]any{
+			"Buckets": arn("arn:", partition, ":s3:::team-a-*"),
+			"Queues":  regional("sqs", "Team-A-*"),
+			"Databases": []any{regional("rds", "db:team-a-*"), regional("rds", "snapshot:team-a-*"),
+				regional("rds", "subgrp:team-a-*")},
+		} {
+			if got := statements[sid]["Resource"]; !jsonEqual(got, want) {
+				t.Errorf("%s is granted on %v, want %v", sid, got, want)
+			}
+		}
+		want := object{"StringLike": object{"aws:ResourceTag/aws:cloudformation:stack-name": "Team-A-*"}}
+		if got := statements["ManageStackSecurityGroups"]["Condition"]; !jsonEqual(got, want) {
+			t.Errorf("security groups on condition %v, want %v", got, want)
+		}
+	})
+	t.Run("the worker manages the stacks of the prefix given, and is told the prefix", func(t *testing.T) {
+		check(t, func() {
+			template.HasResourceProperties(jsii.String("AWS::IAM::Policy"), object{
+				"PolicyDocument": object{"Statement": assertions.Match_ArrayWith(&[]any{assertions.Match_ObjectLike(&object{
+					"Sid":      "ChangeServiceStacks",
+					"Resource": regional("cloudformation", "stack/Team-A-*/*"),
+				})})},
+			})
+			template.HasResourceProperties(jsii.String("AWS::Lambda::Function"), object{
+				"Environment": object{"Variables": assertions.Match_ObjectLike(&object{"BROKER_STACK_PREFIX": "Team-A"})},
+			})
+		})
+	})
+	t.Run("cdk-nag passes: the AWS managed policy is the operator's choice, suppressed with that reason", func(t *testing.T) {
+		for _, f := range nagFindings(t, stack) {
+			t.Error(f)
+		}
+	})
+}
+
+func TestBadStackPrefixFailsSynthesis(t *testing.T) {
+	for _, prefix := range []string{"1osb", "osb_a", "a-very-long-stack-prefix", "osb-"} {
+		t.Run(prefix+" is refused, naming the prefix", func(t *testing.T) {
+			context := maps.Clone(broker.context)
+			context[ContextStackPrefix] = prefix
+			app := awscdk.NewApp(&awscdk.AppProps{Context: &context})
+			props, err := PropsFromContext(app.Node())
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = NewBrokerStack(app, "Broker", &props)
+			if err == nil || !strings.Contains(err.Error(), `stack prefix: "`+prefix+`"`) {
+				t.Errorf("error %v, want one naming the stack prefix %q", err, prefix)
+			}
+			if n := len(*app.Node().Children()); n != 0 {
+				t.Errorf("the app has %d constructs; want none", n)
+			}
+		})
+	}
+}
+
+// nagFindings are the AwsSolutions errors and warnings left unsuppressed
+// on stack.
+func nagFindings(t *testing.T, stack awscdk.Stack) []string {
+	t.Helper()
+	annotations := assertions.Annotations_FromStack(stack)
+	nag := assertions.Match_StringLikeRegexp(jsii.String("AwsSolutions-.*"))
+	var found []string
+	for _, findings := range []any{annotations.FindError(jsii.String("*"), nag), annotations.FindWarning(jsii.String("*"), nag)} {
+		text, err := json.Marshal(findings)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var list []struct {
+			ID    string `json:"id"`
+			Entry struct {
+				Data any `json:"data"`
+			} `json:"entry"`
+		}
+		if err := json.Unmarshal(text, &list); err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range list {
+			found = append(found, f.ID+": "+jsonString(f.Entry.Data))
+		}
+	}
+	return found
+}
+
+func jsonString(v any) string {
+	text, _ := json.Marshal(v)
+	return string(text)
+}

@@ -1,0 +1,313 @@
+package app_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/cloudformation"
+	cfntypes "github.com/aws/aws-sdk-go-v2/service/cloudformation/types"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/iam"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/google/uuid"
+	osb "sigs.k8s.io/go-open-service-broker-client/v2"
+
+	"github.com/serverless-osb/broker/internal/app/apptest"
+	"github.com/serverless-osb/broker/internal/mototest"
+	"github.com/serverless-osb/broker/internal/waittest"
+)
+
+// exampleService is one service of services/catalog.yaml as the end-to-end
+// test drives it, and how to find its resource in moto.
+type exampleService struct {
+	service, plan string
+	params        map[string]any
+	bindParams    map[string]any
+	// credentials the binding must hand out.
+	credentials []string
+	// exists says whether the instance's resource exists in AWS (moto),
+	// found from the binding's credentials.
+	exists func(ctx context.Context, creds map[string]any) (bool, error)
+}
+
+// awsClients reach moto.
+type awsClients struct {
+	s3  *s3.Client
+	sqs *sqs.Client
+	ddb *dynamodb.Client
+	iam *iam.Client
+	cfn *cloudformation.Client
+}
+
+func newAWSClients(cfg aws.Config) awsClients {
+	return awsClients{
+		s3:  s3.NewFromConfig(cfg, func(o *s3.Options) { o.UsePathStyle = true }),
+		sqs: sqs.NewFromConfig(cfg),
+		ddb: dynamodb.NewFromConfig(cfg),
+		iam: iam.NewFromConfig(cfg),
+		cfn: cloudformation.NewFromConfig(cfg),
+	}
+}
+
+func (c awsClients) examples() []exampleService {
+	common := []string{"region", "access_key_id", "secret_access_key"}
+	return []exampleService{
+		{service: "aws-s3-bucket", plan: "standard",
+			params:      map[string]any{"Versioning": "Enabled", "NoncurrentVersionExpirationDays": 30},
+			bindParams:  map[string]any{"Access": "ReadOnly"},
+			credentials: append([]string{"bucket_name", "bucket_arn"}, common...),
+			exists: func(ctx context.Context, creds map[string]any) (bool, error) {
+				_, err := c.s3.HeadBucket(ctx, &s3.HeadBucketInput{Bucket: aws.String(fmt.Sprint(creds["bucket_name"]))})
+				return notFound(err)
+			}},
+		{service: "aws-sqs-queue", plan: "standard",
+			params:      map[string]any{"VisibilityTimeout": 60, "DeadLetterQueue": true},
+			credentials: append([]string{"queue_name", "queue_url", "queue_arn", "dead_letter_queue_url"}, common...),
+			exists: func(ctx context.Context, creds map[string]any) (bool, error) {
+				out, err := c.sqs.ListQueues(ctx, &sqs.ListQueuesInput{QueueNamePrefix: aws.String(fmt.Sprint(creds["queue_name"]))})
+				if err != nil {
+					return false, err
+				}
+				return slices.ContainsFunc(out.QueueUrls, func(u string) bool { return strings.HasSuffix(u, "/"+fmt.Sprint(creds["queue_name"])) }), nil
+			}},
+		{service: "aws-dynamodb-table", plan: "on-demand",
+			params:      map[string]any{"HashKeyName": "pk", "SortKeyName": "sk", "SortKeyType": "N"},
+			credentials: append([]string{"table_name", "table_arn"}, common...),
+			exists: func(ctx context.Context, creds map[string]any) (bool, error) {
+				_, err := c.ddb.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(fmt.Sprint(creds["table_name"]))})
+				return notFound(err)
+			}},
+	}
+}
+
+// notFound turns a lookup's error into "exists": a 404-like error means no.
+func notFound(err error) (bool, error) {
+	if err == nil {
+		return true, nil
+	}
+	msg := err.Error()
+	for _, s := range []string{"NotFound", "404", "ResourceNotFoundException", "NonExistentQueue", "does not exist"} {
+		if strings.Contains(msg, s) {
+			return false, nil
+		}
+	}
+	return false, err
+}
+
+// accessKeyExists says whether an IAM user under /serverless-osb/ holds the
+// access key.
+func (c awsClients) accessKeyExists(ctx context.Context, id string) (bool, error) {
+	users, err := c.iam.ListUsers(ctx, &iam.ListUsersInput{PathPrefix: aws.String("/serverless-osb/")})
+	if err != nil {
+		return false, err
+	}
+	for _, u := range users.Users {
+		keys, err := c.iam.ListAccessKeys(ctx, &iam.ListAccessKeysInput{UserName: u.UserName})
+		if err != nil {
+			return false, err
+		}
+		for _, k := range keys.AccessKeyMetadata {
+			if aws.ToString(k.AccessKeyId) == id {
+				return true, nil
+			}
+		}
+	}
+	return false, nil
+}
+
+// TestClientDrivesTheExampleServicesOnMoto provisions, binds, fetches,
+// unbinds and deprovisions each example service of services/catalog.yaml
+// with the real OSB client, the CloudFormation driver making real stacks in
+// moto, and checks the bucket, queue, table, user and key in moto.
+func TestClientDrivesTheExampleServicesOnMoto(t *testing.T) {
+	cfg := mototest.Config(t, "us-east-1")
+	cloud := newAWSClients(cfg)
+	prefix := "osbe2e" + strings.ReplaceAll(uuid.NewString()[:8], "-", "")
+	b := apptest.StartWith(t, apptest.Options{
+		Catalog: "services/catalog.yaml",
+		AWS:     func(context.Context) (aws.Config, error) { return cfg, nil },
+		Getenv: func(k string) string {
+			if k == "BROKER_STACK_PREFIX" {
+				return prefix
+			}
+			return ""
+		},
+		// The plans ask to be checked every 10 s; moto completes stacks
+		// at once, so the test does not wait.
+		Sleep: func(ctx context.Context, _ time.Duration) {},
+	})
+	c := client(t, b.URL)
+	ctx, cancel := waittest.Context(t)
+	defer cancel()
+
+	cat, err := c.GetCatalog()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cat.Services) != 4 {
+		t.Fatalf("the example catalog has %d services, want 4 (S3, SQS, DynamoDB, RDS)", len(cat.Services))
+	}
+
+	for _, ex := range cloud.examples() {
+		t.Run(ex.service+" goes through its whole lifecycle", func(t *testing.T) {
+			service, plan := planOf(t, b, ex.service, ex.plan)
+			e := &e2e{t: t, c: c, service: service}
+			instanceID, bindingID := uuid.NewString(), uuid.NewString()
+
+			t.Run("a synchronous provision is refused: the plan is async-only", func(t *testing.T) {
+				_, err := c.ProvisionInstance(&osb.ProvisionRequest{InstanceID: instanceID, ServiceID: service, PlanID: plan,
+					OrganizationGUID: "org", SpaceGUID: "space"})
+				if !isOSBError(err, 422, "AsyncRequired") {
+					t.Fatalf("got %v, want 422 AsyncRequired", err)
+				}
+			})
+
+			r := e.provision(instanceID, plan, true, ex.params)
+			if !r.Async || r.OperationKey == nil {
+				t.Fatalf("provision answered %+v, want 202 with an operation", r)
+			}
+			if state, desc := e.poll(instanceID, r.OperationKey); state != osb.StateSucceeded {
+				t.Fatalf("provision ended %s: %s", state, desc)
+			}
+			inst, err := c.GetInstance(&osb.GetInstanceRequest{InstanceID: instanceID})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if u := inst.DashboardURL; !strings.HasPrefix(u, "https://") || !strings.Contains(u, "console.aws.amazon.com/") {
+				t.Errorf("dashboard_url = %q, want the resource's console page (the template's DashboardUrl output)", inst.DashboardURL)
+			}
+			stacks := stacksNamed(ctx, t, cloud.cfn, prefix)
+			if len(stacks) != 1 {
+				t.Fatalf("stacks %v, want the instance's one", stacks)
+			}
+
+			br, err := c.Bind(&osb.BindRequest{InstanceID: instanceID, BindingID: bindingID, ServiceID: service, PlanID: plan,
+				AcceptsIncomplete: true, Parameters: ex.bindParams, BindResource: &osb.BindResource{AppGUID: ptr("app-1")}})
+			if err != nil {
+				t.Fatalf("bind: %v", err)
+			}
+			if !br.Async {
+				t.Fatalf("bind answered synchronously: %+v", br)
+			}
+			if state := e.pollBinding(instanceID, bindingID, br.OperationKey); state != osb.StateSucceeded {
+				t.Fatalf("bind ended %s", state)
+			}
+			got, err := c.GetBinding(&osb.GetBindingRequest{InstanceID: instanceID, BindingID: bindingID})
+			if err != nil {
+				t.Fatalf("fetch binding: %v", err)
+			}
+			creds := got.Credentials
+			for _, k := range ex.credentials {
+				if v, _ := creds[k].(string); v == "" {
+					t.Errorf("credentials lack %s (have %v)", k, keys(creds))
+				}
+			}
+			if creds["region"] != "us-east-1" {
+				t.Errorf("region = %v, want us-east-1", creds["region"])
+			}
+			if _, leaked := creds["dashboard_url"]; leaked {
+				t.Error("the dashboard URL is handed out as a credential")
+			}
+			if ok, err := ex.exists(ctx, creds); err != nil || !ok {
+				t.Fatalf("the %s named by the credentials does not exist in AWS (%v)", ex.service, err)
+			}
+			key := fmt.Sprint(creds["access_key_id"])
+			if ok, err := cloud.accessKeyExists(ctx, key); err != nil || !ok {
+				t.Fatalf("no IAM user under /serverless-osb/ holds the binding's key %s (%v)", key, err)
+			}
+			if n := len(stacksNamed(ctx, t, cloud.cfn, prefix)); n != 2 {
+				t.Errorf("%d stacks after bind, want the instance's and the binding's", n)
+			}
+
+			ur, err := c.Unbind(&osb.UnbindRequest{InstanceID: instanceID, BindingID: bindingID, ServiceID: service, PlanID: plan, AcceptsIncomplete: true})
+			if err != nil {
+				t.Fatalf("unbind: %v", err)
+			}
+			if state := e.pollBinding(instanceID, bindingID, ur.OperationKey); state != "gone" && state != osb.StateSucceeded {
+				t.Fatalf("unbind ended %s", state)
+			}
+			if ok, err := cloud.accessKeyExists(ctx, key); err != nil || ok {
+				t.Fatalf("the binding's key %s outlived the unbind (%v)", key, err)
+			}
+			if ok, err := ex.exists(ctx, creds); err != nil || !ok {
+				t.Fatalf("the unbind took the instance's %s with it (%v)", ex.service, err)
+			}
+
+			dr, err := c.DeprovisionInstance(&osb.DeprovisionRequest{InstanceID: instanceID, ServiceID: service, PlanID: plan, AcceptsIncomplete: true})
+			if err != nil {
+				t.Fatalf("deprovision: %v", err)
+			}
+			if state, desc := e.poll(instanceID, dr.OperationKey); state != "gone" && state != osb.StateSucceeded {
+				t.Fatalf("deprovision ended %s: %s", state, desc)
+			}
+			if ok, err := ex.exists(ctx, creds); err != nil || ok {
+				t.Fatalf("the %s outlived the deprovision (%v)", ex.service, err)
+			}
+			if stacks := stacksNamed(ctx, t, cloud.cfn, prefix); len(stacks) != 0 {
+				t.Fatalf("stacks %v outlived the deprovision", stacks)
+			}
+		})
+	}
+}
+
+// planOf returns the ids of a service's plan by their names.
+func planOf(t *testing.T, b *apptest.Broker, service, plan string) (string, string) {
+	t.Helper()
+	for _, s := range b.Catalog.Services() {
+		if s.Name != service {
+			continue
+		}
+		for _, p := range s.Plans {
+			if p.Name == plan {
+				return s.ID, p.ID
+			}
+		}
+	}
+	t.Fatalf("no plan %s of %s", plan, service)
+	return "", ""
+}
+
+// stacksNamed lists the live stacks whose names start with prefix.
+func stacksNamed(ctx context.Context, t *testing.T, c *cloudformation.Client, prefix string) []string {
+	t.Helper()
+	var names []string
+	for _, s := range liveStacks(ctx, t, c, prefix) {
+		names = append(names, aws.ToString(s.StackName))
+	}
+	return names
+}
+
+// liveStacks returns the stacks, not deleted, whose names start with
+// prefix, from every page (moto is shared by every test of the run).
+func liveStacks(ctx context.Context, t *testing.T, c *cloudformation.Client, prefix string) []cfntypes.Stack {
+	t.Helper()
+	var out []cfntypes.Stack
+	p := cloudformation.NewDescribeStacksPaginator(c, &cloudformation.DescribeStacksInput{})
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range page.Stacks {
+			if strings.HasPrefix(aws.ToString(s.StackName), prefix+"-") && s.StackStatus != cfntypes.StackStatusDeleteComplete {
+				out = append(out, s)
+			}
+		}
+	}
+	return out
+}
+
+func keys(m map[string]any) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}

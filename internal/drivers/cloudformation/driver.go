@@ -1,0 +1,804 @@
+// Package cloudformation is the driver that makes each service instance one
+// CloudFormation stack, from a template the platform team names in the
+// plan's settings, and each binding, when the plan has a binding template,
+// a second stack made from the instance stack's outputs. The templates'
+// contract is services/README.md.
+//
+// The driver keeps one resource record per stack: "stack" for the
+// instance's, "binding-<binding id>" for a binding's. A record is written
+// before the stack is asked for, so a crash at any point leaves a record
+// that names the stack, and a failed provision or bind leaves it for the
+// cleanup workflow (Leftovers, Cleanup).
+package cloudformation
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	cfn "github.com/aws/aws-sdk-go-v2/service/cloudformation"
+	"github.com/aws/aws-sdk-go-v2/service/cloudformation/types"
+
+	"github.com/serverless-osb/broker/internal/broker"
+)
+
+// API is the part of CloudFormation the driver calls.
+type API interface {
+	CreateStack(ctx context.Context, in *cfn.CreateStackInput, optFns ...func(*cfn.Options)) (*cfn.CreateStackOutput, error)
+	UpdateStack(ctx context.Context, in *cfn.UpdateStackInput, optFns ...func(*cfn.Options)) (*cfn.UpdateStackOutput, error)
+	DeleteStack(ctx context.Context, in *cfn.DeleteStackInput, optFns ...func(*cfn.Options)) (*cfn.DeleteStackOutput, error)
+	DescribeStacks(ctx context.Context, in *cfn.DescribeStacksInput, optFns ...func(*cfn.Options)) (*cfn.DescribeStacksOutput, error)
+	DescribeStackResources(ctx context.Context, in *cfn.DescribeStackResourcesInput, optFns ...func(*cfn.Options)) (*cfn.DescribeStackResourcesOutput, error)
+	DescribeStackEvents(ctx context.Context, in *cfn.DescribeStackEventsInput, optFns ...func(*cfn.Options)) (*cfn.DescribeStackEventsOutput, error)
+}
+
+var _ API = (*cfn.Client)(nil)
+
+// Deployment settings, read from the environment.
+const (
+	// EnvRoleARN names the CloudFormation service role every stack is
+	// created, updated and deleted under; empty means none (the caller's
+	// own permissions, as locally).
+	EnvRoleARN = "BROKER_CFN_ROLE_ARN"
+	// EnvStackPrefix starts every stack name (default "osb"); the worker's
+	// IAM policy allows it only stacks named "<prefix>-*".
+	EnvStackPrefix = "BROKER_STACK_PREFIX"
+)
+
+// Deployment is the driver's settings for the whole broker.
+type Deployment struct {
+	RoleARN     string
+	StackPrefix string
+}
+
+var roleARNPattern = regexp.MustCompile(`^arn:aws[a-z-]*:iam::[0-9]{12}:role/\S+$`)
+
+// DeploymentFromEnv reads and checks the deployment settings.
+func DeploymentFromEnv(getenv func(string) string) (Deployment, error) {
+	d := Deployment{RoleARN: getenv(EnvRoleARN), StackPrefix: getenv(EnvStackPrefix)}
+	if d.StackPrefix == "" {
+		d.StackPrefix = DefaultStackPrefix
+	}
+	if err := CheckStackPrefix(d.StackPrefix); err != nil {
+		return d, fmt.Errorf("%s: %w", EnvStackPrefix, err)
+	}
+	if d.RoleARN != "" && !roleARNPattern.MatchString(d.RoleARN) {
+		return d, fmt.Errorf("%s: %q is not an IAM role ARN (arn:aws:iam::<account>:role/<name>)", EnvRoleARN, d.RoleARN)
+	}
+	return d, nil
+}
+
+// Driver is the CloudFormation driver.
+type Driver struct {
+	API        API
+	Resources  broker.Resources
+	Deployment Deployment
+	Logger     *slog.Logger
+	Now        func() time.Time
+}
+
+var _ broker.Driver = (*Driver)(nil)
+
+// New returns a driver that calls api and keeps its records in resources.
+func New(api API, resources broker.Resources, dep Deployment, logger *slog.Logger) *Driver {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	return &Driver{API: api, Resources: resources, Deployment: dep, Logger: logger,
+		Now: func() time.Time { return time.Now().UTC() }}
+}
+
+// maxDeleteTries is how many times a deprovision, unbind or cleanup asks
+// CloudFormation to delete a stack whose deletion fails before it reports
+// the resources that would not go.
+const maxDeleteTries = 3
+
+// cleanupRetryAfter is the time between checks of a detached stack's deletion.
+const cleanupRetryAfter = 30 * time.Second
+
+// Record names.
+const (
+	instanceRecord = "stack"
+	bindingPrefix  = "binding-"
+)
+
+func bindingRecord(bindingID string) string { return bindingPrefix + bindingID }
+
+// record is the resource record of one stack.
+type record struct {
+	StackName string `json:"stack_name"`
+	// StackID is known once CloudFormation has accepted the stack; the
+	// driver then addresses the stack by it, which also finds it deleted.
+	StackID string `json:"stack_id,omitempty"`
+	// CreatedBy is the operation that created the stack, which the stack
+	// carries as its TagOperationID tag.
+	CreatedBy string `json:"created_by"`
+	// Op is the operation whose change the stack is undergoing or last
+	// underwent; Token is the ClientRequestToken of its latest call.
+	Op    string               `json:"op"`
+	Kind  broker.OperationKind `json:"kind"`
+	Token string               `json:"token,omitempty"`
+	// Started: CloudFormation accepted the call that starts Op's change.
+	Started bool `json:"started,omitempty"`
+	// Complete: Op's create or update completed; Outputs are as it left them.
+	Complete bool `json:"complete,omitempty"`
+	// Created: the stack's creation completed, so its Outputs may be handed
+	// to bindings (a failed update later leaves them as they were).
+	Created bool `json:"created,omitempty"`
+	// DeleteTries counts Op's DeleteStack calls.
+	DeleteTries int `json:"delete_tries,omitempty"`
+	// Outputs are an instance stack's outputs, which its bindings take. A
+	// binding stack's outputs are credentials and are not kept here: the
+	// binding is where the broker keeps credentials.
+	Outputs map[string]string `json:"outputs,omitempty"`
+}
+
+// Leftovers names the record of the stack a failed provision or bind
+// leaves. A failed update leaves the stack rolled back, still the
+// instance's; a deprovision or unbind leaves its stack attached.
+func (d *Driver) Leftovers(_ context.Context, c broker.Change) ([]string, error) {
+	switch c.Operation.Kind {
+	case broker.KindProvision:
+		return []string{instanceRecord}, nil
+	case broker.KindBind:
+		return []string{bindingRecord(bindingIDOf(c))}, nil
+	}
+	return nil, nil
+}
+
+func bindingIDOf(c broker.Change) string {
+	if c.Binding != nil {
+		return c.Binding.ID
+	}
+	return c.Operation.BindingID
+}
+
+// Begin starts a change.
+func (d *Driver) Begin(ctx context.Context, c broker.Change) (broker.Progress, error) {
+	return d.advance(ctx, c, true)
+}
+
+// Check reports how a change is going; once done, its results.
+func (d *Driver) Check(ctx context.Context, c broker.Change) (broker.Progress, error) {
+	return d.advance(ctx, c, false)
+}
+
+// advance moves a change on: every step checks the record first, so Begin
+// and Check may each run again after a crash or a lost answer.
+func (d *Driver) advance(ctx context.Context, c broker.Change, begin bool) (broker.Progress, error) {
+	switch c.Operation.Kind {
+	case broker.KindDeprovision:
+		records, err := d.Resources.ListResources(ctx, c.Instance.ID)
+		if err != nil {
+			return broker.Progress{}, fmt.Errorf("cloudformation: list records of %s: %w", c.Instance.ID, err)
+		}
+		// The instance's stack and any binding stack a platform left: a
+		// deprovision leaves nothing behind.
+		names := make([]string, 0, len(records))
+		for _, r := range records {
+			names = append(names, r.Name)
+		}
+		return d.deleteStacks(ctx, c, names)
+	case broker.KindUnbind:
+		return d.deleteStacks(ctx, c, []string{bindingRecord(bindingIDOf(c))})
+	}
+	s, err := settingsOf(c)
+	if err != nil {
+		return broker.Progress{}, err
+	}
+	switch c.Operation.Kind {
+	case broker.KindProvision:
+		return d.create(ctx, c, s, instanceRecord, begin)
+	case broker.KindUpdate:
+		return d.update(ctx, c, s)
+	case broker.KindBind:
+		if s.BindingTemplate == nil {
+			return d.sharedCredentials(ctx, c)
+		}
+		return d.create(ctx, c, s, bindingRecord(bindingIDOf(c)), begin)
+	}
+	return broker.Progress{}, &broker.Failure{Description: fmt.Sprintf("The CloudFormation driver cannot %s.", c.Operation.Kind)}
+}
+
+func settingsOf(c broker.Change) (*Settings, error) {
+	s, ok := c.Settings.(*Settings)
+	if !ok || s == nil {
+		return nil, &broker.Failure{Description: "The plan has no CloudFormation settings; the broker's catalog is misconfigured."}
+	}
+	return s, nil
+}
+
+func retryAfter(c broker.Change) time.Duration {
+	if s, ok := c.Settings.(*Settings); ok && s != nil && s.RetryAfter > 0 {
+		return s.RetryAfter
+	}
+	return DefaultRetryAfter
+}
+
+// create makes an instance's or a binding's stack (record name) and
+// reports on it.
+func (d *Driver) create(ctx context.Context, c broker.Change, s *Settings, name string, begin bool) (broker.Progress, error) {
+	binding := name != instanceRecord
+	t, stackName := s.Template, InstanceStackName(d.Deployment.StackPrefix, c.Instance.ID)
+	if binding {
+		t, stackName = s.BindingTemplate, BindingStackName(d.Deployment.StackPrefix, c.Instance.ID, bindingIDOf(c))
+	}
+	rec, found, err := d.get(ctx, c.Instance.ID, name)
+	if err != nil {
+		return broker.Progress{}, err
+	}
+	switch {
+	case found && rec.Op != c.Operation.ID:
+		return broker.Progress{}, &broker.Failure{Description: fmt.Sprintf(
+			"The stack %s is on record for another operation, so this %s cannot create it.", rec.StackName, c.Operation.Kind)}
+	case !found && !begin:
+		return broker.Progress{}, &broker.Failure{Description: fmt.Sprintf(
+			"The record of the stack %s is gone (it was detached for cleanup), so the %s cannot complete.", stackName, c.Operation.Kind)}
+	case !found:
+		// The record comes first: whatever happens next, it names the stack.
+		rec = record{StackName: stackName, CreatedBy: c.Operation.ID, Op: c.Operation.ID, Kind: c.Operation.Kind,
+			Token: token("create", c.Operation.ID)}
+		if err := d.put(ctx, c.Instance.ID, name, rec); err != nil {
+			return broker.Progress{}, err
+		}
+	}
+
+	if !rec.Started {
+		if err := d.startCreate(ctx, c, s, t, name, &rec); err != nil {
+			return broker.Progress{}, err
+		}
+		if begin {
+			return broker.Progress{RetryAfter: retryAfter(c),
+				Description: fmt.Sprintf("Creating: 0 of %d resources done.", t.Resources)}, nil
+		}
+	}
+	if rec.Complete && !binding {
+		return broker.Progress{Done: true, DashboardURL: rec.Outputs[DashboardOutput]}, nil
+	}
+
+	stack, err := d.describe(ctx, rec)
+	if err != nil {
+		return broker.Progress{}, err
+	}
+	if stack == nil {
+		return broker.Progress{}, &broker.Failure{Description: fmt.Sprintf(
+			"The stack %s no longer exists: it was deleted outside the broker.", rec.StackName)}
+	}
+	switch status := stack.StackStatus; status {
+	case types.StackStatusCreateComplete, types.StackStatusUpdateComplete:
+		out := outputs(stack)
+		if binding {
+			inst, _, err := d.get(ctx, c.Instance.ID, instanceRecord)
+			if err != nil {
+				return broker.Progress{}, err
+			}
+			return broker.Progress{Done: true, Credentials: credentials(inst.Outputs, out)}, nil
+		}
+		rec.Outputs, rec.Complete, rec.Created, rec.StackID = out, true, true, aws.ToString(stack.StackId)
+		if err := d.put(ctx, c.Instance.ID, name, rec); err != nil {
+			return broker.Progress{}, err
+		}
+		return broker.Progress{Done: true, DashboardURL: out[DashboardOutput]}, nil
+	case types.StackStatusCreateInProgress:
+		return d.creating(ctx, c, stack, t)
+	case types.StackStatusCreateFailed, types.StackStatusRollbackInProgress,
+		types.StackStatusRollbackComplete, types.StackStatusRollbackFailed:
+		return broker.Progress{}, &broker.Failure{Description: d.failure(ctx, stack, "")}
+	default:
+		if inProgress(status) {
+			return broker.Progress{RetryAfter: retryAfter(c), Description: "Creating the stack."}, nil
+		}
+		return broker.Progress{}, &broker.Failure{Description: fmt.Sprintf(
+			"The stack %s is %s, not created: it was changed outside the broker.", rec.StackName, status)}
+	}
+}
+
+// startCreate asks CloudFormation for the stack, once.
+func (d *Driver) startCreate(ctx context.Context, c broker.Change, s *Settings, t *Template, name string, rec *record) error {
+	in := &cfn.CreateStackInput{
+		StackName:          aws.String(rec.StackName),
+		TemplateBody:       aws.String(t.Body),
+		Capabilities:       capabilities,
+		ClientRequestToken: aws.String(rec.Token),
+	}
+	if d.Deployment.RoleARN != "" {
+		in.RoleARN = aws.String(d.Deployment.RoleARN)
+	}
+	if name == instanceRecord {
+		given, err := requestParameters(c.Instance.Parameters, t)
+		if err != nil {
+			return err
+		}
+		in.Parameters = createParameters(merge(t, given, s.Parameters))
+		in.Tags = instanceTags(c, rec.CreatedBy)
+	} else {
+		inst, found, err := d.get(ctx, c.Instance.ID, instanceRecord)
+		if err != nil {
+			return err
+		}
+		if !found || !inst.Created {
+			return &broker.Failure{Description: "The service instance has no complete stack on record, so it cannot be bound."}
+		}
+		given, err := requestParameters(c.Binding.Parameters, t)
+		if err != nil {
+			return err
+		}
+		// Users' values first, so that neither they nor the plan can
+		// point a binding at another instance's resources.
+		in.Parameters = createParameters(merge(t, given, s.BindingParameters, inst.Outputs))
+		in.Tags = bindingTags(c, rec.CreatedBy)
+	}
+
+	out, err := d.API.CreateStack(ctx, in)
+	switch {
+	case err == nil:
+		rec.StackID = aws.ToString(out.StackId)
+	case isAlreadyExists(err) || isTokenUsed(err):
+		// A retried Begin whose first CreateStack went through: the stack
+		// is this operation's if it carries its tag.
+		stack, err := d.describe(ctx, *rec)
+		if err != nil {
+			return err
+		}
+		if stack == nil {
+			return &broker.Failure{Description: fmt.Sprintf(
+				"A stack named %s exists and was not made by this operation (perhaps the leftover of an earlier instance with the same id, still being deleted). Try again later.", rec.StackName)}
+		}
+		rec.StackID = aws.ToString(stack.StackId)
+	default:
+		return classify("create the stack", err)
+	}
+	rec.Started = true
+	if err := d.put(ctx, c.Instance.ID, name, *rec); err != nil {
+		return err
+	}
+	d.Logger.InfoContext(ctx, "stack creation started", "stack", rec.StackName)
+	return nil
+}
+
+var capabilities = []types.Capability{types.CapabilityCapabilityIam, types.CapabilityCapabilityNamedIam, types.CapabilityCapabilityAutoExpand}
+
+// creating says how far a creation is: "Creating: 3 of 5 resources done."
+func (d *Driver) creating(ctx context.Context, c broker.Change, stack *types.Stack, t *Template) (broker.Progress, error) {
+	p := broker.Progress{RetryAfter: retryAfter(c), Description: "Creating the stack."}
+	out, err := d.API.DescribeStackResources(ctx, &cfn.DescribeStackResourcesInput{StackName: stack.StackId})
+	if err != nil {
+		return p, nil // the description is a courtesy; the next check tries again
+	}
+	done := 0
+	for _, r := range out.StackResources {
+		if r.ResourceStatus == types.ResourceStatusCreateComplete {
+			done++
+		}
+	}
+	p.Description = fmt.Sprintf("Creating: %d of %d resources done.", done, max(t.Resources, len(out.StackResources)))
+	return p, nil
+}
+
+// update changes the instance's stack to the target plan's template and
+// the update's parameters.
+func (d *Driver) update(ctx context.Context, c broker.Change, s *Settings) (broker.Progress, error) {
+	rec, found, err := d.get(ctx, c.Instance.ID, instanceRecord)
+	if err != nil {
+		return broker.Progress{}, err
+	}
+	if !found {
+		return broker.Progress{}, &broker.Failure{Description: "The service instance has no stack on record, so it cannot be updated."}
+	}
+	if rec.Op != c.Operation.ID {
+		rec.Op, rec.Kind, rec.Token = c.Operation.ID, c.Operation.Kind, token("update", c.Operation.ID)
+		rec.Started, rec.Complete, rec.DeleteTries = false, false, 0
+		if err := d.put(ctx, c.Instance.ID, instanceRecord, rec); err != nil {
+			return broker.Progress{}, err
+		}
+	}
+	if rec.Complete {
+		return broker.Progress{Done: true, DashboardURL: rec.Outputs[DashboardOutput]}, nil
+	}
+	stack, err := d.describe(ctx, rec)
+	if err != nil {
+		return broker.Progress{}, err
+	}
+	if stack == nil {
+		return broker.Progress{}, &broker.Failure{Description: fmt.Sprintf(
+			"The stack %s no longer exists: it was deleted outside the broker.", rec.StackName)}
+	}
+	if !rec.Started && inProgress(stack.StackStatus) {
+		// This update's own, if its UpdateStack went through and the
+		// record of it was lost; else another change: wait for it.
+		mine, err := d.startedWith(ctx, stack, rec.Token)
+		if err != nil {
+			return broker.Progress{}, err
+		}
+		if !mine {
+			return broker.Progress{RetryAfter: retryAfter(c),
+				Description: "Waiting for the stack's current change to finish before updating it."}, nil
+		}
+		rec.Started = true
+		if err := d.put(ctx, c.Instance.ID, instanceRecord, rec); err != nil {
+			return broker.Progress{}, err
+		}
+	}
+	if !rec.Started {
+		done, err := d.startUpdate(ctx, c, s, &rec, stack)
+		if err != nil || done {
+			return broker.Progress{Done: done, DashboardURL: rec.Outputs[DashboardOutput]}, err
+		}
+		if !rec.Started {
+			return broker.Progress{RetryAfter: retryAfter(c),
+				Description: "Waiting for the stack's current change to finish before updating it."}, nil
+		}
+		return broker.Progress{RetryAfter: retryAfter(c), Description: "Updating the stack."}, nil
+	}
+
+	switch status := stack.StackStatus; status {
+	case types.StackStatusUpdateComplete, types.StackStatusCreateComplete:
+		rec.Outputs, rec.Complete = outputs(stack), true
+		if err := d.put(ctx, c.Instance.ID, instanceRecord, rec); err != nil {
+			return broker.Progress{}, err
+		}
+		return broker.Progress{Done: true, DashboardURL: rec.Outputs[DashboardOutput]}, nil
+	case types.StackStatusUpdateInProgress:
+		return d.updating(ctx, c, stack)
+	case types.StackStatusUpdateCompleteCleanupInProgress:
+		return broker.Progress{RetryAfter: retryAfter(c), Description: "Updating: removing replaced resources."}, nil
+	case types.StackStatusUpdateRollbackInProgress, types.StackStatusUpdateRollbackCompleteCleanupInProgress:
+		return broker.Progress{RetryAfter: retryAfter(c),
+			Description: "The update failed; rolling the stack back to its previous configuration."}, nil
+	case types.StackStatusUpdateRollbackComplete:
+		return broker.Progress{}, &broker.Failure{
+			Description:      d.failure(ctx, stack, "The update was rolled back; the service instance is as it was before"),
+			InstanceUsable:   broker.Bool(true),
+			UpdateRepeatable: broker.Bool(true),
+		}
+	case types.StackStatusUpdateRollbackFailed, types.StackStatusUpdateFailed:
+		return broker.Progress{}, &broker.Failure{
+			Description: d.failure(ctx, stack, fmt.Sprintf(
+				"The update failed and could not be rolled back (%s); the platform operator must continue the rollback of stack %s", status, rec.StackName)),
+			InstanceUsable:   broker.Bool(false),
+			UpdateRepeatable: broker.Bool(false),
+		}
+	default:
+		if inProgress(status) {
+			return broker.Progress{RetryAfter: retryAfter(c), Description: "Updating the stack."}, nil
+		}
+		return broker.Progress{}, &broker.Failure{Description: fmt.Sprintf(
+			"The stack %s is %s, not updated: it was changed outside the broker.", rec.StackName, status)}
+	}
+}
+
+// startUpdate asks CloudFormation for the update, once. It reports done
+// when there is nothing to change.
+func (d *Driver) startUpdate(ctx context.Context, c broker.Change, s *Settings, rec *record, stack *types.Stack) (bool, error) {
+	var given map[string]string
+	if c.Operation.Target != nil {
+		var err error
+		if given, err = requestParameters(c.Operation.Target.Parameters, s.Template); err != nil {
+			return false, err
+		}
+	}
+	in := &cfn.UpdateStackInput{
+		StackName:          stack.StackId,
+		TemplateBody:       aws.String(s.Template.Body),
+		Parameters:         updateParameters(s.Template, merge(s.Template, given, s.Parameters), stack.Parameters),
+		Capabilities:       capabilities,
+		ClientRequestToken: aws.String(rec.Token),
+		Tags:               instanceTags(c, rec.CreatedBy),
+	}
+	if d.Deployment.RoleARN != "" {
+		in.RoleARN = aws.String(d.Deployment.RoleARN)
+	}
+	_, err := d.API.UpdateStack(ctx, in)
+	switch {
+	case err == nil, isTokenUsed(err):
+	case isNoUpdates(err):
+		rec.Started, rec.Complete, rec.Outputs = true, true, outputs(stack)
+		return true, d.put(ctx, c.Instance.ID, instanceRecord, *rec)
+	case isBusy(err):
+		// Busy with this very update (a retried call whose token
+		// CloudFormation did not match), or with another change: wait.
+		mine, err := d.startedWith(ctx, stack, rec.Token)
+		if err != nil || !mine {
+			return false, err
+		}
+	default:
+		return false, classify("update the stack", err)
+	}
+	rec.Started = true
+	if err := d.put(ctx, c.Instance.ID, instanceRecord, *rec); err != nil {
+		return false, err
+	}
+	d.Logger.InfoContext(ctx, "stack update started", "stack", rec.StackName)
+	return false, nil
+}
+
+// updating says which resources an update is changing.
+func (d *Driver) updating(ctx context.Context, c broker.Change, stack *types.Stack) (broker.Progress, error) {
+	p := broker.Progress{RetryAfter: retryAfter(c), Description: "Updating the stack."}
+	out, err := d.API.DescribeStackResources(ctx, &cfn.DescribeStackResourcesInput{StackName: stack.StackId})
+	if err != nil {
+		return p, nil // a courtesy, as in creating
+	}
+	var changing []string
+	for _, r := range out.StackResources {
+		if inProgressResource(r.ResourceStatus) {
+			changing = append(changing, aws.ToString(r.LogicalResourceId))
+		}
+	}
+	if len(changing) > 0 {
+		p.Description = "Updating: changing " + list(changing) + "."
+	}
+	return p, nil
+}
+
+// startedWith reports whether the stack's latest events come from a call
+// with this token.
+func (d *Driver) startedWith(ctx context.Context, stack *types.Stack, tok string) (bool, error) {
+	out, err := d.API.DescribeStackEvents(ctx, &cfn.DescribeStackEventsInput{StackName: stack.StackId})
+	if err != nil {
+		return false, classify("read the stack's events", err)
+	}
+	for _, e := range out.StackEvents {
+		if aws.ToString(e.ClientRequestToken) == tok {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// sharedCredentials are a binding's credentials when the plan has no
+// binding template: the instance's outputs.
+func (d *Driver) sharedCredentials(ctx context.Context, c broker.Change) (broker.Progress, error) {
+	inst, found, err := d.get(ctx, c.Instance.ID, instanceRecord)
+	if err != nil {
+		return broker.Progress{}, err
+	}
+	if !found || !inst.Created {
+		return broker.Progress{}, &broker.Failure{Description: "The service instance has no complete stack on record, so it cannot be bound."}
+	}
+	return broker.Progress{Done: true, Credentials: credentials(inst.Outputs, nil)}, nil
+}
+
+// deleteStacks deletes the stacks of the named records; done when every
+// one is gone, its record with it.
+func (d *Driver) deleteStacks(ctx context.Context, c broker.Change, names []string) (broker.Progress, error) {
+	var remaining, busy, left int
+	for _, name := range names {
+		rec, found, err := d.get(ctx, c.Instance.ID, name)
+		if err != nil {
+			return broker.Progress{}, err
+		}
+		if !found {
+			continue
+		}
+		st, err := d.deleteStack(ctx, c, name, rec)
+		if err != nil {
+			return broker.Progress{}, err
+		}
+		if !st.gone {
+			remaining++
+			left += st.left
+			if st.busy {
+				busy++
+			}
+		}
+	}
+	p := broker.Progress{Done: remaining == 0}
+	if p.Done {
+		return p, nil
+	}
+	p.RetryAfter = retryAfter(c)
+	switch {
+	case busy > 0:
+		p.Description = "Waiting for the stack's current change to finish before deleting it."
+	case left > 0:
+		p.Description = fmt.Sprintf("Deleting: %d %s left.", left, plural(left, "resource", "resources"))
+	default:
+		p.Description = "Deleting the stack."
+	}
+	return p, nil
+}
+
+// deletion is where one stack's deletion is.
+type deletion struct {
+	gone bool // the stack and its record are gone
+	busy bool // the stack is busy with another change; deletion waits
+	left int  // resources not deleted yet, when CloudFormation says
+}
+
+// deleteStack moves one stack's deletion on.
+func (d *Driver) deleteStack(ctx context.Context, c broker.Change, name string, rec record) (deletion, error) {
+	if rec.Op != c.Operation.ID {
+		rec.Op, rec.Kind, rec.Token = c.Operation.ID, c.Operation.Kind, ""
+		rec.Started, rec.Complete, rec.DeleteTries = false, false, 0
+		if err := d.put(ctx, c.Instance.ID, name, rec); err != nil {
+			return deletion{}, err
+		}
+	}
+	stack, err := d.describe(ctx, rec)
+	if err != nil {
+		return deletion{}, err
+	}
+	if stack == nil || stack.StackStatus == types.StackStatusDeleteComplete {
+		if err := d.Resources.DeleteResource(ctx, c.Instance.ID, name); err != nil && !errors.Is(err, broker.ErrNotFound) {
+			return deletion{}, fmt.Errorf("cloudformation: delete record %s of %s: %w", name, c.Instance.ID, err)
+		}
+		return deletion{gone: true}, nil
+	}
+	rec.StackID = aws.ToString(stack.StackId)
+	switch status := stack.StackStatus; {
+	case status == types.StackStatusDeleteInProgress:
+		return deletion{left: d.resourcesLeft(ctx, stack)}, nil
+	case status == types.StackStatusDeleteFailed:
+		if rec.DeleteTries >= maxDeleteTries {
+			return deletion{}, &broker.Failure{Description: d.deleteFailure(ctx, stack, rec.DeleteTries)}
+		}
+		rec.DeleteTries++
+	case inProgress(status):
+		return deletion{busy: true}, nil
+	case rec.DeleteTries == 0:
+		rec.DeleteTries++
+	}
+	// A stack asked for before but not deleting gets the same request
+	// again, with the same token.
+	rec.Token = token("delete", c.Operation.ID, name, itoa(rec.DeleteTries))
+	if err := d.put(ctx, c.Instance.ID, name, rec); err != nil {
+		return deletion{}, err
+	}
+	in := &cfn.DeleteStackInput{StackName: stack.StackId, ClientRequestToken: aws.String(rec.Token)}
+	if d.Deployment.RoleARN != "" {
+		in.RoleARN = aws.String(d.Deployment.RoleARN)
+	}
+	if _, err := d.API.DeleteStack(ctx, in); err != nil {
+		switch {
+		case isNotFound(err):
+			return deletion{}, nil // the next check finds it gone
+		case isBusy(err):
+			return deletion{busy: true}, nil
+		}
+		return deletion{}, classify("delete the stack", err)
+	}
+	d.Logger.InfoContext(ctx, "stack deletion started", "stack", rec.StackName, "try", rec.DeleteTries)
+	return deletion{}, nil
+}
+
+// resourcesLeft counts the resources of a stack being deleted that are
+// not deleted yet (0 when CloudFormation does not say).
+func (d *Driver) resourcesLeft(ctx context.Context, stack *types.Stack) int {
+	out, err := d.API.DescribeStackResources(ctx, &cfn.DescribeStackResourcesInput{StackName: stack.StackId})
+	if err != nil {
+		return 0
+	}
+	n := 0
+	for _, r := range out.StackResources {
+		if r.ResourceStatus != types.ResourceStatusDeleteComplete && r.ResourceStatus != types.ResourceStatusDeleteSkipped {
+			n++
+		}
+	}
+	return n
+}
+
+// Cleanup deletes the stack of a detached record: done once it is gone.
+// Detached records are not the driver's to write, so the tries of a stack
+// whose deletion keeps failing are counted from its events.
+func (d *Driver) Cleanup(ctx context.Context, det broker.Detached) (broker.Progress, error) {
+	var rec record
+	if err := json.Unmarshal(det.Data, &rec); err != nil {
+		return broker.Progress{}, &broker.Failure{Description: fmt.Sprintf("The detached record %s is not a CloudFormation stack record.", det.Name)}
+	}
+	if rec.StackName == "" && rec.StackID == "" {
+		return broker.Progress{Done: true}, nil
+	}
+	stack, err := d.describe(ctx, rec)
+	if err != nil {
+		return broker.Progress{}, err
+	}
+	if stack == nil || stack.StackStatus == types.StackStatusDeleteComplete {
+		return broker.Progress{Done: true}, nil
+	}
+	wait := broker.Progress{RetryAfter: cleanupRetryAfter}
+	switch status := stack.StackStatus; {
+	case status == types.StackStatusDeleteFailed:
+		tries, err := d.deleteFailures(ctx, stack)
+		if err != nil {
+			return broker.Progress{}, err
+		}
+		if tries >= maxDeleteTries {
+			return broker.Progress{}, &broker.Failure{Description: d.deleteFailure(ctx, stack, tries)}
+		}
+	case inProgress(status):
+		return wait, nil
+	}
+	in := &cfn.DeleteStackInput{StackName: stack.StackId}
+	if d.Deployment.RoleARN != "" {
+		in.RoleARN = aws.String(d.Deployment.RoleARN)
+	}
+	if _, err := d.API.DeleteStack(ctx, in); err != nil && !isNotFound(err) {
+		if isBusy(err) {
+			return wait, nil
+		}
+		return broker.Progress{}, classify("delete the stack", err)
+	}
+	d.Logger.InfoContext(ctx, "stack deletion started for cleanup", "stack", aws.ToString(stack.StackName))
+	return wait, nil
+}
+
+// describe reads the stack of a record: by id when known, which also finds
+// a deleted stack; by name otherwise, and then only if the stack carries
+// the record's operation tag (another stack of that name is not this
+// record's). nil means there is no such stack.
+func (d *Driver) describe(ctx context.Context, rec record) (*types.Stack, error) {
+	name, byID := rec.StackID, rec.StackID != ""
+	if !byID {
+		name = rec.StackName
+	}
+	out, err := d.API.DescribeStacks(ctx, &cfn.DescribeStacksInput{StackName: aws.String(name)})
+	if isNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, classify("read the stack", err)
+	}
+	if len(out.Stacks) == 0 {
+		return nil, nil
+	}
+	s := &out.Stacks[0]
+	if !byID && tag(s, TagOperationID) != tagValue(rec.CreatedBy) {
+		return nil, nil
+	}
+	return s, nil
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
+
+func tag(s *types.Stack, key string) string {
+	for _, t := range s.Tags {
+		if aws.ToString(t.Key) == key {
+			return aws.ToString(t.Value)
+		}
+	}
+	return ""
+}
+
+func inProgress(s types.StackStatus) bool {
+	return len(s) > len("_IN_PROGRESS") && string(s[len(s)-len("_IN_PROGRESS"):]) == "_IN_PROGRESS"
+}
+
+func inProgressResource(s types.ResourceStatus) bool { return inProgress(types.StackStatus(s)) }
+
+func (d *Driver) get(ctx context.Context, instanceID, name string) (record, bool, error) {
+	r, err := d.Resources.GetResource(ctx, instanceID, name)
+	if errors.Is(err, broker.ErrNotFound) {
+		return record{}, false, nil
+	}
+	if err != nil {
+		return record{}, false, fmt.Errorf("cloudformation: read record %s of %s: %w", name, instanceID, err)
+	}
+	var rec record
+	if err := json.Unmarshal(r.Data, &rec); err != nil {
+		return record{}, false, fmt.Errorf("cloudformation: decode record %s of %s: %w", name, instanceID, err)
+	}
+	return rec, true, nil
+}
+
+func (d *Driver) put(ctx context.Context, instanceID, name string, rec record) error {
+	data, err := json.Marshal(rec)
+	if err != nil {
+		return fmt.Errorf("cloudformation: encode record %s of %s: %w", name, instanceID, err)
+	}
+	err = d.Resources.PutResource(ctx, broker.Resource{InstanceID: instanceID, Name: name, Data: data, UpdatedAt: d.Now()})
+	if err != nil {
+		return fmt.Errorf("cloudformation: write record %s of %s: %w", name, instanceID, err)
+	}
+	return nil
+}

@@ -1,0 +1,416 @@
+package cloudformation
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/serverless-osb/broker/internal/catalog"
+)
+
+// MaxTemplateBody is CreateStack's and UpdateStack's limit on TemplateBody,
+// in bytes. A larger template would have to be uploaded to S3 and named by
+// TemplateURL, which this driver does not do.
+const MaxTemplateBody = 51200
+
+// DefaultRetryAfter is how long the broker waits between checks of a stack
+// when a plan does not say.
+const DefaultRetryAfter = 10 * time.Second
+
+// Setting keys of a plan's broker block.
+const (
+	KeyTemplate          = "template"
+	KeyBindingTemplate   = "binding_template"
+	KeyParameters        = "parameters"
+	KeyBindingParameters = "binding_parameters"
+	KeyRetryAfter        = "retry_after"
+)
+
+var settingKeys = []string{KeyTemplate, KeyBindingTemplate, KeyParameters, KeyBindingParameters, KeyRetryAfter}
+
+// Settings are one plan's CloudFormation settings, checked and parsed once
+// when the broker starts.
+type Settings struct {
+	// Template makes each instance's stack.
+	Template *Template
+	// BindingTemplate makes each binding's stack; nil when bindings only
+	// hand out the instance's outputs.
+	BindingTemplate *Template
+	// Parameters and BindingParameters are the values the plan fixes, as
+	// CloudFormation takes them (strings); users cannot override them.
+	Parameters        map[string]string
+	BindingParameters map[string]string
+	// RetryAfter is the time between checks of a stack.
+	RetryAfter time.Duration
+}
+
+// Template is a CloudFormation template as the driver needs it.
+type Template struct {
+	// Path is the file, as the catalog names it (for messages).
+	Path string
+	// Body is sent as TemplateBody, as written.
+	Body string
+	// Parameters are the parameters the template declares, by name.
+	Parameters map[string]Parameter
+	// Resources counts the resources the template declares (with
+	// conditional ones: the most a stack can have).
+	Resources int
+	// Outputs are the names of the template's outputs, sorted.
+	Outputs []string
+}
+
+// Parameter is one declared template parameter.
+type Parameter struct {
+	Type       string
+	HasDefault bool
+	// AllowedValues, when the template lists them, as strings.
+	AllowedValues []string
+}
+
+// IsList says whether the parameter takes a comma-delimited list.
+func (p Parameter) IsList() bool {
+	return p.Type == "CommaDelimitedList" || strings.HasPrefix(p.Type, "List<")
+}
+
+// SettingError is a problem with one key of a plan's settings; the drivers
+// package turns it into its own, which names the catalog and the plan.
+type SettingError struct {
+	Key     string
+	Problem string
+}
+
+func (e *SettingError) Error() string { return e.Key + ": " + e.Problem }
+
+func settingf(key, format string, args ...any) error {
+	return &SettingError{Key: key, Problem: fmt.Sprintf(format, args...)}
+}
+
+// Configure checks a plan's settings (its broker block without driver, mode
+// and deprovision) and reads its templates; paths are relative to dir, the
+// catalog's directory. A template parameter without a Default must have a
+// value from somewhere: the plan's fixed parameters, the instance's outputs
+// (binding template), or the plan's parameters schema. The catalog exposes
+// only whether a schema exists, not what it declares, so a plan with a
+// schema is trusted to ask for the parameter; a plan without one is refused,
+// since nothing would tell a user the parameter is needed and every create
+// would fail.
+func Configure(plan *catalog.Plan, config map[string]any, dir string) (*Settings, error) {
+	for _, k := range sortedKeys(config) {
+		if !slices.Contains(settingKeys, k) {
+			return nil, settingf(k, "unknown key; the cloudformation driver's settings are %s (driver, mode and deprovision are the broker's)",
+				strings.Join(settingKeys, ", "))
+		}
+	}
+	s := &Settings{RetryAfter: DefaultRetryAfter}
+
+	path, err := pathSetting(config, KeyTemplate, true)
+	if err != nil {
+		return nil, err
+	}
+	if s.Template, err = readTemplate(KeyTemplate, path, dir); err != nil {
+		return nil, err
+	}
+	if path, err = pathSetting(config, KeyBindingTemplate, false); err != nil {
+		return nil, err
+	}
+	if path != "" {
+		if s.BindingTemplate, err = readTemplate(KeyBindingTemplate, path, dir); err != nil {
+			return nil, err
+		}
+	}
+
+	if s.Parameters, err = fixedParameters(config, KeyParameters, KeyTemplate, s.Template, nil); err != nil {
+		return nil, err
+	}
+	if _, ok := config[KeyBindingParameters]; ok && s.BindingTemplate == nil {
+		return nil, settingf(KeyBindingParameters, "is set but there is no %s to pass them to; add one or remove %s",
+			KeyBindingTemplate, KeyBindingParameters)
+	}
+	if s.BindingTemplate != nil {
+		s.BindingParameters, err = fixedParameters(config, KeyBindingParameters, KeyBindingTemplate, s.BindingTemplate, s.Template.Outputs)
+		if err != nil {
+			return nil, err
+		}
+	}
+
+	hasCreateSchema := plan != nil && plan.HasSchema(catalog.InstanceCreate)
+	if err := supplied(KeyTemplate, s.Template, s.Parameters, nil, hasCreateSchema, catalog.InstanceCreate); err != nil {
+		return nil, err
+	}
+	if s.BindingTemplate != nil {
+		hasBindSchema := plan != nil && plan.HasSchema(catalog.BindingCreate)
+		if err := supplied(KeyBindingTemplate, s.BindingTemplate, s.BindingParameters, s.Template.Outputs, hasBindSchema, catalog.BindingCreate); err != nil {
+			return nil, err
+		}
+	}
+
+	if v, ok := config[KeyRetryAfter]; ok {
+		n, ok := wholeNumber(v)
+		if !ok || n < 1 || n > 3600 {
+			return nil, settingf(KeyRetryAfter, "must be a whole number of seconds from 1 to 3600 (how long to wait between checks of a stack), got %s", describe(v))
+		}
+		s.RetryAfter = time.Duration(n) * time.Second
+	}
+	return s, nil
+}
+
+func pathSetting(config map[string]any, key string, required bool) (string, error) {
+	v, ok := config[key]
+	if !ok {
+		if required {
+			return "", settingf(key, "is missing; name the plan's CloudFormation template file, relative to the catalog, e.g. %s: services/s3-bucket/instance.yaml", key)
+		}
+		return "", nil
+	}
+	s, ok := v.(string)
+	if !ok || strings.TrimSpace(s) == "" {
+		return "", settingf(key, "must be the path of a CloudFormation template file, relative to the catalog, got %s", describe(v))
+	}
+	return s, nil
+}
+
+// readTemplate reads and checks a template file.
+func readTemplate(key, path, dir string) (*Template, error) {
+	full := path
+	if !filepath.IsAbs(full) {
+		full = filepath.Join(dir, path)
+	}
+	body, err := os.ReadFile(full)
+	if err != nil {
+		where := "the catalog's directory"
+		if dir != "" {
+			where = dir
+		}
+		var pe *os.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return nil, settingf(key, "cannot read %s (relative to %s): %v", path, where, err)
+	}
+	if len(body) > MaxTemplateBody {
+		return nil, settingf(key, "%s is %d bytes; CloudFormation takes a template body of at most %d bytes (the driver sends it as TemplateBody, not from S3): shorten it, for example by removing comments and descriptions",
+			path, len(body), MaxTemplateBody)
+	}
+	t, err := parseTemplate(body)
+	if err != nil {
+		return nil, settingf(key, "%s is not a usable CloudFormation template: %v", path, err)
+	}
+	t.Path = path
+	return t, nil
+}
+
+// parseTemplate reads what the driver needs of a template, YAML (with
+// CloudFormation's short-form tags such as !Ref, which are read as plain
+// values) or JSON.
+func parseTemplate(body []byte) (*Template, error) {
+	var doc map[string]any
+	if trimmed := bytes.TrimSpace(body); len(trimmed) > 0 && trimmed[0] == '{' {
+		if err := json.Unmarshal(trimmed, &doc); err != nil {
+			return nil, fmt.Errorf("not valid JSON: %v", err)
+		}
+	} else {
+		var v any
+		if err := yaml.Unmarshal(body, &v); err != nil {
+			return nil, fmt.Errorf("not valid YAML: %s", strings.TrimPrefix(err.Error(), "yaml: "))
+		}
+		m, ok := v.(map[string]any)
+		if !ok {
+			return nil, fmt.Errorf("a template is a mapping with a Resources section, got %s", describe(v))
+		}
+		doc = m
+	}
+	t := &Template{Body: string(body), Parameters: map[string]Parameter{}}
+
+	resources, ok := doc["Resources"].(map[string]any)
+	if !ok || len(resources) == 0 {
+		return nil, errors.New("it has no Resources; a template declares at least one resource")
+	}
+	t.Resources = len(resources)
+
+	if v, ok := doc["Parameters"]; ok && v != nil {
+		params, ok := v.(map[string]any)
+		if !ok {
+			return nil, fmt.Errorf("its Parameters section must be a mapping, got %s", describe(v))
+		}
+		for _, name := range sortedKeys(params) {
+			decl, ok := params[name].(map[string]any)
+			if !ok {
+				return nil, fmt.Errorf("parameter %s must be a mapping with a Type, got %s", name, describe(params[name]))
+			}
+			typ, _ := decl["Type"].(string)
+			if typ == "" {
+				return nil, fmt.Errorf("parameter %s has no Type", name)
+			}
+			p := Parameter{Type: typ}
+			_, p.HasDefault = decl["Default"]
+			if list, ok := decl["AllowedValues"].([]any); ok {
+				for _, a := range list {
+					p.AllowedValues = append(p.AllowedValues, scalarText(a))
+				}
+			}
+			t.Parameters[name] = p
+		}
+	}
+
+	if v, ok := doc["Outputs"]; ok && v != nil {
+		outputs, ok := v.(map[string]any)
+		if !ok {
+			return nil, fmt.Errorf("its Outputs section must be a mapping, got %s", describe(v))
+		}
+		t.Outputs = sortedKeys(outputs)
+	}
+	return t, nil
+}
+
+// fixedParameters checks and converts the values a plan fixes for a
+// template's parameters. outputs, for a binding template, are the instance
+// outputs the driver passes itself, which the plan may not fix.
+func fixedParameters(config map[string]any, key, templateKey string, t *Template, outputs []string) (map[string]string, error) {
+	v, ok := config[key]
+	if !ok || v == nil {
+		return nil, nil
+	}
+	m, ok := v.(map[string]any)
+	if !ok {
+		return nil, settingf(key, "must be a mapping of template parameter names to values, got %s", describe(v))
+	}
+	out := make(map[string]string, len(m))
+	for _, name := range sortedKeys(m) {
+		k := key + "." + name
+		decl, ok := t.Parameters[name]
+		if !ok {
+			return nil, settingf(k, "the %s %s declares no parameter %s; it declares %s",
+				templateKey, t.Path, name, list(sortedKeys(t.Parameters)))
+		}
+		if slices.Contains(outputs, name) {
+			return nil, settingf(k, "%s is an output of the instance template, which the driver passes to the binding stack itself; remove it here", name)
+		}
+		if m[name] == nil {
+			return nil, settingf(k, "has no value; give one, or remove the key to let the template's Default apply")
+		}
+		raw, err := json.Marshal(m[name])
+		if err != nil {
+			return nil, settingf(k, "cannot be encoded: %v", err)
+		}
+		text, err := parameterValue(raw, decl)
+		if err != nil {
+			return nil, settingf(k, "%v", err)
+		}
+		if len(decl.AllowedValues) > 0 && decl.Type == "String" && !slices.Contains(decl.AllowedValues, text) {
+			return nil, settingf(k, "%q is not one of the values the template allows: %s", text, list(decl.AllowedValues))
+		}
+		out[name] = text
+	}
+	return out, nil
+}
+
+// supplied checks that every parameter of t without a Default gets a value.
+func supplied(key string, t *Template, fixed map[string]string, outputs []string, hasSchema bool, schema catalog.SchemaKind) error {
+	var missing []string
+	for _, name := range sortedKeys(t.Parameters) {
+		if t.Parameters[name].HasDefault || slices.Contains(outputs, name) {
+			continue
+		}
+		if _, ok := fixed[name]; ok {
+			continue
+		}
+		missing = append(missing, name)
+	}
+	if len(missing) == 0 || hasSchema {
+		return nil
+	}
+	fixKey := KeyParameters
+	if key == KeyBindingTemplate {
+		fixKey = KeyBindingParameters
+	}
+	what := "parameter " + missing[0] + " has"
+	if len(missing) > 1 {
+		what = "parameters " + list(missing) + " have"
+	}
+	return settingf(key, "%s: %s no Default, and neither this plan's %s nor a schemas.%s supplies a value, so every stack would fail to create; give a Default in the template, fix the value under %s, or add the schema that asks users for it",
+		t.Path, what, fixKey, schema, fixKey)
+}
+
+// wholeNumber reads a YAML number that is a whole number.
+func wholeNumber(v any) (int64, bool) {
+	switch n := v.(type) {
+	case int:
+		return int64(n), true
+	case int64:
+		return n, true
+	case uint64:
+		if n > math.MaxInt64 {
+			return 0, false
+		}
+		return int64(n), true
+	case float64:
+		if n == math.Trunc(n) && math.Abs(n) < 1<<53 {
+			return int64(n), true
+		}
+	}
+	return 0, false
+}
+
+// scalarText is the text of a YAML scalar as CloudFormation would read it.
+func scalarText(v any) string {
+	switch v := v.(type) {
+	case string:
+		return v
+	case nil:
+		return ""
+	case float64:
+		return strconv.FormatFloat(v, 'f', -1, 64)
+	}
+	return fmt.Sprint(v)
+}
+
+// describe says what a configuration value is, for messages.
+func describe(v any) string {
+	switch v := v.(type) {
+	case nil:
+		return "nothing"
+	case string:
+		if v == "" {
+			return "an empty string"
+		}
+		return fmt.Sprintf("the string %q", v)
+	case bool:
+		return fmt.Sprintf("the boolean %v", v)
+	case int, int64, uint64, float64:
+		return fmt.Sprintf("the number %v", v)
+	case []any:
+		return "a list"
+	case map[string]any:
+		return "a mapping"
+	}
+	return fmt.Sprintf("a %T", v)
+}
+
+func list(names []string) string {
+	switch len(names) {
+	case 0:
+		return "none"
+	case 1:
+		return names[0]
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " and " + names[len(names)-1]
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}

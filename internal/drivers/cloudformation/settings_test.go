@@ -1,0 +1,354 @@
+package cloudformation
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/serverless-osb/broker/internal/catalog"
+)
+
+// instanceTemplate has five resources, parameters of each kind the driver
+// converts, one without a Default, and a dashboard output.
+const instanceTemplate = `AWSTemplateFormatVersion: "2010-09-09"
+Parameters:
+  Versioning:
+    Type: String
+    Default: Suspended
+    AllowedValues: [Enabled, Suspended]
+  Size:
+    Type: Number
+    Default: 1
+  Subnets:
+    Type: CommaDelimitedList
+    Default: ""
+  Settings:
+    Type: String
+    Default: "{}"
+  Owner:
+    Type: String
+Resources:
+  Bucket:
+    Type: AWS::S3::Bucket
+    Properties:
+      VersioningConfiguration:
+        Status: !Ref Versioning
+  BucketPolicy:
+    Type: AWS::S3::BucketPolicy
+    Properties:
+      Bucket: !Ref Bucket
+  Queue:
+    Type: AWS::SQS::Queue
+  Topic:
+    Type: AWS::SNS::Topic
+  Table:
+    Type: AWS::DynamoDB::Table
+Outputs:
+  BucketName:
+    Value: !Ref Bucket
+  BucketArn:
+    Value: !GetAtt Bucket.Arn
+  DashboardUrl:
+    Value: !Sub "https://console.example/${Bucket}"
+`
+
+const bindingTemplate = `{
+  "Parameters": {
+    "BucketName": {"Type": "String"},
+    "BucketArn": {"Type": "String"},
+    "Access": {"Type": "String", "Default": "ReadWrite", "AllowedValues": ["ReadWrite", "ReadOnly"]}
+  },
+  "Resources": {
+    "User": {"Type": "AWS::IAM::User"},
+    "AccessKey": {"Type": "AWS::IAM::AccessKey", "Properties": {"UserName": {"Ref": "User"}}}
+  },
+  "Outputs": {
+    "AccessKeyId": {"Value": {"Ref": "AccessKey"}},
+    "SecretAccessKey": {"Value": {"Fn::GetAtt": ["AccessKey", "SecretAccessKey"]}},
+    "BucketName": {"Value": {"Ref": "BucketName"}}
+  }
+}
+`
+
+// templateDir writes files (name → body) into a new directory.
+func templateDir(t *testing.T, files map[string]string) string {
+	t.Helper()
+	dir := t.TempDir()
+	for name, body := range files {
+		path := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// planWithSchemas parses a one-plan catalog whose plan has the named
+// parameter schemas, to get a *catalog.Plan for which HasSchema says so.
+func planWithSchemas(t *testing.T, instanceCreate, bindingCreate bool) *catalog.Plan {
+	t.Helper()
+	schema := `
+              parameters:
+                $schema: "http://json-schema.org/draft-04/schema#"
+                type: object`
+	var schemas string
+	if instanceCreate {
+		schemas += "\n          service_instance:\n            create:" + schema
+	}
+	if bindingCreate {
+		schemas += "\n          service_binding:\n            create:" + schema
+	}
+	if schemas != "" {
+		schemas = "\n        schemas:" + schemas
+	}
+	doc := `services:
+  - id: 9a8f4c43-0000-4000-8000-000000000001
+    name: s3
+    description: buckets
+    bindable: true
+    plans:
+      - id: 9a8f4c43-0000-4000-8000-000000000002
+        name: private
+        description: a private bucket` + schemas + "\n"
+	cat, err := catalog.Parse("catalog.yaml", []byte(doc))
+	if err != nil {
+		t.Fatalf("parse test catalog: %v\n%s", err, doc)
+	}
+	p := cat.Services()[0].Plans[0]
+	if p.HasSchema(catalog.InstanceCreate) != instanceCreate || p.HasSchema(catalog.BindingCreate) != bindingCreate {
+		t.Fatalf("the test catalog's schemas are not as asked")
+	}
+	return p
+}
+
+func TestConfigureReadsTheTemplates(t *testing.T) {
+	dir := templateDir(t, map[string]string{"svc/instance.yaml": instanceTemplate, "svc/binding.json": bindingTemplate})
+	s, err := Configure(planWithSchemas(t, false, false), map[string]any{
+		"template":         "svc/instance.yaml",
+		"binding_template": "svc/binding.json",
+		"parameters":       map[string]any{"Owner": "team-a", "Size": 3, "Subnets": []any{"a", "b"}, "Settings": map[string]any{"k": true}},
+		"binding_parameters": map[string]any{
+			"Access": "ReadOnly",
+		},
+		"retry_after": 30,
+	}, dir)
+	if err != nil {
+		t.Fatalf("Configure: %v", err)
+	}
+	if s.Template.Body != instanceTemplate || s.Template.Resources != 5 || s.Template.Path != "svc/instance.yaml" {
+		t.Errorf("template: %d resources, path %q, body kept: %v", s.Template.Resources, s.Template.Path, s.Template.Body == instanceTemplate)
+	}
+	if got := strings.Join(s.Template.Outputs, ","); got != "BucketArn,BucketName,DashboardUrl" {
+		t.Errorf("outputs %s", got)
+	}
+	if p := s.Template.Parameters["Subnets"]; !p.IsList() || !s.Template.Parameters["Versioning"].HasDefault || s.Template.Parameters["Owner"].HasDefault {
+		t.Errorf("parameters %+v", s.Template.Parameters)
+	}
+	want := map[string]string{"Owner": "team-a", "Size": "3", "Subnets": "a,b", "Settings": `{"k":true}`}
+	for k, v := range want {
+		if s.Parameters[k] != v {
+			t.Errorf("fixed parameter %s = %q, want %q", k, s.Parameters[k], v)
+		}
+	}
+	if s.BindingTemplate == nil || s.BindingTemplate.Resources != 2 || s.BindingParameters["Access"] != "ReadOnly" {
+		t.Errorf("binding template %+v, parameters %v", s.BindingTemplate, s.BindingParameters)
+	}
+	if s.RetryAfter != 30*time.Second {
+		t.Errorf("retry after %s", s.RetryAfter)
+	}
+}
+
+func TestConfigureReadsTheShippedServices(t *testing.T) {
+	for _, svc := range []string{"s3-bucket", "sqs-queue", "dynamodb-table", "rds-postgresql"} {
+		t.Run(svc+" configures with its defaults and no schema", func(t *testing.T) {
+			s, err := Configure(&catalog.Plan{ID: "p"}, map[string]any{
+				"template":         "services/" + svc + "/instance.yaml",
+				"binding_template": "services/" + svc + "/binding.yaml",
+			}, "../../..")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if s.RetryAfter != DefaultRetryAfter || s.Template.Resources == 0 || s.BindingTemplate.Resources == 0 {
+				t.Errorf("settings %+v", s)
+			}
+		})
+	}
+}
+
+func TestConfigureRefuses(t *testing.T) {
+	big := instanceTemplate + "# " + strings.Repeat("x", MaxTemplateBody) + "\n"
+	dir := templateDir(t, map[string]string{
+		"instance.yaml":     instanceTemplate,
+		"binding.json":      bindingTemplate,
+		"big.yaml":          big,
+		"broken.yaml":       "Resources:\n  Bucket: [\n",
+		"broken.json":       `{"Resources": {`,
+		"list.yaml":         "- just\n- a list\n",
+		"noresources.yaml":  "Parameters:\n  A: {Type: String, Default: x}\nOutputs: {}\n",
+		"untyped.yaml":      "Parameters:\n  A: {Default: x}\nResources:\n  B: {Type: AWS::SNS::Topic}\n",
+		"required.yaml":     "Parameters:\n  Owner: {Type: String}\n  Team: {Type: String}\nResources:\n  B: {Type: AWS::SNS::Topic}\n",
+		"bindreq.yaml":      "Parameters:\n  BucketName: {Type: String}\n  Principal: {Type: String}\nResources:\n  U: {Type: AWS::IAM::User}\n",
+		"emptyparams.yaml":  "Parameters: []\nResources:\n  B: {Type: AWS::SNS::Topic}\n",
+		"instance-ok.yaml":  "Parameters:\n  A: {Type: String, Default: x}\n  L: {Type: 'List<AWS::EC2::Subnet::Id>', Default: ''}\nResources:\n  B: {Type: AWS::SNS::Topic}\nOutputs:\n  BucketName: {Value: x}\n  BucketArn: {Value: y}\n",
+		"directory/.keep":   "",
+		"instance-ok2.yaml": "Resources:\n  B: {Type: AWS::SNS::Topic}\n",
+	})
+	ok := map[string]any{"Owner": "team-a"} // supplies instance.yaml's required parameter
+	cases := []struct {
+		name     string
+		plan     *catalog.Plan
+		config   map[string]any
+		key      string
+		contains []string
+	}{
+		{name: "a missing template setting is refused and the message shows the form",
+			config: map[string]any{}, key: "template", contains: []string{"is missing", "template: services/s3-bucket/instance.yaml"}},
+		{name: "a template that is not a string is refused",
+			config: map[string]any{"template": 3}, key: "template", contains: []string{"must be the path", "the number 3"}},
+		{name: "a template file that does not exist is refused with the directory it was looked for in",
+			config: map[string]any{"template": "nope.yaml"}, key: "template", contains: []string{"cannot read nope.yaml", dir, "no such file"}},
+		{name: "a directory is not a template",
+			config: map[string]any{"template": "directory"}, key: "template", contains: []string{"cannot read directory"}},
+		{name: "a template over 51,200 bytes is refused, saying it is sent as TemplateBody",
+			config: map[string]any{"template": "big.yaml"}, key: "template", contains: []string{"big.yaml is", "at most 51200 bytes", "TemplateBody"}},
+		{name: "YAML that does not parse is refused",
+			config: map[string]any{"template": "broken.yaml"}, key: "template", contains: []string{"broken.yaml is not a usable CloudFormation template", "not valid YAML"}},
+		{name: "JSON that does not parse is refused",
+			config: map[string]any{"template": "broken.json"}, key: "template", contains: []string{"not valid JSON"}},
+		{name: "a template that is not a mapping is refused",
+			config: map[string]any{"template": "list.yaml"}, key: "template", contains: []string{"a mapping with a Resources section, got a list"}},
+		{name: "a template without Resources is refused",
+			config: map[string]any{"template": "noresources.yaml"}, key: "template", contains: []string{"has no Resources"}},
+		{name: "a parameter without a Type is refused",
+			config: map[string]any{"template": "untyped.yaml"}, key: "template", contains: []string{"parameter A has no Type"}},
+		{name: "a Parameters section that is not a mapping is refused",
+			config: map[string]any{"template": "emptyparams.yaml"}, key: "template", contains: []string{"Parameters section must be a mapping"}},
+		{name: "parameters naming a parameter the template does not declare are refused with the declared ones",
+			config: map[string]any{"template": "instance.yaml", "parameters": map[string]any{"Owner": "a", "Versoning": "Enabled"}},
+			key:    "parameters.Versoning", contains: []string{"instance.yaml declares no parameter Versoning", "Owner, Settings, Size, Subnets and Versioning"}},
+		{name: "parameters that are not a mapping are refused",
+			config: map[string]any{"template": "instance.yaml", "parameters": []any{"Owner"}}, key: "parameters", contains: []string{"must be a mapping", "got a list"}},
+		{name: "a fixed parameter without a value is refused",
+			config: map[string]any{"template": "instance.yaml", "parameters": map[string]any{"Owner": nil}}, key: "parameters.Owner", contains: []string{"has no value"}},
+		{name: "a fixed value outside the template's AllowedValues is refused",
+			config: map[string]any{"template": "instance.yaml", "parameters": map[string]any{"Owner": "a", "Versioning": "enabled"}},
+			key:    "parameters.Versioning", contains: []string{`"enabled" is not one of the values the template allows: Enabled and Suspended`}},
+		{name: "a list element with a comma cannot be passed in a comma-delimited list",
+			config: map[string]any{"template": "instance.yaml", "parameters": map[string]any{"Owner": "a", "Subnets": []any{"a,b"}}},
+			key:    "parameters.Subnets", contains: []string{"must not contain a comma"}},
+		{name: "a required template parameter that nothing supplies is refused, saying how to supply it",
+			config: map[string]any{"template": "required.yaml", "parameters": map[string]any{"Owner": "a"}},
+			key:    "template", contains: []string{"required.yaml: parameter Team has no Default", "fix the value under parameters", "schemas.service_instance.create.parameters"}},
+		{name: "several required template parameters are all named",
+			config: map[string]any{"template": "required.yaml"},
+			key:    "template", contains: []string{"parameters Owner and Team have no Default"}},
+		{name: "a required binding parameter that no instance output, fixed value or schema supplies is refused",
+			config: map[string]any{"template": "instance-ok.yaml", "binding_template": "bindreq.yaml"},
+			key:    "binding_template", contains: []string{"parameter Principal has no Default", "binding_parameters", "service_binding.create"}},
+		{name: "a binding template that does not exist is refused",
+			config: map[string]any{"template": "instance-ok.yaml", "binding_template": "gone.json"}, key: "binding_template", contains: []string{"cannot read gone.json"}},
+		{name: "binding parameters without a binding template are refused",
+			config: map[string]any{"template": "instance-ok2.yaml", "binding_parameters": map[string]any{"A": "b"}},
+			key:    "binding_parameters", contains: []string{"no binding_template"}},
+		{name: "binding parameters may not fix what the instance's outputs supply",
+			config: map[string]any{"template": "instance-ok.yaml", "binding_template": "binding.json", "binding_parameters": map[string]any{"BucketArn": "arn:aws:s3:::other"}},
+			key:    "binding_parameters.BucketArn", contains: []string{"is an output of the instance template"}},
+		{name: "binding parameters naming an undeclared parameter are refused",
+			config: map[string]any{"template": "instance-ok.yaml", "binding_template": "binding.json", "binding_parameters": map[string]any{"Acess": "ReadOnly"}},
+			key:    "binding_parameters.Acess", contains: []string{"binding_template binding.json declares no parameter Acess"}},
+		{name: "an unknown key is refused with the keys there are",
+			config: map[string]any{"template": "instance.yaml", "parameters": ok, "templates": "x"},
+			key:    "templates", contains: []string{"unknown key", "template, binding_template, parameters, binding_parameters, retry_after"}},
+		{name: "a retry_after of zero is refused",
+			config: map[string]any{"template": "instance.yaml", "parameters": ok, "retry_after": 0}, key: "retry_after", contains: []string{"from 1 to 3600", "the number 0"}},
+		{name: "a retry_after over an hour is refused",
+			config: map[string]any{"template": "instance.yaml", "parameters": ok, "retry_after": 3601}, key: "retry_after", contains: []string{"from 1 to 3600"}},
+		{name: "a retry_after that is not a whole number is refused",
+			config: map[string]any{"template": "instance.yaml", "parameters": ok, "retry_after": 1.5}, key: "retry_after", contains: []string{"whole number"}},
+		{name: "a retry_after given as a string is refused",
+			config: map[string]any{"template": "instance.yaml", "parameters": ok, "retry_after": "10s"}, key: "retry_after", contains: []string{`the string "10s"`}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			plan := tc.plan
+			if plan == nil {
+				plan = &catalog.Plan{ID: "p"}
+			}
+			_, err := Configure(plan, tc.config, dir)
+			var se *SettingError
+			if !errors.As(err, &se) {
+				t.Fatalf("Configure: %v, want a *SettingError", err)
+			}
+			if se.Key != tc.key {
+				t.Errorf("key %q, want %q (%s)", se.Key, tc.key, se.Problem)
+			}
+			for _, want := range tc.contains {
+				if !strings.Contains(se.Problem, want) {
+					t.Errorf("problem %q does not say %q", se.Problem, want)
+				}
+			}
+		})
+	}
+}
+
+func TestConfigureTrustsASchemaToSupplyRequiredParameters(t *testing.T) {
+	dir := templateDir(t, map[string]string{
+		"required.yaml": "Parameters:\n  Owner: {Type: String}\nResources:\n  B: {Type: AWS::SNS::Topic}\nOutputs:\n  BucketName: {Value: x}\n",
+		"bindreq.yaml":  "Parameters:\n  BucketName: {Type: String}\n  Principal: {Type: String}\nResources:\n  U: {Type: AWS::IAM::User}\n",
+	})
+	config := map[string]any{"template": "required.yaml", "binding_template": "bindreq.yaml"}
+	t.Run("a plan with both create schemas is accepted", func(t *testing.T) {
+		if _, err := Configure(planWithSchemas(t, true, true), config, dir); err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Run("a plan with only the instance schema is refused for the binding template", func(t *testing.T) {
+		var se *SettingError
+		if _, err := Configure(planWithSchemas(t, true, false), config, dir); !errors.As(err, &se) || se.Key != "binding_template" {
+			t.Fatalf("Configure: %v", err)
+		}
+	})
+	t.Run("a plan with only the binding schema is refused for the instance template", func(t *testing.T) {
+		var se *SettingError
+		if _, err := Configure(planWithSchemas(t, false, true), config, dir); !errors.As(err, &se) || se.Key != "template" {
+			t.Fatalf("Configure: %v", err)
+		}
+	})
+}
+
+func TestDeploymentFromEnv(t *testing.T) {
+	cases := []struct {
+		name    string
+		env     map[string]string
+		prefix  string
+		wantErr string
+	}{
+		{name: "no settings mean the osb prefix and no role", prefix: "osb"},
+		{name: "a valid prefix and role are kept", env: map[string]string{EnvStackPrefix: "Team-7", EnvRoleARN: "arn:aws:iam::123456789012:role/cfn"}, prefix: "Team-7"},
+		{name: "a prefix of 20 characters is allowed", env: map[string]string{EnvStackPrefix: strings.Repeat("a", 20)}, prefix: strings.Repeat("a", 20)},
+		{name: "a prefix of 21 characters is refused", env: map[string]string{EnvStackPrefix: strings.Repeat("a", 21)}, wantErr: "at most 20"},
+		{name: "a prefix starting with a digit is refused", env: map[string]string{EnvStackPrefix: "7osb"}, wantErr: "start with a letter"},
+		{name: "a prefix with an underscore is refused", env: map[string]string{EnvStackPrefix: "osb_x"}, wantErr: "letters, digits and hyphens"},
+		{name: "a role that is not a role ARN is refused", env: map[string]string{EnvRoleARN: "cfn-role"}, wantErr: "BROKER_CFN_ROLE_ARN"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			d, err := DeploymentFromEnv(func(k string) string { return tc.env[k] })
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err %v, want one saying %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil || d.StackPrefix != tc.prefix || d.RoleARN != tc.env[EnvRoleARN] {
+				t.Fatalf("%+v %v", d, err)
+			}
+		})
+	}
+}

@@ -1,0 +1,66 @@
+package drivers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+
+	awscfn "github.com/aws/aws-sdk-go-v2/service/cloudformation"
+
+	"github.com/serverless-osb/broker/internal/broker"
+	"github.com/serverless-osb/broker/internal/catalog"
+	"github.com/serverless-osb/broker/internal/drivers/cloudformation"
+)
+
+// cloudformationKind is the driver that makes each instance, and each
+// binding of a plan with a binding template, a CloudFormation stack.
+func cloudformationKind() Kind {
+	return Kind{
+		Name: "cloudformation",
+		Configure: func(plan *catalog.Plan, config map[string]any, dir string) (any, error) {
+			// Stacks take minutes: longer than a platform waits for a
+			// synchronous answer. And only the worker function may touch
+			// stacks, which it does for asynchronous operations alone.
+			if plan.Settings.Mode != catalog.ModeAsyncOnly {
+				return nil, Settingf("mode", "the cloudformation driver runs only %s plans (stacks take longer than a platform waits for a synchronous answer); set mode: %s",
+					catalog.ModeAsyncOnly, catalog.ModeAsyncOnly)
+			}
+			s, err := cloudformation.Configure(plan, config, dir)
+			var se *cloudformation.SettingError
+			if errors.As(err, &se) {
+				return nil, Settingf(se.Key, "%s", se.Problem)
+			}
+			if err != nil {
+				return nil, err
+			}
+			return s, nil
+		},
+		New: func(ctx context.Context, env Env) (broker.Driver, error) {
+			getenv := env.Getenv
+			if getenv == nil {
+				getenv = os.Getenv
+			}
+			dep, err := cloudformation.DeploymentFromEnv(getenv)
+			if err != nil {
+				return nil, err
+			}
+			if env.AWS == nil {
+				return nil, errors.New("no AWS configuration to reach CloudFormation with")
+			}
+			cfg, err := env.AWS(ctx)
+			if err != nil {
+				return nil, fmt.Errorf("load the AWS configuration: %w", err)
+			}
+			return cloudformation.New(awscfn.NewFromConfig(cfg), env.Resources, dep, env.Logger), nil
+		},
+		Files: func(settings any) []string {
+			s := settings.(*cloudformation.Settings)
+			files := []string{s.Template.Path}
+			if s.BindingTemplate != nil {
+				files = append(files, s.BindingTemplate.Path)
+			}
+			return files
+		},
+	}
+}

@@ -1,0 +1,216 @@
+// Package drivers is the one list of the drivers a catalog may name. It
+// checks every plan's driver settings when the broker starts and builds,
+// once, each driver the catalog uses: the local broker, the api function
+// and the worker all build theirs here.
+package drivers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+
+	"github.com/serverless-osb/broker/internal/broker"
+	"github.com/serverless-osb/broker/internal/catalog"
+)
+
+// Env is what a driver may use.
+type Env struct {
+	// Resources is where a driver keeps its records.
+	Resources broker.Resources
+	// AWS returns the AWS configuration, loaded on first use, so that a
+	// catalog without AWS drivers needs no AWS configuration.
+	AWS func(context.Context) (aws.Config, error)
+	// Getenv reads a driver's deployment settings (for example the
+	// CloudFormation service role); os.Getenv outside tests.
+	Getenv func(string) string
+	Logger *slog.Logger
+}
+
+// Kind is one driver a plan may name in its broker block.
+type Kind struct {
+	// Name is what a plan's broker.driver says.
+	Name string
+	// Configure checks one plan's driver settings (the broker block's keys
+	// other than driver, mode and deprovision) and returns them parsed; the
+	// value reaches the driver in every Change of the plan. Paths are
+	// relative to dir, the catalog's directory. A *SettingError names the
+	// key at fault.
+	Configure func(plan *catalog.Plan, config map[string]any, dir string) (any, error)
+	// New builds the driver, once, for every plan that names it.
+	New func(ctx context.Context, env Env) (broker.Driver, error)
+	// Files, when set, lists the files a plan's parsed settings were read
+	// from (templates), relative to the catalog's directory: the Lambda
+	// bundles carry them beside the catalog.
+	Files func(settings any) []string
+}
+
+// SettingError is a problem with one key of a plan's driver settings.
+type SettingError struct {
+	Key     string
+	Problem string
+}
+
+func (e *SettingError) Error() string { return e.Key + ": " + e.Problem }
+
+// Settingf returns a *SettingError.
+func Settingf(key, format string, args ...any) error {
+	return &SettingError{Key: key, Problem: fmt.Sprintf(format, args...)}
+}
+
+// Default is the driver of a plan whose broker block names none.
+const Default = "demo"
+
+// Kinds are the drivers, by name. This is the only list of them.
+func Kinds() []Kind {
+	return []Kind{demoKind(), cloudformationKind()}
+}
+
+// Names lists the drivers' names, for messages.
+func Names() []string {
+	var names []string
+	for _, k := range Kinds() {
+		names = append(names, k.Name)
+	}
+	return names
+}
+
+// Set is the drivers a catalog uses, built once, and each plan's settings.
+type Set struct {
+	byName map[string]broker.Driver
+	plans  map[string]planDriver // by plan id
+}
+
+type planDriver struct {
+	name     string
+	settings any
+}
+
+// Build checks every plan's driver and settings and builds each driver the
+// catalog uses. A catalog with problems gives one error, one problem per
+// line, each naming the catalog file, the plan's field and the problem.
+func Build(ctx context.Context, cat *catalog.Catalog, env Env) (*Set, error) {
+	configured, err := configureAll(cat)
+	if err != nil {
+		return nil, err
+	}
+	s := &Set{byName: map[string]broker.Driver{}, plans: map[string]planDriver{}}
+	kinds := map[string]Kind{}
+	for _, c := range configured {
+		s.plans[c.plan.ID] = planDriver{name: c.kind.Name, settings: c.settings}
+		kinds[c.kind.Name] = c.kind
+	}
+	for _, name := range slices.Sorted(maps.Keys(kinds)) {
+		d, err := kinds[name].New(ctx, env)
+		if err != nil {
+			return nil, fmt.Errorf("driver %s: %w", name, err)
+		}
+		s.byName[name] = d
+	}
+	return s, nil
+}
+
+// Files lists the files the catalog's driver settings read, relative to
+// the catalog's directory, each once, sorted. It checks the settings as
+// Build does, without building any driver.
+func Files(cat *catalog.Catalog) ([]string, error) {
+	configured, err := configureAll(cat)
+	if err != nil {
+		return nil, err
+	}
+	seen := map[string]bool{}
+	for _, c := range configured {
+		if c.kind.Files != nil {
+			for _, f := range c.kind.Files(c.settings) {
+				seen[f] = true
+			}
+		}
+	}
+	return slices.Sorted(maps.Keys(seen)), nil
+}
+
+// configured is one plan's driver and settings.
+type configured struct {
+	plan     *catalog.Plan
+	kind     Kind
+	settings any
+}
+
+// configureAll checks every plan's driver settings; its error lists every
+// problem, one per line.
+func configureAll(cat *catalog.Catalog) ([]configured, error) {
+	var out []configured
+	var problems []string
+	for _, svc := range cat.Services() {
+		for _, p := range svc.Plans {
+			k, settings, err := configure(cat, p)
+			if err != nil {
+				problems = append(problems, err.Error())
+				continue
+			}
+			out = append(out, configured{plan: p, kind: k, settings: settings})
+		}
+	}
+	if len(problems) > 0 {
+		return nil, errors.New(strings.Join(problems, "\n"))
+	}
+	return out, nil
+}
+
+// configure finds a plan's kind and checks its settings; its error names
+// the catalog file, the field and the problem.
+func configure(cat *catalog.Catalog, p *catalog.Plan) (Kind, any, error) {
+	name := p.Settings.Driver
+	if name == "" {
+		name = Default
+	}
+	for _, k := range Kinds() {
+		if k.Name != name {
+			continue
+		}
+		settings, err := k.Configure(p, p.Settings.Config, cat.Dir)
+		var se *SettingError
+		switch {
+		case errors.As(err, &se):
+			return k, nil, fmt.Errorf("%s: %s.%s: %s", cat.Source, p.Settings.Path, se.Key, se.Problem)
+		case err != nil:
+			return k, nil, fmt.Errorf("%s: %s: %v", cat.Source, p.Settings.Path, err)
+		}
+		return k, settings, nil
+	}
+	return Kind{}, nil, fmt.Errorf("%s: %s.driver: no driver %q in this broker; the drivers are %s",
+		cat.Source, p.Settings.Path, name, strings.Join(Names(), ", "))
+}
+
+// For returns the driver of a plan and the plan's settings for it.
+func (s *Set) For(p *catalog.Plan) (broker.Driver, any, bool) {
+	pd, ok := s.plans[p.ID]
+	if !ok {
+		return nil, nil, false
+	}
+	return s.byName[pd.name], pd.settings, true
+}
+
+// Wrap replaces every driver d with wrap(d): fault injection in tests.
+func (s *Set) Wrap(wrap func(broker.Driver) broker.Driver) {
+	for name, d := range s.byName {
+		s.byName[name] = wrap(d)
+	}
+}
+
+// Single returns a Set that gives d, with no settings, for every plan of
+// cat: for tests that drive a catalog with a driver of their own.
+func Single(cat *catalog.Catalog, d broker.Driver) *Set {
+	s := &Set{byName: map[string]broker.Driver{"test": d}, plans: map[string]planDriver{}}
+	for _, svc := range cat.Services() {
+		for _, p := range svc.Plans {
+			s.plans[p.ID] = planDriver{name: "test"}
+		}
+	}
+	return s
+}

@@ -1,0 +1,100 @@
+package drivers
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/serverless-osb/broker/internal/broker"
+	"github.com/serverless-osb/broker/internal/catalog"
+)
+
+// loadCatalog writes a catalog with one plan per broker block and loads it.
+func loadCatalog(t *testing.T, blocks ...string) *catalog.Catalog {
+	t.Helper()
+	var b strings.Builder
+	b.WriteString("services:\n  - id: svc-1\n    name: s\n    description: d\n    bindable: true\n    plans:\n")
+	for i, block := range blocks {
+		b.WriteString("      - id: plan-" + string(rune('a'+i)) + "\n        name: p" + string(rune('a'+i)) + "\n        description: d\n")
+		if block != "" {
+			b.WriteString("        broker:\n")
+			for _, line := range strings.Split(block, "\n") {
+				b.WriteString("          " + line + "\n")
+			}
+		}
+	}
+	path := filepath.Join(t.TempDir(), "my-catalog.yaml")
+	if err := os.WriteFile(path, []byte(b.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cat, err := catalog.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cat
+}
+
+func TestBuild(t *testing.T) {
+	t.Run("a plan that names no driver gets the default one", func(t *testing.T) {
+		cat := loadCatalog(t, "", "driver: demo")
+		set, err := Build(t.Context(), cat, Env{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range cat.Services()[0].Plans {
+			if d, _, ok := set.For(p); !ok || d == nil {
+				t.Errorf("plan %s has no driver", p.Name)
+			}
+		}
+	})
+	for _, tc := range []struct {
+		name   string
+		blocks []string
+		want   []string
+	}{
+		{"an unknown driver is refused with the list of drivers",
+			[]string{"driver: terraform"},
+			[]string{`my-catalog.yaml: services[0].plans[0].broker.driver: no driver "terraform" in this broker; the drivers are demo, cloudformation`}},
+		{"a setting the demo driver does not have is refused, naming the key",
+			[]string{"driver: demo\nmdoe: async"},
+			[]string{`my-catalog.yaml: services[0].plans[0].broker.mdoe: the demo driver has no settings`}},
+		{"every problem is reported at once, one per line",
+			[]string{"driver: x", "", "driver: y"},
+			[]string{`services[0].plans[0].broker.driver: no driver "x"`, `services[0].plans[2].broker.driver: no driver "y"`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cat := loadCatalog(t, tc.blocks...)
+			_, err := Build(t.Context(), cat, Env{})
+			if err == nil {
+				t.Fatal("the catalog was accepted")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q lacks %q", err, w)
+				}
+			}
+			if lines := strings.Count(err.Error(), "\n") + 1; lines != len(tc.want) {
+				t.Errorf("%d lines, want %d: %q", lines, len(tc.want), err)
+			}
+			if _, ferr := Files(cat); ferr == nil || ferr.Error() != err.Error() {
+				t.Errorf("Files says %v, Build %v: want the same problems", ferr, err)
+			}
+		})
+	}
+	t.Run("Wrap replaces every driver", func(t *testing.T) {
+		cat := loadCatalog(t, "")
+		set, err := Build(t.Context(), cat, Env{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		set.Wrap(func(d broker.Driver) broker.Driver { return wrapped{d} })
+		if d, _, _ := set.For(cat.Services()[0].Plans[0]); d == nil {
+			t.Fatal("no driver")
+		} else if _, ok := d.(wrapped); !ok {
+			t.Errorf("driver %T is not wrapped", d)
+		}
+	})
+}
+
+type wrapped struct{ broker.Driver }
