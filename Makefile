@@ -29,8 +29,10 @@ run: ## Run the broker on 127.0.0.1:8080 with the embedded store (BROKER_USERNAM
 
 test: lint unit fuzz-short infra ## Everything CI runs: lint, every test (race detector, moto started for them), a short fuzz, cdk synth + cfn-lint.
 
+# -timeout 30m is a safety net for a hung test: on a busy machine a package is slower (internal/app
+# crashes ~1,000 brokers), which go test's default 10 minutes would fail.
 unit: ## Every Go test with the race detector, with a moto_server (DynamoDB, Step Functions) started for them.
-	$(GO) run ./internal/mototest/withmoto -- $(GO) test -race -count=1 ./...
+	$(GO) run ./internal/mototest/withmoto -- $(GO) test -race -count=1 -timeout 30m ./...
 
 fuzz-short: ## Fuzz the whole HTTP surface (FuzzHTTP) for 20 s; its seed corpus runs in `unit` too.
 	$(FUZZ) -fuzztime 20s ./internal/api/

@@ -109,7 +109,7 @@ const (
 	// fuzzOpDeadline is how long past its start an operation may stay in
 	// progress before it counts as stuck: the longest workflow, with a
 	// generous margin for a loaded machine.
-	fuzzOpDeadline = fuzzMaxDuration*time.Second + time.Minute
+	fuzzOpDeadline = fuzzMaxDuration*time.Second + 5*time.Minute
 	// fuzzAuditEvery is how many inputs run between full audits.
 	fuzzAuditEvery = 256
 	// fuzzKeepCreated is how many instances the inputs made are kept (and
@@ -216,7 +216,7 @@ func startFuzzBroker(f *testing.F) *fuzzBroker {
 	transport := &http.Transport{MaxIdleConnsPerHost: 4}
 	fb := &fuzzBroker{
 		local: l, base: l.URL(), addr: strings.TrimPrefix(l.URL(), "http://"), store: l.Store, logs: logs,
-		client:  &http.Client{Transport: transport, Timeout: time.Minute},
+		client:  &http.Client{Transport: transport, Timeout: 5 * time.Minute},
 		healthy: map[string]bool{}, deleted: map[string]bool{},
 		stats: fuzzStats{Answered: map[int]int{}, NetHTTP: map[int]int{}, NetHTTPSamples: map[int][]string{}, Deviations: map[string]int{}},
 	}
@@ -484,11 +484,11 @@ type fuzzAnswer struct {
 // inputs leave no TIME_WAIT sockets behind.
 func (fb *fuzzBroker) send(raw []byte, method string) (fuzzAnswer, error) {
 	fb.logs.take()
-	conn, err := net.DialTimeout("tcp", fb.addr, 10*time.Second)
+	conn, err := net.DialTimeout("tcp", fb.addr, time.Minute)
 	if err != nil {
 		return fuzzAnswer{}, fmt.Errorf("dial the broker: %w", err)
 	}
-	_ = conn.SetDeadline(time.Now().Add(time.Minute))
+	_ = conn.SetDeadline(time.Now().Add(5 * time.Minute))
 	// Write while reading: the broker may answer (and stop reading) before
 	// a large body is sent. Closing the connection ends a blocked write.
 	wrote := make(chan struct{})

@@ -236,6 +236,9 @@ func TestNoStackLeftBehindByACrashWithTheCloudFormationDriver(t *testing.T) {
 			for k := 1; k <= total; k++ {
 				tried++
 				t.Run(fmt.Sprintf("%s crashes %s call %d of %d", lc.name, when, k, total), func(t *testing.T) {
+					// Each run has its own broker, data and instance; the
+					// stacks it checks are its instance's.
+					t.Parallel()
 					cfnFaultRun{lc: lc, k: k, after: after, prefix: prefix, cfg: cfg}.run(t)
 				})
 			}

@@ -2,6 +2,7 @@ package app_test
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"os"
@@ -9,10 +10,10 @@ import (
 	"regexp"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/serverless-osb/broker/internal/app"
 	"github.com/serverless-osb/broker/internal/app/apptest"
+	"github.com/serverless-osb/broker/internal/waittest"
 )
 
 // localEnv sets every variable LocalConfigFromEnv reads, so that the
@@ -122,18 +123,19 @@ var listening = regexp.MustCompile(`listening on (http://\S+)`)
 // waitForURL waits for RunLocal to say where it listens.
 func waitForURL(t *testing.T, out *apptest.SyncBuffer, done <-chan error) string {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		if m := listening.FindStringSubmatch(out.String()); m != nil {
-			return m[1]
-		}
+	var url string
+	waittest.Until(t, func() error {
 		select {
 		case err := <-done:
 			t.Fatalf("RunLocal returned before listening: %v", err)
-		case <-time.After(10 * time.Millisecond):
+		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("RunLocal did not say where it listens: %q", out.String())
+		m := listening.FindStringSubmatch(out.String())
+		if m == nil {
+			return fmt.Errorf("RunLocal did not say where it listens: %q", out.String())
 		}
-	}
+		url = m[1]
+		return nil
+	})
+	return url
 }

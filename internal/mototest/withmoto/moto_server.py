@@ -1,4 +1,4 @@
-# moto_server 5.2.1 with four fixes.
+# moto_server 5.2.1 with five fixes.
 #
 # 1. A second StartExecution fails with HTTP 500
 # ("cannot pickle '_thread.RLock'", moto issue 10077) because StartExecution
@@ -82,6 +82,33 @@ def _resolve_update_parameters(self, instance, incoming_params):
 
 
 CloudFormationBackend._resolve_update_parameters = _resolve_update_parameters
+
+# 5. TransactWriteItems ignores ClientRequestToken. DynamoDB makes a
+# transaction idempotent by it for ten minutes: a retry of a call that
+# succeeded (the SDK fills the token in, and retries when an answer is lost
+# or late, as on a busy machine) succeeds again without writing. moto
+# applies the retry, whose conditions then fail against the first attempt's
+# writes: a conditional write that succeeded is reported as a conflict.
+import time  # noqa: E402
+
+_transactions = {}
+_transact_write_items = DynamoHandler.transact_write_items
+
+
+def _transact_write_items_idempotent(self):
+    token = self.body.get("ClientRequestToken")
+    now = time.monotonic()
+    for t in [t for t, (at, _) in _transactions.items() if now - at > 600]:
+        del _transactions[t]
+    if token and token in _transactions:
+        return _transactions[token][1]
+    result = _transact_write_items(self)
+    if token:
+        _transactions[token] = (now, result)
+    return result
+
+
+DynamoHandler.transact_write_items = _transact_write_items_idempotent
 
 from moto.server import main  # noqa: E402
 
