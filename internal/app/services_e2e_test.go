@@ -3,6 +3,7 @@ package app_test
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -205,7 +206,7 @@ func TestClientDrivesTheExampleServicesOnMoto(t *testing.T) {
 			creds := got.Credentials
 			for _, k := range ex.credentials {
 				if v, _ := creds[k].(string); v == "" {
-					t.Errorf("credentials lack %s (have %v)", k, keys(creds))
+					t.Errorf("credentials lack %s (have %v)", k, slices.Sorted(maps.Keys(creds)))
 				}
 			}
 			if creds["region"] != "us-east-1" {
@@ -300,14 +301,5 @@ func liveStacks(ctx context.Context, t *testing.T, c *cloudformation.Client, pre
 			}
 		}
 	}
-	return out
-}
-
-func keys(m map[string]any) []string {
-	var out []string
-	for k := range m {
-		out = append(out, k)
-	}
-	slices.Sort(out)
 	return out
 }

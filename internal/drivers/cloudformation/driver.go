@@ -261,13 +261,9 @@ func (d *Driver) create(ctx context.Context, c broker.Change, s *Settings, name 
 		return broker.Progress{Done: true, DashboardURL: rec.Outputs[DashboardOutput]}, nil
 	}
 
-	stack, err := d.describe(ctx, rec)
+	stack, err := d.describeExisting(ctx, rec)
 	if err != nil {
 		return broker.Progress{}, err
-	}
-	if stack == nil {
-		return broker.Progress{}, &broker.Failure{Description: fmt.Sprintf(
-			"The stack %s no longer exists: it was deleted outside the broker.", rec.StackName)}
 	}
 	switch status := stack.StackStatus; status {
 	case types.StackStatusCreateComplete, types.StackStatusUpdateComplete:
@@ -400,13 +396,9 @@ func (d *Driver) update(ctx context.Context, c broker.Change, s *Settings) (brok
 	if rec.Complete {
 		return broker.Progress{Done: true, DashboardURL: rec.Outputs[DashboardOutput]}, nil
 	}
-	stack, err := d.describe(ctx, rec)
+	stack, err := d.describeExisting(ctx, rec)
 	if err != nil {
 		return broker.Progress{}, err
-	}
-	if stack == nil {
-		return broker.Progress{}, &broker.Failure{Description: fmt.Sprintf(
-			"The stack %s no longer exists: it was deleted outside the broker.", rec.StackName)}
 	}
 	if !rec.Started && inProgress(stack.StackStatus) {
 		// This update's own, if its UpdateStack went through and the
@@ -752,6 +744,17 @@ func (d *Driver) describe(ctx context.Context, rec record) (*types.Stack, error)
 		return nil, nil
 	}
 	return s, nil
+}
+
+// describeExisting is describe for a change that needs its stack: a stack
+// that is gone is a permanent failure.
+func (d *Driver) describeExisting(ctx context.Context, rec record) (*types.Stack, error) {
+	stack, err := d.describe(ctx, rec)
+	if err == nil && stack == nil {
+		err = &broker.Failure{Description: fmt.Sprintf(
+			"The stack %s no longer exists: it was deleted outside the broker.", rec.StackName)}
+	}
+	return stack, err
 }
 
 func plural(n int, one, many string) string {

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode"
@@ -91,7 +93,7 @@ func requestParameters(raw json.RawMessage, t *Template) (map[string]string, err
 		return nil, &broker.Failure{Description: "The parameters must be a JSON object."}
 	}
 	out := map[string]string{}
-	for _, name := range sortedKeys(obj) {
+	for _, name := range slices.Sorted(maps.Keys(obj)) {
 		decl, ok := t.Parameters[name]
 		if !ok {
 			continue // the plan's schema decides what users may send
@@ -126,7 +128,7 @@ func merge(t *Template, layers ...map[string]string) map[string]string {
 // parameter without a value is left out, so its Default applies.
 func createParameters(values map[string]string) []types.Parameter {
 	var out []types.Parameter
-	for _, k := range sortedKeys(values) {
+	for _, k := range slices.Sorted(maps.Keys(values)) {
 		out = append(out, types.Parameter{ParameterKey: aws.String(k), ParameterValue: aws.String(values[k])})
 	}
 	return out
@@ -144,7 +146,7 @@ func updateParameters(t *Template, values map[string]string, previous []types.Pa
 		had[aws.ToString(p.ParameterKey)] = true
 	}
 	var out []types.Parameter
-	for _, k := range sortedKeys(t.Parameters) {
+	for _, k := range slices.Sorted(maps.Keys(t.Parameters)) {
 		switch v, ok := values[k]; {
 		case ok:
 			out = append(out, types.Parameter{ParameterKey: aws.String(k), ParameterValue: aws.String(v)})
@@ -169,12 +171,12 @@ func outputs(s *types.Stack) map[string]string {
 // snake_case.
 func credentials(instance, binding map[string]string) broker.Credentials {
 	c := broker.Credentials{}
-	for _, k := range sortedKeys(instance) {
+	for _, k := range slices.Sorted(maps.Keys(instance)) {
 		if k != DashboardOutput {
 			c[snakeCase(k)] = instance[k]
 		}
 	}
-	for _, k := range sortedKeys(binding) {
+	for _, k := range slices.Sorted(maps.Keys(binding)) {
 		c[snakeCase(k)] = binding[k]
 	}
 	return c

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
@@ -105,7 +106,7 @@ func settingf(key, format string, args ...any) error {
 // since nothing would tell a user the parameter is needed and every create
 // would fail.
 func Configure(plan *catalog.Plan, config map[string]any, dir string) (*Settings, error) {
-	for _, k := range sortedKeys(config) {
+	for _, k := range slices.Sorted(maps.Keys(config)) {
 		if !slices.Contains(settingKeys, k) {
 			return nil, settingf(k, "unknown key; the cloudformation driver's settings are %s (driver, mode and deprovision are the broker's)",
 				strings.Join(settingKeys, ", "))
@@ -242,7 +243,7 @@ func parseTemplate(body []byte) (*Template, error) {
 		if !ok {
 			return nil, fmt.Errorf("its Parameters section must be a mapping, got %s", describe(v))
 		}
-		for _, name := range sortedKeys(params) {
+		for _, name := range slices.Sorted(maps.Keys(params)) {
 			decl, ok := params[name].(map[string]any)
 			if !ok {
 				return nil, fmt.Errorf("parameter %s must be a mapping with a Type, got %s", name, describe(params[name]))
@@ -267,7 +268,7 @@ func parseTemplate(body []byte) (*Template, error) {
 		if !ok {
 			return nil, fmt.Errorf("its Outputs section must be a mapping, got %s", describe(v))
 		}
-		t.Outputs = sortedKeys(outputs)
+		t.Outputs = slices.Sorted(maps.Keys(outputs))
 	}
 	return t, nil
 }
@@ -285,12 +286,12 @@ func fixedParameters(config map[string]any, key, templateKey string, t *Template
 		return nil, settingf(key, "must be a mapping of template parameter names to values, got %s", describe(v))
 	}
 	out := make(map[string]string, len(m))
-	for _, name := range sortedKeys(m) {
+	for _, name := range slices.Sorted(maps.Keys(m)) {
 		k := key + "." + name
 		decl, ok := t.Parameters[name]
 		if !ok {
 			return nil, settingf(k, "the %s %s declares no parameter %s; it declares %s",
-				templateKey, t.Path, name, list(sortedKeys(t.Parameters)))
+				templateKey, t.Path, name, list(slices.Sorted(maps.Keys(t.Parameters))))
 		}
 		if slices.Contains(outputs, name) {
 			return nil, settingf(k, "%s is an output of the instance template, which the driver passes to the binding stack itself; remove it here", name)
@@ -317,7 +318,7 @@ func fixedParameters(config map[string]any, key, templateKey string, t *Template
 // supplied checks that every parameter of t without a Default gets a value.
 func supplied(key string, t *Template, fixed map[string]string, outputs []string, hasSchema bool, schema catalog.SchemaKind) error {
 	var missing []string
-	for _, name := range sortedKeys(t.Parameters) {
+	for _, name := range slices.Sorted(maps.Keys(t.Parameters)) {
 		if t.Parameters[name].HasDefault || slices.Contains(outputs, name) {
 			continue
 		}
@@ -404,13 +405,4 @@ func list(names []string) string {
 		return names[0]
 	}
 	return strings.Join(names[:len(names)-1], ", ") + " and " + names[len(names)-1]
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }
