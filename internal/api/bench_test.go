@@ -29,6 +29,15 @@ func newBench(b *testing.B) *benchBroker {
 	return &benchBroker{b: br, handler: br.Local.Handler, service: s}
 }
 
+// countCommits counts the bbolt commits (each one fsync) from now; the
+// function it returns reports them per iteration, as commits/op.
+func (bb *benchBroker) countCommits(b *testing.B) func() {
+	before := bb.b.Local.Committer.Commits()
+	return func() {
+		b.ReportMetric(float64(bb.b.Local.Committer.Commits()-before)/float64(b.N), "commits/op")
+	}
+}
+
 func (bb *benchBroker) serve(b *testing.B, method, path string, body []byte, want int) *httptest.ResponseRecorder {
 	req := httptest.NewRequest(method, path, bytes.NewReader(body))
 	req.SetBasicAuth(apptest.Username, apptest.Password)
@@ -61,24 +70,28 @@ func BenchmarkSyncProvision(b *testing.B) {
 	bb := newBench(b)
 	_, plan := bb.b.Plan("fake-plan")
 	body := bb.provisionBody(plan, `{}`)
+	report := bb.countCommits(b)
 	b.ReportAllocs()
 	i := 0
 	for b.Loop() {
 		i++
 		bb.serve(b, http.MethodPut, fmt.Sprintf("/v2/service_instances/sync-%d", i), body, http.StatusCreated)
 	}
+	report()
 }
 
 func BenchmarkAsyncProvision(b *testing.B) {
 	bb := newBench(b)
 	_, plan := bb.b.Plan("fake-async-plan")
 	body := bb.provisionBody(plan, `{"duration_seconds":3600}`)
+	report := bb.countCommits(b)
 	b.ReportAllocs()
 	i := 0
 	for b.Loop() {
 		i++
 		bb.serve(b, http.MethodPut, fmt.Sprintf("/v2/service_instances/async-%d?accepts_incomplete=true", i), body, http.StatusAccepted)
 	}
+	report()
 }
 
 func BenchmarkLastOperation(b *testing.B) {
@@ -89,10 +102,12 @@ func BenchmarkLastOperation(b *testing.B) {
 	var accepted struct{ Operation string }
 	_ = json.Unmarshal(rec.Body.Bytes(), &accepted)
 	path := "/v2/service_instances/lo/last_operation?operation=" + accepted.Operation
+	report := bb.countCommits(b)
 	b.ReportAllocs()
 	for b.Loop() {
 		bb.serve(b, http.MethodGet, path, nil, http.StatusOK)
 	}
+	report()
 }
 
 func BenchmarkBind(b *testing.B) {
@@ -100,12 +115,14 @@ func BenchmarkBind(b *testing.B) {
 	_, plan := bb.b.Plan("fake-plan")
 	bb.serve(b, http.MethodPut, "/v2/service_instances/bind", bb.provisionBody(plan, `{}`), http.StatusCreated)
 	body := fmt.Appendf(nil, `{"service_id":%q,"plan_id":%q,"bind_resource":{"app_guid":"app"}}`, bb.service, plan)
+	report := bb.countCommits(b)
 	b.ReportAllocs()
 	i := 0
 	for b.Loop() {
 		i++
 		bb.serve(b, http.MethodPut, fmt.Sprintf("/v2/service_instances/bind/service_bindings/b-%d", i), body, http.StatusCreated)
 	}
+	report()
 }
 
 // BenchmarkAsyncProvisionToSucceeded measures the broker's overhead on an

@@ -2,6 +2,8 @@ package app_test
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -13,6 +15,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awsmiddleware "github.com/aws/aws-sdk-go-v2/aws/middleware"
@@ -29,7 +32,6 @@ import (
 	"github.com/serverless-osb/broker/internal/engine/sfn"
 	"github.com/serverless-osb/broker/internal/logging"
 	"github.com/serverless-osb/broker/internal/mototest"
-	"github.com/serverless-osb/broker/internal/steps"
 	"github.com/serverless-osb/broker/internal/store/dynamo"
 )
 
@@ -69,11 +71,17 @@ func format(calls map[string]int) string {
 	return strings.Join(parts, " + ")
 }
 
-// TestAPICallsPerEndpoint counts what each OSB endpoint costs in DynamoDB
-// and Step Functions calls, on the production backends (moto). The
-// workflow's own calls (its steps) are not the endpoint's and are not
-// counted: only calls made while the request is served.
-func TestAPICallsPerEndpoint(t *testing.T) {
+// callsBroker is a broker on the production backends (moto's DynamoDB and
+// Step Functions) whose AWS API calls are counted.
+type callsBroker struct {
+	counter *callCounter
+	demo    *demo.Driver
+	broker  *broker.Broker
+	handler http.Handler
+	catalog *catalog.Catalog
+}
+
+func newCallsBroker(t *testing.T) callsBroker {
 	ctx := context.Background()
 	counter := &callCounter{calls: map[string]int{}}
 	cfg := mototest.Config(t, "us-east-2")
@@ -106,10 +114,30 @@ func TestAPICallsPerEndpoint(t *testing.T) {
 		t.Fatal(err)
 	}
 	logger := logging.New(os.Stderr, slog.LevelWarn)
-	st := steps.New(store, cat, drivers.Single(cat, demo.New(store)), logger)
-	b := broker.New(cat, store, engine, st, logger)
+	d := demo.New()
+	b := broker.New(cat, store, engine, drivers.Single(cat, d), logger)
 	handler := api.New(api.Config{Broker: b, Catalog: cat, Credentials: []api.Credential{{Username: "u", Password: "p"}}, Logger: logger})
+	return callsBroker{counter: counter, demo: d, broker: b, handler: handler, catalog: cat}
+}
 
+// do serves one request and returns its status, body and the calls it made.
+func (c callsBroker) do(method, path, body string) (int, string, map[string]int) {
+	req := httptest.NewRequest(method, path, strings.NewReader(body))
+	req.SetBasicAuth("u", "p")
+	req.Header.Set(api.HeaderAPIVersion, "2.17")
+	rec := httptest.NewRecorder()
+	c.counter.take()
+	c.handler.ServeHTTP(rec, req)
+	return rec.Code, rec.Body.String(), c.counter.take()
+}
+
+// TestAPICallsPerEndpoint counts what each OSB endpoint costs in DynamoDB
+// and Step Functions calls, on the production backends (moto). The
+// workflow's own calls (its steps) are not the endpoint's and are not
+// counted: only calls made while the request is served.
+func TestAPICallsPerEndpoint(t *testing.T) {
+	cb := newCallsBroker(t)
+	cat := cb.catalog
 	svc, syncPlan, asyncPlan := "", "", ""
 	for _, s := range cat.Services() {
 		svc = s.ID
@@ -136,7 +164,11 @@ func TestAPICallsPerEndpoint(t *testing.T) {
 		expect map[string]int
 	}{
 		{"catalog", http.MethodGet, "/v2/catalog", "", 200, map[string]int{}},
-		{"provision (sync)", http.MethodPut, "/v2/service_instances/s1", provision(syncPlan), 201, nil},
+		// A synchronous change is done in memory: the request reads what it
+		// needs once (a new instance needs nothing), takes its hold, and
+		// writes the outcome with the driver's records.
+		{"provision (sync)", http.MethodPut, "/v2/service_instances/s1", provision(syncPlan), 201,
+			map[string]int{"DynamoDB.TransactWriteItems": 2}},
 		{"provision (async)", http.MethodPut, "/v2/service_instances/a1?accepts_incomplete=true", provision(asyncPlan), 202,
 			map[string]int{"DynamoDB.TransactWriteItems": 1, "SFN.StartExecution": 1}},
 		{"provision re-sent while running", http.MethodPut, "/v2/service_instances/a1?accepts_incomplete=true", provision(asyncPlan), 202,
@@ -146,31 +178,31 @@ func TestAPICallsPerEndpoint(t *testing.T) {
 		{"last_operation (instance, without operation)", http.MethodGet, "/v2/service_instances/a1/last_operation", "", 200,
 			map[string]int{"DynamoDB.Query": 1}},
 		{"fetch instance", http.MethodGet, "/v2/service_instances/s1", "", 200, map[string]int{"DynamoDB.GetItem": 1}},
-		{"update (sync)", http.MethodPatch, "/v2/service_instances/s1", fmt.Sprintf(`{"service_id":%q,"parameters":{"duration_seconds":1}}`, svc), 200, nil},
-		{"bind (sync)", http.MethodPut, "/v2/service_instances/s1/service_bindings/b1", bind(syncPlan), 201, nil},
+		{"update (sync)", http.MethodPatch, "/v2/service_instances/s1", fmt.Sprintf(`{"service_id":%q,"parameters":{"duration_seconds":1}}`, svc), 200,
+			map[string]int{"DynamoDB.Query": 1, "DynamoDB.TransactWriteItems": 2}},
+		// The read follows the hold: CreateBinding cannot return the
+		// instance the driver needs.
+		{"bind (sync)", http.MethodPut, "/v2/service_instances/s1/service_bindings/b1", bind(syncPlan), 201,
+			map[string]int{"DynamoDB.Query": 1, "DynamoDB.TransactWriteItems": 2}},
 		{"fetch binding", http.MethodGet, "/v2/service_instances/s1/service_bindings/b1", "", 200, map[string]int{"DynamoDB.GetItem": 1}},
 		{"last_operation (binding)", http.MethodGet, "/v2/service_instances/s1/service_bindings/b1/last_operation", "", 200,
 			map[string]int{"DynamoDB.Query": 1}},
-		{"unbind (sync)", http.MethodDelete, "/v2/service_instances/s1/service_bindings/b1?" + del(syncPlan), "", 200, nil},
-		{"deprovision (sync)", http.MethodDelete, "/v2/service_instances/s1?" + del(syncPlan), "", 200, nil},
+		{"unbind (sync)", http.MethodDelete, "/v2/service_instances/s1/service_bindings/b1?" + del(syncPlan), "", 200,
+			map[string]int{"DynamoDB.Query": 1, "DynamoDB.TransactWriteItems": 2}},
+		{"deprovision (sync)", http.MethodDelete, "/v2/service_instances/s1?" + del(syncPlan), "", 200,
+			map[string]int{"DynamoDB.Query": 1, "DynamoDB.TransactWriteItems": 2}},
 		{"deprovision during an async provision", http.MethodDelete, "/v2/service_instances/a1?accepts_incomplete=true&" + del(asyncPlan), "", 202, nil},
-		{"deprovision of nothing (410)", http.MethodDelete, "/v2/service_instances/none?" + del(syncPlan), "", 410, map[string]int{"DynamoDB.GetItem": 1}},
+		{"deprovision of nothing (410)", http.MethodDelete, "/v2/service_instances/none?" + del(syncPlan), "", 410, map[string]int{"DynamoDB.Query": 1}},
 	}
 	var report strings.Builder
 	for _, s := range cases {
 		path := strings.ReplaceAll(s.path, "{op}", asyncOp)
-		req := httptest.NewRequest(s.method, path, strings.NewReader(s.body))
-		req.SetBasicAuth("u", "p")
-		req.Header.Set(api.HeaderAPIVersion, "2.17")
-		rec := httptest.NewRecorder()
-		counter.take()
-		handler.ServeHTTP(rec, req)
-		calls := counter.take()
-		if rec.Code != s.want {
-			t.Fatalf("%s: %d, want %d: %s", s.name, rec.Code, s.want, rec.Body)
+		code, body, calls := cb.do(s.method, path, s.body)
+		if code != s.want {
+			t.Fatalf("%s: %d, want %d: %s", s.name, code, s.want, body)
 		}
 		if s.name == "provision (async)" {
-			asyncOp = strings.Split(strings.Split(rec.Body.String(), `"operation":"`)[1], `"`)[0]
+			asyncOp = operationOf(body)
 		}
 		fmt.Fprintf(&report, "| %s | %s |\n", s.name, format(calls))
 		if s.expect != nil && !maps.Equal(calls, s.expect) {
@@ -178,4 +210,111 @@ func TestAPICallsPerEndpoint(t *testing.T) {
 		}
 	}
 	t.Logf("API calls per OSB endpoint (DynamoDB store, Step Functions engine, moto):\n| endpoint | calls |\n| --- | --- |\n%s", report.String())
+}
+
+// operationOf is the operation of a 202's body.
+func operationOf(body string) string {
+	var v struct {
+		Operation string `json:"operation"`
+	}
+	_ = json.Unmarshal([]byte(body), &v)
+	return v.Operation
+}
+
+// dynamoCalls keeps the DynamoDB calls of calls.
+func dynamoCalls(calls map[string]int) map[string]int {
+	out := map[string]int{}
+	for k, n := range calls {
+		if strings.HasPrefix(k, "DynamoDB.") {
+			out[k] = n
+		}
+	}
+	return out
+}
+
+// TestAPICallsPerTask counts the DynamoDB calls of each Task of the
+// operation workflow: one read of what the step needs, and at most one
+// conditional write or transaction.
+func TestAPICallsPerTask(t *testing.T) {
+	cb := newCallsBroker(t)
+	ctx := context.Background()
+	var svc, plan string
+	for _, s := range cb.catalog.Services() {
+		for _, p := range s.Plans {
+			if p.Name == "fake-async-plan" {
+				svc, plan = s.ID, p.ID
+			}
+		}
+	}
+	clock := time.Now().UTC()
+	cb.demo.Now = func() time.Time { return clock }
+	accepted := func(id, params string) string {
+		t.Helper()
+		code, body, _ := cb.do(http.MethodPut, "/v2/service_instances/"+id+"?accepts_incomplete=true",
+			fmt.Sprintf(`{"service_id":%q,"plan_id":%q,"organization_guid":"o","space_guid":"s","parameters":%s}`, svc, plan, params))
+		if code != http.StatusAccepted {
+			t.Fatalf("provision %s: %d %s", id, code, body)
+		}
+		return operationOf(body)
+	}
+	read, readWrite, readTransact := map[string]int{"DynamoDB.Query": 1},
+		map[string]int{"DynamoDB.Query": 1, "DynamoDB.PutItem": 1},
+		map[string]int{"DynamoDB.Query": 1, "DynamoDB.TransactWriteItems": 1}
+
+	op := accepted("t1", `{"duration_seconds":60}`)
+	failing := accepted("t2", `{"duration_seconds":1,"fail":true}`)
+	b := cb.broker
+	steps := []struct {
+		name string
+		run  func() error
+		want map[string]int
+	}{
+		{"begin (progress and the driver's record)", func() error { _, err := b.BeginTask(ctx, "t1", op); return err }, readTransact},
+		{"check, not done (progress)", func() error {
+			p, err := b.CheckTask(ctx, "t1", op)
+			if err == nil && p.Done {
+				err = fmt.Errorf("done after no time")
+			}
+			return err
+		}, readWrite},
+		{"check, done (the outcome)", func() error {
+			clock = clock.Add(time.Hour)
+			p, err := b.CheckTask(ctx, "t1", op)
+			if err == nil && !p.Done {
+				err = fmt.Errorf("not done after an hour")
+			}
+			return err
+		}, readTransact},
+		{"finish of a finished operation", func() error { return b.FinishTask(ctx, "t1", op) }, read},
+		{"begin of a change that will fail", func() error { _, err := b.BeginTask(ctx, "t2", failing); return err }, readTransact},
+		{"check that fails", func() error {
+			clock = clock.Add(time.Hour)
+			if _, err := b.CheckTask(ctx, "t2", failing); !errors.As(err, new(*broker.Failure)) {
+				return fmt.Errorf("got %v, want a failure", err)
+			}
+			return nil
+		}, read},
+		{"record_failure (the outcome and the detached record)", func() error {
+			return b.RecordFailure(ctx, "t2", failing, "The provision failed.")
+		}, readTransact},
+	}
+	var report strings.Builder
+	for _, s := range steps {
+		cb.counter.take()
+		if err := s.run(); err != nil {
+			t.Fatalf("%s: %v", s.name, err)
+		}
+		calls := dynamoCalls(cb.counter.take())
+		fmt.Fprintf(&report, "| %s | %s |\n", s.name, format(calls))
+		if !maps.Equal(calls, s.want) {
+			t.Errorf("%s made %s, want %s", s.name, format(calls), format(s.want))
+		}
+	}
+	if lo, body, _ := cb.do(http.MethodGet, "/v2/service_instances/t1/last_operation?operation="+op, ""); lo != 200 || !strings.Contains(body, `"succeeded"`) {
+		t.Errorf("last_operation of t1: %d %s", lo, body)
+	}
+	if lo, body, _ := cb.do(http.MethodGet, "/v2/service_instances/t2/last_operation?operation="+failing, ""); lo != 200 || !strings.Contains(body, `"failed"`) {
+		t.Errorf("last_operation of t2: %d %s", lo, body)
+	}
+	t.Logf("DynamoDB calls per worker Task (moto):\n| task | calls |\n| --- | --- |\n%s", report.String())
 }

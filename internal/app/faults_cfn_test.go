@@ -145,7 +145,7 @@ func (r cfnFaultRun) run(t *testing.T) int {
 	dir := t.TempDir()
 	c := &crasher{k: r.k, after: r.after}
 	a := r.start(t, dir, c)
-	a.Local.Steps.Backoff = time.Millisecond
+	a.Local.Broker.Backoff = time.Millisecond
 	f := &faultFixture{instance: uuid.NewString(), binding: uuid.NewString()}
 	f.service, f.plan = planOf(t, a, "aws-s3-bucket", "standard")
 	if r.lc.setup != nil {

@@ -187,7 +187,7 @@ func TestWorkerHandlerNamesErrorsAsTheWorkflowMatchesThem(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			run := func(context.Context, json.RawMessage) (json.RawMessage, error) { return nil, c.err }
+			run := func(context.Context, steps.Payload) (json.RawMessage, error) { return nil, c.err }
 			h := lambda.NewHandler(app.WorkerHandler(run, logging.New(&apptest.SyncBuffer{}, slog.LevelInfo)))
 			_, err := h.Invoke(context.Background(), []byte(`{"step":"begin","operation_id":"o","instance_id":"i"}`))
 			if err == nil {
@@ -199,12 +199,22 @@ func TestWorkerHandlerNamesErrorsAsTheWorkflowMatchesThem(t *testing.T) {
 		})
 	}
 	t.Run("a step's output passes through", func(t *testing.T) {
-		run := func(context.Context, json.RawMessage) (json.RawMessage, error) {
+		run := func(context.Context, steps.Payload) (json.RawMessage, error) {
 			return json.RawMessage(`{"done":true,"retry_after":0}`), nil
 		}
 		out, err := lambda.NewHandler(app.WorkerHandler(run, slog.Default())).Invoke(context.Background(), []byte(`{}`))
 		if err != nil || string(out) != `{"done":true,"retry_after":0}` {
 			t.Errorf("output %s, error %v", out, err)
+		}
+	})
+	t.Run("a payload that is not JSON is a PermanentError, and run never sees it", func(t *testing.T) {
+		run := func(context.Context, steps.Payload) (json.RawMessage, error) {
+			t.Error("run called")
+			return nil, nil
+		}
+		_, err := lambda.NewHandler(app.WorkerHandler(run, slog.Default())).Invoke(context.Background(), []byte(`[1,2]`))
+		if got := lambdaErrorType(err); got != "PermanentError" {
+			t.Errorf("errorType %s (%v), want PermanentError", got, err)
 		}
 	})
 }

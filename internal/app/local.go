@@ -27,6 +27,7 @@ import (
 	"github.com/serverless-osb/broker/internal/catalog"
 	"github.com/serverless-osb/broker/internal/drivers"
 	"github.com/serverless-osb/broker/internal/engine/local"
+	"github.com/serverless-osb/broker/internal/groupcommit"
 	"github.com/serverless-osb/broker/internal/logging"
 	"github.com/serverless-osb/broker/internal/steps"
 	boltstore "github.com/serverless-osb/broker/internal/store/bolt"
@@ -146,11 +147,13 @@ type Local struct {
 	Engine  *local.Engine
 	Steps   *steps.Steps
 	Handler http.Handler
-	server  *http.Server
-	ln      net.Listener
-	db      *bbolt.DB
-	logger  *slog.Logger
-	done    chan error
+	// Committer makes the commits of the bolt file (store and engine).
+	Committer *groupcommit.Committer
+	server    *http.Server
+	ln        net.Listener
+	db        *bbolt.DB
+	logger    *slog.Logger
+	done      chan error
 	// The reaper's ticker, stopped by Close.
 	stopReaper, reaperDone chan struct{}
 }
@@ -180,9 +183,11 @@ func OpenLocal(ctx context.Context, c LocalConfig, logger *slog.Logger) (*Local,
 }
 
 func build(ctx context.Context, c LocalConfig, cat *catalog.Catalog, db *bbolt.DB, logger *slog.Logger) (*Local, error) {
+	// The store and the engine share the file's commits.
+	commit := groupcommit.New(db)
 	store := c.Store
 	if store == nil {
-		bs, err := boltstore.New(db)
+		bs, err := boltstore.NewShared(commit)
 		if err != nil {
 			return nil, err
 		}
@@ -198,8 +203,11 @@ func build(ctx context.Context, c LocalConfig, cat *catalog.Catalog, db *bbolt.D
 	if c.Wrap != nil && c.Wrap.Driver != nil {
 		set.Wrap(c.Wrap.Driver)
 	}
-	st := steps.New(store, cat, set, logger)
-	eng, err := local.New(local.Options{Dir: c.StateMachines, DB: db, Invoke: st.Handle, Logger: logger, Sleep: c.Sleep})
+	// The engine runs the broker's steps, and the broker starts the
+	// engine's executions.
+	b := broker.New(cat, store, nil, set, logger)
+	st := steps.New(b)
+	eng, err := local.New(local.Options{Dir: c.StateMachines, DB: db, Committer: commit, Invoke: st.Handle, Logger: logger, Sleep: c.Sleep})
 	if err != nil {
 		return nil, err
 	}
@@ -207,9 +215,8 @@ func build(ctx context.Context, c LocalConfig, cat *catalog.Catalog, db *bbolt.D
 	if c.Wrap != nil && c.Wrap.Engine != nil {
 		engine = c.Wrap.Engine(eng)
 	}
-	st.Engine = engine
-	b := broker.New(cat, store, engine, st, logger)
-	l := &Local{Broker: b, Store: store, Engine: eng, Steps: st, db: db, logger: logger,
+	b.Engine = engine
+	l := &Local{Broker: b, Store: store, Engine: eng, Steps: st, Committer: commit, db: db, logger: logger,
 		Handler: api.New(api.Config{Broker: b, Catalog: cat, Credentials: c.Credentials, Logger: logger})}
 	if err := eng.Resume(ctx); err != nil {
 		eng.Close()

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -29,7 +30,7 @@ func provisionBody(service, plan string, params any) map[string]any {
 func TestEveryStepIsIdempotent(t *testing.T) {
 	b := apptest.Start(t, "")
 	service, plan := b.Plan("fake-async-plan")
-	st, store, ctx := b.Local.Steps, b.Local.Store, context.Background()
+	st, br, store, ctx := b.Local.Steps, b.Local.Broker, b.Local.Store, context.Background()
 
 	// twice runs a step twice and fails on any error.
 	twice := func(t *testing.T, name string, f func() error) {
@@ -44,9 +45,9 @@ func TestEveryStepIsIdempotent(t *testing.T) {
 	// retry or a restarted execution would.
 	run := func(t *testing.T, instanceID, opID string) {
 		t.Helper()
-		twice(t, "begin", func() error { _, err := st.Begin(ctx, instanceID, opID); return err })
-		twice(t, "check", func() error { _, err := st.Check(ctx, instanceID, opID); return err })
-		twice(t, "finish", func() error { return st.Finish(ctx, instanceID, opID) })
+		twice(t, "begin", func() error { _, err := br.BeginTask(ctx, instanceID, opID); return err })
+		twice(t, "check", func() error { _, err := br.CheckTask(ctx, instanceID, opID); return err })
+		twice(t, "finish", func() error { return br.FinishTask(ctx, instanceID, opID) })
 	}
 	// accepted creates an operation the way the API does, then stops its
 	// execution so that only this test runs its steps.
@@ -89,8 +90,8 @@ func TestEveryStepIsIdempotent(t *testing.T) {
 
 	op = accepted(t, http.MethodPatch, "/v2/service_instances/idem?accepts_incomplete=true",
 		map[string]any{"service_id": service, "parameters": map[string]any{"duration_seconds": 30, "fail": true}})
-	twice(t, "begin", func() error { _, err := st.Begin(ctx, "idem", op); return err })
-	twice(t, "record failure", func() error { return st.RecordFailure(ctx, "idem", op, "failed on purpose") })
+	twice(t, "begin", func() error { _, err := br.BeginTask(ctx, "idem", op); return err })
+	twice(t, "record failure", func() error { return br.RecordFailure(ctx, "idem", op, "failed on purpose") })
 	failed, _ := store.GetOperation(ctx, "idem", op)
 	if inst, _ := store.GetInstance(ctx, "idem"); failed.State != broker.OperationFailed || inst.State != broker.InstanceReady || inst.Op != "" {
 		t.Fatalf("after a failed update recorded twice: op %+v, instance %+v", failed, inst)
@@ -359,9 +360,9 @@ func TestLogLinesAreWellFormed(t *testing.T) {
 		{name: "an execution that caught nothing ends a plain SUCCEEDED",
 			msg: "execution ended", k: "workflow", v: "operation",
 			want: map[string]any{"status": "SUCCEEDED", "end_state": "Succeeded", "level": "INFO"}, lack: map[string]any{"caught_error": nil}},
-		{name: "a binding's operation names the binding",
+		{name: "a binding's operation names the binding, and the step that finished it",
 			msg: "operation finished", k: "instance_id", v: "async-life",
-			want: map[string]any{"kind": "bind", "binding_id": "b", "step": "finish"}},
+			want: map[string]any{"kind": "bind", "binding_id": "b", "step": "begin"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -454,9 +455,9 @@ func TestASyncProvisionHaltedByADeprovisionIsNotReportedCreated(t *testing.T) {
 	b := apptest.Start(t, "")
 	service, plan := b.Plan("fake-plan")
 	_, p := b.Catalog.PlanByID(plan)
-	base, _, _ := b.Local.Steps.Drivers.For(p)
+	base, _, _ := b.Local.Broker.Drivers.For(p)
 	d := haltingDriver{Driver: base, started: make(chan struct{}), release: make(chan struct{})}
-	b.Local.Steps.Drivers = drivers.Single(b.Catalog, d)
+	b.Local.Broker.Drivers = drivers.Single(b.Catalog, d)
 
 	done := make(chan apptest.Response)
 	go func() {
@@ -486,6 +487,13 @@ func TestTheReaperStopsWhatOutlivesItsPollingDuration(t *testing.T) {
 	r := b.Do(apptest.Request{Method: http.MethodPut, Path: "/v2/service_instances/slow?accepts_incomplete=true",
 		Body: provisionBody(service, plan, map[string]any{"duration_seconds": 3600})})
 	op := r.Str("operation")
+	// The clock moves once the execution waits: its steps read it too.
+	waittest.Until(t, func() error {
+		if h, err := b.Local.Engine.History(context.Background(), op); err != nil || !slices.Contains(h, "Wait") {
+			return fmt.Errorf("execution %s is not waiting yet: %q %v", op, h, err)
+		}
+		return nil
+	})
 	b.Local.Broker.Now = func() time.Time { return time.Now().UTC().Add(3 * time.Hour) }
 	rep, err := b.Local.Broker.Reap(context.Background())
 	if err != nil || rep.TimedOut != 1 {

@@ -69,14 +69,18 @@ func (b *Broker) Bind(ctx context.Context, d BindDetails) (BindResult, error) {
 		b.start(ctx, op)
 		return BindResult{Result: ResultAccepted, Operation: op.ID}, nil
 	}
-	if _, err := b.run(ctx, op); err != nil {
-		return BindResult{}, err
-	}
-	done, err := b.Store.GetBinding(ctx, d.InstanceID, d.BindingID)
+	// The driver needs the instance and its records, which the write
+	// above could not return.
+	snap, err := b.Store.Load(ctx, d.InstanceID, "")
 	if err != nil {
-		return BindResult{}, fmt.Errorf("bind %s/%s: read back: %w", d.InstanceID, d.BindingID, err)
+		return BindResult{}, fmt.Errorf("bind %s/%s: %w", d.InstanceID, d.BindingID, b.abandon(ctx, op, err))
 	}
-	return BindResult{Result: ResultCreated, Credentials: done.Credentials, Endpoints: done.Endpoints}, nil
+	snap.Operation = &op
+	fin, err := b.runSync(ctx, op, snap)
+	if err != nil {
+		return BindResult{}, syncError(op, err)
+	}
+	return BindResult{Result: ResultCreated, Credentials: fin.Binding.Credentials, Endpoints: fin.Binding.Endpoints}, nil
 }
 
 // bindConflict explains why CreateBinding's condition failed.

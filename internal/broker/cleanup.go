@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/serverless-osb/broker/internal/logging"
@@ -132,7 +133,7 @@ func (b *Broker) reapOperation(ctx context.Context, op Operation) reapAction {
 			b.halt(ctx, op.ID, "the operation outlived its maximum polling duration")
 		}
 		description := fmt.Sprintf("The %s did not complete within %s and was stopped; try again.", op.Kind, limit)
-		if err := b.Runner.RecordFailure(ctx, op.InstanceID, op.ID, description); err != nil {
+		if err := b.RecordFailure(ctx, op.InstanceID, op.ID, description); err != nil {
 			b.Logger.ErrorContext(ctx, "reap: record failure", "error", err.Error())
 			return reapNothing
 		}
@@ -196,4 +197,63 @@ func (b *Broker) RetryCleanup(ctx context.Context, id string) (Detached, error) 
 		}
 	}
 	return StartCleanup(ctx, b.Store, b.Engine, d, b.Now())
+}
+
+// CleanupDeleteTask runs the Delete Task of a cleanup: it asks the driver to
+// delete a detached resource.
+func (b *Broker) CleanupDeleteTask(ctx context.Context, id string) (TaskProgress, error) {
+	d, err := b.Store.GetDetached(ctx, id)
+	if errors.Is(err, ErrNotFound) {
+		return TaskProgress{Done: true}, nil // deleted already
+	}
+	if err != nil {
+		return TaskProgress{}, fmt.Errorf("read detached %s: %w", id, err)
+	}
+	driver, _, _, err := b.driverFor(d.PlanID)
+	if err != nil {
+		return TaskProgress{}, err
+	}
+	p, err := driver.Cleanup(ctx, d)
+	if err != nil {
+		var f *Failure
+		if !errors.As(err, &f) {
+			b.Logger.WarnContext(ctx, "transient cleanup error", "error", err.Error())
+		}
+		return TaskProgress{}, err
+	}
+	if p.Done {
+		return TaskProgress{Done: true}, nil
+	}
+	return TaskProgress{RetryAfter: max(1, int(math.Ceil(p.RetryAfter.Seconds())))}, nil
+}
+
+// CleanupDeletedTask removes the record of a resource the driver deleted.
+func (b *Broker) CleanupDeletedTask(ctx context.Context, id string) error {
+	if err := b.Store.DeleteDetached(ctx, id); err != nil {
+		return fmt.Errorf("remove detached %s: %w", id, err)
+	}
+	b.Logger.InfoContext(ctx, "detached resource deleted")
+	return nil
+}
+
+// CleanupGaveUpTask records that a detached resource could not be deleted:
+// it stays listed for an operator.
+func (b *Broker) CleanupGaveUpTask(ctx context.Context, id, description string) error {
+	d, err := b.Store.GetDetached(ctx, id)
+	if errors.Is(err, ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read detached %s: %w", id, err)
+	}
+	failed := d
+	failed.State, failed.Failure, failed.UpdatedAt = DetachedFailed, description, b.Now()
+	if err := b.Store.UpdateDetached(ctx, failed, d.Attempts); err != nil && !errors.Is(err, ErrNotFound) {
+		if isConflict(err) {
+			return nil // another cleanup started meanwhile: it decides
+		}
+		return fmt.Errorf("record failed cleanup of %s: %w", id, err)
+	}
+	b.Logger.ErrorContext(ctx, "cleanup gave up: the resource stays listed for an operator", "resource", d.Name)
+	return nil
 }

@@ -2,7 +2,6 @@ package broker
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/serverless-osb/broker/internal/catalog"
@@ -32,13 +31,14 @@ func (b *Broker) Deprovision(ctx context.Context, d DeprovisionDetails) (Deprovi
 }
 
 func (b *Broker) deprovision(ctx context.Context, d DeprovisionDetails) (DeprovisionResult, error) {
-	inst, err := b.Store.GetInstance(ctx, d.InstanceID)
-	if errors.Is(err, ErrNotFound) {
-		return DeprovisionResult{}, Errorf(CodeGone, "Service instance %s does not exist.", d.InstanceID)
-	}
+	snap, err := b.Store.Load(ctx, d.InstanceID, "")
 	if err != nil {
 		return DeprovisionResult{}, fmt.Errorf("deprovision %s: %w", d.InstanceID, err)
 	}
+	if snap.Instance == nil {
+		return DeprovisionResult{}, Errorf(CodeGone, "Service instance %s does not exist.", d.InstanceID)
+	}
+	inst := *snap.Instance
 	_, plan, err := b.lookup(inst.ServiceID, inst.PlanID)
 	if err != nil {
 		return DeprovisionResult{}, Errorf(CodeUnprocessable,
@@ -105,8 +105,11 @@ func (b *Broker) deprovision(ctx context.Context, d DeprovisionDetails) (Deprovi
 		b.start(ctx, op)
 		return DeprovisionResult{Result: ResultAccepted, Operation: op.ID}, nil
 	}
-	if _, err := b.run(ctx, op); err != nil {
-		return DeprovisionResult{}, err
+	// The lock is conditional on the version read with the bindings, and
+	// every binding operation moves it: the bindings are still these.
+	snap.Instance, snap.Operation = &lock.Instance, &op
+	if _, err := b.runSync(ctx, op, snap); err != nil {
+		return DeprovisionResult{}, syncError(op, err)
 	}
 	return DeprovisionResult{Result: ResultOK}, nil
 }

@@ -67,15 +67,16 @@ func (l LockBinding) Check() error {
 }
 
 // CheckProgress checks an UpdateOperation call: progress of an operation
-// still in progress (finishing goes through FinishOperation).
-func CheckProgress(op Operation) error {
+// still in progress (finishing goes through FinishOperation), and record
+// changes under its instance.
+func CheckProgress(op Operation, records RecordChanges) error {
 	if err := CheckIDs(op.InstanceID, op.ID); err != nil {
 		return err
 	}
 	if op.Finished() {
 		return fmt.Errorf("operation is %s: use FinishOperation to finish it", op.State)
 	}
-	return nil
+	return records.check(op.InstanceID)
 }
 
 // HoldsInstance reports whether the Finish writes the instance.
@@ -108,7 +109,57 @@ func (f Finish) Check() error {
 		return errors.New("DeleteBinding is set but the operation names no binding")
 	}
 	if f.Binding != nil {
-		return CheckIDs(f.Binding.ID)
+		if err := CheckIDs(f.Binding.ID); err != nil {
+			return err
+		}
+	}
+	if len(f.Bindings) > 0 && !f.DeleteInstance {
+		return errors.New("the bindings to delete are set without DeleteInstance")
+	}
+	if err := CheckIDs(f.Bindings...); err != nil {
+		return err
+	}
+	changed := map[string]bool{}
+	for _, r := range f.Records.Save {
+		changed[r.Name] = true
+	}
+	for _, n := range f.Records.Remove {
+		changed[n] = true
+	}
+	for _, d := range f.Detach {
+		if changed[d.Name] {
+			return fmt.Errorf("record %s is both changed and detached", d.Name)
+		}
+		changed[d.Name] = true
+		if d.InstanceID != op.InstanceID {
+			return fmt.Errorf("detached %s is of instance %s, not the operation's %s", d.ID, d.InstanceID, op.InstanceID)
+		}
+		if err := CheckIDs(d.ID, d.Name); err != nil {
+			return err
+		}
+	}
+	return f.Records.check(op.InstanceID)
+}
+
+// check checks record changes under instanceID: valid names, each changed
+// once.
+func (r RecordChanges) check(instanceID string) error {
+	seen := map[string]bool{}
+	names := r.Remove
+	for _, s := range r.Save {
+		if s.InstanceID != instanceID {
+			return fmt.Errorf("record %s is of instance %s, not %s", s.Name, s.InstanceID, instanceID)
+		}
+		names = append(names, s.Name)
+	}
+	for _, n := range names {
+		if err := CheckIDs(n); err != nil {
+			return err
+		}
+		if seen[n] {
+			return fmt.Errorf("record %s is changed twice", n)
+		}
+		seen[n] = true
 	}
 	return nil
 }

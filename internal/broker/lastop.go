@@ -146,7 +146,7 @@ func (b *Broker) repairNow(ctx context.Context, op Operation) (_ Operation, rest
 		description = endedDescription(op.Kind, exec)
 		b.Logger.WarnContext(ctx, "repair: execution ended without a result", "status", string(exec.Status), "error_name", exec.Error)
 	}
-	if err := b.Runner.RecordFailure(ctx, op.InstanceID, op.ID, description); err != nil {
+	if err := b.RecordFailure(ctx, op.InstanceID, op.ID, description); err != nil {
 		b.Logger.ErrorContext(ctx, "repair: record failure", "error", err.Error())
 		return op, false
 	}

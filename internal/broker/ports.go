@@ -74,8 +74,14 @@ type Finish struct {
 	Op Operation
 	// Instance, when set, is stored (condition: it is held by Op).
 	Instance *Instance
-	// DeleteInstance removes the instance and its bindings (condition: held by Op).
+	// DeleteInstance removes the instance and Bindings (condition: held by
+	// Op). Operation records stay (they expire); resource records stay
+	// unless Records removes them.
 	DeleteInstance bool
+	// Bindings are the ids of the instance's bindings, for DeleteInstance:
+	// as the operation loaded them while it held the instance, so that no
+	// binding could be added or removed since.
+	Bindings []string
 	// Binding, when set, is stored (condition: it is held by Op).
 	Binding *Binding
 	// DeleteBinding removes the binding (condition: held by Op).
@@ -89,6 +95,74 @@ type Finish struct {
 	// DeleteInstance: an operation holds either its instance or one binding
 	// (Op.BindingID).
 	ReleaseBinding bool
+	// Records are the driver's record changes, written with the outcome.
+	Records RecordChanges
+	// Detach moves resource records into detached records for the cleanup
+	// workflow: each record (InstanceID, Name) is deleted and the detached
+	// record stored.
+	Detach []Detached
+}
+
+// RecordChanges are changes to a driver's resource records that the broker
+// writes in the same transaction as the operation's progress or outcome,
+// so that the records and the operation never disagree.
+type RecordChanges struct {
+	// Save stores each record (unconditionally).
+	Save []Resource
+	// Remove deletes the records of these names under the operation's
+	// instance; a missing one is not an error.
+	Remove []string
+}
+
+// Empty reports whether there is no change.
+func (r RecordChanges) Empty() bool { return len(r.Save) == 0 && len(r.Remove) == 0 }
+
+// Merge returns r followed by later: a later change to a name wins.
+func (r RecordChanges) Merge(later RecordChanges) RecordChanges {
+	touched := map[string]bool{}
+	for _, s := range later.Save {
+		touched[s.Name] = true
+	}
+	for _, n := range later.Remove {
+		touched[n] = true
+	}
+	var out RecordChanges
+	for _, s := range r.Save {
+		if !touched[s.Name] {
+			out.Save = append(out.Save, s)
+		}
+	}
+	for _, n := range r.Remove {
+		if !touched[n] {
+			out.Remove = append(out.Remove, n)
+		}
+	}
+	out.Save = append(out.Save, later.Save...)
+	out.Remove = append(out.Remove, later.Remove...)
+	return out
+}
+
+// Snapshot is what Load reads in one request: an instance, its bindings
+// and its resource records, and, when asked for, one of its operations.
+type Snapshot struct {
+	// Instance is nil when the instance does not exist.
+	Instance *Instance
+	// Operation is nil when none was asked for or it does not exist.
+	Operation *Operation
+	// Bindings are the instance's bindings, by id.
+	Bindings []Binding
+	// Records are the instance's resource records, by name.
+	Records []Resource
+}
+
+// Binding returns the binding with id, or nil.
+func (s Snapshot) Binding(id string) *Binding {
+	for i := range s.Bindings {
+		if s.Bindings[i].ID == id {
+			return &s.Bindings[i]
+		}
+	}
+	return nil
 }
 
 // Resources is the part of the store a driver may use: its own records,
@@ -114,6 +188,10 @@ type Store interface {
 	GetInstance(ctx context.Context, instanceID string) (Instance, error)
 	GetBinding(ctx context.Context, instanceID, bindingID string) (Binding, error)
 	GetOperation(ctx context.Context, instanceID, operationID string) (Operation, error)
+	// Load reads, in one consistent request, the instance, its bindings, its
+	// resource records and, when operationID is not empty, that operation.
+	// A missing instance or operation is a nil field, not an error.
+	Load(ctx context.Context, instanceID, operationID string) (Snapshot, error)
 	// ListOperations returns the operations recorded under an instance
 	// (including those of its bindings), oldest first.
 	ListOperations(ctx context.Context, instanceID string) ([]Operation, error)
@@ -136,9 +214,9 @@ type Store interface {
 	// expected Version and is held by Holder; its instance is not held. When
 	// Holder is empty the instance's BindingOps is incremented.
 	LockBinding(ctx context.Context, l LockBinding) error
-	// UpdateOperation records progress of an operation. Condition: stored
-	// operation is in progress.
-	UpdateOperation(ctx context.Context, op Operation) error
+	// UpdateOperation records progress of an operation, and the driver's
+	// record changes with it. Condition: stored operation is in progress.
+	UpdateOperation(ctx context.Context, op Operation, records RecordChanges) error
 	// FinishOperation records an outcome; see Finish.
 	FinishOperation(ctx context.Context, f Finish) error
 
@@ -237,6 +315,44 @@ type Change struct {
 	// Settings are Plan's driver settings, as the driver's kind parsed them
 	// from the catalog when the broker started.
 	Settings any
+	// Records are the driver's resource records under the instance, as
+	// they are when the step runs (with the changes of earlier steps of the
+	// same request applied). A driver reads them here rather than from the
+	// store.
+	Records []Resource
+}
+
+// WithRecords returns c with the record changes applied to its Records, as
+// a driver's next call must see them.
+func (c Change) WithRecords(changes RecordChanges) Change {
+	if changes.Empty() {
+		return c
+	}
+	gone := map[string]bool{}
+	for _, n := range changes.Remove {
+		gone[n] = true
+	}
+	for _, s := range changes.Save {
+		gone[s.Name] = true
+	}
+	var records []Resource
+	for _, r := range c.Records {
+		if !gone[r.Name] {
+			records = append(records, r)
+		}
+	}
+	c.Records = append(records, changes.Save...)
+	return c
+}
+
+// Record returns the resource record called name, if the change has it.
+func (c Change) Record(name string) (Resource, bool) {
+	for _, r := range c.Records {
+		if r.Name == name {
+			return r, true
+		}
+	}
+	return Resource{}, false
 }
 
 // Progress is a driver's answer about a change.
@@ -253,6 +369,18 @@ type Progress struct {
 	DashboardURL string
 	Credentials  Credentials
 	Endpoints    []Endpoint
+	// Records are changes to the driver's records that the broker writes
+	// with the step's own write (the operation's progress or its outcome),
+	// so that a record never disagrees with its operation. A driver whose
+	// record must be durable BEFORE it acts on the world (the name of a
+	// stack it is about to create) writes it itself, through Resources.
+	Records RecordChanges
+}
+
+// Drivers gives the driver of a plan and the plan's settings for it
+// (drivers.Set is the one the broker builds from its catalog).
+type Drivers interface {
+	For(plan *catalog.Plan) (driver Driver, settings any, ok bool)
 }
 
 // Driver creates, changes and deletes the real resource behind instances and

@@ -68,14 +68,12 @@ func (b *Broker) Provision(ctx context.Context, d ProvisionDetails) (ProvisionRe
 		b.start(ctx, op)
 		return ProvisionResult{Result: ResultAccepted, Operation: op.ID}, nil
 	}
-	if _, err := b.run(ctx, op); err != nil {
-		return ProvisionResult{}, err
-	}
-	done, err := b.Store.GetInstance(ctx, d.InstanceID)
+	// A new instance has no bindings and no records: nothing to read.
+	fin, err := b.runSync(ctx, op, Snapshot{Instance: &inst, Operation: &op})
 	if err != nil {
-		return ProvisionResult{}, fmt.Errorf("provision %s: read back: %w", d.InstanceID, err)
+		return ProvisionResult{}, syncError(op, err)
 	}
-	return ProvisionResult{Result: ResultCreated, DashboardURL: done.DashboardURL, Metadata: done.Metadata}, nil
+	return ProvisionResult{Result: ResultCreated, DashboardURL: fin.Instance.DashboardURL, Metadata: fin.Instance.Metadata}, nil
 }
 
 // existingInstance answers a provision for an id that is taken: the same

@@ -15,25 +15,13 @@ import (
 	"github.com/serverless-osb/broker/internal/logging"
 )
 
-// Runner runs an operation's steps in-process, for operations that complete
-// within their request, and records failures found by repairs. The steps
-// package implements it; the workflows run the same steps.
-type Runner interface {
-	// RunToEnd begins, checks and finishes op, returning the final record.
-	// A driver's permanent failure is returned as *Failure after it has been
-	// recorded.
-	RunToEnd(ctx context.Context, op Operation) (Operation, error)
-	// RecordFailure finishes op as failed with a description for the user.
-	RecordFailure(ctx context.Context, instanceID, operationID, description string) error
-}
-
 // Broker implements the OSB semantics on top of its ports. One method per
 // OSB endpoint; each documents its route.
 type Broker struct {
 	Catalog *catalog.Catalog
 	Store   Store
 	Engine  Engine
-	Runner  Runner
+	Drivers Drivers
 	Logger  *slog.Logger
 	// Now and NewID are replaceable in tests.
 	Now   func() time.Time
@@ -41,14 +29,18 @@ type Broker struct {
 	// RepairAfter is how long past its promised check an in-progress
 	// operation may go before last_operation asks the engine about it.
 	RepairAfter time.Duration
+	// Backoff is the first pause between tries of a driver call within a
+	// request, after a transient error; it doubles each time.
+	Backoff time.Duration
 }
 
-// New returns a Broker with default clock, ids and repair delay.
-func New(c *catalog.Catalog, s Store, e Engine, r Runner, logger *slog.Logger) *Broker {
-	return &Broker{Catalog: c, Store: s, Engine: e, Runner: r, Logger: logger,
+// New returns a Broker with default clock, ids, repair delay and backoff.
+func New(c *catalog.Catalog, s Store, e Engine, d Drivers, logger *slog.Logger) *Broker {
+	return &Broker{Catalog: c, Store: s, Engine: e, Drivers: d, Logger: logger,
 		Now:         func() time.Time { return time.Now().UTC() },
 		NewID:       func() string { return uuid.Must(uuid.NewV7()).String() },
 		RepairAfter: 30 * time.Second,
+		Backoff:     Backoff,
 	}
 }
 
@@ -78,25 +70,20 @@ func (b *Broker) newOperation(kind OperationKind, instanceID, bindingID, planID 
 	}
 }
 
-// run completes op: in the request when it is synchronous, or by starting
-// its workflow execution.
-func (b *Broker) run(ctx context.Context, op Operation) (Operation, error) {
-	if !op.Async {
-		done, err := b.Runner.RunToEnd(ctx, op)
-		var f *Failure
-		switch {
-		case errors.As(err, &f):
-			return done, &Error{Code: CodeUnprocessable, Description: f.Description,
-				InstanceUsable: f.InstanceUsable, UpdateRepeatable: f.UpdateRepeatable}
-		case err == nil && done.State != OperationSucceeded:
-			// Another operation took over (a deprovision halted this
-			// provision, say): this request did not do what it asked.
-			return done, concurrency("The %s was halted by another operation: %s", op.Kind, done.Description)
-		}
-		return done, err
+// syncError is what a request answers when its synchronous change did not
+// succeed.
+func syncError(op Operation, err error) error {
+	var f *Failure
+	switch {
+	case errors.As(err, &f):
+		return &Error{Code: CodeUnprocessable, Description: f.Description,
+			InstanceUsable: f.InstanceUsable, UpdateRepeatable: f.UpdateRepeatable}
+	case errors.Is(err, ErrTakenOver):
+		// Another operation took over (a deprovision halted this
+		// provision, say): this request did not do what it asked.
+		return concurrency("The %s was halted by another operation.", op.Kind)
 	}
-	b.start(ctx, op)
-	return op, nil
+	return err
 }
 
 // start starts op's workflow. A failed start is logged, not returned: the
@@ -121,7 +108,7 @@ func (b *Broker) halt(ctx context.Context, opID, cause string) {
 // finished marks a copy of op finished in state with description.
 func (b *Broker) finished(op Operation, state OperationState, description string) Operation {
 	now := b.Now()
-	op.State, op.Description = state, description
+	op.State, op.Description, op.RetryAfter = state, description, 0
 	op.UpdatedAt, op.FinishedAt, op.ExpiresAt = now, now, now.Add(Retention)
 	return op
 }

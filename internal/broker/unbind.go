@@ -2,7 +2,6 @@ package broker
 
 import (
 	"context"
-	"errors"
 	"fmt"
 )
 
@@ -31,13 +30,15 @@ func (b *Broker) Unbind(ctx context.Context, d UnbindDetails) (UnbindResult, err
 }
 
 func (b *Broker) unbind(ctx context.Context, d UnbindDetails) (UnbindResult, error) {
-	binding, err := b.Store.GetBinding(ctx, d.InstanceID, d.BindingID)
-	if errors.Is(err, ErrNotFound) {
-		return UnbindResult{}, Errorf(CodeGone, "Service binding %s does not exist.", d.BindingID)
-	}
+	snap, err := b.Store.Load(ctx, d.InstanceID, "")
 	if err != nil {
 		return UnbindResult{}, fmt.Errorf("unbind %s/%s: %w", d.InstanceID, d.BindingID, err)
 	}
+	stored := snap.Binding(d.BindingID)
+	if stored == nil {
+		return UnbindResult{}, Errorf(CodeGone, "Service binding %s does not exist.", d.BindingID)
+	}
+	binding := *stored
 	_, plan, err := b.lookup(binding.ServiceID, binding.PlanID)
 	if err != nil {
 		return UnbindResult{}, Errorf(CodeUnprocessable,
@@ -93,8 +94,9 @@ func (b *Broker) unbind(ctx context.Context, d UnbindDetails) (UnbindResult, err
 		b.start(ctx, op)
 		return UnbindResult{Result: ResultAccepted, Operation: op.ID}, nil
 	}
-	if _, err := b.run(ctx, op); err != nil {
-		return UnbindResult{}, err
+	*stored, snap.Operation = lock.Binding, &op
+	if _, err := b.runSync(ctx, op, snap); err != nil {
+		return UnbindResult{}, syncError(op, err)
 	}
 	return UnbindResult{Result: ResultOK}, nil
 }

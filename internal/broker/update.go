@@ -57,13 +57,14 @@ func retryMoved[R any](attempt func() (R, error), format string, args ...any) (R
 }
 
 func (b *Broker) update(ctx context.Context, d UpdateDetails) (UpdateResult, error) {
-	inst, err := b.Store.GetInstance(ctx, d.InstanceID)
-	if errors.Is(err, ErrNotFound) {
-		return UpdateResult{}, Errorf(CodeNotFound, "Service instance %s does not exist.", d.InstanceID)
-	}
+	snap, err := b.Store.Load(ctx, d.InstanceID, "")
 	if err != nil {
 		return UpdateResult{}, fmt.Errorf("update %s: %w", d.InstanceID, err)
 	}
+	if snap.Instance == nil {
+		return UpdateResult{}, Errorf(CodeNotFound, "Service instance %s does not exist.", d.InstanceID)
+	}
+	inst := *snap.Instance
 	if d.ServiceID != inst.ServiceID {
 		return UpdateResult{}, Errorf(CodeBadRequest,
 			"service_id %q does not match the service of instance %s (%s).", d.ServiceID, inst.ID, inst.ServiceID)
@@ -139,14 +140,12 @@ func (b *Broker) update(ctx context.Context, d UpdateDetails) (UpdateResult, err
 		b.start(ctx, op)
 		return UpdateResult{Result: ResultAccepted, Operation: op.ID}, nil
 	}
-	if _, err := b.run(ctx, op); err != nil {
-		return UpdateResult{}, err
-	}
-	done, err := b.Store.GetInstance(ctx, d.InstanceID)
+	snap.Instance, snap.Operation = &locked, &op
+	fin, err := b.runSync(ctx, op, snap)
 	if err != nil {
-		return UpdateResult{}, fmt.Errorf("update %s: read back: %w", d.InstanceID, err)
+		return UpdateResult{}, syncError(op, err)
 	}
-	return UpdateResult{Result: ResultOK, DashboardURL: done.DashboardURL, Metadata: done.Metadata}, nil
+	return UpdateResult{Result: ResultOK, DashboardURL: fin.Instance.DashboardURL, Metadata: fin.Instance.Metadata}, nil
 }
 
 // updateInProgress answers an update for a held instance: the same update

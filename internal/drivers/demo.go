@@ -20,7 +20,7 @@ func demoKind() Kind {
 			return nil, nil
 		},
 		New: func(_ context.Context, env Env) (broker.Driver, error) {
-			return demo.New(env.Resources), nil
+			return demo.New(), nil
 		},
 	}
 }

@@ -173,14 +173,10 @@ func (d *Driver) Check(ctx context.Context, c broker.Change) (broker.Progress, e
 func (d *Driver) advance(ctx context.Context, c broker.Change, begin bool) (broker.Progress, error) {
 	switch c.Operation.Kind {
 	case broker.KindDeprovision:
-		records, err := d.Resources.ListResources(ctx, c.Instance.ID)
-		if err != nil {
-			return broker.Progress{}, fmt.Errorf("cloudformation: list records of %s: %w", c.Instance.ID, err)
-		}
 		// The instance's stack and any binding stack a platform left: a
 		// deprovision leaves nothing behind.
-		names := make([]string, 0, len(records))
-		for _, r := range records {
+		names := make([]string, 0, len(c.Records))
+		for _, r := range c.Records {
 			names = append(names, r.Name)
 		}
 		return d.deleteStacks(ctx, c, names)
@@ -228,7 +224,7 @@ func (d *Driver) create(ctx context.Context, c broker.Change, s *Settings, name 
 	if binding {
 		t, stackName = s.BindingTemplate, BindingStackName(d.Deployment.StackPrefix, c.Instance.ID, bindingIDOf(c))
 	}
-	rec, found, err := d.get(ctx, c.Instance.ID, name)
+	rec, found, err := d.get(c, name)
 	if err != nil {
 		return broker.Progress{}, err
 	}
@@ -269,7 +265,7 @@ func (d *Driver) create(ctx context.Context, c broker.Change, s *Settings, name 
 	case types.StackStatusCreateComplete, types.StackStatusUpdateComplete:
 		out := outputs(stack)
 		if binding {
-			inst, _, err := d.get(ctx, c.Instance.ID, instanceRecord)
+			inst, _, err := d.get(c, instanceRecord)
 			if err != nil {
 				return broker.Progress{}, err
 			}
@@ -313,7 +309,7 @@ func (d *Driver) startCreate(ctx context.Context, c broker.Change, s *Settings, 
 		in.Parameters = createParameters(merge(t, given, s.Parameters))
 		in.Tags = instanceTags(c, rec.CreatedBy)
 	} else {
-		inst, found, err := d.get(ctx, c.Instance.ID, instanceRecord)
+		inst, found, err := d.get(c, instanceRecord)
 		if err != nil {
 			return err
 		}
@@ -379,7 +375,7 @@ func (d *Driver) creating(ctx context.Context, c broker.Change, stack *types.Sta
 // update changes the instance's stack to the target plan's template and
 // the update's parameters.
 func (d *Driver) update(ctx context.Context, c broker.Change, s *Settings) (broker.Progress, error) {
-	rec, found, err := d.get(ctx, c.Instance.ID, instanceRecord)
+	rec, found, err := d.get(c, instanceRecord)
 	if err != nil {
 		return broker.Progress{}, err
 	}
@@ -546,7 +542,7 @@ func (d *Driver) startedWith(ctx context.Context, stack *types.Stack, tok string
 // sharedCredentials are a binding's credentials when the plan has no
 // binding template: the instance's outputs.
 func (d *Driver) sharedCredentials(ctx context.Context, c broker.Change) (broker.Progress, error) {
-	inst, found, err := d.get(ctx, c.Instance.ID, instanceRecord)
+	inst, found, err := d.get(c, instanceRecord)
 	if err != nil {
 		return broker.Progress{}, err
 	}
@@ -561,7 +557,7 @@ func (d *Driver) sharedCredentials(ctx context.Context, c broker.Change) (broker
 func (d *Driver) deleteStacks(ctx context.Context, c broker.Change, names []string) (broker.Progress, error) {
 	var remaining, busy, left int
 	for _, name := range names {
-		rec, found, err := d.get(ctx, c.Instance.ID, name)
+		rec, found, err := d.get(c, name)
 		if err != nil {
 			return broker.Progress{}, err
 		}
@@ -779,17 +775,17 @@ func inProgress(s types.StackStatus) bool {
 
 func inProgressResource(s types.ResourceStatus) bool { return inProgress(types.StackStatus(s)) }
 
-func (d *Driver) get(ctx context.Context, instanceID, name string) (record, bool, error) {
-	r, err := d.Resources.GetResource(ctx, instanceID, name)
-	if errors.Is(err, broker.ErrNotFound) {
+// get reads a record as the change has it: as the broker loaded it for
+// the step. Every call reads a record before it writes it (put, which
+// writes at once: a stack's name is durable before the stack is asked for).
+func (d *Driver) get(c broker.Change, name string) (record, bool, error) {
+	r, ok := c.Record(name)
+	if !ok {
 		return record{}, false, nil
-	}
-	if err != nil {
-		return record{}, false, fmt.Errorf("cloudformation: read record %s of %s: %w", name, instanceID, err)
 	}
 	var rec record
 	if err := json.Unmarshal(r.Data, &rec); err != nil {
-		return record{}, false, fmt.Errorf("cloudformation: decode record %s of %s: %w", name, instanceID, err)
+		return record{}, false, fmt.Errorf("cloudformation: decode record %s of %s: %w", name, c.Instance.ID, err)
 	}
 	return rec, true, nil
 }

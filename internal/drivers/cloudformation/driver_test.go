@@ -104,12 +104,12 @@ func (h *harness) bindingStack() string  { return BindingStackName("osb", instan
 func (h *harness) provisioned() broker.Change {
 	h.t.Helper()
 	c := h.change(broker.KindProvision, "op-provision")
-	if _, err := h.driver.Begin(h.ctx, c); err != nil {
+	if _, err := h.driver.Begin(h.ctx, h.fresh(c)); err != nil {
 		h.t.Fatal(err)
 	}
 	h.cfn.outputs(h.instanceStack(), "BucketName", "bucket-1", "BucketArn", "arn:aws:s3:::bucket-1", "DashboardUrl", "https://console.example/bucket-1")
 	h.cfn.set(h.instanceStack(), types.StackStatusCreateComplete, "")
-	if p, err := h.driver.Check(h.ctx, c); err != nil || !p.Done {
+	if p, err := h.driver.Check(h.ctx, h.fresh(c)); err != nil || !p.Done {
 		h.t.Fatalf("provision check: %+v %v", p, err)
 	}
 	return c
@@ -117,11 +117,23 @@ func (h *harness) provisioned() broker.Change {
 
 func (h *harness) record(name string) (record, bool) {
 	h.t.Helper()
-	rec, found, err := h.driver.get(h.ctx, instanceID, name)
+	rec, found, err := h.driver.get(h.fresh(h.change(broker.KindProvision, "")), name)
 	if err != nil {
 		h.t.Fatal(err)
 	}
 	return rec, found
+}
+
+// fresh is c with the instance's records as they are stored, as the broker
+// hands a change to its driver.
+func (h *harness) fresh(c broker.Change) broker.Change {
+	h.t.Helper()
+	records, err := h.store.ListResources(h.ctx, c.Instance.ID)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	c.Records = records
+	return c
 }
 
 func failureOf(t *testing.T, err error) *broker.Failure {
@@ -158,14 +170,14 @@ func TestProvision(t *testing.T) {
 		h := newHarness(t, false)
 		h.cfn.failNext("CreateStack", apiErr("Throttling", "Rate exceeded"))
 		c := h.change(broker.KindProvision, "op-1")
-		if _, err := h.driver.Begin(h.ctx, c); err == nil {
+		if _, err := h.driver.Begin(h.ctx, h.fresh(c)); err == nil {
 			t.Fatal("a throttled CreateStack must fail the Begin")
 		}
 		rec, found := h.record(instanceRecord)
 		if !found || rec.StackName != h.instanceStack() || rec.Started || rec.CreatedBy != "op-1" {
 			t.Fatalf("record before the stack: %+v %v", rec, found)
 		}
-		p, err := h.driver.Begin(h.ctx, c)
+		p, err := h.driver.Begin(h.ctx, h.fresh(c))
 		if err != nil || p.Done || p.RetryAfter != 5*time.Second || p.Description != "Creating: 0 of 5 resources done." {
 			t.Fatalf("begin: %+v %v", p, err)
 		}
@@ -190,14 +202,14 @@ func TestProvision(t *testing.T) {
 	t.Run("while CloudFormation works, Check says how many resources are done", func(t *testing.T) {
 		h := newHarness(t, false)
 		c := h.change(broker.KindProvision, "op-1")
-		if _, err := h.driver.Begin(h.ctx, c); err != nil {
+		if _, err := h.driver.Begin(h.ctx, h.fresh(c)); err != nil {
 			t.Fatal(err)
 		}
 		for _, r := range []string{"Bucket", "BucketPolicy", "Queue"} {
 			h.cfn.resource(h.instanceStack(), r, "AWS::S3::Bucket", types.ResourceStatusCreateComplete, "")
 		}
 		h.cfn.resource(h.instanceStack(), "Topic", "AWS::SNS::Topic", types.ResourceStatusCreateInProgress, "")
-		p, err := h.driver.Check(h.ctx, c)
+		p, err := h.driver.Check(h.ctx, h.fresh(c))
 		if err != nil || p.Done || p.Description != "Creating: 3 of 5 resources done." || p.RetryAfter != 5*time.Second {
 			t.Fatalf("check: %+v %v", p, err)
 		}
@@ -206,7 +218,7 @@ func TestProvision(t *testing.T) {
 	t.Run("once created, the dashboard URL is reported and the outputs are kept for the bindings", func(t *testing.T) {
 		h := newHarness(t, false)
 		c := h.provisioned()
-		p, err := h.driver.Check(h.ctx, c)
+		p, err := h.driver.Check(h.ctx, h.fresh(c))
 		if err != nil || !p.Done || p.DashboardURL != "https://console.example/bucket-1" {
 			t.Fatalf("check again: %+v %v", p, err)
 		}
@@ -220,13 +232,13 @@ func TestProvision(t *testing.T) {
 		h := newHarness(t, false)
 		c := h.change(broker.KindProvision, "op-1")
 		h.store.failPut = 2 // the record goes in, CreateStack goes through, the record of it does not
-		if _, err := h.driver.Begin(h.ctx, c); err == nil {
+		if _, err := h.driver.Begin(h.ctx, h.fresh(c)); err == nil {
 			t.Fatal("Begin did not fail with the store")
 		}
 		if rec, _ := h.record(instanceRecord); rec.Started || h.cfn.live() != 1 {
 			t.Fatalf("the test needs a stack made and not recorded: %+v", rec)
 		}
-		p, err := h.driver.Begin(h.ctx, c)
+		p, err := h.driver.Begin(h.ctx, h.fresh(c))
 		if err != nil || p.Done {
 			t.Fatalf("retried begin: %+v %v", p, err)
 		}
@@ -242,7 +254,7 @@ func TestProvision(t *testing.T) {
 		h := newHarness(t, false)
 		h.cfn.add(h.instanceStack(), types.StackStatusDeleteFailed,
 			types.Tag{Key: aws.String(TagOperationID), Value: aws.String("op-of-an-earlier-instance")})
-		_, err := h.driver.Begin(h.ctx, h.change(broker.KindProvision, "op-1"))
+		_, err := h.driver.Begin(h.ctx, h.fresh(h.change(broker.KindProvision, "op-1")))
 		f := failureOf(t, err)
 		if !strings.Contains(f.Description, "was not made by this operation") || !strings.Contains(f.Description, h.instanceStack()) {
 			t.Errorf("description %q", f.Description)
@@ -252,7 +264,7 @@ func TestProvision(t *testing.T) {
 	t.Run("a failed creation reports the first resource's reason, not the cancellations after it", func(t *testing.T) {
 		h := newHarness(t, false)
 		c := h.change(broker.KindProvision, "op-1")
-		if _, err := h.driver.Begin(h.ctx, c); err != nil {
+		if _, err := h.driver.Begin(h.ctx, h.fresh(c)); err != nil {
 			t.Fatal(err)
 		}
 		s := h.instanceStack()
@@ -263,12 +275,12 @@ func TestProvision(t *testing.T) {
 		h.cfn.set(s, types.StackStatusRollbackInProgress, "The following resource(s) failed to create: [Bucket, Queue]. Rollback requested by user.")
 		h.cfn.resource(s, "Queue", "AWS::SQS::Queue", types.ResourceStatusDeleteComplete, "")
 		h.cfn.set(s, types.StackStatusRollbackComplete, "")
-		_, err := h.driver.Check(h.ctx, c)
+		_, err := h.driver.Check(h.ctx, h.fresh(c))
 		f := failureOf(t, err)
 		if want := `The S3 Bucket "Bucket" could not be created: my-bucket already exists.`; f.Description != want {
 			t.Errorf("description %q, want %q", f.Description, want)
 		}
-		if left, _ := h.driver.Leftovers(h.ctx, c); len(left) != 1 || left[0] != instanceRecord {
+		if left, _ := h.driver.Leftovers(h.ctx, h.fresh(c)); len(left) != 1 || left[0] != instanceRecord {
 			t.Errorf("leftovers %v", left)
 		}
 	})
@@ -276,9 +288,9 @@ func TestProvision(t *testing.T) {
 	t.Run("a rollback in progress already fails the provision", func(t *testing.T) {
 		h := newHarness(t, false)
 		c := h.change(broker.KindProvision, "op-1")
-		h.driver.Begin(h.ctx, c)
+		h.driver.Begin(h.ctx, h.fresh(c))
 		h.cfn.set(h.instanceStack(), types.StackStatusRollbackInProgress, "The following resource(s) failed to create: [Bucket].")
-		f := failureOf(t, func() error { _, err := h.driver.Check(h.ctx, c); return err }())
+		f := failureOf(t, func() error { _, err := h.driver.Check(h.ctx, h.fresh(c)); return err }())
 		if !strings.Contains(f.Description, "failed to create: [Bucket]") {
 			t.Errorf("description %q", f.Description)
 		}
@@ -287,7 +299,7 @@ func TestProvision(t *testing.T) {
 	t.Run("parameter values CloudFormation refuses fail the provision with its message", func(t *testing.T) {
 		h := newHarness(t, false)
 		h.cfn.failNext("CreateStack", apiErr("ValidationError", "Parameter 'Versioning' must be one of AllowedValues"))
-		_, err := h.driver.Begin(h.ctx, h.change(broker.KindProvision, "op-1"))
+		_, err := h.driver.Begin(h.ctx, h.fresh(h.change(broker.KindProvision, "op-1")))
 		if f := failureOf(t, err); f.Description != "CloudFormation refused to create the stack: Parameter 'Versioning' must be one of AllowedValues." {
 			t.Errorf("description %q", f.Description)
 		}
@@ -296,7 +308,7 @@ func TestProvision(t *testing.T) {
 	t.Run("a template that needs a capability fails the provision, for the platform team to fix", func(t *testing.T) {
 		h := newHarness(t, false)
 		h.cfn.failNext("CreateStack", apiErr("InsufficientCapabilitiesException", "Requires capabilities : [CAPABILITY_FOO]"))
-		_, err := h.driver.Begin(h.ctx, h.change(broker.KindProvision, "op-1"))
+		_, err := h.driver.Begin(h.ctx, h.fresh(h.change(broker.KindProvision, "op-1")))
 		if f := failureOf(t, err); !strings.Contains(f.Description, "platform team must change the template") {
 			t.Errorf("description %q", f.Description)
 		}
@@ -305,7 +317,7 @@ func TestProvision(t *testing.T) {
 	t.Run("access denied fails the provision, for the operator to fix, without AWS's message", func(t *testing.T) {
 		h := newHarness(t, false)
 		h.cfn.failNext("CreateStack", apiErr("AccessDenied", "User: arn:aws:sts::123456789012:assumed-role/worker is not authorized"))
-		_, err := h.driver.Begin(h.ctx, h.change(broker.KindProvision, "op-1"))
+		_, err := h.driver.Begin(h.ctx, h.fresh(h.change(broker.KindProvision, "op-1")))
 		f := failureOf(t, err)
 		if !strings.Contains(f.Description, "platform operator") || strings.Contains(f.Description, "123456789012") {
 			t.Errorf("description %q", f.Description)
@@ -316,7 +328,7 @@ func TestProvision(t *testing.T) {
 		h := newHarness(t, false)
 		c := h.change(broker.KindProvision, "op-1")
 		c.Instance.Parameters = json.RawMessage(`{"Subnets":["subnet-1,subnet-2"]}`)
-		_, err := h.driver.Begin(h.ctx, c)
+		_, err := h.driver.Begin(h.ctx, h.fresh(c))
 		f := failureOf(t, err)
 		if !strings.Contains(f.Description, "Subnets") || strings.Contains(f.Description, "subnet-1") {
 			t.Errorf("description %q", f.Description)
@@ -341,16 +353,16 @@ func TestTransientErrors(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHarness(t, false)
 			c := h.change(broker.KindProvision, "op-1")
-			if _, err := h.driver.Begin(h.ctx, c); err != nil {
+			if _, err := h.driver.Begin(h.ctx, h.fresh(c)); err != nil {
 				t.Fatal(err)
 			}
 			h.cfn.failNext("DescribeStacks", tc.err)
-			_, err := h.driver.Check(h.ctx, c)
+			_, err := h.driver.Check(h.ctx, h.fresh(c))
 			var f *broker.Failure
 			if err == nil || errors.As(err, &f) {
 				t.Fatalf("check: %v, want a transient error", err)
 			}
-			if p, err := h.driver.Check(h.ctx, c); err != nil || p.Done {
+			if p, err := h.driver.Check(h.ctx, h.fresh(c)); err != nil || p.Done {
 				t.Fatalf("the next check: %+v %v", p, err)
 			}
 		})
@@ -368,7 +380,7 @@ func TestUpdate(t *testing.T) {
 		h := newHarness(t, false)
 		h.provisioned()
 		c := update(h)
-		p, err := h.driver.Begin(h.ctx, c)
+		p, err := h.driver.Begin(h.ctx, h.fresh(c))
 		if err != nil || p.Done {
 			t.Fatalf("begin: %+v %v", p, err)
 		}
@@ -394,14 +406,14 @@ func TestUpdate(t *testing.T) {
 		h := newHarness(t, false)
 		h.provisioned()
 		c := update(h)
-		h.driver.Begin(h.ctx, c)
+		h.driver.Begin(h.ctx, h.fresh(c))
 		h.cfn.resource(h.instanceStack(), "Bucket", "AWS::S3::Bucket", types.ResourceStatusUpdateInProgress, "")
-		if p, err := h.driver.Check(h.ctx, c); err != nil || p.Done || p.Description != "Updating: changing Bucket." {
+		if p, err := h.driver.Check(h.ctx, h.fresh(c)); err != nil || p.Done || p.Description != "Updating: changing Bucket." {
 			t.Fatalf("check: %+v %v", p, err)
 		}
 		h.cfn.outputs(h.instanceStack(), "BucketName", "bucket-1", "DashboardUrl", "https://console.example/new")
 		h.cfn.set(h.instanceStack(), types.StackStatusUpdateComplete, "")
-		if p, err := h.driver.Check(h.ctx, c); err != nil || !p.Done || p.DashboardURL != "https://console.example/new" {
+		if p, err := h.driver.Check(h.ctx, h.fresh(c)); err != nil || !p.Done || p.DashboardURL != "https://console.example/new" {
 			t.Fatalf("check: %+v %v", p, err)
 		}
 	})
@@ -411,11 +423,11 @@ func TestUpdate(t *testing.T) {
 		h.provisioned()
 		h.cfn.noUpdates = true
 		c := update(h)
-		p, err := h.driver.Begin(h.ctx, c)
+		p, err := h.driver.Begin(h.ctx, h.fresh(c))
 		if err != nil || !p.Done || p.DashboardURL != "https://console.example/bucket-1" {
 			t.Fatalf("begin: %+v %v", p, err)
 		}
-		if p, err := h.driver.Check(h.ctx, c); err != nil || !p.Done {
+		if p, err := h.driver.Check(h.ctx, h.fresh(c)); err != nil || !p.Done {
 			t.Fatalf("check: %+v %v", p, err)
 		}
 	})
@@ -427,14 +439,14 @@ func TestUpdate(t *testing.T) {
 		// An earlier failure, before this update began, is not this update's.
 		h.cfn.resource(s, "Queue", "AWS::SQS::Queue", types.ResourceStatusUpdateFailed, "an old failure")
 		c := update(h)
-		h.driver.Begin(h.ctx, c)
+		h.driver.Begin(h.ctx, h.fresh(c))
 		h.cfn.resource(s, "Bucket", "AWS::S3::Bucket", types.ResourceStatusUpdateFailed, "Versioning cannot be suspended on this bucket")
 		h.cfn.set(s, types.StackStatusUpdateRollbackInProgress, "The following resource(s) failed to update: [Bucket].")
-		if p, err := h.driver.Check(h.ctx, c); err != nil || p.Done || !strings.Contains(p.Description, "rolling the stack back") {
+		if p, err := h.driver.Check(h.ctx, h.fresh(c)); err != nil || p.Done || !strings.Contains(p.Description, "rolling the stack back") {
 			t.Fatalf("check while rolling back: %+v %v", p, err)
 		}
 		h.cfn.set(s, types.StackStatusUpdateRollbackComplete, "")
-		_, err := h.driver.Check(h.ctx, c)
+		_, err := h.driver.Check(h.ctx, h.fresh(c))
 		f := failureOf(t, err)
 		if f.InstanceUsable == nil || !*f.InstanceUsable || f.UpdateRepeatable == nil || !*f.UpdateRepeatable {
 			t.Errorf("flags usable %v repeatable %v", f.InstanceUsable, f.UpdateRepeatable)
@@ -443,7 +455,7 @@ func TestUpdate(t *testing.T) {
 		if f.Description != want {
 			t.Errorf("description %q, want %q", f.Description, want)
 		}
-		if left, _ := h.driver.Leftovers(h.ctx, c); len(left) != 0 {
+		if left, _ := h.driver.Leftovers(h.ctx, h.fresh(c)); len(left) != 0 {
 			t.Errorf("an update leaves %v", left)
 		}
 	})
@@ -453,12 +465,12 @@ func TestUpdate(t *testing.T) {
 		h.provisioned()
 		h.cfn.set(h.instanceStack(), types.StackStatusUpdateCompleteCleanupInProgress, "")
 		c := update(h)
-		p, err := h.driver.Begin(h.ctx, c)
+		p, err := h.driver.Begin(h.ctx, h.fresh(c))
 		if err != nil || p.Done || h.cfn.count("UpdateStack") != 0 {
 			t.Fatalf("begin: %+v %v, %d UpdateStack calls", p, err, h.cfn.count("UpdateStack"))
 		}
 		h.cfn.set(h.instanceStack(), types.StackStatusUpdateComplete, "")
-		if p, err := h.driver.Check(h.ctx, c); err != nil || p.Done || h.cfn.count("UpdateStack") != 1 {
+		if p, err := h.driver.Check(h.ctx, h.fresh(c)); err != nil || p.Done || h.cfn.count("UpdateStack") != 1 {
 			t.Fatalf("check: %+v %v", p, err)
 		}
 	})
@@ -468,11 +480,11 @@ func TestUpdate(t *testing.T) {
 		h.provisioned()
 		c := update(h)
 		h.store.failPut = 2 // the update's record goes in, UpdateStack goes through, the record of it does not
-		if _, err := h.driver.Begin(h.ctx, c); err == nil {
+		if _, err := h.driver.Begin(h.ctx, h.fresh(c)); err == nil {
 			t.Fatal("Begin did not fail with the store")
 		}
 		// The stack is UPDATE_IN_PROGRESS, with this token on its event.
-		p, err := h.driver.Check(h.ctx, c)
+		p, err := h.driver.Check(h.ctx, h.fresh(c))
 		if err != nil || p.Done || h.cfn.count("UpdateStack") != 1 {
 			t.Fatalf("check: %+v %v, %d UpdateStack calls", p, err, h.cfn.count("UpdateStack"))
 		}
@@ -486,11 +498,11 @@ func TestUpdate(t *testing.T) {
 		h.provisioned()
 		c := update(h)
 		h.cfn.failNext("UpdateStack", apiErr("ValidationError", "Stack:x is in UPDATE_IN_PROGRESS state and can not be updated."))
-		p, err := h.driver.Begin(h.ctx, c)
+		p, err := h.driver.Begin(h.ctx, h.fresh(c))
 		if err != nil || p.Done || !strings.Contains(p.Description, "Waiting") {
 			t.Fatalf("begin: %+v %v", p, err)
 		}
-		if p, err := h.driver.Check(h.ctx, c); err != nil || p.Done || h.cfn.count("UpdateStack") != 2 {
+		if p, err := h.driver.Check(h.ctx, h.fresh(c)); err != nil || p.Done || h.cfn.count("UpdateStack") != 2 {
 			t.Fatalf("check: %+v %v", p, err)
 		}
 	})
@@ -501,7 +513,7 @@ func TestBind(t *testing.T) {
 		h := newHarness(t, true)
 		h.provisioned()
 		c := h.change(broker.KindBind, "op-bind")
-		p, err := h.driver.Begin(h.ctx, c)
+		p, err := h.driver.Begin(h.ctx, h.fresh(c))
 		if err != nil || p.Done || p.Description != "Creating: 0 of 2 resources done." {
 			t.Fatalf("begin: %+v %v", p, err)
 		}
@@ -521,10 +533,10 @@ func TestBind(t *testing.T) {
 		h := newHarness(t, true)
 		h.provisioned()
 		c := h.change(broker.KindBind, "op-bind")
-		h.driver.Begin(h.ctx, c)
+		h.driver.Begin(h.ctx, h.fresh(c))
 		h.cfn.outputs(h.bindingStack(), "AccessKeyId", "AKIAEXAMPLE", "SecretAccessKey", secret, "BucketName", "from-the-binding")
 		h.cfn.set(h.bindingStack(), types.StackStatusCreateComplete, "")
-		p, err := h.driver.Check(h.ctx, c)
+		p, err := h.driver.Check(h.ctx, h.fresh(c))
 		if err != nil || !p.Done {
 			t.Fatalf("check: %+v %v", p, err)
 		}
@@ -549,7 +561,7 @@ func TestBind(t *testing.T) {
 		h := newHarness(t, false)
 		h.provisioned()
 		c := h.change(broker.KindBind, "op-bind")
-		p, err := h.driver.Begin(h.ctx, c)
+		p, err := h.driver.Begin(h.ctx, h.fresh(c))
 		if err != nil || !p.Done || p.Credentials["bucket_name"] != "bucket-1" || p.Credentials["bucket_arn"] != "arn:aws:s3:::bucket-1" || len(p.Credentials) != 2 {
 			t.Fatalf("begin: %+v %v", p, err)
 		}
@@ -564,7 +576,7 @@ func TestBind(t *testing.T) {
 	t.Run("a failed bind leaves its stack's record", func(t *testing.T) {
 		h := newHarness(t, true)
 		c := h.change(broker.KindBind, "op-bind")
-		if left, _ := h.driver.Leftovers(h.ctx, c); len(left) != 1 || left[0] != bindingRecord(bindingID) {
+		if left, _ := h.driver.Leftovers(h.ctx, h.fresh(c)); len(left) != 1 || left[0] != bindingRecord(bindingID) {
 			t.Errorf("leftovers %v", left)
 		}
 	})
@@ -573,10 +585,10 @@ func TestBind(t *testing.T) {
 		h := newHarness(t, true)
 		h.provisioned()
 		update := h.change(broker.KindUpdate, "op-update")
-		h.driver.Begin(h.ctx, update)
+		h.driver.Begin(h.ctx, h.fresh(update))
 		h.cfn.set(h.instanceStack(), types.StackStatusUpdateRollbackComplete, "")
-		failureOf(t, func() error { _, err := h.driver.Check(h.ctx, update); return err }())
-		if _, err := h.driver.Begin(h.ctx, h.change(broker.KindBind, "op-bind")); err != nil {
+		failureOf(t, func() error { _, err := h.driver.Check(h.ctx, h.fresh(update)); return err }())
+		if _, err := h.driver.Begin(h.ctx, h.fresh(h.change(broker.KindBind, "op-bind"))); err != nil {
 			t.Fatal(err)
 		}
 		if got := params(h.cfn.get(h.bindingStack()).create.Parameters); got["BucketName"] != "bucket-1" {
@@ -586,8 +598,8 @@ func TestBind(t *testing.T) {
 
 	t.Run("an instance whose creation never completed cannot be bound", func(t *testing.T) {
 		h := newHarness(t, true)
-		h.driver.Begin(h.ctx, h.change(broker.KindProvision, "op-provision"))
-		_, err := h.driver.Begin(h.ctx, h.change(broker.KindBind, "op-bind"))
+		h.driver.Begin(h.ctx, h.fresh(h.change(broker.KindProvision, "op-provision")))
+		_, err := h.driver.Begin(h.ctx, h.fresh(h.change(broker.KindBind, "op-bind")))
 		failureOf(t, err)
 	})
 
@@ -595,15 +607,15 @@ func TestBind(t *testing.T) {
 		h := newHarness(t, true)
 		h.provisioned()
 		bind := h.change(broker.KindBind, "op-bind")
-		h.driver.Begin(h.ctx, bind)
+		h.driver.Begin(h.ctx, h.fresh(bind))
 		h.cfn.set(h.bindingStack(), types.StackStatusCreateComplete, "")
 		unbind := h.change(broker.KindUnbind, "op-unbind")
-		p, err := h.driver.Begin(h.ctx, unbind)
+		p, err := h.driver.Begin(h.ctx, h.fresh(unbind))
 		if err != nil || p.Done {
 			t.Fatalf("begin: %+v %v", p, err)
 		}
 		h.cfn.set(h.bindingStack(), types.StackStatusDeleteComplete, "")
-		if p, err := h.driver.Check(h.ctx, unbind); err != nil || !p.Done {
+		if p, err := h.driver.Check(h.ctx, h.fresh(unbind)); err != nil || !p.Done {
 			t.Fatalf("check: %+v %v", p, err)
 		}
 		if _, found := h.record(bindingRecord(bindingID)); found {
@@ -612,7 +624,7 @@ func TestBind(t *testing.T) {
 		if _, found := h.record(instanceRecord); !found {
 			t.Error("the instance's record went too")
 		}
-		if p, err := h.driver.Check(h.ctx, unbind); err != nil || !p.Done {
+		if p, err := h.driver.Check(h.ctx, h.fresh(unbind)); err != nil || !p.Done {
 			t.Fatalf("check again: %+v %v", p, err)
 		}
 	})
@@ -631,7 +643,7 @@ func TestDeprovision(t *testing.T) {
 		h := newHarness(t, false)
 		h.provisioned()
 		c := h.change(broker.KindDeprovision, "op-deprovision")
-		p, err := h.driver.Begin(h.ctx, c)
+		p, err := h.driver.Begin(h.ctx, h.fresh(c))
 		if err != nil || p.Done {
 			t.Fatalf("begin: %+v %v", p, err)
 		}
@@ -640,11 +652,11 @@ func TestDeprovision(t *testing.T) {
 			t.Fatalf("DeleteStack calls %d", len(st.deletes))
 		}
 		h.cfn.resource(h.instanceStack(), "Bucket", "AWS::S3::Bucket", types.ResourceStatusDeleteInProgress, "")
-		if p, err := h.driver.Check(h.ctx, c); err != nil || p.Done || p.Description != "Deleting: 1 resource left." {
+		if p, err := h.driver.Check(h.ctx, h.fresh(c)); err != nil || p.Done || p.Description != "Deleting: 1 resource left." {
 			t.Fatalf("check: %+v %v", p, err)
 		}
 		h.cfn.set(h.instanceStack(), types.StackStatusDeleteComplete, "")
-		if p, err := h.driver.Check(h.ctx, c); err != nil || !p.Done {
+		if p, err := h.driver.Check(h.ctx, h.fresh(c)); err != nil || !p.Done {
 			t.Fatalf("check: %+v %v", p, err)
 		}
 		if _, found := h.record(instanceRecord); found {
@@ -657,13 +669,13 @@ func TestDeprovision(t *testing.T) {
 		h.provisioned()
 		s := h.instanceStack()
 		c := h.change(broker.KindDeprovision, "op-deprovision")
-		if _, err := h.driver.Begin(h.ctx, c); err != nil {
+		if _, err := h.driver.Begin(h.ctx, h.fresh(c)); err != nil {
 			t.Fatal(err)
 		}
 		for try := 1; try <= 3; try++ {
 			h.cfn.resource(s, "Bucket", "AWS::S3::Bucket", types.ResourceStatusDeleteFailed, "The bucket you tried to delete is not empty")
 			h.cfn.set(s, types.StackStatusDeleteFailed, "The following resource(s) failed to delete: [Bucket].")
-			p, err := h.driver.Check(h.ctx, c)
+			p, err := h.driver.Check(h.ctx, h.fresh(c))
 			if try < 3 {
 				if err != nil || p.Done {
 					t.Fatalf("check after failure %d: %+v %v", try, p, err)
@@ -695,40 +707,40 @@ func TestDeprovision(t *testing.T) {
 	t.Run("binding stacks a platform left are deleted too", func(t *testing.T) {
 		h := newHarness(t, true)
 		h.provisioned()
-		h.driver.Begin(h.ctx, h.change(broker.KindBind, "op-bind"))
+		h.driver.Begin(h.ctx, h.fresh(h.change(broker.KindBind, "op-bind")))
 		h.cfn.set(h.bindingStack(), types.StackStatusCreateComplete, "")
 		c := h.change(broker.KindDeprovision, "op-deprovision")
-		h.driver.Begin(h.ctx, c)
+		h.driver.Begin(h.ctx, h.fresh(c))
 		if len(h.cfn.get(h.bindingStack()).deletes) != 1 || len(h.cfn.get(h.instanceStack()).deletes) != 1 {
 			t.Fatal("both stacks must be deleted")
 		}
 		h.cfn.set(h.instanceStack(), types.StackStatusDeleteComplete, "")
-		if p, _ := h.driver.Check(h.ctx, c); p.Done {
+		if p, _ := h.driver.Check(h.ctx, h.fresh(c)); p.Done {
 			t.Fatal("done while the binding's stack is still there")
 		}
 		h.cfn.set(h.bindingStack(), types.StackStatusDeleteComplete, "")
-		if p, err := h.driver.Check(h.ctx, c); err != nil || !p.Done {
+		if p, err := h.driver.Check(h.ctx, h.fresh(c)); err != nil || !p.Done {
 			t.Fatalf("check: %+v %v", p, err)
 		}
 	})
 
 	t.Run("a deprovision waits for a creation in progress before deleting", func(t *testing.T) {
 		h := newHarness(t, false)
-		h.driver.Begin(h.ctx, h.change(broker.KindProvision, "op-provision"))
+		h.driver.Begin(h.ctx, h.fresh(h.change(broker.KindProvision, "op-provision")))
 		c := h.change(broker.KindDeprovision, "op-deprovision")
-		p, err := h.driver.Begin(h.ctx, c)
+		p, err := h.driver.Begin(h.ctx, h.fresh(c))
 		if err != nil || p.Done || h.cfn.count("DeleteStack") != 0 || !strings.Contains(p.Description, "Waiting") {
 			t.Fatalf("begin: %+v %v", p, err)
 		}
 		h.cfn.set(h.instanceStack(), types.StackStatusCreateComplete, "")
-		if _, err := h.driver.Check(h.ctx, c); err != nil || h.cfn.count("DeleteStack") != 1 {
+		if _, err := h.driver.Check(h.ctx, h.fresh(c)); err != nil || h.cfn.count("DeleteStack") != 1 {
 			t.Fatalf("check: %v, %d DeleteStack calls", err, h.cfn.count("DeleteStack"))
 		}
 	})
 
 	t.Run("with nothing on record a deprovision is done at once", func(t *testing.T) {
 		h := newHarness(t, false)
-		if p, err := h.driver.Begin(h.ctx, h.change(broker.KindDeprovision, "op-deprovision")); err != nil || !p.Done {
+		if p, err := h.driver.Begin(h.ctx, h.fresh(h.change(broker.KindDeprovision, "op-deprovision"))); err != nil || !p.Done {
 			t.Fatalf("begin: %+v %v", p, err)
 		}
 	})
@@ -737,7 +749,7 @@ func TestDeprovision(t *testing.T) {
 		h := newHarness(t, false)
 		h.provisioned()
 		h.cfn.set(h.instanceStack(), types.StackStatusDeleteComplete, "")
-		if p, err := h.driver.Begin(h.ctx, h.change(broker.KindDeprovision, "op-deprovision")); err != nil || !p.Done || h.cfn.count("DeleteStack") != 0 {
+		if p, err := h.driver.Begin(h.ctx, h.fresh(h.change(broker.KindDeprovision, "op-deprovision"))); err != nil || !p.Done || h.cfn.count("DeleteStack") != 0 {
 			t.Fatalf("begin: %+v %v", p, err)
 		}
 	})
@@ -792,7 +804,7 @@ func TestCleanup(t *testing.T) {
 	t.Run("a stack never created is done at once", func(t *testing.T) {
 		h := newHarness(t, false)
 		h.cfn.failNext("CreateStack", apiErr("ValidationError", "Template format error"))
-		h.driver.Begin(h.ctx, h.change(broker.KindProvision, "op-provision"))
+		h.driver.Begin(h.ctx, h.fresh(h.change(broker.KindProvision, "op-provision")))
 		if p, err := h.driver.Cleanup(h.ctx, detached(h)); err != nil || !p.Done {
 			t.Fatalf("cleanup: %+v %v", p, err)
 		}

@@ -176,23 +176,32 @@ func TestServicesInMoto(t *testing.T) {
 	})
 }
 
-// run drives a change to its end as the workflow does, without the waits.
+// run drives a change to its end as the workflow does, without the waits,
+// handing the driver its records as stored at each step, as the broker does.
 func run(t *testing.T, d *Driver, c broker.Change) broker.Progress {
 	t.Helper()
 	ctx := context.Background()
-	p, err := d.Begin(ctx, c)
+	fresh := func() broker.Change {
+		records, err := d.Resources.ListResources(ctx, c.Instance.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Records = records
+		return c
+	}
+	p, err := d.Begin(ctx, fresh())
 	for i := 0; err == nil && !p.Done; i++ {
 		if i == 20 {
 			t.Fatalf("%s: not done after %d checks: %s", c.Operation.Kind, i, p.Description)
 		}
 		time.Sleep(10 * time.Millisecond)
-		p, err = d.Check(ctx, c)
+		p, err = d.Check(ctx, fresh())
 	}
 	if err != nil {
 		t.Fatalf("%s: %v", c.Operation.Kind, err)
 	}
 	// Once done, Check says so again (the broker's Finish step asks).
-	if again, err := d.Check(ctx, c); err != nil || !again.Done {
+	if again, err := d.Check(ctx, fresh()); err != nil || !again.Done {
 		t.Fatalf("%s: check after done: %+v %v", c.Operation.Kind, again, err)
 	}
 	return p

@@ -22,18 +22,18 @@ const (
 	Port = 5432
 )
 
-// Driver is the demo driver. It keeps its records among the broker's
-// resource records.
+// Driver is the demo driver. Its records are its resource: it reads them
+// from the change and hands its changes to the broker, which writes them
+// with the operation's progress or outcome.
 type Driver struct {
-	Store broker.Resources
-	Now   func() time.Time
+	Now func() time.Time
 }
 
 var _ broker.Driver = (*Driver)(nil)
 
-// New returns a demo driver on store.
-func New(store broker.Resources) *Driver {
-	return &Driver{Store: store, Now: func() time.Time { return time.Now().UTC() }}
+// New returns a demo driver.
+func New() *Driver {
+	return &Driver{Now: func() time.Time { return time.Now().UTC() }}
 }
 
 // Parameters are the demo plans' parameters (see catalog.yaml's schemas).
@@ -95,12 +95,12 @@ func (d *Driver) Cleanup(context.Context, broker.Detached) (broker.Progress, err
 // done, or fails at once for a synchronous change asked to fail.
 func (d *Driver) Begin(ctx context.Context, c broker.Change) (broker.Progress, error) {
 	name := recordName(c)
-	rec, found, err := d.get(ctx, c.Instance.ID, name)
+	rec, found, err := get(c, name)
 	if err != nil {
 		return broker.Progress{}, err
 	}
 	if found && rec.Op == c.Operation.ID {
-		return d.progress(ctx, c, rec, name) // begun before: idempotent
+		return d.progress(c, rec, name, broker.RecordChanges{}) // begun before: idempotent
 	}
 	params, err := parameters(c)
 	if err != nil {
@@ -129,16 +129,13 @@ func (d *Driver) Begin(ctx context.Context, c broker.Change) (broker.Progress, e
 		}
 		next.Username, next.Password = rec.Username, rec.Password
 	}
-	if err := d.put(ctx, c.Instance.ID, name, next); err != nil {
-		return broker.Progress{}, err
-	}
-	return d.progress(ctx, c, next, name)
+	return d.progress(c, next, name, broker.RecordChanges{Save: []broker.Resource{d.resource(c, name, next)}})
 }
 
 // Check reports how the change is going and, once done, its results.
 func (d *Driver) Check(ctx context.Context, c broker.Change) (broker.Progress, error) {
 	name := recordName(c)
-	rec, found, err := d.get(ctx, c.Instance.ID, name)
+	rec, found, err := get(c, name)
 	if err != nil {
 		return broker.Progress{}, err
 	}
@@ -148,7 +145,7 @@ func (d *Driver) Check(ctx context.Context, c broker.Change) (broker.Progress, e
 		return broker.Progress{Done: true}, nil
 	case !found && c.Operation.Kind == broker.KindUpdate:
 		// Applied by an earlier check, which then removed the pending record.
-		applied, ok, err := d.get(ctx, c.Instance.ID, instanceRecord)
+		applied, ok, err := get(c, instanceRecord)
 		if err != nil {
 			return broker.Progress{}, err
 		}
@@ -165,49 +162,38 @@ func (d *Driver) Check(ctx context.Context, c broker.Change) (broker.Progress, e
 	case rec.Op != c.Operation.ID:
 		return broker.Progress{}, &broker.Failure{Description: "The demo resource was changed by another operation."}
 	}
-	return d.progress(ctx, c, rec, name)
+	return d.progress(c, rec, name, broker.RecordChanges{})
 }
 
-func (d *Driver) progress(ctx context.Context, c broker.Change, rec record, name string) (broker.Progress, error) {
+// progress says how far the change that rec records is; changes are the
+// record changes made so far, which a finished change replaces with its own.
+func (d *Driver) progress(c broker.Change, rec record, name string, changes broker.RecordChanges) (broker.Progress, error) {
 	if wait := rec.ReadyAt.Sub(d.Now()); wait > 0 {
-		return broker.Progress{RetryAfter: wait}, nil
+		return broker.Progress{RetryAfter: wait, Records: changes}, nil
 	}
 	if rec.Fail != "" {
 		return broker.Progress{}, &broker.Failure{Description: rec.Fail}
 	}
-	p := broker.Progress{Done: true}
+	p := broker.Progress{Done: true, Records: changes}
 	switch c.Operation.Kind {
 	case broker.KindDeprovision:
 		// The instance's bindings go with it (a platform deletes them first,
 		// but a deprovision must leave nothing behind either way).
-		records, err := d.Store.ListResources(ctx, c.Instance.ID)
-		if err != nil {
-			return broker.Progress{}, fmt.Errorf("demo: list records of %s: %w", c.Instance.ID, err)
-		}
-		for _, r := range records {
-			if err := d.Store.DeleteResource(ctx, c.Instance.ID, r.Name); err != nil {
-				return broker.Progress{}, fmt.Errorf("demo: delete %s of %s: %w", r.Name, c.Instance.ID, err)
-			}
+		p.Records = broker.RecordChanges{}
+		for _, r := range c.Records {
+			p.Records.Remove = append(p.Records.Remove, r.Name)
 		}
 	case broker.KindUnbind:
-		if err := d.Store.DeleteResource(ctx, c.Instance.ID, name); err != nil {
-			return broker.Progress{}, fmt.Errorf("demo: delete %s of %s: %w", name, c.Instance.ID, err)
-		}
+		p.Records = broker.RecordChanges{Remove: []string{name}}
 	case broker.KindUpdate:
-		// Apply the change to the instance's record, then drop the pending
-		// one; a check that runs again after a crash in between does the
-		// same again.
-		applied, _, err := d.get(ctx, c.Instance.ID, instanceRecord)
+		// Apply the change to the instance's record and drop the pending
+		// one, in the same write as the update's outcome.
+		applied, _, err := get(c, instanceRecord)
 		if err != nil {
 			return broker.Progress{}, err
 		}
 		applied.Op, applied.Kind, applied.ReadyAt, applied.Fail = rec.Op, rec.Kind, rec.ReadyAt, ""
-		if err := d.put(ctx, c.Instance.ID, instanceRecord, applied); err != nil {
-			return broker.Progress{}, err
-		}
-		if err := d.Store.DeleteResource(ctx, c.Instance.ID, updateRecord); err != nil {
-			return broker.Progress{}, fmt.Errorf("demo: delete %s of %s: %w", updateRecord, c.Instance.ID, err)
-		}
+		p.Records = broker.RecordChanges{Save: []broker.Resource{d.resource(c, instanceRecord, applied)}, Remove: []string{updateRecord}}
 		p.DashboardURL = dashboard(c.Instance.ID)
 	case broker.KindProvision:
 		p.DashboardURL = dashboard(c.Instance.ID)
@@ -255,26 +241,20 @@ func parameters(c broker.Change) (Parameters, error) {
 
 func dashboard(instanceID string) string { return "https://" + Host + "/instances/" + instanceID }
 
-func (d *Driver) get(ctx context.Context, instanceID, name string) (record, bool, error) {
-	r, err := d.Store.GetResource(ctx, instanceID, name)
-	if errors.Is(err, broker.ErrNotFound) {
+// get decodes the record called name from the change.
+func get(c broker.Change, name string) (record, bool, error) {
+	r, ok := c.Record(name)
+	if !ok {
 		return record{}, false, nil
-	}
-	if err != nil {
-		return record{}, false, fmt.Errorf("demo: read %s of %s: %w", name, instanceID, err)
 	}
 	var rec record
 	if err := json.Unmarshal(r.Data, &rec); err != nil {
-		return record{}, false, fmt.Errorf("demo: decode %s of %s: %w", name, instanceID, err)
+		return record{}, false, fmt.Errorf("demo: decode %s of %s: %w", name, c.Instance.ID, err)
 	}
 	return rec, true, nil
 }
 
-func (d *Driver) put(ctx context.Context, instanceID, name string, rec record) error {
+func (d *Driver) resource(c broker.Change, name string, rec record) broker.Resource {
 	data, _ := json.Marshal(rec)
-	err := d.Store.PutResource(ctx, broker.Resource{InstanceID: instanceID, Name: name, Data: data, UpdatedAt: d.Now()})
-	if err != nil {
-		return fmt.Errorf("demo: write %s of %s: %w", name, instanceID, err)
-	}
-	return nil
+	return broker.Resource{InstanceID: c.Instance.ID, Name: name, Data: data, UpdatedAt: d.Now()}
 }

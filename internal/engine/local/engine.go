@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"go.etcd.io/bbolt"
 
 	"github.com/serverless-osb/broker/internal/broker"
+	"github.com/serverless-osb/broker/internal/groupcommit"
 )
 
 // Invoker is the worker: it is called for every Task state with the
@@ -36,6 +38,10 @@ type Options struct {
 	// DB keeps executions, in bucket "executions". The engine does not
 	// close it.
 	DB *bbolt.DB
+	// Committer, when set, is DB's committer shared with the file's other
+	// writers (the bolt store): the engine's writes then ride their
+	// commits. Default: the engine's own.
+	Committer *groupcommit.Committer
 	// Invoke is the worker called by Task states.
 	Invoke Invoker
 	// Logger receives one line per execution event; never a payload.
@@ -66,11 +72,22 @@ var (
 
 var bucketExecutions = []byte("executions")
 
-// Engine runs executions, each in its own goroutine, and records each
-// transition in bbolt. It is safe for concurrent use.
+// Engine runs executions, each in its own goroutine. It is safe for
+// concurrent use.
+//
+// What it stores is a cache of what the broker's durable records imply: an
+// execution's record (its state, the input of that state, its history) is
+// kept in memory while this process runs it, and written to bbolt with the
+// next commit of the file, whoever makes it (groupcommit.Later), so the
+// engine adds no fsync of its own. A crash may lose the last transitions,
+// or an execution whose start was never written: Resume then runs an
+// execution again from an earlier state (every Task is idempotent), and the
+// broker starts again, under the same name, an operation's execution that
+// is missing (Broker.Recover, the reaper). Close writes everything.
 type Engine struct {
 	defs   map[broker.Workflow]*Definition
 	db     *bbolt.DB
+	commit *groupcommit.Committer
 	invoke Invoker
 	log    *slog.Logger
 	now    func() time.Time
@@ -83,6 +100,15 @@ type Engine struct {
 	mu     sync.Mutex
 	closed bool
 	runs   map[string]context.CancelCauseFunc // running executions by name
+	// live are the records of the executions this process runs, and of
+	// those that ended here and are not written yet, by name.
+	live map[string]*record
+	// dirty are the names whose live record is newer than the stored one,
+	// with the generation of their last change; flushing says a write of
+	// them waits for the next commit.
+	dirty    map[string]uint64
+	gen      uint64
+	flushing bool
 }
 
 var _ broker.Engine = (*Engine)(nil)
@@ -116,9 +142,16 @@ func New(opts Options) (*Engine, error) {
 	}); err != nil {
 		return nil, fmt.Errorf("local engine: create bucket: %w", err)
 	}
+	commit := opts.Committer
+	if commit == nil {
+		commit = groupcommit.New(opts.DB)
+	}
 	e := &Engine{
 		defs:   defs,
 		db:     opts.DB,
+		commit: commit,
+		live:   map[string]*record{},
+		dirty:  map[string]uint64{},
 		invoke: opts.Invoke,
 		log:    opts.Logger,
 		now:    opts.Now,
@@ -190,20 +223,108 @@ func (r *record) execution() broker.Execution {
 // errEnded makes an update give up: the execution is no longer running.
 var errEnded = errors.New("execution has ended")
 
-// update applies change to a stored execution in one transaction; change
-// may return an error to write nothing.
+// update applies change to a stored execution that this process does not
+// run, in one durable transaction; change may return an error to write
+// nothing.
 func (e *Engine) update(name string, change func(r *record) error) error {
-	return e.db.Update(func(tx *bbolt.Tx) error {
+	return e.commit.Update(func(tx *bbolt.Tx) error {
 		b := tx.Bucket(bucketExecutions)
 		r, err := getRecord(b, name)
-		if err != nil {
-			return err
+		if err == nil {
+			err = change(&r)
 		}
-		if err := change(&r); err != nil {
-			return err
+		if err != nil {
+			return groupcommit.Reject(err)
 		}
 		return putRecord(b, r)
 	})
+}
+
+// change applies fn to the live record of an execution this process runs,
+// to be written with the next commit; fn may return an error to change
+// nothing.
+func (e *Engine) change(name string, fn func(r *record) error) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	r := e.live[name]
+	if r == nil {
+		return broker.ErrExecutionNotFound
+	}
+	next := *r
+	next.History = slices.Clone(r.History)
+	if err := fn(&next); err != nil {
+		return err
+	}
+	e.setLocked(&next)
+	return nil
+}
+
+// setLocked makes r the live record of its execution and schedules its
+// write with the next commit; e.mu is held.
+func (e *Engine) setLocked(r *record) {
+	e.live[r.Name] = r
+	e.gen++
+	e.dirty[r.Name] = e.gen
+	e.scheduleLocked()
+}
+
+// scheduleLocked has the dirty records written with the next commit, once;
+// e.mu is held.
+func (e *Engine) scheduleLocked() {
+	if e.flushing {
+		return
+	}
+	e.flushing = true
+	type written struct {
+		name string
+		gen  uint64
+	}
+	var batch []written
+	e.commit.Later(func(tx *bbolt.Tx) error {
+		e.mu.Lock()
+		var records []record
+		batch = batch[:0]
+		for name, gen := range e.dirty {
+			if r := e.live[name]; r != nil {
+				records = append(records, *r)
+				batch = append(batch, written{name, gen})
+			}
+		}
+		e.flushing = false
+		e.mu.Unlock()
+		b := tx.Bucket(bucketExecutions)
+		for _, r := range records {
+			if err := putRecord(b, r); err != nil {
+				return err
+			}
+		}
+		return nil
+	}, func(err error) {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		if err != nil {
+			e.log.Error("cannot record executions; they are written with the next commit", "error", err.Error())
+			e.scheduleLocked()
+			return
+		}
+		for _, w := range batch {
+			if e.dirty[w.name] == w.gen {
+				delete(e.dirty, w.name)
+				e.forgetLocked(w.name)
+			}
+		}
+	})
+}
+
+// forgetLocked drops the live record of an execution that ended and is
+// written; e.mu is held.
+func (e *Engine) forgetLocked(name string) {
+	r := e.live[name]
+	_, dirty := e.dirty[name]
+	_, running := e.runs[name]
+	if r != nil && r.Status != broker.ExecutionRunning && !dirty && !running {
+		delete(e.live, name)
+	}
 }
 
 func getRecord(b *bbolt.Bucket, name string) (record, error) {
@@ -266,28 +387,26 @@ func (e *Engine) Start(ctx context.Context, workflow broker.Workflow, name strin
 	if e.closed {
 		return ErrClosed
 	}
-	created := false
-	err = e.db.Update(func(tx *bbolt.Tx) error {
-		b := tx.Bucket(bucketExecutions)
-		old, err := getRecord(b, name)
+	old, ok := e.live[name]
+	if !ok {
+		stored, err := e.stored(name)
 		switch {
 		case errors.Is(err, broker.ErrExecutionNotFound):
-			created = true
-			return putRecord(b, rec)
 		case err != nil:
-			return err
-		case old.Workflow != workflow || !bytes.Equal(old.Input, canonical):
-			return broker.ErrExecutionExists
+			return fmt.Errorf("start %s: %w", name, err)
+		default:
+			old, ok = &stored, true
+		}
+	}
+	if ok {
+		if old.Workflow != workflow || !bytes.Equal(old.Input, canonical) {
+			return fmt.Errorf("start %s: %w", name, broker.ErrExecutionExists)
 		}
 		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("start %s: %w", name, err)
 	}
-	if created {
-		e.log.InfoContext(ctx, "execution started", "execution", name, "workflow", string(workflow))
-		e.spawnLocked(def, rec)
-	}
+	e.setLocked(&rec)
+	e.log.InfoContext(ctx, "execution started", "execution", name, "workflow", string(workflow))
+	e.spawnLocked(def, rec)
 	return nil
 }
 
@@ -329,7 +448,19 @@ func (e *Engine) History(ctx context.Context, name string) ([]string, error) {
 	return r.History, nil
 }
 
+// get returns the live record of an execution, or else the stored one.
 func (e *Engine) get(name string) (record, error) {
+	e.mu.Lock()
+	r, ok := e.live[name]
+	e.mu.Unlock()
+	if ok {
+		return *r, nil
+	}
+	return e.stored(name)
+}
+
+// stored returns the stored record of an execution.
+func (e *Engine) stored(name string) (record, error) {
 	var r record
 	err := e.db.View(func(tx *bbolt.Tx) error {
 		var err error
@@ -350,7 +481,7 @@ func (e *Engine) Stop(ctx context.Context, name, cause string) error {
 		return err
 	}
 	stopped := false
-	err := e.update(name, func(r *record) error {
+	abort := func(r *record) error {
 		if r.Status != broker.ExecutionRunning {
 			return errEnded
 		}
@@ -358,7 +489,13 @@ func (e *Engine) Stop(ctx context.Context, name, cause string) error {
 		r.State, r.StateInput, r.StateEnteredAt = "", nil, time.Time{}
 		stopped = true
 		return nil
-	})
+	}
+	// A live execution is stopped in memory (written with the next commit);
+	// one stored by an earlier process, at once.
+	err := e.change(name, abort)
+	if errors.Is(err, broker.ErrExecutionNotFound) {
+		err = e.update(name, abort)
+	}
 	switch {
 	case errors.Is(err, errEnded):
 		return nil
@@ -387,11 +524,6 @@ func (e *Engine) Resume(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.closed {
-		return ErrClosed
-	}
 	var running []record
 	err := e.db.View(func(tx *bbolt.Tx) error {
 		return tx.Bucket(bucketExecutions).ForEach(func(k, v []byte) error {
@@ -408,6 +540,11 @@ func (e *Engine) Resume(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("resume: %w", err)
 	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return ErrClosed
+	}
 	var errs []error
 	for _, r := range running {
 		def := e.defs[r.Workflow]
@@ -415,24 +552,29 @@ func (e *Engine) Resume(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("resume %s: %w: %q", r.Name, ErrUnknownWorkflow, r.Workflow))
 			continue
 		}
-		if _, ok := e.runs[r.Name]; ok {
+		if _, ok := e.live[r.Name]; ok {
 			continue
 		}
 		e.log.InfoContext(ctx, "execution resumed", "execution", r.Name, "workflow", string(r.Workflow), "state", r.State)
+		e.live[r.Name] = &r
 		e.spawnLocked(def, r)
 	}
 	return errors.Join(errs...)
 }
 
 // Close stops every execution goroutine and waits for them, and for the
-// worker calls they made, to return. Running executions stay RUNNING in the
-// database, for Resume in the next process.
+// worker calls they made, to return, then writes every execution as it is.
+// Running executions stay RUNNING in the database, for Resume in the next
+// process.
 func (e *Engine) Close() error {
 	e.mu.Lock()
 	e.closed = true
 	e.cancel(errClosing)
 	e.mu.Unlock()
 	e.wg.Wait()
+	if err := e.commit.Flush(); err != nil {
+		return fmt.Errorf("local engine: write executions: %w", err)
+	}
 	return nil
 }
 
@@ -446,6 +588,7 @@ func (e *Engine) spawnLocked(def *Definition, r record) {
 		defer func() {
 			e.mu.Lock()
 			delete(e.runs, r.Name)
+			e.forgetLocked(r.Name)
 			e.mu.Unlock()
 			cancel(nil)
 		}()

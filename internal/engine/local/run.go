@@ -38,8 +38,8 @@ type stepResult struct {
 }
 
 // execute runs an execution from the state recorded in r until it ends or
-// ctx is cancelled. Each transition is written only if the execution is
-// still RUNNING in the database, so nothing is written after Stop.
+// ctx is cancelled. Each transition is made only if the execution is still
+// RUNNING in its live record, so nothing is recorded after Stop.
 func (e *Engine) execute(ctx context.Context, def *Definition, r record) {
 	x := &execution{
 		e:        e,
@@ -112,7 +112,7 @@ func (x *execution) transition(next string, input any, at time.Time) bool {
 		x.end(broker.ExecutionFailed, nil, errorRuntime, "state output cannot be encoded: "+err.Error())
 		return false
 	}
-	err = x.e.update(x.name, func(r *record) error {
+	err = x.e.change(x.name, func(r *record) error {
 		if r.Status != broker.ExecutionRunning {
 			return errEnded
 		}
@@ -147,7 +147,7 @@ func (x *execution) end(status broker.ExecutionStatus, output any, errName, caus
 			status, errName, cause = broker.ExecutionFailed, errorRuntime, "output cannot be encoded: "+err.Error()
 		}
 	}
-	err := x.e.update(x.name, func(r *record) error {
+	err := x.e.change(x.name, func(r *record) error {
 		if r.Status != broker.ExecutionRunning {
 			return errEnded
 		}

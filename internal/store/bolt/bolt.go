@@ -23,6 +23,7 @@ import (
 	bolterrors "go.etcd.io/bbolt/errors"
 
 	"github.com/serverless-osb/broker/internal/broker"
+	"github.com/serverless-osb/broker/internal/groupcommit"
 	"github.com/serverless-osb/broker/internal/store/item"
 )
 
@@ -43,6 +44,8 @@ var ErrLocked = errors.New("store file is locked by another process")
 // Store is the bbolt Store.
 type Store struct {
 	db *bbolt.DB
+	// commit shares commits among concurrent writers (see groupcommit).
+	commit *groupcommit.Committer
 	// owned is set when Open created db: Close closes it then, and only then.
 	owned bool
 }
@@ -73,9 +76,14 @@ func Open(path string) (*Store, error) {
 	return s, nil
 }
 
-// New returns a Store on a DB that its caller opened and closes, such as one
-// shared with the local workflow engine. It creates the store's buckets.
-func New(db *bbolt.DB) (*Store, error) {
+// New returns a Store on a DB that its caller opened and closes. It creates
+// the store's buckets.
+func New(db *bbolt.DB) (*Store, error) { return NewShared(groupcommit.New(db)) }
+
+// NewShared returns a Store whose writes go through c, shared with the other
+// writers of c's DB (the local workflow engine), so that they share commits.
+func NewShared(c *groupcommit.Committer) (*Store, error) {
+	db := c.DB()
 	err := db.Update(func(tx *bbolt.Tx) error {
 		for _, name := range []string{itemsBucket, inProgressBucket} {
 			if _, err := tx.CreateBucketIfNotExists([]byte(name)); err != nil {
@@ -87,7 +95,7 @@ func New(db *bbolt.DB) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open store %s: create buckets: %w", db.Path(), err)
 	}
-	return &Store{db: db}, nil
+	return &Store{db: db, commit: c}, nil
 }
 
 // Close closes the file when Open opened it; a DB passed to New is left to
@@ -151,13 +159,23 @@ func (s *Store) view(ctx context.Context, fn func(tx) error) error {
 	return s.db.View(func(t *bbolt.Tx) error { return fn(buckets(t)) })
 }
 
-// update runs fn in one read-write transaction; an error from fn (a failed
-// condition included) rolls back everything fn wrote.
+// update runs fn in one read-write transaction, which concurrent writers
+// share (see groupcommit); an error from fn rolls back everything fn wrote.
+// Every fn checks its conditions before it writes anything, so a failed
+// condition (a *broker.ConflictError, or broker.ErrNotFound) leaves the
+// others of its group to commit.
 func (s *Store) update(ctx context.Context, fn func(tx) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	return s.db.Update(func(t *bbolt.Tx) error { return fn(buckets(t)) })
+	return s.commit.Update(func(t *bbolt.Tx) error {
+		err := fn(buckets(t))
+		var c *broker.ConflictError
+		if errors.As(err, &c) || errors.Is(err, broker.ErrNotFound) {
+			return groupcommit.Reject(err)
+		}
+		return err
+	})
 }
 
 func buckets(t *bbolt.Tx) tx {

@@ -57,6 +57,45 @@ func (s *Store) GetOperation(ctx context.Context, instanceID, operationID string
 	return *op, nil
 }
 
+// Load reads the instance, its bindings and resource records and, when
+// operationID is set, that operation, in one read transaction.
+func (s *Store) Load(ctx context.Context, instanceID, operationID string) (broker.Snapshot, error) {
+	var snap broker.Snapshot
+	err := broker.CheckIDs(instanceID)
+	if err == nil && operationID != "" {
+		err = broker.CheckIDs(operationID)
+	}
+	if err == nil {
+		err = s.view(ctx, func(t tx) error {
+			var err error
+			if snap.Instance, err = t.instance(instanceID); err != nil {
+				return err
+			}
+			if operationID != "" {
+				if snap.Operation, err = t.operation(instanceID, operationID); err != nil {
+					return err
+				}
+			}
+			if snap.Bindings, err = scan[broker.Binding](t.items, pk(instanceID)+"b#"); err != nil {
+				return err
+			}
+			snap.Records, err = scan[broker.Resource](t.items, pk(instanceID)+"r#")
+			return err
+		})
+		// As DynamoDB's decoding leaves them: none is nil.
+		if len(snap.Bindings) == 0 {
+			snap.Bindings = nil
+		}
+		if len(snap.Records) == 0 {
+			snap.Records = nil
+		}
+	}
+	if err != nil {
+		return broker.Snapshot{}, fmt.Errorf("load %s: %w", instanceID, err)
+	}
+	return snap, nil
+}
+
 // ListOperations returns the operations under an instance, its bindings'
 // included, oldest first (CreatedAt, then ID). An instance with none, or
 // unknown, has an empty list.
@@ -155,9 +194,9 @@ func (s *Store) LockInstance(ctx context.Context, l broker.LockInstance) error {
 }
 
 // CreateBinding stores a new binding and its bind operation, and counts one
-// more binding operation on the instance. Only BindingOps changes on the
-// instance: its Version and UpdatedAt stay, since a bind does not change
-// the instance and must not make a concurrent update's version stale.
+// more binding operation on the instance, whose Version moves with it: a
+// request that read the instance with its bindings and locks it at that
+// version knows the bindings have not changed since.
 // Condition: the instance exists, is ready and not held, and there is no
 // binding with that id; else *broker.ConflictError{Instance, Binding}, each
 // as stored or nil when missing.
@@ -177,6 +216,7 @@ func (s *Store) CreateBinding(ctx context.Context, b broker.Binding, op broker.O
 				return &broker.ConflictError{Instance: inst, Binding: cur}
 			}
 			inst.BindingOps++
+			inst.Version++
 			if err := t.putInstance(*inst); err != nil {
 				return err
 			}
@@ -195,8 +235,8 @@ func (s *Store) CreateBinding(ctx context.Context, b broker.Binding, op broker.O
 // LockBinding starts an unbind. Condition: the binding exists, at l.Version,
 // held by l.Holder, and its instance exists and is not held; else
 // *broker.ConflictError{Instance, Binding}. When l.Holder is empty the
-// instance counts one more binding operation; otherwise the halted bind's
-// count passes to the unbind.
+// instance counts one more binding operation (and its Version moves);
+// otherwise the halted bind's count passes to the unbind.
 func (s *Store) LockBinding(ctx context.Context, l broker.LockBinding) error {
 	err := l.Check()
 	if err == nil {
@@ -214,6 +254,7 @@ func (s *Store) LockBinding(ctx context.Context, l broker.LockBinding) error {
 			}
 			if l.Holder == "" {
 				inst.BindingOps++
+				inst.Version++
 				if err := t.putInstance(*inst); err != nil {
 					return err
 				}
@@ -235,8 +276,8 @@ func (s *Store) LockBinding(ctx context.Context, l broker.LockBinding) error {
 // with a nil Operation when there is none (as DynamoDB reports it, and as
 // FinishOperation does). op itself must be in progress: finishing goes
 // through FinishOperation, which releases what the operation held.
-func (s *Store) UpdateOperation(ctx context.Context, op broker.Operation) error {
-	err := broker.CheckProgress(op)
+func (s *Store) UpdateOperation(ctx context.Context, op broker.Operation, records broker.RecordChanges) error {
+	err := broker.CheckProgress(op, records)
 	if err == nil {
 		err = s.update(ctx, func(t tx) error {
 			cur, err := t.operation(op.InstanceID, op.ID)
@@ -246,7 +287,10 @@ func (s *Store) UpdateOperation(ctx context.Context, op broker.Operation) error 
 			if cur == nil || cur.Finished() {
 				return &broker.ConflictError{Operation: cur}
 			}
-			return t.putOperation(op)
+			if err := t.putOperation(op); err != nil {
+				return err
+			}
+			return t.changeRecords(op.InstanceID, records)
 		})
 	}
 	if err != nil {
@@ -264,9 +308,12 @@ func (s *Store) UpdateOperation(ctx context.Context, op broker.Operation) error 
 // (nil when missing). An operation already finished is therefore reported as
 // a conflict carrying its outcome, which callers treat as done.
 //
-// DeleteInstance deletes the instance and its bindings; operations and
-// driver resources stay. ReleaseBinding decrements the instance's
-// BindingOps, never below zero, and does nothing when the instance is gone.
+// DeleteInstance deletes the instance and all its bindings (f.Bindings, and
+// any other: the transaction sees them all); operations and driver
+// resources stay, unless f.Records removes them. ReleaseBinding decrements
+// the instance's BindingOps, never below zero, moves its Version, and does
+// nothing when the instance is gone. f.Records and f.Detach are written in
+// the same transaction.
 // An operation holds either its instance or one binding, so Instance or
 // DeleteInstance cannot be combined with Binding, DeleteBinding or
 // ReleaseBinding.
@@ -329,7 +376,18 @@ func (s *Store) FinishOperation(ctx context.Context, f broker.Finish) error {
 			}
 			if f.ReleaseBinding && inst != nil && inst.BindingOps > 0 {
 				inst.BindingOps--
-				return t.putInstance(*inst)
+				inst.Version++
+				if err := t.putInstance(*inst); err != nil {
+					return err
+				}
+			}
+			if err := t.changeRecords(op.InstanceID, f.Records); err != nil {
+				return err
+			}
+			for _, d := range f.Detach {
+				if err := t.detach(d); err != nil {
+					return err
+				}
 			}
 			return nil
 		})
@@ -397,6 +455,21 @@ func (s *Store) DeleteResource(ctx context.Context, instanceID, name string) err
 	}
 	if err != nil {
 		return fmt.Errorf("delete resource %s/%s: %w", instanceID, name, err)
+	}
+	return nil
+}
+
+// changeRecords writes a driver's record changes under instanceID.
+func (t tx) changeRecords(instanceID string, r broker.RecordChanges) error {
+	for _, rec := range r.Save {
+		if err := t.putResource(rec); err != nil {
+			return err
+		}
+	}
+	for _, name := range r.Remove {
+		if err := t.items.Delete(resourceKey(instanceID, name)); err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -294,7 +294,7 @@ func TestItems(t *testing.T) {
 			got  types.AttributeValue
 			want types.AttributeValue
 		}{
-			{"instance version", inst["version"], &types.AttributeValueMemberN{Value: "2"}},
+			{"instance version", inst["version"], &types.AttributeValueMemberN{Value: "3"}}, // provisioned, then a bind moved it
 			{"instance binding_ops", inst["binding_ops"], &types.AttributeValueMemberN{Value: "1"}},
 			{"instance state", inst["state"], &types.AttributeValueMemberS{Value: "ready"}},
 			{"instance parameters (JSON text)", inst["parameters"], &types.AttributeValueMemberS{Value: `{"size":3}`}},
@@ -365,12 +365,12 @@ func TestCalls(t *testing.T) {
 		}, map[string]int{"TransactWriteItems": 1}},
 		{"GetInstance", func() error { _, err := s.GetInstance(ctx, "i-1"); return err }, map[string]int{"GetItem": 1}},
 		{"GetOperation", func() error { _, err := s.GetOperation(ctx, "i-1", prov.ID); return err }, map[string]int{"GetItem": 1}},
-		{"UpdateOperation", func() error { return s.UpdateOperation(ctx, prov) }, map[string]int{"PutItem": 1}},
+		{"UpdateOperation", func() error { return s.UpdateOperation(ctx, prov, broker.RecordChanges{}) }, map[string]int{"PutItem": 1}},
 		{"FinishOperation of a provision", func() error {
 			inst.State, inst.Op, inst.Version = broker.InstanceReady, "", inst.Version+1
 			return s.FinishOperation(ctx, broker.Finish{Op: finished(prov, broker.OperationSucceeded), Instance: &inst})
 		}, map[string]int{"TransactWriteItems": 1}},
-		{"UpdateOperation of a finished operation", func() error { return wantConflict(s.UpdateOperation(ctx, prov)) },
+		{"UpdateOperation of a finished operation", func() error { return wantConflict(s.UpdateOperation(ctx, prov, broker.RecordChanges{})) },
 			map[string]int{"PutItem": 1}},
 		{"CreateBinding", func() error {
 			b, bindOp = startBind(t, s, "i-1", "b-1")
@@ -408,6 +408,16 @@ func TestCalls(t *testing.T) {
 		}, map[string]int{"GetItem": 1, "TransactWriteItems": 1}},
 		{"LockInstance of a held instance", func() error {
 			return wantConflict(s.LockInstance(ctx, lockFor(inst, broker.KindUpdate, "upd-1")))
+		}, map[string]int{"TransactWriteItems": 1}},
+		{"Load with an operation", func() error {
+			snap, err := s.Load(ctx, "i-1", dep.ID)
+			if err == nil && (snap.Instance == nil || snap.Operation == nil || snap.Operation.ID != dep.ID) {
+				err = fmt.Errorf("Load gave %+v", snap)
+			}
+			return err
+		}, map[string]int{"Query": 1}},
+		{"UpdateOperation with record changes (one transaction)", func() error {
+			return s.UpdateOperation(ctx, dep, broker.RecordChanges{Save: []broker.Resource{{InstanceID: "i-1", Name: "progress"}}})
 		}, map[string]int{"TransactWriteItems": 1}},
 		{"ListOperations", func() error { _, err := s.ListOperations(ctx, "i-1"); return err }, map[string]int{"Query": 1}},
 		{"ListInProgress", func() error { _, err := s.ListInProgress(ctx); return err }, map[string]int{"Query": 1}},
@@ -460,9 +470,9 @@ func TestCalls(t *testing.T) {
 			}
 			return err
 		}, map[string]int{}},
-		{"FinishOperation of a deprovision (lists the bindings first)", func() error {
-			return s.FinishOperation(ctx, broker.Finish{Op: finished(dep, broker.OperationSucceeded), DeleteInstance: true})
-		}, map[string]int{"Query": 1, "TransactWriteItems": 1}},
+		{"FinishOperation of a deprovision (the bindings it names: no read)", func() error {
+			return s.FinishOperation(ctx, broker.Finish{Op: finished(dep, broker.OperationSucceeded), DeleteInstance: true, Bindings: []string{"b-1"}})
+		}, map[string]int{"TransactWriteItems": 1}},
 	}
 	for _, step := range steps {
 		e.calls.take()
@@ -523,9 +533,15 @@ func TestDeprovisionOfManyBindings(t *testing.T) {
 		must(t, err, "GetInstance")
 		l := lockFor(inst, broker.KindDeprovision, "dep-1")
 		must(t, s.LockInstance(ctx, l), "LockInstance")
+		snap, err := s.Load(ctx, "i-1", "")
+		must(t, err, "Load")
+		var ids []string
+		for _, b := range snap.Bindings {
+			ids = append(ids, b.ID)
+		}
 		e.calls.take()
-		must(t, s.FinishOperation(ctx, broker.Finish{Op: finished(l.Op, broker.OperationSucceeded), DeleteInstance: true}), "FinishOperation")
-		if got, want := e.calls.take(), map[string]int{"Query": 1, "TransactWriteItems": 2}; !maps.Equal(got, want) {
+		must(t, s.FinishOperation(ctx, broker.Finish{Op: finished(l.Op, broker.OperationSucceeded), DeleteInstance: true, Bindings: ids}), "FinishOperation")
+		if got, want := e.calls.take(), map[string]int{"TransactWriteItems": 2}; !maps.Equal(got, want) {
 			t.Errorf("calls: got %v, want %v", got, want)
 		}
 		if got := countBindings(); got != 0 {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
@@ -93,6 +94,73 @@ func get[T any](ctx context.Context, s *Store, k map[string]types.AttributeValue
 		err = broker.ErrNotFound
 	}
 	return v, err
+}
+
+// Load reads the instance, its bindings and resource records and, when
+// operationID is set, that operation: one consistent Query of the
+// instance's partition (more pages only past 1 MB), whose filter leaves out
+// the other operations.
+func (s *Store) Load(ctx context.Context, instanceID, operationID string) (broker.Snapshot, error) {
+	var snap broker.Snapshot
+	err := broker.CheckIDs(instanceID)
+	if err == nil && operationID != "" {
+		err = broker.CheckIDs(operationID)
+	}
+	var e expression.Expression
+	if err == nil {
+		sk := expression.Name(attrSK)
+		filter := expression.Not(sk.BeginsWith(skOperation("")))
+		if operationID != "" {
+			filter = filter.Or(sk.Equal(expression.Value(skOperation(operationID))))
+		}
+		e, err = expression.NewBuilder().
+			WithKeyCondition(expression.Key(attrPK).Equal(expression.Value(pk(instanceID)))).
+			WithFilter(filter).Build()
+	}
+	if err == nil {
+		pages := dynamodb.NewQueryPaginator(s.client, &dynamodb.QueryInput{
+			TableName: s.table, ConsistentRead: aws.Bool(true),
+			KeyConditionExpression: e.KeyCondition(), FilterExpression: e.Filter(),
+			ExpressionAttributeNames: e.Names(), ExpressionAttributeValues: e.Values(),
+		})
+		for err == nil && pages.HasMorePages() {
+			var page *dynamodb.QueryOutput
+			if page, err = pages.NextPage(ctx); err == nil {
+				err = addToSnapshot(&snap, page.Items)
+			}
+		}
+	}
+	if err != nil {
+		return broker.Snapshot{}, fmt.Errorf("load %s: %w", instanceID, err)
+	}
+	return snap, nil
+}
+
+// addToSnapshot decodes the items of an instance's partition into snap.
+func addToSnapshot(snap *broker.Snapshot, items []map[string]types.AttributeValue) error {
+	for _, item := range items {
+		var err error
+		switch sk := keyPart(item, attrSK); {
+		case sk == skInstance:
+			snap.Instance, err = decode[broker.Instance](item)
+		case strings.HasPrefix(sk, skOperation("")):
+			snap.Operation, err = decode[broker.Operation](item)
+		case strings.HasPrefix(sk, skBinding("")):
+			var b *broker.Binding
+			if b, err = decode[broker.Binding](item); err == nil {
+				snap.Bindings = append(snap.Bindings, *b)
+			}
+		case strings.HasPrefix(sk, skResource("")):
+			var r *broker.Resource
+			if r, err = decode[broker.Resource](item); err == nil {
+				snap.Records = append(snap.Records, *r)
+			}
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // ListOperations returns the operations under an instance, its bindings'
@@ -205,9 +273,9 @@ func (s *Store) LockInstance(ctx context.Context, l broker.LockInstance) error {
 }
 
 // CreateBinding stores a new binding and its bind operation and adds one to
-// the instance's binding_ops, in one transaction. Only binding_ops changes
-// on the instance: a bind must not make a concurrent update's version
-// stale. Condition: the instance exists, is ready and not held, and there
+// the instance's binding_ops and version, in one transaction: a request
+// that read the instance with its bindings and locks it at that version
+// knows the bindings have not changed since. Condition: the instance exists, is ready and not held, and there
 // is no binding with that id; else *broker.ConflictError{Instance, Binding},
 // each as stored or nil when missing.
 func (s *Store) CreateBinding(ctx context.Context, b broker.Binding, op broker.Operation) error {
@@ -257,7 +325,7 @@ func (s *Store) LockBinding(ctx context.Context, l broker.LockBinding) error {
 }
 
 func countBindingOp() expression.UpdateBuilder {
-	return expression.Add(nameBindingOps, expression.Value(1))
+	return expression.Add(nameBindingOps, expression.Value(1)).Add(nameVersion, expression.Value(1))
 }
 
 // UpdateOperation records progress: one conditional PutItem. Condition: the
@@ -265,13 +333,20 @@ func countBindingOp() expression.UpdateBuilder {
 // with the stored record, or a nil Operation when there is none. op itself
 // must be in progress: finishing goes through FinishOperation, which
 // releases what the operation held.
-func (s *Store) UpdateOperation(ctx context.Context, op broker.Operation) error {
-	err := broker.CheckProgress(op)
-	if err == nil {
+func (s *Store) UpdateOperation(ctx context.Context, op broker.Operation, records broker.RecordChanges) error {
+	err := broker.CheckProgress(op, records)
+	switch {
+	case err != nil:
+	case records.Empty():
 		var item map[string]types.AttributeValue
 		if item, err = operationItem(op); err == nil {
 			err = s.putItem(ctx, item, inProgress(), roleOperation)
 		}
+	default:
+		err = s.run(ctx, func(add adder) {
+			add(s.putOperationIf(op, inProgress()))
+			s.changeRecords(add, op.InstanceID, records)
+		})
 	}
 	if err != nil {
 		return fmt.Errorf("update operation %s/%s: %w", op.InstanceID, op.ID, err)
@@ -289,21 +364,22 @@ func (s *Store) UpdateOperation(ctx context.Context, op broker.Operation) error 
 // missing). An operation already finished is therefore reported as a
 // conflict carrying its outcome, which callers treat as done.
 //
-// DeleteInstance deletes the instance and its bindings, which a consistent
-// Query lists first: the deprovision holds the instance, so no binding can
-// be created or locked meanwhile, and the transaction's condition on the
-// instance guards that. An instance with more than 98 bindings needs more
-// than one transaction (DynamoDB takes 100 items): the bindings beyond that
-// are deleted first, 98 at a time, each transaction conditional on the
-// operation being in progress and holding the instance, so none of them can
-// delete a binding that the operation does not own. Operations and driver
-// resources stay.
+// DeleteInstance deletes the instance and f.Bindings: the operation read
+// them while it held the instance, so no binding could be created or
+// locked since, and the condition on the instance guards that. When the
+// items do not fit in one transaction (DynamoDB takes 100), the bindings
+// and record removals beyond that are deleted first, 98 at a time, each
+// transaction conditional on the operation being in progress and holding
+// the instance, so none of them can delete an item the operation does not
+// own. Operations stay; resource records stay unless f.Records removes
+// them. f.Records and f.Detach are written in the final transaction.
 //
-// ReleaseBinding subtracts one from the instance's binding_ops. Unlike the
-// bolt store, which skips the release when the instance is missing or its
-// count is zero, this fails the condition: a transaction cannot skip one of
-// its writes. A binding operation in progress always counts one, so
-// callers following the port never meet this.
+// ReleaseBinding subtracts one from the instance's binding_ops (and adds
+// one to its version). Unlike the bolt store, which skips the release when
+// the instance is missing or its count is zero, this fails the condition: a
+// transaction cannot skip one of its writes. A binding operation in
+// progress always counts one, so callers following the port never meet
+// this.
 func (s *Store) FinishOperation(ctx context.Context, f broker.Finish) error {
 	op := f.Op
 	bindingID := op.BindingID
@@ -311,12 +387,35 @@ func (s *Store) FinishOperation(ctx context.Context, f broker.Finish) error {
 		bindingID = f.Binding.ID
 	}
 	err := f.Check()
-	var bindings []map[string]types.AttributeValue
-	if err == nil && f.DeleteInstance {
-		bindings, err = s.bindingKeys(ctx, op.InstanceID)
+	var deletes []map[string]types.AttributeValue
+	if f.DeleteInstance {
+		for _, id := range f.Bindings {
+			deletes = append(deletes, bindingKey(op.InstanceID, id))
+		}
 	}
-	if err == nil && len(bindings) > maxTransactItems-2 {
-		bindings, err = s.deleteBindingsAhead(ctx, op, bindings)
+	records := f.Records
+	if f.HoldsInstance() && err == nil {
+		// Record removals can go ahead with the bindings: only the
+		// operation holding the instance touches them.
+		for _, name := range records.Remove {
+			deletes = append(deletes, resourceKey(op.InstanceID, name))
+		}
+		records.Remove = nil
+	}
+	// The final transaction: the operation, the instance or binding, the
+	// release, the records and detached resources, and the deletes left.
+	fixed := 1 + len(records.Save) + len(records.Remove) + 2*len(f.Detach)
+	for _, w := range []bool{f.HoldsInstance(), f.HoldsBinding(), f.ReleaseBinding} {
+		if w {
+			fixed++
+		}
+	}
+	if err == nil && fixed+len(deletes) > maxTransactItems {
+		if !f.HoldsInstance() || fixed > maxTransactItems {
+			err = fmt.Errorf("%d items do not fit in one transaction", fixed+len(deletes))
+		} else {
+			deletes, err = s.deleteAhead(ctx, op, deletes, maxTransactItems-fixed)
+		}
 	}
 	if err == nil {
 		heldByOp := nameOp.Equal(expression.Value(op.ID))
@@ -325,11 +424,11 @@ func (s *Store) FinishOperation(ctx context.Context, f broker.Finish) error {
 			switch {
 			case f.DeleteInstance:
 				add(s.delete(instanceKey(op.InstanceID), heldByOp, roleInstance))
-				for _, k := range bindings {
-					add(s.delete(k, expression.ConditionBuilder{}, noRole))
-				}
 			case f.Instance != nil:
 				add(s.putInstance(*f.Instance, heldByOp, roleInstance))
+			}
+			for _, k := range deletes {
+				add(s.delete(k, expression.ConditionBuilder{}, noRole))
 			}
 			switch {
 			case f.DeleteBinding:
@@ -338,9 +437,20 @@ func (s *Store) FinishOperation(ctx context.Context, f broker.Finish) error {
 				add(s.putBinding(*f.Binding, heldByOp, roleBinding))
 			}
 			if f.ReleaseBinding {
-				release := expression.Set(nameBindingOps, expression.Minus(nameBindingOps, expression.Value(1)))
+				release := expression.Set(nameBindingOps, expression.Minus(nameBindingOps, expression.Value(1))).
+					Add(nameVersion, expression.Value(1))
 				counted := exists().And(nameBindingOps.GreaterThan(expression.Value(0)))
 				add(s.update(instanceKey(op.InstanceID), release, counted, roleInstance))
+			}
+			s.changeRecords(add, op.InstanceID, records)
+			for _, d := range f.Detach {
+				add(s.delete(resourceKey(d.InstanceID, d.Name), expression.ConditionBuilder{}, noRole))
+				item, err := detachedItem(d)
+				if err != nil {
+					add(write{}, fmt.Errorf("encode detached resource: %w", err))
+					continue
+				}
+				add(s.put(item, expression.ConditionBuilder{}, noRole))
 			}
 		})
 	}
@@ -350,44 +460,32 @@ func (s *Store) FinishOperation(ctx context.Context, f broker.Finish) error {
 	return nil
 }
 
-// bindingKeys lists the keys of an instance's bindings: a consistent Query
-// of its partition.
-func (s *Store) bindingKeys(ctx context.Context, instanceID string) ([]map[string]types.AttributeValue, error) {
-	e, err := expression.NewBuilder().
-		WithKeyCondition(expression.Key(attrPK).Equal(expression.Value(pk(instanceID))).
-			And(expression.KeyBeginsWith(expression.Key(attrSK), skBinding("")))).
-		WithProjection(expression.NamesList(namePK, expression.Name(attrSK))).
-		Build()
-	if err != nil {
-		return nil, fmt.Errorf("build expression: %w", err)
-	}
-	pages := dynamodb.NewQueryPaginator(s.client, &dynamodb.QueryInput{
-		TableName: s.table, ConsistentRead: aws.Bool(true),
-		KeyConditionExpression: e.KeyCondition(), ProjectionExpression: e.Projection(),
-		ExpressionAttributeNames: e.Names(), ExpressionAttributeValues: e.Values(),
-	})
-	var keys []map[string]types.AttributeValue
-	for pages.HasMorePages() {
-		page, err := pages.NextPage(ctx)
+// changeRecords adds a driver's record changes under instanceID to a
+// transaction.
+func (s *Store) changeRecords(add adder, instanceID string, r broker.RecordChanges) {
+	for _, rec := range r.Save {
+		item, err := resourceItem(rec)
 		if err != nil {
-			return nil, fmt.Errorf("list bindings of %s: %w", instanceID, err)
+			add(write{}, fmt.Errorf("encode resource: %w", err))
+			continue
 		}
-		for _, item := range page.Items {
-			keys = append(keys, key(keyPart(item, attrPK), keyPart(item, attrSK)))
-		}
+		add(s.put(item, expression.ConditionBuilder{}, noRole))
 	}
-	return keys, nil
+	for _, name := range r.Remove {
+		add(s.delete(resourceKey(instanceID, name), expression.ConditionBuilder{}, noRole))
+	}
 }
 
-// deleteBindingsAhead deletes the bindings that do not fit in the final
-// transaction of a deprovision, 98 at a time, each batch conditional on the
-// operation being in progress and holding the instance. It returns the
-// bindings left for the final transaction.
-func (s *Store) deleteBindingsAhead(ctx context.Context, op broker.Operation, bindings []map[string]types.AttributeValue) ([]map[string]types.AttributeValue, error) {
+// deleteAhead deletes the items that do not fit in the final transaction
+// of an operation that holds its instance, 98 at a time, each batch
+// conditional on the operation being in progress and holding the instance.
+// It returns the items left for the final transaction (at most room).
+func (s *Store) deleteAhead(ctx context.Context, op broker.Operation, keys []map[string]types.AttributeValue, room int) ([]map[string]types.AttributeValue, error) {
 	const batch = maxTransactItems - 2
-	for len(bindings) > batch {
-		now := bindings[len(bindings)-batch:]
-		bindings = bindings[:len(bindings)-batch]
+	for len(keys) > room {
+		n := min(batch, len(keys)-room)
+		now := keys[len(keys)-n:]
+		keys = keys[:len(keys)-n]
 		err := s.run(ctx, func(add adder) {
 			add(s.check(operationKey(op.InstanceID, op.ID), inProgress(), roleOperation))
 			add(s.check(instanceKey(op.InstanceID), nameOp.Equal(expression.Value(op.ID)), roleInstance))
@@ -399,7 +497,7 @@ func (s *Store) deleteBindingsAhead(ctx context.Context, op broker.Operation, bi
 			return nil, err
 		}
 	}
-	return bindings, nil
+	return keys, nil
 }
 
 // PutResource writes a resource record unconditionally: one PutItem.

@@ -16,14 +16,14 @@ var bindingCases = []testCase{
 		equal(t, "binding", getBinding(t, s, "i-1", "b-1"), &b)
 		equal(t, "operation", getOperation(t, s, "i-1", op.ID), &op)
 		equal(t, "operations in progress", inProgressIDs(t, s), []string{op.ID})
-		// Only the count changes: a bind leaves the instance's version alone.
+		// The count changes, and the version with it.
 		want := inst
-		want.BindingOps = 1
+		want.BindingOps, want.Version = 1, inst.Version+1
 		equal(t, "instance", getInstance(t, s, "i-1"), &want)
 
 		op2 := newBindingOperation("i-1", "b-2", "bind-b-2", broker.KindBind, at(11))
 		must(t, s.CreateBinding(t.Context(), newBinding("i-1", "b-2", op2.ID), op2), "second CreateBinding")
-		want.BindingOps = 2
+		want.BindingOps, want.Version = 2, inst.Version+2
 		equal(t, "instance after a second bind", getInstance(t, s, "i-1"), &want)
 	}},
 	{"CreateBinding fails and changes nothing", func(t *testing.T, newStore NewStore) {
@@ -95,7 +95,7 @@ var bindingCases = []testCase{
 		equal(t, "operation", getOperation(t, s, "i-1", l.Op.ID), &l.Op)
 		equal(t, "operations in progress", inProgressIDs(t, s), []string{l.Op.ID})
 		want := inst
-		want.BindingOps = 1
+		want.BindingOps, want.Version = 1, inst.Version+1
 		equal(t, "instance", getInstance(t, s, "i-1"), &want)
 	}},
 	{"LockBinding of a failed binding stores it and counts a binding operation", func(t *testing.T, newStore NewStore) {

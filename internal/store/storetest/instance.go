@@ -42,8 +42,9 @@ var instanceCases = []testCase{
 		for _, kind := range []broker.OperationKind{broker.KindUpdate, broker.KindDeprovision} {
 			t.Run(string(kind), func(t *testing.T) {
 				s := newStore(t)
-				inst := provision(t, s, "i-1")
+				provision(t, s, "i-1")
 				b := bind(t, s, "i-1", "b-1")
+				inst := *getInstance(t, s, "i-1")
 				op := newOperation("i-1", "op-1", kind, at(100))
 				next := inst
 				next.State, next.Op, next.LastOp, next.Version = broker.InstanceUpdating, op.ID, op.ID, inst.Version+1

@@ -43,7 +43,7 @@ var operationCases = []testCase{
 		_, op := startProvision(t, s, "i-1")
 		op.RetryAfter, op.UpdatedAt, op.NextCheckAt = 20*time.Second, at(40), at(60)
 		op.Description = "Creating the database."
-		must(t, s.UpdateOperation(t.Context(), op), "UpdateOperation")
+		must(t, s.UpdateOperation(t.Context(), op, broker.RecordChanges{}), "UpdateOperation")
 		equal(t, "operation", getOperation(t, s, "i-1", op.ID), &op)
 		ops, err := s.ListInProgress(t.Context())
 		must(t, err, "ListInProgress")
@@ -79,7 +79,7 @@ var operationCases = []testCase{
 				op := tc.setup(t, s)
 				before := snapshot(t, s)
 				want := getOperation(t, s, op.InstanceID, op.ID)
-				c := conflict(t, s.UpdateOperation(t.Context(), op))
+				c := conflict(t, s.UpdateOperation(t.Context(), op, broker.RecordChanges{}))
 				equal(t, "conflict operation", c.Operation, want)
 				unchanged(t, s, before)
 			})
@@ -136,6 +136,7 @@ var operationCases = []testCase{
 		// An instance whose id starts with "i-1b#" is another instance.
 		lookalike := provision(t, s, "i-1b#b-1")
 		lookalikeBinding := bind(t, s, "i-1b#b-1", "b-1")
+		lookalike = *getInstance(t, s, lookalike.ID)
 		res := broker.Resource{InstanceID: "i-1", Name: "r-1", Data: json.RawMessage(`{"db":"x"}`), UpdatedAt: at(5)}
 		must(t, s.PutResource(t.Context(), res), "PutResource")
 		_, dep := startInstanceOp(t, s, *getInstance(t, s, "i-1"), broker.KindDeprovision)
@@ -143,7 +144,7 @@ var operationCases = []testCase{
 		must(t, err, "ListOperations")
 
 		done := finished(dep, broker.OperationSucceeded)
-		must(t, s.FinishOperation(t.Context(), broker.Finish{Op: done, DeleteInstance: true}), "FinishOperation")
+		must(t, s.FinishOperation(t.Context(), broker.Finish{Op: done, DeleteInstance: true, Bindings: []string{"b-1", "b-2"}}), "FinishOperation")
 		if getInstance(t, s, "i-1") != nil {
 			t.Error("the instance is still stored")
 		}
@@ -186,7 +187,7 @@ var operationCases = []testCase{
 				must(t, s.FinishOperation(t.Context(), broker.Finish{Op: done, Binding: &next, ReleaseBinding: true}), "FinishOperation")
 				equal(t, "binding", getBinding(t, s, "i-1", "b-1"), &next)
 				equal(t, "operation", getOperation(t, s, "i-1", op.ID), &done)
-				inst.BindingOps--
+				inst.BindingOps, inst.Version = inst.BindingOps-1, inst.Version+1
 				equal(t, "instance", getInstance(t, s, "i-1"), &inst)
 				equal(t, "operations in progress", inProgressIDs(t, s), []string{"bind-b-2"})
 			})
@@ -205,7 +206,7 @@ var operationCases = []testCase{
 		}
 		equal(t, "other binding", getBinding(t, s, "i-1", "b-2"), &other)
 		equal(t, "operation", getOperation(t, s, "i-1", op.ID), &done)
-		inst.BindingOps--
+		inst.BindingOps, inst.Version = inst.BindingOps-1, inst.Version+1
 		equal(t, "instance", getInstance(t, s, "i-1"), &inst)
 		equal(t, "operations in progress", inProgressIDs(t, s), []string{})
 	}},

@@ -71,7 +71,7 @@ var raceCases = []testCase{
 			equal(t, "binding "+b.ID, getBinding(t, s, "i-1", b.ID), &b)
 		}
 		want := inst
-		want.BindingOps = racers
+		want.BindingOps, want.Version = racers, inst.Version+racers
 		equal(t, "instance", getInstance(t, s, "i-1"), &want)
 		if got := len(inProgressIDs(t, s)); got != racers {
 			t.Errorf("operations in progress: got %d, want %d", got, racers)

@@ -50,10 +50,10 @@ func CheckRefusedCalls(t *testing.T, s broker.Store, around func(calls func())) 
 		{"a progress update of an operation id holding a control character", func() error {
 			op := prov
 			op.ID = "op\n1"
-			return s.UpdateOperation(ctx, op)
+			return s.UpdateOperation(ctx, op, broker.RecordChanges{})
 		}},
 		{"an operation under another instance", func() error { return s.CreateInstance(ctx, broker.Instance{ID: "i-3"}, prov) }},
-		{"a progress update that finishes", func() error { return s.UpdateOperation(ctx, done) }},
+		{"a progress update that finishes", func() error { return s.UpdateOperation(ctx, done, broker.RecordChanges{}) }},
 		{"a finish still in progress", func() error { return s.FinishOperation(ctx, broker.Finish{Op: prov, Instance: &inst}) }},
 		{"a finish that stores and deletes the instance", func() error {
 			return s.FinishOperation(ctx, broker.Finish{Op: done, Instance: &inst, DeleteInstance: true})

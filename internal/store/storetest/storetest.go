@@ -32,7 +32,7 @@ type testCase struct {
 func Run(t *testing.T, newStore func(t *testing.T) broker.Store) {
 	groups := [][]testCase{
 		readCases, roundTripCases, instanceCases, bindingCases,
-		operationCases, listCases, resourceCases, detachedCases,
+		operationCases, loadCases, listCases, resourceCases, detachedCases,
 		expiryCases, refusedCases, raceCases,
 	}
 	for _, group := range groups {

@@ -1,4 +1,4 @@
-package steps
+package broker
 
 import (
 	"encoding/json"

@@ -1,0 +1,184 @@
+package groupcommit
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"go.etcd.io/bbolt"
+
+	"github.com/serverless-osb/broker/internal/waittest"
+)
+
+func open(t *testing.T) *Committer {
+	t.Helper()
+	db, err := bbolt.Open(filepath.Join(t.TempDir(), "db"), 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	if err := db.Update(func(tx *bbolt.Tx) error { _, err := tx.CreateBucket([]byte("b")); return err }); err != nil {
+		t.Fatal(err)
+	}
+	return New(db)
+}
+
+func put(key string) func(*bbolt.Tx) error {
+	return func(tx *bbolt.Tx) error { return tx.Bucket([]byte("b")).Put([]byte(key), []byte("v")) }
+}
+
+func stored(t *testing.T, c *Committer, key string) bool {
+	t.Helper()
+	var ok bool
+	if err := c.DB().View(func(tx *bbolt.Tx) error { ok = tx.Bucket([]byte("b")).Get([]byte(key)) != nil; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	return ok
+}
+
+func queued(c *Committer) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.queue)
+}
+
+// group blocks a first writer inside its transaction until the writers of
+// fns are all queued, then lets them commit, and returns their errors and
+// the id of the transaction each ran in last.
+func group(t *testing.T, c *Committer, fns ...func(*bbolt.Tx) error) ([]error, []int) {
+	t.Helper()
+	inside, release := make(chan struct{}), make(chan struct{})
+	first := make(chan error, 1)
+	go func() {
+		first <- c.Update(func(tx *bbolt.Tx) error {
+			close(inside)
+			<-release
+			return put("first")(tx)
+		})
+	}()
+	waittest.Recv(t, inside, "the first writer in its transaction")
+	errs, txs := make([]error, len(fns)), make([]int, len(fns))
+	var wg sync.WaitGroup
+	for i, fn := range fns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = c.Update(func(tx *bbolt.Tx) error { txs[i] = tx.ID(); return fn(tx) })
+		}()
+	}
+	waittest.Until(t, func() error {
+		if n := queued(c); n != len(fns) {
+			return fmt.Errorf("%d of %d writers queued", n, len(fns))
+		}
+		return nil
+	})
+	close(release)
+	if err := waittest.Recv(t, first, "the first writer's commit"); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	return errs, txs
+}
+
+func TestWritersThatWaitShareOneCommit(t *testing.T) {
+	c := open(t)
+	var fns []func(*bbolt.Tx) error
+	for i := range 20 {
+		fns = append(fns, put(fmt.Sprint("k", i)))
+	}
+	before := c.Commits()
+	errs, txs := group(t, c, fns...)
+	if n := c.Commits() - before; n != 2 {
+		t.Errorf("%d commits for a first writer and 20 that waited, want 2", n)
+	}
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("writer %d: %v", i, err)
+		}
+		if txs[i] != txs[0] {
+			t.Errorf("writer %d committed in transaction %d, writer 0 in %d: want one commit", i, txs[i], txs[0])
+		}
+		if !stored(t, c, fmt.Sprint("k", i)) {
+			t.Errorf("k%d is not stored", i)
+		}
+	}
+}
+
+func TestARejectedWriterLeavesTheOthersInTheGroup(t *testing.T) {
+	c := open(t)
+	refused := errors.New("condition failed")
+	errs, txs := group(t, c, put("a"), func(*bbolt.Tx) error { return Reject(refused) }, put("c"))
+	if errs[0] != nil || errs[2] != nil || errs[1] != refused {
+		t.Fatalf("errors %v, want nil, the bare refusal, nil", errs)
+	}
+	if txs[0] != txs[2] {
+		t.Errorf("the writers around a rejected one committed apart: %v", txs)
+	}
+	if !stored(t, c, "a") || !stored(t, c, "c") {
+		t.Error("a writer of the group is not stored")
+	}
+}
+
+func TestAFailingWriterIsRolledBackAloneAndThePanicOfAnotherIsAnError(t *testing.T) {
+	c := open(t)
+	broken := errors.New("disk says no")
+	errs, _ := group(t, c,
+		put("a"),
+		func(tx *bbolt.Tx) error {
+			if err := put("half")(tx); err != nil {
+				return err
+			}
+			return broken
+		},
+		func(*bbolt.Tx) error { panic("bug") },
+		put("d"))
+	var p PanicError
+	if errs[0] != nil || errs[1] != broken || !errors.As(errs[2], &p) || errs[3] != nil {
+		t.Fatalf("errors %v, want nil, the failure, a PanicError, nil", errs)
+	}
+	if !stored(t, c, "a") || !stored(t, c, "d") {
+		t.Error("a writer of the group is not stored")
+	}
+	if stored(t, c, "half") {
+		t.Error("the failing writer's write was committed")
+	}
+}
+
+func TestALoneWriterCommitsAtOnce(t *testing.T) {
+	c := open(t)
+	if err := c.Update(put("k")); err != nil {
+		t.Fatal(err)
+	}
+	if !stored(t, c, "k") {
+		t.Fatal("not stored")
+	}
+}
+
+func TestLaterWritesRideTheNextCommitAndMakeNone(t *testing.T) {
+	c := open(t)
+	outcome := make(chan error, 1)
+	var laterTx int
+	c.Later(func(tx *bbolt.Tx) error { laterTx = tx.ID(); return put("later")(tx) }, func(err error) { outcome <- err })
+	if stored(t, c, "later") {
+		t.Fatal("a Later write committed by itself")
+	}
+	var tx int
+	if err := c.Update(func(t *bbolt.Tx) error { tx = t.ID(); return put("now")(t) }); err != nil {
+		t.Fatal(err)
+	}
+	if err := waittest.Recv(t, outcome, "the Later write's outcome"); err != nil {
+		t.Fatal(err)
+	}
+	if !stored(t, c, "later") || laterTx != tx {
+		t.Errorf("the Later write is stored: %v, in transaction %d; the next commit was %d", stored(t, c, "later"), laterTx, tx)
+	}
+	c.Later(put("flushed"), func(err error) { outcome <- err })
+	if err := c.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if err := waittest.Recv(t, outcome, "the flushed write's outcome"); err != nil || !stored(t, c, "flushed") {
+		t.Errorf("Flush: %v, stored %v", err, stored(t, c, "flushed"))
+	}
+}

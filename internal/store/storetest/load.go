@@ -1,0 +1,132 @@
+package storetest
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/serverless-osb/broker/internal/broker"
+)
+
+// loadCases are Load, and the record changes and detachments that progress
+// and outcomes carry: what lets a step read once and write once.
+var loadCases = []testCase{
+	{"Load reads an instance, its bindings, its records and the operation asked for, and nothing of another instance", func(t *testing.T, newStore NewStore) {
+		s := newStore(t)
+		inst := provision(t, s, "i-1")
+		b1 := bind(t, s, "i-1", "b-1")
+		b2, bindOp := startBind(t, s, "i-1", "b-2")
+		r := newResource("i-1", "r-1")
+		putResource(t, s, r)
+		provision(t, s, "i-2")
+		bind(t, s, "i-2", "b-3")
+		putResource(t, s, newResource("i-2", "r-1"))
+
+		snap, err := s.Load(t.Context(), "i-1", bindOp.ID)
+		must(t, err, "Load")
+		inst = *getInstance(t, s, "i-1")
+		equal(t, "instance", snap.Instance, &inst)
+		equal(t, "operation", snap.Operation, &bindOp)
+		slices.SortFunc(snap.Bindings, func(a, b broker.Binding) int { return strings.Compare(a.ID, b.ID) })
+		equal(t, "bindings", snap.Bindings, []broker.Binding{b1, b2})
+		equal(t, "records", snap.Records, []broker.Resource{r})
+
+		snap, err = s.Load(t.Context(), "i-1", "")
+		must(t, err, "Load without an operation")
+		if snap.Operation != nil || snap.Instance == nil {
+			t.Errorf("Load without an operation: operation %v, instance %v", snap.Operation, snap.Instance)
+		}
+		snap, err = s.Load(t.Context(), "i-1", "prov-i-2")
+		must(t, err, "Load of another instance's operation")
+		equal(t, "another instance's operation", snap.Operation, (*broker.Operation)(nil))
+		snap, err = s.Load(t.Context(), "i-9", "ghost")
+		must(t, err, "Load of a missing instance")
+		equal(t, "a missing instance", snap, broker.Snapshot{})
+	}},
+	{"binding operations move the instance's version, so a lock at a version read with the bindings knows they are the same", func(t *testing.T, newStore NewStore) {
+		s := newStore(t)
+		v := provision(t, s, "i-1").Version
+		b, op := startBind(t, s, "i-1", "b-1")
+		if got := getInstance(t, s, "i-1").Version; got <= v {
+			t.Fatalf("CreateBinding left the instance at version %d (was %d)", got, v)
+		}
+		v = getInstance(t, s, "i-1").Version
+		b.State, b.Op, b.Version = broker.BindingReady, "", b.Version+1
+		must(t, s.FinishOperation(t.Context(), broker.Finish{Op: finished(op, broker.OperationSucceeded), Binding: &b, ReleaseBinding: true}), "finish bind")
+		if got := getInstance(t, s, "i-1").Version; got <= v {
+			t.Fatalf("releasing the binding left the instance at version %d (was %d)", got, v)
+		}
+		v = getInstance(t, s, "i-1").Version
+		startUnbind(t, s, *getBinding(t, s, "i-1", "b-1"))
+		if got := getInstance(t, s, "i-1").Version; got <= v {
+			t.Fatalf("LockBinding left the instance at version %d (was %d)", got, v)
+		}
+	}},
+	{"UpdateOperation writes the record changes with the progress, and neither when its condition fails", func(t *testing.T, newStore NewStore) {
+		s := newStore(t)
+		_, op := startProvision(t, s, "i-1")
+		gone := newResource("i-1", "r-1")
+		putResource(t, s, gone)
+		saved := newResource("i-1", "r-2")
+		op.RetryAfter, op.UpdatedAt, op.NextCheckAt = 5e9, at(40), at(45)
+		must(t, s.UpdateOperation(t.Context(), op, broker.RecordChanges{Save: []broker.Resource{saved}, Remove: []string{"r-1"}}), "UpdateOperation")
+		equal(t, "operation", getOperation(t, s, "i-1", op.ID), &op)
+		equal(t, "saved record", getResource(t, s, "i-1", "r-2"), &saved)
+		equal(t, "removed record", getResource(t, s, "i-1", "r-1"), (*broker.Resource)(nil))
+
+		done := finished(op, broker.OperationFailed)
+		inst := *getInstance(t, s, "i-1")
+		inst.State, inst.Op, inst.Version = broker.InstanceFailed, "", inst.Version+1
+		must(t, s.FinishOperation(t.Context(), broker.Finish{Op: done, Instance: &inst}), "FinishOperation")
+		putResource(t, s, gone)
+		before := snapshot(t, s)
+		conflict(t, s.UpdateOperation(t.Context(), op, broker.RecordChanges{Save: []broker.Resource{newResource("i-1", "r-3")}, Remove: []string{"r-1"}}))
+		unchanged(t, s, before)
+		equal(t, "record of a refused update", getResource(t, s, "i-1", "r-3"), (*broker.Resource)(nil))
+	}},
+	{"FinishOperation writes record changes and detaches records with the outcome, and nothing when its condition fails", func(t *testing.T, newStore NewStore) {
+		s := newStore(t)
+		inst, op := startProvision(t, s, "i-1")
+		kept, gone, left := newResource("i-1", "r-1"), newResource("i-1", "r-2"), newResource("i-1", "r-3")
+		for _, r := range []broker.Resource{kept, gone, left} {
+			putResource(t, s, r)
+		}
+		saved := newResource("i-1", "r-4")
+		d := newDetached(left, op.ID)
+		inst.State, inst.Op, inst.Version = broker.InstanceFailed, "", inst.Version+1
+		f := broker.Finish{Op: finished(op, broker.OperationFailed), Instance: &inst,
+			Records: broker.RecordChanges{Save: []broker.Resource{saved}, Remove: []string{"r-2"}}, Detach: []broker.Detached{d}}
+
+		// First with a condition that fails: another operation holds the
+		// instance in the store's eyes once this one has finished.
+		early := f
+		early.Op.ID = "ghost"
+		before := snapshot(t, s)
+		conflict(t, s.FinishOperation(t.Context(), early))
+		unchanged(t, s, before)
+		equal(t, "record of a refused finish", getResource(t, s, "i-1", "r-4"), (*broker.Resource)(nil))
+
+		must(t, s.FinishOperation(t.Context(), f), "FinishOperation")
+		equal(t, "kept record", getResource(t, s, "i-1", "r-1"), &kept)
+		equal(t, "removed record", getResource(t, s, "i-1", "r-2"), (*broker.Resource)(nil))
+		equal(t, "detached record's resource", getResource(t, s, "i-1", "r-3"), (*broker.Resource)(nil))
+		equal(t, "saved record", getResource(t, s, "i-1", "r-4"), &saved)
+		equal(t, "detached", getDetached(t, s, d.ID), &d)
+	}},
+	{"FinishOperation deleting an instance deletes the bindings it names and the records it removes", func(t *testing.T, newStore NewStore) {
+		s := newStore(t)
+		inst := provision(t, s, "i-1")
+		var ids []string
+		for _, id := range snapshotBindings {
+			bind(t, s, "i-1", id)
+			ids = append(ids, id)
+		}
+		putResource(t, s, newResource("i-1", "r-1"))
+		_, op := startInstanceOp(t, s, *getInstance(t, s, inst.ID), broker.KindDeprovision)
+		must(t, s.FinishOperation(t.Context(), broker.Finish{Op: finished(op, broker.OperationSucceeded), DeleteInstance: true,
+			Bindings: ids, Records: broker.RecordChanges{Remove: []string{"r-1"}}}), "FinishOperation")
+		snap, err := s.Load(t.Context(), "i-1", "")
+		must(t, err, "Load")
+		equal(t, "what is left of the instance", snap, broker.Snapshot{})
+	}},
+}
