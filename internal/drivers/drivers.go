@@ -68,7 +68,7 @@ const Default = "demo"
 
 // Kinds are the drivers, by name. This is the only list of them.
 func Kinds() []Kind {
-	return []Kind{demoKind(), cloudformationKind()}
+	return []Kind{demoKind(), cloudformationKind(), functionKind()}
 }
 
 // Names lists the drivers' names, for messages.

@@ -55,7 +55,7 @@ func TestBuild(t *testing.T) {
 	}{
 		{"an unknown driver is refused with the list of drivers",
 			[]string{"driver: terraform"},
-			[]string{`my-catalog.yaml: services[0].plans[0].broker.driver: no driver "terraform" in this broker; the drivers are demo, cloudformation`}},
+			[]string{`my-catalog.yaml: services[0].plans[0].broker.driver: no driver "terraform" in this broker; the drivers are demo, cloudformation, function`}},
 		{"a setting the demo driver does not have is refused, naming the key",
 			[]string{"driver: demo\nmdoe: async"},
 			[]string{`my-catalog.yaml: services[0].plans[0].broker.mdoe: the demo driver has no settings`}},

@@ -90,8 +90,8 @@ type Options struct {
 	ReapInterval time.Duration
 	// Sleep replaces the local engine's waits.
 	Sleep func(ctx context.Context, d time.Duration)
-	// Catalog is the catalog to serve, relative to the repository's root
-	// (default catalog.yaml).
+	// Catalog is the catalog to serve: an absolute path, or one relative to
+	// the repository's root (default catalog.yaml).
 	Catalog string
 	// AWS and Getenv are passed on to the drivers (e.g. moto's
 	// configuration for the CloudFormation driver).
@@ -109,7 +109,10 @@ func StartWith(tb testing.TB, o Options) *Broker {
 	root := Root()
 	h := &holds{ids: map[string]bool{}}
 	catalogPath := filepath.Join(root, "catalog.yaml")
-	if o.Catalog != "" {
+	switch {
+	case filepath.IsAbs(o.Catalog):
+		catalogPath = o.Catalog // one a test wrote
+	case o.Catalog != "":
 		catalogPath = filepath.Join(root, o.Catalog)
 	}
 	cfg := app.LocalConfig{

@@ -1,0 +1,426 @@
+// Package function is the driver that delegates the work of a plan to the
+// service owner's own function, in any language: a Lambda function invoked
+// synchronously, or an HTTPS endpoint whose requests the broker signs with
+// a shared secret. Each call of the Driver port is one JSON request (begin,
+// check or cleanup) and one JSON answer; the protocol is Request and
+// Answer, its JSON schema protocol.schema.json, and its guide the README's
+// "Services in any language".
+//
+// The driver keeps one resource record per instance ("instance") and per
+// binding ("binding-<binding id>"): the target the requests go to and the
+// opaque state the target hands back. A record is written before a change
+// is asked for, so a failed provision or bind always leaves a record for
+// the cleanup workflow, which asks the same target to clean up.
+package function
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/lambda"
+
+	"github.com/serverless-osb/broker/internal/broker"
+)
+
+// Record names.
+const (
+	instanceRecord = "instance"
+	bindingPrefix  = "binding-"
+)
+
+func bindingRecord(bindingID string) string { return bindingPrefix + bindingID }
+
+// record is the driver's resource record of one instance or binding.
+type record struct {
+	// CreatedBy is the operation that made the record; Op the one whose
+	// change the target is undergoing or last underwent, and Attempt how
+	// many begin requests Op sent.
+	CreatedBy string               `json:"created_by"`
+	Op        string               `json:"op"`
+	Kind      broker.OperationKind `json:"kind"`
+	Attempt   int                  `json:"attempt"`
+	ServiceID string               `json:"service_id,omitempty"`
+	PlanID    string               `json:"plan_id,omitempty"`
+	BindingID string               `json:"binding_id,omitempty"`
+	// Target is where the requests about this resource go.
+	Target Target `json:"target"`
+	// State is what the target last handed back.
+	State json.RawMessage `json:"state,omitempty"`
+}
+
+// Driver is the function driver.
+type Driver struct {
+	Resources broker.Resources
+	// HTTP sends the requests to HTTP targets; it follows no redirect.
+	HTTP *http.Client
+	// Lambda returns the Lambda client, built on first use.
+	Lambda func(context.Context) (LambdaAPI, error)
+	// Getenv reads the variables that hold HTTP targets' secrets.
+	Getenv func(string) string
+	Logger *slog.Logger
+	Now    func() time.Time
+}
+
+var _ broker.Driver = (*Driver)(nil)
+
+// New returns a driver that keeps its records in resources; cfg, when set,
+// gives the AWS configuration for Lambda targets, loaded on first use.
+func New(resources broker.Resources, cfg func(context.Context) (aws.Config, error), getenv func(string) string, logger *slog.Logger) *Driver {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	d := &Driver{
+		Resources: resources,
+		HTTP: &http.Client{
+			Transport:     http.DefaultTransport.(*http.Transport).Clone(),
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		},
+		Getenv: getenv,
+		Logger: logger,
+		Now:    func() time.Time { return time.Now().UTC() },
+	}
+	if cfg != nil {
+		d.Lambda = lazyLambda(cfg)
+	}
+	return d
+}
+
+// lazyLambda builds the Lambda client once it is first needed, and again
+// after a failure to load the configuration.
+func lazyLambda(cfg func(context.Context) (aws.Config, error)) func(context.Context) (LambdaAPI, error) {
+	var mu sync.Mutex
+	var client LambdaAPI
+	return func(ctx context.Context) (LambdaAPI, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if client != nil {
+			return client, nil
+		}
+		c, err := cfg(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("load the AWS configuration: %w", err)
+		}
+		client = lambda.NewFromConfig(c)
+		return client, nil
+	}
+}
+
+// Leftovers names the record of what a failed provision or bind made. A
+// failed update leaves the instance's record where it is (the target keeps
+// the instance as the update left it); a deprovision or unbind leaves its
+// resource attached.
+func (d *Driver) Leftovers(_ context.Context, c broker.Change) ([]string, error) {
+	switch c.Operation.Kind {
+	case broker.KindProvision:
+		return []string{instanceRecord}, nil
+	case broker.KindBind:
+		return []string{bindingRecord(bindingIDOf(c))}, nil
+	}
+	return nil, nil
+}
+
+func bindingIDOf(c broker.Change) string {
+	if c.Binding != nil {
+		return c.Binding.ID
+	}
+	return c.Operation.BindingID
+}
+
+// Begin asks the target to start the change.
+func (d *Driver) Begin(ctx context.Context, c broker.Change) (broker.Progress, error) {
+	return d.advance(ctx, c, true)
+}
+
+// Check asks the target how the change is going; once it is done, the
+// target answers with its results each time.
+func (d *Driver) Check(ctx context.Context, c broker.Change) (broker.Progress, error) {
+	return d.advance(ctx, c, false)
+}
+
+func (d *Driver) advance(ctx context.Context, c broker.Change, begin bool) (broker.Progress, error) {
+	s, ok := c.Settings.(*Settings)
+	if !ok || s == nil {
+		return broker.Progress{}, &broker.Failure{Description: "The plan has no function settings; the broker's catalog is misconfigured."}
+	}
+	switch c.Operation.Kind {
+	case broker.KindDeprovision, broker.KindUnbind:
+		return d.remove(ctx, c, s, begin)
+	}
+	name := instanceRecord
+	if c.Operation.Kind == broker.KindBind {
+		name = bindingRecord(bindingIDOf(c))
+	}
+	rec, found, err := d.get(ctx, c.Instance.ID, name)
+	if err != nil {
+		return broker.Progress{}, err
+	}
+	mine := found && rec.Op == c.Operation.ID
+	creates := c.Operation.Kind == broker.KindProvision || c.Operation.Kind == broker.KindBind
+	switch {
+	case found && !mine && creates:
+		return broker.Progress{}, &broker.Failure{Description: fmt.Sprintf(
+			"The %s cannot go on: the broker's record of the resource belongs to another operation.", c.Operation.Kind)}
+	case !mine && !begin:
+		return broker.Progress{}, &broker.Failure{Description: fmt.Sprintf(
+			"The %s cannot complete: the broker's record of it is gone (it was handed to cleanup).", c.Operation.Kind)}
+	}
+	call := CallCheck
+	if begin {
+		call = CallBegin
+		// The record first: whatever happens next, it names the target.
+		if !found {
+			rec = record{CreatedBy: c.Operation.ID, ServiceID: c.Instance.ServiceID, PlanID: c.Instance.PlanID,
+				BindingID: c.Operation.BindingID}
+		}
+		if !mine {
+			rec.Op, rec.Kind, rec.Attempt = c.Operation.ID, c.Operation.Kind, 0
+		}
+		rec.Attempt++
+		rec.Target = s.Target
+		if c.Plan != nil {
+			rec.PlanID = c.Plan.ID
+		}
+		if err := d.put(ctx, c.Instance.ID, name, rec); err != nil {
+			return broker.Progress{}, err
+		}
+	}
+	a, err := d.ask(ctx, c.Instance.ID, name, &rec, s.Target, request(call, c, s, rec))
+	if err != nil {
+		return broker.Progress{}, err
+	}
+	return progress(a, s.RetryAfter), nil
+}
+
+// remove runs a deprovision or an unbind: done when the target says the
+// resource is gone, with the records of it (a deprovision's: every record
+// of the instance, so that nothing is left behind).
+func (d *Driver) remove(ctx context.Context, c broker.Change, s *Settings, begin bool) (broker.Progress, error) {
+	name := instanceRecord
+	names := []string{bindingRecord(bindingIDOf(c))}
+	if c.Operation.Kind == broker.KindDeprovision {
+		records, err := d.Resources.ListResources(ctx, c.Instance.ID)
+		if err != nil {
+			return broker.Progress{}, fmt.Errorf("function: list records of %s: %w", c.Instance.ID, err)
+		}
+		names = names[:0]
+		for _, r := range records {
+			names = append(names, r.Name)
+		}
+	} else {
+		name = names[0]
+	}
+	if len(names) == 0 {
+		// Nothing was made that the broker knows of (a failed provision's
+		// resource was handed to cleanup), or an earlier check removed it.
+		return broker.Progress{Done: true}, nil
+	}
+	rec, found, err := d.get(ctx, c.Instance.ID, name)
+	if err != nil {
+		return broker.Progress{}, err
+	}
+	if !found {
+		rec = record{CreatedBy: c.Operation.ID, ServiceID: c.Instance.ServiceID, PlanID: c.Instance.PlanID, BindingID: c.Operation.BindingID}
+	}
+	call := CallCheck
+	if begin || rec.Op != c.Operation.ID {
+		// A deletion is asked for again when no begin of it is on record
+		// (one that never went out): deleting is idempotent.
+		call = CallBegin
+		if rec.Op != c.Operation.ID {
+			rec.Op, rec.Kind, rec.Attempt = c.Operation.ID, c.Operation.Kind, 0
+		}
+		rec.Attempt++
+		rec.Target = s.Target
+		if found {
+			if err := d.put(ctx, c.Instance.ID, name, rec); err != nil {
+				return broker.Progress{}, err
+			}
+		}
+	}
+	a, err := d.ask(ctx, c.Instance.ID, name, &rec, s.Target, request(call, c, s, rec))
+	if err != nil {
+		return broker.Progress{}, err
+	}
+	if a.Done {
+		for _, n := range names {
+			if err := d.Resources.DeleteResource(ctx, c.Instance.ID, n); err != nil && !errors.Is(err, broker.ErrNotFound) {
+				return broker.Progress{}, fmt.Errorf("function: delete record %s of %s: %w", n, c.Instance.ID, err)
+			}
+		}
+		return broker.Progress{Done: true}, nil
+	}
+	return progress(a, s.RetryAfter), nil
+}
+
+// Cleanup asks the target that made a detached resource to delete it.
+func (d *Driver) Cleanup(ctx context.Context, det broker.Detached) (broker.Progress, error) {
+	var rec record
+	if err := json.Unmarshal(det.Data, &rec); err != nil {
+		return broker.Progress{}, &broker.Failure{Description: fmt.Sprintf("The detached record %s is not a function driver's record.", det.Name)}
+	}
+	if rec.Target.Function == "" && rec.Target.URL == "" {
+		return broker.Progress{Done: true}, nil
+	}
+	req := Request{
+		Version:   Version,
+		Call:      CallCleanup,
+		Operation: RequestOperation{ID: det.OperationID, Kind: rec.Kind, Async: true, Attempt: det.Attempts},
+		Instance:  RequestInstance{ID: det.InstanceID, ServiceID: rec.ServiceID, PlanID: rec.PlanID},
+		State:     rec.State,
+		Cleanup:   &RequestCleanupOf{Reason: det.Reason},
+	}
+	if rec.BindingID != "" {
+		req.Binding = &RequestBinding{ID: rec.BindingID}
+	}
+	a, err := d.call(ctx, rec.Target, req)
+	if err != nil {
+		return broker.Progress{}, err
+	}
+	return progress(a, DefaultRetryAfter), nil
+}
+
+// ask sends a request about the record name and keeps the state the
+// answer hands back, before it reads the rest: a failed change's state
+// reaches the cleanup.
+func (d *Driver) ask(ctx context.Context, instanceID, name string, rec *record, t Target, req Request) (Answer, error) {
+	a, err := d.call(ctx, t, req)
+	if err != nil {
+		return Answer{}, err
+	}
+	if a.State != nil && !bytes.Equal(a.State, rec.State) {
+		rec.State = a.State
+		if bytes.Equal(bytes.TrimSpace(a.State), []byte("null")) {
+			rec.State = nil
+		}
+		if err := d.put(ctx, instanceID, name, *rec); err != nil {
+			return Answer{}, err
+		}
+	}
+	return a, answerError(a)
+}
+
+// call sends one request and reads its answer, within the target's timeout.
+func (d *Driver) call(ctx context.Context, t Target, req Request) (Answer, error) {
+	body, err := json.Marshal(req)
+	if err != nil {
+		return Answer{}, fmt.Errorf("function: encode the %s request: %w", req.Call, err)
+	}
+	timeout := t.Timeout
+	if timeout <= 0 {
+		timeout = DefaultTimeout
+	}
+	cctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	raw, err := d.send(cctx, t, body)
+	if err != nil {
+		return Answer{}, err
+	}
+	a, err := DecodeAnswer(raw)
+	if err != nil {
+		return Answer{}, fmt.Errorf("%s: %w", t, err)
+	}
+	if req.Call == CallCleanup {
+		err = answerError(a)
+	}
+	d.Logger.DebugContext(ctx, "function answered", "call", req.Call, "done", a.Done, "error", a.Error != nil)
+	return a, err
+}
+
+// answerError is the error an answer reports: permanent (*broker.Failure,
+// its description shown to the user) or transient.
+func answerError(a Answer) error {
+	switch {
+	case a.Error == nil:
+		return nil
+	case a.Error.Kind == ErrorPermanent:
+		return &broker.Failure{Description: clip(a.Error.Description),
+			InstanceUsable: a.Error.InstanceUsable, UpdateRepeatable: a.Error.UpdateRepeatable}
+	}
+	return fmt.Errorf("the target reports a transient error: %s", clipTo(a.Error.Description, 200))
+}
+
+// progress turns an answer without error into the port's progress.
+func progress(a Answer, retryAfter time.Duration) broker.Progress {
+	if a.Done {
+		p := broker.Progress{Done: true}
+		if a.Results != nil {
+			p.DashboardURL, p.Credentials, p.Endpoints = a.Results.DashboardURL, a.Results.Credentials, a.Results.Endpoints
+		}
+		return p
+	}
+	if a.RetryAfter != nil {
+		retryAfter = time.Duration(*a.RetryAfter * float64(time.Second))
+	}
+	return broker.Progress{RetryAfter: retryAfter, Description: clip(a.Description)}
+}
+
+// request builds the request of a begin or check.
+func request(call string, c broker.Change, s *Settings, rec record) Request {
+	r := Request{
+		Version:   Version,
+		Call:      call,
+		Operation: RequestOperation{ID: c.Operation.ID, Kind: c.Operation.Kind, Async: c.Operation.Async, Attempt: rec.Attempt},
+		Instance: RequestInstance{
+			ID: c.Instance.ID, ServiceID: c.Instance.ServiceID, PlanID: c.Instance.PlanID,
+			OrganizationGUID: c.Instance.OrganizationGUID, SpaceGUID: c.Instance.SpaceGUID,
+			Parameters: c.Instance.Parameters, Context: c.Instance.Context, MaintenanceInfo: c.Instance.MaintenanceInfo,
+		},
+		State: rec.State,
+	}
+	if c.Service != nil {
+		r.Service = &RequestService{ID: c.Service.ID, Name: c.Service.Name}
+	}
+	if c.Plan != nil {
+		r.Plan = &RequestPlan{ID: c.Plan.ID, Name: c.Plan.Name, Config: s.Config}
+	}
+	if c.Operation.Kind == broker.KindUpdate && c.Operation.Target != nil {
+		t := c.Operation.Target
+		r.Update = &RequestUpdate{PlanID: t.PlanID, Parameters: t.Parameters, Context: t.Context, MaintenanceInfo: t.MaintenanceInfo}
+	}
+	if c.Binding != nil {
+		b := c.Binding
+		r.Binding = &RequestBinding{ID: b.ID, AppGUID: b.AppGUID, BindResource: b.BindResource, Parameters: b.Parameters, Context: b.Context}
+	} else if c.Operation.BindingID != "" {
+		r.Binding = &RequestBinding{ID: c.Operation.BindingID}
+	}
+	return r
+}
+
+func (d *Driver) get(ctx context.Context, instanceID, name string) (record, bool, error) {
+	r, err := d.Resources.GetResource(ctx, instanceID, name)
+	if errors.Is(err, broker.ErrNotFound) {
+		return record{}, false, nil
+	}
+	if err != nil {
+		return record{}, false, fmt.Errorf("function: read record %s of %s: %w", name, instanceID, err)
+	}
+	var rec record
+	if err := json.Unmarshal(r.Data, &rec); err != nil {
+		return record{}, false, fmt.Errorf("function: decode record %s of %s: %w", name, instanceID, err)
+	}
+	return rec, true, nil
+}
+
+func (d *Driver) put(ctx context.Context, instanceID, name string, rec record) error {
+	data, err := json.Marshal(rec)
+	if err != nil {
+		return fmt.Errorf("function: encode record %s of %s: %w", name, instanceID, err)
+	}
+	err = d.Resources.PutResource(ctx, broker.Resource{InstanceID: instanceID, Name: name, Data: data, UpdatedAt: d.Now()})
+	if err != nil {
+		return fmt.Errorf("function: write record %s of %s: %w", name, instanceID, err)
+	}
+	return nil
+}

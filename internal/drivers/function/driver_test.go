@@ -1,0 +1,369 @@
+package function_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/serverless-osb/broker/internal/broker"
+	"github.com/serverless-osb/broker/internal/catalog"
+	"github.com/serverless-osb/broker/internal/drivers/function"
+	"github.com/serverless-osb/broker/internal/drivers/function/functiontest"
+	"github.com/serverless-osb/broker/internal/store/bolt"
+)
+
+const secret = "test-shared-secret"
+
+// fixture is a driver on a bolt store, pointed at a test target.
+type fixture struct {
+	t      *testing.T
+	d      *function.Driver
+	store  broker.Store
+	target *functiontest.Target
+	s      *function.Settings
+	logs   *bytes.Buffer
+}
+
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	store, err := bolt.Open(filepath.Join(t.TempDir(), "db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	target := functiontest.Start(t, secret)
+	logs := &bytes.Buffer{}
+	getenv := func(k string) string {
+		if k == "FN_SECRET" {
+			return secret
+		}
+		return ""
+	}
+	d := function.New(store, nil, getenv, slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	s, err := function.Configure(nil, map[string]any{"url": target.URL, "secret_env": "FN_SECRET", "timeout": 1,
+		"config": map[string]any{"tier": "small"}}, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &fixture{t: t, d: d, store: store, target: target, s: s, logs: logs}
+}
+
+var (
+	svc  = &catalog.Service{ID: "svc-1", Name: "things"}
+	plan = &catalog.Plan{ID: "plan-1", Name: "small"}
+)
+
+func (f *fixture) change(kind broker.OperationKind, opID string, async bool, params string) broker.Change {
+	c := broker.Change{
+		Operation: broker.Operation{ID: opID, InstanceID: "i-1", Kind: kind, Async: async},
+		Instance:  broker.Instance{ID: "i-1", ServiceID: svc.ID, PlanID: plan.ID, Parameters: json.RawMessage(`{}`)},
+		Plan:      plan, Service: svc, Settings: f.s,
+	}
+	switch kind {
+	case broker.KindProvision:
+		c.Instance.Parameters = json.RawMessage(params)
+	case broker.KindUpdate:
+		c.Operation.Target = &broker.Target{Parameters: json.RawMessage(params)}
+	case broker.KindBind, broker.KindUnbind:
+		c.Operation.BindingID = "b-1"
+		c.Binding = &broker.Binding{InstanceID: "i-1", ID: "b-1", AppGUID: "app-1", Parameters: json.RawMessage(params)}
+	}
+	return c
+}
+
+// run begins a change and checks it until it is done, as the workflow does.
+func (f *fixture) run(c broker.Change) (broker.Progress, error) {
+	f.t.Helper()
+	p, err := f.d.Begin(context.Background(), c)
+	for i := 0; err == nil && !p.Done; i++ {
+		if i > 20 {
+			f.t.Fatal("the change never ends")
+		}
+		p, err = f.d.Check(context.Background(), c)
+	}
+	return p, err
+}
+
+func (f *fixture) records() []string {
+	f.t.Helper()
+	rs, err := f.store.ListResources(context.Background(), "i-1")
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	var names []string
+	for _, r := range rs {
+		names = append(names, r.Name)
+	}
+	return names
+}
+
+func TestDriverRunsEveryLifecycleAgainstAnHTTPTarget(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+
+	t.Run("an asynchronous provision reports progress, then its dashboard", func(t *testing.T) {
+		c := f.change(broker.KindProvision, "op-1", true, `{"checks": 2}`)
+		p, err := f.d.Begin(ctx, c)
+		if err != nil || p.Done || p.RetryAfter != time.Second || p.Description != "2 checks to go." {
+			t.Fatalf("begin: %+v %v, want not done, retry after 1s, the target's description", p, err)
+		}
+		if p, err = f.run(c); err != nil || p.DashboardURL != "https://dashboard.example.test/i-1" {
+			t.Fatalf("%+v %v", p, err)
+		}
+		// Finish checks once more: the results again.
+		if p, err = f.d.Check(ctx, c); err != nil || !p.Done || p.DashboardURL == "" {
+			t.Fatalf("check after done: %+v %v", p, err)
+		}
+		if got := f.records(); len(got) != 1 || got[0] != "instance" {
+			t.Fatalf("records %v, want the instance's", got)
+		}
+		r, _ := f.store.GetResource(ctx, "i-1", "instance")
+		if !strings.Contains(string(r.Data), `"state":{"made_by":"op-1"}`) {
+			t.Errorf("the target's state is not kept: %s", r.Data)
+		}
+	})
+	t.Run("the requests carry the operation, the plan's config and the state", func(t *testing.T) {
+		reqs := f.target.Requests()
+		first, last := reqs[0], reqs[len(reqs)-1]
+		if first.Call != function.CallBegin || first.Operation.Kind != broker.KindProvision || !first.Operation.Async ||
+			first.Operation.Attempt != 1 || first.Plan == nil || first.Plan.Config["tier"] != "small" || first.Service.Name != "things" {
+			t.Errorf("first request %+v", first)
+		}
+		if first.State != nil || string(last.State) != `{"made_by":"op-1"}` || last.Call != function.CallCheck {
+			t.Errorf("state: first %s, last %s (%s)", first.State, last.State, last.Call)
+		}
+	})
+	t.Run("an update sends what it asks for", func(t *testing.T) {
+		c := f.change(broker.KindUpdate, "op-2", false, `{"size": 2}`)
+		if p, err := f.run(c); err != nil || !p.Done {
+			t.Fatalf("%+v %v", p, err)
+		}
+		reqs := f.target.Requests()
+		if u := reqs[len(reqs)-1].Update; u == nil || string(u.Parameters) != `{"size":2}` {
+			t.Errorf("update %+v", u)
+		}
+	})
+	t.Run("a bind hands out the target's credentials and endpoints, which no log line holds", func(t *testing.T) {
+		p, err := f.run(f.change(broker.KindBind, "op-3", false, `{"endpoints": true}`))
+		if err != nil || p.Credentials["username"] != "u-b-1" || len(p.Endpoints) != 1 || p.Endpoints[0].Ports[0] != "5432" {
+			t.Fatalf("%+v %v", p, err)
+		}
+		pw := f.target.Password("i-1", "b-1")
+		if pw == "" || p.Credentials["password"] != pw {
+			t.Fatalf("password %v, target made %q", p.Credentials["password"], pw)
+		}
+		if strings.Contains(f.logs.String(), pw) || strings.Contains(f.logs.String(), secret) {
+			t.Errorf("a log line holds the password or the secret:\n%s", f.logs)
+		}
+	})
+	t.Run("an unbind removes the binding and its record", func(t *testing.T) {
+		if p, err := f.run(f.change(broker.KindUnbind, "op-4", false, `{}`)); err != nil || !p.Done {
+			t.Fatalf("%+v %v", p, err)
+		}
+		if b := f.target.Bindings("i-1"); len(b) != 0 {
+			t.Errorf("target still has bindings %v", b)
+		}
+		if got := f.records(); len(got) != 1 {
+			t.Errorf("records %v, want the instance's only", got)
+		}
+	})
+	t.Run("a deprovision removes the instance and every record of it", func(t *testing.T) {
+		if _, err := f.run(f.change(broker.KindBind, "op-5", false, `{}`)); err != nil {
+			t.Fatal(err)
+		}
+		c := f.change(broker.KindDeprovision, "op-6", true, `{}`)
+		if p, err := f.run(c); err != nil || !p.Done {
+			t.Fatalf("%+v %v", p, err)
+		}
+		if got := f.records(); len(got) != 0 {
+			t.Errorf("records %v outlived the deprovision", got)
+		}
+		if ids := f.target.Instances(); len(ids) != 0 {
+			t.Errorf("target still has %v", ids)
+		}
+		n := len(f.target.Requests())
+		if p, err := f.d.Check(ctx, c); err != nil || !p.Done || len(f.target.Requests()) != n {
+			t.Errorf("a check after the deprovision: %+v %v, and %d requests, want done with no request", p, err, len(f.target.Requests())-n)
+		}
+	})
+	t.Run("every request and answer follows protocol.schema.json", func(t *testing.T) {
+		schema := compile(t, "request")
+		for _, r := range f.target.Requests() {
+			raw, _ := json.Marshal(r)
+			v, _ := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
+			if err := schema.Validate(v); err != nil {
+				t.Errorf("request %s: %v", raw, err)
+			}
+		}
+	})
+}
+
+func compile(t *testing.T, def string) *jsonschema.Schema {
+	t.Helper()
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(function.Schema))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := jsonschema.NewCompiler()
+	if err := c.AddResource("protocol.schema.json", doc); err != nil {
+		t.Fatal(err)
+	}
+	s, err := c.Compile("protocol.schema.json#/$defs/" + def)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func TestDriverReportsTheTargetsFailures(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		params    string
+		permanent string // the description of a permanent failure; "" means transient
+	}{
+		{"a permanent error fails the change with the target's description", `{"fail": "No capacity left in region 7."}`, "No capacity left in region 7."},
+		{"a transient error is retried", `{"fault": "transient"}`, ""},
+		{"a timeout is transient", `{"fault": "timeout"}`, ""},
+		{"a malformed answer is transient", `{"fault": "malformed"}`, ""},
+		{"an answer over the size limit is transient", `{"fault": "oversized"}`, ""},
+		{"an HTTP 500 is transient", `{"fault": "http500"}`, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t)
+			_, err := f.d.Begin(context.Background(), f.change(broker.KindProvision, "op-1", true, tc.params))
+			var fail *broker.Failure
+			switch {
+			case err == nil:
+				t.Fatal("no error")
+			case tc.permanent != "" && (!errors.As(err, &fail) || fail.Description != tc.permanent):
+				t.Fatalf("error %v, want the permanent failure %q", err, tc.permanent)
+			case tc.permanent == "" && errors.As(err, &fail):
+				t.Fatalf("error %v is permanent, want transient", err)
+			}
+			if got := f.records(); len(got) != 1 {
+				t.Errorf("records %v: the record must precede the request, for the cleanup", got)
+			}
+		})
+	}
+	t.Run("a target that refuses the signature fails the change, and says so", func(t *testing.T) {
+		f := newFixture(t)
+		f.target.Secret = "another-secret"
+		_, err := f.d.Begin(context.Background(), f.change(broker.KindProvision, "op-1", false, `{}`))
+		var fail *broker.Failure
+		if !errors.As(err, &fail) || !strings.Contains(fail.Description, "HTTP 401") {
+			t.Fatalf("error %v, want a permanent failure naming HTTP 401", err)
+		}
+		if f.target.Refused() != 1 {
+			t.Errorf("refused %d requests, want 1", f.target.Refused())
+		}
+	})
+	t.Run("a missing secret fails the change without a request", func(t *testing.T) {
+		f := newFixture(t)
+		f.d.Getenv = func(string) string { return "" }
+		_, err := f.d.Begin(context.Background(), f.change(broker.KindProvision, "op-1", false, `{}`))
+		var fail *broker.Failure
+		if !errors.As(err, &fail) || len(f.target.Requests())+f.target.Refused() != 0 {
+			t.Fatalf("error %v after %d requests, want a permanent failure and none", err, len(f.target.Requests()))
+		}
+	})
+	t.Run("a retried begin is the same operation's next attempt", func(t *testing.T) {
+		f := newFixture(t)
+		c := f.change(broker.KindProvision, "op-1", true, `{"fault": "timeout-once"}`)
+		if _, err := f.d.Begin(context.Background(), c); err == nil {
+			t.Fatal("the first begin did not time out")
+		}
+		if p, err := f.run(c); err != nil || !p.Done {
+			t.Fatalf("%+v %v", p, err)
+		}
+		reqs := f.target.Requests()
+		if reqs[0].Operation.Attempt != 1 || reqs[1].Operation.Attempt != 2 || reqs[1].Call != function.CallBegin {
+			t.Errorf("attempts %d, %d (%s), want 1 then begin 2", reqs[0].Operation.Attempt, reqs[1].Operation.Attempt, reqs[1].Call)
+		}
+	})
+}
+
+func TestCleanupAsksTheTargetThatMadeTheResource(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	c := f.change(broker.KindProvision, "op-1", true, `{"checks": 1}`)
+	if _, err := f.d.Begin(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	names, err := f.d.Leftovers(ctx, c)
+	if err != nil || len(names) != 1 || names[0] != "instance" {
+		t.Fatalf("leftovers %v %v", names, err)
+	}
+	r, err := f.store.GetResource(ctx, "i-1", "instance")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := broker.Detached{ID: "d-1", InstanceID: "i-1", Name: r.Name, Data: r.Data, PlanID: plan.ID, OperationID: "op-1",
+		Reason: "The provision failed.", Attempts: 1}
+	// The plan may have moved on since: the record names the target.
+	f.s.Target.URL = "https://unused.example.test/"
+	p, err := f.d.Cleanup(ctx, d)
+	if err != nil || !p.Done {
+		t.Fatalf("cleanup: %+v %v", p, err)
+	}
+	if len(f.target.Instances()) != 0 || f.target.Cleanups() != 1 {
+		t.Errorf("target holds %v after %d cleanups", f.target.Instances(), f.target.Cleanups())
+	}
+	reqs := f.target.Requests()
+	last := reqs[len(reqs)-1]
+	if last.Call != function.CallCleanup || string(last.State) != `{"made_by":"op-1"}` || last.Cleanup.Reason != "The provision failed." {
+		t.Errorf("cleanup request %+v", last)
+	}
+}
+
+func TestDecodeAnswer(t *testing.T) {
+	schema := compile(t, "answer")
+	for _, tc := range []struct {
+		name, raw string
+		ok        bool
+	}{
+		{"a done answer with results", `{"version":1,"done":true,"results":{"dashboard_url":"https://x","credentials":{"k":"v"},"endpoints":[{"host":"h","ports":["1"]}]}}`, true},
+		{"a progress answer", `{"version":1,"retry_after":2.5,"description":"Half way.","state":{"n":1}}`, true},
+		{"a permanent error", `{"version":1,"error":{"kind":"permanent","description":"No."}}`, true},
+		{"another version", `{"version":2,"done":true}`, false},
+		{"no version", `{"done":true}`, false},
+		{"done and an error", `{"version":1,"done":true,"error":{"kind":"permanent","description":"No."}}`, false},
+		{"an unknown error kind", `{"version":1,"error":{"kind":"fatal","description":"No."}}`, false},
+		{"an error without description", `{"version":1,"error":{"kind":"permanent","description":""}}`, false},
+		{"a negative retry_after", `{"version":1,"retry_after":-1}`, false},
+		{"results while not done", `{"version":1,"results":{"dashboard_url":"https://x"}}`, false},
+		{"a dashboard that is not a URL", `{"version":1,"done":true,"results":{"dashboard_url":"javascript:x"}}`, false},
+		{"an endpoint without ports", `{"version":1,"done":true,"results":{"endpoints":[{"host":"h","ports":[]}]}}`, false},
+		{"a string for done", `{"version":1,"done":"yes"}`, false},
+		{"not JSON", `Internal Server Error`, false},
+		{"two values", `{"version":1}{"version":1}`, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := function.DecodeAnswer([]byte(tc.raw))
+			if (err == nil) != tc.ok {
+				t.Fatalf("DecodeAnswer: %v, want ok %v", err, tc.ok)
+			}
+			if err != nil && strings.Contains(err.Error(), `"k":"v"`) {
+				t.Errorf("the error quotes the answer: %v", err)
+			}
+			if v, jerr := jsonschema.UnmarshalJSON(strings.NewReader(tc.raw)); jerr == nil && !strings.Contains(tc.name, "two values") {
+				if serr := schema.Validate(v); (serr == nil) != tc.ok {
+					t.Errorf("the schema says %v, the driver %v", serr, err)
+				}
+			}
+		})
+	}
+	t.Run("an answer over the limit is refused", func(t *testing.T) {
+		raw := `{"version":1,"description":"` + strings.Repeat("x", function.MaxAnswerBytes) + `"}`
+		if _, err := function.DecodeAnswer([]byte(raw)); err == nil {
+			t.Fatal("accepted")
+		}
+	})
+}

@@ -1,0 +1,316 @@
+// Package functiontest is a service owner's function for tests: an HTTP
+// target on 127.0.0.1 that checks the broker's signature and plays a small
+// service (instances and bindings in memory) through the function driver's
+// protocol, with the faults a test asks for by parameter.
+//
+// Parameters of a provision, update or bind (the instance's, the update's
+// or the binding's):
+//   - "checks": how many checks of an asynchronous change answer "not done"
+//     before it is done (default 0);
+//   - "fail": a permanent error with this description (at begin);
+//   - "endpoints": true, for a bind: the binding's endpoints too;
+//   - "fault": "timeout", "malformed", "oversized", "transient" or "http500"
+//     on every request of the operation, or the same with "-once" (e.g.
+//     "timeout-once") on its first request only.
+package functiontest
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/serverless-osb/broker/internal/broker"
+	"github.com/serverless-osb/broker/internal/drivers/function"
+)
+
+// Target is the test target. Its zero value is not usable: see Start.
+type Target struct {
+	// URL is where it listens; Secret the secret it checks signatures with.
+	URL    string
+	Secret string
+
+	srv *httptest.Server
+
+	mu        sync.Mutex
+	requests  []function.Request
+	refused   int
+	instances map[string]*instance // by instance id
+	// seen counts the requests of each operation, for "-once" faults.
+	seen     map[string]int
+	cleanups int
+}
+
+type instance struct {
+	op       string
+	checks   int
+	params   map[string]any
+	bindings map[string]map[string]any // credentials by binding id
+}
+
+// Start starts a target with the secret; it stops when the test ends.
+func Start(tb testing.TB, secret string) *Target {
+	tb.Helper()
+	t := &Target{Secret: secret, instances: map[string]*instance{}, seen: map[string]int{}}
+	t.srv = httptest.NewServer(http.HandlerFunc(t.serve)) // 127.0.0.1, a free port
+	t.URL = t.srv.URL
+	tb.Cleanup(t.srv.Close)
+	return t
+}
+
+// Requests returns the requests the target accepted, in order.
+func (t *Target) Requests() []function.Request {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return slices.Clone(t.requests)
+}
+
+// Refused counts the requests refused for their signature.
+func (t *Target) Refused() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.refused
+}
+
+// Cleanups counts the cleanup requests that deleted something.
+func (t *Target) Cleanups() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.cleanups
+}
+
+// Instances lists the instances the target holds.
+func (t *Target) Instances() []string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var ids []string
+	for id := range t.instances {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// Bindings lists the bindings the target holds for an instance.
+func (t *Target) Bindings(instanceID string) []string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var ids []string
+	if inst := t.instances[instanceID]; inst != nil {
+		for id := range inst.bindings {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// Password returns the password the target made for a binding.
+func (t *Target) Password(instanceID, bindingID string) string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if inst := t.instances[instanceID]; inst != nil {
+		s, _ := inst.bindings[bindingID]["password"].(string)
+		return s
+	}
+	return ""
+}
+
+func (t *Target) serve(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		http.Error(w, "unreadable body", http.StatusBadRequest)
+		return
+	}
+	if err := function.Verify([]byte(t.Secret), r.Header.Get(function.HeaderSignature), body, time.Now()); err != nil {
+		t.mu.Lock()
+		t.refused++
+		t.mu.Unlock()
+		http.Error(w, err.Error(), http.StatusUnauthorized)
+		return
+	}
+	var req function.Request
+	if err := json.Unmarshal(body, &req); err != nil || req.Version != function.Version {
+		http.Error(w, "not a version 1 request", http.StatusBadRequest)
+		return
+	}
+	t.mu.Lock()
+	t.requests = append(t.requests, req)
+	fault := t.fault(req)
+	t.mu.Unlock()
+
+	switch fault {
+	case "timeout":
+		<-r.Context().Done() // until the broker gives up
+		return
+	case "malformed":
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"version": 1, "done": "yes"`)
+		return
+	case "oversized":
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = fmt.Fprintf(w, `{"version": 1, "done": true, "description": %q}`, strings.Repeat("x", function.MaxAnswerBytes))
+		return
+	case "http500":
+		http.Error(w, "boom", http.StatusInternalServerError)
+		return
+	case "transient":
+		writeJSON(w, function.Answer{Version: function.Version, Error: &function.AnswerError{Kind: function.ErrorTransient, Description: "The backend is busy."}})
+		return
+	}
+	t.mu.Lock()
+	a := t.answer(req)
+	t.mu.Unlock()
+	writeJSON(w, a)
+}
+
+func writeJSON(w http.ResponseWriter, a function.Answer) {
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(a)
+}
+
+// params are the parameters that govern a request's change.
+func params(req function.Request) map[string]any {
+	raw := req.Instance.Parameters
+	switch {
+	case req.Update != nil:
+		raw = req.Update.Parameters
+	case req.Operation.Kind == "bind" && req.Binding != nil:
+		raw = req.Binding.Parameters
+	case req.Operation.Kind != "provision":
+		return nil
+	}
+	var p map[string]any
+	_ = json.Unmarshal(raw, &p)
+	return p
+}
+
+// fault says which fault the request meets (t.mu held).
+func (t *Target) fault(req function.Request) string {
+	if req.Call == function.CallCleanup {
+		return ""
+	}
+	f, _ := params(req)["fault"].(string)
+	t.seen[req.Operation.ID]++
+	if once, ok := strings.CutSuffix(f, "-once"); ok {
+		if t.seen[req.Operation.ID] == 1 {
+			return once
+		}
+		return ""
+	}
+	return f
+}
+
+// answer plays the service (t.mu held).
+func (t *Target) answer(req function.Request) function.Answer {
+	a := function.Answer{Version: function.Version}
+	inst := t.instances[req.Instance.ID]
+	p := params(req)
+	if req.Call == function.CallBegin {
+		if desc, ok := p["fail"].(string); ok {
+			return function.Answer{Version: function.Version, Error: &function.AnswerError{Kind: function.ErrorPermanent, Description: desc}}
+		}
+	}
+	checks := 0
+	if n, ok := p["checks"].(float64); ok && req.Operation.Async {
+		checks = int(n)
+	}
+	switch req.Call {
+	case function.CallCleanup:
+		if req.Binding != nil {
+			if inst != nil && inst.bindings[req.Binding.ID] != nil {
+				delete(inst.bindings, req.Binding.ID)
+				t.cleanups++
+			}
+		} else if inst != nil {
+			delete(t.instances, req.Instance.ID)
+			t.cleanups++
+		}
+		a.Done = true
+		return a
+	case function.CallBegin:
+		switch req.Operation.Kind {
+		case "provision":
+			if inst == nil || inst.op != req.Operation.ID {
+				inst = &instance{op: req.Operation.ID, checks: checks, params: p, bindings: map[string]map[string]any{}}
+				t.instances[req.Instance.ID] = inst
+			}
+			a.State = json.RawMessage(fmt.Sprintf(`{"made_by":%q}`, req.Operation.ID))
+		case "update":
+			if inst == nil {
+				return permanent("The instance does not exist.")
+			}
+			if inst.op != req.Operation.ID {
+				inst.op, inst.checks, inst.params = req.Operation.ID, checks, p
+			}
+		case "deprovision":
+			delete(t.instances, req.Instance.ID)
+			a.Done = true
+			return a
+		case "bind":
+			if inst == nil {
+				return permanent("The instance does not exist.")
+			}
+			if inst.bindings[req.Binding.ID] == nil {
+				inst.bindings[req.Binding.ID] = map[string]any{
+					"username": "u-" + req.Binding.ID, "password": fmt.Sprintf("p-%d", time.Now().UnixNano()),
+					"host": "db.example.test", "port": 5432,
+				}
+			}
+			a.Done = true
+		case "unbind":
+			if inst != nil {
+				delete(inst.bindings, req.Binding.ID)
+			}
+			a.Done = true
+			return a
+		}
+	case function.CallCheck:
+		switch req.Operation.Kind {
+		case "deprovision":
+			a.Done = inst == nil
+			return a
+		case "unbind":
+			a.Done = inst == nil || inst.bindings[req.Binding.ID] == nil
+			return a
+		case "bind":
+			a.Done = inst != nil && inst.bindings[req.Binding.ID] != nil
+			if !a.Done {
+				return permanent("The binding does not exist.")
+			}
+		default:
+			if inst == nil {
+				return permanent("The instance does not exist.")
+			}
+			if inst.checks > 0 {
+				inst.checks--
+			}
+		}
+	}
+	if req.Operation.Kind == "bind" {
+		a.Done = true
+		a.Results = &function.Results{Credentials: inst.bindings[req.Binding.ID]}
+		if p["endpoints"] == true {
+			a.Results.Endpoints = []broker.Endpoint{{Host: "db.example.test", Ports: []string{"5432"}, Protocol: "tcp"}}
+		}
+		return a
+	}
+	if inst.checks > 0 {
+		one := 1.0
+		a.RetryAfter, a.Description = &one, fmt.Sprintf("%d checks to go.", inst.checks)
+		return a
+	}
+	a.Done = true
+	a.Results = &function.Results{DashboardURL: "https://dashboard.example.test/" + req.Instance.ID}
+	return a
+}
+
+func permanent(desc string) function.Answer {
+	return function.Answer{Version: function.Version, Error: &function.AnswerError{Kind: function.ErrorPermanent, Description: desc}}
+}

@@ -1,0 +1,264 @@
+package function
+
+import (
+	"fmt"
+	"maps"
+	"math"
+	"net"
+	"net/url"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/serverless-osb/broker/internal/catalog"
+)
+
+// Setting keys of a plan's broker block.
+const (
+	KeyFunction   = "function"
+	KeyURL        = "url"
+	KeySecretEnv  = "secret_env"
+	KeySecretFile = "secret_file"
+	KeyTimeout    = "timeout"
+	KeyRetryAfter = "retry_after"
+	KeyConfig     = "config"
+)
+
+var settingKeys = []string{KeyFunction, KeyURL, KeySecretEnv, KeySecretFile, KeyTimeout, KeyRetryAfter, KeyConfig}
+
+// Defaults and bounds of the settings.
+const (
+	DefaultTimeout    = 10 * time.Second
+	MaxTimeout        = 50 * time.Second
+	DefaultRetryAfter = 5 * time.Second
+)
+
+// Settings are one plan's settings, checked once when the broker starts.
+type Settings struct {
+	Target Target
+	// RetryAfter is the time between checks when an answer names none.
+	RetryAfter time.Duration
+	// Config is sent to the target as plan.config in every request.
+	Config map[string]any
+}
+
+// Target is where the requests of a plan go. It is kept in each resource
+// record, so that a cleanup reaches the target that made the resource.
+type Target struct {
+	// Function is a Lambda function's name or ARN, with an optional
+	// qualifier (version or alias); or else URL is an HTTPS URL (HTTP to
+	// a loopback address only).
+	Function string `json:"function,omitempty"`
+	URL      string `json:"url,omitempty"`
+	// SecretEnv names the variable, or SecretFile (absolute) the file, that
+	// holds the secret the broker signs HTTP requests with.
+	SecretEnv  string `json:"secret_env,omitempty"`
+	SecretFile string `json:"secret_file,omitempty"`
+	// Timeout bounds one request.
+	Timeout time.Duration `json:"timeout,omitempty"`
+}
+
+// String names the target for messages and logs.
+func (t Target) String() string {
+	if t.Function != "" {
+		return "Lambda function " + t.Function
+	}
+	return t.URL
+}
+
+// SettingError is a problem with one key of a plan's settings; the drivers
+// package turns it into its own, which names the catalog and the plan.
+type SettingError struct {
+	Key     string
+	Problem string
+}
+
+func (e *SettingError) Error() string { return e.Key + ": " + e.Problem }
+
+func settingf(key, format string, args ...any) error {
+	return &SettingError{Key: key, Problem: fmt.Sprintf(format, args...)}
+}
+
+// functionPattern is what a plan may name a Lambda function by: its name,
+// or its ARN, each with an optional qualifier. IAM grants the broker the
+// function as named, so the partial ARNs that Lambda also takes are not
+// accepted: a name is read as a function of the broker's account and Region.
+var functionPattern = regexp.MustCompile(`^(arn:aws[a-z-]*:lambda:[a-z]{2}(-[a-z]+)+-[0-9]:[0-9]{12}:function:)?[A-Za-z0-9_-]{1,64}(:(\$LATEST|[A-Za-z0-9_-]{1,128}))?$`)
+
+// envPattern is a variable's name.
+var envPattern = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// Configure checks a plan's settings (its broker block without driver,
+// mode and deprovision); paths are relative to dir, the catalog's folder.
+func Configure(_ *catalog.Plan, config map[string]any, dir string) (*Settings, error) {
+	for _, k := range slices.Sorted(maps.Keys(config)) {
+		if slices.Contains(settingKeys, k) {
+			continue
+		}
+		if strings.Contains(strings.ToLower(k), "secret") || strings.Contains(strings.ToLower(k), "password") {
+			return nil, settingf(k, "a secret never goes in the catalog; name the variable (%s) or the file (%s) that holds it", KeySecretEnv, KeySecretFile)
+		}
+		return nil, settingf(k, "unknown key; the function driver's settings are %s (driver, mode and deprovision are the broker's)",
+			strings.Join(settingKeys, ", "))
+	}
+	s := &Settings{RetryAfter: DefaultRetryAfter, Target: Target{Timeout: DefaultTimeout}}
+	fn, hasFn, err := stringSetting(config, KeyFunction)
+	if err != nil {
+		return nil, err
+	}
+	u, hasURL, err := stringSetting(config, KeyURL)
+	if err != nil {
+		return nil, err
+	}
+	env, hasEnv, err := stringSetting(config, KeySecretEnv)
+	if err != nil {
+		return nil, err
+	}
+	file, hasFile, err := stringSetting(config, KeySecretFile)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case hasFn && hasURL:
+		return nil, settingf(KeyURL, "a plan names one target: a Lambda %s or a %s, not both", KeyFunction, KeyURL)
+	case !hasFn && !hasURL:
+		return nil, settingf(KeyFunction, "is missing; name the plan's target: a Lambda function (%s: my-service-broker or its ARN) or an HTTPS endpoint (%s: https://…)", KeyFunction, KeyURL)
+	case hasFn:
+		if !functionPattern.MatchString(fn) {
+			return nil, settingf(KeyFunction, "%q is not a Lambda function's name or ARN (NAME, NAME:ALIAS, or arn:aws:lambda:REGION:ACCOUNT:function:NAME[:ALIAS])", fn)
+		}
+		if hasEnv || hasFile {
+			key := KeySecretEnv
+			if hasFile {
+				key = KeySecretFile
+			}
+			return nil, settingf(key, "a Lambda target needs no secret: IAM lets only the broker invoke it; remove %s", key)
+		}
+		s.Target.Function = fn
+	default:
+		if err := checkURL(u); err != nil {
+			return nil, err
+		}
+		s.Target.URL = u
+		switch {
+		case hasEnv && hasFile:
+			return nil, settingf(KeySecretFile, "name the secret once: %s or %s, not both", KeySecretEnv, KeySecretFile)
+		case hasEnv:
+			if !envPattern.MatchString(env) {
+				return nil, settingf(KeySecretEnv, "%q is not a variable's name", env)
+			}
+			s.Target.SecretEnv = env
+		case hasFile:
+			if !filepath.IsAbs(file) {
+				file = filepath.Join(dir, file)
+			}
+			s.Target.SecretFile = file
+		default:
+			return nil, settingf(KeySecretEnv, "is missing; an HTTP target needs the secret the broker signs its requests with, so that it can refuse anyone else's: name the variable (%s) or the file (%s) that holds it", KeySecretEnv, KeySecretFile)
+		}
+	}
+	if s.Target.Timeout, err = seconds(config, KeyTimeout, DefaultTimeout, time.Second, MaxTimeout); err != nil {
+		return nil, err
+	}
+	if s.RetryAfter, err = seconds(config, KeyRetryAfter, DefaultRetryAfter, time.Second, time.Hour); err != nil {
+		return nil, err
+	}
+	if v, ok := config[KeyConfig]; ok && v != nil {
+		m, ok := v.(map[string]any)
+		if !ok {
+			return nil, settingf(KeyConfig, "must be a mapping (sent to the target as plan.config), got %s", describe(v))
+		}
+		s.Config = m
+	}
+	return s, nil
+}
+
+// checkURL accepts an HTTPS URL, or an HTTP one to a loopback address:
+// the signature proves the broker sent a request, but only TLS keeps the
+// parameters and the credentials of the answer from the network.
+func checkURL(raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" || u.User != nil || u.Fragment != "" {
+		return settingf(KeyURL, "%q is not an absolute URL without user information or fragment (https://host/path)", raw)
+	}
+	switch u.Scheme {
+	case "https":
+		return nil
+	case "http":
+		if isLoopback(u.Hostname()) {
+			return nil
+		}
+		return settingf(KeyURL, "%s: plain HTTP is allowed only to a loopback address (127.0.0.1, ::1, localhost); use https://", raw)
+	}
+	return settingf(KeyURL, "%s: the scheme must be https (or http to a loopback address)", raw)
+}
+
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+func stringSetting(config map[string]any, key string) (string, bool, error) {
+	v, ok := config[key]
+	if !ok {
+		return "", false, nil
+	}
+	s, ok := v.(string)
+	if !ok || strings.TrimSpace(s) == "" {
+		return "", false, settingf(key, "must be a non-empty string, got %s", describe(v))
+	}
+	return s, true, nil
+}
+
+// seconds reads a whole number of seconds from lo to hi.
+func seconds(config map[string]any, key string, def, lo, hi time.Duration) (time.Duration, error) {
+	v, ok := config[key]
+	if !ok {
+		return def, nil
+	}
+	var n float64
+	switch x := v.(type) {
+	case int:
+		n = float64(x)
+	case int64:
+		n = float64(x)
+	case uint64:
+		n = float64(x)
+	case float64:
+		n = x
+	default:
+		n = math.NaN()
+	}
+	d := time.Duration(n) * time.Second
+	if n != math.Trunc(n) || d < lo || d > hi {
+		return 0, settingf(key, "must be a whole number of seconds from %d to %d, got %s", int(lo.Seconds()), int(hi.Seconds()), describe(v))
+	}
+	return d, nil
+}
+
+// describe says what a configuration value is, for messages.
+func describe(v any) string {
+	switch v := v.(type) {
+	case nil:
+		return "nothing"
+	case string:
+		if v == "" {
+			return "an empty string"
+		}
+		return fmt.Sprintf("the string %q", v)
+	case bool:
+		return fmt.Sprintf("the boolean %v", v)
+	case int, int64, uint64, float64:
+		return fmt.Sprintf("the number %v", v)
+	case []any:
+		return "a list"
+	case map[string]any:
+		return "a mapping"
+	}
+	return fmt.Sprintf("a %T", v)
+}

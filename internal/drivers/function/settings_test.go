@@ -1,0 +1,96 @@
+package function_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/serverless-osb/broker/internal/drivers/function"
+)
+
+func TestConfigure(t *testing.T) {
+	t.Run("a Lambda target by name, alias or ARN", func(t *testing.T) {
+		for _, fn := range []string{"my-broker", "my-broker:live", "arn:aws:lambda:eu-west-1:123456789012:function:my-broker",
+			"arn:aws:lambda:us-gov-west-1:123456789012:function:my_broker:$LATEST"} {
+			s, err := function.Configure(nil, map[string]any{"function": fn}, "")
+			if err != nil || s.Target.Function != fn || s.Target.Timeout != function.DefaultTimeout {
+				t.Errorf("%s: %+v %v", fn, s, err)
+			}
+		}
+	})
+	t.Run("an HTTP target with a secret file relative to the catalog", func(t *testing.T) {
+		s, err := function.Configure(nil, map[string]any{"url": "https://fn.example.com/osb", "secret_file": "fn.secret",
+			"timeout": 20, "retry_after": 30}, "/etc/osb")
+		if err != nil || s.Target.SecretFile != "/etc/osb/fn.secret" || s.Target.Timeout != 20*time.Second || s.RetryAfter != 30*time.Second {
+			t.Fatalf("%+v %v", s, err)
+		}
+	})
+	for _, tc := range []struct {
+		name   string
+		config map[string]any
+		key    string
+		want   string
+	}{
+		{"no target", map[string]any{}, "function", "is missing"},
+		{"two targets", map[string]any{"function": "f", "url": "https://x"}, "url", "not both"},
+		{"a secret in the catalog", map[string]any{"url": "https://x", "secret": "hunter2"}, "secret", "never goes in the catalog"},
+		{"an unknown key", map[string]any{"function": "f", "tiemout": 3}, "tiemout", "unknown key"},
+		{"a bad function name", map[string]any{"function": "my function"}, "function", "not a Lambda function"},
+		{"a partial ARN", map[string]any{"function": "123456789012:function:f"}, "function", "not a Lambda function"},
+		{"a secret for a Lambda target", map[string]any{"function": "f", "secret_env": "S"}, "secret_env", "needs no secret"},
+		{"plain HTTP to another host", map[string]any{"url": "http://fn.example.com/", "secret_env": "S"}, "url", "only to a loopback"},
+		{"another scheme", map[string]any{"url": "ftp://x/", "secret_env": "S"}, "url", "scheme must be https"},
+		{"user information in the URL", map[string]any{"url": "https://u:p@x/", "secret_env": "S"}, "url", "without user information"},
+		{"an HTTP target without a secret", map[string]any{"url": "https://x/"}, "secret_env", "is missing"},
+		{"two secrets", map[string]any{"url": "https://x/", "secret_env": "S", "secret_file": "f"}, "secret_file", "not both"},
+		{"a bad variable name", map[string]any{"url": "https://x/", "secret_env": "MY-SECRET"}, "secret_env", "not a variable"},
+		{"a timeout too long", map[string]any{"function": "f", "timeout": 600}, "timeout", "from 1 to 50"},
+		{"a fractional retry_after", map[string]any{"function": "f", "retry_after": 1.5}, "retry_after", "whole number"},
+		{"a config that is not a mapping", map[string]any{"function": "f", "config": "x"}, "config", "must be a mapping"},
+	} {
+		t.Run(tc.name+" is refused, naming the key", func(t *testing.T) {
+			_, err := function.Configure(nil, tc.config, "")
+			var se *function.SettingError
+			if !errors.As(err, &se) || se.Key != tc.key || !strings.Contains(se.Problem, tc.want) {
+				t.Fatalf("error %v, want key %s: …%s…", err, tc.key, tc.want)
+			}
+			if strings.Contains(err.Error(), "hunter2") {
+				t.Errorf("the message repeats the secret: %v", err)
+			}
+		})
+	}
+	t.Run("plain HTTP to loopback is allowed", func(t *testing.T) {
+		for _, u := range []string{"http://127.0.0.1:8081/", "http://[::1]:8081/", "http://localhost:8081/"} {
+			if _, err := function.Configure(nil, map[string]any{"url": u, "secret_env": "S"}, ""); err != nil {
+				t.Errorf("%s: %v", u, err)
+			}
+		}
+	})
+}
+
+func TestSignatures(t *testing.T) {
+	key, body, now := []byte("k"), []byte(`{"version":1}`), time.Unix(1700000000, 0)
+	sig := function.Sign(key, now, body)
+	for _, tc := range []struct {
+		name   string
+		key    []byte
+		header string
+		body   []byte
+		at     time.Time
+		want   error
+	}{
+		{"the broker's signature is accepted", key, sig, body, now.Add(time.Minute), nil},
+		{"another body is refused", key, sig, []byte(`{"version":2}`), now, function.ErrBadSignature},
+		{"another secret is refused", []byte("x"), sig, body, now, function.ErrBadSignature},
+		{"an old signature is refused", key, sig, body, now.Add(time.Hour), function.ErrStale},
+		{"no signature is refused", key, "", body, now, function.ErrNoSignature},
+		{"another time with the same MAC is refused", key, strings.Replace(sig, "t=1700000000", "t=1700000001", 1), body, now, function.ErrBadSignature},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := function.Verify(tc.key, tc.header, tc.body, tc.at); !errors.Is(err, tc.want) {
+				t.Fatalf("Verify: %v, want %v", err, tc.want)
+			}
+		})
+	}
+}

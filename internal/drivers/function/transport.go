@@ -1,0 +1,191 @@
+package function
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/lambda"
+	"github.com/aws/aws-sdk-go-v2/service/lambda/types"
+	"github.com/aws/smithy-go"
+
+	"github.com/serverless-osb/broker/internal/broker"
+)
+
+// LambdaAPI is the part of Lambda the driver calls.
+type LambdaAPI interface {
+	Invoke(ctx context.Context, in *lambda.InvokeInput, optFns ...func(*lambda.Options)) (*lambda.InvokeOutput, error)
+}
+
+var _ LambdaAPI = (*lambda.Client)(nil)
+
+// misconfigured is the description of a failure that only the platform
+// operator can fix; the log line says what is wrong.
+const misconfigured = "The broker cannot reach this service's backend: it is not configured to. Ask the platform operator to check the plan's function settings."
+
+// send delivers one request's body to t and returns the raw answer. A
+// *broker.Failure is permanent (retrying cannot help); every other error
+// is transient.
+func (d *Driver) send(ctx context.Context, t Target, body []byte) ([]byte, error) {
+	if t.Function != "" {
+		return d.invoke(ctx, t, body)
+	}
+	return d.post(ctx, t, body)
+}
+
+// post sends a signed HTTP request.
+func (d *Driver) post(ctx context.Context, t Target, body []byte) ([]byte, error) {
+	secret, err := d.secret(ctx, t)
+	if err != nil {
+		return nil, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, t.URL, bytes.NewReader(body))
+	if err != nil {
+		d.Logger.ErrorContext(ctx, "function target URL unusable", "target", t.URL, "error", err.Error())
+		return nil, &broker.Failure{Description: misconfigured}
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json")
+	req.Header.Set("User-Agent", "serverless-osb")
+	req.Header.Set(HeaderVersion, fmt.Sprint(Version))
+	req.Header.Set(HeaderSignature, Sign(secret, d.Now(), body))
+	resp, err := d.HTTP.Do(req)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("%s did not answer in time: %w", t, ctx.Err())
+		}
+		return nil, fmt.Errorf("call %s: %w", t, unwrapURLError(err))
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, MaxAnswerBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("read the answer of %s: %w", t, err)
+	}
+	switch code := resp.StatusCode; {
+	case code >= 200 && code < 300:
+		if len(raw) > MaxAnswerBytes {
+			return nil, fmt.Errorf("%s: %w", t, &MalformedError{Problem: fmt.Sprintf("over the limit of %d bytes", MaxAnswerBytes)})
+		}
+		return raw, nil
+	case code == http.StatusUnauthorized || code == http.StatusForbidden:
+		d.Logger.ErrorContext(ctx, "function target refused the broker's signature: its secret and the broker's differ", "target", t.URL, "status", code)
+		return nil, &broker.Failure{Description: fmt.Sprintf("This service's backend refused the broker's request (HTTP %d): the broker's credentials for it are not the ones it expects. Ask the platform operator to check the plan's secret.", code)}
+	case code == http.StatusRequestTimeout || code == http.StatusTooManyRequests || code >= 500:
+		return nil, fmt.Errorf("%s answered HTTP %d", t, code)
+	default:
+		d.Logger.ErrorContext(ctx, "function target refused the request", "target", t.URL, "status", code)
+		return nil, &broker.Failure{Description: fmt.Sprintf("This service's backend refused the broker's request (HTTP %d). Ask the platform operator to check the plan's function settings.", code)}
+	}
+}
+
+// unwrapURLError drops net/http's "Post "URL": " prefix, which repeats the
+// target.
+func unwrapURLError(err error) error {
+	var ue interface{ Unwrap() error }
+	if errors.As(err, &ue) && strings.HasPrefix(err.Error(), "Post ") {
+		if inner := ue.Unwrap(); inner != nil {
+			return inner
+		}
+	}
+	return err
+}
+
+// secret reads the secret of an HTTP target, each time: a rotated secret
+// takes effect at the next request.
+func (d *Driver) secret(ctx context.Context, t Target) ([]byte, error) {
+	var s string
+	switch {
+	case t.SecretEnv != "":
+		if s = d.Getenv(t.SecretEnv); s == "" {
+			d.Logger.ErrorContext(ctx, "function target secret missing: the variable is not set", "variable", t.SecretEnv)
+			return nil, &broker.Failure{Description: misconfigured}
+		}
+	case t.SecretFile != "":
+		data, err := os.ReadFile(t.SecretFile)
+		if err != nil || len(bytes.TrimSpace(data)) == 0 {
+			reason := "empty"
+			if err != nil {
+				reason = err.Error()
+			}
+			d.Logger.ErrorContext(ctx, "function target secret missing: the file is unreadable", "file", t.SecretFile, "error", reason)
+			return nil, &broker.Failure{Description: misconfigured}
+		}
+		s = string(bytes.TrimSpace(data))
+	default:
+		d.Logger.ErrorContext(ctx, "function target has no secret", "target", t.URL)
+		return nil, &broker.Failure{Description: misconfigured}
+	}
+	return []byte(s), nil
+}
+
+// invoke calls a Lambda function synchronously.
+func (d *Driver) invoke(ctx context.Context, t Target, body []byte) ([]byte, error) {
+	if d.Lambda == nil {
+		return nil, errors.New("no AWS configuration to reach Lambda with")
+	}
+	api, err := d.Lambda(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out, err := api.Invoke(ctx, &lambda.InvokeInput{
+		FunctionName:   aws.String(t.Function),
+		InvocationType: types.InvocationTypeRequestResponse,
+		Payload:        body,
+	})
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("%s did not answer in time: %w", t, ctx.Err())
+		}
+		return nil, d.classifyLambda(ctx, t, err)
+	}
+	if out.FunctionError != nil {
+		// The function threw or timed out: its runtime's errorType says
+		// which; errorMessage may hold anything, so it is not quoted.
+		var e struct {
+			ErrorType string `json:"errorType"`
+		}
+		_ = json.Unmarshal(out.Payload, &e)
+		return nil, fmt.Errorf("%s failed (%s): %s", t, aws.ToString(out.FunctionError), clipTo(e.ErrorType, 100))
+	}
+	if len(out.Payload) > MaxAnswerBytes {
+		return nil, fmt.Errorf("%s: %w", t, &MalformedError{Problem: fmt.Sprintf("%d bytes, over the limit of %d", len(out.Payload), MaxAnswerBytes)})
+	}
+	return out.Payload, nil
+}
+
+// classifyLambda tells the errors of Invoke that retrying cannot fix
+// (*broker.Failure) from the ones it may (throttling, service errors,
+// a function not ready yet, the network).
+func (d *Driver) classifyLambda(ctx context.Context, t Target, err error) error {
+	var ae smithy.APIError
+	if !errors.As(err, &ae) {
+		return fmt.Errorf("invoke %s: %w", t, err)
+	}
+	switch code := ae.ErrorCode(); code {
+	case "ResourceNotFoundException":
+		d.Logger.ErrorContext(ctx, "function target does not exist", "function", t.Function)
+		return &broker.Failure{Description: "This service's backend (a Lambda function) does not exist. Ask the platform operator to check the plan's function settings."}
+	case "AccessDeniedException", "AccessDenied", "UnrecognizedClientException", "InvalidSignatureException":
+		d.Logger.ErrorContext(ctx, "the broker may not invoke the function target", "function", t.Function, "code", code)
+		return &broker.Failure{Description: "The broker is not allowed to invoke this service's backend (a Lambda function). Ask the platform operator to grant it lambda:InvokeFunction on the plan's function."}
+	case "InvalidParameterValueException", "RequestTooLargeException", "InvalidRequestContentException", "UnsupportedMediaTypeException":
+		d.Logger.ErrorContext(ctx, "the function target refused the request", "function", t.Function, "code", code)
+		return &broker.Failure{Description: fmt.Sprintf("This service's backend (a Lambda function) refused the broker's request (%s). Ask the platform operator.", code)}
+	}
+	return fmt.Errorf("invoke %s: %w", t, err)
+}
+
+func clipTo(s string, n int) string {
+	r := []rune(strings.TrimSpace(s))
+	if len(r) <= n {
+		return string(r)
+	}
+	return string(r[:n]) + "…"
+}

@@ -1,0 +1,32 @@
+package drivers
+
+import (
+	"context"
+	"errors"
+
+	"github.com/serverless-osb/broker/internal/broker"
+	"github.com/serverless-osb/broker/internal/catalog"
+	"github.com/serverless-osb/broker/internal/drivers/function"
+)
+
+// functionKind is the driver that delegates each change to the service
+// owner's own function: a Lambda function, or an HTTPS endpoint.
+func functionKind() Kind {
+	return Kind{
+		Name: "function",
+		Configure: func(plan *catalog.Plan, config map[string]any, dir string) (any, error) {
+			s, err := function.Configure(plan, config, dir)
+			var se *function.SettingError
+			if errors.As(err, &se) {
+				return nil, Settingf(se.Key, "%s", se.Problem)
+			}
+			if err != nil {
+				return nil, err
+			}
+			return s, nil
+		},
+		New: func(_ context.Context, env Env) (broker.Driver, error) {
+			return function.New(env.Resources, env.AWS, env.Getenv, env.Logger), nil
+		},
+	}
+}
