@@ -19,13 +19,18 @@ ASL_VALIDATOR ?= npx --yes asl-validator@4.0.0
 export CDK_DISABLE_CLI_TELEMETRY := true
 
 .DEFAULT_GOAL := help
-.PHONY: help run test lint unit fuzz-short fuzz infra bench build synth deploy
+.PHONY: help run ops test lint unit fuzz-short fuzz infra bench build synth deploy
 
 help: ## List the targets.
-	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-8s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 run: ## Run the broker on 127.0.0.1:8080 with the embedded store (BROKER_USERNAME/BROKER_PASSWORD set the credentials).
 	$(GO) run ./functions/api
+
+# The operator command's arguments, for example ARGS='--stack ServerlessOsb detached'.
+ARGS ?= help
+ops: ## The operator command: make ops ARGS='operations' (or detached, reap, cleanup ID; --stack NAME, --json).
+	$(GO) run ./functions/api ops $(ARGS)
 
 test: lint unit fuzz-short infra ## Everything CI runs: lint, every test (race detector, moto started for them), a short fuzz, cdk synth + cfn-lint.
 
@@ -52,10 +57,14 @@ infra: synth ## cfn-lint (zero errors) on the synthesized template and on every 
 	cfn-lint cdk.out/*.template.json
 	cfn-lint services/*/*.yaml
 
-bench: ## Benchmarks of the HTTP handler on the bolt store: ns/op, allocs/op, and an async provision's 202-to-succeeded time.
+bench: ## Benchmarks: the handler on bolt (ns/op, allocs/op, commits/op, 202-to-succeeded), DynamoDB calls per request and per Task (moto), and a load phase against the `make run` binary.
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime 2s ./internal/api/
+	@out=$$(mktemp); $(GO) run ./internal/mototest/withmoto -- $(GO) test -count=1 -v \
+		-run '^(TestAPICallsPerEndpoint|TestAPICallsPerTask|TestCommitsPerOperation)$$' ./internal/app/ >$$out 2>&1; \
+	rc=$$?; grep -E '^ +(\||commits_test)|^(---|ok|FAIL)' $$out; rm -f $$out; exit $$rc
+	$(GO) run ./internal/tools/load
 
-build: ## The Lambda bundles: dist/api.zip and dist/worker.zip (linux/arm64, with $(CATALOG) and its templates).
+build: ## The Lambda bundles: dist/api.zip and dist/worker.zip (linux/arm64, with the catalog CATALOG, default services/catalog.yaml, and its templates).
 	$(GO) run ./internal/tools/build -catalog $(CATALOG)
 
 $(CDK): infra/_cli/package.json infra/_cli/package-lock.json
@@ -65,5 +74,5 @@ $(CDK): infra/_cli/package.json infra/_cli/package-lock.json
 synth: build $(CDK) ## The CloudFormation template in cdk.out/: offline, no AWS credentials, cdk-nag enforced.
 	$(CDK) synth -c catalog=$(CATALOG) -q -o cdk.out
 
-deploy: build $(CDK) ## Deploy to your credentials' account and region (run `$(CDK) bootstrap` once first).
+deploy: build $(CDK) ## Deploy to your credentials' account and region (run infra/_cli/node_modules/.bin/cdk bootstrap once first).
 	$(CDK) deploy -c catalog=$(CATALOG)

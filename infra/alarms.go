@@ -51,26 +51,25 @@ func workflowAlarmDescriptions(workflow string) (failed, timedOut string) {
 		fmt.Sprintf("An execution of the %s workflow timed out.", workflow)
 }
 
+// alarm is one CloudWatch alarm to define.
+type alarm struct {
+	id, description string
+	metric          awscloudwatch.IMetric
+	threshold       int
+}
+
 // alarms defines one alarm per failure signal: the API's 5xx answers,
 // each function's errors and throttles, the reaper's dropped runs, each
-// workflow's failed and timed-out executions. A workflow's execution only
-// fails when something needs a person (see workflowAlarmDescriptions), so
-// every one of those alarms on the first event.
-func (b *builder) alarms() {
-	var topic awssns.ITopic
-	if b.props.AlarmTopicARN != "" {
-		topic = awssns.Topic_FromTopicArn(b.stack, jsii.String("AlarmTopic"), &b.props.AlarmTopicARN)
-	}
+// workflow's failed and timed-out executions, and the broker's own metrics
+// (brokerAlarms). A workflow's execution only fails when something needs a
+// person (see workflowAlarmDescriptions), so every one of those alarms on
+// the first event. Each notifies topic when it fires and when it recovers.
+func (b *builder) alarms(topic awssns.ITopic) {
 	sum := func() *awscloudwatch.MetricOptions {
 		return &awscloudwatch.MetricOptions{
 			Period:    awscdk.Duration_Minutes(jsii.Number(alarmPeriod)),
 			Statistic: jsii.String("Sum"),
 		}
-	}
-	type alarm struct {
-		id, description string
-		metric          awscloudwatch.Metric
-		threshold       int
 	}
 	alarms := []alarm{
 		{"Api5xxAlarm", "The HTTP API answered 5xx: the api function failed or timed out.", b.stage.MetricServerError(sum()), 1},
@@ -100,13 +99,15 @@ func (b *builder) alarms() {
 			// nothing failed.
 			TreatMissingData: awscloudwatch.TreatMissingData_NOT_BREACHING,
 		})
-		if topic != nil {
-			cw.AddAlarmAction(awscloudwatchactions.NewSnsAction(topic))
-			cw.AddOkAction(awscloudwatchactions.NewSnsAction(topic))
-		}
+		cw.AddAlarmAction(awscloudwatchactions.NewSnsAction(topic))
+		cw.AddOkAction(awscloudwatchactions.NewSnsAction(topic))
 	}
 	for _, a := range alarms {
 		define(a, 1)
+	}
+	own, periods := b.brokerAlarms()
+	for i, a := range own {
+		define(a, periods[i])
 	}
 	define(alarm{"ReaperFailedAlarm", b.reaperAlarmDescription(), b.reaperDropped(), 1}, reaperAlarmPeriods)
 }

@@ -28,6 +28,9 @@ const (
 	ContextLogRetentionDays   = "logRetentionDays"
 	ContextLogLevel           = "logLevel"
 	ContextAlarmTopicARN      = "alarmTopicArn"
+	ContextAlarmEmail         = "alarmEmail"
+	ContextDomainName         = "domainName"
+	ContextCertificateARN     = "certificateArn"
 	ContextReaperInterval     = "reaperIntervalMinutes"
 	ContextStackPrefix        = "stackPrefix"
 	// ContextServiceRolePolicyARNs is a comma-separated list (or, in
@@ -55,6 +58,9 @@ func PropsFromContext(node constructs.Node) (BrokerStackProps, error) {
 		LogRetentionDays:      c.integer(ContextLogRetentionDays),
 		LogLevel:              c.string(ContextLogLevel),
 		AlarmTopicARN:         c.string(ContextAlarmTopicARN),
+		AlarmEmail:            c.string(ContextAlarmEmail),
+		DomainName:            c.string(ContextDomainName),
+		CertificateARN:        c.string(ContextCertificateARN),
 		ReaperInterval:        time.Duration(c.integer(ContextReaperInterval)) * time.Minute,
 		StackPrefix:           c.string(ContextStackPrefix),
 		ServiceRolePolicyARNs: c.list(ContextServiceRolePolicyARNs),

@@ -67,8 +67,18 @@ type BrokerStackProps struct {
 	LogLevel string
 
 	// AlarmTopicARN, when set, is an SNS topic every alarm notifies when
-	// it fires and when it recovers.
+	// it fires and when it recovers; by default the stack makes one.
 	AlarmTopicARN string
+	// AlarmEmail, when set, is an address subscribed to the alarms' topic
+	// (SNS sends it a confirmation first).
+	AlarmEmail string
+
+	// DomainName and CertificateARN, both or neither, serve the HTTP API
+	// at https://DomainName with that ACM certificate (in the stack's
+	// region), so that the URL a platform registered survives a new HTTP
+	// API. Point the name's DNS record at the CustomDomainTarget output.
+	DomainName     string
+	CertificateARN string
 
 	// StackPrefix starts the name of every stack the CloudFormation driver
 	// makes (PREFIX-…, the worker's BROKER_STACK_PREFIX): the worker may
@@ -182,6 +192,7 @@ func (p BrokerStackProps) withDefaults() (BrokerStackProps, error) {
 		errs = append(errs, fmt.Errorf("stack prefix: %w", err))
 	}
 	errs = append(errs, checkManagedPolicies(p.ServiceRolePolicyARNs)...)
+	errs = append(errs, checkObservability(p)...)
 	return p, errors.Join(errs...)
 }
 

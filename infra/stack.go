@@ -86,11 +86,14 @@ func NewBrokerStack(scope constructs.Construct, id string, props *BrokerStackPro
 	b.data()
 	b.functions()
 	b.services()
+	if err := b.invokeServiceFunctions(); err != nil {
+		return nil, fmt.Errorf("stack %s: %w", id, err)
+	}
 	b.stateMachines(workflows)
 	b.reaper()
 	b.apiGateway()
 	b.permissions()
-	b.alarms()
+	b.observability()
 	b.outputs()
 
 	awscdk.Aspects_Of(stack).Add(cdknag.NewAwsSolutionsChecks(&cdknag.NagPackProps{Verbose: jsii.Bool(true)}), nil)
@@ -259,10 +262,11 @@ func (b *builder) functions() {
 	b.workerLogs = b.logGroup("WorkerLogs", nil)
 
 	apiEnv := map[string]*string{
-		envTable:     b.table.TableName(),
-		envSecretARN: b.secret.SecretArn(),
+		envTable:            b.table.TableName(),
+		envSecretARN:        b.secret.SecretArn(),
+		envMetricsNamespace: jsii.String(b.metricsNamespace()),
 	}
-	workerEnv := map[string]*string{envTable: b.table.TableName()}
+	workerEnv := map[string]*string{envTable: b.table.TableName(), envMetricsNamespace: jsii.String(b.metricsNamespace())}
 	if b.props.LogLevel != "" {
 		apiEnv[envLogLevel] = jsii.String(b.props.LogLevel)
 		workerEnv[envLogLevel] = jsii.String(b.props.LogLevel)
@@ -437,6 +441,9 @@ func (b *builder) apiGateway() {
 // brokerURL is the stage's URL without a trailing slash: platforms append
 // /v2/catalog to it, and a double slash would match no route.
 func (b *builder) brokerURL() *string {
+	if b.props.DomainName != "" {
+		return jsii.String("https://" + b.props.DomainName)
+	}
 	if b.props.StageName == DefaultStageName {
 		return b.httpAPI.ApiEndpoint()
 	}

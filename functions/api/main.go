@@ -9,7 +9,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
@@ -17,7 +16,6 @@ import (
 	"github.com/aws/aws-lambda-go/lambda"
 
 	"github.com/serverless-osb/broker/internal/app"
-	"github.com/serverless-osb/broker/internal/logging"
 )
 
 func main() {
@@ -28,12 +26,12 @@ func main() {
 		return
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if len(os.Args) > 1 && os.Args[1] == "ops" {
-		exitOn(app.RunOps(ctx, os.Args[2:], os.Stdout, logging.New(os.Stderr, slog.LevelInfo)))
-		return
+	err := app.RunCommand(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	if err != nil && !app.IsHelp(err) {
+		fmt.Fprintln(os.Stderr, "serverless-osb:", err)
 	}
-	exitOn(app.RunLocal(ctx, os.Stdout, os.Stderr))
+	os.Exit(app.ExitCode(err))
 }
 
 func exitOn(err error) {

@@ -114,8 +114,11 @@ func (f faultyStore) CreateBinding(ctx context.Context, b broker.Binding, op bro
 func (f faultyStore) LockBinding(ctx context.Context, l broker.LockBinding) error {
 	return do0(f.c, func() error { return f.s.LockBinding(ctx, l) })
 }
-func (f faultyStore) UpdateOperation(ctx context.Context, op broker.Operation) error {
-	return do0(f.c, func() error { return f.s.UpdateOperation(ctx, op) })
+func (f faultyStore) Load(ctx context.Context, iid, oid string) (broker.Snapshot, error) {
+	return do(f.c, func() (broker.Snapshot, error) { return f.s.Load(ctx, iid, oid) })
+}
+func (f faultyStore) UpdateOperation(ctx context.Context, op broker.Operation, r broker.RecordChanges) error {
+	return do0(f.c, func() error { return f.s.UpdateOperation(ctx, op, r) })
 }
 func (f faultyStore) FinishOperation(ctx context.Context, fin broker.Finish) error {
 	return do0(f.c, func() error { return f.s.FinishOperation(ctx, fin) })
@@ -306,6 +309,11 @@ type faultRun struct {
 	k        int
 	after    bool
 	instance string
+	// base is what both brokers start with (the catalog, the drivers'
+	// environment); the run sets the data, store, wrappers and waits.
+	base apptest.Options
+	// check, when set, asserts more once the restarted broker is quiet.
+	check func(t *testing.T, b *apptest.Broker, f *faultFixture)
 }
 
 // run returns how many calls the operation made through the ports.
@@ -328,8 +336,10 @@ func (r faultRun) run(t *testing.T) int {
 	if r.k > 0 {
 		sleep = nil
 	}
-	a := apptest.StartWith(t, apptest.Options{Dir: dir, Store: store, Wrap: wrap, ReapInterval: -1, Sleep: sleep})
-	a.Local.Steps.Backoff = time.Millisecond // in-request retries of a crashed call: no need to wait
+	o := r.base
+	o.Dir, o.Store, o.Wrap, o.ReapInterval, o.Sleep = dir, store, wrap, -1, sleep
+	a := apptest.StartWith(t, o)
+	a.Local.Broker.Backoff = time.Millisecond // in-request retries of a crashed call: no need to wait
 	plan := r.lc.plan
 	if plan == "" {
 		plan = "fake-async-plan"
@@ -353,10 +363,15 @@ func (r faultRun) run(t *testing.T) int {
 	}
 	// The process dies: a new broker starts on the same data, without faults.
 	a.Stop()
-	b := apptest.StartWith(t, apptest.Options{Dir: dir, Store: store, ReapInterval: -1, Sleep: noSleep})
+	o = r.base
+	o.Dir, o.Store, o.ReapInterval, o.Sleep = dir, store, -1, noSleep
+	b := apptest.StartWith(t, o)
 	b.Local.Broker.RepairAfter = -time.Hour // everything in progress is overdue: the reaper looks at it
 	quiesce(t, b, f)
 	checkNothingStuckOrOrphaned(t, b, f)
+	if r.check != nil {
+		r.check(t, b, f)
+	}
 	return c.calls()
 }
 
@@ -466,6 +481,12 @@ func checkNothingStuckOrOrphaned(t *testing.T, b *apptest.Broker, f *faultFixtur
 // points run in parallel: each has its brokers, its data and its store, so
 // that no reaper repairs another run's operations.
 func runFaultSuite(t *testing.T, newStore func(t *testing.T) broker.Store, modes []bool) {
+	runFaultSuiteWith(t, faultRun{store: newStore}, modes)
+}
+
+// runFaultSuiteWith is runFaultSuite with each run made from proto (its
+// store, base options and check).
+func runFaultSuiteWith(t *testing.T, proto faultRun, modes []bool) {
 	tried := 0
 	for i, lc := range lifecycles() {
 		name := lc.name
@@ -474,7 +495,9 @@ func runFaultSuite(t *testing.T, newStore func(t *testing.T) broker.Store, modes
 		} else if lc.plan == "" {
 			name += " (sync)"
 		}
-		total := faultRun{lc: lc, store: newStore, instance: fmt.Sprintf("count-%d", i)}.run(t)
+		count := proto
+		count.lc, count.instance = lc, fmt.Sprintf("count-%d", i)
+		total := count.run(t)
 		for _, after := range modes {
 			when := "before"
 			if after {
@@ -484,7 +507,9 @@ func runFaultSuite(t *testing.T, newStore func(t *testing.T) broker.Store, modes
 				tried++
 				t.Run(fmt.Sprintf("%s crashes %s call %d of %d", name, when, k, total), func(t *testing.T) {
 					t.Parallel()
-					faultRun{lc: lc, store: newStore, k: k, after: after, instance: fmt.Sprintf("f-%d-%s-%d", i, when, k)}.run(t)
+					r := proto
+					r.lc, r.k, r.after, r.instance = lc, k, after, fmt.Sprintf("f-%d-%s-%d", i, when, k)
+					r.run(t)
 				})
 			}
 		}

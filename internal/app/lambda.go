@@ -1,6 +1,7 @@
 package app
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -27,8 +28,10 @@ import (
 	"github.com/serverless-osb/broker/internal/drivers"
 	"github.com/serverless-osb/broker/internal/engine/sfn"
 	"github.com/serverless-osb/broker/internal/logging"
+	"github.com/serverless-osb/broker/internal/metrics"
 	"github.com/serverless-osb/broker/internal/steps"
 	"github.com/serverless-osb/broker/internal/store/dynamo"
+	"github.com/serverless-osb/broker/internal/tracing"
 )
 
 // Environment variables of the Lambda functions, as the CDK stack sets them
@@ -78,6 +81,15 @@ type LambdaConfig struct {
 	CleanupStateMachineARN string
 	CatalogPath            string
 	LogLevel               slog.Level
+	// MetricsNamespace is the metrics' CloudWatch namespace
+	// (metrics.EnvNamespace; default metrics.DefaultNamespace).
+	MetricsNamespace string
+	// Metrics, when set, receives the broker's metrics (EMF documents on
+	// the function's stdout); nil records none, as the operator command.
+	Metrics *metrics.Writer
+	// Tracing instruments the AWS SDK clients for X-Ray (internal/tracing):
+	// on in the functions, off for the operator command and tests.
+	Tracing bool
 }
 
 // InLambda reports whether the process runs under the Lambda runtime.
@@ -96,7 +108,8 @@ func LambdaConfigFromEnv(f Function) (LambdaConfig, error) {
 			Region:   os.Getenv(dynamo.EnvRegion),
 			Endpoint: os.Getenv(dynamo.EnvEndpoint),
 		},
-		CatalogPath: os.Getenv(EnvCatalog),
+		CatalogPath:      os.Getenv(EnvCatalog),
+		MetricsNamespace: cmp.Or(os.Getenv(metrics.EnvNamespace), metrics.DefaultNamespace),
 	}
 	required := []string{dynamo.EnvTable, dynamo.EnvRegion}
 	c.StateMachineARN, c.CleanupStateMachineARN = os.Getenv(EnvStateMachineARN), os.Getenv(EnvCleanupStateMachineARN)
@@ -161,7 +174,9 @@ func NewLambdaAPI(ctx context.Context) (http.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	return BuildLambdaAPI(ctx, c, logging.New(os.Stdout, c.LogLevel))
+	logger := logging.New(os.Stdout, c.LogLevel)
+	c.Metrics, c.Tracing = functionMetrics(c, logger), true
+	return BuildLambdaAPI(ctx, c, logger)
 }
 
 // NewWorker builds the worker function's handler from the environment,
@@ -172,12 +187,22 @@ func NewWorker(ctx context.Context) (func(context.Context, json.RawMessage) (jso
 	if err != nil {
 		return nil, err
 	}
-	return BuildWorker(ctx, c, logging.New(os.Stdout, c.LogLevel))
+	logger := logging.New(os.Stdout, c.LogLevel)
+	c.Metrics, c.Tracing = functionMetrics(c, logger), true
+	return BuildWorker(ctx, c, logger)
+}
+
+// functionMetrics writes a function's metrics to stdout, beside its logs,
+// where CloudWatch Logs extracts them.
+func functionMetrics(c LambdaConfig, logger *slog.Logger) *metrics.Writer {
+	w := metrics.NewWriter(os.Stdout, c.MetricsNamespace)
+	w.Logger = logger
+	return w
 }
 
 // BuildLambdaAPI builds the api function's handler from c.
 func BuildLambdaAPI(ctx context.Context, c LambdaConfig, logger *slog.Logger) (http.Handler, error) {
-	awsCfg, err := loadAWSConfig(ctx, c)
+	awsCfg, err := loadAWSConfig(ctx, c, logger)
 	if err != nil {
 		return nil, err
 	}
@@ -185,33 +210,31 @@ func BuildLambdaAPI(ctx context.Context, c LambdaConfig, logger *slog.Logger) (h
 	if err != nil {
 		return nil, err
 	}
-	cat, st, err := buildSteps(ctx, c, awsCfg, logger)
+	cat, b, err := buildBroker(ctx, c, awsCfg, logger)
 	if err != nil {
 		return nil, err
 	}
-	eng := sfn.New(awssfn.NewFromConfig(awsCfg), c.stateMachines())
-	st.Engine = eng
-	b := broker.New(cat, st.Store, eng, st, logger)
+	b.Engine = sfn.New(awssfn.NewFromConfig(awsCfg), c.stateMachines())
 	logger.InfoContext(ctx, "api function ready", "table", c.Store.Table, "catalog", c.CatalogPath,
 		"credential_pairs", len(creds))
-	return api.New(api.Config{Broker: b, Catalog: cat, Credentials: creds, Logger: logger}), nil
+	h := api.New(api.Config{Broker: b, Catalog: cat, Credentials: creds, Logger: logger})
+	return metrics.CountPolls(h, c.recorder(cat)), nil
 }
 
 // BuildWorker builds the worker function's handler from c.
 func BuildWorker(ctx context.Context, c LambdaConfig, logger *slog.Logger) (func(context.Context, json.RawMessage) (json.RawMessage, error), error) {
-	awsCfg, err := loadAWSConfig(ctx, c)
+	awsCfg, err := loadAWSConfig(ctx, c, logger)
 	if err != nil {
 		return nil, err
 	}
-	cat, st, err := buildSteps(ctx, c, awsCfg, logger)
+	cat, b, err := buildBroker(ctx, c, awsCfg, logger)
 	if err != nil {
 		return nil, err
 	}
-	run := st.Handle
+	run := steps.New(b).Run
 	if machines := c.stateMachines(); len(machines) > 0 {
-		eng := sfn.New(awssfn.NewFromConfig(awsCfg), machines)
-		st.Engine = eng
-		run = withReaper(broker.New(cat, st.Store, eng, st, logger), st.Handle)
+		b.Engine = sfn.New(awssfn.NewFromConfig(awsCfg), machines)
+		run = withReaper(b, c.recorder(cat), run)
 	}
 	logger.InfoContext(ctx, "worker function ready", "table", c.Store.Table, "catalog", c.CatalogPath)
 	return WorkerHandler(run, logger), nil
@@ -221,23 +244,30 @@ func BuildWorker(ctx context.Context, c LambdaConfig, logger *slog.Logger) (func
 // EventBridge Scheduler schedule sends it: {"step":"reap"}.
 const StepReap = "reap"
 
-// withReaper runs the reaper for {"step":"reap"} and the Task steps
-// otherwise.
-func withReaper(b *broker.Broker, next func(context.Context, json.RawMessage) (json.RawMessage, error)) func(context.Context, json.RawMessage) (json.RawMessage, error) {
-	return func(ctx context.Context, payload json.RawMessage) (json.RawMessage, error) {
-		var p struct {
-			Step string `json:"step"`
-		}
-		if json.Unmarshal(payload, &p) != nil || p.Step != StepReap {
-			return next(ctx, payload)
+// withReaper runs the reaper for {"step":"reap"}, recording what it did,
+// and the Task steps otherwise.
+func withReaper(b *broker.Broker, rec *metrics.Recorder, next func(context.Context, steps.Payload) (json.RawMessage, error)) func(context.Context, steps.Payload) (json.RawMessage, error) {
+	return func(ctx context.Context, p steps.Payload) (json.RawMessage, error) {
+		if p.Step != StepReap {
+			return next(ctx, p)
 		}
 		rep, err := b.Reap(ctx)
+		rec.Reap(rep)
 		b.Logger.InfoContext(ctx, "reaper ran", "report", fmt.Sprintf("%+v", rep))
 		if err != nil {
 			return nil, &steps.TransientError{Err: err}
 		}
 		return json.Marshal(rep)
 	}
+}
+
+// recorder records the metrics of the broker serving cat, or none (nil)
+// when c has no metrics writer.
+func (c LambdaConfig) recorder(cat *catalog.Catalog) *metrics.Recorder {
+	if c.Metrics == nil {
+		return nil
+	}
+	return metrics.New(c.Metrics, cat)
 }
 
 // stateMachines maps the workflows to the ARNs the environment gives.
@@ -252,28 +282,33 @@ func (c LambdaConfig) stateMachines() map[broker.Workflow]string {
 	return m
 }
 
-func loadAWSConfig(ctx context.Context, c LambdaConfig) (aws.Config, error) {
+func loadAWSConfig(ctx context.Context, c LambdaConfig, logger *slog.Logger) (aws.Config, error) {
 	cfg, err := awsconfig.LoadDefaultConfig(ctx, awsconfig.WithRegion(c.Store.Region))
 	if err != nil {
 		return aws.Config{}, fmt.Errorf("load AWS configuration: %w", err)
 	}
+	if c.Tracing {
+		if err := tracing.Instrument(&cfg, logger); err != nil {
+			return aws.Config{}, err
+		}
+	}
 	return cfg, nil
 }
 
-// buildSteps loads the catalog and makes the steps on the DynamoDB store,
-// with the drivers the catalog's plans name.
-func buildSteps(ctx context.Context, c LambdaConfig, awsCfg aws.Config, logger *slog.Logger) (*catalog.Catalog, *steps.Steps, error) {
+// buildBroker loads the catalog and makes the broker on the DynamoDB store,
+// with the drivers the catalog's plans name; its engine is the caller's.
+func buildBroker(ctx context.Context, c LambdaConfig, awsCfg aws.Config, logger *slog.Logger) (*catalog.Catalog, *broker.Broker, error) {
 	cat, err := catalog.Load(c.CatalogPath)
 	if err != nil {
 		return nil, nil, err
 	}
-	store := dynamo.New(dynamodb.NewFromConfig(awsCfg, c.Store.ClientOptions), c.Store.Table)
+	store := metrics.NewStore(dynamo.New(dynamodb.NewFromConfig(awsCfg, c.Store.ClientOptions), c.Store.Table), c.recorder(cat))
 	set, err := drivers.Build(ctx, cat, drivers.Env{Resources: store, Logger: logger, Getenv: os.Getenv,
 		AWS: func(context.Context) (aws.Config, error) { return awsCfg, nil }})
 	if err != nil {
 		return nil, nil, err
 	}
-	return cat, steps.New(store, cat, set, logger), nil
+	return cat, broker.New(cat, store, nil, set, logger), nil
 }
 
 // readCredentials reads the broker's credentials from the secret. Its value
@@ -334,7 +369,7 @@ func withLambdaRequestID(next http.Handler) http.Handler {
 }
 
 // WorkerHandler returns the worker function's handler around run (the
-// steps' Handle).
+// steps' Run): it decodes the payload once.
 //
 // aws-lambda-go names a function error after its Go type (a pointer's
 // element type), and Step Functions matches Retry and Catch on that name.
@@ -342,16 +377,18 @@ func withLambdaRequestID(next http.Handler) http.Handler {
 // *steps.PermanentError (caught and recorded, its message shown to the
 // user): a wrapped one would be named "wrapError" and skip the Retry. An
 // error that is neither counts as transient.
-func WorkerHandler(run func(context.Context, json.RawMessage) (json.RawMessage, error), logger *slog.Logger) func(context.Context, json.RawMessage) (json.RawMessage, error) {
+func WorkerHandler(run func(context.Context, steps.Payload) (json.RawMessage, error), logger *slog.Logger) func(context.Context, json.RawMessage) (json.RawMessage, error) {
 	return func(ctx context.Context, payload json.RawMessage) (json.RawMessage, error) {
 		var p steps.Payload
-		_ = json.Unmarshal(payload, &p) // run reports a malformed payload
+		if err := json.Unmarshal(payload, &p); err != nil {
+			return nil, &steps.PermanentError{Description: fmt.Sprintf("malformed task payload: %v", err)}
+		}
 		attrs := p.LogAttrs()
 		if lc, ok := lambdacontext.FromContext(ctx); ok && lc.AwsRequestID != "" {
 			attrs = append(attrs, slog.String("aws_request_id", lc.AwsRequestID))
 		}
 		ctx = logging.With(ctx, attrs...)
-		out, err := run(ctx, payload)
+		out, err := run(ctx, p)
 		if err == nil {
 			return out, nil
 		}

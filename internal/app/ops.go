@@ -1,15 +1,22 @@
 package app
 
 import (
+	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
+	"slices"
 	"text/tabwriter"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awsconfig "github.com/aws/aws-sdk-go-v2/config"
+	awscfn "github.com/aws/aws-sdk-go-v2/service/cloudformation"
 	awssfn "github.com/aws/aws-sdk-go-v2/service/sfn"
 
 	"github.com/serverless-osb/broker/internal/broker"
@@ -18,51 +25,139 @@ import (
 )
 
 // OpsUsage is the operator command's help.
-const OpsUsage = `usage: go run ./functions/api ops COMMAND
+const OpsUsage = `usage: go run ./functions/api ops [--json] [--stack NAME] COMMAND
 
   operations        operations in progress, with those overdue marked STUCK
   detached          detached resources: waiting for, in, or given up by the cleanup
   cleanup ID        start the cleanup of detached resource ID again
   reap              run the reaper once and print what it did
 
-With BROKER_TABLE (and AWS_REGION, BROKER_OPERATION_STATE_MACHINE_ARN,
-BROKER_CLEANUP_STATE_MACHINE_ARN) set, it works on the deployed broker;
-otherwise on the local one's data (BROKER_DATA_DIR; stop make run first).
+  --json            answer in JSON rather than text
+  --stack NAME      work on the broker that the CloudFormation stack NAME deployed
+                    (its outputs name the table, the state machines and the region;
+                    AWS credentials and region from the usual AWS environment;
+                    BROKER_CATALOG, default services/catalog.yaml, the catalog it serves)
+
+Without --stack, with BROKER_TABLE (and AWS_REGION, BROKER_OPERATION_STATE_MACHINE_ARN,
+BROKER_CLEANUP_STATE_MACHINE_ARN) set, it works on the deployed broker; otherwise on
+the local one's data (BROKER_DATA_DIR; stop make run first).
 `
+
+// The outputs of the broker's stack that --stack reads (the infra package
+// defines them).
+const (
+	OutputTable                 = "TableName"
+	OutputOperationStateMachine = "OperationStateMachineArn"
+	OutputCleanupStateMachine   = "CleanupStateMachineArn"
+	OutputRegion                = "Region"
+	defaultDeployedCatalog      = "services/catalog.yaml"
+)
+
+// ErrUsage is returned, wrapped, for a command line the operator command
+// does not understand; its message ends with the usage.
+var ErrUsage = errors.New("usage")
+
+func usageError(format string, args ...any) error {
+	return fmt.Errorf("%w: %s\n\n%s", ErrUsage, fmt.Sprintf(format, args...), OpsUsage)
+}
 
 // RunOps runs the operator command.
 func RunOps(ctx context.Context, args []string, out io.Writer, logger *slog.Logger) error {
-	if len(args) == 0 || args[0] == "help" || args[0] == "-h" {
+	fs := flag.NewFlagSet("ops", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	asJSON := fs.Bool("json", false, "")
+	stack := fs.String("stack", "", "")
+	// Flags may come before or after the command (ops reap --json).
+	var positional []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				fmt.Fprint(out, OpsUsage)
+				return nil
+			}
+			return usageError("%v", err)
+		}
+		if args = fs.Args(); len(args) == 0 {
+			break
+		}
+		positional, args = append(positional, args[0]), args[1:]
+	}
+	args = positional
+	switch {
+	case len(args) == 1 && args[0] == "help":
 		fmt.Fprint(out, OpsUsage)
 		return nil
+	case len(args) == 0:
+		return usageError("no command")
+	case args[0] == "cleanup" && len(args) != 2:
+		return usageError("cleanup takes one argument, the detached resource's id")
+	case args[0] != "cleanup" && !slices.Contains([]string{"operations", "detached", "reap"}, args[0]):
+		return usageError("unknown command %q", args[0])
+	case args[0] != "cleanup" && len(args) != 1:
+		return usageError("%s takes no argument", args[0])
 	}
-	b, closeFn, err := opsBroker(ctx, logger)
+	b, closeFn, err := opsBroker(ctx, *stack, logger)
 	if err != nil {
 		return err
 	}
 	defer closeFn()
+	if *asJSON {
+		return OpsJSON(ctx, b, args, out)
+	}
 	return Ops(ctx, b, args, out)
+}
+
+// StackConfig reads the configuration of the broker that the CloudFormation
+// stack name deployed from the stack's outputs, as the worker function
+// has it (without a secret: the operator command needs none).
+func StackConfig(ctx context.Context, client awscfn.DescribeStacksAPIClient, name string) (LambdaConfig, error) {
+	out, err := client.DescribeStacks(ctx, &awscfn.DescribeStacksInput{StackName: aws.String(name)})
+	if err != nil {
+		return LambdaConfig{}, fmt.Errorf("stack %s: %w", name, err)
+	}
+	if len(out.Stacks) != 1 {
+		return LambdaConfig{}, fmt.Errorf("stack %s: not found", name)
+	}
+	outputs := map[string]string{}
+	for _, o := range out.Stacks[0].Outputs {
+		outputs[aws.ToString(o.OutputKey)] = aws.ToString(o.OutputValue)
+	}
+	var missing []string
+	for _, key := range []string{OutputTable, OutputOperationStateMachine, OutputCleanupStateMachine, OutputRegion} {
+		if outputs[key] == "" {
+			missing = append(missing, key)
+		}
+	}
+	if len(missing) > 0 {
+		return LambdaConfig{}, fmt.Errorf("stack %s has no output %v: is it the broker's, deployed by this version?", name, missing)
+	}
+	return LambdaConfig{
+		Function:               FunctionWorker,
+		Store:                  dynamo.Config{Table: outputs[OutputTable], Region: outputs[OutputRegion]},
+		StateMachineARN:        outputs[OutputOperationStateMachine],
+		CleanupStateMachineARN: outputs[OutputCleanupStateMachine],
+		CatalogPath:            cmp.Or(os.Getenv(EnvCatalog), defaultDeployedCatalog),
+	}, nil
 }
 
 // opsBroker builds the broker the operator works on: the deployed one when
 // BROKER_TABLE is set, else the local data, without serving or reaping.
-func opsBroker(ctx context.Context, logger *slog.Logger) (*broker.Broker, func(), error) {
-	if os.Getenv(dynamo.EnvTable) != "" {
-		c, err := LambdaConfigFromEnv(FunctionWorker)
+func opsBroker(ctx context.Context, stack string, logger *slog.Logger) (*broker.Broker, func(), error) {
+	if stack != "" || os.Getenv(dynamo.EnvTable) != "" {
+		c, err := opsLambdaConfig(ctx, stack)
 		if err != nil {
 			return nil, nil, err
 		}
-		awsCfg, err := loadAWSConfig(ctx, c)
+		awsCfg, err := loadAWSConfig(ctx, c, logger)
 		if err != nil {
 			return nil, nil, err
 		}
-		cat, st, err := buildSteps(ctx, c, awsCfg, logger)
+		_, b, err := buildBroker(ctx, c, awsCfg, logger)
 		if err != nil {
 			return nil, nil, err
 		}
-		eng := sfn.New(awssfn.NewFromConfig(awsCfg), c.stateMachines())
-		st.Engine = eng
-		return broker.New(cat, st.Store, eng, st, logger), func() {}, nil
+		b.Engine = sfn.New(awssfn.NewFromConfig(awsCfg), c.stateMachines())
+		return b, func() {}, nil
 	}
 	c, err := LocalConfigFromEnv()
 	if err != nil {
@@ -76,7 +171,20 @@ func opsBroker(ctx context.Context, logger *slog.Logger) (*broker.Broker, func()
 	return l.Broker, func() { _ = l.Close() }, nil
 }
 
-// Ops runs one operator command on b.
+// opsLambdaConfig is the deployed broker's configuration: from the stack's
+// outputs, or else from the environment.
+func opsLambdaConfig(ctx context.Context, stack string) (LambdaConfig, error) {
+	if stack == "" {
+		return LambdaConfigFromEnv(FunctionWorker)
+	}
+	cfg, err := awsconfig.LoadDefaultConfig(ctx)
+	if err != nil {
+		return LambdaConfig{}, fmt.Errorf("load AWS configuration: %w", err)
+	}
+	return StackConfig(ctx, awscfn.NewFromConfig(cfg), stack)
+}
+
+// Ops runs one operator command on b, answering in text.
 func Ops(ctx context.Context, b *broker.Broker, args []string, out io.Writer) error {
 	w := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
 	defer w.Flush()
@@ -115,10 +223,89 @@ func Ops(ctx context.Context, b *broker.Broker, args []string, out io.Writer) er
 		fmt.Fprintf(w, "cleanup %s started for %s\n", d.CleanupName(d.Attempts), d.ID)
 	case "reap":
 		rep, err := b.Reap(ctx)
-		fmt.Fprintf(w, "%+v\n", rep)
+		for _, line := range []struct {
+			what string
+			n    int
+		}{
+			{"operations in progress", rep.InProgress},
+			{"  started again (their execution never started)", rep.Restarted},
+			{"  failed (their execution ended without a result)", rep.Failed},
+			{"  stopped and failed (past their maximum polling duration)", rep.TimedOut},
+			{"detached resources", rep.Detached},
+			{"  cleanups started", rep.CleanupsStarted},
+			{"  cleanups failed (ended without deleting the resource)", rep.CleanupsFailed},
+			{"finished operation records removed after their retention", rep.Expired},
+		} {
+			fmt.Fprintf(w, "%s\t%d\n", line.what, line.n)
+		}
 		return err
 	default:
-		return fmt.Errorf("unknown ops command %q\n%s", args[0], OpsUsage)
+		return usageError("unknown command %q", args[0])
 	}
 	return nil
+}
+
+// OpsJSON runs one operator command on b, answering in JSON: a list of
+// objects for operations and detached, one object for cleanup and reap.
+func OpsJSON(ctx context.Context, b *broker.Broker, args []string, out io.Writer) error {
+	var answer any
+	var err error
+	switch args[0] {
+	case "operations":
+		type operation struct {
+			ID         string  `json:"operation_id"`
+			Kind       string  `json:"kind"`
+			InstanceID string  `json:"instance_id"`
+			BindingID  string  `json:"binding_id,omitempty"`
+			AgeSeconds float64 `json:"age_seconds"`
+			Stuck      bool    `json:"stuck"`
+		}
+		var ops []broker.Operation
+		if ops, err = b.Store.ListInProgress(ctx); err != nil {
+			return err
+		}
+		list := []operation{}
+		for _, op := range ops {
+			list = append(list, operation{op.ID, string(op.Kind), op.InstanceID, op.BindingID,
+				b.Now().Sub(op.CreatedAt).Round(time.Second).Seconds(), b.Now().After(op.NextCheckAt.Add(b.RepairAfter))})
+		}
+		answer = list
+	case "detached":
+		type detached struct {
+			ID         string `json:"id"`
+			State      string `json:"state"`
+			Attempts   int    `json:"attempts"`
+			InstanceID string `json:"instance_id"`
+			Resource   string `json:"resource"`
+			Reason     string `json:"reason,omitempty"`
+			Failure    string `json:"failure,omitempty"`
+		}
+		var ds []broker.Detached
+		if ds, err = b.Store.ListDetached(ctx); err != nil {
+			return err
+		}
+		list := []detached{}
+		for _, d := range ds {
+			list = append(list, detached{d.ID, string(d.State), d.Attempts, d.InstanceID, d.Name, d.Reason, d.Failure})
+		}
+		answer = list
+	case "cleanup":
+		var d broker.Detached
+		if d, err = b.RetryCleanup(ctx, args[1]); err != nil {
+			return err
+		}
+		answer = map[string]string{"detached_id": d.ID, "execution": d.CleanupName(d.Attempts)}
+	case "reap":
+		var rep broker.ReapReport
+		rep, err = b.Reap(ctx)
+		answer = rep
+	default:
+		return usageError("unknown command %q", args[0])
+	}
+	enc := json.NewEncoder(out)
+	enc.SetIndent("", "  ")
+	if encErr := enc.Encode(answer); encErr != nil {
+		return encErr
+	}
+	return err
 }

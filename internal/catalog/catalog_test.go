@@ -64,7 +64,7 @@ func TestShippedCatalog(t *testing.T) {
 			t.Errorf("max_db_per_node = %v, want 5", svc["max_db_per_node"])
 		}
 		md := svc["metadata"].(map[string]any)
-		if md["displayName"] != "The Fake Broker" || md["provider"] == nil || md["listing"] == nil {
+		if md["displayName"] != "Fake service (demo)" || md["provider"] == nil || md["listing"] == nil {
 			t.Errorf("offering metadata lost fields: %v", md)
 		}
 		pl := svc["plans"].([]any)[0].(map[string]any)
