@@ -1,12 +1,9 @@
 package infra
 
 import (
-	"maps"
-	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
 	"github.com/aws/jsii-runtime-go"
 
@@ -215,22 +212,7 @@ func TestStackWithEmailAndDomain(t *testing.T) {
 		email = "platform-team@example.com"
 		cert  = "arn:aws:acm:eu-west-1:123456789012:certificate/0b7f4b0e-5a56-4b8e-9f3c-1f1f7f0d7a01"
 	)
-	context := maps.Clone(broker.context)
-	maps.Copy(context, map[string]any{ContextAlarmEmail: email, ContextDomainName: "broker.example.com", ContextCertificateARN: cert})
-	a := awscdk.NewApp(&awscdk.AppProps{Context: &context, Outdir: jsii.String(filepath.Join(t.TempDir(), "cdk.out"))})
-	props, err := PropsFromContext(a.Node())
-	if err != nil {
-		t.Fatal(err)
-	}
-	stack, err := NewBrokerStack(a, "Domain", &props)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var template assertions.Template
-	check(t, func() { template = assertions.Template_FromStack(stack, nil) })
-	if template == nil {
-		t.FailNow()
-	}
+	stack, template := synthWith(t, "Domain", map[string]any{ContextAlarmEmail: email, ContextDomainName: "broker.example.com", ContextCertificateARN: cert})
 	tests := []struct {
 		name      string
 		assertion func()

@@ -3,7 +3,6 @@ package infra
 import (
 	"encoding/json"
 	"maps"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -250,23 +249,9 @@ func TestServiceStacksFromContext(t *testing.T) {
 		awsManaged = "arn:aws:iam::aws:policy/AmazonElastiCacheFullAccess"
 		customer   = "arn:aws:iam::123456789012:policy/broker-extra"
 	)
-	context := maps.Clone(broker.context)
-	context[ContextStackPrefix] = "Team-A"
-	context[ContextServiceRolePolicyARNs] = awsManaged + "," + customer
-	app := awscdk.NewApp(&awscdk.AppProps{Context: &context, Outdir: jsii.String(filepath.Join(t.TempDir(), "cdk.out"))})
-	props, err := PropsFromContext(app.Node())
-	if err != nil {
-		t.Fatal(err)
-	}
-	stack, err := NewBrokerStack(app, "Prefixed", &props)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var template assertions.Template
-	check(t, func() { template = assertions.Template_FromStack(stack, nil) })
-	if template == nil {
-		t.FailNow()
-	}
+	stack, template := synthWith(t, "Prefixed", map[string]any{
+		ContextStackPrefix: "Team-A", ContextServiceRolePolicyARNs: awsManaged + "," + customer,
+	})
 	tmpl := *template.ToJSON()
 	role := cloudFormationRole(t, tmpl)
 	statements := serviceRoleStatements(t, tmpl)

@@ -10,12 +10,35 @@ import (
 	"github.com/aws/jsii-runtime-go"
 )
 
+// synthWith synthesizes the stack named name with the test broker's context
+// values and extra ones (as -c options give them), and returns it with its
+// template.
+func synthWith(t *testing.T, name string, extra map[string]any) (awscdk.Stack, assertions.Template) {
+	t.Helper()
+	context := maps.Clone(broker.context)
+	maps.Copy(context, extra)
+	app := awscdk.NewApp(&awscdk.AppProps{Context: &context, Outdir: jsii.String(filepath.Join(t.TempDir(), "cdk.out"))})
+	props, err := PropsFromContext(app.Node())
+	if err != nil {
+		t.Fatal(err)
+	}
+	stack, err := NewBrokerStack(app, name, &props)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var template assertions.Template
+	check(t, func() { template = assertions.Template_FromStack(stack, nil) })
+	if template == nil {
+		t.FailNow()
+	}
+	return stack, template
+}
+
 // TestStackFromContext synthesizes the stack with every setting cdk.json
 // offers changed, as -c options (strings) change them.
 func TestStackFromContext(t *testing.T) {
 	const topic = "arn:aws:sns:eu-west-1:123456789012:broker-alarms"
-	context := maps.Clone(broker.context)
-	maps.Copy(context, map[string]any{
+	_, template := synthWith(t, "Variant", map[string]any{
 		ContextStageName:          "v1",
 		ContextThrottleRateLimit:  "5",
 		ContextThrottleBurstLimit: "10",
@@ -28,20 +51,6 @@ func TestStackFromContext(t *testing.T) {
 		ContextAlarmTopicARN:      topic,
 		ContextReaperInterval:     "10",
 	})
-	app := awscdk.NewApp(&awscdk.AppProps{Context: &context, Outdir: jsii.String(filepath.Join(t.TempDir(), "cdk.out"))})
-	props, err := PropsFromContext(app.Node())
-	if err != nil {
-		t.Fatal(err)
-	}
-	stack, err := NewBrokerStack(app, "Variant", &props)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var template assertions.Template
-	check(t, func() { template = assertions.Template_FromStack(stack, nil) })
-	if template == nil {
-		t.FailNow()
-	}
 	tests := []struct {
 		name      string
 		assertion func()

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/serverless-osb/broker/internal/app/apptest"
+	"github.com/serverless-osb/broker/internal/waittest"
 )
 
 // TestCommitsPerOperation counts the fsynced bbolt commits that each
@@ -23,6 +24,13 @@ func TestCommitsPerOperation(t *testing.T) {
 		t.Helper()
 		before := b.Local.Committer.Commits()
 		do()
+		// A commit is visible to readers a moment before it is counted.
+		waittest.Until(t, func() error {
+			if got := b.Local.Committer.Commits() - before; got < want {
+				return fmt.Errorf("%s: %d commits so far, want %d", name, got, want)
+			}
+			return nil
+		})
 		got := b.Local.Committer.Commits() - before
 		fmt.Fprintf(&report, "| %s | %d |\n", name, got)
 		if got != want {
@@ -60,4 +68,15 @@ func TestCommitsPerOperation(t *testing.T) {
 	}
 	commits("asynchronous provision done at once, 202 to succeeded", 2, func() { async("a0", 0) })
 	commits("asynchronous provision that takes a second, 202 to succeeded", 3, func() { async("a1", 1) })
+	commits("synchronous unbind", 2, func() {
+		expect(b.Do(apptest.Request{Method: http.MethodDelete,
+			Path: "/v2/service_instances/s1/service_bindings/b1?service_id=" + svc + "&plan_id=" + syncPlan}), 200)
+	})
+	commits("synchronous update", 2, func() {
+		expect(b.Do(apptest.Request{Method: http.MethodPatch, Path: "/v2/service_instances/s1",
+			Body: map[string]any{"service_id": svc, "parameters": map[string]any{"duration_seconds": 2}}}), 200)
+	})
+	commits("synchronous deprovision", 2, func() {
+		expect(b.Do(apptest.Request{Method: http.MethodDelete, Path: "/v2/service_instances/s1?service_id=" + svc + "&plan_id=" + syncPlan}), 200)
+	})
 }

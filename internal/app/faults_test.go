@@ -114,8 +114,8 @@ func (f faultyStore) CreateBinding(ctx context.Context, b broker.Binding, op bro
 func (f faultyStore) LockBinding(ctx context.Context, l broker.LockBinding) error {
 	return do0(f.c, func() error { return f.s.LockBinding(ctx, l) })
 }
-func (f faultyStore) Load(ctx context.Context, iid, oid string) (broker.Snapshot, error) {
-	return do(f.c, func() (broker.Snapshot, error) { return f.s.Load(ctx, iid, oid) })
+func (f faultyStore) Load(ctx context.Context, iid, oid, bid string) (broker.Snapshot, error) {
+	return do(f.c, func() (broker.Snapshot, error) { return f.s.Load(ctx, iid, oid, bid) })
 }
 func (f faultyStore) UpdateOperation(ctx context.Context, op broker.Operation, r broker.RecordChanges) error {
 	return do0(f.c, func() error { return f.s.UpdateOperation(ctx, op, r) })

@@ -71,7 +71,7 @@ func (b *Broker) Bind(ctx context.Context, d BindDetails) (BindResult, error) {
 	}
 	// The driver needs the instance and its records, which the write
 	// above could not return.
-	snap, err := b.Store.Load(ctx, d.InstanceID, "")
+	snap, err := b.Store.Load(ctx, d.InstanceID, "", d.BindingID)
 	if err != nil {
 		return BindResult{}, fmt.Errorf("bind %s/%s: %w", d.InstanceID, d.BindingID, b.abandon(ctx, op, err))
 	}

@@ -31,7 +31,7 @@ func (b *Broker) Deprovision(ctx context.Context, d DeprovisionDetails) (Deprovi
 }
 
 func (b *Broker) deprovision(ctx context.Context, d DeprovisionDetails) (DeprovisionResult, error) {
-	snap, err := b.Store.Load(ctx, d.InstanceID, "")
+	snap, err := b.Store.Load(ctx, d.InstanceID, "", "")
 	if err != nil {
 		return DeprovisionResult{}, fmt.Errorf("deprovision %s: %w", d.InstanceID, err)
 	}

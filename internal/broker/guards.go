@@ -27,6 +27,18 @@ func sameInstance(op Operation, instanceID string) error {
 	return nil
 }
 
+// CheckLoad checks a Load call: the instance id, and the operation's and
+// the binding's where given.
+func CheckLoad(instanceID, operationID, bindingID string) error {
+	ids := []string{instanceID}
+	for _, id := range []string{operationID, bindingID} {
+		if id != "" {
+			ids = append(ids, id)
+		}
+	}
+	return CheckIDs(ids...)
+}
+
 // CheckCreate checks a CreateInstance or CreateBinding call: the ids, and
 // that op belongs to the instance.
 func CheckCreate(instanceID string, op Operation, ids ...string) error {

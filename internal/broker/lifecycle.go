@@ -109,7 +109,7 @@ func (b *Broker) advanceTask(ctx context.Context, instanceID, operationID string
 // loadFlight reads an operation and what it concerns in one request. It
 // returns nil when the operation is missing or finished.
 func (b *Broker) loadFlight(ctx context.Context, instanceID, operationID string) (*flight, error) {
-	snap, err := b.Store.Load(ctx, instanceID, operationID)
+	snap, err := b.Store.Load(ctx, instanceID, operationID, "")
 	if err != nil {
 		return nil, fmt.Errorf("load operation %s: %w", operationID, err)
 	}
@@ -120,7 +120,7 @@ func (b *Broker) loadFlight(ctx context.Context, instanceID, operationID string)
 	if snap.Instance == nil {
 		return nil, &Failure{Description: fmt.Sprintf("The instance of operation %s no longer exists.", op.ID)}
 	}
-	if op.Kind.IsBinding() && snap.Binding(op.BindingID) == nil {
+	if op.Kind.IsBinding() && snap.Binding == nil {
 		return nil, &Failure{Description: fmt.Sprintf("The binding of operation %s no longer exists.", op.ID)}
 	}
 	return b.newFlight(op, snap)
@@ -145,11 +145,9 @@ func (b *Broker) newFlight(op Operation, snap Snapshot) (*flight, error) {
 	f := &flight{op: op, snap: snap, driver: driver, plan: plan}
 	f.change = Change{Operation: op, Instance: inst, Plan: plan, Service: b.Catalog.Service(inst.ServiceID),
 		Settings: settings, Records: snap.Records}
-	if op.Kind.IsBinding() {
-		if bd := snap.Binding(op.BindingID); bd != nil {
-			copied := *bd
-			f.change.Binding = &copied
-		}
+	if op.Kind.IsBinding() && snap.Binding != nil {
+		copied := *snap.Binding
+		f.change.Binding = &copied
 	}
 	return f, nil
 }
@@ -245,7 +243,7 @@ func (b *Broker) succeed(ctx context.Context, f *flight, p Progress) (Finish, er
 		}
 		fin.Instance = &inst
 	case KindDeprovision:
-		fin.DeleteInstance, fin.Bindings = true, f.bindingIDs()
+		fin.DeleteInstance, fin.Bindings = true, f.snap.BindingIDs
 		if f.detaches() {
 			fin.Detach = b.detachments(f, f.change.Records, "The service instance was deprovisioned.")
 			fin.Records = RecordChanges{}
@@ -261,14 +259,6 @@ func (b *Broker) succeed(ctx context.Context, f *flight, p Progress) (Finish, er
 	return fin, b.commit(ctx, fin, "")
 }
 
-func (f *flight) bindingIDs() []string {
-	var ids []string
-	for _, bd := range f.snap.Bindings {
-		ids = append(ids, bd.ID)
-	}
-	return ids
-}
-
 // RecordFailure records an operation's failure with a description for the
 // user and releases what it held; what the failed change made is detached
 // for the cleanup workflow in the same write. An asynchronous provision or
@@ -276,7 +266,7 @@ func (f *flight) bindingIDs() []string {
 // synchronous one leaves nothing, since its request already reported the
 // failure. A missing or finished operation has nothing to record.
 func (b *Broker) RecordFailure(ctx context.Context, instanceID, operationID, description string) error {
-	snap, err := b.Store.Load(ctx, instanceID, operationID)
+	snap, err := b.Store.Load(ctx, instanceID, operationID, "")
 	if err != nil {
 		return fmt.Errorf("record failure of %s: %w", operationID, err)
 	}
@@ -307,7 +297,7 @@ func (b *Broker) fail(ctx context.Context, op Operation, snap Snapshot, descript
 	inst := *snap.Instance
 	params = append(params, inst.Parameters)
 	if op.Kind.IsBinding() {
-		bd := snap.Binding(op.BindingID)
+		bd := snap.Binding
 		switch {
 		case bd == nil:
 			// The binding is gone with its hold (its instance was deleted).
@@ -329,10 +319,7 @@ func (b *Broker) fail(ctx context.Context, op Operation, snap Snapshot, descript
 	switch op.Kind {
 	case KindProvision:
 		if !op.Async {
-			fin.DeleteInstance = true
-			for _, bd := range snap.Bindings {
-				fin.Bindings = append(fin.Bindings, bd.ID)
-			}
+			fin.DeleteInstance, fin.Bindings = true, snap.BindingIDs
 			return b.commit(ctx, fin, logReason(description, params...))
 		}
 		inst.State = InstanceFailed

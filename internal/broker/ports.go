@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/serverless-osb/broker/internal/catalog"
@@ -142,27 +143,37 @@ func (r RecordChanges) Merge(later RecordChanges) RecordChanges {
 	return out
 }
 
-// Snapshot is what Load reads in one request: an instance, its bindings
-// and its resource records, and, when asked for, one of its operations.
+// Snapshot is what Load reads in one request: an instance, the ids of its
+// bindings, one binding, its resource records, and one of its operations.
 type Snapshot struct {
 	// Instance is nil when the instance does not exist.
 	Instance *Instance
 	// Operation is nil when none was asked for or it does not exist.
 	Operation *Operation
-	// Bindings are the instance's bindings, by id.
-	Bindings []Binding
-	// Records are the instance's resource records, by name.
+	// Binding is the binding asked for or, when none was, the operation's
+	// (a bind's or an unbind's); nil when there is none.
+	Binding *Binding
+	// BindingIDs are the ids of all the instance's bindings, in order.
+	BindingIDs []string
+	// Records are the instance's resource records, by name; with a
+	// binding, only that binding's (see BindingRecord).
 	Records []Resource
 }
 
-// Binding returns the binding with id, or nil.
-func (s Snapshot) Binding(id string) *Binding {
-	for i := range s.Bindings {
-		if s.Bindings[i].ID == id {
-			return &s.Bindings[i]
-		}
-	}
-	return nil
+// bindingRecordPrefix starts the name of every binding's record.
+const bindingRecordPrefix = "binding-"
+
+// BindingRecord is the name of the resource record a driver keeps for a
+// binding. A binding's change is handed that record and the instance's
+// records, not the other bindings' (Load decodes only those), so that a bind
+// costs the same on an instance with many bindings; a driver therefore
+// names no instance record with this prefix.
+func BindingRecord(bindingID string) string { return bindingRecordPrefix + bindingID }
+
+// RecordFor reports whether the record called name belongs in a snapshot
+// for bindingID (empty: the instance, which gets every record).
+func RecordFor(name, bindingID string) bool {
+	return bindingID == "" || !strings.HasPrefix(name, bindingRecordPrefix) || name == BindingRecord(bindingID)
 }
 
 // Resources is the part of the store a driver may use: its own records,
@@ -188,10 +199,13 @@ type Store interface {
 	GetInstance(ctx context.Context, instanceID string) (Instance, error)
 	GetBinding(ctx context.Context, instanceID, bindingID string) (Binding, error)
 	GetOperation(ctx context.Context, instanceID, operationID string) (Operation, error)
-	// Load reads, in one consistent request, the instance, its bindings, its
-	// resource records and, when operationID is not empty, that operation.
-	// A missing instance or operation is a nil field, not an error.
-	Load(ctx context.Context, instanceID, operationID string) (Snapshot, error)
+	// Load reads, in one consistent request, the instance, the ids of its
+	// bindings, its resource records, and, when their ids are not empty,
+	// an operation and a binding (else the operation's binding). A missing
+	// item is a nil field, not an error. With a binding, the records are
+	// those RecordFor keeps. It decodes only the one binding and its
+	// records, so that its cost hardly grows with an instance's bindings.
+	Load(ctx context.Context, instanceID, operationID, bindingID string) (Snapshot, error)
 	// ListOperations returns the operations recorded under an instance
 	// (including those of its bindings), oldest first.
 	ListOperations(ctx context.Context, instanceID string) ([]Operation, error)
@@ -343,6 +357,14 @@ func (c Change) WithRecords(changes RecordChanges) Change {
 	}
 	c.Records = append(records, changes.Save...)
 	return c
+}
+
+// BindingID is the id of the binding the change concerns, or "".
+func (c Change) BindingID() string {
+	if c.Binding != nil {
+		return c.Binding.ID
+	}
+	return c.Operation.BindingID
 }
 
 // Record returns the resource record called name, if the change has it.

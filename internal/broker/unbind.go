@@ -30,15 +30,14 @@ func (b *Broker) Unbind(ctx context.Context, d UnbindDetails) (UnbindResult, err
 }
 
 func (b *Broker) unbind(ctx context.Context, d UnbindDetails) (UnbindResult, error) {
-	snap, err := b.Store.Load(ctx, d.InstanceID, "")
+	snap, err := b.Store.Load(ctx, d.InstanceID, "", d.BindingID)
 	if err != nil {
 		return UnbindResult{}, fmt.Errorf("unbind %s/%s: %w", d.InstanceID, d.BindingID, err)
 	}
-	stored := snap.Binding(d.BindingID)
-	if stored == nil {
+	if snap.Binding == nil {
 		return UnbindResult{}, Errorf(CodeGone, "Service binding %s does not exist.", d.BindingID)
 	}
-	binding := *stored
+	binding := *snap.Binding
 	_, plan, err := b.lookup(binding.ServiceID, binding.PlanID)
 	if err != nil {
 		return UnbindResult{}, Errorf(CodeUnprocessable,
@@ -94,7 +93,7 @@ func (b *Broker) unbind(ctx context.Context, d UnbindDetails) (UnbindResult, err
 		b.start(ctx, op)
 		return UnbindResult{Result: ResultAccepted, Operation: op.ID}, nil
 	}
-	*stored, snap.Operation = lock.Binding, &op
+	snap.Binding, snap.Operation = &lock.Binding, &op
 	if _, err := b.runSync(ctx, op, snap); err != nil {
 		return UnbindResult{}, syncError(op, err)
 	}

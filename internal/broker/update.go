@@ -57,7 +57,7 @@ func retryMoved[R any](attempt func() (R, error), format string, args ...any) (R
 }
 
 func (b *Broker) update(ctx context.Context, d UpdateDetails) (UpdateResult, error) {
-	snap, err := b.Store.Load(ctx, d.InstanceID, "")
+	snap, err := b.Store.Load(ctx, d.InstanceID, "", "")
 	if err != nil {
 		return UpdateResult{}, fmt.Errorf("update %s: %w", d.InstanceID, err)
 	}

@@ -57,7 +57,7 @@ func parse(source string, data []byte) (*Catalog, error) {
 
 	root, ok := doc.(map[string]any)
 	if !ok {
-		ck.problem("", `must be a mapping with a "services" list, got %s`, describe(doc))
+		ck.problem("", `must be a mapping with a "services" list, got %s`, Describe(doc))
 		return nil, ck.err()
 	}
 	for _, k := range sortedKeys(root) {
@@ -76,7 +76,7 @@ func parse(source string, data []byte) (*Catalog, error) {
 		p := index("services", i)
 		obj, ok := v.(map[string]any)
 		if !ok {
-			ck.problem(p, "must be an object (a service offering), got %s", describe(v))
+			ck.problem(p, "must be an object (a service offering), got %s", Describe(v))
 			continue
 		}
 		s := ck.service(p, obj)
@@ -180,7 +180,7 @@ func (ck *checker) service(p string, obj map[string]any) *Service {
 		pp := index(field(p, "plans"), i)
 		po, ok := v.(map[string]any)
 		if !ok {
-			ck.problem(pp, "must be an object (a service plan), got %s", describe(v))
+			ck.problem(pp, "must be an object (a service plan), got %s", Describe(v))
 			continue
 		}
 		pl := ck.plan(pp, po)
@@ -238,7 +238,7 @@ func (ck *checker) plan(p string, obj map[string]any) *Plan {
 		case uint64:
 			ck.problem(mp, "%d seconds is too large", n)
 		default:
-			ck.problem(mp, "must be a positive integer (seconds), got %s", describe(v))
+			ck.problem(mp, "must be a positive integer (seconds), got %s", Describe(v))
 		}
 	}
 
@@ -346,7 +346,7 @@ func (ck *checker) str(obj map[string]any, p, key string, required bool) string 
 	}
 	s, ok := v.(string)
 	if !ok {
-		ck.problem(field(p, key), "must be a string, got %s", describe(v))
+		ck.problem(field(p, key), "must be a string, got %s", Describe(v))
 		return ""
 	}
 	if strings.TrimSpace(s) == "" {
@@ -369,7 +369,7 @@ func (ck *checker) boolean(obj map[string]any, p, key string, required bool) (va
 	}
 	b, ok := v.(bool)
 	if !ok {
-		ck.problem(field(p, key), "must be a boolean (true or false), got %s", describe(v))
+		ck.problem(field(p, key), "must be a boolean (true or false), got %s", Describe(v))
 		return false, false
 	}
 	return b, true
@@ -391,7 +391,7 @@ func (ck *checker) object(obj map[string]any, p, key string) (map[string]any, bo
 	}
 	m, ok := v.(map[string]any)
 	if !ok {
-		ck.problem(field(p, key), "must be an object, got %s", describe(v))
+		ck.problem(field(p, key), "must be an object, got %s", Describe(v))
 	}
 	return m, ok
 }
@@ -408,7 +408,7 @@ func (ck *checker) list(obj map[string]any, p, key string, required bool) ([]any
 	}
 	l, ok := v.([]any)
 	if !ok {
-		ck.problem(field(p, key), "must be a list, got %s", describe(v))
+		ck.problem(field(p, key), "must be a list, got %s", Describe(v))
 	}
 	return l, ok
 }
@@ -423,7 +423,7 @@ func (ck *checker) stringList(obj map[string]any, p, key string) []string {
 	for i, v := range l {
 		s, ok := v.(string)
 		if !ok {
-			ck.problem(index(field(p, key), i), "must be a string, got %s", describe(v))
+			ck.problem(index(field(p, key), i), "must be a string, got %s", Describe(v))
 			continue
 		}
 		out = append(out, s)
@@ -472,8 +472,9 @@ func (ck *checker) normalize(p string, v any) any {
 	}
 }
 
-// describe says what a value is, for "must be X, got Y" messages.
-func describe(v any) string {
+// Describe says what a configuration value is, for "must be X, got Y"
+// messages, the catalog's and the drivers' settings' alike.
+func Describe(v any) string {
 	switch v := v.(type) {
 	case nil:
 		return "null"

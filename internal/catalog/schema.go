@@ -107,7 +107,7 @@ func (ck *checker) compile(p string, doc map[string]any) *paramSchema {
 	if d, ok := doc["$schema"]; !ok {
 		ck.problem(p, `has no "$schema"; declare the JSON Schema draft, e.g. $schema: "http://json-schema.org/draft-04/schema#"`)
 	} else if s, ok := d.(string); !ok {
-		ck.problem(field(p, "$schema"), "must be a string, got %s", describe(d))
+		ck.problem(field(p, "$schema"), "must be a string, got %s", Describe(d))
 	} else if !knownDraft(s) {
 		ck.problem(field(p, "$schema"), `%q is not a JSON Schema draft; use "http://json-schema.org/draft-04/schema#" (or draft-06, draft-07, 2019-09, 2020-12)`, s)
 	}

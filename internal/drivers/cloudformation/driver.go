@@ -101,13 +101,10 @@ const maxDeleteTries = 3
 // cleanupRetryAfter is the time between checks of a detached stack's deletion.
 const cleanupRetryAfter = 30 * time.Second
 
-// Record names.
-const (
-	instanceRecord = "stack"
-	bindingPrefix  = "binding-"
-)
+// Record names: the instance's stack, and each binding's (broker.BindingRecord).
+const instanceRecord = "stack"
 
-func bindingRecord(bindingID string) string { return bindingPrefix + bindingID }
+var bindingRecord = broker.BindingRecord
 
 // record is the resource record of one stack.
 type record struct {
@@ -146,16 +143,9 @@ func (d *Driver) Leftovers(_ context.Context, c broker.Change) ([]string, error)
 	case broker.KindProvision:
 		return []string{instanceRecord}, nil
 	case broker.KindBind:
-		return []string{bindingRecord(bindingIDOf(c))}, nil
+		return []string{bindingRecord(c.BindingID())}, nil
 	}
 	return nil, nil
-}
-
-func bindingIDOf(c broker.Change) string {
-	if c.Binding != nil {
-		return c.Binding.ID
-	}
-	return c.Operation.BindingID
 }
 
 // Begin starts a change.
@@ -181,7 +171,7 @@ func (d *Driver) advance(ctx context.Context, c broker.Change, begin bool) (brok
 		}
 		return d.deleteStacks(ctx, c, names)
 	case broker.KindUnbind:
-		return d.deleteStacks(ctx, c, []string{bindingRecord(bindingIDOf(c))})
+		return d.deleteStacks(ctx, c, []string{bindingRecord(c.BindingID())})
 	}
 	s, err := settingsOf(c)
 	if err != nil {
@@ -196,7 +186,7 @@ func (d *Driver) advance(ctx context.Context, c broker.Change, begin bool) (brok
 		if s.BindingTemplate == nil {
 			return d.sharedCredentials(ctx, c)
 		}
-		return d.create(ctx, c, s, bindingRecord(bindingIDOf(c)), begin)
+		return d.create(ctx, c, s, bindingRecord(c.BindingID()), begin)
 	}
 	return broker.Progress{}, &broker.Failure{Description: fmt.Sprintf("The CloudFormation driver cannot %s.", c.Operation.Kind)}
 }
@@ -222,7 +212,7 @@ func (d *Driver) create(ctx context.Context, c broker.Change, s *Settings, name 
 	binding := name != instanceRecord
 	t, stackName := s.Template, InstanceStackName(d.Deployment.StackPrefix, c.Instance.ID)
 	if binding {
-		t, stackName = s.BindingTemplate, BindingStackName(d.Deployment.StackPrefix, c.Instance.ID, bindingIDOf(c))
+		t, stackName = s.BindingTemplate, BindingStackName(d.Deployment.StackPrefix, c.Instance.ID, c.BindingID())
 	}
 	rec, found, err := d.get(c, name)
 	if err != nil {

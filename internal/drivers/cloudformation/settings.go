@@ -158,7 +158,7 @@ func Configure(plan *catalog.Plan, config map[string]any, dir string) (*Settings
 	if v, ok := config[KeyRetryAfter]; ok {
 		n, ok := wholeNumber(v)
 		if !ok || n < 1 || n > 3600 {
-			return nil, settingf(KeyRetryAfter, "must be a whole number of seconds from 1 to 3600 (how long to wait between checks of a stack), got %s", describe(v))
+			return nil, settingf(KeyRetryAfter, "must be a whole number of seconds from 1 to 3600 (how long to wait between checks of a stack), got %s", catalog.Describe(v))
 		}
 		s.RetryAfter = time.Duration(n) * time.Second
 	}
@@ -175,7 +175,7 @@ func pathSetting(config map[string]any, key string, required bool) (string, erro
 	}
 	s, ok := v.(string)
 	if !ok || strings.TrimSpace(s) == "" {
-		return "", settingf(key, "must be the path of a CloudFormation template file, relative to the catalog, got %s", describe(v))
+		return "", settingf(key, "must be the path of a CloudFormation template file, relative to the catalog, got %s", catalog.Describe(v))
 	}
 	return s, nil
 }
@@ -226,7 +226,7 @@ func parseTemplate(body []byte) (*Template, error) {
 		}
 		m, ok := v.(map[string]any)
 		if !ok {
-			return nil, fmt.Errorf("a template is a mapping with a Resources section, got %s", describe(v))
+			return nil, fmt.Errorf("a template is a mapping with a Resources section, got %s", catalog.Describe(v))
 		}
 		doc = m
 	}
@@ -241,12 +241,12 @@ func parseTemplate(body []byte) (*Template, error) {
 	if v, ok := doc["Parameters"]; ok && v != nil {
 		params, ok := v.(map[string]any)
 		if !ok {
-			return nil, fmt.Errorf("its Parameters section must be a mapping, got %s", describe(v))
+			return nil, fmt.Errorf("its Parameters section must be a mapping, got %s", catalog.Describe(v))
 		}
 		for _, name := range slices.Sorted(maps.Keys(params)) {
 			decl, ok := params[name].(map[string]any)
 			if !ok {
-				return nil, fmt.Errorf("parameter %s must be a mapping with a Type, got %s", name, describe(params[name]))
+				return nil, fmt.Errorf("parameter %s must be a mapping with a Type, got %s", name, catalog.Describe(params[name]))
 			}
 			typ, _ := decl["Type"].(string)
 			if typ == "" {
@@ -266,7 +266,7 @@ func parseTemplate(body []byte) (*Template, error) {
 	if v, ok := doc["Outputs"]; ok && v != nil {
 		outputs, ok := v.(map[string]any)
 		if !ok {
-			return nil, fmt.Errorf("its Outputs section must be a mapping, got %s", describe(v))
+			return nil, fmt.Errorf("its Outputs section must be a mapping, got %s", catalog.Describe(v))
 		}
 		t.Outputs = slices.Sorted(maps.Keys(outputs))
 	}
@@ -283,7 +283,7 @@ func fixedParameters(config map[string]any, key, templateKey string, t *Template
 	}
 	m, ok := v.(map[string]any)
 	if !ok {
-		return nil, settingf(key, "must be a mapping of template parameter names to values, got %s", describe(v))
+		return nil, settingf(key, "must be a mapping of template parameter names to values, got %s", catalog.Describe(v))
 	}
 	out := make(map[string]string, len(m))
 	for _, name := range slices.Sorted(maps.Keys(m)) {
@@ -373,28 +373,6 @@ func scalarText(v any) string {
 		return strconv.FormatFloat(v, 'f', -1, 64)
 	}
 	return fmt.Sprint(v)
-}
-
-// describe says what a configuration value is, for messages.
-func describe(v any) string {
-	switch v := v.(type) {
-	case nil:
-		return "nothing"
-	case string:
-		if v == "" {
-			return "an empty string"
-		}
-		return fmt.Sprintf("the string %q", v)
-	case bool:
-		return fmt.Sprintf("the boolean %v", v)
-	case int, int64, uint64, float64:
-		return fmt.Sprintf("the number %v", v)
-	case []any:
-		return "a list"
-	case map[string]any:
-		return "a mapping"
-	}
-	return fmt.Sprintf("a %T", v)
 }
 
 func list(names []string) string {

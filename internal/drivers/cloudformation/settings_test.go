@@ -210,7 +210,7 @@ func TestConfigureRefuses(t *testing.T) {
 		{name: "a missing template setting is refused and the message shows the form",
 			config: map[string]any{}, key: "template", contains: []string{"is missing", "template: services/s3-bucket/instance.yaml"}},
 		{name: "a template that is not a string is refused",
-			config: map[string]any{"template": 3}, key: "template", contains: []string{"must be the path", "the number 3"}},
+			config: map[string]any{"template": 3}, key: "template", contains: []string{"must be the path", "a number (3)"}},
 		{name: "a template file that does not exist is refused with the directory it was looked for in",
 			config: map[string]any{"template": "nope.yaml"}, key: "template", contains: []string{"cannot read nope.yaml", dir, "no such file"}},
 		{name: "a directory is not a template",
@@ -266,13 +266,13 @@ func TestConfigureRefuses(t *testing.T) {
 			config: map[string]any{"template": "instance.yaml", "parameters": ok, "templates": "x"},
 			key:    "templates", contains: []string{"unknown key", "template, binding_template, parameters, binding_parameters, retry_after"}},
 		{name: "a retry_after of zero is refused",
-			config: map[string]any{"template": "instance.yaml", "parameters": ok, "retry_after": 0}, key: "retry_after", contains: []string{"from 1 to 3600", "the number 0"}},
+			config: map[string]any{"template": "instance.yaml", "parameters": ok, "retry_after": 0}, key: "retry_after", contains: []string{"from 1 to 3600", "a number (0)"}},
 		{name: "a retry_after over an hour is refused",
 			config: map[string]any{"template": "instance.yaml", "parameters": ok, "retry_after": 3601}, key: "retry_after", contains: []string{"from 1 to 3600"}},
 		{name: "a retry_after that is not a whole number is refused",
 			config: map[string]any{"template": "instance.yaml", "parameters": ok, "retry_after": 1.5}, key: "retry_after", contains: []string{"whole number"}},
 		{name: "a retry_after given as a string is refused",
-			config: map[string]any{"template": "instance.yaml", "parameters": ok, "retry_after": "10s"}, key: "retry_after", contains: []string{`the string "10s"`}},
+			config: map[string]any{"template": "instance.yaml", "parameters": ok, "retry_after": "10s"}, key: "retry_after", contains: []string{`a string ("10s")`}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

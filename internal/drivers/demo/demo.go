@@ -62,13 +62,12 @@ type record struct {
 const (
 	instanceRecord = "instance"
 	updateRecord   = "instance-update"
-	bindingPrefix  = "binding-"
 )
 
 func recordName(c broker.Change) string {
 	switch {
 	case c.Binding != nil:
-		return bindingPrefix + c.Binding.ID
+		return broker.BindingRecord(c.Binding.ID)
 	case c.Operation.Kind == broker.KindUpdate:
 		return updateRecord
 	}

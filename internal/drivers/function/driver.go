@@ -31,13 +31,10 @@ import (
 	"github.com/serverless-osb/broker/internal/broker"
 )
 
-// Record names.
-const (
-	instanceRecord = "instance"
-	bindingPrefix  = "binding-"
-)
+// Record names: the instance's, and each binding's (broker.BindingRecord).
+const instanceRecord = "instance"
 
-func bindingRecord(bindingID string) string { return bindingPrefix + bindingID }
+var bindingRecord = broker.BindingRecord
 
 // record is the driver's resource record of one instance or binding.
 type record struct {
@@ -126,16 +123,9 @@ func (d *Driver) Leftovers(_ context.Context, c broker.Change) ([]string, error)
 	case broker.KindProvision:
 		return []string{instanceRecord}, nil
 	case broker.KindBind:
-		return []string{bindingRecord(bindingIDOf(c))}, nil
+		return []string{bindingRecord(c.BindingID())}, nil
 	}
 	return nil, nil
-}
-
-func bindingIDOf(c broker.Change) string {
-	if c.Binding != nil {
-		return c.Binding.ID
-	}
-	return c.Operation.BindingID
 }
 
 // Begin asks the target to start the change.
@@ -160,7 +150,7 @@ func (d *Driver) advance(ctx context.Context, c broker.Change, begin bool) (brok
 	}
 	name := instanceRecord
 	if c.Operation.Kind == broker.KindBind {
-		name = bindingRecord(bindingIDOf(c))
+		name = bindingRecord(c.BindingID())
 	}
 	rec, found, err := d.get(ctx, c.Instance.ID, name)
 	if err != nil {
@@ -208,7 +198,7 @@ func (d *Driver) advance(ctx context.Context, c broker.Change, begin bool) (brok
 // of the instance, so that nothing is left behind).
 func (d *Driver) remove(ctx context.Context, c broker.Change, s *Settings, begin bool) (broker.Progress, error) {
 	name := instanceRecord
-	names := []string{bindingRecord(bindingIDOf(c))}
+	names := []string{bindingRecord(c.BindingID())}
 	if c.Operation.Kind == broker.KindDeprovision {
 		records, err := d.Resources.ListResources(ctx, c.Instance.ID)
 		if err != nil {

@@ -168,7 +168,7 @@ func Configure(_ *catalog.Plan, config map[string]any, dir string) (*Settings, e
 	if v, ok := config[KeyConfig]; ok && v != nil {
 		m, ok := v.(map[string]any)
 		if !ok {
-			return nil, settingf(KeyConfig, "must be a mapping (sent to the target as plan.config), got %s", describe(v))
+			return nil, settingf(KeyConfig, "must be a mapping (sent to the target as plan.config), got %s", catalog.Describe(v))
 		}
 		s.Config = m
 	}
@@ -210,7 +210,7 @@ func stringSetting(config map[string]any, key string) (string, bool, error) {
 	}
 	s, ok := v.(string)
 	if !ok || strings.TrimSpace(s) == "" {
-		return "", false, settingf(key, "must be a non-empty string, got %s", describe(v))
+		return "", false, settingf(key, "must be a non-empty string, got %s", catalog.Describe(v))
 	}
 	return s, true, nil
 }
@@ -236,29 +236,7 @@ func seconds(config map[string]any, key string, def, lo, hi time.Duration) (time
 	}
 	d := time.Duration(n) * time.Second
 	if n != math.Trunc(n) || d < lo || d > hi {
-		return 0, settingf(key, "must be a whole number of seconds from %d to %d, got %s", int(lo.Seconds()), int(hi.Seconds()), describe(v))
+		return 0, settingf(key, "must be a whole number of seconds from %d to %d, got %s", int(lo.Seconds()), int(hi.Seconds()), catalog.Describe(v))
 	}
 	return d, nil
-}
-
-// describe says what a configuration value is, for messages.
-func describe(v any) string {
-	switch v := v.(type) {
-	case nil:
-		return "nothing"
-	case string:
-		if v == "" {
-			return "an empty string"
-		}
-		return fmt.Sprintf("the string %q", v)
-	case bool:
-		return fmt.Sprintf("the boolean %v", v)
-	case int, int64, uint64, float64:
-		return fmt.Sprintf("the number %v", v)
-	case []any:
-		return "a list"
-	case map[string]any:
-		return "a mapping"
-	}
-	return fmt.Sprintf("a %T", v)
 }

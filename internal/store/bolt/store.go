@@ -1,8 +1,10 @@
 package bolt
 
 import (
+	"bytes"
 	"cmp"
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 
@@ -57,14 +59,12 @@ func (s *Store) GetOperation(ctx context.Context, instanceID, operationID string
 	return *op, nil
 }
 
-// Load reads the instance, its bindings and resource records and, when
-// operationID is set, that operation, in one read transaction.
-func (s *Store) Load(ctx context.Context, instanceID, operationID string) (broker.Snapshot, error) {
+// Load reads the instance, its bindings' ids, its resource records, and
+// the operation and binding asked for (or the operation's binding), in one
+// read transaction.
+func (s *Store) Load(ctx context.Context, instanceID, operationID, bindingID string) (broker.Snapshot, error) {
 	var snap broker.Snapshot
-	err := broker.CheckIDs(instanceID)
-	if err == nil && operationID != "" {
-		err = broker.CheckIDs(operationID)
-	}
+	err := broker.CheckLoad(instanceID, operationID, bindingID)
 	if err == nil {
 		err = s.view(ctx, func(t tx) error {
 			var err error
@@ -76,19 +76,32 @@ func (s *Store) Load(ctx context.Context, instanceID, operationID string) (broke
 					return err
 				}
 			}
-			if snap.Bindings, err = scan[broker.Binding](t.items, pk(instanceID)+"b#"); err != nil {
-				return err
+			if bindingID == "" && snap.Operation != nil {
+				bindingID = snap.Operation.BindingID
 			}
-			snap.Records, err = scan[broker.Resource](t.items, pk(instanceID)+"r#")
-			return err
+			if bindingID != "" {
+				if snap.Binding, err = t.binding(instanceID, bindingID); err != nil {
+					return err
+				}
+			}
+			prefix := []byte(pk(instanceID) + "b#")
+			c := t.items.Cursor()
+			for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
+				snap.BindingIDs = append(snap.BindingIDs, string(k[len(prefix):]))
+			}
+			prefix = []byte(pk(instanceID) + "r#")
+			for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
+				if !broker.RecordFor(string(k[len(prefix):]), bindingID) {
+					continue
+				}
+				var r broker.Resource
+				if err := json.Unmarshal(v, &r); err != nil {
+					return fmt.Errorf("decode item %q: %w", k, err)
+				}
+				snap.Records = append(snap.Records, r)
+			}
+			return nil
 		})
-		// As DynamoDB's decoding leaves them: none is nil.
-		if len(snap.Bindings) == 0 {
-			snap.Bindings = nil
-		}
-		if len(snap.Records) == 0 {
-			snap.Records = nil
-		}
 	}
 	if err != nil {
 		return broker.Snapshot{}, fmt.Errorf("load %s: %w", instanceID, err)

@@ -410,7 +410,7 @@ func TestCalls(t *testing.T) {
 			return wantConflict(s.LockInstance(ctx, lockFor(inst, broker.KindUpdate, "upd-1")))
 		}, map[string]int{"TransactWriteItems": 1}},
 		{"Load with an operation", func() error {
-			snap, err := s.Load(ctx, "i-1", dep.ID)
+			snap, err := s.Load(ctx, "i-1", dep.ID, "")
 			if err == nil && (snap.Instance == nil || snap.Operation == nil || snap.Operation.ID != dep.ID) {
 				err = fmt.Errorf("Load gave %+v", snap)
 			}
@@ -533,14 +533,10 @@ func TestDeprovisionOfManyBindings(t *testing.T) {
 		must(t, err, "GetInstance")
 		l := lockFor(inst, broker.KindDeprovision, "dep-1")
 		must(t, s.LockInstance(ctx, l), "LockInstance")
-		snap, err := s.Load(ctx, "i-1", "")
+		snap, err := s.Load(ctx, "i-1", "", "")
 		must(t, err, "Load")
-		var ids []string
-		for _, b := range snap.Bindings {
-			ids = append(ids, b.ID)
-		}
 		e.calls.take()
-		must(t, s.FinishOperation(ctx, broker.Finish{Op: finished(l.Op, broker.OperationSucceeded), DeleteInstance: true, Bindings: ids}), "FinishOperation")
+		must(t, s.FinishOperation(ctx, broker.Finish{Op: finished(l.Op, broker.OperationSucceeded), DeleteInstance: true, Bindings: snap.BindingIDs}), "FinishOperation")
 		if got, want := e.calls.take(), map[string]int{"TransactWriteItems": 2}; !maps.Equal(got, want) {
 			t.Errorf("calls: got %v, want %v", got, want)
 		}

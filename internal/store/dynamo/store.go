@@ -96,16 +96,16 @@ func get[T any](ctx context.Context, s *Store, k map[string]types.AttributeValue
 	return v, err
 }
 
-// Load reads the instance, its bindings and resource records and, when
-// operationID is set, that operation: one consistent Query of the
-// instance's partition (more pages only past 1 MB), whose filter leaves out
-// the other operations.
-func (s *Store) Load(ctx context.Context, instanceID, operationID string) (broker.Snapshot, error) {
+// Load reads the instance, its bindings' ids, its resource records, and
+// the operation and binding asked for (or the operation's binding): one
+// consistent Query of the instance's partition (more pages only past 1 MB),
+// whose filter leaves out the other operations. Of the bindings, only the
+// one is decoded.
+func (s *Store) Load(ctx context.Context, instanceID, operationID, bindingID string) (broker.Snapshot, error) {
 	var snap broker.Snapshot
-	err := broker.CheckIDs(instanceID)
-	if err == nil && operationID != "" {
-		err = broker.CheckIDs(operationID)
-	}
+	err := broker.CheckLoad(instanceID, operationID, bindingID)
+	bindings := map[string]map[string]types.AttributeValue{}
+	var records []map[string]types.AttributeValue
 	var e expression.Expression
 	if err == nil {
 		sk := expression.Name(attrSK)
@@ -126,8 +126,26 @@ func (s *Store) Load(ctx context.Context, instanceID, operationID string) (broke
 		for err == nil && pages.HasMorePages() {
 			var page *dynamodb.QueryOutput
 			if page, err = pages.NextPage(ctx); err == nil {
-				err = addToSnapshot(&snap, page.Items)
+				err = addToSnapshot(&snap, page.Items, bindings, &records)
 			}
+		}
+	}
+	if err == nil && bindingID == "" && snap.Operation != nil {
+		bindingID = snap.Operation.BindingID
+	}
+	if item, ok := bindings[bindingID]; ok && err == nil {
+		snap.Binding, err = decode[broker.Binding](item)
+	}
+	for _, item := range records {
+		if err != nil {
+			break
+		}
+		if !broker.RecordFor(strings.TrimPrefix(keyPart(item, attrSK), skResource("")), bindingID) {
+			continue
+		}
+		var r *broker.Resource
+		if r, err = decode[broker.Resource](item); err == nil {
+			snap.Records = append(snap.Records, *r)
 		}
 	}
 	if err != nil {
@@ -136,8 +154,10 @@ func (s *Store) Load(ctx context.Context, instanceID, operationID string) (broke
 	return snap, nil
 }
 
-// addToSnapshot decodes the items of an instance's partition into snap.
-func addToSnapshot(snap *broker.Snapshot, items []map[string]types.AttributeValue) error {
+// addToSnapshot decodes the items of an instance's partition into snap, but
+// for the bindings, which it keeps by id, and the records, which it keeps,
+// both undecoded until Load knows which it needs.
+func addToSnapshot(snap *broker.Snapshot, items []map[string]types.AttributeValue, bindings map[string]map[string]types.AttributeValue, records *[]map[string]types.AttributeValue) error {
 	for _, item := range items {
 		var err error
 		switch sk := keyPart(item, attrSK); {
@@ -146,15 +166,11 @@ func addToSnapshot(snap *broker.Snapshot, items []map[string]types.AttributeValu
 		case strings.HasPrefix(sk, skOperation("")):
 			snap.Operation, err = decode[broker.Operation](item)
 		case strings.HasPrefix(sk, skBinding("")):
-			var b *broker.Binding
-			if b, err = decode[broker.Binding](item); err == nil {
-				snap.Bindings = append(snap.Bindings, *b)
-			}
+			id := strings.TrimPrefix(sk, skBinding(""))
+			snap.BindingIDs = append(snap.BindingIDs, id)
+			bindings[id] = item
 		case strings.HasPrefix(sk, skResource("")):
-			var r *broker.Resource
-			if r, err = decode[broker.Resource](item); err == nil {
-				snap.Records = append(snap.Records, *r)
-			}
+			*records = append(*records, item)
 		}
 		if err != nil {
 			return err

@@ -1,8 +1,6 @@
 package storetest
 
 import (
-	"slices"
-	"strings"
 	"testing"
 
 	"github.com/serverless-osb/broker/internal/broker"
@@ -11,35 +9,41 @@ import (
 // loadCases are Load, and the record changes and detachments that progress
 // and outcomes carry: what lets a step read once and write once.
 var loadCases = []testCase{
-	{"Load reads an instance, its bindings, its records and the operation asked for, and nothing of another instance", func(t *testing.T, newStore NewStore) {
+	{"Load reads an instance, its bindings' ids, its records, the operation and the binding asked for, and nothing of another instance", func(t *testing.T, newStore NewStore) {
 		s := newStore(t)
-		inst := provision(t, s, "i-1")
+		provision(t, s, "i-1")
 		b1 := bind(t, s, "i-1", "b-1")
 		b2, bindOp := startBind(t, s, "i-1", "b-2")
 		r := newResource("i-1", "r-1")
 		putResource(t, s, r)
+		r1, r2 := newResource("i-1", broker.BindingRecord("b-1")), newResource("i-1", broker.BindingRecord("b-2"))
+		putResource(t, s, r1)
+		putResource(t, s, r2)
 		provision(t, s, "i-2")
 		bind(t, s, "i-2", "b-3")
 		putResource(t, s, newResource("i-2", "r-1"))
+		inst := getInstance(t, s, "i-1")
 
-		snap, err := s.Load(t.Context(), "i-1", bindOp.ID)
-		must(t, err, "Load")
-		inst = *getInstance(t, s, "i-1")
-		equal(t, "instance", snap.Instance, &inst)
-		equal(t, "operation", snap.Operation, &bindOp)
-		slices.SortFunc(snap.Bindings, func(a, b broker.Binding) int { return strings.Compare(a.ID, b.ID) })
-		equal(t, "bindings", snap.Bindings, []broker.Binding{b1, b2})
-		equal(t, "records", snap.Records, []broker.Resource{r})
+		snap, err := s.Load(t.Context(), "i-1", bindOp.ID, "")
+		must(t, err, "Load of a bind")
+		equal(t, "with the operation: the snapshot (and the records of its binding, not of the others)", snap, broker.Snapshot{
+			Instance: inst, Operation: &bindOp, Binding: &b2, BindingIDs: []string{"b-1", "b-2"}, Records: []broker.Resource{r2, r}})
 
-		snap, err = s.Load(t.Context(), "i-1", "")
-		must(t, err, "Load without an operation")
-		if snap.Operation != nil || snap.Instance == nil {
-			t.Errorf("Load without an operation: operation %v, instance %v", snap.Operation, snap.Instance)
-		}
-		snap, err = s.Load(t.Context(), "i-1", "prov-i-2")
-		must(t, err, "Load of another instance's operation")
+		snap, err = s.Load(t.Context(), "i-1", "", "b-1")
+		must(t, err, "Load of a binding")
+		equal(t, "with a binding: the snapshot", snap, broker.Snapshot{Instance: inst, Binding: &b1,
+			BindingIDs: []string{"b-1", "b-2"}, Records: []broker.Resource{r1, r}})
+
+		snap, err = s.Load(t.Context(), "i-1", "", "")
+		must(t, err, "Load of the instance")
+		equal(t, "alone: the snapshot (every record)", snap, broker.Snapshot{Instance: inst, BindingIDs: []string{"b-1", "b-2"},
+			Records: []broker.Resource{r1, r2, r}})
+
+		snap, err = s.Load(t.Context(), "i-1", "prov-i-2", "b-3")
+		must(t, err, "Load of another instance's operation and binding")
 		equal(t, "another instance's operation", snap.Operation, (*broker.Operation)(nil))
-		snap, err = s.Load(t.Context(), "i-9", "ghost")
+		equal(t, "another instance's binding", snap.Binding, (*broker.Binding)(nil))
+		snap, err = s.Load(t.Context(), "i-9", "ghost", "ghost")
 		must(t, err, "Load of a missing instance")
 		equal(t, "a missing instance", snap, broker.Snapshot{})
 	}},
@@ -125,7 +129,7 @@ var loadCases = []testCase{
 		_, op := startInstanceOp(t, s, *getInstance(t, s, inst.ID), broker.KindDeprovision)
 		must(t, s.FinishOperation(t.Context(), broker.Finish{Op: finished(op, broker.OperationSucceeded), DeleteInstance: true,
 			Bindings: ids, Records: broker.RecordChanges{Remove: []string{"r-1"}}}), "FinishOperation")
-		snap, err := s.Load(t.Context(), "i-1", "")
+		snap, err := s.Load(t.Context(), "i-1", "", "")
 		must(t, err, "Load")
 		equal(t, "what is left of the instance", snap, broker.Snapshot{})
 	}},
