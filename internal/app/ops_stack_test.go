@@ -1,0 +1,93 @@
+package app_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awscfn "github.com/aws/aws-sdk-go-v2/service/cloudformation"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	awssfn "github.com/aws/aws-sdk-go-v2/service/sfn"
+
+	"github.com/serverless-osb/broker/internal/app"
+	"github.com/serverless-osb/broker/internal/app/apptest"
+	"github.com/serverless-osb/broker/internal/broker"
+	"github.com/serverless-osb/broker/internal/mototest"
+	"github.com/serverless-osb/broker/internal/store/dynamo"
+)
+
+// TestOpsWorksOnTheBrokerAStackDeployed runs `ops --stack NAME` as an
+// operator would against a deployed broker, here one whose table, state
+// machines and stack (with the broker stack's outputs) are on moto: the
+// command finds the table and the workflows from the stack's outputs alone.
+func TestOpsWorksOnTheBrokerAStackDeployed(t *testing.T) {
+	ctx := context.Background()
+	const region = "eu-west-1"
+	cfg := mototest.Config(t, region)
+	table := mototest.Name("ops")
+	if err := dynamo.CreateTable(ctx, dynamodb.NewFromConfig(cfg), table); err != nil {
+		t.Fatal(err)
+	}
+	def, err := os.ReadFile(filepath.Join(apptest.Root(), "statemachines", "operation.asl.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sfnClient := awssfn.NewFromConfig(cfg)
+	var arns []string
+	for _, name := range []string{"operation", "cleanup"} {
+		sm, err := sfnClient.CreateStateMachine(ctx, &awssfn.CreateStateMachineInput{
+			Name:       aws.String(mototest.Name(name)),
+			Definition: aws.String(strings.ReplaceAll(string(def), "${WorkerFunctionArn}", "arn:aws:lambda:eu-west-1:123456789012:function:worker")),
+			RoleArn:    aws.String("arn:aws:iam::123456789012:role/states"),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		arns = append(arns, aws.ToString(sm.StateMachineArn))
+	}
+	stack := mototest.Name("broker")
+	template := fmt.Sprintf(`{"Resources":{"Queue":{"Type":"AWS::SQS::Queue"}},"Outputs":{
+		%q:{"Value":%q},%q:{"Value":%q},%q:{"Value":%q},%q:{"Value":%q}}}`,
+		app.OutputTable, table, app.OutputOperationStateMachine, arns[0], app.OutputCleanupStateMachine, arns[1], app.OutputRegion, region)
+	if _, err := awscfn.NewFromConfig(cfg).CreateStack(ctx, &awscfn.CreateStackInput{StackName: aws.String(stack), TemplateBody: aws.String(template)}); err != nil {
+		t.Fatal(err)
+	}
+
+	// An operation in progress on the deployed broker, overdue.
+	store := dynamo.New(dynamodb.NewFromConfig(cfg), table)
+	long := time.Now().UTC().Add(-time.Hour)
+	op := broker.Operation{ID: "op-stuck", InstanceID: "i-stuck", Kind: broker.KindProvision, State: broker.OperationInProgress,
+		Async: true, PlanID: "p", CreatedAt: long, UpdatedAt: long, NextCheckAt: long}
+	inst := broker.Instance{ID: "i-stuck", ServiceID: "s", PlanID: "p", State: broker.InstanceProvisioning, Op: op.ID, LastOp: op.ID,
+		Version: 1, CreatedAt: long, UpdatedAt: long}
+	if err := store.CreateInstance(ctx, inst, op); err != nil {
+		t.Fatal(err)
+	}
+
+	for name, value := range map[string]string{
+		"AWS_ENDPOINT_URL": mototest.Endpoint(t), "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+		"AWS_REGION": region, app.EnvCatalog: filepath.Join(apptest.Root(), "catalog.yaml"),
+		dynamo.EnvTable: "", dynamo.EnvEndpoint: "",
+	} {
+		t.Setenv(name, value)
+	}
+	var out, errOut bytes.Buffer
+	if err := app.RunCommand(ctx, []string{"ops", "--stack", stack, "operations"}, &out, &errOut); err != nil {
+		t.Fatalf("ops --stack %s operations: %v\n%s", stack, err, errOut.String())
+	}
+	if !strings.Contains(out.String(), "op-stuck") || !strings.Contains(out.String(), "i-stuck") || !strings.Contains(out.String(), "STUCK") {
+		t.Errorf("ops operations did not list the stuck operation of the stack's table:\n%s", out.String())
+	}
+
+	out.Reset()
+	err = app.RunCommand(ctx, []string{"ops", "--stack", mototest.Name("nobroker"), "operations"}, &out, &errOut)
+	if err == nil || !strings.Contains(err.Error(), "nobroker") {
+		t.Errorf("ops on a stack that does not exist: %v, want an error naming it", err)
+	}
+}
