@@ -102,14 +102,14 @@ func (f faultyStore) ListOperations(ctx context.Context, iid string) ([]broker.O
 func (f faultyStore) ListInProgress(ctx context.Context) ([]broker.Operation, error) {
 	return do(f.c, func() ([]broker.Operation, error) { return f.s.ListInProgress(ctx) })
 }
-func (f faultyStore) CreateInstance(ctx context.Context, i broker.Instance, op broker.Operation) error {
-	return do0(f.c, func() error { return f.s.CreateInstance(ctx, i, op) })
+func (f faultyStore) CreateInstance(ctx context.Context, i broker.Instance, op broker.Operation, settled *broker.Settled) error {
+	return do0(f.c, func() error { return f.s.CreateInstance(ctx, i, op, settled) })
 }
 func (f faultyStore) LockInstance(ctx context.Context, l broker.LockInstance) error {
 	return do0(f.c, func() error { return f.s.LockInstance(ctx, l) })
 }
-func (f faultyStore) CreateBinding(ctx context.Context, b broker.Binding, op broker.Operation) error {
-	return do0(f.c, func() error { return f.s.CreateBinding(ctx, b, op) })
+func (f faultyStore) CreateBinding(ctx context.Context, b broker.Binding, op broker.Operation, settled *broker.Settled) error {
+	return do0(f.c, func() error { return f.s.CreateBinding(ctx, b, op, settled) })
 }
 func (f faultyStore) LockBinding(ctx context.Context, l broker.LockBinding) error {
 	return do0(f.c, func() error { return f.s.LockBinding(ctx, l) })
@@ -188,6 +188,13 @@ func (f faultyDriver) Leftovers(ctx context.Context, ch broker.Change) ([]string
 }
 func (f faultyDriver) Cleanup(ctx context.Context, d broker.Detached) (broker.Progress, error) {
 	return do(f.c, func() (broker.Progress, error) { return f.d.Cleanup(ctx, d) })
+}
+
+// InMemory is the wrapped driver's: a synchronous change it settles in
+// memory crashes where it would.
+func (f faultyDriver) InMemory() bool {
+	im, ok := f.d.(broker.InMemory)
+	return ok && im.InMemory()
 }
 
 var (

@@ -66,7 +66,7 @@ func TestOpsWorksOnTheBrokerAStackDeployed(t *testing.T) {
 		Async: true, PlanID: "p", CreatedAt: long, UpdatedAt: long, NextCheckAt: long}
 	inst := broker.Instance{ID: "i-stuck", ServiceID: "s", PlanID: "p", State: broker.InstanceProvisioning, Op: op.ID, LastOp: op.ID,
 		Version: 1, CreatedAt: long, UpdatedAt: long}
-	if err := store.CreateInstance(ctx, inst, op); err != nil {
+	if err := store.CreateInstance(ctx, inst, op, nil); err != nil {
 		t.Fatal(err)
 	}
 

@@ -162,7 +162,7 @@ func TestLastOperationRepairsWhatItsExecutionCannot(t *testing.T) {
 			State: broker.OperationInProgress, Async: true, PlanID: plan, CreatedAt: now, UpdatedAt: now, NextCheckAt: now}
 		inst := broker.Instance{ID: "orphan", ServiceID: service, PlanID: plan, State: broker.InstanceProvisioning,
 			Op: op.ID, LastOp: op.ID, Version: 1, CreatedAt: now, UpdatedAt: now}
-		if err := b.Local.Store.CreateInstance(ctx, inst, op); err != nil {
+		if err := b.Local.Store.CreateInstance(ctx, inst, op, nil); err != nil {
 			t.Fatal(err)
 		}
 		lo := b.WaitLastOperation("/v2/service_instances/orphan/last_operation?operation=" + op.ID)
@@ -415,7 +415,7 @@ func TestStartUpRecoversOperationsInProgress(t *testing.T) {
 			Async: async, PlanID: plan, CreatedAt: now, UpdatedAt: now, NextCheckAt: now.Add(time.Hour)}
 		inst := broker.Instance{ID: id, ServiceID: service, PlanID: plan, State: broker.InstanceProvisioning,
 			Op: op.ID, LastOp: op.ID, Version: 1, CreatedAt: now, UpdatedAt: now}
-		if err := first.Local.Store.CreateInstance(ctx, inst, op); err != nil {
+		if err := first.Local.Store.CreateInstance(ctx, inst, op, nil); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/serverless-osb/broker/internal/catalog"
+	"github.com/serverless-osb/broker/internal/logging"
 )
 
 // BindDetails is a bind request.
@@ -59,7 +60,12 @@ func (b *Broker) Bind(ctx context.Context, d BindDetails) (BindResult, error) {
 		State: BindingCreating, Op: op.ID, LastOp: op.ID, Fingerprint: op.Fingerprint, Version: 1,
 		CreatedAt: op.CreatedAt, UpdatedAt: op.CreatedAt,
 	}
-	if err := b.Store.CreateBinding(ctx, binding, op); err != nil {
+	if !isAsync && b.inMemory(plan) {
+		if res, settled, err := b.bindInMemory(ctx, d, binding, op); settled {
+			return res, err
+		}
+	}
+	if err := b.Store.CreateBinding(ctx, binding, op, nil); err != nil {
 		if c, ok := conflictOf(err); ok {
 			return b.bindConflict(c, d, op.Fingerprint)
 		}
@@ -81,6 +87,42 @@ func (b *Broker) Bind(ctx context.Context, d BindDetails) (BindResult, error) {
 		return BindResult{}, syncError(op, err)
 	}
 	return BindResult{Result: ResultCreated, Credentials: fin.Binding.Credentials, Endpoints: fin.Binding.Endpoints}, nil
+}
+
+// bindInMemory settles a synchronous bind of an InMemory driver in one read
+// and one write: the instance and its records, then the binding as the
+// change leaves it, conditional on the instance being as read. settled is
+// false when the change must take the hold instead (not done at once, or
+// the instance moved meanwhile).
+func (b *Broker) bindInMemory(ctx context.Context, d BindDetails, binding Binding, op Operation) (BindResult, bool, error) {
+	snap, err := b.Store.Load(ctx, d.InstanceID, "", d.BindingID)
+	if err != nil {
+		return BindResult{}, true, fmt.Errorf("bind %s/%s: %w", d.InstanceID, d.BindingID, err)
+	}
+	if snap.Instance == nil || snap.Binding != nil || snap.Instance.State != InstanceReady || snap.Instance.Op != "" {
+		return BindResult{}, false, nil // the hold's write says why not
+	}
+	snap.Binding, snap.Operation = &binding, &op
+	fin, settled, err := b.settle(ctx, op, snap)
+	switch {
+	case !settled:
+		return BindResult{}, false, nil
+	case err != nil:
+		return BindResult{}, true, syncError(op, err)
+	}
+	err = b.Store.CreateBinding(ctx, *fin.Binding, fin.Op, &Settled{Records: fin.Records, InstanceVersion: snap.Instance.Version})
+	if c, ok := conflictOf(err); ok {
+		if c.Binding == nil && c.Instance != nil && c.Instance.State == InstanceReady && c.Instance.Op == "" {
+			return BindResult{}, false, nil // the instance moved: take the hold
+		}
+		res, err := b.bindConflict(c, d, op.Fingerprint)
+		return res, true, err
+	}
+	if err != nil {
+		return BindResult{}, true, fmt.Errorf("bind %s/%s: %w", d.InstanceID, d.BindingID, err)
+	}
+	b.logEnd(logging.With(ctx, op.LogAttrs()...), fin.Op, "")
+	return BindResult{Result: ResultCreated, Credentials: fin.Binding.Credentials, Endpoints: fin.Binding.Endpoints}, true, nil
 }
 
 // bindConflict explains why CreateBinding's condition failed.

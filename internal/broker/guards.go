@@ -39,11 +39,22 @@ func CheckLoad(instanceID, operationID, bindingID string) error {
 	return CheckIDs(ids...)
 }
 
-// CheckCreate checks a CreateInstance or CreateBinding call: the ids, and
-// that op belongs to the instance.
-func CheckCreate(instanceID string, op Operation, ids ...string) error {
+// CheckCreate checks a CreateInstance or CreateBinding call: the ids, that
+// op belongs to the instance, and that op is finished exactly when the
+// change was settled in memory, whose records are the instance's.
+func CheckCreate(instanceID string, op Operation, settled *Settled, ids ...string) error {
 	if err := CheckIDs(append([]string{instanceID, op.ID}, ids...)...); err != nil {
 		return err
+	}
+	switch {
+	case settled == nil && op.Finished():
+		return fmt.Errorf("operation %s is %s: only a change settled in memory is created finished", op.ID, op.State)
+	case settled != nil && !op.Finished():
+		return fmt.Errorf("operation %s is still in progress, yet settled", op.ID)
+	case settled != nil:
+		if err := settled.Records.check(instanceID); err != nil {
+			return err
+		}
 	}
 	return sameInstance(op, instanceID)
 }
@@ -52,7 +63,7 @@ func CheckCreate(instanceID string, op Operation, ids ...string) error {
 // halted operation must be the holder, finished, under the same instance,
 // and not the new operation (a transaction cannot write one item twice).
 func checkLock(instanceID string, op Operation, holder string, halted *Operation, ids ...string) error {
-	if err := CheckCreate(instanceID, op, ids...); err != nil {
+	if err := CheckCreate(instanceID, op, nil, ids...); err != nil {
 		return err
 	}
 	switch {

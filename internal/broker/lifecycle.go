@@ -228,6 +228,13 @@ var succeeded = map[OperationKind]string{
 // succeed records the success of a change that is done, with its results,
 // and releases what the operation held. It returns what it wrote.
 func (b *Broker) succeed(ctx context.Context, f *flight, p Progress) (Finish, error) {
+	fin := b.outcome(f, p)
+	return fin, b.commit(ctx, fin, "")
+}
+
+// outcome is what a change that is done leaves: the operation succeeded,
+// and the instance or binding as the kind of operation says.
+func (b *Broker) outcome(f *flight, p Progress) Finish {
 	now := b.Now()
 	fin := Finish{Op: b.finished(f.op, OperationSucceeded, succeeded[f.op.Kind]), Records: f.pending}
 	inst := f.change.Instance
@@ -240,6 +247,9 @@ func (b *Broker) succeed(ctx context.Context, f *flight, p Progress) (Finish, er
 		inst.State = InstanceReady
 		if p.DashboardURL != "" {
 			inst.DashboardURL = p.DashboardURL
+		}
+		if p.Metadata != nil {
+			inst.Metadata = *p.Metadata
 		}
 		fin.Instance = &inst
 	case KindDeprovision:
@@ -256,7 +266,63 @@ func (b *Broker) succeed(ctx context.Context, f *flight, p Progress) (Finish, er
 	case KindUnbind:
 		fin.DeleteBinding, fin.ReleaseBinding = true, true
 	}
-	return fin, b.commit(ctx, fin, "")
+	return fin
+}
+
+// inMemory reports whether plan's driver makes its changes in memory
+// (InMemory): a synchronous provision or bind may then be settled before
+// any hold.
+func (b *Broker) inMemory(plan *catalog.Plan) bool {
+	d, _, ok := b.Drivers.For(plan)
+	im, pure := d.(InMemory)
+	return ok && pure && im.InMemory()
+}
+
+// settle runs a synchronous provision or bind of an InMemory driver before
+// any hold: its Begin, from snap, and, when it is done at once, its
+// outcome, for the caller to write in the one write that creates the
+// instance or binding. settled is false when the change is not done at
+// once (or its driver is not InMemory): the caller then takes the hold and
+// runs it as any other. A permanent failure is returned as *Failure, with
+// nothing written, and logged as a failed operation's end.
+func (b *Broker) settle(ctx context.Context, op Operation, snap Snapshot) (fin Finish, settled bool, err error) {
+	f, err := b.newFlight(op, snap)
+	if err != nil {
+		return Finish{}, false, nil // the hold's path reports it
+	}
+	if im, ok := f.driver.(InMemory); !ok || !im.InMemory() {
+		return Finish{}, false, nil
+	}
+	p, err := b.step(ctx, f, true)
+	var failure *Failure
+	switch {
+	case errors.As(err, &failure):
+		failed := b.finished(op, OperationFailed, failure.Description)
+		params := []json.RawMessage{snap.Instance.Parameters, bindingParameters(snap.Binding)}
+		b.logEnd(logging.With(ctx, op.LogAttrs()...), failed, logReason(failure.Description, params...))
+		return Finish{}, true, err
+	case err != nil || !p.Done:
+		return Finish{}, false, nil
+	}
+	return b.outcome(f, p), true, nil
+}
+
+func bindingParameters(bd *Binding) json.RawMessage {
+	if bd == nil {
+		return nil
+	}
+	return bd.Parameters
+}
+
+// logEnd logs the end of an operation: its kind and state and, for a
+// failure, why (reason; see logReason).
+func (b *Broker) logEnd(ctx context.Context, op Operation, reason string) {
+	attrs := []slog.Attr{slog.String("kind", string(op.Kind)), slog.String("state", string(op.State))}
+	level := slog.LevelInfo
+	if op.State == OperationFailed {
+		attrs, level = append(attrs, slog.String("reason", reason)), slog.LevelWarn
+	}
+	b.Logger.LogAttrs(ctx, level, "operation finished", attrs...)
 }
 
 // RecordFailure records an operation's failure with a description for the
@@ -403,12 +469,7 @@ func (b *Broker) commit(ctx context.Context, fin Finish, reason string) error {
 	if err != nil {
 		return fmt.Errorf("finish %s: %w", fin.Op.ID, err)
 	}
-	attrs := []slog.Attr{slog.String("kind", string(fin.Op.Kind)), slog.String("state", string(fin.Op.State))}
-	level := slog.LevelInfo
-	if fin.Op.State == OperationFailed {
-		attrs, level = append(attrs, slog.String("reason", reason)), slog.LevelWarn
-	}
-	b.Logger.LogAttrs(ctx, level, "operation finished", attrs...)
+	b.logEnd(ctx, fin.Op, reason)
 	for _, d := range fin.Detach {
 		b.Logger.InfoContext(ctx, "resource detached for cleanup", "detached_id", d.ID, "resource", d.Name)
 		if err := startCleanupExecution(ctx, b.Engine, d); err != nil {

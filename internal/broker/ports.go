@@ -104,6 +104,17 @@ type Finish struct {
 	Detach []Detached
 }
 
+// Settled is what a synchronous change that the broker made in memory,
+// before any hold (see InMemory), adds to the write that creates its
+// instance or binding: that write is then the change's only one.
+type Settled struct {
+	// Records are the driver's record changes.
+	Records RecordChanges
+	// InstanceVersion, for a binding, is the version of the instance the
+	// change was computed from.
+	InstanceVersion int64
+}
+
 // RecordChanges are changes to a driver's resource records that the broker
 // writes in the same transaction as the operation's progress or outcome,
 // so that the records and the operation never disagree.
@@ -213,17 +224,22 @@ type Store interface {
 	// particular order), for repairs after a restart.
 	ListInProgress(ctx context.Context) ([]Operation, error)
 
-	// CreateInstance stores a new instance held by its provision operation.
-	// Condition: no instance with that id.
-	CreateInstance(ctx context.Context, inst Instance, op Operation) error
+	// CreateInstance stores a new instance held by its provision operation;
+	// with settled, the instance as a change done in memory left it, its
+	// finished operation and the driver's records. Condition: no instance
+	// with that id.
+	CreateInstance(ctx context.Context, inst Instance, op Operation, settled *Settled) error
 	// LockInstance starts an update or deprovision. Condition: the instance
 	// exists at the expected Version, is held by Holder, and has no binding
 	// operations in progress.
 	LockInstance(ctx context.Context, l LockInstance) error
 	// CreateBinding stores a new binding held by its bind operation and
-	// increments the instance's BindingOps. Condition: the instance exists, is
-	// ready and not held; no binding with that id.
-	CreateBinding(ctx context.Context, b Binding, op Operation) error
+	// increments the instance's BindingOps; with settled, the binding as a
+	// change done in memory left it, its finished operation and the driver's
+	// records, and the count stays. Either way the instance's Version moves.
+	// Condition: the instance exists, is ready and not held (and, settled,
+	// at settled.InstanceVersion); no binding with that id.
+	CreateBinding(ctx context.Context, b Binding, op Operation, settled *Settled) error
 	// LockBinding starts an unbind. Condition: the binding exists at the
 	// expected Version and is held by Holder; its instance is not held. When
 	// Holder is empty the instance's BindingOps is incremented.
@@ -387,8 +403,10 @@ type Progress struct {
 	// last_operation, so it never holds credentials; empty keeps the
 	// broker's generic description.
 	Description string
-	// Results, when Done.
+	// Results, when Done. Metadata, when set, replaces the instance's
+	// (a provision's or an update's: labels and attributes the platform shows).
 	DashboardURL string
+	Metadata     *InstanceMetadata
 	Credentials  Credentials
 	Endpoints    []Endpoint
 	// Records are changes to the driver's records that the broker writes
@@ -403,6 +421,16 @@ type Progress struct {
 // (drivers.Set is the one the broker builds from its catalog).
 type Drivers interface {
 	For(plan *catalog.Plan) (driver Driver, settings any, ok bool)
+}
+
+// InMemory is implemented by a driver whose changes live only in the
+// records it hands back (Progress.Records): its Begin touches nothing
+// outside the broker, so it may run before the broker takes a hold, and a
+// change that is not kept (a race lost, a crash) leaves nothing behind. A
+// synchronous provision or bind of such a driver that is done at once is
+// then one write (CreateInstance or CreateBinding with Settled).
+type InMemory interface {
+	InMemory() bool
 }
 
 // Driver creates, changes and deletes the real resource behind instances and

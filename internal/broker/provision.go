@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/serverless-osb/broker/internal/catalog"
+	"github.com/serverless-osb/broker/internal/logging"
 )
 
 // ProvisionDetails is a provision request.
@@ -58,7 +59,27 @@ func (b *Broker) Provision(ctx context.Context, d ProvisionDetails) (ProvisionRe
 		State: InstanceProvisioning, Op: op.ID, LastOp: op.ID, Fingerprint: op.Fingerprint,
 		Version: 1, CreatedAt: op.CreatedAt, UpdatedAt: op.CreatedAt,
 	}
-	if err := b.Store.CreateInstance(ctx, inst, op); err != nil {
+	// A new instance has no bindings and no records: nothing to read.
+	snap := Snapshot{Instance: &inst, Operation: &op}
+	if !isAsync && b.inMemory(plan) {
+		fin, settled, err := b.settle(ctx, op, snap)
+		switch {
+		case settled && err != nil:
+			return ProvisionResult{}, syncError(op, err)
+		case settled:
+			// One write: the instance as the change leaves it.
+			err := b.Store.CreateInstance(ctx, *fin.Instance, fin.Op, &Settled{Records: fin.Records})
+			if c, ok := conflictOf(err); ok && c.Instance != nil {
+				return existingInstance(*c.Instance, op.Fingerprint, d.AcceptsIncomplete)
+			}
+			if err != nil {
+				return ProvisionResult{}, fmt.Errorf("provision %s: %w", d.InstanceID, err)
+			}
+			b.logEnd(logging.With(ctx, op.LogAttrs()...), fin.Op, "")
+			return ProvisionResult{Result: ResultCreated, DashboardURL: fin.Instance.DashboardURL, Metadata: fin.Instance.Metadata}, nil
+		}
+	}
+	if err := b.Store.CreateInstance(ctx, inst, op, nil); err != nil {
 		if c, ok := conflictOf(err); ok && c.Instance != nil {
 			return existingInstance(*c.Instance, op.Fingerprint, d.AcceptsIncomplete)
 		}
@@ -68,8 +89,7 @@ func (b *Broker) Provision(ctx context.Context, d ProvisionDetails) (ProvisionRe
 		b.start(ctx, op)
 		return ProvisionResult{Result: ResultAccepted, Operation: op.ID}, nil
 	}
-	// A new instance has no bindings and no records: nothing to read.
-	fin, err := b.runSync(ctx, op, Snapshot{Instance: &inst, Operation: &op})
+	fin, err := b.runSync(ctx, op, snap)
 	if err != nil {
 		return ProvisionResult{}, syncError(op, err)
 	}

@@ -199,10 +199,10 @@ func TestStoreRecordsOperations(t *testing.T) {
 		want []want
 	}{
 		{"a provision that starts counts one provision started, by service, plan and kind",
-			func() error { return s.CreateInstance(ctx, inst, prov) },
+			func() error { return s.CreateInstance(ctx, inst, prov, nil) },
 			[]want{started("provision", "small")}},
 		{"a provision whose write fails its condition counts nothing",
-			func() error { return s.CreateInstance(ctx, inst, prov) }, nil},
+			func() error { return s.CreateInstance(ctx, inst, prov, nil) }, nil},
 		{"a provision that succeeds counts one succeeded, none failed, and its duration",
 			func() error {
 				return s.FinishOperation(ctx, broker.Finish{Op: finished(prov, broker.OperationSucceeded, 1500*time.Millisecond), Instance: &ready})
@@ -223,7 +223,7 @@ func TestStoreRecordsOperations(t *testing.T) {
 			},
 			[]want{ended("update", 0, 1, 60000)}},
 		{"a bind that starts counts one bind started",
-			func() error { return s.CreateBinding(ctx, binding, bind) },
+			func() error { return s.CreateBinding(ctx, binding, bind, nil) },
 			[]want{started("bind", "small")}},
 		{"an unbind that halts its bind counts the bind failed, then the unbind started",
 			func() error {

@@ -29,13 +29,22 @@ func NewStore(s broker.Store, r *Recorder) broker.Store {
 	return &Store{Store: s, Metrics: r}
 }
 
-// CreateInstance starts a provision.
-func (s *Store) CreateInstance(ctx context.Context, inst broker.Instance, op broker.Operation) error {
-	err := s.Store.CreateInstance(ctx, inst, op)
+// CreateInstance starts a provision, or records one settled in memory.
+func (s *Store) CreateInstance(ctx context.Context, inst broker.Instance, op broker.Operation, settled *broker.Settled) error {
+	err := s.Store.CreateInstance(ctx, inst, op, settled)
 	if err == nil {
-		s.Metrics.OperationStarted(op)
+		s.started(op)
 	}
 	return err
+}
+
+// started counts an operation started, and ended when it was settled in
+// memory (created finished).
+func (s *Store) started(op broker.Operation) {
+	s.Metrics.OperationStarted(op)
+	if op.Finished() {
+		s.Metrics.OperationFinished(op)
+	}
 }
 
 // LockInstance starts an update or deprovision, and may end the provision
@@ -51,11 +60,11 @@ func (s *Store) LockInstance(ctx context.Context, l broker.LockInstance) error {
 	return err
 }
 
-// CreateBinding starts a bind.
-func (s *Store) CreateBinding(ctx context.Context, b broker.Binding, op broker.Operation) error {
-	err := s.Store.CreateBinding(ctx, b, op)
+// CreateBinding starts a bind, or records one settled in memory.
+func (s *Store) CreateBinding(ctx context.Context, b broker.Binding, op broker.Operation, settled *broker.Settled) error {
+	err := s.Store.CreateBinding(ctx, b, op, settled)
 	if err == nil {
-		s.Metrics.OperationStarted(op)
+		s.started(op)
 	}
 	return err
 }

@@ -76,7 +76,15 @@ func (d heldDriver) Check(ctx context.Context, c broker.Change) (broker.Progress
 
 func (d heldDriver) hold(c broker.Change, p broker.Progress) broker.Progress {
 	if p.Done && d.holds.held(c) {
-		return broker.Progress{RetryAfter: time.Second}
+		// The driver's record changes still go with the progress.
+		return broker.Progress{RetryAfter: time.Second, Records: p.Records}
 	}
 	return p
+}
+
+// InMemory is the wrapped driver's (holds apply to asynchronous changes,
+// which are never settled in memory).
+func (d heldDriver) InMemory() bool {
+	im, ok := d.Driver.(broker.InMemory)
+	return ok && im.InMemory()
 }

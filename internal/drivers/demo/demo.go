@@ -29,7 +29,13 @@ type Driver struct {
 	Now func() time.Time
 }
 
-var _ broker.Driver = (*Driver)(nil)
+var (
+	_ broker.Driver   = (*Driver)(nil)
+	_ broker.InMemory = (*Driver)(nil)
+)
+
+// InMemory says that the demo's changes live only in its records.
+func (d *Driver) InMemory() bool { return true }
 
 // New returns a demo driver.
 func New() *Driver {

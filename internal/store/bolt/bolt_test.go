@@ -48,7 +48,7 @@ func TestData(t *testing.T) {
 		inst := broker.Instance{ID: "i-1", ServiceID: "s", PlanID: "p", State: broker.InstanceProvisioning, Op: op.ID,
 			Parameters: json.RawMessage(`{"a":1}`), CreatedAt: now}
 		res := broker.Resource{InstanceID: "i-1", Name: "r", Data: json.RawMessage(`[1]`), UpdatedAt: now}
-		if err := s.CreateInstance(t.Context(), inst, op); err != nil {
+		if err := s.CreateInstance(t.Context(), inst, op, nil); err != nil {
 			t.Fatal(err)
 		}
 		if err := s.PutResource(t.Context(), res); err != nil {
@@ -111,13 +111,13 @@ func TestData(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		if err := s.CreateInstance(ctx, inst, op); err != nil {
+		if err := s.CreateInstance(ctx, inst, op, nil); err != nil {
 			t.Fatal(err)
 		}
 		inst.State, inst.Op = broker.InstanceReady, ""
 		finish(op, broker.Finish{Instance: &inst})
 		bindOp := broker.Operation{ID: "op-2", InstanceID: "i-1", BindingID: "b-1", Kind: broker.KindBind, State: broker.OperationInProgress}
-		if err := s.CreateBinding(ctx, broker.Binding{InstanceID: "i-1", ID: "b-1", Op: bindOp.ID}, bindOp); err != nil {
+		if err := s.CreateBinding(ctx, broker.Binding{InstanceID: "i-1", ID: "b-1", Op: bindOp.ID}, bindOp, nil); err != nil {
 			t.Fatal(err)
 		}
 		if err := s.PutResource(ctx, broker.Resource{InstanceID: "i-1", Name: "db"}); err != nil {
@@ -214,7 +214,7 @@ func TestData(t *testing.T) {
 			}{
 				{"CreateInstance", func() error {
 					op := broker.Operation{ID: "op", InstanceID: id, State: broker.OperationInProgress}
-					return s.CreateInstance(ctx, broker.Instance{ID: id}, op)
+					return s.CreateInstance(ctx, broker.Instance{ID: id}, op, nil)
 				}},
 				{"DetachResource", func() error {
 					return s.DetachResource(ctx, broker.Detached{ID: id, InstanceID: r.InstanceID, Name: r.Name})

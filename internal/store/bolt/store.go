@@ -157,8 +157,8 @@ func sortOperations(ops []broker.Operation) {
 
 // CreateInstance stores a new instance and its provision operation.
 // Condition: no instance with that id; else *broker.ConflictError{Instance}.
-func (s *Store) CreateInstance(ctx context.Context, inst broker.Instance, op broker.Operation) error {
-	err := broker.CheckCreate(inst.ID, op)
+func (s *Store) CreateInstance(ctx context.Context, inst broker.Instance, op broker.Operation, settled *broker.Settled) error {
+	err := broker.CheckCreate(inst.ID, op, settled)
 	if err == nil {
 		err = s.update(ctx, func(t tx) error {
 			cur, err := t.instance(inst.ID)
@@ -171,7 +171,10 @@ func (s *Store) CreateInstance(ctx context.Context, inst broker.Instance, op bro
 			if err := t.putInstance(inst); err != nil {
 				return err
 			}
-			return t.putOperation(op)
+			if err := t.putOperation(op); err != nil {
+				return err
+			}
+			return t.settle(inst.ID, settled)
 		})
 	}
 	if err != nil {
@@ -213,8 +216,8 @@ func (s *Store) LockInstance(ctx context.Context, l broker.LockInstance) error {
 // Condition: the instance exists, is ready and not held, and there is no
 // binding with that id; else *broker.ConflictError{Instance, Binding}, each
 // as stored or nil when missing.
-func (s *Store) CreateBinding(ctx context.Context, b broker.Binding, op broker.Operation) error {
-	err := broker.CheckCreate(b.InstanceID, op, b.ID)
+func (s *Store) CreateBinding(ctx context.Context, b broker.Binding, op broker.Operation, settled *broker.Settled) error {
+	err := broker.CheckCreate(b.InstanceID, op, settled, b.ID)
 	if err == nil {
 		err = s.update(ctx, func(t tx) error {
 			inst, err := t.instance(b.InstanceID)
@@ -225,10 +228,13 @@ func (s *Store) CreateBinding(ctx context.Context, b broker.Binding, op broker.O
 			if err != nil {
 				return err
 			}
-			if inst == nil || inst.Op != "" || inst.State != broker.InstanceReady || cur != nil {
+			moved := settled != nil && settled.InstanceVersion != 0 && inst != nil && inst.Version != settled.InstanceVersion
+			if inst == nil || inst.Op != "" || inst.State != broker.InstanceReady || cur != nil || moved {
 				return &broker.ConflictError{Instance: inst, Binding: cur}
 			}
-			inst.BindingOps++
+			if settled == nil {
+				inst.BindingOps++
+			}
 			inst.Version++
 			if err := t.putInstance(*inst); err != nil {
 				return err
@@ -236,7 +242,10 @@ func (s *Store) CreateBinding(ctx context.Context, b broker.Binding, op broker.O
 			if err := t.putBinding(b); err != nil {
 				return err
 			}
-			return t.putOperation(op)
+			if err := t.putOperation(op); err != nil {
+				return err
+			}
+			return t.settle(b.InstanceID, settled)
 		})
 	}
 	if err != nil {
@@ -470,6 +479,14 @@ func (s *Store) DeleteResource(ctx context.Context, instanceID, name string) err
 		return fmt.Errorf("delete resource %s/%s: %w", instanceID, name, err)
 	}
 	return nil
+}
+
+// settle writes the records of a change settled in memory, if any.
+func (t tx) settle(instanceID string, settled *broker.Settled) error {
+	if settled == nil {
+		return nil
+	}
+	return t.changeRecords(instanceID, settled.Records)
 }
 
 // changeRecords writes a driver's record changes under instanceID.

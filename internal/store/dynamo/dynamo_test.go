@@ -122,7 +122,7 @@ func startProvision(t *testing.T, s broker.Store, id string) (broker.Instance, b
 		ID: id, ServiceID: "svc-1", PlanID: "plan-small", State: broker.InstanceProvisioning,
 		Parameters: json.RawMessage(`{"size":3}`), Op: op.ID, LastOp: op.ID, Version: 1, CreatedAt: t0, UpdatedAt: t0,
 	}
-	must(t, s.CreateInstance(t.Context(), inst, op), "CreateInstance "+id)
+	must(t, s.CreateInstance(t.Context(), inst, op, nil), "CreateInstance "+id)
 	return inst, op
 }
 
@@ -149,7 +149,7 @@ func startBind(t *testing.T, s broker.Store, instanceID, id string) (broker.Bind
 	op := operation(instanceID, "bind-"+id, broker.KindBind)
 	op.BindingID = id
 	b := bindingOf(instanceID, id, op.ID)
-	must(t, s.CreateBinding(t.Context(), b, op), "CreateBinding "+id)
+	must(t, s.CreateBinding(t.Context(), b, op, nil), "CreateBinding "+id)
 	return b, op
 }
 
@@ -361,7 +361,7 @@ func TestCalls(t *testing.T) {
 			return nil
 		}, map[string]int{"TransactWriteItems": 1}},
 		{"CreateInstance of an existing id", func() error {
-			return wantConflict(s.CreateInstance(ctx, inst, operation("i-1", "prov-2", broker.KindProvision)))
+			return wantConflict(s.CreateInstance(ctx, inst, operation("i-1", "prov-2", broker.KindProvision), nil))
 		}, map[string]int{"TransactWriteItems": 1}},
 		{"GetInstance", func() error { _, err := s.GetInstance(ctx, "i-1"); return err }, map[string]int{"GetItem": 1}},
 		{"GetOperation", func() error { _, err := s.GetOperation(ctx, "i-1", prov.ID); return err }, map[string]int{"GetItem": 1}},
@@ -378,7 +378,7 @@ func TestCalls(t *testing.T) {
 		}, map[string]int{"TransactWriteItems": 1}},
 		{"CreateBinding of an existing id (reads the instance, whose condition held)", func() error {
 			op := operation("i-1", "bind-2", broker.KindBind)
-			return wantConflict(s.CreateBinding(ctx, bindingOf("i-1", "b-1", op.ID), op))
+			return wantConflict(s.CreateBinding(ctx, bindingOf("i-1", "b-1", op.ID), op, nil))
 		}, map[string]int{"TransactWriteItems": 1, "TransactGetItems": 1}},
 		{"GetBinding", func() error { _, err := s.GetBinding(ctx, "i-1", "b-1"); return err }, map[string]int{"GetItem": 1}},
 		{"LockBinding halting the bind", func() error {

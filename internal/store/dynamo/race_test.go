@@ -50,7 +50,7 @@ func TestRace(t *testing.T) {
 				if i%2 == 0 {
 					errs[i] = s.LockInstance(ctx, locks[i])
 				} else {
-					errs[i] = s.CreateBinding(ctx, bindingOf(id, bindOps[i].BindingID, bindOps[i].ID), bindOps[i])
+					errs[i] = s.CreateBinding(ctx, bindingOf(id, bindOps[i].BindingID, bindOps[i].ID), bindOps[i], nil)
 				}
 			})
 		}

@@ -251,12 +251,15 @@ func query[T any](ctx context.Context, s *Store, in *dynamodb.QueryInput, keyCon
 // CreateInstance stores a new instance and its provision operation in one
 // transaction. Condition: no instance with that id; else
 // *broker.ConflictError{Instance}.
-func (s *Store) CreateInstance(ctx context.Context, inst broker.Instance, op broker.Operation) error {
-	err := broker.CheckCreate(inst.ID, op)
+func (s *Store) CreateInstance(ctx context.Context, inst broker.Instance, op broker.Operation, settled *broker.Settled) error {
+	err := broker.CheckCreate(inst.ID, op, settled)
 	if err == nil {
 		err = s.run(ctx, func(add adder) {
 			add(s.putInstance(inst, missing(), roleInstance))
 			add(s.putOperation(op))
+			if settled != nil {
+				s.changeRecords(add, inst.ID, settled.Records)
+			}
 		})
 	}
 	if err != nil {
@@ -294,14 +297,26 @@ func (s *Store) LockInstance(ctx context.Context, l broker.LockInstance) error {
 // knows the bindings have not changed since. Condition: the instance exists, is ready and not held, and there
 // is no binding with that id; else *broker.ConflictError{Instance, Binding},
 // each as stored or nil when missing.
-func (s *Store) CreateBinding(ctx context.Context, b broker.Binding, op broker.Operation) error {
-	err := broker.CheckCreate(b.InstanceID, op, b.ID)
+func (s *Store) CreateBinding(ctx context.Context, b broker.Binding, op broker.Operation, settled *broker.Settled) error {
+	err := broker.CheckCreate(b.InstanceID, op, settled, b.ID)
 	if err == nil {
 		ready := exists().And(heldBy(""), nameState.Equal(expression.Value(broker.InstanceReady)))
+		count := countBindingOp()
+		if settled != nil {
+			// Done in memory: nothing to count, and the instance must be
+			// the one the change was made from.
+			count = expression.Add(nameVersion, expression.Value(1))
+			if settled.InstanceVersion != 0 {
+				ready = ready.And(nameVersion.Equal(expression.Value(settled.InstanceVersion)))
+			}
+		}
 		err = s.run(ctx, func(add adder) {
-			add(s.update(instanceKey(b.InstanceID), countBindingOp(), ready, roleInstance))
+			add(s.update(instanceKey(b.InstanceID), count, ready, roleInstance))
 			add(s.putBinding(b, missing(), roleBinding))
 			add(s.putOperation(op))
+			if settled != nil {
+				s.changeRecords(add, b.InstanceID, settled.Records)
+			}
 		})
 	}
 	if err != nil {

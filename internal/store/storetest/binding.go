@@ -12,7 +12,7 @@ var bindingCases = []testCase{
 		inst := provision(t, s, "i-1")
 		op := newBindingOperation("i-1", "b-1", "bind-b-1", broker.KindBind, at(10))
 		b := newBinding("i-1", "b-1", op.ID)
-		must(t, s.CreateBinding(t.Context(), b, op), "CreateBinding")
+		must(t, s.CreateBinding(t.Context(), b, op, nil), "CreateBinding")
 		equal(t, "binding", getBinding(t, s, "i-1", "b-1"), &b)
 		equal(t, "operation", getOperation(t, s, "i-1", op.ID), &op)
 		equal(t, "operations in progress", inProgressIDs(t, s), []string{op.ID})
@@ -22,7 +22,7 @@ var bindingCases = []testCase{
 		equal(t, "instance", getInstance(t, s, "i-1"), &want)
 
 		op2 := newBindingOperation("i-1", "b-2", "bind-b-2", broker.KindBind, at(11))
-		must(t, s.CreateBinding(t.Context(), newBinding("i-1", "b-2", op2.ID), op2), "second CreateBinding")
+		must(t, s.CreateBinding(t.Context(), newBinding("i-1", "b-2", op2.ID), op2, nil), "second CreateBinding")
 		want.BindingOps, want.Version = 2, inst.Version+2
 		equal(t, "instance after a second bind", getInstance(t, s, "i-1"), &want)
 	}},
@@ -77,7 +77,7 @@ var bindingCases = []testCase{
 				op := newBindingOperation("i-1", "b-1", "bind-new", broker.KindBind, at(300))
 				b := newBinding("i-1", "b-1", op.ID)
 				b.Fingerprint = "other request"
-				c := conflict(t, s.CreateBinding(t.Context(), b, op))
+				c := conflict(t, s.CreateBinding(t.Context(), b, op, nil))
 				equal(t, "conflict instance", c.Instance, before.instance("i-1"))
 				equal(t, "conflict binding", c.Binding, before.binding("i-1", "b-1"))
 				unchanged(t, s, before)

@@ -19,7 +19,7 @@ var expiryCases = []testCase{
 		provisionAt := func(id string, created time.Time, edit func(*broker.Operation)) broker.Operation {
 			t.Helper()
 			op := newOperation(id, "prov-"+id, broker.KindProvision, created)
-			must(t, s.CreateInstance(t.Context(), newInstance(id, op.ID), op), "CreateInstance "+id)
+			must(t, s.CreateInstance(t.Context(), newInstance(id, op.ID), op, nil), "CreateInstance "+id)
 			inst := *getInstance(t, s, id)
 			inst.State, inst.Op = broker.InstanceReady, ""
 			done := finished(op, broker.OperationSucceeded)
@@ -43,7 +43,7 @@ var expiryCases = []testCase{
 		// An operation in progress is never removed, even with an expiry.
 		busy := newOperation("i-busy", "prov-i-busy", broker.KindProvision, at(0))
 		busy.ExpiresAt = at(1)
-		must(t, s.CreateInstance(t.Context(), newInstance("i-busy", busy.ID), busy), "CreateInstance i-busy")
+		must(t, s.CreateInstance(t.Context(), newInstance("i-busy", busy.ID), busy, nil), "CreateInstance i-busy")
 		kept = append(kept, busy)
 		// Nor is any item that is not an operation.
 		r := newResource("i-new", "r-1")

@@ -142,7 +142,7 @@ func finished(op broker.Operation, state broker.OperationState) broker.Operation
 func startProvision(t *testing.T, s broker.Store, id string) (broker.Instance, broker.Operation) {
 	t.Helper()
 	op := newOperation(id, "prov-"+id, broker.KindProvision, at(0))
-	must(t, s.CreateInstance(t.Context(), newInstance(id, op.ID), op), "CreateInstance "+id)
+	must(t, s.CreateInstance(t.Context(), newInstance(id, op.ID), op, nil), "CreateInstance "+id)
 	return *getInstance(t, s, id), op
 }
 
@@ -186,7 +186,7 @@ func startInstanceOp(t *testing.T, s broker.Store, inst broker.Instance, kind br
 func startBind(t *testing.T, s broker.Store, instanceID, id string) (broker.Binding, broker.Operation) {
 	t.Helper()
 	op := newBindingOperation(instanceID, id, "bind-"+id, broker.KindBind, at(10))
-	must(t, s.CreateBinding(t.Context(), newBinding(instanceID, id, op.ID), op), "CreateBinding "+id)
+	must(t, s.CreateBinding(t.Context(), newBinding(instanceID, id, op.ID), op, nil), "CreateBinding "+id)
 	return *getBinding(t, s, instanceID, id), op
 }
 

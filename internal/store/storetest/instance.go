@@ -11,7 +11,7 @@ var instanceCases = []testCase{
 		s := newStore(t)
 		op := newOperation("i-1", "prov-i-1", broker.KindProvision, at(0))
 		inst := newInstance("i-1", op.ID)
-		must(t, s.CreateInstance(t.Context(), inst, op), "CreateInstance")
+		must(t, s.CreateInstance(t.Context(), inst, op, nil), "CreateInstance")
 		equal(t, "instance", getInstance(t, s, "i-1"), &inst)
 		equal(t, "operation", getOperation(t, s, "i-1", op.ID), &op)
 		equal(t, "operations in progress", inProgressIDs(t, s), []string{op.ID})
@@ -32,7 +32,7 @@ var instanceCases = []testCase{
 				op := newOperation("i-1", "prov-again", broker.KindProvision, at(50))
 				inst := newInstance("i-1", op.ID)
 				inst.Fingerprint = "other request"
-				c := conflict(t, s.CreateInstance(t.Context(), inst, op))
+				c := conflict(t, s.CreateInstance(t.Context(), inst, op, nil))
 				equal(t, "conflict instance", c.Instance, before.instance("i-1"))
 				unchanged(t, s, before)
 			})

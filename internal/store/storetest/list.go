@@ -18,7 +18,7 @@ var listCases = []testCase{
 		provision(t, s, "i-1")
 		createBinding := func(bindingID, opID string, created time.Time) broker.Operation {
 			op := newBindingOperation("i-1", bindingID, opID, broker.KindBind, created)
-			must(t, s.CreateBinding(t.Context(), newBinding("i-1", bindingID, opID), op), "CreateBinding "+bindingID)
+			must(t, s.CreateBinding(t.Context(), newBinding("i-1", bindingID, opID), op, nil), "CreateBinding "+bindingID)
 			return op
 		}
 		bindZ := createBinding("b-1", "bind-z", at(10))

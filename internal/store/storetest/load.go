@@ -133,4 +133,43 @@ var loadCases = []testCase{
 		must(t, err, "Load")
 		equal(t, "what is left of the instance", snap, broker.Snapshot{})
 	}},
+	{"CreateInstance of a change settled in memory stores the instance as it ends, its finished operation and the records, in one write", func(t *testing.T, newStore NewStore) {
+		s := newStore(t)
+		op := finished(newOperation("i-1", "prov-i-1", broker.KindProvision, at(0)), broker.OperationSucceeded)
+		inst := newInstance("i-1", op.ID)
+		inst.State, inst.Op, inst.Version = broker.InstanceReady, "", 2
+		r := newResource("i-1", "r-1")
+		must(t, s.CreateInstance(t.Context(), inst, op, &broker.Settled{Records: broker.RecordChanges{Save: []broker.Resource{r}}}), "CreateInstance")
+		equal(t, "instance", getInstance(t, s, "i-1"), &inst)
+		equal(t, "operation", getOperation(t, s, "i-1", op.ID), &op)
+		equal(t, "record", getResource(t, s, "i-1", "r-1"), &r)
+		equal(t, "operations in progress", inProgressIDs(t, s), []string{})
+		c := conflict(t, s.CreateInstance(t.Context(), inst, op, &broker.Settled{}))
+		equal(t, "conflict instance", c.Instance, &inst)
+	}},
+	{"CreateBinding of a change settled in memory stores the binding as it ends, counts nothing, moves the version, and only at the version it was made from", func(t *testing.T, newStore NewStore) {
+		s := newStore(t)
+		inst := provision(t, s, "i-1")
+		op := finished(newBindingOperation("i-1", "b-1", "bind-b-1", broker.KindBind, at(10)), broker.OperationSucceeded)
+		b := newBinding("i-1", "b-1", op.ID)
+		b.State, b.Op, b.Version = broker.BindingReady, "", 2
+		r := newResource("i-1", broker.BindingRecord("b-1"))
+
+		before := snapshot(t, s)
+		stale := &broker.Settled{Records: broker.RecordChanges{Save: []broker.Resource{r}}, InstanceVersion: inst.Version - 1}
+		c := conflict(t, s.CreateBinding(t.Context(), b, op, stale))
+		equal(t, "conflict instance", c.Instance, before.instance("i-1"))
+		equal(t, "conflict binding", c.Binding, (*broker.Binding)(nil))
+		unchanged(t, s, before)
+		equal(t, "record of a refused write", getResource(t, s, "i-1", r.Name), (*broker.Resource)(nil))
+
+		must(t, s.CreateBinding(t.Context(), b, op, &broker.Settled{Records: broker.RecordChanges{Save: []broker.Resource{r}}, InstanceVersion: inst.Version}), "CreateBinding")
+		equal(t, "binding", getBinding(t, s, "i-1", "b-1"), &b)
+		equal(t, "operation", getOperation(t, s, "i-1", op.ID), &op)
+		equal(t, "record", getResource(t, s, "i-1", r.Name), &r)
+		want := inst
+		want.Version++
+		equal(t, "instance: no binding operation counted, the version moved", getInstance(t, s, "i-1"), &want)
+		equal(t, "operations in progress", inProgressIDs(t, s), []string{})
+	}},
 }

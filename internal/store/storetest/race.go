@@ -60,7 +60,7 @@ var raceCases = []testCase{
 			id := fmt.Sprintf("race-%02d", i)
 			op := newBindingOperation("i-1", id, "bind-"+id, broker.KindBind, at(10))
 			bindings[i] = newBinding("i-1", id, op.ID)
-			return s.CreateBinding(t.Context(), bindings[i], op)
+			return s.CreateBinding(t.Context(), bindings[i], op, nil)
 		})
 		for i, err := range errs {
 			if err != nil {
@@ -83,7 +83,7 @@ var raceCases = []testCase{
 		ops := make([]broker.Operation, racers)
 		errs := race(racers, func(i int) error {
 			ops[i] = newBindingOperation("i-1", "b-1", fmt.Sprintf("bind-%02d", i), broker.KindBind, at(10))
-			return s.CreateBinding(t.Context(), newBinding("i-1", "b-1", ops[i].ID), ops[i])
+			return s.CreateBinding(t.Context(), newBinding("i-1", "b-1", ops[i].ID), ops[i], nil)
 		})
 		winner := oneWinner(t, errs)
 		if got := getBinding(t, s, "i-1", "b-1").Op; got != ops[winner].ID {
@@ -125,7 +125,7 @@ var raceCases = []testCase{
 				if i == 0 {
 					return s.LockInstance(t.Context(), lock)
 				}
-				return s.CreateBinding(t.Context(), newBinding(id, "b-1", op.ID), op)
+				return s.CreateBinding(t.Context(), newBinding(id, "b-1", op.ID), op, nil)
 			})
 			oneWinner(t, errs)
 			got := getInstance(t, s, id)

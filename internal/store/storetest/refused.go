@@ -32,27 +32,37 @@ func CheckRefusedCalls(t *testing.T, s broker.Store, around func(calls func())) 
 		name string
 		call func() error
 	}{
+		{"a new instance whose operation is finished but not settled", func() error {
+			return s.CreateInstance(ctx, newInstance("i-3", "prov-3"), finished(newOperation("i-3", "prov-3", broker.KindProvision, at(1)), broker.OperationSucceeded), nil)
+		}},
+		{"a settled new instance whose operation is in progress", func() error {
+			return s.CreateInstance(ctx, newInstance("i-3", "prov-3"), newOperation("i-3", "prov-3", broker.KindProvision, at(1)), &broker.Settled{})
+		}},
+		{"a settled new instance with another instance's records", func() error {
+			op := finished(newOperation("i-3", "prov-3", broker.KindProvision, at(1)), broker.OperationSucceeded)
+			return s.CreateInstance(ctx, newInstance("i-3", "prov-3"), op, &broker.Settled{Records: broker.RecordChanges{Save: []broker.Resource{newResource("i-2", "r-1")}}})
+		}},
 		{"an empty instance id", func() error {
-			return s.CreateInstance(ctx, broker.Instance{}, broker.Operation{ID: "op", State: broker.OperationInProgress})
+			return s.CreateInstance(ctx, broker.Instance{}, broker.Operation{ID: "op", State: broker.OperationInProgress}, nil)
 		}},
 		{"an instance id that is not valid UTF-8", func() error {
 			op := newOperation("i-\xff", "op-utf8", broker.KindProvision, at(1))
-			return s.CreateInstance(ctx, broker.Instance{ID: "i-\xff"}, op)
+			return s.CreateInstance(ctx, broker.Instance{ID: "i-\xff"}, op, nil)
 		}},
 		{"a binding id that is not valid UTF-8", func() error {
 			op := newOperation("i-1", "op-utf8-b", broker.KindBind, at(1))
-			return s.CreateBinding(ctx, broker.Binding{InstanceID: "i-1", ID: "b-\xfe"}, op)
+			return s.CreateBinding(ctx, broker.Binding{InstanceID: "i-1", ID: "b-\xfe"}, op, nil)
 		}},
 		{"an instance id longer than the limit", func() error {
 			id := strings.Repeat("i", broker.MaxKeyLength+1)
-			return s.CreateInstance(ctx, broker.Instance{ID: id}, newOperation(id, "op-long", broker.KindProvision, at(1)))
+			return s.CreateInstance(ctx, broker.Instance{ID: id}, newOperation(id, "op-long", broker.KindProvision, at(1)), nil)
 		}},
 		{"a progress update of an operation id holding a control character", func() error {
 			op := prov
 			op.ID = "op\n1"
 			return s.UpdateOperation(ctx, op, broker.RecordChanges{})
 		}},
-		{"an operation under another instance", func() error { return s.CreateInstance(ctx, broker.Instance{ID: "i-3"}, prov) }},
+		{"an operation under another instance", func() error { return s.CreateInstance(ctx, broker.Instance{ID: "i-3"}, prov, nil) }},
 		{"a progress update that finishes", func() error { return s.UpdateOperation(ctx, done, broker.RecordChanges{}) }},
 		{"a finish still in progress", func() error { return s.FinishOperation(ctx, broker.Finish{Op: prov, Instance: &inst}) }},
 		{"a finish that stores and deletes the instance", func() error {

@@ -60,7 +60,7 @@ var roundTripCases = []testCase{
 		op := newOperation("i-1", "prov-i-1", broker.KindProvision, at(0))
 		inst := newInstance("i-1", op.ID)
 		inst.Parameters, inst.Context = params, ctxt
-		must(t, s.CreateInstance(t.Context(), inst, op), "CreateInstance")
+		must(t, s.CreateInstance(t.Context(), inst, op, nil), "CreateInstance")
 		equal(t, "instance", getInstance(t, s, "i-1"), &inst)
 		ready := *getInstance(t, s, "i-1")
 		ready.State, ready.Op, ready.Version = broker.InstanceReady, "", ready.Version+1
@@ -79,14 +79,14 @@ var roundTripCases = []testCase{
 		op := newOperation("i-1", "prov-i-1", broker.KindProvision, at(0))
 		inst := newInstance("i-1", op.ID)
 		inst.Metadata.Labels["list"] = []any{"x", 2.0, nil, false}
-		must(t, s.CreateInstance(t.Context(), inst, op), "CreateInstance")
+		must(t, s.CreateInstance(t.Context(), inst, op, nil), "CreateInstance")
 		equal(t, "instance", getInstance(t, s, "i-1"), &inst)
 	}},
 	{"an instance with only required fields round-trips exactly", func(t *testing.T, newStore NewStore) {
 		s := newStore(t)
 		op := newOperation("i-1", "prov-i-1", broker.KindProvision, at(0))
 		inst := broker.Instance{ID: "i-1", ServiceID: "svc-1", PlanID: "plan-small", State: broker.InstanceProvisioning, Op: op.ID}
-		must(t, s.CreateInstance(t.Context(), inst, op), "CreateInstance")
+		must(t, s.CreateInstance(t.Context(), inst, op, nil), "CreateInstance")
 		equal(t, "instance", getInstance(t, s, "i-1"), &inst)
 	}},
 	{"a binding with credentials and endpoints round-trips exactly", func(t *testing.T, newStore NewStore) {
@@ -106,7 +106,7 @@ var roundTripCases = []testCase{
 			{Host: "db.example.com", Ports: []string{"5432", "6000-6010"}, Protocol: "tcp"},
 			{Host: "10.0.0.1", Ports: []string{}},
 		}
-		must(t, s.CreateBinding(t.Context(), b, op), "CreateBinding")
+		must(t, s.CreateBinding(t.Context(), b, op, nil), "CreateBinding")
 		equal(t, "binding", getBinding(t, s, "i-1", "b-1"), &b)
 		equal(t, "operation", getOperation(t, s, "i-1", op.ID), &op)
 	}},
@@ -168,7 +168,7 @@ var roundTripCases = []testCase{
 		op.NextCheckAt = local.Add(time.Second)
 		inst := newInstance("i-1", op.ID)
 		inst.CreatedAt, inst.UpdatedAt = local, local
-		must(t, s.CreateInstance(t.Context(), inst, op), "CreateInstance")
+		must(t, s.CreateInstance(t.Context(), inst, op, nil), "CreateInstance")
 		gotInst, gotOp := getInstance(t, s, "i-1"), getOperation(t, s, "i-1", op.ID)
 		times := []struct {
 			name      string
@@ -206,7 +206,7 @@ var roundTripCases = []testCase{
 			op := newOperation(id, "prov-"+id, broker.KindProvision, at(0))
 			inst := newInstance(id, op.ID)
 			inst.Parameters = json.RawMessage(v.json)
-			must(t, s.CreateInstance(t.Context(), inst, op), "CreateInstance "+v.name)
+			must(t, s.CreateInstance(t.Context(), inst, op, nil), "CreateInstance "+v.name)
 			got := getInstance(t, s, id).Parameters
 			var compact bytes.Buffer
 			must(t, json.Compact(&compact, []byte(v.json)), "json.Compact")

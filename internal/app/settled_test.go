@@ -1,0 +1,121 @@
+package app_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sync"
+	"testing"
+
+	"github.com/serverless-osb/broker/internal/app/apptest"
+	"github.com/serverless-osb/broker/internal/broker"
+)
+
+// TestChangesSettledInMemoryRaceAsHeldOnesDo races synchronous binds of the
+// demo driver, which the broker settles in memory before any hold (one
+// write each): binds of one binding id with the same request, binds of
+// other ids, and updates of the instance. The same bind re-sent gets 200
+// with the same credentials; every other bind is created once; an update
+// either wins or is told the instance is changing; and nothing is left held.
+func TestChangesSettledInMemoryRaceAsHeldOnesDo(t *testing.T) {
+	b := apptest.Start(t, "")
+	service, plan := b.Plan("fake-plan")
+	for round := range 3 {
+		id := fmt.Sprintf("settled-%d", round)
+		if r := b.Do(apptest.Request{Method: http.MethodPut, Path: "/v2/service_instances/" + id,
+			Body: provisionBody(service, plan, map[string]any{})}); r.Status != http.StatusCreated {
+			t.Fatalf("provision: %d %s", r.Status, r.Raw)
+		}
+		const racers = 18
+		var wg sync.WaitGroup
+		answers := make([]apptest.Response, racers)
+		for i := range racers {
+			wg.Go(func() {
+				binding := "same"
+				switch i % 3 {
+				case 1:
+					binding = fmt.Sprintf("own-%d", i)
+				case 2:
+					answers[i] = b.Do(apptest.Request{Method: http.MethodPatch, Path: "/v2/service_instances/" + id,
+						Body: map[string]any{"service_id": service, "parameters": map[string]any{"duration_seconds": i}}})
+					return
+				}
+				answers[i] = b.Do(apptest.Request{Method: http.MethodPut, Path: "/v2/service_instances/" + id + "/service_bindings/" + binding,
+					Body: map[string]any{"service_id": service, "plan_id": plan}})
+			})
+		}
+		wg.Wait()
+		// A bind while an update holds the instance is told so (422).
+		busy := func(r apptest.Response) bool {
+			return r.Status == http.StatusUnprocessableEntity && r.Str("error") == "ConcurrencyError"
+		}
+		created, own, password := 0, 0, ""
+		for i, r := range answers {
+			switch {
+			case busy(r):
+			case i%3 == 0 && (r.Status == http.StatusCreated || r.Status == http.StatusOK):
+				if r.Status == http.StatusCreated {
+					created++
+				}
+				creds, _ := r.Body["credentials"].(map[string]any)
+				if p, _ := creds["password"].(string); password == "" {
+					password = p
+				} else if p != password {
+					t.Fatalf("round %d: the same bind answered two passwords", round)
+				}
+			case i%3 == 1 && r.Status == http.StatusCreated:
+				own++
+			case i%3 == 2 && r.Status == http.StatusOK:
+			default:
+				t.Fatalf("round %d: racer %d got %d %s", round, i, r.Status, r.Raw)
+			}
+		}
+		if created > 1 || (created == 0) != (password == "") {
+			t.Fatalf("round %d: the same bind was created %d times (password %q), want once when any got it", round, created, password)
+		}
+		snap, err := b.Local.Store.Load(context.Background(), id, "", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(snap.BindingIDs) != created+own || snap.Instance.Op != "" || snap.Instance.BindingOps != 0 || snap.Instance.State != broker.InstanceReady {
+			t.Fatalf("round %d: %d bindings, instance op %q, %d binding ops, %s; want %d bindings, idle and ready",
+				round, len(snap.BindingIDs), snap.Instance.Op, snap.Instance.BindingOps, snap.Instance.State, created+own)
+		}
+		if own == 0 {
+			t.Logf("round %d: every bind of its own id met an update", round)
+		}
+		ops, _ := b.Local.Store.ListInProgress(context.Background())
+		if len(ops) != 0 {
+			t.Fatalf("round %d: %d operations left in progress", round, len(ops))
+		}
+	}
+}
+
+// TestASettledChangeThatFailsWritesNothing: a synchronous provision or
+// bind of the demo driver asked to fail answers 422 with its description
+// and leaves no instance, binding, operation or record behind.
+func TestASettledChangeThatFailsWritesNothing(t *testing.T) {
+	b := apptest.Start(t, "")
+	service, plan := b.Plan("fake-plan")
+	fail := map[string]any{"fail": true, "fail_description": "No room left."}
+	r := b.Do(apptest.Request{Method: http.MethodPut, Path: "/v2/service_instances/nope", Body: provisionBody(service, plan, fail)})
+	if r.Status != http.StatusUnprocessableEntity || r.Str("description") != "No room left." {
+		t.Fatalf("provision: %d %s", r.Status, r.Raw)
+	}
+	if snap, err := b.Local.Store.Load(context.Background(), "nope", "", ""); err != nil || snap.Instance != nil || snap.Records != nil {
+		t.Fatalf("after a failed provision: %+v %v", snap, err)
+	}
+	if ops, _ := b.Local.Store.ListOperations(context.Background(), "nope"); len(ops) != 0 {
+		t.Fatalf("after a failed provision: operations %+v", ops)
+	}
+	b.Do(apptest.Request{Method: http.MethodPut, Path: "/v2/service_instances/yes", Body: provisionBody(service, plan, map[string]any{})})
+	r = b.Do(apptest.Request{Method: http.MethodPut, Path: "/v2/service_instances/yes/service_bindings/nope",
+		Body: map[string]any{"service_id": service, "plan_id": plan, "parameters": fail}})
+	if r.Status != http.StatusUnprocessableEntity || r.Str("description") != "No room left." {
+		t.Fatalf("bind: %d %s", r.Status, r.Raw)
+	}
+	snap, err := b.Local.Store.Load(context.Background(), "yes", "", "nope")
+	if err != nil || snap.Binding != nil || len(snap.BindingIDs) != 0 || snap.Instance.BindingOps != 0 || len(snap.Records) != 1 {
+		t.Fatalf("after a failed bind: binding %v, ids %v, %d binding ops, records %d; want none but the instance's record", snap.Binding, snap.BindingIDs, snap.Instance.BindingOps, len(snap.Records))
+	}
+}
