@@ -490,7 +490,7 @@ func (b *Broker) runSync(ctx context.Context, op Operation, snap Snapshot) (Fini
 	f, err := b.newFlight(op, snap)
 	if err == nil {
 		var p Progress
-		p, err = b.retry(ctx, func() (Progress, error) { return b.step(ctx, f, true) })
+		p, err = b.retry(ctx, func(again bool) (Progress, error) { return b.stepAgain(ctx, &f, again, true) })
 		for err == nil && !p.Done {
 			// Not done at once: make the progress durable, wait, and read
 			// again (the driver may have written records itself).
@@ -503,7 +503,7 @@ func (b *Broker) runSync(ctx context.Context, op Operation, snap Snapshot) (Fini
 				}
 			}
 			if err == nil {
-				p, err = b.retry(ctx, func() (Progress, error) { return b.step(ctx, f, false) })
+				p, err = b.retry(ctx, func(again bool) (Progress, error) { return b.stepAgain(ctx, &f, again, false) })
 			}
 		}
 		if err == nil {
@@ -546,11 +546,28 @@ func (b *Broker) abandon(ctx context.Context, op Operation, err error) error {
 	return err
 }
 
+// stepAgain runs a step of a synchronous change; again, after a transient
+// error, from the change as stored now, since the driver may have written
+// a record before the call that failed.
+func (b *Broker) stepAgain(ctx context.Context, f **flight, again, begin bool) (Progress, error) {
+	if again {
+		nf, err := b.loadFlight(ctx, (*f).op.InstanceID, (*f).op.ID)
+		switch {
+		case err != nil:
+			return Progress{}, err
+		case nf == nil:
+			return Progress{}, ErrTakenOver
+		}
+		*f = nf
+	}
+	return b.step(ctx, *f, begin)
+}
+
 // retry runs a driver call again after transient errors, with backoff.
-func (b *Broker) retry(ctx context.Context, call func() (Progress, error)) (Progress, error) {
+func (b *Broker) retry(ctx context.Context, call func(again bool) (Progress, error)) (Progress, error) {
 	wait := b.Backoff
 	for attempt := 1; ; attempt++ {
-		p, err := call()
+		p, err := call(attempt > 1)
 		var failure *Failure
 		if err == nil || errors.As(err, &failure) || errors.Is(err, ErrTakenOver) || attempt == transientAttempts {
 			return p, err
