@@ -5,6 +5,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -13,9 +14,11 @@ import (
 	"github.com/aws/jsii-runtime-go"
 )
 
-// functionCatalog offers three plans of the function driver: an
-// asynchronous one on a function named by its ARN, a synchronous one on a
-// function named by name and alias, and one on an HTTPS endpoint.
+// functionCatalog offers plans of the function driver: an asynchronous one
+// on a function named by its ARN, a synchronous one on a function named by
+// name and alias, one on an HTTPS endpoint with its secret in a variable,
+// and three on HTTPS endpoints with their secrets in Secrets Manager (one
+// async-only, two that may run synchronously and share a secret).
 const functionCatalog = `services:
   - id: 9e0c4a4e-2f0c-4b8e-9d2b-6a1f4e3c7b01
     name: tenants
@@ -34,13 +37,32 @@ const functionCatalog = `services:
         name: https
         description: An HTTPS target.
         broker: {driver: function, mode: async, url: "https://tenants.example.com/osb", secret_env: TENANTS_SECRET}
+      - id: 9e0c4a4e-2f0c-4b8e-9d2b-6a1f4e3c7b05
+        name: https-async-only
+        description: An HTTPS target whose secret is in Secrets Manager, asynchronous only.
+        broker: {driver: function, mode: async-only, url: "https://slow.example.com/osb", secret_arn: "` + slowSecret + `"}
+      - id: 9e0c4a4e-2f0c-4b8e-9d2b-6a1f4e3c7b06
+        name: https-sync
+        description: An HTTPS target whose secret is in Secrets Manager, synchronous.
+        broker: {driver: function, mode: sync, url: "https://quick.example.com/osb", secret_arn: "` + quickSecret + `"}
+      - id: 9e0c4a4e-2f0c-4b8e-9d2b-6a1f4e3c7b07
+        name: https-async
+        description: Another plan on the same HTTPS target and secret.
+        broker: {driver: function, mode: async, url: "https://quick.example.com/osb", secret_arn: "` + quickSecret + `"}
 `
 
-// TestStackGrantsInvokeOnTheCatalogsFunctions synthesizes the stack for a
-// catalog that names Lambda functions: the worker may invoke exactly those
-// functions, the api function exactly those of plans that may run a change
+// The secrets of the HTTPS targets, by complete ARN.
+const (
+	slowSecret  = "arn:aws:secretsmanager:eu-west-1:123456789012:secret:tenants/slow-signing-AbC123"
+	quickSecret = "arn:aws:secretsmanager:eu-west-1:123456789012:secret:tenants/quick-signing-XyZ789"
+)
+
+// TestStackGrantsWhatTheCatalogsFunctionTargetsNeed synthesizes the stack
+// for a catalog that names Lambda functions and Secrets Manager secrets:
+// the worker may invoke exactly those functions and read exactly those
+// secrets, the api function exactly those of plans that may run a change
 // synchronously, and cdk-nag finds nothing.
-func TestStackGrantsInvokeOnTheCatalogsFunctions(t *testing.T) {
+func TestStackGrantsWhatTheCatalogsFunctionTargetsNeed(t *testing.T) {
 	tmp := t.TempDir()
 	catalogPath := filepath.Join(tmp, "catalog.yaml")
 	if err := os.WriteFile(catalogPath, []byte(functionCatalog), 0o644); err != nil {
@@ -91,6 +113,40 @@ func TestStackGrantsInvokeOnTheCatalogsFunctions(t *testing.T) {
 			}
 		}
 	})
+	t.Run("the worker may read every secret the catalog names, and no other", func(t *testing.T) {
+		if got := serviceSecrets(t, template, "WorkerRole"); !jsonEqual(got, []any{quickSecret, slowSecret}) {
+			t.Fatalf("secretsmanager:GetSecretValue on %v, want %s and %s", got, quickSecret, slowSecret)
+		}
+	})
+	t.Run("the api function may read the secret of the plans that may run synchronously only", func(t *testing.T) {
+		if got := serviceSecrets(t, template, "ApiRole"); !jsonEqual(got, []any{quickSecret}) {
+			t.Fatalf("secretsmanager:GetSecretValue on %v, want %s", got, quickSecret)
+		}
+	})
+	t.Run("the secrets are granted for reading only, each in one statement per role", func(t *testing.T) {
+		for _, role := range []string{"WorkerRole", "ApiRole"} {
+			got := statementsAllowing(t, template, role, "secretsmanager:")
+			n := 0
+			for _, s := range got {
+				if s["Sid"] == "ReadServiceSecrets" {
+					n++
+					if !jsonEqual(s["Action"], "secretsmanager:GetSecretValue") || s["Effect"] != "Allow" {
+						t.Errorf("%s: %v", role, s)
+					}
+				}
+			}
+			if n != 1 {
+				t.Errorf("%s: %d ReadServiceSecrets statements, want 1", role, n)
+			}
+		}
+	})
+	t.Run("the default catalog names no secret: none is granted but the broker's own", func(t *testing.T) {
+		for _, role := range []string{"WorkerRole", "ApiRole"} {
+			if got := serviceSecrets(t, broker.json, role); len(got) != 0 {
+				t.Errorf("%s: %v", role, got)
+			}
+		}
+	})
 	t.Run("cdk-nag finds nothing", func(t *testing.T) {
 		annotations := assertions.Annotations_FromStack(stack)
 		nag := assertions.Match_StringLikeRegexp(jsii.String("AwsSolutions-.*"))
@@ -106,6 +162,37 @@ func TestStackGrantsInvokeOnTheCatalogsFunctions(t *testing.T) {
 // invokeStatements are the statements that allow lambda:InvokeFunction in
 // the policies attached to the role whose logical id starts with role.
 func invokeStatements(t *testing.T, template map[string]any, role string) []object {
+	t.Helper()
+	return statementsAllowing(t, template, role, "lambda:InvokeFunction")
+}
+
+// serviceSecrets are the secrets, named by literal ARN (the broker's own
+// secret is named by reference), that the role may read, sorted.
+func serviceSecrets(t *testing.T, template map[string]any, role string) []any {
+	t.Helper()
+	var out []string
+	for _, s := range statementsAllowing(t, template, role, "secretsmanager:GetSecretValue") {
+		resources, ok := s["Resource"].([]any)
+		if !ok {
+			resources = []any{s["Resource"]}
+		}
+		for _, r := range resources {
+			if arn, ok := r.(string); ok {
+				out = append(out, arn)
+			}
+		}
+	}
+	slices.Sort(out)
+	var arns []any
+	for _, a := range out {
+		arns = append(arns, a)
+	}
+	return arns
+}
+
+// statementsAllowing are the statements whose actions mention action in
+// the policies attached to the role whose logical id starts with role.
+func statementsAllowing(t *testing.T, template map[string]any, role, action string) []object {
 	t.Helper()
 	var out []object
 	for _, r := range template["Resources"].(object) {
@@ -126,7 +213,7 @@ func invokeStatements(t *testing.T, template map[string]any, role string) []obje
 		for _, s := range props["PolicyDocument"].(object)["Statement"].([]any) {
 			s := s.(object)
 			text, _ := json.Marshal(s["Action"])
-			if strings.Contains(string(text), "lambda:InvokeFunction") {
+			if strings.Contains(string(text), action) {
 				out = append(out, s)
 			}
 		}

@@ -86,7 +86,7 @@ func NewBrokerStack(scope constructs.Construct, id string, props *BrokerStackPro
 	b.data()
 	b.functions()
 	b.services()
-	if err := b.invokeServiceFunctions(); err != nil {
+	if err := b.grantFunctionTargets(); err != nil {
 		return nil, fmt.Errorf("stack %s: %w", id, err)
 	}
 	b.stateMachines(workflows)

@@ -1,11 +1,18 @@
 package app_test
 
 import (
+	"bytes"
+	"encoding/json"
+	"io"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	osb "sigs.k8s.io/go-open-service-broker-client/v2"
@@ -262,4 +269,119 @@ func TestAFunctionThatRefusesTheSignatureFailsTheOperation(t *testing.T) {
 	}
 	// Nothing stays in progress.
 	waitExecutions(t, b)
+}
+
+// recorder is a reverse proxy in front of the broker that keeps the body of
+// every answer: the OSB client (written for OSB 2.14) drops the instance
+// metadata of OSB 2.17, which the broker's answers carry.
+type recorder struct {
+	URL string
+	mu  sync.Mutex
+	// bodies of the answers, by "METHOD PATH".
+	bodies map[string][]byte
+}
+
+func startRecorder(t *testing.T, brokerURL string) *recorder {
+	t.Helper()
+	target, err := url.Parse(brokerURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &recorder{bodies: map[string][]byte{}}
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	proxy.ModifyResponse = func(resp *http.Response) error {
+		body, err := io.ReadAll(resp.Body)
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		resp.Body = io.NopCloser(bytes.NewReader(body))
+		r.mu.Lock()
+		r.bodies[resp.Request.Method+" "+resp.Request.URL.Path] = body
+		r.mu.Unlock()
+		return nil
+	}
+	srv := httptest.NewServer(proxy)
+	t.Cleanup(srv.Close)
+	r.URL = srv.URL
+	return r
+}
+
+// metadata returns the metadata of the last answer to METHOD PATH.
+func (r *recorder) metadata(t *testing.T, method, path string) map[string]any {
+	t.Helper()
+	r.mu.Lock()
+	body, ok := r.bodies[method+" "+path]
+	r.mu.Unlock()
+	if !ok {
+		t.Fatalf("no answer to %s %s went through", method, path)
+	}
+	var answer struct {
+		Metadata map[string]any `json:"metadata"`
+	}
+	if err := json.Unmarshal(body, &answer); err != nil {
+		t.Fatalf("%s %s answered %s: %v", method, path, body, err)
+	}
+	return answer.Metadata
+}
+
+// TestClientSeesTheFunctionsMetadata: the labels and attributes a target
+// answers a provision with reach the platform in the provision's answer and
+// in a fetch of the instance; an update's answer replaces them.
+func TestClientSeesTheFunctionsMetadata(t *testing.T) {
+	target := functiontest.Start(t, functionSecret)
+	b := apptest.StartWith(t, functionOptions(t, target, functionSecret))
+	rec := startRecorder(t, b.URL)
+	e := newE2E(t, b)
+	e.c = client(t, rec.URL)
+	const path = "/v2/service_instances/fmd-1"
+	want := func(t *testing.T, method string, labels, attributes map[string]any) {
+		t.Helper()
+		w := map[string]any{"labels": labels}
+		if attributes != nil {
+			w["attributes"] = attributes
+		}
+		got, _ := json.Marshal(rec.metadata(t, method, path)) // keys sorted: comparable
+		if wantJSON, _ := json.Marshal(w); !bytes.Equal(got, wantJSON) {
+			t.Errorf("%s %s: metadata %s, want %s", method, path, got, wantJSON)
+		}
+	}
+
+	gold := map[string]any{"labels": map[string]any{"tier": "gold"}, "attributes": map[string]any{"region": "eu-west-1", "nodes": 3}}
+	r, err := e.c.ProvisionInstance(&osb.ProvisionRequest{InstanceID: "fmd-1", ServiceID: e.service, PlanID: e.sync,
+		OrganizationGUID: "org", SpaceGUID: "space", Parameters: map[string]any{"metadata": gold}})
+	if err != nil || r.Async {
+		t.Fatalf("provision: %+v %v", r, err)
+	}
+	t.Run("the provision's 201 carries the target's metadata", func(t *testing.T) {
+		want(t, http.MethodPut, gold["labels"].(map[string]any), gold["attributes"].(map[string]any))
+	})
+	t.Run("a fetch of the instance shows it", func(t *testing.T) {
+		if _, err := e.c.GetInstance(&osb.GetInstanceRequest{InstanceID: "fmd-1"}); err != nil {
+			t.Fatal(err)
+		}
+		want(t, http.MethodGet, gold["labels"].(map[string]any), gold["attributes"].(map[string]any))
+	})
+	t.Run("an update's answer replaces it", func(t *testing.T) {
+		silver := map[string]any{"labels": map[string]any{"tier": "silver"}}
+		if up, err := e.c.UpdateInstance(&osb.UpdateInstanceRequest{InstanceID: "fmd-1", ServiceID: e.service,
+			Parameters: map[string]any{"metadata": silver}}); err != nil || up.Async {
+			t.Fatalf("update: %+v %v", up, err)
+		}
+		want(t, http.MethodPatch, silver["labels"].(map[string]any), nil)
+		if _, err := e.c.GetInstance(&osb.GetInstanceRequest{InstanceID: "fmd-1"}); err != nil {
+			t.Fatal(err)
+		}
+		want(t, http.MethodGet, silver["labels"].(map[string]any), nil)
+	})
+	t.Run("an update whose answer has none keeps it", func(t *testing.T) {
+		if _, err := e.c.UpdateInstance(&osb.UpdateInstanceRequest{InstanceID: "fmd-1", ServiceID: e.service,
+			Parameters: map[string]any{"size": 2}}); err != nil {
+			t.Fatalf("update: %v", err)
+		}
+		if _, err := e.c.GetInstance(&osb.GetInstanceRequest{InstanceID: "fmd-1"}); err != nil {
+			t.Fatal(err)
+		}
+		want(t, http.MethodGet, map[string]any{"tier": "silver"}, nil)
+	})
 }

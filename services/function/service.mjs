@@ -18,7 +18,9 @@ export function handle(req) {
   }
   if (op.kind === "provision") {
     if (!instances.has(instance.id)) instances.set(instance.id, new Map());
-    return { version: 1, done: true, results: { dashboard_url: `https://example.com/instances/${instance.id}` } };
+    // metadata: the instance's labels and attributes, which the platform shows
+    return { version: 1, done: true, results: { dashboard_url: `https://example.com/instances/${instance.id}`,
+      metadata: { labels: { plan: req.plan?.name ?? "" } } } };
   }
   const bindings = instances.get(instance.id);
   if (!bindings) return fail("The instance does not exist.");

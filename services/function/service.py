@@ -26,7 +26,9 @@ def handle(req):
     if kind == "provision":
         INSTANCES.setdefault(iid, {"bindings": {}})
         return {"version": 1, "done": True, "state": {"created_at": int(time.time())},
-                "results": {"dashboard_url": f"https://example.com/instances/{iid}"}}
+                "results": {"dashboard_url": f"https://example.com/instances/{iid}",
+                            # the instance's labels and attributes, which the platform shows
+                            "metadata": {"labels": {"plan": (req.get("plan") or {}).get("name", "")}}}}
     if kind == "update":
         if iid not in INSTANCES:
             return {"version": 1, "error": {"kind": "permanent", "description": "The instance does not exist."}}

@@ -8,25 +8,27 @@
 //
 // The driver keeps one resource record per instance ("instance") and per
 // binding ("binding-<binding id>"): the target the requests go to and the
-// opaque state the target hands back. A record is written before a change
-// is asked for, so a failed provision or bind always leaves a record for
-// the cleanup workflow, which asks the same target to clean up.
+// opaque state the target hands back. It reads them from the change (the
+// broker reads them with the operation), and writes a record itself before
+// a change is asked for, so a failed provision or bind always leaves a
+// record for the cleanup workflow, which asks the same target to clean up.
+// The records of a deleted instance or binding are removed by the broker,
+// with the operation's outcome.
 package function
 
 import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"os"
-	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 
 	"github.com/serverless-osb/broker/internal/broker"
 )
@@ -61,16 +63,27 @@ type Driver struct {
 	HTTP *http.Client
 	// Lambda returns the Lambda client, built on first use.
 	Lambda func(context.Context) (LambdaAPI, error)
+	// Secrets returns the Secrets Manager client that reads HTTP targets'
+	// secrets named by ARN, built on first use.
+	Secrets func(context.Context) (SecretsAPI, error)
+	// SecretTTL is how long a secret read from Secrets Manager is used
+	// (DefaultSecretTTL when zero), on the clock SecretClock (time.Now
+	// when nil).
+	SecretTTL   time.Duration
+	SecretClock func() time.Time
 	// Getenv reads the variables that hold HTTP targets' secrets.
 	Getenv func(string) string
 	Logger *slog.Logger
 	Now    func() time.Time
+
+	secrets secretCache
 }
 
 var _ broker.Driver = (*Driver)(nil)
 
 // New returns a driver that keeps its records in resources; cfg, when set,
-// gives the AWS configuration for Lambda targets, loaded on first use.
+// gives the AWS configuration for Lambda targets and secrets in Secrets
+// Manager, loaded on first use.
 func New(resources broker.Resources, cfg func(context.Context) (aws.Config, error), getenv func(string) string, logger *slog.Logger) *Driver {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
@@ -89,29 +102,31 @@ func New(resources broker.Resources, cfg func(context.Context) (aws.Config, erro
 		Now:    func() time.Time { return time.Now().UTC() },
 	}
 	if cfg != nil {
-		d.Lambda = lazyLambda(cfg)
+		// Each client is built once it is first needed, and again after a
+		// failure to load the configuration.
+		conf := lazy(func(ctx context.Context) (aws.Config, error) {
+			c, err := cfg(ctx)
+			if err != nil {
+				return aws.Config{}, fmt.Errorf("load the AWS configuration: %w", err)
+			}
+			return c, nil
+		})
+		d.Lambda = lazy(func(ctx context.Context) (LambdaAPI, error) {
+			c, err := conf(ctx)
+			if err != nil {
+				return nil, err
+			}
+			return lambda.NewFromConfig(c), nil
+		})
+		d.Secrets = lazy(func(ctx context.Context) (SecretsAPI, error) {
+			c, err := conf(ctx)
+			if err != nil {
+				return nil, err
+			}
+			return secretsmanager.NewFromConfig(c), nil
+		})
 	}
 	return d
-}
-
-// lazyLambda builds the Lambda client once it is first needed, and again
-// after a failure to load the configuration.
-func lazyLambda(cfg func(context.Context) (aws.Config, error)) func(context.Context) (LambdaAPI, error) {
-	var mu sync.Mutex
-	var client LambdaAPI
-	return func(ctx context.Context) (LambdaAPI, error) {
-		mu.Lock()
-		defer mu.Unlock()
-		if client != nil {
-			return client, nil
-		}
-		c, err := cfg(ctx)
-		if err != nil {
-			return nil, fmt.Errorf("load the AWS configuration: %w", err)
-		}
-		client = lambda.NewFromConfig(c)
-		return client, nil
-	}
 }
 
 // Leftovers names the record of what a failed provision or bind made. A
@@ -152,7 +167,7 @@ func (d *Driver) advance(ctx context.Context, c broker.Change, begin bool) (brok
 	if c.Operation.Kind == broker.KindBind {
 		name = bindingRecord(c.BindingID())
 	}
-	rec, found, err := d.get(ctx, c.Instance.ID, name)
+	rec, found, err := d.get(c, name)
 	if err != nil {
 		return broker.Progress{}, err
 	}
@@ -194,18 +209,15 @@ func (d *Driver) advance(ctx context.Context, c broker.Change, begin bool) (brok
 }
 
 // remove runs a deprovision or an unbind: done when the target says the
-// resource is gone, with the records of it (a deprovision's: every record
-// of the instance, so that nothing is left behind).
+// resource is gone, and then the broker removes the records of it with the
+// operation's outcome (a deprovision's: every record of the instance, so
+// that nothing is left behind).
 func (d *Driver) remove(ctx context.Context, c broker.Change, s *Settings, begin bool) (broker.Progress, error) {
 	name := instanceRecord
 	names := []string{bindingRecord(c.BindingID())}
 	if c.Operation.Kind == broker.KindDeprovision {
-		records, err := d.Resources.ListResources(ctx, c.Instance.ID)
-		if err != nil {
-			return broker.Progress{}, fmt.Errorf("function: list records of %s: %w", c.Instance.ID, err)
-		}
 		names = names[:0]
-		for _, r := range records {
+		for _, r := range c.Records {
 			names = append(names, r.Name)
 		}
 	} else {
@@ -216,7 +228,7 @@ func (d *Driver) remove(ctx context.Context, c broker.Change, s *Settings, begin
 		// resource was handed to cleanup), or an earlier check removed it.
 		return broker.Progress{Done: true}, nil
 	}
-	rec, found, err := d.get(ctx, c.Instance.ID, name)
+	rec, found, err := d.get(c, name)
 	if err != nil {
 		return broker.Progress{}, err
 	}
@@ -244,12 +256,7 @@ func (d *Driver) remove(ctx context.Context, c broker.Change, s *Settings, begin
 		return broker.Progress{}, err
 	}
 	if a.Done {
-		for _, n := range names {
-			if err := d.Resources.DeleteResource(ctx, c.Instance.ID, n); err != nil && !errors.Is(err, broker.ErrNotFound) {
-				return broker.Progress{}, fmt.Errorf("function: delete record %s of %s: %w", n, c.Instance.ID, err)
-			}
-		}
-		return broker.Progress{Done: true}, nil
+		return broker.Progress{Done: true, Records: broker.RecordChanges{Remove: names}}, nil
 	}
 	return progress(a, s.RetryAfter), nil
 }
@@ -347,6 +354,7 @@ func progress(a Answer, retryAfter time.Duration) broker.Progress {
 		p := broker.Progress{Done: true}
 		if a.Results != nil {
 			p.DashboardURL, p.Credentials, p.Endpoints = a.Results.DashboardURL, a.Results.Credentials, a.Results.Endpoints
+			p.Metadata = a.Results.Metadata
 		}
 		return p
 	}
@@ -388,17 +396,16 @@ func request(call string, c broker.Change, s *Settings, rec record) Request {
 	return r
 }
 
-func (d *Driver) get(ctx context.Context, instanceID, name string) (record, bool, error) {
-	r, err := d.Resources.GetResource(ctx, instanceID, name)
-	if errors.Is(err, broker.ErrNotFound) {
+// get reads the record called name from the change, which holds the
+// records as the broker read them with the operation.
+func (d *Driver) get(c broker.Change, name string) (record, bool, error) {
+	r, ok := c.Record(name)
+	if !ok {
 		return record{}, false, nil
-	}
-	if err != nil {
-		return record{}, false, fmt.Errorf("function: read record %s of %s: %w", name, instanceID, err)
 	}
 	var rec record
 	if err := json.Unmarshal(r.Data, &rec); err != nil {
-		return record{}, false, fmt.Errorf("function: decode record %s of %s: %w", name, instanceID, err)
+		return record{}, false, fmt.Errorf("function: decode record %s of %s: %w", name, c.Instance.ID, err)
 	}
 	return rec, true, nil
 }

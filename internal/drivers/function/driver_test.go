@@ -7,6 +7,7 @@ import (
 	"errors"
 	"log/slog"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -47,7 +48,7 @@ func newFixture(t *testing.T) *fixture {
 		}
 		return ""
 	}
-	d := function.New(store, nil, getenv, slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	d := function.New(writeOnly{store}, nil, getenv, slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	s, err := function.Configure(nil, map[string]any{"url": target.URL, "secret_env": "FN_SECRET", "timeout": 1,
 		"config": map[string]any{"tier": "small"}}, t.TempDir())
 	if err != nil {
@@ -79,15 +80,80 @@ func (f *fixture) change(kind broker.OperationKind, opID string, async bool, par
 	return c
 }
 
+// writeOnly is the store as the driver may use it: it writes its records
+// itself, but reads them from the change, never from the store.
+type writeOnly struct{ broker.Resources }
+
+var errRead = errors.New("the driver read the store: it must read its records from the change")
+
+func (writeOnly) GetResource(context.Context, string, string) (broker.Resource, error) {
+	return broker.Resource{}, errRead
+}
+
+func (writeOnly) ListResources(context.Context, string) ([]broker.Resource, error) {
+	return nil, errRead
+}
+
+// fresh is c with the instance's records as they are stored (for a
+// binding's change, that binding's and the instance's), as the broker
+// hands a change to its driver.
+func (f *fixture) fresh(c broker.Change) broker.Change {
+	f.t.Helper()
+	records, err := f.store.ListResources(context.Background(), c.Instance.ID)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	c.Records = nil
+	for _, r := range records {
+		if broker.RecordFor(r.Name, c.BindingID()) {
+			c.Records = append(c.Records, r)
+		}
+	}
+	return c
+}
+
+// apply writes the record changes of p, as the broker does with the
+// step's outcome.
+func (f *fixture) apply(p broker.Progress, err error) (broker.Progress, error) {
+	f.t.Helper()
+	if err != nil {
+		return p, err
+	}
+	ctx := context.Background()
+	for _, r := range p.Records.Save {
+		if perr := f.store.PutResource(ctx, r); perr != nil {
+			f.t.Fatal(perr)
+		}
+	}
+	for _, n := range p.Records.Remove {
+		if derr := f.store.DeleteResource(ctx, "i-1", n); derr != nil && !errors.Is(derr, broker.ErrNotFound) {
+			f.t.Fatal(derr)
+		}
+	}
+	return p, nil
+}
+
+// begin and check call the driver as a workflow step does: with the
+// records as stored, writing the record changes it returns.
+func (f *fixture) begin(c broker.Change) (broker.Progress, error) {
+	f.t.Helper()
+	return f.apply(f.d.Begin(context.Background(), f.fresh(c)))
+}
+
+func (f *fixture) check(c broker.Change) (broker.Progress, error) {
+	f.t.Helper()
+	return f.apply(f.d.Check(context.Background(), f.fresh(c)))
+}
+
 // run begins a change and checks it until it is done, as the workflow does.
 func (f *fixture) run(c broker.Change) (broker.Progress, error) {
 	f.t.Helper()
-	p, err := f.d.Begin(context.Background(), c)
+	p, err := f.begin(c)
 	for i := 0; err == nil && !p.Done; i++ {
 		if i > 20 {
 			f.t.Fatal("the change never ends")
 		}
-		p, err = f.d.Check(context.Background(), c)
+		p, err = f.check(c)
 	}
 	return p, err
 }
@@ -111,7 +177,7 @@ func TestDriverRunsEveryLifecycleAgainstAnHTTPTarget(t *testing.T) {
 
 	t.Run("an asynchronous provision reports progress, then its dashboard", func(t *testing.T) {
 		c := f.change(broker.KindProvision, "op-1", true, `{"checks": 2}`)
-		p, err := f.d.Begin(ctx, c)
+		p, err := f.begin(c)
 		if err != nil || p.Done || p.RetryAfter != time.Second || p.Description != "2 checks to go." {
 			t.Fatalf("begin: %+v %v, want not done, retry after 1s, the target's description", p, err)
 		}
@@ -119,7 +185,7 @@ func TestDriverRunsEveryLifecycleAgainstAnHTTPTarget(t *testing.T) {
 			t.Fatalf("%+v %v", p, err)
 		}
 		// Finish checks once more: the results again.
-		if p, err = f.d.Check(ctx, c); err != nil || !p.Done || p.DashboardURL == "" {
+		if p, err = f.check(c); err != nil || !p.Done || p.DashboardURL == "" {
 			t.Fatalf("check after done: %+v %v", p, err)
 		}
 		if got := f.records(); len(got) != 1 || got[0] != "instance" {
@@ -190,7 +256,7 @@ func TestDriverRunsEveryLifecycleAgainstAnHTTPTarget(t *testing.T) {
 			t.Errorf("target still has %v", ids)
 		}
 		n := len(f.target.Requests())
-		if p, err := f.d.Check(ctx, c); err != nil || !p.Done || len(f.target.Requests()) != n {
+		if p, err := f.check(c); err != nil || !p.Done || len(f.target.Requests()) != n {
 			t.Errorf("a check after the deprovision: %+v %v, and %d requests, want done with no request", p, err, len(f.target.Requests())-n)
 		}
 	})
@@ -238,7 +304,7 @@ func TestDriverReportsTheTargetsFailures(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t)
-			_, err := f.d.Begin(context.Background(), f.change(broker.KindProvision, "op-1", true, tc.params))
+			_, err := f.begin(f.change(broker.KindProvision, "op-1", true, tc.params))
 			var fail *broker.Failure
 			switch {
 			case err == nil:
@@ -256,7 +322,7 @@ func TestDriverReportsTheTargetsFailures(t *testing.T) {
 	t.Run("a target that refuses the signature fails the change, and says so", func(t *testing.T) {
 		f := newFixture(t)
 		f.target.Secret = "another-secret"
-		_, err := f.d.Begin(context.Background(), f.change(broker.KindProvision, "op-1", false, `{}`))
+		_, err := f.begin(f.change(broker.KindProvision, "op-1", false, `{}`))
 		var fail *broker.Failure
 		if !errors.As(err, &fail) || !strings.Contains(fail.Description, "HTTP 401") {
 			t.Fatalf("error %v, want a permanent failure naming HTTP 401", err)
@@ -268,7 +334,7 @@ func TestDriverReportsTheTargetsFailures(t *testing.T) {
 	t.Run("a missing secret fails the change without a request", func(t *testing.T) {
 		f := newFixture(t)
 		f.d.Getenv = func(string) string { return "" }
-		_, err := f.d.Begin(context.Background(), f.change(broker.KindProvision, "op-1", false, `{}`))
+		_, err := f.begin(f.change(broker.KindProvision, "op-1", false, `{}`))
 		var fail *broker.Failure
 		if !errors.As(err, &fail) || len(f.target.Requests())+f.target.Refused() != 0 {
 			t.Fatalf("error %v after %d requests, want a permanent failure and none", err, len(f.target.Requests()))
@@ -277,7 +343,7 @@ func TestDriverReportsTheTargetsFailures(t *testing.T) {
 	t.Run("a retried begin is the same operation's next attempt", func(t *testing.T) {
 		f := newFixture(t)
 		c := f.change(broker.KindProvision, "op-1", true, `{"fault": "timeout-once"}`)
-		if _, err := f.d.Begin(context.Background(), c); err == nil {
+		if _, err := f.begin(c); err == nil {
 			t.Fatal("the first begin did not time out")
 		}
 		if p, err := f.run(c); err != nil || !p.Done {
@@ -294,10 +360,10 @@ func TestCleanupAsksTheTargetThatMadeTheResource(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
 	c := f.change(broker.KindProvision, "op-1", true, `{"checks": 1}`)
-	if _, err := f.d.Begin(ctx, c); err != nil {
+	if _, err := f.begin(c); err != nil {
 		t.Fatal(err)
 	}
-	names, err := f.d.Leftovers(ctx, c)
+	names, err := f.d.Leftovers(ctx, f.fresh(c))
 	if err != nil || len(names) != 1 || names[0] != "instance" {
 		t.Fatalf("leftovers %v %v", names, err)
 	}
@@ -342,6 +408,13 @@ func TestDecodeAnswer(t *testing.T) {
 		{"a dashboard that is not a URL", `{"version":1,"done":true,"results":{"dashboard_url":"javascript:x"}}`, false},
 		{"an endpoint without ports", `{"version":1,"done":true,"results":{"endpoints":[{"host":"h","ports":[]}]}}`, false},
 		{"a string for done", `{"version":1,"done":"yes"}`, false},
+		{"a done answer with metadata", `{"version":1,"done":true,"results":{"metadata":{"labels":{"tier":"gold"},"attributes":{"region":"eu","size":3}}}}`, true},
+		{"metadata with labels only", `{"version":1,"done":true,"results":{"metadata":{"labels":{}}}}`, true},
+		{"metadata that is not an object", `{"version":1,"done":true,"results":{"metadata":["tier"]}}`, false},
+		{"metadata that is null", `{"version":1,"done":true,"results":{"metadata":null}}`, false},
+		{"labels that are not an object", `{"version":1,"done":true,"results":{"metadata":{"labels":"tier=gold"}}}`, false},
+		{"labels that are null", `{"version":1,"done":true,"results":{"metadata":{"labels":null}}}`, false},
+		{"attributes that are not an object", `{"version":1,"done":true,"results":{"metadata":{"attributes":[1]}}}`, false},
 		{"not JSON", `Internal Server Error`, false},
 		{"two values", `{"version":1}{"version":1}`, false},
 	} {
@@ -364,6 +437,105 @@ func TestDecodeAnswer(t *testing.T) {
 		raw := `{"version":1,"description":"` + strings.Repeat("x", function.MaxAnswerBytes) + `"}`
 		if _, err := function.DecodeAnswer([]byte(raw)); err == nil {
 			t.Fatal("accepted")
+		}
+	})
+}
+
+func TestDriverReturnsTheTargetsMetadata(t *testing.T) {
+	f := newFixture(t)
+	gold := map[string]any{"labels": map[string]any{"tier": "gold"}, "attributes": map[string]any{"region": "eu-west-1", "size": 3}}
+	params, _ := json.Marshal(map[string]any{"checks": 1, "metadata": gold})
+
+	t.Run("a provision's answer carries the instance's labels and attributes", func(t *testing.T) {
+		p, err := f.run(f.change(broker.KindProvision, "op-1", true, string(params)))
+		if err != nil || p.Metadata == nil || p.Metadata.Labels["tier"] != "gold" ||
+			p.Metadata.Attributes["region"] != "eu-west-1" || p.Metadata.Attributes["size"] != 3.0 {
+			t.Fatalf("%+v %v", p, err)
+		}
+	})
+	t.Run("an update's answer replaces them", func(t *testing.T) {
+		p, err := f.run(f.change(broker.KindUpdate, "op-2", false, `{"metadata": {"labels": {"tier": "silver"}}}`))
+		if err != nil || p.Metadata == nil || p.Metadata.Labels["tier"] != "silver" || p.Metadata.Attributes != nil {
+			t.Fatalf("%+v %v", p, err)
+		}
+	})
+	t.Run("an answer without metadata leaves them as they are", func(t *testing.T) {
+		p, err := f.run(f.change(broker.KindUpdate, "op-3", false, `{}`))
+		if err != nil || !p.Done || p.Metadata != nil {
+			t.Fatalf("%+v %v, want done without metadata", p, err)
+		}
+	})
+}
+
+func TestDriverReadsItsRecordsFromTheChange(t *testing.T) {
+	ctx := context.Background()
+	t.Run("a check sees the record the change holds, not the store's", func(t *testing.T) {
+		f := newFixture(t)
+		c := f.change(broker.KindProvision, "op-1", true, `{"checks": 2}`)
+		if _, err := f.begin(c); err != nil {
+			t.Fatal(err)
+		}
+		// The store has the record; a change read before it was written
+		// does not: the driver goes by the change.
+		_, err := f.d.Check(ctx, c)
+		var fail *broker.Failure
+		if !errors.As(err, &fail) || !strings.Contains(fail.Description, "record of it is gone") {
+			t.Fatalf("check without the record: %v, want the failure of a record that is gone", err)
+		}
+		if p, err := f.check(c); err != nil || p.Done {
+			t.Fatalf("check with the record: %+v %v", p, err)
+		}
+	})
+	t.Run("a deprovision hands the removal of every record to the broker", func(t *testing.T) {
+		f := newFixture(t)
+		if _, err := f.run(f.change(broker.KindProvision, "op-1", false, `{}`)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.run(f.change(broker.KindBind, "op-2", false, `{}`)); err != nil {
+			t.Fatal(err)
+		}
+		p, err := f.d.Begin(ctx, f.fresh(f.change(broker.KindDeprovision, "op-3", false, `{}`)))
+		if err != nil || !p.Done {
+			t.Fatalf("%+v %v", p, err)
+		}
+		if got := p.Records.Remove; len(got) != 2 || !slices.Contains(got, "instance") || !slices.Contains(got, "binding-b-1") {
+			t.Errorf("removes %v, want the instance's and the binding's records", got)
+		}
+		if got := f.records(); len(got) != 2 {
+			t.Errorf("records %v: the driver removed some itself, before the broker recorded the outcome", got)
+		}
+	})
+	t.Run("an unbind hands the removal of its binding's record to the broker", func(t *testing.T) {
+		f := newFixture(t)
+		if _, err := f.run(f.change(broker.KindProvision, "op-1", false, `{}`)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.run(f.change(broker.KindBind, "op-2", false, `{}`)); err != nil {
+			t.Fatal(err)
+		}
+		p, err := f.d.Begin(ctx, f.fresh(f.change(broker.KindUnbind, "op-3", false, `{}`)))
+		if err != nil || !p.Done || len(p.Records.Remove) != 1 || p.Records.Remove[0] != "binding-b-1" {
+			t.Fatalf("%+v %v, want done, removing binding-b-1", p, err)
+		}
+		if got := f.records(); len(got) != 2 {
+			t.Errorf("records %v: the driver removed the binding's record itself", got)
+		}
+	})
+	t.Run("a bind goes by its own binding's record, not another binding's", func(t *testing.T) {
+		f := newFixture(t)
+		if _, err := f.run(f.change(broker.KindProvision, "op-1", false, `{}`)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.run(f.change(broker.KindBind, "op-2", false, `{}`)); err != nil {
+			t.Fatal(err)
+		}
+		c := f.change(broker.KindBind, "op-3", false, `{}`)
+		c.Operation.BindingID, c.Binding.ID = "b-2", "b-2"
+		if p, err := f.run(c); err != nil || !p.Done || p.Credentials["username"] != "u-b-2" {
+			t.Fatalf("a second binding: %+v %v", p, err)
+		}
+		if got := f.records(); len(got) != 3 {
+			t.Errorf("records %v, want the instance's and two bindings'", got)
 		}
 	})
 }

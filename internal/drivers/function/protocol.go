@@ -141,9 +141,13 @@ type Answer struct {
 
 // Results are what a done change hands out.
 type Results struct {
-	DashboardURL string             `json:"dashboard_url,omitempty"`
-	Credentials  broker.Credentials `json:"credentials,omitempty"`
-	Endpoints    []broker.Endpoint  `json:"endpoints,omitempty"`
+	DashboardURL string `json:"dashboard_url,omitempty"`
+	// Metadata, for a provision or an update, replaces the instance's
+	// labels and attributes (OSB instance metadata), which the platform
+	// shows; absent keeps them. Other changes' metadata is ignored.
+	Metadata    *broker.InstanceMetadata `json:"metadata,omitempty"`
+	Credentials broker.Credentials       `json:"credentials,omitempty"`
+	Endpoints   []broker.Endpoint        `json:"endpoints,omitempty"`
 }
 
 // Error kinds.
@@ -214,8 +218,45 @@ func DecodeAnswer(raw []byte) (Answer, error) {
 				return Answer{}, &MalformedError{Problem: fmt.Sprintf("results.endpoints[%d] needs a host and ports", i)}
 			}
 		}
+		if err := checkMetadata(raw); err != nil {
+			return Answer{}, err
+		}
 	}
 	return a, nil
+}
+
+// checkMetadata checks what decoding cannot: that results.metadata, and
+// its labels and attributes, are objects when present (decoding reads a
+// null as absent, which would keep or clear metadata the target never
+// meant to).
+func checkMetadata(raw []byte) error {
+	var probe struct {
+		Results struct {
+			Metadata json.RawMessage `json:"metadata"`
+		} `json:"results"`
+	}
+	if err := json.Unmarshal(raw, &probe); err != nil || probe.Results.Metadata == nil {
+		return nil // DecodeAnswer read it: metadata is absent
+	}
+	var m struct {
+		Labels     json.RawMessage `json:"labels"`
+		Attributes json.RawMessage `json:"attributes"`
+	}
+	if !isObject(probe.Results.Metadata) || json.Unmarshal(probe.Results.Metadata, &m) != nil {
+		return &MalformedError{Problem: "results.metadata must be an object"}
+	}
+	switch {
+	case m.Labels != nil && !isObject(m.Labels):
+		return &MalformedError{Problem: "results.metadata.labels must be an object"}
+	case m.Attributes != nil && !isObject(m.Attributes):
+		return &MalformedError{Problem: "results.metadata.attributes must be an object"}
+	}
+	return nil
+}
+
+func isObject(v json.RawMessage) bool {
+	v = bytes.TrimSpace(v)
+	return len(v) > 0 && v[0] == '{'
 }
 
 // clip bounds a target's description.

@@ -21,12 +21,13 @@ const (
 	KeyURL        = "url"
 	KeySecretEnv  = "secret_env"
 	KeySecretFile = "secret_file"
+	KeySecretARN  = "secret_arn"
 	KeyTimeout    = "timeout"
 	KeyRetryAfter = "retry_after"
 	KeyConfig     = "config"
 )
 
-var settingKeys = []string{KeyFunction, KeyURL, KeySecretEnv, KeySecretFile, KeyTimeout, KeyRetryAfter, KeyConfig}
+var settingKeys = []string{KeyFunction, KeyURL, KeySecretEnv, KeySecretFile, KeySecretARN, KeyTimeout, KeyRetryAfter, KeyConfig}
 
 // Defaults and bounds of the settings.
 const (
@@ -52,10 +53,12 @@ type Target struct {
 	// a loopback address only).
 	Function string `json:"function,omitempty"`
 	URL      string `json:"url,omitempty"`
-	// SecretEnv names the variable, or SecretFile (absolute) the file, that
-	// holds the secret the broker signs HTTP requests with.
+	// SecretEnv names the variable, SecretFile (absolute) the file, or
+	// SecretARN the AWS Secrets Manager secret, that holds the secret the
+	// broker signs HTTP requests with.
 	SecretEnv  string `json:"secret_env,omitempty"`
 	SecretFile string `json:"secret_file,omitempty"`
+	SecretARN  string `json:"secret_arn,omitempty"`
 	// Timeout bounds one request.
 	Timeout time.Duration `json:"timeout,omitempty"`
 }
@@ -87,6 +90,11 @@ func settingf(key, format string, args ...any) error {
 // accepted: a name is read as a function of the broker's account and Region.
 var functionPattern = regexp.MustCompile(`^(arn:aws[a-z-]*:lambda:[a-z]{2}(-[a-z]+)+-[0-9]:[0-9]{12}:function:)?[A-Za-z0-9_-]{1,64}(:(\$LATEST|[A-Za-z0-9_-]{1,128}))?$`)
 
+// secretARNPattern is a Secrets Manager secret's complete ARN, which ends
+// with the six characters Secrets Manager adds to the name: IAM grants the
+// broker exactly that secret, and a partial ARN would need a wildcard.
+var secretARNPattern = regexp.MustCompile(`^arn:aws[a-z-]*:secretsmanager:[a-z]{2}(-[a-z]+)+-[0-9]:[0-9]{12}:secret:[A-Za-z0-9/_+=.@-]+-[A-Za-z0-9]{6}$`)
+
 // envPattern is a variable's name.
 var envPattern = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
@@ -98,7 +106,7 @@ func Configure(_ *catalog.Plan, config map[string]any, dir string) (*Settings, e
 			continue
 		}
 		if strings.Contains(strings.ToLower(k), "secret") || strings.Contains(strings.ToLower(k), "password") {
-			return nil, settingf(k, "a secret never goes in the catalog; name the variable (%s) or the file (%s) that holds it", KeySecretEnv, KeySecretFile)
+			return nil, settingf(k, "a secret never goes in the catalog; name the variable (%s), the file (%s) or the Secrets Manager secret (%s) that holds it", KeySecretEnv, KeySecretFile, KeySecretARN)
 		}
 		return nil, settingf(k, "unknown key; the function driver's settings are %s (driver, mode and deprovision are the broker's)",
 			strings.Join(settingKeys, ", "))
@@ -120,6 +128,17 @@ func Configure(_ *catalog.Plan, config map[string]any, dir string) (*Settings, e
 	if err != nil {
 		return nil, err
 	}
+	arn, hasARN, err := stringSetting(config, KeySecretARN)
+	if err != nil {
+		return nil, err
+	}
+	var secretKeys []string
+	for key, has := range map[string]bool{KeySecretEnv: hasEnv, KeySecretFile: hasFile, KeySecretARN: hasARN} {
+		if has {
+			secretKeys = append(secretKeys, key)
+		}
+	}
+	slices.Sort(secretKeys)
 	switch {
 	case hasFn && hasURL:
 		return nil, settingf(KeyURL, "a plan names one target: a Lambda %s or a %s, not both", KeyFunction, KeyURL)
@@ -129,12 +148,8 @@ func Configure(_ *catalog.Plan, config map[string]any, dir string) (*Settings, e
 		if !functionPattern.MatchString(fn) {
 			return nil, settingf(KeyFunction, "%q is not a Lambda function's name or ARN (NAME, NAME:ALIAS, or arn:aws:lambda:REGION:ACCOUNT:function:NAME[:ALIAS])", fn)
 		}
-		if hasEnv || hasFile {
-			key := KeySecretEnv
-			if hasFile {
-				key = KeySecretFile
-			}
-			return nil, settingf(key, "a Lambda target needs no secret: IAM lets only the broker invoke it; remove %s", key)
+		if len(secretKeys) > 0 {
+			return nil, settingf(secretKeys[0], "a Lambda target needs no secret: IAM lets only the broker invoke it; remove %s", secretKeys[0])
 		}
 		s.Target.Function = fn
 	default:
@@ -143,8 +158,14 @@ func Configure(_ *catalog.Plan, config map[string]any, dir string) (*Settings, e
 		}
 		s.Target.URL = u
 		switch {
-		case hasEnv && hasFile:
-			return nil, settingf(KeySecretFile, "name the secret once: %s or %s, not both", KeySecretEnv, KeySecretFile)
+		case len(secretKeys) > 1:
+			return nil, settingf(secretKeys[1], "name the secret once: %s, %s or %s, not %s", KeySecretEnv, KeySecretFile, KeySecretARN,
+				strings.Join(secretKeys, " and "))
+		case hasARN:
+			if !secretARNPattern.MatchString(arn) {
+				return nil, settingf(KeySecretARN, "%q is not a Secrets Manager secret's complete ARN (arn:aws:secretsmanager:REGION:ACCOUNT:secret:NAME-XXXXXX, as the console shows it)", arn)
+			}
+			s.Target.SecretARN = arn
 		case hasEnv:
 			if !envPattern.MatchString(env) {
 				return nil, settingf(KeySecretEnv, "%q is not a variable's name", env)
@@ -156,7 +177,7 @@ func Configure(_ *catalog.Plan, config map[string]any, dir string) (*Settings, e
 			}
 			s.Target.SecretFile = file
 		default:
-			return nil, settingf(KeySecretEnv, "is missing; an HTTP target needs the secret the broker signs its requests with, so that it can refuse anyone else's: name the variable (%s) or the file (%s) that holds it", KeySecretEnv, KeySecretFile)
+			return nil, settingf(KeySecretEnv, "is missing; an HTTP target needs the secret the broker signs its requests with, so that it can refuse anyone else's: name the variable (%s), the file (%s) or, deployed, the Secrets Manager secret (%s) that holds it", KeySecretEnv, KeySecretFile, KeySecretARN)
 		}
 	}
 	if s.Target.Timeout, err = seconds(config, KeyTimeout, DefaultTimeout, time.Second, MaxTimeout); err != nil {

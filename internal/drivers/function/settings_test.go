@@ -9,6 +9,8 @@ import (
 	"github.com/serverless-osb/broker/internal/drivers/function"
 )
 
+const secretARN = "arn:aws:secretsmanager:eu-west-1:123456789012:secret:osb/fn-secret-AbC123"
+
 func TestConfigure(t *testing.T) {
 	t.Run("a Lambda target by name, alias or ARN", func(t *testing.T) {
 		for _, fn := range []string{"my-broker", "my-broker:live", "arn:aws:lambda:eu-west-1:123456789012:function:my-broker",
@@ -43,7 +45,12 @@ func TestConfigure(t *testing.T) {
 		{"another scheme", map[string]any{"url": "ftp://x/", "secret_env": "S"}, "url", "scheme must be https"},
 		{"user information in the URL", map[string]any{"url": "https://u:p@x/", "secret_env": "S"}, "url", "without user information"},
 		{"an HTTP target without a secret", map[string]any{"url": "https://x/"}, "secret_env", "is missing"},
-		{"two secrets", map[string]any{"url": "https://x/", "secret_env": "S", "secret_file": "f"}, "secret_file", "not both"},
+		{"two secrets", map[string]any{"url": "https://x/", "secret_env": "S", "secret_file": "f"}, "secret_file", "name the secret once"},
+		{"a secret ARN and a variable", map[string]any{"url": "https://x/", "secret_env": "S", "secret_arn": secretARN}, "secret_env", "not secret_arn and secret_env"},
+		{"a secret's name for its ARN", map[string]any{"url": "https://x/", "secret_arn": "fn-secret"}, "secret_arn", "complete ARN"},
+		{"another service's ARN", map[string]any{"url": "https://x/", "secret_arn": "arn:aws:ssm:eu-west-1:123456789012:parameter/fn-secret"}, "secret_arn", "complete ARN"},
+		{"a secret's ARN with a wildcard", map[string]any{"url": "https://x/", "secret_arn": "arn:aws:secretsmanager:eu-west-1:123456789012:secret:fn-*"}, "secret_arn", "complete ARN"},
+		{"a secret ARN for a Lambda target", map[string]any{"function": "f", "secret_arn": secretARN}, "secret_arn", "needs no secret"},
 		{"a bad variable name", map[string]any{"url": "https://x/", "secret_env": "MY-SECRET"}, "secret_env", "not a variable"},
 		{"a timeout too long", map[string]any{"function": "f", "timeout": 600}, "timeout", "from 1 to 50"},
 		{"a fractional retry_after", map[string]any{"function": "f", "retry_after": 1.5}, "retry_after", "whole number"},
@@ -60,6 +67,12 @@ func TestConfigure(t *testing.T) {
 			}
 		})
 	}
+	t.Run("an HTTPS target with a Secrets Manager secret", func(t *testing.T) {
+		s, err := function.Configure(nil, map[string]any{"url": "https://fn.example.com/osb", "secret_arn": secretARN}, "")
+		if err != nil || s.Target.SecretARN != secretARN || s.Target.SecretEnv != "" || s.Target.SecretFile != "" {
+			t.Fatalf("%+v %v", s, err)
+		}
+	})
 	t.Run("plain HTTP to loopback is allowed", func(t *testing.T) {
 		for _, u := range []string{"http://127.0.0.1:8081/", "http://[::1]:8081/", "http://localhost:8081/"} {
 			if _, err := function.Configure(nil, map[string]any{"url": u, "secret_env": "S"}, ""); err != nil {

@@ -40,12 +40,37 @@ func (d *Driver) send(ctx context.Context, t Target, body []byte) ([]byte, error
 	return d.post(ctx, t, body)
 }
 
-// post sends a signed HTTP request.
+// post sends a signed HTTP request. When the target refuses a signature
+// made with a cached secret, the secret is read again and, if it changed
+// (rotated), the request is sent once more with it.
 func (d *Driver) post(ctx context.Context, t Target, body []byte) ([]byte, error) {
-	secret, err := d.secret(ctx, t)
+	secret, cached, err := d.secret(ctx, t, false)
 	if err != nil {
 		return nil, err
 	}
+	raw, err := d.postSigned(ctx, t, body, secret)
+	var refused *refusedError
+	if !errors.As(err, &refused) || !cached {
+		return raw, err
+	}
+	rotated, _, rerr := d.secret(ctx, t, true)
+	if rerr != nil {
+		return nil, rerr
+	}
+	if bytes.Equal(rotated, secret) {
+		return nil, err
+	}
+	d.Logger.InfoContext(ctx, "function target secret rotated: signing with the new one", "secret_arn", t.SecretARN)
+	return d.postSigned(ctx, t, body, rotated)
+}
+
+// refusedError is a target's refusal of the broker's signature: permanent.
+type refusedError struct{ broker.Failure }
+
+func (e *refusedError) Unwrap() error { return &e.Failure }
+
+// postSigned sends the request signed with secret.
+func (d *Driver) postSigned(ctx context.Context, t Target, body, secret []byte) ([]byte, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, t.URL, bytes.NewReader(body))
 	if err != nil {
 		d.Logger.ErrorContext(ctx, "function target URL unusable", "target", t.URL, "error", err.Error())
@@ -76,7 +101,7 @@ func (d *Driver) post(ctx context.Context, t Target, body []byte) ([]byte, error
 		return raw, nil
 	case code == http.StatusUnauthorized || code == http.StatusForbidden:
 		d.Logger.ErrorContext(ctx, "function target refused the broker's signature: its secret and the broker's differ", "target", t.URL, "status", code)
-		return nil, &broker.Failure{Description: fmt.Sprintf("This service's backend refused the broker's request (HTTP %d): the broker's credentials for it are not the ones it expects. Ask the platform operator to check the plan's secret.", code)}
+		return nil, &refusedError{broker.Failure{Description: fmt.Sprintf("This service's backend refused the broker's request (HTTP %d): the broker's credentials for it are not the ones it expects. Ask the platform operator to check the plan's secret.", code)}}
 	case code == http.StatusRequestTimeout || code == http.StatusTooManyRequests || code >= 500:
 		return nil, fmt.Errorf("%s answered HTTP %d", t, code)
 	default:
@@ -97,15 +122,19 @@ func unwrapURLError(err error) error {
 	return err
 }
 
-// secret reads the secret of an HTTP target, each time: a rotated secret
-// takes effect at the next request.
-func (d *Driver) secret(ctx context.Context, t Target) ([]byte, error) {
+// secret reads the secret of an HTTP target: a variable or a file each
+// time, so that a rotated secret takes effect at the next request; a
+// secret in Secrets Manager from the cache while it is younger than
+// SecretTTL, unless fresh is set. cached reports a value from the cache.
+func (d *Driver) secret(ctx context.Context, t Target, fresh bool) (value []byte, cached bool, err error) {
 	var s string
 	switch {
+	case t.SecretARN != "":
+		return d.secretFromARN(ctx, t.SecretARN, fresh)
 	case t.SecretEnv != "":
 		if s = d.Getenv(t.SecretEnv); s == "" {
 			d.Logger.ErrorContext(ctx, "function target secret missing: the variable is not set", "variable", t.SecretEnv)
-			return nil, &broker.Failure{Description: misconfigured}
+			return nil, false, &broker.Failure{Description: misconfigured}
 		}
 	case t.SecretFile != "":
 		data, err := os.ReadFile(t.SecretFile)
@@ -115,14 +144,14 @@ func (d *Driver) secret(ctx context.Context, t Target) ([]byte, error) {
 				reason = err.Error()
 			}
 			d.Logger.ErrorContext(ctx, "function target secret missing: the file is unreadable", "file", t.SecretFile, "error", reason)
-			return nil, &broker.Failure{Description: misconfigured}
+			return nil, false, &broker.Failure{Description: misconfigured}
 		}
 		s = string(bytes.TrimSpace(data))
 	default:
 		d.Logger.ErrorContext(ctx, "function target has no secret", "target", t.URL)
-		return nil, &broker.Failure{Description: misconfigured}
+		return nil, false, &broker.Failure{Description: misconfigured}
 	}
-	return []byte(s), nil
+	return []byte(s), false, nil
 }
 
 // invoke calls a Lambda function synchronously.

@@ -9,6 +9,8 @@
 //     before it is done (default 0);
 //   - "fail": a permanent error with this description (at begin);
 //   - "endpoints": true, for a bind: the binding's endpoints too;
+//   - "metadata": for a provision or update, the results' metadata (the
+//     instance's labels and attributes);
 //   - "fault": "timeout", "malformed", "oversized", "transient" or "http500"
 //     on every request of the operation, or the same with "-once" (e.g.
 //     "timeout-once") on its first request only.
@@ -32,7 +34,8 @@ import (
 
 // Target is the test target. Its zero value is not usable: see Start.
 type Target struct {
-	// URL is where it listens; Secret the secret it checks signatures with.
+	// URL is where it listens; Secret the secret it checks signatures with
+	// (SetSecret changes it while requests may be under way).
 	URL    string
 	Secret string
 
@@ -62,6 +65,14 @@ func Start(tb testing.TB, secret string) *Target {
 	t.URL = t.srv.URL
 	tb.Cleanup(t.srv.Close)
 	return t
+}
+
+// SetSecret changes the secret the target checks signatures with, as a
+// service owner does when the secret is rotated.
+func (t *Target) SetSecret(secret string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.Secret = secret
 }
 
 // Requests returns the requests the target accepted, in order.
@@ -128,7 +139,10 @@ func (t *Target) serve(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "unreadable body", http.StatusBadRequest)
 		return
 	}
-	if err := function.Verify([]byte(t.Secret), r.Header.Get(function.HeaderSignature), body, time.Now()); err != nil {
+	t.mu.Lock()
+	secret := t.Secret
+	t.mu.Unlock()
+	if err := function.Verify([]byte(secret), r.Header.Get(function.HeaderSignature), body, time.Now()); err != nil {
 		t.mu.Lock()
 		t.refused++
 		t.mu.Unlock()
@@ -308,6 +322,11 @@ func (t *Target) answer(req function.Request) function.Answer {
 	}
 	a.Done = true
 	a.Results = &function.Results{DashboardURL: "https://dashboard.example.test/" + req.Instance.ID}
+	if m, ok := p["metadata"]; ok {
+		raw, _ := json.Marshal(m)
+		a.Results.Metadata = &broker.InstanceMetadata{}
+		_ = json.Unmarshal(raw, a.Results.Metadata)
+	}
 	return a
 }
 
