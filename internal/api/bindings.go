@@ -20,9 +20,10 @@ type bindBody struct {
 // bindingBody is the 200/201/202 body of bind. A 202 carries only the
 // operation: never credentials.
 type bindingBody struct {
-	Credentials broker.Credentials `json:"credentials,omitempty"`
-	Endpoints   []broker.Endpoint  `json:"endpoints,omitempty"`
-	Operation   string             `json:"operation,omitempty"`
+	Metadata    *broker.BindingMetadata `json:"metadata,omitempty"`
+	Credentials broker.Credentials      `json:"credentials,omitempty"`
+	Endpoints   []broker.Endpoint       `json:"endpoints,omitempty"`
+	Operation   string                  `json:"operation,omitempty"`
 }
 
 // bind handles PUT /v2/service_instances/:instance_id/service_bindings/:binding_id.
@@ -40,6 +41,7 @@ func (h *handlers) bind(w http.ResponseWriter, r *http.Request) {
 	body := bindingBody{Operation: res.Operation}
 	if res.Result != broker.ResultAccepted {
 		body.Credentials, body.Endpoints = res.Credentials, res.Endpoints
+		body.Metadata = broker.NewBindingMetadata(res.ExpiresAt, res.RenewBefore)
 	}
 	h.writeJSON(w, r, statusOf(res.Result), body)
 }

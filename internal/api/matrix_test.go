@@ -458,11 +458,11 @@ func TestBindingStatusCodes(t *testing.T) {
 		id := f.provision(t, f.syncPlan, nil)
 		check(t, "no plan", f.do(http.MethodPut, bindingPath(id, "b"), map[string]any{"service_id": f.service}), expect{status: 400, contains: "plan_id"})
 		check(t, "schema", f.do(http.MethodPut, bindingPath(id, "b"), bindBody(f.syncPlan, map[string]any{"duration_seconds": -1})), expect{status: 400, contains: "duration_seconds"})
-		check(t, "rotation", f.do(http.MethodPut, bindingPath(id, "b"), func() any {
+		check(t, "rotation of a binding that does not exist", f.do(http.MethodPut, bindingPath(id, "b"), func() any {
 			b := bindBody(f.syncPlan, nil)
 			b["predecessor_binding_id"] = "old"
 			return b
-		}()), expect{status: 400, contains: "rotation"})
+		}()), expect{status: 400, contains: "predecessor_binding_id old is not a binding"})
 		check(t, "after 4xx", f.do(http.MethodGet, bindingPath(id, "b"), nil), expect{status: 404})
 	})
 	t.Run("an async-only plan refuses a sync bind with AsyncRequired", func(t *testing.T) {

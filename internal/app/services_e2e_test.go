@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"net/http"
 	"slices"
 	"strings"
 	"testing"
@@ -226,6 +227,34 @@ func TestClientDrivesTheExampleServicesOnMoto(t *testing.T) {
 				t.Errorf("%d stacks after bind, want the instance's and the binding's", n)
 			}
 
+			// Rotation (OSB 2.17, over HTTP: the client library predates it):
+			// the successor has a key of its own, and the predecessor's works
+			// until its unbind.
+			successor := uuid.NewString()
+			rr := b.Do(apptest.Request{Method: http.MethodPut,
+				Path: "/v2/service_instances/" + instanceID + "/service_bindings/" + successor + "?accepts_incomplete=true",
+				Body: map[string]any{"service_id": service, "plan_id": plan, "predecessor_binding_id": bindingID}})
+			if rr.Status != http.StatusAccepted {
+				t.Fatalf("rotate the binding: %d %s", rr.Status, rr.Raw)
+			}
+			rotation := osb.OperationKey(rr.Str("operation"))
+			if state := e.pollBinding(instanceID, successor, &rotation); state != osb.StateSucceeded {
+				t.Fatalf("the rotation ended %s", state)
+			}
+			next, err := c.GetBinding(&osb.GetBindingRequest{InstanceID: instanceID, BindingID: successor})
+			if err != nil {
+				t.Fatalf("fetch the successor: %v", err)
+			}
+			nextKey := fmt.Sprint(next.Credentials["access_key_id"])
+			for _, k := range []string{key, nextKey} {
+				if ok, err := cloud.accessKeyExists(ctx, k); err != nil || !ok {
+					t.Fatalf("after the rotation, key %s does not exist (%v)", k, err)
+				}
+			}
+			if nextKey == key {
+				t.Fatalf("the successor has the predecessor's key %s", key)
+			}
+
 			ur, err := c.Unbind(&osb.UnbindRequest{InstanceID: instanceID, BindingID: bindingID, ServiceID: service, PlanID: plan, AcceptsIncomplete: true})
 			if err != nil {
 				t.Fatalf("unbind: %v", err)
@@ -235,6 +264,19 @@ func TestClientDrivesTheExampleServicesOnMoto(t *testing.T) {
 			}
 			if ok, err := cloud.accessKeyExists(ctx, key); err != nil || ok {
 				t.Fatalf("the binding's key %s outlived the unbind (%v)", key, err)
+			}
+			if ok, err := cloud.accessKeyExists(ctx, nextKey); err != nil || !ok {
+				t.Fatalf("the successor's key %s went with its predecessor's unbind (%v)", nextKey, err)
+			}
+			ur, err = c.Unbind(&osb.UnbindRequest{InstanceID: instanceID, BindingID: successor, ServiceID: service, PlanID: plan, AcceptsIncomplete: true})
+			if err != nil {
+				t.Fatalf("unbind the successor: %v", err)
+			}
+			if state := e.pollBinding(instanceID, successor, ur.OperationKey); state != "gone" && state != osb.StateSucceeded {
+				t.Fatalf("the successor's unbind ended %s", state)
+			}
+			if ok, err := cloud.accessKeyExists(ctx, nextKey); err != nil || ok {
+				t.Fatalf("the successor's key %s outlived its unbind (%v)", nextKey, err)
 			}
 			if ok, err := ex.exists(ctx, creds); err != nil || !ok {
 				t.Fatalf("the unbind took the instance's %s with it (%v)", ex.service, err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/serverless-osb/broker/internal/catalog"
 	"github.com/serverless-osb/broker/internal/logging"
@@ -30,6 +31,14 @@ type BindResult struct {
 	Operation   string
 	Credentials Credentials
 	Endpoints   []Endpoint
+	// ExpiresAt and RenewBefore are the credentials' (zero: no lifetime).
+	ExpiresAt, RenewBefore time.Time
+}
+
+// bound is the answer for a binding that is ready.
+func bound(result Result, bd Binding) BindResult {
+	return BindResult{Result: result, Credentials: bd.Credentials, Endpoints: bd.Endpoints,
+		ExpiresAt: bd.ExpiresAt, RenewBefore: bd.RenewBefore}
 }
 
 // Bind handles PUT /v2/service_instances/:instance_id/service_bindings/:binding_id.
@@ -41,9 +50,10 @@ func (b *Broker) Bind(ctx context.Context, d BindDetails) (BindResult, error) {
 	if !svc.PlanBindable(plan) {
 		return BindResult{}, Errorf(CodeBadRequest, "The service plan %s is not bindable.", plan.Name)
 	}
-	if d.PredecessorBindingID != "" && !plan.BindingRotatable {
-		return BindResult{}, Errorf(CodeBadRequest,
-			"The service plan %s does not support binding rotation (binding_rotatable is false): omit predecessor_binding_id.", plan.Name)
+	if d.PredecessorBindingID != "" {
+		if d, err = b.rotation(ctx, d, plan); err != nil {
+			return BindResult{}, err
+		}
 	}
 	if err := validateParameters(plan, catalog.BindingCreate, d.Parameters); err != nil {
 		return BindResult{}, err
@@ -53,11 +63,12 @@ func (b *Broker) Bind(ctx context.Context, d BindDetails) (BindResult, error) {
 		return BindResult{}, err
 	}
 	op := b.newOperation(KindBind, d.InstanceID, d.BindingID, d.PlanID, isAsync)
-	op.Fingerprint = Fingerprint("bind", d.ServiceID, d.PlanID, d.AppGUID, d.BindResource, d.Parameters)
+	op.Fingerprint = Fingerprint("bind", d.ServiceID, d.PlanID, d.AppGUID, d.BindResource, d.Parameters, d.PredecessorBindingID)
 	binding := Binding{
 		InstanceID: d.InstanceID, ID: d.BindingID, ServiceID: d.ServiceID, PlanID: d.PlanID,
 		AppGUID: d.AppGUID, BindResource: d.BindResource, Parameters: d.Parameters, Context: d.Context,
-		State: BindingCreating, Op: op.ID, LastOp: op.ID, Fingerprint: op.Fingerprint, Version: 1,
+		PredecessorID: d.PredecessorBindingID,
+		State:         BindingCreating, Op: op.ID, LastOp: op.ID, Fingerprint: op.Fingerprint, Version: 1,
 		CreatedAt: op.CreatedAt, UpdatedAt: op.CreatedAt,
 	}
 	if !isAsync && b.inMemory(plan) {
@@ -86,7 +97,7 @@ func (b *Broker) Bind(ctx context.Context, d BindDetails) (BindResult, error) {
 	if err != nil {
 		return BindResult{}, syncError(op, err)
 	}
-	return BindResult{Result: ResultCreated, Credentials: fin.Binding.Credentials, Endpoints: fin.Binding.Endpoints}, nil
+	return bound(ResultCreated, *fin.Binding), nil
 }
 
 // bindInMemory settles a synchronous bind of an InMemory driver in one read
@@ -122,7 +133,57 @@ func (b *Broker) bindInMemory(ctx context.Context, d BindDetails, binding Bindin
 		return BindResult{}, true, fmt.Errorf("bind %s/%s: %w", d.InstanceID, d.BindingID, err)
 	}
 	b.logEnd(logging.With(ctx, op.LogAttrs()...), fin.Op, "")
-	return BindResult{Result: ResultCreated, Credentials: fin.Binding.Credentials, Endpoints: fin.Binding.Endpoints}, true, nil
+	return bound(ResultCreated, *fin.Binding), true, nil
+}
+
+// rotation checks a bind that rotates a binding (predecessor_binding_id):
+// the plan allows it, and the predecessor is a ready, unexpired binding of
+// the same instance. The successor takes the predecessor's parameters,
+// bind_resource, app_guid and context where the request gives none
+// (platforms need not keep them).
+func (b *Broker) rotation(ctx context.Context, d BindDetails, plan *catalog.Plan) (BindDetails, error) {
+	pred := d.PredecessorBindingID
+	switch {
+	case !plan.BindingRotatable:
+		return d, Errorf(CodeBadRequest,
+			"The service plan %s does not support binding rotation (binding_rotatable is false): omit predecessor_binding_id.", plan.Name)
+	case pred == d.BindingID:
+		return d, Errorf(CodeBadRequest, "Service binding %s cannot succeed itself: predecessor_binding_id names the binding to rotate.", d.BindingID)
+	}
+	snap, err := b.Store.Load(ctx, d.InstanceID, "", pred)
+	if err != nil {
+		return d, fmt.Errorf("bind %s/%s: read the predecessor: %w", d.InstanceID, d.BindingID, err)
+	}
+	p := snap.Binding
+	switch {
+	case snap.Instance == nil:
+		return d, Errorf(CodeNotFound, "Service instance %s does not exist.", d.InstanceID)
+	case p == nil:
+		return d, Errorf(CodeBadRequest,
+			"predecessor_binding_id %s is not a binding of service instance %s: rotate one of this instance's bindings.", pred, d.InstanceID)
+	case p.State == BindingCreating:
+		return d, concurrency("The predecessor binding %s is still being created; rotate it once it is.", pred)
+	case p.State == BindingDeleting:
+		return d, concurrency("The predecessor binding %s is being deleted; it cannot be rotated: bind anew.", pred)
+	case p.State == BindingFailed:
+		return d, Errorf(CodeUnprocessable, "The predecessor binding %s failed; it cannot be rotated: unbind it and bind anew.", pred)
+	case !p.ExpiresAt.IsZero() && !b.Now().Before(p.ExpiresAt):
+		return d, Errorf(CodeBadRequest, "The predecessor binding %s expired at %s; it cannot be rotated: bind anew.",
+			pred, p.ExpiresAt.UTC().Format(time.RFC3339))
+	}
+	if d.Parameters == nil {
+		d.Parameters = p.Parameters
+	}
+	if d.BindResource == nil {
+		d.BindResource = p.BindResource
+	}
+	if d.AppGUID == "" {
+		d.AppGUID = p.AppGUID
+	}
+	if d.Context == nil {
+		d.Context = p.Context
+	}
+	return d, nil
 }
 
 // bindConflict explains why CreateBinding's condition failed.
@@ -134,7 +195,7 @@ func (b *Broker) bindConflict(c *ConflictError, d BindDetails, fingerprint strin
 		}
 		switch existing.State {
 		case BindingReady:
-			return BindResult{Result: ResultOK, Credentials: existing.Credentials, Endpoints: existing.Endpoints}, nil
+			return bound(ResultOK, *existing), nil
 		case BindingCreating:
 			if d.AcceptsIncomplete {
 				return BindResult{Result: ResultAccepted, Operation: existing.Op}, nil

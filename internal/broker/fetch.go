@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 )
 
 // FetchedInstance is the body of GET instance.
@@ -46,9 +47,27 @@ func (b *Broker) FetchInstance(ctx context.Context, instanceID string) (FetchedI
 
 // FetchedBinding is the body of GET binding.
 type FetchedBinding struct {
-	Credentials Credentials     `json:"credentials,omitempty"`
-	Endpoints   []Endpoint      `json:"endpoints,omitempty"`
-	Parameters  json.RawMessage `json:"parameters,omitempty"`
+	Metadata    *BindingMetadata `json:"metadata,omitempty"`
+	Credentials Credentials      `json:"credentials,omitempty"`
+	Endpoints   []Endpoint       `json:"endpoints,omitempty"`
+	Parameters  json.RawMessage  `json:"parameters,omitempty"`
+}
+
+// BindingMetadata is a binding's OSB metadata: when its credentials expire
+// and when to renew them (rotate the binding), as the spec spells times.
+type BindingMetadata struct {
+	ExpiresAt   string `json:"expires_at,omitempty"`
+	RenewBefore string `json:"renew_before,omitempty"`
+}
+
+// NewBindingMetadata is the metadata of credentials that expire at
+// expires and are to be renewed before renew; nil when they do not expire.
+func NewBindingMetadata(expires, renew time.Time) *BindingMetadata {
+	if expires.IsZero() {
+		return nil
+	}
+	spell := func(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.0") + "Z" }
+	return &BindingMetadata{ExpiresAt: spell(expires), RenewBefore: spell(renew)}
 }
 
 // FetchBinding handles GET /v2/service_instances/:instance_id/service_bindings/:binding_id.
@@ -66,5 +85,6 @@ func (b *Broker) FetchBinding(ctx context.Context, instanceID, bindingID string)
 	case BindingFailed:
 		return FetchedBinding{}, Errorf(CodeNotFound, "Service binding %s failed to be created.", bindingID)
 	}
-	return FetchedBinding{Credentials: binding.Credentials, Endpoints: binding.Endpoints, Parameters: binding.Parameters}, nil
+	return FetchedBinding{Metadata: NewBindingMetadata(binding.ExpiresAt, binding.RenewBefore),
+		Credentials: binding.Credentials, Endpoints: binding.Endpoints, Parameters: binding.Parameters}, nil
 }

@@ -262,6 +262,10 @@ func (b *Broker) outcome(f *flight, p Progress) Finish {
 		bd := *f.change.Binding
 		bd.State, bd.Op, bd.Version, bd.UpdatedAt = BindingReady, "", bd.Version+1, now
 		bd.Credentials, bd.Endpoints = p.Credentials, p.Endpoints
+		if life := f.plan.Settings.CredentialLifetime; life > 0 {
+			bd.ExpiresAt = now.Add(life)
+			bd.RenewBefore = bd.ExpiresAt.Add(-f.plan.Settings.CredentialRenewal)
+		}
 		fin.Binding, fin.ReleaseBinding = &bd, true
 	case KindUnbind:
 		fin.DeleteBinding, fin.ReleaseBinding = true, true

@@ -134,12 +134,18 @@ type Binding struct {
 	State        BindingState    `json:"state"`
 	Credentials  Credentials     `json:"credentials,omitempty"`
 	Endpoints    []Endpoint      `json:"endpoints,omitempty"`
-	Op           string          `json:"op,omitempty"`
-	LastOp       string          `json:"last_op,omitempty"`
-	Fingerprint  string          `json:"fingerprint"`
-	Version      int64           `json:"version"`
-	CreatedAt    time.Time       `json:"created_at"`
-	UpdatedAt    time.Time       `json:"updated_at"`
+	// PredecessorID is the binding this one succeeds (binding rotation).
+	PredecessorID string `json:"predecessor_id,omitempty"`
+	// ExpiresAt and RenewBefore, when the plan sets a credential lifetime,
+	// say when the credentials stop being valid and when to rotate them.
+	ExpiresAt   time.Time `json:"expires_at,omitzero"`
+	RenewBefore time.Time `json:"renew_before,omitzero"`
+	Op          string    `json:"op,omitempty"`
+	LastOp      string    `json:"last_op,omitempty"`
+	Fingerprint string    `json:"fingerprint"`
+	Version     int64     `json:"version"`
+	CreatedAt   time.Time `json:"created_at"`
+	UpdatedAt   time.Time `json:"updated_at"`
 }
 
 // Target is what an update asks for. A nil field keeps the current value.

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"time"
 )
 
 // Mode says how the broker runs the changes (provision, update, deprovision,
@@ -37,6 +38,12 @@ type Settings struct {
 	// deletes it and answers when it is gone; DeprovisionDetach detaches it,
 	// answers at once, and lets the cleanup workflow delete it.
 	Deprovision DeprovisionMode
+	// CredentialLifetime, when set, is how long a binding's credentials are
+	// valid: bindings then carry expires_at, and renew_before
+	// CredentialRenewal earlier (default: a fifth of the lifetime), in
+	// their bind and fetch answers.
+	CredentialLifetime time.Duration
+	CredentialRenewal  time.Duration
 	// Config holds the driver's own settings: every other key of the block,
 	// as decoded from YAML (nil when there are none). The driver checks
 	// them when the broker starts.

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"gopkg.in/yaml.v3"
 )
@@ -262,7 +263,7 @@ func (ck *checker) settings(p string, plan map[string]any) Settings {
 		return st
 	}
 	for _, k := range sortedKeys(b) {
-		if k != "driver" && k != "mode" && k != "deprovision" {
+		if !brokerKeys[k] {
 			if st.Config == nil {
 				st.Config = map[string]any{}
 			}
@@ -291,7 +292,39 @@ func (ck *checker) settings(p string, plan map[string]any) Settings {
 			ck.problem(field(bp, "deprovision"), "%q is not a deprovision mode; use %s or %s", d, DeprovisionWait, DeprovisionDetach)
 		}
 	}
+	st.CredentialLifetime = ck.duration(b, bp, "credential_lifetime")
+	st.CredentialRenewal = ck.duration(b, bp, "credential_renewal")
+	switch {
+	case st.CredentialRenewal != 0 && st.CredentialLifetime == 0:
+		ck.problem(field(bp, "credential_renewal"), "is set without credential_lifetime; set both, or neither")
+	case st.CredentialRenewal >= st.CredentialLifetime && st.CredentialLifetime != 0:
+		ck.problem(field(bp, "credential_renewal"), "must be shorter than credential_lifetime (%s), to leave time to renew", st.CredentialLifetime)
+	case st.CredentialLifetime != 0 && st.CredentialRenewal == 0:
+		st.CredentialRenewal = st.CredentialLifetime / 5
+	}
 	return st
+}
+
+// brokerKeys are the broker block's keys that are the broker's; every
+// other key is the driver's.
+var brokerKeys = map[string]bool{"driver": true, "mode": true, "deprovision": true,
+	"credential_lifetime": true, "credential_renewal": true}
+
+// duration reads an optional positive duration such as "720h" or "90m".
+func (ck *checker) duration(obj map[string]any, p, key string) time.Duration {
+	if _, ok := obj[key]; !ok {
+		return 0
+	}
+	s := ck.str(obj, p, key, true)
+	if s == "" {
+		return 0
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d < time.Minute {
+		ck.problem(field(p, key), "must be a duration of a minute or more, such as \"720h\" or \"90m\", got %s", Describe(s))
+		return 0
+	}
+	return d
 }
 
 // dashboardClient checks the Cloud Foundry dashboard_client extension, which

@@ -108,7 +108,7 @@ func settingf(key, format string, args ...any) error {
 func Configure(plan *catalog.Plan, config map[string]any, dir string) (*Settings, error) {
 	for _, k := range slices.Sorted(maps.Keys(config)) {
 		if !slices.Contains(settingKeys, k) {
-			return nil, settingf(k, "unknown key; the cloudformation driver's settings are %s (driver, mode and deprovision are the broker's)",
+			return nil, settingf(k, "unknown key; the cloudformation driver's settings are %s (driver, mode, deprovision, credential_lifetime and credential_renewal are the broker's)",
 				strings.Join(settingKeys, ", "))
 		}
 	}
@@ -132,6 +132,11 @@ func Configure(plan *catalog.Plan, config map[string]any, dir string) (*Settings
 
 	if s.Parameters, err = fixedParameters(config, KeyParameters, KeyTemplate, s.Template, nil); err != nil {
 		return nil, err
+	}
+	if plan != nil && plan.BindingRotatable && s.BindingTemplate == nil {
+		// A binding without a stack of its own answers the instance's
+		// shared credentials: its successor would get the same ones.
+		return nil, settingf(KeyBindingTemplate, "is missing, but the plan is binding_rotatable: a rotated binding needs credentials of its own, made by a binding template")
 	}
 	if _, ok := config[KeyBindingParameters]; ok && s.BindingTemplate == nil {
 		return nil, settingf(KeyBindingParameters, "is set but there is no %s to pass them to; add one or remove %s",

@@ -389,7 +389,8 @@ func request(call string, c broker.Change, s *Settings, rec record) Request {
 	}
 	if c.Binding != nil {
 		b := c.Binding
-		r.Binding = &RequestBinding{ID: b.ID, AppGUID: b.AppGUID, BindResource: b.BindResource, Parameters: b.Parameters, Context: b.Context}
+		r.Binding = &RequestBinding{ID: b.ID, PredecessorID: b.PredecessorID, AppGUID: b.AppGUID, BindResource: b.BindResource,
+			Parameters: b.Parameters, Context: b.Context}
 	} else if c.Operation.BindingID != "" {
 		r.Binding = &RequestBinding{ID: c.Operation.BindingID}
 	}

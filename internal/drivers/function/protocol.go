@@ -110,11 +110,15 @@ type RequestUpdate struct {
 
 // RequestBinding is the service binding as stored.
 type RequestBinding struct {
-	ID           string          `json:"id"`
-	AppGUID      string          `json:"app_guid,omitempty"`
-	BindResource json.RawMessage `json:"bind_resource,omitempty"`
-	Parameters   json.RawMessage `json:"parameters,omitempty"`
-	Context      json.RawMessage `json:"context,omitempty"`
+	ID string `json:"id"`
+	// PredecessorID, for a bind that rotates a binding, is the binding it
+	// succeeds: a target keeps the predecessor working and may carry its
+	// state over, and makes new credentials.
+	PredecessorID string          `json:"predecessor_binding_id,omitempty"`
+	AppGUID       string          `json:"app_guid,omitempty"`
+	BindResource  json.RawMessage `json:"bind_resource,omitempty"`
+	Parameters    json.RawMessage `json:"parameters,omitempty"`
+	Context       json.RawMessage `json:"context,omitempty"`
 }
 
 // RequestCleanupOf says why a cleanup is asked for.

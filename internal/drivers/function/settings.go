@@ -108,7 +108,7 @@ func Configure(_ *catalog.Plan, config map[string]any, dir string) (*Settings, e
 		if strings.Contains(strings.ToLower(k), "secret") || strings.Contains(strings.ToLower(k), "password") {
 			return nil, settingf(k, "a secret never goes in the catalog; name the variable (%s), the file (%s) or the Secrets Manager secret (%s) that holds it", KeySecretEnv, KeySecretFile, KeySecretARN)
 		}
-		return nil, settingf(k, "unknown key; the function driver's settings are %s (driver, mode and deprovision are the broker's)",
+		return nil, settingf(k, "unknown key; the function driver's settings are %s (driver, mode, deprovision, credential_lifetime and credential_renewal are the broker's)",
 			strings.Join(settingKeys, ", "))
 	}
 	s := &Settings{RetryAfter: DefaultRetryAfter, Target: Target{Timeout: DefaultTimeout}}
