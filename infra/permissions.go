@@ -29,6 +29,9 @@ var tableKeyActions = []string{
 	"kms:GenerateDataKey",
 }
 
+// sealActions are what internal/sealing's KMS sealer calls with the key.
+var sealActions = []string{"kms:Decrypt", "kms:GenerateDataKey"}
+
 // permissions writes out every permission of the functions and the state
 // machines, each scoped to this stack's resources (the reaper's schedule
 // has its role in reaper). CDK adds two more that IAM only grants on "*":
@@ -38,6 +41,9 @@ func (b *builder) permissions() {
 	for _, role := range []awsiam.Role{b.apiRole, b.workerRole} {
 		role.AddToPrincipalPolicy(b.itemsStatement())
 		role.AddToPrincipalPolicy(b.tableKeyStatement())
+		// Envelope encryption of the secrets the table keeps
+		// (internal/sealing): a data key to seal, its decryption to open.
+		role.AddToPrincipalPolicy(statement("SealSecrets", sealActions, b.key.KeyArn()))
 	}
 	b.apiRole.AddToPrincipalPolicy(logsStatement(b.apiLogs.LogGroupArn()))
 	b.workerRole.AddToPrincipalPolicy(logsStatement(b.workerLogs.LogGroupArn()))

@@ -43,6 +43,9 @@ const (
 	envTable     = "BROKER_TABLE"
 	envSecretARN = "BROKER_SECRET_ARN"
 	envLogLevel  = "LOG_LEVEL"
+	// envKMSKey is the key that seals the secrets the table keeps
+	// (internal/sealing): the table's own key.
+	envKMSKey = "BROKER_KMS_KEY_ARN"
 )
 
 // substitutionWorkerARN is the DefinitionSubstitutions key the workflows
@@ -265,8 +268,10 @@ func (b *builder) functions() {
 		envTable:            b.table.TableName(),
 		envSecretARN:        b.secret.SecretArn(),
 		envMetricsNamespace: jsii.String(b.metricsNamespace()),
+		envKMSKey:           b.key.KeyArn(),
 	}
-	workerEnv := map[string]*string{envTable: b.table.TableName(), envMetricsNamespace: jsii.String(b.metricsNamespace())}
+	workerEnv := map[string]*string{envTable: b.table.TableName(), envMetricsNamespace: jsii.String(b.metricsNamespace()),
+		envKMSKey: b.key.KeyArn()}
 	if b.props.LogLevel != "" {
 		apiEnv[envLogLevel] = jsii.String(b.props.LogLevel)
 		workerEnv[envLogLevel] = jsii.String(b.props.LogLevel)

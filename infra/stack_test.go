@@ -354,6 +354,8 @@ func TestStackPermissions(t *testing.T) {
 		{"the worker function reads and writes the table's items, with the actions the dynamo store calls and no more", "WorkerRole", items, []any{table, index}, nil},
 		{"the api function uses the table's key, through DynamoDB only", "ApiRole", keyUse, key, throughDynamoDB},
 		{"the worker function uses the table's key, through DynamoDB only", "WorkerRole", keyUse, key, throughDynamoDB},
+		{"the api function seals and opens secrets with the table's key, and nothing more", "ApiRole", []string{"kms:Decrypt", "kms:GenerateDataKey"}, key, nil},
+		{"the worker function seals and opens secrets with the table's key, and nothing more", "WorkerRole", []string{"kms:Decrypt", "kms:GenerateDataKey"}, key, nil},
 		{"the api function reads the credentials", "ApiRole", []string{"secretsmanager:GetSecretValue"}, object{"Ref": logicalID(t, "Credentials")}, nil},
 		{"the api function starts executions of the workflows", "ApiRole", []string{"states:StartExecution"},
 			[]any{object{"Ref": logicalID(t, "CleanupStateMachine")}, object{"Ref": logicalID(t, "OperationStateMachine")}}, nil},

@@ -18,6 +18,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws/arn"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/kms"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	awssfn "github.com/aws/aws-sdk-go-v2/service/sfn"
 	"github.com/awslabs/aws-lambda-go-api-proxy/httpadapter"
@@ -29,6 +30,7 @@ import (
 	"github.com/serverless-osb/broker/internal/engine/sfn"
 	"github.com/serverless-osb/broker/internal/logging"
 	"github.com/serverless-osb/broker/internal/metrics"
+	"github.com/serverless-osb/broker/internal/sealing"
 	"github.com/serverless-osb/broker/internal/steps"
 	"github.com/serverless-osb/broker/internal/store/dynamo"
 	"github.com/serverless-osb/broker/internal/tracing"
@@ -54,6 +56,10 @@ const (
 	EnvLogLevel = "LOG_LEVEL"
 	// EnvTaskRoot is where Lambda unpacks the bundle.
 	EnvTaskRoot = "LAMBDA_TASK_ROOT"
+	// EnvKMSKey is the KMS key (ARN) that seals the secrets the table
+	// keeps (binding credentials, driver records), by envelope encryption.
+	// Without it nothing is sealed.
+	EnvKMSKey = "BROKER_KMS_KEY_ARN"
 )
 
 // Function is one of the broker's Lambda functions.
@@ -81,6 +87,8 @@ type LambdaConfig struct {
 	CleanupStateMachineARN string
 	CatalogPath            string
 	LogLevel               slog.Level
+	// KMSKey seals the secrets the table keeps (EnvKMSKey); empty, none.
+	KMSKey string
 	// MetricsNamespace is the metrics' CloudWatch namespace
 	// (metrics.EnvNamespace; default metrics.DefaultNamespace).
 	MetricsNamespace string
@@ -109,6 +117,7 @@ func LambdaConfigFromEnv(f Function) (LambdaConfig, error) {
 			Endpoint: os.Getenv(dynamo.EnvEndpoint),
 		},
 		CatalogPath:      os.Getenv(EnvCatalog),
+		KMSKey:           os.Getenv(EnvKMSKey),
 		MetricsNamespace: cmp.Or(os.Getenv(metrics.EnvNamespace), metrics.DefaultNamespace),
 	}
 	required := []string{dynamo.EnvTable, dynamo.EnvRegion}
@@ -303,6 +312,16 @@ func buildBroker(ctx context.Context, c LambdaConfig, awsCfg aws.Config, logger 
 		return nil, nil, err
 	}
 	store := metrics.NewStore(dynamo.New(dynamodb.NewFromConfig(awsCfg, c.Store.ClientOptions), c.Store.Table), c.recorder(cat))
+	if c.KMSKey != "" {
+		// One cached data key seals many items for a while (bounded in age
+		// and uses); each value is still bound to its item.
+		sealer, err := sealing.NewKMS(sealing.KMSConfig{Client: kms.NewFromConfig(awsCfg), KeyID: c.KMSKey,
+			SharedDataKeys: true, SharedContext: map[string]string{"table": c.Store.Table}})
+		if err != nil {
+			return nil, nil, err
+		}
+		store = sealing.NewStore(store, sealer)
+	}
 	set, err := drivers.Build(ctx, cat, drivers.Env{Resources: store, Logger: logger, Getenv: os.Getenv,
 		AWS: func(context.Context) (aws.Config, error) { return awsCfg, nil }})
 	if err != nil {

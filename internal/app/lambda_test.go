@@ -15,6 +15,8 @@ import (
 	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/kms"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	awssfn "github.com/aws/aws-sdk-go-v2/service/sfn"
 
@@ -24,6 +26,7 @@ import (
 	"github.com/serverless-osb/broker/internal/broker"
 	"github.com/serverless-osb/broker/internal/logging"
 	"github.com/serverless-osb/broker/internal/mototest"
+	"github.com/serverless-osb/broker/internal/sealing"
 	"github.com/serverless-osb/broker/internal/steps"
 	"github.com/serverless-osb/broker/internal/store/dynamo"
 )
@@ -31,7 +34,7 @@ import (
 // lambdaEnv is every variable LambdaConfigFromEnv reads; tests set them all
 // so that the machine's environment does not leak in.
 var lambdaEnv = []string{dynamo.EnvTable, dynamo.EnvRegion, dynamo.EnvEndpoint, app.EnvSecretARN,
-	app.EnvStateMachineARN, app.EnvCatalog, app.EnvLogLevel, app.EnvTaskRoot}
+	app.EnvStateMachineARN, app.EnvCatalog, app.EnvLogLevel, app.EnvTaskRoot, app.EnvKMSKey}
 
 func setEnv(t *testing.T, env map[string]string) {
 	t.Helper()
@@ -257,6 +260,10 @@ func TestLambdaFunctionsOnMoto(t *testing.T) {
 		}
 		return aws.ToString(out.ARN)
 	}
+	key, err := kms.NewFromConfig(awsCfg).CreateKey(ctx, &kms.CreateKeyInput{Description: aws.String(mototest.Name("broker"))})
+	if err != nil {
+		t.Fatal(err)
+	}
 	password, next := "deployed-"+mototest.Name("p"), "rotated-"+mototest.Name("p")
 	single := secret(`{"username":"broker","password":"` + password + `"}`)
 	rotation := secret(`[{"username":"broker","password":"` + password + `"},{"username":"next","password":"` + next + `"}]`)
@@ -277,6 +284,7 @@ func TestLambdaFunctionsOnMoto(t *testing.T) {
 		"AWS_REGION":                  region, "BROKER_TABLE": table, "LAMBDA_TASK_ROOT": taskRoot,
 		"BROKER_SECRET_ARN": single, "BROKER_OPERATION_STATE_MACHINE_ARN": aws.ToString(machine.StateMachineArn),
 		"BROKER_CLEANUP_STATE_MACHINE_ARN": aws.ToString(cleanup.StateMachineArn),
+		"BROKER_KMS_KEY_ARN":               aws.ToString(key.KeyMetadata.Arn),
 	}
 	setEnv(t, env)
 	logs := &apptest.SyncBuffer{}
@@ -355,6 +363,27 @@ func TestLambdaFunctionsOnMoto(t *testing.T) {
 		// started (a stand-in state machine here, which deletes nothing).
 		if rep.Detached < 1 {
 			t.Fatalf("the reaper saw no detached resource: %s", out)
+		}
+	})
+	t.Run("the table keeps the drivers' records sealed under the stack's KMS key", func(t *testing.T) {
+		out, err := dynamodb.NewFromConfig(awsCfg).Scan(ctx, &dynamodb.ScanInput{TableName: aws.String(table)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sealed := 0
+		for _, item := range out.Items {
+			data, ok := item["data"].(*types.AttributeValueMemberS)
+			if !ok {
+				continue
+			}
+			s, err := sealing.Parse([]byte(data.Value))
+			if err != nil || s.Alg != sealing.AlgKMS || s.KeyID != aws.ToString(key.KeyMetadata.Arn) {
+				t.Errorf("item %v holds data that is not sealed under the key: %.80s (%v)", item["SK"], data.Value, err)
+			}
+			sealed++
+		}
+		if sealed == 0 {
+			t.Error("the flow left no record to look at")
 		}
 	})
 	t.Run("during a rotation both pairs of a list secret are accepted", func(t *testing.T) {

@@ -29,6 +29,7 @@ import (
 	"github.com/serverless-osb/broker/internal/engine/local"
 	"github.com/serverless-osb/broker/internal/groupcommit"
 	"github.com/serverless-osb/broker/internal/logging"
+	"github.com/serverless-osb/broker/internal/sealing"
 	"github.com/serverless-osb/broker/internal/steps"
 	boltstore "github.com/serverless-osb/broker/internal/store/bolt"
 )
@@ -59,6 +60,10 @@ type LocalConfig struct {
 	// Wrap, when set, wraps the store, engine and drivers before they are
 	// wired, for fault injection in tests.
 	Wrap *Wrappers
+	// SealingKeys, when set (BROKER_SEALING_KEYS: comma-separated base64
+	// keys, the last one current), seal the secrets the store keeps;
+	// otherwise the keys in DataDir/keys, created on first start.
+	SealingKeys string
 	// LogLevel is the least level RunLocal logs (default info).
 	LogLevel slog.Level
 	// AWS, when set, gives the AWS configuration for drivers that call AWS
@@ -89,6 +94,7 @@ func LocalConfigFromEnv() (LocalConfig, error) {
 		DataDir:       env("BROKER_DATA_DIR", ".data"),
 		CatalogPath:   env("BROKER_CATALOG", "catalog.yaml"),
 		StateMachines: env("BROKER_STATEMACHINES", "statemachines"),
+		SealingKeys:   os.Getenv("BROKER_SEALING_KEYS"),
 	}
 	level, err := logging.ParseLevel(env("BROKER_LOG_LEVEL", "info"))
 	if err != nil {
@@ -174,7 +180,12 @@ func OpenLocal(ctx context.Context, c LocalConfig, logger *slog.Logger) (*Local,
 	if err != nil {
 		return nil, fmt.Errorf("open %s (is another broker using it?): %w", path, err)
 	}
-	l, err := build(ctx, c, cat, db, logger)
+	sealer, err := c.sealer()
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	l, err := build(ctx, c, cat, db, sealer, logger)
 	if err != nil {
 		db.Close()
 		return nil, err
@@ -182,7 +193,24 @@ func OpenLocal(ctx context.Context, c LocalConfig, logger *slog.Logger) (*Local,
 	return l, nil
 }
 
-func build(ctx context.Context, c LocalConfig, cat *catalog.Catalog, db *bbolt.DB, logger *slog.Logger) (*Local, error) {
+// sealer is the local broker's: the keys given, or the key files in the
+// data directory (made with mode 0600 on first start).
+func (c LocalConfig) sealer() (sealing.Sealer, error) {
+	if c.SealingKeys != "" {
+		keys, err := sealing.ParseKeys(c.SealingKeys)
+		if err != nil {
+			return nil, fmt.Errorf("BROKER_SEALING_KEYS: %w", err)
+		}
+		return sealing.NewLocal(keys...)
+	}
+	l, err := sealing.OpenKeyDir(filepath.Join(c.DataDir, "keys"), time.Now)
+	if err != nil {
+		return nil, fmt.Errorf("sealing keys: %w", err)
+	}
+	return l, nil
+}
+
+func build(ctx context.Context, c LocalConfig, cat *catalog.Catalog, db *bbolt.DB, sealer sealing.Sealer, logger *slog.Logger) (*Local, error) {
 	// The store and the engine share the file's commits.
 	commit := groupcommit.New(db)
 	store := c.Store
@@ -193,6 +221,8 @@ func build(ctx context.Context, c LocalConfig, cat *catalog.Catalog, db *bbolt.D
 		}
 		store = bs
 	}
+	// Secrets are sealed before they reach the store, whichever it is.
+	store = sealing.NewStore(store, sealer)
 	if c.Wrap != nil && c.Wrap.Store != nil {
 		store = c.Wrap.Store(store)
 	}

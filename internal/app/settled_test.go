@@ -1,9 +1,12 @@
 package app_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
 	"sync"
 	"testing"
 
@@ -117,5 +120,45 @@ func TestASettledChangeThatFailsWritesNothing(t *testing.T) {
 	snap, err := b.Local.Store.Load(context.Background(), "yes", "", "nope")
 	if err != nil || snap.Binding != nil || len(snap.BindingIDs) != 0 || snap.Instance.BindingOps != 0 || len(snap.Records) != 1 {
 		t.Fatalf("after a failed bind: binding %v, ids %v, %d binding ops, records %d; want none but the instance's record", snap.Binding, snap.BindingIDs, snap.Instance.BindingOps, len(snap.Records))
+	}
+}
+
+// TestTheLocalBrokersFileHoldsNoCredentials binds through the local
+// broker, stops it, and reads its bolt file: the binding's password is not
+// there (sealed under the key file made in the data directory, mode 0600),
+// and a broker started again on the same data answers it unchanged.
+func TestTheLocalBrokersFileHoldsNoCredentials(t *testing.T) {
+	dir := t.TempDir()
+	b := apptest.Start(t, dir)
+	service, plan := b.Plan("fake-plan")
+	if r := b.Do(apptest.Request{Method: http.MethodPut, Path: "/v2/service_instances/i", Body: provisionBody(service, plan, map[string]any{})}); r.Status != 201 {
+		t.Fatalf("provision: %d %s", r.Status, r.Raw)
+	}
+	r := b.Do(apptest.Request{Method: http.MethodPut, Path: "/v2/service_instances/i/service_bindings/b",
+		Body: map[string]any{"service_id": service, "plan_id": plan}})
+	creds, _ := r.Body["credentials"].(map[string]any)
+	password, _ := creds["password"].(string)
+	if r.Status != 201 || password == "" {
+		t.Fatalf("bind: %d %s", r.Status, r.Raw)
+	}
+	b.Stop()
+	file, err := os.ReadFile(filepath.Join(dir, "broker.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Contains(file, []byte(password)) {
+		t.Fatal("the bolt file holds the binding's password")
+	}
+	keys, err := os.ReadDir(filepath.Join(dir, "keys"))
+	if err != nil || len(keys) != 1 {
+		t.Fatalf("the key directory: %v %v, want one key file", keys, err)
+	}
+	if info, err := keys[0].Info(); err != nil || info.Mode().Perm() != 0o600 {
+		t.Fatalf("the key file: %v %v, want mode 0600", info, err)
+	}
+	again := apptest.Start(t, dir)
+	fetched := again.Do(apptest.Request{Method: http.MethodGet, Path: "/v2/service_instances/i/service_bindings/b"})
+	if got, _ := fetched.Body["credentials"].(map[string]any); got["password"] != password {
+		t.Fatalf("after a restart the binding answers %s", fetched.Raw)
 	}
 }

@@ -134,6 +134,10 @@ type Binding struct {
 	State        BindingState    `json:"state"`
 	Credentials  Credentials     `json:"credentials,omitempty"`
 	Endpoints    []Endpoint      `json:"endpoints,omitempty"`
+	// Sealed is the credentials as a sealing store keeps them (see
+	// internal/sealing): set only inside such a store, which hands out
+	// Credentials opened.
+	Sealed json.RawMessage `json:"sealed,omitempty"`
 	// PredecessorID is the binding this one succeeds (binding rotation).
 	PredecessorID string `json:"predecessor_id,omitempty"`
 	// ExpiresAt and RenewBefore, when the plan sets a credential lifetime,

@@ -1,0 +1,340 @@
+package sealing
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/serverless-osb/broker/internal/broker"
+)
+
+// Store seals what a broker.Store keeps that may be secret, before it
+// reaches the wrapped store, and opens it on the way out: a binding's
+// credentials (kept sealed in Binding.Sealed) and the drivers' records
+// (Resource.Data and Detached.Data, replaced by the sealed envelope). Each
+// value is bound to its item (the instance and binding, or the instance and
+// record name), so that a value copied to another item fails to open with
+// ErrWrongContext rather than give its secret to the wrong one. Values
+// stored before sealing was on are read as they are, until `ops reseal`.
+// Every other method passes through.
+type Store struct {
+	broker.Store
+	Sealer Sealer
+}
+
+var _ broker.Store = (*Store)(nil)
+
+// NewStore returns s sealing with sealer.
+func NewStore(s broker.Store, sealer Sealer) *Store { return &Store{Store: s, Sealer: sealer} }
+
+func credentialsContext(instanceID, bindingID string) map[string]string {
+	return map[string]string{"instance_id": instanceID, "binding_id": bindingID, "field": "credentials"}
+}
+
+func recordContext(instanceID, name string) map[string]string {
+	return map[string]string{"instance_id": instanceID, "record": name}
+}
+
+// SealBinding returns b with its credentials sealed.
+func (s *Store) SealBinding(ctx context.Context, b broker.Binding) (broker.Binding, error) {
+	if len(b.Credentials) == 0 {
+		return b, nil
+	}
+	plain, err := json.Marshal(b.Credentials)
+	if err != nil {
+		return b, fmt.Errorf("seal the credentials of binding %s: %w", b.ID, err)
+	}
+	sealed, err := s.seal(ctx, plain, credentialsContext(b.InstanceID, b.ID))
+	if err != nil {
+		return b, fmt.Errorf("seal the credentials of binding %s: %w", b.ID, err)
+	}
+	b.Credentials, b.Sealed = nil, sealed
+	return b, nil
+}
+
+// openBinding opens b's sealed credentials in place.
+func (s *Store) openBinding(ctx context.Context, b *broker.Binding) error {
+	if b == nil || len(b.Sealed) == 0 {
+		return nil
+	}
+	plain, err := s.open(ctx, b.Sealed, credentialsContext(b.InstanceID, b.ID))
+	if err != nil {
+		return fmt.Errorf("open the credentials of binding %s: %w", b.ID, err)
+	}
+	var creds broker.Credentials
+	if err := json.Unmarshal(plain, &creds); err != nil {
+		return fmt.Errorf("open the credentials of binding %s: %w", b.ID, err)
+	}
+	b.Credentials, b.Sealed = creds, nil
+	return nil
+}
+
+// SealData returns a record's data sealed for its instance and name.
+func (s *Store) SealData(ctx context.Context, instanceID, name string, data json.RawMessage) (json.RawMessage, error) {
+	if len(data) == 0 || isSealed(data) {
+		return data, nil
+	}
+	sealed, err := s.seal(ctx, data, recordContext(instanceID, name))
+	if err != nil {
+		return nil, fmt.Errorf("seal record %s of %s: %w", name, instanceID, err)
+	}
+	return sealed, nil
+}
+
+// openData opens a record's data in place; data that is not sealed (stored
+// before sealing was on) is left as it is.
+func (s *Store) openData(ctx context.Context, instanceID, name string, data *json.RawMessage) error {
+	if !isSealed(*data) {
+		return nil
+	}
+	plain, err := s.open(ctx, *data, recordContext(instanceID, name))
+	if err != nil {
+		return fmt.Errorf("open record %s of %s: %w", name, instanceID, err)
+	}
+	*data = plain
+	return nil
+}
+
+func isSealed(data json.RawMessage) bool {
+	_, err := Parse(data)
+	return err == nil
+}
+
+func (s *Store) seal(ctx context.Context, plain []byte, ec map[string]string) (json.RawMessage, error) {
+	sealed, err := s.Sealer.Seal(ctx, plain, ec)
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(sealed)
+}
+
+func (s *Store) open(ctx context.Context, data json.RawMessage, ec map[string]string) ([]byte, error) {
+	sealed, err := Parse(data)
+	if err != nil {
+		return nil, err
+	}
+	return s.Sealer.Open(ctx, sealed, ec)
+}
+
+func (s *Store) sealResource(ctx context.Context, r broker.Resource) (broker.Resource, error) {
+	var err error
+	r.Data, err = s.SealData(ctx, r.InstanceID, r.Name, r.Data)
+	return r, err
+}
+
+func (s *Store) sealDetached(ctx context.Context, d broker.Detached) (broker.Detached, error) {
+	var err error
+	d.Data, err = s.SealData(ctx, d.InstanceID, d.Name, d.Data)
+	return d, err
+}
+
+func (s *Store) sealRecords(ctx context.Context, instanceID string, r broker.RecordChanges) (broker.RecordChanges, error) {
+	if len(r.Save) == 0 {
+		return r, nil
+	}
+	saved := make([]broker.Resource, len(r.Save))
+	for i, rec := range r.Save {
+		var err error
+		if saved[i], err = s.sealResource(ctx, rec); err != nil {
+			return r, err
+		}
+	}
+	r.Save = saved
+	return r, nil
+}
+
+func (s *Store) sealSettled(ctx context.Context, instanceID string, settled *broker.Settled) (*broker.Settled, error) {
+	if settled == nil {
+		return nil, nil
+	}
+	out := *settled
+	var err error
+	out.Records, err = s.sealRecords(ctx, instanceID, settled.Records)
+	return &out, err
+}
+
+// openConflict opens the binding a conflict carries (the broker answers an
+// identical bind with its credentials).
+func (s *Store) openConflict(ctx context.Context, err error) error {
+	var c *broker.ConflictError
+	if errors.As(err, &c) {
+		if oerr := s.openBinding(ctx, c.Binding); oerr != nil {
+			return oerr
+		}
+	}
+	return err
+}
+
+// GetBinding opens the binding's credentials.
+func (s *Store) GetBinding(ctx context.Context, instanceID, bindingID string) (broker.Binding, error) {
+	b, err := s.Store.GetBinding(ctx, instanceID, bindingID)
+	if err == nil {
+		err = s.openBinding(ctx, &b)
+	}
+	return b, err
+}
+
+// Load opens the binding's credentials and the records.
+func (s *Store) Load(ctx context.Context, instanceID, operationID, bindingID string) (broker.Snapshot, error) {
+	snap, err := s.Store.Load(ctx, instanceID, operationID, bindingID)
+	if err == nil {
+		err = s.openBinding(ctx, snap.Binding)
+	}
+	for i := range snap.Records {
+		if err == nil {
+			err = s.openData(ctx, snap.Records[i].InstanceID, snap.Records[i].Name, &snap.Records[i].Data)
+		}
+	}
+	if err != nil {
+		return broker.Snapshot{}, err
+	}
+	return snap, nil
+}
+
+// CreateInstance seals the records of a change settled in memory.
+func (s *Store) CreateInstance(ctx context.Context, inst broker.Instance, op broker.Operation, settled *broker.Settled) error {
+	settled, err := s.sealSettled(ctx, inst.ID, settled)
+	if err != nil {
+		return err
+	}
+	return s.Store.CreateInstance(ctx, inst, op, settled)
+}
+
+// CreateBinding seals the binding's credentials and records.
+func (s *Store) CreateBinding(ctx context.Context, b broker.Binding, op broker.Operation, settled *broker.Settled) error {
+	b, err := s.SealBinding(ctx, b)
+	if err == nil {
+		settled, err = s.sealSettled(ctx, b.InstanceID, settled)
+	}
+	if err != nil {
+		return err
+	}
+	return s.openConflict(ctx, s.Store.CreateBinding(ctx, b, op, settled))
+}
+
+// LockBinding seals the binding's credentials.
+func (s *Store) LockBinding(ctx context.Context, l broker.LockBinding) error {
+	var err error
+	if l.Binding, err = s.SealBinding(ctx, l.Binding); err != nil {
+		return err
+	}
+	return s.openConflict(ctx, s.Store.LockBinding(ctx, l))
+}
+
+// UpdateOperation seals the records saved with the progress.
+func (s *Store) UpdateOperation(ctx context.Context, op broker.Operation, records broker.RecordChanges) error {
+	records, err := s.sealRecords(ctx, op.InstanceID, records)
+	if err != nil {
+		return err
+	}
+	return s.Store.UpdateOperation(ctx, op, records)
+}
+
+// FinishOperation seals the binding's credentials, the records and the
+// detached records.
+func (s *Store) FinishOperation(ctx context.Context, f broker.Finish) error {
+	var err error
+	if f.Binding != nil {
+		b, serr := s.SealBinding(ctx, *f.Binding)
+		f.Binding, err = &b, serr
+	}
+	if err == nil {
+		f.Records, err = s.sealRecords(ctx, f.Op.InstanceID, f.Records)
+	}
+	if err == nil && len(f.Detach) > 0 {
+		detach := make([]broker.Detached, len(f.Detach))
+		for i, d := range f.Detach {
+			if detach[i], err = s.sealDetached(ctx, d); err != nil {
+				break
+			}
+		}
+		f.Detach = detach
+	}
+	if err != nil {
+		return err
+	}
+	return s.openConflict(ctx, s.Store.FinishOperation(ctx, f))
+}
+
+// GetResource opens the record.
+func (s *Store) GetResource(ctx context.Context, instanceID, name string) (broker.Resource, error) {
+	r, err := s.Store.GetResource(ctx, instanceID, name)
+	if err == nil {
+		err = s.openData(ctx, r.InstanceID, r.Name, &r.Data)
+	}
+	return r, err
+}
+
+// ListResources opens the records.
+func (s *Store) ListResources(ctx context.Context, instanceID string) ([]broker.Resource, error) {
+	rs, err := s.Store.ListResources(ctx, instanceID)
+	for i := range rs {
+		if err == nil {
+			err = s.openData(ctx, rs[i].InstanceID, rs[i].Name, &rs[i].Data)
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	return rs, nil
+}
+
+// PutResource seals the record.
+func (s *Store) PutResource(ctx context.Context, r broker.Resource) error {
+	r, err := s.sealResource(ctx, r)
+	if err != nil {
+		return err
+	}
+	return s.Store.PutResource(ctx, r)
+}
+
+// CreateResource seals the record.
+func (s *Store) CreateResource(ctx context.Context, r broker.Resource) error {
+	r, err := s.sealResource(ctx, r)
+	if err != nil {
+		return err
+	}
+	return s.Store.CreateResource(ctx, r)
+}
+
+// DetachResource seals the detached record's copy of the data.
+func (s *Store) DetachResource(ctx context.Context, d broker.Detached) error {
+	d, err := s.sealDetached(ctx, d)
+	if err != nil {
+		return err
+	}
+	return s.Store.DetachResource(ctx, d)
+}
+
+// GetDetached opens the detached record.
+func (s *Store) GetDetached(ctx context.Context, id string) (broker.Detached, error) {
+	d, err := s.Store.GetDetached(ctx, id)
+	if err == nil {
+		err = s.openData(ctx, d.InstanceID, d.Name, &d.Data)
+	}
+	return d, err
+}
+
+// ListDetached opens the detached records.
+func (s *Store) ListDetached(ctx context.Context) ([]broker.Detached, error) {
+	ds, err := s.Store.ListDetached(ctx)
+	for i := range ds {
+		if err == nil {
+			err = s.openData(ctx, ds[i].InstanceID, ds[i].Name, &ds[i].Data)
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	return ds, nil
+}
+
+// UpdateDetached seals the detached record.
+func (s *Store) UpdateDetached(ctx context.Context, d broker.Detached, attempts int) error {
+	d, err := s.sealDetached(ctx, d)
+	if err != nil {
+		return err
+	}
+	return s.Store.UpdateDetached(ctx, d, attempts)
+}
