@@ -38,6 +38,8 @@ func TestCommandLine(t *testing.T) {
 		{"ops help prints its usage and exits 0", []string{"ops", "help"}, 0, []string{"usage: go run ./functions/api ops [--json] [--stack NAME] COMMAND"}, nil},
 		{"ops reap answers in readable text", []string{"ops", "reap"}, 0, []string{"operations in progress", "detached resources", "cleanups started"}, nil},
 		{"ops operations answers with a header line", []string{"ops", "operations"}, 0, []string{"OPERATION", "KIND", "STATUS"}, nil},
+		{"ops reseal says how many values it sealed under which key", []string{"ops", "reseal"}, 0, []string{"values that may hold a secret", "re-sealed under k"}, nil},
+		{"ops rotate-key makes a new local key", []string{"ops", "rotate-key"}, 0, []string{"seals from now on", "run ops reseal"}, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -21,6 +21,7 @@ import (
 
 	"github.com/serverless-osb/broker/internal/broker"
 	"github.com/serverless-osb/broker/internal/engine/sfn"
+	"github.com/serverless-osb/broker/internal/sealing"
 	"github.com/serverless-osb/broker/internal/store/dynamo"
 )
 
@@ -31,6 +32,9 @@ const OpsUsage = `usage: go run ./functions/api ops [--json] [--stack NAME] COMM
   detached          detached resources: waiting for, in, or given up by the cleanup
   cleanup ID        start the cleanup of detached resource ID again
   reap              run the reaper once and print what it did
+  reseal            seal every stored secret under the current key (after a key change)
+  rotate-key        make a new local sealing key, which seals from now on (make run's
+                    data only; then run reseal)
 
   --json            answer in JSON rather than text
   --stack NAME      work on the broker that the CloudFormation stack NAME deployed
@@ -91,7 +95,7 @@ func RunOps(ctx context.Context, args []string, out io.Writer, logger *slog.Logg
 		return usageError("no command")
 	case args[0] == "cleanup" && len(args) != 2:
 		return usageError("cleanup takes one argument, the detached resource's id")
-	case args[0] != "cleanup" && !slices.Contains([]string{"operations", "detached", "reap"}, args[0]):
+	case args[0] != "cleanup" && !slices.Contains([]string{"operations", "detached", "reap", "reseal", "rotate-key"}, args[0]):
 		return usageError("unknown command %q", args[0])
 	case args[0] != "cleanup" && len(args) != 1:
 		return usageError("%s takes no argument", args[0])
@@ -239,10 +243,56 @@ func Ops(ctx context.Context, b *broker.Broker, args []string, out io.Writer) er
 			fmt.Fprintf(w, "%s\t%d\n", line.what, line.n)
 		}
 		return err
+	case "reseal":
+		rep, err := reseal(ctx, b)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(w, "values that may hold a secret\t%d\n", rep.Values)
+		fmt.Fprintf(w, "  re-sealed under %s\t%d\n", rep.KeyID, rep.Resealed)
+		fmt.Fprintf(w, "  sealed (stored before sealing)\t%d\n", rep.Sealed)
+		fmt.Fprintf(w, "  under that key already\t%d\n", rep.Current)
+		fmt.Fprintf(w, "  changed meanwhile (sealed by their own write)\t%d\n", rep.Changed)
+	case "rotate-key":
+		id, err := rotateKey(b)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(w, "key %s seals from now on; the older keys still open what they sealed: run ops reseal\n", id)
 	default:
 		return usageError("unknown command %q", args[0])
 	}
 	return nil
+}
+
+// sealingStore is the broker's sealing store.
+func sealingStore(b *broker.Broker) (*sealing.Store, error) {
+	s, ok := b.Store.(*sealing.Store)
+	if !ok {
+		return nil, errors.New("this broker does not seal its secrets (deployed: its stack sets no BROKER_KMS_KEY_ARN)")
+	}
+	return s, nil
+}
+
+func reseal(ctx context.Context, b *broker.Broker) (sealing.ResealReport, error) {
+	s, err := sealingStore(b)
+	if err != nil {
+		return sealing.ResealReport{}, err
+	}
+	return s.Reseal(ctx)
+}
+
+// rotateKey adds a local sealing key; a KMS key is changed in the stack.
+func rotateKey(b *broker.Broker) (string, error) {
+	s, err := sealingStore(b)
+	if err != nil {
+		return "", err
+	}
+	local, ok := s.Sealer.(*sealing.Local)
+	if !ok {
+		return "", errors.New("rotate-key makes a local key: the deployed broker seals with its stack's KMS key, which KMS rotates itself (to change it, see the README)")
+	}
+	return local.Rotate()
 }
 
 // OpsJSON runs one operator command on b, answering in JSON: a list of
@@ -299,6 +349,18 @@ func OpsJSON(ctx context.Context, b *broker.Broker, args []string, out io.Writer
 		var rep broker.ReapReport
 		rep, err = b.Reap(ctx)
 		answer = rep
+	case "reseal":
+		var rep sealing.ResealReport
+		if rep, err = reseal(ctx, b); err != nil {
+			return err
+		}
+		answer = rep
+	case "rotate-key":
+		var id string
+		if id, err = rotateKey(b); err != nil {
+			return err
+		}
+		answer = map[string]string{"key_id": id}
 	default:
 		return usageError("unknown command %q", args[0])
 	}

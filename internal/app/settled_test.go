@@ -3,6 +3,7 @@ package app_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
@@ -10,6 +11,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/serverless-osb/broker/internal/app"
 	"github.com/serverless-osb/broker/internal/app/apptest"
 	"github.com/serverless-osb/broker/internal/broker"
 )
@@ -160,5 +162,58 @@ func TestTheLocalBrokersFileHoldsNoCredentials(t *testing.T) {
 	fetched := again.Do(apptest.Request{Method: http.MethodGet, Path: "/v2/service_instances/i/service_bindings/b"})
 	if got, _ := fetched.Body["credentials"].(map[string]any); got["password"] != password {
 		t.Fatalf("after a restart the binding answers %s", fetched.Raw)
+	}
+}
+
+// TestRotateTheLocalKeyAndReseal follows the README's procedure on the
+// local broker's data: ops rotate-key, then ops reseal, moves every sealed
+// value under the new key, and the broker started again answers the
+// binding's credentials unchanged.
+func TestRotateTheLocalKeyAndReseal(t *testing.T) {
+	dir := t.TempDir()
+	b := apptest.Start(t, dir)
+	service, plan := b.Plan("fake-plan")
+	b.Do(apptest.Request{Method: http.MethodPut, Path: "/v2/service_instances/i", Body: provisionBody(service, plan, map[string]any{})})
+	r := b.Do(apptest.Request{Method: http.MethodPut, Path: "/v2/service_instances/i/service_bindings/b",
+		Body: map[string]any{"service_id": service, "plan_id": plan}})
+	creds, _ := r.Body["credentials"].(map[string]any)
+	if r.Status != 201 || creds["password"] == nil {
+		t.Fatalf("bind: %d %s", r.Status, r.Raw)
+	}
+	b.Stop()
+	t.Setenv("BROKER_DATA_DIR", dir)
+	t.Setenv("BROKER_CATALOG", filepath.Join(apptest.Root(), "catalog.yaml"))
+	t.Setenv("BROKER_STATEMACHINES", filepath.Join(apptest.Root(), "statemachines"))
+	t.Setenv("BROKER_TABLE", "")
+	t.Setenv("BROKER_SEALING_KEYS", "")
+	ops := func(args ...string) string {
+		t.Helper()
+		var out, errOut bytes.Buffer
+		if err := app.RunCommand(context.Background(), append([]string{"ops", "--json"}, args...), &out, &errOut); err != nil {
+			t.Fatalf("ops %v: %v\n%s", args, err, errOut.String())
+		}
+		return out.String()
+	}
+	var rotated struct {
+		KeyID string `json:"key_id"`
+	}
+	if err := json.Unmarshal([]byte(ops("rotate-key")), &rotated); err != nil || rotated.KeyID == "" {
+		t.Fatalf("rotate-key: %+v %v", rotated, err)
+	}
+	var rep struct {
+		KeyID    string `json:"key_id"`
+		Values   int    `json:"values"`
+		Resealed int    `json:"resealed"`
+	}
+	if err := json.Unmarshal([]byte(ops("reseal")), &rep); err != nil || rep.KeyID != rotated.KeyID || rep.Values < 2 || rep.Resealed != rep.Values {
+		t.Fatalf("reseal: %+v %v, want every value re-sealed under %s", rep, err, rotated.KeyID)
+	}
+	if keys, err := os.ReadDir(filepath.Join(dir, "keys")); err != nil || len(keys) != 2 {
+		t.Fatalf("key files: %v %v, want 2", keys, err)
+	}
+	again := apptest.Start(t, dir)
+	fetched := again.Do(apptest.Request{Method: http.MethodGet, Path: "/v2/service_instances/i/service_bindings/b"})
+	if got, _ := fetched.Body["credentials"].(map[string]any); got["password"] != creds["password"] {
+		t.Fatalf("after the reseal the binding answers %s", fetched.Raw)
 	}
 }

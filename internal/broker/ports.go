@@ -276,6 +276,52 @@ type Store interface {
 	DeleteExpiredOperations(ctx context.Context, now time.Time) (int, error)
 }
 
+// SecretKind says where a stored secret is.
+type SecretKind string
+
+// The kinds of stored secrets.
+const (
+	// SecretCredentials are a binding's credentials (Binding.Sealed, or,
+	// stored before sealing, Binding.Credentials).
+	SecretCredentials SecretKind = "credentials"
+	// SecretRecord is a driver's record's data (Resource.Data).
+	SecretRecord SecretKind = "record"
+	// SecretDetached is a detached record's data (Detached.Data).
+	SecretDetached SecretKind = "detached"
+)
+
+// StoredSecret is one stored value that may hold a secret, as stored.
+type StoredSecret struct {
+	Kind       SecretKind
+	InstanceID string
+	// Name is the binding's id, the record's name, or the detached
+	// record's name (its ID is DetachedID).
+	Name       string
+	DetachedID string
+	// Value is the value as stored: for credentials, Binding.Sealed or,
+	// when that is empty, the credentials' JSON (Plain).
+	Value json.RawMessage
+	// Plain says that Value is credentials stored before sealing.
+	Plain bool
+}
+
+// ErrSecretChanged is returned by ReplaceSecret when the stored value is no
+// longer the one read.
+var ErrSecretChanged = errors.New("the stored value changed since it was read")
+
+// SecretStore is what re-sealing needs of a store (both stores have it):
+// every stored value that may hold a secret, and a write of one that holds
+// only if the value is unchanged, so that re-sealing never overwrites a
+// newer write, and a crash part way leaves every value readable.
+type SecretStore interface {
+	// StoredSecrets calls fn with each value that may hold a secret.
+	StoredSecrets(ctx context.Context, fn func(StoredSecret) error) error
+	// ReplaceSecret stores sealed in place of s.Value (for credentials
+	// stored plain: as Binding.Sealed, the plain credentials removed),
+	// or returns ErrSecretChanged.
+	ReplaceSecret(ctx context.Context, s StoredSecret, sealed json.RawMessage) error
+}
+
 // Workflow names a state machine in statemachines/ (without .asl.json).
 type Workflow string
 

@@ -338,3 +338,76 @@ func (s *Store) UpdateDetached(ctx context.Context, d broker.Detached, attempts 
 	}
 	return s.Store.UpdateDetached(ctx, d, attempts)
 }
+
+// ResealReport says what Reseal did.
+type ResealReport struct {
+	// KeyID is the key that seals now.
+	KeyID string `json:"key_id"`
+	// Values is how many stored values may hold a secret.
+	Values int `json:"values"`
+	// Resealed were sealed under another key and are now under KeyID;
+	// Sealed were stored before sealing and are now sealed; Current
+	// were under KeyID already; Changed changed while re-sealing (their
+	// newer value was sealed by its own write).
+	Resealed int `json:"resealed"`
+	Sealed   int `json:"sealed"`
+	Current  int `json:"current"`
+	Changed  int `json:"changed"`
+}
+
+// Reseal seals every stored value under the current key: one sealed under
+// another key is opened and sealed again, one stored before sealing is
+// sealed. Each value is written back only if it is unchanged since it was
+// read, so a newer write is never overwritten, and a crash part way leaves
+// every value readable: each is as it was or re-sealed, and Reseal can run
+// again. The store beneath must be a broker.SecretStore.
+func (s *Store) Reseal(ctx context.Context) (ResealReport, error) {
+	var rep ResealReport
+	raw, ok := s.Store.(broker.SecretStore)
+	if !ok {
+		return rep, errors.New("reseal: the store cannot list its secrets")
+	}
+	_, key, err := s.Sealer.CurrentKey(ctx)
+	if err != nil {
+		return rep, fmt.Errorf("reseal: %w", err)
+	}
+	rep.KeyID = key
+	err = raw.StoredSecrets(ctx, func(v broker.StoredSecret) error {
+		if len(v.Value) == 0 {
+			return nil
+		}
+		rep.Values++
+		ec := recordContext(v.InstanceID, v.Name)
+		if v.Kind == broker.SecretCredentials {
+			ec = credentialsContext(v.InstanceID, v.Name)
+		}
+		var next json.RawMessage
+		count := &rep.Sealed
+		if sealed, perr := Parse(v.Value); perr == nil && !v.Plain {
+			out, changed, err := Reseal(ctx, s.Sealer, sealed, ec)
+			if err != nil {
+				return fmt.Errorf("reseal %s %s of %s: %w", v.Kind, v.Name, v.InstanceID, err)
+			}
+			if !changed {
+				rep.Current++
+				return nil
+			}
+			if next, err = json.Marshal(out); err != nil {
+				return err
+			}
+			count = &rep.Resealed
+		} else if next, err = s.seal(ctx, v.Value, ec); err != nil {
+			return fmt.Errorf("seal %s %s of %s: %w", v.Kind, v.Name, v.InstanceID, err)
+		}
+		if err := raw.ReplaceSecret(ctx, v, next); err != nil {
+			if errors.Is(err, broker.ErrSecretChanged) {
+				rep.Changed++
+				return nil
+			}
+			return err
+		}
+		*count++
+		return nil
+	})
+	return rep, err
+}
