@@ -13,15 +13,12 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	awsmiddleware "github.com/aws/aws-sdk-go-v2/aws/middleware"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	awssfn "github.com/aws/aws-sdk-go-v2/service/sfn"
-	"github.com/aws/smithy-go/middleware"
 
 	"github.com/serverless-osb/broker/internal/api"
 	"github.com/serverless-osb/broker/internal/app/apptest"
@@ -34,31 +31,6 @@ import (
 	"github.com/serverless-osb/broker/internal/mototest"
 	"github.com/serverless-osb/broker/internal/store/dynamo"
 )
-
-// callCounter counts AWS API calls by service and operation, once per
-// logical call (retries are below the Initialize step).
-type callCounter struct {
-	mu    sync.Mutex
-	calls map[string]int
-}
-
-func (c *callCounter) register(stack *middleware.Stack) error {
-	return stack.Initialize.Add(middleware.InitializeMiddlewareFunc("CountCalls",
-		func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
-			c.mu.Lock()
-			c.calls[awsmiddleware.GetServiceID(ctx)+"."+awsmiddleware.GetOperationName(ctx)]++
-			c.mu.Unlock()
-			return next.HandleInitialize(ctx, in)
-		}), middleware.After)
-}
-
-func (c *callCounter) take() map[string]int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	out := c.calls
-	c.calls = map[string]int{}
-	return out
-}
 
 func format(calls map[string]int) string {
 	if len(calls) == 0 {
@@ -74,7 +46,7 @@ func format(calls map[string]int) string {
 // callsBroker is a broker on the production backends (moto's DynamoDB and
 // Step Functions) whose AWS API calls are counted.
 type callsBroker struct {
-	counter *callCounter
+	counter *mototest.Calls
 	demo    *demo.Driver
 	broker  *broker.Broker
 	handler http.Handler
@@ -83,9 +55,9 @@ type callsBroker struct {
 
 func newCallsBroker(t *testing.T) callsBroker {
 	ctx := context.Background()
-	counter := &callCounter{calls: map[string]int{}}
+	counter := &mototest.Calls{ByService: true}
 	cfg := mototest.Config(t, "us-east-2")
-	cfg.APIOptions = append(cfg.APIOptions, counter.register)
+	cfg.APIOptions = append(cfg.APIOptions, counter.Register)
 
 	ddb := dynamodb.NewFromConfig(cfg)
 	table := mototest.Name("calls")
@@ -126,9 +98,9 @@ func (c callsBroker) do(method, path, body string) (int, string, map[string]int)
 	req.SetBasicAuth("u", "p")
 	req.Header.Set(api.HeaderAPIVersion, "2.17")
 	rec := httptest.NewRecorder()
-	c.counter.take()
+	c.counter.Take()
 	c.handler.ServeHTTP(rec, req)
-	return rec.Code, rec.Body.String(), c.counter.take()
+	return rec.Code, rec.Body.String(), c.counter.Take()
 }
 
 // TestAPICallsPerEndpoint counts what each OSB endpoint costs in DynamoDB
@@ -298,11 +270,11 @@ func TestAPICallsPerTask(t *testing.T) {
 	}
 	var report strings.Builder
 	for _, s := range steps {
-		cb.counter.take()
+		cb.counter.Take()
 		if err := s.run(); err != nil {
 			t.Fatalf("%s: %v", s.name, err)
 		}
-		calls := dynamoCalls(cb.counter.take())
+		calls := dynamoCalls(cb.counter.Take())
 		fmt.Fprintf(&report, "| %s | %s |\n", s.name, format(calls))
 		if !maps.Equal(calls, s.want) {
 			t.Errorf("%s made %s, want %s", s.name, format(calls), format(s.want))

@@ -5,14 +5,18 @@
 package mototest
 
 import (
+	"context"
 	"fmt"
 	"os"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	awsmiddleware "github.com/aws/aws-sdk-go-v2/aws/middleware"
 	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/smithy-go/middleware"
 )
 
 // EnvEndpoint names the variable that holds moto's URL.
@@ -50,3 +54,44 @@ func Name(prefix string) string {
 }
 
 var names atomic.Int64
+
+// Calls counts the AWS API calls of the clients it is registered with
+// (Register, as an APIOptions entry), once per call the caller makes: the
+// SDK's own retries of one call are not counted. Keys are operation names
+// ("GetItem"), or with ByService the service's too ("DynamoDB.GetItem").
+type Calls struct {
+	ByService bool
+
+	mu    sync.Mutex
+	count map[string]int
+}
+
+// Register adds the counting to a client's middleware stack.
+func (c *Calls) Register(stack *middleware.Stack) error {
+	return stack.Initialize.Add(middleware.InitializeMiddlewareFunc("CountCalls",
+		func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
+			name := awsmiddleware.GetOperationName(ctx)
+			if c.ByService {
+				name = awsmiddleware.GetServiceID(ctx) + "." + name
+			}
+			c.mu.Lock()
+			if c.count == nil {
+				c.count = map[string]int{}
+			}
+			c.count[name]++
+			c.mu.Unlock()
+			return next.HandleInitialize(ctx, in)
+		}), middleware.After)
+}
+
+// Take returns the calls counted since the last Take and starts again.
+func (c *Calls) Take() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := c.count
+	if out == nil {
+		out = map[string]int{}
+	}
+	c.count = map[string]int{}
+	return out
+}

@@ -10,49 +10,22 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	awsmiddleware "github.com/aws/aws-sdk-go-v2/aws/middleware"
 	"github.com/aws/aws-sdk-go-v2/service/kms"
-	"github.com/aws/smithy-go/middleware"
 
 	"github.com/serverless-osb/broker/internal/mototest"
 )
 
-// callCounter counts KMS calls by operation, once per logical call.
-type callCounter struct {
-	mu    sync.Mutex
-	calls map[string]int
-}
-
-func (c *callCounter) register(stack *middleware.Stack) error {
-	return stack.Initialize.Add(middleware.InitializeMiddlewareFunc("CountCalls",
-		func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
-			c.mu.Lock()
-			c.calls[awsmiddleware.GetOperationName(ctx)]++
-			c.mu.Unlock()
-			return next.HandleInitialize(ctx, in)
-		}), middleware.After)
-}
-
-// take returns the calls counted since the last take.
-func (c *callCounter) take() map[string]int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	out := c.calls
-	c.calls = map[string]int{}
-	return out
-}
-
 // kmsFixture is moto's KMS with counted calls.
 type kmsFixture struct {
 	client  *kms.Client
-	counter *callCounter
+	counter *mototest.Calls
 }
 
 func newKMSFixture(t *testing.T) kmsFixture {
 	t.Helper()
-	counter := &callCounter{calls: map[string]int{}}
+	counter := &mototest.Calls{}
 	cfg := mototest.Config(t, "eu-west-3")
-	cfg.APIOptions = append(cfg.APIOptions, counter.register)
+	cfg.APIOptions = append(cfg.APIOptions, counter.Register)
 	return kmsFixture{client: kms.NewFromConfig(cfg), counter: counter}
 }
 
@@ -63,7 +36,7 @@ func (f kmsFixture) newKey(t *testing.T) string {
 	if err != nil {
 		t.Fatalf("create a KMS key: %v", err)
 	}
-	f.counter.take()
+	f.counter.Take()
 	return aws.ToString(out.KeyMetadata.Arn)
 }
 
@@ -80,7 +53,7 @@ func (f kmsFixture) sealer(t *testing.T, cfg KMSConfig) *KMS {
 // expectCalls checks the KMS calls made since the last check.
 func (f kmsFixture) expectCalls(t *testing.T, what string, want map[string]int) {
 	t.Helper()
-	got := f.counter.take()
+	got := f.counter.Take()
 	for op, n := range want {
 		if got[op] != n {
 			t.Errorf("%s: %d %s calls, want %d (all: %v)", what, got[op], op, n, got)
@@ -258,7 +231,7 @@ func TestKMSDataKeyCache(t *testing.T) {
 		if seal > 2 || open > 2 {
 			t.Errorf("%d data keys cached to seal and %d to open, want at most 2 each", seal, open)
 		}
-		f.counter.take()
+		f.counter.Take()
 	})
 
 	t.Run("seals that miss the cache together make one GenerateDataKey", func(t *testing.T) {
@@ -347,7 +320,7 @@ func TestKMSAliasRetargeted(t *testing.T) {
 	if _, err := f.client.UpdateAlias(t.Context(), &kms.UpdateAliasInput{AliasName: aws.String(alias), TargetKeyId: aws.String(newARN)}); err != nil {
 		t.Fatal(err)
 	}
-	f.counter.take()
+	f.counter.Take()
 
 	if _, kid, err := k.CurrentKey(t.Context()); err != nil || kid != oldARN {
 		t.Fatalf("within the lifetime, current key %s, %v; want the cached %s", kid, err, oldARN)

@@ -10,15 +10,12 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	awsmiddleware "github.com/aws/aws-sdk-go-v2/aws/middleware"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-	"github.com/aws/smithy-go/middleware"
 
 	"github.com/serverless-osb/broker/internal/broker"
 	"github.com/serverless-osb/broker/internal/mototest"
@@ -29,47 +26,21 @@ import (
 
 const region = "us-east-1"
 
-// calls counts a client's API calls by operation name, as the caller issues
-// them (the SDK's own retries of one call are not counted).
-type calls struct {
-	mu    sync.Mutex
-	count map[string]int
-}
-
-func (c *calls) add(stack *middleware.Stack) error {
-	return stack.Initialize.Add(middleware.InitializeMiddlewareFunc("countCalls",
-		func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
-			c.mu.Lock()
-			c.count[awsmiddleware.GetOperationName(ctx)]++
-			c.mu.Unlock()
-			return next.HandleInitialize(ctx, in)
-		}), middleware.After)
-}
-
-// take returns the counts since the last take and starts again.
-func (c *calls) take() map[string]int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	out := c.count
-	c.count = map[string]int{}
-	return out
-}
-
 // env is a fresh table on moto, a client that counts its calls, and a
 // store on them.
 type env struct {
 	client *dynamodb.Client
 	table  string
-	calls  *calls
+	calls  *mototest.Calls
 	store  *dynamo.Store
 }
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	c := &calls{count: map[string]int{}}
+	c := &mototest.Calls{}
 	cfg := mototest.Config(t, region)
 	client := dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) {
-		o.APIOptions = append(o.APIOptions, c.add)
+		o.APIOptions = append(o.APIOptions, c.Register)
 	})
 	table := mototest.Name("dynamo-store")
 	if err := dynamo.CreateTable(t.Context(), client, table); err != nil {
@@ -85,7 +56,7 @@ func newEnv(t *testing.T) *env {
 			t.Errorf("DeleteTable %s: %v", table, err)
 		}
 	})
-	c.take()
+	c.Take()
 	return &env{client: client, table: table, calls: c, store: dynamo.New(client, table)}
 }
 
@@ -478,11 +449,11 @@ func TestCalls(t *testing.T) {
 		}, map[string]int{"TransactWriteItems": 1}},
 	}
 	for _, step := range steps {
-		e.calls.take()
+		e.calls.Take()
 		if err := step.call(); err != nil {
 			t.Fatalf("%s: %v", step.name, err)
 		}
-		if got := e.calls.take(); !maps.Equal(got, step.want) {
+		if got := e.calls.Take(); !maps.Equal(got, step.want) {
 			t.Errorf("%s: got calls %v, want %v", step.name, got, step.want)
 		}
 	}
@@ -538,9 +509,9 @@ func TestDeprovisionOfManyBindings(t *testing.T) {
 		must(t, s.LockInstance(ctx, l), "LockInstance")
 		snap, err := s.Load(ctx, "i-1", "", "")
 		must(t, err, "Load")
-		e.calls.take()
+		e.calls.Take()
 		must(t, s.FinishOperation(ctx, broker.Finish{Op: finished(l.Op, broker.OperationSucceeded), DeleteInstance: true, Bindings: snap.BindingIDs}), "FinishOperation")
-		if got, want := e.calls.take(), map[string]int{"TransactWriteItems": 2}; !maps.Equal(got, want) {
+		if got, want := e.calls.Take(), map[string]int{"TransactWriteItems": 2}; !maps.Equal(got, want) {
 			t.Errorf("calls: got %v, want %v", got, want)
 		}
 		if got := countBindings(); got != 0 {
@@ -560,9 +531,9 @@ func TestDeprovisionOfManyBindings(t *testing.T) {
 func TestRefusedCalls(t *testing.T) {
 	e := newEnv(t)
 	storetest.CheckRefusedCalls(t, e.store, func(calls func()) {
-		e.calls.take()
+		e.calls.Take()
 		calls()
-		if got := e.calls.take(); len(got) != 0 {
+		if got := e.calls.Take(); len(got) != 0 {
 			t.Errorf("calls: got %v, want none", got)
 		}
 	})

@@ -107,7 +107,7 @@ func TestRace(t *testing.T) {
 		if !slices.Equal(inProgress, wantInProgress) {
 			t.Errorf("%s: operations in progress %q, want the winners' %q", id, inProgress, wantInProgress)
 		}
-		for name, n := range e.calls.take() {
+		for name, n := range e.calls.Take() {
 			apiCalls[name] += n
 		}
 	}
