@@ -263,7 +263,7 @@ func (ck *checker) settings(p string, plan map[string]any) Settings {
 		return st
 	}
 	for _, k := range sortedKeys(b) {
-		if !brokerKeys[k] {
+		if !slices.Contains(brokerKeys, k) {
 			if st.Config == nil {
 				st.Config = map[string]any{}
 			}
@@ -307,8 +307,30 @@ func (ck *checker) settings(p string, plan map[string]any) Settings {
 
 // brokerKeys are the broker block's keys that are the broker's; every
 // other key is the driver's.
-var brokerKeys = map[string]bool{"driver": true, "mode": true, "deprovision": true,
-	"credential_lifetime": true, "credential_renewal": true}
+var brokerKeys = []string{"driver", "mode", "deprovision", "credential_lifetime", "credential_renewal"}
+
+// BrokerKeys lists the broker block's keys that are the broker's ("driver,
+// mode, … and credential_renewal"), for the drivers' messages about the
+// keys that are theirs.
+func BrokerKeys() string {
+	last := len(brokerKeys) - 1
+	return strings.Join(brokerKeys[:last], ", ") + " and " + brokerKeys[last]
+}
+
+// SettingError is a problem with one key of a plan's driver settings (its
+// broker block); the drivers return it, and the broker names the catalog
+// file and the plan's field with it.
+type SettingError struct {
+	Key     string
+	Problem string
+}
+
+func (e *SettingError) Error() string { return e.Key + ": " + e.Problem }
+
+// Settingf returns a *SettingError.
+func Settingf(key, format string, args ...any) error {
+	return &SettingError{Key: key, Problem: fmt.Sprintf(format, args...)}
+}
 
 // duration reads an optional positive duration such as "720h" or "90m".
 func (ck *checker) duration(obj map[string]any, p, key string) time.Duration {

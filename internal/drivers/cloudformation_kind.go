@@ -23,14 +23,10 @@ func cloudformationKind() Kind {
 			// synchronous answer. And only the worker function may touch
 			// stacks, which it does for asynchronous operations alone.
 			if plan.Settings.Mode != catalog.ModeAsyncOnly {
-				return nil, Settingf("mode", "the cloudformation driver runs only %s plans (stacks take longer than a platform waits for a synchronous answer); set mode: %s",
+				return nil, catalog.Settingf("mode", "the cloudformation driver runs only %s plans (stacks take longer than a platform waits for a synchronous answer); set mode: %s",
 					catalog.ModeAsyncOnly, catalog.ModeAsyncOnly)
 			}
 			s, err := cloudformation.Configure(plan, config, dir)
-			var se *cloudformation.SettingError
-			if errors.As(err, &se) {
-				return nil, Settingf(se.Key, "%s", se.Problem)
-			}
 			if err != nil {
 				return nil, err
 			}

@@ -15,7 +15,7 @@ func demoKind() Kind {
 		Name: "demo",
 		Configure: func(_ *catalog.Plan, config map[string]any, _ string) (any, error) {
 			for _, k := range slices.Sorted(maps.Keys(config)) {
-				return nil, Settingf(k, "the demo driver has no settings; a broker block holds driver, mode and deprovision")
+				return nil, catalog.Settingf(k, "the demo driver has no settings; a broker block holds %s", catalog.BrokerKeys())
 			}
 			return nil, nil
 		},

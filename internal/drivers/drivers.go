@@ -39,7 +39,7 @@ type Kind struct {
 	// Configure checks one plan's driver settings (the broker block's keys
 	// other than driver, mode and deprovision) and returns them parsed; the
 	// value reaches the driver in every Change of the plan. Paths are
-	// relative to dir, the catalog's directory. A *SettingError names the
+	// relative to dir, the catalog's directory. A *catalog.SettingError names the
 	// key at fault.
 	Configure func(plan *catalog.Plan, config map[string]any, dir string) (any, error)
 	// New builds the driver, once, for every plan that names it.
@@ -48,19 +48,6 @@ type Kind struct {
 	// from (templates), relative to the catalog's directory: the Lambda
 	// bundles carry them beside the catalog.
 	Files func(settings any) []string
-}
-
-// SettingError is a problem with one key of a plan's driver settings.
-type SettingError struct {
-	Key     string
-	Problem string
-}
-
-func (e *SettingError) Error() string { return e.Key + ": " + e.Problem }
-
-// Settingf returns a *SettingError.
-func Settingf(key, format string, args ...any) error {
-	return &SettingError{Key: key, Problem: fmt.Sprintf(format, args...)}
 }
 
 // Default is the driver of a plan whose broker block names none.
@@ -174,7 +161,7 @@ func configure(cat *catalog.Catalog, p *catalog.Plan) (Kind, any, error) {
 			continue
 		}
 		settings, err := k.Configure(p, p.Settings.Config, cat.Dir)
-		var se *SettingError
+		var se *catalog.SettingError
 		switch {
 		case errors.As(err, &se):
 			return k, nil, fmt.Errorf("%s: %s.%s: %s", cat.Source, p.Settings.Path, se.Key, se.Problem)

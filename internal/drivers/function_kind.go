@@ -2,7 +2,6 @@ package drivers
 
 import (
 	"context"
-	"errors"
 
 	"github.com/serverless-osb/broker/internal/broker"
 	"github.com/serverless-osb/broker/internal/catalog"
@@ -16,10 +15,6 @@ func functionKind() Kind {
 		Name: "function",
 		Configure: func(plan *catalog.Plan, config map[string]any, dir string) (any, error) {
 			s, err := function.Configure(plan, config, dir)
-			var se *function.SettingError
-			if errors.As(err, &se) {
-				return nil, Settingf(se.Key, "%s", se.Problem)
-			}
 			if err != nil {
 				return nil, err
 			}

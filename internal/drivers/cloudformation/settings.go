@@ -83,19 +83,6 @@ func (p Parameter) IsList() bool {
 	return p.Type == "CommaDelimitedList" || strings.HasPrefix(p.Type, "List<")
 }
 
-// SettingError is a problem with one key of a plan's settings; the drivers
-// package turns it into its own, which names the catalog and the plan.
-type SettingError struct {
-	Key     string
-	Problem string
-}
-
-func (e *SettingError) Error() string { return e.Key + ": " + e.Problem }
-
-func settingf(key, format string, args ...any) error {
-	return &SettingError{Key: key, Problem: fmt.Sprintf(format, args...)}
-}
-
 // Configure checks a plan's settings (its broker block without driver, mode
 // and deprovision) and reads its templates; paths are relative to dir, the
 // catalog's directory. A template parameter without a Default must have a
@@ -108,8 +95,8 @@ func settingf(key, format string, args ...any) error {
 func Configure(plan *catalog.Plan, config map[string]any, dir string) (*Settings, error) {
 	for _, k := range slices.Sorted(maps.Keys(config)) {
 		if !slices.Contains(settingKeys, k) {
-			return nil, settingf(k, "unknown key; the cloudformation driver's settings are %s (driver, mode, deprovision, credential_lifetime and credential_renewal are the broker's)",
-				strings.Join(settingKeys, ", "))
+			return nil, catalog.Settingf(k, "unknown key; the cloudformation driver's settings are %s (%s are the broker's)",
+				strings.Join(settingKeys, ", "), catalog.BrokerKeys())
 		}
 	}
 	s := &Settings{RetryAfter: DefaultRetryAfter}
@@ -136,10 +123,10 @@ func Configure(plan *catalog.Plan, config map[string]any, dir string) (*Settings
 	if plan != nil && plan.BindingRotatable && s.BindingTemplate == nil {
 		// A binding without a stack of its own answers the instance's
 		// shared credentials: its successor would get the same ones.
-		return nil, settingf(KeyBindingTemplate, "is missing, but the plan is binding_rotatable: a rotated binding needs credentials of its own, made by a binding template")
+		return nil, catalog.Settingf(KeyBindingTemplate, "is missing, but the plan is binding_rotatable: a rotated binding needs credentials of its own, made by a binding template")
 	}
 	if _, ok := config[KeyBindingParameters]; ok && s.BindingTemplate == nil {
-		return nil, settingf(KeyBindingParameters, "is set but there is no %s to pass them to; add one or remove %s",
+		return nil, catalog.Settingf(KeyBindingParameters, "is set but there is no %s to pass them to; add one or remove %s",
 			KeyBindingTemplate, KeyBindingParameters)
 	}
 	if s.BindingTemplate != nil {
@@ -163,7 +150,7 @@ func Configure(plan *catalog.Plan, config map[string]any, dir string) (*Settings
 	if v, ok := config[KeyRetryAfter]; ok {
 		n, ok := wholeNumber(v)
 		if !ok || n < 1 || n > 3600 {
-			return nil, settingf(KeyRetryAfter, "must be a whole number of seconds from 1 to 3600 (how long to wait between checks of a stack), got %s", catalog.Describe(v))
+			return nil, catalog.Settingf(KeyRetryAfter, "must be a whole number of seconds from 1 to 3600 (how long to wait between checks of a stack), got %s", catalog.Describe(v))
 		}
 		s.RetryAfter = time.Duration(n) * time.Second
 	}
@@ -174,13 +161,13 @@ func pathSetting(config map[string]any, key string, required bool) (string, erro
 	v, ok := config[key]
 	if !ok {
 		if required {
-			return "", settingf(key, "is missing; name the plan's CloudFormation template file, relative to the catalog, e.g. %s: services/s3-bucket/instance.yaml", key)
+			return "", catalog.Settingf(key, "is missing; name the plan's CloudFormation template file, relative to the catalog, e.g. %s: services/s3-bucket/instance.yaml", key)
 		}
 		return "", nil
 	}
 	s, ok := v.(string)
 	if !ok || strings.TrimSpace(s) == "" {
-		return "", settingf(key, "must be the path of a CloudFormation template file, relative to the catalog, got %s", catalog.Describe(v))
+		return "", catalog.Settingf(key, "must be the path of a CloudFormation template file, relative to the catalog, got %s", catalog.Describe(v))
 	}
 	return s, nil
 }
@@ -201,15 +188,15 @@ func readTemplate(key, path, dir string) (*Template, error) {
 		if errors.As(err, &pe) {
 			err = pe.Err
 		}
-		return nil, settingf(key, "cannot read %s (relative to %s): %v", path, where, err)
+		return nil, catalog.Settingf(key, "cannot read %s (relative to %s): %v", path, where, err)
 	}
 	if len(body) > MaxTemplateBody {
-		return nil, settingf(key, "%s is %d bytes; CloudFormation takes a template body of at most %d bytes (the driver sends it as TemplateBody, not from S3): shorten it, for example by removing comments and descriptions",
+		return nil, catalog.Settingf(key, "%s is %d bytes; CloudFormation takes a template body of at most %d bytes (the driver sends it as TemplateBody, not from S3): shorten it, for example by removing comments and descriptions",
 			path, len(body), MaxTemplateBody)
 	}
 	t, err := parseTemplate(body)
 	if err != nil {
-		return nil, settingf(key, "%s is not a usable CloudFormation template: %v", path, err)
+		return nil, catalog.Settingf(key, "%s is not a usable CloudFormation template: %v", path, err)
 	}
 	t.Path = path
 	return t, nil
@@ -288,32 +275,32 @@ func fixedParameters(config map[string]any, key, templateKey string, t *Template
 	}
 	m, ok := v.(map[string]any)
 	if !ok {
-		return nil, settingf(key, "must be a mapping of template parameter names to values, got %s", catalog.Describe(v))
+		return nil, catalog.Settingf(key, "must be a mapping of template parameter names to values, got %s", catalog.Describe(v))
 	}
 	out := make(map[string]string, len(m))
 	for _, name := range slices.Sorted(maps.Keys(m)) {
 		k := key + "." + name
 		decl, ok := t.Parameters[name]
 		if !ok {
-			return nil, settingf(k, "the %s %s declares no parameter %s; it declares %s",
+			return nil, catalog.Settingf(k, "the %s %s declares no parameter %s; it declares %s",
 				templateKey, t.Path, name, list(slices.Sorted(maps.Keys(t.Parameters))))
 		}
 		if slices.Contains(outputs, name) {
-			return nil, settingf(k, "%s is an output of the instance template, which the driver passes to the binding stack itself; remove it here", name)
+			return nil, catalog.Settingf(k, "%s is an output of the instance template, which the driver passes to the binding stack itself; remove it here", name)
 		}
 		if m[name] == nil {
-			return nil, settingf(k, "has no value; give one, or remove the key to let the template's Default apply")
+			return nil, catalog.Settingf(k, "has no value; give one, or remove the key to let the template's Default apply")
 		}
 		raw, err := json.Marshal(m[name])
 		if err != nil {
-			return nil, settingf(k, "cannot be encoded: %v", err)
+			return nil, catalog.Settingf(k, "cannot be encoded: %v", err)
 		}
 		text, err := parameterValue(raw, decl)
 		if err != nil {
-			return nil, settingf(k, "%v", err)
+			return nil, catalog.Settingf(k, "%v", err)
 		}
 		if len(decl.AllowedValues) > 0 && decl.Type == "String" && !slices.Contains(decl.AllowedValues, text) {
-			return nil, settingf(k, "%q is not one of the values the template allows: %s", text, list(decl.AllowedValues))
+			return nil, catalog.Settingf(k, "%q is not one of the values the template allows: %s", text, list(decl.AllowedValues))
 		}
 		out[name] = text
 	}
@@ -343,7 +330,7 @@ func supplied(key string, t *Template, fixed map[string]string, outputs []string
 	if len(missing) > 1 {
 		what = "parameters " + list(missing) + " have"
 	}
-	return settingf(key, "%s: %s no Default, and neither this plan's %s nor a schemas.%s supplies a value, so every stack would fail to create; give a Default in the template, fix the value under %s, or add the schema that asks users for it",
+	return catalog.Settingf(key, "%s: %s no Default, and neither this plan's %s nor a schemas.%s supplies a value, so every stack would fail to create; give a Default in the template, fix the value under %s, or add the schema that asks users for it",
 		t.Path, what, fixKey, schema, fixKey)
 }
 

@@ -281,7 +281,7 @@ func TestConfigureRefuses(t *testing.T) {
 				plan = &catalog.Plan{ID: "p"}
 			}
 			_, err := Configure(plan, tc.config, dir)
-			var se *SettingError
+			var se *catalog.SettingError
 			if !errors.As(err, &se) {
 				t.Fatalf("Configure: %v, want a *SettingError", err)
 			}
@@ -309,13 +309,13 @@ func TestConfigureTrustsASchemaToSupplyRequiredParameters(t *testing.T) {
 		}
 	})
 	t.Run("a plan with only the instance schema is refused for the binding template", func(t *testing.T) {
-		var se *SettingError
+		var se *catalog.SettingError
 		if _, err := Configure(planWithSchemas(t, true, false), config, dir); !errors.As(err, &se) || se.Key != "binding_template" {
 			t.Fatalf("Configure: %v", err)
 		}
 	})
 	t.Run("a plan with only the binding schema is refused for the instance template", func(t *testing.T) {
-		var se *SettingError
+		var se *catalog.SettingError
 		if _, err := Configure(planWithSchemas(t, false, true), config, dir); !errors.As(err, &se) || se.Key != "template" {
 			t.Fatalf("Configure: %v", err)
 		}

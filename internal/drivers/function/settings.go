@@ -1,7 +1,6 @@
 package function
 
 import (
-	"fmt"
 	"maps"
 	"math"
 	"net"
@@ -71,19 +70,6 @@ func (t Target) String() string {
 	return t.URL
 }
 
-// SettingError is a problem with one key of a plan's settings; the drivers
-// package turns it into its own, which names the catalog and the plan.
-type SettingError struct {
-	Key     string
-	Problem string
-}
-
-func (e *SettingError) Error() string { return e.Key + ": " + e.Problem }
-
-func settingf(key, format string, args ...any) error {
-	return &SettingError{Key: key, Problem: fmt.Sprintf(format, args...)}
-}
-
 // functionPattern is what a plan may name a Lambda function by: its name,
 // or its ARN, each with an optional qualifier. IAM grants the broker the
 // function as named, so the partial ARNs that Lambda also takes are not
@@ -106,10 +92,10 @@ func Configure(_ *catalog.Plan, config map[string]any, dir string) (*Settings, e
 			continue
 		}
 		if strings.Contains(strings.ToLower(k), "secret") || strings.Contains(strings.ToLower(k), "password") {
-			return nil, settingf(k, "a secret never goes in the catalog; name the variable (%s), the file (%s) or the Secrets Manager secret (%s) that holds it", KeySecretEnv, KeySecretFile, KeySecretARN)
+			return nil, catalog.Settingf(k, "a secret never goes in the catalog; name the variable (%s), the file (%s) or the Secrets Manager secret (%s) that holds it", KeySecretEnv, KeySecretFile, KeySecretARN)
 		}
-		return nil, settingf(k, "unknown key; the function driver's settings are %s (driver, mode, deprovision, credential_lifetime and credential_renewal are the broker's)",
-			strings.Join(settingKeys, ", "))
+		return nil, catalog.Settingf(k, "unknown key; the function driver's settings are %s (%s are the broker's)",
+			strings.Join(settingKeys, ", "), catalog.BrokerKeys())
 	}
 	s := &Settings{RetryAfter: DefaultRetryAfter, Target: Target{Timeout: DefaultTimeout}}
 	fn, hasFn, err := stringSetting(config, KeyFunction)
@@ -141,15 +127,15 @@ func Configure(_ *catalog.Plan, config map[string]any, dir string) (*Settings, e
 	slices.Sort(secretKeys)
 	switch {
 	case hasFn && hasURL:
-		return nil, settingf(KeyURL, "a plan names one target: a Lambda %s or a %s, not both", KeyFunction, KeyURL)
+		return nil, catalog.Settingf(KeyURL, "a plan names one target: a Lambda %s or a %s, not both", KeyFunction, KeyURL)
 	case !hasFn && !hasURL:
-		return nil, settingf(KeyFunction, "is missing; name the plan's target: a Lambda function (%s: my-service-broker or its ARN) or an HTTPS endpoint (%s: https://…)", KeyFunction, KeyURL)
+		return nil, catalog.Settingf(KeyFunction, "is missing; name the plan's target: a Lambda function (%s: my-service-broker or its ARN) or an HTTPS endpoint (%s: https://…)", KeyFunction, KeyURL)
 	case hasFn:
 		if !functionPattern.MatchString(fn) {
-			return nil, settingf(KeyFunction, "%q is not a Lambda function's name or ARN (NAME, NAME:ALIAS, or arn:aws:lambda:REGION:ACCOUNT:function:NAME[:ALIAS])", fn)
+			return nil, catalog.Settingf(KeyFunction, "%q is not a Lambda function's name or ARN (NAME, NAME:ALIAS, or arn:aws:lambda:REGION:ACCOUNT:function:NAME[:ALIAS])", fn)
 		}
 		if len(secretKeys) > 0 {
-			return nil, settingf(secretKeys[0], "a Lambda target needs no secret: IAM lets only the broker invoke it; remove %s", secretKeys[0])
+			return nil, catalog.Settingf(secretKeys[0], "a Lambda target needs no secret: IAM lets only the broker invoke it; remove %s", secretKeys[0])
 		}
 		s.Target.Function = fn
 	default:
@@ -159,16 +145,16 @@ func Configure(_ *catalog.Plan, config map[string]any, dir string) (*Settings, e
 		s.Target.URL = u
 		switch {
 		case len(secretKeys) > 1:
-			return nil, settingf(secretKeys[1], "name the secret once: %s, %s or %s, not %s", KeySecretEnv, KeySecretFile, KeySecretARN,
+			return nil, catalog.Settingf(secretKeys[1], "name the secret once: %s, %s or %s, not %s", KeySecretEnv, KeySecretFile, KeySecretARN,
 				strings.Join(secretKeys, " and "))
 		case hasARN:
 			if !secretARNPattern.MatchString(arn) {
-				return nil, settingf(KeySecretARN, "%q is not a Secrets Manager secret's complete ARN (arn:aws:secretsmanager:REGION:ACCOUNT:secret:NAME-XXXXXX, as the console shows it)", arn)
+				return nil, catalog.Settingf(KeySecretARN, "%q is not a Secrets Manager secret's complete ARN (arn:aws:secretsmanager:REGION:ACCOUNT:secret:NAME-XXXXXX, as the console shows it)", arn)
 			}
 			s.Target.SecretARN = arn
 		case hasEnv:
 			if !envPattern.MatchString(env) {
-				return nil, settingf(KeySecretEnv, "%q is not a variable's name", env)
+				return nil, catalog.Settingf(KeySecretEnv, "%q is not a variable's name", env)
 			}
 			s.Target.SecretEnv = env
 		case hasFile:
@@ -177,7 +163,7 @@ func Configure(_ *catalog.Plan, config map[string]any, dir string) (*Settings, e
 			}
 			s.Target.SecretFile = file
 		default:
-			return nil, settingf(KeySecretEnv, "is missing; an HTTP target needs the secret the broker signs its requests with, so that it can refuse anyone else's: name the variable (%s), the file (%s) or, deployed, the Secrets Manager secret (%s) that holds it", KeySecretEnv, KeySecretFile, KeySecretARN)
+			return nil, catalog.Settingf(KeySecretEnv, "is missing; an HTTP target needs the secret the broker signs its requests with, so that it can refuse anyone else's: name the variable (%s), the file (%s) or, deployed, the Secrets Manager secret (%s) that holds it", KeySecretEnv, KeySecretFile, KeySecretARN)
 		}
 	}
 	if s.Target.Timeout, err = seconds(config, KeyTimeout, DefaultTimeout, time.Second, MaxTimeout); err != nil {
@@ -189,7 +175,7 @@ func Configure(_ *catalog.Plan, config map[string]any, dir string) (*Settings, e
 	if v, ok := config[KeyConfig]; ok && v != nil {
 		m, ok := v.(map[string]any)
 		if !ok {
-			return nil, settingf(KeyConfig, "must be a mapping (sent to the target as plan.config), got %s", catalog.Describe(v))
+			return nil, catalog.Settingf(KeyConfig, "must be a mapping (sent to the target as plan.config), got %s", catalog.Describe(v))
 		}
 		s.Config = m
 	}
@@ -202,7 +188,7 @@ func Configure(_ *catalog.Plan, config map[string]any, dir string) (*Settings, e
 func checkURL(raw string) error {
 	u, err := url.Parse(raw)
 	if err != nil || u.Host == "" || u.User != nil || u.Fragment != "" {
-		return settingf(KeyURL, "%q is not an absolute URL without user information or fragment (https://host/path)", raw)
+		return catalog.Settingf(KeyURL, "%q is not an absolute URL without user information or fragment (https://host/path)", raw)
 	}
 	switch u.Scheme {
 	case "https":
@@ -211,9 +197,9 @@ func checkURL(raw string) error {
 		if isLoopback(u.Hostname()) {
 			return nil
 		}
-		return settingf(KeyURL, "%s: plain HTTP is allowed only to a loopback address (127.0.0.1, ::1, localhost); use https://", raw)
+		return catalog.Settingf(KeyURL, "%s: plain HTTP is allowed only to a loopback address (127.0.0.1, ::1, localhost); use https://", raw)
 	}
-	return settingf(KeyURL, "%s: the scheme must be https (or http to a loopback address)", raw)
+	return catalog.Settingf(KeyURL, "%s: the scheme must be https (or http to a loopback address)", raw)
 }
 
 func isLoopback(host string) bool {
@@ -231,7 +217,7 @@ func stringSetting(config map[string]any, key string) (string, bool, error) {
 	}
 	s, ok := v.(string)
 	if !ok || strings.TrimSpace(s) == "" {
-		return "", false, settingf(key, "must be a non-empty string, got %s", catalog.Describe(v))
+		return "", false, catalog.Settingf(key, "must be a non-empty string, got %s", catalog.Describe(v))
 	}
 	return s, true, nil
 }
@@ -257,7 +243,7 @@ func seconds(config map[string]any, key string, def, lo, hi time.Duration) (time
 	}
 	d := time.Duration(n) * time.Second
 	if n != math.Trunc(n) || d < lo || d > hi {
-		return 0, settingf(key, "must be a whole number of seconds from %d to %d, got %s", int(lo.Seconds()), int(hi.Seconds()), catalog.Describe(v))
+		return 0, catalog.Settingf(key, "must be a whole number of seconds from %d to %d, got %s", int(lo.Seconds()), int(hi.Seconds()), catalog.Describe(v))
 	}
 	return d, nil
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/serverless-osb/broker/internal/catalog"
 	"github.com/serverless-osb/broker/internal/drivers/function"
 )
 
@@ -58,7 +59,7 @@ func TestConfigure(t *testing.T) {
 	} {
 		t.Run(tc.name+" is refused, naming the key", func(t *testing.T) {
 			_, err := function.Configure(nil, tc.config, "")
-			var se *function.SettingError
+			var se *catalog.SettingError
 			if !errors.As(err, &se) || se.Key != tc.key || !strings.Contains(se.Problem, tc.want) {
 				t.Fatalf("error %v, want key %s: …%s…", err, tc.key, tc.want)
 			}
