@@ -1,7 +1,6 @@
 package app_test
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -11,7 +10,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/serverless-osb/broker/internal/app/apptest"
@@ -26,26 +24,7 @@ type brokerProcess struct {
 	dir  string
 	addr string
 	cmd  *exec.Cmd
-	out  *syncBuffer
-}
-
-// syncBuffer is a bytes.Buffer safe for the process's writes and the
-// test's reads.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
+	out  *apptest.SyncBuffer
 }
 
 const killPassword = "kill-test-password"
@@ -57,7 +36,7 @@ func (p *brokerProcess) start() {
 		"BROKER_USERNAME=broker", "BROKER_LOG_LEVEL=warn",
 		"BROKER_CATALOG="+filepath.Join(apptest.Root(), "catalog.yaml"),
 		"BROKER_STATEMACHINES="+filepath.Join(apptest.Root(), "statemachines"))
-	out := &syncBuffer{}
+	out := &apptest.SyncBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	p.out = out
 	if err := cmd.Start(); err != nil {

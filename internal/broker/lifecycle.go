@@ -521,7 +521,7 @@ func (b *Broker) runSync(ctx context.Context, op Operation, snap Snapshot) (Fini
 		return Finish{}, err
 	}
 	var failure *Failure
-	description := failureDescription("", "")
+	description := FailureDescription("", "")
 	if errors.As(err, &failure) {
 		description = failure.Description
 	}
@@ -544,7 +544,7 @@ func (b *Broker) runSync(ctx context.Context, op Operation, snap Snapshot) (Fini
 // abandon records the failure of a synchronous operation that its request
 // cannot run, and returns err.
 func (b *Broker) abandon(ctx context.Context, op Operation, err error) error {
-	if rerr := b.RecordFailure(context.WithoutCancel(ctx), op.InstanceID, op.ID, failureDescription("", "")); rerr != nil {
+	if rerr := b.RecordFailure(context.WithoutCancel(ctx), op.InstanceID, op.ID, FailureDescription("", "")); rerr != nil {
 		return fmt.Errorf("%w (and recording the failure: %w)", err, rerr)
 	}
 	return err
@@ -646,9 +646,7 @@ func repeatsString(s string, v any) bool {
 // FailureDescription turns an error a workflow caught into the description
 // the user sees. Only a driver's permanent failure is shown as it is;
 // anything else is summarised, so internals do not reach the platform.
-func FailureDescription(name, cause string) string { return failureDescription(name, cause) }
-
-func failureDescription(name, cause string) string {
+func FailureDescription(name, cause string) string {
 	var lambdaErr struct {
 		ErrorMessage string `json:"errorMessage"`
 	}

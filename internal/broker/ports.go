@@ -429,6 +429,21 @@ func (c Change) BindingID() string {
 	return c.Operation.BindingID
 }
 
+// MadeRecords names the record of what a provision or bind makes, for a
+// driver whose Leftovers are just that: instanceRecord (the driver's name
+// for an instance's record) for a provision, the binding's BindingRecord
+// for a bind, none for the other kinds (an update leaves its resource with
+// the instance; a deprovision or unbind leaves it attached).
+func (c Change) MadeRecords(instanceRecord string) []string {
+	switch c.Operation.Kind {
+	case KindProvision:
+		return []string{instanceRecord}
+	case KindBind:
+		return []string{BindingRecord(c.BindingID())}
+	}
+	return nil
+}
+
 // Record returns the resource record called name, if the change has it.
 func (c Change) Record(name string) (Resource, bool) {
 	for _, r := range c.Records {

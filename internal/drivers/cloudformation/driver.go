@@ -139,13 +139,7 @@ type record struct {
 // leaves. A failed update leaves the stack rolled back, still the
 // instance's; a deprovision or unbind leaves its stack attached.
 func (d *Driver) Leftovers(_ context.Context, c broker.Change) ([]string, error) {
-	switch c.Operation.Kind {
-	case broker.KindProvision:
-		return []string{instanceRecord}, nil
-	case broker.KindBind:
-		return []string{bindingRecord(c.BindingID())}, nil
-	}
-	return nil, nil
+	return c.MadeRecords(instanceRecord), nil
 }
 
 // Begin starts a change.

@@ -134,13 +134,7 @@ func New(resources broker.Resources, cfg func(context.Context) (aws.Config, erro
 // the instance as the update left it); a deprovision or unbind leaves its
 // resource attached.
 func (d *Driver) Leftovers(_ context.Context, c broker.Change) ([]string, error) {
-	switch c.Operation.Kind {
-	case broker.KindProvision:
-		return []string{instanceRecord}, nil
-	case broker.KindBind:
-		return []string{bindingRecord(c.BindingID())}, nil
-	}
-	return nil, nil
+	return c.MadeRecords(instanceRecord), nil
 }
 
 // Begin asks the target to start the change.
