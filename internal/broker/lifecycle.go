@@ -117,10 +117,7 @@ func (b *Broker) loadFlight(ctx context.Context, instanceID, operationID string)
 		return nil, nil
 	}
 	op := *snap.Operation
-	if snap.Instance == nil {
-		return nil, &Failure{Description: fmt.Sprintf("The instance of operation %s no longer exists.", op.ID)}
-	}
-	if op.Kind.IsBinding() && snap.Binding == nil {
+	if op.Kind.IsBinding() && snap.Instance != nil && snap.Binding == nil {
 		return nil, &Failure{Description: fmt.Sprintf("The binding of operation %s no longer exists.", op.ID)}
 	}
 	return b.newFlight(op, snap)
@@ -255,7 +252,7 @@ func (b *Broker) outcome(f *flight, p Progress) Finish {
 	case KindDeprovision:
 		fin.DeleteInstance, fin.Bindings = true, f.snap.BindingIDs
 		if f.detaches() {
-			fin.Detach = b.detachments(f, f.change.Records, "The service instance was deprovisioned.")
+			fin.Detach = b.detachments(f.op, f.snap.Instance, f.change.Records, "The service instance was deprovisioned.")
 			fin.Records = RecordChanges{}
 		}
 	case KindBind:
@@ -413,9 +410,8 @@ func (b *Broker) leftovers(ctx context.Context, op Operation, snap Snapshot, rea
 	if op.Kind == KindDeprovision || op.Kind == KindUnbind {
 		return nil
 	}
-	f := &flight{op: op, snap: snap}
 	if snap.Instance == nil {
-		return b.detachments(f, snap.Records, reason)
+		return b.detachments(op, nil, snap.Records, reason)
 	}
 	nf, err := b.newFlight(op, snap)
 	if err != nil {
@@ -438,22 +434,23 @@ func (b *Broker) leftovers(ctx context.Context, op Operation, snap Snapshot, rea
 			records = append(records, r)
 		}
 	}
-	return b.detachments(nf, records, reason)
+	return b.detachments(op, snap.Instance, records, reason)
 }
 
-// detachments are the detached records for records of f's instance, each
-// with its first cleanup counted as started (commit starts it).
-func (b *Broker) detachments(f *flight, records []Resource, reason string) []Detached {
+// detachments are the detached records for records that op leaves under
+// its instance (inst, or nil when it is gone), each with its first cleanup
+// counted as started (commit starts it).
+func (b *Broker) detachments(op Operation, inst *Instance, records []Resource, reason string) []Detached {
 	now := b.Now()
-	planID := f.op.PlanID
-	if f.snap.Instance != nil {
-		planID = f.snap.Instance.PlanID
+	planID := op.PlanID
+	if inst != nil {
+		planID = inst.PlanID
 	}
 	var out []Detached
 	for _, r := range records {
 		out = append(out, Detached{
-			ID: DetachedID(f.op.InstanceID, r.Name, f.op.ID), InstanceID: f.op.InstanceID, Name: r.Name, Data: r.Data,
-			PlanID: planID, OperationID: f.op.ID, Reason: reason, State: DetachedCleaning, Attempts: 1,
+			ID: DetachedID(op.InstanceID, r.Name, op.ID), InstanceID: op.InstanceID, Name: r.Name, Data: r.Data,
+			PlanID: planID, OperationID: op.ID, Reason: reason, State: DetachedCleaning, Attempts: 1,
 			CreatedAt: now, UpdatedAt: now,
 		})
 	}

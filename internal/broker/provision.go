@@ -61,7 +61,7 @@ func (b *Broker) Provision(ctx context.Context, d ProvisionDetails) (ProvisionRe
 	}
 	// A new instance has no bindings and no records: nothing to read.
 	snap := Snapshot{Instance: &inst, Operation: &op}
-	if !isAsync && b.inMemory(plan) {
+	if !isAsync {
 		fin, settled, err := b.settle(ctx, op, snap)
 		switch {
 		case settled && err != nil:
