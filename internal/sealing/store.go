@@ -129,7 +129,7 @@ func (s *Store) sealDetached(ctx context.Context, d broker.Detached) (broker.Det
 	return d, err
 }
 
-func (s *Store) sealRecords(ctx context.Context, instanceID string, r broker.RecordChanges) (broker.RecordChanges, error) {
+func (s *Store) sealRecords(ctx context.Context, r broker.RecordChanges) (broker.RecordChanges, error) {
 	if len(r.Save) == 0 {
 		return r, nil
 	}
@@ -144,13 +144,13 @@ func (s *Store) sealRecords(ctx context.Context, instanceID string, r broker.Rec
 	return r, nil
 }
 
-func (s *Store) sealSettled(ctx context.Context, instanceID string, settled *broker.Settled) (*broker.Settled, error) {
+func (s *Store) sealSettled(ctx context.Context, settled *broker.Settled) (*broker.Settled, error) {
 	if settled == nil {
 		return nil, nil
 	}
 	out := *settled
 	var err error
-	out.Records, err = s.sealRecords(ctx, instanceID, settled.Records)
+	out.Records, err = s.sealRecords(ctx, settled.Records)
 	return &out, err
 }
 
@@ -194,7 +194,7 @@ func (s *Store) Load(ctx context.Context, instanceID, operationID, bindingID str
 
 // CreateInstance seals the records of a change settled in memory.
 func (s *Store) CreateInstance(ctx context.Context, inst broker.Instance, op broker.Operation, settled *broker.Settled) error {
-	settled, err := s.sealSettled(ctx, inst.ID, settled)
+	settled, err := s.sealSettled(ctx, settled)
 	if err != nil {
 		return err
 	}
@@ -205,7 +205,7 @@ func (s *Store) CreateInstance(ctx context.Context, inst broker.Instance, op bro
 func (s *Store) CreateBinding(ctx context.Context, b broker.Binding, op broker.Operation, settled *broker.Settled) error {
 	b, err := s.SealBinding(ctx, b)
 	if err == nil {
-		settled, err = s.sealSettled(ctx, b.InstanceID, settled)
+		settled, err = s.sealSettled(ctx, settled)
 	}
 	if err != nil {
 		return err
@@ -224,7 +224,7 @@ func (s *Store) LockBinding(ctx context.Context, l broker.LockBinding) error {
 
 // UpdateOperation seals the records saved with the progress.
 func (s *Store) UpdateOperation(ctx context.Context, op broker.Operation, records broker.RecordChanges) error {
-	records, err := s.sealRecords(ctx, op.InstanceID, records)
+	records, err := s.sealRecords(ctx, records)
 	if err != nil {
 		return err
 	}
@@ -240,7 +240,7 @@ func (s *Store) FinishOperation(ctx context.Context, f broker.Finish) error {
 		f.Binding, err = &b, serr
 	}
 	if err == nil {
-		f.Records, err = s.sealRecords(ctx, f.Op.InstanceID, f.Records)
+		f.Records, err = s.sealRecords(ctx, f.Records)
 	}
 	if err == nil && len(f.Detach) > 0 {
 		detach := make([]broker.Detached, len(f.Detach))
