@@ -2,11 +2,13 @@ package local
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -44,6 +46,12 @@ type Options struct {
 	Committer *groupcommit.Committer
 	// Invoke is the worker called by Task states.
 	Invoke Invoker
+	// MaxTasks bounds the worker calls in flight; a Task waits for a slot,
+	// and the wait counts against its TimeoutSeconds, as a throttled
+	// Lambda's would. It keeps a burst of new executions from taking the
+	// processors from the requests that start them: their first Tasks
+	// queue and run as slots free. Default: 4 × GOMAXPROCS.
+	MaxTasks int
 	// Logger receives one line per execution event; never a payload.
 	// Default: discard.
 	Logger *slog.Logger
@@ -89,6 +97,7 @@ type Engine struct {
 	db     *bbolt.DB
 	commit *groupcommit.Committer
 	invoke Invoker
+	tasks  chan struct{} // a slot per worker call in flight
 	log    *slog.Logger
 	now    func() time.Time
 	sleep  func(ctx context.Context, d time.Duration)
@@ -153,6 +162,7 @@ func New(opts Options) (*Engine, error) {
 		live:   map[string]*record{},
 		dirty:  map[string]uint64{},
 		invoke: opts.Invoke,
+		tasks:  make(chan struct{}, cmp.Or(opts.MaxTasks, 4*runtime.GOMAXPROCS(0))),
 		log:    opts.Logger,
 		now:    opts.Now,
 		sleep:  opts.Sleep,

@@ -480,3 +480,58 @@ func writeFile(t *testing.T, file, text string) {
 		t.Fatal(err)
 	}
 }
+
+func TestMaxTasksBoundsTheWorkerCallsInFlight(t *testing.T) {
+	t.Parallel()
+	var inFlight, most atomic.Int32
+	entered := make(chan string, 3)
+	release := make(chan struct{})
+	invoke := func(ctx context.Context, p json.RawMessage) (json.RawMessage, error) {
+		n := inFlight.Add(1)
+		defer inFlight.Add(-1)
+		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+		}
+		entered <- string(p)
+		select {
+		case <-release:
+			return json.RawMessage(`{}`), nil
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	const slowTask = `{
+  "StartAt": "T",
+  "States": {
+    "T": {"Type": "Task", "Resource": "arn:aws:states:::lambda:invoke", "TimeoutSeconds": 1,
+          "Parameters": {"FunctionName": "f", "Payload.$": "$.name"}, "Next": "Done"},
+    "Done": {"Type": "Succeed"}
+  }
+}`
+	e := newEngine(t, local.Options{MaxTasks: 1, Invoke: invoke,
+		Definitions: definitions(t, map[broker.Workflow]string{"w": taskOnly, "slow": slowTask})})
+	start(t, e, "w", "run-1", `{}`)
+	waittest.Recv(t, entered, "the first call")
+	start(t, e, "w", "run-2", `{}`)
+	// run-3's Task waits for the slot longer than its TimeoutSeconds: the
+	// wait counts, and its worker is never called.
+	start(t, e, "slow", "run-3", `{"name":"run-3"}`)
+	if x := waitEnded(t, e, "run-3"); x.Status != broker.ExecutionFailed || x.Error != "States.Timeout" {
+		t.Errorf("run-3: %s %s, want FAILED %q (its Task waited for a slot past its timeout)", x.Status, x.Error, "States.Timeout")
+	}
+	select {
+	case p := <-entered:
+		t.Fatalf("a second worker call (%s) began while the first held the only slot", p)
+	default:
+	}
+	release <- struct{}{} // run-1's call returns; run-2's may begin
+	waittest.Recv(t, entered, "run-2's call, once the slot is free")
+	release <- struct{}{}
+	for _, name := range []string{"run-1", "run-2"} {
+		if x := waitEnded(t, e, name); x.Status != broker.ExecutionSucceeded {
+			t.Errorf("%s: %s %s %s, want SUCCEEDED", name, x.Status, x.Error, x.Cause)
+		}
+	}
+	if m := most.Load(); m != 1 {
+		t.Errorf("%d worker calls were in flight at once, want at most 1", m)
+	}
+}

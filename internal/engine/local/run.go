@@ -393,9 +393,10 @@ func (x *execution) attemptTask(ctx context.Context, st *state, input any, enter
 	return st.outputPath.selectFrom(out)
 }
 
-// invoke calls the worker under the Task's timeout. The call runs in its own
-// goroutine so that a timeout or a stop takes effect at once even if the
-// worker is slow to notice; Close still waits for it.
+// invoke calls the worker under the Task's timeout, once a slot is free
+// (Options.MaxTasks). The call runs in its own goroutine so that a timeout
+// or a stop takes effect at once even if the worker is slow to notice;
+// Close still waits for it.
 func (x *execution) invoke(ctx context.Context, st *state, payload json.RawMessage) (any, *stateError) {
 	tctx, cancel := ctx, context.CancelFunc(func() {})
 	if st.timeout > 0 {
@@ -410,7 +411,14 @@ func (x *execution) invoke(ctx context.Context, st *state, payload json.RawMessa
 	x.e.wg.Add(1)
 	go func() {
 		defer x.e.wg.Done()
+		select {
+		case x.e.tasks <- struct{}{}:
+		case <-tctx.Done():
+			answers <- answer{nil, context.Cause(tctx)}
+			return
+		}
 		out, err := x.callWorker(tctx, st, payload)
+		<-x.e.tasks
 		answers <- answer{out, err}
 	}()
 	timedOut := &stateError{name: errorTimeout, cause: "the task ran longer than its TimeoutSeconds (" + st.timeout.String() + ")"}

@@ -1,12 +1,19 @@
 // Command load measures the local broker (the `make run` binary) under
 // load, on 127.0.0.1 only, bounded in requests and time: how many
 // asynchronous provisions it answers 202 per second with a few clients, the
-// latency of a burst of concurrent ones, and the CPU time and memory the
+// latency of bursts of concurrent ones, and the CPU time and memory the
 // broker process used. `make bench` runs it; it prints a table.
+//
+// The clients run on the broker's machine and share its processors. Each
+// burst is measured twice, each request on a new connection and on
+// connections already open (as a platform's client pool keeps them), and
+// beside the same burst of catalog reads, which do no store work: what the
+// machine allows at all.
 package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -91,6 +98,18 @@ func run(ctx context.Context, binary string, clients, n, burst int) error {
 		return fmt.Appendf(nil, `{"service_id":%q,"plan_id":%q,"organization_guid":"o","space_guid":"s","parameters":{"duration_seconds":600}}`, service, plan)
 	}
 
+	provision := func(c *client, i int, tag string) (time.Duration, error) {
+		return c.provision(ctx, tag+strconv.Itoa(i), body())
+	}
+	catalog := func(c *client, _ int, _ string) (time.Duration, error) {
+		start := time.Now()
+		code, data, err := c.do(ctx, http.MethodGet, "/v2/catalog", nil)
+		if err == nil && code != http.StatusOK {
+			err = fmt.Errorf("catalog: %d %s", code, data)
+		}
+		return time.Since(start), err
+	}
+
 	// Steady: clients send n provisions, one after another each.
 	cpu0 := cpuTime(pid)
 	start := time.Now()
@@ -107,7 +126,7 @@ func run(ctx context.Context, binary string, clients, n, burst int) error {
 				if i >= n {
 					return
 				}
-				d, err := c.provision(ctx, fmt.Sprintf("steady-%d", i), body())
+				d, err := provision(c, i, "steady-")
 				if err != nil {
 					errs <- err
 					return
@@ -125,29 +144,36 @@ func run(ctx context.Context, binary string, clients, n, burst int) error {
 	}
 	rss, hwm := memory(pid)
 
-	// Burst: many provisions at once.
-	burstLat := make([]time.Duration, burst)
-	var burstErr atomic.Value
-	var bw sync.WaitGroup
-	gate := make(chan struct{})
-	for i := range burst {
-		bw.Add(1)
-		go func() {
-			defer bw.Done()
-			<-gate
-			d, err := c.provision(ctx, fmt.Sprintf("burst-%d", i), body())
-			if err != nil {
-				burstErr.Store(err)
-			}
-			burstLat[i] = d
-		}()
+	// Bursts: many requests at once, first each on a new connection, then
+	// on connections already open; provisions, and catalog reads (no store
+	// work) to show what the machine itself allows.
+	bursts := []struct {
+		name  string
+		fresh bool
+		send  func(c *client, i int, tag string) (time.Duration, error)
+	}{
+		{"provisions, each on a new connection", true, provision},
+		{"catalog reads, each on a new connection (the floor: no store work)", true, catalog},
+		{"provisions on connections already open", false, provision},
+		{"catalog reads on connections already open (the floor)", false, catalog},
 	}
-	burstStart := time.Now()
-	close(gate)
-	bw.Wait()
-	burstElapsed := time.Since(burstStart)
-	if err, _ := burstErr.Load().(error); err != nil {
-		return err
+	var rows []string
+	for k, b := range bursts {
+		bc := &client{base: c.base, http: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: burst}}}
+		if !b.fresh {
+			// Open burst connections and leave them idle in the pool.
+			if _, err := bc.burst(ctx, burst, func(i int) (time.Duration, error) { return catalog(bc, i, "") }); err != nil {
+				return err
+			}
+		}
+		tag := fmt.Sprintf("burst%d-", k)
+		res, err := bc.burst(ctx, burst, func(i int) (time.Duration, error) { return b.send(bc, i, tag) })
+		bc.http.CloseIdleConnections()
+		if err != nil {
+			return err
+		}
+		rows = append(rows, fmt.Sprintf("| %d %s: latency p50 / p99, all answered in | %s / %s, %s |", burst, b.name,
+			pct(res.lat, 50), pct(res.lat, 99), res.elapsed.Round(time.Millisecond)))
 	}
 	_, hwm2 := memory(pid)
 
@@ -156,9 +182,46 @@ func run(ctx context.Context, binary string, clients, n, burst int) error {
 	fmt.Printf("| %d provisions by %d clients: 202s per second | %.0f |\n", n, clients, float64(n)/elapsed.Seconds())
 	fmt.Printf("| their latency p50 / p99 | %s / %s |\n", pct(lat, 50), pct(lat, 99))
 	fmt.Printf("| broker CPU per provision (user + system) | %.2f ms |\n", float64(cpu.Microseconds())/1000/float64(n))
-	fmt.Printf("| %d provisions at once: latency p50 / p99, all answered in | %s / %s, %s |\n", burst, pct(burstLat, 50), pct(burstLat, 99), burstElapsed.Round(time.Millisecond))
-	fmt.Printf("| broker RSS after the clients / peak after the burst | %.1f MiB / %.1f MiB |\n", rss, max(hwm, hwm2))
+	for _, r := range rows {
+		fmt.Println(r)
+	}
+	fmt.Printf("| broker RSS after the clients / peak after the bursts | %.1f MiB / %.1f MiB |\n", rss, max(hwm, hwm2))
 	return nil
+}
+
+type burstResult struct {
+	lat     []time.Duration
+	elapsed time.Duration
+}
+
+// burst sends n requests at once and waits for their answers.
+func (c *client) burst(ctx context.Context, n int, send func(i int) (time.Duration, error)) (burstResult, error) {
+	res := burstResult{lat: make([]time.Duration, n)}
+	var (
+		mu       sync.Mutex
+		firstErr error
+		wg       sync.WaitGroup
+	)
+	gate := make(chan struct{})
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-gate
+			d, err := send(i)
+			if err != nil {
+				mu.Lock()
+				firstErr = cmp.Or(firstErr, err)
+				mu.Unlock()
+			}
+			res.lat[i] = d
+		}()
+	}
+	start := time.Now()
+	close(gate)
+	wg.Wait()
+	res.elapsed = time.Since(start)
+	return res, cmp.Or(firstErr, ctx.Err())
 }
 
 type client struct {
