@@ -49,8 +49,11 @@ func (b *Broker) deprovision(ctx context.Context, d DeprovisionDetails) (Deprovi
 	case plan.Settings.Deprovision == catalog.DeprovisionDetach:
 		// The resource is detached and the cleanup workflow deletes it:
 		// the answer comes at once, whatever the plan's mode.
-	case inst.State == InstanceFailed && inst.Op == "":
-		// A failed instance holds nothing worth waiting for: delete it now.
+	case inst.State == InstanceFailed && inst.Op == "" && len(snap.Records) == 0:
+		// A failed provision detached what it made: the instance holds
+		// nothing worth waiting for, so delete it now. A failed
+		// deprovision left its resource attached (its records are still
+		// here): deleting that runs as the plan says.
 	default:
 		if isAsync, err = async(plan, d.AcceptsIncomplete); err != nil {
 			return DeprovisionResult{}, err

@@ -160,6 +160,43 @@ func TestDeprovision(t *testing.T) {
 			},
 		},
 		{
+			name: "a deprovision retried after a failed deprovision runs as its plan says (202): the resource is still there to delete",
+			given: func(h *harness) {
+				h.ready("i-1", planAsync)
+				h.driver.on("begin", broker.KindDeprovision, fails("The database refuses to be deleted."), running("Deleting.", time.Minute))
+				res, err := h.b.Deprovision(ctx, deprovisionOf("i-1", planAsync, true))
+				if err != nil {
+					h.t.Fatal(err)
+				}
+				h.failTask("i-1", res.Operation, "begin")
+			},
+			req:  deprovisionOf("i-1", planAsync, true),
+			want: broker.ResultAccepted,
+			then: func(t *testing.T, h *harness, res broker.DeprovisionResult) {
+				if n := h.driver.count("begin", broker.KindDeprovision); n != 1 {
+					t.Fatalf("the request called the driver's Begin: %d begins, want the first deprovision's only", n)
+				}
+				h.task("i-1", res.Operation)
+				if inst := h.instance("i-1"); inst != nil {
+					t.Fatalf("instance %+v left behind", inst)
+				}
+			},
+		},
+		{
+			name: "a deprovision retried after a failed deprovision on an async-only plan, without accepts_incomplete, is 422 AsyncRequired",
+			given: func(h *harness) {
+				h.ready("i-1", planAsyncOnly)
+				h.driver.on("begin", broker.KindDeprovision, fails("The database refuses to be deleted."))
+				res, err := h.b.Deprovision(ctx, deprovisionOf("i-1", planAsyncOnly, true))
+				if err != nil {
+					h.t.Fatal(err)
+				}
+				h.failTask("i-1", res.Operation, "begin")
+			},
+			req:  deprovisionOf("i-1", planAsyncOnly, false),
+			code: broker.CodeAsyncRequired,
+		},
+		{
 			name:  "a deprovision of an instance whose provision failed deletes it at once, even when the platform accepts incomplete",
 			given: func(h *harness) { h.failedInstance("i-1", planAsync) },
 			req:   deprovisionOf("i-1", planAsync, true),
