@@ -3,4 +3,11 @@
 // codes, and the ports the broker needs from the outside world (Store, Engine,
 // Driver). It knows nothing of HTTP or AWS; adapters live in packages named
 // after what they adapt to.
+//
+// Its tests are its rules: each endpoint's and Task's file has a table of
+// cases named as the OSB spec or docs/DESIGN.md states them ("a deprovision
+// during a provision halts the provision and deletes the instance"), run on
+// the bbolt store with the fakes of fakes_test.go (a driver the test
+// scripts, a workflow engine that records, a clock the test moves). A new
+// rule gets a case there.
 package broker
