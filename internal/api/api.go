@@ -36,21 +36,32 @@ const MaxBodyBytes = broker.MaxRequestBytes
 
 // New returns the broker's HTTP handler.
 func New(c Config) http.Handler {
-	h := &handlers{broker: c.Broker, catalog: c.Catalog, logger: c.Logger}
+	h := &handlers{catalog: c.Catalog, logger: c.Logger}
+	b := c.Broker
 	mux := http.NewServeMux()
 	route := func(pattern string, m map[string]http.HandlerFunc) { mux.Handle(pattern, methods{h, m}) }
-	route("/v2/catalog", map[string]http.HandlerFunc{http.MethodGet: h.getCatalog})
+	// Every endpoint is serve with the endpoint's decode, its call and its
+	// encode: see serve.
+	route("/v2/catalog", map[string]http.HandlerFunc{
+		http.MethodGet: serve(h, decodeCatalog, h.readCatalog, encodeCatalog),
+	})
 	route("/v2/service_instances/{instance_id}", map[string]http.HandlerFunc{
-		http.MethodPut: h.provision, http.MethodPatch: h.update,
-		http.MethodDelete: h.deprovision, http.MethodGet: h.fetchInstance,
+		http.MethodPut:    serve(h, decodeProvision, b.Provision, encodeProvision),
+		http.MethodPatch:  serve(h, decodeUpdate, b.Update, encodeUpdate),
+		http.MethodDelete: serve(h, decodeDeprovision, b.Deprovision, encodeDeprovision),
+		http.MethodGet:    serve(h, decodeFetchInstance, b.FetchInstance, encodeFetchInstance),
 	})
-	route("/v2/service_instances/{instance_id}/last_operation",
-		map[string]http.HandlerFunc{http.MethodGet: h.lastOperation})
+	route("/v2/service_instances/{instance_id}/last_operation", map[string]http.HandlerFunc{
+		http.MethodGet: serve(h, decodeLastOperation, b.LastOperation, encodeLastOperation),
+	})
 	route("/v2/service_instances/{instance_id}/service_bindings/{binding_id}", map[string]http.HandlerFunc{
-		http.MethodPut: h.bind, http.MethodDelete: h.unbind, http.MethodGet: h.fetchBinding,
+		http.MethodPut:    serve(h, decodeBind, b.Bind, encodeBind),
+		http.MethodDelete: serve(h, decodeUnbind, b.Unbind, encodeUnbind),
+		http.MethodGet:    serve(h, decodeFetchBinding, b.FetchBinding, encodeFetchBinding),
 	})
-	route("/v2/service_instances/{instance_id}/service_bindings/{binding_id}/last_operation",
-		map[string]http.HandlerFunc{http.MethodGet: h.lastBindingOperation})
+	route("/v2/service_instances/{instance_id}/service_bindings/{binding_id}/last_operation", map[string]http.HandlerFunc{
+		http.MethodGet: serve(h, decodeLastOperation, b.LastBindingOperation, encodeLastOperation),
+	})
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		h.writeError(w, r, broker.Errorf(broker.CodeNotFound,
 			"There is no endpoint %s %s; the OSB API lives under /v2.", r.Method, r.URL.Path))
@@ -66,7 +77,6 @@ func New(c Config) http.Handler {
 }
 
 type handlers struct {
-	broker  *broker.Broker
 	catalog *catalog.Catalog
 	logger  *slog.Logger
 }
