@@ -1,6 +1,29 @@
 // Package api owns the broker's HTTP surface: routes, authentication,
-// headers, request decoding and validation, and the mapping of broker
-// errors to HTTP statuses (in ONE function, writeError).
+// headers, request decoding and validation, the request and answer bodies,
+// and the mapping of broker errors to HTTP statuses (in ONE function,
+// writeError).
+//
+// The rules that keep it so:
+//
+//   - Every endpoint is serve (serve.go) with the endpoint's decode, the
+//     broker's method, and the endpoint's encode: one line in New's routes.
+//     A decode reads the request (readRequest: the path's ids, the query,
+//     the body) into the broker's details type; an encode turns the
+//     broker's result into a status, the body and any header beyond
+//     Content-Type. No endpoint writes an answer or an error itself.
+//   - Bodies live here and only here, next to their endpoint's decode and
+//     encode (instances.go, bindings.go, lastop.go, catalog.go). The broker
+//     returns domain values (an Instance, a Binding, a result type without
+//     JSON tags), and no answer marshals a domain struct (only the state
+//     strings and the credentials map), so neither the domain nor the
+//     stores' encoding can change what a platform reads.
+//   - A new field of an OSB request goes in the endpoint's request body and
+//     decode, in the broker's details type, and, where the broker keeps and
+//     returns it, in the domain type and the answer body. contract_test.go
+//     has a row for every field of ProvisionDetails, UpdateDetails and
+//     BindDetails and fails, naming the places, for a field that does not
+//     make the trip; internal/broker's fingerprint_test.go for a field the
+//     request's fingerprint neither hashes nor lists as left out.
 package api
 
 import (

@@ -363,14 +363,13 @@ func sameJSON(a, b any) bool {
 	return reflect.DeepEqual(norm(a), norm(b))
 }
 
+// show spells a value for a failure message, as JSON where it can.
 func show(v any) string {
-	switch v := v.(type) {
-	case json.RawMessage:
-		return string(v)
-	case *broker.MaintenanceInfo:
-		if v != nil {
-			return fmt.Sprintf("%+v", *v)
-		}
+	if raw, ok := v.(json.RawMessage); ok {
+		return string(raw)
+	}
+	if data, err := json.Marshal(v); err == nil {
+		return string(data)
 	}
 	return fmt.Sprintf("%#v", v)
 }

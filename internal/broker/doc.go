@@ -3,4 +3,15 @@
 // codes, and the ports the broker needs from the outside world (Store, Engine,
 // Driver). It knows nothing of HTTP or AWS; adapters live in packages named
 // after what they adapt to.
+//
+// The Broker has one method per OSB endpoint: a details type in (the
+// request's fields, decoded by internal/api), a domain value out (the
+// Instance or Binding a fetch reads, or a result type such as
+// ProvisionResult); none of them is an HTTP body, and none carries JSON
+// tags for one: the bodies are internal/api's. A request's fields reach
+// the domain in one place each (ProvisionDetails.instance,
+// UpdateDetails.target, BindDetails.binding), and which of them make two
+// requests "identical" is said once, in the requestFingerprint of
+// Instance, Target and Binding; fingerprint_test.go fails for a details
+// field that is neither hashed nor listed as left out.
 package broker
