@@ -58,13 +58,12 @@ type contract struct {
 	checkedOnly map[string]string
 	rows        []contractRow
 	// before makes what the request needs (the instance it updates, say);
-	// wantStatus is the request's answer; kept returns the instance or
-	// binding the broker keeps after it; get is the path of its GET.
+	// wantStatus is the request's answer (202: the test waits for the
+	// operation to succeed).
 	before     func(t *testing.T)
 	wantStatus int
-	kept       func(t *testing.T) any
-	get        string
-	// places says where a field of this request goes.
+	// places says where a field of this request goes, besides the
+	// fingerprint and this test.
 	places string
 }
 
@@ -76,12 +75,12 @@ func TestEveryOSBRequestFieldReachesTheBrokerAndComesBack(t *testing.T) {
 			if t.Failed() {
 				return
 			}
-			path, body := c.request()
-			c.checkDecode(t, path, body)
+			path, query, body := c.request()
+			c.checkDecode(t, path+query, body)
 			if t.Failed() {
 				return
 			}
-			c.checkRoundTrip(t, b, path, body)
+			c.checkRoundTrip(t, b, path, query, body)
 		})
 	}
 }
@@ -89,10 +88,13 @@ func TestEveryOSBRequestFieldReachesTheBrokerAndComesBack(t *testing.T) {
 func contracts(b *apptest.Broker) []contract {
 	service, plan := b.Plan("fake-plan")
 	_, asyncPlan := b.Plan("fake-async-plan")
-	ctx := context.Background()
 	const instanceID, updatedID, boundID = "contract-instance", "contract-updated", "contract-bound"
 	const predecessorID, bindingID = "contract-predecessor", "contract-binding"
-	mi := map[string]any{"version": "1.0.0", "description": "As the contract test sends it."}
+	// The plans' version, with a description of the test's own.
+	miRow := contractRow{field: "MaintenanceInfo", in: "maintenance_info",
+		send: map[string]any{"version": "1.0.0", "description": "As the contract test sends it."},
+		want: &broker.MaintenanceInfo{Version: "1.0.0", Description: "As the contract test sends it."}, kept: "MaintenanceInfo", back: "maintenance_info"}
+	asyncRow := contractRow{field: "AcceptsIncomplete", in: inQuery, send: "true", want: true}
 	provision := func(t *testing.T, id string) {
 		r := b.Do(apptest.Request{Method: http.MethodPut, Path: "/v2/service_instances/" + id, Body: map[string]any{
 			"service_id": service, "plan_id": plan, "organization_guid": "org", "space_guid": "space"}})
@@ -115,25 +117,13 @@ func contracts(b *apptest.Broker) []contract {
 					want: json.RawMessage(`{"duration_seconds":1}`), kept: "Parameters", back: "parameters"},
 				{field: "Context", in: "context", send: map[string]any{"platform": "cloudfoundry", "instance_name": "contract"},
 					want: json.RawMessage(`{"platform":"cloudfoundry","instance_name":"contract"}`), kept: "Context"},
-				{field: "MaintenanceInfo", in: "maintenance_info", send: mi,
-					want: &broker.MaintenanceInfo{Version: "1.0.0", Description: "As the contract test sends it."}, kept: "MaintenanceInfo", back: "maintenance_info"},
-				{field: "AcceptsIncomplete", in: inQuery, send: "true", want: true},
+				miRow, asyncRow,
 			},
 			wantStatus: http.StatusCreated,
-			kept: func(t *testing.T) any {
-				inst, err := b.Local.Broker.FetchInstance(ctx, broker.FetchInstanceDetails{InstanceID: instanceID})
-				if err != nil {
-					t.Fatalf("fetch the provisioned instance: %v", err)
-				}
-				return inst
-			},
-			get: "/v2/service_instances/" + instanceID,
 			places: `- the request: provisionBody and decodeProvision, internal/api/instances.go
 - the details: broker.ProvisionDetails, internal/broker/provision.go
 - if the instance keeps it: broker.Instance (internal/broker/model.go), ProvisionDetails.instance (internal/broker/provision.go) and the stores' instance records
-- if GET instance returns it: fetchedInstanceBody and encodeFetchInstance, internal/api/instances.go
-- the fingerprint: internal/broker/fingerprint_test.go
-- this test: the provision contract's rows, internal/api/contract_test.go`,
+- if GET instance returns it: fetchedInstanceBody and encodeFetchInstance, internal/api/instances.go`,
 		},
 		{
 			name: "update", details: reflect.TypeFor[broker.UpdateDetails](), body: reflect.TypeFor[api.UpdateBody](),
@@ -148,29 +138,14 @@ func contracts(b *apptest.Broker) []contract {
 					want: json.RawMessage(`{"duration_seconds":0}`), kept: "Parameters", back: "parameters"},
 				{field: "Context", in: "context", send: map[string]any{"platform": "cloudfoundry", "instance_name": "renamed"},
 					want: json.RawMessage(`{"platform":"cloudfoundry","instance_name":"renamed"}`), kept: "Context"},
-				{field: "MaintenanceInfo", in: "maintenance_info", send: mi,
-					want: &broker.MaintenanceInfo{Version: "1.0.0", Description: "As the contract test sends it."}, kept: "MaintenanceInfo", back: "maintenance_info"},
-				{field: "AcceptsIncomplete", in: inQuery, send: "true", want: true},
+				miRow, asyncRow,
 			},
 			before:     func(t *testing.T) { provision(t, updatedID) },
 			wantStatus: http.StatusAccepted,
-			kept: func(t *testing.T) any {
-				if r := b.WaitLastOperation("/v2/service_instances/" + updatedID + "/last_operation"); r.Str("state") != "succeeded" {
-					t.Fatalf("the update did not succeed: %s", r.Raw)
-				}
-				inst, err := b.Local.Broker.FetchInstance(ctx, broker.FetchInstanceDetails{InstanceID: updatedID})
-				if err != nil {
-					t.Fatalf("fetch the updated instance: %v", err)
-				}
-				return inst
-			},
-			get: "/v2/service_instances/" + updatedID,
 			places: `- the request: updateBody and decodeUpdate, internal/api/instances.go
 - the details: broker.UpdateDetails, internal/broker/update.go
 - if an update changes it: broker.Target and broker.Instance (internal/broker/model.go), UpdateDetails.target and Target.Apply (internal/broker/update.go), and the stores' instance and operation records
-- if GET instance returns it: fetchedInstanceBody and encodeFetchInstance, internal/api/instances.go
-- the fingerprint: internal/broker/fingerprint_test.go
-- this test: the update contract's rows, internal/api/contract_test.go`,
+- if GET instance returns it: fetchedInstanceBody and encodeFetchInstance, internal/api/instances.go`,
 		},
 		{
 			name: "bind", details: reflect.TypeFor[broker.BindDetails](), body: reflect.TypeFor[api.BindBody](),
@@ -189,7 +164,7 @@ func contracts(b *apptest.Broker) []contract {
 				{field: "Context", in: "context", send: map[string]any{"platform": "cloudfoundry", "space_name": "contract"},
 					want: json.RawMessage(`{"platform":"cloudfoundry","space_name":"contract"}`), kept: "Context"},
 				{field: "PredecessorBindingID", in: "predecessor_binding_id", send: predecessorID, want: predecessorID, kept: "PredecessorID"},
-				{field: "AcceptsIncomplete", in: inQuery, send: "true", want: true},
+				asyncRow,
 			},
 			before: func(t *testing.T) {
 				provision(t, boundID)
@@ -200,20 +175,10 @@ func contracts(b *apptest.Broker) []contract {
 				}
 			},
 			wantStatus: http.StatusCreated,
-			kept: func(t *testing.T) any {
-				bd, err := b.Local.Broker.FetchBinding(ctx, broker.FetchBindingDetails{InstanceID: boundID, BindingID: bindingID})
-				if err != nil {
-					t.Fatalf("fetch the binding: %v", err)
-				}
-				return bd
-			},
-			get: "/v2/service_instances/" + boundID + "/service_bindings/" + bindingID,
 			places: `- the request: bindBody and decodeBind, internal/api/bindings.go
 - the details: broker.BindDetails, internal/broker/bind.go
 - if the binding keeps it: broker.Binding (internal/broker/model.go), BindDetails.binding (internal/broker/bind.go) and the stores' binding records
-- if GET binding returns it: fetchedBindingBody and encodeFetchBinding, internal/api/bindings.go
-- the fingerprint: internal/broker/fingerprint_test.go
-- this test: the bind contract's rows, internal/api/contract_test.go`,
+- if GET binding returns it: fetchedBindingBody and encodeFetchBinding, internal/api/bindings.go`,
 		},
 	}
 }
@@ -221,7 +186,10 @@ func contracts(b *apptest.Broker) []contract {
 // fail reports a break of the contract, with the places a field goes.
 func (c contract) fail(t *testing.T, format string, args ...any) {
 	t.Helper()
-	t.Errorf("%s: %s\nA field of the %s request goes in:\n%s", c.name, fmt.Sprintf(format, args...), c.name, c.places)
+	t.Errorf("%s: %s\nA field of the %s request goes in:\n%s\n"+
+		"- the fingerprint, or the list of fields left out of it: internal/broker/fingerprint_test.go\n"+
+		"- this test: the %s contract's rows, internal/api/contract_test.go",
+		c.name, fmt.Sprintf(format, args...), c.name, c.places, c.name)
 }
 
 // checkRows checks that the rows and the types agree, both ways.
@@ -254,11 +222,10 @@ func (c contract) checkRows(t *testing.T) {
 	}
 }
 
-// request is the path (with the query) and the body of a request that
-// sends every row's value.
-func (c contract) request() (string, map[string]any) {
-	path, body := c.pattern, map[string]any{}
-	query := ""
+// request is the path and the body of a request that sends every row's
+// value; the path without the query is the GET of what it makes.
+func (c contract) request() (path, query string, body map[string]any) {
+	path, body = c.pattern, map[string]any{}
 	for _, row := range c.rows {
 		switch row.in {
 		case inInstancePath, inBindingPath:
@@ -269,7 +236,7 @@ func (c contract) request() (string, map[string]any) {
 			body[row.in] = row.send
 		}
 	}
-	return path + query, body
+	return path, query, body
 }
 
 // checkDecode decodes the request as the endpoint does, and checks that
@@ -299,15 +266,20 @@ func (c contract) checkDecode(t *testing.T, path string, body map[string]any) {
 
 // checkRoundTrip sends the request to the broker, then checks that what
 // it keeps and what GET returns are what the rows say.
-func (c contract) checkRoundTrip(t *testing.T, b *apptest.Broker, path string, body map[string]any) {
+func (c contract) checkRoundTrip(t *testing.T, b *apptest.Broker, path, query string, body map[string]any) {
 	t.Helper()
 	if c.before != nil {
 		c.before(t)
 	}
-	if r := b.Do(apptest.Request{Method: c.method, Path: path, Body: body}); r.Status != c.wantStatus {
-		t.Fatalf("%s %s: %d %s, want %d", c.method, path, r.Status, r.Raw, c.wantStatus)
+	if r := b.Do(apptest.Request{Method: c.method, Path: path + query, Body: body}); r.Status != c.wantStatus {
+		t.Fatalf("%s %s: %d %s, want %d", c.method, path+query, r.Status, r.Raw, c.wantStatus)
 	}
-	kept := reflect.ValueOf(c.kept(t))
+	if c.wantStatus == http.StatusAccepted {
+		if r := b.WaitLastOperation(path + "/last_operation"); r.Str("state") != "succeeded" {
+			t.Fatalf("%s %s did not succeed: %s", c.method, path, r.Raw)
+		}
+	}
+	kept := reflect.ValueOf(keptAt(t, b, path))
 	for _, row := range c.rows {
 		if row.kept == "" {
 			continue
@@ -322,9 +294,9 @@ func (c contract) checkRoundTrip(t *testing.T, b *apptest.Broker, path string, b
 				kept.Type(), row.kept, show(f.Interface()), show(row.want), c.details, row.field)
 		}
 	}
-	answer := b.Do(apptest.Request{Method: http.MethodGet, Path: c.get})
+	answer := b.Do(apptest.Request{Method: http.MethodGet, Path: path})
 	if answer.Status != http.StatusOK {
-		t.Fatalf("GET %s: %d %s", c.get, answer.Status, answer.Raw)
+		t.Fatalf("GET %s: %d %s", path, answer.Status, answer.Raw)
 	}
 	for _, row := range c.rows {
 		if row.back == "" {
@@ -332,9 +304,27 @@ func (c contract) checkRoundTrip(t *testing.T, b *apptest.Broker, path string, b
 		}
 		if got, ok := answer.Body[row.back]; !ok || !sameJSON(got, row.send) {
 			c.fail(t, "GET %s answers %q: %s, not what the request sent (%s): the answer body does not return %s.%s.",
-				c.get, row.back, show(got), show(row.send), c.details, row.field)
+				path, row.back, show(got), show(row.send), c.details, row.field)
 		}
 	}
+}
+
+// keptAt is what the broker keeps of the instance or binding at path (the
+// domain value a fetch reads).
+func keptAt(t *testing.T, b *apptest.Broker, path string) any {
+	t.Helper()
+	instanceID, bindingID, isBinding := strings.Cut(strings.TrimPrefix(path, "/v2/service_instances/"), "/service_bindings/")
+	var kept any
+	var err error
+	if isBinding {
+		kept, err = b.Local.Broker.FetchBinding(context.Background(), broker.FetchBindingDetails{InstanceID: instanceID, BindingID: bindingID})
+	} else {
+		kept, err = b.Local.Broker.FetchInstance(context.Background(), broker.FetchInstanceDetails{InstanceID: instanceID})
+	}
+	if err != nil {
+		t.Fatalf("fetch %s from the broker: %v", path, err)
+	}
+	return kept
 }
 
 // sameValue compares a field with what a row wants: JSON documents as
