@@ -213,11 +213,18 @@ func (c contract) checkRows(t *testing.T) {
 				c.details, f.Name)
 		}
 	}
+	keys := map[string]bool{}
 	for i := range c.body.NumField() {
 		key, _, _ := strings.Cut(c.body.Field(i).Tag.Get("json"), ",")
+		keys[key] = true
 		if _, checked := c.checkedOnly[key]; !ins[key] && !checked {
 			c.fail(t, "the request body's %q (field %s of the api's body) reaches no field of %s: add the field to %s and copy it in the decode, "+
 				"then give it a row.", key, c.body.Field(i).Name, c.details, c.details)
+		}
+	}
+	for key := range c.checkedOnly {
+		if !keys[key] {
+			c.fail(t, "%q is listed as checked only, but the api's request body has no such key: was it renamed?", key)
 		}
 	}
 }
