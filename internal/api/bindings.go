@@ -3,10 +3,12 @@ package api
 import (
 	"encoding/json"
 	"net/http"
+	"time"
 
 	"github.com/serverless-osb/broker/internal/broker"
 )
 
+// bindBody is the request body of bind.
 type bindBody struct {
 	ServiceID            *string         `json:"service_id"`
 	PlanID               *string         `json:"plan_id"`
@@ -17,54 +19,19 @@ type bindBody struct {
 	PredecessorBindingID *string         `json:"predecessor_binding_id"`
 }
 
-// bindingBody is the 200/201/202 body of bind. A 202 carries only the
-// operation: never credentials.
-type bindingBody struct {
-	Metadata    *broker.BindingMetadata `json:"metadata,omitempty"`
-	Credentials broker.Credentials      `json:"credentials,omitempty"`
-	Endpoints   []broker.Endpoint       `json:"endpoints,omitempty"`
-	Operation   string                  `json:"operation,omitempty"`
-}
-
-// bind handles PUT /v2/service_instances/:instance_id/service_bindings/:binding_id.
-func (h *handlers) bind(w http.ResponseWriter, r *http.Request) {
-	d, err := h.bindDetails(w, r)
-	if err != nil {
-		h.writeError(w, r, err)
-		return
-	}
-	res, err := h.broker.Bind(logIDs(r, d.InstanceID, d.BindingID).Context(), d)
-	if err != nil {
-		h.writeError(w, r, err)
-		return
-	}
-	body := bindingBody{Operation: res.Operation}
-	if res.Result != broker.ResultAccepted {
-		body.Credentials, body.Endpoints = res.Credentials, res.Endpoints
-		body.Metadata = broker.NewBindingMetadata(res.ExpiresAt, res.RenewBefore)
-	}
-	h.writeJSON(w, r, statusOf(res.Result), body)
-}
-
-func (h *handlers) bindDetails(w http.ResponseWriter, r *http.Request) (broker.BindDetails, error) {
-	instanceID, bindingID, err := pathIDs(r)
-	if err != nil {
-		return broker.BindDetails{}, err
-	}
-	q, err := parseQuery(r, nil, nil)
-	if err != nil {
-		return broker.BindDetails{}, err
-	}
+// decodeBind reads PUT /v2/service_instances/:instance_id/service_bindings/:binding_id (bind).
+func decodeBind(r *http.Request) (broker.BindDetails, error) {
 	var body bindBody
-	if err := decodeBody(w, r, &body); err != nil {
+	req, err := readRequest(r, nil, nil, &body)
+	if err != nil {
 		return broker.BindDetails{}, err
 	}
 	if err := checkFields(field{"service_id", body.ServiceID, true}, field{"plan_id", body.PlanID, true},
 		field{"app_guid", body.AppGUID, false}, field{"predecessor_binding_id", body.PredecessorBindingID, false}); err != nil {
 		return broker.BindDetails{}, err
 	}
-	d := broker.BindDetails{InstanceID: instanceID, BindingID: bindingID, ServiceID: *body.ServiceID,
-		PlanID: *body.PlanID, AcceptsIncomplete: q.acceptsIncomplete}
+	d := broker.BindDetails{InstanceID: req.instanceID, BindingID: req.bindingID, ServiceID: *body.ServiceID,
+		PlanID: *body.PlanID, AcceptsIncomplete: req.acceptsIncomplete}
 	if body.PredecessorBindingID != nil {
 		d.PredecessorBindingID = *body.PredecessorBindingID
 	}
@@ -99,49 +66,93 @@ func (h *handlers) bindDetails(w http.ResponseWriter, r *http.Request) (broker.B
 	return d, nil
 }
 
-// unbind handles DELETE /v2/service_instances/:instance_id/service_bindings/:binding_id.
-func (h *handlers) unbind(w http.ResponseWriter, r *http.Request) {
-	instanceID, bindingID, err := pathIDs(r)
-	if err != nil {
-		h.writeError(w, r, err)
-		return
-	}
-	q, err := parseQuery(r, []string{"service_id", "plan_id"}, nil)
-	if err != nil {
-		h.writeError(w, r, err)
-		return
-	}
-	res, err := h.broker.Unbind(logIDs(r, instanceID, bindingID).Context(), broker.UnbindDetails{
-		InstanceID: instanceID, BindingID: bindingID, ServiceID: q.values["service_id"], PlanID: q.values["plan_id"],
-		AcceptsIncomplete: q.acceptsIncomplete,
-	})
-	if err != nil {
-		h.writeError(w, r, err)
-		return
-	}
-	h.writeJSON(w, r, statusOf(res.Result), operationBody{Operation: res.Operation})
+// bindingBody is the 200/201/202 body of bind. A 202 carries only the
+// operation: never credentials.
+type bindingBody struct {
+	Metadata    *bindingMetadataBody `json:"metadata,omitempty"`
+	Credentials broker.Credentials   `json:"credentials,omitempty"`
+	Endpoints   []endpointBody       `json:"endpoints,omitempty"`
+	Operation   string               `json:"operation,omitempty"`
 }
 
-// fetchBinding handles GET /v2/service_instances/:instance_id/service_bindings/:binding_id.
-func (h *handlers) fetchBinding(w http.ResponseWriter, r *http.Request) {
-	instanceID, bindingID, err := pathIDs(r)
-	if err == nil {
-		_, err = parseQuery(r, nil, []string{"service_id", "plan_id"})
-	}
-	if err != nil {
-		h.writeError(w, r, err)
-		return
-	}
-	b, err := h.broker.FetchBinding(logIDs(r, instanceID, bindingID).Context(), instanceID, bindingID)
-	if err != nil {
-		h.writeError(w, r, err)
-		return
-	}
-	h.writeJSON(w, r, http.StatusOK, b)
+// bindingMetadataBody is a binding's OSB metadata: when its credentials
+// expire and when to renew them (rotate the binding).
+type bindingMetadataBody struct {
+	ExpiresAt   string `json:"expires_at,omitempty"`
+	RenewBefore string `json:"renew_before,omitempty"`
 }
 
-// lastBindingOperation handles
-// GET /v2/service_instances/:instance_id/service_bindings/:binding_id/last_operation.
-func (h *handlers) lastBindingOperation(w http.ResponseWriter, r *http.Request) {
-	h.answerLastOperation(w, r, h.broker.LastBindingOperation)
+// bindingMetadata is the metadata of credentials that expire at expires
+// and are to be renewed before renew, as the spec spells times; nil when
+// they do not expire.
+func bindingMetadata(expires, renew time.Time) *bindingMetadataBody {
+	if expires.IsZero() {
+		return nil
+	}
+	spell := func(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.0") + "Z" }
+	return &bindingMetadataBody{ExpiresAt: spell(expires), RenewBefore: spell(renew)}
+}
+
+// endpointBody is OSB's endpoint object of a binding.
+type endpointBody struct {
+	Host     string   `json:"host"`
+	Ports    []string `json:"ports"`
+	Protocol string   `json:"protocol,omitempty"`
+}
+
+func endpoints(es []broker.Endpoint) []endpointBody {
+	if es == nil {
+		return nil
+	}
+	out := make([]endpointBody, len(es))
+	for i, e := range es {
+		out[i] = endpointBody{Host: e.Host, Ports: e.Ports, Protocol: e.Protocol}
+	}
+	return out
+}
+
+func encodeBind(res broker.BindResult, _ http.Header) (int, any) {
+	body := bindingBody{Operation: res.Operation}
+	if res.Result != broker.ResultAccepted {
+		body.Credentials, body.Endpoints = res.Credentials, endpoints(res.Endpoints)
+		body.Metadata = bindingMetadata(res.ExpiresAt, res.RenewBefore)
+	}
+	return statusOf(res.Result), body
+}
+
+// decodeUnbind reads DELETE /v2/service_instances/:instance_id/service_bindings/:binding_id (unbind).
+func decodeUnbind(r *http.Request) (broker.UnbindDetails, error) {
+	req, err := readRequest(r, []string{"service_id", "plan_id"}, nil, nil)
+	if err != nil {
+		return broker.UnbindDetails{}, err
+	}
+	return broker.UnbindDetails{InstanceID: req.instanceID, BindingID: req.bindingID, ServiceID: req.values["service_id"],
+		PlanID: req.values["plan_id"], AcceptsIncomplete: req.acceptsIncomplete}, nil
+}
+
+func encodeUnbind(res broker.UnbindResult, header http.Header) (int, any) {
+	return encodeDeprovision(broker.DeprovisionResult(res), header)
+}
+
+// decodeFetchBinding reads GET /v2/service_instances/:instance_id/service_bindings/:binding_id
+// (fetch binding). service_id and plan_id are checked, not passed on.
+func decodeFetchBinding(r *http.Request) (broker.FetchBindingDetails, error) {
+	req, err := readRequest(r, nil, []string{"service_id", "plan_id"}, nil)
+	if err != nil {
+		return broker.FetchBindingDetails{}, err
+	}
+	return broker.FetchBindingDetails{InstanceID: req.instanceID, BindingID: req.bindingID}, nil
+}
+
+// fetchedBindingBody is the 200 body of fetch binding.
+type fetchedBindingBody struct {
+	Metadata    *bindingMetadataBody `json:"metadata,omitempty"`
+	Credentials broker.Credentials   `json:"credentials,omitempty"`
+	Endpoints   []endpointBody       `json:"endpoints,omitempty"`
+	Parameters  json.RawMessage      `json:"parameters,omitempty"`
+}
+
+func encodeFetchBinding(b broker.Binding, _ http.Header) (int, any) {
+	return http.StatusOK, fetchedBindingBody{Metadata: bindingMetadata(b.ExpiresAt, b.RenewBefore),
+		Credentials: b.Credentials, Endpoints: endpoints(b.Endpoints), Parameters: b.Parameters}
 }

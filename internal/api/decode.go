@@ -12,11 +12,11 @@ import (
 	"github.com/serverless-osb/broker/internal/broker"
 )
 
-// decodeBody reads a JSON object of at most MaxBodyBytes into v. Unknown
-// fields are ignored, as the spec requires; everything else that is wrong
-// gets a description that says what to fix.
-func decodeBody(w http.ResponseWriter, r *http.Request, v any) error {
-	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+// decodeBody reads a JSON object into v; serve bounds the body to
+// MaxBodyBytes. Unknown fields are ignored, as the spec requires;
+// everything else that is wrong gets a description that says what to fix.
+func decodeBody(r *http.Request, v any) error {
+	data, err := io.ReadAll(r.Body)
 	var tooLarge *http.MaxBytesError
 	if errors.As(err, &tooLarge) {
 		return badRequest("The request body is larger than %d bytes (%d KiB), the most this broker stores for one request; send smaller parameters.",
@@ -133,11 +133,16 @@ func pathIDs(r *http.Request) (instanceID, bindingID string, err error) {
 	return instanceID, bindingID, nil
 }
 
-// logIDs adds the ids to the request's context for later log lines.
-func logIDs(r *http.Request, instanceID, bindingID string) *http.Request {
-	attrs := []slog.Attr{slog.String("instance_id", instanceID)}
-	if bindingID != "" {
-		attrs = append(attrs, slog.String("binding_id", bindingID))
+// logIDs adds the ids that pathIDs validated to the request's context,
+// for later log lines.
+func logIDs(r *http.Request) *http.Request {
+	ri := info(r)
+	if ri.instanceID == "" {
+		return r
+	}
+	attrs := []slog.Attr{slog.String("instance_id", ri.instanceID)}
+	if ri.bindingID != "" {
+		attrs = append(attrs, slog.String("binding_id", ri.bindingID))
 	}
 	return annotate(r, attrs...)
 }

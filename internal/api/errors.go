@@ -1,7 +1,6 @@
 package api
 
 import (
-	"encoding/json"
 	"errors"
 	"log/slog"
 	"net/http"
@@ -64,17 +63,6 @@ func (h *handlers) writeError(w http.ResponseWriter, r *http.Request, err error)
 // badRequest is a 400 with a description.
 func badRequest(format string, args ...any) error {
 	return broker.Errorf(broker.CodeBadRequest, format, args...)
-}
-
-func (h *handlers) writeJSON(w http.ResponseWriter, r *http.Request, code int, body any) {
-	data, err := json.Marshal(body)
-	if err != nil {
-		h.logger.ErrorContext(r.Context(), "encode response", "error", err.Error())
-		code, data = http.StatusInternalServerError, []byte(`{"error":"InternalError","description":"The service broker failed to encode its answer."}`)
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(code)
-	_, _ = w.Write(data)
 }
 
 // annotate adds attributes to the request's log lines.

@@ -1,16 +1,13 @@
 package api
 
 import (
-	"context"
 	"encoding/json"
-	"math"
 	"net/http"
-	"strconv"
-	"time"
 
 	"github.com/serverless-osb/broker/internal/broker"
 )
 
+// provisionBody is the request body of provision.
 type provisionBody struct {
 	ServiceID        *string          `json:"service_id"`
 	PlanID           *string          `json:"plan_id"`
@@ -21,47 +18,11 @@ type provisionBody struct {
 	MaintenanceInfo  *maintenanceInfo `json:"maintenance_info"`
 }
 
-// instanceBody is the 200/201/202 body of provision and update.
-type instanceBody struct {
-	DashboardURL string                   `json:"dashboard_url,omitempty"`
-	Operation    string                   `json:"operation,omitempty"`
-	Metadata     *broker.InstanceMetadata `json:"metadata,omitempty"`
-}
-
-func metadata(m broker.InstanceMetadata) *broker.InstanceMetadata {
-	if len(m.Labels) == 0 && len(m.Attributes) == 0 {
-		return nil
-	}
-	return &m
-}
-
-// provision handles PUT /v2/service_instances/:instance_id.
-func (h *handlers) provision(w http.ResponseWriter, r *http.Request) {
-	d, err := h.provisionDetails(w, r)
-	if err != nil {
-		h.writeError(w, r, err)
-		return
-	}
-	res, err := h.broker.Provision(logIDs(r, d.InstanceID, "").Context(), d)
-	if err != nil {
-		h.writeError(w, r, err)
-		return
-	}
-	h.writeJSON(w, r, statusOf(res.Result), instanceBody{DashboardURL: res.DashboardURL,
-		Operation: res.Operation, Metadata: metadata(res.Metadata)})
-}
-
-func (h *handlers) provisionDetails(w http.ResponseWriter, r *http.Request) (broker.ProvisionDetails, error) {
-	instanceID, _, err := pathIDs(r)
-	if err != nil {
-		return broker.ProvisionDetails{}, err
-	}
-	q, err := parseQuery(r, nil, nil)
-	if err != nil {
-		return broker.ProvisionDetails{}, err
-	}
+// decodeProvision reads PUT /v2/service_instances/:instance_id (provision).
+func decodeProvision(r *http.Request) (broker.ProvisionDetails, error) {
 	var body provisionBody
-	if err := decodeBody(w, r, &body); err != nil {
+	req, err := readRequest(r, nil, nil, &body)
+	if err != nil {
 		return broker.ProvisionDetails{}, err
 	}
 	if err := checkFields(
@@ -70,18 +31,55 @@ func (h *handlers) provisionDetails(w http.ResponseWriter, r *http.Request) (bro
 	); err != nil {
 		return broker.ProvisionDetails{}, err
 	}
-	d := broker.ProvisionDetails{InstanceID: instanceID, ServiceID: *body.ServiceID, PlanID: *body.PlanID,
-		OrganizationGUID: *body.OrganizationGUID, SpaceGUID: *body.SpaceGUID, AcceptsIncomplete: q.acceptsIncomplete}
-	if d.Parameters, err = asObject("parameters", body.Parameters); err != nil {
-		return d, err
-	}
-	if d.Context, err = asObject("context", body.Context); err != nil {
-		return d, err
-	}
-	d.MaintenanceInfo, err = body.MaintenanceInfo.domain()
+	d := broker.ProvisionDetails{InstanceID: req.instanceID, ServiceID: *body.ServiceID, PlanID: *body.PlanID,
+		OrganizationGUID: *body.OrganizationGUID, SpaceGUID: *body.SpaceGUID, AcceptsIncomplete: req.acceptsIncomplete}
+	d.Parameters, d.Context, d.MaintenanceInfo, err = instanceAttributes(body.Parameters, body.Context, body.MaintenanceInfo)
 	return d, err
 }
 
+// instanceAttributes checks the attributes provision and update share:
+// parameters and context, when present, are JSON objects; maintenance_info
+// has a version.
+func instanceAttributes(parameters, context json.RawMessage, mi *maintenanceInfo) (
+	json.RawMessage, json.RawMessage, *broker.MaintenanceInfo, error) {
+	parameters, err := asObject("parameters", parameters)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if context, err = asObject("context", context); err != nil {
+		return nil, nil, nil, err
+	}
+	m, err := mi.domain()
+	return parameters, context, m, err
+}
+
+// instanceBody is the 200/201/202 body of provision and update.
+type instanceBody struct {
+	DashboardURL string                `json:"dashboard_url,omitempty"`
+	Operation    string                `json:"operation,omitempty"`
+	Metadata     *instanceMetadataBody `json:"metadata,omitempty"`
+}
+
+// instanceMetadataBody is OSB's service instance metadata object.
+type instanceMetadataBody struct {
+	Labels     map[string]any `json:"labels,omitempty"`
+	Attributes map[string]any `json:"attributes,omitempty"`
+}
+
+func instanceMetadata(m broker.InstanceMetadata) instanceMetadataBody {
+	return instanceMetadataBody{Labels: m.Labels, Attributes: m.Attributes}
+}
+
+func encodeProvision(res broker.ProvisionResult, _ http.Header) (int, any) {
+	body := instanceBody{DashboardURL: res.DashboardURL, Operation: res.Operation}
+	if len(res.Metadata.Labels) > 0 || len(res.Metadata.Attributes) > 0 {
+		m := instanceMetadata(res.Metadata)
+		body.Metadata = &m
+	}
+	return statusOf(res.Result), body
+}
+
+// updateBody is the request body of update.
 type updateBody struct {
 	ServiceID       *string          `json:"service_id"`
 	PlanID          *string          `json:"plan_id"`
@@ -91,33 +89,12 @@ type updateBody struct {
 	PreviousValues  json.RawMessage  `json:"previous_values"`
 }
 
-// update handles PATCH /v2/service_instances/:instance_id.
-func (h *handlers) update(w http.ResponseWriter, r *http.Request) {
-	d, err := h.updateDetails(w, r)
-	if err != nil {
-		h.writeError(w, r, err)
-		return
-	}
-	res, err := h.broker.Update(logIDs(r, d.InstanceID, "").Context(), d)
-	if err != nil {
-		h.writeError(w, r, err)
-		return
-	}
-	h.writeJSON(w, r, statusOf(res.Result), instanceBody{DashboardURL: res.DashboardURL,
-		Operation: res.Operation, Metadata: metadata(res.Metadata)})
-}
-
-func (h *handlers) updateDetails(w http.ResponseWriter, r *http.Request) (broker.UpdateDetails, error) {
-	instanceID, _, err := pathIDs(r)
-	if err != nil {
-		return broker.UpdateDetails{}, err
-	}
-	q, err := parseQuery(r, nil, nil)
-	if err != nil {
-		return broker.UpdateDetails{}, err
-	}
+// decodeUpdate reads PATCH /v2/service_instances/:instance_id (update).
+// previous_values is checked, not passed on: the broker knows the instance.
+func decodeUpdate(r *http.Request) (broker.UpdateDetails, error) {
 	var body updateBody
-	if err := decodeBody(w, r, &body); err != nil {
+	req, err := readRequest(r, nil, nil, &body)
+	if err != nil {
 		return broker.UpdateDetails{}, err
 	}
 	if err := checkFields(field{"service_id", body.ServiceID, true}, field{"plan_id", body.PlanID, false}); err != nil {
@@ -126,18 +103,26 @@ func (h *handlers) updateDetails(w http.ResponseWriter, r *http.Request) (broker
 	if _, err := asObject("previous_values", body.PreviousValues); err != nil {
 		return broker.UpdateDetails{}, err
 	}
-	d := broker.UpdateDetails{InstanceID: instanceID, ServiceID: *body.ServiceID, AcceptsIncomplete: q.acceptsIncomplete}
+	d := broker.UpdateDetails{InstanceID: req.instanceID, ServiceID: *body.ServiceID, AcceptsIncomplete: req.acceptsIncomplete}
 	if body.PlanID != nil {
 		d.PlanID = *body.PlanID
 	}
-	if d.Parameters, err = asObject("parameters", body.Parameters); err != nil {
-		return d, err
-	}
-	if d.Context, err = asObject("context", body.Context); err != nil {
-		return d, err
-	}
-	d.MaintenanceInfo, err = body.MaintenanceInfo.domain()
+	d.Parameters, d.Context, d.MaintenanceInfo, err = instanceAttributes(body.Parameters, body.Context, body.MaintenanceInfo)
 	return d, err
+}
+
+func encodeUpdate(res broker.UpdateResult, header http.Header) (int, any) {
+	return encodeProvision(broker.ProvisionResult(res), header)
+}
+
+// decodeDeprovision reads DELETE /v2/service_instances/:instance_id (deprovision).
+func decodeDeprovision(r *http.Request) (broker.DeprovisionDetails, error) {
+	req, err := readRequest(r, []string{"service_id", "plan_id"}, nil, nil)
+	if err != nil {
+		return broker.DeprovisionDetails{}, err
+	}
+	return broker.DeprovisionDetails{InstanceID: req.instanceID, ServiceID: req.values["service_id"],
+		PlanID: req.values["plan_id"], AcceptsIncomplete: req.acceptsIncomplete}, nil
 }
 
 // operationBody is the 200/202 body of the deletes.
@@ -145,96 +130,41 @@ type operationBody struct {
 	Operation string `json:"operation,omitempty"`
 }
 
-// deprovision handles DELETE /v2/service_instances/:instance_id.
-func (h *handlers) deprovision(w http.ResponseWriter, r *http.Request) {
-	instanceID, _, err := pathIDs(r)
-	if err != nil {
-		h.writeError(w, r, err)
-		return
-	}
-	q, err := parseQuery(r, []string{"service_id", "plan_id"}, nil)
-	if err != nil {
-		h.writeError(w, r, err)
-		return
-	}
-	res, err := h.broker.Deprovision(logIDs(r, instanceID, "").Context(), broker.DeprovisionDetails{
-		InstanceID: instanceID, ServiceID: q.values["service_id"], PlanID: q.values["plan_id"],
-		AcceptsIncomplete: q.acceptsIncomplete,
-	})
-	if err != nil {
-		h.writeError(w, r, err)
-		return
-	}
-	h.writeJSON(w, r, statusOf(res.Result), operationBody{Operation: res.Operation})
+func encodeDeprovision(res broker.DeprovisionResult, _ http.Header) (int, any) {
+	return statusOf(res.Result), operationBody{Operation: res.Operation}
 }
 
-// fetchInstance handles GET /v2/service_instances/:instance_id.
-func (h *handlers) fetchInstance(w http.ResponseWriter, r *http.Request) {
-	instanceID, _, err := pathIDs(r)
-	if err == nil {
-		_, err = parseQuery(r, nil, []string{"service_id", "plan_id"})
-	}
+// decodeFetchInstance reads GET /v2/service_instances/:instance_id (fetch
+// instance). service_id and plan_id are checked, not passed on.
+func decodeFetchInstance(r *http.Request) (broker.FetchInstanceDetails, error) {
+	req, err := readRequest(r, nil, []string{"service_id", "plan_id"}, nil)
 	if err != nil {
-		h.writeError(w, r, err)
-		return
+		return broker.FetchInstanceDetails{}, err
 	}
-	inst, err := h.broker.FetchInstance(logIDs(r, instanceID, "").Context(), instanceID)
-	if err != nil {
-		h.writeError(w, r, err)
-		return
-	}
-	h.writeJSON(w, r, http.StatusOK, inst)
+	return broker.FetchInstanceDetails{InstanceID: req.instanceID}, nil
 }
 
-// lastOperationBody is the body of both last_operation endpoints.
-type lastOperationBody struct {
-	State            broker.OperationState `json:"state"`
-	Description      string                `json:"description,omitempty"`
-	InstanceUsable   *bool                 `json:"instance_usable,omitempty"`
-	UpdateRepeatable *bool                 `json:"update_repeatable,omitempty"`
+// fetchedInstanceBody is the 200 body of fetch instance.
+type fetchedInstanceBody struct {
+	ServiceID       string               `json:"service_id"`
+	PlanID          string               `json:"plan_id"`
+	DashboardURL    string               `json:"dashboard_url,omitempty"`
+	Parameters      json.RawMessage      `json:"parameters,omitempty"`
+	MaintenanceInfo *maintenanceInfoBody `json:"maintenance_info,omitempty"`
+	Metadata        instanceMetadataBody `json:"metadata"`
 }
 
-// lastOperation handles GET /v2/service_instances/:instance_id/last_operation.
-func (h *handlers) lastOperation(w http.ResponseWriter, r *http.Request) {
-	h.answerLastOperation(w, r, h.broker.LastOperation)
+// maintenanceInfoBody is the answer form of maintenance_info.
+type maintenanceInfoBody struct {
+	Version     string `json:"version"`
+	Description string `json:"description,omitempty"`
 }
 
-func (h *handlers) answerLastOperation(w http.ResponseWriter, r *http.Request,
-	get func(ctx context.Context, d broker.LastOperationDetails) (broker.LastOperation, error)) {
-	instanceID, bindingID, err := pathIDs(r)
-	if err != nil {
-		h.writeError(w, r, err)
-		return
+func encodeFetchInstance(inst broker.Instance, _ http.Header) (int, any) {
+	body := fetchedInstanceBody{ServiceID: inst.ServiceID, PlanID: inst.PlanID, DashboardURL: inst.DashboardURL,
+		Parameters: inst.Parameters, Metadata: instanceMetadata(inst.Metadata)}
+	if mi := inst.MaintenanceInfo; mi != nil {
+		body.MaintenanceInfo = &maintenanceInfoBody{Version: mi.Version, Description: mi.Description}
 	}
-	q, err := parseQuery(r, nil, []string{"service_id", "plan_id", "operation"})
-	if err != nil {
-		h.writeError(w, r, err)
-		return
-	}
-	r = logIDs(r, instanceID, bindingID)
-	lo, err := get(r.Context(), broker.LastOperationDetails{InstanceID: instanceID, BindingID: bindingID, OperationID: q.values["operation"]})
-	if err != nil {
-		h.writeError(w, r, err)
-		return
-	}
-	if lo.State == broker.OperationInProgress {
-		w.Header().Set("Retry-After", retryAfter(lo.RetryAfter))
-	}
-	h.writeJSON(w, r, http.StatusOK, lastOperationBody{State: lo.State, Description: lo.Description,
-		InstanceUsable: lo.InstanceUsable, UpdateRepeatable: lo.UpdateRepeatable})
-}
-
-// retryAfter renders a duration as Retry-After seconds (at least 1).
-func retryAfter(d time.Duration) string {
-	return strconv.Itoa(max(1, int(math.Ceil(d.Seconds()))))
-}
-
-func statusOf(r broker.Result) int {
-	switch r {
-	case broker.ResultCreated:
-		return http.StatusCreated
-	case broker.ResultAccepted:
-		return http.StatusAccepted
-	}
-	return http.StatusOK
+	return http.StatusOK, body
 }

@@ -35,6 +35,21 @@ type BindResult struct {
 	ExpiresAt, RenewBefore time.Time
 }
 
+// binding is the binding d describes: every attribute of the request the
+// binding keeps, and the fingerprint of the request. A new field of
+// BindDetails that the binding keeps is copied here (and into the stores'
+// binding records); the contract tests in internal/api and
+// fingerprint_test.go say where else it goes.
+func (d BindDetails) binding() Binding {
+	bd := Binding{
+		InstanceID: d.InstanceID, ID: d.BindingID, ServiceID: d.ServiceID, PlanID: d.PlanID,
+		AppGUID: d.AppGUID, BindResource: d.BindResource, Parameters: d.Parameters, Context: d.Context,
+		PredecessorID: d.PredecessorBindingID,
+	}
+	bd.Fingerprint = bd.requestFingerprint()
+	return bd
+}
+
 // bound is the answer for a binding that is ready.
 func bound(result Result, bd Binding) BindResult {
 	return BindResult{Result: result, Credentials: bd.Credentials, Endpoints: bd.Endpoints,
@@ -63,14 +78,10 @@ func (b *Broker) Bind(ctx context.Context, d BindDetails) (BindResult, error) {
 		return BindResult{}, err
 	}
 	op := b.newOperation(KindBind, d.InstanceID, d.BindingID, d.PlanID, isAsync)
-	op.Fingerprint = Fingerprint("bind", d.ServiceID, d.PlanID, d.AppGUID, d.BindResource, d.Parameters, d.PredecessorBindingID)
-	binding := Binding{
-		InstanceID: d.InstanceID, ID: d.BindingID, ServiceID: d.ServiceID, PlanID: d.PlanID,
-		AppGUID: d.AppGUID, BindResource: d.BindResource, Parameters: d.Parameters, Context: d.Context,
-		PredecessorID: d.PredecessorBindingID,
-		State:         BindingCreating, Op: op.ID, LastOp: op.ID, Fingerprint: op.Fingerprint, Version: 1,
-		CreatedAt: op.CreatedAt, UpdatedAt: op.CreatedAt,
-	}
+	binding := d.binding()
+	op.Fingerprint = binding.Fingerprint
+	binding.State, binding.Op, binding.LastOp = BindingCreating, op.ID, op.ID
+	binding.Version, binding.CreatedAt, binding.UpdatedAt = 1, op.CreatedAt, op.CreatedAt
 	if !isAsync && b.inMemory(plan) {
 		if res, settled, err := b.bindInMemory(ctx, d, binding, op); settled {
 			return res, err

@@ -10,4 +10,15 @@
 // the bbolt store with the fakes of fakes_test.go (a driver the test
 // scripts, a workflow engine that records, a clock the test moves). A new
 // rule gets a case there.
+//
+// The Broker has one method per OSB endpoint: a details type in (the
+// request's fields, decoded by internal/api), a domain value out (the
+// Instance or Binding a fetch reads, or a result type such as
+// ProvisionResult); none of them is an HTTP body, and none carries JSON
+// tags for one: the bodies are internal/api's. A request's fields reach
+// the domain in one place each (ProvisionDetails.instance,
+// UpdateDetails.target, BindDetails.binding), and which of them make two
+// requests "identical" is said once, in the requestFingerprint of
+// Instance, Target and Binding; fingerprint_test.go fails for a details
+// field that is neither hashed nor listed as left out.
 package broker

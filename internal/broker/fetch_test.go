@@ -14,12 +14,12 @@ func TestFetchInstance(t *testing.T) {
 		name  string
 		given func(h *harness)
 		code  broker.Code
-		then  func(t *testing.T, got broker.FetchedInstance)
+		then  func(t *testing.T, got broker.Instance)
 	}{
 		{
 			name:  "a ready instance is its plan, parameters, maintenance_info and dashboard",
 			given: func(h *harness) { h.readyWith("i-1", planSync, `{"size":1}`) },
-			then: func(t *testing.T, got broker.FetchedInstance) {
+			then: func(t *testing.T, got broker.Instance) {
 				if got.ServiceID != serviceID || got.PlanID != planSync || string(got.Parameters) != `{"size":1}` ||
 					got.DashboardURL != "https://dashboard.example/i-1" || got.MaintenanceInfo == nil || got.MaintenanceInfo.Version != "1.0.0" {
 					t.Fatalf("fetched %+v", got)
@@ -57,7 +57,7 @@ func TestFetchInstance(t *testing.T) {
 					h.t.Fatalf("the deprovision: %v, want it to fail", err)
 				}
 			},
-			then: func(t *testing.T, got broker.FetchedInstance) {
+			then: func(t *testing.T, got broker.Instance) {
 				if got.PlanID != planSync {
 					t.Fatalf("fetched %+v", got)
 				}
@@ -71,7 +71,7 @@ func TestFetchInstance(t *testing.T) {
 			if tt.given != nil {
 				tt.given(h)
 			}
-			got, err := h.b.FetchInstance(ctx, "i-1")
+			got, err := h.b.FetchInstance(ctx, broker.FetchInstanceDetails{InstanceID: "i-1"})
 			switch {
 			case tt.code != "":
 				wantCode(t, err, tt.code)
@@ -92,7 +92,7 @@ func TestFetchBinding(t *testing.T) {
 		name  string
 		given func(h *harness)
 		code  broker.Code
-		then  func(t *testing.T, got broker.FetchedBinding)
+		then  func(t *testing.T, got broker.Binding)
 	}{
 		{
 			name: "a ready binding is its credentials, and when they expire and are to be renewed",
@@ -100,13 +100,13 @@ func TestFetchBinding(t *testing.T) {
 				h.ready("i-1", planSync)
 				h.bound("i-1", "b-1", planSync)
 			},
-			then: func(t *testing.T, got broker.FetchedBinding) {
+			then: func(t *testing.T, got broker.Binding) {
 				if got.Credentials["username"] != "u-b-1" {
 					t.Fatalf("credentials %v", got.Credentials)
 				}
-				want := broker.NewBindingMetadata(epoch.Add(lifetime), epoch.Add(lifetime-renewal))
-				if got.Metadata == nil || *got.Metadata != *want {
-					t.Fatalf("metadata %+v, want %+v", got.Metadata, want)
+				if !got.ExpiresAt.Equal(epoch.Add(lifetime)) || !got.RenewBefore.Equal(epoch.Add(lifetime-renewal)) {
+					t.Fatalf("expires at %v, renew before %v; want %v, %v", got.ExpiresAt, got.RenewBefore,
+						epoch.Add(lifetime), epoch.Add(lifetime-renewal))
 				}
 			},
 		},
@@ -139,7 +139,7 @@ func TestFetchBinding(t *testing.T) {
 			if tt.given != nil {
 				tt.given(h)
 			}
-			got, err := h.b.FetchBinding(ctx, "i-1", "b-1")
+			got, err := h.b.FetchBinding(ctx, broker.FetchBindingDetails{InstanceID: "i-1", BindingID: "b-1"})
 			switch {
 			case tt.code != "":
 				wantCode(t, err, tt.code)

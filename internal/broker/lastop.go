@@ -17,8 +17,8 @@ type LastOperationDetails struct {
 	OperationID string
 }
 
-// LastOperation is the body of both last_operation endpoints, plus the
-// Retry-After the answer carries while the operation runs.
+// LastOperation is what both last_operation endpoints report of an
+// operation, and when to look again while it runs.
 type LastOperation struct {
 	State            OperationState
 	Description      string

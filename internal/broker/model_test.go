@@ -18,20 +18,3 @@ func TestCredentialsNeverPrint(t *testing.T) {
 		}
 	}
 }
-
-func TestFingerprintIgnoresKeyOrderAndSpacing(t *testing.T) {
-	a := InstanceFingerprint("s", "p", "o", "sp", []byte(`{"a":1,"b":[1,2]}`), nil)
-	b := InstanceFingerprint("s", "p", "o", "sp", []byte(`{ "b":[1,2], "a":1 }`), nil)
-	if a != b {
-		t.Fatal("the same parameters fingerprint differently")
-	}
-	if a == InstanceFingerprint("s", "p", "o", "sp", []byte(`{"a":2,"b":[1,2]}`), nil) {
-		t.Fatal("other parameters fingerprint the same")
-	}
-	if InstanceFingerprint("s", "p", "o", "sp", nil, nil) != InstanceFingerprint("s", "p", "o", "sp", []byte(`{}`), nil) {
-		t.Fatal("absent and empty parameters differ")
-	}
-	if InstanceFingerprint("s", "p", "o", "sp", nil, &MaintenanceInfo{Version: "1.0.0"}) == InstanceFingerprint("s", "p", "o", "sp", nil, nil) {
-		t.Fatal("maintenance_info is not part of the fingerprint")
-	}
-}

@@ -22,6 +22,26 @@ type ProvisionDetails struct {
 	AcceptsIncomplete bool
 }
 
+// instance is the instance d describes: every attribute of the request the
+// instance keeps, the plan's maintenance_info where the request names none,
+// and the fingerprint of the request. A new field of ProvisionDetails that
+// the instance keeps is copied here (and into the stores' instance records);
+// the contract tests in internal/api and fingerprint_test.go say where else
+// it goes.
+func (d ProvisionDetails) instance(plan *catalog.Plan) Instance {
+	mi := d.MaintenanceInfo
+	if mi == nil {
+		mi = planMaintenanceInfo(plan)
+	}
+	inst := Instance{
+		ID: d.InstanceID, ServiceID: d.ServiceID, PlanID: d.PlanID,
+		OrganizationGUID: d.OrganizationGUID, SpaceGUID: d.SpaceGUID,
+		Parameters: d.Parameters, Context: d.Context, MaintenanceInfo: mi,
+	}
+	inst.Fingerprint = inst.requestFingerprint()
+	return inst
+}
+
 // ProvisionResult is the answer to a provision.
 type ProvisionResult struct {
 	Result       Result
@@ -46,19 +66,11 @@ func (b *Broker) Provision(ctx context.Context, d ProvisionDetails) (ProvisionRe
 	if err != nil {
 		return ProvisionResult{}, err
 	}
-	mi := d.MaintenanceInfo
-	if mi == nil {
-		mi = planMaintenanceInfo(plan)
-	}
 	op := b.newOperation(KindProvision, d.InstanceID, "", d.PlanID, isAsync)
-	op.Fingerprint = InstanceFingerprint(d.ServiceID, d.PlanID, d.OrganizationGUID, d.SpaceGUID, d.Parameters, mi)
-	inst := Instance{
-		ID: d.InstanceID, ServiceID: d.ServiceID, PlanID: d.PlanID,
-		OrganizationGUID: d.OrganizationGUID, SpaceGUID: d.SpaceGUID,
-		Parameters: d.Parameters, Context: d.Context, MaintenanceInfo: mi,
-		State: InstanceProvisioning, Op: op.ID, LastOp: op.ID, Fingerprint: op.Fingerprint,
-		Version: 1, CreatedAt: op.CreatedAt, UpdatedAt: op.CreatedAt,
-	}
+	inst := d.instance(plan)
+	op.Fingerprint = inst.Fingerprint
+	inst.State, inst.Op, inst.LastOp = InstanceProvisioning, op.ID, op.ID
+	inst.Version, inst.CreatedAt, inst.UpdatedAt = 1, op.CreatedAt, op.CreatedAt
 	// A new instance has no bindings and no records: nothing to read.
 	snap := Snapshot{Instance: &inst, Operation: &op}
 	if !isAsync {

@@ -138,14 +138,35 @@ func canonical(raw json.RawMessage) any {
 	return v
 }
 
-// InstanceFingerprint identifies an instance's attributes, as a provision
-// request would state them.
-func InstanceFingerprint(serviceID, planID, org, space string, params json.RawMessage, mi *MaintenanceInfo) string {
+// The request fingerprints below say which attributes make two requests
+// "identical" in the OSB sense (a re-sent request gets 200 or 202, a
+// different one 409). Each names its fields once; fingerprint_test.go
+// fails for a field of a details type that none hashes and that is not
+// listed there as deliberately left out. Their values are stored with the
+// instances, bindings and operations: changing what one hashes makes every
+// re-sent request for an existing one a conflict.
+
+// requestFingerprint identifies an instance's attributes as a provision
+// request states them: the context and the maintenance_info description
+// are left out (a platform may send a new context for the same instance).
+// Provision stamps it on a new instance, Target.Apply again after an update.
+func (i Instance) requestFingerprint() string {
 	version := ""
-	if mi != nil {
-		version = mi.Version
+	if i.MaintenanceInfo != nil {
+		version = i.MaintenanceInfo.Version
 	}
-	return Fingerprint(serviceID, planID, org, space, params, version)
+	return Fingerprint(i.ServiceID, i.PlanID, i.OrganizationGUID, i.SpaceGUID, i.Parameters, version)
+}
+
+// requestFingerprint identifies an update request: what it asks to change.
+func (t Target) requestFingerprint() string {
+	return Fingerprint("update", t.PlanID, t.Parameters, t.Context, t.MaintenanceInfo)
+}
+
+// requestFingerprint identifies the bind request that made a binding: the
+// context is left out, as for an instance.
+func (b Binding) requestFingerprint() string {
+	return Fingerprint("bind", b.ServiceID, b.PlanID, b.AppGUID, b.BindResource, b.Parameters, b.PredecessorID)
 }
 
 // SameJSON reports whether two JSON documents are equal after canonicalisation.

@@ -74,7 +74,7 @@ func (b *Broker) update(ctx context.Context, d UpdateDetails) (UpdateResult, err
 		return UpdateResult{}, Errorf(CodeUnprocessable,
 			"The plan of service instance %s is no longer in the catalog; it cannot be updated.", inst.ID)
 	}
-	target := Target{PlanID: d.PlanID, Parameters: d.Parameters, Context: d.Context, MaintenanceInfo: d.MaintenanceInfo}
+	target := d.target()
 	plan := current
 	if d.PlanID != "" && d.PlanID != inst.PlanID {
 		if _, plan, err = b.lookup(d.ServiceID, d.PlanID); err != nil {
@@ -97,7 +97,7 @@ func (b *Broker) update(ctx context.Context, d UpdateDetails) (UpdateResult, err
 	if err != nil {
 		return UpdateResult{}, err
 	}
-	fingerprint := Fingerprint("update", target.PlanID, target.Parameters, target.Context, target.MaintenanceInfo)
+	fingerprint := target.requestFingerprint()
 	if target.MaintenanceInfo == nil && plan != current {
 		target.MaintenanceInfo = planMaintenanceInfo(plan)
 	}
@@ -191,6 +191,13 @@ func (t Target) Apply(inst Instance) Instance {
 	if t.MaintenanceInfo != nil {
 		inst.MaintenanceInfo = t.MaintenanceInfo
 	}
-	inst.Fingerprint = InstanceFingerprint(inst.ServiceID, inst.PlanID, inst.OrganizationGUID, inst.SpaceGUID, inst.Parameters, inst.MaintenanceInfo)
+	inst.Fingerprint = inst.requestFingerprint()
 	return inst
+}
+
+// target is what d asks to change. A new field of UpdateDetails that an
+// update changes is copied here, applied in Target.Apply and hashed in
+// Target.requestFingerprint (see fingerprint_test.go).
+func (d UpdateDetails) target() Target {
+	return Target{PlanID: d.PlanID, Parameters: d.Parameters, Context: d.Context, MaintenanceInfo: d.MaintenanceInfo}
 }

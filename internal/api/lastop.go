@@ -1,0 +1,44 @@
+package api
+
+import (
+	"math"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/serverless-osb/broker/internal/broker"
+)
+
+// decodeLastOperation reads GET /v2/service_instances/:instance_id/last_operation
+// and GET /v2/service_instances/:instance_id/service_bindings/:binding_id/last_operation.
+// service_id and plan_id are checked, not passed on.
+func decodeLastOperation(r *http.Request) (broker.LastOperationDetails, error) {
+	req, err := readRequest(r, nil, []string{"service_id", "plan_id", "operation"}, nil)
+	if err != nil {
+		return broker.LastOperationDetails{}, err
+	}
+	return broker.LastOperationDetails{InstanceID: req.instanceID, BindingID: req.bindingID,
+		OperationID: req.values["operation"]}, nil
+}
+
+// lastOperationBody is the body of both last_operation endpoints.
+type lastOperationBody struct {
+	State            broker.OperationState `json:"state"`
+	Description      string                `json:"description,omitempty"`
+	InstanceUsable   *bool                 `json:"instance_usable,omitempty"`
+	UpdateRepeatable *bool                 `json:"update_repeatable,omitempty"`
+}
+
+// encodeLastOperation answers while the operation runs with Retry-After.
+func encodeLastOperation(lo broker.LastOperation, header http.Header) (int, any) {
+	if lo.State == broker.OperationInProgress {
+		header.Set("Retry-After", retryAfter(lo.RetryAfter))
+	}
+	return http.StatusOK, lastOperationBody{State: lo.State, Description: lo.Description,
+		InstanceUsable: lo.InstanceUsable, UpdateRepeatable: lo.UpdateRepeatable}
+}
+
+// retryAfter renders a duration as Retry-After seconds (at least 1).
+func retryAfter(d time.Duration) string {
+	return strconv.Itoa(max(1, int(math.Ceil(d.Seconds()))))
+}
