@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/serverless-osb/broker/internal/app/apptest"
+	"github.com/serverless-osb/broker/internal/store/storetest"
 	"github.com/serverless-osb/broker/internal/waittest"
 )
 
@@ -356,7 +357,7 @@ func TestDeprovisionStatusCodes(t *testing.T) {
 		check(t, "fetch", f.do(http.MethodGet, instancePath(id), nil), expect{status: 404})
 		ctx := t.Context()
 		waittest.Until(t, func() error {
-			records, _ := f.b.Local.Store.ListResources(ctx, id)
+			records, _ := storetest.Records(ctx, f.b.Local.Store, id)
 			detached, _ := f.b.Local.Store.ListDetached(ctx)
 			mine := 0
 			for _, d := range detached {

@@ -14,6 +14,7 @@ import (
 	"github.com/serverless-osb/broker/internal/broker"
 	"github.com/serverless-osb/broker/internal/mototest"
 	"github.com/serverless-osb/broker/internal/store/dynamo"
+	"github.com/serverless-osb/broker/internal/store/storetest"
 	"github.com/serverless-osb/broker/internal/waittest"
 )
 
@@ -291,7 +292,7 @@ func waitNothingLeft(t *testing.T, b *apptest.Broker, id string) {
 	t.Helper()
 	waittest.Until(t, func() error {
 		_, instErr := b.Local.Store.GetInstance(t.Context(), id)
-		records, err := b.Local.Store.ListResources(t.Context(), id)
+		records, err := storetest.Records(t.Context(), b.Local.Store, id)
 		if err != nil {
 			t.Fatal(err)
 		}

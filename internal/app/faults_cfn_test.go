@@ -18,6 +18,7 @@ import (
 	"github.com/serverless-osb/broker/internal/broker"
 	cfndriver "github.com/serverless-osb/broker/internal/drivers/cloudformation"
 	"github.com/serverless-osb/broker/internal/mototest"
+	"github.com/serverless-osb/broker/internal/store/storetest"
 	"github.com/serverless-osb/broker/internal/waittest"
 )
 
@@ -190,7 +191,7 @@ func checkNoStrayStack(t *testing.T, b *apptest.Broker, f *faultFixture, cfn *aw
 	s := b.Local.Store
 	instanceExists, bindingExists := checkNothingStuck(t, s, f)
 	records := map[string]bool{}
-	rs, err := s.ListResources(ctx, f.instance)
+	rs, err := storetest.Records(ctx, s, f.instance)
 	if err != nil {
 		t.Fatal(err)
 	}

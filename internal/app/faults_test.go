@@ -14,6 +14,7 @@ import (
 	"github.com/serverless-osb/broker/internal/app"
 	"github.com/serverless-osb/broker/internal/app/apptest"
 	"github.com/serverless-osb/broker/internal/broker"
+	"github.com/serverless-osb/broker/internal/store/storetest"
 	"github.com/serverless-osb/broker/internal/waittest"
 )
 
@@ -123,23 +124,11 @@ func (f faultyStore) UpdateOperation(ctx context.Context, op broker.Operation, r
 func (f faultyStore) FinishOperation(ctx context.Context, fin broker.Finish) error {
 	return do0(f.c, func() error { return f.s.FinishOperation(ctx, fin) })
 }
-func (f faultyStore) GetResource(ctx context.Context, iid, name string) (broker.Resource, error) {
-	return do(f.c, func() (broker.Resource, error) { return f.s.GetResource(ctx, iid, name) })
-}
 func (f faultyStore) PutResource(ctx context.Context, r broker.Resource) error {
 	return do0(f.c, func() error { return f.s.PutResource(ctx, r) })
 }
-func (f faultyStore) CreateResource(ctx context.Context, r broker.Resource) error {
-	return do0(f.c, func() error { return f.s.CreateResource(ctx, r) })
-}
 func (f faultyStore) DeleteResource(ctx context.Context, iid, name string) error {
 	return do0(f.c, func() error { return f.s.DeleteResource(ctx, iid, name) })
-}
-func (f faultyStore) ListResources(ctx context.Context, iid string) ([]broker.Resource, error) {
-	return do(f.c, func() ([]broker.Resource, error) { return f.s.ListResources(ctx, iid) })
-}
-func (f faultyStore) DetachResource(ctx context.Context, d broker.Detached) error {
-	return do0(f.c, func() error { return f.s.DetachResource(ctx, d) })
 }
 func (f faultyStore) GetDetached(ctx context.Context, id string) (broker.Detached, error) {
 	return do(f.c, func() (broker.Detached, error) { return f.s.GetDetached(ctx, id) })
@@ -460,7 +449,7 @@ func checkNothingStuckOrOrphaned(t *testing.T, b *apptest.Broker, f *faultFixtur
 	ctx := context.Background()
 	s := b.Local.Store
 	instanceExists, bindingExists := checkNothingStuck(t, s, f)
-	records, err := s.ListResources(ctx, f.instance)
+	records, err := storetest.Records(ctx, s, f.instance)
 	if err != nil {
 		t.Fatal(err)
 	}

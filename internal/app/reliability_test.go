@@ -18,6 +18,7 @@ import (
 	"github.com/serverless-osb/broker/internal/drivers"
 	"github.com/serverless-osb/broker/internal/logging/logtest"
 	"github.com/serverless-osb/broker/internal/steps"
+	"github.com/serverless-osb/broker/internal/store/storetest"
 	"github.com/serverless-osb/broker/internal/waittest"
 )
 
@@ -105,7 +106,7 @@ func TestEveryStepIsIdempotent(t *testing.T) {
 	if _, err := store.GetInstance(ctx, "idem"); err == nil {
 		t.Fatal("the instance survived its deprovision")
 	}
-	if _, err := store.GetResource(ctx, "idem", "instance"); err == nil {
+	if _, err := storetest.Record(ctx, store, "idem", "instance"); err == nil {
 		t.Fatal("the demo resource survived the deprovision")
 	}
 

@@ -21,6 +21,7 @@ import (
 	"github.com/serverless-osb/broker/internal/broker"
 	"github.com/serverless-osb/broker/internal/catalog"
 	"github.com/serverless-osb/broker/internal/store/bolt"
+	"github.com/serverless-osb/broker/internal/store/storetest"
 )
 
 // The test catalog: one offering whose plans cover the broker's settings.
@@ -532,19 +533,9 @@ func (s *countingStore) PutResource(ctx context.Context, r broker.Resource) erro
 	return s.Store.PutResource(ctx, r)
 }
 
-func (s *countingStore) CreateResource(ctx context.Context, r broker.Resource) error {
-	s.note("CreateResource")
-	return s.Store.CreateResource(ctx, r)
-}
-
 func (s *countingStore) DeleteResource(ctx context.Context, instanceID, name string) error {
 	s.note("DeleteResource")
 	return s.Store.DeleteResource(ctx, instanceID, name)
-}
-
-func (s *countingStore) DetachResource(ctx context.Context, d broker.Detached) error {
-	s.note("DetachResource")
-	return s.Store.DetachResource(ctx, d)
 }
 
 func (s *countingStore) UpdateDetached(ctx context.Context, d broker.Detached, attempts int) error {
@@ -822,7 +813,7 @@ func (h *harness) lastOp(id string) broker.Operation {
 // recordNames returns the names of the instance's resource records.
 func (h *harness) recordNames(id string) []string {
 	h.t.Helper()
-	rs, err := h.store.ListResources(ctx, id)
+	rs, err := storetest.Records(ctx, h.store, id)
 	if err != nil {
 		h.t.Fatal(err)
 	}

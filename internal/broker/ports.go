@@ -187,26 +187,23 @@ func RecordFor(name, bindingID string) bool {
 	return bindingID == "" || !strings.HasPrefix(name, bindingRecordPrefix) || name == BindingRecord(bindingID)
 }
 
-// Resources is the part of the store a driver may use: its own records,
-// under the instance they belong to. A driver is handed this, never the
-// Store: it cannot touch instances, bindings or operations.
-type Resources interface {
-	// PutResource writes unconditionally (drivers make their own changes
-	// idempotent); CreateResource fails with *ConflictError when the record
-	// exists.
-	GetResource(ctx context.Context, instanceID, name string) (Resource, error)
-	PutResource(ctx context.Context, r Resource) error
-	CreateResource(ctx context.Context, r Resource) error
-	DeleteResource(ctx context.Context, instanceID, name string) error
-	// ListResources returns the resource records of an instance, by name.
-	ListResources(ctx context.Context, instanceID string) ([]Resource, error)
+// Store is what a storage adapter provides: three ports, each for the
+// callers that need it. Every method that changes state is ONE conditional
+// write or ONE transaction; when its condition fails it returns
+// *ConflictError and changes nothing. The conditions are the request types'
+// own (CheckCreate, LockInstance.Check, ...: what must hold before a write
+// is said once, here); an adapter only translates them into its database's
+// conditional writes. The storetest package is the contract every Store
+// must pass; a new adapter implements these methods and passes it.
+type Store interface {
+	Repository
+	Resources
+	DetachedRecords
 }
 
-// Store keeps instances, bindings, operations and driver resources. Every
-// method that changes state is ONE conditional write or ONE transaction;
-// when its condition fails it returns *ConflictError and changes nothing.
-// The storetest package is the contract every Store must pass.
-type Store interface {
+// Repository is the broker's port: instances, bindings and the operations
+// that change them.
+type Repository interface {
 	GetInstance(ctx context.Context, instanceID string) (Instance, error)
 	GetBinding(ctx context.Context, instanceID, bindingID string) (Binding, error)
 	GetOperation(ctx context.Context, instanceID, operationID string) (Operation, error)
@@ -250,15 +247,31 @@ type Store interface {
 	// FinishOperation records an outcome; see Finish.
 	FinishOperation(ctx context.Context, f Finish) error
 
-	// Resources are the drivers' records.
-	Resources
+	// DeleteExpiredOperations removes finished operation records whose
+	// ExpiresAt is before now and returns how many it removed. A store
+	// whose database expires them by itself (DynamoDB TTL) may remove none.
+	DeleteExpiredOperations(ctx context.Context, now time.Time) (int, error)
+}
 
-	// DetachResource moves the resource record (d.InstanceID, d.Name) into
-	// the detached record d, in one transaction: the resource is deleted and
-	// d stored. Idempotent: when the resource is gone and d.ID is already
-	// stored, it returns nil. When the resource is gone and d.ID is not
-	// stored, it returns ErrNotFound.
-	DetachResource(ctx context.Context, d Detached) error
+// Resources is the drivers' port: their own records, under the instance
+// they belong to. A driver is handed this, never the Store: it cannot touch
+// instances, bindings or operations. It reads its records from
+// Change.Records and returns most changes in Progress.Records; it writes
+// here only a record that must be durable before it acts on the world (the
+// name of a stack it is about to create), and deletes one it no longer
+// needs.
+type Resources interface {
+	// PutResource writes unconditionally (drivers make their own changes
+	// idempotent).
+	PutResource(ctx context.Context, r Resource) error
+	// DeleteResource removes a record; a missing one is not an error.
+	DeleteResource(ctx context.Context, instanceID, name string) error
+}
+
+// DetachedRecords is the cleanup's port: the resources that failed or
+// deleted operations left behind (Finish.Detach stores them), each deleted
+// by a cleanup workflow.
+type DetachedRecords interface {
 	GetDetached(ctx context.Context, id string) (Detached, error)
 	// ListDetached returns every detached resource, oldest first.
 	ListDetached(ctx context.Context) ([]Detached, error)
@@ -269,11 +282,6 @@ type Store interface {
 	// DeleteDetached removes a detached record once its resource is
 	// deleted; a missing one is not an error.
 	DeleteDetached(ctx context.Context, id string) error
-
-	// DeleteExpiredOperations removes finished operation records whose
-	// ExpiresAt is before now and returns how many it removed. A store
-	// whose database expires them by itself (DynamoDB TTL) may remove none.
-	DeleteExpiredOperations(ctx context.Context, now time.Time) (int, error)
 }
 
 // SecretKind says where a stored secret is.

@@ -17,6 +17,7 @@ import (
 	"github.com/serverless-osb/broker/internal/catalog"
 	"github.com/serverless-osb/broker/internal/logging"
 	"github.com/serverless-osb/broker/internal/store/bolt"
+	"github.com/serverless-osb/broker/internal/store/storetest"
 )
 
 // testCatalog has one offering with two plans.
@@ -282,14 +283,9 @@ func TestStoreRecordsCleanupsThatGiveUp(t *testing.T) {
 	}
 	t.Cleanup(func() { bs.Close() })
 	s := NewStore(bs, rec)
-	if err := bs.PutResource(ctx, broker.Resource{InstanceID: "i-1", Name: "db", Data: json.RawMessage(`{}`)}); err != nil {
-		t.Fatal(err)
-	}
 	d := broker.Detached{ID: "d1", InstanceID: "i-1", Name: "db", Data: json.RawMessage(`{}`), PlanID: "plan-large",
 		OperationID: "op-1", State: broker.DetachedPending, CreatedAt: stamp, UpdatedAt: stamp}
-	if err := s.DetachResource(ctx, d); err != nil {
-		t.Fatal(err)
-	}
+	storetest.Detach(t, bs, broker.Resource{InstanceID: "i-1", Name: "db", Data: json.RawMessage(`{}`)}, d)
 	t.Run("a cleanup that starts counts nothing", func(t *testing.T) {
 		cleaning := d
 		cleaning.State, cleaning.Attempts = broker.DetachedCleaning, 1

@@ -13,6 +13,7 @@ import (
 	"github.com/serverless-osb/broker/internal/broker"
 	"github.com/serverless-osb/broker/internal/mototest"
 	"github.com/serverless-osb/broker/internal/store/dynamo"
+	"github.com/serverless-osb/broker/internal/store/storetest"
 )
 
 // storeWithEveryKindOfSecret fills s (a sealing store over inner) with a
@@ -23,13 +24,9 @@ func storeWithEveryKindOfSecret(t *testing.T, s *Store, inner broker.Store) {
 	ctx := t.Context()
 	bindWithSecrets(t, s)
 	now := time.Now().UTC()
-	if err := s.PutResource(ctx, broker.Resource{InstanceID: "i-1", Name: "gone", Data: json.RawMessage(`{"secret":"detached-one"}`), UpdatedAt: now}); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.DetachResource(ctx, broker.Detached{ID: "d-1", InstanceID: "i-1", Name: "gone", Data: json.RawMessage(`{"secret":"detached-one"}`),
-		PlanID: "p", OperationID: "op", State: broker.DetachedPending, CreatedAt: now, UpdatedAt: now}); err != nil {
-		t.Fatal(err)
-	}
+	storetest.Detach(t, s, broker.Resource{InstanceID: "i-1", Name: "gone", Data: json.RawMessage(`{"secret":"detached-one"}`), UpdatedAt: now},
+		broker.Detached{ID: "d-1", InstanceID: "i-1", Name: "gone", Data: json.RawMessage(`{"secret":"detached-one"}`),
+			PlanID: "p", OperationID: "op", State: broker.DetachedPending, CreatedAt: now, UpdatedAt: now})
 	op := broker.Operation{ID: "bind-old", InstanceID: "i-1", BindingID: "b-old", Kind: broker.KindBind, State: broker.OperationSucceeded,
 		CreatedAt: now, UpdatedAt: now, FinishedAt: now, ExpiresAt: now.Add(broker.Retention)}
 	old := broker.Binding{InstanceID: "i-1", ID: "b-old", ServiceID: "s", PlanID: "p", State: broker.BindingReady, LastOp: op.ID,
@@ -69,7 +66,7 @@ func checkOpens(t *testing.T, s *Store) {
 			t.Fatalf("binding %s: %v %v", id, b.Credentials, err)
 		}
 	}
-	if r, err := s.GetResource(ctx, "i-1", "instance"); err != nil || len(r.Data) == 0 {
+	if r, err := storetest.Record(ctx, s, "i-1", "instance"); err != nil || len(r.Data) == 0 {
 		t.Fatalf("record: %s %v", r.Data, err)
 	}
 	if d, err := s.GetDetached(ctx, "d-1"); err != nil || len(d.Data) == 0 {

@@ -257,29 +257,6 @@ func (s *Store) FinishOperation(ctx context.Context, f broker.Finish) error {
 	return s.openConflict(ctx, s.Store.FinishOperation(ctx, f))
 }
 
-// GetResource opens the record.
-func (s *Store) GetResource(ctx context.Context, instanceID, name string) (broker.Resource, error) {
-	r, err := s.Store.GetResource(ctx, instanceID, name)
-	if err == nil {
-		err = s.openData(ctx, r.InstanceID, r.Name, &r.Data)
-	}
-	return r, err
-}
-
-// ListResources opens the records.
-func (s *Store) ListResources(ctx context.Context, instanceID string) ([]broker.Resource, error) {
-	rs, err := s.Store.ListResources(ctx, instanceID)
-	for i := range rs {
-		if err == nil {
-			err = s.openData(ctx, rs[i].InstanceID, rs[i].Name, &rs[i].Data)
-		}
-	}
-	if err != nil {
-		return nil, err
-	}
-	return rs, nil
-}
-
 // PutResource seals the record.
 func (s *Store) PutResource(ctx context.Context, r broker.Resource) error {
 	r, err := s.sealResource(ctx, r)
@@ -287,24 +264,6 @@ func (s *Store) PutResource(ctx context.Context, r broker.Resource) error {
 		return err
 	}
 	return s.Store.PutResource(ctx, r)
-}
-
-// CreateResource seals the record.
-func (s *Store) CreateResource(ctx context.Context, r broker.Resource) error {
-	r, err := s.sealResource(ctx, r)
-	if err != nil {
-		return err
-	}
-	return s.Store.CreateResource(ctx, r)
-}
-
-// DetachResource seals the detached record's copy of the data.
-func (s *Store) DetachResource(ctx context.Context, d broker.Detached) error {
-	d, err := s.sealDetached(ctx, d)
-	if err != nil {
-		return err
-	}
-	return s.Store.DetachResource(ctx, d)
 }
 
 // GetDetached opens the detached record.

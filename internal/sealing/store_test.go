@@ -89,7 +89,7 @@ func TestTheBoltFileHoldsNoSecret(t *testing.T) {
 	if err != nil || got.Credentials["password"] != password || got.Sealed != nil {
 		t.Fatalf("the binding through the sealing store: %v %v", got.Credentials, err)
 	}
-	r, err := s.GetResource(t.Context(), "i-1", "instance")
+	r, err := storetest.Record(t.Context(), s, "i-1", "instance")
 	if err != nil || !bytes.Contains(r.Data, []byte(recordSecret)) {
 		t.Fatalf("the record through the sealing store: %s %v", r.Data, err)
 	}
@@ -137,7 +137,7 @@ func TestASealedValueMovedToAnotherItemDoesNotOpen(t *testing.T) {
 		t.Errorf("a binding with another binding's sealed credentials: %v, %v; want ErrWrongContext", b.Credentials, err)
 	}
 
-	rawRecord, err := inner.GetResource(ctx, "i-1", "instance")
+	rawRecord, err := storetest.Record(ctx, inner, "i-1", "instance")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,7 +145,7 @@ func TestASealedValueMovedToAnotherItemDoesNotOpen(t *testing.T) {
 	if err := inner.PutResource(ctx, rawRecord); err != nil {
 		t.Fatal(err)
 	}
-	if r, err := s.GetResource(ctx, "i-1", "other"); !errors.Is(err, ErrWrongContext) {
+	if r, err := storetest.Record(ctx, s, "i-1", "other"); !errors.Is(err, ErrWrongContext) {
 		t.Errorf("a record with another record's sealed data: %s, %v; want ErrWrongContext", r.Data, err)
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/serverless-osb/broker/internal/broker"
 	"github.com/serverless-osb/broker/internal/catalog"
 	"github.com/serverless-osb/broker/internal/store/bolt"
+	"github.com/serverless-osb/broker/internal/store/storetest"
 )
 
 const (
@@ -49,6 +50,7 @@ type harness struct {
 	t        *testing.T
 	cfn      *fakeStacks
 	store    *flakyResources
+	repo     broker.Repository // the same bolt store, to read the records back
 	driver   *Driver
 	settings *Settings
 	logs     *bytes.Buffer
@@ -77,7 +79,7 @@ func newHarness(t *testing.T, withBinding bool) *harness {
 	store := &flakyResources{Resources: st}
 	d := New(fake, store, Deployment{StackPrefix: "osb", RoleARN: "arn:aws:iam::123456789012:role/cfn"},
 		slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
-	return &harness{t: t, cfn: fake, store: store, driver: d, settings: s, logs: logs, ctx: context.Background()}
+	return &harness{t: t, cfn: fake, store: store, repo: st, driver: d, settings: s, logs: logs, ctx: context.Background()}
 }
 
 func (h *harness) change(kind broker.OperationKind, opID string) broker.Change {
@@ -128,7 +130,7 @@ func (h *harness) record(name string) (record, bool) {
 // hands a change to its driver.
 func (h *harness) fresh(c broker.Change) broker.Change {
 	h.t.Helper()
-	records, err := h.store.ListResources(h.ctx, c.Instance.ID)
+	records, err := storetest.Records(h.ctx, h.repo, c.Instance.ID)
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -757,7 +759,7 @@ func TestDeprovision(t *testing.T) {
 
 func TestCleanup(t *testing.T) {
 	detached := func(h *harness) broker.Detached {
-		r, err := h.store.GetResource(h.ctx, instanceID, instanceRecord)
+		r, err := storetest.Record(h.ctx, h.repo, instanceID, instanceRecord)
 		if err != nil {
 			h.t.Fatal(err)
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/serverless-osb/broker/internal/catalog"
 	"github.com/serverless-osb/broker/internal/mototest"
 	"github.com/serverless-osb/broker/internal/store/bolt"
+	"github.com/serverless-osb/broker/internal/store/storetest"
 )
 
 // The example services through moto's CloudFormation, with the real SDK
@@ -133,7 +134,7 @@ func TestServicesInMoto(t *testing.T) {
 			if stack := describeInMoto(t, client, instanceStack); stack != nil {
 				t.Fatalf("instance stack after deprovision: %s", stack.StackStatus)
 			}
-			if records, err := store.ListResources(ctx, inst.ID); err != nil || len(records) != 0 {
+			if records, err := storetest.Records(ctx, store, inst.ID); err != nil || len(records) != 0 {
 				t.Errorf("records left: %v %v", records, err)
 			}
 		})
@@ -153,7 +154,7 @@ func TestServicesInMoto(t *testing.T) {
 		inst := broker.Instance{ID: mototest.Name("cleanup")}
 		run(t, d, broker.Change{Operation: broker.Operation{ID: "op-provision", InstanceID: inst.ID, Kind: broker.KindProvision},
 			Instance: inst, Settings: settings})
-		r, err := store.GetResource(context.Background(), inst.ID, instanceRecord)
+		r, err := storetest.Record(context.Background(), store, inst.ID, instanceRecord)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -182,7 +183,7 @@ func run(t *testing.T, d *Driver, c broker.Change) broker.Progress {
 	t.Helper()
 	ctx := context.Background()
 	fresh := func() broker.Change {
-		records, err := d.Resources.ListResources(ctx, c.Instance.ID)
+		records, err := storetest.Records(ctx, d.Resources.(broker.Repository), c.Instance.ID) // the bolt store
 		if err != nil {
 			t.Fatal(err)
 		}

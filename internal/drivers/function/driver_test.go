@@ -19,6 +19,7 @@ import (
 	"github.com/serverless-osb/broker/internal/drivers/function"
 	"github.com/serverless-osb/broker/internal/drivers/function/functiontest"
 	"github.com/serverless-osb/broker/internal/store/bolt"
+	"github.com/serverless-osb/broker/internal/store/storetest"
 )
 
 const secret = "test-shared-secret"
@@ -48,7 +49,7 @@ func newFixture(t *testing.T) *fixture {
 		}
 		return ""
 	}
-	d := function.New(writeOnly{store}, nil, getenv, slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	d := function.New(store, nil, getenv, slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	s, err := function.Configure(nil, map[string]any{"url": target.URL, "secret_env": "FN_SECRET", "timeout": 1,
 		"config": map[string]any{"tier": "small"}}, t.TempDir())
 	if err != nil {
@@ -80,26 +81,12 @@ func (f *fixture) change(kind broker.OperationKind, opID string, async bool, par
 	return c
 }
 
-// writeOnly is the store as the driver may use it: it writes its records
-// itself, but reads them from the change, never from the store.
-type writeOnly struct{ broker.Resources }
-
-var errRead = errors.New("the driver read the store: it must read its records from the change")
-
-func (writeOnly) GetResource(context.Context, string, string) (broker.Resource, error) {
-	return broker.Resource{}, errRead
-}
-
-func (writeOnly) ListResources(context.Context, string) ([]broker.Resource, error) {
-	return nil, errRead
-}
-
 // fresh is c with the instance's records as they are stored (for a
 // binding's change, that binding's and the instance's), as the broker
 // hands a change to its driver.
 func (f *fixture) fresh(c broker.Change) broker.Change {
 	f.t.Helper()
-	records, err := f.store.ListResources(context.Background(), c.Instance.ID)
+	records, err := storetest.Records(context.Background(), f.store, c.Instance.ID)
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -160,7 +147,7 @@ func (f *fixture) run(c broker.Change) (broker.Progress, error) {
 
 func (f *fixture) records() []string {
 	f.t.Helper()
-	rs, err := f.store.ListResources(context.Background(), "i-1")
+	rs, err := storetest.Records(context.Background(), f.store, "i-1")
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -191,7 +178,7 @@ func TestDriverRunsEveryLifecycleAgainstAnHTTPTarget(t *testing.T) {
 		if got := f.records(); len(got) != 1 || got[0] != "instance" {
 			t.Fatalf("records %v, want the instance's", got)
 		}
-		r, _ := f.store.GetResource(ctx, "i-1", "instance")
+		r, _ := storetest.Record(ctx, f.store, "i-1", "instance")
 		if !strings.Contains(string(r.Data), `"state":{"made_by":"op-1"}`) {
 			t.Errorf("the target's state is not kept: %s", r.Data)
 		}
@@ -367,7 +354,7 @@ func TestCleanupAsksTheTargetThatMadeTheResource(t *testing.T) {
 	if err != nil || len(names) != 1 || names[0] != "instance" {
 		t.Fatalf("leftovers %v %v", names, err)
 	}
-	r, err := f.store.GetResource(ctx, "i-1", "instance")
+	r, err := storetest.Record(ctx, f.store, "i-1", "instance")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -59,7 +59,7 @@ func TestSecretsFromSecretsManagerOnMoto(t *testing.T) {
 	}
 	t.Cleanup(func() { store.Close() })
 	logs := &bytes.Buffer{}
-	d := function.New(writeOnly{store}, func(context.Context) (aws.Config, error) { return cfg, nil }, nil,
+	d := function.New(store, func(context.Context) (aws.Config, error) { return cfg, nil }, nil,
 		slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	// The driver's own client, as New builds it from the configuration,
 	// with its reads counted.

@@ -28,93 +28,6 @@ func emptyConflict(t *testing.T, err error) {
 }
 
 var detachedCases = []testCase{
-	{"DetachResource moves the resource record into the detached record", func(t *testing.T, newStore NewStore) {
-		s := newStore(t)
-		provision(t, s, "i-1")
-		r, sibling := newResource("i-1", "r-1"), newResource("i-1", "r-2")
-		putResource(t, s, r)
-		putResource(t, s, sibling)
-		d := newDetached(r, "prov-i-1")
-		// A time in another zone comes back as the same instant in UTC.
-		d.UpdatedAt = at(31).In(time.FixedZone("UTC-3", -3*3600))
-		must(t, s.DetachResource(t.Context(), d), "DetachResource")
-
-		if getResource(t, s, "i-1", "r-1") != nil {
-			t.Error("the resource record is still stored")
-		}
-		want := d
-		want.UpdatedAt = d.UpdatedAt.UTC()
-		equal(t, "detached", getDetached(t, s, d.ID), &want)
-		equal(t, "detached list", listDetached(t, s), []broker.Detached{want})
-		equal(t, "sibling resource", getResource(t, s, "i-1", "r-2"), &sibling)
-	}},
-	{"DetachResource again is nil and keeps the one stored record", func(t *testing.T, newStore NewStore) {
-		cases := []struct {
-			name string
-			// setup detaches d and returns the record then stored.
-			setup func(t *testing.T, s broker.Store, d broker.Detached) broker.Detached
-		}{
-			{"right after the first", func(t *testing.T, s broker.Store, d broker.Detached) broker.Detached {
-				return d
-			}},
-			{"once a cleanup started, which it does not reset", func(t *testing.T, s broker.Store, d broker.Detached) broker.Detached {
-				next := d
-				next.State, next.Attempts, next.UpdatedAt = broker.DetachedCleaning, 1, at(40)
-				must(t, s.UpdateDetached(t.Context(), next, 0), "UpdateDetached")
-				return next
-			}},
-		}
-		for _, tc := range cases {
-			t.Run(tc.name, func(t *testing.T) {
-				s := newStore(t)
-				r := newResource("i-1", "r-1")
-				d := newDetached(r, "prov-i-1")
-				detach(t, s, r, d)
-				want := tc.setup(t, s, d)
-				again := d
-				again.Reason, again.CreatedAt, again.UpdatedAt = "detached again", at(50), at(50)
-				must(t, s.DetachResource(t.Context(), again), "DetachResource again")
-				equal(t, "detached list", listDetached(t, s), []broker.Detached{want})
-				if getResource(t, s, "i-1", "r-1") != nil {
-					t.Error("the resource record is stored again")
-				}
-			})
-		}
-	}},
-	{"DetachResource fails and changes nothing", func(t *testing.T, newStore NewStore) {
-		cases := []struct {
-			name  string
-			setup func(t *testing.T, s broker.Store) broker.Detached
-			check func(t *testing.T, err error)
-		}{
-			{"when the resource does not exist", func(t *testing.T, s broker.Store) broker.Detached {
-				provision(t, s, "i-1")
-				return newDetached(newResource("i-1", "r-1"), "prov-i-1")
-			}, wantNotFound},
-			{"when the resource exists only under another instance", func(t *testing.T, s broker.Store) broker.Detached {
-				putResource(t, s, newResource("i-2", "r-1"))
-				return newDetached(newResource("i-1", "r-1"), "prov-i-1")
-			}, wantNotFound},
-			{"when the resource exists again and its detached id is stored", func(t *testing.T, s broker.Store) broker.Detached {
-				r := newResource("i-1", "r-1")
-				d := newDetached(r, "prov-i-1")
-				detach(t, s, r, d)
-				r.Data = []byte(`{"made":"again"}`)
-				putResource(t, s, r)
-				d.Data, d.Reason = r.Data, "detached again"
-				return d
-			}, emptyConflict},
-		}
-		for _, tc := range cases {
-			t.Run(tc.name, func(t *testing.T) {
-				s := newStore(t)
-				d := tc.setup(t, s)
-				before := snapshot(t, s)
-				tc.check(t, s.DetachResource(t.Context(), d))
-				unchanged(t, s, before)
-			})
-		}
-	}},
 	{"ListDetached returns every detached record, oldest first", func(t *testing.T, newStore NewStore) {
 		s := newStore(t)
 		if got := listDetached(t, s); len(got) != 0 {
@@ -136,7 +49,7 @@ var detachedCases = []testCase{
 			r := newResource("i-1", "r-"+rec.id)
 			d := newDetached(r, "op-1")
 			d.ID, d.CreatedAt, d.UpdatedAt, d.Attempts = rec.id, rec.created, rec.created, i
-			detach(t, s, r, d)
+			Detach(t, s, r, d)
 			byID[rec.id] = d
 		}
 		want := []broker.Detached{byID["d-b"], byID["d-a"], byID["d-z"], byID["d-m"]}
@@ -146,7 +59,7 @@ var detachedCases = []testCase{
 		s := newStore(t)
 		r := newResource("i-1", "r-1")
 		d := newDetached(r, "prov-i-1")
-		detach(t, s, r, d)
+		Detach(t, s, r, d)
 
 		cleaning := d
 		cleaning.State, cleaning.Attempts, cleaning.UpdatedAt = broker.DetachedCleaning, 1, at(40)
@@ -168,7 +81,7 @@ var detachedCases = []testCase{
 			{"when the stored attempts are higher", func(t *testing.T, s broker.Store) (broker.Detached, int) {
 				r := newResource("i-1", "r-1")
 				d := newDetached(r, "prov-i-1")
-				detach(t, s, r, d)
+				Detach(t, s, r, d)
 				d.State, d.Attempts = broker.DetachedCleaning, 1
 				must(t, s.UpdateDetached(t.Context(), d, 0), "UpdateDetached")
 				d.Attempts, d.UpdatedAt = 1, at(60)
@@ -177,7 +90,7 @@ var detachedCases = []testCase{
 			{"when the expected attempts are the new record's", func(t *testing.T, s broker.Store) (broker.Detached, int) {
 				r := newResource("i-1", "r-1")
 				d := newDetached(r, "prov-i-1")
-				detach(t, s, r, d)
+				Detach(t, s, r, d)
 				d.State, d.Attempts = broker.DetachedCleaning, 1
 				return d, 1
 			}, emptyConflict},
@@ -187,7 +100,7 @@ var detachedCases = []testCase{
 			{"when the record was deleted", func(t *testing.T, s broker.Store) (broker.Detached, int) {
 				r := newResource("i-1", "r-1")
 				d := newDetached(r, "prov-i-1")
-				detach(t, s, r, d)
+				Detach(t, s, r, d)
 				must(t, s.DeleteDetached(t.Context(), d.ID), "DeleteDetached")
 				return d, 0
 			}, wantNotFound},
@@ -206,8 +119,8 @@ var detachedCases = []testCase{
 		s := newStore(t)
 		r1, r2 := newResource("i-1", "r-1"), newResource("i-1", "r-2")
 		d1, d2 := newDetached(r1, "prov-i-1"), newDetached(r2, "prov-i-1")
-		detach(t, s, r1, d1)
-		detach(t, s, r2, d2)
+		Detach(t, s, r1, d1)
+		Detach(t, s, r2, d2)
 		must(t, s.DeleteDetached(t.Context(), d1.ID), "DeleteDetached")
 		if getDetached(t, s, d1.ID) != nil {
 			t.Error("the deleted record is still stored")

@@ -49,7 +49,7 @@ var expiryCases = []testCase{
 		r := newResource("i-new", "r-1")
 		putResource(t, s, r)
 		d := newDetached(newResource("i-new", "r-2"), "prov-i-new")
-		detach(t, s, newResource("i-new", "r-2"), d)
+		Detach(t, s, newResource("i-new", "r-2"), d)
 		instances := map[string]*broker.Instance{}
 		for _, id := range []string{"i-old", "i-new", "i-edge", "i-kept", "i-busy"} {
 			instances[id] = getInstance(t, s, id)

@@ -118,11 +118,32 @@ func putResource(t *testing.T, s broker.Store, r broker.Resource) {
 	must(t, s.PutResource(t.Context(), r), "PutResource "+r.InstanceID+"/"+r.Name)
 }
 
-// detach stores resource r and detaches it as d.
-func detach(t *testing.T, s broker.Store, r broker.Resource, d broker.Detached) {
+// Detach stores resource r and detaches it as d, the way a failed
+// operation does (Finish.Detach): an update of r's instance, or, when the
+// instance does not exist, a provision that deletes it again, fails and
+// detaches d. The failed operation ("detach-<d.ID>") never expires, so it
+// changes no count of expired operations.
+func Detach(t *testing.T, s broker.Store, r broker.Resource, d broker.Detached) {
 	t.Helper()
 	putResource(t, s, r)
-	must(t, s.DetachResource(t.Context(), d), "DetachResource "+d.ID)
+	fin := broker.Finish{Detach: []broker.Detached{d}}
+	if inst := getInstance(t, s, r.InstanceID); inst != nil {
+		fin.Op = newOperation(inst.ID, "detach-"+d.ID, broker.KindUpdate, at(100))
+		held := *inst
+		held.State, held.Op, held.LastOp, held.Version = broker.InstanceUpdating, fin.Op.ID, fin.Op.ID, inst.Version+1
+		must(t, s.LockInstance(t.Context(), broker.LockInstance{Instance: held, Version: inst.Version, Op: fin.Op}),
+			"LockInstance "+inst.ID+" to detach "+d.ID)
+		held.State, held.Op = broker.InstanceReady, ""
+		fin.Instance = &held
+	} else {
+		fin.Op = newOperation(r.InstanceID, "detach-"+d.ID, broker.KindProvision, at(100))
+		must(t, s.CreateInstance(t.Context(), newInstance(r.InstanceID, fin.Op.ID), fin.Op, nil),
+			"CreateInstance "+r.InstanceID+" to detach "+d.ID)
+		fin.DeleteInstance = true
+	}
+	fin.Op = finished(fin.Op, broker.OperationFailed)
+	fin.Op.ExpiresAt = time.Time{}
+	must(t, s.FinishOperation(t.Context(), fin), "FinishOperation detaching "+d.ID)
 }
 
 // finished is op finished in state.

@@ -89,20 +89,6 @@ var resourceCases = []testCase{
 		must(t, s.PutResource(t.Context(), r), "PutResource again")
 		equal(t, "overwritten resource", getResource(t, s, "i-1", "r-1"), &r)
 	}},
-	{"CreateResource stores a new record", func(t *testing.T, newStore NewStore) {
-		s := newStore(t)
-		r := broker.Resource{InstanceID: "i-1", Name: "r-1", Data: json.RawMessage(`{"v":1}`), UpdatedAt: at(1)}
-		must(t, s.CreateResource(t.Context(), r), "CreateResource")
-		equal(t, "resource", getResource(t, s, "i-1", "r-1"), &r)
-	}},
-	{"CreateResource of an existing record fails and changes nothing", func(t *testing.T, newStore NewStore) {
-		s := newStore(t)
-		provision(t, s, "i-1")
-		must(t, s.PutResource(t.Context(), broker.Resource{InstanceID: "i-1", Name: "r-1", Data: json.RawMessage(`{"v":1}`)}), "PutResource")
-		before := snapshot(t, s)
-		conflict(t, s.CreateResource(t.Context(), broker.Resource{InstanceID: "i-1", Name: "r-1", Data: json.RawMessage(`{"v":2}`)}))
-		unchanged(t, s, before)
-	}},
 	{"DeleteResource removes a record and ignores a missing one", func(t *testing.T, newStore NewStore) {
 		s := newStore(t)
 		r := broker.Resource{InstanceID: "i-1", Name: "r-1", Data: json.RawMessage(`{}`)}
@@ -114,11 +100,9 @@ var resourceCases = []testCase{
 		must(t, s.DeleteResource(t.Context(), "i-1", "r-1"), "DeleteResource of a missing record")
 		must(t, s.DeleteResource(t.Context(), "i-9", "r-9"), "DeleteResource under a missing instance")
 	}},
-	{"ListResources returns exactly an instance's resource records, by name", func(t *testing.T, newStore NewStore) {
+	{"Load returns exactly an instance's resource records, by name", func(t *testing.T, newStore NewStore) {
 		s := newStore(t)
-		rs, err := s.ListResources(t.Context(), "i-1")
-		must(t, err, "ListResources of an empty store")
-		if len(rs) != 0 {
+		if rs := records(t, s, "i-1"); len(rs) != 0 {
 			t.Fatalf("empty store: got %s, want none", show(rs))
 		}
 		// The instance's own instance, binding and operation records are
@@ -131,20 +115,16 @@ var resourceCases = []testCase{
 			putResource(t, s, byName[name])
 		}
 		gone := newResource("i-1", "r-gone")
-		detach(t, s, gone, newDetached(gone, "prov-i-1"))
+		Detach(t, s, gone, newDetached(gone, "prov-i-1"))
 		// Instances whose ids extend or prefix "i-1" keep their own.
 		lookalikes := []string{"i-10", "i-", "i-1r#x"}
 		for _, id := range lookalikes {
 			putResource(t, s, newResource(id, "r-1"))
 		}
 
-		rs, err = s.ListResources(t.Context(), "i-1")
-		must(t, err, "ListResources")
-		equal(t, "resources", rs, []broker.Resource{byName["db/main"], byName["r"], byName["r-10"], byName["r-a"], byName["r-b"]})
+		equal(t, "resources", records(t, s, "i-1"), []broker.Resource{byName["db/main"], byName["r"], byName["r-10"], byName["r-a"], byName["r-b"]})
 		for _, id := range lookalikes {
-			rs, err := s.ListResources(t.Context(), id)
-			must(t, err, "ListResources "+id)
-			equal(t, "resources of "+id, rs, []broker.Resource{newResource(id, "r-1")})
+			equal(t, "resources of "+id, records(t, s, id), []broker.Resource{newResource(id, "r-1")})
 		}
 	}},
 	{"resources are kept apart by instance and name", func(t *testing.T, newStore NewStore) {

@@ -138,7 +138,7 @@ var raceCases = []testCase{
 		s := newStore(t)
 		r := newResource("i-1", "r-1")
 		d := newDetached(r, "prov-i-1")
-		detach(t, s, r, d)
+		Detach(t, s, r, d)
 		next := make([]broker.Detached, racers)
 		for i := range next {
 			next[i] = d

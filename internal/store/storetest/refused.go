@@ -87,10 +87,13 @@ func CheckRefusedCalls(t *testing.T, s broker.Store, around func(calls func())) 
 			return s.LockInstance(ctx, broker.LockInstance{Instance: inst, Holder: prov.ID, Op: done, Halted: &done})
 		}},
 		{"a detach to an empty id", func() error {
-			return s.DetachResource(ctx, broker.Detached{InstanceID: "i-1", Name: "r"})
+			return s.FinishOperation(ctx, broker.Finish{Op: done, Instance: &inst, Detach: []broker.Detached{{InstanceID: "i-1", Name: "r"}}})
 		}},
 		{"a detach of a resource name holding NUL", func() error {
-			return s.DetachResource(ctx, broker.Detached{ID: "d-1", InstanceID: "i-1", Name: "r\x00"})
+			return s.FinishOperation(ctx, broker.Finish{Op: done, Instance: &inst, Detach: []broker.Detached{{ID: "d-1", InstanceID: "i-1", Name: "r\x00"}}})
+		}},
+		{"a detach of another instance's resource", func() error {
+			return s.FinishOperation(ctx, broker.Finish{Op: done, Instance: &inst, Detach: []broker.Detached{{ID: "d-1", InstanceID: "i-2", Name: "r"}}})
 		}},
 		{"an update of a detached id holding NUL", func() error {
 			return s.UpdateDetached(ctx, broker.Detached{ID: "d\x001", InstanceID: "i-1", Name: "r"}, 0)

@@ -25,8 +25,6 @@ var readCases = []testCase{
 			{"binding of a missing instance", func() error { _, err := s.GetBinding(t.Context(), "i-2", "b-1"); return err }},
 			{"operation", func() error { _, err := s.GetOperation(t.Context(), "i-1", "nope"); return err }},
 			{"operation under another instance", func() error { _, err := s.GetOperation(t.Context(), "i-2", "prov-i-1"); return err }},
-			{"resource", func() error { _, err := s.GetResource(t.Context(), "i-1", "r-2"); return err }},
-			{"resource under another instance", func() error { _, err := s.GetResource(t.Context(), "i-2", "r-1"); return err }},
 		}
 		for _, g := range gets {
 			if err := g.get(); !errors.Is(err, broker.ErrNotFound) {

@@ -10,8 +10,10 @@
 package storetest
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"reflect"
 	"slices"
 	"testing"
@@ -174,11 +176,21 @@ func getOperation(t *testing.T, s broker.Store, instanceID, id string) *broker.O
 
 func getResource(t *testing.T, s broker.Store, instanceID, name string) *broker.Resource {
 	t.Helper()
-	r, err := s.GetResource(t.Context(), instanceID, name)
-	if notFound(t, err, "GetResource "+instanceID+"/"+name) {
-		return nil
+	for _, r := range records(t, s, instanceID) {
+		if r.Name == name {
+			return &r
+		}
 	}
-	return &r
+	return nil
+}
+
+// records are an instance's resource records as Load reads them (an
+// instance gets every record), by name.
+func records(t *testing.T, s broker.Store, instanceID string) []broker.Resource {
+	t.Helper()
+	snap, err := s.Load(t.Context(), instanceID, "", "")
+	must(t, err, "Load "+instanceID)
+	return snap.Records
 }
 
 func getDetached(t *testing.T, s broker.Store, id string) *broker.Detached {
@@ -212,4 +224,27 @@ func ids(ops []broker.Operation) []string {
 		out = append(out, op.ID)
 	}
 	return out
+}
+
+// Records returns an instance's resource records as the broker reads them
+// (Load), by name: what other packages' tests use to see what a driver or
+// the broker stored.
+func Records(ctx context.Context, s broker.Repository, instanceID string) ([]broker.Resource, error) {
+	snap, err := s.Load(ctx, instanceID, "", "")
+	return snap.Records, err
+}
+
+// Record returns one of an instance's resource records, or an error that
+// wraps broker.ErrNotFound.
+func Record(ctx context.Context, s broker.Repository, instanceID, name string) (broker.Resource, error) {
+	rs, err := Records(ctx, s, instanceID)
+	if err != nil {
+		return broker.Resource{}, err
+	}
+	for _, r := range rs {
+		if r.Name == name {
+			return r, nil
+		}
+	}
+	return broker.Resource{}, fmt.Errorf("record %s/%s: %w", instanceID, name, broker.ErrNotFound)
 }
