@@ -5,6 +5,10 @@
 //	PK=i#<instance_id>  SK=instance | b#<binding_id> | op#<operation_id> | r#<name>
 //	PK=detached         SK=<detached_id>
 //
+// The table's shape (those keys, the sparse index InProgress, time to live
+// on expires_at_epoch) is written once, in Schema (schema.go): CreateTable
+// creates the table from it and the CDK stack (infra) deploys it from it.
+//
 // An item's attributes are the domain struct's JSON fields, at the top level,
 // so that conditions can name op, binding_ops, version and state. Raw JSON
 // fields (parameters, context, bind_resource, an operation's target, a
@@ -94,48 +98,13 @@ func New(client *dynamodb.Client, table string) *Store {
 	return &Store{client: client, table: aws.String(table)}
 }
 
-// Table attribute and index names.
-const (
-	attrPK = "PK"
-	attrSK = "SK"
-	// attrInProgress is "1" on an operation in progress and absent otherwise:
-	// the sparse index InProgress lists exactly those operations.
-	attrInProgress = "inprogress"
-	// attrExpiresAt is a finished operation's ExpiresAt in epoch seconds,
-	// the table's TTL attribute.
-	attrExpiresAt   = "expires_at_epoch"
-	indexInProgress = "InProgress"
-	inProgressValue = "1"
-)
-
-// CreateTable creates table as the store needs it: PK (S) hash key, SK (S)
-// range key, on-demand billing, the sparse index InProgress (hash key
-// inprogress, range key SK, all attributes projected), and time to live on
-// expires_at_epoch. An existing table of that name is left as it is, except
-// that its time to live is enabled when it is not. The deployed table is
-// created by the CDK stack; this is for tests and local tooling.
+// CreateTable creates table as Schema describes it, billed on demand. An
+// existing table of that name is left as it is, except that its time to
+// live is enabled when it is not. The deployed table is created by the CDK
+// stack, from the same Schema; this is for tests and local tooling.
 func CreateTable(ctx context.Context, client *dynamodb.Client, table string) error {
-	_, err := client.CreateTable(ctx, &dynamodb.CreateTableInput{
-		TableName:   aws.String(table),
-		BillingMode: types.BillingModePayPerRequest,
-		AttributeDefinitions: []types.AttributeDefinition{
-			{AttributeName: aws.String(attrPK), AttributeType: types.ScalarAttributeTypeS},
-			{AttributeName: aws.String(attrSK), AttributeType: types.ScalarAttributeTypeS},
-			{AttributeName: aws.String(attrInProgress), AttributeType: types.ScalarAttributeTypeS},
-		},
-		KeySchema: []types.KeySchemaElement{
-			{AttributeName: aws.String(attrPK), KeyType: types.KeyTypeHash},
-			{AttributeName: aws.String(attrSK), KeyType: types.KeyTypeRange},
-		},
-		GlobalSecondaryIndexes: []types.GlobalSecondaryIndex{{
-			IndexName: aws.String(indexInProgress),
-			KeySchema: []types.KeySchemaElement{
-				{AttributeName: aws.String(attrInProgress), KeyType: types.KeyTypeHash},
-				{AttributeName: aws.String(attrSK), KeyType: types.KeyTypeRange},
-			},
-			Projection: &types.Projection{ProjectionType: types.ProjectionTypeAll},
-		}},
-	})
+	schema := Schema()
+	_, err := client.CreateTable(ctx, schema.createTableInput(table))
 	var inUse *types.ResourceInUseException
 	if err != nil && !errors.As(err, &inUse) {
 		return fmt.Errorf("create table %s: %w", table, err)
@@ -149,7 +118,7 @@ func CreateTable(ctx context.Context, client *dynamodb.Client, table string) err
 		if err != nil {
 			return fmt.Errorf("create table %s: describe time to live: %w", table, err)
 		}
-		if d := ttl.TimeToLiveDescription; d != nil && aws.ToString(d.AttributeName) == attrExpiresAt &&
+		if d := ttl.TimeToLiveDescription; d != nil && aws.ToString(d.AttributeName) == schema.TimeToLive &&
 			(d.TimeToLiveStatus == types.TimeToLiveStatusEnabled || d.TimeToLiveStatus == types.TimeToLiveStatusEnabling) {
 			return nil
 		}
@@ -157,7 +126,7 @@ func CreateTable(ctx context.Context, client *dynamodb.Client, table string) err
 	_, err = client.UpdateTimeToLive(ctx, &dynamodb.UpdateTimeToLiveInput{
 		TableName: aws.String(table),
 		TimeToLiveSpecification: &types.TimeToLiveSpecification{
-			AttributeName: aws.String(attrExpiresAt),
+			AttributeName: aws.String(schema.TimeToLive),
 			Enabled:       aws.Bool(true),
 		},
 	})
