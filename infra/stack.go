@@ -27,17 +27,8 @@ import (
 
 	"github.com/serverless-osb/broker/internal/catalog"
 	"github.com/serverless-osb/broker/internal/drivers"
+	"github.com/serverless-osb/broker/internal/env"
 	"github.com/serverless-osb/broker/internal/store/dynamo"
-)
-
-// The functions' environment, as internal/app reads it.
-const (
-	envTable     = "BROKER_TABLE"
-	envSecretARN = "BROKER_SECRET_ARN"
-	envLogLevel  = "LOG_LEVEL"
-	// envKMSKey is the key that seals the secrets the table keeps
-	// (internal/sealing): the table's own key.
-	envKMSKey = "BROKER_KMS_KEY_ARN"
 )
 
 // substitutionWorkerARN is the DefinitionSubstitutions key the workflows
@@ -308,17 +299,23 @@ func (b *builder) functions() {
 	b.apiLogs = b.logGroup("ApiLogs", nil)
 	b.workerLogs = b.logGroup("WorkerLogs", nil)
 
+	// The variables internal/env names; the state machines' ARNs come with
+	// the state machines, the CloudFormation driver's with the service
+	// role.
 	apiEnv := map[string]*string{
-		envTable:            b.table.TableName(),
-		envSecretARN:        b.secret.SecretArn(),
-		envMetricsNamespace: jsii.String(b.metricsNamespace()),
-		envKMSKey:           b.key.KeyArn(),
+		env.Table:            b.table.TableName(),
+		env.SecretARN:        b.secret.SecretArn(),
+		env.MetricsNamespace: jsii.String(b.metricsNamespace()),
+		env.KMSKeyARN:        b.key.KeyArn(),
 	}
-	workerEnv := map[string]*string{envTable: b.table.TableName(), envMetricsNamespace: jsii.String(b.metricsNamespace()),
-		envKMSKey: b.key.KeyArn()}
+	workerEnv := map[string]*string{
+		env.Table:            b.table.TableName(),
+		env.MetricsNamespace: jsii.String(b.metricsNamespace()),
+		env.KMSKeyARN:        b.key.KeyArn(),
+	}
 	if b.props.LogLevel != "" {
-		apiEnv[envLogLevel] = jsii.String(b.props.LogLevel)
-		workerEnv[envLogLevel] = jsii.String(b.props.LogLevel)
+		apiEnv[env.LogLevel] = jsii.String(b.props.LogLevel)
+		workerEnv[env.LogLevel] = jsii.String(b.props.LogLevel)
 	}
 	b.api = b.function("ApiFunction", functionSpec{
 		description: "The Open Service Broker API, behind the HTTP API.",

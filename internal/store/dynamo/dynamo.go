@@ -8,6 +8,7 @@
 // The table's shape (those keys, the sparse index InProgress, time to live
 // on expires_at_epoch) is written once, in Schema (schema.go): CreateTable
 // creates the table from it and the CDK stack (infra) deploys it from it.
+// The store reads no environment variable: internal/app gives it its Config.
 //
 // An item's attributes are the domain struct's JSON fields, at the top level,
 // so that conditions can name op, binding_ops, version and state. Raw JSON
@@ -25,7 +26,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -35,13 +35,6 @@ import (
 	"github.com/serverless-osb/broker/internal/broker"
 )
 
-// Environment variables read by ConfigFromEnv.
-const (
-	EnvTable    = "BROKER_TABLE"
-	EnvRegion   = "AWS_REGION"
-	EnvEndpoint = "BROKER_DYNAMODB_ENDPOINT"
-)
-
 // Config says which table the store uses and where DynamoDB is.
 type Config struct {
 	Table  string
@@ -49,27 +42,6 @@ type Config struct {
 	// Endpoint, when set, replaces DynamoDB's endpoint: moto_server or
 	// DynamoDB Local.
 	Endpoint string
-}
-
-// ConfigFromEnv reads BROKER_TABLE and AWS_REGION (both required) and
-// BROKER_DYNAMODB_ENDPOINT (optional).
-func ConfigFromEnv() (Config, error) {
-	c := Config{
-		Table:    os.Getenv(EnvTable),
-		Region:   os.Getenv(EnvRegion),
-		Endpoint: os.Getenv(EnvEndpoint),
-	}
-	var missing []error
-	if c.Table == "" {
-		missing = append(missing, fmt.Errorf("%s is not set", EnvTable))
-	}
-	if c.Region == "" {
-		missing = append(missing, fmt.Errorf("%s is not set", EnvRegion))
-	}
-	if err := errors.Join(missing...); err != nil {
-		return Config{}, fmt.Errorf("dynamodb store config: %w", err)
-	}
-	return c, nil
 }
 
 // ClientOptions applies the region and endpoint to a client's options:
