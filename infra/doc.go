@@ -8,6 +8,12 @@
 // role the worker creates the services' stacks under (services.go), the log
 // groups, and the alarms.
 //
+// The table's shape is the dynamo store's (dynamo.Schema) and the
+// functions' environment variables are internal/env's: the stack restates
+// neither, and its tests check that the store's CreateTable makes the table
+// the stack deploys (on moto) and that the stack sets only variables the
+// app reads, and every one it requires.
+//
 // Every permission is written out here, scoped to this stack's resources;
 // cdk-nag's AwsSolutions pack runs on the stack as an Aspect, and each
 // finding it does not fix is suppressed on its resource with the reason

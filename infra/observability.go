@@ -17,10 +17,6 @@ import (
 	"github.com/serverless-osb/broker/internal/metrics"
 )
 
-// envMetricsNamespace is the functions' variable naming their metrics'
-// namespace (metrics.EnvNamespace).
-const envMetricsNamespace = metrics.EnvNamespace
-
 // The outputs an operator needs beside the URL and the secret: what `ops
 // --stack NAME` reads (internal/app's Output* constants) and the DNS target
 // of a custom domain.

@@ -8,7 +8,7 @@ import (
 	"github.com/aws/jsii-runtime-go"
 
 	"github.com/serverless-osb/broker/internal/app"
-	"github.com/serverless-osb/broker/internal/metrics"
+	"github.com/serverless-osb/broker/internal/env"
 )
 
 // brokerAlarmIDs are the alarms on the broker's own metrics.
@@ -79,8 +79,8 @@ func TestStackBrokerMetrics(t *testing.T) {
 	t.Run("both functions put their metrics in the stack's namespace", func(t *testing.T) {
 		for _, fn := range []string{"ApiFunction", "WorkerFunction"} {
 			vars := properties(t, fn)["Environment"].(object)["Variables"].(object)
-			if vars[metrics.EnvNamespace] != "ServerlessOsb" {
-				t.Errorf("%s: %s = %v, want ServerlessOsb", fn, metrics.EnvNamespace, vars[metrics.EnvNamespace])
+			if vars[env.MetricsNamespace] != "ServerlessOsb" {
+				t.Errorf("%s: %s = %v, want ServerlessOsb", fn, env.MetricsNamespace, vars[env.MetricsNamespace])
 			}
 		}
 	})

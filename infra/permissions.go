@@ -4,6 +4,8 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
 	"github.com/aws/jsii-runtime-go"
+
+	"github.com/serverless-osb/broker/internal/store/dynamo"
 )
 
 // itemActions are the DynamoDB actions internal/store/dynamo performs:
@@ -78,8 +80,11 @@ func (b *builder) permissions() {
 }
 
 func (b *builder) itemsStatement() awsiam.PolicyStatement {
-	return statement("TableItems", itemActions,
-		b.table.TableArn(), jsii.String(*b.table.TableArn()+"/index/"+indexInProgress))
+	resources := []*string{b.table.TableArn()}
+	for _, index := range dynamo.Schema().Indexes {
+		resources = append(resources, jsii.String(*b.table.TableArn()+"/index/"+index.Name))
+	}
+	return statement("TableItems", itemActions, resources...)
 }
 
 // tableKeyStatement lets a function use the table's key only through

@@ -8,7 +8,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
 	"github.com/aws/jsii-runtime-go"
 
-	"github.com/serverless-osb/broker/internal/drivers/cloudformation"
+	"github.com/serverless-osb/broker/internal/env"
 )
 
 // userPath is the IAM path of the users binding templates make
@@ -299,8 +299,8 @@ func (b *builder) services() {
 			"StringEquals": map[string]any{"iam:PassedToService": "cloudformation.amazonaws.com"},
 		},
 	}))
-	b.worker.AddEnvironment(jsii.String(cloudformation.EnvRoleARN), b.serviceRole.RoleArn(), nil)
-	b.worker.AddEnvironment(jsii.String(cloudformation.EnvStackPrefix), jsii.String(b.props.StackPrefix), nil)
+	b.worker.AddEnvironment(jsii.String(env.CFNRoleARN), b.serviceRole.RoleArn(), nil)
+	b.worker.AddEnvironment(jsii.String(env.StackPrefix), jsii.String(b.props.StackPrefix), nil)
 }
 
 // stacksARN matches every stack the driver makes: PREFIX-…, any stack id.

@@ -20,32 +20,15 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssecretsmanager"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsstepfunctions"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
 	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
 
 	"github.com/serverless-osb/broker/internal/catalog"
 	"github.com/serverless-osb/broker/internal/drivers"
-)
-
-// The table's shape, as internal/store/dynamo (CreateTable) expects it.
-const (
-	tableHashKey         = "PK"
-	tableRangeKey        = "SK"
-	tableTTLAttribute    = "expires_at_epoch"
-	indexInProgress      = "InProgress"
-	indexInProgressHash  = "inprogress"
-	indexInProgressRange = tableRangeKey
-)
-
-// The functions' environment, as internal/app reads it.
-const (
-	envTable     = "BROKER_TABLE"
-	envSecretARN = "BROKER_SECRET_ARN"
-	envLogLevel  = "LOG_LEVEL"
-	// envKMSKey is the key that seals the secrets the table keeps
-	// (internal/sealing): the table's own key.
-	envKMSKey = "BROKER_KMS_KEY_ARN"
+	"github.com/serverless-osb/broker/internal/env"
+	"github.com/serverless-osb/broker/internal/store/dynamo"
 )
 
 // substitutionWorkerARN is the DefinitionSubstitutions key the workflows
@@ -86,7 +69,9 @@ func NewBrokerStack(scope constructs.Construct, id string, props *BrokerStackPro
 		return nil, fmt.Errorf("stack %s: %w", id, err)
 	}
 	b := &builder{stack: stack, props: p, retention: retentions[p.LogRetentionDays]}
-	b.data()
+	if err := b.data(); err != nil {
+		return nil, fmt.Errorf("stack %s: %w", id, err)
+	}
 	b.functions()
 	b.services()
 	if err := b.grantFunctionTargets(); err != nil {
@@ -213,7 +198,7 @@ type stateMachine struct {
 }
 
 // data defines the table, its key and the credentials' secret.
-func (b *builder) data() {
+func (b *builder) data() error {
 	b.key = awskms.NewKey(b.stack, jsii.String("TableKey"), &awskms.KeyProps{
 		Description:       jsii.String("Encrypts the broker's DynamoDB table (instances, bindings, operations, credentials)."),
 		EnableKeyRotation: jsii.Bool(true),
@@ -221,27 +206,50 @@ func (b *builder) data() {
 		// this key.
 		RemovalPolicy: awscdk.RemovalPolicy_RETAIN,
 	})
+	// The table's shape is the dynamo store's (dynamo.Schema), which its
+	// CreateTable makes too: TestTableIsTheStoresTable checks both agree.
+	schema := dynamo.Schema()
+	hash, err := tableAttribute(schema.HashKey)
+	if err != nil {
+		return err
+	}
+	sort, err := tableAttribute(schema.RangeKey)
+	if err != nil {
+		return err
+	}
 	b.table = awsdynamodb.NewTable(b.stack, jsii.String("Table"), &awsdynamodb.TableProps{
-		PartitionKey:  &awsdynamodb.Attribute{Name: jsii.String(tableHashKey), Type: awsdynamodb.AttributeType_STRING},
-		SortKey:       &awsdynamodb.Attribute{Name: jsii.String(tableRangeKey), Type: awsdynamodb.AttributeType_STRING},
+		PartitionKey:  hash,
+		SortKey:       sort,
 		BillingMode:   awsdynamodb.BillingMode_PAY_PER_REQUEST,
 		Encryption:    awsdynamodb.TableEncryption_CUSTOMER_MANAGED,
 		EncryptionKey: b.key,
 		PointInTimeRecoverySpecification: &awsdynamodb.PointInTimeRecoverySpecification{
 			PointInTimeRecoveryEnabled: jsii.Bool(true),
 		},
-		TimeToLiveAttribute: jsii.String(tableTTLAttribute),
+		TimeToLiveAttribute: jsii.String(schema.TimeToLive),
 		DeletionProtection:  jsii.Bool(true),
 		RemovalPolicy:       awscdk.RemovalPolicy_RETAIN,
 	})
-	// Sparse: only operations in progress carry inprogress, so the reaper
-	// reads exactly those.
-	b.table.AddGlobalSecondaryIndex(&awsdynamodb.GlobalSecondaryIndexProps{
-		IndexName:      jsii.String(indexInProgress),
-		PartitionKey:   &awsdynamodb.Attribute{Name: jsii.String(indexInProgressHash), Type: awsdynamodb.AttributeType_STRING},
-		SortKey:        &awsdynamodb.Attribute{Name: jsii.String(indexInProgressRange), Type: awsdynamodb.AttributeType_STRING},
-		ProjectionType: awsdynamodb.ProjectionType_ALL,
-	})
+	for _, index := range schema.Indexes {
+		hash, err := tableAttribute(index.HashKey)
+		if err != nil {
+			return fmt.Errorf("index %s: %w", index.Name, err)
+		}
+		sort, err := tableAttribute(index.RangeKey)
+		if err != nil {
+			return fmt.Errorf("index %s: %w", index.Name, err)
+		}
+		projection, ok := tableProjections[index.Projection]
+		if !ok {
+			return fmt.Errorf("index %s: projection %q: the stack knows %v", index.Name, index.Projection, slices.Sorted(maps.Keys(tableProjections)))
+		}
+		b.table.AddGlobalSecondaryIndex(&awsdynamodb.GlobalSecondaryIndexProps{
+			IndexName:      jsii.String(index.Name),
+			PartitionKey:   hash,
+			SortKey:        sort,
+			ProjectionType: projection,
+		})
+	}
 
 	b.secret = awssecretsmanager.NewSecret(b.stack, jsii.String("Credentials"), &awssecretsmanager.SecretProps{
 		Description: jsii.String("The broker's basic-auth credentials, which the platform registers the broker with."),
@@ -254,6 +262,33 @@ func (b *builder) data() {
 			PasswordLength:     jsii.Number(32),
 		},
 	})
+	return nil
+}
+
+// The CDK's names of DynamoDB's attribute types and projections.
+var (
+	tableAttributeTypes = map[types.ScalarAttributeType]awsdynamodb.AttributeType{
+		types.ScalarAttributeTypeS: awsdynamodb.AttributeType_STRING,
+		types.ScalarAttributeTypeN: awsdynamodb.AttributeType_NUMBER,
+		types.ScalarAttributeTypeB: awsdynamodb.AttributeType_BINARY,
+	}
+	tableProjections = map[types.ProjectionType]awsdynamodb.ProjectionType{
+		types.ProjectionTypeAll:      awsdynamodb.ProjectionType_ALL,
+		types.ProjectionTypeKeysOnly: awsdynamodb.ProjectionType_KEYS_ONLY,
+	}
+)
+
+// tableAttribute is a key attribute of the store's schema for the CDK, or
+// nil for none (a key without a range key).
+func tableAttribute(a dynamo.KeyAttribute) (*awsdynamodb.Attribute, error) {
+	if a.Name == "" {
+		return nil, nil
+	}
+	t, ok := tableAttributeTypes[a.Type]
+	if !ok {
+		return nil, fmt.Errorf("key attribute %s: type %q: the stack knows %v", a.Name, a.Type, slices.Sorted(maps.Keys(tableAttributeTypes)))
+	}
+	return &awsdynamodb.Attribute{Name: jsii.String(a.Name), Type: t}, nil
 }
 
 // functions defines the api and worker functions with their roles and log
@@ -264,17 +299,23 @@ func (b *builder) functions() {
 	b.apiLogs = b.logGroup("ApiLogs", nil)
 	b.workerLogs = b.logGroup("WorkerLogs", nil)
 
+	// The variables internal/env names; the state machines' ARNs come with
+	// the state machines, the CloudFormation driver's with the service
+	// role.
 	apiEnv := map[string]*string{
-		envTable:            b.table.TableName(),
-		envSecretARN:        b.secret.SecretArn(),
-		envMetricsNamespace: jsii.String(b.metricsNamespace()),
-		envKMSKey:           b.key.KeyArn(),
+		env.Table:            b.table.TableName(),
+		env.SecretARN:        b.secret.SecretArn(),
+		env.MetricsNamespace: jsii.String(b.metricsNamespace()),
+		env.KMSKeyARN:        b.key.KeyArn(),
 	}
-	workerEnv := map[string]*string{envTable: b.table.TableName(), envMetricsNamespace: jsii.String(b.metricsNamespace()),
-		envKMSKey: b.key.KeyArn()}
+	workerEnv := map[string]*string{
+		env.Table:            b.table.TableName(),
+		env.MetricsNamespace: jsii.String(b.metricsNamespace()),
+		env.KMSKeyARN:        b.key.KeyArn(),
+	}
 	if b.props.LogLevel != "" {
-		apiEnv[envLogLevel] = jsii.String(b.props.LogLevel)
-		workerEnv[envLogLevel] = jsii.String(b.props.LogLevel)
+		apiEnv[env.LogLevel] = jsii.String(b.props.LogLevel)
+		workerEnv[env.LogLevel] = jsii.String(b.props.LogLevel)
 	}
 	b.api = b.function("ApiFunction", functionSpec{
 		description: "The Open Service Broker API, behind the HTTP API.",

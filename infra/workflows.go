@@ -9,6 +9,8 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+
+	"github.com/serverless-osb/broker/internal/env"
 )
 
 // workflowOperation is the workflow every asynchronous operation runs; the
@@ -30,11 +32,9 @@ type workflow struct {
 	definition string
 }
 
-// envVar is the functions' variable holding the state machine's ARN:
-// BROKER_OPERATION_STATE_MACHINE_ARN.
-func (w workflow) envVar() string {
-	return "BROKER_" + strings.ToUpper(strings.ReplaceAll(w.name, "-", "_")) + "_STATE_MACHINE_ARN"
-}
+// envVar is the functions' variable holding the state machine's ARN
+// (env.StateMachineARN): BROKER_OPERATION_STATE_MACHINE_ARN.
+func (w workflow) envVar() string { return env.StateMachineARN(w.name) }
 
 // stateMachineName is the state machine's name in a stack: STACK-NAME,
 // ServerlessOsb-operation. The name is fixed, not made up by CloudFormation,

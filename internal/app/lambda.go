@@ -28,38 +28,13 @@ import (
 	"github.com/serverless-osb/broker/internal/catalog"
 	"github.com/serverless-osb/broker/internal/drivers"
 	"github.com/serverless-osb/broker/internal/engine/sfn"
+	"github.com/serverless-osb/broker/internal/env"
 	"github.com/serverless-osb/broker/internal/logging"
 	"github.com/serverless-osb/broker/internal/metrics"
 	"github.com/serverless-osb/broker/internal/sealing"
 	"github.com/serverless-osb/broker/internal/steps"
 	"github.com/serverless-osb/broker/internal/store/dynamo"
 	"github.com/serverless-osb/broker/internal/tracing"
-)
-
-// Environment variables of the Lambda functions, as the CDK stack sets them
-// (BROKER_TABLE and AWS_REGION are dynamo.EnvTable and dynamo.EnvRegion).
-const (
-	// EnvSecretARN names the Secrets Manager secret holding the broker's
-	// credentials (api function only).
-	EnvSecretARN = "BROKER_SECRET_ARN"
-	// EnvStateMachineARN is the ARN of statemachines/operation.asl.json as
-	// deployed (api function only).
-	EnvStateMachineARN = "BROKER_OPERATION_STATE_MACHINE_ARN"
-	// EnvCleanupStateMachineARN is the ARN of statemachines/cleanup.asl.json.
-	// Both functions start cleanups with it; without it the reaper (the
-	// worker's "reap" step) starts them.
-	EnvCleanupStateMachineARN = "BROKER_CLEANUP_STATE_MACHINE_ARN"
-	// EnvCatalog is the catalog to serve; by default catalog.yaml in
-	// LAMBDA_TASK_ROOT, beside the bootstrap.
-	EnvCatalog = "BROKER_CATALOG"
-	// EnvLogLevel is DEBUG, INFO (the default), WARN or ERROR.
-	EnvLogLevel = "LOG_LEVEL"
-	// EnvTaskRoot is where Lambda unpacks the bundle.
-	EnvTaskRoot = "LAMBDA_TASK_ROOT"
-	// EnvKMSKey is the KMS key (ARN) that seals the secrets the table
-	// keeps (binding credentials, driver records), by envelope encryption.
-	// Without it nothing is sealed.
-	EnvKMSKey = "BROKER_KMS_KEY_ARN"
 )
 
 // Function is one of the broker's Lambda functions.
@@ -87,10 +62,10 @@ type LambdaConfig struct {
 	CleanupStateMachineARN string
 	CatalogPath            string
 	LogLevel               slog.Level
-	// KMSKey seals the secrets the table keeps (EnvKMSKey); empty, none.
+	// KMSKey seals the secrets the table keeps (env.KMSKeyARN); empty, none.
 	KMSKey string
 	// MetricsNamespace is the metrics' CloudWatch namespace
-	// (metrics.EnvNamespace; default metrics.DefaultNamespace).
+	// (env.MetricsNamespace; default metrics.DefaultNamespace).
 	MetricsNamespace string
 	// Metrics, when set, receives the broker's metrics (EMF documents on
 	// the function's stdout); nil records none, as the operator command.
@@ -105,33 +80,44 @@ func InLambda() bool {
 	return os.Getenv("AWS_LAMBDA_RUNTIME_API") != "" || os.Getenv("AWS_LAMBDA_FUNCTION_NAME") != ""
 }
 
-// LambdaConfigFromEnv reads the configuration of function f. Every problem
-// is reported in one error: all the missing variables, then the malformed
-// ones.
+// RequiredEnv lists the environment variables function f refuses to start
+// without (internal/env names them; the CDK stack sets them, but for
+// AWS_REGION, which Lambda sets).
+func RequiredEnv(f Function) []string {
+	switch f {
+	case FunctionAPI:
+		return []string{env.Table, env.Region, env.SecretARN, env.OperationStateMachineARN}
+	case FunctionWorker:
+		return []string{env.Table, env.Region}
+	}
+	return nil
+}
+
+// LambdaConfigFromEnv reads the configuration of function f from the
+// variables internal/env names. Every problem is reported in one error: all
+// the missing variables (RequiredEnv), then the malformed ones.
 func LambdaConfigFromEnv(f Function) (LambdaConfig, error) {
 	c := LambdaConfig{
 		Function: f,
 		Store: dynamo.Config{
-			Table:    os.Getenv(dynamo.EnvTable),
-			Region:   os.Getenv(dynamo.EnvRegion),
-			Endpoint: os.Getenv(dynamo.EnvEndpoint),
+			Table:    os.Getenv(env.Table),
+			Region:   os.Getenv(env.Region),
+			Endpoint: os.Getenv(env.DynamoDBEndpoint),
 		},
-		CatalogPath:      os.Getenv(EnvCatalog),
-		KMSKey:           os.Getenv(EnvKMSKey),
-		MetricsNamespace: cmp.Or(os.Getenv(metrics.EnvNamespace), metrics.DefaultNamespace),
+		CatalogPath:      os.Getenv(env.Catalog),
+		KMSKey:           os.Getenv(env.KMSKeyARN),
+		MetricsNamespace: cmp.Or(os.Getenv(env.MetricsNamespace), metrics.DefaultNamespace),
 	}
-	required := []string{dynamo.EnvTable, dynamo.EnvRegion}
-	c.StateMachineARN, c.CleanupStateMachineARN = os.Getenv(EnvStateMachineARN), os.Getenv(EnvCleanupStateMachineARN)
+	c.StateMachineARN, c.CleanupStateMachineARN = os.Getenv(env.OperationStateMachineARN), os.Getenv(env.CleanupStateMachineARN)
 	switch f {
 	case FunctionAPI:
-		c.SecretARN = os.Getenv(EnvSecretARN)
-		required = append(required, EnvSecretARN, EnvStateMachineARN)
+		c.SecretARN = os.Getenv(env.SecretARN)
 	case FunctionWorker:
 	default:
 		return c, fmt.Errorf("no Lambda function %q (have: %s, %s)", f, FunctionAPI, FunctionWorker)
 	}
 	var missing []string
-	for _, name := range required {
+	for _, name := range RequiredEnv(f) {
 		if os.Getenv(name) == "" {
 			missing = append(missing, name)
 		}
@@ -140,7 +126,7 @@ func LambdaConfigFromEnv(f Function) (LambdaConfig, error) {
 	if len(missing) > 0 {
 		problems = append(problems, "missing environment variables: "+strings.Join(missing, ", "))
 	}
-	for _, v := range [][2]string{{EnvStateMachineARN, c.StateMachineARN}, {EnvCleanupStateMachineARN, c.CleanupStateMachineARN}} {
+	for _, v := range [][2]string{{env.OperationStateMachineARN, c.StateMachineARN}, {env.CleanupStateMachineARN, c.CleanupStateMachineARN}} {
 		if v[1] == "" {
 			continue
 		}
@@ -148,9 +134,9 @@ func LambdaConfigFromEnv(f Function) (LambdaConfig, error) {
 			problems = append(problems, fmt.Sprintf("%s=%q is not the ARN of a state machine", v[0], v[1]))
 		}
 	}
-	if v := os.Getenv(EnvLogLevel); v != "" {
+	if v := os.Getenv(env.LogLevel); v != "" {
 		if err := c.LogLevel.UnmarshalText([]byte(v)); err != nil {
-			problems = append(problems, fmt.Sprintf("%s=%q: want DEBUG, INFO, WARN or ERROR", EnvLogLevel, v))
+			problems = append(problems, fmt.Sprintf("%s=%q: want DEBUG, INFO, WARN or ERROR", env.LogLevel, v))
 		}
 	}
 	if len(problems) > 0 {
@@ -165,7 +151,7 @@ func LambdaConfigFromEnv(f Function) (LambdaConfig, error) {
 // defaultCatalogPath is catalog.yaml beside the bootstrap: in
 // LAMBDA_TASK_ROOT, or else in the executable's folder.
 func defaultCatalogPath() string {
-	dir := os.Getenv(EnvTaskRoot)
+	dir := os.Getenv(env.TaskRoot)
 	if dir == "" {
 		if exe, err := os.Executable(); err == nil {
 			dir = filepath.Dir(exe)

@@ -24,6 +24,7 @@ import (
 	"github.com/serverless-osb/broker/internal/app"
 	"github.com/serverless-osb/broker/internal/app/apptest"
 	"github.com/serverless-osb/broker/internal/broker"
+	"github.com/serverless-osb/broker/internal/env"
 	"github.com/serverless-osb/broker/internal/logging"
 	"github.com/serverless-osb/broker/internal/mototest"
 	"github.com/serverless-osb/broker/internal/sealing"
@@ -33,8 +34,8 @@ import (
 
 // lambdaEnv is every variable LambdaConfigFromEnv reads; tests set them all
 // so that the machine's environment does not leak in.
-var lambdaEnv = []string{dynamo.EnvTable, dynamo.EnvRegion, dynamo.EnvEndpoint, app.EnvSecretARN,
-	app.EnvStateMachineARN, app.EnvCatalog, app.EnvLogLevel, app.EnvTaskRoot, app.EnvKMSKey}
+var lambdaEnv = []string{env.Table, env.Region, env.DynamoDBEndpoint, env.SecretARN, env.OperationStateMachineARN,
+	env.CleanupStateMachineARN, env.Catalog, env.LogLevel, env.TaskRoot, env.KMSKeyARN, env.MetricsNamespace}
 
 func setEnv(t *testing.T, env map[string]string) {
 	t.Helper()

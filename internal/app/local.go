@@ -1,6 +1,9 @@
 // Package app wires the broker from its configuration: the local broker
 // (bolt store, local engine, net/http) that `make run` serves, and the
 // Lambda functions (DynamoDB store, Step Functions engine) that AWS runs.
+// The functions' environment variables are named in internal/env, which
+// the CDK stack sets them from; RequiredEnv lists those a function cannot
+// start without.
 package app
 
 import (
@@ -27,6 +30,7 @@ import (
 	"github.com/serverless-osb/broker/internal/catalog"
 	"github.com/serverless-osb/broker/internal/drivers"
 	"github.com/serverless-osb/broker/internal/engine/local"
+	"github.com/serverless-osb/broker/internal/env"
 	"github.com/serverless-osb/broker/internal/groupcommit"
 	"github.com/serverless-osb/broker/internal/logging"
 	"github.com/serverless-osb/broker/internal/sealing"
@@ -90,13 +94,13 @@ type Wrappers struct {
 // one is generated.
 func LocalConfigFromEnv() (LocalConfig, error) {
 	c := LocalConfig{
-		Addr:          env("BROKER_ADDR", "127.0.0.1:8080"),
-		DataDir:       env("BROKER_DATA_DIR", ".data"),
-		CatalogPath:   env("BROKER_CATALOG", "catalog.yaml"),
-		StateMachines: env("BROKER_STATEMACHINES", "statemachines"),
+		Addr:          envOr("BROKER_ADDR", "127.0.0.1:8080"),
+		DataDir:       envOr("BROKER_DATA_DIR", ".data"),
+		CatalogPath:   envOr(env.Catalog, "catalog.yaml"),
+		StateMachines: envOr("BROKER_STATEMACHINES", "statemachines"),
 		SealingKeys:   os.Getenv("BROKER_SEALING_KEYS"),
 	}
-	level, err := logging.ParseLevel(env("BROKER_LOG_LEVEL", "info"))
+	level, err := logging.ParseLevel(envOr("BROKER_LOG_LEVEL", "info"))
 	if err != nil {
 		return c, fmt.Errorf("BROKER_LOG_LEVEL: %w", err)
 	}
@@ -112,7 +116,7 @@ func LocalConfigFromEnv() (LocalConfig, error) {
 		if pass == "" {
 			pass, c.GeneratedPassword = rand.Text(), true
 		}
-		c.Credentials = append(c.Credentials, api.Credential{Username: env("BROKER_USERNAME", "broker"), Password: pass})
+		c.Credentials = append(c.Credentials, api.Credential{Username: envOr("BROKER_USERNAME", "broker"), Password: pass})
 	}
 	return c, nil
 }
@@ -139,7 +143,8 @@ func ParseCredentials(data []byte) ([]api.Credential, error) {
 	return out, nil
 }
 
-func env(name, def string) string {
+// envOr is the variable name, or def when it is unset or empty.
+func envOr(name, def string) string {
 	if v := os.Getenv(name); v != "" {
 		return v
 	}

@@ -21,6 +21,7 @@ import (
 
 	"github.com/serverless-osb/broker/internal/broker"
 	"github.com/serverless-osb/broker/internal/engine/sfn"
+	"github.com/serverless-osb/broker/internal/env"
 	"github.com/serverless-osb/broker/internal/sealing"
 	"github.com/serverless-osb/broker/internal/store/dynamo"
 )
@@ -140,14 +141,14 @@ func StackConfig(ctx context.Context, client awscfn.DescribeStacksAPIClient, nam
 		Store:                  dynamo.Config{Table: outputs[OutputTable], Region: outputs[OutputRegion]},
 		StateMachineARN:        outputs[OutputOperationStateMachine],
 		CleanupStateMachineARN: outputs[OutputCleanupStateMachine],
-		CatalogPath:            cmp.Or(os.Getenv(EnvCatalog), defaultDeployedCatalog),
+		CatalogPath:            cmp.Or(os.Getenv(env.Catalog), defaultDeployedCatalog),
 	}, nil
 }
 
 // opsBroker builds the broker the operator works on: the deployed one when
 // BROKER_TABLE is set, else the local data, without serving or reaping.
 func opsBroker(ctx context.Context, stack string, logger *slog.Logger) (*broker.Broker, func(), error) {
-	if stack != "" || os.Getenv(dynamo.EnvTable) != "" {
+	if stack != "" || os.Getenv(env.Table) != "" {
 		c, err := opsLambdaConfig(ctx, stack)
 		if err != nil {
 			return nil, nil, err

@@ -18,6 +18,7 @@ import (
 	"github.com/serverless-osb/broker/internal/app"
 	"github.com/serverless-osb/broker/internal/app/apptest"
 	"github.com/serverless-osb/broker/internal/broker"
+	"github.com/serverless-osb/broker/internal/env"
 	"github.com/serverless-osb/broker/internal/mototest"
 	"github.com/serverless-osb/broker/internal/store/dynamo"
 )
@@ -72,8 +73,8 @@ func TestOpsWorksOnTheBrokerAStackDeployed(t *testing.T) {
 
 	for name, value := range map[string]string{
 		"AWS_ENDPOINT_URL": mototest.Endpoint(t), "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-		"AWS_REGION": region, app.EnvCatalog: filepath.Join(apptest.Root(), "catalog.yaml"),
-		dynamo.EnvTable: "", dynamo.EnvEndpoint: "",
+		"AWS_REGION": region, env.Catalog: filepath.Join(apptest.Root(), "catalog.yaml"),
+		env.Table: "", env.DynamoDBEndpoint: "",
 	} {
 		t.Setenv(name, value)
 	}

@@ -5,12 +5,8 @@ import (
 	"github.com/serverless-osb/broker/internal/catalog"
 )
 
-// EnvNamespace is the functions' environment variable naming the metrics'
-// namespace; the CDK stack sets it so that two stacks in one account keep
-// their metrics apart.
-const EnvNamespace = "BROKER_METRICS_NAMESPACE"
-
-// DefaultNamespace is the namespace when EnvNamespace is not set.
+// DefaultNamespace is the namespace when the functions' variable
+// BROKER_METRICS_NAMESPACE (env.MetricsNamespace) is not set.
 const DefaultNamespace = "ServerlessOsb"
 
 // The metrics' names. The infra package's dashboard and alarms use these.

@@ -25,6 +25,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/cloudformation/types"
 
 	"github.com/serverless-osb/broker/internal/broker"
+	"github.com/serverless-osb/broker/internal/env"
 )
 
 // API is the part of CloudFormation the driver calls.
@@ -39,18 +40,12 @@ type API interface {
 
 var _ API = (*cfn.Client)(nil)
 
-// Deployment settings, read from the environment.
-const (
-	// EnvRoleARN names the CloudFormation service role every stack is
-	// created, updated and deleted under; empty means none (the caller's
-	// own permissions, as locally).
-	EnvRoleARN = "BROKER_CFN_ROLE_ARN"
-	// EnvStackPrefix starts every stack name (default "osb"); the worker's
-	// IAM policy allows it only stacks named "<prefix>-*".
-	EnvStackPrefix = "BROKER_STACK_PREFIX"
-)
-
-// Deployment is the driver's settings for the whole broker.
+// Deployment is the driver's settings for the whole broker, read from the
+// environment (DeploymentFromEnv): env.CFNRoleARN, the CloudFormation
+// service role every stack is created, updated and deleted under (empty:
+// none, the caller's own permissions, as locally), and env.StackPrefix,
+// which starts every stack name (default DefaultStackPrefix; the worker's
+// IAM policy allows it only stacks named "<prefix>-*").
 type Deployment struct {
 	RoleARN     string
 	StackPrefix string
@@ -60,15 +55,15 @@ var roleARNPattern = regexp.MustCompile(`^arn:aws[a-z-]*:iam::[0-9]{12}:role/\S+
 
 // DeploymentFromEnv reads and checks the deployment settings.
 func DeploymentFromEnv(getenv func(string) string) (Deployment, error) {
-	d := Deployment{RoleARN: getenv(EnvRoleARN), StackPrefix: getenv(EnvStackPrefix)}
+	d := Deployment{RoleARN: getenv(env.CFNRoleARN), StackPrefix: getenv(env.StackPrefix)}
 	if d.StackPrefix == "" {
 		d.StackPrefix = DefaultStackPrefix
 	}
 	if err := CheckStackPrefix(d.StackPrefix); err != nil {
-		return d, fmt.Errorf("%s: %w", EnvStackPrefix, err)
+		return d, fmt.Errorf("%s: %w", env.StackPrefix, err)
 	}
 	if d.RoleARN != "" && !roleARNPattern.MatchString(d.RoleARN) {
-		return d, fmt.Errorf("%s: %q is not an IAM role ARN (arn:aws:iam::<account>:role/<name>)", EnvRoleARN, d.RoleARN)
+		return d, fmt.Errorf("%s: %q is not an IAM role ARN (arn:aws:iam::<account>:role/<name>)", env.CFNRoleARN, d.RoleARN)
 	}
 	return d, nil
 }

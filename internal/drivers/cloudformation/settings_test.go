@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/serverless-osb/broker/internal/catalog"
+	"github.com/serverless-osb/broker/internal/env"
 )
 
 // instanceTemplate has five resources, parameters of each kind the driver
@@ -330,12 +331,12 @@ func TestDeploymentFromEnv(t *testing.T) {
 		wantErr string
 	}{
 		{name: "no settings mean the osb prefix and no role", prefix: "osb"},
-		{name: "a valid prefix and role are kept", env: map[string]string{EnvStackPrefix: "Team-7", EnvRoleARN: "arn:aws:iam::123456789012:role/cfn"}, prefix: "Team-7"},
-		{name: "a prefix of 20 characters is allowed", env: map[string]string{EnvStackPrefix: strings.Repeat("a", 20)}, prefix: strings.Repeat("a", 20)},
-		{name: "a prefix of 21 characters is refused", env: map[string]string{EnvStackPrefix: strings.Repeat("a", 21)}, wantErr: "at most 20"},
-		{name: "a prefix starting with a digit is refused", env: map[string]string{EnvStackPrefix: "7osb"}, wantErr: "start with a letter"},
-		{name: "a prefix with an underscore is refused", env: map[string]string{EnvStackPrefix: "osb_x"}, wantErr: "letters, digits and hyphens"},
-		{name: "a role that is not a role ARN is refused", env: map[string]string{EnvRoleARN: "cfn-role"}, wantErr: "BROKER_CFN_ROLE_ARN"},
+		{name: "a valid prefix and role are kept", env: map[string]string{env.StackPrefix: "Team-7", env.CFNRoleARN: "arn:aws:iam::123456789012:role/cfn"}, prefix: "Team-7"},
+		{name: "a prefix of 20 characters is allowed", env: map[string]string{env.StackPrefix: strings.Repeat("a", 20)}, prefix: strings.Repeat("a", 20)},
+		{name: "a prefix of 21 characters is refused", env: map[string]string{env.StackPrefix: strings.Repeat("a", 21)}, wantErr: "at most 20"},
+		{name: "a prefix starting with a digit is refused", env: map[string]string{env.StackPrefix: "7osb"}, wantErr: "start with a letter"},
+		{name: "a prefix with an underscore is refused", env: map[string]string{env.StackPrefix: "osb_x"}, wantErr: "letters, digits and hyphens"},
+		{name: "a role that is not a role ARN is refused", env: map[string]string{env.CFNRoleARN: "cfn-role"}, wantErr: "BROKER_CFN_ROLE_ARN"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -346,7 +347,7 @@ func TestDeploymentFromEnv(t *testing.T) {
 				}
 				return
 			}
-			if err != nil || d.StackPrefix != tc.prefix || d.RoleARN != tc.env[EnvRoleARN] {
+			if err != nil || d.StackPrefix != tc.prefix || d.RoleARN != tc.env[env.CFNRoleARN] {
 				t.Fatalf("%+v %v", d, err)
 			}
 		})

@@ -5,6 +5,11 @@
 //	PK=i#<instance_id>  SK=instance | b#<binding_id> | op#<operation_id> | r#<name>
 //	PK=detached         SK=<detached_id>
 //
+// The table's shape (those keys, the sparse index InProgress, time to live
+// on expires_at_epoch) is written once, in Schema (schema.go): CreateTable
+// creates the table from it and the CDK stack (infra) deploys it from it.
+// The store reads no environment variable: internal/app gives it its Config.
+//
 // An item's attributes are the domain struct's JSON fields, at the top level,
 // so that conditions can name op, binding_ops, version and state. Raw JSON
 // fields (parameters, context, bind_resource, an operation's target, a
@@ -21,7 +26,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -31,13 +35,6 @@ import (
 	"github.com/serverless-osb/broker/internal/broker"
 )
 
-// Environment variables read by ConfigFromEnv.
-const (
-	EnvTable    = "BROKER_TABLE"
-	EnvRegion   = "AWS_REGION"
-	EnvEndpoint = "BROKER_DYNAMODB_ENDPOINT"
-)
-
 // Config says which table the store uses and where DynamoDB is.
 type Config struct {
 	Table  string
@@ -45,27 +42,6 @@ type Config struct {
 	// Endpoint, when set, replaces DynamoDB's endpoint: moto_server or
 	// DynamoDB Local.
 	Endpoint string
-}
-
-// ConfigFromEnv reads BROKER_TABLE and AWS_REGION (both required) and
-// BROKER_DYNAMODB_ENDPOINT (optional).
-func ConfigFromEnv() (Config, error) {
-	c := Config{
-		Table:    os.Getenv(EnvTable),
-		Region:   os.Getenv(EnvRegion),
-		Endpoint: os.Getenv(EnvEndpoint),
-	}
-	var missing []error
-	if c.Table == "" {
-		missing = append(missing, fmt.Errorf("%s is not set", EnvTable))
-	}
-	if c.Region == "" {
-		missing = append(missing, fmt.Errorf("%s is not set", EnvRegion))
-	}
-	if err := errors.Join(missing...); err != nil {
-		return Config{}, fmt.Errorf("dynamodb store config: %w", err)
-	}
-	return c, nil
 }
 
 // ClientOptions applies the region and endpoint to a client's options:
@@ -94,48 +70,13 @@ func New(client *dynamodb.Client, table string) *Store {
 	return &Store{client: client, table: aws.String(table)}
 }
 
-// Table attribute and index names.
-const (
-	attrPK = "PK"
-	attrSK = "SK"
-	// attrInProgress is "1" on an operation in progress and absent otherwise:
-	// the sparse index InProgress lists exactly those operations.
-	attrInProgress = "inprogress"
-	// attrExpiresAt is a finished operation's ExpiresAt in epoch seconds,
-	// the table's TTL attribute.
-	attrExpiresAt   = "expires_at_epoch"
-	indexInProgress = "InProgress"
-	inProgressValue = "1"
-)
-
-// CreateTable creates table as the store needs it: PK (S) hash key, SK (S)
-// range key, on-demand billing, the sparse index InProgress (hash key
-// inprogress, range key SK, all attributes projected), and time to live on
-// expires_at_epoch. An existing table of that name is left as it is, except
-// that its time to live is enabled when it is not. The deployed table is
-// created by the CDK stack; this is for tests and local tooling.
+// CreateTable creates table as Schema describes it, billed on demand. An
+// existing table of that name is left as it is, except that its time to
+// live is enabled when it is not. The deployed table is created by the CDK
+// stack, from the same Schema; this is for tests and local tooling.
 func CreateTable(ctx context.Context, client *dynamodb.Client, table string) error {
-	_, err := client.CreateTable(ctx, &dynamodb.CreateTableInput{
-		TableName:   aws.String(table),
-		BillingMode: types.BillingModePayPerRequest,
-		AttributeDefinitions: []types.AttributeDefinition{
-			{AttributeName: aws.String(attrPK), AttributeType: types.ScalarAttributeTypeS},
-			{AttributeName: aws.String(attrSK), AttributeType: types.ScalarAttributeTypeS},
-			{AttributeName: aws.String(attrInProgress), AttributeType: types.ScalarAttributeTypeS},
-		},
-		KeySchema: []types.KeySchemaElement{
-			{AttributeName: aws.String(attrPK), KeyType: types.KeyTypeHash},
-			{AttributeName: aws.String(attrSK), KeyType: types.KeyTypeRange},
-		},
-		GlobalSecondaryIndexes: []types.GlobalSecondaryIndex{{
-			IndexName: aws.String(indexInProgress),
-			KeySchema: []types.KeySchemaElement{
-				{AttributeName: aws.String(attrInProgress), KeyType: types.KeyTypeHash},
-				{AttributeName: aws.String(attrSK), KeyType: types.KeyTypeRange},
-			},
-			Projection: &types.Projection{ProjectionType: types.ProjectionTypeAll},
-		}},
-	})
+	schema := Schema()
+	_, err := client.CreateTable(ctx, schema.createTableInput(table))
 	var inUse *types.ResourceInUseException
 	if err != nil && !errors.As(err, &inUse) {
 		return fmt.Errorf("create table %s: %w", table, err)
@@ -149,7 +90,7 @@ func CreateTable(ctx context.Context, client *dynamodb.Client, table string) err
 		if err != nil {
 			return fmt.Errorf("create table %s: describe time to live: %w", table, err)
 		}
-		if d := ttl.TimeToLiveDescription; d != nil && aws.ToString(d.AttributeName) == attrExpiresAt &&
+		if d := ttl.TimeToLiveDescription; d != nil && aws.ToString(d.AttributeName) == schema.TimeToLive &&
 			(d.TimeToLiveStatus == types.TimeToLiveStatusEnabled || d.TimeToLiveStatus == types.TimeToLiveStatusEnabling) {
 			return nil
 		}
@@ -157,7 +98,7 @@ func CreateTable(ctx context.Context, client *dynamodb.Client, table string) err
 	_, err = client.UpdateTimeToLive(ctx, &dynamodb.UpdateTimeToLiveInput{
 		TableName: aws.String(table),
 		TimeToLiveSpecification: &types.TimeToLiveSpecification{
-			AttributeName: aws.String(attrExpiresAt),
+			AttributeName: aws.String(schema.TimeToLive),
 			Enabled:       aws.Bool(true),
 		},
 	})

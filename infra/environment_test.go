@@ -1,0 +1,108 @@
+package infra
+
+import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"maps"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/serverless-osb/broker/internal/app"
+	"github.com/serverless-osb/broker/internal/env"
+)
+
+// brokerFunctions are the stack's Lambda functions and the app's function
+// each runs.
+var brokerFunctions = map[string]app.Function{"ApiFunction": app.FunctionAPI, "WorkerFunction": app.FunctionWorker}
+
+// setByLambda are the variables the functions read that Lambda sets, not
+// the stack.
+var setByLambda = []string{env.Region, env.TaskRoot}
+
+// TestFunctionsEnvironmentIsTheApps ties the functions' environment in the
+// template to what the app reads: the stack sets only variables that
+// internal/env names (each of which something in the functions reads, as
+// that package's tests check), and every variable a function refuses to
+// start without (app.RequiredEnv) is set for that function.
+func TestFunctionsEnvironmentIsTheApps(t *testing.T) {
+	read := envNames(t)
+	t.Run("the broker's functions are the stack's only Lambda functions", func(t *testing.T) {
+		want := map[string]bool{}
+		for id := range brokerFunctions {
+			want[logicalID(t, id)] = true
+		}
+		for id := range resources(t, "AWS::Lambda::Function") {
+			if !want[id] {
+				t.Errorf("%s is a Lambda function this test does not know: say which app function it runs", id)
+			}
+		}
+	})
+	for _, id := range slices.Sorted(maps.Keys(brokerFunctions)) {
+		fn := brokerFunctions[id]
+		vars := properties(t, id)["Environment"].(object)["Variables"].(object)
+		t.Run("the "+id+" is set only variables internal/env names", func(t *testing.T) {
+			for _, name := range slices.Sorted(maps.Keys(vars)) {
+				if !read[name] {
+					t.Errorf("%s sets %s, which internal/env does not name: the app does not read it", id, name)
+				}
+			}
+		})
+		t.Run("the "+id+" is set every variable the "+string(fn)+" function requires", func(t *testing.T) {
+			required := app.RequiredEnv(fn)
+			if len(required) == 0 {
+				t.Fatalf("app.RequiredEnv(%s) is empty", fn)
+			}
+			for _, name := range required {
+				if _, set := vars[name]; !set && !slices.Contains(setByLambda, name) {
+					t.Errorf("the %s function requires %s, which the stack does not set on %s", fn, name, id)
+				}
+			}
+		})
+	}
+}
+
+// envNames are the values of internal/env's exported constants, read
+// from its source (the tests run from the repository's root): the
+// variables the functions read.
+func envNames(t *testing.T) map[string]bool {
+	t.Helper()
+	dir := filepath.Join("internal", "env")
+	paths, err := filepath.Glob(filepath.Join(dir, "*.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]bool{}
+	for _, path := range paths {
+		if strings.HasSuffix(path, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.SkipObjectResolution)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, decl := range f.Decls {
+			if g, ok := decl.(*ast.GenDecl); ok && g.Tok == token.CONST {
+				for _, spec := range g.Specs {
+					v := spec.(*ast.ValueSpec)
+					for i, name := range v.Names {
+						if i >= len(v.Values) {
+							continue
+						}
+						if lit, ok := v.Values[i].(*ast.BasicLit); ok && lit.Kind == token.STRING && name.IsExported() {
+							value, _ := strconv.Unquote(lit.Value)
+							names[value] = true
+						}
+					}
+				}
+			}
+		}
+	}
+	if !names[env.Table] {
+		t.Fatalf("read no names from %s (not even %s)", dir, env.Table)
+	}
+	return names
+}

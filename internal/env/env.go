@@ -1,0 +1,83 @@
+// Package env names the environment variables of the broker's Lambda
+// functions, once: internal/app (and the drivers it builds) read them, and
+// the CDK stack (infra) sets them. It holds names only, no reading, so that
+// any package may import it: infra without importing the app, a driver
+// without importing upwards.
+//
+// Every constant here is a variable something in the functions reads, and
+// the stack sets no variable that is not one of them; infra's tests check
+// both, and that the stack sets every variable a function requires
+// (app.RequiredEnv).
+//
+// The local broker's own settings (BROKER_ADDR, BROKER_DATA_DIR, ...),
+// which no stack sets, are read and documented by internal/app (local.go).
+package env
+
+import "strings"
+
+// Set by the stack for both functions.
+const (
+	// Table is the DynamoDB table holding the broker's items.
+	Table = "BROKER_TABLE"
+	// KMSKeyARN is the KMS key (ARN) that seals the secrets the table
+	// keeps (binding credentials, driver records), by envelope encryption:
+	// the table's own key. Without it nothing is sealed.
+	KMSKeyARN = "BROKER_KMS_KEY_ARN"
+	// MetricsNamespace is the CloudWatch namespace of the broker's metrics:
+	// the stack's name, so that two stacks in one account keep their
+	// metrics apart (default metrics.DefaultNamespace).
+	MetricsNamespace = "BROKER_METRICS_NAMESPACE"
+	// LogLevel is DEBUG, INFO (the default), WARN or ERROR; the stack sets
+	// it when its logLevel context is set.
+	LogLevel = "LOG_LEVEL"
+	// OperationStateMachineARN is the ARN of statemachines/operation.asl.json
+	// as deployed; the api function requires it.
+	OperationStateMachineARN = "BROKER_OPERATION_STATE_MACHINE_ARN"
+	// CleanupStateMachineARN is the ARN of statemachines/cleanup.asl.json.
+	// Both functions start cleanups with it; without it the reaper (the
+	// worker's "reap" step) starts them.
+	CleanupStateMachineARN = "BROKER_CLEANUP_STATE_MACHINE_ARN"
+)
+
+// Set by the stack for one function.
+const (
+	// SecretARN names the Secrets Manager secret holding the broker's
+	// credentials (api function).
+	SecretARN = "BROKER_SECRET_ARN"
+	// CFNRoleARN names the CloudFormation service role the cloudformation
+	// driver creates, updates and deletes every stack under (worker
+	// function); empty means none: the caller's own permissions, as
+	// locally.
+	CFNRoleARN = "BROKER_CFN_ROLE_ARN"
+	// StackPrefix starts the name of every stack the cloudformation driver
+	// makes (default "osb"); the worker's IAM policy allows it only stacks
+	// named "<prefix>-*" (worker function).
+	StackPrefix = "BROKER_STACK_PREFIX"
+)
+
+// Set by Lambda itself.
+const (
+	// Region is the function's region, where the table is.
+	Region = "AWS_REGION"
+	// TaskRoot is where Lambda unpacks the function's bundle.
+	TaskRoot = "LAMBDA_TASK_ROOT"
+)
+
+// Read when set, and set by no stack: for tests, local tooling and SAM CLI.
+const (
+	// Catalog is the catalog to serve; by default catalog.yaml in
+	// LAMBDA_TASK_ROOT, beside the bootstrap.
+	Catalog = "BROKER_CATALOG"
+	// DynamoDBEndpoint, when set, replaces DynamoDB's endpoint: moto_server
+	// or DynamoDB Local.
+	DynamoDBEndpoint = "BROKER_DYNAMODB_ENDPOINT"
+)
+
+// StateMachineARN is the variable holding the ARN of the state machine of
+// workflow (statemachines/<workflow>.asl.json, a broker.Workflow):
+// BROKER_<WORKFLOW>_STATE_MACHINE_ARN, the name in capitals with - as _.
+// The stack sets one for every workflow, so each must be one of the
+// constants above (OperationStateMachineARN, CleanupStateMachineARN).
+func StateMachineARN(workflow string) string {
+	return "BROKER_" + strings.ToUpper(strings.ReplaceAll(workflow, "-", "_")) + "_STATE_MACHINE_ARN"
+}
