@@ -5,11 +5,12 @@
 //	PK=i#<instance_id>  SK=instance | b#<binding_id> | op#<operation_id> | r#<name>
 //	PK=detached         SK=<detached_id>
 //
-// An item's attributes are the domain struct's JSON fields, at the top level,
-// so that conditions can name op, binding_ops, version and state. Raw JSON
-// fields (parameters, context, bind_resource, an operation's target, a
-// resource's data) are kept as strings holding their JSON text, so they come
-// back exactly as stored.
+// Each kind of item has a storage type of this package (item.go) whose
+// dynamodbav tags name its attributes, at the top level, so that conditions
+// can name op, binding_ops, version and state; the domain's json tags play
+// no part. Raw JSON fields (parameters, context, bind_resource, an
+// operation's target, a resource's data) are kept as strings holding their
+// JSON text, so they come back exactly as stored.
 //
 // Every method that changes state is ONE conditional PutItem or DeleteItem
 // or ONE TransactWriteItems; none reads an item to decide what to write. A

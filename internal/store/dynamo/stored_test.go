@@ -192,8 +192,8 @@ func TestStoredItems(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !reflect.DeepEqual(got, c.Value) {
-				t.Errorf("got  %#v\nwant %#v", got, c.Value)
+			for _, d := range itemtest.Diff(got, c.Value) {
+				t.Error(d)
 			}
 		})
 		t.Run(c.Name+" is written as before", func(t *testing.T) {
@@ -243,15 +243,15 @@ var null types.AttributeValue = &types.AttributeValueMemberNULL{Value: true}
 func encodeCase(v any) (attrs, error) {
 	switch v := v.(type) {
 	case broker.Instance:
-		return instanceItem(v)
+		return encode(newInstanceItem(v))
 	case broker.Binding:
-		return bindingItem(v)
+		return encode(newBindingItem(v))
 	case broker.Operation:
-		return operationItem(v)
+		return encode(newOperationItem(v))
 	case broker.Resource:
-		return resourceItem(v)
+		return encode(newResourceItem(v))
 	case broker.Detached:
-		return detachedItem(v)
+		return encode(newDetachedItem(v))
 	}
 	return nil, fmt.Errorf("no item for %T", v)
 }
@@ -260,15 +260,15 @@ func encodeCase(v any) (attrs, error) {
 func decodeCase(item attrs, like any) (any, error) {
 	switch like.(type) {
 	case broker.Instance:
-		return deref(decode[broker.Instance](item))
+		return deref(decode(item, instanceItem.instance))
 	case broker.Binding:
-		return deref(decode[broker.Binding](item))
+		return deref(decode(item, bindingItem.binding))
 	case broker.Operation:
-		return deref(decode[broker.Operation](item))
+		return deref(decode(item, operationItem.operation))
 	case broker.Resource:
-		return deref(decode[broker.Resource](item))
+		return deref(decode(item, resourceItem.resource))
 	case broker.Detached:
-		return deref(decode[broker.Detached](item))
+		return deref(decode(item, detachedItem.detached))
 	}
 	return nil, fmt.Errorf("no item for %T", like)
 }
@@ -278,4 +278,75 @@ func deref[T any](v *T, err error) (any, error) {
 		return nil, err
 	}
 	return *v, nil
+}
+
+// TestAttributeNames is the list of every attribute the storage types
+// store: renaming a field of the domain changes nothing here, and renaming
+// an attribute here is a change of the table's format, which items already
+// stored do not follow.
+func TestAttributeNames(t *testing.T) {
+	golden := []struct {
+		item any
+		tag  string
+		want []string
+	}{
+		{instanceItem{}, "dynamodbav", []string{"PK", "SK", "id", "service_id", "plan_id", "organization_guid", "space_guid",
+			"parameters", "context", "maintenance_info", "maintenance_info.version", "maintenance_info.description",
+			"dashboard_url", "metadata", "metadata.labels", "metadata.attributes", "state", "op", "last_op",
+			"binding_ops", "fingerprint", "version", "created_at", "updated_at"}},
+		{bindingItem{}, "dynamodbav", []string{"PK", "SK", "instance_id", "id", "service_id", "plan_id", "app_guid",
+			"bind_resource", "parameters", "context", "state", "credentials",
+			"endpoints", "endpoints.host", "endpoints.ports", "endpoints.protocol",
+			"sealed", "predecessor_id", "expires_at", "renew_before", "op", "last_op", "fingerprint", "version",
+			"created_at", "updated_at"}},
+		{operationItem{}, "dynamodbav", []string{"PK", "SK", "inprogress", "expires_at_epoch", "id", "instance_id",
+			"binding_id", "kind", "state", "description", "fingerprint", "async", "plan_id", "target", "retry_after",
+			"instance_usable", "update_repeatable", "created_at", "updated_at", "next_check_at", "finished_at", "expires_at"}},
+		// The JSON text of an operation's target attribute.
+		{targetText{}, "json", []string{"plan_id", "parameters", "context",
+			"maintenance_info", "maintenance_info.version", "maintenance_info.description"}},
+		{resourceItem{}, "dynamodbav", []string{"PK", "SK", "instance_id", "name", "data", "updated_at"}},
+		{detachedItem{}, "dynamodbav", []string{"PK", "SK", "id", "instance_id", "name", "data", "plan_id",
+			"operation_id", "reason", "state", "attempts", "failure", "created_at", "updated_at"}},
+	}
+	for _, g := range golden {
+		t.Run(fmt.Sprintf("%T has the attributes it always had", g.item), func(t *testing.T) {
+			if got := itemtest.Names(g.item, g.tag); !slices.Equal(got, g.want) {
+				t.Errorf("got  %q\nwant %q", got, g.want)
+			}
+		})
+		t.Run(fmt.Sprintf("%T holds no type of the domain", g.item), func(t *testing.T) {
+			if got := itemtest.DomainFields(g.item); len(got) > 0 {
+				t.Errorf("fields of domain types: %q", got)
+			}
+		})
+	}
+
+	// The names that keys, the index, time to live and expressions use must
+	// be attributes of the items they apply to.
+	all := []any{instanceItem{}, bindingItem{}, operationItem{}, resourceItem{}, detachedItem{}}
+	uses := []struct {
+		attr  string
+		items []any
+	}{
+		{attrPK, all},
+		{attrSK, all},
+		{attrInProgress, []any{operationItem{}}},
+		{attrExpiresAt, []any{operationItem{}}},
+		{attrOp, []any{instanceItem{}, bindingItem{}}},
+		{attrState, []any{instanceItem{}, operationItem{}}},
+		{attrVersion, []any{instanceItem{}, bindingItem{}}},
+		{attrBindingOps, []any{instanceItem{}}},
+		{attrAttempts, []any{detachedItem{}}},
+		{attrData, []any{resourceItem{}, detachedItem{}}},
+		{attrCredentials, []any{bindingItem{}}},
+		{attrSealed, []any{bindingItem{}}},
+	}
+	for _, u := range uses {
+		for _, item := range u.items {
+			if !slices.Contains(itemtest.Names(item, "dynamodbav"), u.attr) {
+				t.Errorf("%T has no attribute %q", item, u.attr)
+			}
+		}
+	}
 }
