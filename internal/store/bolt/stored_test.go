@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
-	"reflect"
 	"slices"
 	"testing"
 
@@ -67,8 +66,8 @@ func TestStoredItems(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !reflect.DeepEqual(got, c.Value) {
-				t.Errorf("got  %#v\nwant %#v", got, c.Value)
+			for _, d := range itemtest.Diff(got, c.Value) {
+				t.Error(d)
 			}
 		})
 		t.Run(c.Name+" is written as before", func(t *testing.T) {
@@ -145,4 +144,43 @@ func writeCase(ctx context.Context, s *Store, v any) (key []byte, err error) {
 		return fmt.Errorf("no item for %T", v)
 	})
 	return key, err
+}
+
+// TestFieldNames is the list of every name the storage types write:
+// renaming a field of the domain changes nothing here, and renaming one
+// here is a change of the file's format, which items already stored do not
+// follow.
+func TestFieldNames(t *testing.T) {
+	golden := []struct {
+		item any
+		want []string
+	}{
+		{instanceItem{}, []string{"id", "service_id", "plan_id", "organization_guid", "space_guid", "parameters", "context",
+			"maintenance_info", "maintenance_info.version", "maintenance_info.description", "dashboard_url",
+			"metadata", "metadata.labels", "metadata.attributes", "state", "op", "last_op", "binding_ops",
+			"fingerprint", "version", "created_at", "updated_at"}},
+		{bindingItem{}, []string{"instance_id", "id", "service_id", "plan_id", "app_guid", "bind_resource", "parameters",
+			"context", "state", "credentials", "endpoints", "endpoints.host", "endpoints.ports", "endpoints.protocol",
+			"sealed", "predecessor_id", "expires_at", "renew_before", "op", "last_op", "fingerprint", "version",
+			"created_at", "updated_at"}},
+		{operationItem{}, []string{"id", "instance_id", "binding_id", "kind", "state", "description", "fingerprint", "async",
+			"plan_id", "target", "target.plan_id", "target.parameters", "target.context", "target.maintenance_info",
+			"target.maintenance_info.version", "target.maintenance_info.description", "retry_after", "instance_usable",
+			"update_repeatable", "created_at", "updated_at", "next_check_at", "finished_at", "expires_at"}},
+		{resourceItem{}, []string{"instance_id", "name", "data", "updated_at"}},
+		{detachedItem{}, []string{"id", "instance_id", "name", "data", "plan_id", "operation_id", "reason", "state",
+			"attempts", "failure", "created_at", "updated_at"}},
+	}
+	for _, g := range golden {
+		t.Run(fmt.Sprintf("%T has the fields it always had", g.item), func(t *testing.T) {
+			if got := itemtest.Names(g.item, "json"); !slices.Equal(got, g.want) {
+				t.Errorf("got  %q\nwant %q", got, g.want)
+			}
+		})
+		t.Run(fmt.Sprintf("%T holds no type of the domain", g.item), func(t *testing.T) {
+			if got := itemtest.DomainFields(g.item); len(got) > 0 {
+				t.Errorf("fields of domain types: %q", got)
+			}
+		})
+	}
 }
