@@ -11,5 +11,7 @@
 // platform registers it. A loaded *Catalog never changes and is safe for
 // concurrent use.
 //
-// The package is a leaf: it imports nothing else from this module.
+// The package is a leaf but for internal/jsonenc, the one JSON encoder
+// (itself a leaf), which writes the catalog document served on GET
+// /v2/catalog: it imports nothing else from this module.
 package catalog

@@ -1,8 +1,6 @@
 package catalog
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -13,6 +11,8 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/serverless-osb/broker/internal/jsonenc"
 )
 
 // Rules that come from the spec (v2.17) and from Cloud Foundry's Cloud
@@ -102,7 +102,7 @@ func parse(source string, data []byte) (*Catalog, error) {
 	}
 	// The checks above took every broker block out of doc, so what is left
 	// is what a platform may see.
-	body, err := marshalJSON(map[string]any{"services": list})
+	body, err := jsonenc.Marshal(map[string]any{"services": list})
 	if err != nil {
 		return nil, fmt.Errorf("%s: encode catalog as JSON: %w", source, err)
 	}
@@ -574,16 +574,4 @@ func sortedKeys(m map[string]any) []string {
 	}
 	slices.Sort(keys)
 	return keys
-}
-
-// marshalJSON encodes v compactly, without escaping <, > and &: the catalog
-// is served as application/json, never embedded in HTML.
-func marshalJSON(v any) ([]byte, error) {
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
 }

@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/serverless-osb/broker/internal/jsonenc"
 )
 
 // SchemaKind names one of the three parameter schemas a plan may have.
@@ -112,7 +114,7 @@ func (ck *checker) compile(p string, doc map[string]any) *paramSchema {
 		ck.problem(field(p, "$schema"), `%q is not a JSON Schema draft; use "http://json-schema.org/draft-04/schema#" (or draft-06, draft-07, 2019-09, 2020-12)`, s)
 	}
 	ck.localRefs(p, doc)
-	body, err := marshalJSON(doc)
+	body, err := jsonenc.Marshal(doc)
 	if err != nil {
 		ck.problem(p, "cannot be encoded as JSON: %v", err)
 		return nil

@@ -2,7 +2,9 @@
 // driver resources and detached resources in one bbolt file, so that `make run` needs no cloud
 // account. It keeps the same items as the DynamoDB table (see DESIGN.md):
 // bucket "items", key PK + "\x00" + SK, value the item's JSON. A second
-// bucket indexes the operations in progress for ListInProgress.
+// bucket indexes the operations in progress for ListInProgress. Each kind of
+// item has a storage type of this package (item.go), whose json tags name
+// its fields in the file; the domain's json tags play no part.
 //
 // Every method that changes state runs in ONE bbolt Update transaction that
 // checks all of its conditions before it writes anything; bbolt runs one
@@ -12,7 +14,6 @@ package bolt
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -24,7 +25,6 @@ import (
 
 	"github.com/serverless-osb/broker/internal/broker"
 	"github.com/serverless-osb/broker/internal/groupcommit"
-	"github.com/serverless-osb/broker/internal/store/item"
 )
 
 // Bucket names. The local workflow engine keeps its own bucket
@@ -182,55 +182,30 @@ func buckets(t *bbolt.Tx) tx {
 	return tx{items: t.Bucket([]byte(itemsBucket)), inProgress: t.Bucket([]byte(inProgressBucket))}
 }
 
-// get decodes the item at key, or returns nil when there is none.
-func get[T any](b *bbolt.Bucket, key []byte) (*T, error) {
-	v := b.Get(key)
-	if v == nil {
-		return nil, nil
-	}
-	item := new(T)
-	if err := json.Unmarshal(v, item); err != nil {
-		return nil, fmt.Errorf("decode item %q: %w", key, err)
-	}
-	return item, nil
-}
-
-func put(b *bbolt.Bucket, key []byte, v any) error {
-	data, err := item.Encode(v)
-	if err != nil {
-		return fmt.Errorf("encode item %q: %w", key, err)
-	}
-	return b.Put(key, data)
-}
-
 func (t tx) instance(id string) (*broker.Instance, error) {
-	return get[broker.Instance](t.items, instanceKey(id))
+	return get(t.items, instanceKey(id), instanceItem.instance)
 }
 
 func (t tx) binding(instanceID, id string) (*broker.Binding, error) {
-	return get[broker.Binding](t.items, bindingKey(instanceID, id))
+	return get(t.items, bindingKey(instanceID, id), bindingItem.binding)
 }
 
 func (t tx) operation(instanceID, id string) (*broker.Operation, error) {
-	return get[broker.Operation](t.items, operationKey(instanceID, id))
+	return get(t.items, operationKey(instanceID, id), operationItem.operation)
 }
 
 func (t tx) putInstance(i broker.Instance) error {
-	i.CreatedAt, i.UpdatedAt = i.CreatedAt.UTC(), i.UpdatedAt.UTC()
-	return put(t.items, instanceKey(i.ID), i)
+	return put(t.items, instanceKey(i.ID), newInstanceItem(i))
 }
 
 func (t tx) putBinding(b broker.Binding) error {
-	b.CreatedAt, b.UpdatedAt = b.CreatedAt.UTC(), b.UpdatedAt.UTC()
-	return put(t.items, bindingKey(b.InstanceID, b.ID), b)
+	return put(t.items, bindingKey(b.InstanceID, b.ID), newBindingItem(b))
 }
 
 // putOperation writes an operation and keeps the in-progress index in step.
 func (t tx) putOperation(op broker.Operation) error {
-	op.CreatedAt, op.UpdatedAt, op.NextCheckAt = op.CreatedAt.UTC(), op.UpdatedAt.UTC(), op.NextCheckAt.UTC()
-	op.FinishedAt, op.ExpiresAt = op.FinishedAt.UTC(), op.ExpiresAt.UTC()
 	key := operationKey(op.InstanceID, op.ID)
-	if err := put(t.items, key, op); err != nil {
+	if err := put(t.items, key, newOperationItem(op)); err != nil {
 		return err
 	}
 	if op.Finished() {
@@ -240,30 +215,28 @@ func (t tx) putOperation(op broker.Operation) error {
 }
 
 func (t tx) putResource(r broker.Resource) error {
-	r.UpdatedAt = r.UpdatedAt.UTC()
-	return put(t.items, resourceKey(r.InstanceID, r.Name), r)
+	return put(t.items, resourceKey(r.InstanceID, r.Name), newResourceItem(r))
 }
 
 func (t tx) detached(id string) (*broker.Detached, error) {
-	return get[broker.Detached](t.items, detachedKey(id))
+	return get(t.items, detachedKey(id), detachedItem.detached)
 }
 
 func (t tx) putDetached(d broker.Detached) error {
-	d.CreatedAt, d.UpdatedAt = d.CreatedAt.UTC(), d.UpdatedAt.UTC()
-	return put(t.items, detachedKey(d.ID), d)
+	return put(t.items, detachedKey(d.ID), newDetachedItem(d))
 }
 
 // scan decodes every item whose key starts with prefix, in key order.
-func scan[T any](b *bbolt.Bucket, prefix string) ([]T, error) {
-	out := []T{}
+func scan[I, D any](b *bbolt.Bucket, prefix string, domain func(I) D) ([]D, error) {
+	out := []D{}
 	c := b.Cursor()
 	p := []byte(prefix)
 	for k, v := c.Seek(p); k != nil && bytes.HasPrefix(k, p); k, v = c.Next() {
-		var item T
-		if err := json.Unmarshal(v, &item); err != nil {
-			return nil, fmt.Errorf("decode item %q: %w", k, err)
+		d, err := decode(k, v, domain)
+		if err != nil {
+			return nil, err
 		}
-		out = append(out, item)
+		out = append(out, d)
 	}
 	return out, nil
 }

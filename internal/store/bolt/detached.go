@@ -16,7 +16,7 @@ import (
 func (s *Store) ListResources(ctx context.Context, instanceID string) ([]broker.Resource, error) {
 	var rs []broker.Resource
 	err := s.view(ctx, func(t tx) (err error) {
-		rs, err = scan[broker.Resource](t.items, pk(instanceID)+"r#")
+		rs, err = scan(t.items, pk(instanceID)+"r#", resourceItem.resource)
 		return err
 	})
 	if err != nil {
@@ -80,7 +80,7 @@ func (s *Store) GetDetached(ctx context.Context, id string) (broker.Detached, er
 func (s *Store) ListDetached(ctx context.Context) ([]broker.Detached, error) {
 	var ds []broker.Detached
 	err := s.view(ctx, func(t tx) (err error) {
-		ds, err = scan[broker.Detached](t.items, pkDetached)
+		ds, err = scan(t.items, pkDetached, detachedItem.detached)
 		return err
 	})
 	if err != nil {
@@ -146,7 +146,7 @@ func (s *Store) DeleteExpiredOperations(ctx context.Context, now time.Time) (int
 			if !isOperationKey(k) {
 				return nil
 			}
-			op, err := get[broker.Operation](t.items, k)
+			op, err := get(t.items, k, operationItem.operation)
 			if err != nil {
 				return err
 			}

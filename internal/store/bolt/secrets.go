@@ -25,24 +25,24 @@ func (s *Store) StoredSecrets(ctx context.Context, fn func(broker.StoredSecret) 
 			}
 			switch {
 			case string(pkPart)+sep == pkDetached:
-				var d broker.Detached
-				if err := json.Unmarshal(v, &d); err != nil {
-					return fmt.Errorf("decode item %q: %w", k, err)
+				d, err := decode(k, v, detachedItem.detached)
+				if err != nil {
+					return err
 				}
 				all = append(all, broker.StoredSecret{Kind: broker.SecretDetached, InstanceID: d.InstanceID, Name: d.Name,
 					DetachedID: d.ID, Value: d.Data})
 			case bytes.HasPrefix(skPart, []byte("b#")):
-				var b broker.Binding
-				if err := json.Unmarshal(v, &b); err != nil {
-					return fmt.Errorf("decode item %q: %w", k, err)
+				b, err := decode(k, v, bindingItem.binding)
+				if err != nil {
+					return err
 				}
 				if secret, ok := credentialsSecret(b); ok {
 					all = append(all, secret)
 				}
 			case bytes.HasPrefix(skPart, []byte("r#")):
-				var r broker.Resource
-				if err := json.Unmarshal(v, &r); err != nil {
-					return fmt.Errorf("decode item %q: %w", k, err)
+				r, err := decode(k, v, resourceItem.resource)
+				if err != nil {
+					return err
 				}
 				all = append(all, broker.StoredSecret{Kind: broker.SecretRecord, InstanceID: r.InstanceID, Name: r.Name, Value: r.Data})
 			}
@@ -92,7 +92,7 @@ func (s *Store) ReplaceSecret(ctx context.Context, secret broker.StoredSecret, s
 			b.Sealed, b.Credentials = sealed, nil
 			return t.putBinding(*b)
 		case broker.SecretRecord:
-			r, err := get[broker.Resource](t.items, resourceKey(secret.InstanceID, secret.Name))
+			r, err := get(t.items, resourceKey(secret.InstanceID, secret.Name), resourceItem.resource)
 			if err != nil {
 				return err
 			}

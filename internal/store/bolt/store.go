@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"cmp"
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
 
@@ -94,9 +93,9 @@ func (s *Store) Load(ctx context.Context, instanceID, operationID, bindingID str
 				if !broker.RecordFor(string(k[len(prefix):]), bindingID) {
 					continue
 				}
-				var r broker.Resource
-				if err := json.Unmarshal(v, &r); err != nil {
-					return fmt.Errorf("decode item %q: %w", k, err)
+				r, err := decode(k, v, resourceItem.resource)
+				if err != nil {
+					return err
 				}
 				snap.Records = append(snap.Records, r)
 			}
@@ -115,7 +114,7 @@ func (s *Store) Load(ctx context.Context, instanceID, operationID, bindingID str
 func (s *Store) ListOperations(ctx context.Context, instanceID string) ([]broker.Operation, error) {
 	var ops []broker.Operation
 	err := s.view(ctx, func(t tx) (err error) {
-		ops, err = scan[broker.Operation](t.items, pk(instanceID)+"op#")
+		ops, err = scan(t.items, pk(instanceID)+"op#", operationItem.operation)
 		return err
 	})
 	if err != nil {
@@ -131,7 +130,7 @@ func (s *Store) ListInProgress(ctx context.Context) ([]broker.Operation, error) 
 	ops := []broker.Operation{}
 	err := s.view(ctx, func(t tx) error {
 		return t.inProgress.ForEach(func(k, _ []byte) error {
-			op, err := get[broker.Operation](t.items, k)
+			op, err := get(t.items, k, operationItem.operation)
 			if err != nil {
 				return err
 			}
@@ -425,7 +424,7 @@ func (s *Store) FinishOperation(ctx context.Context, f broker.Finish) error {
 func (s *Store) GetResource(ctx context.Context, instanceID, name string) (broker.Resource, error) {
 	var r *broker.Resource
 	err := s.view(ctx, func(t tx) (err error) {
-		r, err = get[broker.Resource](t.items, resourceKey(instanceID, name))
+		r, err = get(t.items, resourceKey(instanceID, name), resourceItem.resource)
 		return err
 	})
 	if err == nil && r == nil {

@@ -16,7 +16,7 @@ import (
 	"github.com/serverless-osb/broker/internal/broker"
 )
 
-var nameAttempts = expression.Name("attempts")
+var nameAttempts = expression.Name(attrAttempts)
 
 // ListResources returns an instance's resource records by name: one
 // consistent Query (paginated) of the instance's partition, which DynamoDB
@@ -24,7 +24,7 @@ var nameAttempts = expression.Name("attempts")
 func (s *Store) ListResources(ctx context.Context, instanceID string) ([]broker.Resource, error) {
 	keyCond := expression.Key(attrPK).Equal(expression.Value(pk(instanceID))).
 		And(expression.KeyBeginsWith(expression.Key(attrSK), skResource("")))
-	rs, err := query[broker.Resource](ctx, s, &dynamodb.QueryInput{ConsistentRead: aws.Bool(true)}, keyCond)
+	rs, err := query(ctx, s, &dynamodb.QueryInput{ConsistentRead: aws.Bool(true)}, keyCond, resourceItem.resource)
 	if err != nil {
 		return nil, fmt.Errorf("list resources of %s: %w", instanceID, err)
 	}
@@ -56,7 +56,7 @@ func (s *Store) DetachResource(ctx context.Context, d broker.Detached) error {
 }
 
 func (s *Store) detach(ctx context.Context, d broker.Detached) error {
-	item, err := detachedItem(d)
+	item, err := encode(newDetachedItem(d))
 	if err != nil {
 		return fmt.Errorf("encode detached resource: %w", err)
 	}
@@ -77,7 +77,7 @@ func (s *Store) detach(ctx context.Context, d broker.Detached) error {
 	failed := func(i int) bool { return i < len(reasons) && isConditionFailure(reasons[i]) }
 	resourceGone, detachedStored := failed(0), failed(1)
 	if resourceGone && !detachedStored {
-		_, err := get[broker.Detached](ctx, s, detachedKey(d.ID))
+		_, err := get(ctx, s, detachedKey(d.ID), detachedItem.detached)
 		switch {
 		case err == nil:
 			detachedStored = true
@@ -97,7 +97,7 @@ func (s *Store) detach(ctx context.Context, d broker.Detached) error {
 // GetDetached returns a detached resource (consistent read), or an error
 // wrapping broker.ErrNotFound.
 func (s *Store) GetDetached(ctx context.Context, id string) (broker.Detached, error) {
-	d, err := get[broker.Detached](ctx, s, detachedKey(id))
+	d, err := get(ctx, s, detachedKey(id), detachedItem.detached)
 	if err != nil {
 		return broker.Detached{}, fmt.Errorf("get detached resource %s: %w", id, err)
 	}
@@ -108,7 +108,7 @@ func (s *Store) GetDetached(ctx context.Context, id string) (broker.Detached, er
 // then ID): one consistent Query (paginated) of the detached partition.
 func (s *Store) ListDetached(ctx context.Context) ([]broker.Detached, error) {
 	keyCond := expression.Key(attrPK).Equal(expression.Value(pkDetached))
-	ds, err := query[broker.Detached](ctx, s, &dynamodb.QueryInput{ConsistentRead: aws.Bool(true)}, keyCond)
+	ds, err := query(ctx, s, &dynamodb.QueryInput{ConsistentRead: aws.Bool(true)}, keyCond, detachedItem.detached)
 	if err != nil {
 		return nil, fmt.Errorf("list detached resources: %w", err)
 	}
@@ -135,7 +135,7 @@ func (s *Store) UpdateDetached(ctx context.Context, d broker.Detached, attempts 
 }
 
 func (s *Store) updateDetached(ctx context.Context, d broker.Detached, attempts int) error {
-	item, err := detachedItem(d)
+	item, err := encode(newDetachedItem(d))
 	if err != nil {
 		return fmt.Errorf("encode detached resource: %w", err)
 	}
@@ -143,7 +143,7 @@ func (s *Store) updateDetached(ctx context.Context, d broker.Detached, attempts 
 	if err != nil || failed == nil {
 		return err
 	}
-	cur, err := decode[broker.Detached](failed.Item)
+	cur, err := decode(failed.Item, detachedItem.detached)
 	switch {
 	case err != nil:
 		return err
@@ -167,7 +167,7 @@ func (s *Store) DeleteDetached(ctx context.Context, id string) error {
 }
 
 // DeleteExpiredOperations removes nothing and makes no call: the table's
-// time to live on expires_at_epoch, which operationItem sets on finished
+// time to live on expires_at_epoch, which newOperationItem sets on finished
 // operations only, deletes expired ones by itself (within days of expiry,
 // so a record past ExpiresAt may still be read). Scanning the table to
 // delete them sooner would cost a full read for no gain.

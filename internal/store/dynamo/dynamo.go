@@ -10,11 +10,12 @@
 // creates the table from it and the CDK stack (infra) deploys it from it.
 // The store reads no environment variable: internal/app gives it its Config.
 //
-// An item's attributes are the domain struct's JSON fields, at the top level,
-// so that conditions can name op, binding_ops, version and state. Raw JSON
-// fields (parameters, context, bind_resource, an operation's target, a
-// resource's data) are kept as strings holding their JSON text, so they come
-// back exactly as stored.
+// Each kind of item has a storage type of this package (item.go) whose
+// dynamodbav tags name its attributes, at the top level, so that conditions
+// can name op, binding_ops, version and state; the domain's json tags play
+// no part. Raw JSON fields (parameters, context, bind_resource, an
+// operation's target, a resource's data) are kept as strings holding their
+// JSON text, so they come back exactly as stored.
 //
 // Every method that changes state is ONE conditional PutItem or DeleteItem
 // or ONE TransactWriteItems; none reads an item to decide what to write. A

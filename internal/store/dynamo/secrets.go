@@ -51,13 +51,13 @@ func storedSecret(item map[string]types.AttributeValue) (broker.StoredSecret, bo
 	pkv, sk := keyPart(item, attrPK), keyPart(item, attrSK)
 	switch {
 	case pkv == pkDetached:
-		d, err := decode[broker.Detached](item)
+		d, err := decode(item, detachedItem.detached)
 		if err != nil {
 			return broker.StoredSecret{}, false, err
 		}
 		return broker.StoredSecret{Kind: broker.SecretDetached, InstanceID: d.InstanceID, Name: d.Name, DetachedID: d.ID, Value: d.Data}, true, nil
 	case strings.HasPrefix(sk, skBinding("")):
-		b, err := decode[broker.Binding](item)
+		b, err := decode(item, bindingItem.binding)
 		if err != nil {
 			return broker.StoredSecret{}, false, err
 		}
@@ -71,7 +71,7 @@ func storedSecret(item map[string]types.AttributeValue) (broker.StoredSecret, bo
 		}
 		return secret, true, nil
 	case strings.HasPrefix(sk, skResource("")):
-		r, err := decode[broker.Resource](item)
+		r, err := decode(item, resourceItem.resource)
 		if err != nil {
 			return broker.StoredSecret{}, false, err
 		}
@@ -93,12 +93,12 @@ func (s *Store) ReplaceSecret(ctx context.Context, secret broker.StoredSecret, s
 
 func (s *Store) replaceSecret(ctx context.Context, secret broker.StoredSecret, sealed json.RawMessage) error {
 	var k map[string]types.AttributeValue
-	attr := "data"
+	attr := attrData
 	switch secret.Kind {
 	case broker.SecretCredentials:
-		k, attr = bindingKey(secret.InstanceID, secret.Name), "sealed"
+		k, attr = bindingKey(secret.InstanceID, secret.Name), attrSealed
 		if secret.Plain {
-			attr = "credentials"
+			attr = attrCredentials
 		}
 	case broker.SecretRecord:
 		k = resourceKey(secret.InstanceID, secret.Name)
@@ -122,21 +122,21 @@ func (s *Store) replaceSecret(ctx context.Context, secret broker.StoredSecret, s
 	switch secret.Kind {
 	case broker.SecretCredentials:
 		var b *broker.Binding
-		if b, err = decode[broker.Binding](out.Item); err == nil {
+		if b, err = decode(out.Item, bindingItem.binding); err == nil {
 			b.Sealed, b.Credentials = sealed, nil
-			item, err = bindingItem(*b)
+			item, err = encode(newBindingItem(*b))
 		}
 	case broker.SecretRecord:
 		var r *broker.Resource
-		if r, err = decode[broker.Resource](out.Item); err == nil {
+		if r, err = decode(out.Item, resourceItem.resource); err == nil {
 			r.Data = sealed
-			item, err = resourceItem(*r)
+			item, err = encode(newResourceItem(*r))
 		}
 	case broker.SecretDetached:
 		var d *broker.Detached
-		if d, err = decode[broker.Detached](out.Item); err == nil {
+		if d, err = decode(out.Item, detachedItem.detached); err == nil {
 			d.Data = sealed
-			item, err = detachedItem(*d)
+			item, err = encode(newDetachedItem(*d))
 		}
 	}
 	if err != nil {

@@ -16,12 +16,12 @@ import (
 	"github.com/serverless-osb/broker/internal/broker"
 )
 
-// Attribute names that conditions use: the json tags of the domain fields.
+// Attribute names that conditions use: the storage types' (item.go).
 var (
-	nameOp         = expression.Name("op")
-	nameState      = expression.Name("state")
-	nameVersion    = expression.Name("version")
-	nameBindingOps = expression.Name("binding_ops")
+	nameOp         = expression.Name(attrOp)
+	nameState      = expression.Name(attrState)
+	nameVersion    = expression.Name(attrVersion)
+	nameBindingOps = expression.Name(attrBindingOps)
 	namePK         = expression.Name(attrPK)
 )
 
@@ -47,7 +47,7 @@ func inProgress() expression.ConditionBuilder {
 // GetInstance returns the instance (consistent read), or an error wrapping
 // broker.ErrNotFound.
 func (s *Store) GetInstance(ctx context.Context, instanceID string) (broker.Instance, error) {
-	inst, err := get[broker.Instance](ctx, s, instanceKey(instanceID))
+	inst, err := get(ctx, s, instanceKey(instanceID), instanceItem.instance)
 	if err != nil {
 		return broker.Instance{}, fmt.Errorf("get instance %s: %w", instanceID, err)
 	}
@@ -57,7 +57,7 @@ func (s *Store) GetInstance(ctx context.Context, instanceID string) (broker.Inst
 // GetBinding returns the binding (consistent read), or an error wrapping
 // broker.ErrNotFound.
 func (s *Store) GetBinding(ctx context.Context, instanceID, bindingID string) (broker.Binding, error) {
-	b, err := get[broker.Binding](ctx, s, bindingKey(instanceID, bindingID))
+	b, err := get(ctx, s, bindingKey(instanceID, bindingID), bindingItem.binding)
 	if err != nil {
 		return broker.Binding{}, fmt.Errorf("get binding %s/%s: %w", instanceID, bindingID, err)
 	}
@@ -67,7 +67,7 @@ func (s *Store) GetBinding(ctx context.Context, instanceID, bindingID string) (b
 // GetOperation returns the operation (consistent read), or an error wrapping
 // broker.ErrNotFound.
 func (s *Store) GetOperation(ctx context.Context, instanceID, operationID string) (broker.Operation, error) {
-	op, err := get[broker.Operation](ctx, s, operationKey(instanceID, operationID))
+	op, err := get(ctx, s, operationKey(instanceID, operationID), operationItem.operation)
 	if err != nil {
 		return broker.Operation{}, fmt.Errorf("get operation %s/%s: %w", instanceID, operationID, err)
 	}
@@ -77,19 +77,20 @@ func (s *Store) GetOperation(ctx context.Context, instanceID, operationID string
 // GetResource returns a driver's resource record (consistent read), or an
 // error wrapping broker.ErrNotFound.
 func (s *Store) GetResource(ctx context.Context, instanceID, name string) (broker.Resource, error) {
-	r, err := get[broker.Resource](ctx, s, resourceKey(instanceID, name))
+	r, err := get(ctx, s, resourceKey(instanceID, name), resourceItem.resource)
 	if err != nil {
 		return broker.Resource{}, fmt.Errorf("get resource %s/%s: %w", instanceID, name, err)
 	}
 	return *r, nil
 }
 
-func get[T any](ctx context.Context, s *Store, k map[string]types.AttributeValue) (*T, error) {
+// get reads the item at k (consistent read) and decodes it with domain.
+func get[I, D any](ctx context.Context, s *Store, k map[string]types.AttributeValue, domain func(I) (D, error)) (*D, error) {
 	out, err := s.client.GetItem(ctx, &dynamodb.GetItemInput{TableName: s.table, Key: k, ConsistentRead: aws.Bool(true)})
 	if err != nil {
 		return nil, err
 	}
-	v, err := decode[T](out.Item)
+	v, err := decode(out.Item, domain)
 	if err == nil && v == nil {
 		err = broker.ErrNotFound
 	}
@@ -134,7 +135,7 @@ func (s *Store) Load(ctx context.Context, instanceID, operationID, bindingID str
 		bindingID = snap.Operation.BindingID
 	}
 	if item, ok := bindings[bindingID]; ok && err == nil {
-		snap.Binding, err = decode[broker.Binding](item)
+		snap.Binding, err = decode(item, bindingItem.binding)
 	}
 	for _, item := range records {
 		if err != nil {
@@ -144,7 +145,7 @@ func (s *Store) Load(ctx context.Context, instanceID, operationID, bindingID str
 			continue
 		}
 		var r *broker.Resource
-		if r, err = decode[broker.Resource](item); err == nil {
+		if r, err = decode(item, resourceItem.resource); err == nil {
 			snap.Records = append(snap.Records, *r)
 		}
 	}
@@ -162,9 +163,9 @@ func addToSnapshot(snap *broker.Snapshot, items []map[string]types.AttributeValu
 		var err error
 		switch sk := keyPart(item, attrSK); {
 		case sk == skInstance:
-			snap.Instance, err = decode[broker.Instance](item)
+			snap.Instance, err = decode(item, instanceItem.instance)
 		case strings.HasPrefix(sk, skOperation("")):
-			snap.Operation, err = decode[broker.Operation](item)
+			snap.Operation, err = decode(item, operationItem.operation)
 		case strings.HasPrefix(sk, skBinding("")):
 			id := strings.TrimPrefix(sk, skBinding(""))
 			snap.BindingIDs = append(snap.BindingIDs, id)
@@ -211,7 +212,7 @@ func (s *Store) ListInProgress(ctx context.Context) ([]broker.Operation, error) 
 }
 
 func (s *Store) queryOperations(ctx context.Context, in *dynamodb.QueryInput, keyCond expression.KeyConditionBuilder) ([]broker.Operation, error) {
-	ops, err := query[broker.Operation](ctx, s, in, keyCond)
+	ops, err := query(ctx, s, in, keyCond, operationItem.operation)
 	if err != nil {
 		return nil, err
 	}
@@ -221,16 +222,16 @@ func (s *Store) queryOperations(ctx context.Context, in *dynamodb.QueryInput, ke
 	return ops, nil
 }
 
-// query runs in with keyCond, every page, and decodes the items in the
-// order DynamoDB returns them (by SK within a partition).
-func query[T any](ctx context.Context, s *Store, in *dynamodb.QueryInput, keyCond expression.KeyConditionBuilder) ([]T, error) {
+// query runs in with keyCond, every page, and decodes the items with
+// domain in the order DynamoDB returns them (by SK within a partition).
+func query[I, D any](ctx context.Context, s *Store, in *dynamodb.QueryInput, keyCond expression.KeyConditionBuilder, domain func(I) (D, error)) ([]D, error) {
 	e, err := expression.NewBuilder().WithKeyCondition(keyCond).Build()
 	if err != nil {
 		return nil, fmt.Errorf("build expression: %w", err)
 	}
 	in.TableName = s.table
 	in.KeyConditionExpression, in.ExpressionAttributeNames, in.ExpressionAttributeValues = e.KeyCondition(), e.Names(), e.Values()
-	out := []T{}
+	out := []D{}
 	pages := dynamodb.NewQueryPaginator(s.client, in)
 	for pages.HasMorePages() {
 		page, err := pages.NextPage(ctx)
@@ -238,7 +239,7 @@ func query[T any](ctx context.Context, s *Store, in *dynamodb.QueryInput, keyCon
 			return nil, err
 		}
 		for _, item := range page.Items {
-			v, err := decode[T](item)
+			v, err := decode(item, domain)
 			if err != nil {
 				return nil, err
 			}
@@ -370,7 +371,7 @@ func (s *Store) UpdateOperation(ctx context.Context, op broker.Operation, record
 	case err != nil:
 	case records.Empty():
 		var item map[string]types.AttributeValue
-		if item, err = operationItem(op); err == nil {
+		if item, err = encode(newOperationItem(op)); err == nil {
 			err = s.putItem(ctx, item, inProgress(), roleOperation)
 		}
 	default:
@@ -476,7 +477,7 @@ func (s *Store) FinishOperation(ctx context.Context, f broker.Finish) error {
 			s.changeRecords(add, op.InstanceID, records)
 			for _, d := range f.Detach {
 				add(s.delete(resourceKey(d.InstanceID, d.Name), expression.ConditionBuilder{}, noRole))
-				item, err := detachedItem(d)
+				item, err := encode(newDetachedItem(d))
 				if err != nil {
 					add(write{}, fmt.Errorf("encode detached resource: %w", err))
 					continue
@@ -495,7 +496,7 @@ func (s *Store) FinishOperation(ctx context.Context, f broker.Finish) error {
 // transaction.
 func (s *Store) changeRecords(add adder, instanceID string, r broker.RecordChanges) {
 	for _, rec := range r.Save {
-		item, err := resourceItem(rec)
+		item, err := encode(newResourceItem(rec))
 		if err != nil {
 			add(write{}, fmt.Errorf("encode resource: %w", err))
 			continue
@@ -536,7 +537,7 @@ func (s *Store) PutResource(ctx context.Context, r broker.Resource) error {
 	err := broker.CheckIDs(r.InstanceID, r.Name)
 	if err == nil {
 		var item map[string]types.AttributeValue
-		if item, err = resourceItem(r); err == nil {
+		if item, err = encode(newResourceItem(r)); err == nil {
 			_, err = s.client.PutItem(ctx, &dynamodb.PutItemInput{TableName: s.table, Item: item})
 		}
 	}
@@ -554,7 +555,7 @@ func (s *Store) CreateResource(ctx context.Context, r broker.Resource) error {
 	err := broker.CheckIDs(r.InstanceID, r.Name)
 	if err == nil {
 		var item map[string]types.AttributeValue
-		if item, err = resourceItem(r); err == nil {
+		if item, err = encode(newResourceItem(r)); err == nil {
 			err = s.putItem(ctx, item, missing(), noRole)
 		}
 	}
@@ -640,7 +641,7 @@ func (s *Store) run(ctx context.Context, build func(add adder)) error {
 }
 
 func (s *Store) putInstance(inst broker.Instance, cond expression.ConditionBuilder, r role) (write, error) {
-	item, err := instanceItem(inst)
+	item, err := encode(newInstanceItem(inst))
 	if err != nil {
 		return write{}, fmt.Errorf("encode instance: %w", err)
 	}
@@ -648,7 +649,7 @@ func (s *Store) putInstance(inst broker.Instance, cond expression.ConditionBuild
 }
 
 func (s *Store) putBinding(b broker.Binding, cond expression.ConditionBuilder, r role) (write, error) {
-	item, err := bindingItem(b)
+	item, err := encode(newBindingItem(b))
 	if err != nil {
 		return write{}, fmt.Errorf("encode binding: %w", err)
 	}
@@ -663,7 +664,7 @@ func (s *Store) putOperation(op broker.Operation) (write, error) {
 }
 
 func (s *Store) putOperationIf(op broker.Operation, cond expression.ConditionBuilder) (write, error) {
-	item, err := operationItem(op)
+	item, err := encode(newOperationItem(op))
 	if err != nil {
 		return write{}, fmt.Errorf("encode operation: %w", err)
 	}

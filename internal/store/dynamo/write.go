@@ -194,11 +194,11 @@ func (s *Store) readConflict(ctx context.Context, c *broker.ConflictError, write
 func setConflict(c *broker.ConflictError, r role, item map[string]types.AttributeValue) (err error) {
 	switch r {
 	case roleInstance:
-		c.Instance, err = decode[broker.Instance](item)
+		c.Instance, err = decode(item, instanceItem.instance)
 	case roleBinding:
-		c.Binding, err = decode[broker.Binding](item)
+		c.Binding, err = decode(item, bindingItem.binding)
 	case roleOperation:
-		c.Operation, err = decode[broker.Operation](item)
+		c.Operation, err = decode(item, operationItem.operation)
 	}
 	return err
 }

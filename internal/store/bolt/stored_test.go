@@ -1,0 +1,186 @@
+package bolt
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"go.etcd.io/bbolt"
+
+	"github.com/serverless-osb/broker/internal/broker"
+	"github.com/serverless-osb/broker/internal/store/itemtest"
+)
+
+// storedItems are the items of itemtest.Cases as the store wrote them up to
+// commit d3c8482, where an item was the domain struct's JSON. The data
+// directories of `make run` hold items in this form: the store must read
+// them, and write the same.
+var storedItems = []storedItem{
+	{"instance with every field", "i#i-1\x00instance",
+		`{"id":"i-1","service_id":"svc-1","plan_id":"plan-1","organization_guid":"org-1","space_guid":"space-1","parameters":{"z":1,"a":[1,2.50],"big":123456789012345678901234567890123456789012,"html":"<a&b>"},"context":{"platform":"cloudfoundry","z":{"y":null}},"maintenance_info":{"version":"1.2.0","description":"first"},"dashboard_url":"https://dashboard.example.com/i-1?a=1&b=<2>","metadata":{"labels":{"empty":"","none":null,"team":"blue"},"attributes":{"count":3,"list":["a",2,false],"nested":{"k":"v"},"on":true,"weight":1.5}},"state":"updating","op":"op-2","last_op":"op-2","binding_ops":2,"fingerprint":"fp-i-1","version":7,"created_at":"2025-03-01T12:00:00.123456789Z","updated_at":"2025-03-01T12:01:00.123456789Z"}`},
+	{"instance with few fields", "i#i-2\x00instance",
+		`{"id":"i-2","service_id":"","plan_id":"","metadata":{},"state":"ready","binding_ops":0,"fingerprint":"","version":0,"created_at":"0001-01-01T00:00:00Z","updated_at":"0001-01-01T00:00:00Z"}`},
+	{"binding with every field", "i#i-1\x00b#b-1",
+		`{"instance_id":"i-1","id":"b-1","service_id":"svc-1","plan_id":"plan-1","app_guid":"app-1","bind_resource":{"app_guid":"app-1","route":"r"},"parameters":{"role":"reader","n":10},"context":{"platform":"cloudfoundry"},"state":"ready","credentials":{"extra":{"x":null},"hosts":["a","b"],"port":5432,"tls":true,"user":"u"},"endpoints":[{"host":"db.example.com","ports":["5432","5433"],"protocol":"tcp"},{"host":"other.example.com","ports":[]},{"host":"third.example.com","ports":null}],"sealed":{"alg":"A256GCM","ct":"Y3Q=","ctx":"Y3R4","kec":{"instance_id":"i-1"},"kid":"k-1","nonce":"bm9uY2U=","v":1},"predecessor_id":"b-0","expires_at":"2025-03-02T12:00:00.123456789Z","renew_before":"2025-03-02T00:00:00.123456789Z","op":"op-3","last_op":"op-3","fingerprint":"fp-b-1","version":3,"created_at":"2025-03-01T12:00:00.123456789Z","updated_at":"2025-03-01T12:00:01.123456789Z"}`},
+	{"binding with few fields", "i#i-1\x00b#b-2",
+		`{"instance_id":"i-1","id":"b-2","service_id":"","plan_id":"","state":"creating","fingerprint":"","version":0,"created_at":"0001-01-01T00:00:00Z","updated_at":"0001-01-01T00:00:00Z"}`},
+	{"operation in progress with every field", "i#i-1\x00op#op-2",
+		`{"id":"op-2","instance_id":"i-1","binding_id":"b-1","kind":"update","state":"in progress","description":"updating <plan>","fingerprint":"fp-op-2","async":true,"plan_id":"plan-1","target":{"plan_id":"plan-2","parameters":{"z":1,"a":2,"html":"<&>"},"context":{"platform":"kubernetes"},"maintenance_info":{"version":"2.0.0"}},"retry_after":5000000000,"instance_usable":false,"update_repeatable":true,"created_at":"2025-03-01T12:00:00.123456789Z","updated_at":"2025-03-01T12:00:01.123456789Z","next_check_at":"2025-03-01T12:00:30.123456789Z"}`},
+	{"finished operation", "i#i-1\x00op#op-1",
+		`{"id":"op-1","instance_id":"i-1","kind":"provision","state":"succeeded","fingerprint":"fp-op-1","async":false,"plan_id":"plan-1","retry_after":0,"created_at":"2025-03-01T12:00:00.123456789Z","updated_at":"2025-03-01T12:01:00.123456789Z","next_check_at":"2025-03-01T12:01:00.123456789Z","finished_at":"2025-03-01T12:01:00.123456789Z","expires_at":"2025-03-08T12:01:00.123456789Z"}`},
+	{"finished operation without expiry", "i#i-1\x00op#op-0",
+		`{"id":"op-0","instance_id":"i-1","kind":"bind","state":"failed","fingerprint":"","async":false,"plan_id":"","retry_after":0,"created_at":"0001-01-01T00:00:00Z","updated_at":"0001-01-01T00:00:00Z","next_check_at":"0001-01-01T00:00:00Z","finished_at":"2025-03-01T12:00:00.123456789Z"}`},
+	{"resource", "i#i-1\x00r#db",
+		`{"instance_id":"i-1","name":"db","data":{"b":1,"a":"<x>"},"updated_at":"2025-03-01T12:00:00.123456789Z"}`},
+	{"resource without data", "i#i-1\x00r#empty",
+		`{"instance_id":"i-1","name":"empty","data":null,"updated_at":"0001-01-01T00:00:00Z"}`},
+	{"detached resource", "detached\x00d-1",
+		`{"id":"d-1","instance_id":"i-1","name":"old","data":[3,2,1],"plan_id":"plan-1","operation_id":"op-2","reason":"update failed","state":"failed","attempts":2,"failure":"gave up","created_at":"2025-03-01T12:00:00.123456789Z","updated_at":"2025-03-01T13:00:00.123456789Z"}`},
+}
+
+type storedItem struct{ name, key, value string }
+
+func TestStoredItems(t *testing.T) {
+	old := openStore(t)
+	err := old.db.Update(func(tx *bbolt.Tx) error {
+		for _, item := range storedItems {
+			if err := tx.Bucket([]byte(itemsBucket)).Put([]byte(item.key), []byte(item.value)); err != nil {
+				return err
+			}
+		}
+		return tx.Bucket([]byte(inProgressBucket)).Put(operationKey("i-1", "op-2"), nil)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range itemtest.Cases() {
+		i := slices.IndexFunc(storedItems, func(item storedItem) bool { return item.name == c.Name })
+		if i < 0 {
+			t.Fatalf("no stored item for %q", c.Name)
+		}
+		stored := storedItems[i]
+		t.Run(c.Name+" is read from the item stored before", func(t *testing.T) {
+			got, err := readCase(t.Context(), old, c.Value)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, d := range itemtest.Diff(got, c.Value) {
+				t.Error(d)
+			}
+		})
+		t.Run(c.Name+" is written as before", func(t *testing.T) {
+			s := openStore(t)
+			key, err := writeCase(t.Context(), s, c.Value)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got string
+			err = s.db.View(func(tx *bbolt.Tx) error {
+				got = string(tx.Bucket([]byte(itemsBucket)).Get(key))
+				return nil
+			})
+			if err != nil || string(key) != stored.key || got != stored.value {
+				t.Errorf("got %q: %s (%v)\nwant %q: %s", key, got, err, stored.key, stored.value)
+			}
+		})
+	}
+	t.Run("the operation in progress is listed", func(t *testing.T) {
+		ops, err := old.ListInProgress(t.Context())
+		if err != nil || len(ops) != 1 || ops[0].ID != "op-2" {
+			t.Errorf("got %+v, %v; want op-2", ops, err)
+		}
+	})
+}
+
+func openStore(t *testing.T) *Store {
+	t.Helper()
+	s, err := Open(filepath.Join(t.TempDir(), "broker.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// readCase reads the item of like's type and ids through the port.
+func readCase(ctx context.Context, s *Store, like any) (any, error) {
+	switch v := like.(type) {
+	case broker.Instance:
+		return s.GetInstance(ctx, v.ID)
+	case broker.Binding:
+		return s.GetBinding(ctx, v.InstanceID, v.ID)
+	case broker.Operation:
+		return s.GetOperation(ctx, v.InstanceID, v.ID)
+	case broker.Resource:
+		return s.GetResource(ctx, v.InstanceID, v.Name)
+	case broker.Detached:
+		return s.GetDetached(ctx, v.ID)
+	}
+	return nil, fmt.Errorf("no item for %T", like)
+}
+
+// writeCase writes v as the store's transactions do, and returns its key.
+func writeCase(ctx context.Context, s *Store, v any) (key []byte, err error) {
+	err = s.update(ctx, func(t tx) error {
+		switch v := v.(type) {
+		case broker.Instance:
+			key = instanceKey(v.ID)
+			return t.putInstance(v)
+		case broker.Binding:
+			key = bindingKey(v.InstanceID, v.ID)
+			return t.putBinding(v)
+		case broker.Operation:
+			key = operationKey(v.InstanceID, v.ID)
+			return t.putOperation(v)
+		case broker.Resource:
+			key = resourceKey(v.InstanceID, v.Name)
+			return t.putResource(v)
+		case broker.Detached:
+			key = detachedKey(v.ID)
+			return t.putDetached(v)
+		}
+		return fmt.Errorf("no item for %T", v)
+	})
+	return key, err
+}
+
+// TestFieldNames is the list of every name the storage types write:
+// renaming a field of the domain changes nothing here, and renaming one
+// here is a change of the file's format, which items already stored do not
+// follow.
+func TestFieldNames(t *testing.T) {
+	golden := []struct {
+		item any
+		want []string
+	}{
+		{instanceItem{}, []string{"id", "service_id", "plan_id", "organization_guid", "space_guid", "parameters", "context",
+			"maintenance_info", "maintenance_info.version", "maintenance_info.description", "dashboard_url",
+			"metadata", "metadata.labels", "metadata.attributes", "state", "op", "last_op", "binding_ops",
+			"fingerprint", "version", "created_at", "updated_at"}},
+		{bindingItem{}, []string{"instance_id", "id", "service_id", "plan_id", "app_guid", "bind_resource", "parameters",
+			"context", "state", "credentials", "endpoints", "endpoints.host", "endpoints.ports", "endpoints.protocol",
+			"sealed", "predecessor_id", "expires_at", "renew_before", "op", "last_op", "fingerprint", "version",
+			"created_at", "updated_at"}},
+		{operationItem{}, []string{"id", "instance_id", "binding_id", "kind", "state", "description", "fingerprint", "async",
+			"plan_id", "target", "target.plan_id", "target.parameters", "target.context", "target.maintenance_info",
+			"target.maintenance_info.version", "target.maintenance_info.description", "retry_after", "instance_usable",
+			"update_repeatable", "created_at", "updated_at", "next_check_at", "finished_at", "expires_at"}},
+		{resourceItem{}, []string{"instance_id", "name", "data", "updated_at"}},
+		{detachedItem{}, []string{"id", "instance_id", "name", "data", "plan_id", "operation_id", "reason", "state",
+			"attempts", "failure", "created_at", "updated_at"}},
+	}
+	for _, g := range golden {
+		t.Run(fmt.Sprintf("%T has the fields it always had", g.item), func(t *testing.T) {
+			if got := itemtest.Names(g.item, "json"); !slices.Equal(got, g.want) {
+				t.Errorf("got  %q\nwant %q", got, g.want)
+			}
+		})
+		t.Run(fmt.Sprintf("%T holds no type of the domain", g.item), func(t *testing.T) {
+			if got := itemtest.DomainFields(g.item); len(got) > 0 {
+				t.Errorf("fields of domain types: %q", got)
+			}
+		})
+	}
+}

@@ -1,0 +1,362 @@
+package dynamo
+
+import (
+	"fmt"
+	"maps"
+	"reflect"
+	"slices"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/serverless-osb/broker/internal/broker"
+	"github.com/serverless-osb/broker/internal/store/itemtest"
+)
+
+// storedItems are the items of itemtest.Cases as the store wrote them up to
+// commit d3c8482, where an item was the domain struct's JSON spread over
+// attributes (captured from that code's item builders). Deployed tables
+// hold items in this form: the store must read them, and write the same.
+var storedItems = map[string]attrs{
+	"instance with every field": {
+		"PK":               s("i#i-1"),
+		"SK":               s("instance"),
+		"binding_ops":      n("2"),
+		"context":          s(`{"platform":"cloudfoundry","z":{"y":null}}`),
+		"created_at":       s("2025-03-01T12:00:00.123456789Z"),
+		"dashboard_url":    s("https://dashboard.example.com/i-1?a=1&b=<2>"),
+		"fingerprint":      s("fp-i-1"),
+		"id":               s("i-1"),
+		"last_op":          s("op-2"),
+		"maintenance_info": m(attrs{"description": s("first"), "version": s("1.2.0")}),
+		"metadata": m(attrs{
+			"attributes": m(attrs{"count": n("3"), "list": l(s("a"), n("2"), boolean(false)), "nested": m(attrs{"k": s("v")}), "on": boolean(true), "weight": n("1.5")}),
+			"labels":     m(attrs{"empty": s(""), "none": null, "team": s("blue")}),
+		}),
+		"op":                s("op-2"),
+		"organization_guid": s("org-1"),
+		"parameters":        s(`{"z":1,"a":[1,2.50],"big":123456789012345678901234567890123456789012,"html":"<a&b>"}`),
+		"plan_id":           s("plan-1"),
+		"service_id":        s("svc-1"),
+		"space_guid":        s("space-1"),
+		"state":             s("updating"),
+		"updated_at":        s("2025-03-01T12:01:00.123456789Z"),
+		"version":           n("7"),
+	},
+	"instance with few fields": {
+		"PK":          s("i#i-2"),
+		"SK":          s("instance"),
+		"binding_ops": n("0"),
+		"created_at":  s("0001-01-01T00:00:00Z"),
+		"fingerprint": s(""),
+		"id":          s("i-2"),
+		"metadata":    m(attrs{}),
+		"plan_id":     s(""),
+		"service_id":  s(""),
+		"state":       s("ready"),
+		"updated_at":  s("0001-01-01T00:00:00Z"),
+		"version":     n("0"),
+	},
+	"binding with every field": {
+		"PK":            s("i#i-1"),
+		"SK":            s("b#b-1"),
+		"app_guid":      s("app-1"),
+		"bind_resource": s(`{"app_guid":"app-1","route":"r"}`),
+		"context":       s(`{"platform":"cloudfoundry"}`),
+		"created_at":    s("2025-03-01T12:00:00.123456789Z"),
+		"credentials":   m(attrs{"extra": m(attrs{"x": null}), "hosts": l(s("a"), s("b")), "port": n("5432"), "tls": boolean(true), "user": s("u")}),
+		"endpoints": l(
+			m(attrs{"host": s("db.example.com"), "ports": l(s("5432"), s("5433")), "protocol": s("tcp")}),
+			m(attrs{"host": s("other.example.com"), "ports": l()}),
+			m(attrs{"host": s("third.example.com"), "ports": null}),
+		),
+		"expires_at":     s("2025-03-02T12:00:00.123456789Z"),
+		"fingerprint":    s("fp-b-1"),
+		"id":             s("b-1"),
+		"instance_id":    s("i-1"),
+		"last_op":        s("op-3"),
+		"op":             s("op-3"),
+		"parameters":     s(`{"role":"reader","n":10}`),
+		"plan_id":        s("plan-1"),
+		"predecessor_id": s("b-0"),
+		"renew_before":   s("2025-03-02T00:00:00.123456789Z"),
+		"sealed": m(attrs{
+			"alg": s("A256GCM"), "ct": s("Y3Q="), "ctx": s("Y3R4"), "kec": m(attrs{"instance_id": s("i-1")}),
+			"kid": s("k-1"), "nonce": s("bm9uY2U="), "v": n("1"),
+		}),
+		"service_id": s("svc-1"),
+		"state":      s("ready"),
+		"updated_at": s("2025-03-01T12:00:01.123456789Z"),
+		"version":    n("3"),
+	},
+	"binding with few fields": {
+		"PK":          s("i#i-1"),
+		"SK":          s("b#b-2"),
+		"created_at":  s("0001-01-01T00:00:00Z"),
+		"fingerprint": s(""),
+		"id":          s("b-2"),
+		"instance_id": s("i-1"),
+		"plan_id":     s(""),
+		"service_id":  s(""),
+		"state":       s("creating"),
+		"updated_at":  s("0001-01-01T00:00:00Z"),
+		"version":     n("0"),
+	},
+	"operation in progress with every field": {
+		"PK":                s("i#i-1"),
+		"SK":                s("op#op-2"),
+		"async":             boolean(true),
+		"binding_id":        s("b-1"),
+		"created_at":        s("2025-03-01T12:00:00.123456789Z"),
+		"description":       s("updating <plan>"),
+		"fingerprint":       s("fp-op-2"),
+		"id":                s("op-2"),
+		"inprogress":        s("1"),
+		"instance_id":       s("i-1"),
+		"instance_usable":   boolean(false),
+		"kind":              s("update"),
+		"next_check_at":     s("2025-03-01T12:00:30.123456789Z"),
+		"plan_id":           s("plan-1"),
+		"retry_after":       n("5000000000"),
+		"state":             s("in progress"),
+		"target":            s(`{"plan_id":"plan-2","parameters":{"z":1,"a":2,"html":"<&>"},"context":{"platform":"kubernetes"},"maintenance_info":{"version":"2.0.0"}}`),
+		"update_repeatable": boolean(true),
+		"updated_at":        s("2025-03-01T12:00:01.123456789Z"),
+	},
+	"finished operation": {
+		"PK":               s("i#i-1"),
+		"SK":               s("op#op-1"),
+		"async":            boolean(false),
+		"created_at":       s("2025-03-01T12:00:00.123456789Z"),
+		"expires_at":       s("2025-03-08T12:01:00.123456789Z"),
+		"expires_at_epoch": n("1741435260"),
+		"fingerprint":      s("fp-op-1"),
+		"finished_at":      s("2025-03-01T12:01:00.123456789Z"),
+		"id":               s("op-1"),
+		"instance_id":      s("i-1"),
+		"kind":             s("provision"),
+		"next_check_at":    s("2025-03-01T12:01:00.123456789Z"),
+		"plan_id":          s("plan-1"),
+		"retry_after":      n("0"),
+		"state":            s("succeeded"),
+		"updated_at":       s("2025-03-01T12:01:00.123456789Z"),
+	},
+	"finished operation without expiry": {
+		"PK":            s("i#i-1"),
+		"SK":            s("op#op-0"),
+		"async":         boolean(false),
+		"created_at":    s("0001-01-01T00:00:00Z"),
+		"fingerprint":   s(""),
+		"finished_at":   s("2025-03-01T12:00:00.123456789Z"),
+		"id":            s("op-0"),
+		"instance_id":   s("i-1"),
+		"kind":          s("bind"),
+		"next_check_at": s("0001-01-01T00:00:00Z"),
+		"plan_id":       s(""),
+		"retry_after":   n("0"),
+		"state":         s("failed"),
+		"updated_at":    s("0001-01-01T00:00:00Z"),
+	},
+	"resource": {
+		"PK":          s("i#i-1"),
+		"SK":          s("r#db"),
+		"data":        s(`{"b":1,"a":"<x>"}`),
+		"instance_id": s("i-1"),
+		"name":        s("db"),
+		"updated_at":  s("2025-03-01T12:00:00.123456789Z"),
+	},
+	"resource without data": {
+		"PK":          s("i#i-1"),
+		"SK":          s("r#empty"),
+		"data":        s("null"),
+		"instance_id": s("i-1"),
+		"name":        s("empty"),
+		"updated_at":  s("0001-01-01T00:00:00Z"),
+	},
+	"detached resource": {
+		"PK":           s("detached"),
+		"SK":           s("d-1"),
+		"attempts":     n("2"),
+		"created_at":   s("2025-03-01T12:00:00.123456789Z"),
+		"data":         s("[3,2,1]"),
+		"failure":      s("gave up"),
+		"id":           s("d-1"),
+		"instance_id":  s("i-1"),
+		"name":         s("old"),
+		"operation_id": s("op-2"),
+		"plan_id":      s("plan-1"),
+		"reason":       s("update failed"),
+		"state":        s("failed"),
+		"updated_at":   s("2025-03-01T13:00:00.123456789Z"),
+	},
+}
+
+func TestStoredItems(t *testing.T) {
+	for _, c := range itemtest.Cases() {
+		stored, ok := storedItems[c.Name]
+		if !ok {
+			t.Fatalf("no stored item for %q", c.Name)
+		}
+		t.Run(c.Name+" is read from the item stored before", func(t *testing.T) {
+			got, err := decodeCase(stored, c.Value)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, d := range itemtest.Diff(got, c.Value) {
+				t.Error(d)
+			}
+		})
+		t.Run(c.Name+" is written as before", func(t *testing.T) {
+			got, err := encodeCase(c.Value)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, d := range diffItems(got, stored) {
+				t.Error(d)
+			}
+		})
+	}
+}
+
+// diffItems lists the attributes in which got and want differ.
+func diffItems(got, want attrs) []string {
+	var diffs []string
+	for _, name := range slices.Sorted(maps.Keys(want)) {
+		if g, ok := got[name]; !ok {
+			diffs = append(diffs, fmt.Sprintf("%s: missing, want %#v", name, want[name]))
+		} else if !reflect.DeepEqual(g, want[name]) {
+			diffs = append(diffs, fmt.Sprintf("%s: got %#v, want %#v", name, g, want[name]))
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(got)) {
+		if _, ok := want[name]; !ok {
+			diffs = append(diffs, fmt.Sprintf("%s: got %#v, want none", name, got[name]))
+		}
+	}
+	return diffs
+}
+
+type attrs = map[string]types.AttributeValue
+
+func s(v string) types.AttributeValue     { return &types.AttributeValueMemberS{Value: v} }
+func n(v string) types.AttributeValue     { return &types.AttributeValueMemberN{Value: v} }
+func boolean(v bool) types.AttributeValue { return &types.AttributeValueMemberBOOL{Value: v} }
+func m(v attrs) types.AttributeValue      { return &types.AttributeValueMemberM{Value: v} }
+
+func l(v ...types.AttributeValue) types.AttributeValue {
+	return &types.AttributeValueMemberL{Value: append([]types.AttributeValue{}, v...)}
+}
+
+var null types.AttributeValue = &types.AttributeValueMemberNULL{Value: true}
+
+// encodeCase writes a domain value as the store does.
+func encodeCase(v any) (attrs, error) {
+	switch v := v.(type) {
+	case broker.Instance:
+		return encode(newInstanceItem(v))
+	case broker.Binding:
+		return encode(newBindingItem(v))
+	case broker.Operation:
+		return encode(newOperationItem(v))
+	case broker.Resource:
+		return encode(newResourceItem(v))
+	case broker.Detached:
+		return encode(newDetachedItem(v))
+	}
+	return nil, fmt.Errorf("no item for %T", v)
+}
+
+// decodeCase reads item as the store does, as a value of like's type.
+func decodeCase(item attrs, like any) (any, error) {
+	switch like.(type) {
+	case broker.Instance:
+		return deref(decode(item, instanceItem.instance))
+	case broker.Binding:
+		return deref(decode(item, bindingItem.binding))
+	case broker.Operation:
+		return deref(decode(item, operationItem.operation))
+	case broker.Resource:
+		return deref(decode(item, resourceItem.resource))
+	case broker.Detached:
+		return deref(decode(item, detachedItem.detached))
+	}
+	return nil, fmt.Errorf("no item for %T", like)
+}
+
+func deref[T any](v *T, err error) (any, error) {
+	if err != nil {
+		return nil, err
+	}
+	return *v, nil
+}
+
+// TestAttributeNames is the list of every attribute the storage types
+// store: renaming a field of the domain changes nothing here, and renaming
+// an attribute here is a change of the table's format, which items already
+// stored do not follow.
+func TestAttributeNames(t *testing.T) {
+	golden := []struct {
+		item any
+		tag  string
+		want []string
+	}{
+		{instanceItem{}, "dynamodbav", []string{"PK", "SK", "id", "service_id", "plan_id", "organization_guid", "space_guid",
+			"parameters", "context", "maintenance_info", "maintenance_info.version", "maintenance_info.description",
+			"dashboard_url", "metadata", "metadata.labels", "metadata.attributes", "state", "op", "last_op",
+			"binding_ops", "fingerprint", "version", "created_at", "updated_at"}},
+		{bindingItem{}, "dynamodbav", []string{"PK", "SK", "instance_id", "id", "service_id", "plan_id", "app_guid",
+			"bind_resource", "parameters", "context", "state", "credentials",
+			"endpoints", "endpoints.host", "endpoints.ports", "endpoints.protocol",
+			"sealed", "predecessor_id", "expires_at", "renew_before", "op", "last_op", "fingerprint", "version",
+			"created_at", "updated_at"}},
+		{operationItem{}, "dynamodbav", []string{"PK", "SK", "inprogress", "expires_at_epoch", "id", "instance_id",
+			"binding_id", "kind", "state", "description", "fingerprint", "async", "plan_id", "target", "retry_after",
+			"instance_usable", "update_repeatable", "created_at", "updated_at", "next_check_at", "finished_at", "expires_at"}},
+		// The JSON text of an operation's target attribute.
+		{targetText{}, "json", []string{"plan_id", "parameters", "context",
+			"maintenance_info", "maintenance_info.version", "maintenance_info.description"}},
+		{resourceItem{}, "dynamodbav", []string{"PK", "SK", "instance_id", "name", "data", "updated_at"}},
+		{detachedItem{}, "dynamodbav", []string{"PK", "SK", "id", "instance_id", "name", "data", "plan_id",
+			"operation_id", "reason", "state", "attempts", "failure", "created_at", "updated_at"}},
+	}
+	for _, g := range golden {
+		t.Run(fmt.Sprintf("%T has the attributes it always had", g.item), func(t *testing.T) {
+			if got := itemtest.Names(g.item, g.tag); !slices.Equal(got, g.want) {
+				t.Errorf("got  %q\nwant %q", got, g.want)
+			}
+		})
+		t.Run(fmt.Sprintf("%T holds no type of the domain", g.item), func(t *testing.T) {
+			if got := itemtest.DomainFields(g.item); len(got) > 0 {
+				t.Errorf("fields of domain types: %q", got)
+			}
+		})
+	}
+
+	// The names that keys, the index, time to live and expressions use must
+	// be attributes of the items they apply to.
+	all := []any{instanceItem{}, bindingItem{}, operationItem{}, resourceItem{}, detachedItem{}}
+	uses := []struct {
+		attr  string
+		items []any
+	}{
+		{attrPK, all},
+		{attrSK, all},
+		{attrInProgress, []any{operationItem{}}},
+		{attrExpiresAt, []any{operationItem{}}},
+		{attrOp, []any{instanceItem{}, bindingItem{}}},
+		{attrState, []any{instanceItem{}, operationItem{}}},
+		{attrVersion, []any{instanceItem{}, bindingItem{}}},
+		{attrBindingOps, []any{instanceItem{}}},
+		{attrAttempts, []any{detachedItem{}}},
+		{attrData, []any{resourceItem{}, detachedItem{}}},
+		{attrCredentials, []any{bindingItem{}}},
+		{attrSealed, []any{bindingItem{}}},
+	}
+	for _, u := range uses {
+		for _, item := range u.items {
+			if !slices.Contains(itemtest.Names(item, "dynamodbav"), u.attr) {
+				t.Errorf("%T has no attribute %q", item, u.attr)
+			}
+		}
+	}
+}
