@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/serverless-osb/broker/internal/broker"
+	"github.com/serverless-osb/broker/internal/store/storetest"
 )
 
 // detachedOfFailedProvision leaves instance i-1 failed with its record
@@ -121,9 +122,7 @@ func TestReap(t *testing.T) {
 				h.ready("i-1", planSync)
 				d := broker.Detached{ID: "d-1", InstanceID: "i-1", Name: instanceRecord, PlanID: planSync,
 					State: broker.DetachedPending, CreatedAt: epoch, UpdatedAt: epoch}
-				if err := h.store.DetachResource(ctx, d); err != nil {
-					t.Fatal(err)
-				}
+				storetest.Detach(t, h.store, broker.Resource{InstanceID: "i-1", Name: instanceRecord}, d)
 				if rep, err := h.b.Reap(ctx); err != nil || rep.Detached != 1 || rep.CleanupsStarted != 1 {
 					t.Fatalf("report %+v %v, want one cleanup started", rep, err)
 				}

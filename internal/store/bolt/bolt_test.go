@@ -64,7 +64,7 @@ func TestData(t *testing.T) {
 		if err != nil || !reflect.DeepEqual(gotInst, inst) {
 			t.Errorf("instance after reopening: got %+v, %v; want %+v", gotInst, err, inst)
 		}
-		gotRes, err := s.GetResource(t.Context(), "i-1", "r")
+		gotRes, err := storetest.Record(t.Context(), s, "i-1", "r")
 		if err != nil || !reflect.DeepEqual(gotRes, res) {
 			t.Errorf("resource after reopening: got %+v, %v; want %+v", gotRes, err, res)
 		}
@@ -116,17 +116,12 @@ func TestData(t *testing.T) {
 		}
 		inst.State, inst.Op = broker.InstanceReady, ""
 		finish(op, broker.Finish{Instance: &inst})
+		storetest.Detach(t, s, broker.Resource{InstanceID: "i-1", Name: "old"}, broker.Detached{ID: "d-1", InstanceID: "i-1", Name: "old"})
 		bindOp := broker.Operation{ID: "op-2", InstanceID: "i-1", BindingID: "b-1", Kind: broker.KindBind, State: broker.OperationInProgress}
 		if err := s.CreateBinding(ctx, broker.Binding{InstanceID: "i-1", ID: "b-1", Op: bindOp.ID}, bindOp, nil); err != nil {
 			t.Fatal(err)
 		}
 		if err := s.PutResource(ctx, broker.Resource{InstanceID: "i-1", Name: "db"}); err != nil {
-			t.Fatal(err)
-		}
-		if err := s.PutResource(ctx, broker.Resource{InstanceID: "i-1", Name: "old"}); err != nil {
-			t.Fatal(err)
-		}
-		if err := s.DetachResource(ctx, broker.Detached{ID: "d-1", InstanceID: "i-1", Name: "old"}); err != nil {
 			t.Fatal(err)
 		}
 
@@ -150,7 +145,7 @@ func TestData(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := []string{"detached\x00d-1", "i#i-1\x00b#b-1", "i#i-1\x00instance", "i#i-1\x00op#op-1", "i#i-1\x00op#op-2", "i#i-1\x00r#db"}
+		want := []string{"detached\x00d-1", "i#i-1\x00b#b-1", "i#i-1\x00instance", "i#i-1\x00op#detach-d-1", "i#i-1\x00op#op-1", "i#i-1\x00op#op-2", "i#i-1\x00r#db"}
 		if strings.Join(keys, "|") != strings.Join(want, "|") {
 			t.Errorf("keys: got %q, want %q", keys, want)
 		}
@@ -216,9 +211,6 @@ func TestData(t *testing.T) {
 					op := broker.Operation{ID: "op", InstanceID: id, State: broker.OperationInProgress}
 					return s.CreateInstance(ctx, broker.Instance{ID: id}, op, nil)
 				}},
-				{"DetachResource", func() error {
-					return s.DetachResource(ctx, broker.Detached{ID: id, InstanceID: r.InstanceID, Name: r.Name})
-				}},
 				{"UpdateDetached", func() error {
 					return s.UpdateDetached(ctx, broker.Detached{ID: id, InstanceID: r.InstanceID, Name: r.Name}, 0)
 				}},
@@ -231,7 +223,7 @@ func TestData(t *testing.T) {
 				}
 			}
 		}
-		if got, err := s.GetResource(ctx, r.InstanceID, r.Name); err != nil || !reflect.DeepEqual(got, r) {
+		if got, err := storetest.Record(ctx, s, r.InstanceID, r.Name); err != nil || !reflect.DeepEqual(got, r) {
 			t.Errorf("resource: got %+v, %v; want it still attached", got, err)
 		}
 		if ds, err := s.ListDetached(ctx); err != nil || len(ds) != 0 {

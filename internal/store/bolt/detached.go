@@ -11,53 +11,6 @@ import (
 	"github.com/serverless-osb/broker/internal/broker"
 )
 
-// ListResources returns an instance's resource records by name (key
-// order); an instance with none, or unknown, has an empty list.
-func (s *Store) ListResources(ctx context.Context, instanceID string) ([]broker.Resource, error) {
-	var rs []broker.Resource
-	err := s.view(ctx, func(t tx) (err error) {
-		rs, err = scan(t.items, pk(instanceID)+"r#", resourceItem.resource)
-		return err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("list resources of %s: %w", instanceID, err)
-	}
-	return rs, nil
-}
-
-// DetachResource deletes the resource record (d.InstanceID, d.Name) and
-// stores d, in one transaction. When the resource is gone it returns nil if
-// d.ID is stored (a repeated detach) and an error wrapping
-// broker.ErrNotFound if not. When the resource exists but d.ID is already
-// stored (an id reused for a resource made again), it writes nothing and
-// returns *broker.ConflictError with every field nil: the stored record is
-// not overwritten, since a cleanup may be under way for it.
-func (s *Store) DetachResource(ctx context.Context, d broker.Detached) error {
-	err := broker.CheckIDs(d.ID, d.InstanceID, d.Name)
-	if err == nil {
-		err = s.update(ctx, func(t tx) error {
-			resource := t.items.Get(resourceKey(d.InstanceID, d.Name)) != nil
-			detached := t.items.Get(detachedKey(d.ID)) != nil
-			switch {
-			case !resource && detached:
-				return nil
-			case !resource:
-				return fmt.Errorf("resource: %w", broker.ErrNotFound)
-			case detached:
-				return fmt.Errorf("detached resource %s exists: %w", d.ID, &broker.ConflictError{})
-			}
-			if err := t.items.Delete(resourceKey(d.InstanceID, d.Name)); err != nil {
-				return err
-			}
-			return t.putDetached(d)
-		})
-	}
-	if err != nil {
-		return fmt.Errorf("detach resource %s/%s as %s: %w", d.InstanceID, d.Name, d.ID, err)
-	}
-	return nil
-}
-
 // GetDetached returns a detached resource, or an error wrapping
 // broker.ErrNotFound.
 func (s *Store) GetDetached(ctx context.Context, id string) (broker.Detached, error) {

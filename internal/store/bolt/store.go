@@ -419,23 +419,6 @@ func (s *Store) FinishOperation(ctx context.Context, f broker.Finish) error {
 	return nil
 }
 
-// GetResource returns a driver's resource record, or an error wrapping
-// broker.ErrNotFound.
-func (s *Store) GetResource(ctx context.Context, instanceID, name string) (broker.Resource, error) {
-	var r *broker.Resource
-	err := s.view(ctx, func(t tx) (err error) {
-		r, err = get(t.items, resourceKey(instanceID, name), resourceItem.resource)
-		return err
-	})
-	if err == nil && r == nil {
-		err = broker.ErrNotFound
-	}
-	if err != nil {
-		return broker.Resource{}, fmt.Errorf("get resource %s/%s: %w", instanceID, name, err)
-	}
-	return *r, nil
-}
-
 // PutResource writes a resource record unconditionally.
 func (s *Store) PutResource(ctx context.Context, r broker.Resource) error {
 	err := broker.CheckIDs(r.InstanceID, r.Name)
@@ -444,25 +427,6 @@ func (s *Store) PutResource(ctx context.Context, r broker.Resource) error {
 	}
 	if err != nil {
 		return fmt.Errorf("put resource %s/%s: %w", r.InstanceID, r.Name, err)
-	}
-	return nil
-}
-
-// CreateResource writes a resource record that must not exist yet. When it
-// does, the error is a *broker.ConflictError with every field nil (it has no
-// field for a resource), wrapped in a message that says what exists.
-func (s *Store) CreateResource(ctx context.Context, r broker.Resource) error {
-	err := broker.CheckIDs(r.InstanceID, r.Name)
-	if err == nil {
-		err = s.update(ctx, func(t tx) error {
-			if t.items.Get(resourceKey(r.InstanceID, r.Name)) != nil {
-				return fmt.Errorf("resource exists: %w", &broker.ConflictError{})
-			}
-			return t.putResource(r)
-		})
-	}
-	if err != nil {
-		return fmt.Errorf("create resource %s/%s: %w", r.InstanceID, r.Name, err)
 	}
 	return nil
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/serverless-osb/broker/internal/broker"
 	"github.com/serverless-osb/broker/internal/store/itemtest"
+	"github.com/serverless-osb/broker/internal/store/storetest"
 )
 
 // storedItems are the items of itemtest.Cases as the store wrote them up to
@@ -114,7 +115,7 @@ func readCase(ctx context.Context, s *Store, like any) (any, error) {
 	case broker.Operation:
 		return s.GetOperation(ctx, v.InstanceID, v.ID)
 	case broker.Resource:
-		return s.GetResource(ctx, v.InstanceID, v.Name)
+		return storetest.Record(ctx, s, v.InstanceID, v.Name)
 	case broker.Detached:
 		return s.GetDetached(ctx, v.ID)
 	}

@@ -220,11 +220,10 @@ func TestItems(t *testing.T) {
 	ctx := t.Context()
 	s := e.store
 	provision(t, s, "i-1")
+	storetest.Detach(t, s, broker.Resource{InstanceID: "i-1", Name: "old", Data: json.RawMessage(`{"z":1,"y":2}`)},
+		broker.Detached{ID: "d-1", InstanceID: "i-1", Name: "old", Data: json.RawMessage(`{"z":1,"y":2}`), State: broker.DetachedPending, Attempts: 2})
 	_, bindOp := startBind(t, s, "i-1", "b-1")
 	must(t, s.PutResource(ctx, broker.Resource{InstanceID: "i-1", Name: "db", Data: json.RawMessage(`{"b":1,"a":2}`)}), "PutResource")
-	must(t, s.PutResource(ctx, broker.Resource{InstanceID: "i-1", Name: "old", Data: json.RawMessage(`{"z":1,"y":2}`)}), "PutResource")
-	must(t, s.DetachResource(ctx, broker.Detached{ID: "d-1", InstanceID: "i-1", Name: "old", Data: json.RawMessage(`{"z":1,"y":2}`),
-		State: broker.DetachedPending, Attempts: 2}), "DetachResource")
 
 	out, err := e.client.Scan(ctx, &dynamodb.ScanInput{TableName: aws.String(e.table)})
 	must(t, err, "Scan")
@@ -374,31 +373,7 @@ func TestCalls(t *testing.T) {
 		{"ListOperations", func() error { _, err := s.ListOperations(ctx, "i-1"); return err }, map[string]int{"Query": 1}},
 		{"ListInProgress", func() error { _, err := s.ListInProgress(ctx); return err }, map[string]int{"Query": 1}},
 		{"PutResource", func() error { return s.PutResource(ctx, broker.Resource{InstanceID: "i-1", Name: "r"}) }, map[string]int{"PutItem": 1}},
-		{"CreateResource of an existing record", func() error {
-			return wantConflict(s.CreateResource(ctx, broker.Resource{InstanceID: "i-1", Name: "r"}))
-		}, map[string]int{"PutItem": 1}},
-		{"GetResource", func() error { _, err := s.GetResource(ctx, "i-1", "r"); return err }, map[string]int{"GetItem": 1}},
 		{"DeleteResource", func() error { return s.DeleteResource(ctx, "i-1", "r") }, map[string]int{"DeleteItem": 1}},
-		{"PutResource of a resource to detach", func() error { return s.PutResource(ctx, res) },
-			map[string]int{"PutItem": 1}},
-		{"ListResources", func() error { _, err := s.ListResources(ctx, "i-1"); return err }, map[string]int{"Query": 1}},
-		{"DetachResource", func() error { return s.DetachResource(ctx, detached) }, map[string]int{"TransactWriteItems": 1}},
-		{"DetachResource again (both conditions fail: no read)", func() error { return s.DetachResource(ctx, detached) },
-			map[string]int{"TransactWriteItems": 1}},
-		{"DetachResource of a missing resource (confirmed by a read)", func() error {
-			d := detached
-			d.ID, d.Name = "d-missing", "missing"
-			if err := s.DetachResource(ctx, d); !errors.Is(err, broker.ErrNotFound) {
-				return fmt.Errorf("got %v, want ErrNotFound", err)
-			}
-			return nil
-		}, map[string]int{"TransactWriteItems": 1, "GetItem": 1}},
-		{"PutResource and DetachResource under a stored id (no read)", func() error {
-			if err := s.PutResource(ctx, res); err != nil {
-				return err
-			}
-			return wantConflict(s.DetachResource(ctx, detached))
-		}, map[string]int{"PutItem": 1, "TransactWriteItems": 1}},
 		{"GetDetached", func() error { _, err := s.GetDetached(ctx, detached.ID); return err }, map[string]int{"GetItem": 1}},
 		{"ListDetached", func() error { _, err := s.ListDetached(ctx); return err }, map[string]int{"Query": 1}},
 		{"UpdateDetached", func() error {

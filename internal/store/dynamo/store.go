@@ -74,16 +74,6 @@ func (s *Store) GetOperation(ctx context.Context, instanceID, operationID string
 	return *op, nil
 }
 
-// GetResource returns a driver's resource record (consistent read), or an
-// error wrapping broker.ErrNotFound.
-func (s *Store) GetResource(ctx context.Context, instanceID, name string) (broker.Resource, error) {
-	r, err := get(ctx, s, resourceKey(instanceID, name), resourceItem.resource)
-	if err != nil {
-		return broker.Resource{}, fmt.Errorf("get resource %s/%s: %w", instanceID, name, err)
-	}
-	return *r, nil
-}
-
 // get reads the item at k (consistent read) and decodes it with domain.
 func get[I, D any](ctx context.Context, s *Store, k map[string]types.AttributeValue, domain func(I) (D, error)) (*D, error) {
 	out, err := s.client.GetItem(ctx, &dynamodb.GetItemInput{TableName: s.table, Key: k, ConsistentRead: aws.Bool(true)})
@@ -543,28 +533,6 @@ func (s *Store) PutResource(ctx context.Context, r broker.Resource) error {
 	}
 	if err != nil {
 		return fmt.Errorf("put resource %s/%s: %w", r.InstanceID, r.Name, err)
-	}
-	return nil
-}
-
-// CreateResource writes a resource record that must not exist yet: one
-// conditional PutItem. When it exists, the error is a *broker.ConflictError
-// with every field nil (it has no field for a resource), wrapped in a
-// message that says what exists.
-func (s *Store) CreateResource(ctx context.Context, r broker.Resource) error {
-	err := broker.CheckIDs(r.InstanceID, r.Name)
-	if err == nil {
-		var item map[string]types.AttributeValue
-		if item, err = encode(newResourceItem(r)); err == nil {
-			err = s.putItem(ctx, item, missing(), noRole)
-		}
-	}
-	var c *broker.ConflictError
-	if errors.As(err, &c) {
-		err = fmt.Errorf("resource exists: %w", c)
-	}
-	if err != nil {
-		return fmt.Errorf("create resource %s/%s: %w", r.InstanceID, r.Name, err)
 	}
 	return nil
 }
