@@ -233,7 +233,7 @@ func TestItems(t *testing.T) {
 	}
 	t.Run("are keyed as DESIGN.md says", func(t *testing.T) {
 		got := slices.Sorted(maps.Keys(items))
-		want := []string{"detached d-1", "i#i-1 b#b-1", "i#i-1 instance", "i#i-1 op#bind-b-1", "i#i-1 op#prov-i-1", "i#i-1 r#db"}
+		want := []string{"detached d-1", "i#i-1 b#b-1", "i#i-1 instance", "i#i-1 op#bind-b-1", "i#i-1 op#detach-d-1", "i#i-1 op#prov-i-1", "i#i-1 r#db"}
 		if !slices.Equal(got, want) {
 			t.Errorf("keys: got %q, want %q", got, want)
 		}
@@ -245,7 +245,7 @@ func TestItems(t *testing.T) {
 			got  types.AttributeValue
 			want types.AttributeValue
 		}{
-			{"instance version", inst["version"], &types.AttributeValueMemberN{Value: "3"}}, // provisioned, then a bind moved it
+			{"instance version", inst["version"], &types.AttributeValueMemberN{Value: "4"}}, // provisioned, a failed update detached, a bind
 			{"instance binding_ops", inst["binding_ops"], &types.AttributeValueMemberN{Value: "1"}},
 			{"instance state", inst["state"], &types.AttributeValueMemberS{Value: "ready"}},
 			{"instance parameters (JSON text)", inst["parameters"], &types.AttributeValueMemberS{Value: `{"size":3}`}},
@@ -300,7 +300,7 @@ func TestCalls(t *testing.T) {
 	var inst broker.Instance
 	var prov, bindOp, dep broker.Operation
 	var b broker.Binding
-	res := broker.Resource{InstanceID: "i-1", Name: "db", Data: json.RawMessage(`{"n":1}`)}
+	res := broker.Resource{InstanceID: "i-2", Name: "db", Data: json.RawMessage(`{"n":1}`)}
 	detached := broker.Detached{ID: "d-1", InstanceID: res.InstanceID, Name: res.Name, Data: res.Data, State: broker.DetachedPending}
 	steps := []struct {
 		name string
@@ -374,6 +374,12 @@ func TestCalls(t *testing.T) {
 		{"ListInProgress", func() error { _, err := s.ListInProgress(ctx); return err }, map[string]int{"Query": 1}},
 		{"PutResource", func() error { return s.PutResource(ctx, broker.Resource{InstanceID: "i-1", Name: "r"}) }, map[string]int{"PutItem": 1}},
 		{"DeleteResource", func() error { return s.DeleteResource(ctx, "i-1", "r") }, map[string]int{"DeleteItem": 1}},
+		{"PutResource of a resource to detach", func() error { return s.PutResource(ctx, res) }, map[string]int{"PutItem": 1}},
+		{"CreateInstance, and FinishOperation of a failed provision that detaches a resource (one transaction)", func() error {
+			failed, op := startProvision(t, s, res.InstanceID)
+			failed.State, failed.Op, failed.Version = broker.InstanceFailed, "", failed.Version+1
+			return s.FinishOperation(ctx, broker.Finish{Op: finished(op, broker.OperationFailed), Instance: &failed, Detach: []broker.Detached{detached}})
+		}, map[string]int{"TransactWriteItems": 2}},
 		{"GetDetached", func() error { _, err := s.GetDetached(ctx, detached.ID); return err }, map[string]int{"GetItem": 1}},
 		{"ListDetached", func() error { _, err := s.ListDetached(ctx); return err }, map[string]int{"Query": 1}},
 		{"UpdateDetached", func() error {
