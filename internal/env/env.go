@@ -73,6 +73,13 @@ const (
 	DynamoDBEndpoint = "BROKER_DYNAMODB_ENDPOINT"
 )
 
+// Names are every variable this package names: the only ones the stack may
+// set (infra's tests hold it to that).
+func Names() []string {
+	return []string{Table, KMSKeyARN, MetricsNamespace, LogLevel, OperationStateMachineARN, CleanupStateMachineARN,
+		SecretARN, CFNRoleARN, StackPrefix, Region, TaskRoot, Catalog, DynamoDBEndpoint}
+}
+
 // StateMachineARN is the variable holding the ARN of the state machine of
 // workflow (statemachines/<workflow>.asl.json, a broker.Workflow):
 // BROKER_<WORKFLOW>_STATE_MACHINE_ARN, the name in capitals with - as _.

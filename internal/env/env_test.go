@@ -142,3 +142,13 @@ func constants(t *testing.T, dir string) map[string]string {
 	}
 	return found
 }
+
+// TestNamesAreEveryConstant: Names, the list the stack is checked against,
+// has every constant the package declares, once.
+func TestNamesAreEveryConstant(t *testing.T) {
+	want := slices.Sorted(maps.Values(constants(t, ".")))
+	got := slices.Sorted(slices.Values(env.Names()))
+	if !slices.Equal(got, want) {
+		t.Errorf("Names() = %q, want every constant: %q", got, want)
+	}
+}
