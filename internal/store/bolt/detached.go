@@ -57,12 +57,17 @@ func (s *Store) UpdateDetached(ctx context.Context, d broker.Detached, attempts 
 	if err == nil {
 		err = s.update(ctx, func(t tx) error {
 			cur, err := t.detached(d.ID)
+			if err != nil {
+				return err
+			}
+			if cur == nil {
+				return broker.ErrNotFound
+			}
+			ok, err := meets(storedDetached(cur), broker.UpdateDetachedConditions(attempts))
 			switch {
 			case err != nil:
 				return err
-			case cur == nil:
-				return broker.ErrNotFound
-			case cur.Attempts != attempts:
+			case !ok:
 				return fmt.Errorf("stored attempts %d, expected %d: %w", cur.Attempts, attempts, &broker.ConflictError{})
 			}
 			return t.putDetached(d)

@@ -164,8 +164,8 @@ func (s *Store) CreateInstance(ctx context.Context, inst broker.Instance, op bro
 			if err != nil {
 				return err
 			}
-			if cur != nil {
-				return &broker.ConflictError{Instance: cur}
+			if err := expect(broker.CreateInstanceConditions(), cur, nil, nil); err != nil {
+				return err
 			}
 			if err := t.putInstance(inst); err != nil {
 				return err
@@ -193,8 +193,8 @@ func (s *Store) LockInstance(ctx context.Context, l broker.LockInstance) error {
 			if err != nil {
 				return err
 			}
-			if cur == nil || cur.Version != l.Version || cur.Op != l.Holder || cur.BindingOps != 0 {
-				return &broker.ConflictError{Instance: cur}
+			if err := expect(l.Conditions(), cur, nil, nil); err != nil {
+				return err
 			}
 			if err := t.putInstance(l.Instance); err != nil {
 				return err
@@ -227,9 +227,8 @@ func (s *Store) CreateBinding(ctx context.Context, b broker.Binding, op broker.O
 			if err != nil {
 				return err
 			}
-			moved := settled != nil && settled.InstanceVersion != 0 && inst != nil && inst.Version != settled.InstanceVersion
-			if inst == nil || inst.Op != "" || inst.State != broker.InstanceReady || cur != nil || moved {
-				return &broker.ConflictError{Instance: inst, Binding: cur}
+			if err := expect(broker.CreateBindingConditions(settled), inst, cur, nil); err != nil {
+				return err
 			}
 			if settled == nil {
 				inst.BindingOps++
@@ -270,8 +269,8 @@ func (s *Store) LockBinding(ctx context.Context, l broker.LockBinding) error {
 			if err != nil {
 				return err
 			}
-			if cur == nil || cur.Version != l.Version || cur.Op != l.Holder || inst == nil || inst.Op != "" {
-				return &broker.ConflictError{Instance: inst, Binding: cur}
+			if err := expect(l.Conditions(), inst, cur, nil); err != nil {
+				return err
 			}
 			if l.Holder == "" {
 				inst.BindingOps++
@@ -305,8 +304,8 @@ func (s *Store) UpdateOperation(ctx context.Context, op broker.Operation, record
 			if err != nil {
 				return err
 			}
-			if cur == nil || cur.Finished() {
-				return &broker.ConflictError{Operation: cur}
+			if err := expect(broker.UpdateOperationConditions(), nil, nil, cur); err != nil {
+				return err
 			}
 			if err := t.putOperation(op); err != nil {
 				return err
@@ -340,11 +339,7 @@ func (s *Store) UpdateOperation(ctx context.Context, op broker.Operation, record
 // ReleaseBinding.
 func (s *Store) FinishOperation(ctx context.Context, f broker.Finish) error {
 	op := f.Op
-	holdsInstance, holdsBinding := f.HoldsInstance(), f.HoldsBinding()
-	bindingID := op.BindingID
-	if f.Binding != nil {
-		bindingID = f.Binding.ID
-	}
+	e, bindingID := f.Conditions(), f.BindingID()
 	err := f.Check()
 	if err == nil {
 		err = s.update(ctx, func(t tx) error {
@@ -352,26 +347,26 @@ func (s *Store) FinishOperation(ctx context.Context, f broker.Finish) error {
 			if err != nil {
 				return err
 			}
-			conflict := &broker.ConflictError{Operation: cur}
-			failed := cur == nil || cur.Finished()
 			var inst *broker.Instance
-			if holdsInstance || f.ReleaseBinding {
+			if e.Instance != nil || f.ReleaseBinding {
 				if inst, err = t.instance(op.InstanceID); err != nil {
 					return err
 				}
 			}
-			if holdsInstance {
-				conflict.Instance = inst
-				failed = failed || inst == nil || inst.Op != op.ID
-			}
-			if holdsBinding {
-				if conflict.Binding, err = t.binding(op.InstanceID, bindingID); err != nil {
+			var b *broker.Binding
+			if e.Binding != nil {
+				if b, err = t.binding(op.InstanceID, bindingID); err != nil {
 					return err
 				}
-				failed = failed || conflict.Binding == nil || conflict.Binding.Op != op.ID
 			}
-			if failed {
-				return conflict
+			if err := expect(e, inst, b, cur); err != nil {
+				return err
+			}
+			// A release whose conditions fail is skipped, not a conflict:
+			// see broker.Finish.ReleaseConditions.
+			release, err := meets(storedInstance(inst), f.ReleaseConditions())
+			if err != nil {
+				return err
 			}
 
 			if err := t.putOperation(op); err != nil {
@@ -395,7 +390,7 @@ func (s *Store) FinishOperation(ctx context.Context, f broker.Finish) error {
 			if err != nil {
 				return err
 			}
-			if f.ReleaseBinding && inst != nil && inst.BindingOps > 0 {
+			if f.ReleaseBinding && release {
 				inst.BindingOps--
 				inst.Version++
 				if err := t.putInstance(*inst); err != nil {

@@ -14,8 +14,6 @@ import (
 	"github.com/serverless-osb/broker/internal/broker"
 )
 
-var nameAttempts = expression.Name(attrAttempts)
-
 // GetDetached returns a detached resource (consistent read), or an error
 // wrapping broker.ErrNotFound.
 func (s *Store) GetDetached(ctx context.Context, id string) (broker.Detached, error) {
@@ -61,7 +59,11 @@ func (s *Store) updateDetached(ctx context.Context, d broker.Detached, attempts 
 	if err != nil {
 		return fmt.Errorf("encode detached resource: %w", err)
 	}
-	failed, err := s.putItemIf(ctx, item, exists().And(nameAttempts.Equal(expression.Value(attempts))))
+	cond, err := condition(broker.UpdateDetachedConditions(attempts))
+	if err != nil {
+		return err
+	}
+	failed, err := s.putItemIf(ctx, item, cond)
 	if err != nil || failed == nil {
 		return err
 	}
