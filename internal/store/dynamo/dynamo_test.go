@@ -233,7 +233,7 @@ func TestItems(t *testing.T) {
 	}
 	t.Run("are keyed as DESIGN.md says", func(t *testing.T) {
 		got := slices.Sorted(maps.Keys(items))
-		want := []string{"detached d-1", "i#i-1 b#b-1", "i#i-1 instance", "i#i-1 op#bind-b-1", "i#i-1 op#prov-i-1", "i#i-1 r#db"}
+		want := []string{"detached d-1", "i#i-1 b#b-1", "i#i-1 instance", "i#i-1 op#bind-b-1", "i#i-1 op#detach-d-1", "i#i-1 op#prov-i-1", "i#i-1 r#db"}
 		if !slices.Equal(got, want) {
 			t.Errorf("keys: got %q, want %q", got, want)
 		}
@@ -245,7 +245,7 @@ func TestItems(t *testing.T) {
 			got  types.AttributeValue
 			want types.AttributeValue
 		}{
-			{"instance version", inst["version"], &types.AttributeValueMemberN{Value: "3"}}, // provisioned, then a bind moved it
+			{"instance version", inst["version"], &types.AttributeValueMemberN{Value: "4"}}, // provisioned, then the detaching update and a bind moved it
 			{"instance binding_ops", inst["binding_ops"], &types.AttributeValueMemberN{Value: "1"}},
 			{"instance state", inst["state"], &types.AttributeValueMemberS{Value: "ready"}},
 			{"instance parameters (JSON text)", inst["parameters"], &types.AttributeValueMemberS{Value: `{"size":3}`}},
@@ -300,8 +300,11 @@ func TestCalls(t *testing.T) {
 	var inst broker.Instance
 	var prov, bindOp, dep broker.Operation
 	var b broker.Binding
-	res := broker.Resource{InstanceID: "i-1", Name: "db", Data: json.RawMessage(`{"n":1}`)}
+	// A detached record of another instance, for the detached records'
+	// steps; seeding it is not counted.
+	res := broker.Resource{InstanceID: "i-d", Name: "db", Data: json.RawMessage(`{"n":1}`)}
 	detached := broker.Detached{ID: "d-1", InstanceID: res.InstanceID, Name: res.Name, Data: res.Data, State: broker.DetachedPending}
+	storetest.Detach(t, s, res, detached)
 	steps := []struct {
 		name string
 		call func() error
