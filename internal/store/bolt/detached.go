@@ -49,8 +49,8 @@ func sortDetached(ds []broker.Detached) {
 	})
 }
 
-// UpdateDetached stores d. Condition: d.ID is stored with Attempts ==
-// attempts; else an error wrapping broker.ErrNotFound when it is missing,
+// UpdateDetached stores d. Conditions: broker.UpdateDetachedConditions
+// (d.ID is stored with Attempts == attempts); else an error wrapping broker.ErrNotFound when it is missing,
 // or *broker.ConflictError with every field nil when its attempts differ.
 func (s *Store) UpdateDetached(ctx context.Context, d broker.Detached, attempts int) error {
 	err := broker.CheckIDs(d.ID, d.InstanceID, d.Name)

@@ -155,7 +155,8 @@ func sortOperations(ops []broker.Operation) {
 }
 
 // CreateInstance stores a new instance and its provision operation.
-// Condition: no instance with that id; else *broker.ConflictError{Instance}.
+// Conditions: broker.CreateInstanceConditions; else
+// *broker.ConflictError{Instance}.
 func (s *Store) CreateInstance(ctx context.Context, inst broker.Instance, op broker.Operation, settled *broker.Settled) error {
 	err := broker.CheckCreate(inst.ID, op, settled)
 	if err == nil {
@@ -182,9 +183,8 @@ func (s *Store) CreateInstance(ctx context.Context, inst broker.Instance, op bro
 	return nil
 }
 
-// LockInstance starts an update or deprovision. Condition: the instance
-// exists, at l.Version, held by l.Holder, with no binding operations; else
-// *broker.ConflictError{Instance} (nil when missing).
+// LockInstance starts an update or deprovision. Conditions:
+// l.Conditions(); else *broker.ConflictError{Instance} (nil when missing).
 func (s *Store) LockInstance(ctx context.Context, l broker.LockInstance) error {
 	err := l.Check()
 	if err == nil {
@@ -212,9 +212,9 @@ func (s *Store) LockInstance(ctx context.Context, l broker.LockInstance) error {
 // more binding operation on the instance, whose Version moves with it: a
 // request that read the instance with its bindings and locks it at that
 // version knows the bindings have not changed since.
-// Condition: the instance exists, is ready and not held, and there is no
-// binding with that id; else *broker.ConflictError{Instance, Binding}, each
-// as stored or nil when missing.
+// Conditions: broker.CreateBindingConditions; else
+// *broker.ConflictError{Instance, Binding}, each as stored or nil when
+// missing.
 func (s *Store) CreateBinding(ctx context.Context, b broker.Binding, op broker.Operation, settled *broker.Settled) error {
 	err := broker.CheckCreate(b.InstanceID, op, settled, b.ID)
 	if err == nil {
@@ -252,8 +252,7 @@ func (s *Store) CreateBinding(ctx context.Context, b broker.Binding, op broker.O
 	return nil
 }
 
-// LockBinding starts an unbind. Condition: the binding exists, at l.Version,
-// held by l.Holder, and its instance exists and is not held; else
+// LockBinding starts an unbind. Conditions: l.Conditions(); else
 // *broker.ConflictError{Instance, Binding}. When l.Holder is empty the
 // instance counts one more binding operation (and its Version moves);
 // otherwise the halted bind's count passes to the unbind.
@@ -291,8 +290,9 @@ func (s *Store) LockBinding(ctx context.Context, l broker.LockBinding) error {
 	return nil
 }
 
-// UpdateOperation records progress. Condition: the stored operation is in
-// progress; else *broker.ConflictError{Operation} with the stored record, or
+// UpdateOperation records progress. Conditions:
+// broker.UpdateOperationConditions (the stored operation is in progress);
+// else *broker.ConflictError{Operation} with the stored record, or
 // with a nil Operation when there is none (as DynamoDB reports it, and as
 // FinishOperation does). op itself must be in progress: finishing goes
 // through FinishOperation, which releases what the operation held.
@@ -320,19 +320,19 @@ func (s *Store) UpdateOperation(ctx context.Context, op broker.Operation, record
 }
 
 // FinishOperation records an outcome and releases what the operation held.
-// Conditions: the stored operation is in progress; with Instance or
-// DeleteInstance, the instance exists and f.Op holds it; with Binding or
-// DeleteBinding, the binding (f.Binding.ID, or f.Op.BindingID to delete)
-// exists and f.Op holds it. Else *broker.ConflictError with the stored
-// Operation, plus the Instance and Binding that were part of the condition
-// (nil when missing). An operation already finished is therefore reported as
-// a conflict carrying its outcome, which callers treat as done.
+// Conditions: f.Conditions() (the stored operation is in progress, and
+// holds the instance or binding it writes). Else *broker.ConflictError
+// with the stored Operation, plus the Instance and Binding that were part
+// of the conditions (nil when missing). An operation already finished is
+// therefore reported as a conflict carrying its outcome, which callers
+// treat as done.
 //
 // DeleteInstance deletes the instance and all its bindings (f.Bindings, and
 // any other: the transaction sees them all); operations and driver
 // resources stay, unless f.Records removes them. ReleaseBinding decrements
-// the instance's BindingOps, never below zero, moves its Version, and does
-// nothing when the instance is gone. f.Records and f.Detach are written in
+// the instance's BindingOps and moves its Version; when
+// f.ReleaseConditions() fail (the instance is gone or counts none), it
+// does nothing. f.Records and f.Detach are written in
 // the same transaction.
 // An operation holds either its instance or one binding, so Instance or
 // DeleteInstance cannot be combined with Binding, DeleteBinding or

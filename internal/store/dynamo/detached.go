@@ -38,8 +38,9 @@ func (s *Store) ListDetached(ctx context.Context) ([]broker.Detached, error) {
 	return ds, nil
 }
 
-// UpdateDetached stores d: one conditional PutItem. Condition: d.ID is
-// stored with attempts == attempts; else an error wrapping
+// UpdateDetached stores d: one conditional PutItem. Conditions:
+// broker.UpdateDetachedConditions (d.ID is stored with attempts ==
+// attempts); else an error wrapping
 // broker.ErrNotFound when it is missing, or *broker.ConflictError with
 // every field nil when its attempts differ. The item returned with the
 // failed condition tells the two apart without a second read.

@@ -212,7 +212,7 @@ func query[I, D any](ctx context.Context, s *Store, in *dynamodb.QueryInput, key
 }
 
 // CreateInstance stores a new instance and its provision operation in one
-// transaction. Condition: no instance with that id; else
+// transaction. Conditions: broker.CreateInstanceConditions; else
 // *broker.ConflictError{Instance}.
 func (s *Store) CreateInstance(ctx context.Context, inst broker.Instance, op broker.Operation, settled *broker.Settled) error {
 	err := broker.CheckCreate(inst.ID, op, settled)
@@ -232,8 +232,7 @@ func (s *Store) CreateInstance(ctx context.Context, inst broker.Instance, op bro
 }
 
 // LockInstance starts an update or deprovision: one transaction that stores
-// l.Instance, l.Op and l.Halted. Condition: the instance is at l.Version,
-// held by l.Holder, with no binding operations; else
+// l.Instance, l.Op and l.Halted. Conditions: l.Conditions(); else
 // *broker.ConflictError{Instance} (nil when missing).
 func (s *Store) LockInstance(ctx context.Context, l broker.LockInstance) error {
 	err := l.Check()
@@ -255,9 +254,10 @@ func (s *Store) LockInstance(ctx context.Context, l broker.LockInstance) error {
 // CreateBinding stores a new binding and its bind operation and adds one to
 // the instance's binding_ops and version, in one transaction: a request
 // that read the instance with its bindings and locks it at that version
-// knows the bindings have not changed since. Condition: the instance exists, is ready and not held, and there
-// is no binding with that id; else *broker.ConflictError{Instance, Binding},
-// each as stored or nil when missing.
+// knows the bindings have not changed since. Conditions:
+// broker.CreateBindingConditions, on the instance's update and the
+// binding's put; else *broker.ConflictError{Instance, Binding}, each as
+// stored or nil when missing.
 func (s *Store) CreateBinding(ctx context.Context, b broker.Binding, op broker.Operation, settled *broker.Settled) error {
 	err := broker.CheckCreate(b.InstanceID, op, settled, b.ID)
 	if err == nil {
@@ -283,8 +283,7 @@ func (s *Store) CreateBinding(ctx context.Context, b broker.Binding, op broker.O
 }
 
 // LockBinding starts an unbind: one transaction that stores l.Binding,
-// l.Op and l.Halted. Condition: the binding is at l.Version and held by
-// l.Holder, and its instance exists and is not held; else
+// l.Op and l.Halted. Conditions: l.Conditions(); else
 // *broker.ConflictError{Instance, Binding}. When l.Holder is empty the
 // instance counts one more binding operation; otherwise the halted bind's
 // count passes to the unbind and the instance is only checked.
@@ -316,8 +315,9 @@ func countBindingOp() expression.UpdateBuilder {
 	return expression.Add(nameBindingOps, expression.Value(1)).Add(nameVersion, expression.Value(1))
 }
 
-// UpdateOperation records progress: one conditional PutItem. Condition: the
-// stored operation is in progress; else *broker.ConflictError{Operation}
+// UpdateOperation records progress: one conditional PutItem. Conditions:
+// broker.UpdateOperationConditions (the stored operation is in progress);
+// else *broker.ConflictError{Operation}
 // with the stored record, or a nil Operation when there is none. op itself
 // must be in progress: finishing goes through FinishOperation, which
 // releases what the operation held.
@@ -344,12 +344,11 @@ func (s *Store) UpdateOperation(ctx context.Context, op broker.Operation, record
 }
 
 // FinishOperation records an outcome and releases what the operation held,
-// in one transaction. Conditions: the stored operation is in progress; with
-// Instance or DeleteInstance, f.Op holds the instance; with Binding or
-// DeleteBinding, f.Op holds the binding (f.Binding.ID, or f.Op.BindingID to
-// delete); with ReleaseBinding, the instance exists and its binding_ops is
-// above zero. Else *broker.ConflictError with the stored Operation, plus
-// the Instance and Binding that were part of the condition (nil when
+// in one transaction. Conditions: f.Conditions() (the stored operation is
+// in progress, and holds the instance or binding it writes), and with
+// ReleaseBinding f.ReleaseConditions() (the instance counts a binding
+// operation). Else *broker.ConflictError with the stored Operation, plus
+// the Instance and Binding that were part of the conditions (nil when
 // missing). An operation already finished is therefore reported as a
 // conflict carrying its outcome, which callers treat as done.
 //
@@ -365,8 +364,8 @@ func (s *Store) UpdateOperation(ctx context.Context, op broker.Operation, record
 //
 // ReleaseBinding subtracts one from the instance's binding_ops (and adds
 // one to its version). Unlike the bolt store, which skips the release when
-// the instance is missing or its count is zero, this fails the condition: a
-// transaction cannot skip one of its writes. A binding operation in
+// f.ReleaseConditions() fail, this fails the transaction: a transaction
+// cannot skip one of its writes. A binding operation in
 // progress always counts one, so callers following the port never meet
 // this.
 func (s *Store) FinishOperation(ctx context.Context, f broker.Finish) error {
