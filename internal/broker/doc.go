@@ -21,4 +21,10 @@
 // requests "identical" is said once, in the requestFingerprint of
 // Instance, Target and Binding; fingerprint_test.go fails for a details
 // field that is neither hashed nor listed as left out.
+//
+// The Store port's rules are the domain's too, each said once: the checks
+// of a call's arguments (guards.go) and the conditions of its conditional
+// write, as data (conditions.go: a broker.Condition list per stored item,
+// which each adapter translates in one function; conditions_test.go
+// states them as the design does).
 package broker

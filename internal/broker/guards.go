@@ -7,7 +7,8 @@ import (
 
 // The checks below are the Store port's preconditions: calls that no caller
 // following the port makes. Every Store runs them before it writes anything,
-// so that all stores refuse the same calls with the same errors.
+// so that all stores refuse the same calls with the same errors. What the
+// stored items must be for a write to happen is conditions.go's.
 
 // CheckIDs rejects ids and names no store can key faithfully: empty,
 // invalid UTF-8, control characters, over MaxKeyLength bytes (see CheckID).

@@ -69,7 +69,7 @@ type LockBinding struct {
 
 // Finish records the outcome of an operation and releases what it held, in
 // one transaction conditional on the operation still being in progress and
-// still holding its instance or binding.
+// still holding its instance or binding (Finish.Conditions).
 type Finish struct {
 	// Op is the finished operation record (State succeeded or failed).
 	Op Operation
@@ -87,11 +87,12 @@ type Finish struct {
 	Binding *Binding
 	// DeleteBinding removes the binding (condition: held by Op).
 	DeleteBinding bool
-	// ReleaseBinding decrements the instance's BindingOps, never below zero:
-	// when the instance is missing or its count is zero, a Store either
-	// skips the release or fails the whole write with *ConflictError (with
-	// the Instance); DynamoDB, which cannot skip one write of a transaction,
-	// fails. A binding operation in progress always counts one, so a caller
+	// ReleaseBinding decrements the instance's BindingOps, never below zero
+	// (ReleaseConditions): when the instance is missing or its count is
+	// zero, a Store either skips the release or fails the whole write with
+	// *ConflictError (with the Instance); DynamoDB, which cannot skip one
+	// write of a transaction, fails. A binding operation in progress always
+	// counts one, so a caller
 	// following the port meets neither. It is not combined with Instance or
 	// DeleteInstance: an operation holds either its instance or one binding
 	// (Op.BindingID).
@@ -190,11 +191,16 @@ func RecordFor(name, bindingID string) bool {
 // Store is what a storage adapter provides: three ports, each for the
 // callers that need it. Every method that changes state is ONE conditional
 // write or ONE transaction; when its condition fails it returns
-// *ConflictError and changes nothing. The conditions are the request types'
-// own (CheckCreate, LockInstance.Check, ...: what must hold before a write
-// is said once, here); an adapter only translates them into its database's
-// conditional writes. The storetest package is the contract every Store
-// must pass; a new adapter implements these methods and passes it.
+// *ConflictError and changes nothing. Both halves of what must hold are
+// said once, here, not in the adapters: the checks of a call's arguments
+// (guards.go: CheckCreate, LockInstance.Check, ...), which a Store runs
+// before it writes anything, and the conditions on the stored items
+// (conditions.go: CreateInstanceConditions, LockInstance.Conditions, ...),
+// data that an adapter translates in one function into its database's
+// conditional writes and that name the items its *ConflictError carries.
+// The storetest package is the contract every Store must pass; a new
+// adapter implements these methods, translates the ConditionKinds, and
+// passes it.
 type Store interface {
 	Repository
 	Resources
@@ -223,28 +229,32 @@ type Repository interface {
 
 	// CreateInstance stores a new instance held by its provision operation;
 	// with settled, the instance as a change done in memory left it, its
-	// finished operation and the driver's records. Condition: no instance
-	// with that id.
+	// finished operation and the driver's records. Conditions:
+	// CreateInstanceConditions (no instance with that id).
 	CreateInstance(ctx context.Context, inst Instance, op Operation, settled *Settled) error
-	// LockInstance starts an update or deprovision. Condition: the instance
-	// exists at the expected Version, is held by Holder, and has no binding
-	// operations in progress.
+	// LockInstance starts an update or deprovision. Conditions:
+	// l.Conditions() (the instance exists at the expected Version, is held
+	// by Holder, and has no binding operations in progress).
 	LockInstance(ctx context.Context, l LockInstance) error
 	// CreateBinding stores a new binding held by its bind operation and
 	// increments the instance's BindingOps; with settled, the binding as a
 	// change done in memory left it, its finished operation and the driver's
 	// records, and the count stays. Either way the instance's Version moves.
-	// Condition: the instance exists, is ready and not held (and, settled,
-	// at settled.InstanceVersion); no binding with that id.
+	// Conditions: CreateBindingConditions(settled) (the instance exists, is
+	// ready and not held, and, settled, at settled.InstanceVersion; no
+	// binding with that id).
 	CreateBinding(ctx context.Context, b Binding, op Operation, settled *Settled) error
-	// LockBinding starts an unbind. Condition: the binding exists at the
-	// expected Version and is held by Holder; its instance is not held. When
-	// Holder is empty the instance's BindingOps is incremented.
+	// LockBinding starts an unbind. Conditions: l.Conditions() (the binding
+	// exists at the expected Version and is held by Holder; its instance
+	// exists and is not held). When Holder is empty the instance's
+	// BindingOps is incremented.
 	LockBinding(ctx context.Context, l LockBinding) error
 	// UpdateOperation records progress of an operation, and the driver's
-	// record changes with it. Condition: stored operation is in progress.
+	// record changes with it. Conditions: UpdateOperationConditions (the
+	// stored operation is in progress).
 	UpdateOperation(ctx context.Context, op Operation, records RecordChanges) error
-	// FinishOperation records an outcome; see Finish.
+	// FinishOperation records an outcome; see Finish. Conditions:
+	// f.Conditions(), and f.ReleaseConditions() for the release.
 	FinishOperation(ctx context.Context, f Finish) error
 
 	// DeleteExpiredOperations removes finished operation records whose
@@ -275,9 +285,10 @@ type DetachedRecords interface {
 	GetDetached(ctx context.Context, id string) (Detached, error)
 	// ListDetached returns every detached resource, oldest first.
 	ListDetached(ctx context.Context) ([]Detached, error)
-	// UpdateDetached stores d. Condition: the stored record has
-	// Attempts == attempts (so two reapers cannot both start a cleanup);
-	// else *ConflictError with no fields set, or ErrNotFound when missing.
+	// UpdateDetached stores d. Conditions: UpdateDetachedConditions
+	// (the stored record has Attempts == attempts, so two reapers cannot
+	// both start a cleanup); else *ConflictError with no fields set, or
+	// ErrNotFound when missing.
 	UpdateDetached(ctx context.Context, d Detached, attempts int) error
 	// DeleteDetached removes a detached record once its resource is
 	// deleted; a missing one is not an error.

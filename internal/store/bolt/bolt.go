@@ -9,6 +9,9 @@
 // Every method that changes state runs in ONE bbolt Update transaction that
 // checks all of its conditions before it writes anything; bbolt runs one
 // Update at a time, so a condition cannot change between check and write.
+// The conditions are the broker's (broker.Expect, from the write request);
+// this package only translates them, in one function (meets, in
+// conditions.go), against the items it read and decoded.
 package bolt
 
 import (

@@ -49,20 +49,25 @@ func sortDetached(ds []broker.Detached) {
 	})
 }
 
-// UpdateDetached stores d. Condition: d.ID is stored with Attempts ==
-// attempts; else an error wrapping broker.ErrNotFound when it is missing,
+// UpdateDetached stores d. Conditions: broker.UpdateDetachedConditions
+// (d.ID is stored with Attempts == attempts); else an error wrapping broker.ErrNotFound when it is missing,
 // or *broker.ConflictError with every field nil when its attempts differ.
 func (s *Store) UpdateDetached(ctx context.Context, d broker.Detached, attempts int) error {
 	err := broker.CheckIDs(d.ID, d.InstanceID, d.Name)
 	if err == nil {
 		err = s.update(ctx, func(t tx) error {
 			cur, err := t.detached(d.ID)
+			if err != nil {
+				return err
+			}
+			if cur == nil {
+				return broker.ErrNotFound
+			}
+			ok, err := meets(storedDetached(cur), broker.UpdateDetachedConditions(attempts))
 			switch {
 			case err != nil:
 				return err
-			case cur == nil:
-				return broker.ErrNotFound
-			case cur.Attempts != attempts:
+			case !ok:
 				return fmt.Errorf("stored attempts %d, expected %d: %w", cur.Attempts, attempts, &broker.ConflictError{})
 			}
 			return t.putDetached(d)

@@ -155,7 +155,8 @@ func sortOperations(ops []broker.Operation) {
 }
 
 // CreateInstance stores a new instance and its provision operation.
-// Condition: no instance with that id; else *broker.ConflictError{Instance}.
+// Conditions: broker.CreateInstanceConditions; else
+// *broker.ConflictError{Instance}.
 func (s *Store) CreateInstance(ctx context.Context, inst broker.Instance, op broker.Operation, settled *broker.Settled) error {
 	err := broker.CheckCreate(inst.ID, op, settled)
 	if err == nil {
@@ -164,8 +165,8 @@ func (s *Store) CreateInstance(ctx context.Context, inst broker.Instance, op bro
 			if err != nil {
 				return err
 			}
-			if cur != nil {
-				return &broker.ConflictError{Instance: cur}
+			if err := expect(broker.CreateInstanceConditions(), cur, nil, nil); err != nil {
+				return err
 			}
 			if err := t.putInstance(inst); err != nil {
 				return err
@@ -182,9 +183,8 @@ func (s *Store) CreateInstance(ctx context.Context, inst broker.Instance, op bro
 	return nil
 }
 
-// LockInstance starts an update or deprovision. Condition: the instance
-// exists, at l.Version, held by l.Holder, with no binding operations; else
-// *broker.ConflictError{Instance} (nil when missing).
+// LockInstance starts an update or deprovision. Conditions:
+// l.Conditions(); else *broker.ConflictError{Instance} (nil when missing).
 func (s *Store) LockInstance(ctx context.Context, l broker.LockInstance) error {
 	err := l.Check()
 	if err == nil {
@@ -193,8 +193,8 @@ func (s *Store) LockInstance(ctx context.Context, l broker.LockInstance) error {
 			if err != nil {
 				return err
 			}
-			if cur == nil || cur.Version != l.Version || cur.Op != l.Holder || cur.BindingOps != 0 {
-				return &broker.ConflictError{Instance: cur}
+			if err := expect(l.Conditions(), cur, nil, nil); err != nil {
+				return err
 			}
 			if err := t.putInstance(l.Instance); err != nil {
 				return err
@@ -212,9 +212,9 @@ func (s *Store) LockInstance(ctx context.Context, l broker.LockInstance) error {
 // more binding operation on the instance, whose Version moves with it: a
 // request that read the instance with its bindings and locks it at that
 // version knows the bindings have not changed since.
-// Condition: the instance exists, is ready and not held, and there is no
-// binding with that id; else *broker.ConflictError{Instance, Binding}, each
-// as stored or nil when missing.
+// Conditions: broker.CreateBindingConditions; else
+// *broker.ConflictError{Instance, Binding}, each as stored or nil when
+// missing.
 func (s *Store) CreateBinding(ctx context.Context, b broker.Binding, op broker.Operation, settled *broker.Settled) error {
 	err := broker.CheckCreate(b.InstanceID, op, settled, b.ID)
 	if err == nil {
@@ -227,9 +227,8 @@ func (s *Store) CreateBinding(ctx context.Context, b broker.Binding, op broker.O
 			if err != nil {
 				return err
 			}
-			moved := settled != nil && settled.InstanceVersion != 0 && inst != nil && inst.Version != settled.InstanceVersion
-			if inst == nil || inst.Op != "" || inst.State != broker.InstanceReady || cur != nil || moved {
-				return &broker.ConflictError{Instance: inst, Binding: cur}
+			if err := expect(broker.CreateBindingConditions(settled), inst, cur, nil); err != nil {
+				return err
 			}
 			if settled == nil {
 				inst.BindingOps++
@@ -253,8 +252,7 @@ func (s *Store) CreateBinding(ctx context.Context, b broker.Binding, op broker.O
 	return nil
 }
 
-// LockBinding starts an unbind. Condition: the binding exists, at l.Version,
-// held by l.Holder, and its instance exists and is not held; else
+// LockBinding starts an unbind. Conditions: l.Conditions(); else
 // *broker.ConflictError{Instance, Binding}. When l.Holder is empty the
 // instance counts one more binding operation (and its Version moves);
 // otherwise the halted bind's count passes to the unbind.
@@ -270,8 +268,8 @@ func (s *Store) LockBinding(ctx context.Context, l broker.LockBinding) error {
 			if err != nil {
 				return err
 			}
-			if cur == nil || cur.Version != l.Version || cur.Op != l.Holder || inst == nil || inst.Op != "" {
-				return &broker.ConflictError{Instance: inst, Binding: cur}
+			if err := expect(l.Conditions(), inst, cur, nil); err != nil {
+				return err
 			}
 			if l.Holder == "" {
 				inst.BindingOps++
@@ -292,8 +290,9 @@ func (s *Store) LockBinding(ctx context.Context, l broker.LockBinding) error {
 	return nil
 }
 
-// UpdateOperation records progress. Condition: the stored operation is in
-// progress; else *broker.ConflictError{Operation} with the stored record, or
+// UpdateOperation records progress. Conditions:
+// broker.UpdateOperationConditions (the stored operation is in progress);
+// else *broker.ConflictError{Operation} with the stored record, or
 // with a nil Operation when there is none (as DynamoDB reports it, and as
 // FinishOperation does). op itself must be in progress: finishing goes
 // through FinishOperation, which releases what the operation held.
@@ -305,8 +304,8 @@ func (s *Store) UpdateOperation(ctx context.Context, op broker.Operation, record
 			if err != nil {
 				return err
 			}
-			if cur == nil || cur.Finished() {
-				return &broker.ConflictError{Operation: cur}
+			if err := expect(broker.UpdateOperationConditions(), nil, nil, cur); err != nil {
+				return err
 			}
 			if err := t.putOperation(op); err != nil {
 				return err
@@ -321,30 +320,26 @@ func (s *Store) UpdateOperation(ctx context.Context, op broker.Operation, record
 }
 
 // FinishOperation records an outcome and releases what the operation held.
-// Conditions: the stored operation is in progress; with Instance or
-// DeleteInstance, the instance exists and f.Op holds it; with Binding or
-// DeleteBinding, the binding (f.Binding.ID, or f.Op.BindingID to delete)
-// exists and f.Op holds it. Else *broker.ConflictError with the stored
-// Operation, plus the Instance and Binding that were part of the condition
-// (nil when missing). An operation already finished is therefore reported as
-// a conflict carrying its outcome, which callers treat as done.
+// Conditions: f.Conditions() (the stored operation is in progress, and
+// holds the instance or binding it writes). Else *broker.ConflictError
+// with the stored Operation, plus the Instance and Binding that were part
+// of the conditions (nil when missing). An operation already finished is
+// therefore reported as a conflict carrying its outcome, which callers
+// treat as done.
 //
 // DeleteInstance deletes the instance and all its bindings (f.Bindings, and
 // any other: the transaction sees them all); operations and driver
 // resources stay, unless f.Records removes them. ReleaseBinding decrements
-// the instance's BindingOps, never below zero, moves its Version, and does
-// nothing when the instance is gone. f.Records and f.Detach are written in
+// the instance's BindingOps and moves its Version; when
+// f.ReleaseConditions() fail (the instance is gone or counts none), it
+// does nothing. f.Records and f.Detach are written in
 // the same transaction.
 // An operation holds either its instance or one binding, so Instance or
 // DeleteInstance cannot be combined with Binding, DeleteBinding or
 // ReleaseBinding.
 func (s *Store) FinishOperation(ctx context.Context, f broker.Finish) error {
 	op := f.Op
-	holdsInstance, holdsBinding := f.HoldsInstance(), f.HoldsBinding()
-	bindingID := op.BindingID
-	if f.Binding != nil {
-		bindingID = f.Binding.ID
-	}
+	e, bindingID := f.Conditions(), f.BindingID()
 	err := f.Check()
 	if err == nil {
 		err = s.update(ctx, func(t tx) error {
@@ -352,26 +347,26 @@ func (s *Store) FinishOperation(ctx context.Context, f broker.Finish) error {
 			if err != nil {
 				return err
 			}
-			conflict := &broker.ConflictError{Operation: cur}
-			failed := cur == nil || cur.Finished()
 			var inst *broker.Instance
-			if holdsInstance || f.ReleaseBinding {
+			if e.Instance != nil || f.ReleaseBinding {
 				if inst, err = t.instance(op.InstanceID); err != nil {
 					return err
 				}
 			}
-			if holdsInstance {
-				conflict.Instance = inst
-				failed = failed || inst == nil || inst.Op != op.ID
-			}
-			if holdsBinding {
-				if conflict.Binding, err = t.binding(op.InstanceID, bindingID); err != nil {
+			var b *broker.Binding
+			if e.Binding != nil {
+				if b, err = t.binding(op.InstanceID, bindingID); err != nil {
 					return err
 				}
-				failed = failed || conflict.Binding == nil || conflict.Binding.Op != op.ID
 			}
-			if failed {
-				return conflict
+			if err := expect(e, inst, b, cur); err != nil {
+				return err
+			}
+			// A release whose conditions fail is skipped, not a conflict:
+			// see broker.Finish.ReleaseConditions.
+			release, err := meets(storedInstance(inst), f.ReleaseConditions())
+			if err != nil {
+				return err
 			}
 
 			if err := t.putOperation(op); err != nil {
@@ -395,7 +390,7 @@ func (s *Store) FinishOperation(ctx context.Context, f broker.Finish) error {
 			if err != nil {
 				return err
 			}
-			if f.ReleaseBinding && inst != nil && inst.BindingOps > 0 {
+			if f.ReleaseBinding && release {
 				inst.BindingOps--
 				inst.Version++
 				if err := t.putInstance(*inst); err != nil {

@@ -14,8 +14,6 @@ import (
 	"github.com/serverless-osb/broker/internal/broker"
 )
 
-var nameAttempts = expression.Name(attrAttempts)
-
 // GetDetached returns a detached resource (consistent read), or an error
 // wrapping broker.ErrNotFound.
 func (s *Store) GetDetached(ctx context.Context, id string) (broker.Detached, error) {
@@ -40,8 +38,9 @@ func (s *Store) ListDetached(ctx context.Context) ([]broker.Detached, error) {
 	return ds, nil
 }
 
-// UpdateDetached stores d: one conditional PutItem. Condition: d.ID is
-// stored with attempts == attempts; else an error wrapping
+// UpdateDetached stores d: one conditional PutItem. Conditions:
+// broker.UpdateDetachedConditions (d.ID is stored with attempts ==
+// attempts); else an error wrapping
 // broker.ErrNotFound when it is missing, or *broker.ConflictError with
 // every field nil when its attempts differ. The item returned with the
 // failed condition tells the two apart without a second read.
@@ -61,7 +60,11 @@ func (s *Store) updateDetached(ctx context.Context, d broker.Detached, attempts 
 	if err != nil {
 		return fmt.Errorf("encode detached resource: %w", err)
 	}
-	failed, err := s.putItemIf(ctx, item, exists().And(nameAttempts.Equal(expression.Value(attempts))))
+	cond, err := condition(broker.UpdateDetachedConditions(attempts))
+	if err != nil {
+		return err
+	}
+	failed, err := s.putItemIf(ctx, item, cond)
 	if err != nil || failed == nil {
 		return err
 	}

@@ -20,7 +20,10 @@
 // Every method that changes state is ONE conditional PutItem or DeleteItem
 // or ONE TransactWriteItems; none reads an item to decide what to write. A
 // failed condition comes back as *broker.ConflictError carrying the items
-// as stored, so the broker needs no second read.
+// as stored, so the broker needs no second read. The conditions are the
+// broker's (broker.Expect, from the write request); this package only
+// translates them, in one function (condition, in conditions.go), into
+// each write's condition expression.
 package dynamo
 
 import (

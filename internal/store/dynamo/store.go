@@ -16,34 +16,6 @@ import (
 	"github.com/serverless-osb/broker/internal/broker"
 )
 
-// Attribute names that conditions use: the storage types' (item.go).
-var (
-	nameOp         = expression.Name(attrOp)
-	nameState      = expression.Name(attrState)
-	nameVersion    = expression.Name(attrVersion)
-	nameBindingOps = expression.Name(attrBindingOps)
-	namePK         = expression.Name(attrPK)
-)
-
-// exists holds when the item exists.
-func exists() expression.ConditionBuilder { return expression.AttributeExists(namePK) }
-
-// missing holds when the item does not exist.
-func missing() expression.ConditionBuilder { return expression.AttributeNotExists(namePK) }
-
-// heldBy holds when the item's op is holder; an empty holder means idle
-// (op is omitted from an idle item; "" is accepted too).
-func heldBy(holder string) expression.ConditionBuilder {
-	if holder == "" {
-		return expression.Or(expression.AttributeNotExists(nameOp), nameOp.Equal(expression.Value("")))
-	}
-	return nameOp.Equal(expression.Value(holder))
-}
-
-func inProgress() expression.ConditionBuilder {
-	return nameState.Equal(expression.Value(broker.OperationInProgress))
-}
-
 // GetInstance returns the instance (consistent read), or an error wrapping
 // broker.ErrNotFound.
 func (s *Store) GetInstance(ctx context.Context, instanceID string) (broker.Instance, error) {
@@ -240,13 +212,13 @@ func query[I, D any](ctx context.Context, s *Store, in *dynamodb.QueryInput, key
 }
 
 // CreateInstance stores a new instance and its provision operation in one
-// transaction. Condition: no instance with that id; else
+// transaction. Conditions: broker.CreateInstanceConditions; else
 // *broker.ConflictError{Instance}.
 func (s *Store) CreateInstance(ctx context.Context, inst broker.Instance, op broker.Operation, settled *broker.Settled) error {
 	err := broker.CheckCreate(inst.ID, op, settled)
 	if err == nil {
 		err = s.run(ctx, func(add adder) {
-			add(s.putInstance(inst, missing(), roleInstance))
+			add(s.putInstance(inst, broker.CreateInstanceConditions().Instance, roleInstance))
 			add(s.putOperation(op))
 			if settled != nil {
 				s.changeRecords(add, inst.ID, settled.Records)
@@ -260,16 +232,13 @@ func (s *Store) CreateInstance(ctx context.Context, inst broker.Instance, op bro
 }
 
 // LockInstance starts an update or deprovision: one transaction that stores
-// l.Instance, l.Op and l.Halted. Condition: the instance is at l.Version,
-// held by l.Holder, with no binding operations; else
+// l.Instance, l.Op and l.Halted. Conditions: l.Conditions(); else
 // *broker.ConflictError{Instance} (nil when missing).
 func (s *Store) LockInstance(ctx context.Context, l broker.LockInstance) error {
 	err := l.Check()
 	if err == nil {
-		cond := nameVersion.Equal(expression.Value(l.Version)).
-			And(heldBy(l.Holder), nameBindingOps.Equal(expression.Value(0)))
 		err = s.run(ctx, func(add adder) {
-			add(s.putInstance(l.Instance, cond, roleInstance))
+			add(s.putInstance(l.Instance, l.Conditions().Instance, roleInstance))
 			add(s.putOperation(l.Op))
 			if l.Halted != nil {
 				add(s.putOperation(*l.Halted))
@@ -285,25 +254,22 @@ func (s *Store) LockInstance(ctx context.Context, l broker.LockInstance) error {
 // CreateBinding stores a new binding and its bind operation and adds one to
 // the instance's binding_ops and version, in one transaction: a request
 // that read the instance with its bindings and locks it at that version
-// knows the bindings have not changed since. Condition: the instance exists, is ready and not held, and there
-// is no binding with that id; else *broker.ConflictError{Instance, Binding},
-// each as stored or nil when missing.
+// knows the bindings have not changed since. Conditions:
+// broker.CreateBindingConditions, on the instance's update and the
+// binding's put; else *broker.ConflictError{Instance, Binding}, each as
+// stored or nil when missing.
 func (s *Store) CreateBinding(ctx context.Context, b broker.Binding, op broker.Operation, settled *broker.Settled) error {
 	err := broker.CheckCreate(b.InstanceID, op, settled, b.ID)
 	if err == nil {
-		ready := exists().And(heldBy(""), nameState.Equal(expression.Value(broker.InstanceReady)))
+		e := broker.CreateBindingConditions(settled)
 		count := countBindingOp()
 		if settled != nil {
-			// Done in memory: nothing to count, and the instance must be
-			// the one the change was made from.
+			// Done in memory: nothing to count.
 			count = expression.Add(nameVersion, expression.Value(1))
-			if settled.InstanceVersion != 0 {
-				ready = ready.And(nameVersion.Equal(expression.Value(settled.InstanceVersion)))
-			}
 		}
 		err = s.run(ctx, func(add adder) {
-			add(s.update(instanceKey(b.InstanceID), count, ready, roleInstance))
-			add(s.putBinding(b, missing(), roleBinding))
+			add(s.update(instanceKey(b.InstanceID), count, e.Instance, roleInstance))
+			add(s.putBinding(b, e.Binding, roleBinding))
 			add(s.putOperation(op))
 			if settled != nil {
 				s.changeRecords(add, b.InstanceID, settled.Records)
@@ -317,8 +283,7 @@ func (s *Store) CreateBinding(ctx context.Context, b broker.Binding, op broker.O
 }
 
 // LockBinding starts an unbind: one transaction that stores l.Binding,
-// l.Op and l.Halted. Condition: the binding is at l.Version and held by
-// l.Holder, and its instance exists and is not held; else
+// l.Op and l.Halted. Conditions: l.Conditions(); else
 // *broker.ConflictError{Instance, Binding}. When l.Holder is empty the
 // instance counts one more binding operation; otherwise the halted bind's
 // count passes to the unbind and the instance is only checked.
@@ -326,13 +291,13 @@ func (s *Store) LockBinding(ctx context.Context, l broker.LockBinding) error {
 	b := l.Binding
 	err := l.Check()
 	if err == nil {
-		idle := exists().And(heldBy(""))
+		e := l.Conditions()
 		err = s.run(ctx, func(add adder) {
-			add(s.putBinding(b, nameVersion.Equal(expression.Value(l.Version)).And(heldBy(l.Holder)), roleBinding))
+			add(s.putBinding(b, e.Binding, roleBinding))
 			if l.Holder == "" {
-				add(s.update(instanceKey(b.InstanceID), countBindingOp(), idle, roleInstance))
+				add(s.update(instanceKey(b.InstanceID), countBindingOp(), e.Instance, roleInstance))
 			} else {
-				add(s.check(instanceKey(b.InstanceID), idle, roleInstance))
+				add(s.check(instanceKey(b.InstanceID), e.Instance, roleInstance))
 			}
 			add(s.putOperation(l.Op))
 			if l.Halted != nil {
@@ -350,23 +315,25 @@ func countBindingOp() expression.UpdateBuilder {
 	return expression.Add(nameBindingOps, expression.Value(1)).Add(nameVersion, expression.Value(1))
 }
 
-// UpdateOperation records progress: one conditional PutItem. Condition: the
-// stored operation is in progress; else *broker.ConflictError{Operation}
+// UpdateOperation records progress: one conditional PutItem. Conditions:
+// broker.UpdateOperationConditions (the stored operation is in progress);
+// else *broker.ConflictError{Operation}
 // with the stored record, or a nil Operation when there is none. op itself
 // must be in progress: finishing goes through FinishOperation, which
 // releases what the operation held.
 func (s *Store) UpdateOperation(ctx context.Context, op broker.Operation, records broker.RecordChanges) error {
 	err := broker.CheckProgress(op, records)
+	cond := broker.UpdateOperationConditions().Operation
 	switch {
 	case err != nil:
 	case records.Empty():
 		var item map[string]types.AttributeValue
 		if item, err = encode(newOperationItem(op)); err == nil {
-			err = s.putItem(ctx, item, inProgress(), roleOperation)
+			err = s.putItem(ctx, item, cond, roleOperation)
 		}
 	default:
 		err = s.run(ctx, func(add adder) {
-			add(s.putOperationIf(op, inProgress()))
+			add(s.putOperationIf(op, cond))
 			s.changeRecords(add, op.InstanceID, records)
 		})
 	}
@@ -377,12 +344,11 @@ func (s *Store) UpdateOperation(ctx context.Context, op broker.Operation, record
 }
 
 // FinishOperation records an outcome and releases what the operation held,
-// in one transaction. Conditions: the stored operation is in progress; with
-// Instance or DeleteInstance, f.Op holds the instance; with Binding or
-// DeleteBinding, f.Op holds the binding (f.Binding.ID, or f.Op.BindingID to
-// delete); with ReleaseBinding, the instance exists and its binding_ops is
-// above zero. Else *broker.ConflictError with the stored Operation, plus
-// the Instance and Binding that were part of the condition (nil when
+// in one transaction. Conditions: f.Conditions() (the stored operation is
+// in progress, and holds the instance or binding it writes), and with
+// ReleaseBinding f.ReleaseConditions() (the instance counts a binding
+// operation). Else *broker.ConflictError with the stored Operation, plus
+// the Instance and Binding that were part of the conditions (nil when
 // missing). An operation already finished is therefore reported as a
 // conflict carrying its outcome, which callers treat as done.
 //
@@ -398,16 +364,13 @@ func (s *Store) UpdateOperation(ctx context.Context, op broker.Operation, record
 //
 // ReleaseBinding subtracts one from the instance's binding_ops (and adds
 // one to its version). Unlike the bolt store, which skips the release when
-// the instance is missing or its count is zero, this fails the condition: a
-// transaction cannot skip one of its writes. A binding operation in
+// f.ReleaseConditions() fail, this fails the transaction: a transaction
+// cannot skip one of its writes. A binding operation in
 // progress always counts one, so callers following the port never meet
 // this.
 func (s *Store) FinishOperation(ctx context.Context, f broker.Finish) error {
 	op := f.Op
-	bindingID := op.BindingID
-	if f.Binding != nil {
-		bindingID = f.Binding.ID
-	}
+	e, bindingID := f.Conditions(), f.BindingID()
 	err := f.Check()
 	var deletes []map[string]types.AttributeValue
 	if f.DeleteInstance {
@@ -436,43 +399,43 @@ func (s *Store) FinishOperation(ctx context.Context, f broker.Finish) error {
 		if !f.HoldsInstance() || fixed > maxTransactItems {
 			err = fmt.Errorf("%d items do not fit in one transaction", fixed+len(deletes))
 		} else {
-			deletes, err = s.deleteAhead(ctx, op, deletes, maxTransactItems-fixed)
+			deletes, err = s.deleteAhead(ctx, op, e, deletes, maxTransactItems-fixed)
 		}
 	}
 	if err == nil {
-		heldByOp := nameOp.Equal(expression.Value(op.ID))
 		err = s.run(ctx, func(add adder) {
-			add(s.putOperationIf(op, inProgress()))
+			add(s.putOperationIf(op, e.Operation))
 			switch {
 			case f.DeleteInstance:
-				add(s.delete(instanceKey(op.InstanceID), heldByOp, roleInstance))
+				add(s.delete(instanceKey(op.InstanceID), e.Instance, roleInstance))
 			case f.Instance != nil:
-				add(s.putInstance(*f.Instance, heldByOp, roleInstance))
+				add(s.putInstance(*f.Instance, e.Instance, roleInstance))
 			}
 			for _, k := range deletes {
-				add(s.delete(k, expression.ConditionBuilder{}, noRole))
+				add(s.delete(k, nil, noRole))
 			}
 			switch {
 			case f.DeleteBinding:
-				add(s.delete(bindingKey(op.InstanceID, bindingID), heldByOp, roleBinding))
+				add(s.delete(bindingKey(op.InstanceID, bindingID), e.Binding, roleBinding))
 			case f.Binding != nil:
-				add(s.putBinding(*f.Binding, heldByOp, roleBinding))
+				add(s.putBinding(*f.Binding, e.Binding, roleBinding))
 			}
 			if f.ReleaseBinding {
+				// A transaction cannot skip one of its writes: the
+				// release's conditions are the write's.
 				release := expression.Set(nameBindingOps, expression.Minus(nameBindingOps, expression.Value(1))).
 					Add(nameVersion, expression.Value(1))
-				counted := exists().And(nameBindingOps.GreaterThan(expression.Value(0)))
-				add(s.update(instanceKey(op.InstanceID), release, counted, roleInstance))
+				add(s.update(instanceKey(op.InstanceID), release, f.ReleaseConditions(), roleInstance))
 			}
 			s.changeRecords(add, op.InstanceID, records)
 			for _, d := range f.Detach {
-				add(s.delete(resourceKey(d.InstanceID, d.Name), expression.ConditionBuilder{}, noRole))
+				add(s.delete(resourceKey(d.InstanceID, d.Name), nil, noRole))
 				item, err := encode(newDetachedItem(d))
 				if err != nil {
 					add(write{}, fmt.Errorf("encode detached resource: %w", err))
 					continue
 				}
-				add(s.put(item, expression.ConditionBuilder{}, noRole))
+				add(s.put(item, nil, noRole))
 			}
 		})
 	}
@@ -491,28 +454,29 @@ func (s *Store) changeRecords(add adder, instanceID string, r broker.RecordChang
 			add(write{}, fmt.Errorf("encode resource: %w", err))
 			continue
 		}
-		add(s.put(item, expression.ConditionBuilder{}, noRole))
+		add(s.put(item, nil, noRole))
 	}
 	for _, name := range r.Remove {
-		add(s.delete(resourceKey(instanceID, name), expression.ConditionBuilder{}, noRole))
+		add(s.delete(resourceKey(instanceID, name), nil, noRole))
 	}
 }
 
 // deleteAhead deletes the items that do not fit in the final transaction
 // of an operation that holds its instance, 98 at a time, each batch
-// conditional on the operation being in progress and holding the instance.
-// It returns the items left for the final transaction (at most room).
-func (s *Store) deleteAhead(ctx context.Context, op broker.Operation, keys []map[string]types.AttributeValue, room int) ([]map[string]types.AttributeValue, error) {
+// conditional on the operation being in progress and holding the instance
+// (e: the Finish's conditions on them). It returns the items left for the
+// final transaction (at most room).
+func (s *Store) deleteAhead(ctx context.Context, op broker.Operation, e broker.Expect, keys []map[string]types.AttributeValue, room int) ([]map[string]types.AttributeValue, error) {
 	const batch = maxTransactItems - 2
 	for len(keys) > room {
 		n := min(batch, len(keys)-room)
 		now := keys[len(keys)-n:]
 		keys = keys[:len(keys)-n]
 		err := s.run(ctx, func(add adder) {
-			add(s.check(operationKey(op.InstanceID, op.ID), inProgress(), roleOperation))
-			add(s.check(instanceKey(op.InstanceID), nameOp.Equal(expression.Value(op.ID)), roleInstance))
+			add(s.check(operationKey(op.InstanceID, op.ID), e.Operation, roleOperation))
+			add(s.check(instanceKey(op.InstanceID), e.Instance, roleInstance))
 			for _, k := range now {
-				add(s.delete(k, expression.ConditionBuilder{}, noRole))
+				add(s.delete(k, nil, noRole))
 			}
 		})
 		if err != nil {
@@ -552,7 +516,11 @@ func (s *Store) DeleteResource(ctx context.Context, instanceID, name string) err
 
 // putItem is one conditional PutItem. A failed condition returns
 // *broker.ConflictError with the stored item in the field of r.
-func (s *Store) putItem(ctx context.Context, item map[string]types.AttributeValue, cond expression.ConditionBuilder, r role) error {
+func (s *Store) putItem(ctx context.Context, item map[string]types.AttributeValue, conds []broker.Condition, r role) error {
+	cond, err := condition(conds)
+	if err != nil {
+		return err
+	}
 	failed, err := s.putItemIf(ctx, item, cond)
 	if err != nil || failed == nil {
 		return err
@@ -568,7 +536,7 @@ func (s *Store) putItem(ctx context.Context, item map[string]types.AttributeValu
 // DynamoDB's exception, whose Item is the stored item (empty when there is
 // none), and a nil error.
 func (s *Store) putItemIf(ctx context.Context, item map[string]types.AttributeValue, cond expression.ConditionBuilder) (*types.ConditionalCheckFailedException, error) {
-	e, err := expr(cond, nil)
+	e, err := build(cond, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -608,37 +576,37 @@ func (s *Store) run(ctx context.Context, build func(add adder)) error {
 	return s.transact(ctx, writes)
 }
 
-func (s *Store) putInstance(inst broker.Instance, cond expression.ConditionBuilder, r role) (write, error) {
+func (s *Store) putInstance(inst broker.Instance, conds []broker.Condition, r role) (write, error) {
 	item, err := encode(newInstanceItem(inst))
 	if err != nil {
 		return write{}, fmt.Errorf("encode instance: %w", err)
 	}
-	return s.put(item, cond, r)
+	return s.put(item, conds, r)
 }
 
-func (s *Store) putBinding(b broker.Binding, cond expression.ConditionBuilder, r role) (write, error) {
+func (s *Store) putBinding(b broker.Binding, conds []broker.Condition, r role) (write, error) {
 	item, err := encode(newBindingItem(b))
 	if err != nil {
 		return write{}, fmt.Errorf("encode binding: %w", err)
 	}
-	return s.put(item, cond, r)
+	return s.put(item, conds, r)
 }
 
 // putOperation writes an operation unconditionally: the new operation of a
 // create or lock, or the operation it halts, both guarded by the condition
 // on the item they concern.
 func (s *Store) putOperation(op broker.Operation) (write, error) {
-	return s.putOperationIf(op, expression.ConditionBuilder{})
+	return s.putOperationIf(op, nil)
 }
 
-func (s *Store) putOperationIf(op broker.Operation, cond expression.ConditionBuilder) (write, error) {
+func (s *Store) putOperationIf(op broker.Operation, conds []broker.Condition) (write, error) {
 	item, err := encode(newOperationItem(op))
 	if err != nil {
 		return write{}, fmt.Errorf("encode operation: %w", err)
 	}
 	r := noRole
-	if cond.IsSet() {
+	if len(conds) > 0 {
 		r = roleOperation
 	}
-	return s.put(item, cond, r)
+	return s.put(item, conds, r)
 }

@@ -37,8 +37,18 @@ type write struct {
 // maxTransactItems is DynamoDB's limit of items in one transaction.
 const maxTransactItems = 100
 
-// expr builds a condition, and an update when set.
-func expr(cond expression.ConditionBuilder, update *expression.UpdateBuilder) (expression.Expression, error) {
+// expr builds the condition of conds (see condition), and an update when
+// set.
+func expr(conds []broker.Condition, update *expression.UpdateBuilder) (expression.Expression, error) {
+	cond, err := condition(conds)
+	if err != nil {
+		return expression.Expression{}, err
+	}
+	return build(cond, update)
+}
+
+// build builds cond, and an update when set.
+func build(cond expression.ConditionBuilder, update *expression.UpdateBuilder) (expression.Expression, error) {
 	if !cond.IsSet() && update == nil {
 		return expression.Expression{}, nil
 	}
@@ -59,26 +69,26 @@ func expr(cond expression.ConditionBuilder, update *expression.UpdateBuilder) (e
 // allOld asks for the item as stored when a condition fails.
 const allOld = types.ReturnValuesOnConditionCheckFailureAllOld
 
-func (s *Store) put(item map[string]types.AttributeValue, cond expression.ConditionBuilder, r role) (write, error) {
-	e, err := expr(cond, nil)
+func (s *Store) put(item map[string]types.AttributeValue, conds []broker.Condition, r role) (write, error) {
+	e, err := expr(conds, nil)
 	if err != nil {
 		return write{}, err
 	}
 	p := &types.Put{TableName: s.table, Item: item}
-	if cond.IsSet() {
+	if len(conds) > 0 {
 		p.ConditionExpression, p.ExpressionAttributeNames, p.ExpressionAttributeValues = e.Condition(), e.Names(), e.Values()
 		p.ReturnValuesOnConditionCheckFailure = allOld
 	}
 	return write{item: types.TransactWriteItem{Put: p}, role: r, key: key(keyPart(item, attrPK), keyPart(item, attrSK))}, nil
 }
 
-func (s *Store) delete(k map[string]types.AttributeValue, cond expression.ConditionBuilder, r role) (write, error) {
-	e, err := expr(cond, nil)
+func (s *Store) delete(k map[string]types.AttributeValue, conds []broker.Condition, r role) (write, error) {
+	e, err := expr(conds, nil)
 	if err != nil {
 		return write{}, err
 	}
 	d := &types.Delete{TableName: s.table, Key: k}
-	if cond.IsSet() {
+	if len(conds) > 0 {
 		d.ConditionExpression, d.ExpressionAttributeNames, d.ExpressionAttributeValues = e.Condition(), e.Names(), e.Values()
 		d.ReturnValuesOnConditionCheckFailure = allOld
 	}
@@ -86,8 +96,11 @@ func (s *Store) delete(k map[string]types.AttributeValue, cond expression.Condit
 }
 
 // update always has a condition: an update of a missing item creates it.
-func (s *Store) update(k map[string]types.AttributeValue, u expression.UpdateBuilder, cond expression.ConditionBuilder, r role) (write, error) {
-	e, err := expr(cond, &u)
+func (s *Store) update(k map[string]types.AttributeValue, u expression.UpdateBuilder, conds []broker.Condition, r role) (write, error) {
+	if len(conds) == 0 {
+		return write{}, errors.New("an update needs a condition")
+	}
+	e, err := expr(conds, &u)
 	if err != nil {
 		return write{}, err
 	}
@@ -98,8 +111,8 @@ func (s *Store) update(k map[string]types.AttributeValue, u expression.UpdateBui
 	}}, role: r, key: k}, nil
 }
 
-func (s *Store) check(k map[string]types.AttributeValue, cond expression.ConditionBuilder, r role) (write, error) {
-	e, err := expr(cond, nil)
+func (s *Store) check(k map[string]types.AttributeValue, conds []broker.Condition, r role) (write, error) {
+	e, err := expr(conds, nil)
 	if err != nil {
 		return write{}, err
 	}
