@@ -4,40 +4,24 @@ import (
 	"testing"
 
 	"github.com/serverless-osb/broker/internal/broker"
+	"github.com/serverless-osb/broker/internal/store/storetest"
 )
 
 // TestMeets: each kind of broker.Condition, as this store translates it,
-// holds on the stored items it should (the dynamo store's TestCondition
-// has the same table).
+// holds on the stored items it should (storetest.ConditionCases, which the
+// dynamo store's TestCondition runs too).
 func TestMeets(t *testing.T) {
-	items := map[string]*stored{
-		"idle":    storedInstance(&broker.Instance{ID: "idle", State: broker.InstanceReady, Version: 3}),
-		"held":    storedInstance(&broker.Instance{ID: "held", State: broker.InstanceUpdating, Op: "op-1", Version: 4, BindingOps: 1}),
-		"missing": storedInstance(nil), "detached": storedDetached(&broker.Detached{ID: "d-1", Attempts: 2}),
-		"missing detached": storedDetached(nil),
+	items := map[string]*stored{}
+	for name, inst := range storetest.ConditionInstances {
+		items[name] = storedInstance(inst)
 	}
-	cases := []struct {
-		name  string
-		conds []broker.Condition
-		holds map[string]bool
-	}{
-		{"missing", []broker.Condition{broker.Missing},
-			map[string]bool{"idle": false, "held": false, "missing": true, "missing detached": true}},
-		{"idle", []broker.Condition{broker.HeldBy("")}, map[string]bool{"idle": true, "held": false, "missing": false}},
-		{"held by op-1", []broker.Condition{broker.HeldBy("op-1")}, map[string]bool{"idle": false, "held": true, "missing": false}},
-		{"at version 3", []broker.Condition{broker.AtVersion(3)}, map[string]bool{"idle": true, "held": false, "missing": false}},
-		{"ready", []broker.Condition{broker.InState(broker.InstanceReady)}, map[string]bool{"idle": true, "held": false, "missing": false}},
-		{"no binding operations", []broker.Condition{broker.NoBindingOps}, map[string]bool{"idle": true, "held": false, "missing": false}},
-		{"binding operations", []broker.Condition{broker.HasBindingOps}, map[string]bool{"idle": false, "held": true, "missing": false}},
-		{"idle at version 3", []broker.Condition{broker.HeldBy(""), broker.AtVersion(3)}, map[string]bool{"idle": true, "held": false}},
-		{"idle at version 4", []broker.Condition{broker.HeldBy(""), broker.AtVersion(4)}, map[string]bool{"idle": false, "held": false}},
-		{"attempts 2", []broker.Condition{broker.AttemptsAre(2)}, map[string]bool{"detached": true, "missing detached": false}},
-		{"attempts 1", []broker.Condition{broker.AttemptsAre(1)}, map[string]bool{"detached": false}},
+	for name, d := range storetest.ConditionDetached {
+		items[name] = storedDetached(d)
 	}
-	for _, c := range cases {
-		for item, want := range c.holds {
-			t.Run(c.name+" of "+item, func(t *testing.T) {
-				got, err := meets(items[item], c.conds)
+	for _, c := range storetest.ConditionCases {
+		for item, want := range c.Holds {
+			t.Run(c.Name+" of "+item, func(t *testing.T) {
+				got, err := meets(items[item], c.Conds)
 				if err != nil || got != want {
 					t.Errorf("got %v, %v; want %v", got, err, want)
 				}

@@ -10,12 +10,14 @@ import (
 
 	"github.com/serverless-osb/broker/internal/broker"
 	"github.com/serverless-osb/broker/internal/mototest"
+	"github.com/serverless-osb/broker/internal/store/storetest"
 	"github.com/serverless-osb/broker/internal/waittest"
 )
 
 // TestCondition: each kind of broker.Condition, as this store translates
 // it, holds on the stored items it should, checked by DynamoDB (moto).
-// The bolt store's TestMeets has the same table.
+// The cases are storetest.ConditionCases, which the bolt store's TestMeets
+// runs too.
 func TestCondition(t *testing.T) {
 	ctx := t.Context()
 	client := dynamodb.NewFromConfig(mototest.Config(t, "us-east-1"))
@@ -40,17 +42,21 @@ func TestCondition(t *testing.T) {
 			t.Fatalf("seed: %v", err)
 		}
 	}
-	put(encode(newInstanceItem(broker.Instance{ID: "idle", State: broker.InstanceReady, Version: 3})))
-	put(encode(newInstanceItem(broker.Instance{ID: "held", State: broker.InstanceUpdating, Op: "op-1", Version: 4, BindingOps: 1})))
-	put(encode(newDetachedItem(broker.Detached{ID: "d-1", InstanceID: "i", Name: "n", Attempts: 2})))
-	keys := map[string]map[string]types.AttributeValue{
-		"idle": instanceKey("idle"), "held": instanceKey("held"), "missing": instanceKey("missing"),
-		"detached": detachedKey("d-1"), "missing detached": detachedKey("d-2"),
+	keys := map[string]map[string]types.AttributeValue{}
+	for name, inst := range storetest.ConditionInstances {
+		if keys[name] = instanceKey(name); inst != nil {
+			put(encode(newInstanceItem(*inst)))
+		}
 	}
-	for _, c := range conditionCases {
-		for item, want := range c.holds {
-			t.Run(c.name+" of "+item, func(t *testing.T) {
-				err := s.run(ctx, func(add adder) { add(s.check(keys[item], c.conds, roleInstance)) })
+	for name, d := range storetest.ConditionDetached {
+		if keys[name] = detachedKey(name); d != nil {
+			put(encode(newDetachedItem(*d)))
+		}
+	}
+	for _, c := range storetest.ConditionCases {
+		for item, want := range c.Holds {
+			t.Run(c.Name+" of "+item, func(t *testing.T) {
+				err := s.run(ctx, func(add adder) { add(s.check(keys[item], c.Conds, roleInstance)) })
 				var conflict *broker.ConflictError
 				switch {
 				case err == nil && !want:
@@ -68,27 +74,4 @@ func TestCondition(t *testing.T) {
 			t.Error("got no error")
 		}
 	})
-}
-
-// conditionCases: for each list of conditions, whether it holds of each
-// stored item: "idle" (a ready instance at version 3, no op, no binding
-// operations), "held" (an instance held by op-1 at version 4 with one
-// binding operation), "missing", "detached" (attempts 2), "missing detached".
-var conditionCases = []struct {
-	name  string
-	conds []broker.Condition
-	holds map[string]bool
-}{
-	{"missing", []broker.Condition{broker.Missing},
-		map[string]bool{"idle": false, "held": false, "missing": true, "missing detached": true}},
-	{"idle", []broker.Condition{broker.HeldBy("")}, map[string]bool{"idle": true, "held": false, "missing": false}},
-	{"held by op-1", []broker.Condition{broker.HeldBy("op-1")}, map[string]bool{"idle": false, "held": true, "missing": false}},
-	{"at version 3", []broker.Condition{broker.AtVersion(3)}, map[string]bool{"idle": true, "held": false, "missing": false}},
-	{"ready", []broker.Condition{broker.InState(broker.InstanceReady)}, map[string]bool{"idle": true, "held": false, "missing": false}},
-	{"no binding operations", []broker.Condition{broker.NoBindingOps}, map[string]bool{"idle": true, "held": false, "missing": false}},
-	{"binding operations", []broker.Condition{broker.HasBindingOps}, map[string]bool{"idle": false, "held": true, "missing": false}},
-	{"idle at version 3", []broker.Condition{broker.HeldBy(""), broker.AtVersion(3)}, map[string]bool{"idle": true, "held": false}},
-	{"idle at version 4", []broker.Condition{broker.HeldBy(""), broker.AtVersion(4)}, map[string]bool{"idle": false, "held": false}},
-	{"attempts 2", []broker.Condition{broker.AttemptsAre(2)}, map[string]bool{"detached": true, "missing detached": false}},
-	{"attempts 1", []broker.Condition{broker.AttemptsAre(1)}, map[string]bool{"detached": false}},
 }
