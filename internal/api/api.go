@@ -18,8 +18,9 @@
 //     strings and the credentials map), so neither the domain nor the
 //     stores' encoding can change what a platform reads.
 //   - A new field of an OSB request goes in the endpoint's request body and
-//     decode, in the broker's details type, and, where the broker keeps and
-//     returns it, in the domain type and the answer body. contract_test.go
+//     decode, in the broker's details type (broker.InstanceRequest for a
+//     provision field the instance keeps), in each store's storage type,
+//     and, where GET returns it, in the answer body. contract_test.go
 //     has a row for every field of ProvisionDetails, UpdateDetails and
 //     BindDetails and fails, naming the places, for a field that does not
 //     make the trip; internal/broker's fingerprint_test.go for a field the

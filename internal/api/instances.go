@@ -31,8 +31,9 @@ func decodeProvision(r *http.Request) (broker.ProvisionDetails, error) {
 	); err != nil {
 		return broker.ProvisionDetails{}, err
 	}
-	d := broker.ProvisionDetails{InstanceID: req.instanceID, ServiceID: *body.ServiceID, PlanID: *body.PlanID,
-		OrganizationGUID: *body.OrganizationGUID, SpaceGUID: *body.SpaceGUID, AcceptsIncomplete: req.acceptsIncomplete}
+	d := broker.ProvisionDetails{InstanceID: req.instanceID, AcceptsIncomplete: req.acceptsIncomplete,
+		InstanceRequest: broker.InstanceRequest{ServiceID: *body.ServiceID, PlanID: *body.PlanID,
+			OrganizationGUID: *body.OrganizationGUID, SpaceGUID: *body.SpaceGUID}}
 	d.Parameters, d.Context, d.MaintenanceInfo, err = instanceAttributes(body.Parameters, body.Context, body.MaintenanceInfo)
 	return d, err
 }

@@ -65,7 +65,7 @@ func TestOpsWorksOnTheBrokerAStackDeployed(t *testing.T) {
 	long := time.Now().UTC().Add(-time.Hour)
 	op := broker.Operation{ID: "op-stuck", InstanceID: "i-stuck", Kind: broker.KindProvision, State: broker.OperationInProgress,
 		Async: true, PlanID: "p", CreatedAt: long, UpdatedAt: long, NextCheckAt: long}
-	inst := broker.Instance{ID: "i-stuck", ServiceID: "s", PlanID: "p", State: broker.InstanceProvisioning, Op: op.ID, LastOp: op.ID,
+	inst := broker.Instance{ID: "i-stuck", InstanceRequest: broker.InstanceRequest{ServiceID: "s", PlanID: "p"}, State: broker.InstanceProvisioning, Op: op.ID, LastOp: op.ID,
 		Version: 1, CreatedAt: long, UpdatedAt: long}
 	if err := store.CreateInstance(ctx, inst, op, nil); err != nil {
 		t.Fatal(err)

@@ -161,7 +161,7 @@ func TestLastOperationRepairsWhatItsExecutionCannot(t *testing.T) {
 		now := time.Now().UTC()
 		op := broker.Operation{ID: "never-started-op", InstanceID: "orphan", Kind: broker.KindProvision,
 			State: broker.OperationInProgress, Async: true, PlanID: plan, CreatedAt: now, UpdatedAt: now, NextCheckAt: now}
-		inst := broker.Instance{ID: "orphan", ServiceID: service, PlanID: plan, State: broker.InstanceProvisioning,
+		inst := broker.Instance{ID: "orphan", InstanceRequest: broker.InstanceRequest{ServiceID: service, PlanID: plan}, State: broker.InstanceProvisioning,
 			Op: op.ID, LastOp: op.ID, Version: 1, CreatedAt: now, UpdatedAt: now}
 		if err := b.Local.Store.CreateInstance(ctx, inst, op, nil); err != nil {
 			t.Fatal(err)
@@ -414,7 +414,7 @@ func TestStartUpRecoversOperationsInProgress(t *testing.T) {
 		id := fmt.Sprintf("crashed-%v", async)
 		op := broker.Operation{ID: "op-" + id, InstanceID: id, Kind: broker.KindProvision, State: broker.OperationInProgress,
 			Async: async, PlanID: plan, CreatedAt: now, UpdatedAt: now, NextCheckAt: now.Add(time.Hour)}
-		inst := broker.Instance{ID: id, ServiceID: service, PlanID: plan, State: broker.InstanceProvisioning,
+		inst := broker.Instance{ID: id, InstanceRequest: broker.InstanceRequest{ServiceID: service, PlanID: plan}, State: broker.InstanceProvisioning,
 			Op: op.ID, LastOp: op.ID, Version: 1, CreatedAt: now, UpdatedAt: now}
 		if err := first.Local.Store.CreateInstance(ctx, inst, op, nil); err != nil {
 			t.Fatal(err)

@@ -16,8 +16,9 @@
 // Instance or Binding a fetch reads, or a result type such as
 // ProvisionResult); none of them is an HTTP body, and none carries JSON
 // tags for one: the bodies are internal/api's. A request's fields reach
-// the domain in one place each (ProvisionDetails.instance,
-// UpdateDetails.target, BindDetails.binding), and which of them make two
+// the domain in one place each: a provision's are an InstanceRequest, which
+// ProvisionDetails and Instance both embed; an update's and a bind's are
+// copied in UpdateDetails.target and BindDetails.binding. Which of them make two
 // requests "identical" is said once, in the requestFingerprint of
 // Instance, Target and Binding; fingerprint_test.go fails for a details
 // field that is neither hashed nor listed as left out.

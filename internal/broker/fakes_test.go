@@ -590,8 +590,8 @@ func runRules[D, R any](t *testing.T, call func(*harness, D) (R, error), result 
 // none).
 
 func provisionOf(id, plan string, acceptsIncomplete bool, params string) broker.ProvisionDetails {
-	d := broker.ProvisionDetails{InstanceID: id, ServiceID: serviceID, PlanID: plan,
-		OrganizationGUID: "org-1", SpaceGUID: "space-1", AcceptsIncomplete: acceptsIncomplete}
+	d := broker.ProvisionDetails{InstanceID: id, AcceptsIncomplete: acceptsIncomplete,
+		InstanceRequest: broker.InstanceRequest{ServiceID: serviceID, PlanID: plan, OrganizationGUID: "org-1", SpaceGUID: "space-1"}}
 	if params != "" {
 		d.Parameters = json.RawMessage(params)
 	}
@@ -911,7 +911,7 @@ func (h *harness) crashedSyncProvision(id, plan string) string {
 	now := h.clock.Now()
 	op := broker.Operation{ID: "op-crashed", InstanceID: id, Kind: broker.KindProvision, State: broker.OperationInProgress,
 		PlanID: plan, CreatedAt: now, UpdatedAt: now, NextCheckAt: now.Add(2 * time.Second)}
-	inst := broker.Instance{ID: id, ServiceID: serviceID, PlanID: plan, State: broker.InstanceProvisioning,
+	inst := broker.Instance{ID: id, InstanceRequest: broker.InstanceRequest{ServiceID: serviceID, PlanID: plan}, State: broker.InstanceProvisioning,
 		Op: op.ID, LastOp: op.ID, Version: 1, CreatedAt: now, UpdatedAt: now}
 	if err := h.store.CreateInstance(ctx, inst, op, nil); err != nil {
 		h.t.Fatal(err)

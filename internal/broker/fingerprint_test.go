@@ -44,7 +44,7 @@ var fingerprintCases = []fingerprintCase{
 			"Context":           "a platform may send a new context (a renamed space, say) for the same instance",
 			"AcceptsIncomplete": "it is the client's ability, not the instance's attribute",
 		},
-		where: "copy it onto Instance in ProvisionDetails.instance (provision.go) and hash it in Instance.requestFingerprint (service.go)",
+		where: "hash it in Instance.requestFingerprint (service.go; a field of InstanceRequest is on the Instance already, another one is copied there in ProvisionDetails.instance, provision.go)",
 	},
 	{
 		name:        "update",
@@ -80,16 +80,23 @@ func TestEveryRequestFieldIsInItsFingerprintOrListedAsLeftOut(t *testing.T) {
 					t.Errorf("%s.%s is listed as left out of the fingerprint but is no field of it: was it renamed?", typ.Name(), name)
 				}
 			}
+			// The fields, with those of an embedded struct (InstanceRequest)
+			// in its place.
+			var fields []reflect.StructField
+			for _, f := range reflect.VisibleFields(typ) {
+				if !f.Anonymous {
+					fields = append(fields, f)
+				}
+			}
 			base := reflect.New(typ).Elem()
-			for i := range typ.NumField() {
-				setField(t, typ, base.Field(i), typ.Field(i).Name, "a")
+			for _, f := range fields {
+				setField(t, typ, base.FieldByIndex(f.Index), f.Name, "a")
 			}
 			want := c.fingerprint(base.Interface())
-			for i := range typ.NumField() {
-				f := typ.Field(i)
+			for _, f := range fields {
 				other := reflect.New(typ).Elem()
 				other.Set(base)
-				setField(t, typ, other.Field(i), f.Name, "b")
+				setField(t, typ, other.FieldByIndex(f.Index), f.Name, "b")
 				changed := c.fingerprint(other.Interface()) != want
 				why, left := c.leftOut[f.Name]
 				switch {
@@ -127,8 +134,8 @@ func setField(t *testing.T, typ reflect.Type, v reflect.Value, name, variant str
 
 func TestFingerprintIgnoresKeyOrderAndSpacing(t *testing.T) {
 	fp := func(params string, mi *MaintenanceInfo) string {
-		return Instance{ServiceID: "s", PlanID: "p", OrganizationGUID: "o", SpaceGUID: "sp",
-			Parameters: json.RawMessage(params), MaintenanceInfo: mi}.requestFingerprint()
+		return Instance{InstanceRequest: InstanceRequest{ServiceID: "s", PlanID: "p", OrganizationGUID: "o", SpaceGUID: "sp",
+			Parameters: json.RawMessage(params), MaintenanceInfo: mi}}.requestFingerprint()
 	}
 	a := fp(`{"a":1,"b":[1,2]}`, nil)
 	if a != fp(`{ "b":[1,2], "a":1 }`, nil) {
@@ -153,8 +160,8 @@ func TestFingerprintIgnoresKeyOrderAndSpacing(t *testing.T) {
 func TestFingerprintsKeepTheirStoredValues(t *testing.T) {
 	mi := &MaintenanceInfo{Version: "1.0.0", Description: "First release."}
 	got := map[string]string{
-		"instance": Instance{ServiceID: "svc", PlanID: "plan", OrganizationGUID: "org", SpaceGUID: "space",
-			Parameters: json.RawMessage(`{"b":[1,2], "a":1}`), MaintenanceInfo: mi}.requestFingerprint(),
+		"instance": Instance{InstanceRequest: InstanceRequest{ServiceID: "svc", PlanID: "plan", OrganizationGUID: "org", SpaceGUID: "space",
+			Parameters: json.RawMessage(`{"b":[1,2], "a":1}`), MaintenanceInfo: mi}}.requestFingerprint(),
 		"update": Target{PlanID: "plan-2", Parameters: json.RawMessage(`{"a":1}`),
 			Context: json.RawMessage(`{"platform":"cf"}`), MaintenanceInfo: mi}.requestFingerprint(),
 		"bind": Binding{ServiceID: "svc", PlanID: "plan", AppGUID: "app", BindResource: json.RawMessage(`{"app_guid":"app"}`),

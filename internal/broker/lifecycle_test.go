@@ -68,7 +68,7 @@ func TestASynchronousStepRetriedReadsWhatTheDriverWrote(t *testing.T) {
 			}
 		}
 	}
-	res, err := b.Provision(context.Background(), broker.ProvisionDetails{InstanceID: "i-1", ServiceID: svc, PlanID: plan})
+	res, err := b.Provision(context.Background(), broker.ProvisionDetails{InstanceID: "i-1", InstanceRequest: broker.InstanceRequest{ServiceID: svc, PlanID: plan}})
 	if err != nil || res.Result != broker.ResultCreated {
 		t.Fatalf("provision: %+v %v", res, err)
 	}

@@ -77,9 +77,15 @@ type InstanceMetadata struct {
 	Attributes map[string]any `json:"attributes,omitempty"`
 }
 
-// Instance is a service instance. Item key: PK=i#<ID>, SK=instance.
-type Instance struct {
-	ID               string           `json:"id"`
+// InstanceRequest is what a provision request says of an instance, and
+// what the instance keeps of it: ProvisionDetails and Instance both embed
+// it, so that a field added here goes from the request to the instance
+// with no copying. Such a field then needs its place in the api's request
+// body (and the answer's, if GET returns it), in each store's storage type,
+// and a decision in the fingerprint (Instance.requestFingerprint, or
+// fingerprint_test.go's list of fields left out); the contract test in
+// internal/api names each place still missing.
+type InstanceRequest struct {
 	ServiceID        string           `json:"service_id"`
 	PlanID           string           `json:"plan_id"`
 	OrganizationGUID string           `json:"organization_guid,omitempty"`
@@ -87,9 +93,17 @@ type Instance struct {
 	Parameters       json.RawMessage  `json:"parameters,omitempty"`
 	Context          json.RawMessage  `json:"context,omitempty"`
 	MaintenanceInfo  *MaintenanceInfo `json:"maintenance_info,omitempty"`
-	DashboardURL     string           `json:"dashboard_url,omitempty"`
-	Metadata         InstanceMetadata `json:"metadata"`
-	State            InstanceState    `json:"state"`
+}
+
+// Instance is a service instance. Item key: PK=i#<ID>, SK=instance.
+type Instance struct {
+	ID string `json:"id"`
+	// InstanceRequest is what the provision request said of the instance,
+	// as updates have changed it since.
+	InstanceRequest
+	DashboardURL string           `json:"dashboard_url,omitempty"`
+	Metadata     InstanceMetadata `json:"metadata"`
+	State        InstanceState    `json:"state"`
 	// Op is the id of the operation that holds the instance; empty when idle.
 	Op string `json:"op,omitempty"`
 	// LastOp is the id of the newest instance operation.

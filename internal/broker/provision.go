@@ -2,7 +2,6 @@ package broker
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 
 	"github.com/serverless-osb/broker/internal/catalog"
@@ -11,32 +10,20 @@ import (
 
 // ProvisionDetails is a provision request.
 type ProvisionDetails struct {
-	InstanceID        string
-	ServiceID         string
-	PlanID            string
-	OrganizationGUID  string
-	SpaceGUID         string
-	Parameters        json.RawMessage
-	Context           json.RawMessage
-	MaintenanceInfo   *MaintenanceInfo
+	InstanceID string
+	// InstanceRequest is what the request says of the instance, which
+	// the instance keeps as it is (see InstanceRequest).
+	InstanceRequest
 	AcceptsIncomplete bool
 }
 
-// instance is the instance d describes: every attribute of the request the
-// instance keeps, the plan's maintenance_info where the request names none,
-// and the fingerprint of the request. A new field of ProvisionDetails that
-// the instance keeps is copied here (and into the stores' instance records);
-// the contract tests in internal/api and fingerprint_test.go say where else
-// it goes.
+// instance is the instance d describes: the request as it is (the
+// InstanceRequest both embed), the plan's maintenance_info where the
+// request names none, and the fingerprint of the request.
 func (d ProvisionDetails) instance(plan *catalog.Plan) Instance {
-	mi := d.MaintenanceInfo
-	if mi == nil {
-		mi = planMaintenanceInfo(plan)
-	}
-	inst := Instance{
-		ID: d.InstanceID, ServiceID: d.ServiceID, PlanID: d.PlanID,
-		OrganizationGUID: d.OrganizationGUID, SpaceGUID: d.SpaceGUID,
-		Parameters: d.Parameters, Context: d.Context, MaintenanceInfo: mi,
+	inst := Instance{ID: d.InstanceID, InstanceRequest: d.InstanceRequest}
+	if inst.MaintenanceInfo == nil {
+		inst.MaintenanceInfo = planMaintenanceInfo(plan)
 	}
 	inst.Fingerprint = inst.requestFingerprint()
 	return inst

@@ -166,8 +166,7 @@ func TestStoreRecordsOperations(t *testing.T) {
 	s := NewStore(bs, rec)
 
 	prov := operation("op-prov", broker.KindProvision, "plan-small")
-	inst := broker.Instance{ID: "i-1", ServiceID: "0b7f4b0e-5a56-4b8e-9f3c-1f1f7f0d7a01", PlanID: "plan-small",
-		State: broker.InstanceProvisioning, Op: prov.ID, LastOp: prov.ID, Version: 1, CreatedAt: stamp, UpdatedAt: stamp}
+	inst := broker.Instance{ID: "i-1", InstanceRequest: broker.InstanceRequest{ServiceID: "0b7f4b0e-5a56-4b8e-9f3c-1f1f7f0d7a01", PlanID: "plan-small"}, State: broker.InstanceProvisioning, Op: prov.ID, LastOp: prov.ID, Version: 1, CreatedAt: stamp, UpdatedAt: stamp}
 	started := func(kind, plan string) want {
 		return want{byPlanAndKind,
 			map[string]any{"Service": "fake-db", "Plan": plan, "Kind": kind, "OperationStarted": 1.0},

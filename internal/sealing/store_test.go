@@ -60,7 +60,7 @@ func bindWithSecrets(t *testing.T, s broker.Store) broker.Binding {
 	now := time.Now().UTC()
 	prov := broker.Operation{ID: "prov", InstanceID: "i-1", Kind: broker.KindProvision, State: broker.OperationSucceeded,
 		CreatedAt: now, UpdatedAt: now, FinishedAt: now, ExpiresAt: now.Add(broker.Retention)}
-	inst := broker.Instance{ID: "i-1", ServiceID: "s", PlanID: "p", State: broker.InstanceReady, LastOp: "prov", Version: 1,
+	inst := broker.Instance{ID: "i-1", InstanceRequest: broker.InstanceRequest{ServiceID: "s", PlanID: "p"}, State: broker.InstanceReady, LastOp: "prov", Version: 1,
 		CreatedAt: now, UpdatedAt: now}
 	rec := broker.Resource{InstanceID: "i-1", Name: "instance", Data: json.RawMessage(`{"secret":"` + recordSecret + `"}`), UpdatedAt: now}
 	if err := s.CreateInstance(ctx, inst, prov, &broker.Settled{Records: broker.RecordChanges{Save: []broker.Resource{rec}}}); err != nil {

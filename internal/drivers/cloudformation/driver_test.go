@@ -85,9 +85,10 @@ func newHarness(t *testing.T, withBinding bool) *harness {
 func (h *harness) change(kind broker.OperationKind, opID string) broker.Change {
 	c := broker.Change{
 		Operation: broker.Operation{ID: opID, InstanceID: instanceID, Kind: kind, Async: true},
-		Instance: broker.Instance{ID: instanceID, ServiceID: "svc-1", PlanID: "plan-1", OrganizationGUID: "org-1",
+		Instance: broker.Instance{ID: instanceID, InstanceRequest: broker.InstanceRequest{
+			ServiceID: "svc-1", PlanID: "plan-1", OrganizationGUID: "org-1",
 			Parameters: json.RawMessage(`{"Versioning":"Enabled","Size":3,"Owner":"mallory","Unknown":"x"}`),
-			Context:    json.RawMessage(`{"platform":"cloudfoundry","space_guid":"space-1","instance_name":"my bucket #1"}`)},
+			Context:    json.RawMessage(`{"platform":"cloudfoundry","space_guid":"space-1","instance_name":"my bucket #1"}`)}},
 		Plan:     &catalog.Plan{ID: "plan-1", Name: "private"},
 		Settings: h.settings,
 	}

@@ -60,8 +60,9 @@ func TestServicesInMoto(t *testing.T) {
 			t.Cleanup(func() { store.Close() })
 			d := New(client, store, Deployment{StackPrefix: "osbtest"}, nil)
 
-			inst := broker.Instance{ID: mototest.Name(svc.name), ServiceID: "svc-" + svc.name, PlanID: "plan-" + svc.name,
-				Parameters: json.RawMessage(svc.instanceParams), Context: json.RawMessage(`{"platform":"cloudfoundry","organization_guid":"org-1"}`)}
+			inst := broker.Instance{ID: mototest.Name(svc.name), InstanceRequest: broker.InstanceRequest{
+				ServiceID: "svc-" + svc.name, PlanID: "plan-" + svc.name, Parameters: json.RawMessage(svc.instanceParams),
+				Context: json.RawMessage(`{"platform":"cloudfoundry","organization_guid":"org-1"}`)}}
 			change := func(kind broker.OperationKind, opID string) broker.Change {
 				c := broker.Change{Operation: broker.Operation{ID: opID, InstanceID: inst.ID, Kind: kind, Async: true},
 					Instance: inst, Plan: &catalog.Plan{ID: inst.PlanID, Name: "standard"}, Settings: settings}

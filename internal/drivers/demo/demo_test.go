@@ -39,7 +39,7 @@ func (r *records) has(name string) bool {
 func change(kind broker.OperationKind, opID string, async bool, params string) broker.Change {
 	c := broker.Change{
 		Operation: broker.Operation{ID: opID, InstanceID: "i", Kind: kind, Async: async},
-		Instance:  broker.Instance{ID: "i", Parameters: json.RawMessage(params)},
+		Instance:  broker.Instance{ID: "i", InstanceRequest: broker.InstanceRequest{Parameters: json.RawMessage(params)}},
 	}
 	if kind.IsBinding() {
 		c.Binding = &broker.Binding{InstanceID: "i", ID: "b", Parameters: json.RawMessage(params)}

@@ -66,7 +66,7 @@ var (
 func (f *fixture) change(kind broker.OperationKind, opID string, async bool, params string) broker.Change {
 	c := broker.Change{
 		Operation: broker.Operation{ID: opID, InstanceID: "i-1", Kind: kind, Async: async},
-		Instance:  broker.Instance{ID: "i-1", ServiceID: svc.ID, PlanID: plan.ID, Parameters: json.RawMessage(`{}`)},
+		Instance:  broker.Instance{ID: "i-1", InstanceRequest: broker.InstanceRequest{ServiceID: svc.ID, PlanID: plan.ID, Parameters: json.RawMessage(`{}`)}},
 		Plan:      plan, Service: svc, Settings: f.s,
 	}
 	switch kind {

@@ -45,8 +45,8 @@ func TestData(t *testing.T) {
 		s := open(t, path)
 		now := time.Date(2025, 3, 1, 12, 0, 0, 1, time.UTC)
 		op := broker.Operation{ID: "op-1", InstanceID: "i-1", Kind: broker.KindProvision, State: broker.OperationInProgress, CreatedAt: now}
-		inst := broker.Instance{ID: "i-1", ServiceID: "s", PlanID: "p", State: broker.InstanceProvisioning, Op: op.ID,
-			Parameters: json.RawMessage(`{"a":1}`), CreatedAt: now}
+		inst := broker.Instance{ID: "i-1", InstanceRequest: broker.InstanceRequest{ServiceID: "s", PlanID: "p", Parameters: json.RawMessage(`{"a":1}`)}, State: broker.InstanceProvisioning, Op: op.ID,
+			CreatedAt: now}
 		res := broker.Resource{InstanceID: "i-1", Name: "r", Data: json.RawMessage(`[1]`), UpdatedAt: now}
 		if err := s.CreateInstance(t.Context(), inst, op, nil); err != nil {
 			t.Fatal(err)

@@ -93,8 +93,8 @@ func startProvision(t *testing.T, s broker.Store, id string) (broker.Instance, b
 	t.Helper()
 	op := operation(id, "prov-"+id, broker.KindProvision)
 	inst := broker.Instance{
-		ID: id, ServiceID: "svc-1", PlanID: "plan-small", State: broker.InstanceProvisioning,
-		Parameters: json.RawMessage(`{"size":3}`), Op: op.ID, LastOp: op.ID, Version: 1, CreatedAt: t0, UpdatedAt: t0,
+		ID: id, InstanceRequest: broker.InstanceRequest{ServiceID: "svc-1", PlanID: "plan-small", Parameters: json.RawMessage(`{"size":3}`)}, State: broker.InstanceProvisioning,
+		Op: op.ID, LastOp: op.ID, Version: 1, CreatedAt: t0, UpdatedAt: t0,
 	}
 	must(t, s.CreateInstance(t.Context(), inst, op, nil), "CreateInstance "+id)
 	return inst, op

@@ -196,8 +196,9 @@ func newInstanceItem(i broker.Instance) (instanceItem, error) {
 
 func (it instanceItem) instance() (broker.Instance, error) {
 	return broker.Instance{
-		ID: it.ID, ServiceID: it.ServiceID, PlanID: it.PlanID, OrganizationGUID: it.OrganizationGUID, SpaceGUID: it.SpaceGUID,
-		Parameters: it.Parameters.raw(), Context: it.Context.raw(), MaintenanceInfo: it.MaintenanceInfo.maintenanceInfo(),
+		ID: it.ID,
+		InstanceRequest: broker.InstanceRequest{ServiceID: it.ServiceID, PlanID: it.PlanID, OrganizationGUID: it.OrganizationGUID,
+			SpaceGUID: it.SpaceGUID, Parameters: it.Parameters.raw(), Context: it.Context.raw(), MaintenanceInfo: it.MaintenanceInfo.maintenanceInfo()},
 		DashboardURL: it.DashboardURL, Metadata: broker.InstanceMetadata{Labels: it.Metadata.Labels, Attributes: it.Metadata.Attributes},
 		State: broker.InstanceState(it.State), Op: it.Op, LastOp: it.LastOp, BindingOps: it.BindingOps,
 		Fingerprint: it.Fingerprint, Version: it.Version, CreatedAt: it.CreatedAt, UpdatedAt: it.UpdatedAt,

@@ -40,13 +40,10 @@ func Cases() []Case {
 	no, yes := false, true
 	return []Case{
 		{"instance with every field", broker.Instance{
-			ID: "i-1", ServiceID: "svc-1", PlanID: "plan-1", OrganizationGUID: "org-1", SpaceGUID: "space-1",
+			ID: "i-1", InstanceRequest: broker.InstanceRequest{ServiceID: "svc-1", PlanID: "plan-1", OrganizationGUID: "org-1", SpaceGUID: "space-1", Parameters:
 			// Key order, a number DynamoDB could not hold and HTML
 			// characters must all come back as they were.
-			Parameters:      json.RawMessage(`{"z":1,"a":[1,2.50],"big":123456789012345678901234567890123456789012,"html":"<a&b>"}`),
-			Context:         json.RawMessage(`{"platform":"cloudfoundry","z":{"y":null}}`),
-			MaintenanceInfo: &broker.MaintenanceInfo{Version: "1.2.0", Description: "first"},
-			DashboardURL:    "https://dashboard.example.com/i-1?a=1&b=<2>",
+			json.RawMessage(`{"z":1,"a":[1,2.50],"big":123456789012345678901234567890123456789012,"html":"<a&b>"}`), Context: json.RawMessage(`{"platform":"cloudfoundry","z":{"y":null}}`), MaintenanceInfo: &broker.MaintenanceInfo{Version: "1.2.0", Description: "first"}}, DashboardURL: "https://dashboard.example.com/i-1?a=1&b=<2>",
 			Metadata: broker.InstanceMetadata{
 				Labels:     map[string]any{"team": "blue", "empty": "", "none": nil},
 				Attributes: map[string]any{"weight": 1.5, "count": 3.0, "on": true, "list": []any{"a", 2.0, false}, "nested": map[string]any{"k": "v"}},

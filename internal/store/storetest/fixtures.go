@@ -18,15 +18,7 @@ func at(seconds int) time.Time { return base.Add(time.Duration(seconds) * time.S
 // every field set.
 func newInstance(id, op string) broker.Instance {
 	return broker.Instance{
-		ID:               id,
-		ServiceID:        "svc-1",
-		PlanID:           "plan-small",
-		OrganizationGUID: "org-1",
-		SpaceGUID:        "space-1",
-		Parameters:       json.RawMessage(`{"size":3,"tags":["a","b"]}`),
-		Context:          json.RawMessage(`{"platform":"cloudfoundry","space_name":"dev"}`),
-		MaintenanceInfo:  &broker.MaintenanceInfo{Version: "1.2.0", Description: "first"},
-		DashboardURL:     "https://dashboard.example.com/" + id,
+		ID: id, InstanceRequest: broker.InstanceRequest{ServiceID: "svc-1", PlanID: "plan-small", OrganizationGUID: "org-1", SpaceGUID: "space-1", Parameters: json.RawMessage(`{"size":3,"tags":["a","b"]}`), Context: json.RawMessage(`{"platform":"cloudfoundry","space_name":"dev"}`), MaintenanceInfo: &broker.MaintenanceInfo{Version: "1.2.0", Description: "first"}}, DashboardURL: "https://dashboard.example.com/" + id,
 		Metadata: broker.InstanceMetadata{
 			Labels:     map[string]any{"team": "blue"},
 			Attributes: map[string]any{"weight": 1.5, "nested": map[string]any{"on": true}},

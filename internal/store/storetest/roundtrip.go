@@ -83,7 +83,7 @@ var roundTripCases = []testCase{
 	{"an instance with only required fields round-trips exactly", func(t *testing.T, newStore NewStore) {
 		s := newStore(t)
 		op := newOperation("i-1", "prov-i-1", broker.KindProvision, at(0))
-		inst := broker.Instance{ID: "i-1", ServiceID: "svc-1", PlanID: "plan-small", State: broker.InstanceProvisioning, Op: op.ID}
+		inst := broker.Instance{ID: "i-1", InstanceRequest: broker.InstanceRequest{ServiceID: "svc-1", PlanID: "plan-small"}, State: broker.InstanceProvisioning, Op: op.ID}
 		must(t, s.CreateInstance(t.Context(), inst, op, nil), "CreateInstance")
 		equal(t, "instance", getInstance(t, s, "i-1"), &inst)
 	}},
