@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -48,6 +49,39 @@ var readCases = []testCase{
 }
 
 var roundTripCases = []testCase{
+	{"every field of a provision request that the instance keeps comes back", func(t *testing.T, newStore NewStore) {
+		// A field added to broker.InstanceRequest reaches every store's
+		// instance record, or this fails naming it: each store has storage
+		// types of its own, which name every field.
+		s := newStore(t)
+		for _, f := range reflect.VisibleFields(reflect.TypeFor[broker.InstanceRequest]()) {
+			t.Run(f.Name, func(t *testing.T) {
+				id := "i-" + f.Name
+				op := newOperation(id, "prov-"+id, broker.KindProvision, at(0))
+				inst := broker.Instance{ID: id, State: broker.InstanceProvisioning, Op: op.ID, LastOp: op.ID, CreatedAt: at(0), UpdatedAt: at(0)}
+				v := reflect.ValueOf(&inst.InstanceRequest).Elem().FieldByIndex(f.Index)
+				switch v.Interface().(type) {
+				case string:
+					v.SetString(f.Name + "-value")
+				case json.RawMessage:
+					v.Set(reflect.ValueOf(json.RawMessage(`{"` + f.Name + `":[1,"two"]}`)))
+				case *broker.MaintenanceInfo:
+					v.Set(reflect.ValueOf(&broker.MaintenanceInfo{Version: "9.9.9", Description: f.Name}))
+				default:
+					t.Fatalf("InstanceRequest.%s is a %s, which storetest cannot fill yet: add a case here", f.Name, f.Type)
+				}
+				must(t, s.CreateInstance(t.Context(), inst, op, nil), "CreateInstance")
+				got := getInstance(t, s, id)
+				if got == nil {
+					t.Fatal("the instance is not stored")
+				}
+				if g := reflect.ValueOf(got.InstanceRequest).FieldByIndex(f.Index).Interface(); !reflect.DeepEqual(g, v.Interface()) {
+					t.Errorf("InstanceRequest.%s comes back as %s, not %s: the store's instance record does not keep it "+
+						"(add it to the store's storage type and its conversions)", f.Name, show(g), show(v.Interface()))
+				}
+			})
+		}
+	}},
 	{"the largest request the API accepts fits in an instance and in an update operation", func(t *testing.T, newStore NewStore) {
 		// A body of broker.MaxRequestBytes spent on parameters and context:
 		// every store must keep it (DynamoDB refuses items over 400 KB).
