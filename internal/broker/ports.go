@@ -473,6 +473,44 @@ func (c Change) Record(name string) (Resource, bool) {
 	return Resource{}, false
 }
 
+// DecodeRecord decodes the data of the change's record called name into v,
+// the driver's own type for it; found is false, and v untouched, when the
+// change has no such record.
+func (c Change) DecodeRecord(name string, v any) (found bool, err error) {
+	r, ok := c.Record(name)
+	if !ok {
+		return false, nil
+	}
+	if err := json.Unmarshal(r.Data, v); err != nil {
+		return false, fmt.Errorf("decode record %s of %s: %w", name, c.Instance.ID, err)
+	}
+	return true, nil
+}
+
+// NewRecord is the resource record (instanceID, name) holding v, encoded as
+// JSON, as of at: what a driver saves in Progress.Records or writes itself
+// with PutRecord.
+func NewRecord(instanceID, name string, v any, at time.Time) (Resource, error) {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return Resource{}, fmt.Errorf("encode record %s of %s: %w", name, instanceID, err)
+	}
+	return Resource{InstanceID: instanceID, Name: name, Data: data, UpdatedAt: at}, nil
+}
+
+// PutRecord writes the record NewRecord makes through r at once: for a
+// record that must be durable before the driver acts on the world.
+func PutRecord(ctx context.Context, r Resources, instanceID, name string, v any, at time.Time) error {
+	rec, err := NewRecord(instanceID, name, v, at)
+	if err != nil {
+		return err
+	}
+	if err := r.PutResource(ctx, rec); err != nil {
+		return fmt.Errorf("write record %s of %s: %w", name, instanceID, err)
+	}
+	return nil
+}
+
 // Progress is a driver's answer about a change.
 type Progress struct {
 	Done bool

@@ -758,25 +758,17 @@ func inProgressResource(s types.ResourceStatus) bool { return inProgress(types.S
 // the step. Every call reads a record before it writes it (put, which
 // writes at once: a stack's name is durable before the stack is asked for).
 func (d *Driver) get(c broker.Change, name string) (record, bool, error) {
-	r, ok := c.Record(name)
-	if !ok {
-		return record{}, false, nil
-	}
 	var rec record
-	if err := json.Unmarshal(r.Data, &rec); err != nil {
-		return record{}, false, fmt.Errorf("cloudformation: decode record %s of %s: %w", name, c.Instance.ID, err)
+	found, err := c.DecodeRecord(name, &rec)
+	if err != nil {
+		return record{}, false, fmt.Errorf("cloudformation: %w", err)
 	}
-	return rec, true, nil
+	return rec, found, nil
 }
 
 func (d *Driver) put(ctx context.Context, instanceID, name string, rec record) error {
-	data, err := json.Marshal(rec)
-	if err != nil {
-		return fmt.Errorf("cloudformation: encode record %s of %s: %w", name, instanceID, err)
-	}
-	err = d.Resources.PutResource(ctx, broker.Resource{InstanceID: instanceID, Name: name, Data: data, UpdatedAt: d.Now()})
-	if err != nil {
-		return fmt.Errorf("cloudformation: write record %s of %s: %w", name, instanceID, err)
+	if err := broker.PutRecord(ctx, d.Resources, instanceID, name, rec, d.Now()); err != nil {
+		return fmt.Errorf("cloudformation: %w", err)
 	}
 	return nil
 }

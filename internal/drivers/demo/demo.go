@@ -248,18 +248,15 @@ func dashboard(instanceID string) string { return "https://" + Host + "/instance
 
 // get decodes the record called name from the change.
 func get(c broker.Change, name string) (record, bool, error) {
-	r, ok := c.Record(name)
-	if !ok {
-		return record{}, false, nil
-	}
 	var rec record
-	if err := json.Unmarshal(r.Data, &rec); err != nil {
-		return record{}, false, fmt.Errorf("demo: decode %s of %s: %w", name, c.Instance.ID, err)
+	found, err := c.DecodeRecord(name, &rec)
+	if err != nil {
+		return record{}, false, fmt.Errorf("demo: %w", err)
 	}
-	return rec, true, nil
+	return rec, found, nil
 }
 
 func (d *Driver) resource(c broker.Change, name string, rec record) broker.Resource {
-	data, _ := json.Marshal(rec)
-	return broker.Resource{InstanceID: c.Instance.ID, Name: name, Data: data, UpdatedAt: d.Now()}
+	r, _ := broker.NewRecord(c.Instance.ID, name, rec, d.Now()) // strings and a time: it always encodes
+	return r
 }

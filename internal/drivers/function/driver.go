@@ -394,25 +394,17 @@ func request(call string, c broker.Change, s *Settings, rec record) Request {
 // get reads the record called name from the change, which holds the
 // records as the broker read them with the operation.
 func (d *Driver) get(c broker.Change, name string) (record, bool, error) {
-	r, ok := c.Record(name)
-	if !ok {
-		return record{}, false, nil
-	}
 	var rec record
-	if err := json.Unmarshal(r.Data, &rec); err != nil {
-		return record{}, false, fmt.Errorf("function: decode record %s of %s: %w", name, c.Instance.ID, err)
+	found, err := c.DecodeRecord(name, &rec)
+	if err != nil {
+		return record{}, false, fmt.Errorf("function: %w", err)
 	}
-	return rec, true, nil
+	return rec, found, nil
 }
 
 func (d *Driver) put(ctx context.Context, instanceID, name string, rec record) error {
-	data, err := json.Marshal(rec)
-	if err != nil {
-		return fmt.Errorf("function: encode record %s of %s: %w", name, instanceID, err)
-	}
-	err = d.Resources.PutResource(ctx, broker.Resource{InstanceID: instanceID, Name: name, Data: data, UpdatedAt: d.Now()})
-	if err != nil {
-		return fmt.Errorf("function: write record %s of %s: %w", name, instanceID, err)
+	if err := broker.PutRecord(ctx, d.Resources, instanceID, name, rec, d.Now()); err != nil {
+		return fmt.Errorf("function: %w", err)
 	}
 	return nil
 }
