@@ -176,21 +176,20 @@ func getOperation(t *testing.T, s broker.Store, instanceID, id string) *broker.O
 
 func getResource(t *testing.T, s broker.Store, instanceID, name string) *broker.Resource {
 	t.Helper()
-	for _, r := range records(t, s, instanceID) {
-		if r.Name == name {
-			return &r
-		}
+	r, err := Record(t.Context(), s, instanceID, name)
+	if notFound(t, err, "Record "+instanceID+"/"+name) {
+		return nil
 	}
-	return nil
+	return &r
 }
 
 // records are an instance's resource records as Load reads them (an
 // instance gets every record), by name.
 func records(t *testing.T, s broker.Store, instanceID string) []broker.Resource {
 	t.Helper()
-	snap, err := s.Load(t.Context(), instanceID, "", "")
+	rs, err := Records(t.Context(), s, instanceID)
 	must(t, err, "Load "+instanceID)
-	return snap.Records
+	return rs
 }
 
 func getDetached(t *testing.T, s broker.Store, id string) *broker.Detached {
