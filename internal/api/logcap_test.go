@@ -1,6 +1,7 @@
 package api_test
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"net/http"
 	"strings"
@@ -76,4 +77,26 @@ func TestAnonymousRequestsCannotWriteIntoTheLog(t *testing.T) {
 			t.Errorf("lines %v, want one with the route's pattern and instance_id %s", lines, id)
 		}
 	})
+}
+
+func TestTheOriginatingIdentityIsCutInTheLog(t *testing.T) {
+	f := newFixture(t)
+	user := strings.Repeat("u", 60<<10)
+	identity := "cloudfoundry " + base64.StdEncoding.EncodeToString([]byte(`{"user_id":"`+user+`"}`))
+	mark := len(f.b.Logs.String())
+	r := f.b.Do(apptest.Request{Method: http.MethodGet, Path: "/v2/catalog",
+		Header: map[string]string{"X-Broker-API-Originating-Identity": identity}})
+	if r.Status != http.StatusOK {
+		t.Fatalf("status %d: %s", r.Status, r.Raw)
+	}
+	if logged := f.b.Logs.String()[mark:]; len(logged) > 2<<10 {
+		t.Fatalf("a request with a 60 KiB user_id grew the log by %d bytes", len(logged))
+	}
+	lines := requestLines(t, f.b, mark)
+	if len(lines) != 1 {
+		t.Fatalf("got %d request lines, want 1", len(lines))
+	}
+	if u, _ := lines[0]["user"].(string); !strings.HasPrefix(u, "cloudfoundry/uuu") || len(u) > 300 {
+		t.Errorf("user %.40q (%d bytes): want it present and capped", u, len(u))
+	}
 }

@@ -222,6 +222,10 @@ func originatingIdentity(h *handlers, next http.Handler) http.Handler {
 				HeaderOriginatingIdentity, err))
 			return
 		}
+		// The identity is the platform's, but its value is whatever the
+		// caller put there: cut it like every other client-chosen string,
+		// since it is repeated on every line of the request.
+		user = truncate(user, maxLoggedBytes)
 		info(r).user = user
 		next.ServeHTTP(w, r.WithContext(logging.With(r.Context(), slog.String("user", user))))
 	})
