@@ -14,8 +14,9 @@ FUZZTIME ?= 10m
 # Each fuzz input is real HTTP requests: minimizing one is capped at 500 runs (a time cap
 # kills the workers that overrun it, and each restart starts a new broker).
 FUZZ := $(GO) test -run '^$$' -fuzz '^FuzzHTTP$$' -fuzzminimizetime 500x
-# asl-validator (npm) catches dangling Next and unreachable states in the workflows.
-ASL_VALIDATOR ?= npx --yes asl-validator@4.0.0
+# asl-validator (npm) catches dangling Next and unreachable states in the workflows; pinned,
+# with everything it pulls in, by infra/_cli/package-lock.json beside the CDK CLI.
+ASL_VALIDATOR := infra/_cli/node_modules/.bin/asl-validator
 export CDK_DISABLE_CLI_TELEMETRY := true
 
 .DEFAULT_GOAL := help
@@ -45,7 +46,7 @@ fuzz-short: ## Fuzz the whole HTTP surface (FuzzHTTP) for 20 s; its seed corpus 
 fuzz: ## Fuzz the whole HTTP surface for FUZZTIME; a failing input is saved to internal/api/testdata/fuzz/FuzzHTTP/.
 	$(FUZZ) -fuzztime $(FUZZTIME) ./internal/api/
 
-lint: ## gofmt, go vet, staticcheck, and asl-validator on statemachines/.
+lint: $(CDK) ## gofmt, go vet, staticcheck, and asl-validator on statemachines/.
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path '*/node_modules/*')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt would change:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet ./...
