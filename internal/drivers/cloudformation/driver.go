@@ -25,6 +25,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/cloudformation/types"
 
 	"github.com/serverless-osb/broker/internal/broker"
+	"github.com/serverless-osb/broker/internal/catalog"
 	"github.com/serverless-osb/broker/internal/env"
 )
 
@@ -281,7 +282,7 @@ func (d *Driver) startCreate(ctx context.Context, c broker.Change, s *Settings, 
 		in.RoleARN = aws.String(d.Deployment.RoleARN)
 	}
 	if name == instanceRecord {
-		given, err := requestParameters(c.Instance.Parameters, t)
+		given, err := requestParameters(c.Instance.Parameters, t, s.AcceptedParameters(catalog.InstanceCreate))
 		if err != nil {
 			return err
 		}
@@ -295,7 +296,7 @@ func (d *Driver) startCreate(ctx context.Context, c broker.Change, s *Settings, 
 		if !found || !inst.Created {
 			return &broker.Failure{Description: "The service instance has no complete stack on record, so it cannot be bound."}
 		}
-		given, err := requestParameters(c.Binding.Parameters, t)
+		given, err := requestParameters(c.Binding.Parameters, t, s.AcceptedParameters(catalog.BindingCreate))
 		if err != nil {
 			return err
 		}
@@ -445,7 +446,7 @@ func (d *Driver) startUpdate(ctx context.Context, c broker.Change, s *Settings, 
 	var given map[string]string
 	if c.Operation.Target != nil {
 		var err error
-		if given, err = requestParameters(c.Operation.Target.Parameters, s.Template); err != nil {
+		if given, err = requestParameters(c.Operation.Target.Parameters, s.Template, s.AcceptedParameters(catalog.InstanceUpdate)); err != nil {
 			return false, err
 		}
 	}

@@ -65,7 +65,12 @@ func newHarness(t *testing.T, withBinding bool) *harness {
 		config["binding_template"] = "binding.json"
 		config["binding_parameters"] = map[string]any{"Access": "ReadOnly"}
 	}
-	s, err := Configure(&catalog.Plan{ID: "plan-1", Name: "private"}, config, dir)
+	// Users may set Versioning, Size and Subnets at create, Size and Subnets
+	// on update; the plan fixes Owner (and, for bindings, Access), and
+	// Settings keeps its Default.
+	plan := schemaPlan(t, map[catalog.SchemaKind][]string{
+		catalog.InstanceCreate: {"Size", "Subnets", "Versioning"}, catalog.InstanceUpdate: {"Size", "Subnets"}})
+	s, err := Configure(plan, config, dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,15 +92,14 @@ func (h *harness) change(kind broker.OperationKind, opID string) broker.Change {
 		Operation: broker.Operation{ID: opID, InstanceID: instanceID, Kind: kind, Async: true},
 		Instance: broker.Instance{ID: instanceID, InstanceRequest: broker.InstanceRequest{
 			ServiceID: "svc-1", PlanID: "plan-1", OrganizationGUID: "org-1",
-			Parameters: json.RawMessage(`{"Versioning":"Enabled","Size":3,"Owner":"mallory","Unknown":"x"}`),
+			Parameters: json.RawMessage(`{"Versioning":"Enabled","Size":3}`),
 			Context:    json.RawMessage(`{"platform":"cloudfoundry","space_guid":"space-1","instance_name":"my bucket #1"}`)}},
 		Plan:     &catalog.Plan{ID: "plan-1", Name: "private"},
 		Settings: h.settings,
 	}
 	if kind.IsBinding() {
 		c.Operation.BindingID = bindingID
-		c.Binding = &broker.Binding{InstanceID: instanceID, ID: bindingID, AppGUID: "app-1",
-			Parameters: json.RawMessage(`{"Access":"ReadWrite","BucketArn":"arn:aws:s3:::someone-elses"}`)}
+		c.Binding = &broker.Binding{InstanceID: instanceID, ID: bindingID, AppGUID: "app-1"}
 	}
 	return c
 }
@@ -187,7 +191,7 @@ func TestProvision(t *testing.T) {
 		in := h.cfn.get(h.instanceStack()).create
 		want := map[string]string{"Versioning": "Enabled", "Size": "3", "Owner": "team-a"}
 		if got := params(in.Parameters); len(got) != len(want) || got["Versioning"] != "Enabled" || got["Size"] != "3" || got["Owner"] != "team-a" {
-			t.Errorf("parameters %v, want %v (the plan's Owner wins, undeclared ones are dropped)", got, want)
+			t.Errorf("parameters %v, want %v (the user's and the plan's; Settings and Subnets keep their Default)", got, want)
 		}
 		if aws.ToString(in.TemplateBody) != instanceTemplate || aws.ToString(in.RoleARN) != "arn:aws:iam::123456789012:role/cfn" ||
 			len(in.Capabilities) != 3 || aws.ToString(in.ClientRequestToken) != token("create", "op-1") {
@@ -324,6 +328,23 @@ func TestProvision(t *testing.T) {
 		f := failureOf(t, err)
 		if !strings.Contains(f.Description, "platform operator") || strings.Contains(f.Description, "123456789012") {
 			t.Errorf("description %q", f.Description)
+		}
+	})
+
+	t.Run("a parameter the plan's schema does not name fails the provision, naming it, and no stack is asked for", func(t *testing.T) {
+		for _, given := range []string{`{"Versioning":"Enabled","Owner":"mallory"}`, `{"Settings":"{}"}`, `{"Unknown":"x"}`} {
+			h := newHarness(t, false)
+			c := h.change(broker.KindProvision, "op-1")
+			c.Instance.Parameters = json.RawMessage(given)
+			_, err := h.driver.Begin(h.ctx, h.fresh(c))
+			f := failureOf(t, err)
+			if !strings.Contains(f.Description, "is not one the plan accepts (it accepts: Size, Subnets and Versioning)") ||
+				strings.Contains(f.Description, "mallory") {
+				t.Errorf("%s: description %q", given, f.Description)
+			}
+			if h.cfn.count("CreateStack") != 0 {
+				t.Errorf("%s: a stack was asked for", given)
+			}
 		}
 	})
 
@@ -512,7 +533,7 @@ func TestUpdate(t *testing.T) {
 }
 
 func TestBind(t *testing.T) {
-	t.Run("a binding stack takes the instance's outputs, which neither the user nor the plan can override", func(t *testing.T) {
+	t.Run("a binding stack takes the instance's outputs and the plan's fixed values", func(t *testing.T) {
 		h := newHarness(t, true)
 		h.provisioned()
 		c := h.change(broker.KindBind, "op-bind")
@@ -529,6 +550,20 @@ func TestBind(t *testing.T) {
 		tags := tagMap(in.Tags)
 		if tags[TagBindingID] != bindingID || tags[TagAppGUID] != "app-1" || tags[TagInstanceID] != instanceID || tags[TagOperationID] != "op-bind" {
 			t.Errorf("tags %v", tags)
+		}
+	})
+
+	t.Run("a bind parameter the plan does not accept fails the bind: no user points a binding at another instance's resources", func(t *testing.T) {
+		h := newHarness(t, true)
+		h.provisioned()
+		c := h.change(broker.KindBind, "op-bind")
+		c.Binding.Parameters = json.RawMessage(`{"BucketArn":"arn:aws:s3:::someone-elses"}`)
+		_, err := h.driver.Begin(h.ctx, h.fresh(c))
+		if f := failureOf(t, err); !strings.Contains(f.Description, "The parameter BucketArn is not one the plan accepts (it accepts: none)") {
+			t.Errorf("description %q", f.Description)
+		}
+		if h.cfn.get(h.bindingStack()) != nil {
+			t.Error("a binding stack was asked for")
 		}
 	})
 
@@ -869,14 +904,24 @@ func TestParameterValues(t *testing.T) {
 		})
 	}
 	t.Run("null leaves the parameter out", func(t *testing.T) {
-		got, err := requestParameters(json.RawMessage(`{"Versioning":null,"Size":2}`), &Template{Parameters: map[string]Parameter{"Versioning": str, "Size": str}})
+		got, err := requestParameters(json.RawMessage(`{"Versioning":null,"Size":2}`), &Template{Parameters: map[string]Parameter{"Versioning": str, "Size": str}},
+			[]string{"Size", "Versioning"})
 		if err != nil || len(got) != 1 || got["Size"] != "2" {
 			t.Fatalf("%v %v", got, err)
 		}
 	})
 	t.Run("parameters that are not an object fail", func(t *testing.T) {
-		_, err := requestParameters(json.RawMessage(`[1]`), &Template{})
+		_, err := requestParameters(json.RawMessage(`[1]`), &Template{}, nil)
 		failureOf(t, err)
+	})
+	t.Run("a parameter the plan does not accept fails the change, naming it and those it accepts, never dropped", func(t *testing.T) {
+		decls := &Template{Parameters: map[string]Parameter{"Versioning": str, "ClientCidr": str}}
+		_, err := requestParameters(json.RawMessage(`{"Versioning":"Enabled","ClientCidr":"0.0.0.0/0"}`), decls, []string{"Versioning"})
+		f := failureOf(t, err)
+		if !strings.Contains(f.Description, "The parameter ClientCidr is not one the plan accepts (it accepts: Versioning)") ||
+			strings.Contains(f.Description, "0.0.0.0") {
+			t.Errorf("description %q", f.Description)
+		}
 	})
 }
 
