@@ -284,7 +284,7 @@ func TestProvision(t *testing.T) {
 		h.cfn.set(s, types.StackStatusRollbackComplete, "")
 		_, err := h.driver.Check(h.ctx, h.fresh(c))
 		f := failureOf(t, err)
-		if want := `The S3 Bucket "Bucket" could not be created: my-bucket already exists.`; f.Description != want {
+		if want := `The S3 Bucket "Bucket" could not be created: it conflicts with a resource that already exists or is in use` + fullReasonLogged; f.Description != want {
 			t.Errorf("description %q, want %q", f.Description, want)
 		}
 		if left, _ := h.driver.Leftovers(h.ctx, h.fresh(c)); len(left) != 1 || left[0] != instanceRecord {
@@ -308,6 +308,15 @@ func TestProvision(t *testing.T) {
 		h.cfn.failNext("CreateStack", apiErr("ValidationError", "Parameter 'Versioning' must be one of AllowedValues"))
 		_, err := h.driver.Begin(h.ctx, h.fresh(h.change(broker.KindProvision, "op-1")))
 		if f := failureOf(t, err); f.Description != "CloudFormation refused to create the stack: Parameter 'Versioning' must be one of AllowedValues." {
+			t.Errorf("description %q", f.Description)
+		}
+	})
+
+	t.Run("a refusal that names a role or an account shows neither", func(t *testing.T) {
+		h := newHarness(t, false)
+		h.cfn.failNext("CreateStack", apiErr("ValidationError", "Role arn:aws:iam::123456789012:role/osb-cfn is invalid or cannot be assumed by account 123456789012"))
+		_, err := h.driver.Begin(h.ctx, h.fresh(h.change(broker.KindProvision, "op-1")))
+		if f := failureOf(t, err); f.Description != "CloudFormation refused to create the stack: Role (an ARN) is invalid or cannot be assumed by account (an account)." {
 			t.Errorf("description %q", f.Description)
 		}
 	})
@@ -475,7 +484,7 @@ func TestUpdate(t *testing.T) {
 		if f.InstanceUsable == nil || !*f.InstanceUsable || f.UpdateRepeatable == nil || !*f.UpdateRepeatable {
 			t.Errorf("flags usable %v repeatable %v", f.InstanceUsable, f.UpdateRepeatable)
 		}
-		want := `The update was rolled back; the service instance is as it was before. The S3 Bucket "Bucket" could not be updated: Versioning cannot be suspended on this bucket.`
+		want := `The update was rolled back; the service instance is as it was before. The S3 Bucket "Bucket" could not be updated: CloudFormation reported a failure` + fullReasonLogged
 		if f.Description != want {
 			t.Errorf("description %q, want %q", f.Description, want)
 		}
@@ -721,7 +730,7 @@ func TestDeprovision(t *testing.T) {
 				continue
 			}
 			f := failureOf(t, err)
-			want := "CloudFormation could not delete Bucket (AWS::S3::Bucket): The bucket you tried to delete is not empty."
+			want := "CloudFormation could not delete Bucket (AWS::S3::Bucket): it still holds data; empty it, then try again" + fullReasonLogged
 			if !strings.Contains(f.Description, want) || !strings.Contains(f.Description, "tried 3 times") {
 				t.Errorf("description %q, want it to say %q", f.Description, want)
 			}
@@ -831,7 +840,7 @@ func TestCleanup(t *testing.T) {
 			h.cfn.set(h.instanceStack(), types.StackStatusDeleteFailed, "")
 		}
 		_, err := h.driver.Cleanup(h.ctx, d)
-		if f := failureOf(t, err); !strings.Contains(f.Description, "Table (AWS::DynamoDB::Table): Table is being used") {
+		if f := failureOf(t, err); !strings.Contains(f.Description, "Table (AWS::DynamoDB::Table): it conflicts with a resource that already exists or is in use") {
 			t.Errorf("description %q", f.Description)
 		}
 		if h.cfn.count("DeleteStack") != 3 {
@@ -934,6 +943,93 @@ func TestSnakeCase(t *testing.T) {
 		t.Run(in+" becomes "+want, func(t *testing.T) {
 			if got := snakeCase(in); got != want {
 				t.Errorf("snakeCase(%q) = %q", in, got)
+			}
+		})
+	}
+}
+
+func TestFailureReasonsAreClassifiedForUsers(t *testing.T) {
+	const denied = `Resource handler returned message: "User: arn:aws:sts::123456789012:assumed-role/osb-cfn-service-role/AWSCloudFormation is not authorized to perform: s3:CreateBucket on resource: "arn:aws:s3:::osb-x" because no identity-based policy allows the s3:CreateBucket action (Service: S3, Status Code: 403, Request ID: ABC)"`
+	t.Run("a permission failure shows the resource's logical id and the class; the log has CloudFormation's full reason with the operation's ids", func(t *testing.T) {
+		h := newHarness(t, false)
+		c := h.change(broker.KindProvision, "op-1")
+		if _, err := h.driver.Begin(h.ctx, h.fresh(c)); err != nil {
+			t.Fatal(err)
+		}
+		s := h.instanceStack()
+		h.cfn.resource(s, "Bucket", "AWS::S3::Bucket", types.ResourceStatusCreateFailed, denied)
+		h.cfn.set(s, types.StackStatusRollbackComplete, "The following resource(s) failed to create: [Bucket]. Rollback requested by user.")
+		_, err := h.driver.Check(h.ctx, h.fresh(c))
+		f := failureOf(t, err)
+		want := "The S3 Bucket \"Bucket\" could not be created: the broker's service role lacks a permission (the broker's log has CloudFormation's full reason, for the platform operator)."
+		if f.Description != want {
+			t.Errorf("description %q, want %q", f.Description, want)
+		}
+		for _, secret := range []string{"123456789012", "arn:", "s3:CreateBucket", "osb-cfn-service-role"} {
+			if strings.Contains(f.Description, secret) {
+				t.Errorf("description %q shows %q", f.Description, secret)
+			}
+		}
+		var line map[string]any
+		for _, l := range strings.Split(strings.TrimSpace(h.logs.String()), "\n") {
+			if strings.Contains(l, `"stack change failed"`) {
+				if err := json.Unmarshal([]byte(l), &line); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		if line["reason"] != denied || line["operation_id"] != "op-1" || line["instance_id"] != instanceID ||
+			line["resource"] != "Bucket" || line["stack"] != s || line["level"] != "WARN" {
+			t.Errorf("log line %v, want the full reason with the stack, resource and operation's ids", line)
+		}
+	})
+	t.Run("a stack's own reason shows only the logical ids it lists", func(t *testing.T) {
+		h := newHarness(t, false)
+		c := h.change(broker.KindProvision, "op-1")
+		h.driver.Begin(h.ctx, h.fresh(c))
+		h.cfn.set(h.instanceStack(), types.StackStatusRollbackInProgress, "The following resource(s) failed to create: [Bucket, Queue]. Role arn:aws:iam::123456789012:role/x is invalid.")
+		f := failureOf(t, func() error { _, err := h.driver.Check(h.ctx, h.fresh(c)); return err }())
+		if want := "The stack could not be created: The following resource(s) failed to create: [Bucket, Queue]."; f.Description != want {
+			t.Errorf("description %q, want %q", f.Description, want)
+		}
+	})
+	t.Run("a reason that repeats a request parameter stays out of the log", func(t *testing.T) {
+		h := newHarness(t, false)
+		c := h.change(broker.KindProvision, "op-1")
+		c.Instance.Parameters = json.RawMessage(`{"Versioning":"Enabled-by-mallory"}`)
+		h.driver.Begin(h.ctx, h.fresh(c))
+		h.cfn.resource(h.instanceStack(), "Bucket", "AWS::S3::Bucket", types.ResourceStatusCreateFailed, "Invalid value Enabled-by-mallory for Status")
+		h.cfn.set(h.instanceStack(), types.StackStatusRollbackComplete, "")
+		f := failureOf(t, func() error { _, err := h.driver.Check(h.ctx, h.fresh(c)); return err }())
+		if !strings.Contains(f.Description, "a parameter value or the template is not valid") {
+			t.Errorf("description %q", f.Description)
+		}
+		if strings.Contains(h.logs.String(), "mallory") || !strings.Contains(h.logs.String(), "repeats a request parameter") {
+			t.Errorf("log %s", h.logs.String())
+		}
+	})
+}
+
+func TestReasonClass(t *testing.T) {
+	cases := []struct{ reason, class string }{
+		{"API: s3:CreateBucket Access Denied", "the broker's service role lacks a permission"},
+		{"User: arn:aws:sts::123456789012:assumed-role/r is not authorized to perform: iam:CreateUser", "the broker's service role lacks a permission"},
+		{"Resource handler returned message: \"AccessDenied\" (must be allowed)", "the broker's service role lacks a permission"},
+		{"LimitExceededException: The maximum number of buckets has been reached", "an account limit or quota was reached"},
+		{"DB instance quota exceeded (Service: Rds, Status Code: 400)", "an account limit or quota was reached"},
+		{"Template format error: Unresolved resource dependencies [X] in the Resources block", "a parameter value or the template is not valid"},
+		{"Parameter validation failed: parameter value abc for parameter name VpcId does not exist", "a parameter value or the template is not valid"},
+		{"Invalid request provided: AWS::SQS::Queue", "a parameter value or the template is not valid"},
+		{"Properties validation failed for resource Table with message: #/TableName: expected maxLength: 255", "a parameter value or the template is not valid"},
+		{"osb-x-bucket already exists", "it conflicts with a resource that already exists or is in use"},
+		{"The security group is in use by another resource", "it conflicts with a resource that already exists or is in use"},
+		{"The bucket you tried to delete is not empty", "it still holds data; empty it, then try again"},
+		{"Internal Failure", "CloudFormation reported a failure"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.reason+" is "+tc.class, func(t *testing.T) {
+			if got := reasonClass(tc.reason); got != tc.class {
+				t.Errorf("reasonClass = %q, want %q", got, tc.class)
 			}
 		})
 	}
