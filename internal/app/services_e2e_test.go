@@ -2,6 +2,7 @@ package app_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"net/http"
@@ -155,6 +156,20 @@ func TestClientDrivesTheExampleServicesOnMoto(t *testing.T) {
 	if len(cat.Services) != 4 {
 		t.Fatalf("the example catalog has %d services, want 4 (S3, SQS, DynamoDB, RDS)", len(cat.Services))
 	}
+
+	t.Run("a bind naming a parameter the RDS plan leaves to its outputs is refused with 400, naming it and what the plan accepts", func(t *testing.T) {
+		service, plan := planOf(t, b, "aws-rds-postgresql", "micro")
+		_, err := c.Bind(&osb.BindRequest{InstanceID: uuid.NewString(), BindingID: uuid.NewString(), ServiceID: service, PlanID: plan,
+			AcceptsIncomplete: true, Parameters: map[string]any{"Host": "attacker.example"}, BindResource: &osb.BindResource{AppGUID: ptr("app-1")}})
+		var h osb.HTTPStatusCodeError
+		if !errors.As(err, &h) || h.StatusCode != http.StatusBadRequest || h.Description == nil ||
+			!strings.Contains(*h.Description, "parameters.Host: is not a parameter the plan micro accepts on bind (it accepts: none)") {
+			t.Fatalf("bind: %v, want 400 naming Host", err)
+		}
+		if strings.Contains(*h.Description, "attacker") {
+			t.Errorf("the description quotes the value: %s", *h.Description)
+		}
+	})
 
 	for _, ex := range cloud.examples() {
 		t.Run(ex.service+" goes through its whole lifecycle", func(t *testing.T) {

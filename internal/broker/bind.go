@@ -70,7 +70,7 @@ func (b *Broker) Bind(ctx context.Context, d BindDetails) (BindResult, error) {
 			return BindResult{}, err
 		}
 	}
-	if err := validateParameters(plan, catalog.BindingCreate, d.Parameters); err != nil {
+	if err := b.validateParameters(plan, catalog.BindingCreate, d.Parameters); err != nil {
 		return BindResult{}, err
 	}
 	isAsync, err := async(plan, d.AcceptsIncomplete)

@@ -616,6 +616,13 @@ func logReason(description string, params ...json.RawMessage) string {
 	return description
 }
 
+// RepeatsParameter reports whether s repeats a string value of any of
+// params, so that a driver logging a text of its own (a cloud provider's
+// reason for a failure) leaves it out as the broker's log does.
+func RepeatsParameter(s string, params ...json.RawMessage) bool {
+	return logReason(s, params...) == withheldReason && s != withheldReason
+}
+
 // repeatsString reports whether s contains a non-empty string value found
 // anywhere in the decoded JSON value v. Numbers and booleans are not looked
 // for: "5" or "true" would match nearly every description. A driver must

@@ -541,6 +541,16 @@ type Drivers interface {
 	For(plan *catalog.Plan) (driver Driver, settings any, ok bool)
 }
 
+// AcceptedParameters is implemented by the settings of a plan whose driver
+// passes on only the parameters it names for each kind of request (the
+// CloudFormation driver's: the properties of the plan's schemas). The
+// broker refuses, with 400 and before anything is written, a request whose
+// parameters name any other, rather than let the driver drop it or fail
+// the operation later.
+type AcceptedParameters interface {
+	AcceptedParameters(kind catalog.SchemaKind) []string
+}
+
 // InMemory is implemented by a driver whose changes live only in the
 // records it hands back (Progress.Records): its Begin touches nothing
 // outside the broker, so it may run before the broker takes a hold, and a

@@ -46,7 +46,7 @@ func (b *Broker) Provision(ctx context.Context, d ProvisionDetails) (ProvisionRe
 	if err := checkMaintenanceInfo(plan, d.MaintenanceInfo); err != nil {
 		return ProvisionResult{}, err
 	}
-	if err := validateParameters(plan, catalog.InstanceCreate, d.Parameters); err != nil {
+	if err := b.validateParameters(plan, catalog.InstanceCreate, d.Parameters); err != nil {
 		return ProvisionResult{}, err
 	}
 	isAsync, err := async(plan, d.AcceptsIncomplete)

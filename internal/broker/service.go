@@ -1,12 +1,17 @@
 package broker
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -220,11 +225,53 @@ func planMaintenanceInfo(p *catalog.Plan) *MaintenanceInfo {
 	return &MaintenanceInfo{Version: p.MaintenanceInfo.Version, Description: p.MaintenanceInfo.Description}
 }
 
-func validateParameters(p *catalog.Plan, kind catalog.SchemaKind, params json.RawMessage) error {
+// validateParameters checks a request's parameters against the plan's
+// schema of that kind and, for a plan whose settings say which parameters
+// its driver passes on (AcceptedParameters), refuses any other: a
+// parameter is never dropped in silence.
+func (b *Broker) validateParameters(p *catalog.Plan, kind catalog.SchemaKind, params json.RawMessage) error {
 	if err := p.ValidateParameters(kind, params); err != nil {
 		return Errorf(CodeBadRequest, "%s", err.Error())
 	}
+	if b.Drivers == nil {
+		return nil
+	}
+	_, settings, _ := b.Drivers.For(p)
+	ap, ok := settings.(AcceptedParameters)
+	if !ok {
+		return nil
+	}
+	params = bytes.TrimSpace(params)
+	if len(params) == 0 || string(params) == "null" {
+		return nil
+	}
+	var given map[string]json.RawMessage
+	if err := json.Unmarshal(params, &given); err != nil {
+		return Errorf(CodeBadRequest, "parameters: must be a JSON object")
+	}
+	accepted := ap.AcceptedParameters(kind)
+	which := "none"
+	if len(accepted) > 0 {
+		which = strings.Join(accepted, ", ")
+	}
+	var refused []string
+	for _, name := range slices.Sorted(maps.Keys(given)) {
+		if !slices.Contains(accepted, name) {
+			refused = append(refused, fmt.Sprintf("parameters.%s: is not a parameter the plan %s accepts %s (it accepts: %s)",
+				name, p.Name, parameterMoment[kind], which))
+		}
+	}
+	if len(refused) > 0 {
+		return Errorf(CodeBadRequest, "%s", strings.Join(refused, "; "))
+	}
 	return nil
+}
+
+// parameterMoment names the request a schema kind checks, for messages.
+var parameterMoment = map[catalog.SchemaKind]string{
+	catalog.InstanceCreate: "on provision",
+	catalog.InstanceUpdate: "on update",
+	catalog.BindingCreate:  "on bind",
 }
 
 func concurrency(format string, args ...any) error {

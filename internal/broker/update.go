@@ -89,7 +89,7 @@ func (b *Broker) update(ctx context.Context, d UpdateDetails) (UpdateResult, err
 		return UpdateResult{}, err
 	}
 	if d.Parameters != nil {
-		if err := validateParameters(plan, catalog.InstanceUpdate, d.Parameters); err != nil {
+		if err := b.validateParameters(plan, catalog.InstanceUpdate, d.Parameters); err != nil {
 			return UpdateResult{}, err
 		}
 	}

@@ -92,6 +92,17 @@ func (p *Plan) HasSchema(k SchemaKind) bool {
 	return k >= 0 && k < numSchemaKinds && p.schemas[k] != nil
 }
 
+// SchemaProperties lists, sorted, the properties that the top level of the
+// plan's schema of that kind declares: the parameters it names. It is nil
+// when the plan has no such schema or the schema names none.
+func (p *Plan) SchemaProperties(k SchemaKind) []string {
+	if !p.HasSchema(k) {
+		return nil
+	}
+	ps := p.schemas[k]
+	return ps.properties(ps.url)
+}
+
 // violations turns a validation error into one violation per problem, each
 // naming its field below base. properties, if not nil, lists the properties
 // the schema at a schema URL declares, to say which ones are allowed.

@@ -3,6 +3,7 @@ package catalog
 import (
 	"encoding/json"
 	"errors"
+	"slices"
 	"sync"
 	"testing"
 )
@@ -211,4 +212,24 @@ func TestSchemaKindNamesItsPlace(t *testing.T) {
 			}
 		})
 	}
+}
+
+func TestSchemaProperties(t *testing.T) {
+	c := mustParse(t, smallCatalog())
+	_, withSchema := c.PlanByID("plan-1")
+	_, without := c.PlanByID("plan-2")
+	t.Run("a schema's top-level properties are listed, sorted", func(t *testing.T) {
+		got := withSchema.SchemaProperties(InstanceCreate)
+		if want := []string{"duration_seconds", "fail", "fail_description"}; !slices.Equal(got, want) {
+			t.Errorf("SchemaProperties = %v, want %v", got, want)
+		}
+	})
+	t.Run("a plan without that schema names none", func(t *testing.T) {
+		if got := withSchema.SchemaProperties(InstanceUpdate); got != nil {
+			t.Errorf("SchemaProperties(update) = %v, want nil", got)
+		}
+		if got := without.SchemaProperties(InstanceCreate); got != nil {
+			t.Errorf("SchemaProperties(create) of a plan without schemas = %v, want nil", got)
+		}
+	})
 }

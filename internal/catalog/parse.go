@@ -319,10 +319,14 @@ func BrokerKeys() string {
 
 // SettingError is a problem with one key of a plan's driver settings (its
 // broker block); the drivers return it, and the broker names the catalog
-// file and the plan's field with it.
+// file and the plan's field with it. A driver whose settings depend on
+// another field of the plan (its schemas) names that field, with InPlan.
 type SettingError struct {
 	Key     string
 	Problem string
+	// InPlan: Key is a field of the plan (e.g.
+	// "schemas.service_instance.create.parameters"), not of its broker block.
+	InPlan bool
 }
 
 func (e *SettingError) Error() string { return e.Key + ": " + e.Problem }
@@ -331,6 +335,16 @@ func (e *SettingError) Error() string { return e.Key + ": " + e.Problem }
 func Settingf(key, format string, args ...any) error {
 	return &SettingError{Key: key, Problem: fmt.Sprintf(format, args...)}
 }
+
+// PlanFieldf returns a *SettingError about a field of the plan outside its
+// broker block.
+func PlanFieldf(field, format string, args ...any) error {
+	return &SettingError{Key: field, Problem: fmt.Sprintf(format, args...), InPlan: true}
+}
+
+// PlanPath is where the plan of a broker block is in the catalog, e.g.
+// "services[0].plans[1]" for the block at "services[0].plans[1].broker".
+func (s Settings) PlanPath() string { return strings.TrimSuffix(s.Path, ".broker") }
 
 // duration reads an optional positive duration such as "720h" or "90m".
 func (ck *checker) duration(obj map[string]any, p, key string) time.Duration {

@@ -161,14 +161,28 @@ func configure(cat *catalog.Catalog, p *catalog.Plan) (Kind, any, error) {
 			continue
 		}
 		settings, err := k.Configure(p, p.Settings.Config, cat.Dir)
-		var se *catalog.SettingError
-		switch {
-		case errors.As(err, &se):
-			return k, nil, fmt.Errorf("%s: %s.%s: %s", cat.Source, p.Settings.Path, se.Key, se.Problem)
-		case err != nil:
-			return k, nil, fmt.Errorf("%s: %s: %v", cat.Source, p.Settings.Path, err)
+		if err == nil {
+			return k, settings, nil
 		}
-		return k, settings, nil
+		// A driver may report several problems at once (errors.Join):
+		// one line each.
+		errs := []error{err}
+		if j, ok := err.(interface{ Unwrap() []error }); ok {
+			errs = j.Unwrap()
+		}
+		lines := make([]string, len(errs))
+		for i, e := range errs {
+			var se *catalog.SettingError
+			switch {
+			case errors.As(e, &se) && se.InPlan:
+				lines[i] = fmt.Sprintf("%s: %s.%s: %s", cat.Source, p.Settings.PlanPath(), se.Key, se.Problem)
+			case errors.As(e, &se):
+				lines[i] = fmt.Sprintf("%s: %s.%s: %s", cat.Source, p.Settings.Path, se.Key, se.Problem)
+			default:
+				lines[i] = fmt.Sprintf("%s: %s: %v", cat.Source, p.Settings.Path, e)
+			}
+		}
+		return k, nil, errors.New(strings.Join(lines, "\n"))
 	}
 	return Kind{}, nil, fmt.Errorf("%s: %s.driver: no driver %q in this broker; the drivers are %s",
 		cat.Source, p.Settings.Path, name, strings.Join(Names(), ", "))

@@ -62,6 +62,11 @@ func TestBuild(t *testing.T) {
 		{"every problem is reported at once, one per line",
 			[]string{"driver: x", "", "driver: y"},
 			[]string{`services[0].plans[0].broker.driver: no driver "x"`, `services[0].plans[2].broker.driver: no driver "y"`}},
+		{"a cloudformation plan without the schemas its templates need gets one line per schema, naming the plan's field",
+			[]string{"driver: cloudformation\nmode: async-only\ntemplate: " + shipped("s3-bucket/instance.yaml") + "\nbinding_template: " + shipped("s3-bucket/binding.yaml")},
+			[]string{
+				`my-catalog.yaml: services[0].plans[0].schemas.service_instance.create.parameters: is missing; the template ` + shipped("s3-bucket/instance.yaml") + ` declares parameters that the plan does not fix (Encryption, NoncurrentVersionExpirationDays and Versioning)`,
+				`my-catalog.yaml: services[0].plans[0].schemas.service_binding.create.parameters: is missing;`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cat := loadCatalog(t, tc.blocks...)
@@ -98,3 +103,12 @@ func TestBuild(t *testing.T) {
 }
 
 type wrapped struct{ broker.Driver }
+
+// shipped is the absolute path of a template of services/.
+func shipped(path string) string {
+	abs, err := filepath.Abs(filepath.Join("../../services", path))
+	if err != nil {
+		panic(err)
+	}
+	return abs
+}

@@ -25,6 +25,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/cloudformation/types"
 
 	"github.com/serverless-osb/broker/internal/broker"
+	"github.com/serverless-osb/broker/internal/catalog"
 	"github.com/serverless-osb/broker/internal/env"
 )
 
@@ -259,7 +260,7 @@ func (d *Driver) create(ctx context.Context, c broker.Change, s *Settings, name 
 		return d.creating(ctx, c, stack, t)
 	case types.StackStatusCreateFailed, types.StackStatusRollbackInProgress,
 		types.StackStatusRollbackComplete, types.StackStatusRollbackFailed:
-		return broker.Progress{}, &broker.Failure{Description: d.failure(ctx, stack, "")}
+		return broker.Progress{}, &broker.Failure{Description: d.failure(ctx, c, stack, "")}
 	default:
 		if inProgress(status) {
 			return broker.Progress{RetryAfter: retryAfter(c), Description: "Creating the stack."}, nil
@@ -281,7 +282,7 @@ func (d *Driver) startCreate(ctx context.Context, c broker.Change, s *Settings, 
 		in.RoleARN = aws.String(d.Deployment.RoleARN)
 	}
 	if name == instanceRecord {
-		given, err := requestParameters(c.Instance.Parameters, t)
+		given, err := requestParameters(c.Instance.Parameters, t, s.AcceptedParameters(catalog.InstanceCreate))
 		if err != nil {
 			return err
 		}
@@ -295,7 +296,7 @@ func (d *Driver) startCreate(ctx context.Context, c broker.Change, s *Settings, 
 		if !found || !inst.Created {
 			return &broker.Failure{Description: "The service instance has no complete stack on record, so it cannot be bound."}
 		}
-		given, err := requestParameters(c.Binding.Parameters, t)
+		given, err := requestParameters(c.Binding.Parameters, t, s.AcceptedParameters(catalog.BindingCreate))
 		if err != nil {
 			return err
 		}
@@ -419,13 +420,13 @@ func (d *Driver) update(ctx context.Context, c broker.Change, s *Settings) (brok
 			Description: "The update failed; rolling the stack back to its previous configuration."}, nil
 	case types.StackStatusUpdateRollbackComplete:
 		return broker.Progress{}, &broker.Failure{
-			Description:      d.failure(ctx, stack, "The update was rolled back; the service instance is as it was before"),
+			Description:      d.failure(ctx, c, stack, "The update was rolled back; the service instance is as it was before"),
 			InstanceUsable:   broker.Bool(true),
 			UpdateRepeatable: broker.Bool(true),
 		}
 	case types.StackStatusUpdateRollbackFailed, types.StackStatusUpdateFailed:
 		return broker.Progress{}, &broker.Failure{
-			Description: d.failure(ctx, stack, fmt.Sprintf(
+			Description: d.failure(ctx, c, stack, fmt.Sprintf(
 				"The update failed and could not be rolled back (%s); the platform operator must continue the rollback of stack %s", status, rec.StackName)),
 			InstanceUsable:   broker.Bool(false),
 			UpdateRepeatable: broker.Bool(false),
@@ -445,7 +446,7 @@ func (d *Driver) startUpdate(ctx context.Context, c broker.Change, s *Settings, 
 	var given map[string]string
 	if c.Operation.Target != nil {
 		var err error
-		if given, err = requestParameters(c.Operation.Target.Parameters, s.Template); err != nil {
+		if given, err = requestParameters(c.Operation.Target.Parameters, s.Template, s.AcceptedParameters(catalog.InstanceUpdate)); err != nil {
 			return false, err
 		}
 	}
@@ -603,7 +604,7 @@ func (d *Driver) deleteStack(ctx context.Context, c broker.Change, name string, 
 		return deletion{left: d.resourcesLeft(ctx, stack)}, nil
 	case status == types.StackStatusDeleteFailed:
 		if rec.DeleteTries >= maxDeleteTries {
-			return deletion{}, &broker.Failure{Description: d.deleteFailure(ctx, stack, rec.DeleteTries)}
+			return deletion{}, &broker.Failure{Description: d.deleteFailure(ctx, c, stack, rec.DeleteTries)}
 		}
 		rec.DeleteTries++
 	case inProgress(status):
@@ -676,7 +677,7 @@ func (d *Driver) Cleanup(ctx context.Context, det broker.Detached) (broker.Progr
 			return broker.Progress{}, err
 		}
 		if tries >= maxDeleteTries {
-			return broker.Progress{}, &broker.Failure{Description: d.deleteFailure(ctx, stack, tries)}
+			return broker.Progress{}, &broker.Failure{Description: d.deleteFailure(ctx, broker.Change{Operation: broker.Operation{ID: det.OperationID, InstanceID: det.InstanceID}}, stack, tries)}
 		}
 	case inProgress(status):
 		return wait, nil

@@ -65,7 +65,12 @@ func newHarness(t *testing.T, withBinding bool) *harness {
 		config["binding_template"] = "binding.json"
 		config["binding_parameters"] = map[string]any{"Access": "ReadOnly"}
 	}
-	s, err := Configure(&catalog.Plan{ID: "plan-1", Name: "private"}, config, dir)
+	// Users may set Versioning, Size and Subnets at create, Size and Subnets
+	// on update; the plan fixes Owner (and, for bindings, Access), and
+	// Settings keeps its Default.
+	plan := schemaPlan(t, map[catalog.SchemaKind][]string{
+		catalog.InstanceCreate: {"Size", "Subnets", "Versioning"}, catalog.InstanceUpdate: {"Size", "Subnets"}})
+	s, err := Configure(plan, config, dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,15 +92,14 @@ func (h *harness) change(kind broker.OperationKind, opID string) broker.Change {
 		Operation: broker.Operation{ID: opID, InstanceID: instanceID, Kind: kind, Async: true},
 		Instance: broker.Instance{ID: instanceID, InstanceRequest: broker.InstanceRequest{
 			ServiceID: "svc-1", PlanID: "plan-1", OrganizationGUID: "org-1",
-			Parameters: json.RawMessage(`{"Versioning":"Enabled","Size":3,"Owner":"mallory","Unknown":"x"}`),
+			Parameters: json.RawMessage(`{"Versioning":"Enabled","Size":3}`),
 			Context:    json.RawMessage(`{"platform":"cloudfoundry","space_guid":"space-1","instance_name":"my bucket #1"}`)}},
 		Plan:     &catalog.Plan{ID: "plan-1", Name: "private"},
 		Settings: h.settings,
 	}
 	if kind.IsBinding() {
 		c.Operation.BindingID = bindingID
-		c.Binding = &broker.Binding{InstanceID: instanceID, ID: bindingID, AppGUID: "app-1",
-			Parameters: json.RawMessage(`{"Access":"ReadWrite","BucketArn":"arn:aws:s3:::someone-elses"}`)}
+		c.Binding = &broker.Binding{InstanceID: instanceID, ID: bindingID, AppGUID: "app-1"}
 	}
 	return c
 }
@@ -187,7 +191,7 @@ func TestProvision(t *testing.T) {
 		in := h.cfn.get(h.instanceStack()).create
 		want := map[string]string{"Versioning": "Enabled", "Size": "3", "Owner": "team-a"}
 		if got := params(in.Parameters); len(got) != len(want) || got["Versioning"] != "Enabled" || got["Size"] != "3" || got["Owner"] != "team-a" {
-			t.Errorf("parameters %v, want %v (the plan's Owner wins, undeclared ones are dropped)", got, want)
+			t.Errorf("parameters %v, want %v (the user's and the plan's; Settings and Subnets keep their Default)", got, want)
 		}
 		if aws.ToString(in.TemplateBody) != instanceTemplate || aws.ToString(in.RoleARN) != "arn:aws:iam::123456789012:role/cfn" ||
 			len(in.Capabilities) != 3 || aws.ToString(in.ClientRequestToken) != token("create", "op-1") {
@@ -280,7 +284,7 @@ func TestProvision(t *testing.T) {
 		h.cfn.set(s, types.StackStatusRollbackComplete, "")
 		_, err := h.driver.Check(h.ctx, h.fresh(c))
 		f := failureOf(t, err)
-		if want := `The S3 Bucket "Bucket" could not be created: my-bucket already exists.`; f.Description != want {
+		if want := `The S3 Bucket "Bucket" could not be created: it conflicts with a resource that already exists or is in use` + fullReasonLogged; f.Description != want {
 			t.Errorf("description %q, want %q", f.Description, want)
 		}
 		if left, _ := h.driver.Leftovers(h.ctx, h.fresh(c)); len(left) != 1 || left[0] != instanceRecord {
@@ -308,6 +312,15 @@ func TestProvision(t *testing.T) {
 		}
 	})
 
+	t.Run("a refusal that names a role or an account shows neither", func(t *testing.T) {
+		h := newHarness(t, false)
+		h.cfn.failNext("CreateStack", apiErr("ValidationError", "Role arn:aws:iam::123456789012:role/osb-cfn is invalid or cannot be assumed by account 123456789012"))
+		_, err := h.driver.Begin(h.ctx, h.fresh(h.change(broker.KindProvision, "op-1")))
+		if f := failureOf(t, err); f.Description != "CloudFormation refused to create the stack: Role (an ARN) is invalid or cannot be assumed by account (an account)." {
+			t.Errorf("description %q", f.Description)
+		}
+	})
+
 	t.Run("a template that needs a capability fails the provision, for the platform team to fix", func(t *testing.T) {
 		h := newHarness(t, false)
 		h.cfn.failNext("CreateStack", apiErr("InsufficientCapabilitiesException", "Requires capabilities : [CAPABILITY_FOO]"))
@@ -324,6 +337,23 @@ func TestProvision(t *testing.T) {
 		f := failureOf(t, err)
 		if !strings.Contains(f.Description, "platform operator") || strings.Contains(f.Description, "123456789012") {
 			t.Errorf("description %q", f.Description)
+		}
+	})
+
+	t.Run("a parameter the plan's schema does not name fails the provision, naming it, and no stack is asked for", func(t *testing.T) {
+		for _, given := range []string{`{"Versioning":"Enabled","Owner":"mallory"}`, `{"Settings":"{}"}`, `{"Unknown":"x"}`} {
+			h := newHarness(t, false)
+			c := h.change(broker.KindProvision, "op-1")
+			c.Instance.Parameters = json.RawMessage(given)
+			_, err := h.driver.Begin(h.ctx, h.fresh(c))
+			f := failureOf(t, err)
+			if !strings.Contains(f.Description, "is not one the plan accepts (it accepts: Size, Subnets and Versioning)") ||
+				strings.Contains(f.Description, "mallory") {
+				t.Errorf("%s: description %q", given, f.Description)
+			}
+			if h.cfn.count("CreateStack") != 0 {
+				t.Errorf("%s: a stack was asked for", given)
+			}
 		}
 	})
 
@@ -454,7 +484,7 @@ func TestUpdate(t *testing.T) {
 		if f.InstanceUsable == nil || !*f.InstanceUsable || f.UpdateRepeatable == nil || !*f.UpdateRepeatable {
 			t.Errorf("flags usable %v repeatable %v", f.InstanceUsable, f.UpdateRepeatable)
 		}
-		want := `The update was rolled back; the service instance is as it was before. The S3 Bucket "Bucket" could not be updated: Versioning cannot be suspended on this bucket.`
+		want := `The update was rolled back; the service instance is as it was before. The S3 Bucket "Bucket" could not be updated: CloudFormation reported a failure` + fullReasonLogged
 		if f.Description != want {
 			t.Errorf("description %q, want %q", f.Description, want)
 		}
@@ -512,7 +542,7 @@ func TestUpdate(t *testing.T) {
 }
 
 func TestBind(t *testing.T) {
-	t.Run("a binding stack takes the instance's outputs, which neither the user nor the plan can override", func(t *testing.T) {
+	t.Run("a binding stack takes the instance's outputs and the plan's fixed values", func(t *testing.T) {
 		h := newHarness(t, true)
 		h.provisioned()
 		c := h.change(broker.KindBind, "op-bind")
@@ -529,6 +559,20 @@ func TestBind(t *testing.T) {
 		tags := tagMap(in.Tags)
 		if tags[TagBindingID] != bindingID || tags[TagAppGUID] != "app-1" || tags[TagInstanceID] != instanceID || tags[TagOperationID] != "op-bind" {
 			t.Errorf("tags %v", tags)
+		}
+	})
+
+	t.Run("a bind parameter the plan does not accept fails the bind: no user points a binding at another instance's resources", func(t *testing.T) {
+		h := newHarness(t, true)
+		h.provisioned()
+		c := h.change(broker.KindBind, "op-bind")
+		c.Binding.Parameters = json.RawMessage(`{"BucketArn":"arn:aws:s3:::someone-elses"}`)
+		_, err := h.driver.Begin(h.ctx, h.fresh(c))
+		if f := failureOf(t, err); !strings.Contains(f.Description, "The parameter BucketArn is not one the plan accepts (it accepts: none)") {
+			t.Errorf("description %q", f.Description)
+		}
+		if h.cfn.get(h.bindingStack()) != nil {
+			t.Error("a binding stack was asked for")
 		}
 	})
 
@@ -686,7 +730,7 @@ func TestDeprovision(t *testing.T) {
 				continue
 			}
 			f := failureOf(t, err)
-			want := "CloudFormation could not delete Bucket (AWS::S3::Bucket): The bucket you tried to delete is not empty."
+			want := "CloudFormation could not delete Bucket (AWS::S3::Bucket): it still holds data; empty it, then try again" + fullReasonLogged
 			if !strings.Contains(f.Description, want) || !strings.Contains(f.Description, "tried 3 times") {
 				t.Errorf("description %q, want it to say %q", f.Description, want)
 			}
@@ -796,7 +840,7 @@ func TestCleanup(t *testing.T) {
 			h.cfn.set(h.instanceStack(), types.StackStatusDeleteFailed, "")
 		}
 		_, err := h.driver.Cleanup(h.ctx, d)
-		if f := failureOf(t, err); !strings.Contains(f.Description, "Table (AWS::DynamoDB::Table): Table is being used") {
+		if f := failureOf(t, err); !strings.Contains(f.Description, "Table (AWS::DynamoDB::Table): it conflicts with a resource that already exists or is in use") {
 			t.Errorf("description %q", f.Description)
 		}
 		if h.cfn.count("DeleteStack") != 3 {
@@ -869,14 +913,24 @@ func TestParameterValues(t *testing.T) {
 		})
 	}
 	t.Run("null leaves the parameter out", func(t *testing.T) {
-		got, err := requestParameters(json.RawMessage(`{"Versioning":null,"Size":2}`), &Template{Parameters: map[string]Parameter{"Versioning": str, "Size": str}})
+		got, err := requestParameters(json.RawMessage(`{"Versioning":null,"Size":2}`), &Template{Parameters: map[string]Parameter{"Versioning": str, "Size": str}},
+			[]string{"Size", "Versioning"})
 		if err != nil || len(got) != 1 || got["Size"] != "2" {
 			t.Fatalf("%v %v", got, err)
 		}
 	})
 	t.Run("parameters that are not an object fail", func(t *testing.T) {
-		_, err := requestParameters(json.RawMessage(`[1]`), &Template{})
+		_, err := requestParameters(json.RawMessage(`[1]`), &Template{}, nil)
 		failureOf(t, err)
+	})
+	t.Run("a parameter the plan does not accept fails the change, naming it and those it accepts, never dropped", func(t *testing.T) {
+		decls := &Template{Parameters: map[string]Parameter{"Versioning": str, "ClientCidr": str}}
+		_, err := requestParameters(json.RawMessage(`{"Versioning":"Enabled","ClientCidr":"0.0.0.0/0"}`), decls, []string{"Versioning"})
+		f := failureOf(t, err)
+		if !strings.Contains(f.Description, "The parameter ClientCidr is not one the plan accepts (it accepts: Versioning)") ||
+			strings.Contains(f.Description, "0.0.0.0") {
+			t.Errorf("description %q", f.Description)
+		}
 	})
 }
 
@@ -889,6 +943,93 @@ func TestSnakeCase(t *testing.T) {
 		t.Run(in+" becomes "+want, func(t *testing.T) {
 			if got := snakeCase(in); got != want {
 				t.Errorf("snakeCase(%q) = %q", in, got)
+			}
+		})
+	}
+}
+
+func TestFailureReasonsAreClassifiedForUsers(t *testing.T) {
+	const denied = `Resource handler returned message: "User: arn:aws:sts::123456789012:assumed-role/osb-cfn-service-role/AWSCloudFormation is not authorized to perform: s3:CreateBucket on resource: "arn:aws:s3:::osb-x" because no identity-based policy allows the s3:CreateBucket action (Service: S3, Status Code: 403, Request ID: ABC)"`
+	t.Run("a permission failure shows the resource's logical id and the class; the log has CloudFormation's full reason with the operation's ids", func(t *testing.T) {
+		h := newHarness(t, false)
+		c := h.change(broker.KindProvision, "op-1")
+		if _, err := h.driver.Begin(h.ctx, h.fresh(c)); err != nil {
+			t.Fatal(err)
+		}
+		s := h.instanceStack()
+		h.cfn.resource(s, "Bucket", "AWS::S3::Bucket", types.ResourceStatusCreateFailed, denied)
+		h.cfn.set(s, types.StackStatusRollbackComplete, "The following resource(s) failed to create: [Bucket]. Rollback requested by user.")
+		_, err := h.driver.Check(h.ctx, h.fresh(c))
+		f := failureOf(t, err)
+		want := "The S3 Bucket \"Bucket\" could not be created: the broker's service role lacks a permission (the broker's log has CloudFormation's full reason, for the platform operator)."
+		if f.Description != want {
+			t.Errorf("description %q, want %q", f.Description, want)
+		}
+		for _, secret := range []string{"123456789012", "arn:", "s3:CreateBucket", "osb-cfn-service-role"} {
+			if strings.Contains(f.Description, secret) {
+				t.Errorf("description %q shows %q", f.Description, secret)
+			}
+		}
+		var line map[string]any
+		for _, l := range strings.Split(strings.TrimSpace(h.logs.String()), "\n") {
+			if strings.Contains(l, `"stack change failed"`) {
+				if err := json.Unmarshal([]byte(l), &line); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		if line["reason"] != denied || line["operation_id"] != "op-1" || line["instance_id"] != instanceID ||
+			line["resource"] != "Bucket" || line["stack"] != s || line["level"] != "WARN" {
+			t.Errorf("log line %v, want the full reason with the stack, resource and operation's ids", line)
+		}
+	})
+	t.Run("a stack's own reason shows only the logical ids it lists", func(t *testing.T) {
+		h := newHarness(t, false)
+		c := h.change(broker.KindProvision, "op-1")
+		h.driver.Begin(h.ctx, h.fresh(c))
+		h.cfn.set(h.instanceStack(), types.StackStatusRollbackInProgress, "The following resource(s) failed to create: [Bucket, Queue]. Role arn:aws:iam::123456789012:role/x is invalid.")
+		f := failureOf(t, func() error { _, err := h.driver.Check(h.ctx, h.fresh(c)); return err }())
+		if want := "The stack could not be created: The following resource(s) failed to create: [Bucket, Queue]."; f.Description != want {
+			t.Errorf("description %q, want %q", f.Description, want)
+		}
+	})
+	t.Run("a reason that repeats a request parameter stays out of the log", func(t *testing.T) {
+		h := newHarness(t, false)
+		c := h.change(broker.KindProvision, "op-1")
+		c.Instance.Parameters = json.RawMessage(`{"Versioning":"Enabled-by-mallory"}`)
+		h.driver.Begin(h.ctx, h.fresh(c))
+		h.cfn.resource(h.instanceStack(), "Bucket", "AWS::S3::Bucket", types.ResourceStatusCreateFailed, "Invalid value Enabled-by-mallory for Status")
+		h.cfn.set(h.instanceStack(), types.StackStatusRollbackComplete, "")
+		f := failureOf(t, func() error { _, err := h.driver.Check(h.ctx, h.fresh(c)); return err }())
+		if !strings.Contains(f.Description, "a parameter value or the template is not valid") {
+			t.Errorf("description %q", f.Description)
+		}
+		if strings.Contains(h.logs.String(), "mallory") || !strings.Contains(h.logs.String(), "repeats a request parameter") {
+			t.Errorf("log %s", h.logs.String())
+		}
+	})
+}
+
+func TestReasonClass(t *testing.T) {
+	cases := []struct{ reason, class string }{
+		{"API: s3:CreateBucket Access Denied", "the broker's service role lacks a permission"},
+		{"User: arn:aws:sts::123456789012:assumed-role/r is not authorized to perform: iam:CreateUser", "the broker's service role lacks a permission"},
+		{"Resource handler returned message: \"AccessDenied\" (must be allowed)", "the broker's service role lacks a permission"},
+		{"LimitExceededException: The maximum number of buckets has been reached", "an account limit or quota was reached"},
+		{"DB instance quota exceeded (Service: Rds, Status Code: 400)", "an account limit or quota was reached"},
+		{"Template format error: Unresolved resource dependencies [X] in the Resources block", "a parameter value or the template is not valid"},
+		{"Parameter validation failed: parameter value abc for parameter name VpcId does not exist", "a parameter value or the template is not valid"},
+		{"Invalid request provided: AWS::SQS::Queue", "a parameter value or the template is not valid"},
+		{"Properties validation failed for resource Table with message: #/TableName: expected maxLength: 255", "a parameter value or the template is not valid"},
+		{"osb-x-bucket already exists", "it conflicts with a resource that already exists or is in use"},
+		{"The security group is in use by another resource", "it conflicts with a resource that already exists or is in use"},
+		{"The bucket you tried to delete is not empty", "it still holds data; empty it, then try again"},
+		{"Internal Failure", "CloudFormation reported a failure"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.reason+" is "+tc.class, func(t *testing.T) {
+			if got := reasonClass(tc.reason); got != tc.class {
+				t.Errorf("reasonClass = %q, want %q", got, tc.class)
 			}
 		})
 	}

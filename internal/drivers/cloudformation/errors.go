@@ -3,6 +3,7 @@ package cloudformation
 import (
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 
 	"github.com/aws/smithy-go"
@@ -61,6 +62,9 @@ func classify(what string, err error) error {
 	if !ok {
 		return fmt.Errorf("%s: %w", what, err)
 	}
+	// CloudFormation's refusals are worth showing (a parameter value it
+	// does not allow), but not the account or the roles they may name.
+	msg = redact(msg)
 	switch code {
 	case "ValidationError":
 		return &broker.Failure{Description: fmt.Sprintf("CloudFormation refused to %s: %s", what, sentence(msg))}
@@ -72,6 +76,16 @@ func classify(what string, err error) error {
 		return &broker.Failure{Description: fmt.Sprintf("CloudFormation refused to %s: %s Ask the platform operator to raise the account's limit or delete unused stacks.", what, sentence(msg))}
 	}
 	return fmt.Errorf("%s: %w", what, err)
+}
+
+var (
+	arnPattern     = regexp.MustCompile(`arn:aws[a-z-]*:[^\s"',;]*`)
+	accountPattern = regexp.MustCompile(`\b[0-9]{12}\b`)
+)
+
+// redact replaces ARNs and account ids in one of CloudFormation's messages.
+func redact(msg string) string {
+	return accountPattern.ReplaceAllString(arnPattern.ReplaceAllString(msg, "(an ARN)"), "(an account)")
 }
 
 // sentence ends s with a full stop.

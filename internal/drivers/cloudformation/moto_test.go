@@ -46,10 +46,8 @@ func TestServicesInMoto(t *testing.T) {
 	for _, svc := range services {
 		t.Run(svc.name+" goes through its whole life", func(t *testing.T) {
 			ctx := context.Background()
-			settings, err := Configure(&catalog.Plan{ID: "plan-" + svc.name, Name: "standard"}, map[string]any{
-				"template":         "services/" + svc.name + "/instance.yaml",
-				"binding_template": "services/" + svc.name + "/binding.yaml",
-			}, "../../..")
+			plan, dir := shippedPlan(t, svc.name)
+			settings, err := Configure(plan, plan.Settings.Config, dir)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -142,7 +140,8 @@ func TestServicesInMoto(t *testing.T) {
 	}
 
 	t.Run("a detached stack is cleaned up", func(t *testing.T) {
-		settings, err := Configure(&catalog.Plan{ID: "p"}, map[string]any{"template": "services/s3-bucket/instance.yaml"}, "../../..")
+		plan, dir := shippedPlan(t, "s3-bucket")
+		settings, err := Configure(plan, plan.Settings.Config, dir)
 		if err != nil {
 			t.Fatal(err)
 		}

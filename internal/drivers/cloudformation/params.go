@@ -81,9 +81,13 @@ func joinList(raw json.RawMessage) (string, error) {
 }
 
 // requestParameters converts an OSB parameters object to template
-// parameter values, keeping only the parameters t declares. A problem is a
-// *broker.Failure that names the parameter, never its value.
-func requestParameters(raw json.RawMessage, t *Template) (map[string]string, error) {
+// parameter values. Users may set only the parameters accepted names (the
+// plan's schema's properties, which Configure checked the template
+// declares); the broker refuses any other at the request, so one here (a
+// request accepted under an earlier catalog) fails the change rather than
+// being dropped. A problem is a *broker.Failure that names the parameter,
+// never its value.
+func requestParameters(raw json.RawMessage, t *Template, accepted []string) (map[string]string, error) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || string(raw) == "null" {
 		return nil, nil
@@ -95,8 +99,10 @@ func requestParameters(raw json.RawMessage, t *Template) (map[string]string, err
 	out := map[string]string{}
 	for _, name := range slices.Sorted(maps.Keys(obj)) {
 		decl, ok := t.Parameters[name]
-		if !ok {
-			continue // the plan's schema decides what users may send
+		if !ok || !slices.Contains(accepted, name) {
+			return nil, &broker.Failure{Description: fmt.Sprintf(
+				"The parameter %s is not one the plan accepts (it accepts: %s); the plan changed since the request was accepted. Send the request again without it.",
+				name, list(accepted))}
 		}
 		v, err := parameterValue(obj[name], decl)
 		if errors.Is(err, errNull) {

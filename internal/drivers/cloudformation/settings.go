@@ -53,6 +53,19 @@ type Settings struct {
 	BindingParameters map[string]string
 	// RetryAfter is the time between checks of a stack.
 	RetryAfter time.Duration
+	// Accepted lists, sorted, the parameters users may set on each kind of
+	// request: the properties the plan's schema of that kind names; none
+	// when it has no such schema. The driver passes on these alone, so a
+	// template parameter the plan neither fixes nor names stays as the
+	// operator wrote it (its Default), whatever a schema without
+	// additionalProperties: false would let through.
+	Accepted map[catalog.SchemaKind][]string
+}
+
+// AcceptedParameters lists the parameters users may set on a request of
+// kind k; the broker refuses (400) a request that sends any other.
+func (s *Settings) AcceptedParameters(k catalog.SchemaKind) []string {
+	return s.Accepted[k]
 }
 
 // Template is a CloudFormation template as the driver needs it.
@@ -85,13 +98,11 @@ func (p Parameter) IsList() bool {
 
 // Configure checks a plan's settings (its broker block without driver, mode
 // and deprovision) and reads its templates; paths are relative to dir, the
-// catalog's directory. A template parameter without a Default must have a
-// value from somewhere: the plan's fixed parameters, the instance's outputs
-// (binding template), or the plan's parameters schema. The catalog exposes
-// only whether a schema exists, not what it declares, so a plan with a
-// schema is trusted to ask for the parameter; a plan without one is refused,
-// since nothing would tell a user the parameter is needed and every create
-// would fail.
+// catalog's directory. Users may set exactly the template parameters that
+// the plan's schema of the request's kind names in its properties (see
+// checkSchemas); a template parameter without a Default must have a value
+// from somewhere: the plan's fixed parameters, the instance's outputs
+// (binding template), or a property of the create schema.
 func Configure(plan *catalog.Plan, config map[string]any, dir string) (*Settings, error) {
 	for _, k := range slices.Sorted(maps.Keys(config)) {
 		if !slices.Contains(settingKeys, k) {
@@ -136,15 +147,22 @@ func Configure(plan *catalog.Plan, config map[string]any, dir string) (*Settings
 		}
 	}
 
-	hasCreateSchema := plan != nil && plan.HasSchema(catalog.InstanceCreate)
-	if err := supplied(KeyTemplate, s.Template, s.Parameters, nil, hasCreateSchema, catalog.InstanceCreate); err != nil {
+	s.Accepted = map[catalog.SchemaKind][]string{}
+	for _, k := range []catalog.SchemaKind{catalog.InstanceCreate, catalog.InstanceUpdate, catalog.BindingCreate} {
+		if plan != nil {
+			s.Accepted[k] = plan.SchemaProperties(k)
+		}
+	}
+	if err := supplied(KeyTemplate, s.Template, s.Parameters, nil, s.Accepted[catalog.InstanceCreate], catalog.InstanceCreate); err != nil {
 		return nil, err
 	}
 	if s.BindingTemplate != nil {
-		hasBindSchema := plan != nil && plan.HasSchema(catalog.BindingCreate)
-		if err := supplied(KeyBindingTemplate, s.BindingTemplate, s.BindingParameters, s.Template.Outputs, hasBindSchema, catalog.BindingCreate); err != nil {
+		if err := supplied(KeyBindingTemplate, s.BindingTemplate, s.BindingParameters, s.Template.Outputs, s.Accepted[catalog.BindingCreate], catalog.BindingCreate); err != nil {
 			return nil, err
 		}
+	}
+	if err := checkSchemas(plan, s); err != nil {
+		return nil, err
 	}
 
 	if v, ok := config[KeyRetryAfter]; ok {
@@ -307,11 +325,93 @@ func fixedParameters(config map[string]any, key, templateKey string, t *Template
 	return out, nil
 }
 
-// supplied checks that every parameter of t without a Default gets a value.
-func supplied(key string, t *Template, fixed map[string]string, outputs []string, hasSchema bool, schema catalog.SchemaKind) error {
+// checkSchemas checks that the plan's schemas say what users may set
+// (s.Accepted): a template parameter the plan leaves open (neither
+// fixed nor an instance output) is either named by the schema of the
+// request that makes the stack, or keeps its Default; so a plan whose
+// template has open parameters must have that schema, even one that names
+// none (properties: {}), or the operator has not decided. Once users may
+// set parameters at create, the plan must also say which of them an update
+// may change (schemas.service_instance.update; properties: {} for none). An
+// update that only changes the plan or maintenance_info sends no
+// parameters, so plan_updateable alone asks for no update schema. A
+// property must be a parameter of the template it reaches, and not one the
+// plan fixes or the driver passes itself. Every problem is reported, one
+// error each.
+func checkSchemas(plan *catalog.Plan, s *Settings) error {
+	has := func(k catalog.SchemaKind) bool { return plan != nil && plan.HasSchema(k) }
+	var problems []error
+	missing := func(k catalog.SchemaKind, format string, args ...any) {
+		problems = append(problems, catalog.PlanFieldf(schemaField(k), "is missing; "+format, args...))
+	}
+
+	if open := openParameters(s.Template, s.Parameters, nil); len(open) > 0 && !has(catalog.InstanceCreate) {
+		missing(catalog.InstanceCreate, "the %s %s declares %s that the plan does not fix (%s): name in this schema's properties those users may set at create, or none (properties: {}); the broker passes on only what it names, and the others keep their Default",
+			KeyTemplate, s.Template.Path, plural(len(open), "a parameter", "parameters"), list(open), KeyParameters)
+	}
+	if created := s.Accepted[catalog.InstanceCreate]; len(created) > 0 && !has(catalog.InstanceUpdate) {
+		missing(catalog.InstanceUpdate, "users set %s at create: name in this schema's properties those an update may change, or none (properties: {}); an update that only changes the plan or maintenance_info needs no parameters",
+			list(created))
+	}
+	problems = append(problems, properties(catalog.InstanceCreate, s.Accepted, s.Template, KeyTemplate, s.Parameters, KeyParameters, nil)...)
+	problems = append(problems, properties(catalog.InstanceUpdate, s.Accepted, s.Template, KeyTemplate, s.Parameters, KeyParameters, nil)...)
+
+	if s.BindingTemplate != nil {
+		if open := openParameters(s.BindingTemplate, s.BindingParameters, s.Template.Outputs); len(open) > 0 && !has(catalog.BindingCreate) {
+			missing(catalog.BindingCreate, "the %s %s declares %s that neither the plan's %s nor the instance's outputs set (%s): name in this schema's properties those users may set at bind, or none (properties: {}); the broker passes on only what it names, and the others keep their Default",
+				KeyBindingTemplate, s.BindingTemplate.Path, plural(len(open), "a parameter", "parameters"), KeyBindingParameters, list(open))
+		}
+		problems = append(problems, properties(catalog.BindingCreate, s.Accepted, s.BindingTemplate, KeyBindingTemplate, s.BindingParameters, KeyBindingParameters, s.Template.Outputs)...)
+	} else if names := s.Accepted[catalog.BindingCreate]; len(names) > 0 {
+		problems = append(problems, catalog.PlanFieldf(schemaField(catalog.BindingCreate),
+			"names %s, but the plan has no %s to pass %s to; add one, or remove the properties",
+			list(names), KeyBindingTemplate, plural(len(names), "it", "them")))
+	}
+	return errors.Join(problems...)
+}
+
+// schemaField is where a schema is in the plan: "schemas.service_instance.create.parameters".
+func schemaField(k catalog.SchemaKind) string { return "schemas." + k.String() }
+
+// openParameters lists the parameters of t that neither the plan fixes nor
+// the driver passes itself (outputs: the instance's, to a binding template).
+func openParameters(t *Template, fixed map[string]string, outputs []string) []string {
+	var open []string
+	for _, name := range slices.Sorted(maps.Keys(t.Parameters)) {
+		if _, ok := fixed[name]; !ok && !slices.Contains(outputs, name) {
+			open = append(open, name)
+		}
+	}
+	return open
+}
+
+// properties checks that every property the schema of kind k names is a
+// parameter of t that the plan leaves to users.
+func properties(k catalog.SchemaKind, accepted map[catalog.SchemaKind][]string, t *Template, templateKey string,
+	fixed map[string]string, fixedKey string, outputs []string) []error {
+	var problems []error
+	for _, name := range accepted[k] {
+		field := schemaField(k) + ".properties." + name
+		switch _, isFixed := fixed[name]; {
+		case t.Parameters[name].Type == "":
+			problems = append(problems, catalog.PlanFieldf(field, "the %s %s declares no parameter %s, so the broker could not pass it on; it declares %s",
+				templateKey, t.Path, name, list(slices.Sorted(maps.Keys(t.Parameters)))))
+		case isFixed:
+			problems = append(problems, catalog.PlanFieldf(field, "the plan fixes %s (broker.%s.%s), which users cannot override; remove it from the schema, or from %s to let users set it",
+				name, fixedKey, name, fixedKey))
+		case slices.Contains(outputs, name):
+			problems = append(problems, catalog.PlanFieldf(field, "%s is an output of the instance template, which the driver passes to the binding stack itself; remove it from the schema", name))
+		}
+	}
+	return problems
+}
+
+// supplied checks that every parameter of t without a Default gets a value:
+// fixed, from the instance's outputs, or named by the schema (named).
+func supplied(key string, t *Template, fixed map[string]string, outputs []string, named []string, schema catalog.SchemaKind) error {
 	var missing []string
 	for _, name := range slices.Sorted(maps.Keys(t.Parameters)) {
-		if t.Parameters[name].HasDefault || slices.Contains(outputs, name) {
+		if t.Parameters[name].HasDefault || slices.Contains(outputs, name) || slices.Contains(named, name) {
 			continue
 		}
 		if _, ok := fixed[name]; ok {
@@ -319,7 +419,7 @@ func supplied(key string, t *Template, fixed map[string]string, outputs []string
 		}
 		missing = append(missing, name)
 	}
-	if len(missing) == 0 || hasSchema {
+	if len(missing) == 0 {
 		return nil
 	}
 	fixKey := KeyParameters
@@ -330,7 +430,7 @@ func supplied(key string, t *Template, fixed map[string]string, outputs []string
 	if len(missing) > 1 {
 		what = "parameters " + list(missing) + " have"
 	}
-	return catalog.Settingf(key, "%s: %s no Default, and neither this plan's %s nor a schemas.%s supplies a value, so every stack would fail to create; give a Default in the template, fix the value under %s, or add the schema that asks users for it",
+	return catalog.Settingf(key, "%s: %s no Default, and neither this plan's %s nor the properties of schemas.%s name it, so every stack would fail to create; give a Default in the template, fix the value under %s, or name it in the schema (and list it in required) to ask users for it",
 		t.Path, what, fixKey, schema, fixKey)
 }
 

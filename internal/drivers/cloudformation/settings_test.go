@@ -2,8 +2,10 @@ package cloudformation
 
 import (
 	"errors"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -90,23 +92,40 @@ func templateDir(t *testing.T, files map[string]string) string {
 	return dir
 }
 
-// planWithSchemas parses a one-plan catalog whose plan has the named
-// parameter schemas, to get a *catalog.Plan for which HasSchema says so.
-func planWithSchemas(t *testing.T, instanceCreate, bindingCreate bool) *catalog.Plan {
+// schemaPlan parses a one-plan catalog whose plan has a parameters schema
+// of each kind given, naming those properties (none: properties: {}), to
+// get the *catalog.Plan the broker hands Configure.
+func schemaPlan(t *testing.T, schemas map[catalog.SchemaKind][]string) *catalog.Plan {
 	t.Helper()
-	schema := `
-              parameters:
-                $schema: "http://json-schema.org/draft-04/schema#"
-                type: object`
-	var schemas string
-	if instanceCreate {
-		schemas += "\n          service_instance:\n            create:" + schema
+	schema := func(props []string) string {
+		out := "\n              parameters:\n                $schema: \"http://json-schema.org/draft-04/schema#\"\n                type: object\n                properties: {"
+		for i, p := range props {
+			if i > 0 {
+				out += ", "
+			}
+			out += p + ": {}"
+		}
+		return out + "}"
 	}
-	if bindingCreate {
-		schemas += "\n          service_binding:\n            create:" + schema
+	var instance, binding string
+	if props, ok := schemas[catalog.InstanceCreate]; ok {
+		instance += "\n            create:" + schema(props)
 	}
-	if schemas != "" {
-		schemas = "\n        schemas:" + schemas
+	if props, ok := schemas[catalog.InstanceUpdate]; ok {
+		instance += "\n            update:" + schema(props)
+	}
+	if props, ok := schemas[catalog.BindingCreate]; ok {
+		binding += "\n            create:" + schema(props)
+	}
+	var all string
+	if instance != "" {
+		all += "\n          service_instance:" + instance
+	}
+	if binding != "" {
+		all += "\n          service_binding:" + binding
+	}
+	if all != "" {
+		all = "\n        schemas:" + all
 	}
 	doc := `services:
   - id: 9a8f4c43-0000-4000-8000-000000000001
@@ -116,21 +135,42 @@ func planWithSchemas(t *testing.T, instanceCreate, bindingCreate bool) *catalog.
     plans:
       - id: 9a8f4c43-0000-4000-8000-000000000002
         name: private
-        description: a private bucket` + schemas + "\n"
+        description: a private bucket` + all + "\n"
 	cat, err := catalog.Parse("catalog.yaml", []byte(doc))
 	if err != nil {
 		t.Fatalf("parse test catalog: %v\n%s", err, doc)
 	}
 	p := cat.Services()[0].Plans[0]
-	if p.HasSchema(catalog.InstanceCreate) != instanceCreate || p.HasSchema(catalog.BindingCreate) != bindingCreate {
-		t.Fatalf("the test catalog's schemas are not as asked")
+	for k, props := range schemas {
+		if !p.HasSchema(k) || !slices.Equal(p.SchemaProperties(k), props) {
+			t.Fatalf("the test catalog's %s schema names %v, not %v", k, p.SchemaProperties(k), props)
+		}
 	}
 	return p
 }
 
+// shippedPlan is the plan of services/catalog.yaml that uses the service's
+// templates (the first, where several do), with the catalog's directory.
+func shippedPlan(t *testing.T, svc string) (*catalog.Plan, string) {
+	t.Helper()
+	cat, err := catalog.Load("../../../services/catalog.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range cat.Services() {
+		for _, p := range s.Plans {
+			if p.Settings.Config[KeyTemplate] == svc+"/instance.yaml" {
+				return p, cat.Dir
+			}
+		}
+	}
+	t.Fatalf("services/catalog.yaml has no plan with the template %s/instance.yaml", svc)
+	return nil, ""
+}
+
 func TestConfigureReadsTheTemplates(t *testing.T) {
 	dir := templateDir(t, map[string]string{"svc/instance.yaml": instanceTemplate, "svc/binding.json": bindingTemplate})
-	s, err := Configure(planWithSchemas(t, false, false), map[string]any{
+	s, err := Configure(schemaPlan(t, map[catalog.SchemaKind][]string{catalog.InstanceCreate: {"Versioning"}, catalog.InstanceUpdate: {}}), map[string]any{
 		"template":         "svc/instance.yaml",
 		"binding_template": "svc/binding.json",
 		"parameters":       map[string]any{"Owner": "team-a", "Size": 3, "Subnets": []any{"a", "b"}, "Settings": map[string]any{"k": true}},
@@ -166,19 +206,22 @@ func TestConfigureReadsTheTemplates(t *testing.T) {
 }
 
 func TestConfigureReadsTheShippedServices(t *testing.T) {
-	for _, svc := range []string{"s3-bucket", "sqs-queue", "dynamodb-table", "rds-postgresql"} {
-		t.Run(svc+" configures with its defaults and no schema", func(t *testing.T) {
-			s, err := Configure(&catalog.Plan{ID: "p"}, map[string]any{
-				"template":         "services/" + svc + "/instance.yaml",
-				"binding_template": "services/" + svc + "/binding.yaml",
-			}, "../../..")
-			if err != nil {
-				t.Fatal(err)
-			}
-			if s.RetryAfter != DefaultRetryAfter || s.Template.Resources == 0 || s.BindingTemplate.Resources == 0 {
-				t.Errorf("settings %+v", s)
-			}
-		})
+	cat, err := catalog.Load("../../../services/catalog.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, svc := range cat.Services() {
+		for _, p := range svc.Plans {
+			t.Run(svc.Name+" "+p.Name+" configures with its schemas", func(t *testing.T) {
+				s, err := Configure(p, p.Settings.Config, cat.Dir)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if s.Template.Resources == 0 || s.BindingTemplate.Resources == 0 || len(s.AcceptedParameters(catalog.InstanceCreate)) == 0 {
+					t.Errorf("settings %+v", s)
+				}
+			})
+		}
 	}
 }
 
@@ -279,7 +322,9 @@ func TestConfigureRefuses(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			plan := tc.plan
 			if plan == nil {
-				plan = &catalog.Plan{ID: "p"}
+				// Schemas that let users set nothing: the template's
+				// open parameters keep their Default.
+				plan = schemaPlan(t, map[catalog.SchemaKind][]string{catalog.InstanceCreate: {}, catalog.BindingCreate: {}})
 			}
 			_, err := Configure(plan, tc.config, dir)
 			var se *catalog.SettingError
@@ -298,27 +343,122 @@ func TestConfigureRefuses(t *testing.T) {
 	}
 }
 
-func TestConfigureTrustsASchemaToSupplyRequiredParameters(t *testing.T) {
+func TestConfigureAsksTheSchemaToNameRequiredParameters(t *testing.T) {
 	dir := templateDir(t, map[string]string{
 		"required.yaml": "Parameters:\n  Owner: {Type: String}\nResources:\n  B: {Type: AWS::SNS::Topic}\nOutputs:\n  BucketName: {Value: x}\n",
 		"bindreq.yaml":  "Parameters:\n  BucketName: {Type: String}\n  Principal: {Type: String}\nResources:\n  U: {Type: AWS::IAM::User}\n",
 	})
 	config := map[string]any{"template": "required.yaml", "binding_template": "bindreq.yaml"}
-	t.Run("a plan with both create schemas is accepted", func(t *testing.T) {
-		if _, err := Configure(planWithSchemas(t, true, true), config, dir); err != nil {
+	named := map[catalog.SchemaKind][]string{catalog.InstanceCreate: {"Owner"}, catalog.InstanceUpdate: {}, catalog.BindingCreate: {"Principal"}}
+	t.Run("a plan whose schemas name them is accepted", func(t *testing.T) {
+		if _, err := Configure(schemaPlan(t, named), config, dir); err != nil {
 			t.Fatal(err)
 		}
 	})
-	t.Run("a plan with only the instance schema is refused for the binding template", func(t *testing.T) {
+	t.Run("a binding schema that does not name the binding template's is refused", func(t *testing.T) {
 		var se *catalog.SettingError
-		if _, err := Configure(planWithSchemas(t, true, false), config, dir); !errors.As(err, &se) || se.Key != "binding_template" {
+		plan := schemaPlan(t, map[catalog.SchemaKind][]string{catalog.InstanceCreate: {"Owner"}, catalog.InstanceUpdate: {}, catalog.BindingCreate: {}})
+		if _, err := Configure(plan, config, dir); !errors.As(err, &se) || se.Key != "binding_template" || !strings.Contains(se.Problem, "parameter Principal has no Default") {
 			t.Fatalf("Configure: %v", err)
 		}
 	})
-	t.Run("a plan with only the binding schema is refused for the instance template", func(t *testing.T) {
+	t.Run("a create schema that does not name the instance template's is refused", func(t *testing.T) {
 		var se *catalog.SettingError
-		if _, err := Configure(planWithSchemas(t, false, true), config, dir); !errors.As(err, &se) || se.Key != "template" {
+		plan := schemaPlan(t, map[catalog.SchemaKind][]string{catalog.InstanceCreate: {}, catalog.BindingCreate: {"Principal"}})
+		if _, err := Configure(plan, config, dir); !errors.As(err, &se) || se.Key != "template" || !strings.Contains(se.Problem, "parameter Owner has no Default") {
 			t.Fatalf("Configure: %v", err)
+		}
+	})
+}
+
+func TestConfigureChecksTheSchemas(t *testing.T) {
+	dir := templateDir(t, map[string]string{
+		"instance.yaml": instanceTemplate, "binding.json": bindingTemplate,
+		"fixed.yaml": "Parameters:\n  Class: {Type: String, Default: small}\nResources:\n  B: {Type: AWS::SNS::Topic}\nOutputs:\n  BucketName: {Value: x}\n  BucketArn: {Value: y}\n",
+	})
+	base := map[string]any{"template": "instance.yaml", "parameters": map[string]any{"Owner": "team-a"}}
+	withBinding := map[string]any{"template": "instance.yaml", "parameters": map[string]any{"Owner": "team-a"}, "binding_template": "binding.json"}
+	type schemas = map[catalog.SchemaKind][]string
+	cases := []struct {
+		name     string
+		schemas  schemas
+		config   map[string]any
+		problems map[string][]string // field → what its line says
+	}{
+		{name: "a plan whose template has parameters it leaves open must have a create schema, naming them",
+			schemas: schemas{}, config: base,
+			problems: map[string][]string{"schemas.service_instance.create.parameters": {"is missing", "instance.yaml declares parameters that the plan does not fix (Settings, Size, Subnets and Versioning)", "properties: {}", "keep their Default"}}},
+		{name: "users who set parameters at create need an update schema saying which may change",
+			schemas: schemas{catalog.InstanceCreate: {"Versioning"}}, config: base,
+			problems: map[string][]string{"schemas.service_instance.update.parameters": {"is missing", "users set Versioning at create", "plan or maintenance_info needs no parameters"}}},
+		{name: "a property the template does not declare is refused with those it declares",
+			schemas: schemas{catalog.InstanceCreate: {"Versoning"}, catalog.InstanceUpdate: {"Sise"}}, config: base,
+			problems: map[string][]string{
+				"schemas.service_instance.create.parameters.properties.Versoning": {"the template instance.yaml declares no parameter Versoning", "Owner, Settings, Size, Subnets and Versioning"},
+				"schemas.service_instance.update.parameters.properties.Sise":      {"declares no parameter Sise"}}},
+		{name: "a property the plan fixes is refused: users cannot override it",
+			schemas: schemas{catalog.InstanceCreate: {"Owner"}, catalog.InstanceUpdate: {}}, config: base,
+			problems: map[string][]string{"schemas.service_instance.create.parameters.properties.Owner": {"the plan fixes Owner (broker.parameters.Owner)"}}},
+		{name: "a binding template with parameters left open needs a binding schema",
+			schemas: schemas{catalog.InstanceCreate: {}}, config: withBinding,
+			problems: map[string][]string{"schemas.service_binding.create.parameters": {"is missing", "binding.json declares a parameter that neither the plan's binding_parameters nor the instance's outputs set (Access)"}}},
+		{name: "a binding property that the instance's outputs supply is refused",
+			schemas: schemas{catalog.InstanceCreate: {}, catalog.BindingCreate: {"Access", "BucketArn"}}, config: withBinding,
+			problems: map[string][]string{"schemas.service_binding.create.parameters.properties.BucketArn": {"is an output of the instance template"}}},
+		{name: "binding properties without a binding template are refused",
+			schemas: schemas{catalog.InstanceCreate: {}, catalog.BindingCreate: {"Access"}}, config: base,
+			problems: map[string][]string{"schemas.service_binding.create.parameters": {"names Access, but the plan has no binding_template"}}},
+		{name: "every problem is reported at once",
+			schemas: schemas{catalog.InstanceCreate: {"Owner"}}, config: withBinding,
+			problems: map[string][]string{
+				"schemas.service_instance.update.parameters":                  {"users set Owner at create"},
+				"schemas.service_instance.create.parameters.properties.Owner": {"the plan fixes Owner"},
+				"schemas.service_binding.create.parameters":                   {"is missing"}}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Configure(schemaPlan(t, tc.schemas), tc.config, dir)
+			if err == nil {
+				t.Fatal("Configure accepted the plan")
+			}
+			got := map[string]string{}
+			for _, e := range err.(interface{ Unwrap() []error }).Unwrap() {
+				var se *catalog.SettingError
+				if !errors.As(e, &se) || !se.InPlan {
+					t.Fatalf("problem %v is not a *SettingError about a field of the plan", e)
+				}
+				got[se.Key] = se.Problem
+			}
+			if len(got) != len(tc.problems) {
+				t.Errorf("problems %q, want one for each of %v", got, slices.Sorted(maps.Keys(tc.problems)))
+			}
+			for field, says := range tc.problems {
+				for _, want := range says {
+					if !strings.Contains(got[field], want) {
+						t.Errorf("%s: %q does not say %q", field, got[field], want)
+					}
+				}
+			}
+		})
+	}
+	t.Run("a template whose parameters the plan fixes or leaves at their Default needs no schema", func(t *testing.T) {
+		s, err := Configure(schemaPlan(t, nil), map[string]any{"template": "fixed.yaml", "parameters": map[string]any{"Class": "large"}}, dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range []catalog.SchemaKind{catalog.InstanceCreate, catalog.InstanceUpdate, catalog.BindingCreate} {
+			if got := s.AcceptedParameters(k); len(got) != 0 {
+				t.Errorf("accepted on %s: %v, want none", k, got)
+			}
+		}
+	})
+	t.Run("an empty create schema lets users set nothing, and asks for no update schema", func(t *testing.T) {
+		s, err := Configure(schemaPlan(t, schemas{catalog.InstanceCreate: {}}), base, dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := s.AcceptedParameters(catalog.InstanceCreate); len(got) != 0 {
+			t.Errorf("accepted on create: %v", got)
 		}
 	})
 }
