@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
+	"time"
 
 	"github.com/serverless-osb/broker/internal/broker"
 )
@@ -15,18 +17,105 @@ import (
 // (Resource.Data and Detached.Data, replaced by the sealed envelope). Each
 // value is bound to its item (the instance and binding, or the instance and
 // record name), so that a value copied to another item fails to open with
-// ErrWrongContext rather than give its secret to the wrong one. Values
-// stored before sealing was on are read as they are, until `ops reseal`.
+// ErrWrongContext rather than give its secret to the wrong one.
+//
+// Values stored before sealing was on are read as they are, until `ops
+// reseal` has sealed them all and recorded so in the store
+// (broker.SealingMode.SealedOnly): from then on a value found in clear was
+// written behind the broker's back, and reading it fails with
+// ErrStoredInClear. The mode is read only when a value in clear turns up,
+// so reading sealed values costs no request; a mode that refuses nothing
+// is read again after ModeMaxAge, one that refuses is kept.
 // Every other method passes through.
 type Store struct {
 	broker.Store
 	Sealer Sealer
+	// ModeMaxAge is how long a mode that accepts values in clear is
+	// trusted before it is read again; zero means DefaultModeMaxAge.
+	ModeMaxAge time.Duration
+	// Now tells the time; nil means time.Now.
+	Now func() time.Time
+
+	mu         sync.Mutex
+	sealedOnly bool
+	modeReadAt time.Time
 }
 
-var _ broker.Store = (*Store)(nil)
+var (
+	_ broker.Store        = (*Store)(nil)
+	_ broker.SealingModes = (*Store)(nil)
+)
+
+// DefaultModeMaxAge bounds how long a broker still accepts a value in
+// clear after `ops reseal` turned the sealed-only mode on.
+const DefaultModeMaxAge = time.Minute
+
+// ErrStoredInClear: a value that the broker seals was found in clear after
+// a re-seal pass had sealed every one (broker.SealingMode.SealedOnly): it
+// was written to the store behind the broker's back, and is refused.
+var ErrStoredInClear = errors.New("stored in clear after the table was sealed")
 
 // NewStore returns s sealing with sealer.
 func NewStore(s broker.Store, sealer Sealer) *Store { return &Store{Store: s, Sealer: sealer} }
+
+// SealingMode reads the mode of the store beneath; one that records none
+// accepts values in clear.
+func (s *Store) SealingMode(ctx context.Context) (broker.SealingMode, error) {
+	modes, ok := s.Store.(broker.SealingModes)
+	if !ok {
+		return broker.SealingMode{}, nil
+	}
+	return modes.SealingMode(ctx)
+}
+
+// SetSealingMode records m in the store beneath, and uses it at once.
+func (s *Store) SetSealingMode(ctx context.Context, m broker.SealingMode) error {
+	modes, ok := s.Store.(broker.SealingModes)
+	if !ok {
+		return fmt.Errorf("%T records no sealing mode", s.Store)
+	}
+	if err := modes.SetSealingMode(ctx, m); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.sealedOnly, s.modeReadAt = m.SealedOnly, s.now()
+	s.mu.Unlock()
+	return nil
+}
+
+func (s *Store) now() time.Time {
+	if s.Now != nil {
+		return s.Now()
+	}
+	return time.Now()
+}
+
+// inClear is what reading what, a value found in clear, returns: nil while
+// the store accepts values in clear, else an error naming it.
+func (s *Store) inClear(ctx context.Context, what string) error {
+	maxAge := s.ModeMaxAge
+	if maxAge == 0 {
+		maxAge = DefaultModeMaxAge
+	}
+	now := s.now()
+	s.mu.Lock()
+	only, at := s.sealedOnly, s.modeReadAt
+	s.mu.Unlock()
+	if !only && (at.IsZero() || !now.Before(at.Add(maxAge))) {
+		m, err := s.SealingMode(ctx)
+		if err != nil {
+			return fmt.Errorf("%s is in clear, and the sealing mode is unknown: %w", what, err)
+		}
+		only = m.SealedOnly
+		s.mu.Lock()
+		s.sealedOnly, s.modeReadAt = s.sealedOnly || only, now
+		s.mu.Unlock()
+	}
+	if only {
+		return fmt.Errorf("%s: %w", what, ErrStoredInClear)
+	}
+	return nil
+}
 
 func credentialsContext(instanceID, bindingID string) map[string]string {
 	return map[string]string{"instance_id": instanceID, "binding_id": bindingID, "field": "credentials"}
@@ -55,8 +144,14 @@ func (s *Store) SealBinding(ctx context.Context, b broker.Binding) (broker.Bindi
 
 // openBinding opens b's sealed credentials in place.
 func (s *Store) openBinding(ctx context.Context, b *broker.Binding) error {
-	if b == nil || len(b.Sealed) == 0 {
+	if b == nil {
 		return nil
+	}
+	if len(b.Sealed) == 0 {
+		if len(b.Credentials) == 0 {
+			return nil
+		}
+		return s.inClear(ctx, fmt.Sprintf("the credentials of binding %s of instance %s", b.ID, b.InstanceID))
 	}
 	plain, err := s.open(ctx, b.Sealed, credentialsContext(b.InstanceID, b.ID))
 	if err != nil {
@@ -83,10 +178,13 @@ func (s *Store) SealData(ctx context.Context, instanceID, name string, data json
 }
 
 // openData opens a record's data in place; data that is not sealed (stored
-// before sealing was on) is left as it is.
-func (s *Store) openData(ctx context.Context, instanceID, name string, data *json.RawMessage) error {
+// before sealing was on) is left as it is, unless the store is sealed only.
+func (s *Store) openData(ctx context.Context, what, instanceID, name string, data *json.RawMessage) error {
 	if !isSealed(*data) {
-		return nil
+		if len(*data) == 0 || string(*data) == "null" {
+			return nil
+		}
+		return s.inClear(ctx, fmt.Sprintf("the data of %s %s of instance %s", what, name, instanceID))
 	}
 	plain, err := s.open(ctx, *data, recordContext(instanceID, name))
 	if err != nil {
@@ -172,7 +270,10 @@ func (s *Store) GetBinding(ctx context.Context, instanceID, bindingID string) (b
 	if err == nil {
 		err = s.openBinding(ctx, &b)
 	}
-	return b, err
+	if err != nil {
+		return broker.Binding{}, err
+	}
+	return b, nil
 }
 
 // Load opens the binding's credentials and the records.
@@ -183,7 +284,7 @@ func (s *Store) Load(ctx context.Context, instanceID, operationID, bindingID str
 	}
 	for i := range snap.Records {
 		if err == nil {
-			err = s.openData(ctx, snap.Records[i].InstanceID, snap.Records[i].Name, &snap.Records[i].Data)
+			err = s.openData(ctx, "record", snap.Records[i].InstanceID, snap.Records[i].Name, &snap.Records[i].Data)
 		}
 	}
 	if err != nil {
@@ -270,9 +371,12 @@ func (s *Store) PutResource(ctx context.Context, r broker.Resource) error {
 func (s *Store) GetDetached(ctx context.Context, id string) (broker.Detached, error) {
 	d, err := s.Store.GetDetached(ctx, id)
 	if err == nil {
-		err = s.openData(ctx, d.InstanceID, d.Name, &d.Data)
+		err = s.openData(ctx, "detached record "+d.ID+" of record", d.InstanceID, d.Name, &d.Data)
 	}
-	return d, err
+	if err != nil {
+		return broker.Detached{}, err
+	}
+	return d, nil
 }
 
 // ListDetached opens the detached records.
@@ -280,7 +384,7 @@ func (s *Store) ListDetached(ctx context.Context) ([]broker.Detached, error) {
 	ds, err := s.Store.ListDetached(ctx)
 	for i := range ds {
 		if err == nil {
-			err = s.openData(ctx, ds[i].InstanceID, ds[i].Name, &ds[i].Data)
+			err = s.openData(ctx, "detached record "+ds[i].ID+" of record", ds[i].InstanceID, ds[i].Name, &ds[i].Data)
 		}
 	}
 	if err != nil {
@@ -312,6 +416,9 @@ type ResealReport struct {
 	Sealed   int `json:"sealed"`
 	Current  int `json:"current"`
 	Changed  int `json:"changed"`
+	// SealedOnly says that the pass sealed every value and recorded so:
+	// from now on a value found in clear is refused.
+	SealedOnly bool `json:"sealed_only"`
 }
 
 // Reseal seals every stored value under the current key: one sealed under
@@ -319,7 +426,11 @@ type ResealReport struct {
 // sealed. Each value is written back only if it is unchanged since it was
 // read, so a newer write is never overwritten, and a crash part way leaves
 // every value readable: each is as it was or re-sealed, and Reseal can run
-// again. The store beneath must be a broker.SecretStore.
+// again. A pass that ends with every value sealed records the sealed-only
+// mode in the store (broker.SealingMode), so that a value written in clear
+// behind the broker's back is refused from then on; a value changed during
+// the pass was sealed by the write that changed it. The store beneath must
+// be a broker.SecretStore and a broker.SealingModes.
 func (s *Store) Reseal(ctx context.Context) (ResealReport, error) {
 	var rep ResealReport
 	raw, ok := s.Store.(broker.SecretStore)
@@ -368,5 +479,12 @@ func (s *Store) Reseal(ctx context.Context) (ResealReport, error) {
 		*count++
 		return nil
 	})
-	return rep, err
+	if err != nil {
+		return rep, err
+	}
+	if err := s.SetSealingMode(ctx, broker.SealingMode{SealedOnly: true, KeyID: key, Since: s.now().UTC()}); err != nil {
+		return rep, fmt.Errorf("reseal: every value is sealed, but the mode that refuses values in clear is not recorded: %w", err)
+	}
+	rep.SealedOnly = true
+	return rep, nil
 }
