@@ -56,7 +56,11 @@ const (
 	OutputOperationStateMachine = "OperationStateMachineArn"
 	OutputCleanupStateMachine   = "CleanupStateMachineArn"
 	OutputRegion                = "Region"
-	defaultDeployedCatalog      = "services/catalog.yaml"
+	// OutputSealingKey is optional: stacks deployed before the sealing key
+	// had its own have none, and ops reseal then says the broker seals
+	// nothing.
+	OutputSealingKey       = "SealingKeyArn"
+	defaultDeployedCatalog = "services/catalog.yaml"
 )
 
 // ErrUsage is returned, wrapped, for a command line the operator command
@@ -143,6 +147,7 @@ func StackConfig(ctx context.Context, client awscfn.DescribeStacksAPIClient, nam
 		StateMachineARN:        outputs[OutputOperationStateMachine],
 		CleanupStateMachineARN: outputs[OutputCleanupStateMachine],
 		CatalogPath:            cmp.Or(os.Getenv(env.Catalog), defaultDeployedCatalog),
+		SealingKey:             outputs[OutputSealingKey],
 	}, nil
 }
 
@@ -274,7 +279,7 @@ func Ops(ctx context.Context, b *broker.Broker, args []string, out io.Writer) er
 func sealingStore(b *broker.Broker) (*sealing.Store, error) {
 	s, ok := b.Store.(*sealing.Store)
 	if !ok {
-		return nil, errors.New("this broker does not seal its secrets (deployed: its stack sets no BROKER_KMS_KEY_ARN)")
+		return nil, errors.New("this broker does not seal its secrets (deployed: its stack sets no " + env.SealingKeyARN + ")")
 	}
 	return s, nil
 }
