@@ -36,7 +36,6 @@ var tableKeyActions = []string{
 // sealActions are what internal/sealing's KMS sealer calls with the key.
 var sealActions = []string{"kms:Decrypt", "kms:GenerateDataKey"}
 
-
 // permissions writes out every permission of the functions and the state
 // machines, each scoped to this stack's resources (the reaper's schedule
 // has its role in reaper). CDK adds two more that IAM only grants on "*":

@@ -285,7 +285,7 @@ func TestLambdaFunctionsOnMoto(t *testing.T) {
 		"AWS_REGION":                  region, "BROKER_TABLE": table, "LAMBDA_TASK_ROOT": taskRoot,
 		"BROKER_SECRET_ARN": single, "BROKER_OPERATION_STATE_MACHINE_ARN": aws.ToString(machine.StateMachineArn),
 		"BROKER_CLEANUP_STATE_MACHINE_ARN": aws.ToString(cleanup.StateMachineArn),
-		"BROKER_SEALING_KEY_ARN":               aws.ToString(key.KeyMetadata.Arn),
+		"BROKER_SEALING_KEY_ARN":           aws.ToString(key.KeyMetadata.Arn),
 	}
 	setEnv(t, env)
 	logs := &apptest.SyncBuffer{}
