@@ -307,7 +307,9 @@ func buildBroker(ctx context.Context, c LambdaConfig, awsCfg aws.Config, logger 
 		if err != nil {
 			return nil, nil, err
 		}
-		store = sealing.NewStore(store, sealer)
+		sealed := sealing.NewStore(store, sealer)
+		sealed.SensitivePlan = cat.SensitiveParameters
+		store = sealed
 	}
 	set, err := drivers.Build(ctx, cat, drivers.Env{Resources: store, Logger: logger, Getenv: os.Getenv,
 		AWS: func(context.Context) (aws.Config, error) { return awsCfg, nil }})

@@ -1,6 +1,7 @@
 package sealing
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -35,6 +36,10 @@ type Store struct {
 	ModeMaxAge time.Duration
 	// Now tells the time; nil means time.Now.
 	Now func() time.Time
+	// SensitivePlan says whether the request parameters of a plan's
+	// instances and bindings may hold secrets (the catalog's
+	// sensitive_parameters): those are stored sealed too. Nil: none.
+	SensitivePlan func(planID string) bool
 
 	mu         sync.Mutex
 	sealedOnly bool
@@ -125,8 +130,108 @@ func recordContext(instanceID, name string) map[string]string {
 	return map[string]string{"instance_id": instanceID, "record": name}
 }
 
+func parametersContext(instanceID, bindingID, operationID string) map[string]string {
+	ec := map[string]string{"instance_id": instanceID, "field": "parameters"}
+	if bindingID != "" {
+		ec["binding_id"] = bindingID
+	}
+	if operationID != "" {
+		ec["operation_id"] = operationID
+	}
+	return ec
+}
+
+// sealParameters seals the parameters of an item of planID when the plan
+// says they may hold secrets, or when they look like a sealed value, so
+// that opening them gives back exactly what the platform sent.
+func (s *Store) sealParameters(ctx context.Context, planID string, params json.RawMessage, ec map[string]string) (json.RawMessage, error) {
+	if len(params) == 0 || !(isSealed(params) || s.SensitivePlan != nil && s.SensitivePlan(planID)) {
+		return params, nil
+	}
+	sealed, err := s.seal(ctx, params, ec)
+	if err != nil {
+		return nil, fmt.Errorf("seal the parameters of %s: %w", describe(ec), err)
+	}
+	return sealed, nil
+}
+
+// openParameters opens sealed parameters in place.
+func (s *Store) openParameters(ctx context.Context, params *json.RawMessage, ec map[string]string) error {
+	if !isSealed(*params) {
+		return nil
+	}
+	plain, err := s.open(ctx, *params, ec)
+	if err != nil {
+		return fmt.Errorf("open the parameters of %s: %w", describe(ec), err)
+	}
+	*params = plain
+	return nil
+}
+
+// describe names the item of a parameters context, for errors.
+func describe(ec map[string]string) string {
+	switch {
+	case ec["binding_id"] != "":
+		return "binding " + ec["binding_id"] + " of instance " + ec["instance_id"]
+	case ec["operation_id"] != "":
+		return "operation " + ec["operation_id"] + " of instance " + ec["instance_id"]
+	}
+	return "instance " + ec["instance_id"]
+}
+
+func (s *Store) sealInstance(ctx context.Context, inst broker.Instance) (broker.Instance, error) {
+	var err error
+	inst.Parameters, err = s.sealParameters(ctx, inst.PlanID, inst.Parameters, parametersContext(inst.ID, "", ""))
+	return inst, err
+}
+
+func (s *Store) openInstance(ctx context.Context, inst *broker.Instance) error {
+	if inst == nil {
+		return nil
+	}
+	return s.openParameters(ctx, &inst.Parameters, parametersContext(inst.ID, "", ""))
+}
+
+// sealOperation seals an update's target parameters, by the plan the
+// update moves to (or the instance's, when it keeps its plan).
+func (s *Store) sealOperation(ctx context.Context, op broker.Operation) (broker.Operation, error) {
+	if op.Target == nil || len(op.Target.Parameters) == 0 {
+		return op, nil
+	}
+	target := *op.Target
+	plan := cmp.Or(target.PlanID, op.PlanID)
+	var err error
+	target.Parameters, err = s.sealParameters(ctx, plan, target.Parameters, parametersContext(op.InstanceID, "", op.ID))
+	op.Target = &target
+	return op, err
+}
+
+func (s *Store) openOperation(ctx context.Context, op *broker.Operation) error {
+	if op == nil || op.Target == nil {
+		return nil
+	}
+	target := *op.Target
+	if err := s.openParameters(ctx, &target.Parameters, parametersContext(op.InstanceID, "", op.ID)); err != nil {
+		return err
+	}
+	op.Target = &target
+	return nil
+}
+
+func (s *Store) sealOptionalOperation(ctx context.Context, op *broker.Operation) (*broker.Operation, error) {
+	if op == nil {
+		return nil, nil
+	}
+	sealed, err := s.sealOperation(ctx, *op)
+	return &sealed, err
+}
+
 // SealBinding returns b with its credentials sealed.
 func (s *Store) SealBinding(ctx context.Context, b broker.Binding) (broker.Binding, error) {
+	var err error
+	if b.Parameters, err = s.sealParameters(ctx, b.PlanID, b.Parameters, parametersContext(b.InstanceID, b.ID, "")); err != nil {
+		return b, err
+	}
 	if len(b.Credentials) == 0 {
 		return b, nil
 	}
@@ -146,6 +251,9 @@ func (s *Store) SealBinding(ctx context.Context, b broker.Binding) (broker.Bindi
 func (s *Store) openBinding(ctx context.Context, b *broker.Binding) error {
 	if b == nil {
 		return nil
+	}
+	if err := s.openParameters(ctx, &b.Parameters, parametersContext(b.InstanceID, b.ID, "")); err != nil {
+		return err
 	}
 	if len(b.Sealed) == 0 {
 		if len(b.Credentials) == 0 {
@@ -257,7 +365,14 @@ func (s *Store) sealSettled(ctx context.Context, settled *broker.Settled) (*brok
 func (s *Store) openConflict(ctx context.Context, err error) error {
 	var c *broker.ConflictError
 	if errors.As(err, &c) {
-		if oerr := s.openBinding(ctx, c.Binding); oerr != nil {
+		oerr := s.openBinding(ctx, c.Binding)
+		if oerr == nil {
+			oerr = s.openInstance(ctx, c.Instance)
+		}
+		if oerr == nil {
+			oerr = s.openOperation(ctx, c.Operation)
+		}
+		if oerr != nil {
 			return oerr
 		}
 	}
@@ -276,11 +391,66 @@ func (s *Store) GetBinding(ctx context.Context, instanceID, bindingID string) (b
 	return b, nil
 }
 
-// Load opens the binding's credentials and the records.
+// GetInstance opens the instance's parameters.
+func (s *Store) GetInstance(ctx context.Context, instanceID string) (broker.Instance, error) {
+	inst, err := s.Store.GetInstance(ctx, instanceID)
+	if err == nil {
+		err = s.openInstance(ctx, &inst)
+	}
+	if err != nil {
+		return broker.Instance{}, err
+	}
+	return inst, nil
+}
+
+// GetOperation opens an update's target parameters.
+func (s *Store) GetOperation(ctx context.Context, instanceID, operationID string) (broker.Operation, error) {
+	op, err := s.Store.GetOperation(ctx, instanceID, operationID)
+	if err == nil {
+		err = s.openOperation(ctx, &op)
+	}
+	if err != nil {
+		return broker.Operation{}, err
+	}
+	return op, nil
+}
+
+// ListOperations opens the updates' target parameters.
+func (s *Store) ListOperations(ctx context.Context, instanceID string) ([]broker.Operation, error) {
+	return s.openOperations(ctx)(s.Store.ListOperations(ctx, instanceID))
+}
+
+// ListInProgress opens the updates' target parameters.
+func (s *Store) ListInProgress(ctx context.Context) ([]broker.Operation, error) {
+	return s.openOperations(ctx)(s.Store.ListInProgress(ctx))
+}
+
+func (s *Store) openOperations(ctx context.Context) func([]broker.Operation, error) ([]broker.Operation, error) {
+	return func(ops []broker.Operation, err error) ([]broker.Operation, error) {
+		for i := range ops {
+			if err == nil {
+				err = s.openOperation(ctx, &ops[i])
+			}
+		}
+		if err != nil {
+			return nil, err
+		}
+		return ops, nil
+	}
+}
+
+// Load opens the instance's and the binding's parameters, the binding's
+// credentials, an update's target parameters and the records.
 func (s *Store) Load(ctx context.Context, instanceID, operationID, bindingID string) (broker.Snapshot, error) {
 	snap, err := s.Store.Load(ctx, instanceID, operationID, bindingID)
 	if err == nil {
 		err = s.openBinding(ctx, snap.Binding)
+	}
+	if err == nil {
+		err = s.openInstance(ctx, snap.Instance)
+	}
+	if err == nil {
+		err = s.openOperation(ctx, snap.Operation)
 	}
 	for i := range snap.Records {
 		if err == nil {
@@ -293,13 +463,33 @@ func (s *Store) Load(ctx context.Context, instanceID, operationID, bindingID str
 	return snap, nil
 }
 
-// CreateInstance seals the records of a change settled in memory.
+// CreateInstance seals the instance's parameters and the records of a
+// change settled in memory.
 func (s *Store) CreateInstance(ctx context.Context, inst broker.Instance, op broker.Operation, settled *broker.Settled) error {
 	settled, err := s.sealSettled(ctx, settled)
+	if err == nil {
+		inst, err = s.sealInstance(ctx, inst)
+	}
 	if err != nil {
 		return err
 	}
-	return s.Store.CreateInstance(ctx, inst, op, settled)
+	return s.openConflict(ctx, s.Store.CreateInstance(ctx, inst, op, settled))
+}
+
+// LockInstance seals the instance's parameters and an update's target
+// parameters.
+func (s *Store) LockInstance(ctx context.Context, l broker.LockInstance) error {
+	var err error
+	if l.Instance, err = s.sealInstance(ctx, l.Instance); err != nil {
+		return err
+	}
+	if l.Op, err = s.sealOperation(ctx, l.Op); err != nil {
+		return err
+	}
+	if l.Halted, err = s.sealOptionalOperation(ctx, l.Halted); err != nil {
+		return err
+	}
+	return s.openConflict(ctx, s.Store.LockInstance(ctx, l))
 }
 
 // CreateBinding seals the binding's credentials and records.
@@ -320,25 +510,36 @@ func (s *Store) LockBinding(ctx context.Context, l broker.LockBinding) error {
 	if l.Binding, err = s.SealBinding(ctx, l.Binding); err != nil {
 		return err
 	}
+	if l.Halted, err = s.sealOptionalOperation(ctx, l.Halted); err != nil {
+		return err
+	}
 	return s.openConflict(ctx, s.Store.LockBinding(ctx, l))
 }
 
 // UpdateOperation seals the records saved with the progress.
 func (s *Store) UpdateOperation(ctx context.Context, op broker.Operation, records broker.RecordChanges) error {
 	records, err := s.sealRecords(ctx, records)
+	if err == nil {
+		op, err = s.sealOperation(ctx, op)
+	}
 	if err != nil {
 		return err
 	}
-	return s.Store.UpdateOperation(ctx, op, records)
+	return s.openConflict(ctx, s.Store.UpdateOperation(ctx, op, records))
 }
 
 // FinishOperation seals the binding's credentials, the records and the
 // detached records.
 func (s *Store) FinishOperation(ctx context.Context, f broker.Finish) error {
 	var err error
-	if f.Binding != nil {
+	f.Op, err = s.sealOperation(ctx, f.Op)
+	if err == nil && f.Binding != nil {
 		b, serr := s.SealBinding(ctx, *f.Binding)
 		f.Binding, err = &b, serr
+	}
+	if err == nil && f.Instance != nil {
+		inst, serr := s.sealInstance(ctx, *f.Instance)
+		f.Instance, err = &inst, serr
 	}
 	if err == nil {
 		f.Records, err = s.sealRecords(ctx, f.Records)
