@@ -5,6 +5,8 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/aws/jsii-runtime-go"
+
 	"github.com/serverless-osb/broker/internal/app"
 	"github.com/serverless-osb/broker/internal/env"
 )
@@ -69,4 +71,21 @@ func envNames(t *testing.T) map[string]bool {
 		names[n] = true
 	}
 	return names
+}
+
+// TestFunctionsSealWithTheSealingKey: both functions are given the sealing
+// key's ARN to seal with, not the key that encrypts the table, and ops
+// --stack finds it among the stack's outputs.
+func TestFunctionsSealWithTheSealingKey(t *testing.T) {
+	sealKey := object{"Fn::GetAtt": []any{logicalID(t, "SealingKey"), "Arn"}}
+	for _, id := range slices.Sorted(maps.Keys(brokerFunctions)) {
+		vars := properties(t, id)["Environment"].(object)["Variables"].(object)
+		if got := vars[env.SealingKeyARN]; !jsonEqual(got, sealKey) {
+			t.Errorf("%s seals with %v, want the sealing key %v", id, got, sealKey)
+		}
+	}
+	check(t, func() { broker.template.HasOutput(jsii.String(OutputSealingKeyARN), object{"Value": sealKey}) })
+	if OutputSealingKeyARN != app.OutputSealingKey {
+		t.Errorf("the stack outputs %s where ops --stack reads %s", OutputSealingKeyARN, app.OutputSealingKey)
+	}
 }

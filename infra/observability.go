@@ -25,6 +25,7 @@ const (
 	OutputOperationStateMachineARN = "OperationStateMachineArn"
 	OutputCleanupStateMachineARN   = "CleanupStateMachineArn"
 	OutputRegion                   = "Region"
+	OutputSealingKeyARN            = "SealingKeyArn"
 	OutputAlarmTopicARN            = "AlarmTopicArn"
 	OutputDomainTarget             = "CustomDomainTarget"
 	OutputOpsCommand               = "OpsCommand"
@@ -309,6 +310,7 @@ func (b *builder) observabilityOutputs(topic awssns.ITopic, dashboard awscloudwa
 		}
 	}
 	output(OutputRegion, "The region the broker runs in (AWS_REGION).", b.stack.Region())
+	output(OutputSealingKeyARN, "The KMS key that seals the secrets the table keeps (BROKER_SEALING_KEY_ARN).", b.sealKey.KeyArn())
 	output(OutputAlarmTopicARN, "The SNS topic every alarm notifies; subscribe to it (or deploy with -c alarmEmail=ADDRESS).", topic.TopicArn())
 	output(OutputDashboard, "The broker's CloudWatch dashboard.", awscdk.Fn_Join(jsii.String(""), &[]*string{
 		jsii.String("https://console.aws.amazon.com/cloudwatch/home?region="), b.stack.Region(),

@@ -3,8 +3,10 @@ package infra
 import (
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awskms"
 	"github.com/aws/jsii-runtime-go"
 
+	"github.com/serverless-osb/broker/internal/sealing"
 	"github.com/serverless-osb/broker/internal/store/dynamo"
 )
 
@@ -44,8 +46,14 @@ func (b *builder) permissions() {
 		role.AddToPrincipalPolicy(b.itemsStatement())
 		role.AddToPrincipalPolicy(b.tableKeyStatement())
 		// Envelope encryption of the secrets the table keeps
-		// (internal/sealing): a data key to seal, its decryption to open.
-		role.AddToPrincipalPolicy(statement("SealSecrets", sealActions, b.key.KeyArn()))
+		// (internal/sealing): a data key to seal, its decryption to open,
+		// with the sealing key only, for this table's sealing context only.
+		role.AddToPrincipalPolicy(b.sealingStatement("SealSecrets", sealActions, b.sealKey))
+		// Values that brokers before the sealing key sealed under the
+		// table's key still open, until ops reseal moves them under the
+		// sealing key: decryption only, in the sealing context only, which
+		// DynamoDB's own use of the key never has.
+		role.AddToPrincipalPolicy(b.sealingStatement("OpenValuesSealedUnderTheTableKey", []string{"kms:Decrypt"}, b.key))
 	}
 	b.apiRole.AddToPrincipalPolicy(logsStatement(b.apiLogs.LogGroupArn()))
 	b.workerRole.AddToPrincipalPolicy(logsStatement(b.workerLogs.LogGroupArn()))
@@ -99,6 +107,25 @@ func (b *builder) tableKeyStatement() awsiam.PolicyStatement {
 				"kms:ViaService": awscdk.Fn_Join(jsii.String(""), &[]*string{
 					jsii.String("dynamodb."), awscdk.Aws_REGION(), jsii.String("."), awscdk.Aws_URL_SUFFIX(),
 				}),
+			},
+		},
+	})
+}
+
+// sealingStatement grants actions on key only when the request's KMS
+// encryption context is exactly the sealing context: {"table": <the table's
+// name>}.
+func (b *builder) sealingStatement(sid string, actions []string, key awskms.Key) awsiam.PolicyStatement {
+	return awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Sid:       jsii.String(sid),
+		Actions:   jsii.Strings(actions...),
+		Resources: &[]*string{key.KeyArn()},
+		Conditions: &map[string]any{
+			"StringEquals": map[string]any{
+				"kms:EncryptionContext:" + sealing.TableContextKey: b.table.TableName(),
+			},
+			"ForAllValues:StringEquals": map[string]any{
+				"kms:EncryptionContextKeys": []string{sealing.TableContextKey},
 			},
 		},
 	})

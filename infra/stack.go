@@ -169,9 +169,13 @@ type builder struct {
 	props     BrokerStackProps
 	retention awslogs.RetentionDays
 
-	key    awskms.Key
-	table  awsdynamodb.Table
-	secret awssecretsmanager.Secret
+	// key encrypts the table at rest; sealKey seals the secrets the table
+	// keeps (internal/sealing): two keys, so that one can be rotated or
+	// revoked without the other.
+	key     awskms.Key
+	sealKey awskms.Key
+	table   awsdynamodb.Table
+	secret  awssecretsmanager.Secret
 
 	apiRole, workerRole awsiam.Role
 	// serviceRole is CloudFormation's role for the service stacks.
@@ -204,6 +208,13 @@ func (b *builder) data() error {
 		EnableKeyRotation: jsii.Bool(true),
 		// The table outlives the stack, and its data is unreadable without
 		// this key.
+		RemovalPolicy: awscdk.RemovalPolicy_RETAIN,
+	})
+	b.sealKey = awskms.NewKey(b.stack, jsii.String("SealingKey"), &awskms.KeyProps{
+		Description:       jsii.String("Seals the secrets the broker's table keeps (binding credentials, driver records, sensitive parameters): envelope encryption by the functions."),
+		Alias:             jsii.String("alias/" + *b.stack.StackName() + "-sealing"),
+		EnableKeyRotation: jsii.Bool(true),
+		// The secrets in the table are unreadable without this key.
 		RemovalPolicy: awscdk.RemovalPolicy_RETAIN,
 	})
 	// The table's shape is the dynamo store's (dynamo.Schema), which its
@@ -306,12 +317,12 @@ func (b *builder) functions() {
 		env.Table:            b.table.TableName(),
 		env.SecretARN:        b.secret.SecretArn(),
 		env.MetricsNamespace: jsii.String(b.metricsNamespace()),
-		env.KMSKeyARN:        b.key.KeyArn(),
+		env.SealingKeyARN:    b.sealKey.KeyArn(),
 	}
 	workerEnv := map[string]*string{
 		env.Table:            b.table.TableName(),
 		env.MetricsNamespace: jsii.String(b.metricsNamespace()),
-		env.KMSKeyARN:        b.key.KeyArn(),
+		env.SealingKeyARN:    b.sealKey.KeyArn(),
 	}
 	if b.props.LogLevel != "" {
 		apiEnv[env.LogLevel] = jsii.String(b.props.LogLevel)

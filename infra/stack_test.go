@@ -49,7 +49,15 @@ func TestStackResources(t *testing.T) {
 				"KMSMasterKeyId": object{"Fn::GetAtt": []any{logicalID(t, "TableKey"), "Arn"}},
 			},
 		}},
-		{"the key rotates", "AWS::KMS::Key", object{"EnableKeyRotation": true}},
+		{"the table's key rotates", "AWS::KMS::Key", object{"EnableKeyRotation": true}},
+		{"the sealing key is a key of its own, and rotates", "AWS::KMS::Key", object{
+			"EnableKeyRotation": true,
+			"Description":       assertions.Match_StringLikeRegexp(jsii.String("^Seals the secrets")),
+		}},
+		{"the sealing key has an alias named after the stack", "AWS::KMS::Alias", object{
+			"AliasName":   "alias/ServerlessOsb-sealing",
+			"TargetKeyId": object{"Fn::GetAtt": []any{logicalID(t, "SealingKey"), "Arn"}},
+		}},
 		{"the secret generates a 32-character password without punctuation for the user broker", "AWS::SecretsManager::Secret", object{
 			"GenerateSecretString": object{
 				"SecretStringTemplate": `{"username":"broker"}`,
@@ -157,7 +165,7 @@ func TestStackResources(t *testing.T) {
 }
 
 func TestStackRetainsData(t *testing.T) {
-	for _, id := range []string{"Table", "TableKey"} {
+	for _, id := range []string{"Table", "TableKey", "SealingKey"} {
 		t.Run("the "+id+" outlives the stack and its replacement", func(t *testing.T) {
 			r := resource(t, id)
 			if r["DeletionPolicy"] != "Retain" || r["UpdateReplacePolicy"] != "Retain" {
@@ -332,6 +340,12 @@ func TestStackPermissions(t *testing.T) {
 	throughDynamoDB := object{"StringEquals": object{"kms:ViaService": object{"Fn::Join": []any{"", []any{
 		"dynamodb.", object{"Ref": "AWS::Region"}, ".", object{"Ref": "AWS::URLSuffix"},
 	}}}}}
+	// What internal/app's sealer binds every data key to: {"table": name}.
+	sealKey := object{"Fn::GetAtt": []any{logicalID(t, "SealingKey"), "Arn"}}
+	sealingContext := object{
+		"StringEquals":              object{"kms:EncryptionContext:table": object{"Ref": logicalID(t, "Table")}},
+		"ForAllValues:StringEquals": object{"kms:EncryptionContextKeys": []any{"table"}},
+	}
 	worker := object{"Fn::GetAtt": []any{logicalID(t, "WorkerFunction"), "Arn"}}
 	workerVersions := object{"Fn::Join": []any{"", []any{worker, ":*"}}}
 	executions := []any{executionsARN("ServerlessOsb-cleanup"), executionsARN("ServerlessOsb-operation")}
@@ -354,8 +368,10 @@ func TestStackPermissions(t *testing.T) {
 		{"the worker function reads and writes the table's items, with the actions the dynamo store calls and no more", "WorkerRole", items, []any{table, index}, nil},
 		{"the api function uses the table's key, through DynamoDB only", "ApiRole", keyUse, key, throughDynamoDB},
 		{"the worker function uses the table's key, through DynamoDB only", "WorkerRole", keyUse, key, throughDynamoDB},
-		{"the api function seals and opens secrets with the table's key, and nothing more", "ApiRole", []string{"kms:Decrypt", "kms:GenerateDataKey"}, key, nil},
-		{"the worker function seals and opens secrets with the table's key, and nothing more", "WorkerRole", []string{"kms:Decrypt", "kms:GenerateDataKey"}, key, nil},
+		{"the api function seals and opens secrets with the sealing key, in the sealing context only", "ApiRole", []string{"kms:Decrypt", "kms:GenerateDataKey"}, sealKey, sealingContext},
+		{"the worker function seals and opens secrets with the sealing key, in the sealing context only", "WorkerRole", []string{"kms:Decrypt", "kms:GenerateDataKey"}, sealKey, sealingContext},
+		{"the api function opens values sealed under the table's key before, in the sealing context only", "ApiRole", []string{"kms:Decrypt"}, key, sealingContext},
+		{"the worker function opens values sealed under the table's key before, in the sealing context only", "WorkerRole", []string{"kms:Decrypt"}, key, sealingContext},
 		{"the api function reads the credentials", "ApiRole", []string{"secretsmanager:GetSecretValue"}, object{"Ref": logicalID(t, "Credentials")}, nil},
 		{"the api function starts executions of the workflows", "ApiRole", []string{"states:StartExecution"},
 			[]any{object{"Ref": logicalID(t, "CleanupStateMachine")}, object{"Ref": logicalID(t, "OperationStateMachine")}}, nil},

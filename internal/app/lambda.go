@@ -62,8 +62,9 @@ type LambdaConfig struct {
 	CleanupStateMachineARN string
 	CatalogPath            string
 	LogLevel               slog.Level
-	// KMSKey seals the secrets the table keeps (env.KMSKeyARN); empty, none.
-	KMSKey string
+	// SealingKey seals the secrets the table keeps (env.SealingKeyARN);
+	// empty, none.
+	SealingKey string
 	// MetricsNamespace is the metrics' CloudWatch namespace
 	// (env.MetricsNamespace; default metrics.DefaultNamespace).
 	MetricsNamespace string
@@ -105,7 +106,7 @@ func LambdaConfigFromEnv(f Function) (LambdaConfig, error) {
 			Endpoint: os.Getenv(env.DynamoDBEndpoint),
 		},
 		CatalogPath:      os.Getenv(env.Catalog),
-		KMSKey:           os.Getenv(env.KMSKeyARN),
+		SealingKey:       os.Getenv(env.SealingKeyARN),
 		MetricsNamespace: cmp.Or(os.Getenv(env.MetricsNamespace), metrics.DefaultNamespace),
 	}
 	c.StateMachineARN, c.CleanupStateMachineARN = os.Getenv(env.OperationStateMachineARN), os.Getenv(env.CleanupStateMachineARN)
@@ -298,15 +299,17 @@ func buildBroker(ctx context.Context, c LambdaConfig, awsCfg aws.Config, logger 
 		return nil, nil, err
 	}
 	store := metrics.NewStore(dynamo.New(dynamodb.NewFromConfig(awsCfg, c.Store.ClientOptions), c.Store.Table), c.recorder(cat))
-	if c.KMSKey != "" {
+	if c.SealingKey != "" {
 		// One cached data key seals many items for a while (bounded in age
 		// and uses); each value is still bound to its item.
-		sealer, err := sealing.NewKMS(sealing.KMSConfig{Client: kms.NewFromConfig(awsCfg), KeyID: c.KMSKey,
-			SharedDataKeys: true, SharedContext: map[string]string{"table": c.Store.Table}})
+		sealer, err := sealing.NewKMS(sealing.KMSConfig{Client: kms.NewFromConfig(awsCfg), KeyID: c.SealingKey,
+			SharedDataKeys: true, SharedContext: map[string]string{sealing.TableContextKey: c.Store.Table}})
 		if err != nil {
 			return nil, nil, err
 		}
-		store = sealing.NewStore(store, sealer)
+		sealed := sealing.NewStore(store, sealer)
+		sealed.SensitivePlan = cat.SensitiveParameters
+		store = sealed
 	}
 	set, err := drivers.Build(ctx, cat, drivers.Env{Resources: store, Logger: logger, Getenv: os.Getenv,
 		AWS: func(context.Context) (aws.Config, error) { return awsCfg, nil }})

@@ -35,7 +35,7 @@ import (
 // lambdaEnv is every variable LambdaConfigFromEnv reads; tests set them all
 // so that the machine's environment does not leak in.
 var lambdaEnv = []string{env.Table, env.Region, env.DynamoDBEndpoint, env.SecretARN, env.OperationStateMachineARN,
-	env.CleanupStateMachineARN, env.Catalog, env.LogLevel, env.TaskRoot, env.KMSKeyARN, env.MetricsNamespace}
+	env.CleanupStateMachineARN, env.Catalog, env.LogLevel, env.TaskRoot, env.SealingKeyARN, env.MetricsNamespace}
 
 func setEnv(t *testing.T, env map[string]string) {
 	t.Helper()
@@ -285,7 +285,7 @@ func TestLambdaFunctionsOnMoto(t *testing.T) {
 		"AWS_REGION":                  region, "BROKER_TABLE": table, "LAMBDA_TASK_ROOT": taskRoot,
 		"BROKER_SECRET_ARN": single, "BROKER_OPERATION_STATE_MACHINE_ARN": aws.ToString(machine.StateMachineArn),
 		"BROKER_CLEANUP_STATE_MACHINE_ARN": aws.ToString(cleanup.StateMachineArn),
-		"BROKER_KMS_KEY_ARN":               aws.ToString(key.KeyMetadata.Arn),
+		"BROKER_SEALING_KEY_ARN":           aws.ToString(key.KeyMetadata.Arn),
 	}
 	setEnv(t, env)
 	logs := &apptest.SyncBuffer{}

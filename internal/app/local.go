@@ -227,7 +227,9 @@ func build(ctx context.Context, c LocalConfig, cat *catalog.Catalog, db *bbolt.D
 		store = bs
 	}
 	// Secrets are sealed before they reach the store, whichever it is.
-	store = sealing.NewStore(store, sealer)
+	sealed := sealing.NewStore(store, sealer)
+	sealed.SensitivePlan = cat.SensitiveParameters
+	store = sealed
 	if c.Wrap != nil && c.Wrap.Store != nil {
 		store = c.Wrap.Store(store)
 	}

@@ -33,7 +33,8 @@ const OpsUsage = `usage: go run ./functions/api ops [--json] [--stack NAME] COMM
   detached          detached resources: waiting for, in, or given up by the cleanup
   cleanup ID        start the cleanup of detached resource ID again
   reap              run the reaper once and print what it did
-  reseal            seal every stored secret under the current key (after a key change)
+  reseal            seal every stored secret under the current key (after a key change),
+                    then refuse any value found in clear from then on
   rotate-key        make a new local sealing key, which seals from now on (make run's
                     data only; then run reseal)
 
@@ -55,7 +56,11 @@ const (
 	OutputOperationStateMachine = "OperationStateMachineArn"
 	OutputCleanupStateMachine   = "CleanupStateMachineArn"
 	OutputRegion                = "Region"
-	defaultDeployedCatalog      = "services/catalog.yaml"
+	// OutputSealingKey is optional: stacks deployed before the sealing key
+	// had its own have none, and ops reseal then says the broker seals
+	// nothing.
+	OutputSealingKey       = "SealingKeyArn"
+	defaultDeployedCatalog = "services/catalog.yaml"
 )
 
 // ErrUsage is returned, wrapped, for a command line the operator command
@@ -142,6 +147,7 @@ func StackConfig(ctx context.Context, client awscfn.DescribeStacksAPIClient, nam
 		StateMachineARN:        outputs[OutputOperationStateMachine],
 		CleanupStateMachineARN: outputs[OutputCleanupStateMachine],
 		CatalogPath:            cmp.Or(os.Getenv(env.Catalog), defaultDeployedCatalog),
+		SealingKey:             outputs[OutputSealingKey],
 	}, nil
 }
 
@@ -254,6 +260,9 @@ func Ops(ctx context.Context, b *broker.Broker, args []string, out io.Writer) er
 		fmt.Fprintf(w, "  sealed (stored before sealing)\t%d\n", rep.Sealed)
 		fmt.Fprintf(w, "  under that key already\t%d\n", rep.Current)
 		fmt.Fprintf(w, "  changed meanwhile (sealed by their own write)\t%d\n", rep.Changed)
+		if rep.SealedOnly {
+			fmt.Fprintln(w, "every value is sealed: from now on a value found in clear is refused")
+		}
 	case "rotate-key":
 		id, err := rotateKey(b)
 		if err != nil {
@@ -270,7 +279,7 @@ func Ops(ctx context.Context, b *broker.Broker, args []string, out io.Writer) er
 func sealingStore(b *broker.Broker) (*sealing.Store, error) {
 	s, ok := b.Store.(*sealing.Store)
 	if !ok {
-		return nil, errors.New("this broker does not seal its secrets (deployed: its stack sets no BROKER_KMS_KEY_ARN)")
+		return nil, errors.New("this broker does not seal its secrets (deployed: its stack sets no " + env.SealingKeyARN + ")")
 	}
 	return s, nil
 }

@@ -3,6 +3,7 @@ package app_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awscfn "github.com/aws/aws-sdk-go-v2/service/cloudformation"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/kms"
 	awssfn "github.com/aws/aws-sdk-go-v2/service/sfn"
 
 	"github.com/serverless-osb/broker/internal/app"
@@ -20,6 +22,7 @@ import (
 	"github.com/serverless-osb/broker/internal/broker"
 	"github.com/serverless-osb/broker/internal/env"
 	"github.com/serverless-osb/broker/internal/mototest"
+	"github.com/serverless-osb/broker/internal/sealing"
 	"github.com/serverless-osb/broker/internal/store/dynamo"
 )
 
@@ -52,10 +55,44 @@ func TestOpsWorksOnTheBrokerAStackDeployed(t *testing.T) {
 		}
 		arns = append(arns, aws.ToString(sm.StateMachineArn))
 	}
+	// The upgrade from a stack whose table key sealed the secrets: a value
+	// sealed under that key, and the stack's sealing key now another.
+	kmsClient := kms.NewFromConfig(cfg)
+	var keys []string
+	for range 2 {
+		k, err := kmsClient.CreateKey(ctx, &kms.CreateKeyInput{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		keys = append(keys, aws.ToString(k.KeyMetadata.Arn))
+	}
+	tableKey, sealingKey := keys[0], keys[1]
+	oldSealer, err := sealing.NewKMS(sealing.KMSConfig{Client: kmsClient, KeyID: tableKey,
+		SharedDataKeys: true, SharedContext: map[string]string{sealing.TableContextKey: table}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC()
+	provOp := broker.Operation{ID: "op-prov", InstanceID: "i-sealed", Kind: broker.KindProvision, State: broker.OperationSucceeded,
+		PlanID: "p", CreatedAt: now, UpdatedAt: now, FinishedAt: now, ExpiresAt: now.Add(broker.Retention)}
+	ready := broker.Instance{ID: "i-sealed", InstanceRequest: broker.InstanceRequest{ServiceID: "s", PlanID: "p"}, State: broker.InstanceReady,
+		LastOp: provOp.ID, Version: 1, CreatedAt: now, UpdatedAt: now}
+	if err := dynamo.New(dynamodb.NewFromConfig(cfg), table).CreateInstance(ctx, ready, provOp, &broker.Settled{}); err != nil {
+		t.Fatal(err)
+	}
+	bindOp := broker.Operation{ID: "op-bind", InstanceID: "i-sealed", BindingID: "b-sealed", Kind: broker.KindBind,
+		State: broker.OperationSucceeded, CreatedAt: now, UpdatedAt: now, FinishedAt: now, ExpiresAt: now.Add(broker.Retention)}
+	sealed := broker.Binding{InstanceID: "i-sealed", ID: "b-sealed", State: broker.BindingReady, LastOp: bindOp.ID,
+		Credentials: broker.Credentials{"password": "sealed-under-the-table-key"}, Version: 1, CreatedAt: now, UpdatedAt: now}
+	if err := sealing.NewStore(dynamo.New(dynamodb.NewFromConfig(cfg), table), oldSealer).CreateBinding(ctx, sealed, bindOp, &broker.Settled{InstanceVersion: 1}); err != nil {
+		t.Fatal(err)
+	}
+
 	stack := mototest.Name("broker")
 	template := fmt.Sprintf(`{"Resources":{"Queue":{"Type":"AWS::SQS::Queue"}},"Outputs":{
-		%q:{"Value":%q},%q:{"Value":%q},%q:{"Value":%q},%q:{"Value":%q}}}`,
-		app.OutputTable, table, app.OutputOperationStateMachine, arns[0], app.OutputCleanupStateMachine, arns[1], app.OutputRegion, region)
+		%q:{"Value":%q},%q:{"Value":%q},%q:{"Value":%q},%q:{"Value":%q},%q:{"Value":%q}}}`,
+		app.OutputTable, table, app.OutputOperationStateMachine, arns[0], app.OutputCleanupStateMachine, arns[1], app.OutputRegion, region,
+		app.OutputSealingKey, sealingKey)
 	if _, err := awscfn.NewFromConfig(cfg).CreateStack(ctx, &awscfn.CreateStackInput{StackName: aws.String(stack), TemplateBody: aws.String(template)}); err != nil {
 		t.Fatal(err)
 	}
@@ -84,6 +121,23 @@ func TestOpsWorksOnTheBrokerAStackDeployed(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "op-stuck") || !strings.Contains(out.String(), "i-stuck") || !strings.Contains(out.String(), "STUCK") {
 		t.Errorf("ops operations did not list the stuck operation of the stack's table:\n%s", out.String())
+	}
+
+	out.Reset()
+	if err := app.RunCommand(ctx, []string{"ops", "--stack", stack, "--json", "reseal"}, &out, &errOut); err != nil {
+		t.Fatalf("ops --stack %s reseal: %v\n%s", stack, err, errOut.String())
+	}
+	var rep sealing.ResealReport
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil || rep.KeyID != sealingKey || rep.Resealed != 1 || !rep.SealedOnly {
+		t.Errorf("reseal: %+v %v, want the value sealed under the table key moved under the sealing key, and values in clear refused", rep, err)
+	}
+	newSealer, err := sealing.NewKMS(sealing.KMSConfig{Client: kmsClient, KeyID: sealingKey,
+		SharedDataKeys: true, SharedContext: map[string]string{sealing.TableContextKey: table}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, err := sealing.NewStore(store, newSealer).GetBinding(ctx, "i-sealed", "b-sealed"); err != nil || b.Credentials["password"] != "sealed-under-the-table-key" {
+		t.Errorf("after the reseal: %v %v", b.Credentials, err)
 	}
 
 	out.Reset()

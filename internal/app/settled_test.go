@@ -8,12 +8,15 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/serverless-osb/broker/internal/app"
 	"github.com/serverless-osb/broker/internal/app/apptest"
 	"github.com/serverless-osb/broker/internal/broker"
+	"github.com/serverless-osb/broker/internal/store/bolt"
 )
 
 // TestChangesSettledInMemoryRaceAsHeldOnesDo races synchronous binds of the
@@ -201,13 +204,18 @@ func TestRotateTheLocalKeyAndReseal(t *testing.T) {
 		t.Fatalf("rotate-key: %+v %v", rotated, err)
 	}
 	var rep struct {
-		KeyID    string `json:"key_id"`
-		Values   int    `json:"values"`
-		Resealed int    `json:"resealed"`
+		KeyID      string `json:"key_id"`
+		Values     int    `json:"values"`
+		Resealed   int    `json:"resealed"`
+		SealedOnly bool   `json:"sealed_only"`
 	}
-	if err := json.Unmarshal([]byte(ops("reseal")), &rep); err != nil || rep.KeyID != rotated.KeyID || rep.Values < 2 || rep.Resealed != rep.Values {
-		t.Fatalf("reseal: %+v %v, want every value re-sealed under %s", rep, err, rotated.KeyID)
+	if err := json.Unmarshal([]byte(ops("reseal")), &rep); err != nil || rep.KeyID != rotated.KeyID || rep.Values < 2 || rep.Resealed != rep.Values || !rep.SealedOnly {
+		t.Fatalf("reseal: %+v %v, want every value re-sealed under %s and values in clear refused from then on", rep, err, rotated.KeyID)
 	}
+	// Someone with write access to the data plants a binding whose
+	// credentials are in clear.
+	const planted = "planted-in-clear-behind-the-broker"
+	plantClearBinding(t, filepath.Join(dir, "broker.db"), "i", "b-planted", planted)
 	if keys, err := os.ReadDir(filepath.Join(dir, "keys")); err != nil || len(keys) != 2 {
 		t.Fatalf("key files: %v %v, want 2", keys, err)
 	}
@@ -215,5 +223,36 @@ func TestRotateTheLocalKeyAndReseal(t *testing.T) {
 	fetched := again.Do(apptest.Request{Method: http.MethodGet, Path: "/v2/service_instances/i/service_bindings/b"})
 	if got, _ := fetched.Body["credentials"].(map[string]any); got["password"] != creds["password"] {
 		t.Fatalf("after the reseal the binding answers %s", fetched.Raw)
+	}
+	r = again.Do(apptest.Request{Method: http.MethodGet, Path: "/v2/service_instances/i/service_bindings/b-planted"})
+	if r.Status != http.StatusInternalServerError || bytes.Contains(r.Raw, []byte(planted)) ||
+		r.Str("description") != "The service broker failed internally; the failure was logged. Try again later." {
+		t.Fatalf("the planted binding answers %d %s, want the internal error without the value", r.Status, r.Raw)
+	}
+	logs := again.Logs.String()
+	if !strings.Contains(logs, "the credentials of binding b-planted of instance i: stored in clear after the table was sealed") {
+		t.Errorf("no log line names the value in clear:\n%s", logs)
+	}
+	if strings.Contains(logs, planted) {
+		t.Errorf("the log shows the planted value")
+	}
+}
+
+// plantClearBinding writes, in the local broker's file, a binding whose
+// credentials are in clear, as a write behind the broker's back would.
+func plantClearBinding(t *testing.T, path, instanceID, bindingID, password string) {
+	t.Helper()
+	s, err := bolt.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	now := time.Now().UTC()
+	op := broker.Operation{ID: "bind-" + bindingID, InstanceID: instanceID, BindingID: bindingID, Kind: broker.KindBind,
+		State: broker.OperationSucceeded, CreatedAt: now, UpdatedAt: now, FinishedAt: now, ExpiresAt: now.Add(broker.Retention)}
+	b := broker.Binding{InstanceID: instanceID, ID: bindingID, State: broker.BindingReady, LastOp: op.ID,
+		Credentials: broker.Credentials{"password": password}, Version: 1, CreatedAt: now, UpdatedAt: now}
+	if err := s.CreateBinding(t.Context(), b, op, &broker.Settled{}); err != nil {
+		t.Fatal(err)
 	}
 }

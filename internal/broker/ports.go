@@ -341,6 +341,27 @@ type SecretStore interface {
 	ReplaceSecret(ctx context.Context, s StoredSecret, sealed json.RawMessage) error
 }
 
+// SealingMode is what a store records of its sealing, in one item outside
+// every instance's (PK=broker, SK=sealing). The zero value is what a store
+// never told otherwise reads: values stored in clear are still accepted.
+type SealingMode struct {
+	// SealedOnly: a re-seal pass sealed every stored secret, so a value
+	// that should be sealed and is found in clear was written to the store
+	// behind the broker's back: reading it fails.
+	SealedOnly bool
+	// KeyID is the key that the pass sealed under, and Since when it ended.
+	KeyID string
+	Since time.Time
+}
+
+// SealingModes is where a store keeps its SealingMode (both stores have it).
+type SealingModes interface {
+	// SealingMode returns the recorded mode, the zero one if none is.
+	SealingMode(ctx context.Context) (SealingMode, error)
+	// SetSealingMode records m.
+	SetSealingMode(ctx context.Context, m SealingMode) error
+}
+
 // Workflow names a state machine in statemachines/ (without .asl.json).
 type Workflow string
 

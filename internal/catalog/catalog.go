@@ -44,6 +44,10 @@ type Settings struct {
 	// their bind and fetch answers.
 	CredentialLifetime time.Duration
 	CredentialRenewal  time.Duration
+	// SensitiveParameters says that the request parameters of the plan's
+	// instances and bindings may hold secrets: the broker stores them
+	// sealed, as it does credentials (`sensitive_parameters: true`).
+	SensitiveParameters bool
 	// Config holds the driver's own settings: every other key of the block,
 	// as decoded from YAML (nil when there are none). The driver checks
 	// them when the broker starts.
@@ -210,6 +214,14 @@ func (c *Catalog) Services() []*Service {
 // Service returns the offering with that id, or nil.
 func (c *Catalog) Service(id string) *Service {
 	return c.byService[id]
+}
+
+// SensitiveParameters says whether the plan with that id keeps its
+// instances' and bindings' parameters sealed (false for a plan the catalog
+// does not have).
+func (c *Catalog) SensitiveParameters(planID string) bool {
+	_, p := c.PlanByID(planID)
+	return p != nil && p.Settings.SensitiveParameters
 }
 
 // PlanByID returns the plan with that id and its offering, or nils.

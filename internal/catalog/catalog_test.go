@@ -388,3 +388,21 @@ services:
 		t.Errorf("Source %q, Dir %q", c.Source, c.Dir)
 	}
 }
+
+// TestSensitiveParameters: a plan's broker block says whether its
+// parameters are stored sealed; by default they are not.
+func TestSensitiveParameters(t *testing.T) {
+	c := smallCatalog()
+	plan(c, 0, 0)["broker"] = map[string]any{"sensitive_parameters": true}
+	cat := mustParse(t, c)
+	id, _ := plan(c, 0, 0)["id"].(string)
+	if !cat.SensitiveParameters(id) {
+		t.Errorf("plan %s with sensitive_parameters: true: its parameters are not sealed", id)
+	}
+	if cat.SensitiveParameters("no-such-plan") {
+		t.Error("a plan the catalog does not have is sensitive")
+	}
+	if other := mustParse(t, smallCatalog()); other.SensitiveParameters(id) {
+		t.Error("a plan without the setting is sensitive")
+	}
+}

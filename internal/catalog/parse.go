@@ -292,6 +292,7 @@ func (ck *checker) settings(p string, plan map[string]any) Settings {
 			ck.problem(field(bp, "deprovision"), "%q is not a deprovision mode; use %s or %s", d, DeprovisionWait, DeprovisionDetach)
 		}
 	}
+	st.SensitiveParameters, _ = ck.boolean(b, bp, "sensitive_parameters", false)
 	st.CredentialLifetime = ck.duration(b, bp, "credential_lifetime")
 	st.CredentialRenewal = ck.duration(b, bp, "credential_renewal")
 	switch {
@@ -307,7 +308,7 @@ func (ck *checker) settings(p string, plan map[string]any) Settings {
 
 // brokerKeys are the broker block's keys that are the broker's; every
 // other key is the driver's.
-var brokerKeys = []string{"driver", "mode", "deprovision", "credential_lifetime", "credential_renewal"}
+var brokerKeys = []string{"driver", "mode", "deprovision", "credential_lifetime", "credential_renewal", "sensitive_parameters"}
 
 // BrokerKeys lists the broker block's keys that are the broker's ("driver,
 // mode, … and credential_renewal"), for the drivers' messages about the

@@ -19,10 +19,12 @@ import "strings"
 const (
 	// Table is the DynamoDB table holding the broker's items.
 	Table = "BROKER_TABLE"
-	// KMSKeyARN is the KMS key (ARN) that seals the secrets the table
+	// SealingKeyARN is the KMS key (ARN) that seals the secrets the table
 	// keeps (binding credentials, driver records), by envelope encryption:
-	// the table's own key. Without it nothing is sealed.
-	KMSKeyARN = "BROKER_KMS_KEY_ARN"
+	// a key of its own, not the one that encrypts the table at rest, so
+	// that either can be rotated or revoked without the other. Without it
+	// nothing is sealed.
+	SealingKeyARN = "BROKER_SEALING_KEY_ARN"
 	// MetricsNamespace is the CloudWatch namespace of the broker's metrics:
 	// the stack's name, so that two stacks in one account keep their
 	// metrics apart (default metrics.DefaultNamespace).
@@ -76,7 +78,7 @@ const (
 // Names are every variable this package names: the only ones the stack may
 // set (infra's tests hold it to that).
 func Names() []string {
-	return []string{Table, KMSKeyARN, MetricsNamespace, LogLevel, OperationStateMachineARN, CleanupStateMachineARN,
+	return []string{Table, SealingKeyARN, MetricsNamespace, LogLevel, OperationStateMachineARN, CleanupStateMachineARN,
 		SecretARN, CFNRoleARN, StackPrefix, Region, TaskRoot, Catalog, DynamoDBEndpoint}
 }
 

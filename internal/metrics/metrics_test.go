@@ -412,3 +412,28 @@ func TestWriterNeverFailsWhatItMeasures(t *testing.T) {
 		t.Errorf("the failed write was not logged: %q", logs.String())
 	}
 }
+
+// TestTheSealingModePassesThrough: the sealing store, wrapped around this
+// one in the functions, reads and records its mode in the store beneath.
+func TestTheSealingModePassesThrough(t *testing.T) {
+	bs, err := bolt.Open(filepath.Join(t.TempDir(), "broker.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { bs.Close() })
+	rec, _ := newRecorder(t)
+	modes, ok := NewStore(bs, rec).(broker.SealingModes)
+	if !ok {
+		t.Fatal("the metrics store records no sealing mode")
+	}
+	want := broker.SealingMode{SealedOnly: true, KeyID: "k-1"}
+	if err := modes.SetSealingMode(t.Context(), want); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := bs.SealingMode(t.Context()); err != nil || got != want {
+		t.Errorf("the store beneath holds %+v %v, want %+v", got, err, want)
+	}
+	if got, err := modes.SealingMode(t.Context()); err != nil || got != want {
+		t.Errorf("read through: %+v %v, want %+v", got, err, want)
+	}
+}

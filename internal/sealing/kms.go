@@ -34,6 +34,12 @@ const (
 	DefaultMaxCached = 1_000
 )
 
+// TableContextKey is the one key of the KMS encryption context that the
+// deployed functions' sealer binds its shared data keys to, with the
+// table's name as its value: {"table": name}. The stack's KMS statements
+// require exactly that context.
+const TableContextKey = "table"
+
 // KMSConfig configures a KMS sealer.
 type KMSConfig struct {
 	// Client calls KMS.

@@ -1,10 +1,13 @@
 package sealing
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
+	"time"
 
 	"github.com/serverless-osb/broker/internal/broker"
 )
@@ -15,18 +18,109 @@ import (
 // (Resource.Data and Detached.Data, replaced by the sealed envelope). Each
 // value is bound to its item (the instance and binding, or the instance and
 // record name), so that a value copied to another item fails to open with
-// ErrWrongContext rather than give its secret to the wrong one. Values
-// stored before sealing was on are read as they are, until `ops reseal`.
+// ErrWrongContext rather than give its secret to the wrong one.
+//
+// Values stored before sealing was on are read as they are, until `ops
+// reseal` has sealed them all and recorded so in the store
+// (broker.SealingMode.SealedOnly): from then on a value found in clear was
+// written behind the broker's back, and reading it fails with
+// ErrStoredInClear. The mode is read only when a value in clear turns up,
+// so reading sealed values costs no request; a mode that refuses nothing
+// is read again after ModeMaxAge, one that refuses is kept.
 // Every other method passes through.
 type Store struct {
 	broker.Store
 	Sealer Sealer
+	// ModeMaxAge is how long a mode that accepts values in clear is
+	// trusted before it is read again; zero means DefaultModeMaxAge.
+	ModeMaxAge time.Duration
+	// Now tells the time; nil means time.Now.
+	Now func() time.Time
+	// SensitivePlan says whether the request parameters of a plan's
+	// instances and bindings may hold secrets (the catalog's
+	// sensitive_parameters): those are stored sealed too. Nil: none.
+	SensitivePlan func(planID string) bool
+
+	mu         sync.Mutex
+	sealedOnly bool
+	modeReadAt time.Time
 }
 
-var _ broker.Store = (*Store)(nil)
+var (
+	_ broker.Store        = (*Store)(nil)
+	_ broker.SealingModes = (*Store)(nil)
+)
+
+// DefaultModeMaxAge bounds how long a broker still accepts a value in
+// clear after `ops reseal` turned the sealed-only mode on.
+const DefaultModeMaxAge = time.Minute
+
+// ErrStoredInClear: a value that the broker seals was found in clear after
+// a re-seal pass had sealed every one (broker.SealingMode.SealedOnly): it
+// was written to the store behind the broker's back, and is refused.
+var ErrStoredInClear = errors.New("stored in clear after the table was sealed")
 
 // NewStore returns s sealing with sealer.
 func NewStore(s broker.Store, sealer Sealer) *Store { return &Store{Store: s, Sealer: sealer} }
+
+// SealingMode reads the mode of the store beneath; one that records none
+// accepts values in clear.
+func (s *Store) SealingMode(ctx context.Context) (broker.SealingMode, error) {
+	modes, ok := s.Store.(broker.SealingModes)
+	if !ok {
+		return broker.SealingMode{}, nil
+	}
+	return modes.SealingMode(ctx)
+}
+
+// SetSealingMode records m in the store beneath, and uses it at once.
+func (s *Store) SetSealingMode(ctx context.Context, m broker.SealingMode) error {
+	modes, ok := s.Store.(broker.SealingModes)
+	if !ok {
+		return fmt.Errorf("%T records no sealing mode", s.Store)
+	}
+	if err := modes.SetSealingMode(ctx, m); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.sealedOnly, s.modeReadAt = m.SealedOnly, s.now()
+	s.mu.Unlock()
+	return nil
+}
+
+func (s *Store) now() time.Time {
+	if s.Now != nil {
+		return s.Now()
+	}
+	return time.Now()
+}
+
+// inClear is what reading what, a value found in clear, returns: nil while
+// the store accepts values in clear, else an error naming it.
+func (s *Store) inClear(ctx context.Context, what string) error {
+	maxAge := s.ModeMaxAge
+	if maxAge == 0 {
+		maxAge = DefaultModeMaxAge
+	}
+	now := s.now()
+	s.mu.Lock()
+	only, at := s.sealedOnly, s.modeReadAt
+	s.mu.Unlock()
+	if !only && (at.IsZero() || !now.Before(at.Add(maxAge))) {
+		m, err := s.SealingMode(ctx)
+		if err != nil {
+			return fmt.Errorf("%s is in clear, and the sealing mode is unknown: %w", what, err)
+		}
+		only = m.SealedOnly
+		s.mu.Lock()
+		s.sealedOnly, s.modeReadAt = s.sealedOnly || only, now
+		s.mu.Unlock()
+	}
+	if only {
+		return fmt.Errorf("%s: %w", what, ErrStoredInClear)
+	}
+	return nil
+}
 
 func credentialsContext(instanceID, bindingID string) map[string]string {
 	return map[string]string{"instance_id": instanceID, "binding_id": bindingID, "field": "credentials"}
@@ -36,8 +130,108 @@ func recordContext(instanceID, name string) map[string]string {
 	return map[string]string{"instance_id": instanceID, "record": name}
 }
 
+func parametersContext(instanceID, bindingID, operationID string) map[string]string {
+	ec := map[string]string{"instance_id": instanceID, "field": "parameters"}
+	if bindingID != "" {
+		ec["binding_id"] = bindingID
+	}
+	if operationID != "" {
+		ec["operation_id"] = operationID
+	}
+	return ec
+}
+
+// sealParameters seals the parameters of an item of planID when the plan
+// says they may hold secrets, or when they look like a sealed value, so
+// that opening them gives back exactly what the platform sent.
+func (s *Store) sealParameters(ctx context.Context, planID string, params json.RawMessage, ec map[string]string) (json.RawMessage, error) {
+	if len(params) == 0 || !(isSealed(params) || s.SensitivePlan != nil && s.SensitivePlan(planID)) {
+		return params, nil
+	}
+	sealed, err := s.seal(ctx, params, ec)
+	if err != nil {
+		return nil, fmt.Errorf("seal the parameters of %s: %w", describe(ec), err)
+	}
+	return sealed, nil
+}
+
+// openParameters opens sealed parameters in place.
+func (s *Store) openParameters(ctx context.Context, params *json.RawMessage, ec map[string]string) error {
+	if !isSealed(*params) {
+		return nil
+	}
+	plain, err := s.open(ctx, *params, ec)
+	if err != nil {
+		return fmt.Errorf("open the parameters of %s: %w", describe(ec), err)
+	}
+	*params = plain
+	return nil
+}
+
+// describe names the item of a parameters context, for errors.
+func describe(ec map[string]string) string {
+	switch {
+	case ec["binding_id"] != "":
+		return "binding " + ec["binding_id"] + " of instance " + ec["instance_id"]
+	case ec["operation_id"] != "":
+		return "operation " + ec["operation_id"] + " of instance " + ec["instance_id"]
+	}
+	return "instance " + ec["instance_id"]
+}
+
+func (s *Store) sealInstance(ctx context.Context, inst broker.Instance) (broker.Instance, error) {
+	var err error
+	inst.Parameters, err = s.sealParameters(ctx, inst.PlanID, inst.Parameters, parametersContext(inst.ID, "", ""))
+	return inst, err
+}
+
+func (s *Store) openInstance(ctx context.Context, inst *broker.Instance) error {
+	if inst == nil {
+		return nil
+	}
+	return s.openParameters(ctx, &inst.Parameters, parametersContext(inst.ID, "", ""))
+}
+
+// sealOperation seals an update's target parameters, by the plan the
+// update moves to (or the instance's, when it keeps its plan).
+func (s *Store) sealOperation(ctx context.Context, op broker.Operation) (broker.Operation, error) {
+	if op.Target == nil || len(op.Target.Parameters) == 0 {
+		return op, nil
+	}
+	target := *op.Target
+	plan := cmp.Or(target.PlanID, op.PlanID)
+	var err error
+	target.Parameters, err = s.sealParameters(ctx, plan, target.Parameters, parametersContext(op.InstanceID, "", op.ID))
+	op.Target = &target
+	return op, err
+}
+
+func (s *Store) openOperation(ctx context.Context, op *broker.Operation) error {
+	if op == nil || op.Target == nil {
+		return nil
+	}
+	target := *op.Target
+	if err := s.openParameters(ctx, &target.Parameters, parametersContext(op.InstanceID, "", op.ID)); err != nil {
+		return err
+	}
+	op.Target = &target
+	return nil
+}
+
+func (s *Store) sealOptionalOperation(ctx context.Context, op *broker.Operation) (*broker.Operation, error) {
+	if op == nil {
+		return nil, nil
+	}
+	sealed, err := s.sealOperation(ctx, *op)
+	return &sealed, err
+}
+
 // SealBinding returns b with its credentials sealed.
 func (s *Store) SealBinding(ctx context.Context, b broker.Binding) (broker.Binding, error) {
+	var err error
+	if b.Parameters, err = s.sealParameters(ctx, b.PlanID, b.Parameters, parametersContext(b.InstanceID, b.ID, "")); err != nil {
+		return b, err
+	}
 	if len(b.Credentials) == 0 {
 		return b, nil
 	}
@@ -55,8 +249,17 @@ func (s *Store) SealBinding(ctx context.Context, b broker.Binding) (broker.Bindi
 
 // openBinding opens b's sealed credentials in place.
 func (s *Store) openBinding(ctx context.Context, b *broker.Binding) error {
-	if b == nil || len(b.Sealed) == 0 {
+	if b == nil {
 		return nil
+	}
+	if err := s.openParameters(ctx, &b.Parameters, parametersContext(b.InstanceID, b.ID, "")); err != nil {
+		return err
+	}
+	if len(b.Sealed) == 0 {
+		if len(b.Credentials) == 0 {
+			return nil
+		}
+		return s.inClear(ctx, fmt.Sprintf("the credentials of binding %s of instance %s", b.ID, b.InstanceID))
 	}
 	plain, err := s.open(ctx, b.Sealed, credentialsContext(b.InstanceID, b.ID))
 	if err != nil {
@@ -83,10 +286,13 @@ func (s *Store) SealData(ctx context.Context, instanceID, name string, data json
 }
 
 // openData opens a record's data in place; data that is not sealed (stored
-// before sealing was on) is left as it is.
-func (s *Store) openData(ctx context.Context, instanceID, name string, data *json.RawMessage) error {
+// before sealing was on) is left as it is, unless the store is sealed only.
+func (s *Store) openData(ctx context.Context, what, instanceID, name string, data *json.RawMessage) error {
 	if !isSealed(*data) {
-		return nil
+		if len(*data) == 0 || string(*data) == "null" {
+			return nil
+		}
+		return s.inClear(ctx, fmt.Sprintf("the data of %s %s of instance %s", what, name, instanceID))
 	}
 	plain, err := s.open(ctx, *data, recordContext(instanceID, name))
 	if err != nil {
@@ -159,7 +365,14 @@ func (s *Store) sealSettled(ctx context.Context, settled *broker.Settled) (*brok
 func (s *Store) openConflict(ctx context.Context, err error) error {
 	var c *broker.ConflictError
 	if errors.As(err, &c) {
-		if oerr := s.openBinding(ctx, c.Binding); oerr != nil {
+		oerr := s.openBinding(ctx, c.Binding)
+		if oerr == nil {
+			oerr = s.openInstance(ctx, c.Instance)
+		}
+		if oerr == nil {
+			oerr = s.openOperation(ctx, c.Operation)
+		}
+		if oerr != nil {
 			return oerr
 		}
 	}
@@ -172,18 +385,76 @@ func (s *Store) GetBinding(ctx context.Context, instanceID, bindingID string) (b
 	if err == nil {
 		err = s.openBinding(ctx, &b)
 	}
-	return b, err
+	if err != nil {
+		return broker.Binding{}, err
+	}
+	return b, nil
 }
 
-// Load opens the binding's credentials and the records.
+// GetInstance opens the instance's parameters.
+func (s *Store) GetInstance(ctx context.Context, instanceID string) (broker.Instance, error) {
+	inst, err := s.Store.GetInstance(ctx, instanceID)
+	if err == nil {
+		err = s.openInstance(ctx, &inst)
+	}
+	if err != nil {
+		return broker.Instance{}, err
+	}
+	return inst, nil
+}
+
+// GetOperation opens an update's target parameters.
+func (s *Store) GetOperation(ctx context.Context, instanceID, operationID string) (broker.Operation, error) {
+	op, err := s.Store.GetOperation(ctx, instanceID, operationID)
+	if err == nil {
+		err = s.openOperation(ctx, &op)
+	}
+	if err != nil {
+		return broker.Operation{}, err
+	}
+	return op, nil
+}
+
+// ListOperations opens the updates' target parameters.
+func (s *Store) ListOperations(ctx context.Context, instanceID string) ([]broker.Operation, error) {
+	return s.openOperations(ctx)(s.Store.ListOperations(ctx, instanceID))
+}
+
+// ListInProgress opens the updates' target parameters.
+func (s *Store) ListInProgress(ctx context.Context) ([]broker.Operation, error) {
+	return s.openOperations(ctx)(s.Store.ListInProgress(ctx))
+}
+
+func (s *Store) openOperations(ctx context.Context) func([]broker.Operation, error) ([]broker.Operation, error) {
+	return func(ops []broker.Operation, err error) ([]broker.Operation, error) {
+		for i := range ops {
+			if err == nil {
+				err = s.openOperation(ctx, &ops[i])
+			}
+		}
+		if err != nil {
+			return nil, err
+		}
+		return ops, nil
+	}
+}
+
+// Load opens the instance's and the binding's parameters, the binding's
+// credentials, an update's target parameters and the records.
 func (s *Store) Load(ctx context.Context, instanceID, operationID, bindingID string) (broker.Snapshot, error) {
 	snap, err := s.Store.Load(ctx, instanceID, operationID, bindingID)
 	if err == nil {
 		err = s.openBinding(ctx, snap.Binding)
 	}
+	if err == nil {
+		err = s.openInstance(ctx, snap.Instance)
+	}
+	if err == nil {
+		err = s.openOperation(ctx, snap.Operation)
+	}
 	for i := range snap.Records {
 		if err == nil {
-			err = s.openData(ctx, snap.Records[i].InstanceID, snap.Records[i].Name, &snap.Records[i].Data)
+			err = s.openData(ctx, "record", snap.Records[i].InstanceID, snap.Records[i].Name, &snap.Records[i].Data)
 		}
 	}
 	if err != nil {
@@ -192,13 +463,33 @@ func (s *Store) Load(ctx context.Context, instanceID, operationID, bindingID str
 	return snap, nil
 }
 
-// CreateInstance seals the records of a change settled in memory.
+// CreateInstance seals the instance's parameters and the records of a
+// change settled in memory.
 func (s *Store) CreateInstance(ctx context.Context, inst broker.Instance, op broker.Operation, settled *broker.Settled) error {
 	settled, err := s.sealSettled(ctx, settled)
+	if err == nil {
+		inst, err = s.sealInstance(ctx, inst)
+	}
 	if err != nil {
 		return err
 	}
-	return s.Store.CreateInstance(ctx, inst, op, settled)
+	return s.openConflict(ctx, s.Store.CreateInstance(ctx, inst, op, settled))
+}
+
+// LockInstance seals the instance's parameters and an update's target
+// parameters.
+func (s *Store) LockInstance(ctx context.Context, l broker.LockInstance) error {
+	var err error
+	if l.Instance, err = s.sealInstance(ctx, l.Instance); err != nil {
+		return err
+	}
+	if l.Op, err = s.sealOperation(ctx, l.Op); err != nil {
+		return err
+	}
+	if l.Halted, err = s.sealOptionalOperation(ctx, l.Halted); err != nil {
+		return err
+	}
+	return s.openConflict(ctx, s.Store.LockInstance(ctx, l))
 }
 
 // CreateBinding seals the binding's credentials and records.
@@ -219,25 +510,36 @@ func (s *Store) LockBinding(ctx context.Context, l broker.LockBinding) error {
 	if l.Binding, err = s.SealBinding(ctx, l.Binding); err != nil {
 		return err
 	}
+	if l.Halted, err = s.sealOptionalOperation(ctx, l.Halted); err != nil {
+		return err
+	}
 	return s.openConflict(ctx, s.Store.LockBinding(ctx, l))
 }
 
 // UpdateOperation seals the records saved with the progress.
 func (s *Store) UpdateOperation(ctx context.Context, op broker.Operation, records broker.RecordChanges) error {
 	records, err := s.sealRecords(ctx, records)
+	if err == nil {
+		op, err = s.sealOperation(ctx, op)
+	}
 	if err != nil {
 		return err
 	}
-	return s.Store.UpdateOperation(ctx, op, records)
+	return s.openConflict(ctx, s.Store.UpdateOperation(ctx, op, records))
 }
 
 // FinishOperation seals the binding's credentials, the records and the
 // detached records.
 func (s *Store) FinishOperation(ctx context.Context, f broker.Finish) error {
 	var err error
-	if f.Binding != nil {
+	f.Op, err = s.sealOperation(ctx, f.Op)
+	if err == nil && f.Binding != nil {
 		b, serr := s.SealBinding(ctx, *f.Binding)
 		f.Binding, err = &b, serr
+	}
+	if err == nil && f.Instance != nil {
+		inst, serr := s.sealInstance(ctx, *f.Instance)
+		f.Instance, err = &inst, serr
 	}
 	if err == nil {
 		f.Records, err = s.sealRecords(ctx, f.Records)
@@ -270,9 +572,12 @@ func (s *Store) PutResource(ctx context.Context, r broker.Resource) error {
 func (s *Store) GetDetached(ctx context.Context, id string) (broker.Detached, error) {
 	d, err := s.Store.GetDetached(ctx, id)
 	if err == nil {
-		err = s.openData(ctx, d.InstanceID, d.Name, &d.Data)
+		err = s.openData(ctx, "detached record "+d.ID+" of record", d.InstanceID, d.Name, &d.Data)
 	}
-	return d, err
+	if err != nil {
+		return broker.Detached{}, err
+	}
+	return d, nil
 }
 
 // ListDetached opens the detached records.
@@ -280,7 +585,7 @@ func (s *Store) ListDetached(ctx context.Context) ([]broker.Detached, error) {
 	ds, err := s.Store.ListDetached(ctx)
 	for i := range ds {
 		if err == nil {
-			err = s.openData(ctx, ds[i].InstanceID, ds[i].Name, &ds[i].Data)
+			err = s.openData(ctx, "detached record "+ds[i].ID+" of record", ds[i].InstanceID, ds[i].Name, &ds[i].Data)
 		}
 	}
 	if err != nil {
@@ -312,6 +617,9 @@ type ResealReport struct {
 	Sealed   int `json:"sealed"`
 	Current  int `json:"current"`
 	Changed  int `json:"changed"`
+	// SealedOnly says that the pass sealed every value and recorded so:
+	// from now on a value found in clear is refused.
+	SealedOnly bool `json:"sealed_only"`
 }
 
 // Reseal seals every stored value under the current key: one sealed under
@@ -319,7 +627,11 @@ type ResealReport struct {
 // sealed. Each value is written back only if it is unchanged since it was
 // read, so a newer write is never overwritten, and a crash part way leaves
 // every value readable: each is as it was or re-sealed, and Reseal can run
-// again. The store beneath must be a broker.SecretStore.
+// again. A pass that ends with every value sealed records the sealed-only
+// mode in the store (broker.SealingMode), so that a value written in clear
+// behind the broker's back is refused from then on; a value changed during
+// the pass was sealed by the write that changed it. The store beneath must
+// be a broker.SecretStore and a broker.SealingModes.
 func (s *Store) Reseal(ctx context.Context) (ResealReport, error) {
 	var rep ResealReport
 	raw, ok := s.Store.(broker.SecretStore)
@@ -368,5 +680,12 @@ func (s *Store) Reseal(ctx context.Context) (ResealReport, error) {
 		*count++
 		return nil
 	})
-	return rep, err
+	if err != nil {
+		return rep, err
+	}
+	if err := s.SetSealingMode(ctx, broker.SealingMode{SealedOnly: true, KeyID: key, Since: s.now().UTC()}); err != nil {
+		return rep, fmt.Errorf("reseal: every value is sealed, but the mode that refuses values in clear is not recorded: %w", err)
+	}
+	rep.SealedOnly = true
+	return rep, nil
 }

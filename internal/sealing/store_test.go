@@ -44,6 +44,78 @@ func TestSealingStoreKeepsTheStoreContract(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) broker.Store {
 		return NewStore(boltStore(t, filepath.Join(t.TempDir(), "db")), localSealer(t))
 	})
+	t.Run("with every plan's parameters sealed", func(t *testing.T) {
+		storetest.Run(t, func(t *testing.T) broker.Store {
+			s := NewStore(boltStore(t, filepath.Join(t.TempDir(), "db")), localSealer(t))
+			s.SensitivePlan = func(string) bool { return true }
+			return s
+		})
+	})
+}
+
+// TestSensitiveParametersAreStoredSealed: on a plan whose parameters may
+// hold secrets, the instance's, the binding's and an update's parameters
+// are sealed in the store beneath, and read back as sent; another plan's
+// are stored as they are.
+func TestSensitiveParametersAreStoredSealed(t *testing.T) {
+	const secret = "parameter-s3cret-value"
+	inner := boltStore(t, filepath.Join(t.TempDir(), "db"))
+	s := NewStore(inner, localSealer(t))
+	s.SensitivePlan = func(plan string) bool { return plan == "sensitive" }
+	ctx := t.Context()
+	now := time.Now().UTC()
+	params := json.RawMessage(`{"password":"` + secret + `"}`)
+	for _, plan := range []string{"sensitive", "plain"} {
+		id := "i-" + plan
+		prov := broker.Operation{ID: "prov-" + plan, InstanceID: id, Kind: broker.KindProvision, State: broker.OperationSucceeded,
+			PlanID: plan, CreatedAt: now, UpdatedAt: now, FinishedAt: now, ExpiresAt: now.Add(broker.Retention)}
+		inst := broker.Instance{ID: id, InstanceRequest: broker.InstanceRequest{ServiceID: "s", PlanID: plan, Parameters: params},
+			State: broker.InstanceReady, LastOp: prov.ID, Version: 1, CreatedAt: now, UpdatedAt: now}
+		if err := s.CreateInstance(ctx, inst, prov, &broker.Settled{}); err != nil {
+			t.Fatal(err)
+		}
+		bind := broker.Operation{ID: "bind-" + plan, InstanceID: id, BindingID: "b-1", Kind: broker.KindBind, State: broker.OperationSucceeded,
+			PlanID: plan, CreatedAt: now, UpdatedAt: now, FinishedAt: now, ExpiresAt: now.Add(broker.Retention)}
+		b := broker.Binding{InstanceID: id, ID: "b-1", ServiceID: "s", PlanID: plan, State: broker.BindingReady, LastOp: bind.ID,
+			Parameters: params, Version: 1, CreatedAt: now, UpdatedAt: now}
+		if err := s.CreateBinding(ctx, b, bind, &broker.Settled{InstanceVersion: 1}); err != nil {
+			t.Fatal(err)
+		}
+		got, err := s.GetInstance(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		update := broker.Operation{ID: "update-" + plan, InstanceID: id, Kind: broker.KindUpdate, State: broker.OperationInProgress,
+			PlanID: plan, Target: &broker.Target{Parameters: params}, CreatedAt: now, UpdatedAt: now, NextCheckAt: now}
+		held := got
+		held.State, held.Op, held.LastOp, held.Version = broker.InstanceUpdating, update.ID, update.ID, got.Version+1
+		if err := s.LockInstance(ctx, broker.LockInstance{Instance: held, Version: got.Version, Op: update}); err != nil {
+			t.Fatal(err)
+		}
+
+		rawInst, _ := inner.GetInstance(ctx, id)
+		rawBinding, _ := inner.GetBinding(ctx, id, "b-1")
+		rawOp, _ := inner.GetOperation(ctx, id, update.ID)
+		stored := map[string]json.RawMessage{"instance": rawInst.Parameters, "binding": rawBinding.Parameters, "update": rawOp.Target.Parameters}
+		for what, raw := range stored {
+			if sealed := isSealed(raw); sealed != (plan == "sensitive") || sealed == bytes.Contains(raw, []byte(secret)) {
+				t.Errorf("plan %s: the %s's parameters are stored as %s", plan, what, raw)
+			}
+		}
+		inst2, err1 := s.GetInstance(ctx, id)
+		b2, err2 := s.GetBinding(ctx, id, "b-1")
+		op2, err3 := s.GetOperation(ctx, id, update.ID)
+		snap, err4 := s.Load(ctx, id, update.ID, "")
+		if err := errors.Join(err1, err2, err3, err4); err != nil {
+			t.Fatal(err)
+		}
+		for what, got := range map[string]json.RawMessage{"instance": inst2.Parameters, "binding": b2.Parameters, "update": op2.Target.Parameters,
+			"loaded instance": snap.Instance.Parameters, "loaded update": snap.Operation.Target.Parameters} {
+			if !bytes.Equal(got, params) {
+				t.Errorf("plan %s: the %s's parameters read back as %s", plan, what, got)
+			}
+		}
+	}
 }
 
 // secrets are what the test's binding and record hold, to look for.

@@ -6,10 +6,12 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+	"time"
 
 	"go.etcd.io/bbolt"
 
 	"github.com/serverless-osb/broker/internal/broker"
+	"github.com/serverless-osb/broker/internal/jsonenc"
 	"github.com/serverless-osb/broker/internal/store/itemtest"
 	"github.com/serverless-osb/broker/internal/store/storetest"
 )
@@ -171,6 +173,7 @@ func TestFieldNames(t *testing.T) {
 		{resourceItem{}, []string{"instance_id", "name", "data", "updated_at"}},
 		{detachedItem{}, []string{"id", "instance_id", "name", "data", "plan_id", "operation_id", "reason", "state",
 			"attempts", "failure", "created_at", "updated_at"}},
+		{sealingItem{}, []string{"sealed_only", "key_id", "since"}},
 	}
 	for _, g := range golden {
 		t.Run(fmt.Sprintf("%T has the fields it always had", g.item), func(t *testing.T) {
@@ -183,5 +186,24 @@ func TestFieldNames(t *testing.T) {
 				t.Errorf("fields of domain types: %q", got)
 			}
 		})
+	}
+}
+
+// TestSealingModeItem pins the sealing mode's item, which came after
+// d3c8482: key "broker\x00sealing", written and read alike.
+func TestSealingModeItem(t *testing.T) {
+	mode := broker.SealingMode{SealedOnly: true, KeyID: "k20260101T000000.000000000Z-1a2b3c4d",
+		Since: time.Date(2026, time.January, 2, 3, 4, 5, 6, time.UTC)}
+	const want = `{"sealed_only":true,"key_id":"k20260101T000000.000000000Z-1a2b3c4d","since":"2026-01-02T03:04:05.000000006Z"}`
+	if string(sealingKey) != "broker\x00sealing" {
+		t.Errorf("key %q", sealingKey)
+	}
+	got, err := jsonenc.Marshal(newSealingItem(mode))
+	if err != nil || string(got) != want {
+		t.Errorf("written as %s %v\nwant %s", got, err, want)
+	}
+	back, err := decode(sealingKey, []byte(want), sealingItem.mode)
+	if err != nil || back != mode {
+		t.Errorf("read back %+v %v, want %+v", back, err, mode)
 	}
 }

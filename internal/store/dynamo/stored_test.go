@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
@@ -318,6 +319,7 @@ func TestAttributeNames(t *testing.T) {
 		{resourceItem{}, "dynamodbav", []string{"PK", "SK", "instance_id", "name", "data", "updated_at"}},
 		{detachedItem{}, "dynamodbav", []string{"PK", "SK", "id", "instance_id", "name", "data", "plan_id",
 			"operation_id", "reason", "state", "attempts", "failure", "created_at", "updated_at"}},
+		{sealingItem{}, "dynamodbav", []string{"PK", "SK", "sealed_only", "key_id", "since"}},
 	}
 	for _, g := range golden {
 		t.Run(fmt.Sprintf("%T has the attributes it always had", g.item), func(t *testing.T) {
@@ -358,5 +360,27 @@ func TestAttributeNames(t *testing.T) {
 				t.Errorf("%T has no attribute %q", item, u.attr)
 			}
 		}
+	}
+}
+
+// TestSealingModeItem pins the sealing mode's item, which came after
+// d3c8482: one item, PK=broker SK=sealing, written and read alike.
+func TestSealingModeItem(t *testing.T) {
+	mode := broker.SealingMode{SealedOnly: true, KeyID: "arn:aws:kms:eu-west-1:123456789012:key/k-1",
+		Since: time.Date(2026, time.January, 2, 3, 4, 5, 6, time.UTC)}
+	want := attrs{
+		"PK": s("broker"), "SK": s("sealing"), "sealed_only": boolean(true),
+		"key_id": s("arn:aws:kms:eu-west-1:123456789012:key/k-1"), "since": s("2026-01-02T03:04:05.000000006Z"),
+	}
+	got, err := encode(newSealingItem(mode))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range diffItems(got, want) {
+		t.Error(d)
+	}
+	back, err := decode(want, sealingItem.mode)
+	if err != nil || *back != mode {
+		t.Errorf("read back %+v %v, want %+v", back, err, mode)
 	}
 }
