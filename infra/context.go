@@ -21,18 +21,28 @@ const (
 	ContextStageName          = "stageName"
 	ContextThrottleRateLimit  = "throttleRateLimit"
 	ContextThrottleBurstLimit = "throttleBurstLimit"
-	ContextAPIMemorySize      = "apiMemorySize"
-	ContextWorkerMemorySize   = "workerMemorySize"
-	ContextAPITimeout         = "apiTimeoutSeconds"
-	ContextWorkerTimeout      = "workerTimeoutSeconds"
-	ContextLogRetentionDays   = "logRetentionDays"
-	ContextLogLevel           = "logLevel"
-	ContextAlarmTopicARN      = "alarmTopicArn"
-	ContextAlarmEmail         = "alarmEmail"
-	ContextDomainName         = "domainName"
-	ContextCertificateARN     = "certificateArn"
-	ContextReaperInterval     = "reaperIntervalMinutes"
-	ContextStackPrefix        = "stackPrefix"
+	ContextPollRateLimit      = "pollThrottleRateLimit"
+	ContextPollBurstLimit     = "pollThrottleBurstLimit"
+	// ContextFrontDoor is true or false (a JSON boolean in cdk.json, a
+	// string from -c).
+	ContextFrontDoor          = "frontDoor"
+	ContextFrontDoorRateLimit = "frontDoorRateLimit"
+	// ContextFrontDoorAllowCIDRs is a comma-separated list (or, in
+	// cdk.json, a list) of CIDRs.
+	ContextFrontDoorAllowCIDRs = "frontDoorAllowCidrs"
+	ContextFrontDoorWebACLARN  = "frontDoorWebAclArn"
+	ContextAPIMemorySize       = "apiMemorySize"
+	ContextWorkerMemorySize    = "workerMemorySize"
+	ContextAPITimeout          = "apiTimeoutSeconds"
+	ContextWorkerTimeout       = "workerTimeoutSeconds"
+	ContextLogRetentionDays    = "logRetentionDays"
+	ContextLogLevel            = "logLevel"
+	ContextAlarmTopicARN       = "alarmTopicArn"
+	ContextAlarmEmail          = "alarmEmail"
+	ContextDomainName          = "domainName"
+	ContextCertificateARN      = "certificateArn"
+	ContextReaperInterval      = "reaperIntervalMinutes"
+	ContextStackPrefix         = "stackPrefix"
 	// ContextServiceRolePolicyARNs is a comma-separated list (or, in
 	// cdk.json, a list) of managed policy ARNs.
 	ContextServiceRolePolicyARNs = "serviceRolePolicyArns"
@@ -44,26 +54,32 @@ const (
 func PropsFromContext(node constructs.Node) (BrokerStackProps, error) {
 	c := contextReader{node: node}
 	p := BrokerStackProps{
-		CatalogPath:           c.string(ContextCatalog),
-		APICodeDir:            c.string(ContextAPICode),
-		WorkerCodeDir:         c.string(ContextWorkerCode),
-		StateMachinesDir:      c.string(ContextStateMachines),
-		StageName:             c.string(ContextStageName),
-		ThrottleRateLimit:     c.number(ContextThrottleRateLimit),
-		ThrottleBurstLimit:    c.integer(ContextThrottleBurstLimit),
-		APIMemoryMB:           c.integer(ContextAPIMemorySize),
-		WorkerMemoryMB:        c.integer(ContextWorkerMemorySize),
-		APITimeout:            time.Duration(c.integer(ContextAPITimeout)) * time.Second,
-		WorkerTimeout:         time.Duration(c.integer(ContextWorkerTimeout)) * time.Second,
-		LogRetentionDays:      c.integer(ContextLogRetentionDays),
-		LogLevel:              c.string(ContextLogLevel),
-		AlarmTopicARN:         c.string(ContextAlarmTopicARN),
-		AlarmEmail:            c.string(ContextAlarmEmail),
-		DomainName:            c.string(ContextDomainName),
-		CertificateARN:        c.string(ContextCertificateARN),
-		ReaperInterval:        time.Duration(c.integer(ContextReaperInterval)) * time.Minute,
-		StackPrefix:           c.string(ContextStackPrefix),
-		ServiceRolePolicyARNs: c.list(ContextServiceRolePolicyARNs),
+		CatalogPath:            c.string(ContextCatalog),
+		APICodeDir:             c.string(ContextAPICode),
+		WorkerCodeDir:          c.string(ContextWorkerCode),
+		StateMachinesDir:       c.string(ContextStateMachines),
+		StageName:              c.string(ContextStageName),
+		ThrottleRateLimit:      c.number(ContextThrottleRateLimit),
+		ThrottleBurstLimit:     c.integer(ContextThrottleBurstLimit),
+		PollThrottleRateLimit:  c.number(ContextPollRateLimit),
+		PollThrottleBurstLimit: c.integer(ContextPollBurstLimit),
+		FrontDoor:              c.boolean(ContextFrontDoor),
+		FrontDoorRateLimit:     c.integer(ContextFrontDoorRateLimit),
+		FrontDoorAllowCIDRs:    c.list(ContextFrontDoorAllowCIDRs),
+		FrontDoorWebACLARN:     c.string(ContextFrontDoorWebACLARN),
+		APIMemoryMB:            c.integer(ContextAPIMemorySize),
+		WorkerMemoryMB:         c.integer(ContextWorkerMemorySize),
+		APITimeout:             time.Duration(c.integer(ContextAPITimeout)) * time.Second,
+		WorkerTimeout:          time.Duration(c.integer(ContextWorkerTimeout)) * time.Second,
+		LogRetentionDays:       c.integer(ContextLogRetentionDays),
+		LogLevel:               c.string(ContextLogLevel),
+		AlarmTopicARN:          c.string(ContextAlarmTopicARN),
+		AlarmEmail:             c.string(ContextAlarmEmail),
+		DomainName:             c.string(ContextDomainName),
+		CertificateARN:         c.string(ContextCertificateARN),
+		ReaperInterval:         time.Duration(c.integer(ContextReaperInterval)) * time.Minute,
+		StackPrefix:            c.string(ContextStackPrefix),
+		ServiceRolePolicyARNs:  c.list(ContextServiceRolePolicyARNs),
 	}
 	if err := errors.Join(c.errs...); err != nil {
 		return BrokerStackProps{}, fmt.Errorf("cdk context: %w", err)
@@ -119,6 +135,29 @@ func (c *contextReader) list(key string) []string {
 		}
 	}
 	return list
+}
+
+// boolean reads true or false: a JSON boolean, or the strings "true" and
+// "false" (from -c); absent or empty is false.
+func (c *contextReader) boolean(key string) bool {
+	switch v := c.node.TryGetContext(&key).(type) {
+	case nil:
+		return false
+	case bool:
+		return v
+	case string:
+		switch strings.ToLower(strings.TrimSpace(v)) {
+		case "", "false":
+			return false
+		case "true":
+			return true
+		}
+		c.errs = append(c.errs, fmt.Errorf("%s: want true or false, got %q", key, v))
+		return false
+	default:
+		c.errs = append(c.errs, fmt.Errorf("%s: want true or false, got %v", key, v))
+		return false
+	}
 }
 
 func (c *contextReader) number(key string) float64 {

@@ -4,6 +4,7 @@ import (
 	"strings"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsapigatewayv2"
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
 	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
@@ -36,6 +37,18 @@ const (
 	reasonAuthorization = "OSB authenticates the platform with HTTP basic auth (OSB API spec, Platform to Service Broker " +
 		"Authentication), which HTTP API authorizers do not offer; the api function checks the credentials of every " +
 		"request against the secret, in constant time, before anything else."
+	reasonOriginSecretRotation = "CloudFront sends the value as a custom origin header, which CloudFormation resolves " +
+		"only when it updates the distribution: a scheduled rotation would leave the front door sending the old value, " +
+		"and the api function refusing every request. It is rotated by hand: put a new value, then update the stack and " +
+		"let the api containers be replaced."
+	reasonGeoRestriction = "Platforms (Cloud Foundry, SAP BTP, Kubernetes) call the broker from wherever they run; the " +
+		"web ACL's allow list (frontDoorAllowCidrs) limits the callers by address, which is narrower than by country."
+	reasonFrontDoorLogs = "Every request the front door forwards is in the HTTP API's JSON access log; the ones the web " +
+		"ACL blocks are counted in its CloudWatch metrics and sampled by WAF. A CloudFront log bucket would add a " +
+		"standing S3 bucket and its own access logs for nothing more."
+	reasonDefaultCertificate = "Without a custom domain the distribution serves *.cloudfront.net with CloudFront's " +
+		"default certificate, whose minimum protocol CloudFront fixes (TLSv1); with domainName and certificateArn the " +
+		"stack sets TLSv1.2_2021."
 )
 
 // suppressNagFindings records, on each construct, why the AwsSolutions
@@ -85,7 +98,17 @@ func (b *builder) suppressNagFindings() {
 	}
 	suppress(b.serviceRole, serviceRole...)
 	suppress(b.secret, rule("AwsSolutions-SMG4", reasonRotation))
-	suppress(b.route, rule("AwsSolutions-APIG4", reasonAuthorization))
+	for _, route := range append([]awsapigatewayv2.HttpRoute{b.route}, b.pollRoutes...) {
+		suppress(route, rule("AwsSolutions-APIG4", reasonAuthorization))
+	}
+	if b.distribution != nil {
+		suppress(b.originSecret, rule("AwsSolutions-SMG4", reasonOriginSecretRotation))
+		rules := []*cdknag.NagPackSuppression{rule("AwsSolutions-CFR1", reasonGeoRestriction), rule("AwsSolutions-CFR3", reasonFrontDoorLogs)}
+		if b.props.DomainName == "" {
+			rules = append(rules, rule("AwsSolutions-CFR4", reasonDefaultCertificate))
+		}
+		suppress(b.distribution, rules...)
+	}
 }
 
 // ignoreRedundantRoleDependency tells cfn-lint not to warn (W3005) that

@@ -234,9 +234,10 @@ func (b *builder) dashboard() awscloudwatch.Dashboard {
 
 // customDomain serves the API at the domain name the context gives, with
 // its ACM certificate, so that the URL a platform registered survives a
-// new HTTP API. It returns nil when no domain is configured.
+// new HTTP API. It returns nil when no domain is configured, or when the
+// front door serves it (see frontDoor).
 func (b *builder) customDomain() awsapigatewayv2.DomainName {
-	if b.props.DomainName == "" {
+	if b.props.DomainName == "" || b.distribution != nil {
 		return nil
 	}
 	return awsapigatewayv2.NewDomainName(b.stack, jsii.String("CustomDomain"), &awsapigatewayv2.DomainNameProps{
@@ -318,7 +319,11 @@ func (b *builder) observabilityOutputs(topic awssns.ITopic, dashboard awscloudwa
 	}))
 	output(OutputOpsCommand, "The operator command, run from a checkout of the broker with AWS credentials for this account.",
 		jsii.String("go run ./functions/api ops --stack "+*b.stack.StackName()+" operations"))
-	if domain != nil {
+	switch {
+	case domain != nil:
 		output(OutputDomainTarget, "Point the custom domain's DNS record (CNAME, or an alias) at this name.", domain.RegionalDomainName())
+	case b.distribution != nil && b.props.DomainName != "":
+		output(OutputDomainTarget, "Point the custom domain's DNS record (CNAME, or a Route 53 alias) at the front door's distribution.",
+			b.distribution.DistributionDomainName())
 	}
 }

@@ -60,6 +60,10 @@ func (b *builder) permissions() {
 
 	b.apiRole.AddToPrincipalPolicy(statement("ReadCredentials",
 		[]string{"secretsmanager:GetSecretValue"}, b.secret.SecretArn()))
+	if b.originSecret != nil {
+		b.apiRole.AddToPrincipalPolicy(statement("ReadOriginSecret",
+			[]string{"secretsmanager:GetSecretValue"}, b.originSecret.SecretArn()))
+	}
 
 	// Both functions start, describe and stop the workflows' executions: the
 	// api for operations (and an operator's retried cleanups), the worker

@@ -46,6 +46,32 @@ type BrokerStackProps struct {
 	// ThrottleBurstLimit (requests) limit the stage. Defaults: 50 and 100.
 	ThrottleRateLimit  float64
 	ThrottleBurstLimit int
+	// PollThrottleRateLimit and PollThrottleBurstLimit limit each of the
+	// two last_operation routes (instance and binding), which have routes
+	// of their own so that polls draw on their own budget, never on the
+	// one the other requests (provisions, binds) share. Defaults: 25 and
+	// 50.
+	PollThrottleRateLimit  float64
+	PollThrottleBurstLimit int
+
+	// FrontDoor puts a CloudFront distribution with an AWS WAF web ACL in
+	// front of the HTTP API: the broker's URL becomes the distribution's,
+	// and the api function refuses every request that did not come through
+	// it (the origin secret). Off by default.
+	FrontDoor bool
+	// FrontDoorRateLimit is the most requests one source address may send
+	// in 5 minutes before the web ACL blocks it (429) until its rate falls
+	// back; WAF allows 10 to 2,000,000,000. Default: 3000 (10 a second).
+	FrontDoorRateLimit int
+	// FrontDoorAllowCIDRs, when set, are the only addresses the front door
+	// serves (the platform's egress addresses, IPv4 or IPv6 CIDRs); every
+	// other request is blocked (403).
+	FrontDoorAllowCIDRs []string
+	// FrontDoorWebACLARN, when set, is a web ACL of the operator's (scope
+	// CLOUDFRONT, made in us-east-1) that the distribution uses instead of
+	// the stack's own; the stack then makes none, and may be deployed in
+	// any region.
+	FrontDoorWebACLARN string
 
 	// APIMemoryMB and WorkerMemoryMB are the functions' memory sizes.
 	// Default: 256 each.
@@ -108,6 +134,9 @@ const (
 	DefaultStageName          = "$default"
 	DefaultThrottleRateLimit  = 50
 	DefaultThrottleBurstLimit = 100
+	DefaultPollRateLimit      = 25
+	DefaultPollBurstLimit     = 50
+	DefaultFrontDoorRateLimit = 3000
 	DefaultMemoryMB           = 256
 	DefaultAPITimeout         = 25 * time.Second
 	DefaultWorkerTimeout      = 60 * time.Second
@@ -153,6 +182,9 @@ func (p BrokerStackProps) withDefaults() (BrokerStackProps, error) {
 	setDefault(&p.StageName, DefaultStageName)
 	setDefault(&p.ThrottleRateLimit, DefaultThrottleRateLimit)
 	setDefault(&p.ThrottleBurstLimit, DefaultThrottleBurstLimit)
+	setDefault(&p.PollThrottleRateLimit, DefaultPollRateLimit)
+	setDefault(&p.PollThrottleBurstLimit, DefaultPollBurstLimit)
+	setDefault(&p.FrontDoorRateLimit, DefaultFrontDoorRateLimit)
 	setDefault(&p.APIMemoryMB, DefaultMemoryMB)
 	setDefault(&p.WorkerMemoryMB, DefaultMemoryMB)
 	setDefault(&p.APITimeout, DefaultAPITimeout)
@@ -164,6 +196,9 @@ func (p BrokerStackProps) withDefaults() (BrokerStackProps, error) {
 	var errs []error
 	if p.ThrottleRateLimit < 0 || p.ThrottleBurstLimit < 0 {
 		errs = append(errs, fmt.Errorf("throttle limits must not be negative (rate %v, burst %d)", p.ThrottleRateLimit, p.ThrottleBurstLimit))
+	}
+	if p.PollThrottleRateLimit < 0 || p.PollThrottleBurstLimit < 0 {
+		errs = append(errs, fmt.Errorf("poll throttle limits must not be negative (rate %v, burst %d)", p.PollThrottleRateLimit, p.PollThrottleBurstLimit))
 	}
 	for _, fn := range []struct {
 		name string
@@ -193,6 +228,7 @@ func (p BrokerStackProps) withDefaults() (BrokerStackProps, error) {
 	}
 	errs = append(errs, checkManagedPolicies(p.ServiceRolePolicyARNs)...)
 	errs = append(errs, checkObservability(p)...)
+	errs = append(errs, checkFrontDoor(p)...)
 	return p, errors.Join(errs...)
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsapigatewayv2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsapigatewayv2integrations"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudfront"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsdynamodb"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awskms"
@@ -80,6 +81,7 @@ func NewBrokerStack(scope constructs.Construct, id string, props *BrokerStackPro
 	b.stateMachines(workflows)
 	b.reaper()
 	b.apiGateway()
+	b.frontDoor()
 	b.permissions()
 	b.observability()
 	b.outputs()
@@ -185,10 +187,17 @@ type builder struct {
 
 	machines []stateMachine
 
-	httpAPI   awsapigatewayv2.HttpApi
-	route     awsapigatewayv2.HttpRoute
-	stage     awsapigatewayv2.HttpStage
-	accessLog awslogs.LogGroup
+	httpAPI awsapigatewayv2.HttpApi
+	// route is every OSB request's but the polls', which have pollRoutes.
+	route      awsapigatewayv2.HttpRoute
+	pollRoutes []awsapigatewayv2.HttpRoute
+	stage      awsapigatewayv2.HttpStage
+	accessLog  awslogs.LogGroup
+
+	// The front door, when the props ask for it: the distribution in front
+	// of the HTTP API, and the secret it sends that the api requires.
+	distribution awscloudfront.Distribution
+	originSecret awssecretsmanager.Secret
 }
 
 type stateMachine struct {
@@ -460,23 +469,43 @@ const accessLogFormat = `{"requestId":"$context.requestId","requestTime":"$conte
 	`"integrationLatency":"$context.integrationLatency","integrationError":"$context.integrationErrorMessage",` +
 	`"error":"$context.error.message"}`
 
+// pollPaths are the OSB polling endpoints, last_operation of an instance
+// and of a binding: each has a route of its own, throttled apart.
+var pollPaths = []string{
+	"/v2/service_instances/{instance_id}/last_operation",
+	"/v2/service_instances/{instance_id}/service_bindings/{binding_id}/last_operation",
+}
+
 // apiGateway defines the HTTP API: every OSB route (/v2/...) goes to the api
 // function, which authenticates the caller (OSB basic auth); the stage
-// is throttled and logs every request.
+// is throttled and logs every request. The polls have routes of their own,
+// with a throttle of their own (route settings), so that a platform polling
+// many operations spends the polls' budget and not the one provisions and
+// binds share: API Gateway throttles a route with its own settings apart
+// from the stage's default.
 func (b *builder) apiGateway() {
 	b.httpAPI = awsapigatewayv2.NewHttpApi(b.stack, jsii.String("HttpApi"), &awsapigatewayv2.HttpApiProps{
 		Description:        jsii.String("The Open Service Broker API."),
 		CreateDefaultStage: jsii.Bool(false),
 	})
+	integration := awsapigatewayv2integrations.NewHttpLambdaIntegration(jsii.String("ApiIntegration"), b.api,
+		&awsapigatewayv2integrations.HttpLambdaIntegrationProps{
+			PayloadFormatVersion: awsapigatewayv2.PayloadFormatVersion_VERSION_2_0(),
+		})
 	routes := b.httpAPI.AddRoutes(&awsapigatewayv2.AddRoutesOptions{
-		Path:    jsii.String("/v2/{proxy+}"),
-		Methods: &[]awsapigatewayv2.HttpMethod{awsapigatewayv2.HttpMethod_ANY},
-		Integration: awsapigatewayv2integrations.NewHttpLambdaIntegration(jsii.String("ApiIntegration"), b.api,
-			&awsapigatewayv2integrations.HttpLambdaIntegrationProps{
-				PayloadFormatVersion: awsapigatewayv2.PayloadFormatVersion_VERSION_2_0(),
-			}),
+		Path:        jsii.String("/v2/{proxy+}"),
+		Methods:     &[]awsapigatewayv2.HttpMethod{awsapigatewayv2.HttpMethod_ANY},
+		Integration: integration,
 	})
 	b.route = (*routes)[0]
+	for _, path := range pollPaths {
+		routes := b.httpAPI.AddRoutes(&awsapigatewayv2.AddRoutesOptions{
+			Path:        jsii.String(path),
+			Methods:     &[]awsapigatewayv2.HttpMethod{awsapigatewayv2.HttpMethod_GET},
+			Integration: integration,
+		})
+		b.pollRoutes = append(b.pollRoutes, (*routes)[0])
+	}
 
 	b.accessLog = b.logGroup("AccessLogs", nil)
 	b.stage = awsapigatewayv2.NewHttpStage(b.stack, jsii.String("Stage"), &awsapigatewayv2.HttpStageProps{
@@ -493,13 +522,30 @@ func (b *builder) apiGateway() {
 		DestinationArn: b.accessLog.LogGroupArn(),
 		Format:         jsii.String(accessLogFormat),
 	})
+	settings := map[string]any{}
+	for i, route := range b.pollRoutes {
+		settings["GET "+pollPaths[i]] = map[string]any{
+			"ThrottlingRateLimit":  b.props.PollThrottleRateLimit,
+			"ThrottlingBurstLimit": b.props.PollThrottleBurstLimit,
+		}
+		// A route's settings name it by its key, which API Gateway only
+		// knows once the route exists.
+		b.stage.Node().AddDependency(route)
+	}
+	cfnStage.SetRouteSettings(settings)
 }
 
 // brokerURL is the stage's URL without a trailing slash: platforms append
 // /v2/catalog to it, and a double slash would match no route.
+//
+// With the front door, it is the distribution's (or the custom domain's,
+// which the distribution serves): the HTTP API's own URL refuses requests.
 func (b *builder) brokerURL() *string {
 	if b.props.DomainName != "" {
 		return jsii.String("https://" + b.props.DomainName)
+	}
+	if b.distribution != nil {
+		return awscdk.Fn_Join(jsii.String(""), &[]*string{jsii.String("https://"), b.distribution.DistributionDomainName()})
 	}
 	if b.props.StageName == DefaultStageName {
 		return b.httpAPI.ApiEndpoint()

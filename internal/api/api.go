@@ -52,6 +52,11 @@ type Config struct {
 	Catalog     *catalog.Catalog
 	Credentials []Credential
 	Logger      *slog.Logger
+	// OriginSecret, when set, is the value every request must carry in
+	// HeaderOriginVerify: the deployed stack's front door (CloudFront) adds
+	// it, so that a request sent to the HTTP API's own URL, around the
+	// front door's WAF rules, is refused (403). Empty accepts every request.
+	OriginSecret string
 }
 
 // MaxBodyBytes bounds request bodies: the same limit for every store (see
@@ -95,6 +100,9 @@ func New(c Config) http.Handler {
 	handler = originatingIdentity(h, handler)
 	handler = apiVersion(h, handler)
 	handler = authenticate(h, newAuthenticator(c.Credentials), handler)
+	if c.OriginSecret != "" {
+		handler = verifyOrigin(h, c.OriginSecret, handler)
+	}
 	handler = recoverPanics(h, handler)
 	handler = requestLog(c.Logger, handler)
 	return handler

@@ -27,6 +27,7 @@ var status = map[broker.Code]struct {
 }{
 	broker.CodeBadRequest:              {http.StatusBadRequest, ""},
 	broker.CodeUnauthorized:            {http.StatusUnauthorized, ""},
+	broker.CodeForbidden:               {http.StatusForbidden, ""},
 	broker.CodeNotFound:                {http.StatusNotFound, ""},
 	broker.CodeConflict:                {http.StatusConflict, ""},
 	broker.CodeGone:                    {http.StatusGone, ""},

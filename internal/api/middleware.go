@@ -26,6 +26,10 @@ const (
 	HeaderOriginatingIdentity = "X-Broker-API-Originating-Identity"
 )
 
+// HeaderOriginVerify carries the origin secret (Config.OriginSecret) that
+// the deployed stack's front door adds to every request it forwards.
+const HeaderOriginVerify = "X-Origin-Verify"
+
 // MinMinorVersion is the oldest 2.x API version the broker accepts.
 const MinMinorVersion = 9
 
@@ -161,6 +165,27 @@ func (a *authenticator) ok(user, pass string) bool {
 		match |= subtle.ConstantTimeCompare(u[:], pair[0][:]) & subtle.ConstantTimeCompare(p[:], pair[1][:])
 	}
 	return match == 1
+}
+
+// verifyOrigin refuses (403) a request that does not carry the origin
+// secret in HeaderOriginVerify: one that reached the HTTP API around the
+// front door, which adds it. It runs before authentication, so that such a
+// request cannot even try credentials. It compares SHA-256 digests in
+// constant time, and takes the header off the request, so that nothing
+// after it can log the value.
+func verifyOrigin(h *handlers, secret string, next http.Handler) http.Handler {
+	want := sha256.Sum256([]byte(secret))
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		values := r.Header.Values(HeaderOriginVerify)
+		got := sha256.Sum256([]byte(strings.Join(values, ",")))
+		if len(values) != 1 || subtle.ConstantTimeCompare(got[:], want[:]) != 1 {
+			h.writeError(w, r, broker.Errorf(broker.CodeForbidden,
+				"This broker only answers through its front door: register and call it at the URL of the stack's BrokerUrl output, not at the HTTP API's own URL."))
+			return
+		}
+		r.Header.Del(HeaderOriginVerify)
+		next.ServeHTTP(w, r)
+	})
 }
 
 func authenticate(h *handlers, a *authenticator, next http.Handler) http.Handler {

@@ -54,6 +54,10 @@ type LambdaConfig struct {
 	Store dynamo.Config
 	// SecretARN is the api function's (required there).
 	SecretARN string
+	// OriginSecretARN (api function, optional) names the secret the front
+	// door sends in api.HeaderOriginVerify: set, every request without it
+	// is refused.
+	OriginSecretARN string
 	// StateMachineARN (the operation workflow) is required for the api
 	// function; the worker needs it, with CleanupStateMachineARN, to run
 	// the reaper ({"step":"reap"}) and to start cleanups. The CDK stack
@@ -113,6 +117,7 @@ func LambdaConfigFromEnv(f Function) (LambdaConfig, error) {
 	switch f {
 	case FunctionAPI:
 		c.SecretARN = os.Getenv(env.SecretARN)
+		c.OriginSecretARN = os.Getenv(env.OriginSecretARN)
 	case FunctionWorker:
 	default:
 		return c, fmt.Errorf("no Lambda function %q (have: %s, %s)", f, FunctionAPI, FunctionWorker)
@@ -202,9 +207,16 @@ func BuildLambdaAPI(ctx context.Context, c LambdaConfig, logger *slog.Logger) (h
 	if err != nil {
 		return nil, err
 	}
-	creds, err := readCredentials(ctx, secretsmanager.NewFromConfig(awsCfg), c.SecretARN)
+	secrets := secretsmanager.NewFromConfig(awsCfg)
+	creds, err := readCredentials(ctx, secrets, c.SecretARN)
 	if err != nil {
 		return nil, err
+	}
+	var origin string
+	if c.OriginSecretARN != "" {
+		if origin, err = readOriginSecret(ctx, secrets, c.OriginSecretARN); err != nil {
+			return nil, err
+		}
 	}
 	cat, b, err := buildBroker(ctx, c, awsCfg, logger)
 	if err != nil {
@@ -212,8 +224,8 @@ func BuildLambdaAPI(ctx context.Context, c LambdaConfig, logger *slog.Logger) (h
 	}
 	b.Engine = sfn.New(awssfn.NewFromConfig(awsCfg), c.stateMachines())
 	logger.InfoContext(ctx, "api function ready", "table", c.Store.Table, "catalog", c.CatalogPath,
-		"credential_pairs", len(creds))
-	h := api.New(api.Config{Broker: b, Catalog: cat, Credentials: creds, Logger: logger})
+		"credential_pairs", len(creds), "front_door", origin != "")
+	h := api.New(api.Config{Broker: b, Catalog: cat, Credentials: creds, Logger: logger, OriginSecret: origin})
 	return metrics.CountPolls(h, c.recorder(cat)), nil
 }
 
@@ -331,6 +343,21 @@ func readCredentials(ctx context.Context, client *secretsmanager.Client, secretA
 		return nil, fmt.Errorf("secret %s: %w", secretARN, err)
 	}
 	return creds, nil
+}
+
+// readOriginSecret reads the origin secret, the front door's header value:
+// the secret's whole string, as the stack generates it. Its value is never
+// logged, not even in an error.
+func readOriginSecret(ctx context.Context, client *secretsmanager.Client, secretARN string) (string, error) {
+	out, err := client.GetSecretValue(ctx, &secretsmanager.GetSecretValueInput{SecretId: aws.String(secretARN)})
+	if err != nil {
+		return "", fmt.Errorf("read the origin secret from secret %s: %w", secretARN, err)
+	}
+	value := aws.ToString(out.SecretString)
+	if value == "" {
+		return "", fmt.Errorf("origin secret %s: empty: it must hold the value the front door sends in %s", secretARN, api.HeaderOriginVerify)
+	}
+	return value, nil
 }
 
 // ParseSecret reads the broker's credentials from a secret's value: one

@@ -34,7 +34,7 @@ import (
 
 // lambdaEnv is every variable LambdaConfigFromEnv reads; tests set them all
 // so that the machine's environment does not leak in.
-var lambdaEnv = []string{env.Table, env.Region, env.DynamoDBEndpoint, env.SecretARN, env.OperationStateMachineARN,
+var lambdaEnv = []string{env.Table, env.Region, env.DynamoDBEndpoint, env.SecretARN, env.OriginSecretARN, env.OperationStateMachineARN,
 	env.CleanupStateMachineARN, env.Catalog, env.LogLevel, env.TaskRoot, env.SealingKeyARN, env.MetricsNamespace}
 
 func setEnv(t *testing.T, env map[string]string) {
@@ -411,8 +411,45 @@ func TestLambdaFunctionsOnMoto(t *testing.T) {
 			}
 		}
 	})
+	origin := "origin-" + mototest.Name("v")
+	originSecret := secret(origin)
+	t.Run("behind the front door, an event without the origin secret is refused, one with it served", func(t *testing.T) {
+		t.Setenv("BROKER_ORIGIN_SECRET_ARN", originSecret)
+		cfg, err := app.LambdaConfigFromEnv(app.FunctionAPI)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, err := app.BuildLambdaAPI(ctx, cfg, logger)
+		if err != nil {
+			t.Fatal(err)
+		}
+		payload, err := os.ReadFile(filepath.Join(eventsDir(), "catalog.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for header, want := range map[string]string{"": `"statusCode":403`, "wrong": `"statusCode":403`, origin: `"statusCode":200`} {
+			var e map[string]any
+			if err := json.Unmarshal(withPassword(t, payload, "broker", password), &e); err != nil {
+				t.Fatal(err)
+			}
+			if header != "" {
+				e["headers"].(map[string]any)["x-origin-verify"] = header
+			}
+			event, err := json.Marshal(e)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, err := app.LambdaHTTP(h).Invoke(ctx, event)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(string(out), want) {
+				t.Errorf("with X-Origin-Verify %q: %.300s, want %s", header, out, want)
+			}
+		}
+	})
 	t.Run("no log line holds a password", func(t *testing.T) {
-		for _, p := range []string{password, next} {
+		for _, p := range []string{password, next, origin} {
 			if strings.Contains(logs.String(), p) {
 				t.Errorf("a log line holds %q", p)
 			}

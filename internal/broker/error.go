@@ -14,6 +14,7 @@ type Code string
 const (
 	CodeBadRequest              Code = "BadRequest"              // 400: the request is malformed or invalid
 	CodeUnauthorized            Code = "Unauthorized"            // 401
+	CodeForbidden               Code = "Forbidden"               // 403: not through the front door
 	CodeNotFound                Code = "NotFound"                // 404
 	CodeConflict                Code = "Conflict"                // 409: exists with other attributes
 	CodeGone                    Code = "Gone"                    // 410: nothing to delete

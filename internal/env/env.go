@@ -46,6 +46,11 @@ const (
 	// SecretARN names the Secrets Manager secret holding the broker's
 	// credentials (api function).
 	SecretARN = "BROKER_SECRET_ARN"
+	// OriginSecretARN, set only when the stack has its front door
+	// (CloudFront), names the Secrets Manager secret whose value the front
+	// door adds to every request it forwards (X-Origin-Verify); the api
+	// function then refuses every request without it (api function).
+	OriginSecretARN = "BROKER_ORIGIN_SECRET_ARN"
 	// CFNRoleARN names the CloudFormation service role the cloudformation
 	// driver creates, updates and deletes every stack under (worker
 	// function); empty means none: the caller's own permissions, as
@@ -79,7 +84,7 @@ const (
 // set (infra's tests hold it to that).
 func Names() []string {
 	return []string{Table, SealingKeyARN, MetricsNamespace, LogLevel, OperationStateMachineARN, CleanupStateMachineARN,
-		SecretARN, CFNRoleARN, StackPrefix, Region, TaskRoot, Catalog, DynamoDBEndpoint}
+		SecretARN, OriginSecretARN, CFNRoleARN, StackPrefix, Region, TaskRoot, Catalog, DynamoDBEndpoint}
 }
 
 // StateMachineARN is the variable holding the ARN of the state machine of
