@@ -135,13 +135,14 @@ func encodeUnbind(res broker.UnbindResult, header http.Header) (int, any) {
 }
 
 // decodeFetchBinding reads GET /v2/service_instances/:instance_id/service_bindings/:binding_id
-// (fetch binding). service_id and plan_id are checked, not passed on.
+// (fetch binding).
 func decodeFetchBinding(r *http.Request) (broker.FetchBindingDetails, error) {
 	req, err := readRequest(r, nil, []string{"service_id", "plan_id"}, nil)
 	if err != nil {
 		return broker.FetchBindingDetails{}, err
 	}
-	return broker.FetchBindingDetails{InstanceID: req.instanceID, BindingID: req.bindingID}, nil
+	return broker.FetchBindingDetails{InstanceID: req.instanceID, BindingID: req.bindingID,
+		ServiceID: req.values["service_id"], PlanID: req.values["plan_id"]}, nil
 }
 
 // fetchedBindingBody is the 200 body of fetch binding.

@@ -39,7 +39,10 @@ import (
 //     "error" field holds only the spec's codes;
 //   - every instance it reported healthy can still be updated (and, at the
 //     end, deleted), and no operation stays in progress past its workflow's
-//     end.
+//     end;
+//   - no driver call runs a change under another offering or plan than its
+//     instance's, nor a bind that named others (fuzzDriver): whatever
+//     service_id and plan_id a request sends, they never reach a driver.
 //
 // An input is (method, path, query, header lines, body, flags). Any part may
 // hold placeholders, so that mutations hit real instances: {i0} to {i3}
@@ -139,6 +142,8 @@ type fuzzBroker struct {
 	store  broker.Store
 	logs   *fuzzLog
 	client *http.Client
+	// drivers sees every driver call.
+	drivers *fuzzDrivers
 
 	service, syncPlan, asyncPlan, onlyPlan string
 
@@ -203,6 +208,8 @@ func startFuzzBroker(f *testing.F) *fuzzBroker {
 		Credentials: []api.Credential{{Username: apptest.Username, Password: apptest.Password},
 			{Username: apptest.OtherUsername, Password: apptest.OtherPasswd}},
 	}
+	drivers := &fuzzDrivers{}
+	cfg.Wrap = &app.Wrappers{Driver: drivers.wrap}
 	// Not apptest.Start: its log keeps every line, and a long fuzz run
 	// writes gigabytes. fuzzLog keeps what the checks need.
 	l, err := app.OpenLocal(context.Background(), cfg, logging.New(logs, slog.LevelInfo))
@@ -215,7 +222,7 @@ func startFuzzBroker(f *testing.F) *fuzzBroker {
 	}
 	transport := &http.Transport{MaxIdleConnsPerHost: 4}
 	fb := &fuzzBroker{
-		local: l, base: l.URL(), addr: strings.TrimPrefix(l.URL(), "http://"), store: l.Store, logs: logs,
+		local: l, base: l.URL(), addr: strings.TrimPrefix(l.URL(), "http://"), store: l.Store, logs: logs, drivers: drivers,
 		client:  &http.Client{Transport: transport, Timeout: 5 * time.Minute},
 		healthy: map[string]bool{}, deleted: map[string]bool{},
 		stats: fuzzStats{Answered: map[int]int{}, NetHTTP: map[int]int{}, NetHTTPSamples: map[int][]string{}, Deviations: map[string]int{}},
@@ -252,6 +259,9 @@ func startFuzzBroker(f *testing.F) *fuzzBroker {
 	// Runs before the broker closes (cleanups run last first).
 	f.Cleanup(func() {
 		if err := fb.finish(); err != nil {
+			f.Error(err)
+		}
+		if err := fb.drivers.violation(); err != nil {
 			f.Error(err)
 		}
 		fb.writeStats()
@@ -300,6 +310,9 @@ func (fb *fuzzBroker) run(t *testing.T, in fuzzInput) {
 			t.Fatalf("%v\ninput: %s\nrequest: %.600q\nanswer: %d %.600s\nlog: %s",
 				err, in, raw, a.status, a.body, fb.logs.lastLines())
 		}
+	}
+	if err := fb.drivers.violation(); err != nil {
+		t.Fatalf("%v\ninput: %s\nlog: %s", err, in, fb.logs.lastLines())
 	}
 	if fb.stats.Inputs%fuzzAuditEvery == 0 {
 		if err := fb.audit(); err != nil {
@@ -835,12 +848,21 @@ func (fb *fuzzBroker) fillSlot(i int) error {
 }
 
 // bindSlot makes the slot's bindings exist again (the inputs may unbind
-// them). A binding the inputs made with other attributes (409) or that
-// the instance's plan refuses synchronously (422) is left as it is.
+// them), naming the instance's plan as it is now (the inputs may update
+// it). A binding the inputs made with other attributes (409) or that the
+// instance's plan refuses synchronously (422) is left as it is.
 func (fb *fuzzBroker) bindSlot(id string) error {
+	plan := fb.syncPlan
+	got, err := fb.call(http.MethodGet, instancePath(fuzzEscape(id)), nil)
+	if err != nil {
+		return err
+	}
+	if got.status == http.StatusOK && got.str("plan_id") != "" {
+		plan = got.str("plan_id")
+	}
 	for _, bid := range fuzzBindings {
 		r, err := fb.call(http.MethodPut, bindingPath(fuzzEscape(id), bid),
-			map[string]any{"service_id": fb.service, "plan_id": fb.syncPlan})
+			map[string]any{"service_id": fb.service, "plan_id": plan})
 		if err != nil {
 			return err
 		}
@@ -1369,6 +1391,26 @@ func fuzzSeeds() []fuzzSeed {
 			body: strings.ReplaceAll(bind, "{p}", "{a}")},
 		fuzzSeed{method: http.MethodDelete, path: "/v2/service_instances/{i3}", query: "accepts_incomplete=true&service_id={s}&plan_id={a}"},
 	)
+	// Ids of another plan than the instance's (the slots are on {p}), and
+	// of no plan or service at all, on every route that names an instance
+	// or a binding: none may reach a driver (fuzzDrivers).
+	for _, ids := range []struct{ service, plan string }{{"{s}", "{a}"}, {"{s}", "{o}"}, {"fuzz-other-service", "{a}"}, {"{s}", "fuzz-other-plan"}} {
+		query := "service_id=" + ids.service + "&plan_id=" + ids.plan
+		body := `{"service_id":"` + ids.service + `","plan_id":"` + ids.plan + `","parameters":{"duration_seconds":1}}`
+		seeds = append(seeds,
+			fuzzSeed{method: http.MethodPut, path: "/v2/service_instances/{i0}/service_bindings/fuzz-ids", query: "accepts_incomplete=true", body: body},
+			fuzzSeed{method: http.MethodPut, path: "/v2/service_instances/{i0}/service_bindings/fuzz-ids-sync", body: body},
+			fuzzSeed{method: http.MethodPut, path: "/v2/service_instances/{i1}/service_bindings/fuzz-ids-rotated", query: "accepts_incomplete=true",
+				body: `{"service_id":"` + ids.service + `","plan_id":"` + ids.plan + `","predecessor_binding_id":"{b0}"}`},
+			fuzzSeed{method: http.MethodDelete, path: "/v2/service_instances/{i1}/service_bindings/{b1}", query: "accepts_incomplete=true&" + query},
+			fuzzSeed{method: http.MethodDelete, path: "/v2/service_instances/{i2}", query: "accepts_incomplete=true&" + query},
+			fuzzSeed{method: http.MethodPatch, path: "/v2/service_instances/{i3}", query: "accepts_incomplete=true", body: body},
+			fuzzSeed{method: http.MethodGet, path: "/v2/service_instances/{i3}", query: query},
+			fuzzSeed{method: http.MethodGet, path: "/v2/service_instances/{i3}/last_operation", query: query},
+			fuzzSeed{method: http.MethodGet, path: "/v2/service_instances/{i2}/service_bindings/{b0}", query: query},
+			fuzzSeed{method: http.MethodGet, path: "/v2/service_instances/{i2}/service_bindings/{b0}/last_operation", query: query},
+		)
+	}
 	// The ids that wedged instances, as instance ids and as binding ids on
 	// a healthy instance (testdata/fuzz/FuzzHTTP has them on every route).
 	for _, id := range slices.Sorted(maps.Values(badIDs)) {
@@ -1398,4 +1440,75 @@ func fuzzSeeds() []fuzzSeed {
 		fuzzSeed{method: http.MethodGet, path: "/v2/" + pad(64<<10), header: api.HeaderRequestIdentity + ": " + pad(64<<10)},
 	)
 	return seeds
+}
+
+// fuzzDrivers wraps every driver and records the first call whose change
+// runs under another offering or plan than its instance's, or binds a
+// binding that names others: the request's service_id and plan_id reached
+// the driver.
+type fuzzDrivers struct {
+	mu    sync.Mutex
+	first error
+}
+
+func (fd *fuzzDrivers) wrap(d broker.Driver) broker.Driver { return fuzzDriver{Driver: d, seen: fd} }
+
+// violation is the first call that broke the rule, or nil.
+func (fd *fuzzDrivers) violation() error {
+	fd.mu.Lock()
+	defer fd.mu.Unlock()
+	return fd.first
+}
+
+func (fd *fuzzDrivers) see(call string, c broker.Change) {
+	inst := c.Instance
+	var problem string
+	switch {
+	case c.Service == nil || c.Plan == nil:
+		problem = "no offering or plan"
+	case c.Service.ID != inst.ServiceID || !slices.Contains(c.Service.Plans, c.Plan):
+		problem = fmt.Sprintf("offering %s, plan %s", c.Service.ID, c.Plan.ID)
+	case c.Operation.Kind != broker.KindUpdate && c.Plan.ID != inst.PlanID:
+		problem = fmt.Sprintf("plan %s", c.Plan.ID)
+	case c.Operation.PlanID != inst.PlanID:
+		problem = fmt.Sprintf("an operation recorded under plan %s", c.Operation.PlanID)
+	case c.Operation.Kind == broker.KindBind && c.Binding != nil &&
+		(c.Binding.ServiceID != inst.ServiceID || c.Binding.PlanID != inst.PlanID):
+		problem = fmt.Sprintf("a binding of offering %s, plan %s", c.Binding.ServiceID, c.Binding.PlanID)
+	default:
+		return
+	}
+	fd.mu.Lock()
+	defer fd.mu.Unlock()
+	if fd.first == nil {
+		fd.first = fmt.Errorf("driver %s of the %s %s on instance %q (offering %s, plan %s) ran with %s",
+			call, c.Operation.Kind, c.Operation.ID, inst.ID, inst.ServiceID, inst.PlanID, problem)
+	}
+}
+
+type fuzzDriver struct {
+	broker.Driver
+	seen *fuzzDrivers
+}
+
+func (d fuzzDriver) Begin(ctx context.Context, c broker.Change) (broker.Progress, error) {
+	d.seen.see("Begin", c)
+	return d.Driver.Begin(ctx, c)
+}
+
+func (d fuzzDriver) Check(ctx context.Context, c broker.Change) (broker.Progress, error) {
+	d.seen.see("Check", c)
+	return d.Driver.Check(ctx, c)
+}
+
+func (d fuzzDriver) Leftovers(ctx context.Context, c broker.Change) ([]string, error) {
+	d.seen.see("Leftovers", c)
+	return d.Driver.Leftovers(ctx, c)
+}
+
+// InMemory is the wrapped driver's: settling in memory is a path of its
+// own, which the rule holds on too.
+func (d fuzzDriver) InMemory() bool {
+	im, ok := d.Driver.(broker.InMemory)
+	return ok && im.InMemory()
 }

@@ -136,13 +136,14 @@ func encodeDeprovision(res broker.DeprovisionResult, _ http.Header) (int, any) {
 }
 
 // decodeFetchInstance reads GET /v2/service_instances/:instance_id (fetch
-// instance). service_id and plan_id are checked, not passed on.
+// instance).
 func decodeFetchInstance(r *http.Request) (broker.FetchInstanceDetails, error) {
 	req, err := readRequest(r, nil, []string{"service_id", "plan_id"}, nil)
 	if err != nil {
 		return broker.FetchInstanceDetails{}, err
 	}
-	return broker.FetchInstanceDetails{InstanceID: req.instanceID}, nil
+	return broker.FetchInstanceDetails{InstanceID: req.instanceID,
+		ServiceID: req.values["service_id"], PlanID: req.values["plan_id"]}, nil
 }
 
 // fetchedInstanceBody is the 200 body of fetch instance.

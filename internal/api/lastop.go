@@ -11,14 +11,13 @@ import (
 
 // decodeLastOperation reads GET /v2/service_instances/:instance_id/last_operation
 // and GET /v2/service_instances/:instance_id/service_bindings/:binding_id/last_operation.
-// service_id and plan_id are checked, not passed on.
 func decodeLastOperation(r *http.Request) (broker.LastOperationDetails, error) {
 	req, err := readRequest(r, nil, []string{"service_id", "plan_id", "operation"}, nil)
 	if err != nil {
 		return broker.LastOperationDetails{}, err
 	}
 	return broker.LastOperationDetails{InstanceID: req.instanceID, BindingID: req.bindingID,
-		OperationID: req.values["operation"]}, nil
+		OperationID: req.values["operation"], ServiceID: req.values["service_id"], PlanID: req.values["plan_id"]}, nil
 }
 
 // lastOperationBody is the body of both last_operation endpoints.

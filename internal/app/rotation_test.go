@@ -87,7 +87,15 @@ func TestBindingRotation(t *testing.T) {
 		refused(bind("i", "x1", plan, map[string]any{"predecessor_binding_id": "nothing"}), 400, "", "predecessor_binding_id nothing is not a binding of service instance i")
 		refused(bind("j", "x2", plan, map[string]any{"predecessor_binding_id": "b2"}), 400, "", "is not a binding of service instance j")
 		refused(bind("i", "b2", plan, map[string]any{"predecessor_binding_id": "b2"}), 400, "", "cannot succeed itself")
-		refused(bind("i", "x3", fixedPlan, map[string]any{"predecessor_binding_id": "b2"}), 400, "", "does not support binding rotation")
+		// A rotation runs under its instance's plan, whatever plan the
+		// request names.
+		refused(bind("i", "x3", fixedPlan, map[string]any{"predecessor_binding_id": "b2"}), 400, "", "but the request names plan")
+		expect(b.Do(apptest.Request{Method: http.MethodPut, Path: "/v2/service_instances/m?accepts_incomplete=true",
+			Body: provisionBody(service, fixedPlan, map[string]any{"duration_seconds": 0})}), 202, "provision m")
+		b.WaitLastOperation("/v2/service_instances/m/last_operation")
+		refused(b.Do(apptest.Request{Method: http.MethodPut, Path: bindPath("m", "x3") + "?accepts_incomplete=true",
+			Body: map[string]any{"service_id": service, "plan_id": fixedPlan, "predecessor_binding_id": "b2"}}),
+			400, "", "does not support binding rotation")
 	})
 	t.Run("a predecessor being deleted, or that failed, is refused", func(t *testing.T) {
 		expect(b.Do(apptest.Request{Method: http.MethodPut, Path: "/v2/service_instances/k?accepts_incomplete=true",

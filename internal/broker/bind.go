@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -57,25 +58,33 @@ func bound(result Result, bd Binding) BindResult {
 }
 
 // Bind handles PUT /v2/service_instances/:instance_id/service_bindings/:binding_id.
+//
+// The request is checked against the plan it names (bindable, rotation,
+// the binding schema, the mode) before the instance is read, if at all:
+// the write that creates the binding requires the instance to be of that
+// service and plan (CreateBindingConditions), so those checks are the
+// instance's plan's, and a request naming another plan writes nothing and
+// gets a 400 (checkIDs). The in-memory path, which reads the instance
+// first, checks the ids before its driver runs.
 func (b *Broker) Bind(ctx context.Context, d BindDetails) (BindResult, error) {
 	svc, plan, err := b.lookup(d.ServiceID, d.PlanID)
 	if err != nil {
 		return BindResult{}, err
 	}
 	if !svc.PlanBindable(plan) {
-		return BindResult{}, Errorf(CodeBadRequest, "The service plan %s is not bindable.", plan.Name)
+		return BindResult{}, b.refuseBind(ctx, d, Errorf(CodeBadRequest, "The service plan %s is not bindable.", plan.Name))
 	}
 	if d.PredecessorBindingID != "" {
 		if d, err = b.rotation(ctx, d, plan); err != nil {
-			return BindResult{}, err
+			return BindResult{}, b.refuseBind(ctx, d, err)
 		}
 	}
 	if err := b.validateParameters(plan, catalog.BindingCreate, d.Parameters); err != nil {
-		return BindResult{}, err
+		return BindResult{}, b.refuseBind(ctx, d, err)
 	}
 	isAsync, err := async(plan, d.AcceptsIncomplete)
 	if err != nil {
-		return BindResult{}, err
+		return BindResult{}, b.refuseBind(ctx, d, err)
 	}
 	op := b.newOperation(KindBind, d.InstanceID, d.BindingID, d.PlanID, isAsync)
 	binding := d.binding()
@@ -121,6 +130,13 @@ func (b *Broker) bindInMemory(ctx context.Context, d BindDetails, binding Bindin
 	if err != nil {
 		return BindResult{}, true, fmt.Errorf("bind %s/%s: %w", d.InstanceID, d.BindingID, err)
 	}
+	if snap.Instance != nil {
+		// Before the driver runs: it would run under the instance's plan,
+		// which the request was not checked against.
+		if err := b.checkIDs(*snap.Instance, d.ServiceID, d.PlanID); err != nil {
+			return BindResult{}, true, err
+		}
+	}
 	if snap.Instance == nil || snap.Binding != nil || snap.Instance.State != InstanceReady || snap.Instance.Op != "" {
 		return BindResult{}, false, nil // the hold's write says why not
 	}
@@ -134,7 +150,8 @@ func (b *Broker) bindInMemory(ctx context.Context, d BindDetails, binding Bindin
 	}
 	err = b.Store.CreateBinding(ctx, *fin.Binding, fin.Op, &Settled{Records: fin.Records, InstanceVersion: snap.Instance.Version})
 	if c, ok := conflictOf(err); ok {
-		if c.Binding == nil && c.Instance != nil && c.Instance.State == InstanceReady && c.Instance.Op == "" {
+		if c.Binding == nil && c.Instance != nil && c.Instance.State == InstanceReady && c.Instance.Op == "" &&
+			sameIDs(c.Instance.ServiceID, c.Instance.PlanID, d.ServiceID, d.PlanID) {
 			return BindResult{}, false, nil // the instance moved: take the hold
 		}
 		res, err := b.bindConflict(c, d, op.Fingerprint)
@@ -197,8 +214,34 @@ func (b *Broker) rotation(ctx context.Context, d BindDetails, plan *catalog.Plan
 	return d, nil
 }
 
+// refuseBind answers a bind that a check of the plan it names refused:
+// when the instance is of another service or plan, the refusal was about a
+// plan the change would not run under, and the ids are what to fix. Only a
+// refusal pays this read.
+func (b *Broker) refuseBind(ctx context.Context, d BindDetails, refusal error) error {
+	var e *Error
+	if !errors.As(refusal, &e) {
+		return refusal
+	}
+	inst, err := b.Store.GetInstance(ctx, d.InstanceID)
+	if err != nil {
+		return refusal
+	}
+	if err := b.checkIDs(inst, d.ServiceID, d.PlanID); err != nil {
+		return err
+	}
+	return refusal
+}
+
 // bindConflict explains why CreateBinding's condition failed.
 func (b *Broker) bindConflict(c *ConflictError, d BindDetails, fingerprint string) (BindResult, error) {
+	if c.Instance != nil {
+		// First: a binding of this id, made under the instance's ids,
+		// differs from a request naming others anyway.
+		if err := b.checkIDs(*c.Instance, d.ServiceID, d.PlanID); err != nil {
+			return BindResult{}, err
+		}
+	}
 	if existing := c.Binding; existing != nil {
 		if existing.Fingerprint != fingerprint {
 			return BindResult{}, Errorf(CodeConflict,

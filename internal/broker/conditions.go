@@ -38,17 +38,24 @@ const (
 	CondBindingOps
 	// CondAttempts: the detached record's Attempts is N.
 	CondAttempts
+	// CondService: the item (an instance) is of the service offering Text
+	// (its ServiceID).
+	CondService
+	// CondPlan: the item (an instance) is of the plan Text (its PlanID).
+	CondPlan
 )
 
 var conditionNames = map[ConditionKind]string{
 	CondMissing: "missing", CondHeldBy: "held by", CondVersion: "at version", CondState: "in state",
 	CondNoBindingOps: "no binding operations", CondBindingOps: "binding operations", CondAttempts: "attempts",
+	CondService: "of service", CondPlan: "of plan",
 }
 
 // Condition is one thing a conditional write requires of one stored item.
 type Condition struct {
 	Kind ConditionKind
-	// Text is the holder of CondHeldBy and the state of CondState.
+	// Text is the holder of CondHeldBy, the state of CondState, the
+	// service id of CondService and the plan id of CondPlan.
 	Text string
 	// N is the version of CondVersion and the attempts of CondAttempts.
 	N int64
@@ -60,7 +67,7 @@ func (c Condition) String() string {
 		return fmt.Sprintf("condition(%d)", int(c.Kind))
 	}
 	switch c.Kind {
-	case CondHeldBy, CondState:
+	case CondHeldBy, CondState, CondService, CondPlan:
 		return fmt.Sprintf("%s %q", name, c.Text)
 	case CondVersion, CondAttempts:
 		return fmt.Sprintf("%s %d", name, c.N)
@@ -86,6 +93,12 @@ func AtVersion(v int64) Condition { return Condition{Kind: CondVersion, N: v} }
 
 // InState requires the item to be in state s.
 func InState[S ~string](s S) Condition { return Condition{Kind: CondState, Text: string(s)} }
+
+// OfService requires the instance to be of the service offering id.
+func OfService(id string) Condition { return Condition{Kind: CondService, Text: id} }
+
+// OfPlan requires the instance to be of the plan id.
+func OfPlan(id string) Condition { return Condition{Kind: CondPlan, Text: id} }
 
 // AttemptsAre requires the detached record's Attempts to be n.
 func AttemptsAre(n int) Condition { return Condition{Kind: CondAttempts, N: int64(n)} }
@@ -116,11 +129,16 @@ func (l LockInstance) Conditions() Expect {
 	return Expect{Instance: []Condition{AtVersion(l.Version), HeldBy(l.Holder), NoBindingOps}}
 }
 
-// CreateBindingConditions are CreateBinding's: the instance is idle and
-// ready (and, for a change settled in memory from a known version, still
-// at that version); no binding with that id.
-func CreateBindingConditions(settled *Settled) Expect {
-	inst := []Condition{HeldBy(""), InState(InstanceReady)}
+// CreateBindingConditions are CreateBinding's for the binding b: the
+// instance is idle and ready, of b's service and plan (and, for a change
+// settled in memory from a known version, still at that version); no
+// binding with that id. The bind checked its request against b's plan
+// (bindable, mode, schema, rotation) without reading the instance: the
+// service and plan among the conditions make those the instance's own
+// checks, and a request naming another plan changes nothing (see
+// Broker.Bind).
+func CreateBindingConditions(b Binding, settled *Settled) Expect {
+	inst := []Condition{HeldBy(""), InState(InstanceReady), OfService(b.ServiceID), OfPlan(b.PlanID)}
 	if settled != nil && settled.InstanceVersion != 0 {
 		inst = append(inst, AtVersion(settled.InstanceVersion))
 	}

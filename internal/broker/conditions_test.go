@@ -15,7 +15,7 @@ func TestConditions(t *testing.T) {
 	bindOp := op
 	bindOp.BindingID = "b-1"
 	inst := broker.Instance{ID: "i-1"}
-	b := broker.Binding{InstanceID: "i-1", ID: "b-1"}
+	b := broker.Binding{InstanceID: "i-1", ID: "b-1", ServiceID: "svc-1", PlanID: "plan-1"}
 	cases := []struct {
 		name string
 		got  broker.Expect
@@ -30,23 +30,26 @@ func TestConditions(t *testing.T) {
 		{"a deprovision during a provision locks the instance held by the provision it halts",
 			broker.LockInstance{Version: 2, Holder: "prov-1"}.Conditions(),
 			broker.Expect{Instance: []broker.Condition{broker.AtVersion(2), broker.HeldBy("prov-1"), broker.NoBindingOps}}},
-		{"a bind creates a binding of an idle, ready instance, where none is stored",
-			broker.CreateBindingConditions(nil),
+		{"a bind creates a binding of an idle, ready instance of the service and plan it names, where none is stored",
+			broker.CreateBindingConditions(b, nil),
 			broker.Expect{
-				Instance: []broker.Condition{broker.HeldBy(""), broker.InState(broker.InstanceReady)},
-				Binding:  []broker.Condition{broker.Missing},
+				Instance: []broker.Condition{broker.HeldBy(""), broker.InState(broker.InstanceReady),
+					broker.OfService("svc-1"), broker.OfPlan("plan-1")},
+				Binding: []broker.Condition{broker.Missing},
 			}},
 		{"a bind settled in memory also requires the instance at the version it was computed from",
-			broker.CreateBindingConditions(&broker.Settled{InstanceVersion: 5}),
+			broker.CreateBindingConditions(b, &broker.Settled{InstanceVersion: 5}),
 			broker.Expect{
-				Instance: []broker.Condition{broker.HeldBy(""), broker.InState(broker.InstanceReady), broker.AtVersion(5)},
-				Binding:  []broker.Condition{broker.Missing},
+				Instance: []broker.Condition{broker.HeldBy(""), broker.InState(broker.InstanceReady),
+					broker.OfService("svc-1"), broker.OfPlan("plan-1"), broker.AtVersion(5)},
+				Binding: []broker.Condition{broker.Missing},
 			}},
 		{"a bind settled in memory from no known version requires no version",
-			broker.CreateBindingConditions(&broker.Settled{}),
+			broker.CreateBindingConditions(b, &broker.Settled{}),
 			broker.Expect{
-				Instance: []broker.Condition{broker.HeldBy(""), broker.InState(broker.InstanceReady)},
-				Binding:  []broker.Condition{broker.Missing},
+				Instance: []broker.Condition{broker.HeldBy(""), broker.InState(broker.InstanceReady),
+					broker.OfService("svc-1"), broker.OfPlan("plan-1")},
+				Binding: []broker.Condition{broker.Missing},
 			}},
 		{"an unbind locks an idle binding at the version it read, of an idle instance",
 			broker.LockBinding{Version: 3}.Conditions(),
@@ -137,7 +140,7 @@ func checkKinds(t *testing.T, e broker.Expect) {
 		kinds []broker.ConditionKind
 	}{
 		{"instance", e.Instance, []broker.ConditionKind{broker.CondMissing, broker.CondHeldBy, broker.CondVersion,
-			broker.CondState, broker.CondNoBindingOps, broker.CondBindingOps}},
+			broker.CondState, broker.CondNoBindingOps, broker.CondBindingOps, broker.CondService, broker.CondPlan}},
 		{"binding", e.Binding, []broker.ConditionKind{broker.CondMissing, broker.CondHeldBy, broker.CondVersion}},
 		{"operation", e.Operation, []broker.ConditionKind{broker.CondState}},
 	}
@@ -165,6 +168,8 @@ func TestConditionString(t *testing.T) {
 		broker.InState(broker.OperationInProgress):  `in state "in progress"`,
 		broker.NoBindingOps:                         "no binding operations",
 		broker.AttemptsAre(2):                       "attempts 2",
+		broker.OfService("svc-1"):                   `of service "svc-1"`,
+		broker.OfPlan("plan-1"):                     `of plan "plan-1"`,
 		{Kind: broker.ConditionKind(99), Text: "x"}: "condition(99)",
 	}
 	for c, want := range cases {

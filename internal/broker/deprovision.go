@@ -39,6 +39,9 @@ func (b *Broker) deprovision(ctx context.Context, d DeprovisionDetails) (Deprovi
 		return DeprovisionResult{}, Errorf(CodeGone, "Service instance %s does not exist.", d.InstanceID)
 	}
 	inst := *snap.Instance
+	if err := b.checkIDs(inst, d.ServiceID, d.PlanID); err != nil {
+		return DeprovisionResult{}, err
+	}
 	_, plan, err := b.lookup(inst.ServiceID, inst.PlanID)
 	if err != nil {
 		return DeprovisionResult{}, Errorf(CodeUnprocessable,

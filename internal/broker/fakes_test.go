@@ -122,6 +122,20 @@ type harness struct {
 	clock  *fakeClock
 	// givenOp is the operation a case's given made, for its then.
 	givenOp string
+	// err is what the rule's request returned; calls and starts are how
+	// many driver calls and workflow starts there were before it, and
+	// before everything stored about instance i-1 (mark).
+	err           error
+	calls, starts int
+	before        string
+}
+
+// mark notes that the request starts here: writes, driver calls and
+// workflow starts are counted from now, and what is stored of i-1 kept.
+func (h *harness) mark() {
+	h.writes.reset()
+	h.calls, h.starts = len(h.driver.Calls()), len(h.engine.Started())
+	h.before = h.snapshotJSON("i-1")
 }
 
 func newHarness(t *testing.T) *harness {
@@ -571,8 +585,9 @@ func runRules[D, R any](t *testing.T, call func(*harness, D) (R, error), result 
 			if tt.given != nil {
 				tt.given(h)
 			}
-			h.writes.reset()
+			h.mark()
 			res, err := call(h, tt.req)
+			h.err = err
 			switch {
 			case tt.code != "":
 				wantCode(t, err, tt.code)

@@ -6,9 +6,12 @@ import (
 	"fmt"
 )
 
-// FetchInstanceDetails is a fetch instance request.
+// FetchInstanceDetails is a fetch instance request. ServiceID and PlanID
+// are optional: when sent, they must be the instance's.
 type FetchInstanceDetails struct {
 	InstanceID string
+	ServiceID  string
+	PlanID     string
 }
 
 // FetchInstance handles GET /v2/service_instances/:instance_id: the
@@ -20,6 +23,10 @@ func (b *Broker) FetchInstance(ctx context.Context, d FetchInstanceDetails) (Ins
 	}
 	if err != nil {
 		return Instance{}, fmt.Errorf("fetch instance %s: %w", d.InstanceID, err)
+	}
+	serviceID, planID := b.hints(d.ServiceID, d.PlanID)
+	if err := b.checkIDs(inst, serviceID, planID); err != nil {
+		return Instance{}, err
 	}
 	switch inst.State {
 	case InstanceProvisioning:
@@ -36,10 +43,14 @@ func (b *Broker) FetchInstance(ctx context.Context, d FetchInstanceDetails) (Ins
 	return inst, nil
 }
 
-// FetchBindingDetails is a fetch binding request.
+// FetchBindingDetails is a fetch binding request. ServiceID and PlanID
+// are optional: when sent, they must be the instance's (or those the
+// binding was made under).
 type FetchBindingDetails struct {
 	InstanceID string
 	BindingID  string
+	ServiceID  string
+	PlanID     string
 }
 
 // FetchBinding handles GET /v2/service_instances/:instance_id/service_bindings/:binding_id:
@@ -51,6 +62,11 @@ func (b *Broker) FetchBinding(ctx context.Context, d FetchBindingDetails) (Bindi
 	}
 	if err != nil {
 		return Binding{}, fmt.Errorf("fetch binding %s/%s: %w", d.InstanceID, d.BindingID, err)
+	}
+	// The binding keeps the ids it was made under; only other ids cost a
+	// read of the instance, whose plan may have changed since.
+	if err := b.checkRecordedIDs(ctx, d.InstanceID, d.ServiceID, d.PlanID, binding.PlanID); err != nil {
+		return Binding{}, err
 	}
 	switch binding.State {
 	case BindingCreating:

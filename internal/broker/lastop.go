@@ -10,11 +10,15 @@ import (
 )
 
 // LastOperationDetails is a last_operation request. OperationID is the
-// optional "operation" query parameter.
+// optional "operation" query parameter; ServiceID and PlanID, optional too,
+// must be the instance's when sent (during or after an update that changes
+// the plan, the spec has the plan before it sent).
 type LastOperationDetails struct {
 	InstanceID  string
 	BindingID   string
 	OperationID string
+	ServiceID   string
+	PlanID      string
 }
 
 // LastOperation is what both last_operation endpoints report of an
@@ -46,6 +50,16 @@ func (b *Broker) lastOperation(ctx context.Context, d LastOperationDetails, what
 	}
 	if err != nil {
 		return LastOperation{}, fmt.Errorf("last operation %s: %w", d.InstanceID, err)
+	}
+	// The plan the operation began under (an update's: the plan before
+	// it), or the one an update moves to; other ids cost a read of the
+	// instance as it is now. Before the repair, which may write.
+	plans := []string{op.PlanID}
+	if op.Target != nil && op.Target.PlanID != "" {
+		plans = append(plans, op.Target.PlanID)
+	}
+	if err := b.checkRecordedIDs(ctx, d.InstanceID, d.ServiceID, d.PlanID, plans...); err != nil {
+		return LastOperation{}, err
 	}
 	op = b.repair(ctx, op)
 	if op.Kind == deletion && op.State == OperationSucceeded {

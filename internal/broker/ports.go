@@ -240,9 +240,9 @@ type Repository interface {
 	// increments the instance's BindingOps; with settled, the binding as a
 	// change done in memory left it, its finished operation and the driver's
 	// records, and the count stays. Either way the instance's Version moves.
-	// Conditions: CreateBindingConditions(settled) (the instance exists, is
-	// ready and not held, and, settled, at settled.InstanceVersion; no
-	// binding with that id).
+	// Conditions: CreateBindingConditions(b, settled) (the instance exists,
+	// is ready, not held and of b's service and plan, and, settled, at
+	// settled.InstanceVersion; no binding with that id).
 	CreateBinding(ctx context.Context, b Binding, op Operation, settled *Settled) error
 	// LockBinding starts an unbind. Conditions: l.Conditions() (the binding
 	// exists at the expected Version and is held by Holder; its instance

@@ -34,11 +34,17 @@ func (b *Broker) unbind(ctx context.Context, d UnbindDetails) (UnbindResult, err
 	if err != nil {
 		return UnbindResult{}, fmt.Errorf("unbind %s/%s: %w", d.InstanceID, d.BindingID, err)
 	}
-	if snap.Binding == nil {
+	if snap.Binding == nil || snap.Instance == nil {
 		return UnbindResult{}, Errorf(CodeGone, "Service binding %s does not exist.", d.BindingID)
 	}
-	binding := *snap.Binding
-	_, plan, err := b.lookup(binding.ServiceID, binding.PlanID)
+	binding, inst := *snap.Binding, *snap.Instance
+	// A binding belongs to its instance's plan as it is now (an update may
+	// have changed it since the bind): the unbind runs under that plan,
+	// and the request names it.
+	if err := b.checkIDs(inst, d.ServiceID, d.PlanID); err != nil {
+		return UnbindResult{}, err
+	}
+	_, plan, err := b.lookup(inst.ServiceID, inst.PlanID)
 	if err != nil {
 		return UnbindResult{}, Errorf(CodeUnprocessable,
 			"The plan of service binding %s is no longer in the catalog; it cannot be unbound.", binding.ID)
@@ -65,7 +71,7 @@ func (b *Broker) unbind(ctx context.Context, d UnbindDetails) (UnbindResult, err
 		halted = b.finished(halted, OperationFailed, "The bind was halted because the binding was deleted.")
 		lock.Halted = &halted
 	}
-	op := b.newOperation(KindUnbind, binding.InstanceID, binding.ID, binding.PlanID, isAsync)
+	op := b.newOperation(KindUnbind, binding.InstanceID, binding.ID, inst.PlanID, isAsync)
 	op.Fingerprint = Fingerprint("unbind")
 	lock.Op = op
 	lock.Binding = binding

@@ -65,9 +65,8 @@ func (b *Broker) update(ctx context.Context, d UpdateDetails) (UpdateResult, err
 		return UpdateResult{}, Errorf(CodeNotFound, "Service instance %s does not exist.", d.InstanceID)
 	}
 	inst := *snap.Instance
-	if d.ServiceID != inst.ServiceID {
-		return UpdateResult{}, Errorf(CodeBadRequest,
-			"service_id %q does not match the service of instance %s (%s).", d.ServiceID, inst.ID, inst.ServiceID)
+	if err := b.checkUpdateService(inst, d.ServiceID); err != nil {
+		return UpdateResult{}, err
 	}
 	svc, current, err := b.lookup(inst.ServiceID, inst.PlanID)
 	if err != nil {

@@ -9,17 +9,20 @@ import (
 // stored is what the conditions read of a stored item; nil when the item
 // is not stored.
 type stored struct {
-	op, state  string
-	version    int64
-	bindingOps int
-	attempts   int
+	op, state string
+	// service and plan are an instance's ids.
+	service, plan string
+	version       int64
+	bindingOps    int
+	attempts      int
 }
 
 func storedInstance(i *broker.Instance) *stored {
 	if i == nil {
 		return nil
 	}
-	return &stored{op: i.Op, state: string(i.State), version: i.Version, bindingOps: i.BindingOps}
+	return &stored{op: i.Op, state: string(i.State), version: i.Version, bindingOps: i.BindingOps,
+		service: i.ServiceID, plan: i.PlanID}
 }
 
 func storedBinding(b *broker.Binding) *stored {
@@ -63,6 +66,10 @@ func meets(item *stored, conds []broker.Condition) (bool, error) {
 			ok = item != nil && item.bindingOps > 0
 		case broker.CondAttempts:
 			ok = item != nil && int64(item.attempts) == c.N
+		case broker.CondService:
+			ok = item != nil && item.service == c.Text
+		case broker.CondPlan:
+			ok = item != nil && item.plan == c.Text
 		default:
 			return false, fmt.Errorf("unknown condition %v", c)
 		}

@@ -227,7 +227,7 @@ func (s *Store) CreateBinding(ctx context.Context, b broker.Binding, op broker.O
 			if err != nil {
 				return err
 			}
-			if err := expect(broker.CreateBindingConditions(settled), inst, cur, nil); err != nil {
+			if err := expect(broker.CreateBindingConditions(b, settled), inst, cur, nil); err != nil {
 				return err
 			}
 			if settled == nil {

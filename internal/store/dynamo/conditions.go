@@ -16,6 +16,8 @@ var (
 	nameVersion    = expression.Name(attrVersion)
 	nameBindingOps = expression.Name(attrBindingOps)
 	nameAttempts   = expression.Name(attrAttempts)
+	nameServiceID  = expression.Name(attrServiceID)
+	namePlanID     = expression.Name(attrPlanID)
 )
 
 // condition translates conds into one condition expression that holds when
@@ -48,6 +50,10 @@ func condition(conds []broker.Condition) (expression.ConditionBuilder, error) {
 			one = nameBindingOps.GreaterThan(expression.Value(0))
 		case broker.CondAttempts:
 			one = nameAttempts.Equal(expression.Value(c.N))
+		case broker.CondService:
+			one = nameServiceID.Equal(expression.Value(c.Text))
+		case broker.CondPlan:
+			one = namePlanID.Equal(expression.Value(c.Text))
 		default:
 			return expression.ConditionBuilder{}, fmt.Errorf("unknown condition %v", c)
 		}

@@ -44,6 +44,8 @@ const (
 	attrData        = "data"        // resourceItem, detachedItem
 	attrCredentials = "credentials" // bindingItem
 	attrSealed      = "sealed"      // bindingItem
+	attrServiceID   = "service_id"  // instanceItem
+	attrPlanID      = "plan_id"     // instanceItem
 )
 
 type instanceItem struct {

@@ -261,7 +261,7 @@ func (s *Store) LockInstance(ctx context.Context, l broker.LockInstance) error {
 func (s *Store) CreateBinding(ctx context.Context, b broker.Binding, op broker.Operation, settled *broker.Settled) error {
 	err := broker.CheckCreate(b.InstanceID, op, settled, b.ID)
 	if err == nil {
-		e := broker.CreateBindingConditions(settled)
+		e := broker.CreateBindingConditions(b, settled)
 		count := countBindingOp()
 		if settled != nil {
 			// Done in memory: nothing to count.

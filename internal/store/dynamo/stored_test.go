@@ -353,6 +353,8 @@ func TestAttributeNames(t *testing.T) {
 		{attrData, []any{resourceItem{}, detachedItem{}}},
 		{attrCredentials, []any{bindingItem{}}},
 		{attrSealed, []any{bindingItem{}}},
+		{attrServiceID, []any{instanceItem{}}},
+		{attrPlanID, []any{instanceItem{}}},
 	}
 	for _, u := range uses {
 		for _, item := range u.items {

@@ -30,44 +30,53 @@ var bindingCases = []testCase{
 		cases := []struct {
 			name  string
 			setup func(t *testing.T, s broker.Store)
+			// names, when set, changes what the binding names of its
+			// instance's offering.
+			names func(b *broker.Binding)
 		}{
 			{"when the instance does not exist", func(t *testing.T, s broker.Store) {
 				provision(t, s, "i-2")
-			}},
+			}, nil},
+			{"when the instance is of another plan than the binding names", func(t *testing.T, s broker.Store) {
+				provision(t, s, "i-1")
+			}, func(b *broker.Binding) { b.PlanID = "another-plan" }},
+			{"when the instance is of another service than the binding names", func(t *testing.T, s broker.Store) {
+				provision(t, s, "i-1")
+			}, func(b *broker.Binding) { b.ServiceID = "another-service" }},
 			{"when a provision holds the instance", func(t *testing.T, s broker.Store) {
 				startProvision(t, s, "i-1")
-			}},
+			}, nil},
 			{"when an update holds the instance", func(t *testing.T, s broker.Store) {
 				startInstanceOp(t, s, provision(t, s, "i-1"), broker.KindUpdate)
-			}},
+			}, nil},
 			{"when a deprovision holds the instance", func(t *testing.T, s broker.Store) {
 				startInstanceOp(t, s, provision(t, s, "i-1"), broker.KindDeprovision)
-			}},
+			}, nil},
 			{"when an operation holds the instance although it is ready", func(t *testing.T, s broker.Store) {
 				l := updateLock(provision(t, s, "i-1"), "")
 				l.Instance.State = broker.InstanceReady
 				must(t, s.LockInstance(t.Context(), l), "LockInstance")
-			}},
+			}, nil},
 			{"when the instance failed", func(t *testing.T, s broker.Store) {
 				failProvision(t, s, "i-1")
-			}},
+			}, nil},
 			{"when the binding exists and is ready", func(t *testing.T, s broker.Store) {
 				provision(t, s, "i-1")
 				bind(t, s, "i-1", "b-1")
-			}},
+			}, nil},
 			{"when the binding exists and its bind is in progress", func(t *testing.T, s broker.Store) {
 				provision(t, s, "i-1")
 				startBind(t, s, "i-1", "b-1")
-			}},
+			}, nil},
 			{"when the binding exists and its unbind is in progress", func(t *testing.T, s broker.Store) {
 				provision(t, s, "i-1")
 				startUnbind(t, s, bind(t, s, "i-1", "b-1"))
-			}},
+			}, nil},
 			{"when the binding exists and an update holds the instance", func(t *testing.T, s broker.Store) {
 				provision(t, s, "i-1")
 				bind(t, s, "i-1", "b-1")
 				startInstanceOp(t, s, *getInstance(t, s, "i-1"), broker.KindUpdate)
-			}},
+			}, nil},
 		}
 		for _, tc := range cases {
 			t.Run(tc.name, func(t *testing.T) {
@@ -77,6 +86,9 @@ var bindingCases = []testCase{
 				op := newBindingOperation("i-1", "b-1", "bind-new", broker.KindBind, at(300))
 				b := newBinding("i-1", "b-1", op.ID)
 				b.Fingerprint = "other request"
+				if tc.names != nil {
+					tc.names(&b)
+				}
 				c := conflict(t, s.CreateBinding(t.Context(), b, op, nil))
 				equal(t, "conflict instance", c.Instance, before.instance("i-1"))
 				equal(t, "conflict binding", c.Binding, before.binding("i-1", "b-1"))

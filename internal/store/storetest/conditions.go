@@ -16,8 +16,10 @@ type ConditionCase struct {
 // ConditionInstances are the instances the cases name, by name, which is
 // also their id; nil is an instance not stored.
 var ConditionInstances = map[string]*broker.Instance{
-	"idle":    {ID: "idle", State: broker.InstanceReady, Version: 3},
-	"held":    {ID: "held", State: broker.InstanceUpdating, Op: "op-1", Version: 4, BindingOps: 1},
+	"idle": {ID: "idle", State: broker.InstanceReady, Version: 3,
+		InstanceRequest: broker.InstanceRequest{ServiceID: "svc-1", PlanID: "plan-1"}},
+	"held": {ID: "held", State: broker.InstanceUpdating, Op: "op-1", Version: 4, BindingOps: 1,
+		InstanceRequest: broker.InstanceRequest{ServiceID: "svc-1", PlanID: "plan-2"}},
 	"missing": nil,
 }
 
@@ -41,6 +43,12 @@ var ConditionCases = []ConditionCase{
 	{"binding operations", []broker.Condition{broker.HasBindingOps}, map[string]bool{"idle": false, "held": true, "missing": false}},
 	{"idle at version 3", []broker.Condition{broker.HeldBy(""), broker.AtVersion(3)}, map[string]bool{"idle": true, "held": false}},
 	{"idle at version 4", []broker.Condition{broker.HeldBy(""), broker.AtVersion(4)}, map[string]bool{"idle": false, "held": false}},
+	{"of service svc-1", []broker.Condition{broker.OfService("svc-1")}, map[string]bool{"idle": true, "held": true, "missing": false}},
+	{"of service svc-2", []broker.Condition{broker.OfService("svc-2")}, map[string]bool{"idle": false, "held": false}},
+	{"of plan plan-1", []broker.Condition{broker.OfPlan("plan-1")}, map[string]bool{"idle": true, "held": false, "missing": false}},
+	{"of service svc-1 and plan plan-2", []broker.Condition{broker.OfService("svc-1"), broker.OfPlan("plan-2")},
+		map[string]bool{"idle": false, "held": true, "missing": false}},
+	{"idle of plan plan-2", []broker.Condition{broker.HeldBy(""), broker.OfPlan("plan-2")}, map[string]bool{"idle": false, "held": false}},
 	{"attempts 2", []broker.Condition{broker.AttemptsAre(2)}, map[string]bool{"detached": true, "missing detached": false}},
 	{"attempts 1", []broker.Condition{broker.AttemptsAre(1)}, map[string]bool{"detached": false}},
 }
