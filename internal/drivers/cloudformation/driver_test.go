@@ -532,6 +532,34 @@ func TestBind(t *testing.T) {
 		}
 	})
 
+	t.Run("a binding stack gets the deployment's permissions boundary, which no user can change", func(t *testing.T) {
+		const boundary = "arn:aws:iam::123456789012:policy/osb-boundary"
+		h := newHarness(t, true)
+		h.driver.Deployment.BoundaryARN = boundary
+		h.provisioned()
+		c := h.change(broker.KindBind, "op-bind")
+		c.Binding.Parameters = json.RawMessage(`{"PermissionsBoundaryArn":"arn:aws:iam::123456789012:policy/mine"}`)
+		if _, err := h.driver.Begin(h.ctx, h.fresh(c)); err != nil {
+			t.Fatal(err)
+		}
+		if got := params(h.cfn.get(h.bindingStack()).create.Parameters)[BoundaryParameter]; got != boundary {
+			t.Errorf("%s = %q, want %q", BoundaryParameter, got, boundary)
+		}
+	})
+
+	t.Run("without a boundary (locally) the parameter is left to its default, whatever a user sends", func(t *testing.T) {
+		h := newHarness(t, true)
+		h.provisioned()
+		c := h.change(broker.KindBind, "op-bind")
+		c.Binding.Parameters = json.RawMessage(`{"PermissionsBoundaryArn":"arn:aws:iam::123456789012:policy/mine"}`)
+		if _, err := h.driver.Begin(h.ctx, h.fresh(c)); err != nil {
+			t.Fatal(err)
+		}
+		if got, ok := params(h.cfn.get(h.bindingStack()).create.Parameters)[BoundaryParameter]; ok {
+			t.Errorf("%s = %q, want it left out", BoundaryParameter, got)
+		}
+	})
+
 	t.Run("credentials are the instance's outputs and the binding's, in snake_case, and reach no log", func(t *testing.T) {
 		h := newHarness(t, true)
 		h.provisioned()

@@ -95,8 +95,8 @@ func requestParameters(raw json.RawMessage, t *Template) (map[string]string, err
 	out := map[string]string{}
 	for _, name := range slices.Sorted(maps.Keys(obj)) {
 		decl, ok := t.Parameters[name]
-		if !ok {
-			continue // the plan's schema decides what users may send
+		if !ok || name == BoundaryParameter {
+			continue // the plan's schema decides what users may send; the boundary is the deployment's
 		}
 		v, err := parameterValue(obj[name], decl)
 		if errors.Is(err, errNull) {
