@@ -128,7 +128,7 @@ type Missing struct {
 }
 
 func (m Missing) String() string {
-	return fmt.Sprintf("%s's %s handler needs %s (%s)", m.Type, m.Handler, m.Action, m.Resources[0])
+	return fmt.Sprintf("%s, %s handler: %s (for %s)", m.Type, m.Handler, m.Action, m.Resources[0])
 }
 
 // Report is what Check finds.
