@@ -64,9 +64,9 @@ func Grants(prefix string, boundary any) []Statement {
 			Sid: "Buckets",
 			Actions: []string{
 				"s3:CreateBucket", "s3:DeleteBucket", "s3:ListBucket",
-				"s3:PutEncryptionConfiguration", "s3:GetEncryptionConfiguration", "s3:DeleteBucketEncryption",
+				"s3:PutEncryptionConfiguration", "s3:GetEncryptionConfiguration",
 				"s3:PutBucketVersioning", "s3:GetBucketVersioning",
-				"s3:PutLifecycleConfiguration", "s3:GetLifecycleConfiguration", "s3:DeleteBucketLifecycle",
+				"s3:PutLifecycleConfiguration", "s3:GetLifecycleConfiguration",
 				"s3:PutBucketPublicAccessBlock", "s3:GetBucketPublicAccessBlock",
 				"s3:PutBucketOwnershipControls", "s3:GetBucketOwnershipControls",
 				// Every stack is tagged (the instance, binding, plan...),

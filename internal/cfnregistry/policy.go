@@ -6,6 +6,28 @@ import (
 	"strings"
 )
 
+// authorizedAs are the names the registry lists that are API operations,
+// not IAM actions: IAM authorizes each as the action given (S3 authorizes
+// deleting a bucket configuration as putting it; the S3 API reference's
+// "Permissions" of each operation).
+var authorizedAs = map[string]string{
+	"s3:deletebucketencryption":             "s3:PutEncryptionConfiguration",
+	"s3:deletebucketlifecycle":              "s3:PutLifecycleConfiguration",
+	"s3:deletebucketcors":                   "s3:PutBucketCORS",
+	"s3:deletebucketanalyticsconfiguration": "s3:PutAnalyticsConfiguration",
+	"s3:deletebucketmetricsconfiguration":   "s3:PutMetricsConfiguration",
+	"s3:deletebucketreplication":            "s3:PutReplicationConfiguration",
+}
+
+// IAMAction is the IAM action that authorizes what the registry lists as
+// action.
+func IAMAction(action string) string {
+	if a, ok := authorizedAs[strings.ToLower(action)]; ok {
+		return a
+	}
+	return action
+}
+
 // Statement is one statement of an IAM policy, as far as actions go.
 type Statement struct {
 	Sid string
@@ -199,6 +221,7 @@ func Check(resources []Resource, policy Policy, unused []Unused, refused []Refus
 		for _, h := range StackHandlers {
 			seen := map[string]bool{}
 			for _, a := range s.Actions(h) {
+				a = IAMAction(a)
 				if seen[strings.ToLower(a)] {
 					continue
 				}

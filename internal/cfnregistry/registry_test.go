@@ -109,3 +109,16 @@ func TestCheck(t *testing.T) {
 		}
 	})
 }
+
+func TestS3DeletesOfConfigurationsAreAuthorizedAsTheirPuts(t *testing.T) {
+	bucket := Resource{File: "b.yaml", LogicalID: "Bucket", Type: "AWS::S3::Bucket", Properties: []string{"BucketEncryption"}}
+	r, _ := Check([]Resource{bucket}, Policy{{Actions: []string{"s3:*", "iam:PassRole", "s3tables:*"}}}, nil, nil)
+	if r.Problems() {
+		t.Fatalf("%+v", r)
+	}
+	r, _ = Check([]Resource{bucket}, Policy{{Actions: []string{"s3:*", "iam:PassRole", "s3tables:*"}},
+		{Deny: true, Actions: []string{"s3:PutEncryptionConfiguration"}}}, nil, nil)
+	if !slices.ContainsFunc(r.Missing, func(m Missing) bool { return m.Handler == "update" && m.Action == "s3:PutEncryptionConfiguration" }) {
+		t.Errorf("missing %v, want the update handler's s3:PutEncryptionConfiguration (DeleteBucketEncryption)", r.Missing)
+	}
+}
