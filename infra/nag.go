@@ -8,6 +8,8 @@ import (
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
 	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
+
+	"github.com/serverless-osb/broker/infra/servicerole"
 )
 
 // The reasons of the cdk-nag findings the stack keeps, each suppressed on
@@ -71,22 +73,9 @@ func (b *builder) suppressNagFindings() {
 			rule("AwsSolutions-IAM5", reasonWorkerVersions,
 				"Resource::<"+*b.stack.GetLogicalId(b.worker.Node().DefaultChild().(awscdk.CfnElement))+".Arn>:*"))
 	}
-	suppress(b.workerRole, rule("AwsSolutions-IAM5", reasonServiceStacks, b.stacksARN().nag()))
-	var serviceRole []*cdknag.NagPackSuppression
-	for _, g := range serviceRoleGrants(b.props.StackPrefix) {
-		var wildcards []any
-		if g.everywhere {
-			wildcards = append(wildcards, star)
-		}
-		for _, r := range g.resources {
-			if strings.Contains(r.resource, "*") {
-				wildcards = append(wildcards, r.nag())
-			}
-		}
-		if len(wildcards) > 0 {
-			serviceRole = append(serviceRole, rule("AwsSolutions-IAM5", g.sid+": "+g.reason, wildcards...))
-		}
-	}
+	suppress(b.workerRole, rule("AwsSolutions-IAM5", reasonServiceStacks, b.stacksARN().Nag()))
+	suppress(b.boundary, wildcardRules(servicerole.Boundary(b.props.StackPrefix))...)
+	serviceRole := wildcardRules(servicerole.Grants(b.props.StackPrefix, nil))
 	var awsManaged []any
 	for _, arn := range b.props.ServiceRolePolicyARNs {
 		if strings.Contains(arn, ":iam::aws:policy/") {
@@ -120,6 +109,30 @@ func ignoreRedundantRoleDependency(resource constructs.IConstruct) {
 	resource.Node().DefaultChild().(awscdk.CfnResource).AddMetadata(jsii.String("cfn-lint"), map[string]any{
 		"config": map[string]any{"ignore_checks": []string{"W3005"}},
 	})
+}
+
+// wildcardRules suppress AwsSolutions-IAM5 on the wildcard resources of
+// the Allow statements, each with its statement's reason.
+func wildcardRules(statements []servicerole.Statement) []*cdknag.NagPackSuppression {
+	var rules []*cdknag.NagPackSuppression
+	for _, s := range statements {
+		if s.Deny {
+			continue
+		}
+		var wildcards []any
+		if s.Everywhere {
+			wildcards = append(wildcards, "Resource::*")
+		}
+		for _, r := range s.Resources {
+			if strings.Contains(r.Resource, "*") {
+				wildcards = append(wildcards, r.Nag())
+			}
+		}
+		if len(wildcards) > 0 {
+			rules = append(rules, rule("AwsSolutions-IAM5", s.Sid+": "+s.Reason, wildcards...))
+		}
+	}
+	return rules
 }
 
 func rule(id, reason string, appliesTo ...any) *cdknag.NagPackSuppression {

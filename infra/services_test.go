@@ -97,6 +97,7 @@ func TestServiceRole(t *testing.T) {
 	})
 
 	rds := func(resource string) object { return regional("rds", resource) }
+	boundary := object{"Ref": logicalID(t, "BindingBoundary")}
 	securityGroups := regional("ec2", "security-group/*")
 	tests := []struct {
 		name      string
@@ -116,9 +117,20 @@ func TestServiceRole(t *testing.T) {
 		{"tables, with point-in-time recovery, TTL and tags, only when named after the broker's stacks", "Tables",
 			[]string{"dynamodb:CreateTable", "dynamodb:DeleteTable", "dynamodb:UpdateContinuousBackups", "dynamodb:UpdateTimeToLive", "dynamodb:TagResource"},
 			regional("dynamodb", "table/osb-*"), nil},
-		{"IAM users with inline policies and access keys, only under /serverless-osb/ and named after the broker's stacks", "BindingUsers",
-			[]string{"iam:CreateUser", "iam:DeleteUser", "iam:PutUserPolicy", "iam:DeleteUserPolicy", "iam:CreateAccessKey", "iam:DeleteAccessKey", "iam:TagUser"},
+		{"IAM users' keys, tags and deletion, only under /serverless-osb/ and named after the broker's stacks", "BindingUsers",
+			[]string{"iam:DeleteUser", "iam:DeleteUserPolicy", "iam:CreateAccessKey", "iam:DeleteAccessKey", "iam:TagUser"},
 			arn("arn:", partition, ":iam::", account, ":user/serverless-osb/osb-*"), nil},
+		{"IAM users are made and given policies only with the boundary", "BoundedBindingUsers",
+			[]string{"iam:CreateUser", "iam:PutUserPolicy", "iam:PutUserPermissionsBoundary"},
+			arn("arn:", partition, ":iam::", account, ":user/serverless-osb/osb-*"),
+			object{"StringEquals": object{"iam:PermissionsBoundary": boundary}}},
+		{"no IAM identity anywhere is made or empowered with another boundary or none", "OnlyBoundedIdentities",
+			[]string{"iam:CreateUser", "iam:CreateRole", "iam:PutRolePolicy", "iam:AttachUserPolicy", "iam:AttachRolePolicy"},
+			"*", object{"StringNotEquals": object{"iam:PermissionsBoundary": boundary}}},
+		{"no IAM identity's boundary is removed", "KeepBoundaries",
+			[]string{"iam:DeleteUserPermissionsBoundary", "iam:DeleteRolePermissionsBoundary"}, "*", nil},
+		{"the boundary policy is not changed", "KeepTheBoundary",
+			[]string{"iam:CreatePolicyVersion", "iam:SetDefaultPolicyVersion", "iam:DeletePolicy"}, boundary, nil},
 		{"databases, their subnet groups and final snapshots, only when named after the broker's stacks", "Databases",
 			[]string{"rds:CreateDBInstance", "rds:ModifyDBInstance", "rds:DeleteDBInstance", "rds:CreateDBSnapshot",
 				"rds:CreateDBSubnetGroup", "rds:DeleteDBSubnetGroup", "rds:AddTagsToResource"},
@@ -140,6 +152,10 @@ func TestServiceRole(t *testing.T) {
 		{"rules, tags and deletion only on the security groups of the broker's stacks", "ManageStackSecurityGroups",
 			[]string{"ec2:AuthorizeSecurityGroupIngress", "ec2:RevokeSecurityGroupIngress", "ec2:DeleteSecurityGroup", "ec2:CreateTags", "ec2:DeleteTags"},
 			securityGroups, object{"StringLike": object{"aws:ResourceTag/aws:cloudformation:stack-name": "osb-*"}}},
+		{"the AWS managed keys of the table and the database, in this account and region", "ManagedKeys",
+			[]string{"kms:CreateGrant", "kms:DescribeKey"}, regional("kms", "key/*"), nil},
+		{"the table's handler finds the AWS managed key by its alias", "ListKeyAliases",
+			[]string{"kms:ListAliases"}, "*", nil},
 		{"what the resource handlers describe, read-only", "Describe",
 			[]string{"ec2:DescribeSecurityGroups", "ec2:DescribeSubnets", "ec2:DescribeVpcs", "rds:DescribeEvents", "rds:DescribeDBEngineVersions"},
 			"*", nil},
@@ -170,22 +186,22 @@ func TestServiceRole(t *testing.T) {
 			t.Errorf("statements %v, want %v", got, sids)
 		}
 	})
-	t.Run(`only Describe actions are granted on "*"`, func(t *testing.T) {
+	t.Run(`only read-only Describe and List actions are granted on "*"`, func(t *testing.T) {
 		for sid, s := range statements {
-			if s["Resource"] != "*" {
+			if s["Resource"] != "*" || s["Effect"] == "Deny" {
 				continue
 			}
 			for _, a := range actions(s) {
-				if _, name, _ := strings.Cut(a, ":"); !strings.HasPrefix(name, "Describe") {
+				if _, name, _ := strings.Cut(a, ":"); !strings.HasPrefix(name, "Describe") && !strings.HasPrefix(name, "List") {
 					t.Errorf("%s grants %s on *", sid, a)
 				}
 			}
 		}
 	})
-	t.Run("no action is a wildcard, and none is KMS's: the services use AWS managed keys", func(t *testing.T) {
+	t.Run("no action is a wildcard, and KMS's are only for the AWS managed keys", func(t *testing.T) {
 		for sid, s := range statements {
 			for _, a := range actions(s) {
-				if strings.Contains(a, "*") || strings.HasPrefix(a, "kms:") {
+				if strings.Contains(a, "*") || (strings.HasPrefix(a, "kms:") && sid != "ManagedKeys" && sid != "ListKeyAliases") {
 					t.Errorf("%s grants %s", sid, a)
 				}
 			}
@@ -193,15 +209,18 @@ func TestServiceRole(t *testing.T) {
 	})
 	t.Run("IAM actions touch only the binding users and RDS's service-linked role: no role, group or managed policy", func(t *testing.T) {
 		for sid, s := range statements {
+			if s["Effect"] == "Deny" {
+				continue
+			}
 			for _, a := range actions(s) {
 				if !strings.HasPrefix(a, "iam:") {
 					continue
 				}
-				if sid != "BindingUsers" && a != "iam:CreateServiceLinkedRole" {
+				if sid != "BindingUsers" && sid != "BoundedBindingUsers" && a != "iam:CreateServiceLinkedRole" {
 					t.Errorf("%s grants %s", sid, a)
 				}
 				for _, risky := range []string{"Role", "Group", "AttachUserPolicy", "LoginProfile", "PassRole", "Permissions"} {
-					if strings.Contains(strings.TrimPrefix(a, "iam:"), risky) && a != "iam:CreateServiceLinkedRole" &&
+					if strings.Contains(strings.TrimPrefix(a, "iam:"), risky) && a != "iam:CreateServiceLinkedRole" && a != "iam:PutUserPermissionsBoundary" &&
 						a != "iam:GetLoginProfile" && a != "iam:DeleteLoginProfile" && a != "iam:ListGroupsForUser" {
 						t.Errorf("%s grants %s", sid, a)
 					}

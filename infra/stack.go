@@ -181,7 +181,10 @@ type builder struct {
 
 	apiRole, workerRole awsiam.Role
 	// serviceRole is CloudFormation's role for the service stacks.
-	serviceRole         awsiam.Role
+	serviceRole awsiam.Role
+	// boundary is the permissions boundary of the IAM identities the
+	// service stacks make.
+	boundary            awsiam.ManagedPolicy
 	apiLogs, workerLogs awslogs.LogGroup
 	api, worker         awslambda.Function
 

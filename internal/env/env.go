@@ -60,6 +60,12 @@ const (
 	// makes (default "osb"); the worker's IAM policy allows it only stacks
 	// named "<prefix>-*" (worker function).
 	StackPrefix = "BROKER_STACK_PREFIX"
+	// PermissionsBoundaryARN is the managed policy every IAM user or role
+	// a service stack makes must carry as its permissions boundary (worker
+	// function): the cloudformation driver hands it to each template that
+	// declares the parameter PermissionsBoundaryArn. Empty (locally): the
+	// parameter keeps its default.
+	PermissionsBoundaryARN = "BROKER_PERMISSIONS_BOUNDARY_ARN"
 )
 
 // Set by Lambda itself.
@@ -84,7 +90,7 @@ const (
 // set (infra's tests hold it to that).
 func Names() []string {
 	return []string{Table, SealingKeyARN, MetricsNamespace, LogLevel, OperationStateMachineARN, CleanupStateMachineARN,
-		SecretARN, OriginSecretARN, CFNRoleARN, StackPrefix, Region, TaskRoot, Catalog, DynamoDBEndpoint}
+		SecretARN, OriginSecretARN, CFNRoleARN, StackPrefix, PermissionsBoundaryARN, Region, TaskRoot, Catalog, DynamoDBEndpoint}
 }
 
 // StateMachineARN is the variable holding the ARN of the state machine of

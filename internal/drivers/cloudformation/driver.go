@@ -46,17 +46,25 @@ var _ API = (*cfn.Client)(nil)
 // service role every stack is created, updated and deleted under (empty:
 // none, the caller's own permissions, as locally), and env.StackPrefix,
 // which starts every stack name (default DefaultStackPrefix; the worker's
-// IAM policy allows it only stacks named "<prefix>-*").
+// IAM policy allows it only stacks named "<prefix>-*"), and
+// env.PermissionsBoundaryARN, the boundary the driver hands every template
+// that declares BoundaryParameter (empty: none, as locally, and the
+// parameter keeps its default).
 type Deployment struct {
 	RoleARN     string
 	StackPrefix string
+	BoundaryARN string
 }
 
-var roleARNPattern = regexp.MustCompile(`^arn:aws[a-z-]*:iam::[0-9]{12}:role/\S+$`)
+var (
+	roleARNPattern   = regexp.MustCompile(`^arn:aws[a-z-]*:iam::[0-9]{12}:role/\S+$`)
+	policyARNPattern = regexp.MustCompile(`^arn:aws[a-z-]*:iam::[0-9]{12}:policy/\S+$`)
+)
 
 // DeploymentFromEnv reads and checks the deployment settings.
 func DeploymentFromEnv(getenv func(string) string) (Deployment, error) {
-	d := Deployment{RoleARN: getenv(env.CFNRoleARN), StackPrefix: getenv(env.StackPrefix)}
+	d := Deployment{RoleARN: getenv(env.CFNRoleARN), StackPrefix: getenv(env.StackPrefix),
+		BoundaryARN: getenv(env.PermissionsBoundaryARN)}
 	if d.StackPrefix == "" {
 		d.StackPrefix = DefaultStackPrefix
 	}
@@ -65,6 +73,10 @@ func DeploymentFromEnv(getenv func(string) string) (Deployment, error) {
 	}
 	if d.RoleARN != "" && !roleARNPattern.MatchString(d.RoleARN) {
 		return d, fmt.Errorf("%s: %q is not an IAM role ARN (arn:aws:iam::<account>:role/<name>)", env.CFNRoleARN, d.RoleARN)
+	}
+	if d.BoundaryARN != "" && !policyARNPattern.MatchString(d.BoundaryARN) {
+		return d, fmt.Errorf("%s: %q is not a managed policy ARN of the account (arn:aws:iam::<account>:policy/<name>)",
+			env.PermissionsBoundaryARN, d.BoundaryARN)
 	}
 	return d, nil
 }
@@ -286,7 +298,7 @@ func (d *Driver) startCreate(ctx context.Context, c broker.Change, s *Settings, 
 		if err != nil {
 			return err
 		}
-		in.Parameters = createParameters(merge(t, given, s.Parameters))
+		in.Parameters = createParameters(merge(t, given, s.Parameters, d.deployed(t)))
 		in.Tags = instanceTags(c, rec.CreatedBy)
 	} else {
 		inst, found, err := d.get(c, instanceRecord)
@@ -302,7 +314,7 @@ func (d *Driver) startCreate(ctx context.Context, c broker.Change, s *Settings, 
 		}
 		// Users' values first, so that neither they nor the plan can
 		// point a binding at another instance's resources.
-		in.Parameters = createParameters(merge(t, given, s.BindingParameters, inst.Outputs))
+		in.Parameters = createParameters(merge(t, given, s.BindingParameters, inst.Outputs, d.deployed(t)))
 		in.Tags = bindingTags(c, rec.CreatedBy)
 	}
 
@@ -331,6 +343,16 @@ func (d *Driver) startCreate(ctx context.Context, c broker.Change, s *Settings, 
 	}
 	d.Logger.InfoContext(ctx, "stack creation started", "stack", rec.StackName)
 	return nil
+}
+
+// deployed are the parameters the deployment fixes for template t: the
+// permissions boundary, when t declares BoundaryParameter and the broker
+// has one. Merged last, no request or plan can change it.
+func (d *Driver) deployed(t *Template) map[string]string {
+	if _, ok := t.Parameters[BoundaryParameter]; !ok || d.Deployment.BoundaryARN == "" {
+		return nil
+	}
+	return map[string]string{BoundaryParameter: d.Deployment.BoundaryARN}
 }
 
 var capabilities = []types.Capability{types.CapabilityCapabilityIam, types.CapabilityCapabilityNamedIam, types.CapabilityCapabilityAutoExpand}
@@ -453,7 +475,7 @@ func (d *Driver) startUpdate(ctx context.Context, c broker.Change, s *Settings, 
 	in := &cfn.UpdateStackInput{
 		StackName:          stack.StackId,
 		TemplateBody:       aws.String(s.Template.Body),
-		Parameters:         updateParameters(s.Template, merge(s.Template, given, s.Parameters), stack.Parameters),
+		Parameters:         updateParameters(s.Template, merge(s.Template, given, s.Parameters, d.deployed(s.Template)), stack.Parameters),
 		Capabilities:       capabilities,
 		ClientRequestToken: aws.String(rec.Token),
 		Tags:               instanceTags(c, rec.CreatedBy),

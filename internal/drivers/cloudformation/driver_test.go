@@ -576,6 +576,47 @@ func TestBind(t *testing.T) {
 		}
 	})
 
+	t.Run("a binding stack gets the deployment's permissions boundary", func(t *testing.T) {
+		const boundary = "arn:aws:iam::123456789012:policy/osb-boundary"
+		h := newHarness(t, true)
+		h.driver.Deployment.BoundaryARN = boundary
+		h.provisioned()
+		c := h.change(broker.KindBind, "op-bind")
+		if _, err := h.driver.Begin(h.ctx, h.fresh(c)); err != nil {
+			t.Fatal(err)
+		}
+		if got := params(h.cfn.get(h.bindingStack()).create.Parameters)[BoundaryParameter]; got != boundary {
+			t.Errorf("%s = %q, want %q", BoundaryParameter, got, boundary)
+		}
+	})
+
+	t.Run("no user sets the permissions boundary: a bind that sends one fails, and no stack is asked for", func(t *testing.T) {
+		h := newHarness(t, true)
+		h.driver.Deployment.BoundaryARN = "arn:aws:iam::123456789012:policy/osb-boundary"
+		h.provisioned()
+		c := h.change(broker.KindBind, "op-bind")
+		c.Binding.Parameters = json.RawMessage(`{"PermissionsBoundaryArn":"arn:aws:iam::123456789012:policy/mine"}`)
+		_, err := h.driver.Begin(h.ctx, h.fresh(c))
+		if f := failureOf(t, err); !strings.Contains(f.Description, "The parameter PermissionsBoundaryArn is not one the plan accepts") {
+			t.Errorf("description %q", f.Description)
+		}
+		if h.cfn.get(h.bindingStack()) != nil {
+			t.Error("a binding stack was asked for")
+		}
+	})
+
+	t.Run("without a boundary (locally) the parameter is left to its default", func(t *testing.T) {
+		h := newHarness(t, true)
+		h.provisioned()
+		c := h.change(broker.KindBind, "op-bind")
+		if _, err := h.driver.Begin(h.ctx, h.fresh(c)); err != nil {
+			t.Fatal(err)
+		}
+		if got, ok := params(h.cfn.get(h.bindingStack()).create.Parameters)[BoundaryParameter]; ok {
+			t.Errorf("%s = %q, want it left out", BoundaryParameter, got)
+		}
+	})
+
 	t.Run("credentials are the instance's outputs and the binding's, in snake_case, and reach no log", func(t *testing.T) {
 		h := newHarness(t, true)
 		h.provisioned()

@@ -17,6 +17,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/serverless-osb/broker/internal/catalog"
+	"github.com/serverless-osb/broker/internal/cfnregistry"
 )
 
 // MaxTemplateBody is CreateStack's and UpdateStack's limit on TemplateBody,
@@ -27,6 +28,17 @@ const MaxTemplateBody = 51200
 // DefaultRetryAfter is how long the broker waits between checks of a stack
 // when a plan does not say.
 const DefaultRetryAfter = 10 * time.Second
+
+// BoundaryParameter is the template parameter the driver sets to the
+// deployment's permissions boundary (env.PermissionsBoundaryARN): every
+// IAM user or role a template makes names it as its PermissionsBoundary,
+// and the service role may make none without it. Neither users nor plans
+// may set it.
+const BoundaryParameter = "PermissionsBoundaryArn"
+
+// boundedTypes are the resource types that make an IAM identity, which
+// must carry the boundary.
+var boundedTypes = []string{"AWS::IAM::User", "AWS::IAM::Role"}
 
 // Setting keys of a plan's broker block.
 const (
@@ -79,8 +91,30 @@ type Template struct {
 	// Resources counts the resources the template declares (with
 	// conditional ones: the most a stack can have).
 	Resources int
+	// Declared are the resources the template declares, by logical id.
+	Declared []Resource
 	// Outputs are the names of the template's outputs, sorted.
 	Outputs []string
+}
+
+// Resource is one resource a template declares.
+type Resource struct {
+	LogicalID string
+	Type      string
+	// Properties are the top-level properties it sets, however
+	// conditionally (an !If with AWS::NoValue counts as set).
+	Properties map[string]any
+}
+
+// RegistryResources are the template's resources as cfnregistry checks
+// them.
+func (t *Template) RegistryResources() []cfnregistry.Resource {
+	out := make([]cfnregistry.Resource, 0, len(t.Declared))
+	for _, r := range t.Declared {
+		out = append(out, cfnregistry.Resource{File: t.Path, LogicalID: r.LogicalID, Type: r.Type,
+			Properties: slices.Sorted(maps.Keys(r.Properties))})
+	}
+	return out
 }
 
 // Parameter is one declared template parameter.
@@ -190,6 +224,23 @@ func pathSetting(config map[string]any, key string, required bool) (string, erro
 	return s, nil
 }
 
+// TemplateResources reads the templates at paths (relative to dir, as a
+// catalog names them: drivers.Files) and lists their resources, for
+// cfnregistry's check of a role.
+func TemplateResources(dir string, paths []string) ([]cfnregistry.Resource, error) {
+	var out []cfnregistry.Resource
+	var errs []error
+	for _, p := range paths {
+		t, err := readTemplate(KeyTemplate, p, dir)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		out = append(out, t.RegistryResources()...)
+	}
+	return out, errors.Join(errs...)
+}
+
 // readTemplate reads and checks a template file.
 func readTemplate(key, path, dir string) (*Template, error) {
 	full := path
@@ -217,7 +268,36 @@ func readTemplate(key, path, dir string) (*Template, error) {
 		return nil, catalog.Settingf(key, "%s is not a usable CloudFormation template: %v", path, err)
 	}
 	t.Path = path
+	if err := t.checkBoundaries(); err != nil {
+		return nil, catalog.Settingf(key, "%s: %v", path, err)
+	}
 	return t, nil
+}
+
+// checkBoundaries refuses an IAM user or role without the permissions
+// boundary: the service role may make none (infra), so its stack would fail
+// at that resource, and a template that works only locally is no template.
+func (t *Template) checkBoundaries() error {
+	var errs []error
+	if p, ok := t.Parameters[BoundaryParameter]; ok && (p.Type != "String" || !p.HasDefault) {
+		errs = append(errs, fmt.Errorf("parameter %s must be Type String with Default \"\": the broker sets it when it has a boundary (deployed), and a stack made without one (locally) keeps the default",
+			BoundaryParameter))
+	}
+	for _, r := range t.Declared {
+		if !slices.Contains(boundedTypes, r.Type) {
+			continue
+		}
+		if _, ok := r.Properties["PermissionsBoundary"]; !ok {
+			errs = append(errs, fmt.Errorf("resource %s (%s) has no PermissionsBoundary; declare the parameter %s (Type: String, Default: \"\") and set PermissionsBoundary: !If [HasBoundary, !Ref %s, !Ref AWS::NoValue] with the condition HasBoundary: !Not [!Equals [!Ref %s, \"\"]], as services/*/binding.yaml do",
+				r.LogicalID, r.Type, BoundaryParameter, BoundaryParameter, BoundaryParameter))
+			continue
+		}
+		if _, ok := t.Parameters[BoundaryParameter]; !ok {
+			errs = append(errs, fmt.Errorf("resource %s (%s) sets a PermissionsBoundary but the template declares no parameter %s, through which the broker hands it the boundary",
+				r.LogicalID, r.Type, BoundaryParameter))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // parseTemplate reads what the driver needs of a template, YAML (with
@@ -247,6 +327,18 @@ func parseTemplate(body []byte) (*Template, error) {
 		return nil, errors.New("it has no Resources; a template declares at least one resource")
 	}
 	t.Resources = len(resources)
+	for _, id := range slices.Sorted(maps.Keys(resources)) {
+		decl, ok := resources[id].(map[string]any)
+		if !ok {
+			return nil, fmt.Errorf("resource %s must be a mapping with a Type, got %s", id, catalog.Describe(resources[id]))
+		}
+		typ, _ := decl["Type"].(string)
+		if typ == "" {
+			return nil, fmt.Errorf("resource %s has no Type", id)
+		}
+		props, _ := decl["Properties"].(map[string]any)
+		t.Declared = append(t.Declared, Resource{LogicalID: id, Type: typ, Properties: props})
+	}
 
 	if v, ok := doc["Parameters"]; ok && v != nil {
 		params, ok := v.(map[string]any)
@@ -303,6 +395,9 @@ func fixedParameters(config map[string]any, key, templateKey string, t *Template
 			return nil, catalog.Settingf(k, "the %s %s declares no parameter %s; it declares %s",
 				templateKey, t.Path, name, list(slices.Sorted(maps.Keys(t.Parameters))))
 		}
+		if name == BoundaryParameter {
+			return nil, catalog.Settingf(k, "%s is the deployment's permissions boundary, which the driver passes itself; remove it here", name)
+		}
 		if slices.Contains(outputs, name) {
 			return nil, catalog.Settingf(k, "%s is an output of the instance template, which the driver passes to the binding stack itself; remove it here", name)
 		}
@@ -347,7 +442,7 @@ func checkSchemas(plan *catalog.Plan, s *Settings) error {
 
 	if open := openParameters(s.Template, s.Parameters, nil); len(open) > 0 && !has(catalog.InstanceCreate) {
 		missing(catalog.InstanceCreate, "the %s %s declares %s that the plan does not fix (%s): name in this schema's properties those users may set at create, or none (properties: {}); the broker passes on only what it names, and the others keep their Default",
-			KeyTemplate, s.Template.Path, plural(len(open), "a parameter", "parameters"), list(open), KeyParameters)
+			KeyTemplate, s.Template.Path, plural(len(open), "a parameter", "parameters"), list(open))
 	}
 	if created := s.Accepted[catalog.InstanceCreate]; len(created) > 0 && !has(catalog.InstanceUpdate) {
 		missing(catalog.InstanceUpdate, "users set %s at create: name in this schema's properties those an update may change, or none (properties: {}); an update that only changes the plan or maintenance_info needs no parameters",
@@ -374,11 +469,12 @@ func checkSchemas(plan *catalog.Plan, s *Settings) error {
 func schemaField(k catalog.SchemaKind) string { return "schemas." + k.String() }
 
 // openParameters lists the parameters of t that neither the plan fixes nor
-// the driver passes itself (outputs: the instance's, to a binding template).
+// the driver passes itself (outputs: the instance's, to a binding template;
+// the permissions boundary).
 func openParameters(t *Template, fixed map[string]string, outputs []string) []string {
 	var open []string
 	for _, name := range slices.Sorted(maps.Keys(t.Parameters)) {
-		if _, ok := fixed[name]; !ok && !slices.Contains(outputs, name) {
+		if _, ok := fixed[name]; !ok && !slices.Contains(outputs, name) && name != BoundaryParameter {
 			open = append(open, name)
 		}
 	}
@@ -401,6 +497,8 @@ func properties(k catalog.SchemaKind, accepted map[catalog.SchemaKind][]string, 
 				name, fixedKey, name, fixedKey))
 		case slices.Contains(outputs, name):
 			problems = append(problems, catalog.PlanFieldf(field, "%s is an output of the instance template, which the driver passes to the binding stack itself; remove it from the schema", name))
+		case name == BoundaryParameter:
+			problems = append(problems, catalog.PlanFieldf(field, "%s is the deployment's permissions boundary, which the driver passes itself; remove it from the schema", name))
 		}
 	}
 	return problems
@@ -411,7 +509,7 @@ func properties(k catalog.SchemaKind, accepted map[catalog.SchemaKind][]string, 
 func supplied(key string, t *Template, fixed map[string]string, outputs []string, named []string, schema catalog.SchemaKind) error {
 	var missing []string
 	for _, name := range slices.Sorted(maps.Keys(t.Parameters)) {
-		if t.Parameters[name].HasDefault || slices.Contains(outputs, name) || slices.Contains(named, name) {
+		if t.Parameters[name].HasDefault || slices.Contains(outputs, name) || slices.Contains(named, name) || name == BoundaryParameter {
 			continue
 		}
 		if _, ok := fixed[name]; ok {

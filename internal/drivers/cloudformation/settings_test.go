@@ -62,10 +62,12 @@ const bindingTemplate = `{
   "Parameters": {
     "BucketName": {"Type": "String"},
     "BucketArn": {"Type": "String"},
-    "Access": {"Type": "String", "Default": "ReadWrite", "AllowedValues": ["ReadWrite", "ReadOnly"]}
+    "Access": {"Type": "String", "Default": "ReadWrite", "AllowedValues": ["ReadWrite", "ReadOnly"]},
+    "PermissionsBoundaryArn": {"Type": "String", "Default": ""}
   },
+  "Conditions": {"HasBoundary": {"Fn::Not": [{"Fn::Equals": [{"Ref": "PermissionsBoundaryArn"}, ""]}]}},
   "Resources": {
-    "User": {"Type": "AWS::IAM::User"},
+    "User": {"Type": "AWS::IAM::User", "Properties": {"PermissionsBoundary": {"Fn::If": ["HasBoundary", {"Ref": "PermissionsBoundaryArn"}, {"Ref": "AWS::NoValue"}]}}},
     "AccessKey": {"Type": "AWS::IAM::AccessKey", "Properties": {"UserName": {"Ref": "User"}}}
   },
   "Outputs": {
@@ -237,7 +239,7 @@ func TestConfigureRefuses(t *testing.T) {
 		"noresources.yaml":  "Parameters:\n  A: {Type: String, Default: x}\nOutputs: {}\n",
 		"untyped.yaml":      "Parameters:\n  A: {Default: x}\nResources:\n  B: {Type: AWS::SNS::Topic}\n",
 		"required.yaml":     "Parameters:\n  Owner: {Type: String}\n  Team: {Type: String}\nResources:\n  B: {Type: AWS::SNS::Topic}\n",
-		"bindreq.yaml":      "Parameters:\n  BucketName: {Type: String}\n  Principal: {Type: String}\nResources:\n  U: {Type: AWS::IAM::User}\n",
+		"bindreq.yaml":      "Parameters:\n  BucketName: {Type: String}\n  Principal: {Type: String}\nResources:\n  U: {Type: AWS::SNS::Topic}\n",
 		"emptyparams.yaml":  "Parameters: []\nResources:\n  B: {Type: AWS::SNS::Topic}\n",
 		"instance-ok.yaml":  "Parameters:\n  A: {Type: String, Default: x}\n  L: {Type: 'List<AWS::EC2::Subnet::Id>', Default: ''}\nResources:\n  B: {Type: AWS::SNS::Topic}\nOutputs:\n  BucketName: {Value: x}\n  BucketArn: {Value: y}\n",
 		"directory/.keep":   "",
@@ -346,7 +348,7 @@ func TestConfigureRefuses(t *testing.T) {
 func TestConfigureAsksTheSchemaToNameRequiredParameters(t *testing.T) {
 	dir := templateDir(t, map[string]string{
 		"required.yaml": "Parameters:\n  Owner: {Type: String}\nResources:\n  B: {Type: AWS::SNS::Topic}\nOutputs:\n  BucketName: {Value: x}\n",
-		"bindreq.yaml":  "Parameters:\n  BucketName: {Type: String}\n  Principal: {Type: String}\nResources:\n  U: {Type: AWS::IAM::User}\n",
+		"bindreq.yaml":  "Parameters:\n  BucketName: {Type: String}\n  Principal: {Type: String}\nResources:\n  U: {Type: AWS::SNS::Topic}\n",
 	})
 	config := map[string]any{"template": "required.yaml", "binding_template": "bindreq.yaml"}
 	named := map[catalog.SchemaKind][]string{catalog.InstanceCreate: {"Owner"}, catalog.InstanceUpdate: {}, catalog.BindingCreate: {"Principal"}}
@@ -405,6 +407,9 @@ func TestConfigureChecksTheSchemas(t *testing.T) {
 		{name: "a binding property that the instance's outputs supply is refused",
 			schemas: schemas{catalog.InstanceCreate: {}, catalog.BindingCreate: {"Access", "BucketArn"}}, config: withBinding,
 			problems: map[string][]string{"schemas.service_binding.create.parameters.properties.BucketArn": {"is an output of the instance template"}}},
+		{name: "a schema may not name the permissions boundary: the deployment sets it",
+			schemas: schemas{catalog.InstanceCreate: {}, catalog.BindingCreate: {"Access", "PermissionsBoundaryArn"}}, config: withBinding,
+			problems: map[string][]string{"schemas.service_binding.create.parameters.properties.PermissionsBoundaryArn": {"is the deployment's permissions boundary"}}},
 		{name: "binding properties without a binding template are refused",
 			schemas: schemas{catalog.InstanceCreate: {}, catalog.BindingCreate: {"Access"}}, config: base,
 			problems: map[string][]string{"schemas.service_binding.create.parameters": {"names Access, but the plan has no binding_template"}}},
@@ -477,6 +482,8 @@ func TestDeploymentFromEnv(t *testing.T) {
 		{name: "a prefix starting with a digit is refused", env: map[string]string{env.StackPrefix: "7osb"}, wantErr: "start with a letter"},
 		{name: "a prefix with an underscore is refused", env: map[string]string{env.StackPrefix: "osb_x"}, wantErr: "letters, digits and hyphens"},
 		{name: "a role that is not a role ARN is refused", env: map[string]string{env.CFNRoleARN: "cfn-role"}, wantErr: "BROKER_CFN_ROLE_ARN"},
+		{name: "a boundary is kept", env: map[string]string{env.PermissionsBoundaryARN: "arn:aws:iam::123456789012:policy/osb-boundary"}, prefix: "osb"},
+		{name: "a boundary that is not a managed policy ARN is refused", env: map[string]string{env.PermissionsBoundaryARN: "arn:aws:iam::aws:policy/AdministratorAccess"}, wantErr: "BROKER_PERMISSIONS_BOUNDARY_ARN"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -487,9 +494,55 @@ func TestDeploymentFromEnv(t *testing.T) {
 				}
 				return
 			}
-			if err != nil || d.StackPrefix != tc.prefix || d.RoleARN != tc.env[env.CFNRoleARN] {
+			if err != nil || d.StackPrefix != tc.prefix || d.RoleARN != tc.env[env.CFNRoleARN] || d.BoundaryARN != tc.env[env.PermissionsBoundaryARN] {
 				t.Fatalf("%+v %v", d, err)
 			}
 		})
 	}
+}
+
+func TestConfigureRefusesIAMIdentitiesWithoutTheBoundary(t *testing.T) {
+	const boundaryParam = "  PermissionsBoundaryArn: {Type: String, Default: \"\"}\n"
+	tests := []struct {
+		name     string
+		template string
+		want     string // "" accepts
+	}{
+		{"a user without PermissionsBoundary is refused, naming the file and the resource",
+			"Parameters:\n" + boundaryParam + "Resources:\n  AppUser: {Type: AWS::IAM::User}\n",
+			"bind.yaml: resource AppUser (AWS::IAM::User) has no PermissionsBoundary"},
+		{"a role without PermissionsBoundary is refused",
+			"Resources:\n  Runner: {Type: AWS::IAM::Role, Properties: {AssumeRolePolicyDocument: {}}}\n",
+			"resource Runner (AWS::IAM::Role) has no PermissionsBoundary"},
+		{"a user with a boundary but no parameter to take it from is refused",
+			"Resources:\n  U: {Type: AWS::IAM::User, Properties: {PermissionsBoundary: arn:aws:iam::123456789012:policy/x}}\n",
+			"declares no parameter PermissionsBoundaryArn"},
+		{"a boundary parameter without a default is refused",
+			"Parameters:\n  PermissionsBoundaryArn: {Type: String}\nResources:\n  U: {Type: AWS::IAM::User, Properties: {PermissionsBoundary: !Ref PermissionsBoundaryArn}}\n",
+			"must be Type String with Default"},
+		{"a user whose boundary is the parameter is accepted",
+			"Parameters:\n" + boundaryParam + "Resources:\n  U: {Type: AWS::IAM::User, Properties: {PermissionsBoundary: !Ref PermissionsBoundaryArn}}\n",
+			""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := templateDir(t, map[string]string{"instance.yaml": instanceTemplate, "bind.yaml": tt.template})
+			_, err := Configure(schemaPlan(t, map[catalog.SchemaKind][]string{catalog.InstanceCreate: {}}), map[string]any{"template": "instance.yaml", "binding_template": "bind.yaml",
+				"parameters": map[string]any{"Owner": "team-a"}}, dir)
+			switch {
+			case tt.want == "" && err != nil:
+				t.Fatalf("refused: %v", err)
+			case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
+				t.Fatalf("err %v, want one saying %q", err, tt.want)
+			}
+		})
+	}
+	t.Run("a plan may not fix the boundary parameter", func(t *testing.T) {
+		dir := templateDir(t, map[string]string{"instance.yaml": instanceTemplate, "binding.json": bindingTemplate})
+		_, err := Configure(nil, map[string]any{"template": "instance.yaml", "binding_template": "binding.json",
+			"binding_parameters": map[string]any{BoundaryParameter: "arn:aws:iam::123456789012:policy/x"}}, dir)
+		if err == nil || !strings.Contains(err.Error(), "the deployment's permissions boundary") {
+			t.Fatalf("err %v", err)
+		}
+	})
 }

@@ -12,7 +12,9 @@
 // written with archive/zip (subfolders included, entries in name order,
 // bootstrap mode 0755, fixed timestamps, so that the same inputs give the
 // same bytes). It prints each zip's size and fails if one reaches
-// MaxZipBytes. Run it from the repository's root:
+// MaxZipBytes. Then it reports what the catalog's templates need that the
+// CloudFormation service role lacks (RoleReport), before a first deploy.
+// Run it from the repository's root:
 //
 //	go run ./internal/tools/build [-out dist] [-catalog catalog.yaml]
 package main
@@ -31,8 +33,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/serverless-osb/broker/infra/servicerole"
 	"github.com/serverless-osb/broker/internal/catalog"
+	"github.com/serverless-osb/broker/internal/cfnregistry"
 	"github.com/serverless-osb/broker/internal/drivers"
+	"github.com/serverless-osb/broker/internal/drivers/cloudformation"
 )
 
 // Functions are the Lambda functions, each built from ./functions/<name>.
@@ -68,6 +73,54 @@ func main() {
 		fmt.Fprintln(os.Stderr, "build:", err)
 		os.Exit(1)
 	}
+	// A report, not a failure: the operator may grant what is missing with
+	// serviceRolePolicyArns, managed policies the build cannot read.
+	if err := RoleReport(os.Stdout, c.Catalog); err != nil {
+		fmt.Fprintln(os.Stderr, "build:", err)
+		os.Exit(1)
+	}
+}
+
+// RoleReport writes to w what the templates of the catalog at path need
+// that the CloudFormation service role's own policy lacks (the handlers'
+// actions of internal/cfnregistry against infra/servicerole), and the
+// types it has no registry data for. It fails only when it cannot read the
+// catalog: what it finds may be granted by the policies the operator
+// attaches with serviceRolePolicyArns, which it cannot see.
+func RoleReport(w io.Writer, path string) error {
+	files, err := CatalogFiles(path)
+	if err != nil {
+		return err
+	}
+	resources, err := cloudformation.TemplateResources(filepath.Dir(path), files)
+	if err != nil {
+		return err
+	}
+	policy := servicerole.Policy(servicerole.Grants("osb", "the boundary"))
+	r, err := cfnregistry.Check(resources, policy, servicerole.Unused, servicerole.Refused)
+	if err != nil {
+		return err
+	}
+	if len(resources) == 0 {
+		fmt.Fprintf(w, "service role: %s names no CloudFormation template\n", path)
+		return nil
+	}
+	if !r.Problems() && len(r.Unknown) == 0 {
+		fmt.Fprintf(w, "service role: it grants every action the %d resources of %s's templates need\n", len(resources), path)
+		return nil
+	}
+	fmt.Fprintf(w, "service role: %s's templates need what its own policy does not grant; attach a managed policy that grants it with -c serviceRolePolicyArns=… (infra/README.md):\n", path)
+	for _, m := range r.Missing {
+		fmt.Fprintf(w, "  missing %s\n", m)
+	}
+	for _, u := range r.SetUnused {
+		fmt.Fprintf(w, "  missing %s: %s sets %s\n", u.Action, u.Resource, u.Property)
+	}
+	for _, u := range r.Unknown {
+		fmt.Fprintf(w, "  no registry data for type %s (%s); check its schema (aws cloudformation describe-type --type RESOURCE --type-name %s) and add it to internal/cfnregistry/schemas as %s (SOURCE.md says how)\n",
+			u.Type, u, u.Type, cfnregistry.FileName(u.Type))
+	}
+	return nil
 }
 
 // Size is how large a zip came out.

@@ -755,3 +755,61 @@ func namedTemplates(t *testing.T, text []byte) []string {
 	}
 	return slices.Sorted(maps.Keys(seen))
 }
+
+func TestRoleReport(t *testing.T) {
+	t.Run("the deployed catalog's templates need nothing the service role lacks", func(t *testing.T) {
+		var out bytes.Buffer
+		if err := RoleReport(&out, filepath.Join(root, "services", "catalog.yaml")); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(out.String(), "it grants every action") {
+			t.Errorf("report %q", out.String())
+		}
+	})
+	t.Run("a user's template is reported for the actions it needs and the types with no registry data", func(t *testing.T) {
+		dir := t.TempDir()
+		catalog := `services:
+  - id: 7a0e6f9e-2a44-4a8e-9a5e-0f8f0e6b1c01
+    name: my-bucket
+    description: A replicated bucket and a topic.
+    bindable: false
+    plans:
+      - id: 7a0e6f9e-2a44-4a8e-9a5e-0f8f0e6b1c02
+        name: small
+        description: Small.
+        broker: {driver: cloudformation, mode: async-only, template: mine/instance.yaml}
+`
+		template := `Resources:
+  Bucket:
+    Type: AWS::S3::Bucket
+    Properties:
+      ReplicationConfiguration: {Role: arn:aws:iam::123456789012:role/r, Rules: []}
+  Topic:
+    Type: AWS::SNS::Topic
+`
+		for name, text := range map[string]string{"catalog.yaml": catalog, "mine/instance.yaml": template} {
+			p := filepath.Join(dir, filepath.FromSlash(name))
+			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var out bytes.Buffer
+		if err := RoleReport(&out, filepath.Join(dir, "catalog.yaml")); err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range []string{
+			"missing AWS::S3::Bucket, create handler: s3:PutBucketReplication (for Bucket (AWS::S3::Bucket, in mine/instance.yaml))",
+			"missing AWS::S3::Bucket, create handler: iam:PassRole",
+			"missing iam:PassRole: Bucket (AWS::S3::Bucket, in mine/instance.yaml) sets ReplicationConfiguration",
+			"no registry data for type AWS::SNS::Topic (Topic (AWS::SNS::Topic, in mine/instance.yaml)); check its schema",
+			"aws-sns-topic.json",
+		} {
+			if !strings.Contains(out.String(), want) {
+				t.Errorf("report\n%s\nsays not %q", out.String(), want)
+			}
+		}
+	})
+}

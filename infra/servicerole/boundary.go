@@ -1,0 +1,56 @@
+package servicerole
+
+import "strings"
+
+const reasonBoundary = "The boundary of the identities the service stacks make: at most what a binding of the " +
+	"example services needs, on the resources of the broker's stacks, whose names CloudFormation generates " +
+	"from the stack's (PREFIX-…, lower case for S3), and the database secrets RDS names rds!db-…."
+
+// Boundary are the statements of the permissions boundary every IAM
+// identity a service stack makes carries: at most what a binding of the
+// example services may need (services/*/binding.yaml), on the resources of
+// the broker's stacks only. A binding's own policy narrows it to its
+// instance; the boundary caps whatever a template, or anyone holding the
+// worker's credentials, puts in a policy.
+func Boundary(prefix string) []Statement {
+	lower := strings.ToLower(prefix)
+	bucket := ARN{Service: "s3", Resource: lower + "-*", Regionless: true, Accountless: true}
+	objects := ARN{Service: "s3", Resource: lower + "-*/*", Regionless: true, Accountless: true}
+	return []Statement{
+		{
+			Sid:       "ListTheBuckets",
+			Actions:   []string{"s3:ListBucket", "s3:GetBucketLocation"},
+			Resources: []ARN{bucket},
+			Reason:    reasonBoundary,
+		},
+		{
+			Sid: "UseTheObjects",
+			Actions: []string{"s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:AbortMultipartUpload",
+				"s3:ListMultipartUploadParts"},
+			Resources: []ARN{objects},
+			Reason:    reasonBoundary,
+		},
+		{
+			Sid: "UseTheQueues",
+			Actions: []string{"sqs:GetQueueAttributes", "sqs:GetQueueUrl", "sqs:SendMessage", "sqs:ReceiveMessage",
+				"sqs:DeleteMessage", "sqs:ChangeMessageVisibility"},
+			Resources: []ARN{{Service: "sqs", Resource: prefix + "-*"}},
+			Reason:    reasonBoundary,
+		},
+		{
+			Sid: "UseTheTables",
+			Actions: []string{"dynamodb:DescribeTable", "dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:Query",
+				"dynamodb:Scan", "dynamodb:ConditionCheckItem", "dynamodb:PutItem", "dynamodb:UpdateItem",
+				"dynamodb:DeleteItem", "dynamodb:BatchWriteItem", "dynamodb:PartiQLSelect", "dynamodb:PartiQLInsert",
+				"dynamodb:PartiQLUpdate", "dynamodb:PartiQLDelete"},
+			Resources: []ARN{{Service: "dynamodb", Resource: "table/" + prefix + "-*"}},
+			Reason:    reasonBoundary,
+		},
+		{
+			Sid:       "ReadTheDatabaseSecrets",
+			Actions:   []string{"secretsmanager:GetSecretValue", "secretsmanager:DescribeSecret"},
+			Resources: []ARN{{Service: "secretsmanager", Resource: "secret:rds!db-*"}},
+			Reason:    reasonBoundary,
+		},
+	}
+}

@@ -1,0 +1,245 @@
+package servicerole
+
+import (
+	"strings"
+
+	"github.com/serverless-osb/broker/internal/cfnregistry"
+)
+
+// More reasons of the service role's wildcards.
+const (
+	reasonManagedKeys = "The AWS managed KMS keys the templates encrypt with (aws/dynamodb for the table, aws/rds for " +
+		"the database) are named by key ids AWS makes up, and the table's and database's handlers ask for grants on " +
+		"them; their key policies let principals of the account use them only through their service. The templates " +
+		"name no other key (a customer managed key's own key policy would have to allow this role)."
+	reasonListAliases = "kms:ListAliases, which the table's handler calls to find the AWS managed key, supports no " +
+		"resource-level permissions (https://docs.aws.amazon.com/service-authorization/latest/reference/list_awskeymanagementservice.html)."
+	reasonBoundaryChanges = "Nothing the stacks make may take a permissions boundary off an IAM identity, whichever " +
+		"identity it is: without one, a user or role could be given any permission."
+)
+
+// Governed are the IAM actions that create an identity or change what it
+// may do, which the service role may call only with the boundary as
+// iam:PermissionsBoundary: an Allow names them only with that condition,
+// and a Deny refuses them with any other boundary or none, so that no
+// policy the operator attaches (serviceRolePolicyArns) lifts it.
+var Governed = []string{
+	"iam:CreateUser", "iam:CreateRole",
+	"iam:PutUserPermissionsBoundary", "iam:PutRolePermissionsBoundary",
+	"iam:PutUserPolicy", "iam:PutRolePolicy",
+	"iam:AttachUserPolicy", "iam:AttachRolePolicy",
+}
+
+// Refused are the actions the service role may never perform, for any
+// template: a Deny without condition names each.
+var Refused = []cfnregistry.Refused{
+	{Action: "iam:DeleteUserPermissionsBoundary", Why: reasonBoundaryChanges},
+	{Action: "iam:DeleteRolePermissionsBoundary", Why: reasonBoundaryChanges},
+}
+
+// BoundaryChanges are the actions that would change the boundary policy
+// itself: the service role is denied them on it.
+var BoundaryChanges = []string{
+	"iam:CreatePolicyVersion", "iam:DeletePolicyVersion", "iam:SetDefaultPolicyVersion", "iam:DeletePolicy",
+	"iam:TagPolicy", "iam:UntagPolicy",
+}
+
+// Grants are the statements of the CloudFormation service role: what the
+// handlers of the example templates' resource types need (their
+// CloudFormation registry schemas, internal/cfnregistry; what they need
+// only for properties the templates do not set is listed in Unused), on the
+// resources of stacks named "prefix-…" only; IAM users may be made and
+// given policies only with boundary (the boundary policy's ARN) as their
+// permissions boundary. RDS publishes logs to CloudWatch Logs with its
+// service-linked role.
+func Grants(prefix string, boundary any) []Statement {
+	lower := strings.ToLower(prefix)
+	regional := func(service, resource string) ARN { return ARN{Service: service, Resource: resource} }
+	rds := func(resource string) ARN { return regional("rds", resource) }
+	securityGroups := regional("ec2", "security-group/*")
+	users := ARN{Service: "iam", Resource: "user" + UserPath + prefix + "-*", Regionless: true}
+	withBoundary := map[string]any{"StringEquals": map[string]any{"iam:PermissionsBoundary": boundary}}
+	return []Statement{
+		{
+			Sid: "Buckets",
+			Actions: []string{
+				"s3:CreateBucket", "s3:DeleteBucket", "s3:ListBucket",
+				"s3:PutEncryptionConfiguration", "s3:GetEncryptionConfiguration",
+				"s3:PutBucketVersioning", "s3:GetBucketVersioning",
+				"s3:PutLifecycleConfiguration", "s3:GetLifecycleConfiguration",
+				"s3:PutBucketPublicAccessBlock", "s3:GetBucketPublicAccessBlock",
+				"s3:PutBucketOwnershipControls", "s3:GetBucketOwnershipControls",
+				// Every stack is tagged (the instance, binding, plan...),
+				// and the bucket's handlers tag with both APIs.
+				"s3:PutBucketTagging", "s3:GetBucketTagging", "s3:TagResource", "s3:UntagResource", "s3:ListTagsForResource",
+				"s3:PutBucketPolicy", "s3:GetBucketPolicy", "s3:DeleteBucketPolicy",
+				// What the bucket's read handler reads besides.
+				"s3:GetAccelerateConfiguration", "s3:GetAnalyticsConfiguration", "s3:GetBucketAbac", "s3:GetBucketAcl",
+				"s3:GetBucketCORS", "s3:GetBucketLogging", "s3:GetBucketNotification", "s3:GetBucketObjectLockConfiguration",
+				"s3:GetBucketMetadataTableConfiguration", "s3:GetBucketWebsite", "s3:GetIntelligentTieringConfiguration",
+				"s3:GetInventoryConfiguration", "s3:GetMetricsConfiguration", "s3:GetReplicationConfiguration",
+			},
+			Resources: []ARN{{Service: "s3", Resource: lower + "-*", Regionless: true, Accountless: true}},
+			Reason:    reasonGeneratedNamesLower,
+		},
+		{
+			Sid: "Queues",
+			Actions: []string{
+				"sqs:CreateQueue", "sqs:DeleteQueue", "sqs:GetQueueUrl", "sqs:GetQueueAttributes", "sqs:SetQueueAttributes",
+				"sqs:ListQueueTags", "sqs:TagQueue", "sqs:UntagQueue",
+			},
+			Resources: []ARN{regional("sqs", prefix+"-*")},
+			Reason:    reasonGeneratedNames,
+		},
+		{
+			Sid: "Tables",
+			Actions: []string{
+				"dynamodb:CreateTable", "dynamodb:DeleteTable", "dynamodb:DescribeTable", "dynamodb:UpdateTable",
+				"dynamodb:DescribeTimeToLive", "dynamodb:UpdateTimeToLive",
+				"dynamodb:DescribeContinuousBackups", "dynamodb:UpdateContinuousBackups",
+				"dynamodb:DescribeContributorInsights", "dynamodb:DescribeKinesisStreamingDestination",
+				"dynamodb:GetResourcePolicy",
+				"dynamodb:ListTagsOfResource", "dynamodb:TagResource", "dynamodb:UntagResource",
+			},
+			Resources: []ARN{regional("dynamodb", "table/"+prefix+"-*")},
+			Reason:    reasonGeneratedNames,
+		},
+		{
+			// What needs no boundary condition: reading, tagging, keys,
+			// and taking permissions away (DeleteUserPolicy also removes
+			// the policies of users made before the boundary existed).
+			Sid: "BindingUsers",
+			Actions: []string{
+				"iam:DeleteUser", "iam:GetUser", "iam:UpdateUser", "iam:TagUser", "iam:UntagUser", "iam:ListUserTags",
+				"iam:GetUserPolicy", "iam:DeleteUserPolicy", "iam:ListUserPolicies",
+				"iam:ListAttachedUserPolicies", "iam:ListGroupsForUser", "iam:GetLoginProfile", "iam:DeleteLoginProfile",
+				"iam:CreateAccessKey", "iam:DeleteAccessKey", "iam:UpdateAccessKey", "iam:ListAccessKeys",
+			},
+			Resources: []ARN{users},
+			Reason:    reasonUsers,
+		},
+		{
+			// A user comes into being, and gets a policy, only under the
+			// boundary: whatever its policy says, it may do no more.
+			Sid:        "BoundedBindingUsers",
+			Actions:    []string{"iam:CreateUser", "iam:PutUserPolicy", "iam:PutUserPermissionsBoundary"},
+			Resources:  []ARN{users},
+			Conditions: withBoundary,
+			Reason:     reasonUsers,
+		},
+		{
+			Sid:     "OnlyBoundedIdentities",
+			Deny:    true,
+			Actions: Governed,
+			// Every user and role of the account: a policy attached by the
+			// operator cannot make an identity without the boundary.
+			Everywhere: true,
+			Conditions: map[string]any{"StringNotEquals": map[string]any{"iam:PermissionsBoundary": boundary}},
+		},
+		{
+			Sid:        "KeepBoundaries",
+			Deny:       true,
+			Actions:    refusedActions(),
+			Everywhere: true,
+		},
+		{
+			Sid: "Databases",
+			Actions: []string{
+				"rds:CreateDBInstance", "rds:ModifyDBInstance", "rds:RebootDBInstance", "rds:DeleteDBInstance",
+				"rds:DescribeDBInstances", "rds:CreateDBSnapshot",
+				"rds:CreateDBSubnetGroup", "rds:ModifyDBSubnetGroup", "rds:DeleteDBSubnetGroup", "rds:DescribeDBSubnetGroups",
+				"rds:AddTagsToResource", "rds:RemoveTagsFromResource", "rds:ListTagsForResource",
+			},
+			Resources: []ARN{rds("db:" + lower + "-*"), rds("subgrp:" + lower + "-*"), rds("snapshot:" + lower + "-*")},
+			Reason:    reasonGeneratedNamesLower,
+		},
+		{
+			Sid:       "DatabaseDefaultGroups",
+			Actions:   []string{"rds:CreateDBInstance", "rds:ModifyDBInstance"},
+			Resources: []ARN{rds("pg:default.*"), rds("og:default:*"), rds("subgrp:default")},
+			Reason:    reasonDefaultGroups,
+		},
+		{
+			Sid:       "DatabaseSecrets",
+			Actions:   []string{"secretsmanager:CreateSecret", "secretsmanager:TagResource"},
+			Resources: []ARN{regional("secretsmanager", "secret:rds!db-*")},
+			Reason:    reasonManagedSecrets,
+		},
+		{
+			// The table (SSEType KMS) and the database (StorageEncrypted)
+			// are encrypted with their service's AWS managed key; their
+			// handlers describe it and give their service a grant.
+			Sid:       "ManagedKeys",
+			Actions:   []string{"kms:DescribeKey", "kms:CreateGrant", "kms:RevokeGrant", "kms:Encrypt", "kms:Decrypt"},
+			Resources: []ARN{regional("kms", "key/*")},
+			Reason:    reasonManagedKeys,
+		},
+		{
+			// RDS creates its service-linked role on its first database in
+			// the account; this is that role only.
+			Sid:       "RdsServiceLinkedRole",
+			Actions:   []string{"iam:CreateServiceLinkedRole"},
+			Resources: []ARN{{Service: "iam", Resource: "role/aws-service-role/rds.amazonaws.com/AWSServiceRoleForRDS", Regionless: true}},
+			Conditions: map[string]any{
+				"StringEquals": map[string]any{"iam:AWSServiceName": "rds.amazonaws.com"},
+			},
+		},
+		{
+			Sid:       "CreateSecurityGroups",
+			Actions:   []string{"ec2:CreateSecurityGroup"},
+			Resources: []ARN{securityGroups, regional("ec2", "vpc/*")},
+			Reason:    reasonSecurityGroups,
+		},
+		{
+			// Tags given when the group is created (stack tags).
+			Sid:       "TagNewSecurityGroups",
+			Actions:   []string{"ec2:CreateTags"},
+			Resources: []ARN{securityGroups},
+			Conditions: map[string]any{
+				"StringEquals": map[string]any{"ec2:CreateAction": "CreateSecurityGroup"},
+			},
+			Reason: reasonSecurityGroups,
+		},
+		{
+			Sid: "ManageStackSecurityGroups",
+			Actions: []string{
+				"ec2:AuthorizeSecurityGroupIngress", "ec2:RevokeSecurityGroupIngress",
+				"ec2:AuthorizeSecurityGroupEgress", "ec2:RevokeSecurityGroupEgress",
+				"ec2:UpdateSecurityGroupRuleDescriptionsIngress", "ec2:UpdateSecurityGroupRuleDescriptionsEgress",
+				"ec2:CreateTags", "ec2:DeleteTags", "ec2:DeleteSecurityGroup",
+			},
+			Resources: []ARN{securityGroups},
+			Conditions: map[string]any{
+				"StringLike": map[string]any{"aws:ResourceTag/aws:cloudformation:stack-name": prefix + "-*"},
+			},
+			Reason: reasonSecurityGroups,
+		},
+		{
+			Sid: "Describe",
+			Actions: []string{
+				"ec2:DescribeAccountAttributes", "ec2:DescribeAvailabilityZones", "ec2:DescribeInstances",
+				"ec2:DescribeInternetGateways", "ec2:DescribeSecurityGroupRules", "ec2:DescribeSecurityGroups",
+				"ec2:DescribeSubnets", "ec2:DescribeVpcAttribute", "ec2:DescribeVpcs",
+				"rds:DescribeDBClusters", "rds:DescribeDBClusterSnapshots", "rds:DescribeDBEngineVersions",
+				"rds:DescribeDBInstanceAutomatedBackups", "rds:DescribeDBParameterGroups", "rds:DescribeDBSnapshots",
+				"rds:DescribeEvents",
+			},
+			Everywhere: true,
+			Reason:     reasonDescribe,
+		},
+		{
+			Sid:        "ListKeyAliases",
+			Actions:    []string{"kms:ListAliases"},
+			Everywhere: true,
+			Reason:     reasonListAliases,
+		},
+	}
+}
+
+func refusedActions() []string {
+	var out []string
+	for _, r := range Refused {
+		out = append(out, r.Action)
+	}
+	return out
+}

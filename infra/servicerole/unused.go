@@ -1,0 +1,118 @@
+package servicerole
+
+import "github.com/serverless-osb/broker/internal/cfnregistry"
+
+// Unused are the actions the example templates' resource types' handlers
+// need only for properties no example template sets, which the service
+// role therefore does not grant: (type, property, action, why). An action
+// listed under several properties is needed as soon as a template sets
+// any of them. The infra tests fail when a bundled template starts setting
+// one (then grant the action), and make build reports it for a user's
+// catalog.
+var Unused = join(
+	// AWS::S3::Bucket: the configurations the templates leave out.
+	unused("AWS::S3::Bucket", "ABAC (attribute-based access control) for the bucket", []string{"AbacStatus"},
+		"s3:PutBucketAbac"),
+	unused("AWS::S3::Bucket", "transfer acceleration", []string{"AccelerateConfiguration"},
+		"s3:PutAccelerateConfiguration"),
+	unused("AWS::S3::Bucket", "ACLs: the buckets enforce bucket-owner ownership, which disables them", []string{"AccessControl"},
+		"s3:PutBucketAcl", "s3:PutObjectAcl"),
+	unused("AWS::S3::Bucket", "S3 analytics", []string{"AnalyticsConfigurations"},
+		"s3:PutAnalyticsConfiguration", "s3:DeleteBucketAnalyticsConfiguration"),
+	unused("AWS::S3::Bucket", "CORS", []string{"CorsConfiguration"},
+		"s3:PutBucketCORS", "s3:DeleteBucketCors"),
+	unused("AWS::S3::Bucket", "Intelligent-Tiering archive configurations", []string{"IntelligentTieringConfigurations"},
+		"s3:PutIntelligentTieringConfiguration"),
+	unused("AWS::S3::Bucket", "S3 Inventory", []string{"InventoryConfigurations"},
+		"s3:PutInventoryConfiguration"),
+	unused("AWS::S3::Bucket", "server access logging", []string{"LoggingConfiguration"},
+		"s3:PutBucketLogging"),
+	unused("AWS::S3::Bucket", "S3 Metadata tables (in S3 Tables buckets, and the objects they write)",
+		[]string{"MetadataConfiguration", "MetadataTableConfiguration"},
+		"s3:CreateBucketMetadataTableConfiguration", "s3:DeleteBucketMetadataTableConfiguration",
+		"s3:UpdateBucketMetadataAnnotationTableConfiguration", "s3:UpdateBucketMetadataInventoryTableConfiguration",
+		"s3:UpdateBucketMetadataJournalTableConfiguration", "s3:DeleteObject",
+		"s3tables:CreateNamespace", "s3tables:CreateTable", "s3tables:CreateTableBucket", "s3tables:GetTable",
+		"s3tables:GetTableMetadataLocation", "s3tables:PutTableBucketPolicy", "s3tables:PutTableEncryption",
+		"s3tables:PutTablePolicy", "s3tables:UpdateTableMetadataLocation"),
+	unused("AWS::S3::Bucket", "request metrics", []string{"MetricsConfigurations"},
+		"s3:PutMetricsConfiguration", "s3:DeleteBucketMetricsConfiguration"),
+	unused("AWS::S3::Bucket", "event notifications", []string{"NotificationConfiguration"},
+		"s3:PutBucketNotification"),
+	unused("AWS::S3::Bucket", "Object Lock", []string{"ObjectLockConfiguration", "ObjectLockEnabled"},
+		"s3:PutBucketObjectLockConfiguration", "s3:PutObjectLockConfiguration"),
+	unused("AWS::S3::Bucket", "replication, which passes its role to S3", []string{"ReplicationConfiguration"},
+		"s3:PutBucketReplication", "s3:PutReplicationConfiguration", "s3:DeleteBucketReplication", "iam:PassRole"),
+	unused("AWS::S3::Bucket", "static website hosting", []string{"WebsiteConfiguration"},
+		"s3:PutBucketWebsite", "s3:DeleteBucketWebsite"),
+
+	// AWS::DynamoDB::Table.
+	unused("AWS::DynamoDB::Table", "contributor insights", []string{"ContributorInsightsSpecification"},
+		"dynamodb:UpdateContributorInsights"),
+	unused("AWS::DynamoDB::Table", "a table imported from S3, with the import's log in CloudWatch Logs",
+		[]string{"ImportSourceSpecification"},
+		"dynamodb:ImportTable", "dynamodb:DescribeImport", "s3:GetObject", "s3:GetObjectMetadata",
+		"logs:CreateLogGroup", "logs:CreateLogStream", "logs:DescribeLogGroups", "logs:DescribeLogStreams",
+		"logs:PutLogEvents", "logs:PutRetentionPolicy"),
+	unused("AWS::DynamoDB::Table", "Kinesis Data Streams for DynamoDB", []string{"KinesisStreamSpecification"},
+		"dynamodb:EnableKinesisStreamingDestination", "dynamodb:DisableKinesisStreamingDestination",
+		"dynamodb:UpdateKinesisStreamingDestination", "kinesis:DescribeStream", "kinesis:PutRecords"),
+	unused("AWS::DynamoDB::Table", "a resource-based policy on the table or its stream", []string{"ResourcePolicy", "StreamSpecification"},
+		"dynamodb:PutResourcePolicy", "dynamodb:DeleteResourcePolicy"),
+	// The schema added these with the property GlobalTableSettingsReplicationMode
+	// (multi-account global table replicas) and kept them when it dropped the
+	// property again: a replica copies items with the caller's permissions.
+	unused("AWS::DynamoDB::Table", "multi-account global table replicas", []string{"GlobalTableSettingsReplicationMode"},
+		"dynamodb:CreateTableReplica", "dynamodb:AssociateTableReplica",
+		"dynamodb:Scan", "dynamodb:Query", "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem",
+		"dynamodb:DeleteItem", "dynamodb:BatchWriteItem"),
+
+	// AWS::IAM::User and AWS::IAM::Policy: binding users get one inline
+	// policy (AWS::IAM::Policy on Users) and an access key, nothing else.
+	unused("AWS::IAM::User", "console passwords", []string{"LoginProfile"},
+		"iam:CreateLoginProfile", "iam:UpdateLoginProfile"),
+	unused("AWS::IAM::User", "group membership", []string{"Groups"},
+		"iam:AddUserToGroup", "iam:RemoveUserFromGroup"),
+	unused("AWS::IAM::User", "managed policies", []string{"ManagedPolicyArns"},
+		"iam:AttachUserPolicy", "iam:DetachUserPolicy"),
+	unused("AWS::IAM::Policy", "inline policies of roles", []string{"Roles"},
+		"iam:GetRolePolicy", "iam:PutRolePolicy", "iam:DeleteRolePolicy"),
+	unused("AWS::IAM::Policy", "inline policies of groups", []string{"Groups"},
+		"iam:GetGroupPolicy", "iam:PutGroupPolicy", "iam:DeleteGroupPolicy"),
+
+	// AWS::RDS::DBInstance.
+	unused("AWS::RDS::DBInstance", "IAM roles for the database, Enhanced Monitoring, or a directory domain, which pass a role to RDS",
+		[]string{"AssociatedRoles", "MonitoringRoleArn", "DomainIAMRoleName"},
+		"iam:GetRole", "iam:ListRoles", "iam:PassRole"),
+	unused("AWS::RDS::DBInstance", "IAM roles for the database (S3 import, Lambda...)", []string{"AssociatedRoles"},
+		"rds:AddRoleToDBInstance", "rds:RemoveRoleFromDBInstance"),
+	unused("AWS::RDS::DBInstance", "read replicas, and their promotion", []string{"SourceDBInstanceIdentifier", "SourceDBClusterIdentifier", "ReplicaMode"},
+		"rds:CreateDBInstanceReadReplica", "rds:PromoteReadReplica"),
+	unused("AWS::RDS::DBInstance", "a database restored from a snapshot", []string{"DBSnapshotIdentifier", "DBClusterSnapshotIdentifier"},
+		"rds:RestoreDBInstanceFromDBSnapshot"),
+	unused("AWS::RDS::DBInstance", "a database restored to a point in time",
+		[]string{"RestoreTime", "UseLatestRestorableTime", "SourceDbiResourceId", "SourceDBInstanceAutomatedBackupsArn", "SourceDBInstanceIdentifier"},
+		"rds:RestoreDBInstanceToPointInTime"),
+	unused("AWS::RDS::DBInstance", "automated backups replicated to another Region",
+		[]string{"AutomaticBackupReplicationRegion", "AutomaticBackupReplicationKmsKeyId", "AutomaticBackupReplicationRetentionPeriod"},
+		"rds:StartDBInstanceAutomatedBackupsReplication", "rds:StopDBInstanceAutomatedBackupsReplication"),
+)
+
+func unused(typ, feature string, properties []string, actions ...string) []cfnregistry.Unused {
+	var out []cfnregistry.Unused
+	for _, p := range properties {
+		for _, a := range actions {
+			out = append(out, cfnregistry.Unused{Type: typ, Property: p, Action: a,
+				Why: "only for " + feature + " (" + p + "), which no example template sets"})
+		}
+	}
+	return out
+}
+
+func join(lists ...[]cfnregistry.Unused) []cfnregistry.Unused {
+	var out []cfnregistry.Unused
+	for _, l := range lists {
+		out = append(out, l...)
+	}
+	return out
+}

@@ -1,0 +1,120 @@
+// Package cfnregistry holds what CloudFormation's resource type registry
+// says about the resource types the broker's templates create (schemas/:
+// per type, the IAM actions each handler needs and the properties whose
+// change replaces the resource), kept as data with its source, and checks
+// a role's policy against templates: which actions a template's resources
+// need that the policy does not grant. The infra tests prove the service
+// role complete with it; make build reports on a user's catalog with it.
+package cfnregistry
+
+import (
+	"embed"
+	"encoding/json"
+	"fmt"
+	"io/fs"
+	"maps"
+	"path"
+	"slices"
+	"strings"
+	"sync"
+)
+
+//go:embed schemas/*.json
+var schemaFiles embed.FS
+
+// StackHandlers are the handlers CloudFormation calls during stack
+// operations. The registry's list handler serves Cloud Control's
+// ListResources and the IaC generator, never a stack, so a stack's role
+// needs none of its actions.
+var StackHandlers = []string{"create", "read", "update", "delete"}
+
+// Schema is what the broker keeps of one resource type's registry schema.
+type Schema struct {
+	TypeName string             `json:"typeName"`
+	Handlers map[string]Handler `json:"handlers"`
+	// CreateOnlyProperties are JSON pointers (/properties/Name): changing
+	// one replaces the resource.
+	CreateOnlyProperties []string `json:"createOnlyProperties"`
+	// Source, for a type written by hand (handwritten.json), says where
+	// its actions come from.
+	Source string `json:"source,omitempty"`
+}
+
+// Handler is one handler of a type.
+type Handler struct {
+	Permissions      []string `json:"permissions"`
+	TimeoutInMinutes int      `json:"timeoutInMinutes,omitempty"`
+}
+
+// Actions are the actions of handler h, or none.
+func (s Schema) Actions(h string) []string { return s.Handlers[h].Permissions }
+
+// ReplacedBy says whether setting or changing the top-level property
+// replaces the resource.
+func (s Schema) ReplacedBy(property string) bool {
+	return slices.Contains(s.CreateOnlyProperties, "/properties/"+property)
+}
+
+var loaded = sync.OnceValues(load)
+
+// Schemas are the kept schemas, by type name: the registry's, with the
+// handlers of handwritten.json for the types whose registry schema has none.
+func Schemas() (map[string]Schema, error) { return loaded() }
+
+func load() (map[string]Schema, error) {
+	out := map[string]Schema{}
+	names, err := fs.Glob(schemaFiles, "schemas/*.json")
+	if err != nil {
+		return nil, err
+	}
+	var handwritten []Schema
+	for _, name := range names {
+		text, err := schemaFiles.ReadFile(name)
+		if err != nil {
+			return nil, err
+		}
+		if path.Base(name) == "handwritten.json" {
+			if err := json.Unmarshal(text, &handwritten); err != nil {
+				return nil, fmt.Errorf("%s: %w", name, err)
+			}
+			continue
+		}
+		var s Schema
+		if err := json.Unmarshal(text, &s); err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+		if want := FileName(s.TypeName); path.Base(name) != want {
+			return nil, fmt.Errorf("%s holds %s, whose file is %s", name, s.TypeName, want)
+		}
+		out[s.TypeName] = s
+	}
+	for _, h := range handwritten {
+		s, ok := out[h.TypeName]
+		switch {
+		case !ok:
+			return nil, fmt.Errorf("handwritten.json: %s has no registry schema here", h.TypeName)
+		case len(s.Handlers) > 0:
+			return nil, fmt.Errorf("handwritten.json: %s's registry schema has handlers: use them", h.TypeName)
+		case h.Source == "":
+			return nil, fmt.Errorf("handwritten.json: %s says not where its actions come from", h.TypeName)
+		}
+		s.Handlers, s.Source = h.Handlers, h.Source
+		out[h.TypeName] = s
+	}
+	return out, nil
+}
+
+// FileName is the file of type name's schema: aws-s3-bucket.json for
+// AWS::S3::Bucket, as the registry's schema files are named.
+func FileName(typeName string) string {
+	return strings.ToLower(strings.ReplaceAll(typeName, "::", "-")) + ".json"
+}
+
+// TypeNames are the kept types, sorted.
+func TypeNames() []string {
+	s, err := Schemas()
+	if err != nil {
+		return nil
+	}
+	return slices.Sorted(maps.Keys(s))
+}

@@ -1,0 +1,124 @@
+package cfnregistry
+
+import (
+	"slices"
+	"strings"
+	"testing"
+)
+
+func TestMatchAction(t *testing.T) {
+	tests := []struct {
+		pattern, action string
+		want            bool
+	}{
+		{"s3:CreateBucket", "s3:CreateBucket", true},
+		{"s3:createbucket", "S3:CreateBucket", true},
+		{"s3:*Bucket*", "s3:PutBucketTagging", true},
+		{"s3:*Bucket*", "s3:TagResource", false},
+		{"s3:Get*", "s3:GetObject", true},
+		{"s3:Get*", "s3:PutObject", false},
+		{"*", "iam:CreateUser", true},
+		{"iam:?etUser", "iam:GetUser", true},
+		{"iam:?etUser", "iam:GetUserPolicy", false},
+		{"s3:*Tag*Resource", "s3:UntagResource", true},
+		{"s3:CreateBucket", "s3:CreateBucketMetadataTableConfiguration", false},
+	}
+	for _, tt := range tests {
+		if got := MatchAction(tt.pattern, tt.action); got != tt.want {
+			t.Errorf("MatchAction(%q, %q) = %v, want %v", tt.pattern, tt.action, got, tt.want)
+		}
+	}
+}
+
+func TestSchemas(t *testing.T) {
+	schemas, err := Schemas()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Run("every kept type has handlers with actions, the legacy access key's written by hand with its source", func(t *testing.T) {
+		for name, s := range schemas {
+			if len(s.Actions("create")) == 0 || len(s.Actions("delete")) == 0 {
+				t.Errorf("%s has no create or delete actions", name)
+			}
+		}
+		if s := schemas["AWS::IAM::AccessKey"]; s.Source == "" || !slices.Contains(s.Actions("create"), "iam:CreateAccessKey") {
+			t.Errorf("AWS::IAM::AccessKey: %+v", s)
+		}
+	})
+	t.Run("createOnlyProperties say what replaces a resource", func(t *testing.T) {
+		if q := schemas["AWS::SQS::Queue"]; !q.ReplacedBy("FifoQueue") || q.ReplacedBy("VisibilityTimeout") {
+			t.Errorf("AWS::SQS::Queue createOnlyProperties %v", q.CreateOnlyProperties)
+		}
+	})
+}
+
+func TestCheck(t *testing.T) {
+	bucket := Resource{File: "b.yaml", LogicalID: "Bucket", Type: "AWS::S3::Bucket", Properties: []string{"VersioningConfiguration"}}
+	everything := Policy{{Sid: "All", Actions: []string{"s3:*", "iam:PassRole", "s3tables:*"}}}
+	t.Run("a policy granting every action of the type's handlers misses nothing", func(t *testing.T) {
+		r, err := Check([]Resource{bucket}, everything, nil, nil)
+		if err != nil || r.Problems() || len(r.Unknown) > 0 {
+			t.Fatalf("%+v %v", r, err)
+		}
+	})
+	t.Run("a missing action is named with its type and handler; the list handler is not a stack's", func(t *testing.T) {
+		p := Policy{{Actions: []string{"s3:*"}}, {Deny: true, Actions: []string{"s3:TagResource"}}}
+		r, _ := Check([]Resource{bucket}, p, nil, nil)
+		var got []string
+		for _, m := range r.Missing {
+			got = append(got, m.Handler+" "+m.Action)
+		}
+		for _, want := range []string{"create s3:TagResource", "update s3:TagResource", "create iam:PassRole"} {
+			if !slices.Contains(got, want) {
+				t.Errorf("missing %v, want it to hold %q", got, want)
+			}
+		}
+		if slices.ContainsFunc(got, func(s string) bool { return strings.HasPrefix(s, "list ") }) {
+			t.Errorf("missing %v holds a list handler's action", got)
+		}
+	})
+	t.Run("an unused entry excuses its action until a template sets its property", func(t *testing.T) {
+		p := Policy{{Actions: []string{"s3:*", "s3tables:*"}}}
+		unused := []Unused{{Type: "AWS::S3::Bucket", Property: "ReplicationConfiguration", Action: "iam:PassRole", Why: "replication"}}
+		if r, _ := Check([]Resource{bucket}, p, unused, nil); r.Problems() {
+			t.Fatalf("%+v", r)
+		}
+		replicated := bucket
+		replicated.Properties = []string{"ReplicationConfiguration"}
+		r, _ := Check([]Resource{replicated}, p, unused, nil)
+		if len(r.SetUnused) != 1 || len(r.Missing) != 2 || r.Missing[0].Action != "iam:PassRole" {
+			t.Fatalf("%+v", r)
+		}
+	})
+	t.Run("a refused action is not missing, but a policy granting it is reported", func(t *testing.T) {
+		user := Resource{File: "u.yaml", LogicalID: "U", Type: "AWS::IAM::User"}
+		refused := []Refused{{Action: "iam:DeleteUserPermissionsBoundary", Why: "keep it"}}
+		r, _ := Check([]Resource{user}, Policy{{Actions: []string{"iam:*"}}}, nil, refused)
+		if len(r.Missing) != 0 || len(r.GrantedRefused) != 1 {
+			t.Fatalf("%+v", r)
+		}
+		p := Policy{{Actions: []string{"iam:*"}}, {Deny: true, Actions: []string{"iam:DeleteUserPermissionsBoundary"}}}
+		if r, _ := Check([]Resource{user}, p, nil, refused); r.Problems() {
+			t.Fatalf("%+v", r)
+		}
+	})
+	t.Run("a type with no kept schema is unknown", func(t *testing.T) {
+		r, _ := Check([]Resource{{LogicalID: "C", Type: "AWS::ElastiCache::CacheCluster"}}, everything, nil, nil)
+		if len(r.Unknown) != 1 {
+			t.Fatalf("%+v", r)
+		}
+	})
+}
+
+func TestS3DeletesOfConfigurationsAreAuthorizedAsTheirPuts(t *testing.T) {
+	bucket := Resource{File: "b.yaml", LogicalID: "Bucket", Type: "AWS::S3::Bucket", Properties: []string{"BucketEncryption"}}
+	r, _ := Check([]Resource{bucket}, Policy{{Actions: []string{"s3:*", "iam:PassRole", "s3tables:*"}}}, nil, nil)
+	if r.Problems() {
+		t.Fatalf("%+v", r)
+	}
+	r, _ = Check([]Resource{bucket}, Policy{{Actions: []string{"s3:*", "iam:PassRole", "s3tables:*"}},
+		{Deny: true, Actions: []string{"s3:PutEncryptionConfiguration"}}}, nil, nil)
+	if !slices.ContainsFunc(r.Missing, func(m Missing) bool { return m.Handler == "update" && m.Action == "s3:PutEncryptionConfiguration" }) {
+		t.Errorf("missing %v, want the update handler's s3:PutEncryptionConfiguration (DeleteBucketEncryption)", r.Missing)
+	}
+}
