@@ -44,6 +44,9 @@ const (
 	attrData        = "data"        // resourceItem, detachedItem
 	attrCredentials = "credentials" // bindingItem
 	attrSealed      = "sealed"      // bindingItem
+	attrParameters  = "parameters"  // instanceItem, bindingItem
+	attrTarget      = "target"      // operationItem
+	attrFingerprint = "fingerprint" // instanceItem, bindingItem, operationItem
 )
 
 type instanceItem struct {
