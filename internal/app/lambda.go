@@ -320,7 +320,7 @@ func buildBroker(ctx context.Context, c LambdaConfig, awsCfg aws.Config, logger 
 			return nil, nil, err
 		}
 		sealed := sealing.NewStore(store, sealer)
-		sealed.SensitivePlan = cat.SensitiveParameters
+		sealed.SensitivePlans = cat.SensitivePlanIDs()
 		store = sealed
 	}
 	set, err := drivers.Build(ctx, cat, drivers.Env{Resources: store, Logger: logger, Getenv: os.Getenv,

@@ -228,7 +228,7 @@ func build(ctx context.Context, c LocalConfig, cat *catalog.Catalog, db *bbolt.D
 	}
 	// Secrets are sealed before they reach the store, whichever it is.
 	sealed := sealing.NewStore(store, sealer)
-	sealed.SensitivePlan = cat.SensitiveParameters
+	sealed.SensitivePlans = cat.SensitivePlanIDs()
 	store = sealed
 	if c.Wrap != nil && c.Wrap.Store != nil {
 		store = c.Wrap.Store(store)

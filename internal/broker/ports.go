@@ -307,6 +307,23 @@ const (
 	SecretRecord SecretKind = "record"
 	// SecretDetached is a detached record's data (Detached.Data).
 	SecretDetached SecretKind = "detached"
+	// SecretParameters are the request parameters of an item (Of says
+	// which): an instance's or a binding's Parameters, an update's
+	// Target.Parameters.
+	SecretParameters SecretKind = "parameters"
+	// SecretFingerprint is the request fingerprint of an item (Of says
+	// which), which hashes the parameters.
+	SecretFingerprint SecretKind = "fingerprint"
+)
+
+// SecretItem says which item holds parameters or a fingerprint.
+type SecretItem string
+
+// The items that hold parameters and fingerprints.
+const (
+	SecretOfInstance  SecretItem = "instance"
+	SecretOfBinding   SecretItem = "binding"
+	SecretOfOperation SecretItem = "operation"
 )
 
 // StoredSecret is one stored value that may hold a secret, as stored.
@@ -314,11 +331,18 @@ type StoredSecret struct {
 	Kind       SecretKind
 	InstanceID string
 	// Name is the binding's id, the record's name, or the detached
-	// record's name (its ID is DetachedID).
+	// record's name (its ID is DetachedID); for parameters and
+	// fingerprints, the binding's or the operation's id (none for the
+	// instance's).
 	Name       string
 	DetachedID string
+	// Of is the item whose parameters or fingerprint this is, and PlanID
+	// the plan they are for (an update's: the plan it moves to).
+	Of     SecretItem
+	PlanID string
 	// Value is the value as stored: for credentials, Binding.Sealed or,
-	// when that is empty, the credentials' JSON (Plain).
+	// when that is empty, the credentials' JSON (Plain); for a
+	// fingerprint, its text.
 	Value json.RawMessage
 	// Plain says that Value is credentials stored before sealing.
 	Plain bool
@@ -352,6 +376,10 @@ type SealingMode struct {
 	// KeyID is the key that the pass sealed under, and Since when it ended.
 	KeyID string
 	Since time.Time
+	// SensitivePlans are the plans whose parameters (and fingerprints)
+	// the pass sealed: only theirs are refused in clear, so that marking
+	// another plan sensitive refuses nothing until the next pass.
+	SensitivePlans []string
 }
 
 // SealingModes is where a store keeps its SealingMode (both stores have it).

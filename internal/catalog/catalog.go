@@ -224,6 +224,18 @@ func (c *Catalog) SensitiveParameters(planID string) bool {
 	return p != nil && p.Settings.SensitiveParameters
 }
 
+// SensitivePlanIDs are the ids of the plans with sensitive_parameters.
+func (c *Catalog) SensitivePlanIDs() []string {
+	var ids []string
+	for id := range c.byPlan {
+		if c.SensitiveParameters(id) {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	return ids
+}
+
 // PlanByID returns the plan with that id and its offering, or nils.
 func (c *Catalog) PlanByID(id string) (*Service, *Plan) {
 	e := c.byPlan[id]

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -398,6 +399,9 @@ func TestSensitiveParameters(t *testing.T) {
 	id, _ := plan(c, 0, 0)["id"].(string)
 	if !cat.SensitiveParameters(id) {
 		t.Errorf("plan %s with sensitive_parameters: true: its parameters are not sealed", id)
+	}
+	if got := cat.SensitivePlanIDs(); !slices.Equal(got, []string{id}) {
+		t.Errorf("sensitive plans %q, want [%s]", got, id)
 	}
 	if cat.SensitiveParameters("no-such-plan") {
 		t.Error("a plan the catalog does not have is sensitive")

@@ -430,10 +430,10 @@ func TestTheSealingModePassesThrough(t *testing.T) {
 	if err := modes.SetSealingMode(t.Context(), want); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := bs.SealingMode(t.Context()); err != nil || got != want {
+	if got, err := bs.SealingMode(t.Context()); err != nil || !reflect.DeepEqual(got, want) {
 		t.Errorf("the store beneath holds %+v %v, want %+v", got, err, want)
 	}
-	if got, err := modes.SealingMode(t.Context()); err != nil || got != want {
+	if got, err := modes.SealingMode(t.Context()); err != nil || !reflect.DeepEqual(got, want) {
 		t.Errorf("read through: %+v %v, want %+v", got, err, want)
 	}
 }

@@ -1,11 +1,11 @@
 package sealing
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -36,13 +36,14 @@ type Store struct {
 	ModeMaxAge time.Duration
 	// Now tells the time; nil means time.Now.
 	Now func() time.Time
-	// SensitivePlan says whether the request parameters of a plan's
-	// instances and bindings may hold secrets (the catalog's
-	// sensitive_parameters): those are stored sealed too. Nil: none.
-	SensitivePlan func(planID string) bool
+	// SensitivePlans are the plans whose request parameters may hold
+	// secrets (the catalog's sensitive_parameters): those, and the
+	// request fingerprints that hash them, are stored sealed too; Reseal
+	// records them in the sealing mode.
+	SensitivePlans []string
 
 	mu         sync.Mutex
-	sealedOnly bool
+	mode       broker.SealingMode
 	modeReadAt time.Time
 }
 
@@ -83,7 +84,7 @@ func (s *Store) SetSealingMode(ctx context.Context, m broker.SealingMode) error 
 		return err
 	}
 	s.mu.Lock()
-	s.sealedOnly, s.modeReadAt = m.SealedOnly, s.now()
+	s.mode, s.modeReadAt = m, s.now()
 	s.mu.Unlock()
 	return nil
 }
@@ -96,27 +97,38 @@ func (s *Store) now() time.Time {
 }
 
 // inClear is what reading what, a value found in clear, returns: nil while
-// the store accepts values in clear, else an error naming it.
-func (s *Store) inClear(ctx context.Context, what string) error {
+// the store accepts values in clear, else an error naming it. A plan's
+// parameters and fingerprints (plan not empty) are refused only when the
+// mode records the plan among those it sealed: a plan marked sensitive
+// after the last re-seal pass still has values in clear.
+func (s *Store) inClear(ctx context.Context, what, plan string) error {
+	refuses := func(m broker.SealingMode) bool {
+		return m.SealedOnly && (plan == "" || slices.Contains(m.SensitivePlans, plan))
+	}
 	maxAge := s.ModeMaxAge
 	if maxAge == 0 {
 		maxAge = DefaultModeMaxAge
 	}
 	now := s.now()
 	s.mu.Lock()
-	only, at := s.sealedOnly, s.modeReadAt
+	m, at := s.mode, s.modeReadAt
 	s.mu.Unlock()
-	if !only && (at.IsZero() || !now.Before(at.Add(maxAge))) {
-		m, err := s.SealingMode(ctx)
+	if !refuses(m) && (at.IsZero() || !now.Before(at.Add(maxAge))) {
+		read, err := s.SealingMode(ctx)
 		if err != nil {
 			return fmt.Errorf("%s is in clear, and the sealing mode is unknown: %w", what, err)
 		}
-		only = m.SealedOnly
 		s.mu.Lock()
-		s.sealedOnly, s.modeReadAt = s.sealedOnly || only, now
+		// A mode that refused once is kept: deleting the item does not
+		// turn the refusal off in a running broker.
+		if s.mode.SealedOnly {
+			read.SealedOnly = true
+			read.SensitivePlans = append(slices.Clone(s.mode.SensitivePlans), read.SensitivePlans...)
+		}
+		s.mode, s.modeReadAt, m = read, now, read
 		s.mu.Unlock()
 	}
-	if only {
+	if refuses(m) {
 		return fmt.Errorf("%s: %w", what, ErrStoredInClear)
 	}
 	return nil
@@ -131,7 +143,17 @@ func recordContext(instanceID, name string) map[string]string {
 }
 
 func parametersContext(instanceID, bindingID, operationID string) map[string]string {
-	ec := map[string]string{"instance_id": instanceID, "field": "parameters"}
+	return requestContext("parameters", instanceID, bindingID, operationID)
+}
+
+func fingerprintContext(instanceID, bindingID, operationID string) map[string]string {
+	return requestContext("fingerprint", instanceID, bindingID, operationID)
+}
+
+// requestContext binds a request's field to its item: the instance, the
+// binding, or the operation.
+func requestContext(field, instanceID, bindingID, operationID string) map[string]string {
+	ec := map[string]string{"instance_id": instanceID, "field": field}
 	if bindingID != "" {
 		ec["binding_id"] = bindingID
 	}
@@ -141,11 +163,13 @@ func parametersContext(instanceID, bindingID, operationID string) map[string]str
 	return ec
 }
 
+func (s *Store) sensitive(planID string) bool { return slices.Contains(s.SensitivePlans, planID) }
+
 // sealParameters seals the parameters of an item of planID when the plan
 // says they may hold secrets, or when they look like a sealed value, so
 // that opening them gives back exactly what the platform sent.
 func (s *Store) sealParameters(ctx context.Context, planID string, params json.RawMessage, ec map[string]string) (json.RawMessage, error) {
-	if len(params) == 0 || !(isSealed(params) || s.SensitivePlan != nil && s.SensitivePlan(planID)) {
+	if len(params) == 0 || !(isSealed(params) || s.sensitive(planID)) {
 		return params, nil
 	}
 	sealed, err := s.seal(ctx, params, ec)
@@ -155,16 +179,55 @@ func (s *Store) sealParameters(ctx context.Context, planID string, params json.R
 	return sealed, nil
 }
 
-// openParameters opens sealed parameters in place.
-func (s *Store) openParameters(ctx context.Context, params *json.RawMessage, ec map[string]string) error {
+// openParameters opens sealed parameters of an item of planID in place;
+// parameters in clear are refused when the sealing mode refuses the plan's.
+func (s *Store) openParameters(ctx context.Context, planID string, params *json.RawMessage, ec map[string]string) error {
 	if !isSealed(*params) {
-		return nil
+		if len(*params) == 0 || string(*params) == "null" {
+			return nil
+		}
+		return s.inClear(ctx, "the parameters of "+describe(ec), planID)
 	}
 	plain, err := s.open(ctx, *params, ec)
 	if err != nil {
 		return fmt.Errorf("open the parameters of %s: %w", describe(ec), err)
 	}
 	*params = plain
+	return nil
+}
+
+// sealFingerprint seals the request fingerprint of an item of planID when
+// the plan says its parameters may hold secrets: the fingerprint hashes
+// them, and a plain hash of a low-entropy secret can be reversed by
+// trying values. Sealed, it is opened on read like the parameters, so the
+// broker still compares fingerprints in clear, in memory; no key beyond
+// the sealing one is needed, and with KMS the cached data key opens it.
+func (s *Store) sealFingerprint(ctx context.Context, planID string, fp *string, ec map[string]string) error {
+	if *fp == "" || !s.sensitive(planID) || isSealed(json.RawMessage(*fp)) {
+		return nil
+	}
+	sealed, err := s.seal(ctx, []byte(*fp), ec)
+	if err != nil {
+		return fmt.Errorf("seal the fingerprint of %s: %w", describe(ec), err)
+	}
+	*fp = string(sealed)
+	return nil
+}
+
+// openFingerprint opens a sealed fingerprint of an item of planID in
+// place; one in clear is refused when the sealing mode refuses the plan's.
+func (s *Store) openFingerprint(ctx context.Context, planID string, fp *string, ec map[string]string) error {
+	if *fp == "" {
+		return nil
+	}
+	if !isSealed(json.RawMessage(*fp)) {
+		return s.inClear(ctx, "the fingerprint of "+describe(ec), planID)
+	}
+	plain, err := s.open(ctx, json.RawMessage(*fp), ec)
+	if err != nil {
+		return fmt.Errorf("open the fingerprint of %s: %w", describe(ec), err)
+	}
+	*fp = string(plain)
 	return nil
 }
 
@@ -181,7 +244,10 @@ func describe(ec map[string]string) string {
 
 func (s *Store) sealInstance(ctx context.Context, inst broker.Instance) (broker.Instance, error) {
 	var err error
-	inst.Parameters, err = s.sealParameters(ctx, inst.PlanID, inst.Parameters, parametersContext(inst.ID, "", ""))
+	if inst.Parameters, err = s.sealParameters(ctx, inst.PlanID, inst.Parameters, parametersContext(inst.ID, "", "")); err != nil {
+		return inst, err
+	}
+	err = s.sealFingerprint(ctx, inst.PlanID, &inst.Fingerprint, fingerprintContext(inst.ID, "", ""))
 	return inst, err
 }
 
@@ -189,17 +255,24 @@ func (s *Store) openInstance(ctx context.Context, inst *broker.Instance) error {
 	if inst == nil {
 		return nil
 	}
-	return s.openParameters(ctx, &inst.Parameters, parametersContext(inst.ID, "", ""))
+	if err := s.openParameters(ctx, inst.PlanID, &inst.Parameters, parametersContext(inst.ID, "", "")); err != nil {
+		return err
+	}
+	return s.openFingerprint(ctx, inst.PlanID, &inst.Fingerprint, fingerprintContext(inst.ID, "", ""))
 }
 
-// sealOperation seals an update's target parameters, by the plan the
-// update moves to (or the instance's, when it keeps its plan).
+// sealOperation seals an update's target parameters and the operation's
+// fingerprint, by the plan the update moves to (or the instance's, when
+// it keeps its plan: broker.Operation.ParametersPlan).
 func (s *Store) sealOperation(ctx context.Context, op broker.Operation) (broker.Operation, error) {
+	plan := op.ParametersPlan()
+	if err := s.sealFingerprint(ctx, plan, &op.Fingerprint, fingerprintContext(op.InstanceID, "", op.ID)); err != nil {
+		return op, err
+	}
 	if op.Target == nil || len(op.Target.Parameters) == 0 {
 		return op, nil
 	}
 	target := *op.Target
-	plan := cmp.Or(target.PlanID, op.PlanID)
 	var err error
 	target.Parameters, err = s.sealParameters(ctx, plan, target.Parameters, parametersContext(op.InstanceID, "", op.ID))
 	op.Target = &target
@@ -207,11 +280,18 @@ func (s *Store) sealOperation(ctx context.Context, op broker.Operation) (broker.
 }
 
 func (s *Store) openOperation(ctx context.Context, op *broker.Operation) error {
-	if op == nil || op.Target == nil {
+	if op == nil {
+		return nil
+	}
+	plan := op.ParametersPlan()
+	if err := s.openFingerprint(ctx, plan, &op.Fingerprint, fingerprintContext(op.InstanceID, "", op.ID)); err != nil {
+		return err
+	}
+	if op.Target == nil {
 		return nil
 	}
 	target := *op.Target
-	if err := s.openParameters(ctx, &target.Parameters, parametersContext(op.InstanceID, "", op.ID)); err != nil {
+	if err := s.openParameters(ctx, plan, &target.Parameters, parametersContext(op.InstanceID, "", op.ID)); err != nil {
 		return err
 	}
 	op.Target = &target
@@ -230,6 +310,9 @@ func (s *Store) sealOptionalOperation(ctx context.Context, op *broker.Operation)
 func (s *Store) SealBinding(ctx context.Context, b broker.Binding) (broker.Binding, error) {
 	var err error
 	if b.Parameters, err = s.sealParameters(ctx, b.PlanID, b.Parameters, parametersContext(b.InstanceID, b.ID, "")); err != nil {
+		return b, err
+	}
+	if err = s.sealFingerprint(ctx, b.PlanID, &b.Fingerprint, fingerprintContext(b.InstanceID, b.ID, "")); err != nil {
 		return b, err
 	}
 	if len(b.Credentials) == 0 {
@@ -252,14 +335,17 @@ func (s *Store) openBinding(ctx context.Context, b *broker.Binding) error {
 	if b == nil {
 		return nil
 	}
-	if err := s.openParameters(ctx, &b.Parameters, parametersContext(b.InstanceID, b.ID, "")); err != nil {
+	if err := s.openParameters(ctx, b.PlanID, &b.Parameters, parametersContext(b.InstanceID, b.ID, "")); err != nil {
+		return err
+	}
+	if err := s.openFingerprint(ctx, b.PlanID, &b.Fingerprint, fingerprintContext(b.InstanceID, b.ID, "")); err != nil {
 		return err
 	}
 	if len(b.Sealed) == 0 {
 		if len(b.Credentials) == 0 {
 			return nil
 		}
-		return s.inClear(ctx, fmt.Sprintf("the credentials of binding %s of instance %s", b.ID, b.InstanceID))
+		return s.inClear(ctx, fmt.Sprintf("the credentials of binding %s of instance %s", b.ID, b.InstanceID), "")
 	}
 	plain, err := s.open(ctx, b.Sealed, credentialsContext(b.InstanceID, b.ID))
 	if err != nil {
@@ -292,7 +378,7 @@ func (s *Store) openData(ctx context.Context, what, instanceID, name string, dat
 		if len(*data) == 0 || string(*data) == "null" {
 			return nil
 		}
-		return s.inClear(ctx, fmt.Sprintf("the data of %s %s of instance %s", what, name, instanceID))
+		return s.inClear(ctx, fmt.Sprintf("the data of %s %s of instance %s", what, name, instanceID), "")
 	}
 	plain, err := s.open(ctx, *data, recordContext(instanceID, name))
 	if err != nil {
@@ -470,6 +556,9 @@ func (s *Store) CreateInstance(ctx context.Context, inst broker.Instance, op bro
 	if err == nil {
 		inst, err = s.sealInstance(ctx, inst)
 	}
+	if err == nil {
+		op, err = s.sealOperation(ctx, op)
+	}
 	if err != nil {
 		return err
 	}
@@ -498,6 +587,9 @@ func (s *Store) CreateBinding(ctx context.Context, b broker.Binding, op broker.O
 	if err == nil {
 		settled, err = s.sealSettled(ctx, settled)
 	}
+	if err == nil {
+		op, err = s.sealOperation(ctx, op)
+	}
 	if err != nil {
 		return err
 	}
@@ -508,6 +600,9 @@ func (s *Store) CreateBinding(ctx context.Context, b broker.Binding, op broker.O
 func (s *Store) LockBinding(ctx context.Context, l broker.LockBinding) error {
 	var err error
 	if l.Binding, err = s.SealBinding(ctx, l.Binding); err != nil {
+		return err
+	}
+	if l.Op, err = s.sealOperation(ctx, l.Op); err != nil {
 		return err
 	}
 	if l.Halted, err = s.sealOptionalOperation(ctx, l.Halted); err != nil {
@@ -603,6 +698,19 @@ func (s *Store) UpdateDetached(ctx context.Context, d broker.Detached, attempts 
 	return s.Store.UpdateDetached(ctx, d, attempts)
 }
 
+// requestSecretContext is the context that binds stored parameters or a
+// fingerprint to their item.
+func requestSecretContext(v broker.StoredSecret) map[string]string {
+	binding, operation := "", ""
+	switch v.Of {
+	case broker.SecretOfBinding:
+		binding = v.Name
+	case broker.SecretOfOperation:
+		operation = v.Name
+	}
+	return requestContext(string(v.Kind), v.InstanceID, binding, operation)
+}
+
 // ResealReport says what Reseal did.
 type ResealReport struct {
 	// KeyID is the key that seals now.
@@ -630,8 +738,10 @@ type ResealReport struct {
 // again. A pass that ends with every value sealed records the sealed-only
 // mode in the store (broker.SealingMode), so that a value written in clear
 // behind the broker's back is refused from then on; a value changed during
-// the pass was sealed by the write that changed it. The store beneath must
-// be a broker.SecretStore and a broker.SealingModes.
+// the pass was sealed by the write that changed it. The request parameters
+// and fingerprints of the plans in SensitivePlans are sealed too, and the
+// mode records those plans: only theirs are refused in clear. The store
+// beneath must be a broker.SecretStore and a broker.SealingModes.
 func (s *Store) Reseal(ctx context.Context) (ResealReport, error) {
 	var rep ResealReport
 	raw, ok := s.Store.(broker.SecretStore)
@@ -647,11 +757,19 @@ func (s *Store) Reseal(ctx context.Context) (ResealReport, error) {
 		if len(v.Value) == 0 {
 			return nil
 		}
-		rep.Values++
 		ec := recordContext(v.InstanceID, v.Name)
-		if v.Kind == broker.SecretCredentials {
+		switch v.Kind {
+		case broker.SecretCredentials:
 			ec = credentialsContext(v.InstanceID, v.Name)
+		case broker.SecretParameters, broker.SecretFingerprint:
+			// A plan's parameters are secret only where the catalog says
+			// so; those sealed before stay sealed, under the current key.
+			if !s.sensitive(v.PlanID) && !isSealed(v.Value) {
+				return nil
+			}
+			ec = requestSecretContext(v)
 		}
+		rep.Values++
 		var next json.RawMessage
 		count := &rep.Sealed
 		if sealed, perr := Parse(v.Value); perr == nil && !v.Plain {
@@ -683,7 +801,8 @@ func (s *Store) Reseal(ctx context.Context) (ResealReport, error) {
 	if err != nil {
 		return rep, err
 	}
-	if err := s.SetSealingMode(ctx, broker.SealingMode{SealedOnly: true, KeyID: key, Since: s.now().UTC()}); err != nil {
+	mode := broker.SealingMode{SealedOnly: true, KeyID: key, Since: s.now().UTC(), SensitivePlans: slices.Clone(s.SensitivePlans)}
+	if err := s.SetSealingMode(ctx, mode); err != nil {
 		return rep, fmt.Errorf("reseal: every value is sealed, but the mode that refuses values in clear is not recorded: %w", err)
 	}
 	rep.SealedOnly = true

@@ -47,7 +47,7 @@ func TestSealingStoreKeepsTheStoreContract(t *testing.T) {
 	t.Run("with every plan's parameters sealed", func(t *testing.T) {
 		storetest.Run(t, func(t *testing.T) broker.Store {
 			s := NewStore(boltStore(t, filepath.Join(t.TempDir(), "db")), localSealer(t))
-			s.SensitivePlan = func(string) bool { return true }
+			s.SensitivePlans = []string{"plan-small", "plan-large"}
 			return s
 		})
 	})
@@ -61,7 +61,7 @@ func TestSensitiveParametersAreStoredSealed(t *testing.T) {
 	const secret = "parameter-s3cret-value"
 	inner := boltStore(t, filepath.Join(t.TempDir(), "db"))
 	s := NewStore(inner, localSealer(t))
-	s.SensitivePlan = func(plan string) bool { return plan == "sensitive" }
+	s.SensitivePlans = []string{"sensitive"}
 	ctx := t.Context()
 	now := time.Now().UTC()
 	params := json.RawMessage(`{"password":"` + secret + `"}`)
@@ -70,7 +70,7 @@ func TestSensitiveParametersAreStoredSealed(t *testing.T) {
 		prov := broker.Operation{ID: "prov-" + plan, InstanceID: id, Kind: broker.KindProvision, State: broker.OperationSucceeded,
 			PlanID: plan, CreatedAt: now, UpdatedAt: now, FinishedAt: now, ExpiresAt: now.Add(broker.Retention)}
 		inst := broker.Instance{ID: id, InstanceRequest: broker.InstanceRequest{ServiceID: "s", PlanID: plan, Parameters: params},
-			State: broker.InstanceReady, LastOp: prov.ID, Version: 1, CreatedAt: now, UpdatedAt: now}
+			State: broker.InstanceReady, LastOp: prov.ID, Fingerprint: "fp-" + id, Version: 1, CreatedAt: now, UpdatedAt: now}
 		if err := s.CreateInstance(ctx, inst, prov, &broker.Settled{}); err != nil {
 			t.Fatal(err)
 		}
@@ -102,6 +102,10 @@ func TestSensitiveParametersAreStoredSealed(t *testing.T) {
 				t.Errorf("plan %s: the %s's parameters are stored as %s", plan, what, raw)
 			}
 		}
+		// The fingerprint hashes the parameters: sealed with them.
+		if sealed := isSealed(json.RawMessage(rawInst.Fingerprint)); sealed != (plan == "sensitive") {
+			t.Errorf("plan %s: the instance's fingerprint is stored as %s", plan, rawInst.Fingerprint)
+		}
 		inst2, err1 := s.GetInstance(ctx, id)
 		b2, err2 := s.GetBinding(ctx, id, "b-1")
 		op2, err3 := s.GetOperation(ctx, id, update.ID)
@@ -114,6 +118,9 @@ func TestSensitiveParametersAreStoredSealed(t *testing.T) {
 			if !bytes.Equal(got, params) {
 				t.Errorf("plan %s: the %s's parameters read back as %s", plan, what, got)
 			}
+		}
+		if inst2.Fingerprint != "fp-"+id {
+			t.Errorf("plan %s: the instance's fingerprint read back as %s", plan, inst2.Fingerprint)
 		}
 	}
 }

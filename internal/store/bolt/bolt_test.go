@@ -28,7 +28,7 @@ func open(t *testing.T, path string) *bolt.Store {
 }
 
 func TestContract(t *testing.T) {
-	storetest.Run(t, func(t *testing.T) broker.Store {
+	newStore := func(t *testing.T) broker.Store {
 		s := open(t, filepath.Join(t.TempDir(), "broker.db"))
 		t.Cleanup(func() {
 			if err := s.Close(); err != nil {
@@ -36,7 +36,9 @@ func TestContract(t *testing.T) {
 			}
 		})
 		return s
-	})
+	}
+	storetest.Run(t, newStore)
+	storetest.RunSecrets(t, newStore)
 }
 
 func TestData(t *testing.T) {

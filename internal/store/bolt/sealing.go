@@ -18,14 +18,16 @@ type sealingItem struct {
 	SealedOnly bool      `json:"sealed_only"`
 	KeyID      string    `json:"key_id,omitempty"`
 	Since      time.Time `json:"since,omitzero"`
+	// SensitivePlans came after the mode's first format.
+	SensitivePlans []string `json:"sensitive_plans,omitempty"`
 }
 
 func newSealingItem(m broker.SealingMode) sealingItem {
-	return sealingItem{SealedOnly: m.SealedOnly, KeyID: m.KeyID, Since: m.Since.UTC()}
+	return sealingItem{SealedOnly: m.SealedOnly, KeyID: m.KeyID, Since: m.Since.UTC(), SensitivePlans: m.SensitivePlans}
 }
 
 func (it sealingItem) mode() broker.SealingMode {
-	return broker.SealingMode{SealedOnly: it.SealedOnly, KeyID: it.KeyID, Since: it.Since}
+	return broker.SealingMode{SealedOnly: it.SealedOnly, KeyID: it.KeyID, Since: it.Since, SensitivePlans: it.SensitivePlans}
 }
 
 // SealingMode reads the sealing mode's item; with none, the zero mode.

@@ -2,6 +2,7 @@ package bolt
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -12,9 +13,10 @@ import (
 
 var _ broker.SecretStore = (*Store)(nil)
 
-// StoredSecrets calls fn with every binding's credentials and every
-// record's and detached record's data, from one read transaction's view,
-// after it has ended (fn may write).
+// StoredSecrets calls fn with every binding's credentials, every record's
+// and detached record's data, and the request parameters and fingerprint
+// of every instance, binding and operation, from one read transaction's
+// view, after it has ended (fn may write).
 func (s *Store) StoredSecrets(ctx context.Context, fn func(broker.StoredSecret) error) error {
 	var all []broker.StoredSecret
 	err := s.view(ctx, func(t tx) error {
@@ -39,6 +41,19 @@ func (s *Store) StoredSecrets(ctx context.Context, fn func(broker.StoredSecret) 
 				if secret, ok := credentialsSecret(b); ok {
 					all = append(all, secret)
 				}
+				all = append(all, b.RequestSecrets()...)
+			case string(skPart) == "instance" && bytes.HasPrefix(pkPart, []byte("i#")):
+				inst, err := decode(k, v, instanceItem.instance)
+				if err != nil {
+					return err
+				}
+				all = append(all, inst.RequestSecrets()...)
+			case isOperationKey(k):
+				op, err := decode(k, v, operationItem.operation)
+				if err != nil {
+					return err
+				}
+				all = append(all, op.RequestSecrets()...)
 			case bytes.HasPrefix(skPart, []byte("r#")):
 				r, err := decode(k, v, resourceItem.resource)
 				if err != nil {
@@ -117,6 +132,8 @@ func (s *Store) ReplaceSecret(ctx context.Context, secret broker.StoredSecret, s
 			}
 			d.Data = sealed
 			return t.putDetached(*d)
+		case broker.SecretParameters, broker.SecretFingerprint:
+			return t.replaceRequestSecret(secret, sealed)
 		}
 		return fmt.Errorf("unknown kind of secret %q", secret.Kind)
 	})
@@ -132,4 +149,40 @@ func (s *Store) ReplaceSecret(ctx context.Context, secret broker.StoredSecret, s
 func isConflictOrGone(err error) bool {
 	var c *broker.ConflictError
 	return errors.As(err, &c) || errors.Is(err, broker.ErrNotFound)
+}
+
+// replaceRequestSecret writes sealed in place of the parameters or the
+// fingerprint of the item secret.Of names, if it holds secret.Value still.
+func (t tx) replaceRequestSecret(secret broker.StoredSecret, sealed json.RawMessage) error {
+	changed := fmt.Errorf("%s %s: %w", secret.Of, secret.Name, &broker.ConflictError{})
+	switch secret.Of {
+	case broker.SecretOfInstance:
+		inst, err := t.instance(secret.InstanceID)
+		if err != nil || inst == nil {
+			return cmp.Or(err, broker.ErrNotFound)
+		}
+		if !inst.ReplaceRequestSecret(secret, sealed) {
+			return changed
+		}
+		return t.putInstance(*inst)
+	case broker.SecretOfBinding:
+		b, err := t.binding(secret.InstanceID, secret.Name)
+		if err != nil || b == nil {
+			return cmp.Or(err, broker.ErrNotFound)
+		}
+		if !b.ReplaceRequestSecret(secret, sealed) {
+			return changed
+		}
+		return t.putBinding(*b)
+	case broker.SecretOfOperation:
+		op, err := t.operation(secret.InstanceID, secret.Name)
+		if err != nil || op == nil {
+			return cmp.Or(err, broker.ErrNotFound)
+		}
+		if !op.ReplaceRequestSecret(secret, sealed) {
+			return changed
+		}
+		return t.putOperation(*op)
+	}
+	return fmt.Errorf("unknown item %q of %s", secret.Of, secret.Kind)
 }

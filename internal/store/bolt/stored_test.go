@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"testing"
 	"time"
@@ -173,7 +174,7 @@ func TestFieldNames(t *testing.T) {
 		{resourceItem{}, []string{"instance_id", "name", "data", "updated_at"}},
 		{detachedItem{}, []string{"id", "instance_id", "name", "data", "plan_id", "operation_id", "reason", "state",
 			"attempts", "failure", "created_at", "updated_at"}},
-		{sealingItem{}, []string{"sealed_only", "key_id", "since"}},
+		{sealingItem{}, []string{"sealed_only", "key_id", "since", "sensitive_plans"}},
 	}
 	for _, g := range golden {
 		t.Run(fmt.Sprintf("%T has the fields it always had", g.item), func(t *testing.T) {
@@ -193,8 +194,8 @@ func TestFieldNames(t *testing.T) {
 // d3c8482: key "broker\x00sealing", written and read alike.
 func TestSealingModeItem(t *testing.T) {
 	mode := broker.SealingMode{SealedOnly: true, KeyID: "k20260101T000000.000000000Z-1a2b3c4d",
-		Since: time.Date(2026, time.January, 2, 3, 4, 5, 6, time.UTC)}
-	const want = `{"sealed_only":true,"key_id":"k20260101T000000.000000000Z-1a2b3c4d","since":"2026-01-02T03:04:05.000000006Z"}`
+		Since: time.Date(2026, time.January, 2, 3, 4, 5, 6, time.UTC), SensitivePlans: []string{"plan-1", "plan-2"}}
+	const want = `{"sealed_only":true,"key_id":"k20260101T000000.000000000Z-1a2b3c4d","since":"2026-01-02T03:04:05.000000006Z","sensitive_plans":["plan-1","plan-2"]}`
 	if string(sealingKey) != "broker\x00sealing" {
 		t.Errorf("key %q", sealingKey)
 	}
@@ -203,7 +204,13 @@ func TestSealingModeItem(t *testing.T) {
 		t.Errorf("written as %s %v\nwant %s", got, err, want)
 	}
 	back, err := decode(sealingKey, []byte(want), sealingItem.mode)
-	if err != nil || back != mode {
+	if err != nil || !reflect.DeepEqual(back, mode) {
 		t.Errorf("read back %+v %v, want %+v", back, err, mode)
+	}
+	// The item as written before sensitive_plans reads as no plan.
+	const first = `{"sealed_only":true,"key_id":"k-1","since":"2026-01-02T03:04:05.000000006Z"}`
+	back, err = decode(sealingKey, []byte(first), sealingItem.mode)
+	if err != nil || !back.SealedOnly || back.SensitivePlans != nil {
+		t.Errorf("the first format read back %+v %v", back, err)
 	}
 }

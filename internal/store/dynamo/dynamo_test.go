@@ -61,7 +61,9 @@ func newEnv(t *testing.T) *env {
 }
 
 func TestContract(t *testing.T) {
-	storetest.Run(t, func(t *testing.T) broker.Store { return newEnv(t).store })
+	newStore := func(t *testing.T) broker.Store { return newEnv(t).store }
+	storetest.Run(t, newStore)
+	storetest.RunSecrets(t, newStore)
 }
 
 // The helpers below drive the store through the port, as storetest does.

@@ -46,6 +46,9 @@ const (
 	attrSealed      = "sealed"      // bindingItem
 	attrServiceID   = "service_id"  // instanceItem
 	attrPlanID      = "plan_id"     // instanceItem
+	attrParameters  = "parameters"  // instanceItem, bindingItem
+	attrTarget      = "target"      // operationItem
+	attrFingerprint = "fingerprint" // instanceItem, bindingItem, operationItem
 )
 
 type instanceItem struct {

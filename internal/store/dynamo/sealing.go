@@ -28,14 +28,17 @@ type sealingItem struct {
 	SealedOnly bool      `dynamodbav:"sealed_only"`
 	KeyID      string    `dynamodbav:"key_id,omitempty"`
 	Since      time.Time `dynamodbav:"since,omitempty"`
+	// SensitivePlans came after the mode's first format: a list of
+	// strings (a set cannot be empty).
+	SensitivePlans []string `dynamodbav:"sensitive_plans,omitempty"`
 }
 
 func newSealingItem(m broker.SealingMode) (sealingItem, error) {
-	return sealingItem{PK: pkBroker, SK: skSealing, SealedOnly: m.SealedOnly, KeyID: m.KeyID, Since: m.Since.UTC()}, nil
+	return sealingItem{PK: pkBroker, SK: skSealing, SealedOnly: m.SealedOnly, KeyID: m.KeyID, Since: m.Since.UTC(), SensitivePlans: m.SensitivePlans}, nil
 }
 
 func (it sealingItem) mode() (broker.SealingMode, error) {
-	return broker.SealingMode{SealedOnly: it.SealedOnly, KeyID: it.KeyID, Since: it.Since}, nil
+	return broker.SealingMode{SealedOnly: it.SealedOnly, KeyID: it.KeyID, Since: it.Since, SensitivePlans: it.SensitivePlans}, nil
 }
 
 // SealingMode reads the sealing mode's item (consistent read); with none,

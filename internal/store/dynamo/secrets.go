@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -17,9 +19,10 @@ import (
 
 var _ broker.SecretStore = (*Store)(nil)
 
-// StoredSecrets calls fn with every binding's credentials and every
-// record's and detached record's data: a consistent Scan of the table,
-// every page, then fn for each (fn may write).
+// StoredSecrets calls fn with every binding's credentials, every record's
+// and detached record's data, and the request parameters and fingerprint
+// of every instance, binding and operation: a consistent Scan of the
+// table, every page, then fn for each (fn may write).
 func (s *Store) StoredSecrets(ctx context.Context, fn func(broker.StoredSecret) error) error {
 	var all []broker.StoredSecret
 	pages := dynamodb.NewScanPaginator(s.client, &dynamodb.ScanInput{TableName: s.table, ConsistentRead: aws.Bool(true)})
@@ -29,13 +32,11 @@ func (s *Store) StoredSecrets(ctx context.Context, fn func(broker.StoredSecret) 
 			return fmt.Errorf("stored secrets: %w", err)
 		}
 		for _, item := range page.Items {
-			secret, ok, err := storedSecret(item)
+			secrets, err := storedSecrets(item)
 			if err != nil {
 				return fmt.Errorf("stored secrets: %w", err)
 			}
-			if ok {
-				all = append(all, secret)
-			}
+			all = append(all, secrets...)
 		}
 	}
 	for _, secret := range all {
@@ -46,38 +47,53 @@ func (s *Store) StoredSecrets(ctx context.Context, fn func(broker.StoredSecret) 
 	return nil
 }
 
-// storedSecret is the secret an item holds, if it may hold one.
-func storedSecret(item map[string]types.AttributeValue) (broker.StoredSecret, bool, error) {
+// storedSecrets are the secrets an item may hold.
+func storedSecrets(item map[string]types.AttributeValue) ([]broker.StoredSecret, error) {
 	pkv, sk := keyPart(item, attrPK), keyPart(item, attrSK)
 	switch {
 	case pkv == pkDetached:
 		d, err := decode(item, detachedItem.detached)
 		if err != nil {
-			return broker.StoredSecret{}, false, err
+			return nil, err
 		}
-		return broker.StoredSecret{Kind: broker.SecretDetached, InstanceID: d.InstanceID, Name: d.Name, DetachedID: d.ID, Value: d.Data}, true, nil
+		return []broker.StoredSecret{{Kind: broker.SecretDetached, InstanceID: d.InstanceID, Name: d.Name, DetachedID: d.ID, Value: d.Data}}, nil
+	case !strings.HasPrefix(pkv, pk("")):
+		return nil, nil
+	case sk == skInstance:
+		inst, err := decode(item, instanceItem.instance)
+		if err != nil {
+			return nil, err
+		}
+		return inst.RequestSecrets(), nil
+	case strings.HasPrefix(sk, skOperation("")):
+		op, err := decode(item, operationItem.operation)
+		if err != nil {
+			return nil, err
+		}
+		return op.RequestSecrets(), nil
 	case strings.HasPrefix(sk, skBinding("")):
 		b, err := decode(item, bindingItem.binding)
 		if err != nil {
-			return broker.StoredSecret{}, false, err
+			return nil, err
 		}
+		out := b.RequestSecrets()
 		secret := broker.StoredSecret{Kind: broker.SecretCredentials, InstanceID: b.InstanceID, Name: b.ID, Value: b.Sealed}
 		if len(b.Sealed) == 0 {
 			if len(b.Credentials) == 0 {
-				return secret, false, nil
+				return out, nil
 			}
 			secret.Value, _ = json.Marshal(b.Credentials)
 			secret.Plain = true
 		}
-		return secret, true, nil
+		return append([]broker.StoredSecret{secret}, out...), nil
 	case strings.HasPrefix(sk, skResource("")):
 		r, err := decode(item, resourceItem.resource)
 		if err != nil {
-			return broker.StoredSecret{}, false, err
+			return nil, err
 		}
-		return broker.StoredSecret{Kind: broker.SecretRecord, InstanceID: r.InstanceID, Name: r.Name, Value: r.Data}, true, nil
+		return []broker.StoredSecret{{Kind: broker.SecretRecord, InstanceID: r.InstanceID, Name: r.Name, Value: r.Data}}, nil
 	}
-	return broker.StoredSecret{}, false, nil
+	return nil, nil
 }
 
 // ReplaceSecret reads the item, checks that its value is still
@@ -104,6 +120,8 @@ func (s *Store) replaceSecret(ctx context.Context, secret broker.StoredSecret, s
 		k = resourceKey(secret.InstanceID, secret.Name)
 	case broker.SecretDetached:
 		k = detachedKey(secret.DetachedID)
+	case broker.SecretParameters, broker.SecretFingerprint:
+		return s.replaceRequestSecret(ctx, secret, sealed)
 	default:
 		return fmt.Errorf("unknown kind of secret %q", secret.Kind)
 	}
@@ -111,11 +129,12 @@ func (s *Store) replaceSecret(ctx context.Context, secret broker.StoredSecret, s
 	if err != nil {
 		return err
 	}
-	cur, ok, err := storedSecret(out.Item)
+	all, err := storedSecrets(out.Item)
 	if err != nil {
 		return err
 	}
-	if !ok || cur.Plain != secret.Plain || !bytes.Equal(cur.Value, secret.Value) {
+	i := slices.IndexFunc(all, func(cur broker.StoredSecret) bool { return cur.Kind == secret.Kind })
+	if i < 0 || all[i].Plain != secret.Plain || !bytes.Equal(all[i].Value, secret.Value) {
 		return broker.ErrSecretChanged
 	}
 	var item map[string]types.AttributeValue
@@ -144,6 +163,82 @@ func (s *Store) replaceSecret(ctx context.Context, secret broker.StoredSecret, s
 	}
 	failed, err := s.putItemIf(ctx, item, expression.Name(attr).Equal(expression.Value(out.Item[attr])))
 	if err == nil && failed != nil {
+		return broker.ErrSecretChanged
+	}
+	return err
+}
+
+// replaceRequestSecret puts sealed in place of the parameters or the
+// fingerprint of the item secret.Of names: one UpdateItem of that one
+// attribute, on condition that it is as read, so that the item's other
+// attributes (its state, its version) are never written back as read.
+func (s *Store) replaceRequestSecret(ctx context.Context, secret broker.StoredSecret, sealed json.RawMessage) error {
+	var k map[string]types.AttributeValue
+	attr := attrFingerprint
+	switch secret.Of {
+	case broker.SecretOfInstance:
+		k = instanceKey(secret.InstanceID)
+	case broker.SecretOfBinding:
+		k = bindingKey(secret.InstanceID, secret.Name)
+	case broker.SecretOfOperation:
+		k = operationKey(secret.InstanceID, secret.Name)
+	default:
+		return fmt.Errorf("unknown item %q of %s", secret.Of, secret.Kind)
+	}
+	if secret.Kind == broker.SecretParameters {
+		attr = attrParameters
+		if secret.Of == broker.SecretOfOperation {
+			attr = attrTarget
+		}
+	}
+	out, err := s.client.GetItem(ctx, &dynamodb.GetItemInput{TableName: s.table, Key: k, ConsistentRead: aws.Bool(true)})
+	if err != nil {
+		return err
+	}
+	if out.Item == nil || out.Item[attr] == nil {
+		return broker.ErrSecretChanged
+	}
+	var item map[string]types.AttributeValue
+	switch secret.Of {
+	case broker.SecretOfInstance:
+		var inst *broker.Instance
+		if inst, err = decode(out.Item, instanceItem.instance); err == nil {
+			if !inst.ReplaceRequestSecret(secret, sealed) {
+				return broker.ErrSecretChanged
+			}
+			item, err = encode(newInstanceItem(*inst))
+		}
+	case broker.SecretOfBinding:
+		var b *broker.Binding
+		if b, err = decode(out.Item, bindingItem.binding); err == nil {
+			if !b.ReplaceRequestSecret(secret, sealed) {
+				return broker.ErrSecretChanged
+			}
+			item, err = encode(newBindingItem(*b))
+		}
+	case broker.SecretOfOperation:
+		var op *broker.Operation
+		if op, err = decode(out.Item, operationItem.operation); err == nil {
+			if !op.ReplaceRequestSecret(secret, sealed) {
+				return broker.ErrSecretChanged
+			}
+			item, err = encode(newOperationItem(*op))
+		}
+	}
+	if err != nil {
+		return err
+	}
+	update := expression.Set(expression.Name(attr), expression.Value(item[attr]))
+	e, err := build(expression.Name(attr).Equal(expression.Value(out.Item[attr])), &update)
+	if err != nil {
+		return err
+	}
+	_, err = s.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: s.table, Key: k, UpdateExpression: e.Update(),
+		ConditionExpression: e.Condition(), ExpressionAttributeNames: e.Names(), ExpressionAttributeValues: e.Values(),
+	})
+	var failed *types.ConditionalCheckFailedException
+	if errors.As(err, &failed) {
 		return broker.ErrSecretChanged
 	}
 	return err

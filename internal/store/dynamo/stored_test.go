@@ -319,7 +319,7 @@ func TestAttributeNames(t *testing.T) {
 		{resourceItem{}, "dynamodbav", []string{"PK", "SK", "instance_id", "name", "data", "updated_at"}},
 		{detachedItem{}, "dynamodbav", []string{"PK", "SK", "id", "instance_id", "name", "data", "plan_id",
 			"operation_id", "reason", "state", "attempts", "failure", "created_at", "updated_at"}},
-		{sealingItem{}, "dynamodbav", []string{"PK", "SK", "sealed_only", "key_id", "since"}},
+		{sealingItem{}, "dynamodbav", []string{"PK", "SK", "sealed_only", "key_id", "since", "sensitive_plans"}},
 	}
 	for _, g := range golden {
 		t.Run(fmt.Sprintf("%T has the attributes it always had", g.item), func(t *testing.T) {
@@ -369,10 +369,11 @@ func TestAttributeNames(t *testing.T) {
 // d3c8482: one item, PK=broker SK=sealing, written and read alike.
 func TestSealingModeItem(t *testing.T) {
 	mode := broker.SealingMode{SealedOnly: true, KeyID: "arn:aws:kms:eu-west-1:123456789012:key/k-1",
-		Since: time.Date(2026, time.January, 2, 3, 4, 5, 6, time.UTC)}
+		Since: time.Date(2026, time.January, 2, 3, 4, 5, 6, time.UTC), SensitivePlans: []string{"plan-1", "plan-2"}}
 	want := attrs{
 		"PK": s("broker"), "SK": s("sealing"), "sealed_only": boolean(true),
 		"key_id": s("arn:aws:kms:eu-west-1:123456789012:key/k-1"), "since": s("2026-01-02T03:04:05.000000006Z"),
+		"sensitive_plans": &types.AttributeValueMemberL{Value: []types.AttributeValue{s("plan-1"), s("plan-2")}},
 	}
 	got, err := encode(newSealingItem(mode))
 	if err != nil {
@@ -382,7 +383,12 @@ func TestSealingModeItem(t *testing.T) {
 		t.Error(d)
 	}
 	back, err := decode(want, sealingItem.mode)
-	if err != nil || *back != mode {
+	if err != nil || !reflect.DeepEqual(*back, mode) {
 		t.Errorf("read back %+v %v, want %+v", back, err, mode)
+	}
+	// The item as written before sensitive_plans reads as no plan.
+	delete(want, "sensitive_plans")
+	if back, err = decode(want, sealingItem.mode); err != nil || !back.SealedOnly || back.SensitivePlans != nil {
+		t.Errorf("the first format read back %+v %v", back, err)
 	}
 }

@@ -24,7 +24,8 @@ var sealingCases = []testCase{
 		got, err := modes.SealingMode(t.Context())
 		must(t, err, "SealingMode")
 		equal(t, "sealing mode of a new store", got, broker.SealingMode{})
-		want := broker.SealingMode{SealedOnly: true, KeyID: "arn:aws:kms:eu-west-1:123456789012:key/k-1", Since: at(5).Add(time.Nanosecond)}
+		want := broker.SealingMode{SealedOnly: true, KeyID: "arn:aws:kms:eu-west-1:123456789012:key/k-1", Since: at(5).Add(time.Nanosecond),
+			SensitivePlans: []string{"plan-1", "plan-2"}}
 		must(t, modes.SetSealingMode(t.Context(), want), "SetSealingMode")
 		got, err = modes.SealingMode(t.Context())
 		must(t, err, "SealingMode")

@@ -44,6 +44,15 @@ func Run(t *testing.T, newStore func(t *testing.T) broker.Store) {
 	}
 }
 
+// RunSecrets runs the cases of broker.SecretStore, which a store that
+// keeps the items itself has (a decorator, such as the sealing store,
+// hands out values opened and has not), each on a fresh store.
+func RunSecrets(t *testing.T, newStore func(t *testing.T) broker.Store) {
+	for _, c := range secretCases {
+		t.Run(c.name, func(t *testing.T) { c.run(t, newStore) })
+	}
+}
+
 // The ids that snapshot reads: every case that checks "nothing changed" uses
 // only these.
 var (
