@@ -247,10 +247,17 @@ func plantClearBinding(t *testing.T, path, instanceID, bindingID, password strin
 		t.Fatal(err)
 	}
 	defer s.Close()
+	// The binding names its instance's offering and plan, as every binding
+	// must (the store refuses another).
+	snap, err := s.Load(t.Context(), instanceID, "", "")
+	if err != nil || snap.Instance == nil {
+		t.Fatalf("load instance %s: %+v %v", instanceID, snap, err)
+	}
 	now := time.Now().UTC()
 	op := broker.Operation{ID: "bind-" + bindingID, InstanceID: instanceID, BindingID: bindingID, Kind: broker.KindBind,
 		State: broker.OperationSucceeded, CreatedAt: now, UpdatedAt: now, FinishedAt: now, ExpiresAt: now.Add(broker.Retention)}
-	b := broker.Binding{InstanceID: instanceID, ID: bindingID, State: broker.BindingReady, LastOp: op.ID,
+	b := broker.Binding{InstanceID: instanceID, ID: bindingID, ServiceID: snap.Instance.ServiceID, PlanID: snap.Instance.PlanID,
+		State: broker.BindingReady, LastOp: op.ID,
 		Credentials: broker.Credentials{"password": password}, Version: 1, CreatedAt: now, UpdatedAt: now}
 	if err := s.CreateBinding(t.Context(), b, op, &broker.Settled{}); err != nil {
 		t.Fatal(err)
