@@ -30,6 +30,10 @@ import (
 const OpsUsage = `usage: go run ./functions/api ops [--json] [--stack NAME] COMMAND
 
   operations        operations in progress, with those overdue marked STUCK
+  operation INSTANCE_ID [OPERATION_ID]
+                    the instance's operations (finished ones are kept 7 days), each with
+                    its detail for the operator (a failure's full reason, e.g.
+                    CloudFormation's), and the detached resources its operations left
   detached          detached resources: waiting for, in, or given up by the cleanup
   cleanup ID        start the cleanup of detached resource ID again
   reap              run the reaper once and print what it did
@@ -101,9 +105,12 @@ func RunOps(ctx context.Context, args []string, out io.Writer, logger *slog.Logg
 		return usageError("no command")
 	case args[0] == "cleanup" && len(args) != 2:
 		return usageError("cleanup takes one argument, the detached resource's id")
-	case args[0] != "cleanup" && !slices.Contains([]string{"operations", "detached", "reap", "reseal", "rotate-key"}, args[0]):
+	case args[0] == "operation" && (len(args) < 2 || len(args) > 3):
+		return usageError("operation takes the instance's id and, optionally, one of its operation's ids")
+	case args[0] == "operation" || args[0] == "cleanup":
+	case !slices.Contains([]string{"operations", "detached", "reap", "reseal", "rotate-key"}, args[0]):
 		return usageError("unknown command %q", args[0])
-	case args[0] != "cleanup" && len(args) != 1:
+	case len(args) != 1:
 		return usageError("%s takes no argument", args[0])
 	}
 	b, closeFn, err := opsBroker(ctx, *stack, logger)
@@ -214,6 +221,36 @@ func Ops(ctx context.Context, b *broker.Broker, args []string, out io.Writer) er
 			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", op.ID, op.Kind, op.InstanceID, op.BindingID,
 				b.Now().Sub(op.CreatedAt).Round(time.Second), status)
 		}
+	case "operation":
+		ops, ds, err := instanceOperations(ctx, b, args[1:])
+		if err != nil {
+			return err
+		}
+		// One block per operation: a detail is a paragraph, not a column.
+		for _, op := range ops {
+			fmt.Fprintf(out, "operation %s  %s  %s  created %s", op.ID, op.Kind, op.State, op.CreatedAt.Format(time.RFC3339))
+			if !op.FinishedAt.IsZero() {
+				fmt.Fprintf(out, "  finished %s", op.FinishedAt.Format(time.RFC3339))
+			}
+			fmt.Fprintln(out)
+			if op.BindingID != "" {
+				fmt.Fprintf(out, "  binding:     %s\n", op.BindingID)
+			}
+			fmt.Fprintf(out, "  description: %s\n", op.Description)
+			if op.Detail != "" {
+				fmt.Fprintf(out, "  detail:      %s\n", op.Detail)
+			}
+		}
+		for _, d := range ds {
+			fmt.Fprintf(out, "detached %s  %s  attempts %d  resource %s  operation %s\n", d.ID, d.State, d.Attempts, d.Name, d.OperationID)
+			fmt.Fprintf(out, "  reason:      %s\n", d.Reason)
+			if d.Failure != "" {
+				fmt.Fprintf(out, "  failure:     %s\n", d.Failure)
+			}
+			if d.FailureDetail != "" {
+				fmt.Fprintf(out, "  detail:      %s\n", d.FailureDetail)
+			}
+		}
 	case "detached":
 		ds, err := b.Store.ListDetached(ctx)
 		if err != nil {
@@ -275,6 +312,45 @@ func Ops(ctx context.Context, b *broker.Broker, args []string, out io.Writer) er
 	return nil
 }
 
+// instanceOperations are the operations of the instance args[0] names,
+// oldest first (only args[1] when given), and the detached resources they
+// left. Finished operations are kept for broker.Retention; a detached
+// record is kept until its resource is deleted.
+func instanceOperations(ctx context.Context, b *broker.Broker, args []string) ([]broker.Operation, []broker.Detached, error) {
+	instanceID := args[0]
+	var ops []broker.Operation
+	if len(args) == 2 {
+		op, err := b.Store.GetOperation(ctx, instanceID, args[1])
+		if errors.Is(err, broker.ErrNotFound) {
+			return nil, nil, fmt.Errorf("instance %s has no operation %s (finished operations are kept %s)", instanceID, args[1], broker.Retention)
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+		ops = []broker.Operation{op}
+	} else {
+		var err error
+		if ops, err = b.Store.ListOperations(ctx, instanceID); err != nil {
+			return nil, nil, err
+		}
+		if len(ops) == 0 {
+			return nil, nil, fmt.Errorf("instance %s has no operation (finished operations are kept %s)", instanceID, broker.Retention)
+		}
+		slices.SortStableFunc(ops, func(a, b broker.Operation) int { return a.CreatedAt.Compare(b.CreatedAt) })
+	}
+	all, err := b.Store.ListDetached(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	var ds []broker.Detached
+	for _, d := range all {
+		if d.InstanceID == instanceID && (len(args) == 1 || d.OperationID == args[1]) {
+			ds = append(ds, d)
+		}
+	}
+	return ops, ds, nil
+}
+
 // sealingStore is the broker's sealing store.
 func sealingStore(b *broker.Broker) (*sealing.Store, error) {
 	s, ok := b.Store.(*sealing.Store)
@@ -306,7 +382,8 @@ func rotateKey(b *broker.Broker) (string, error) {
 }
 
 // OpsJSON runs one operator command on b, answering in JSON: a list of
-// objects for operations and detached, one object for cleanup and reap.
+// objects for operations and detached, one object for operation, cleanup
+// and reap.
 func OpsJSON(ctx context.Context, b *broker.Broker, args []string, out io.Writer) error {
 	var answer any
 	var err error
@@ -330,23 +407,20 @@ func OpsJSON(ctx context.Context, b *broker.Broker, args []string, out io.Writer
 				b.Now().Sub(op.CreatedAt).Round(time.Second).Seconds(), b.Now().After(op.NextCheckAt.Add(b.RepairAfter))})
 		}
 		answer = list
-	case "detached":
-		type detached struct {
-			ID         string `json:"id"`
-			State      string `json:"state"`
-			Attempts   int    `json:"attempts"`
-			InstanceID string `json:"instance_id"`
-			Resource   string `json:"resource"`
-			Reason     string `json:"reason,omitempty"`
-			Failure    string `json:"failure,omitempty"`
+	case "operation":
+		ops, ds, err := instanceOperations(ctx, b, args[1:])
+		if err != nil {
+			return err
 		}
+		answer = instanceAnswer(args[1], ops, ds)
+	case "detached":
 		var ds []broker.Detached
 		if ds, err = b.Store.ListDetached(ctx); err != nil {
 			return err
 		}
-		list := []detached{}
+		list := []detachedAnswer{}
 		for _, d := range ds {
-			list = append(list, detached{d.ID, string(d.State), d.Attempts, d.InstanceID, d.Name, d.Reason, d.Failure})
+			list = append(list, newDetachedAnswer(d))
 		}
 		answer = list
 	case "cleanup":
@@ -380,4 +454,55 @@ func OpsJSON(ctx context.Context, b *broker.Broker, args []string, out io.Writer
 		return encErr
 	}
 	return err
+}
+
+// detachedAnswer is a detached resource in ops' JSON.
+type detachedAnswer struct {
+	ID            string `json:"id"`
+	State         string `json:"state"`
+	Attempts      int    `json:"attempts"`
+	InstanceID    string `json:"instance_id"`
+	Resource      string `json:"resource"`
+	OperationID   string `json:"operation_id"`
+	Reason        string `json:"reason,omitempty"`
+	Failure       string `json:"failure,omitempty"`
+	FailureDetail string `json:"failure_detail,omitempty"`
+}
+
+func newDetachedAnswer(d broker.Detached) detachedAnswer {
+	return detachedAnswer{d.ID, string(d.State), d.Attempts, d.InstanceID, d.Name, d.OperationID, d.Reason, d.Failure, d.FailureDetail}
+}
+
+// operationAnswer is an operation in ops' JSON, with its detail for the
+// operator.
+type operationAnswer struct {
+	ID          string     `json:"operation_id"`
+	Kind        string     `json:"kind"`
+	BindingID   string     `json:"binding_id,omitempty"`
+	State       string     `json:"state"`
+	Description string     `json:"description,omitempty"`
+	Detail      string     `json:"detail,omitempty"`
+	CreatedAt   time.Time  `json:"created_at"`
+	FinishedAt  *time.Time `json:"finished_at,omitempty"`
+}
+
+// instanceAnswer is the answer of ops operation in JSON.
+func instanceAnswer(instanceID string, ops []broker.Operation, ds []broker.Detached) any {
+	answer := struct {
+		InstanceID string            `json:"instance_id"`
+		Operations []operationAnswer `json:"operations"`
+		Detached   []detachedAnswer  `json:"detached"`
+	}{InstanceID: instanceID, Operations: []operationAnswer{}, Detached: []detachedAnswer{}}
+	for _, op := range ops {
+		a := operationAnswer{ID: op.ID, Kind: string(op.Kind), BindingID: op.BindingID, State: string(op.State),
+			Description: op.Description, Detail: op.Detail, CreatedAt: op.CreatedAt}
+		if !op.FinishedAt.IsZero() {
+			a.FinishedAt = &op.FinishedAt
+		}
+		answer.Operations = append(answer.Operations, a)
+	}
+	for _, d := range ds {
+		answer.Detached = append(answer.Detached, newDetachedAnswer(d))
+	}
+	return answer
 }

@@ -236,9 +236,10 @@ func (b *Broker) CleanupDeletedTask(ctx context.Context, id string) error {
 	return nil
 }
 
-// CleanupGaveUpTask records that a detached resource could not be deleted:
-// it stays listed for an operator.
-func (b *Broker) CleanupGaveUpTask(ctx context.Context, id, description string) error {
+// CleanupGaveUpTask records that a detached resource could not be deleted,
+// why (description) and, for the operator, the driver's full reason
+// (detail, capped as an operation's is): it stays listed for an operator.
+func (b *Broker) CleanupGaveUpTask(ctx context.Context, id, description, detail string) error {
 	d, err := b.Store.GetDetached(ctx, id)
 	if errors.Is(err, ErrNotFound) {
 		return nil
@@ -248,6 +249,9 @@ func (b *Broker) CleanupGaveUpTask(ctx context.Context, id, description string) 
 	}
 	failed := d
 	failed.State, failed.Failure, failed.UpdatedAt = DetachedFailed, description, b.Now()
+	// No request parameter to hold the detail against: a cleanup's driver
+	// sees only the detached record, as its log lines do.
+	failed.FailureDetail = OperatorDetail(detail)
 	if err := b.Store.UpdateDetached(ctx, failed, d.Attempts); err != nil && !errors.Is(err, ErrNotFound) {
 		if isConflict(err) {
 			return nil // another cleanup started meanwhile: it decides

@@ -229,7 +229,7 @@ func TestCleanup(t *testing.T) {
 			name: "a cleanup that gives up leaves the record failed, listed for an operator, who may start it again",
 			test: func(t *testing.T, h *harness) {
 				d := h.detachedOfFailedProvision()
-				if err := h.b.CleanupGaveUpTask(ctx, d.ID, "The stack could not be deleted."); err != nil {
+				if err := h.b.CleanupGaveUpTask(ctx, d.ID, "The stack could not be deleted.", ""); err != nil {
 					t.Fatal(err)
 				}
 				if got := h.detached(d.ID); got.State != broker.DetachedFailed || got.Failure != "The stack could not be deleted." {

@@ -56,9 +56,14 @@ func ErrorCode(err error) Code {
 
 // Failure is a permanent failure of a change, reported by a driver. Its
 // Description reaches the platform through last_operation; it must not hold
-// credentials or request parameters.
+// credentials or request parameters. Detail is for the platform operator
+// alone: what the driver's provider said in full (a CloudFormation reason
+// can name the account, roles and IAM actions), kept on the operation's
+// record for `ops operation` and never served to the platform; it must not
+// hold credentials either (see Operation.Detail).
 type Failure struct {
 	Description      string
+	Detail           string
 	InstanceUsable   *bool
 	UpdateRepeatable *bool
 }

@@ -761,7 +761,8 @@ func (h *harness) mustBegin(id, op string) broker.TaskProgress {
 }
 
 // failTask runs step (begin or check), which must fail for good, and then
-// the workflow's Catch: RecordFailure with the failure's description.
+// the workflow's Catch: RecordFailureDetail with the failure's description
+// and detail, through the error's cause as package steps encodes it.
 func (h *harness) failTask(id, op, step string) {
 	h.t.Helper()
 	var err error
@@ -774,7 +775,8 @@ func (h *harness) failTask(id, op, step string) {
 	if !errors.As(err, &f) {
 		h.t.Fatalf("%s %s: %v, want a permanent failure", step, op, err)
 	}
-	if err := h.b.RecordFailure(ctx, id, op, broker.FailureDescription("PermanentError", f.Description)); err != nil {
+	description, detail := broker.CaughtFailure("PermanentError", broker.FailureCause(f.Description, f.Detail))
+	if err := h.b.RecordFailureDetail(ctx, id, op, description, detail); err != nil {
 		h.t.Fatalf("record failure of %s: %v", op, err)
 	}
 }

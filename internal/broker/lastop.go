@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/serverless-osb/broker/internal/logging"
@@ -141,7 +142,7 @@ func (b *Broker) repair(ctx context.Context, op Operation) Operation {
 // execution again.
 func (b *Broker) repairNow(ctx context.Context, op Operation) (_ Operation, restarted bool) {
 	ctx = logging.With(ctx, op.LogAttrs()...)
-	description := ""
+	description, detail := "", ""
 	if !op.Async {
 		description = fmt.Sprintf("The %s was interrupted before it completed; try again.", op.Kind)
 	} else {
@@ -158,9 +159,12 @@ func (b *Broker) repairNow(ctx context.Context, op Operation) (_ Operation, rest
 			return op, false
 		}
 		description = endedDescription(op.Kind, exec)
+		if exec.Error != "" || exec.Cause != "" {
+			detail = strings.TrimSpace(exec.Error + ": " + exec.Cause) // the operator's, as fail keeps it
+		}
 		b.Logger.WarnContext(ctx, "repair: execution ended without a result", "status", string(exec.Status), "error_name", exec.Error)
 	}
-	if err := b.RecordFailure(ctx, op.InstanceID, op.ID, description); err != nil {
+	if err := b.RecordFailureDetail(ctx, op.InstanceID, op.ID, description, detail); err != nil {
 		b.Logger.ErrorContext(ctx, "repair: record failure", "error", err.Error())
 		return op, false
 	}

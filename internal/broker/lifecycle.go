@@ -9,6 +9,7 @@ import (
 	"math"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/serverless-osb/broker/internal/catalog"
 	"github.com/serverless-osb/broker/internal/logging"
@@ -327,12 +328,19 @@ func (b *Broker) logEnd(ctx context.Context, op Operation, reason string) {
 }
 
 // RecordFailure records an operation's failure with a description for the
-// user and releases what it held; what the failed change made is detached
-// for the cleanup workflow in the same write. An asynchronous provision or
-// bind leaves a failed instance or binding for the platform to delete; a
+// user, as RecordFailureDetail does with no detail for the operator.
+func (b *Broker) RecordFailure(ctx context.Context, instanceID, operationID, description string) error {
+	return b.RecordFailureDetail(ctx, instanceID, operationID, description, "")
+}
+
+// RecordFailureDetail records an operation's failure with a description
+// for the user and a detail for the operator (Operation.Detail), and
+// releases what it held; what the failed change made is detached for the
+// cleanup workflow in the same write. An asynchronous provision or bind
+// leaves a failed instance or binding for the platform to delete; a
 // synchronous one leaves nothing, since its request already reported the
 // failure. A missing or finished operation has nothing to record.
-func (b *Broker) RecordFailure(ctx context.Context, instanceID, operationID, description string) error {
+func (b *Broker) RecordFailureDetail(ctx context.Context, instanceID, operationID, description, detail string) error {
 	snap, err := b.Store.Load(ctx, instanceID, operationID, "")
 	if err != nil {
 		return fmt.Errorf("record failure of %s: %w", operationID, err)
@@ -341,38 +349,44 @@ func (b *Broker) RecordFailure(ctx context.Context, instanceID, operationID, des
 		return nil
 	}
 	ctx = logging.With(ctx, snap.Operation.LogAttrs()...)
-	return b.fail(ctx, *snap.Operation, snap, description)
+	return b.fail(ctx, *snap.Operation, snap, description, detail)
 }
 
-// fail records op's failure from snap, as RecordFailure describes.
-func (b *Broker) fail(ctx context.Context, op Operation, snap Snapshot, description string) error {
+// fail records op's failure from snap, as RecordFailureDetail describes.
+func (b *Broker) fail(ctx context.Context, op Operation, snap Snapshot, description, detail string) error {
 	if description == "" {
 		description = fmt.Sprintf("The %s failed.", op.Kind)
 	}
 	now := b.Now()
 	fin := Finish{Op: b.finished(op, OperationFailed, description)}
 	fin.Detach = b.leftovers(ctx, op, snap, description)
-	// The parameters the driver saw, which the logged reason must not repeat.
+	// The parameters the driver saw, which neither the logged reason nor
+	// the operator's detail may repeat.
 	var params []json.RawMessage
 	if op.Target != nil {
 		params = append(params, op.Target.Parameters)
 	}
+	if snap.Instance != nil {
+		params = append(params, snap.Instance.Parameters)
+	}
+	if op.Kind.IsBinding() && snap.Binding != nil {
+		params = append(params, snap.Binding.Parameters)
+	}
+	fin.Op.Detail = OperatorDetail(detail, params...)
+	reason := logReason(description, params...)
 	if snap.Instance == nil {
 		// Gone with its bindings, and their holds.
-		return b.commit(ctx, fin, logReason(description, params...))
+		return b.commit(ctx, fin, reason)
 	}
 	inst := *snap.Instance
-	params = append(params, inst.Parameters)
 	if op.Kind.IsBinding() {
 		bd := snap.Binding
 		switch {
 		case bd == nil:
 			// The binding is gone with its hold (its instance was deleted).
 		case op.Kind == KindBind && !op.Async:
-			params = append(params, bd.Parameters)
 			fin.DeleteBinding, fin.ReleaseBinding = true, true
 		default:
-			params = append(params, bd.Parameters)
 			failed := *bd
 			failed.State, failed.Op, failed.Version, failed.UpdatedAt = BindingFailed, "", bd.Version+1, now
 			if op.Kind == KindUnbind {
@@ -380,14 +394,14 @@ func (b *Broker) fail(ctx context.Context, op Operation, snap Snapshot, descript
 			}
 			fin.Binding, fin.ReleaseBinding = &failed, true
 		}
-		return b.commit(ctx, fin, logReason(description, params...))
+		return b.commit(ctx, fin, reason)
 	}
 	inst.Op, inst.Version, inst.UpdatedAt = "", inst.Version+1, now
 	switch op.Kind {
 	case KindProvision:
 		if !op.Async {
 			fin.DeleteInstance, fin.Bindings = true, snap.BindingIDs
-			return b.commit(ctx, fin, logReason(description, params...))
+			return b.commit(ctx, fin, reason)
 		}
 		inst.State = InstanceFailed
 	case KindUpdate:
@@ -398,7 +412,7 @@ func (b *Broker) fail(ctx context.Context, op Operation, snap Snapshot, descript
 		fin.Op.InstanceUsable = Bool(false)
 	}
 	fin.Instance = &inst
-	return b.commit(ctx, fin, logReason(description, params...))
+	return b.commit(ctx, fin, reason)
 }
 
 // leftovers are the detached records of what a failed op leaves behind, as
@@ -518,15 +532,15 @@ func (b *Broker) runSync(ctx context.Context, op Operation, snap Snapshot) (Fini
 		return Finish{}, err
 	}
 	var failure *Failure
-	description := FailureDescription("", "")
+	description, detail := FailureDescription("", ""), err.Error()
 	if errors.As(err, &failure) {
-		description = failure.Description
+		description, detail = failure.Description, failure.Detail
 	}
 	// The request's context may be what failed; record on a fresh one. Read
 	// again first: the driver may have written records itself, and they are
 	// leftovers to detach.
 	rctx := context.WithoutCancel(ctx)
-	if rerr := b.RecordFailure(rctx, op.InstanceID, op.ID, description); rerr != nil {
+	if rerr := b.RecordFailureDetail(rctx, op.InstanceID, op.ID, description, detail); rerr != nil {
 		// This error is logged: a permanent failure is named, not quoted,
 		// since its description may repeat request input.
 		cause := err
@@ -648,9 +662,19 @@ func repeatsString(s string, v any) bool {
 }
 
 // FailureDescription turns an error a workflow caught into the description
-// the user sees. Only a driver's permanent failure is shown as it is;
-// anything else is summarised, so internals do not reach the platform.
+// the user sees (CaughtFailure).
 func FailureDescription(name, cause string) string {
+	description, _ := CaughtFailure(name, cause)
+	return description
+}
+
+// CaughtFailure turns an error a workflow caught, by its name and cause,
+// into the description the user sees and the detail the operator sees
+// (Operation.Detail). Only a driver's permanent failure is shown as it is,
+// with its detail as FailureCause encoded them; anything else is
+// summarised for the user, so internals do not reach the platform, and
+// given to the operator as it is.
+func CaughtFailure(name, cause string) (description, detail string) {
 	var lambdaErr struct {
 		ErrorMessage string `json:"errorMessage"`
 	}
@@ -659,13 +683,78 @@ func FailureDescription(name, cause string) string {
 	}
 	switch name {
 	case "PermanentError":
+		var f failureCause
+		if json.Unmarshal([]byte(cause), &f) == nil && f.Description != "" && f.Detail != "" {
+			return f.Description, f.Detail
+		}
 		if cause != "" {
-			return cause
+			return cause, ""
 		}
 	case "States.Timeout":
-		return "The operation timed out; try again later."
+		return "The operation timed out; try again later.", clipDetail(strings.TrimSpace(name + ": " + cause))
 	}
-	return "The operation failed because the service could not complete it; try again later."
+	if name == "" && cause == "" {
+		return "The operation failed because the service could not complete it; try again later.", ""
+	}
+	return "The operation failed because the service could not complete it; try again later.",
+		clipDetail(strings.TrimSpace(name + ": " + cause))
+}
+
+// failureCause is a permanent failure with a detail, as the cause of the
+// workflow's error carries it.
+type failureCause struct {
+	Description string `json:"description"`
+	Detail      string `json:"detail"`
+}
+
+// FailureCause is the cause of a workflow's error for a permanent failure
+// (CaughtFailure reads it): its description as it is when there is no
+// detail (as causes were before details), else both in one JSON object,
+// the detail capped at MaxDetail.
+func FailureCause(description, detail string) string {
+	if detail == "" {
+		return description
+	}
+	data, err := json.Marshal(failureCause{Description: description, Detail: clipDetail(detail)})
+	if err != nil {
+		return description
+	}
+	return string(data)
+}
+
+// MaxDetail bounds an operator's detail, in bytes: a CloudFormation reason
+// is a few hundred; the bound keeps a workflow's error cause (at most
+// 32,768 characters) and the operation's item small.
+const MaxDetail = 4096
+
+// withheldDetail is the operator's detail of a failure whose detail
+// repeats a request parameter.
+const withheldDetail = "(left out: it repeats a request parameter; the provider's own record of the failure has it)"
+
+// OperatorDetail is the detail an operation's record keeps (Operation.Detail):
+// detail capped at MaxDetail, or withheldDetail when it repeats a string
+// value of params, as a log line would.
+func OperatorDetail(detail string, params ...json.RawMessage) string {
+	if detail == "" {
+		return ""
+	}
+	if RepeatsParameter(detail, params...) {
+		return withheldDetail
+	}
+	return clipDetail(detail)
+}
+
+// clipDetail caps s at MaxDetail bytes, at a character's boundary.
+func clipDetail(s string) string {
+	if len(s) <= MaxDetail {
+		return s
+	}
+	const more = " …(cut)"
+	cut := MaxDetail - len(more)
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + more
 }
 
 func isConflict(err error) bool {

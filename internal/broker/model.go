@@ -185,6 +185,12 @@ type Operation struct {
 	State      OperationState `json:"state"`
 	// Description is shown to the user by last_operation.
 	Description string `json:"description,omitempty"`
+	// Detail is what the platform operator alone sees of a failure (`ops
+	// operation`): the driver's full reason, or the workflow's error,
+	// capped at MaxDetail and withheld when it repeats a request parameter,
+	// as the log does. It is never served to the platform. It is not
+	// sealed: it holds no credentials, and no parameter value.
+	Detail      string `json:"detail,omitempty"`
 	Fingerprint string `json:"fingerprint"`
 	// Async is false for an operation completed within its request.
 	Async bool `json:"async"`
@@ -260,10 +266,13 @@ type Detached struct {
 	Reason      string        `json:"reason"`
 	State       DetachedState `json:"state"`
 	// Attempts counts the cleanup executions started.
-	Attempts  int       `json:"attempts"`
-	Failure   string    `json:"failure,omitempty"`
-	CreatedAt time.Time `json:"created_at"`
-	UpdatedAt time.Time `json:"updated_at"`
+	Attempts int    `json:"attempts"`
+	Failure  string `json:"failure,omitempty"`
+	// FailureDetail is the operator's detail of Failure, as
+	// Operation.Detail is of an operation's description.
+	FailureDetail string    `json:"failure_detail,omitempty"`
+	CreatedAt     time.Time `json:"created_at"`
+	UpdatedAt     time.Time `json:"updated_at"`
 }
 
 // CleanupName is the name of the cleanup execution for attempt n.

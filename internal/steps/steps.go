@@ -70,10 +70,12 @@ func (e *TransientError) Unwrap() error     { return e.Err }
 func (e *TransientError) ErrorName() string { return "TransientError" }
 
 // PermanentError is a failure that retrying cannot fix; the state machine's
-// Catch records it. Its message is the description the user sees.
-type PermanentError struct{ Description string }
+// Catch records it. Its message is the description the user sees and the
+// detail the operator sees, as broker.FailureCause encodes them, which
+// record_failure decodes (broker.CaughtFailure).
+type PermanentError struct{ Description, Detail string }
 
-func (e *PermanentError) Error() string     { return e.Description }
+func (e *PermanentError) Error() string     { return broker.FailureCause(e.Description, e.Detail) }
 func (e *PermanentError) ErrorName() string { return "PermanentError" }
 
 // Steps runs the Tasks of the workflows on a Broker, which owns what each
@@ -122,13 +124,15 @@ func (s *Steps) Run(ctx context.Context, p Payload) (json.RawMessage, error) {
 	case StepFinish:
 		err = b.FinishTask(ctx, p.InstanceID, p.OperationID)
 	case StepRecordFailure:
-		err = b.RecordFailure(ctx, p.InstanceID, p.OperationID, broker.FailureDescription(p.Error, p.Cause))
+		description, detail := broker.CaughtFailure(p.Error, p.Cause)
+		err = b.RecordFailureDetail(ctx, p.InstanceID, p.OperationID, description, detail)
 	case StepCleanupDelete:
 		out, err = b.CleanupDeleteTask(ctx, p.DetachedID)
 	case StepCleanupDeleted:
 		err = b.CleanupDeletedTask(ctx, p.DetachedID)
 	case StepCleanupGaveUp:
-		err = b.CleanupGaveUpTask(ctx, p.DetachedID, broker.FailureDescription(p.Error, p.Cause))
+		description, detail := broker.CaughtFailure(p.Error, p.Cause)
+		err = b.CleanupGaveUpTask(ctx, p.DetachedID, description, detail)
 	}
 	if err != nil {
 		return nil, classify(err)
@@ -141,7 +145,7 @@ func (s *Steps) Run(ctx context.Context, p Payload) (json.RawMessage, error) {
 func classify(err error) error {
 	var f *broker.Failure
 	if errors.As(err, &f) {
-		return &PermanentError{Description: f.Description}
+		return &PermanentError{Description: f.Description, Detail: f.Detail}
 	}
 	return &TransientError{Err: err}
 }

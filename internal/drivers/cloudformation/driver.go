@@ -272,7 +272,7 @@ func (d *Driver) create(ctx context.Context, c broker.Change, s *Settings, name 
 		return d.creating(ctx, c, stack, t)
 	case types.StackStatusCreateFailed, types.StackStatusRollbackInProgress,
 		types.StackStatusRollbackComplete, types.StackStatusRollbackFailed:
-		return broker.Progress{}, &broker.Failure{Description: d.failure(ctx, c, stack, "")}
+		return broker.Progress{}, d.failure(ctx, c, stack, "")
 	default:
 		if inProgress(status) {
 			return broker.Progress{RetryAfter: retryAfter(c), Description: "Creating the stack."}, nil
@@ -441,18 +441,14 @@ func (d *Driver) update(ctx context.Context, c broker.Change, s *Settings) (brok
 		return broker.Progress{RetryAfter: retryAfter(c),
 			Description: "The update failed; rolling the stack back to its previous configuration."}, nil
 	case types.StackStatusUpdateRollbackComplete:
-		return broker.Progress{}, &broker.Failure{
-			Description:      d.failure(ctx, c, stack, "The update was rolled back; the service instance is as it was before"),
-			InstanceUsable:   broker.Bool(true),
-			UpdateRepeatable: broker.Bool(true),
-		}
+		f := d.failure(ctx, c, stack, "The update was rolled back; the service instance is as it was before")
+		f.InstanceUsable, f.UpdateRepeatable = broker.Bool(true), broker.Bool(true)
+		return broker.Progress{}, f
 	case types.StackStatusUpdateRollbackFailed, types.StackStatusUpdateFailed:
-		return broker.Progress{}, &broker.Failure{
-			Description: d.failure(ctx, c, stack, fmt.Sprintf(
-				"The update failed and could not be rolled back (%s); the platform operator must continue the rollback of stack %s", status, rec.StackName)),
-			InstanceUsable:   broker.Bool(false),
-			UpdateRepeatable: broker.Bool(false),
-		}
+		f := d.failure(ctx, c, stack, fmt.Sprintf(
+			"The update failed and could not be rolled back (%s); the platform operator must continue the rollback of stack %s", status, rec.StackName))
+		f.InstanceUsable, f.UpdateRepeatable = broker.Bool(false), broker.Bool(false)
+		return broker.Progress{}, f
 	default:
 		if inProgress(status) {
 			return broker.Progress{RetryAfter: retryAfter(c), Description: "Updating the stack."}, nil
@@ -626,7 +622,7 @@ func (d *Driver) deleteStack(ctx context.Context, c broker.Change, name string, 
 		return deletion{left: d.resourcesLeft(ctx, stack)}, nil
 	case status == types.StackStatusDeleteFailed:
 		if rec.DeleteTries >= maxDeleteTries {
-			return deletion{}, &broker.Failure{Description: d.deleteFailure(ctx, c, stack, rec.DeleteTries)}
+			return deletion{}, d.deleteFailure(ctx, c, stack, rec.DeleteTries)
 		}
 		rec.DeleteTries++
 	case inProgress(status):
@@ -699,7 +695,7 @@ func (d *Driver) Cleanup(ctx context.Context, det broker.Detached) (broker.Progr
 			return broker.Progress{}, err
 		}
 		if tries >= maxDeleteTries {
-			return broker.Progress{}, &broker.Failure{Description: d.deleteFailure(ctx, broker.Change{Operation: broker.Operation{ID: det.OperationID, InstanceID: det.InstanceID}}, stack, tries)}
+			return broker.Progress{}, d.deleteFailure(ctx, broker.Change{Operation: broker.Operation{ID: det.OperationID, InstanceID: det.InstanceID}}, stack, tries)
 		}
 	case inProgress(status):
 		return wait, nil

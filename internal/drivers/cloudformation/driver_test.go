@@ -881,8 +881,9 @@ func TestCleanup(t *testing.T) {
 			h.cfn.set(h.instanceStack(), types.StackStatusDeleteFailed, "")
 		}
 		_, err := h.driver.Cleanup(h.ctx, d)
-		if f := failureOf(t, err); !strings.Contains(f.Description, "Table (AWS::DynamoDB::Table): it conflicts with a resource that already exists or is in use") {
-			t.Errorf("description %q", f.Description)
+		if f := failureOf(t, err); !strings.Contains(f.Description, "Table (AWS::DynamoDB::Table): it conflicts with a resource that already exists or is in use") ||
+			!strings.Contains(f.Detail, "Table (AWS::DynamoDB::Table) DELETE_FAILED: Table is being used") {
+			t.Errorf("description %q, detail %q", f.Description, f.Detail)
 		}
 		if h.cfn.count("DeleteStack") != 3 {
 			t.Errorf("DeleteStack calls %d, want 3", h.cfn.count("DeleteStack"))
@@ -991,7 +992,7 @@ func TestSnakeCase(t *testing.T) {
 
 func TestFailureReasonsAreClassifiedForUsers(t *testing.T) {
 	const denied = `Resource handler returned message: "User: arn:aws:sts::123456789012:assumed-role/osb-cfn-service-role/AWSCloudFormation is not authorized to perform: s3:CreateBucket on resource: "arn:aws:s3:::osb-x" because no identity-based policy allows the s3:CreateBucket action (Service: S3, Status Code: 403, Request ID: ABC)"`
-	t.Run("a permission failure shows the resource's logical id and the class; the log has CloudFormation's full reason with the operation's ids", func(t *testing.T) {
+	t.Run("a permission failure shows the resource's logical id and the class; the failure's detail and the log have CloudFormation's full reason", func(t *testing.T) {
 		h := newHarness(t, false)
 		c := h.change(broker.KindProvision, "op-1")
 		if _, err := h.driver.Begin(h.ctx, h.fresh(c)); err != nil {
@@ -1002,9 +1003,12 @@ func TestFailureReasonsAreClassifiedForUsers(t *testing.T) {
 		h.cfn.set(s, types.StackStatusRollbackComplete, "The following resource(s) failed to create: [Bucket]. Rollback requested by user.")
 		_, err := h.driver.Check(h.ctx, h.fresh(c))
 		f := failureOf(t, err)
-		want := "The S3 Bucket \"Bucket\" could not be created: the broker's service role lacks a permission (the broker's log has CloudFormation's full reason, for the platform operator)."
+		want := "The S3 Bucket \"Bucket\" could not be created: the broker's service role lacks a permission (the platform operator finds CloudFormation's full reason with the broker's ops operation command, and in its log)."
 		if f.Description != want {
 			t.Errorf("description %q, want %q", f.Description, want)
+		}
+		if wantDetail := "stack " + s + ": Bucket (AWS::S3::Bucket) CREATE_FAILED: " + denied; f.Detail != wantDetail {
+			t.Errorf("detail %q, want %q", f.Detail, wantDetail)
 		}
 		for _, secret := range []string{"123456789012", "arn:", "s3:CreateBucket", "osb-cfn-service-role"} {
 			if strings.Contains(f.Description, secret) {
@@ -1033,6 +1037,9 @@ func TestFailureReasonsAreClassifiedForUsers(t *testing.T) {
 		if want := "The stack could not be created: The following resource(s) failed to create: [Bucket, Queue]."; f.Description != want {
 			t.Errorf("description %q, want %q", f.Description, want)
 		}
+		if !strings.Contains(f.Detail, "Role arn:aws:iam::123456789012:role/x is invalid.") {
+			t.Errorf("detail %q, want the stack's full reason", f.Detail)
+		}
 	})
 	t.Run("a reason that repeats a request parameter stays out of the log", func(t *testing.T) {
 		h := newHarness(t, false)
@@ -1047,6 +1054,9 @@ func TestFailureReasonsAreClassifiedForUsers(t *testing.T) {
 		}
 		if strings.Contains(h.logs.String(), "mallory") || !strings.Contains(h.logs.String(), "repeats a request parameter") {
 			t.Errorf("log %s", h.logs.String())
+		}
+		if strings.Contains(f.Detail, "mallory") || !strings.Contains(f.Detail, "repeats a request parameter") {
+			t.Errorf("detail %q, want the reason left out", f.Detail)
 		}
 	})
 }

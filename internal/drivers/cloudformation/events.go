@@ -28,8 +28,9 @@ const stackType = "AWS::CloudFormation::Stack"
 // CloudFormation's reason (reasonClass). CloudFormation's own text can name
 // the account, the service role's ARN and the IAM action refused, which
 // every user of the platform would read in last_operation: the driver logs
-// it, with the operation's ids, for the operator instead.
-func (d *Driver) failure(ctx context.Context, c broker.Change, stack *types.Stack, lead string) string {
+// it, with the operation's ids, and gives it as the failure's Detail,
+// which the operation's record keeps for the operator (ops operation).
+func (d *Driver) failure(ctx context.Context, c broker.Change, stack *types.Stack, lead string) *broker.Failure {
 	var first *types.StackEvent
 	stackReason := ""
 	p := cfn.NewDescribeStackEventsPaginator(d.API, &cfn.DescribeStackEventsInput{StackName: stack.StackId})
@@ -58,14 +59,15 @@ scan:
 	}
 	if first != nil {
 		reason := aws.ToString(first.ResourceStatusReason)
-		d.logReason(ctx, c, stack, "stack change failed", reason, "resource", aws.ToString(first.LogicalResourceId),
+		logged := d.logReason(ctx, c, stack, "stack change failed", reason, "resource", aws.ToString(first.LogicalResourceId),
 			"resource_type", aws.ToString(first.ResourceType), "status", string(first.ResourceStatus))
 		what := fmt.Sprintf("The %s %q could not be %s: %s", resourceNoun(aws.ToString(first.ResourceType)),
 			aws.ToString(first.LogicalResourceId), verb(first.ResourceStatus), forUsers(reason))
-		if lead == "" {
-			return what
+		if lead != "" {
+			what = lead + ". " + what
 		}
-		return lead + ". " + what
+		return &broker.Failure{Description: what, Detail: fmt.Sprintf("stack %s: %s (%s) %s: %s", aws.ToString(stack.StackName),
+			aws.ToString(first.LogicalResourceId), aws.ToString(first.ResourceType), first.ResourceStatus, logged)}
 	}
 	if lead == "" {
 		lead = "The stack could not be created"
@@ -74,41 +76,49 @@ scan:
 		stackReason = aws.ToString(stack.StackStatusReason)
 	}
 	if stackReason != "" {
-		d.logReason(ctx, c, stack, "stack change failed", stackReason, "status", string(stack.StackStatus))
+		logged := d.logReason(ctx, c, stack, "stack change failed", stackReason, "status", string(stack.StackStatus))
+		f := &broker.Failure{Description: fmt.Sprintf("%s: %s", lead, forUsers(stackReason)),
+			Detail: fmt.Sprintf("stack %s %s: %s", aws.ToString(stack.StackName), stack.StackStatus, logged)}
 		if failed := failedResources.FindString(stackReason); failed != "" {
 			// Logical ids only: the template's names, safe to show.
-			return fmt.Sprintf("%s: %s", lead, sentence(failed))
+			f.Description = fmt.Sprintf("%s: %s", lead, sentence(failed))
 		}
-		return fmt.Sprintf("%s: %s", lead, forUsers(stackReason))
+		return f
 	}
-	return fmt.Sprintf("%s (%s); CloudFormation gave no reason. The stack %s's events may tell more.", lead, stack.StackStatus, aws.ToString(stack.StackName))
+	return &broker.Failure{Description: fmt.Sprintf("%s (%s); CloudFormation gave no reason. The stack %s's events may tell more.",
+		lead, stack.StackStatus, aws.ToString(stack.StackName))}
 }
 
 // deleteFailure names the resources CloudFormation could not delete, each
-// with the class of its reason; the reasons themselves are logged.
-func (d *Driver) deleteFailure(ctx context.Context, c broker.Change, stack *types.Stack, tries int) string {
+// with the class of its reason; the reasons themselves are logged, and
+// are the failure's Detail.
+func (d *Driver) deleteFailure(ctx context.Context, c broker.Change, stack *types.Stack, tries int) *broker.Failure {
 	lead := fmt.Sprintf("The stack %s could not be deleted (tried %d times)", aws.ToString(stack.StackName), tries)
 	out, err := d.API.DescribeStackResources(ctx, &cfn.DescribeStackResourcesInput{StackName: stack.StackId})
-	var failed []string
+	var failed, reasons []string
 	if err == nil {
 		for _, r := range out.StackResources {
 			if r.ResourceStatus == types.ResourceStatusDeleteFailed {
 				reason := aws.ToString(r.ResourceStatusReason)
-				d.logReason(ctx, c, stack, "stack deletion failed", reason, "resource", aws.ToString(r.LogicalResourceId),
+				logged := d.logReason(ctx, c, stack, "stack deletion failed", reason, "resource", aws.ToString(r.LogicalResourceId),
 					"resource_type", aws.ToString(r.ResourceType))
 				failed = append(failed, fmt.Sprintf("%s (%s): %s", aws.ToString(r.LogicalResourceId),
 					aws.ToString(r.ResourceType), reasonClass(reason)))
+				reasons = append(reasons, fmt.Sprintf("%s (%s) %s: %s", aws.ToString(r.LogicalResourceId),
+					aws.ToString(r.ResourceType), r.ResourceStatus, logged))
 			}
 		}
 	}
 	if len(failed) > 0 {
-		return clip(fmt.Sprintf("%s. CloudFormation could not delete %s%s", lead, strings.Join(failed, "; "), fullReasonLogged))
+		return &broker.Failure{Description: clip(fmt.Sprintf("%s. CloudFormation could not delete %s%s", lead, strings.Join(failed, "; "), fullReasonLogged)),
+			Detail: fmt.Sprintf("stack %s: %s", aws.ToString(stack.StackName), strings.Join(reasons, "; "))}
 	}
 	if r := aws.ToString(stack.StackStatusReason); r != "" {
-		d.logReason(ctx, c, stack, "stack deletion failed", r)
-		return fmt.Sprintf("%s: %s", lead, forUsers(r))
+		logged := d.logReason(ctx, c, stack, "stack deletion failed", r)
+		return &broker.Failure{Description: fmt.Sprintf("%s: %s", lead, forUsers(r)),
+			Detail: fmt.Sprintf("stack %s %s: %s", aws.ToString(stack.StackName), stack.StackStatus, logged)}
 	}
-	return lead + "."
+	return &broker.Failure{Description: lead + "."}
 }
 
 // failedResources is the start of a stack's own reason that lists the
@@ -116,7 +126,7 @@ func (d *Driver) deleteFailure(ctx context.Context, c broker.Change, stack *type
 var failedResources = regexp.MustCompile(`^The following resource\(s\) failed to [a-z]+: \[[A-Za-z0-9, ]*\]`)
 
 // fullReasonLogged ends a description whose reason is classified.
-const fullReasonLogged = " (the broker's log has CloudFormation's full reason, for the platform operator)."
+const fullReasonLogged = " (the platform operator finds CloudFormation's full reason with the broker's ops operation command, and in its log)."
 
 // forUsers is what users read of one of CloudFormation's reasons: its
 // class, and where the operator finds the rest.
@@ -163,8 +173,9 @@ func reasonClass(reason string) string {
 
 // logReason logs one of CloudFormation's reasons in full, for the
 // operator, with the operation's ids; unless it repeats a request
-// parameter, which a log line never carries.
-func (d *Driver) logReason(ctx context.Context, c broker.Change, stack *types.Stack, msg, reason string, attrs ...any) {
+// parameter, which a log line never carries. It returns the reason as
+// logged, for the failure's Detail.
+func (d *Driver) logReason(ctx context.Context, c broker.Change, stack *types.Stack, msg, reason string, attrs ...any) string {
 	params := []json.RawMessage{c.Instance.Parameters}
 	if c.Binding != nil {
 		params = append(params, c.Binding.Parameters)
@@ -182,6 +193,7 @@ func (d *Driver) logReason(ctx context.Context, c broker.Change, stack *types.St
 	}
 	args = append(args, "reason", reason)
 	d.Logger.WarnContext(ctx, msg, args...)
+	return reason
 }
 
 // deleteFailures counts the stack's failed deletions, from its events.

@@ -91,6 +91,7 @@ type operationItem struct {
 	Kind             string      `json:"kind"`
 	State            string      `json:"state"`
 	Description      string      `json:"description,omitempty"`
+	Detail           string      `json:"detail,omitempty"`
 	Fingerprint      string      `json:"fingerprint"`
 	Async            bool        `json:"async"`
 	PlanID           string      `json:"plan_id"`
@@ -120,18 +121,19 @@ type resourceItem struct {
 }
 
 type detachedItem struct {
-	ID          string          `json:"id"`
-	InstanceID  string          `json:"instance_id"`
-	Name        string          `json:"name"`
-	Data        json.RawMessage `json:"data"`
-	PlanID      string          `json:"plan_id"`
-	OperationID string          `json:"operation_id"`
-	Reason      string          `json:"reason"`
-	State       string          `json:"state"`
-	Attempts    int             `json:"attempts"`
-	Failure     string          `json:"failure,omitempty"`
-	CreatedAt   time.Time       `json:"created_at"`
-	UpdatedAt   time.Time       `json:"updated_at"`
+	ID            string          `json:"id"`
+	InstanceID    string          `json:"instance_id"`
+	Name          string          `json:"name"`
+	Data          json.RawMessage `json:"data"`
+	PlanID        string          `json:"plan_id"`
+	OperationID   string          `json:"operation_id"`
+	Reason        string          `json:"reason"`
+	State         string          `json:"state"`
+	Attempts      int             `json:"attempts"`
+	Failure       string          `json:"failure,omitempty"`
+	FailureDetail string          `json:"failure_detail,omitempty"`
+	CreatedAt     time.Time       `json:"created_at"`
+	UpdatedAt     time.Time       `json:"updated_at"`
 }
 
 // The conversions from the domain normalise times to UTC, as the DynamoDB
@@ -205,7 +207,7 @@ func (it bindingItem) binding() broker.Binding {
 func newOperationItem(op broker.Operation) operationItem {
 	it := operationItem{
 		ID: op.ID, InstanceID: op.InstanceID, BindingID: op.BindingID, Kind: string(op.Kind), State: string(op.State),
-		Description: op.Description, Fingerprint: op.Fingerprint, Async: op.Async, PlanID: op.PlanID,
+		Description: op.Description, Detail: op.Detail, Fingerprint: op.Fingerprint, Async: op.Async, PlanID: op.PlanID,
 		RetryAfter: int64(op.RetryAfter), InstanceUsable: op.InstanceUsable, UpdateRepeatable: op.UpdateRepeatable,
 		CreatedAt: op.CreatedAt.UTC(), UpdatedAt: op.UpdatedAt.UTC(), NextCheckAt: op.NextCheckAt.UTC(),
 		FinishedAt: op.FinishedAt.UTC(), ExpiresAt: op.ExpiresAt.UTC(),
@@ -223,7 +225,7 @@ func (it operationItem) operation() broker.Operation {
 	op := broker.Operation{
 		ID: it.ID, InstanceID: it.InstanceID, BindingID: it.BindingID,
 		Kind: broker.OperationKind(it.Kind), State: broker.OperationState(it.State),
-		Description: it.Description, Fingerprint: it.Fingerprint, Async: it.Async, PlanID: it.PlanID,
+		Description: it.Description, Detail: it.Detail, Fingerprint: it.Fingerprint, Async: it.Async, PlanID: it.PlanID,
 		RetryAfter: time.Duration(it.RetryAfter), InstanceUsable: it.InstanceUsable, UpdateRepeatable: it.UpdateRepeatable,
 		CreatedAt: it.CreatedAt, UpdatedAt: it.UpdatedAt, NextCheckAt: it.NextCheckAt,
 		FinishedAt: it.FinishedAt, ExpiresAt: it.ExpiresAt,
@@ -249,7 +251,8 @@ func newDetachedItem(d broker.Detached) detachedItem {
 	return detachedItem{
 		ID: d.ID, InstanceID: d.InstanceID, Name: d.Name, Data: d.Data, PlanID: d.PlanID,
 		OperationID: d.OperationID, Reason: d.Reason, State: string(d.State), Attempts: d.Attempts, Failure: d.Failure,
-		CreatedAt: d.CreatedAt.UTC(), UpdatedAt: d.UpdatedAt.UTC(),
+		FailureDetail: d.FailureDetail,
+		CreatedAt:     d.CreatedAt.UTC(), UpdatedAt: d.UpdatedAt.UTC(),
 	}
 }
 
@@ -257,7 +260,7 @@ func (it detachedItem) detached() broker.Detached {
 	return broker.Detached{
 		ID: it.ID, InstanceID: it.InstanceID, Name: it.Name, Data: it.Data, PlanID: it.PlanID,
 		OperationID: it.OperationID, Reason: it.Reason, State: broker.DetachedState(it.State), Attempts: it.Attempts,
-		Failure: it.Failure, CreatedAt: it.CreatedAt, UpdatedAt: it.UpdatedAt,
+		Failure: it.Failure, FailureDetail: it.FailureDetail, CreatedAt: it.CreatedAt, UpdatedAt: it.UpdatedAt,
 	}
 }
 

@@ -36,12 +36,16 @@ var storedItems = []storedItem{
 		`{"id":"op-1","instance_id":"i-1","kind":"provision","state":"succeeded","fingerprint":"fp-op-1","async":false,"plan_id":"plan-1","retry_after":0,"created_at":"2025-03-01T12:00:00.123456789Z","updated_at":"2025-03-01T12:01:00.123456789Z","next_check_at":"2025-03-01T12:01:00.123456789Z","finished_at":"2025-03-01T12:01:00.123456789Z","expires_at":"2025-03-08T12:01:00.123456789Z"}`},
 	{"finished operation without expiry", "i#i-1\x00op#op-0",
 		`{"id":"op-0","instance_id":"i-1","kind":"bind","state":"failed","fingerprint":"","async":false,"plan_id":"","retry_after":0,"created_at":"0001-01-01T00:00:00Z","updated_at":"0001-01-01T00:00:00Z","next_check_at":"0001-01-01T00:00:00Z","finished_at":"2025-03-01T12:00:00.123456789Z"}`},
+	{"failed operation with an operator's detail", "i#i-1\x00op#op-3",
+		`{"id":"op-3","instance_id":"i-1","kind":"provision","state":"failed","description":"The S3 Bucket \"Bucket\" could not be created: the broker's service role lacks a permission.","detail":"Bucket (AWS::S3::Bucket) CREATE_FAILED: User: arn:aws:sts::123456789012:assumed-role/cfn is not authorized to perform: s3:CreateBucket <&>","fingerprint":"fp-op-3","async":true,"plan_id":"plan-1","retry_after":0,"created_at":"2025-03-01T12:00:00.123456789Z","updated_at":"2025-03-01T12:01:00.123456789Z","next_check_at":"2025-03-01T12:01:00.123456789Z","finished_at":"2025-03-01T12:01:00.123456789Z","expires_at":"2025-03-08T12:01:00.123456789Z"}`},
 	{"resource", "i#i-1\x00r#db",
 		`{"instance_id":"i-1","name":"db","data":{"b":1,"a":"<x>"},"updated_at":"2025-03-01T12:00:00.123456789Z"}`},
 	{"resource without data", "i#i-1\x00r#empty",
 		`{"instance_id":"i-1","name":"empty","data":null,"updated_at":"0001-01-01T00:00:00Z"}`},
 	{"detached resource", "detached\x00d-1",
 		`{"id":"d-1","instance_id":"i-1","name":"old","data":[3,2,1],"plan_id":"plan-1","operation_id":"op-2","reason":"update failed","state":"failed","attempts":2,"failure":"gave up","created_at":"2025-03-01T12:00:00.123456789Z","updated_at":"2025-03-01T13:00:00.123456789Z"}`},
+	{"detached resource with a cleanup failure's detail", "detached\x00d-2",
+		`{"id":"d-2","instance_id":"i-1","name":"stack","data":{"stack":"osb-i-1"},"plan_id":"plan-1","operation_id":"op-3","reason":"provision failed","state":"failed","attempts":3,"failure":"The stack osb-i-1 could not be deleted (tried 3 times).","failure_detail":"Bucket (AWS::S3::Bucket): The bucket you tried to delete is not empty <&>","created_at":"2025-03-01T12:00:00.123456789Z","updated_at":"2025-03-01T13:00:00.123456789Z"}`},
 }
 
 type storedItem struct{ name, key, value string }
@@ -167,13 +171,13 @@ func TestFieldNames(t *testing.T) {
 			"context", "state", "credentials", "endpoints", "endpoints.host", "endpoints.ports", "endpoints.protocol",
 			"sealed", "predecessor_id", "expires_at", "renew_before", "op", "last_op", "fingerprint", "version",
 			"created_at", "updated_at"}},
-		{operationItem{}, []string{"id", "instance_id", "binding_id", "kind", "state", "description", "fingerprint", "async",
+		{operationItem{}, []string{"id", "instance_id", "binding_id", "kind", "state", "description", "detail", "fingerprint", "async",
 			"plan_id", "target", "target.plan_id", "target.parameters", "target.context", "target.maintenance_info",
 			"target.maintenance_info.version", "target.maintenance_info.description", "retry_after", "instance_usable",
 			"update_repeatable", "created_at", "updated_at", "next_check_at", "finished_at", "expires_at"}},
 		{resourceItem{}, []string{"instance_id", "name", "data", "updated_at"}},
 		{detachedItem{}, []string{"id", "instance_id", "name", "data", "plan_id", "operation_id", "reason", "state",
-			"attempts", "failure", "created_at", "updated_at"}},
+			"attempts", "failure", "failure_detail", "created_at", "updated_at"}},
 		{sealingItem{}, []string{"sealed_only", "key_id", "since", "sensitive_plans"}},
 	}
 	for _, g := range golden {

@@ -132,6 +132,7 @@ type operationItem struct {
 	Kind             string    `dynamodbav:"kind"`
 	State            string    `dynamodbav:"state"`
 	Description      string    `dynamodbav:"description,omitempty"`
+	Detail           string    `dynamodbav:"detail,omitempty"`
 	Fingerprint      string    `dynamodbav:"fingerprint"`
 	Async            bool      `dynamodbav:"async"`
 	PlanID           string    `dynamodbav:"plan_id"`
@@ -165,20 +166,21 @@ type resourceItem struct {
 }
 
 type detachedItem struct {
-	PK          string    `dynamodbav:"PK"`
-	SK          string    `dynamodbav:"SK"`
-	ID          string    `dynamodbav:"id"`
-	InstanceID  string    `dynamodbav:"instance_id"`
-	Name        string    `dynamodbav:"name"`
-	Data        jsonText  `dynamodbav:"data"` // missing data is "null"
-	PlanID      string    `dynamodbav:"plan_id"`
-	OperationID string    `dynamodbav:"operation_id"`
-	Reason      string    `dynamodbav:"reason"`
-	State       string    `dynamodbav:"state"`
-	Attempts    int       `dynamodbav:"attempts"`
-	Failure     string    `dynamodbav:"failure,omitempty"`
-	CreatedAt   time.Time `dynamodbav:"created_at"`
-	UpdatedAt   time.Time `dynamodbav:"updated_at"`
+	PK            string    `dynamodbav:"PK"`
+	SK            string    `dynamodbav:"SK"`
+	ID            string    `dynamodbav:"id"`
+	InstanceID    string    `dynamodbav:"instance_id"`
+	Name          string    `dynamodbav:"name"`
+	Data          jsonText  `dynamodbav:"data"` // missing data is "null"
+	PlanID        string    `dynamodbav:"plan_id"`
+	OperationID   string    `dynamodbav:"operation_id"`
+	Reason        string    `dynamodbav:"reason"`
+	State         string    `dynamodbav:"state"`
+	Attempts      int       `dynamodbav:"attempts"`
+	Failure       string    `dynamodbav:"failure,omitempty"`
+	FailureDetail string    `dynamodbav:"failure_detail,omitempty"`
+	CreatedAt     time.Time `dynamodbav:"created_at"`
+	UpdatedAt     time.Time `dynamodbav:"updated_at"`
 }
 
 // The conversions from the domain normalise times to UTC, as the bolt
@@ -277,7 +279,7 @@ func newOperationItem(op broker.Operation) (operationItem, error) {
 	it := operationItem{
 		PK: pk(op.InstanceID), SK: skOperation(op.ID),
 		ID: op.ID, InstanceID: op.InstanceID, BindingID: op.BindingID, Kind: string(op.Kind), State: string(op.State),
-		Description: op.Description, Fingerprint: op.Fingerprint, Async: op.Async, PlanID: op.PlanID,
+		Description: op.Description, Detail: op.Detail, Fingerprint: op.Fingerprint, Async: op.Async, PlanID: op.PlanID,
 		RetryAfter: int64(op.RetryAfter), InstanceUsable: op.InstanceUsable, UpdateRepeatable: op.UpdateRepeatable,
 		CreatedAt: op.CreatedAt.UTC(), UpdatedAt: op.UpdatedAt.UTC(), NextCheckAt: op.NextCheckAt.UTC(),
 		FinishedAt: op.FinishedAt.UTC(), ExpiresAt: op.ExpiresAt.UTC(),
@@ -305,7 +307,7 @@ func (it operationItem) operation() (broker.Operation, error) {
 	op := broker.Operation{
 		ID: it.ID, InstanceID: it.InstanceID, BindingID: it.BindingID,
 		Kind: broker.OperationKind(it.Kind), State: broker.OperationState(it.State),
-		Description: it.Description, Fingerprint: it.Fingerprint, Async: it.Async, PlanID: it.PlanID,
+		Description: it.Description, Detail: it.Detail, Fingerprint: it.Fingerprint, Async: it.Async, PlanID: it.PlanID,
 		RetryAfter: time.Duration(it.RetryAfter), InstanceUsable: it.InstanceUsable, UpdateRepeatable: it.UpdateRepeatable,
 		CreatedAt: it.CreatedAt, UpdatedAt: it.UpdatedAt, NextCheckAt: it.NextCheckAt,
 		FinishedAt: it.FinishedAt, ExpiresAt: it.ExpiresAt,
@@ -341,7 +343,8 @@ func newDetachedItem(d broker.Detached) (detachedItem, error) {
 		PK: pkDetached, SK: d.ID,
 		ID: d.ID, InstanceID: d.InstanceID, Name: d.Name, Data: data.orNull(), PlanID: d.PlanID,
 		OperationID: d.OperationID, Reason: d.Reason, State: string(d.State), Attempts: d.Attempts, Failure: d.Failure,
-		CreatedAt: d.CreatedAt.UTC(), UpdatedAt: d.UpdatedAt.UTC(),
+		FailureDetail: d.FailureDetail,
+		CreatedAt:     d.CreatedAt.UTC(), UpdatedAt: d.UpdatedAt.UTC(),
 	}, err
 }
 
@@ -349,7 +352,7 @@ func (it detachedItem) detached() (broker.Detached, error) {
 	return broker.Detached{
 		ID: it.ID, InstanceID: it.InstanceID, Name: it.Name, Data: it.Data.raw(), PlanID: it.PlanID,
 		OperationID: it.OperationID, Reason: it.Reason, State: broker.DetachedState(it.State), Attempts: it.Attempts,
-		Failure: it.Failure, CreatedAt: it.CreatedAt, UpdatedAt: it.UpdatedAt,
+		Failure: it.Failure, FailureDetail: it.FailureDetail, CreatedAt: it.CreatedAt, UpdatedAt: it.UpdatedAt,
 	}, nil
 }
 

@@ -92,12 +92,27 @@ func Cases() []Case {
 		{"finished operation without expiry", broker.Operation{
 			ID: "op-0", InstanceID: "i-1", Kind: broker.KindBind, State: broker.OperationFailed, FinishedAt: t0,
 		}},
+		{"failed operation with an operator's detail", broker.Operation{
+			ID: "op-3", InstanceID: "i-1", Kind: broker.KindProvision, State: broker.OperationFailed,
+			Description: "The S3 Bucket \"Bucket\" could not be created: the broker's service role lacks a permission.",
+			Detail:      `Bucket (AWS::S3::Bucket) CREATE_FAILED: User: arn:aws:sts::123456789012:assumed-role/cfn is not authorized to perform: s3:CreateBucket <&>`,
+			Fingerprint: "fp-op-3", Async: true, PlanID: "plan-1",
+			CreatedAt: t0, UpdatedAt: t0.Add(time.Minute), NextCheckAt: t0.Add(time.Minute),
+			FinishedAt: t0.Add(time.Minute), ExpiresAt: t0.Add(time.Minute + broker.Retention),
+		}},
 		{"resource", broker.Resource{InstanceID: "i-1", Name: "db", Data: json.RawMessage(`{"b":1,"a":"<x>"}`), UpdatedAt: t0}},
 		{"resource without data", broker.Resource{InstanceID: "i-1", Name: "empty", Data: json.RawMessage(`null`)}},
 		{"detached resource", broker.Detached{
 			ID: "d-1", InstanceID: "i-1", Name: "old", Data: json.RawMessage(`[3,2,1]`), PlanID: "plan-1",
 			OperationID: "op-2", Reason: "update failed", State: broker.DetachedFailed, Attempts: 2,
 			Failure: "gave up", CreatedAt: t0, UpdatedAt: t0.Add(time.Hour),
+		}},
+		{"detached resource with a cleanup failure's detail", broker.Detached{
+			ID: "d-2", InstanceID: "i-1", Name: "stack", Data: json.RawMessage(`{"stack":"osb-i-1"}`), PlanID: "plan-1",
+			OperationID: "op-3", Reason: "provision failed", State: broker.DetachedFailed, Attempts: 3,
+			Failure:       "The stack osb-i-1 could not be deleted (tried 3 times).",
+			FailureDetail: "Bucket (AWS::S3::Bucket): The bucket you tried to delete is not empty <&>",
+			CreatedAt:     t0, UpdatedAt: t0.Add(time.Hour),
 		}},
 	}
 }

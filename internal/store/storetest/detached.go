@@ -68,6 +68,7 @@ var detachedCases = []testCase{
 
 		failed := cleaning
 		failed.State, failed.Failure, failed.UpdatedAt = broker.DetachedFailed, "gave up after 3 tries", at(90)
+		failed.FailureDetail = "Bucket (AWS::S3::Bucket): The bucket you tried to delete is not empty"
 		must(t, s.UpdateDetached(t.Context(), failed, 1), "UpdateDetached to failed")
 		equal(t, "after the second update", getDetached(t, s, d.ID), &failed)
 	}},

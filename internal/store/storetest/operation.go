@@ -38,6 +38,18 @@ func (fc finishCase) checkConflict(t *testing.T, c *broker.ConflictError, f brok
 }
 
 var operationCases = []testCase{
+	{"FinishOperation keeps a failed operation's detail for the operator, and ListOperations returns it", func(t *testing.T, newStore NewStore) {
+		s := newStore(t)
+		inst, op := startProvision(t, s, "i-1")
+		failed := finished(op, broker.OperationFailed)
+		failed.Detail = `Bucket (AWS::S3::Bucket) CREATE_FAILED: User: arn:aws:sts::123456789012:assumed-role/cfn is not authorized <&> ✓`
+		inst.State, inst.Op, inst.Version = broker.InstanceFailed, "", inst.Version+1
+		must(t, s.FinishOperation(t.Context(), broker.Finish{Op: failed, Instance: &inst}), "FinishOperation")
+		equal(t, "operation", getOperation(t, s, "i-1", op.ID), &failed)
+		ops, err := s.ListOperations(t.Context(), "i-1")
+		must(t, err, "ListOperations")
+		equal(t, "the instance's operations", ops, []broker.Operation{failed})
+	}},
 	{"UpdateOperation records progress of an operation in progress", func(t *testing.T, newStore NewStore) {
 		s := newStore(t)
 		_, op := startProvision(t, s, "i-1")
