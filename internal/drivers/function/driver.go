@@ -264,8 +264,9 @@ func (d *Driver) Cleanup(ctx context.Context, det broker.Detached) (broker.Progr
 	if rec.Target.Function == "" && rec.Target.URL == "" {
 		return broker.Progress{Done: true}, nil
 	}
+	target := rec.Target
 	req := Request{
-		Version:   Version,
+		Version:   target.version(),
 		Call:      CallCleanup,
 		Operation: RequestOperation{ID: det.OperationID, Kind: rec.Kind, Async: true, Attempt: det.Attempts},
 		Instance:  RequestInstance{ID: det.InstanceID, ServiceID: rec.ServiceID, PlanID: rec.PlanID},
@@ -275,7 +276,7 @@ func (d *Driver) Cleanup(ctx context.Context, det broker.Detached) (broker.Progr
 	if rec.BindingID != "" {
 		req.Binding = &RequestBinding{ID: rec.BindingID}
 	}
-	a, err := d.call(ctx, rec.Target, req)
+	a, err := d.call(ctx, target, req)
 	if err != nil {
 		return broker.Progress{}, err
 	}
@@ -361,7 +362,7 @@ func progress(a Answer, retryAfter time.Duration) broker.Progress {
 // request builds the request of a begin or check.
 func request(call string, c broker.Change, s *Settings, rec record) Request {
 	r := Request{
-		Version:   Version,
+		Version:   s.Target.version(),
 		Call:      call,
 		Operation: RequestOperation{ID: c.Operation.ID, Kind: c.Operation.Kind, Async: c.Operation.Async, Attempt: rec.Attempt},
 		Instance: RequestInstance{

@@ -3,12 +3,19 @@ package function_test
 import (
 	"bytes"
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"io"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -385,7 +392,8 @@ func TestDecodeAnswer(t *testing.T) {
 		{"a done answer with results", `{"version":1,"done":true,"results":{"dashboard_url":"https://x","credentials":{"k":"v"},"endpoints":[{"host":"h","ports":["1"]}]}}`, true},
 		{"a progress answer", `{"version":1,"retry_after":2.5,"description":"Half way.","state":{"n":1}}`, true},
 		{"a permanent error", `{"version":1,"error":{"kind":"permanent","description":"No."}}`, true},
-		{"another version", `{"version":2,"done":true}`, false},
+		{"a version 2 answer", `{"version":2,"done":true}`, true},
+		{"another version", `{"version":3,"done":true}`, false},
 		{"no version", `{"done":true}`, false},
 		{"done and an error", `{"version":1,"done":true,"error":{"kind":"permanent","description":"No."}}`, false},
 		{"an unknown error kind", `{"version":1,"error":{"kind":"fatal","description":"No."}}`, false},
@@ -523,6 +531,110 @@ func TestDriverReadsItsRecordsFromTheChange(t *testing.T) {
 		}
 		if got := f.records(); len(got) != 3 {
 			t.Errorf("records %v, want the instance's and two bindings'", got)
+		}
+	})
+}
+
+// versionOneTarget is a target of the previous release: it checks the
+// version 1 MAC, of "<t>.<body>", and answers version 1.
+func versionOneTarget(t *testing.T) (url string, refused *atomic.Int32) {
+	refused = &atomic.Int32{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		var ts, sig string
+		for _, part := range strings.Split(r.Header.Get(function.HeaderSignature), ",") {
+			k, v, _ := strings.Cut(part, "=")
+			switch k {
+			case "t":
+				ts = v
+			case "v1":
+				sig = v
+			}
+		}
+		mac := hmac.New(sha256.New, []byte(secret))
+		mac.Write([]byte(ts + "."))
+		mac.Write(body)
+		if sig == "" || !hmac.Equal([]byte(sig), []byte(hex.EncodeToString(mac.Sum(nil)))) {
+			refused.Add(1)
+			http.Error(w, "bad signature", http.StatusUnauthorized)
+			return
+		}
+		_, _ = io.WriteString(w, `{"version": 1, "done": true}`)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL, refused
+}
+
+func TestTheSignatureCoversTheWholeRequest(t *testing.T) {
+	f := newFixture(t)
+	if p, err := f.run(f.change(broker.KindProvision, "op-1", false, `{}`)); err != nil || !p.Done {
+		t.Fatalf("%+v %v", p, err)
+	}
+
+	t.Run("a request sent again as it was is refused: its id was taken", func(t *testing.T) {
+		if status := f.target.Replay(t, 0, f.target.URL); status != http.StatusUnauthorized {
+			t.Fatalf("the replayed request got HTTP %d, want 401", status)
+		}
+	})
+	t.Run("a request signed for one target is refused by another that shares its secret", func(t *testing.T) {
+		other := functiontest.Start(t, secret)
+		if status := f.target.Replay(t, 0, other.URL); status != http.StatusUnauthorized || other.Refused() != 1 {
+			t.Fatalf("the request replayed to another target got HTTP %d, want 401", status)
+		}
+	})
+	t.Run("each request has an id of its own", func(t *testing.T) {
+		if _, err := f.run(f.change(broker.KindUpdate, "op-2", false, `{}`)); err != nil {
+			t.Fatal(err)
+		}
+		seen := map[string]bool{}
+		for _, h := range f.target.Headers() {
+			id := h.Get(function.HeaderRequestID)
+			if id == "" || seen[id] {
+				t.Fatalf("request id %q empty or seen before", id)
+			}
+			seen[id] = true
+		}
+	})
+	t.Run("a plan on version 1 signs with both versions' MACs", func(t *testing.T) {
+		h, req := f.target.Headers()[0], f.target.Requests()[0]
+		if sig := h.Get(function.HeaderSignature); !strings.Contains(sig, ",v1=") || !strings.Contains(sig, ",v2=") ||
+			h.Get(function.HeaderVersion) != "1" || req.Version != 1 {
+			t.Errorf("signature %q, header version %q, body version %d; want v1 and v2 MACs, version 1", sig, h.Get(function.HeaderVersion), req.Version)
+		}
+	})
+	t.Run("a plan on version 2 says so and signs with version 2's MAC only", func(t *testing.T) {
+		g := newFixture(t)
+		s, err := function.Configure(nil, map[string]any{"url": g.target.URL, "secret_env": "FN_SECRET", "protocol": 2}, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		g.s = s
+		if p, err := g.run(g.change(broker.KindProvision, "op-1", false, `{}`)); err != nil || !p.Done {
+			t.Fatalf("%+v %v", p, err)
+		}
+		h, req := g.target.Headers()[0], g.target.Requests()[0]
+		if sig := h.Get(function.HeaderSignature); strings.Contains(sig, "v1=") || !strings.Contains(sig, ",v2=") ||
+			h.Get(function.HeaderVersion) != "2" || req.Version != 2 {
+			t.Errorf("signature %q, header version %q, body version %d; want the v2 MAC only, version 2", sig, h.Get(function.HeaderVersion), req.Version)
+		}
+	})
+	t.Run("a target that knows only version 1 keeps working while its plan is on version 1", func(t *testing.T) {
+		url, refused := versionOneTarget(t)
+		for _, tc := range []struct {
+			protocol int
+			works    bool
+		}{{1, true}, {2, false}} {
+			g := newFixture(t)
+			s, err := function.Configure(nil, map[string]any{"url": url, "secret_env": "FN_SECRET", "protocol": tc.protocol}, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			g.s = s
+			before := refused.Load()
+			p, err := g.run(g.change(broker.KindProvision, "op-1", false, `{}`))
+			if works := err == nil && p.Done; works != tc.works || (refused.Load() > before) == tc.works {
+				t.Errorf("protocol %d: %+v %v (%d refused), want working %v", tc.protocol, p, err, refused.Load()-before, tc.works)
+			}
 		}
 	})
 }

@@ -24,9 +24,10 @@ const (
 	KeyTimeout    = "timeout"
 	KeyRetryAfter = "retry_after"
 	KeyConfig     = "config"
+	KeyProtocol   = "protocol"
 )
 
-var settingKeys = []string{KeyFunction, KeyURL, KeySecretEnv, KeySecretFile, KeySecretARN, KeyTimeout, KeyRetryAfter, KeyConfig}
+var settingKeys = []string{KeyFunction, KeyURL, KeySecretEnv, KeySecretFile, KeySecretARN, KeyTimeout, KeyRetryAfter, KeyConfig, KeyProtocol}
 
 // Defaults and bounds of the settings.
 const (
@@ -60,6 +61,17 @@ type Target struct {
 	SecretARN  string `json:"secret_arn,omitempty"`
 	// Timeout bounds one request.
 	Timeout time.Duration `json:"timeout,omitempty"`
+	// Protocol is the protocol's version the target speaks (Version1 or
+	// Version2); zero is DefaultVersion.
+	Protocol int `json:"protocol,omitempty"`
+}
+
+// version is the protocol's version of the requests to t.
+func (t Target) version() int {
+	if t.Protocol == 0 {
+		return DefaultVersion
+	}
+	return t.Protocol
 }
 
 // String names the target for messages and logs.
@@ -169,6 +181,9 @@ func Configure(_ *catalog.Plan, config map[string]any, dir string) (*Settings, e
 	if s.Target.Timeout, err = seconds(config, KeyTimeout, DefaultTimeout, time.Second, MaxTimeout); err != nil {
 		return nil, err
 	}
+	if s.Target.Protocol, err = protocol(config); err != nil {
+		return nil, err
+	}
 	if s.RetryAfter, err = seconds(config, KeyRetryAfter, DefaultRetryAfter, time.Second, time.Hour); err != nil {
 		return nil, err
 	}
@@ -220,6 +235,23 @@ func stringSetting(config map[string]any, key string) (string, bool, error) {
 		return "", false, catalog.Settingf(key, "must be a non-empty string, got %s", catalog.Describe(v))
 	}
 	return s, true, nil
+}
+
+// protocol reads the protocol's version of a plan: DefaultVersion unless
+// it names one.
+func protocol(config map[string]any) (int, error) {
+	v, ok := config[KeyProtocol]
+	if !ok {
+		return DefaultVersion, nil
+	}
+	switch v {
+	case Version1, int64(Version1), uint64(Version1), float64(Version1):
+		return Version1, nil
+	case Version2, int64(Version2), uint64(Version2), float64(Version2):
+		return Version2, nil
+	}
+	return 0, catalog.Settingf(KeyProtocol, "must be %d or %d (the function protocol's version the target speaks; version 2 signs the method, URL and a request id as well), got %s",
+		Version1, Version2, catalog.Describe(v))
 }
 
 // seconds reads a whole number of seconds from lo to hi.
