@@ -46,7 +46,7 @@ type Settings struct {
 }
 
 // Target is where the requests of a plan go. It is kept in each resource
-// record, so that a cleanup reaches the target that made the resource.
+// record: a driver that does not know the plan sends a cleanup to it, re-checked.
 type Target struct {
 	// Function is a Lambda function's name or ARN, with an optional
 	// qualifier (version or alias); or else URL is an HTTPS URL (HTTP to
@@ -72,6 +72,26 @@ func (t Target) version() int {
 		return DefaultVersion
 	}
 	return t.Protocol
+}
+
+// config is the target as a plan's settings name it: what Configure
+// checks a stored target with, so that it meets the catalog's rules of
+// today, not those of the day it was stored.
+func (t Target) config() map[string]any {
+	c := map[string]any{}
+	for k, v := range map[string]string{KeyFunction: t.Function, KeyURL: t.URL, KeySecretEnv: t.SecretEnv,
+		KeySecretFile: t.SecretFile, KeySecretARN: t.SecretARN} {
+		if v != "" {
+			c[k] = v
+		}
+	}
+	if t.Timeout > 0 {
+		c[KeyTimeout] = t.Timeout.Seconds()
+	}
+	if t.Protocol != 0 {
+		c[KeyProtocol] = t.Protocol
+	}
+	return c
 }
 
 // String names the target for messages and logs.
@@ -200,10 +220,17 @@ func Configure(_ *catalog.Plan, config map[string]any, dir string) (*Settings, e
 // checkURL accepts an HTTPS URL, or an HTTP one to a loopback address:
 // the signature proves the broker sent a request, but only TLS keeps the
 // parameters and the credentials of the answer from the network.
+//
+// Its messages quote the URL with its password, if any, redacted: they
+// reach a stored cleanup failure as well as the broker's start.
 func checkURL(raw string) error {
 	u, err := url.Parse(raw)
-	if err != nil || u.Host == "" || u.User != nil || u.Fragment != "" {
-		return catalog.Settingf(KeyURL, "%q is not an absolute URL without user information or fragment (https://host/path)", raw)
+	if err != nil {
+		return catalog.Settingf(KeyURL, "is not a URL (https://host/path)")
+	}
+	shown := u.Redacted()
+	if u.Host == "" || u.User != nil || u.Fragment != "" {
+		return catalog.Settingf(KeyURL, "%q is not an absolute URL without user information or fragment (https://host/path)", shown)
 	}
 	switch u.Scheme {
 	case "https":
@@ -212,9 +239,9 @@ func checkURL(raw string) error {
 		if isLoopback(u.Hostname()) {
 			return nil
 		}
-		return catalog.Settingf(KeyURL, "%s: plain HTTP is allowed only to a loopback address (127.0.0.1, ::1, localhost); use https://", raw)
+		return catalog.Settingf(KeyURL, "%s: plain HTTP is allowed only to a loopback address (127.0.0.1, ::1, localhost); use https://", shown)
 	}
-	return catalog.Settingf(KeyURL, "%s: the scheme must be https (or http to a loopback address)", raw)
+	return catalog.Settingf(KeyURL, "%s: the scheme must be https (or http to a loopback address)", shown)
 }
 
 func isLoopback(host string) bool {

@@ -47,7 +47,7 @@ func TestConfigure(t *testing.T) {
 		{"a secret for a Lambda target", map[string]any{"function": "f", "secret_env": "S"}, "secret_env", "needs no secret"},
 		{"plain HTTP to another host", map[string]any{"url": "http://fn.example.com/", "secret_env": "S"}, "url", "only to a loopback"},
 		{"another scheme", map[string]any{"url": "ftp://x/", "secret_env": "S"}, "url", "scheme must be https"},
-		{"user information in the URL", map[string]any{"url": "https://u:p@x/", "secret_env": "S"}, "url", "without user information"},
+		{"user information in the URL", map[string]any{"url": "https://u:hunter2@x/", "secret_env": "S"}, "url", "without user information"},
 		{"an HTTP target without a secret", map[string]any{"url": "https://x/"}, "secret_env", "is missing"},
 		{"two secrets", map[string]any{"url": "https://x/", "secret_env": "S", "secret_file": "f"}, "secret_file", "name the secret once"},
 		{"a secret ARN and a variable", map[string]any{"url": "https://x/", "secret_env": "S", "secret_arn": secretARN}, "secret_env", "not secret_arn and secret_env"},
