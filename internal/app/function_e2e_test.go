@@ -3,6 +3,8 @@ package app_test
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -18,7 +20,9 @@ import (
 	osb "sigs.k8s.io/go-open-service-broker-client/v2"
 
 	"github.com/serverless-osb/broker/internal/app/apptest"
+	"github.com/serverless-osb/broker/internal/broker"
 	"github.com/serverless-osb/broker/internal/drivers/function/functiontest"
+	"github.com/serverless-osb/broker/internal/waittest"
 )
 
 // functionSecret is the secret the test target checks signatures with.
@@ -384,4 +388,60 @@ func TestClientSeesTheFunctionsMetadata(t *testing.T) {
 		}
 		want(t, http.MethodGet, map[string]any{"tier": "silver"}, nil)
 	})
+}
+
+// TestACleanupGoesToThePlansCurrentTarget: between a failed provision and
+// its cleanup the plan moved to another target. The cleanup goes to the
+// target the catalog names now; the retired one gets nothing more.
+func TestACleanupGoesToThePlansCurrentTarget(t *testing.T) {
+	ctx := t.Context()
+	dir := t.TempDir()
+	// The retired target refuses the broker's requests: the provision fails
+	// and so does the cleanup, which gives up and waits for an operator.
+	retired := functiontest.Start(t, "the-retired-targets-secret")
+	o := functionOptions(t, retired, functionSecret)
+	o.Dir = dir
+	b := apptest.StartWith(t, o)
+	e := newE2E(t, b)
+	r := e.provision("fc-1", e.asyncOnly, true, nil)
+	if state, desc := e.poll("fc-1", r.OperationKey); state != osb.StateFailed || !strings.Contains(desc, "HTTP 401") {
+		t.Fatalf("provision ended %s %q, want failed naming HTTP 401", state, desc)
+	}
+	var det broker.Detached
+	waittest.Until(t, func() error {
+		ds, err := b.Local.Store.ListDetached(ctx)
+		if err != nil {
+			return err
+		}
+		for _, d := range ds {
+			if d.InstanceID == "fc-1" && d.State == broker.DetachedFailed {
+				det = d
+				return nil
+			}
+		}
+		return fmt.Errorf("no failed cleanup of fc-1 yet: %+v", ds)
+	})
+	b.Stop()
+	refused := retired.Refused()
+
+	moved := functiontest.Start(t, functionSecret)
+	o = functionOptions(t, moved, functionSecret)
+	o.Dir = dir
+	b = apptest.StartWith(t, o)
+	if _, err := b.Local.Broker.RetryCleanup(ctx, det.ID); err != nil {
+		t.Fatal(err)
+	}
+	waittest.Until(t, func() error {
+		if _, err := b.Local.Store.GetDetached(ctx, det.ID); !errors.Is(err, broker.ErrNotFound) {
+			return fmt.Errorf("the detached resource is still there (%v)", err)
+		}
+		return nil
+	})
+	reqs := moved.Requests()
+	if len(reqs) != 1 || reqs[0].Call != "cleanup" || reqs[0].Instance.ID != "fc-1" {
+		t.Errorf("the plan's target got %+v, want the cleanup of fc-1", reqs)
+	}
+	if retired.Refused() != refused || len(retired.Requests()) != 0 {
+		t.Errorf("the retired target got %d more requests", retired.Refused()-refused+len(retired.Requests()))
+	}
 }

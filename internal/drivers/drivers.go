@@ -30,6 +30,11 @@ type Env struct {
 	// CloudFormation service role); os.Getenv outside tests.
 	Getenv func(string) string
 	Logger *slog.Logger
+	// Settings returns the parsed settings of a plan of the catalog, by
+	// id, as the catalog has them now (Build sets it): a driver whose
+	// cleanup must go by the plan as it is, not as a detached resource's
+	// record remembers it, looks them up here.
+	Settings func(planID string) (settings any, ok bool)
 }
 
 // Kind is one driver a plan may name in its broker block.
@@ -91,6 +96,10 @@ func Build(ctx context.Context, cat *catalog.Catalog, env Env) (*Set, error) {
 	for _, c := range configured {
 		s.plans[c.plan.ID] = planDriver{name: c.kind.Name, settings: c.settings}
 		kinds[c.kind.Name] = c.kind
+	}
+	env.Settings = func(planID string) (any, bool) {
+		pd, ok := s.plans[planID]
+		return pd.settings, ok
 	}
 	for _, name := range slices.Sorted(maps.Keys(kinds)) {
 		d, err := kinds[name].New(ctx, env)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/serverless-osb/broker/internal/broker"
 	"github.com/serverless-osb/broker/internal/catalog"
+	"github.com/serverless-osb/broker/internal/drivers/function"
 )
 
 // loadCatalog writes a catalog with one plan per broker block and loads it.
@@ -111,4 +112,25 @@ func shipped(path string) string {
 		panic(err)
 	}
 	return abs
+}
+
+func TestTheFunctionDriverSeesThePlansAsTheCatalogHasThem(t *testing.T) {
+	cat := loadCatalog(t, "driver: function\nurl: https://fn.example.com/osb\nsecret_env: FN_SECRET", "driver: demo")
+	set, err := Build(t.Context(), cat, Env{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, _, _ := set.For(cat.Services()[0].Plans[0])
+	fn, ok := d.(*function.Driver)
+	if !ok || fn.PlanSettings == nil {
+		t.Fatalf("driver %T without the catalog's plans", d)
+	}
+	if s, ok := fn.PlanSettings("plan-a"); !ok || s.Target.URL != "https://fn.example.com/osb" {
+		t.Errorf("plan-a: %+v %v, want its settings", s, ok)
+	}
+	for _, id := range []string{"plan-b", "plan-gone"} {
+		if s, ok := fn.PlanSettings(id); ok {
+			t.Errorf("%s: %+v, want none: not a function plan of the catalog", id, s)
+		}
+	}
 }

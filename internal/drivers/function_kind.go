@@ -21,7 +21,15 @@ func functionKind() Kind {
 			return s, nil
 		},
 		New: func(_ context.Context, env Env) (broker.Driver, error) {
-			return function.New(env.Resources, env.AWS, env.Getenv, env.Logger), nil
+			d := function.New(env.Resources, env.AWS, env.Getenv, env.Logger)
+			if env.Settings != nil {
+				d.PlanSettings = func(planID string) (*function.Settings, bool) {
+					v, ok := env.Settings(planID)
+					s, isFunction := v.(*function.Settings)
+					return s, ok && isFunction && s != nil
+				}
+			}
+			return d, nil
 		},
 	}
 }

@@ -11,7 +11,8 @@
 // opaque state the target hands back. It reads them from the change (the
 // broker reads them with the operation), and writes a record itself before
 // a change is asked for, so a failed provision or bind always leaves a
-// record for the cleanup workflow, which asks the same target to clean up.
+// record for the cleanup workflow, which asks the plan's current target to
+// clean up (Cleanup says why not the one that made it).
 // The records of a deleted instance or binding are removed by the broker,
 // with the operation's outcome.
 package function
@@ -20,6 +21,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -31,6 +33,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 
 	"github.com/serverless-osb/broker/internal/broker"
+	"github.com/serverless-osb/broker/internal/catalog"
 )
 
 // Record names: the instance's, and each binding's (broker.BindingRecord).
@@ -50,7 +53,8 @@ type record struct {
 	ServiceID string               `json:"service_id,omitempty"`
 	PlanID    string               `json:"plan_id,omitempty"`
 	BindingID string               `json:"binding_id,omitempty"`
-	// Target is where the requests about this resource go.
+	// Target is where the requests about this resource went: a cleanup
+	// goes to the plan's current target (cleanupTarget).
 	Target Target `json:"target"`
 	// State is what the target last handed back.
 	State json.RawMessage `json:"state,omitempty"`
@@ -71,6 +75,10 @@ type Driver struct {
 	// when nil).
 	SecretTTL   time.Duration
 	SecretClock func() time.Time
+	// PlanSettings returns a plan's settings as the catalog has them now,
+	// by plan id; ok is false for a plan the catalog no longer has (or no
+	// longer gives this driver). A cleanup goes by them (see Cleanup).
+	PlanSettings func(planID string) (s *Settings, ok bool)
 	// Getenv reads the variables that hold HTTP targets' secrets.
 	Getenv func(string) string
 	Logger *slog.Logger
@@ -255,7 +263,8 @@ func (d *Driver) remove(ctx context.Context, c broker.Change, s *Settings, begin
 	return progress(a, s.RetryAfter), nil
 }
 
-// Cleanup asks the target that made a detached resource to delete it.
+// Cleanup asks the plan's target to delete a detached resource, with the
+// state the record keeps.
 func (d *Driver) Cleanup(ctx context.Context, det broker.Detached) (broker.Progress, error) {
 	var rec record
 	if err := json.Unmarshal(det.Data, &rec); err != nil {
@@ -264,8 +273,12 @@ func (d *Driver) Cleanup(ctx context.Context, det broker.Detached) (broker.Progr
 	if rec.Target.Function == "" && rec.Target.URL == "" {
 		return broker.Progress{Done: true}, nil
 	}
+	target, err := d.cleanupTarget(ctx, det, rec)
+	if err != nil {
+		return broker.Progress{}, err
+	}
 	req := Request{
-		Version:   Version,
+		Version:   target.version(),
 		Call:      CallCleanup,
 		Operation: RequestOperation{ID: det.OperationID, Kind: rec.Kind, Async: true, Attempt: det.Attempts},
 		Instance:  RequestInstance{ID: det.InstanceID, ServiceID: rec.ServiceID, PlanID: rec.PlanID},
@@ -275,11 +288,52 @@ func (d *Driver) Cleanup(ctx context.Context, det broker.Detached) (broker.Progr
 	if rec.BindingID != "" {
 		req.Binding = &RequestBinding{ID: rec.BindingID}
 	}
-	a, err := d.call(ctx, rec.Target, req)
+	a, err := d.call(ctx, target, req)
 	if err != nil {
 		return broker.Progress{}, err
 	}
 	return progress(a, DefaultRetryAfter), nil
+}
+
+// cleanupTarget is where the cleanup of a detached resource goes: the
+// target its plan names now, not the one its record names (the one that
+// made it). A plan whose target moved has retired the old one, whose URL
+// (a lapsed domain, a host given to someone else) must not keep receiving
+// signed requests with the instance's state; the operator trusts the
+// target the catalog names, which, serving the same plan, can delete what
+// its predecessor made. The broker does not ask for the cleanup of a plan
+// the catalog no longer has (it cannot tell which driver would do it); a
+// driver without the catalog's plans (PlanSettings nil, or a plan it does
+// not know) sends to the record's target only what still passes every
+// check the catalog makes of a target (Configure), and refuses the rest,
+// for an operator to settle (ops detached).
+func (d *Driver) cleanupTarget(ctx context.Context, det broker.Detached, rec record) (Target, error) {
+	planID := det.PlanID
+	if planID == "" {
+		planID = rec.PlanID
+	}
+	if d.PlanSettings != nil {
+		if s, ok := d.PlanSettings(planID); ok {
+			if s.Target.Function != rec.Target.Function || s.Target.URL != rec.Target.URL {
+				d.Logger.InfoContext(ctx, "cleanup goes to the plan's current target, not the one that made the resource",
+					"target", s.Target.String(), "made_by", rec.Target.String())
+			}
+			return s.Target, nil
+		}
+	}
+	if _, err := Configure(nil, rec.Target.config(), ""); err != nil {
+		problem := err.Error()
+		var se *catalog.SettingError
+		if errors.As(err, &se) {
+			problem = se.Key + ": " + se.Problem
+		}
+		d.Logger.ErrorContext(ctx, "cleanup refused: the plan is gone and the resource's target no longer passes the catalog's checks",
+			"plan_id", planID, "problem", problem)
+		return Target{}, &broker.Failure{Description: fmt.Sprintf(
+			"The plan %s is no longer in the catalog, and the target that made this resource no longer passes the catalog's checks (%s), so the broker sends it nothing. Delete the resource by hand, or put the plan back in the catalog, and retry the cleanup.",
+			planID, problem)}
+	}
+	return rec.Target, nil
 }
 
 // ask sends a request about the record name and keeps the state the
@@ -361,7 +415,7 @@ func progress(a Answer, retryAfter time.Duration) broker.Progress {
 // request builds the request of a begin or check.
 func request(call string, c broker.Change, s *Settings, rec record) Request {
 	r := Request{
-		Version:   Version,
+		Version:   s.Target.version(),
 		Call:      call,
 		Operation: RequestOperation{ID: c.Operation.ID, Kind: c.Operation.Kind, Async: c.Operation.Async, Attempt: rec.Attempt},
 		Instance: RequestInstance{

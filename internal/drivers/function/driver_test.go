@@ -3,12 +3,19 @@ package function_test
 import (
 	"bytes"
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"io"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -343,36 +350,110 @@ func TestDriverReportsTheTargetsFailures(t *testing.T) {
 	})
 }
 
-func TestCleanupAsksTheTargetThatMadeTheResource(t *testing.T) {
-	f := newFixture(t)
+// detachedProvision begins a provision on the fixture's target, as the
+// plan named it then, and returns its record as the broker detaches it.
+func (f *fixture) detachedProvision() broker.Detached {
+	f.t.Helper()
 	ctx := context.Background()
 	c := f.change(broker.KindProvision, "op-1", true, `{"checks": 1}`)
 	if _, err := f.begin(c); err != nil {
-		t.Fatal(err)
+		f.t.Fatal(err)
 	}
 	names, err := f.d.Leftovers(ctx, f.fresh(c))
 	if err != nil || len(names) != 1 || names[0] != "instance" {
-		t.Fatalf("leftovers %v %v", names, err)
+		f.t.Fatalf("leftovers %v %v", names, err)
 	}
 	r, err := storetest.Record(ctx, f.store, "i-1", "instance")
 	if err != nil {
-		t.Fatal(err)
+		f.t.Fatal(err)
 	}
-	d := broker.Detached{ID: "d-1", InstanceID: "i-1", Name: r.Name, Data: r.Data, PlanID: plan.ID, OperationID: "op-1",
+	return broker.Detached{ID: "d-1", InstanceID: "i-1", Name: r.Name, Data: r.Data, PlanID: plan.ID, OperationID: "op-1",
 		Reason: "The provision failed.", Attempts: 1}
-	// The plan may have moved on since: the record names the target.
-	f.s.Target.URL = "https://unused.example.test/"
-	p, err := f.d.Cleanup(ctx, d)
-	if err != nil || !p.Done {
-		t.Fatalf("cleanup: %+v %v", p, err)
+}
+
+// catalogHas makes the fixture's driver see the catalog's plans as
+// settings, by id: the plans it does not list are gone.
+func (f *fixture) catalogHas(settings map[string]*function.Settings) {
+	f.d.PlanSettings = func(id string) (*function.Settings, bool) {
+		s, ok := settings[id]
+		return s, ok
 	}
-	if len(f.target.Instances()) != 0 || f.target.Cleanups() != 1 {
-		t.Errorf("target holds %v after %d cleanups", f.target.Instances(), f.target.Cleanups())
-	}
-	reqs := f.target.Requests()
-	last := reqs[len(reqs)-1]
-	if last.Call != function.CallCleanup || string(last.State) != `{"made_by":"op-1"}` || last.Cleanup.Reason != "The provision failed." {
-		t.Errorf("cleanup request %+v", last)
+}
+
+func TestCleanupGoesToThePlansCurrentTarget(t *testing.T) {
+	ctx := context.Background()
+	t.Run("the plan's target, with the state the record keeps", func(t *testing.T) {
+		f := newFixture(t)
+		det := f.detachedProvision()
+		f.catalogHas(map[string]*function.Settings{plan.ID: f.s})
+		if p, err := f.d.Cleanup(ctx, det); err != nil || !p.Done {
+			t.Fatalf("cleanup: %+v %v", p, err)
+		}
+		if len(f.target.Instances()) != 0 || f.target.Cleanups() != 1 {
+			t.Errorf("target holds %v after %d cleanups", f.target.Instances(), f.target.Cleanups())
+		}
+		reqs := f.target.Requests()
+		last := reqs[len(reqs)-1]
+		if last.Call != function.CallCleanup || string(last.State) != `{"made_by":"op-1"}` || last.Cleanup.Reason != "The provision failed." {
+			t.Errorf("cleanup request %+v", last)
+		}
+	})
+	t.Run("a plan that moved to another target: the new one, and the retired one gets nothing", func(t *testing.T) {
+		f := newFixture(t)
+		det := f.detachedProvision()
+		retired := len(f.target.Requests())
+		moved := functiontest.Start(t, secret)
+		s, err := function.Configure(nil, map[string]any{"url": moved.URL, "secret_env": "FN_SECRET", "protocol": 2}, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.catalogHas(map[string]*function.Settings{plan.ID: s})
+		if p, err := f.d.Cleanup(ctx, det); err != nil || !p.Done {
+			t.Fatalf("cleanup: %+v %v", p, err)
+		}
+		if got := len(f.target.Requests()) + f.target.Refused(); got != retired {
+			t.Errorf("the retired target got %d more requests, want none", got-retired)
+		}
+		reqs := moved.Requests()
+		if len(reqs) != 1 || reqs[0].Call != function.CallCleanup || reqs[0].Version != 2 || string(reqs[0].State) != `{"made_by":"op-1"}` {
+			t.Errorf("the plan's target got %+v, want the cleanup in its protocol's version, with the state", reqs)
+		}
+		if !strings.Contains(f.logs.String(), "cleanup goes to the plan's current target") {
+			t.Errorf("no log line says where the cleanup went:\n%s", f.logs)
+		}
+	})
+	t.Run("a plan that is gone: the record's target, which still passes the catalog's checks", func(t *testing.T) {
+		f := newFixture(t)
+		det := f.detachedProvision()
+		f.catalogHas(nil)
+		if p, err := f.d.Cleanup(ctx, det); err != nil || !p.Done || f.target.Cleanups() != 1 {
+			t.Fatalf("cleanup: %+v %v after %d cleanups", p, err, f.target.Cleanups())
+		}
+	})
+	for _, tc := range []struct{ name, target, want string }{
+		{"a password in its URL", `{"url": "http://osb:hunter2@TARGET/", "secret_env": "FN_SECRET"}`, "without user information"},
+		{"plain HTTP to another host", `{"url": "http://fn.example.invalid/", "secret_env": "FN_SECRET"}`, "only to a loopback address"},
+		{"no secret", `{"url": "http://TARGET/"}`, "secret_env: is missing"},
+	} {
+		t.Run("a plan that is gone, and a record's target with "+tc.name+": refused, sending nothing", func(t *testing.T) {
+			f := newFixture(t)
+			f.catalogHas(nil)
+			host := strings.TrimPrefix(f.target.URL, "http://")
+			det := broker.Detached{ID: "d-1", InstanceID: "i-1", Name: "instance", PlanID: "plan-gone", OperationID: "op-1", Attempts: 1,
+				Data: json.RawMessage(`{"created_by":"op-1","op":"op-1","kind":"provision","attempt":1,"state":{"made_by":"op-1"},"target":` +
+					strings.ReplaceAll(tc.target, "TARGET", host) + `}`)}
+			_, err := f.d.Cleanup(ctx, det)
+			var fail *broker.Failure
+			if !errors.As(err, &fail) || !strings.Contains(fail.Description, "no longer in the catalog") || !strings.Contains(fail.Description, tc.want) {
+				t.Fatalf("cleanup: %v, want a permanent failure saying the plan is gone and %q", err, tc.want)
+			}
+			if strings.Contains(fail.Description, "hunter2") || strings.Contains(f.logs.String(), "hunter2") {
+				t.Errorf("the description or a log line holds the URL's password: %s\n%s", fail.Description, f.logs)
+			}
+			if n := len(f.target.Requests()) + f.target.Refused(); n != 0 {
+				t.Errorf("the target got %d requests, want none", n)
+			}
+		})
 	}
 }
 
@@ -385,7 +466,8 @@ func TestDecodeAnswer(t *testing.T) {
 		{"a done answer with results", `{"version":1,"done":true,"results":{"dashboard_url":"https://x","credentials":{"k":"v"},"endpoints":[{"host":"h","ports":["1"]}]}}`, true},
 		{"a progress answer", `{"version":1,"retry_after":2.5,"description":"Half way.","state":{"n":1}}`, true},
 		{"a permanent error", `{"version":1,"error":{"kind":"permanent","description":"No."}}`, true},
-		{"another version", `{"version":2,"done":true}`, false},
+		{"a version 2 answer", `{"version":2,"done":true}`, true},
+		{"another version", `{"version":3,"done":true}`, false},
 		{"no version", `{"done":true}`, false},
 		{"done and an error", `{"version":1,"done":true,"error":{"kind":"permanent","description":"No."}}`, false},
 		{"an unknown error kind", `{"version":1,"error":{"kind":"fatal","description":"No."}}`, false},
@@ -523,6 +605,110 @@ func TestDriverReadsItsRecordsFromTheChange(t *testing.T) {
 		}
 		if got := f.records(); len(got) != 3 {
 			t.Errorf("records %v, want the instance's and two bindings'", got)
+		}
+	})
+}
+
+// versionOneTarget is a target of the previous release: it checks the
+// version 1 MAC, of "<t>.<body>", and answers version 1.
+func versionOneTarget(t *testing.T) (url string, refused *atomic.Int32) {
+	refused = &atomic.Int32{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		var ts, sig string
+		for _, part := range strings.Split(r.Header.Get(function.HeaderSignature), ",") {
+			k, v, _ := strings.Cut(part, "=")
+			switch k {
+			case "t":
+				ts = v
+			case "v1":
+				sig = v
+			}
+		}
+		mac := hmac.New(sha256.New, []byte(secret))
+		mac.Write([]byte(ts + "."))
+		mac.Write(body)
+		if sig == "" || !hmac.Equal([]byte(sig), []byte(hex.EncodeToString(mac.Sum(nil)))) {
+			refused.Add(1)
+			http.Error(w, "bad signature", http.StatusUnauthorized)
+			return
+		}
+		_, _ = io.WriteString(w, `{"version": 1, "done": true}`)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL, refused
+}
+
+func TestTheSignatureCoversTheWholeRequest(t *testing.T) {
+	f := newFixture(t)
+	if p, err := f.run(f.change(broker.KindProvision, "op-1", false, `{}`)); err != nil || !p.Done {
+		t.Fatalf("%+v %v", p, err)
+	}
+
+	t.Run("a request sent again as it was is refused: its id was taken", func(t *testing.T) {
+		if status := f.target.Replay(t, 0, f.target.URL); status != http.StatusUnauthorized {
+			t.Fatalf("the replayed request got HTTP %d, want 401", status)
+		}
+	})
+	t.Run("a request signed for one target is refused by another that shares its secret", func(t *testing.T) {
+		other := functiontest.Start(t, secret)
+		if status := f.target.Replay(t, 0, other.URL); status != http.StatusUnauthorized || other.Refused() != 1 {
+			t.Fatalf("the request replayed to another target got HTTP %d, want 401", status)
+		}
+	})
+	t.Run("each request has an id of its own", func(t *testing.T) {
+		if _, err := f.run(f.change(broker.KindUpdate, "op-2", false, `{}`)); err != nil {
+			t.Fatal(err)
+		}
+		seen := map[string]bool{}
+		for _, h := range f.target.Headers() {
+			id := h.Get(function.HeaderRequestID)
+			if id == "" || seen[id] {
+				t.Fatalf("request id %q empty or seen before", id)
+			}
+			seen[id] = true
+		}
+	})
+	t.Run("a plan on version 1 signs with both versions' MACs", func(t *testing.T) {
+		h, req := f.target.Headers()[0], f.target.Requests()[0]
+		if sig := h.Get(function.HeaderSignature); !strings.Contains(sig, ",v1=") || !strings.Contains(sig, ",v2=") ||
+			h.Get(function.HeaderVersion) != "1" || req.Version != 1 {
+			t.Errorf("signature %q, header version %q, body version %d; want v1 and v2 MACs, version 1", sig, h.Get(function.HeaderVersion), req.Version)
+		}
+	})
+	t.Run("a plan on version 2 says so and signs with version 2's MAC only", func(t *testing.T) {
+		g := newFixture(t)
+		s, err := function.Configure(nil, map[string]any{"url": g.target.URL, "secret_env": "FN_SECRET", "protocol": 2}, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		g.s = s
+		if p, err := g.run(g.change(broker.KindProvision, "op-1", false, `{}`)); err != nil || !p.Done {
+			t.Fatalf("%+v %v", p, err)
+		}
+		h, req := g.target.Headers()[0], g.target.Requests()[0]
+		if sig := h.Get(function.HeaderSignature); strings.Contains(sig, "v1=") || !strings.Contains(sig, ",v2=") ||
+			h.Get(function.HeaderVersion) != "2" || req.Version != 2 {
+			t.Errorf("signature %q, header version %q, body version %d; want the v2 MAC only, version 2", sig, h.Get(function.HeaderVersion), req.Version)
+		}
+	})
+	t.Run("a target that knows only version 1 keeps working while its plan is on version 1", func(t *testing.T) {
+		url, refused := versionOneTarget(t)
+		for _, tc := range []struct {
+			protocol int
+			works    bool
+		}{{1, true}, {2, false}} {
+			g := newFixture(t)
+			s, err := function.Configure(nil, map[string]any{"url": url, "secret_env": "FN_SECRET", "protocol": tc.protocol}, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			g.s = s
+			before := refused.Load()
+			p, err := g.run(g.change(broker.KindProvision, "op-1", false, `{}`))
+			if works := err == nil && p.Done; works != tc.works || (refused.Load() > before) == tc.works {
+				t.Errorf("protocol %d: %+v %v (%d refused), want working %v", tc.protocol, p, err, refused.Load()-before, tc.works)
+			}
 		}
 	})
 }

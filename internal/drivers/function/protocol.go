@@ -12,10 +12,26 @@ import (
 	"github.com/serverless-osb/broker/internal/broker"
 )
 
-// Version is the protocol's version: every request carries it, and an
-// answer must say it speaks it. A change that old targets could not read
-// gets a new number; new optional fields do not.
-const Version = 1
+// Versions of the protocol: every request carries its plan's (the body's
+// version and the header X-Broker-Protocol-Version), and an answer says
+// which it speaks. A change that old targets could not read gets a new
+// number; new optional fields do not.
+//
+// Version 2 changes the HTTP signature only: it covers the method, the URL
+// and a request id as well as the time and the body (Sign). The bodies are
+// those of version 1. A plan chooses its version (its protocol setting);
+// version 1 stays readable for this release: its requests carry the
+// version 2 signature beside the version 1 one, so a target can check
+// version 2 before its plan moves to it. The next release makes version 2
+// the default and drops version 1.
+const (
+	Version1 = 1
+	Version2 = 2
+	// Version is the newest version.
+	Version = Version2
+	// DefaultVersion is the version of a plan that names none.
+	DefaultVersion = Version1
+)
 
 // Calls a request may make.
 const (
@@ -198,8 +214,10 @@ func DecodeAnswer(raw []byte) (Answer, error) {
 		return Answer{}, &MalformedError{Problem: "more than one JSON value"}
 	}
 	switch {
-	case a.Version != Version:
-		return Answer{}, &MalformedError{Problem: fmt.Sprintf("version must be %d", Version)}
+	case a.Version != Version1 && a.Version != Version2:
+		// Either version's answer, whatever the request's: the answers of
+		// both are the same, and a target may move first.
+		return Answer{}, &MalformedError{Problem: fmt.Sprintf("version must be %d or %d", Version1, Version2)}
 	case len(a.State) > MaxStateBytes:
 		return Answer{}, &MalformedError{Problem: fmt.Sprintf("state is %d bytes, over the limit of %d", len(a.State), MaxStateBytes)}
 	case a.RetryAfter != nil && (math.IsNaN(*a.RetryAfter) || *a.RetryAfter < 0 || *a.RetryAfter > MaxRetryAfter.Seconds()):

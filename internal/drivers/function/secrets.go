@@ -28,10 +28,14 @@ var _ SecretsAPI = (*secretsmanager.Client)(nil)
 const DefaultSecretTTL = 5 * time.Minute
 
 // secretCache keeps the secrets read from Secrets Manager, by ARN. Its
-// values never reach a log line or an error.
+// values never reach a log line or an error. The lock guards the maps only:
+// a read of Secrets Manager happens outside it, so a slow read of one
+// secret stalls no request to a target with another; and at most one read
+// of a secret is in flight, which every caller that needs it then waits for.
 type secretCache struct {
 	mu      sync.Mutex
 	entries map[string]cachedSecret
+	reads   map[string]*secretRead // in flight, by ARN
 }
 
 type cachedSecret struct {
@@ -39,30 +43,71 @@ type cachedSecret struct {
 	readAt time.Time
 }
 
+// secretRead is one read of a secret in flight; done is closed once value
+// or err is set.
+type secretRead struct {
+	done  chan struct{}
+	value []byte
+	err   error
+}
+
+// secretReadTimeout bounds one read of Secrets Manager, which outlives the
+// request that started it (others may be waiting for it).
+const secretReadTimeout = 30 * time.Second
+
 // secretFromARN returns the secret of arn: the cached value while it is
 // younger than the driver's SecretTTL, else (or when fresh is set) the
-// current value, read again. cached reports whether the value came from
-// the cache.
+// current value, read again, or the one a read in flight returns. cached
+// reports whether the value came from the cache.
 func (d *Driver) secretFromARN(ctx context.Context, arn string, fresh bool) (value []byte, cached bool, err error) {
 	now := d.secretClock()
 	ttl := d.SecretTTL
 	if ttl <= 0 {
 		ttl = DefaultSecretTTL
 	}
-	d.secrets.mu.Lock()
-	defer d.secrets.mu.Unlock()
-	if e, ok := d.secrets.entries[arn]; ok && !fresh && now.Sub(e.readAt) < ttl && now.Sub(e.readAt) >= 0 {
+	c := &d.secrets
+	c.mu.Lock()
+	if e, ok := c.entries[arn]; ok && !fresh && now.Sub(e.readAt) < ttl && now.Sub(e.readAt) >= 0 {
+		c.mu.Unlock()
 		return e.value, true, nil
 	}
-	value, err = d.readSecret(ctx, arn)
-	if err != nil {
-		return nil, false, err
+	r, inFlight := c.reads[arn]
+	if !inFlight {
+		r = &secretRead{done: make(chan struct{})}
+		if c.reads == nil {
+			c.reads = map[string]*secretRead{}
+		}
+		c.reads[arn] = r
+		// The read goes on when the request that started it ends (others
+		// may wait for it), within its own time limit; it keeps the
+		// context's values (the log attributes, the trace).
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), secretReadTimeout)
+		go func() {
+			defer cancel()
+			value, err := d.readSecret(rctx, arn)
+			c.mu.Lock()
+			if err == nil {
+				if c.entries == nil {
+					c.entries = map[string]cachedSecret{}
+				}
+				c.entries[arn] = cachedSecret{value: value, readAt: now}
+			}
+			delete(c.reads, arn)
+			c.mu.Unlock()
+			r.value, r.err = value, err
+			close(r.done)
+		}()
 	}
-	if d.secrets.entries == nil {
-		d.secrets.entries = map[string]cachedSecret{}
+	c.mu.Unlock()
+	select {
+	case <-r.done:
+		if r.err != nil {
+			return nil, false, r.err
+		}
+		return r.value, false, nil
+	case <-ctx.Done():
+		return nil, false, fmt.Errorf("read the secret %s: %w", arn, ctx.Err())
 	}
-	d.secrets.entries[arn] = cachedSecret{value: value, readAt: now}
-	return value, false, nil
 }
 
 func (d *Driver) secretClock() time.Time {

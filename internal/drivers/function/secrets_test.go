@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -165,6 +167,147 @@ func TestSecretsFromSecretsManagerOnMoto(t *testing.T) {
 			if strings.Contains(logs.String(), secret) {
 				t.Errorf("a log line holds %s:\n%s", secret, logs)
 			}
+		}
+	})
+}
+
+// fakeSecrets is a Secrets Manager that holds the reads of the secrets in
+// block until the test releases them (moto answers at once), and counts
+// the reads of each secret.
+type fakeSecrets struct {
+	values  map[string]string
+	mu      sync.Mutex
+	block   map[string]chan struct{} // closed to release the reads of an ARN
+	started chan string              // each read's ARN, as it starts
+	reads   map[string]int
+}
+
+func newFakeSecrets(values map[string]string) *fakeSecrets {
+	return &fakeSecrets{values: values, block: map[string]chan struct{}{}, started: make(chan string, 100), reads: map[string]int{}}
+}
+
+// hold makes the next reads of arn wait until the returned function runs.
+func (f *fakeSecrets) hold(arn string) (release func()) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	ch := make(chan struct{})
+	f.block[arn] = ch
+	return func() {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		delete(f.block, arn)
+		close(ch)
+	}
+}
+
+// waitStarted waits until a read of arn has started.
+func (f *fakeSecrets) waitStarted(arn string) {
+	for a := range f.started {
+		if a == arn {
+			return
+		}
+	}
+}
+
+func (f *fakeSecrets) count(arn string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.reads[arn]
+}
+
+func (f *fakeSecrets) GetSecretValue(ctx context.Context, in *secretsmanager.GetSecretValueInput, _ ...func(*secretsmanager.Options)) (*secretsmanager.GetSecretValueOutput, error) {
+	arn := aws.ToString(in.SecretId)
+	f.mu.Lock()
+	f.reads[arn]++
+	ch := f.block[arn]
+	f.mu.Unlock()
+	f.started <- arn
+	if ch != nil {
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	return &secretsmanager.GetSecretValueOutput{ARN: in.SecretId, SecretString: aws.String(f.values[arn])}, nil
+}
+
+// TestTheSecretCacheReadsOutsideItsLock: a read of Secrets Manager that
+// hangs stalls only the requests that need that secret, and the requests
+// that need a secret being read wait for that one read.
+func TestTheSecretCacheReadsOutsideItsLock(t *testing.T) {
+	const slowARN = "arn:aws:secretsmanager:eu-west-3:123456789012:secret:osb/slow-AbCdEf"
+	const quickARN = "arn:aws:secretsmanager:eu-west-3:123456789012:secret:osb/quick-AbCdEf"
+	fake := newFakeSecrets(map[string]string{slowARN: firstSecret, quickARN: secondSecret})
+	f := newFixture(t)
+	f.d.Secrets = func(context.Context) (function.SecretsAPI, error) { return fake, nil }
+	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	var clock sync.Mutex
+	f.d.SecretClock = func() time.Time { clock.Lock(); defer clock.Unlock(); return now }
+	slowTarget := functiontest.Start(t, firstSecret)
+	quickTarget := functiontest.Start(t, secondSecret)
+	settings := func(url, arn string) *function.Settings {
+		s, err := function.Configure(nil, map[string]any{"url": url, "secret_arn": arn, "timeout": 50}, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	slow, quick := settings(slowTarget.URL, slowARN), settings(quickTarget.URL, quickARN)
+	// provision provisions an instance of its own under the settings s.
+	provision := func(instanceID string, s *function.Settings) error {
+		c := f.change(broker.KindProvision, "op-"+instanceID, false, `{}`)
+		c.Instance.ID, c.Operation.InstanceID, c.Settings = instanceID, instanceID, s
+		p, err := f.d.Begin(context.Background(), f.fresh(c))
+		if err == nil && !p.Done {
+			err = errors.New("not done")
+		}
+		return err
+	}
+
+	t.Run("a request to a target with another secret goes on while one secret's read hangs", func(t *testing.T) {
+		release := sync.OnceFunc(fake.hold(slowARN))
+		defer release()
+		slowDone := make(chan error, 1)
+		go func() { slowDone <- provision("i-slow", slow) }()
+		fake.waitStarted(slowARN)
+		if err := provision("i-quick", quick); err != nil {
+			t.Fatalf("the request to the other target: %v", err)
+		}
+		select {
+		case err := <-slowDone:
+			t.Fatalf("the slow secret's request ended (%v) before its read was released: the other request waited for it", err)
+		default:
+		}
+		release()
+		if err := <-slowDone; err != nil {
+			t.Fatalf("the slow secret's request, once its read ended: %v", err)
+		}
+		if len(quickTarget.Requests()) != 1 || len(slowTarget.Requests()) != 1 {
+			t.Errorf("the targets took %d and %d requests, want 1 each", len(quickTarget.Requests()), len(slowTarget.Requests()))
+		}
+	})
+	t.Run("concurrent requests that need an expired secret read it once", func(t *testing.T) {
+		clock.Lock()
+		now = now.Add(function.DefaultSecretTTL)
+		clock.Unlock()
+		reads := fake.count(slowARN)
+		release := sync.OnceFunc(fake.hold(slowARN))
+		defer release()
+		const n = 8
+		errs := make(chan error, n)
+		for i := range n {
+			go func() { errs <- provision(fmt.Sprintf("i-%d", i), slow) }()
+		}
+		fake.waitStarted(slowARN)
+		release()
+		for range n {
+			if err := <-errs; err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got := fake.count(slowARN) - reads; got != 1 {
+			t.Errorf("%d reads of the expired secret for %d concurrent requests, want 1", got, n)
 		}
 	})
 }

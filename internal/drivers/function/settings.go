@@ -24,9 +24,10 @@ const (
 	KeyTimeout    = "timeout"
 	KeyRetryAfter = "retry_after"
 	KeyConfig     = "config"
+	KeyProtocol   = "protocol"
 )
 
-var settingKeys = []string{KeyFunction, KeyURL, KeySecretEnv, KeySecretFile, KeySecretARN, KeyTimeout, KeyRetryAfter, KeyConfig}
+var settingKeys = []string{KeyFunction, KeyURL, KeySecretEnv, KeySecretFile, KeySecretARN, KeyTimeout, KeyRetryAfter, KeyConfig, KeyProtocol}
 
 // Defaults and bounds of the settings.
 const (
@@ -45,7 +46,7 @@ type Settings struct {
 }
 
 // Target is where the requests of a plan go. It is kept in each resource
-// record, so that a cleanup reaches the target that made the resource.
+// record: a driver that does not know the plan sends a cleanup to it, re-checked.
 type Target struct {
 	// Function is a Lambda function's name or ARN, with an optional
 	// qualifier (version or alias); or else URL is an HTTPS URL (HTTP to
@@ -60,6 +61,37 @@ type Target struct {
 	SecretARN  string `json:"secret_arn,omitempty"`
 	// Timeout bounds one request.
 	Timeout time.Duration `json:"timeout,omitempty"`
+	// Protocol is the protocol's version the target speaks (Version1 or
+	// Version2); zero is DefaultVersion.
+	Protocol int `json:"protocol,omitempty"`
+}
+
+// version is the protocol's version of the requests to t.
+func (t Target) version() int {
+	if t.Protocol == 0 {
+		return DefaultVersion
+	}
+	return t.Protocol
+}
+
+// config is the target as a plan's settings name it: what Configure
+// checks a stored target with, so that it meets the catalog's rules of
+// today, not those of the day it was stored.
+func (t Target) config() map[string]any {
+	c := map[string]any{}
+	for k, v := range map[string]string{KeyFunction: t.Function, KeyURL: t.URL, KeySecretEnv: t.SecretEnv,
+		KeySecretFile: t.SecretFile, KeySecretARN: t.SecretARN} {
+		if v != "" {
+			c[k] = v
+		}
+	}
+	if t.Timeout > 0 {
+		c[KeyTimeout] = t.Timeout.Seconds()
+	}
+	if t.Protocol != 0 {
+		c[KeyProtocol] = t.Protocol
+	}
+	return c
 }
 
 // String names the target for messages and logs.
@@ -169,6 +201,9 @@ func Configure(_ *catalog.Plan, config map[string]any, dir string) (*Settings, e
 	if s.Target.Timeout, err = seconds(config, KeyTimeout, DefaultTimeout, time.Second, MaxTimeout); err != nil {
 		return nil, err
 	}
+	if s.Target.Protocol, err = protocol(config); err != nil {
+		return nil, err
+	}
 	if s.RetryAfter, err = seconds(config, KeyRetryAfter, DefaultRetryAfter, time.Second, time.Hour); err != nil {
 		return nil, err
 	}
@@ -185,10 +220,17 @@ func Configure(_ *catalog.Plan, config map[string]any, dir string) (*Settings, e
 // checkURL accepts an HTTPS URL, or an HTTP one to a loopback address:
 // the signature proves the broker sent a request, but only TLS keeps the
 // parameters and the credentials of the answer from the network.
+//
+// Its messages quote the URL with its password, if any, redacted: they
+// reach a stored cleanup failure as well as the broker's start.
 func checkURL(raw string) error {
 	u, err := url.Parse(raw)
-	if err != nil || u.Host == "" || u.User != nil || u.Fragment != "" {
-		return catalog.Settingf(KeyURL, "%q is not an absolute URL without user information or fragment (https://host/path)", raw)
+	if err != nil {
+		return catalog.Settingf(KeyURL, "is not a URL (https://host/path)")
+	}
+	shown := u.Redacted()
+	if u.Host == "" || u.User != nil || u.Fragment != "" {
+		return catalog.Settingf(KeyURL, "%q is not an absolute URL without user information or fragment (https://host/path)", shown)
 	}
 	switch u.Scheme {
 	case "https":
@@ -197,9 +239,9 @@ func checkURL(raw string) error {
 		if isLoopback(u.Hostname()) {
 			return nil
 		}
-		return catalog.Settingf(KeyURL, "%s: plain HTTP is allowed only to a loopback address (127.0.0.1, ::1, localhost); use https://", raw)
+		return catalog.Settingf(KeyURL, "%s: plain HTTP is allowed only to a loopback address (127.0.0.1, ::1, localhost); use https://", shown)
 	}
-	return catalog.Settingf(KeyURL, "%s: the scheme must be https (or http to a loopback address)", raw)
+	return catalog.Settingf(KeyURL, "%s: the scheme must be https (or http to a loopback address)", shown)
 }
 
 func isLoopback(host string) bool {
@@ -220,6 +262,23 @@ func stringSetting(config map[string]any, key string) (string, bool, error) {
 		return "", false, catalog.Settingf(key, "must be a non-empty string, got %s", catalog.Describe(v))
 	}
 	return s, true, nil
+}
+
+// protocol reads the protocol's version of a plan: DefaultVersion unless
+// it names one.
+func protocol(config map[string]any) (int, error) {
+	v, ok := config[KeyProtocol]
+	if !ok {
+		return DefaultVersion, nil
+	}
+	switch v {
+	case Version1, int64(Version1), uint64(Version1), float64(Version1):
+		return Version1, nil
+	case Version2, int64(Version2), uint64(Version2), float64(Version2):
+		return Version2, nil
+	}
+	return 0, catalog.Settingf(KeyProtocol, "must be %d or %d (the function protocol's version the target speaks; version 2 signs the method, URL and a request id as well), got %s",
+		Version1, Version2, catalog.Describe(v))
 }
 
 // seconds reads a whole number of seconds from lo to hi.

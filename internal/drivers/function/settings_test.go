@@ -1,6 +1,9 @@
 package function_test
 
 import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"strings"
 	"testing"
@@ -44,7 +47,7 @@ func TestConfigure(t *testing.T) {
 		{"a secret for a Lambda target", map[string]any{"function": "f", "secret_env": "S"}, "secret_env", "needs no secret"},
 		{"plain HTTP to another host", map[string]any{"url": "http://fn.example.com/", "secret_env": "S"}, "url", "only to a loopback"},
 		{"another scheme", map[string]any{"url": "ftp://x/", "secret_env": "S"}, "url", "scheme must be https"},
-		{"user information in the URL", map[string]any{"url": "https://u:p@x/", "secret_env": "S"}, "url", "without user information"},
+		{"user information in the URL", map[string]any{"url": "https://u:hunter2@x/", "secret_env": "S"}, "url", "without user information"},
 		{"an HTTP target without a secret", map[string]any{"url": "https://x/"}, "secret_env", "is missing"},
 		{"two secrets", map[string]any{"url": "https://x/", "secret_env": "S", "secret_file": "f"}, "secret_file", "name the secret once"},
 		{"a secret ARN and a variable", map[string]any{"url": "https://x/", "secret_env": "S", "secret_arn": secretARN}, "secret_env", "not secret_arn and secret_env"},
@@ -55,6 +58,8 @@ func TestConfigure(t *testing.T) {
 		{"a bad variable name", map[string]any{"url": "https://x/", "secret_env": "MY-SECRET"}, "secret_env", "not a variable"},
 		{"a timeout too long", map[string]any{"function": "f", "timeout": 600}, "timeout", "from 1 to 50"},
 		{"a fractional retry_after", map[string]any{"function": "f", "retry_after": 1.5}, "retry_after", "whole number"},
+		{"a protocol the broker does not speak", map[string]any{"function": "f", "protocol": 3}, "protocol", "must be 1 or 2"},
+		{"a protocol as a string", map[string]any{"function": "f", "protocol": "2"}, "protocol", "must be 1 or 2"},
 		{"a config that is not a mapping", map[string]any{"function": "f", "config": "x"}, "config", "must be a mapping"},
 	} {
 		t.Run(tc.name+" is refused, naming the key", func(t *testing.T) {
@@ -74,6 +79,21 @@ func TestConfigure(t *testing.T) {
 			t.Fatalf("%+v %v", s, err)
 		}
 	})
+	t.Run("a plan speaks protocol version 1 unless it names 2", func(t *testing.T) {
+		for _, tc := range []struct {
+			config map[string]any
+			want   int
+		}{
+			{map[string]any{"url": "https://x/", "secret_env": "S"}, 1},
+			{map[string]any{"url": "https://x/", "secret_env": "S", "protocol": 2}, 2},
+			{map[string]any{"url": "https://x/", "secret_env": "S", "protocol": uint64(1)}, 1},
+			{map[string]any{"function": "f", "protocol": 2.0}, 2},
+		} {
+			if s, err := function.Configure(nil, tc.config, ""); err != nil || s.Target.Protocol != tc.want {
+				t.Errorf("%v: %+v %v, want protocol %d", tc.config, s, err, tc.want)
+			}
+		}
+	})
 	t.Run("plain HTTP to loopback is allowed", func(t *testing.T) {
 		for _, u := range []string{"http://127.0.0.1:8081/", "http://[::1]:8081/", "http://localhost:8081/"} {
 			if _, err := function.Configure(nil, map[string]any{"url": u, "secret_env": "S"}, ""); err != nil {
@@ -84,27 +104,49 @@ func TestConfigure(t *testing.T) {
 }
 
 func TestSignatures(t *testing.T) {
-	key, body, now := []byte("k"), []byte(`{"version":1}`), time.Unix(1700000000, 0)
-	sig := function.Sign(key, now, body)
+	key, now := []byte("k"), time.Unix(1700000000, 0)
+	m := function.Message{Method: "POST", URL: "https://fn.example.com/osb", RequestID: "r-1", Body: []byte(`{"version":2}`)}
+	sig := function.Sign(key, now, m, false)
+	with := func(change func(*function.Message)) function.Message {
+		c := m
+		change(&c)
+		return c
+	}
+	// v1Only is what a broker of the previous release sent: the MAC of
+	// "<t>.<body>".
+	mac := hmac.New(sha256.New, key)
+	mac.Write([]byte("1700000000." + string(m.Body)))
+	v1Only := "t=1700000000,v1=" + hex.EncodeToString(mac.Sum(nil))
 	for _, tc := range []struct {
 		name   string
 		key    []byte
 		header string
-		body   []byte
+		m      function.Message
 		at     time.Time
 		want   error
 	}{
-		{"the broker's signature is accepted", key, sig, body, now.Add(time.Minute), nil},
-		{"another body is refused", key, sig, []byte(`{"version":2}`), now, function.ErrBadSignature},
-		{"another secret is refused", []byte("x"), sig, body, now, function.ErrBadSignature},
-		{"an old signature is refused", key, sig, body, now.Add(time.Hour), function.ErrStale},
-		{"no signature is refused", key, "", body, now, function.ErrNoSignature},
-		{"another time with the same MAC is refused", key, strings.Replace(sig, "t=1700000000", "t=1700000001", 1), body, now, function.ErrBadSignature},
+		{"the broker's signature is accepted", key, sig, m, now.Add(time.Minute), nil},
+		{"the broker's signature with version 1's beside it is accepted", key, function.Sign(key, now, m, true), m, now, nil},
+		{"another body is refused", key, sig, with(func(c *function.Message) { c.Body = []byte(`{"version":1}`) }), now, function.ErrBadSignature},
+		{"another URL is refused", key, sig, with(func(c *function.Message) { c.URL = "https://other.example.com/osb" }), now, function.ErrBadSignature},
+		{"another method is refused", key, sig, with(func(c *function.Message) { c.Method = "PUT" }), now, function.ErrBadSignature},
+		{"another request id is refused", key, sig, with(func(c *function.Message) { c.RequestID = "r-2" }), now, function.ErrBadSignature},
+		{"no request id is refused", key, sig, with(func(c *function.Message) { c.RequestID = "" }), now, function.ErrNoRequestID},
+		{"another secret is refused", []byte("x"), sig, m, now, function.ErrBadSignature},
+		{"an old signature is refused", key, sig, m, now.Add(time.Hour), function.ErrStale},
+		{"no signature is refused", key, "", m, now, function.ErrNoSignature},
+		{"a version 1 signature alone is refused", key, v1Only, m, now, function.ErrNoSignature},
+		{"another time with the same MAC is refused", key, strings.Replace(sig, "t=1700000000", "t=1700000001", 1), m, now, function.ErrBadSignature},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if err := function.Verify(tc.key, tc.header, tc.body, tc.at); !errors.Is(err, tc.want) {
+			if err := function.Verify(tc.key, tc.header, tc.m, tc.at); !errors.Is(err, tc.want) {
 				t.Fatalf("Verify: %v, want %v", err, tc.want)
 			}
 		})
 	}
+	t.Run("version 1's MAC is the previous release's", func(t *testing.T) {
+		if got := function.Sign(key, now, m, true); !strings.HasPrefix(got, v1Only+",v2=") {
+			t.Errorf("signature %s, want it to start with %s", got, v1Only)
+		}
+	})
 }

@@ -3,12 +3,14 @@ package function
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -79,8 +81,10 @@ func (d *Driver) postSigned(ctx context.Context, t Target, body, secret []byte) 
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json")
 	req.Header.Set("User-Agent", "serverless-osb")
-	req.Header.Set(HeaderVersion, fmt.Sprint(Version))
-	req.Header.Set(HeaderSignature, Sign(secret, d.Now(), body))
+	v, id := t.version(), rand.Text()
+	req.Header.Set(HeaderVersion, strconv.Itoa(v))
+	req.Header.Set(HeaderRequestID, id)
+	req.Header.Set(HeaderSignature, Sign(secret, d.Now(), Message{Method: req.Method, URL: t.URL, RequestID: id, Body: body}, v == Version1))
 	resp, err := d.HTTP.Do(req)
 	if err != nil {
 		if ctx.Err() != nil {

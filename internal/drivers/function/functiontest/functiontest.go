@@ -1,5 +1,6 @@
 // Package functiontest is a service owner's function for tests: an HTTP
-// target on 127.0.0.1 that checks the broker's signature and plays a small
+// target on 127.0.0.1 that checks the broker's signature (version 2, at its
+// own URL, refusing a request id it took already) and plays a small
 // service (instances and bindings in memory) through the function driver's
 // protocol, with the faults a test asks for by parameter.
 //
@@ -17,7 +18,9 @@
 package functiontest
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -43,11 +46,19 @@ type Target struct {
 
 	mu        sync.Mutex
 	requests  []function.Request
+	delivered []delivery // the accepted requests as they came
+	ids       map[string]time.Time
 	refused   int
 	instances map[string]*instance // by instance id
 	// seen counts the requests of each operation, for "-once" faults.
 	seen     map[string]int
 	cleanups int
+}
+
+// delivery is an accepted request's headers and body.
+type delivery struct {
+	header http.Header
+	body   []byte
 }
 
 type instance struct {
@@ -60,7 +71,7 @@ type instance struct {
 // Start starts a target with the secret; it stops when the test ends.
 func Start(tb testing.TB, secret string) *Target {
 	tb.Helper()
-	t := &Target{Secret: secret, instances: map[string]*instance{}, seen: map[string]int{}}
+	t := &Target{Secret: secret, instances: map[string]*instance{}, seen: map[string]int{}, ids: map[string]time.Time{}}
 	t.srv = httptest.NewServer(http.HandlerFunc(t.serve)) // 127.0.0.1, a free port
 	t.URL = t.srv.URL
 	tb.Cleanup(t.srv.Close)
@@ -80,6 +91,38 @@ func (t *Target) Requests() []function.Request {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return slices.Clone(t.requests)
+}
+
+// Headers returns the headers of the requests the target accepted, in order.
+func (t *Target) Headers() []http.Header {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var hs []http.Header
+	for _, d := range t.delivered {
+		hs = append(hs, d.header.Clone())
+	}
+	return hs
+}
+
+// Replay sends the i-th request the target accepted to url again, as it
+// came (headers and body), as one who caught it would, and returns the
+// status of the answer.
+func (t *Target) Replay(tb testing.TB, i int, url string) int {
+	tb.Helper()
+	t.mu.Lock()
+	d := t.delivered[i]
+	t.mu.Unlock()
+	req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(d.body))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	req.Header = d.header.Clone()
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
 }
 
 // Refused counts the requests refused for their signature.
@@ -142,7 +185,7 @@ func (t *Target) serve(w http.ResponseWriter, r *http.Request) {
 	t.mu.Lock()
 	secret := t.Secret
 	t.mu.Unlock()
-	if err := function.Verify([]byte(secret), r.Header.Get(function.HeaderSignature), body, time.Now()); err != nil {
+	if err := t.verify(r, secret, body); err != nil {
 		t.mu.Lock()
 		t.refused++
 		t.mu.Unlock()
@@ -150,10 +193,13 @@ func (t *Target) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req function.Request
-	if err := json.Unmarshal(body, &req); err != nil || req.Version != function.Version {
-		http.Error(w, "not a version 1 request", http.StatusBadRequest)
+	if err := json.Unmarshal(body, &req); err != nil || (req.Version != function.Version1 && req.Version != function.Version2) {
+		http.Error(w, "not a request of version 1 or 2", http.StatusBadRequest)
 		return
 	}
+	t.mu.Lock()
+	t.delivered = append(t.delivered, delivery{header: r.Header.Clone(), body: body})
+	t.mu.Unlock()
 	t.mu.Lock()
 	t.requests = append(t.requests, req)
 	fault := t.fault(req)
@@ -182,6 +228,28 @@ func (t *Target) serve(w http.ResponseWriter, r *http.Request) {
 	a := t.answer(req)
 	t.mu.Unlock()
 	writeJSON(w, a)
+}
+
+// verify checks the request's version 2 signature at the target's own URL,
+// and refuses an id it took within the signature's window: a replay.
+func (t *Target) verify(r *http.Request, secret string, body []byte) error {
+	now := time.Now()
+	if err := function.VerifyRequest([]byte(secret), r, t.URL, body, now); err != nil {
+		return err
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for id, at := range t.ids {
+		if now.Sub(at) > 2*function.MaxClockSkew {
+			delete(t.ids, id)
+		}
+	}
+	id := r.Header.Get(function.HeaderRequestID)
+	if _, ok := t.ids[id]; ok {
+		return errors.New("a request id taken already: a replay")
+	}
+	t.ids[id] = now
+	return nil
 }
 
 func writeJSON(w http.ResponseWriter, a function.Answer) {
@@ -223,7 +291,7 @@ func (t *Target) fault(req function.Request) string {
 
 // answer plays the service (t.mu held).
 func (t *Target) answer(req function.Request) function.Answer {
-	a := function.Answer{Version: function.Version}
+	a := function.Answer{Version: req.Version} // the request's: either is accepted
 	inst := t.instances[req.Instance.ID]
 	p := params(req)
 	if req.Call == function.CallBegin {
