@@ -1,4 +1,4 @@
-# moto_server 5.2.1 with five fixes.
+# moto_server 5.2.1 with six fixes.
 #
 # 1. A second StartExecution fails with HTTP 500
 # ("cannot pickle '_thread.RLock'", moto issue 10077) because StartExecution
@@ -109,6 +109,42 @@ def _transact_write_items_idempotent(self):
 
 
 DynamoHandler.transact_write_items = _transact_write_items_idempotent
+
+# 6. moto's Lambda cannot run a function's code without Docker, so a Task
+# state that invokes Lambda (arn:aws:states:::lambda:invoke, or a function's
+# ARN as the Resource) gets nothing real back. When MOTO_LAMBDA_ENDPOINT is
+# set (the sandbox sets it, internal/sandbox), Step Functions sends those
+# invocations to that URL instead: a Lambda Invoke API that runs the real
+# function under the Lambda Runtime Interface Emulator. Its answer comes back
+# as Lambda's would, a function error included (X-Amz-Function-Error, the
+# payload's errorType naming the error that Retry and Catch match).
+import os  # noqa: E402
+
+import boto3  # noqa: E402
+from botocore.config import Config  # noqa: E402
+from moto.stepfunctions.parser.asl.component.state.exec.state_task import lambda_eval_utils  # noqa: E402
+
+_lambda_endpoint = os.environ.get("MOTO_LAMBDA_ENDPOINT")
+_boto_client_for = lambda_eval_utils.boto_client_for
+
+
+def _boto_client_for_lambda_endpoint(region, service, state_credentials=None):
+    if service != "lambda":
+        return _boto_client_for(region=region, service=service, state_credentials=state_credentials)
+    return boto3.client(
+        service_name="lambda",
+        region_name=region,
+        endpoint_url=_lambda_endpoint,
+        aws_access_key_id="ak",
+        aws_secret_access_key="sk",
+        # One attempt, as Step Functions' own Retry decides; no read timeout
+        # shorter than the function's.
+        config=Config(parameter_validation=False, retries={"total_max_attempts": 1}, read_timeout=900),
+    )
+
+
+if _lambda_endpoint:
+    lambda_eval_utils.boto_client_for = _boto_client_for_lambda_endpoint
 
 from moto.server import main  # noqa: E402
 
