@@ -1,4 +1,4 @@
-# moto_server 5.2.1 with six fixes.
+# moto_server 5.2.1 with seven fixes.
 #
 # 1. A second StartExecution fails with HTTP 500
 # ("cannot pickle '_thread.RLock'", moto issue 10077) because StartExecution
@@ -145,6 +145,85 @@ def _boto_client_for_lambda_endpoint(region, service, state_credentials=None):
 
 if _lambda_endpoint:
     lambda_eval_utils.boto_client_for = _boto_client_for_lambda_endpoint
+
+# 7. With IAM enforcement on (the sandbox turns it on; no test of withmoto
+# does), moto checks an identity policy's Resource against the resource of
+# the call, which it knows for a few services only (SQS, IAM, STS) and takes
+# as "*" for the rest, so a statement naming its resources (every statement
+# of the stack's roles) never allows a DynamoDB, KMS, Secrets Manager or
+# Step Functions call; and it evaluates Conditions with no condition keys at
+# all, and turns a failed condition of an Allow into an explicit deny. So
+# identity policies are checked on actions only, Effect and NotAction
+# included: what the sandbox promises, and the README says it cannot show
+# resource ARNs or conditions. Trust policies (a principal given) are
+# evaluated as moto does.
+from moto.iam.access_control import IAMPolicyStatement, PermissionResult  # noqa: E402
+
+_statement_is_action_permitted = IAMPolicyStatement.is_action_permitted
+
+
+def _is_action_permitted_on_actions(self, action, resource="*", principal=None, incoming_condition_values=None):
+    if principal is not None or incoming_condition_values is not None:
+        return _statement_is_action_permitted(self, action, resource, principal, incoming_condition_values)
+    if "NotAction" in self._statement:
+        concerned = not self._check_element_matches("NotAction", action)
+    else:
+        concerned = self._check_element_matches("Action", action)
+    if not concerned:
+        return PermissionResult.NEUTRAL
+    return PermissionResult.PERMITTED if self._statement.get("Effect") == "Allow" else PermissionResult.DENIED
+
+
+IAMPolicyStatement.is_action_permitted = _is_action_permitted_on_actions
+
+# DynamoDB authorizes a transaction by the actions of its items (PutItem,
+# UpdateItem, DeleteItem, ConditionCheckItem; GetItem for a read): IAM has
+# no action TransactWriteItems or TransactGetItems, which moto checks.
+import json  # noqa: E402
+
+from moto.iam.access_control import IAMRequestBase  # noqa: E402
+
+_check_action_permitted = IAMRequestBase.check_action_permitted
+_transaction_item_actions = {"Put": "PutItem", "Update": "UpdateItem", "Delete": "DeleteItem",
+                             "ConditionCheck": "ConditionCheckItem", "Get": "GetItem"}
+
+
+def _check_transaction_items_permitted(self, resource):
+    if self._action not in ("dynamodb:TransactWriteItems", "dynamodb:TransactGetItems"):
+        return _check_action_permitted(self, resource)
+    transaction = self._action
+    try:
+        items = json.loads(self._body or b"{}").get("TransactItems", [])
+        actions = sorted({_transaction_item_actions[k] for item in items for k in item if k in _transaction_item_actions})
+        for action in actions or ["GetItem" if transaction.endswith("GetItems") else "PutItem"]:
+            self._action = "dynamodb:" + action
+            _check_action_permitted(self, resource)
+    finally:
+        self._action = transaction
+
+
+IAMRequestBase.check_action_permitted = _check_transaction_items_permitted
+
+# moto answers a denied call in XML whatever the service's protocol; a
+# JSON-protocol client (DynamoDB, KMS, Secrets Manager, Step Functions)
+# cannot read it, and reports a deserialization failure instead of
+# AccessDeniedException and its message, which names the action.
+from moto.core.exceptions import JsonRESTError  # noqa: E402
+from moto.iam.access_control import IAMRequest  # noqa: E402
+
+_raise_access_denied = IAMRequest._raise_access_denied
+
+
+def _raise_access_denied_in_protocol(self):
+    if "X-Amz-Target" in self._headers or "x-amz-target" in self._headers:
+        error = JsonRESTError("AccessDeniedException",
+                              f"User: {self._access_key.arn} is not authorized to perform: {self._action}")
+        error.code = 403
+        raise error
+    _raise_access_denied(self)
+
+
+IAMRequest._raise_access_denied = _raise_access_denied_in_protocol
 
 from moto.server import main  # noqa: E402
 
