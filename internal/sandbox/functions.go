@@ -111,7 +111,7 @@ func (f *function) release(e *environment) {
 
 // discard ends an environment that crashed or timed out, as Lambda does.
 func (f *function) discard(e *environment) {
-	_ = syscall.Kill(-e.cmd.Process.Pid, syscall.SIGKILL)
+	e.kill(syscall.SIGKILL)
 	<-e.exited
 	f.mu.Lock()
 	f.count--
@@ -268,15 +268,8 @@ func (f *function) stop() {
 	}
 	f.mu.Unlock()
 	for _, e := range all {
-		_ = syscall.Kill(-e.cmd.Process.Pid, syscall.SIGTERM)
-	}
-	for _, e := range all {
-		select {
-		case <-e.exited:
-		case <-time.After(5 * time.Second):
-			_ = syscall.Kill(-e.cmd.Process.Pid, syscall.SIGKILL)
-			<-e.exited
-		}
+		e.kill(syscall.SIGKILL)
+		<-e.exited
 	}
 }
 
@@ -292,20 +285,34 @@ func (f *function) Processes() []int {
 	return pids
 }
 
-// childrenOf reads /proc for the children of pid.
+// childrenOf reads /proc for the children of pid, which any of its
+// threads may have started.
 func childrenOf(pid int) []int {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid))
-	if err != nil {
-		return nil
-	}
+	files, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", pid))
 	var out []int
-	for _, f := range strings.Fields(string(data)) {
-		var n int
-		if _, err := fmt.Sscan(f, &n); err == nil {
-			out = append(out, n)
+	for _, file := range files {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			continue
+		}
+		for _, f := range strings.Fields(string(data)) {
+			var n int
+			if _, err := fmt.Sscan(f, &n); err == nil {
+				out = append(out, n)
+			}
 		}
 	}
 	return out
+}
+
+// kill ends an environment: the emulator and the runtime it started, which
+// the emulator puts in a process group of its own.
+func (e *environment) kill(sig syscall.Signal) {
+	for _, pid := range childrenOf(e.cmd.Process.Pid) {
+		_ = syscall.Kill(-pid, sig)
+		_ = syscall.Kill(pid, sig)
+	}
+	_ = syscall.Kill(-e.cmd.Process.Pid, sig)
 }
 
 func freePorts(n int) ([]int, error) {

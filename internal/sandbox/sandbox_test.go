@@ -36,9 +36,19 @@ func runTests(m *testing.M) int {
 	}
 	defer os.RemoveAll(dir)
 	ctx := context.Background()
+	if err := functionFront.start(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer functionFront.stop()
+	catalog, err := testCatalog(dir)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
 	// Bundles for this machine: the template is the stack's, and the
 	// sandbox runs its assets as they are.
-	template, err = sandbox.Synthesize(ctx, sandbox.Synthesis{Root: "../..", Catalog: testCatalog(dir), Out: dir, Arch: runtime.GOARCH})
+	template, err = sandbox.Synthesize(ctx, sandbox.Synthesis{Root: "../..", Catalog: catalog, Out: dir, Arch: runtime.GOARCH})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "synthesize the stack:", err)
 		return 1
@@ -81,8 +91,34 @@ func logicalID(prefix string) string {
 	return prefix
 }
 
-// testCatalog is the demo catalog.
-func testCatalog(string) string { return "../../catalog.yaml" }
+// testCatalog writes the suite's catalog in dir: the demo catalog, and a
+// service whose asynchronous plan's work the function target does (see
+// function_test.go), and returns its path.
+func testCatalog(dir string) (string, error) {
+	demo, err := os.ReadFile("../../catalog.yaml")
+	if err != nil {
+		return "", err
+	}
+	secret := filepath.Join(dir, "function.secret")
+	if err := os.WriteFile(secret, []byte(functionSecret), 0o600); err != nil {
+		return "", err
+	}
+	fn := fmt.Sprintf(`
+  - id: 6d1f7a52-0c53-4b51-9f0e-2f6b8a3d9c11
+    name: function-service
+    description: A service whose work a function does, on loopback.
+    bindable: true
+    instances_retrievable: true
+    bindings_retrievable: true
+    plans:
+      - id: %s
+        name: function-async-plan
+        description: Asynchronous changes, done by the function.
+        broker: {driver: function, mode: async, url: '%s', secret_file: '%s', timeout: 5, retry_after: 1}
+`, functionPlan, functionFront.URL(), secret)
+	path := filepath.Join(dir, "catalog.yaml")
+	return path, os.WriteFile(path, append(demo, fn...), 0o600)
+}
 
 // client is the real OSB client, pointed at a sandbox.
 func client(t *testing.T, sb *sandbox.Sandbox) osb.Client {
@@ -193,7 +229,7 @@ func TestTheDemoCatalogsLifecycles(t *testing.T) {
 	e := &e2e{t: t, c: client(t, shared)}
 	t.Run("the catalog is the bundled one", func(t *testing.T) {
 		cat, err := e.c.GetCatalog()
-		if err != nil || len(cat.Services) != 1 || len(cat.Services[0].Plans) != 3 {
+		if err != nil || len(cat.Services) != 2 || len(cat.Services[0].Plans) != 3 {
 			t.Fatalf("catalog: %+v %v", cat, err)
 		}
 	})
