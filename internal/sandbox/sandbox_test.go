@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"gopkg.in/yaml.v3"
 	osb "sigs.k8s.io/go-open-service-broker-client/v2"
 
 	"github.com/serverless-osb/broker/internal/sandbox"
@@ -91,33 +92,52 @@ func logicalID(prefix string) string {
 	return prefix
 }
 
-// testCatalog writes the suite's catalog in dir: the demo catalog, and a
-// service whose asynchronous plan's work the function target does (see
-// function_test.go), and returns its path.
+// testCatalog writes the suite's catalog in dir, with the files it names,
+// and returns its path: the demo catalog's service, the example services
+// (services/catalog.yaml, their templates beside it, checked every second
+// rather than every 10: moto makes stacks at once), and a service whose
+// asynchronous plan's work the function target does (function_test.go).
 func testCatalog(dir string) (string, error) {
-	demo, err := os.ReadFile("../../catalog.yaml")
-	if err != nil {
+	out := filepath.Join(dir, "catalog")
+	if err := os.CopyFS(out, os.DirFS("../../services")); err != nil {
 		return "", err
 	}
 	secret := filepath.Join(dir, "function.secret")
 	if err := os.WriteFile(secret, []byte(functionSecret), 0o600); err != nil {
 		return "", err
 	}
-	fn := fmt.Sprintf(`
-  - id: 6d1f7a52-0c53-4b51-9f0e-2f6b8a3d9c11
-    name: function-service
-    description: A service whose work a function does, on loopback.
-    bindable: true
-    instances_retrievable: true
-    bindings_retrievable: true
-    plans:
-      - id: %s
-        name: function-async-plan
-        description: Asynchronous changes, done by the function.
-        broker: {driver: function, mode: async, url: '%s', secret_file: '%s', timeout: 5, retry_after: 1}
-`, functionPlan, functionFront.URL(), secret)
-	path := filepath.Join(dir, "catalog.yaml")
-	return path, os.WriteFile(path, append(demo, fn...), 0o600)
+	var services []any
+	for _, path := range []string{"../../catalog.yaml", "../../services/catalog.yaml"} {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return "", err
+		}
+		var cat map[string]any
+		if err := yaml.Unmarshal(data, &cat); err != nil {
+			return "", fmt.Errorf("%s: %w", path, err)
+		}
+		list, _ := cat["services"].([]any)
+		services = append(services, list...)
+	}
+	for _, svc := range services {
+		for _, plan := range svc.(map[string]any)["plans"].([]any) {
+			if settings := plan.(map[string]any)["broker"].(map[string]any); settings["driver"] == "cloudformation" {
+				settings["retry_after"] = 1
+			}
+		}
+	}
+	services = append(services, map[string]any{
+		"id": functionService, "name": "function-service", "description": "A service whose work a function does, on loopback.",
+		"bindable": true, "instances_retrievable": true, "bindings_retrievable": true,
+		"plans": []any{map[string]any{"id": functionPlan, "name": "function-async-plan", "description": "Asynchronous changes, done by the function.",
+			"broker": map[string]any{"driver": "function", "mode": "async", "url": functionFront.URL(), "secret_file": secret, "timeout": 5, "retry_after": 1}}},
+	})
+	data, err := yaml.Marshal(map[string]any{"services": services})
+	if err != nil {
+		return "", err
+	}
+	path := filepath.Join(out, "catalog.yaml")
+	return path, os.WriteFile(path, data, 0o600)
 }
 
 // client is the real OSB client, pointed at a sandbox.
@@ -172,8 +192,13 @@ func (e *e2e) provision(id, plan string, async bool, params map[string]any) *osb
 // a 410 (the instance is gone) is reported as state "gone".
 func (e *e2e) poll(instanceID string, op *osb.OperationKey) (state osb.LastOperationState, description string) {
 	e.t.Helper()
+	return e.pollService(instanceID, demoService, op)
+}
+
+func (e *e2e) pollService(instanceID, service string, op *osb.OperationKey) (state osb.LastOperationState, description string) {
+	e.t.Helper()
 	waittest.Until(e.t, func() error {
-		r, err := e.c.PollLastOperation(&osb.LastOperationRequest{InstanceID: instanceID, ServiceID: ptr(demoService), OperationKey: op})
+		r, err := e.c.PollLastOperation(&osb.LastOperationRequest{InstanceID: instanceID, ServiceID: ptr(service), OperationKey: op})
 		if osb.IsGoneError(err) {
 			state = "gone"
 			return nil
@@ -229,7 +254,7 @@ func TestTheDemoCatalogsLifecycles(t *testing.T) {
 	e := &e2e{t: t, c: client(t, shared)}
 	t.Run("the catalog is the bundled one", func(t *testing.T) {
 		cat, err := e.c.GetCatalog()
-		if err != nil || len(cat.Services) != 2 || len(cat.Services[0].Plans) != 3 {
+		if err != nil || len(cat.Services) != 6 || len(cat.Services[0].Plans) != 3 {
 			t.Fatalf("catalog: %+v %v", cat, err)
 		}
 	})
