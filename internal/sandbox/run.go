@@ -2,7 +2,10 @@ package sandbox
 
 import (
 	"context"
+	"crypto/sha256"
 	"debug/buildinfo"
+	"encoding/hex"
+	"io/fs"
 	"fmt"
 	"os"
 	"os/exec"
@@ -145,7 +148,13 @@ func (sb *Sandbox) code(ctx context.Context, spec functionSpec, built map[string
 	if goos != "linux" {
 		return "", fmt.Errorf("asset %s: a bootstrap for %s/%s, not Lambda's linux", dir, goos, goarch)
 	}
-	out, ok := built[dir]
+	// The assets of one synthesis hold the same catalog and files (the
+	// stack checks it): one build serves them all.
+	key, err := bundledFiles(dir)
+	if err != nil {
+		return "", err
+	}
+	out, ok := built[key]
 	if !ok {
 		out = filepath.Join(sb.Dir, "build", filepath.Base(dir))
 		root := sb.cfg.Root
@@ -162,7 +171,7 @@ func (sb *Sandbox) code(ctx context.Context, spec functionSpec, built map[string
 		if b, err := cmd.CombinedOutput(); err != nil {
 			return "", fmt.Errorf("build the functions for %s from asset %s: %w\n%s", runtime.GOARCH, dir, err, b)
 		}
-		built[dir] = out
+		built[key] = out
 	}
 	// ./functions/api in the repository: dist/api in the build.
 	code := filepath.Join(out, path.Base(info.Path))
@@ -170,6 +179,28 @@ func (sb *Sandbox) code(ctx context.Context, spec functionSpec, built map[string
 		return "", fmt.Errorf("asset %s: its bootstrap is %s, which the build does not make", dir, info.Path)
 	}
 	return code, nil
+}
+
+// bundledFiles is a digest of what an asset bundles beside its bootstrap.
+func bundledFiles(dir string) (string, error) {
+	h := sha256.New()
+	err := filepath.WalkDir(dir, func(p string, e fs.DirEntry, err error) error {
+		if err != nil || e.IsDir() {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		if rel == "bootstrap" {
+			return nil
+		}
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(h, "%s\x00%d\x00", rel, len(data))
+		h.Write(data)
+		return nil
+	})
+	return hex.EncodeToString(h.Sum(nil)), err
 }
 
 // schedule is an EventBridge Scheduler schedule of the template.

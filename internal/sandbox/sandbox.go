@@ -127,6 +127,10 @@ func Start(ctx context.Context, c Config) (sb *Sandbox, err error) {
 		}
 		sb.tmpDir = true
 	}
+	// Absolute: each emulator runs in its function's folder.
+	if sb.Dir, err = filepath.Abs(sb.Dir); err != nil {
+		return sb, err
+	}
 	if err := os.MkdirAll(sb.Dir, 0o755); err != nil {
 		return sb, err
 	}
