@@ -253,7 +253,7 @@ func makeRole(ctx context.Context, sb *Sandbox, logicalID string, props map[stri
 		PolicyDocument any
 	}
 	if err := decode(props["Policies"], &policies); err != nil {
-		return made{}, fmt.Errorf("Policies: %w", err)
+		return made{}, fmt.Errorf("property Policies: %w", err)
 	}
 	for _, p := range policies {
 		doc, err := document(p.PolicyDocument)

@@ -185,7 +185,7 @@ func (s *stack) ref(name string) (any, error) {
 	if v, ok := s.refs[name]; ok {
 		return v, nil
 	}
-	return nil, fmt.Errorf("Ref %s: no such parameter, or a resource not made yet", name)
+	return nil, fmt.Errorf("no parameter or resource %s to Ref (or not made yet)", name)
 }
 
 func (s *stack) getAtt(name, attr string) (string, error) {
