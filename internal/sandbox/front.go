@@ -51,7 +51,7 @@ func (sb *Sandbox) front() http.Handler {
 			return
 		}
 		in, ok := sb.integrations[rt.integration]
-		var f *function
+		var f *Function
 		if ok {
 			f = sb.function(functionOfURI(in.uri))
 		}

@@ -27,12 +27,12 @@ type functionSpec struct {
 	env                  map[string]string
 }
 
-// function runs one Lambda function as Lambda does: each invocation in an
+// Function runs one Lambda function as Lambda does: each invocation in an
 // execution environment of its own, an environment serving one invocation
 // at a time and kept for the next, new ones started (cold) while every
 // one is busy, up to maxEnvironments, beyond which invocations wait. An
 // environment is one aws-lambda-rie process running the bootstrap.
-type function struct {
+type Function struct {
 	spec functionSpec
 	dir  string   // the code: bootstrap and the bundled files
 	env  []string // the environment: the template's, the role's credentials, moto
@@ -63,7 +63,7 @@ type Invocation struct {
 	FunctionError bool
 }
 
-func (f *function) acquire(ctx context.Context) (*environment, error) {
+func (f *Function) acquire(ctx context.Context) (*environment, error) {
 	for {
 		f.mu.Lock()
 		if n := len(f.idle); n > 0 {
@@ -99,7 +99,7 @@ func (f *function) acquire(ctx context.Context) (*environment, error) {
 	}
 }
 
-func (f *function) release(e *environment) {
+func (f *Function) release(e *environment) {
 	f.mu.Lock()
 	f.idle = append(f.idle, e)
 	f.mu.Unlock()
@@ -110,7 +110,7 @@ func (f *function) release(e *environment) {
 }
 
 // discard ends an environment that crashed or timed out, as Lambda does.
-func (f *function) discard(e *environment) {
+func (f *Function) discard(e *environment) {
 	e.kill(syscall.SIGKILL)
 	<-e.exited
 	f.mu.Lock()
@@ -125,7 +125,7 @@ func (f *function) discard(e *environment) {
 
 // start starts an execution environment: aws-lambda-rie on free ports,
 // running the bootstrap in the function's folder with its environment.
-func (f *function) start(ctx context.Context) (*environment, error) {
+func (f *Function) start(ctx context.Context) (*environment, error) {
 	ports, err := freePorts(2)
 	if err != nil {
 		return nil, err
@@ -177,7 +177,7 @@ func (f *function) start(ctx context.Context) (*environment, error) {
 // FunctionError payload {"errorType", "errorMessage"}, and the environment
 // that crashed or timed out is discarded; err is for the sandbox's own
 // failures.
-func (f *function) Invoke(ctx context.Context, payload []byte) (Invocation, error) {
+func (f *Function) Invoke(ctx context.Context, payload []byte) (Invocation, error) {
 	e, err := f.acquire(ctx)
 	if err != nil {
 		return Invocation{}, err
@@ -260,7 +260,7 @@ func isErrorPayload(body []byte) bool {
 }
 
 // stop ends every environment.
-func (f *function) stop() {
+func (f *Function) stop() {
 	f.mu.Lock()
 	var all []*environment
 	for e := range f.all {
@@ -275,7 +275,7 @@ func (f *function) stop() {
 
 // Processes are the process ids of the function's running bootstraps (the
 // emulators' children), for tests that crash one.
-func (f *function) Processes() []int {
+func (f *Function) Processes() []int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	var pids []int
@@ -383,7 +383,7 @@ func lambdaError(w http.ResponseWriter, status int, typ, message string) {
 
 // function finds a function by name, ARN or partial ARN, with or without
 // a qualifier.
-func (sb *Sandbox) function(name string) *function {
+func (sb *Sandbox) function(name string) *Function {
 	for _, f := range sb.functions {
 		for _, n := range []string{f.spec.name, f.spec.arn} {
 			if name == n || strings.HasPrefix(name, n+":") || strings.HasSuffix(name, ":function:"+f.spec.name) {
@@ -396,7 +396,7 @@ func (sb *Sandbox) function(name string) *function {
 
 // invokeAsync runs an asynchronous invocation (Lambda's Event type, as
 // EventBridge Scheduler uses): its outcome is only logged.
-func (sb *Sandbox) invokeAsync(f *function, payload []byte) {
+func (sb *Sandbox) invokeAsync(f *Function, payload []byte) {
 	inv, err := f.Invoke(sb.ctx, payload)
 	switch {
 	case err != nil:

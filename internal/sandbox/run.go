@@ -65,7 +65,7 @@ func (sb *Sandbox) startFunctions(ctx context.Context, rie string) error {
 		if err != nil {
 			return err
 		}
-		f := &function{spec: spec, dir: dir, rie: rie, logs: logs, freed: make(chan struct{}, 1), all: map[*environment]bool{}}
+		f := &Function{spec: spec, dir: dir, rie: rie, logs: logs, freed: make(chan struct{}, 1), all: map[*environment]bool{}}
 		// What Lambda sets, then the template's variables, then the role's
 		// credentials and moto as every service's endpoint. Nothing of the
 		// caller's environment (its AWS profile) reaches the function.

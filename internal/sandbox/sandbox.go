@@ -97,7 +97,7 @@ type Sandbox struct {
 	made          map[string]made
 	secrets       map[string]string
 	functionSpecs []functionSpec
-	functions     []*function
+	functions     []*Function
 	schedules     []schedule
 	routes        []route
 	integrations  map[string]integration
@@ -313,7 +313,7 @@ func (sb *Sandbox) readCredentials() error {
 
 // Function returns the function of the template's logical id (or name, or
 // ARN), for tests: its Processes, its Invoke.
-func (sb *Sandbox) Function(id string) *function {
+func (sb *Sandbox) Function(id string) *Function {
 	for _, f := range sb.functions {
 		if f.spec.logicalID == id {
 			return f
