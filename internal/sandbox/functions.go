@@ -23,6 +23,7 @@ type functionSpec struct {
 	logicalID, name, arn string
 	role                 string // the role's ARN
 	asset                string // aws:asset:path
+	runtime              string
 	timeout, memoryMB    int
 	env                  map[string]string
 }

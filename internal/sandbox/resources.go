@@ -374,7 +374,8 @@ func makeFunction(_ context.Context, sb *Sandbox, logicalID string, props map[st
 		name = sb.physicalName(logicalID, 64, false)
 	}
 	arn := fmt.Sprintf("arn:aws:lambda:%s:%s:function:%s", sb.region, sb.account, name)
-	spec := functionSpec{logicalID: logicalID, name: name, arn: arn, role: str(props, "Role"), timeout: 3, env: map[string]string{}}
+	spec := functionSpec{logicalID: logicalID, name: name, arn: arn, role: str(props, "Role"), runtime: str(props, "Runtime"),
+		timeout: 3, env: map[string]string{}}
 	if t, ok := props["Timeout"].(float64); ok {
 		spec.timeout = int(t)
 	}

@@ -53,6 +53,12 @@ func ensureRIE(ctx context.Context) (string, error) {
 func (sb *Sandbox) startFunctions(ctx context.Context, rie string) error {
 	built := map[string]string{}
 	for _, spec := range sb.functionSpecs {
+		// The broker's functions are Go bootstraps on an OS-only runtime;
+		// another (a CDK custom resource's Node.js handler) is not run.
+		if !strings.HasPrefix(spec.runtime, "provided") {
+			sb.NotMade = append(sb.NotMade, fmt.Sprintf("%s (AWS::Lambda::Function, runtime %s)", spec.logicalID, spec.runtime))
+			continue
+		}
 		dir, err := sb.code(ctx, spec, built)
 		if err != nil {
 			return fmt.Errorf("function %s: %w", spec.logicalID, err)

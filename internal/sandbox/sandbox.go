@@ -247,6 +247,7 @@ func (sb *Sandbox) makeResources(ctx context.Context) error {
 			}
 		} else {
 			m = standIn(sb, name, r.Type)
+			sb.stack.standIns[name] = true
 			sb.NotMade = append(sb.NotMade, fmt.Sprintf("%s (%s)", name, r.Type))
 		}
 		if r.Type == "AWS::Lambda::Function" {

@@ -62,6 +62,9 @@ type stack struct {
 	refs              map[string]string
 	attrs             map[string]map[string]string
 	conditions        map[string]bool
+	// standIns are the resources the sandbox does not make: any attribute
+	// of theirs resolves, to a value that names it.
+	standIns map[string]bool
 }
 
 // noValue is AWS::NoValue: the property it is the value of is left out.
@@ -71,7 +74,7 @@ func newStack(t *Template, name, region, account string) (*stack, error) {
 	s := &stack{t: t, name: name, region: region, account: account, partition: "aws", suffix: "amazonaws.com",
 		id:    fmt.Sprintf("arn:aws:cloudformation:%s:%s:stack/%s/8d3f2a60-0000-4000-8000-5a4db0c5e001", region, account, name),
 		refs:  map[string]string{},
-		attrs: map[string]map[string]string{}, conditions: map[string]bool{}}
+		attrs: map[string]map[string]string{}, conditions: map[string]bool{}, standIns: map[string]bool{}}
 	for name, p := range t.Parameters {
 		if p.Default == nil {
 			return nil, fmt.Errorf("parameter %s has no default: the sandbox deploys the template as synthesized", name)
@@ -194,6 +197,9 @@ func (s *stack) getAtt(name, attr string) (string, error) {
 	}
 	if _, ok := s.t.Resources[name]; !ok {
 		return "", fmt.Errorf("Fn::GetAtt %s.%s: no such resource", name, attr)
+	}
+	if s.standIns[name] {
+		return fmt.Sprintf("sandbox-%s-%s", name, attr), nil
 	}
 	return "", fmt.Errorf("Fn::GetAtt %s.%s: the sandbox knows no attribute %s of %s", name, attr, attr, s.t.Resources[name].Type)
 }

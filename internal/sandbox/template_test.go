@@ -55,6 +55,12 @@ func TestIntrinsicsResolveAsCloudFormationDoes(t *testing.T) {
 			}
 		})
 	}
+	t.Run("any attribute of a resource the sandbox does not make resolves", func(t *testing.T) {
+		s.standIns["Alarm"], s.t.Resources["Alarm"] = true, Resource{Type: "AWS::CloudWatch::Alarm"}
+		if got, err := s.eval(map[string]any{"Fn::GetAtt": []any{"Alarm", "Arn"}}); err != nil || got != "sandbox-Alarm-Arn" {
+			t.Fatalf("got %v, %v", got, err)
+		}
+	})
 	t.Run("a reference to nothing is an error that names it", func(t *testing.T) {
 		if _, err := s.eval(map[string]any{"Ref": "Nothing"}); err == nil || !strings.Contains(err.Error(), "Nothing") {
 			t.Fatalf("got %v", err)
