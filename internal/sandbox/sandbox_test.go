@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -350,6 +351,11 @@ func TestTheDemoCatalogsLifecycles(t *testing.T) {
 		state, description := e.poll("fail-1", r.OperationKey)
 		if state != osb.StateFailed || description != "the sandbox says no" {
 			t.Fatalf("provision ended %s %q, want failed with its description", state, description)
+		}
+		// The description repeats a request parameter: no log line holds it,
+		// not even the Lambda runtime's report of the function error.
+		if log := shared.FunctionLog(logicalID("WorkerFunction")); strings.Contains(log, "the sandbox says no") {
+			t.Fatalf("the worker's log holds the failure's description, a request parameter:\n%s", tail(log, 3000))
 		}
 	})
 	t.Run("a deprovision during a provision stops it and deletes the instance", func(t *testing.T) {
