@@ -70,7 +70,11 @@ func (f *Function) acquire(ctx context.Context) (*environment, error) {
 		if n := len(f.idle); n > 0 {
 			e := f.idle[n-1]
 			f.idle = f.idle[:n-1]
+			more := n > 1
 			f.mu.Unlock()
+			if more {
+				f.wake() // freed holds one signal: pass it on to the next waiter
+			}
 			select {
 			case <-e.exited:
 				f.discard(e)
@@ -104,6 +108,11 @@ func (f *Function) release(e *environment) {
 	f.mu.Lock()
 	f.idle = append(f.idle, e)
 	f.mu.Unlock()
+	f.wake()
+}
+
+// wake tells one invocation waiting for an environment to look again.
+func (f *Function) wake() {
 	select {
 	case f.freed <- struct{}{}:
 	default:
@@ -118,10 +127,7 @@ func (f *Function) discard(e *environment) {
 	f.count--
 	delete(f.all, e)
 	f.mu.Unlock()
-	select {
-	case f.freed <- struct{}{}:
-	default:
-	}
+	f.wake()
 }
 
 // start starts an execution environment: aws-lambda-rie on free ports,
@@ -138,8 +144,8 @@ func (f *Function) start(ctx context.Context) (*environment, error) {
 		filepath.Join(f.dir, "bootstrap"))
 	cmd.Dir, cmd.Env = f.dir, f.env
 	cmd.Stdout, cmd.Stderr = f.logs, f.logs
-	// Its own process group, so that its bootstrap goes with it; and it dies
-	// with the sandbox, even one killed.
+	// Its own process group (the emulator starts the runtime in another,
+	// which kill ends too), and it dies with the sandbox, even one killed.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("function %s: start aws-lambda-rie: %w", f.spec.name, err)

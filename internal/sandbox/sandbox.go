@@ -28,6 +28,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -93,6 +94,10 @@ type Sandbox struct {
 	servers []*http.Server
 	wg      sync.WaitGroup
 	tmpDir  bool
+	// ready is set once Start has made everything: the front and the
+	// Invoke API listen before (moto and the template need their
+	// addresses), and answer 503 until then.
+	ready atomic.Bool
 
 	made          map[string]made
 	secrets       map[string]string
@@ -188,6 +193,7 @@ func Start(ctx context.Context, c Config) (sb *Sandbox, err error) {
 	if err := sb.readCredentials(); err != nil {
 		return sb, err
 	}
+	sb.ready.Store(true)
 	sb.runSchedules()
 	return sb, nil
 }
@@ -197,7 +203,13 @@ func (sb *Sandbox) awsConfig(creds aws.CredentialsProvider) aws.Config {
 }
 
 func (sb *Sandbox) serve(l net.Listener, h http.Handler) {
-	s := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	s := &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !sb.ready.Load() {
+			gatewayError(w, http.StatusServiceUnavailable, "Service Unavailable")
+			return
+		}
+		h.ServeHTTP(w, r)
+	})}
 	sb.servers = append(sb.servers, s)
 	sb.wg.Add(1)
 	go func() {

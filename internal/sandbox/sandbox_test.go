@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -257,6 +258,28 @@ func TestTheDemoCatalogsLifecycles(t *testing.T) {
 		cat, err := e.c.GetCatalog()
 		if err != nil || len(cat.Services) != 6 || len(cat.Services[0].Plans) != 3 {
 			t.Fatalf("catalog: %+v %v", cat, err)
+		}
+	})
+	t.Run("concurrent requests are all served, by at most 4 environments", func(t *testing.T) {
+		var wg sync.WaitGroup
+		errs := make(chan error, 12)
+		for range 12 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_, err := e.c.GetCatalog()
+				errs <- err
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			if err != nil {
+				t.Fatalf("a catalog request among 12 at once: %v", err)
+			}
+		}
+		if n := len(shared.Function(logicalID("ApiFunction")).Processes()); n < 1 || n > 4 {
+			t.Fatalf("%d api environments, want 1 to 4", n)
 		}
 	})
 	t.Run("a synchronous lifecycle completes in the requests", func(t *testing.T) {
