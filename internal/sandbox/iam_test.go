@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	osb "sigs.k8s.io/go-open-service-broker-client/v2"
 
@@ -105,11 +106,13 @@ func withoutAction(t *testing.T, function, action string) string {
 
 // TestIAMIsEnforced runs the stack with one action taken from the api
 // function's role: the async provision that needs it fails, and the api's
-// log names the action. Without enforcement the sandbox would pass any
-// stack, whatever its roles allow.
+// log names the action; the reaper, whose role allows it, then runs the
+// operation. Without enforcement the sandbox would pass any stack,
+// whatever its roles allow.
 func TestIAMIsEnforced(t *testing.T) {
+	t.Parallel() // most of it is waiting for the reaper
 	sb, err := sandbox.Start(context.Background(), sandbox.Config{Template: withoutAction(t, "ApiFunction", "states:StartExecution"),
-		Dir: t.TempDir(), Log: io.Discard})
+		Dir: t.TempDir(), Log: io.Discard, ScheduleInterval: 2 * time.Second})
 	if err != nil {
 		t.Fatalf("start the sandbox: %v", err)
 	}
@@ -125,6 +128,12 @@ func TestIAMIsEnforced(t *testing.T) {
 	}
 	if log := sb.FunctionLog(logicalID("ApiFunction")); !strings.Contains(log, "AccessDeniedException") || !strings.Contains(log, "is not authorized to perform: states:StartExecution") {
 		t.Fatalf("the api function's log does not name the action it was denied:\n%s", tail(log, 4000))
+	}
+	// The reaper, the worker's, whose role allows it, starts the execution
+	// the api could not, once the operation is past its promised check.
+	e := &e2e{t: t, c: c}
+	if state, desc := e.poll("denied-1", r.OperationKey); state != osb.StateSucceeded {
+		t.Fatalf("the provision whose execution the api could not start ended %s: %s, want the reaper to run it", state, desc)
 	}
 	// What the role still allows works: a synchronous provision.
 	if _, err := c.ProvisionInstance(&osb.ProvisionRequest{InstanceID: "allowed-1", ServiceID: demoService, PlanID: demoSync,
