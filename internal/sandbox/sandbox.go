@@ -78,6 +78,9 @@ type Sandbox struct {
 	Admin aws.Config
 	// Dir holds the logs: moto.log and one LOGICALID.log per function.
 	Dir string
+	// Outputs are the template's outputs, resolved to the sandbox's
+	// resources (BrokerUrl: the front's URL, with the stage's path).
+	Outputs map[string]string
 	// NotMade lists the template's resources the sandbox neither makes nor
 	// runs (alarms, dashboards, topics...), "LogicalId (Type)".
 	NotMade []string
@@ -192,6 +195,12 @@ func Start(ctx context.Context, c Config) (sb *Sandbox, err error) {
 	}
 	if err := sb.readCredentials(); err != nil {
 		return sb, err
+	}
+	sb.Outputs = map[string]string{}
+	for name, o := range t.Outputs {
+		if v, err := sb.stack.evalString(o.Value); err == nil {
+			sb.Outputs[name] = v
+		}
 	}
 	sb.ready.Store(true)
 	sb.runSchedules()

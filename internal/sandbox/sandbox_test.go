@@ -254,6 +254,11 @@ func isStatus(err error, status int) bool {
 // function with its role's permissions only.
 func TestTheDemoCatalogsLifecycles(t *testing.T) {
 	e := &e2e{t: t, c: client(t, shared)}
+	t.Run("the stack's output names the front as the broker's URL", func(t *testing.T) {
+		if got := shared.Outputs["BrokerUrl"]; got != shared.URL {
+			t.Fatalf("output BrokerUrl %q, want the front's URL %s", got, shared.URL)
+		}
+	})
 	t.Run("the catalog is the bundled one", func(t *testing.T) {
 		cat, err := e.c.GetCatalog()
 		if err != nil || len(cat.Services) != 6 || len(cat.Services[0].Plans) != 3 {

@@ -52,7 +52,9 @@ func run(c sandbox.Config) error {
 		return err
 	}
 	defer sb.Close()
-	fmt.Printf("serverless-osb sandbox is listening on %s (stack %s, moto on %s, logs in %s)\n", sb.URL, c.Template, sb.Moto, sb.Dir)
+	// The stack's own output names the broker's URL (with its stage's path).
+	url := cmp.Or(sb.Outputs["BrokerUrl"], sb.URL)
+	fmt.Printf("serverless-osb sandbox is listening on %s (stack %s, moto on %s, logs in %s)\n", url, c.Template, sb.Moto, sb.Dir)
 	fmt.Printf("basic auth: username %q, stack secret password %q (secret %s)\n", sb.Username, sb.Password, sb.SecretARN)
 	if len(sb.NotMade) > 0 {
 		fmt.Printf("not in the sandbox: %d resources (alarms, dashboards, ...; see README)\n", len(sb.NotMade))
