@@ -56,12 +56,15 @@ func (f *front) stop() { _ = f.srv.Close() }
 
 func (f *front) URL() string { return "http://" + f.l.Addr().String() }
 
-// use sends the requests to target, each first to hook (nil: none).
+// use sends the requests to target, each first to hook (nil: none). The
+// target takes the front's URL for its own: the URL the catalog names,
+// which the broker's requests are addressed (and signed) to.
 func (f *front) use(t *testing.T, target *functiontest.Target, hook func(function.Request)) {
 	u, err := url.Parse(target.URL)
 	if err != nil {
 		t.Fatal(err)
 	}
+	target.URL = f.URL()
 	f.mu.Lock()
 	f.target, f.hook = u, hook
 	f.mu.Unlock()
@@ -103,7 +106,7 @@ func TestTheFunctionDriverOnLoopback(t *testing.T) {
 	if err != nil || !r.Async {
 		t.Fatalf("provision: %+v %v", r, err)
 	}
-	if state, desc := e.poll("fn-1", r.OperationKey); state != osb.StateSucceeded {
+	if state, desc := e.pollService("fn-1", functionService, r.OperationKey); state != osb.StateSucceeded {
 		t.Fatalf("provision ended %s: %s", state, desc)
 	}
 	bind, err := e.c.Bind(&osb.BindRequest{InstanceID: "fn-1", BindingID: "fnb-1", ServiceID: functionService, PlanID: functionPlan,
@@ -132,7 +135,7 @@ func TestTheFunctionDriverOnLoopback(t *testing.T) {
 		t.Fatalf("deprovision: %v", err)
 	}
 	if dr.Async {
-		if state, desc := e.poll("fn-1", dr.OperationKey); state != "gone" && state != osb.StateSucceeded {
+		if state, desc := e.pollService("fn-1", functionService, dr.OperationKey); state != "gone" && state != osb.StateSucceeded {
 			t.Fatalf("deprovision ended %s: %s", state, desc)
 		}
 	}
@@ -175,7 +178,7 @@ func TestAWorkerCrashedMidTaskLeavesNothingStuck(t *testing.T) {
 	close(release)
 	// Lambda reports the crash as the function error Runtime.ExitError,
 	// which the Task's Retry retries: every step is idempotent.
-	if state, desc := e.poll("crash-1", r.OperationKey); state != osb.StateSucceeded {
+	if state, desc := e.pollService("crash-1", functionService, r.OperationKey); state != osb.StateSucceeded {
 		t.Fatalf("after the crash, the provision ended %s: %s, want the retried Task to complete it", state, desc)
 	}
 	dr, err := e.c.DeprovisionInstance(&osb.DeprovisionRequest{InstanceID: "crash-1", ServiceID: functionService, PlanID: functionPlan, AcceptsIncomplete: true})
@@ -183,7 +186,7 @@ func TestAWorkerCrashedMidTaskLeavesNothingStuck(t *testing.T) {
 		t.Fatalf("deprovision after the crash: %v", err)
 	}
 	if dr.Async {
-		if state, desc := e.poll("crash-1", dr.OperationKey); state != "gone" && state != osb.StateSucceeded {
+		if state, desc := e.pollService("crash-1", functionService, dr.OperationKey); state != "gone" && state != osb.StateSucceeded {
 			t.Fatalf("deprovision ended %s: %s", state, desc)
 		}
 	}
