@@ -20,7 +20,7 @@ ASL_VALIDATOR := infra/_cli/node_modules/.bin/asl-validator
 export CDK_DISABLE_CLI_TELEMETRY := true
 
 .DEFAULT_GOAL := help
-.PHONY: help run ops test lint unit fuzz-short fuzz infra bench build synth deploy
+.PHONY: help run ops test lint unit fuzz-short fuzz infra bench build synth deploy sandbox
 
 help: ## List the targets.
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -37,7 +37,8 @@ test: lint unit fuzz-short infra ## Everything CI runs: lint, every test (race d
 
 # -timeout 30m is a safety net for a hung test: on a busy machine a package is slower (internal/app
 # crashes ~1,000 brokers), which go test's default 10 minutes would fail.
-unit: ## Every Go test with the race detector, with a moto_server (DynamoDB, Step Functions) started for them.
+# The sandbox's tests (internal/sandbox) synthesize the stack with the CDK CLI.
+unit: $(CDK) ## Every Go test with the race detector, with a moto_server (DynamoDB, Step Functions) started for them.
 	$(GO) run ./internal/mototest/withmoto -- $(GO) test -race -count=1 -timeout 30m ./...
 
 fuzz-short: ## Fuzz the whole HTTP surface (FuzzHTTP) for 20 s; its seed corpus runs in `unit` too.
@@ -74,6 +75,11 @@ $(CDK): infra/_cli/package.json infra/_cli/package-lock.json
 
 synth: build $(CDK) ## The CloudFormation template in cdk.out/: offline, no AWS credentials, cdk-nag enforced.
 	$(CDK) synth -c catalog=$(CATALOG) -q -o cdk.out
+
+# A template `make sandbox` runs as it is (with the assets beside it) instead of synthesizing one.
+TEMPLATE ?=
+sandbox: $(if $(TEMPLATE),,synth) ## The stack `make deploy` deploys, on 127.0.0.1 (BROKER_ADDR): moto, the functions under the Lambda emulator, IAM enforced; CATALOG=..., or TEMPLATE=cdk.out/X.template.json.
+	$(GO) run ./internal/tools/sandbox -template $(or $(TEMPLATE),cdk.out)
 
 deploy: build $(CDK) ## Deploy to your credentials' account and region (run infra/_cli/node_modules/.bin/cdk bootstrap once first).
 	$(CDK) deploy -c catalog=$(CATALOG)

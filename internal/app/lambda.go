@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log"
 	"log/slog"
 	"net/http"
 	"os"
@@ -189,8 +190,26 @@ func NewWorker(ctx context.Context) (func(context.Context, json.RawMessage) (jso
 		return nil, err
 	}
 	logger := logging.New(os.Stdout, c.LogLevel)
+	log.SetFlags(0)
+	log.SetOutput(runtimeLog{logger})
 	c.Metrics, c.Tracing = functionMetrics(c, logger), true
 	return BuildWorker(ctx, c, logger)
+}
+
+// runtimeLog receives what aws-lambda-go writes with the standard logger.
+// For every function error it prints the error's payload, whose message
+// is, for a PermanentError, the description the user sees, which may
+// repeat request input (WorkerHandler logs the error's type instead), in a
+// line that is not JSON: that line is dropped. Anything else (the runtime
+// failing) is logged as JSON.
+type runtimeLog struct{ logger *slog.Logger }
+
+func (w runtimeLog) Write(p []byte) (int, error) {
+	line := strings.TrimSpace(string(p))
+	if !strings.HasPrefix(line, `{"errorMessage"`) {
+		w.logger.Error("lambda runtime", "message", line)
+	}
+	return len(p), nil
 }
 
 // functionMetrics writes a function's metrics to stdout, beside its logs,

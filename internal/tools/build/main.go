@@ -4,7 +4,8 @@
 //	dist/api/bootstrap     dist/api/catalog.yaml     dist/api/<templates>     dist/api.zip
 //	dist/worker/bootstrap  dist/worker/catalog.yaml  dist/worker/<templates>  dist/worker.zip
 //
-// Each bootstrap is cross-compiled with CGO off and
+// Each bootstrap is cross-compiled (for -arch, default arm64: Lambda's; the
+// sandbox builds for the machine it runs on) with CGO off and
 // -tags lambda.norpc -trimpath -ldflags='-s -w'; catalog.yaml is the catalog
 // given, and beside it, at the same path relative to it, is every file its
 // plans' driver settings read (drivers.Files: the CloudFormation templates),
@@ -16,7 +17,7 @@
 // CloudFormation service role lacks (RoleReport), before a first deploy.
 // Run it from the repository's root:
 //
-//	go run ./internal/tools/build [-out dist] [-catalog catalog.yaml]
+//	go run ./internal/tools/build [-out dist] [-catalog catalog.yaml] [-arch arm64]
 package main
 
 import (
@@ -64,6 +65,7 @@ func main() {
 	c := Config{Root: ".", Target: Lambda}
 	flag.StringVar(&c.Out, "out", "dist", "the folder to write the bundles in")
 	flag.StringVar(&c.Catalog, "catalog", "catalog.yaml", "the catalog to bundle, with the files its driver settings read")
+	flag.StringVar(&c.Target.GOARCH, "arch", Lambda.GOARCH, "the architecture (GOARCH) to build for: the stack's, or the sandbox's machine")
 	flag.Parse()
 	sizes, err := Build(c)
 	for _, s := range sizes {

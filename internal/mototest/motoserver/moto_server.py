@@ -1,0 +1,230 @@
+# moto_server 5.2.1 with seven fixes.
+#
+# 1. A second StartExecution fails with HTTP 500
+# ("cannot pickle '_thread.RLock'", moto issue 10077) because StartExecution
+# deep-copies the state machine together with its running executions. The
+# clone only needs the definition, so copy it without them.
+import copy
+import sys
+
+from moto.stepfunctions.models import StateMachine
+
+
+def _deepcopy_without_executions(self, memo):
+    clone = self.__class__.__new__(self.__class__)
+    memo[id(self)] = clone
+    for key, value in self.__dict__.items():
+        setattr(clone, key, [] if key == "executions" else copy.deepcopy(value, memo))
+    return clone
+
+
+StateMachine.__deepcopy__ = _deepcopy_without_executions
+
+# 2. moto applies a DynamoDB transaction item by item and rolls back by
+# restoring a copy of the table, with no lock: concurrent requests lose or
+# leak each other's writes. Real DynamoDB makes each request atomic; one
+# request at a time gives moto the same guarantee.
+import threading  # noqa: E402
+
+from moto.dynamodb.responses import DynamoHandler  # noqa: E402
+
+_dynamodb_lock = threading.Lock()
+_call_action = DynamoHandler.call_action
+
+
+def _call_action_serialised(self):
+    with _dynamodb_lock:
+        return _call_action(self)
+
+
+DynamoHandler.call_action = _call_action_serialised
+
+# 3. A StopExecution can be lost on an execution in a Wait state: moto wakes
+# the Wait by setting and at once clearing an Event, which only reaches a
+# thread already blocked on it. A stop that lands between WaitStateEntered
+# (what a test waits for) and that block leaves the execution RUNNING for
+# the whole Wait; the busier the machine, the wider that window. Once the
+# program has ended, stopped or failed, leave the Event set: a Wait that
+# starts (or resumes) then returns at once.
+from moto.stepfunctions.parser.asl.eval.environment import Environment  # noqa: E402
+from moto.stepfunctions.parser.asl.eval.program_state import ProgramRunning  # noqa: E402
+
+
+def _latch_when_over(change):
+    def latched(self, *args, **kwargs):
+        change(self, *args, **kwargs)
+        with self._state_mutex:
+            if self._program_state is not None and not isinstance(self._program_state, ProgramRunning):
+                self.program_state_event.set()
+
+    return latched
+
+
+for _name in ("set_ended", "set_error", "set_timed_out", "set_stop"):
+    setattr(Environment, _name, _latch_when_over(getattr(Environment, _name)))
+
+# 4. UpdateStack with UsePreviousValue for a parameter that took its
+# Default at creation fails with HTTP 500 (a KeyError): moto looks the
+# previous value up among the values the caller passed, not among the
+# stack's resolved parameters. CloudFormation keeps the previous value, the
+# default, which is what the broker's CloudFormation driver relies on when
+# an update leaves a parameter out.
+from moto.cloudformation.models import CloudFormationBackend, Stack  # noqa: E402
+
+
+def _resolve_update_parameters(self, instance, incoming_params):
+    parameters = {p["ParameterKey"]: p["ParameterValue"] for p in incoming_params if "ParameterValue" in p}
+    previous = dict(instance.stack_parameters) if isinstance(instance, Stack) else dict(instance.parameters or {})
+    for p in incoming_params:
+        if p.get("UsePreviousValue", False) and p["ParameterKey"] in previous:
+            parameters[p["ParameterKey"]] = previous[p["ParameterKey"]]
+    return parameters
+
+
+CloudFormationBackend._resolve_update_parameters = _resolve_update_parameters
+
+# 5. TransactWriteItems ignores ClientRequestToken. DynamoDB makes a
+# transaction idempotent by it for ten minutes: a retry of a call that
+# succeeded (the SDK fills the token in, and retries when an answer is lost
+# or late, as on a busy machine) succeeds again without writing. moto
+# applies the retry, whose conditions then fail against the first attempt's
+# writes: a conditional write that succeeded is reported as a conflict.
+import time  # noqa: E402
+
+_transactions = {}
+_transact_write_items = DynamoHandler.transact_write_items
+
+
+def _transact_write_items_idempotent(self):
+    token = self.body.get("ClientRequestToken")
+    now = time.monotonic()
+    for t in [t for t, (at, _) in _transactions.items() if now - at > 600]:
+        del _transactions[t]
+    if token and token in _transactions:
+        return _transactions[token][1]
+    result = _transact_write_items(self)
+    if token:
+        _transactions[token] = (now, result)
+    return result
+
+
+DynamoHandler.transact_write_items = _transact_write_items_idempotent
+
+# 6. moto's Lambda cannot run a function's code without Docker, so a Task
+# state that invokes Lambda (arn:aws:states:::lambda:invoke, or a function's
+# ARN as the Resource) gets nothing real back. When MOTO_LAMBDA_ENDPOINT is
+# set (the sandbox sets it, internal/sandbox), Step Functions sends those
+# invocations to that URL instead: a Lambda Invoke API that runs the real
+# function under the Lambda Runtime Interface Emulator. Its answer comes back
+# as Lambda's would, a function error included (X-Amz-Function-Error, the
+# payload's errorType naming the error that Retry and Catch match).
+import os  # noqa: E402
+
+import boto3  # noqa: E402
+from botocore.config import Config  # noqa: E402
+from moto.stepfunctions.parser.asl.component.state.exec.state_task import lambda_eval_utils  # noqa: E402
+
+_lambda_endpoint = os.environ.get("MOTO_LAMBDA_ENDPOINT")
+_boto_client_for = lambda_eval_utils.boto_client_for
+
+
+def _boto_client_for_lambda_endpoint(region, service, state_credentials=None):
+    if service != "lambda":
+        return _boto_client_for(region=region, service=service, state_credentials=state_credentials)
+    return boto3.client(
+        service_name="lambda",
+        region_name=region,
+        endpoint_url=_lambda_endpoint,
+        aws_access_key_id="ak",
+        aws_secret_access_key="sk",
+        # One attempt, as Step Functions' own Retry decides; no read timeout
+        # shorter than the function's.
+        config=Config(parameter_validation=False, retries={"total_max_attempts": 1}, read_timeout=900),
+    )
+
+
+if _lambda_endpoint:
+    lambda_eval_utils.boto_client_for = _boto_client_for_lambda_endpoint
+
+# 7. With IAM enforcement on (the sandbox turns it on; no test of withmoto
+# does), moto checks an identity policy's Resource against the resource of
+# the call, which it knows for a few services only (SQS, IAM, STS) and takes
+# as "*" for the rest, so a statement naming its resources (every statement
+# of the stack's roles) never allows a DynamoDB, KMS, Secrets Manager or
+# Step Functions call; and it evaluates Conditions with no condition keys at
+# all, and turns a failed condition of an Allow into an explicit deny. So
+# identity policies are checked on actions only, Effect and NotAction
+# included: what the sandbox promises, and the README says it cannot show
+# resource ARNs or conditions. Trust policies (a principal given) are
+# evaluated as moto does.
+from moto.iam.access_control import IAMPolicyStatement, PermissionResult  # noqa: E402
+
+_statement_is_action_permitted = IAMPolicyStatement.is_action_permitted
+
+
+def _is_action_permitted_on_actions(self, action, resource="*", principal=None, incoming_condition_values=None):
+    if principal is not None or incoming_condition_values is not None:
+        return _statement_is_action_permitted(self, action, resource, principal, incoming_condition_values)
+    if "NotAction" in self._statement:
+        concerned = not self._check_element_matches("NotAction", action)
+    else:
+        concerned = self._check_element_matches("Action", action)
+    if not concerned:
+        return PermissionResult.NEUTRAL
+    return PermissionResult.PERMITTED if self._statement.get("Effect") == "Allow" else PermissionResult.DENIED
+
+
+IAMPolicyStatement.is_action_permitted = _is_action_permitted_on_actions
+
+# DynamoDB authorizes a transaction by the actions of its items (PutItem,
+# UpdateItem, DeleteItem, ConditionCheckItem; GetItem for a read): IAM has
+# no action TransactWriteItems or TransactGetItems, which moto checks.
+import json  # noqa: E402
+
+from moto.iam.access_control import IAMRequestBase  # noqa: E402
+
+_check_action_permitted = IAMRequestBase.check_action_permitted
+_transaction_item_actions = {"Put": "PutItem", "Update": "UpdateItem", "Delete": "DeleteItem",
+                             "ConditionCheck": "ConditionCheckItem", "Get": "GetItem"}
+
+
+def _check_transaction_items_permitted(self, resource):
+    if self._action not in ("dynamodb:TransactWriteItems", "dynamodb:TransactGetItems"):
+        return _check_action_permitted(self, resource)
+    transaction = self._action
+    try:
+        items = json.loads(self._body or b"{}").get("TransactItems", [])
+        actions = sorted({_transaction_item_actions[k] for item in items for k in item if k in _transaction_item_actions})
+        for action in actions or ["GetItem" if transaction.endswith("GetItems") else "PutItem"]:
+            self._action = "dynamodb:" + action
+            _check_action_permitted(self, resource)
+    finally:
+        self._action = transaction
+
+
+IAMRequestBase.check_action_permitted = _check_transaction_items_permitted
+
+# moto answers a denied call in XML whatever the service's protocol; a
+# JSON-protocol client (DynamoDB, KMS, Secrets Manager, Step Functions)
+# cannot read it, and reports a deserialization failure instead of
+# AccessDeniedException and its message, which names the action.
+from moto.core.exceptions import JsonRESTError  # noqa: E402
+from moto.iam.access_control import IAMRequest  # noqa: E402
+
+_raise_access_denied = IAMRequest._raise_access_denied
+
+
+def _raise_access_denied_in_protocol(self):
+    if "X-Amz-Target" in self._headers or "x-amz-target" in self._headers:
+        error = JsonRESTError("AccessDeniedException",
+                              f"User: {self._access_key.arn} is not authorized to perform: {self._action}")
+        error.code = 403
+        raise error
+    _raise_access_denied(self)
+
+
+IAMRequest._raise_access_denied = _raise_access_denied_in_protocol
+
+from moto.server import main  # noqa: E402
+
+main(sys.argv[1:])

@@ -1,0 +1,436 @@
+package sandbox
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"fmt"
+	"math/big"
+	"net/url"
+	"path"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	dbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/iam"
+	"github.com/aws/aws-sdk-go-v2/service/kms"
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
+	"github.com/aws/aws-sdk-go-v2/service/sfn"
+	sfntypes "github.com/aws/aws-sdk-go-v2/service/sfn/types"
+)
+
+// clients are moto's, with credentials that may do anything: the sandbox
+// makes the stack's resources before it turns IAM enforcement on.
+type clients struct {
+	dynamodb *dynamodb.Client
+	iam      *iam.Client
+	kms      *kms.Client
+	secrets  *secretsmanager.Client
+	sfn      *sfn.Client
+}
+
+func newClients(cfg aws.Config) clients {
+	return clients{dynamodb: dynamodb.NewFromConfig(cfg), iam: iam.NewFromConfig(cfg), kms: kms.NewFromConfig(cfg),
+		secrets: secretsmanager.NewFromConfig(cfg), sfn: sfn.NewFromConfig(cfg)}
+}
+
+// made is what making a resource gives the template: its Ref and
+// attributes.
+type made struct {
+	ref   string
+	attrs map[string]string
+}
+
+// maker makes one type of resource from its resolved properties.
+type maker func(ctx context.Context, sb *Sandbox, logicalID string, props map[string]any) (made, error)
+
+// makers are the resource types the sandbox makes on moto. Lambda
+// functions run under the emulator, schedules in the sandbox, the HTTP API
+// is the sandbox's front; any other type is stood in for (standIn) and
+// named in the start-up report.
+var makers = map[string]maker{
+	"AWS::KMS::Key":                    makeKey,
+	"AWS::KMS::Alias":                  makeAlias,
+	"AWS::DynamoDB::Table":             makeTable,
+	"AWS::SecretsManager::Secret":      makeSecret,
+	"AWS::IAM::Role":                   makeRole,
+	"AWS::IAM::Policy":                 makePolicy,
+	"AWS::IAM::ManagedPolicy":          makeManagedPolicy,
+	"AWS::StepFunctions::StateMachine": makeStateMachine,
+	"AWS::Lambda::Function":            makeFunction,
+	"AWS::Logs::LogGroup":              makeLogGroup,
+	"AWS::Scheduler::Schedule":         makeSchedule,
+	"AWS::ApiGatewayV2::Api":           makeHTTPAPI,
+	"AWS::ApiGatewayV2::Route":         makeRoute,
+	"AWS::ApiGatewayV2::Stage":         makeStage,
+	"AWS::ApiGatewayV2::Integration":   makeIntegration,
+}
+
+// standIn is the Ref and Arn of a resource the sandbox does not make.
+func standIn(sb *Sandbox, logicalID, typ string) made {
+	service := strings.ToLower(strings.TrimPrefix(strings.SplitN(typ, "::", 3)[1], "AWS::"))
+	id := sb.physicalName(logicalID, 64, false)
+	return made{ref: id, attrs: map[string]string{
+		"Arn": fmt.Sprintf("arn:aws:%s:%s:%s:%s", service, sb.region, sb.account, id),
+	}}
+}
+
+// physicalName is the name CloudFormation makes up for a resource the
+// template leaves unnamed: STACK-LOGICALID-RANDOM, at most max characters.
+func (sb *Sandbox) physicalName(logicalID string, max int, lower bool) string {
+	suffix := randomString(12)
+	prefix := sb.stack.name + "-" + logicalID
+	if n := max - len(suffix) - 1; len(prefix) > n {
+		prefix = prefix[:n]
+	}
+	name := prefix + "-" + suffix
+	if lower {
+		name = strings.ToLower(name)
+	}
+	return name
+}
+
+func randomString(n int) string {
+	const letters = "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+	b := make([]byte, n)
+	for i := range b {
+		k, _ := rand.Int(rand.Reader, big.NewInt(int64(len(letters))))
+		b[i] = letters[k.Int64()]
+	}
+	return string(b)
+}
+
+// str returns a string property, or "".
+func str(props map[string]any, key string) string {
+	if v, ok := props[key]; ok {
+		return fmt.Sprint(v)
+	}
+	return ""
+}
+
+// decode turns a resolved property into an SDK type by its JSON: the CFN
+// properties of these types are spelled as their API's fields.
+func decode(v any, into any) error {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(data, into)
+}
+
+// document is a policy property as IAM takes it: JSON text.
+func document(v any) (string, error) {
+	if s, ok := v.(string); ok {
+		return s, nil
+	}
+	data, err := json.Marshal(v)
+	return string(data), err
+}
+
+func makeKey(ctx context.Context, sb *Sandbox, _ string, props map[string]any) (made, error) {
+	in := &kms.CreateKeyInput{Description: aws.String(str(props, "Description"))}
+	if p, ok := props["KeyPolicy"]; ok {
+		doc, err := document(p)
+		if err != nil {
+			return made{}, err
+		}
+		in.Policy = &doc
+	}
+	out, err := sb.clients.kms.CreateKey(ctx, in)
+	if err != nil {
+		return made{}, err
+	}
+	return made{ref: *out.KeyMetadata.KeyId, attrs: map[string]string{"Arn": *out.KeyMetadata.Arn, "KeyId": *out.KeyMetadata.KeyId}}, nil
+}
+
+func makeAlias(ctx context.Context, sb *Sandbox, _ string, props map[string]any) (made, error) {
+	name := str(props, "AliasName")
+	_, err := sb.clients.kms.CreateAlias(ctx, &kms.CreateAliasInput{AliasName: &name, TargetKeyId: aws.String(str(props, "TargetKeyId"))})
+	return made{ref: name}, err
+}
+
+func makeTable(ctx context.Context, sb *Sandbox, logicalID string, props map[string]any) (made, error) {
+	name := str(props, "TableName")
+	if name == "" {
+		name = sb.physicalName(logicalID, 255, false)
+	}
+	in := &dynamodb.CreateTableInput{TableName: &name, BillingMode: dbtypes.BillingMode(str(props, "BillingMode"))}
+	for key, into := range map[string]any{
+		"AttributeDefinitions": &in.AttributeDefinitions, "KeySchema": &in.KeySchema,
+		"GlobalSecondaryIndexes": &in.GlobalSecondaryIndexes, "LocalSecondaryIndexes": &in.LocalSecondaryIndexes,
+		"ProvisionedThroughput": &in.ProvisionedThroughput, "StreamSpecification": &in.StreamSpecification,
+	} {
+		if v, ok := props[key]; ok {
+			if err := decode(v, into); err != nil {
+				return made{}, fmt.Errorf("%s: %w", key, err)
+			}
+		}
+	}
+	if v, ok := props["SSESpecification"].(map[string]any); ok {
+		in.SSESpecification = &dbtypes.SSESpecification{Enabled: aws.Bool(v["SSEEnabled"] == true),
+			SSEType: dbtypes.SSEType(str(v, "SSEType")), KMSMasterKeyId: aws.String(str(v, "KMSMasterKeyId"))}
+	}
+	out, err := sb.clients.dynamodb.CreateTable(ctx, in)
+	if err != nil {
+		return made{}, err
+	}
+	if v, ok := props["TimeToLiveSpecification"].(map[string]any); ok && v["Enabled"] == true {
+		if _, err := sb.clients.dynamodb.UpdateTimeToLive(ctx, &dynamodb.UpdateTimeToLiveInput{TableName: &name,
+			TimeToLiveSpecification: &dbtypes.TimeToLiveSpecification{AttributeName: aws.String(str(v, "AttributeName")), Enabled: aws.Bool(true)}}); err != nil {
+			return made{}, fmt.Errorf("TimeToLiveSpecification: %w", err)
+		}
+	}
+	attrs := map[string]string{"Arn": *out.TableDescription.TableArn}
+	if out.TableDescription.LatestStreamArn != nil {
+		attrs["StreamArn"] = *out.TableDescription.LatestStreamArn
+	}
+	return made{ref: name, attrs: attrs}, nil
+}
+
+func makeSecret(ctx context.Context, sb *Sandbox, logicalID string, props map[string]any) (made, error) {
+	name := str(props, "Name")
+	if name == "" {
+		name = sb.physicalName(logicalID, 256, false)
+	}
+	value := str(props, "SecretString")
+	if g, ok := props["GenerateSecretString"].(map[string]any); ok {
+		in := &secretsmanager.GetRandomPasswordInput{
+			ExcludeCharacters: aws.String(str(g, "ExcludeCharacters")), ExcludeLowercase: aws.Bool(g["ExcludeLowercase"] == true),
+			ExcludeNumbers: aws.Bool(g["ExcludeNumbers"] == true), ExcludePunctuation: aws.Bool(g["ExcludePunctuation"] == true),
+			ExcludeUppercase: aws.Bool(g["ExcludeUppercase"] == true), IncludeSpace: aws.Bool(g["IncludeSpace"] == true),
+			RequireEachIncludedType: aws.Bool(g["RequireEachIncludedType"] != false),
+		}
+		if n, ok := g["PasswordLength"].(float64); ok {
+			in.PasswordLength = aws.Int64(int64(n))
+		}
+		out, err := sb.clients.secrets.GetRandomPassword(ctx, in)
+		if err != nil {
+			return made{}, err
+		}
+		value = *out.RandomPassword
+		if tmpl := str(g, "SecretStringTemplate"); tmpl != "" {
+			var m map[string]any
+			if err := json.Unmarshal([]byte(tmpl), &m); err != nil {
+				return made{}, fmt.Errorf("SecretStringTemplate: %w", err)
+			}
+			m[str(g, "GenerateStringKey")] = value
+			data, _ := json.Marshal(m)
+			value = string(data)
+		}
+	}
+	in := &secretsmanager.CreateSecretInput{Name: &name, SecretString: &value, Description: aws.String(str(props, "Description"))}
+	if k := str(props, "KmsKeyId"); k != "" {
+		in.KmsKeyId = &k
+	}
+	out, err := sb.clients.secrets.CreateSecret(ctx, in)
+	if err != nil {
+		return made{}, err
+	}
+	sb.secrets[*out.ARN] = value
+	return made{ref: *out.ARN, attrs: map[string]string{"Id": *out.ARN}}, nil
+}
+
+func makeRole(ctx context.Context, sb *Sandbox, logicalID string, props map[string]any) (made, error) {
+	name := str(props, "RoleName")
+	if name == "" {
+		name = sb.physicalName(logicalID, 64, false)
+	}
+	trust, err := document(props["AssumeRolePolicyDocument"])
+	if err != nil {
+		return made{}, err
+	}
+	in := &iam.CreateRoleInput{RoleName: &name, AssumeRolePolicyDocument: &trust, Description: aws.String(str(props, "Description"))}
+	if p := str(props, "Path"); p != "" {
+		in.Path = &p
+	}
+	out, err := sb.clients.iam.CreateRole(ctx, in)
+	if err != nil {
+		return made{}, err
+	}
+	var policies []struct {
+		PolicyName     string
+		PolicyDocument any
+	}
+	if err := decode(props["Policies"], &policies); err != nil {
+		return made{}, fmt.Errorf("property Policies: %w", err)
+	}
+	for _, p := range policies {
+		doc, err := document(p.PolicyDocument)
+		if err != nil {
+			return made{}, err
+		}
+		if _, err := sb.clients.iam.PutRolePolicy(ctx, &iam.PutRolePolicyInput{RoleName: &name, PolicyName: &p.PolicyName, PolicyDocument: &doc}); err != nil {
+			return made{}, fmt.Errorf("policy %s: %w", p.PolicyName, err)
+		}
+	}
+	var managed []string
+	if err := decode(props["ManagedPolicyArns"], &managed); err != nil {
+		return made{}, fmt.Errorf("ManagedPolicyArns: %w", err)
+	}
+	for _, arn := range managed {
+		if _, err := sb.clients.iam.AttachRolePolicy(ctx, &iam.AttachRolePolicyInput{RoleName: &name, PolicyArn: &arn}); err != nil {
+			return made{}, fmt.Errorf("managed policy %s: %w", arn, err)
+		}
+	}
+	return made{ref: name, attrs: map[string]string{"Arn": *out.Role.Arn, "RoleId": *out.Role.RoleId}}, nil
+}
+
+// roleNames are the names of the roles a policy names.
+func roleNames(props map[string]any) ([]string, error) {
+	var roles []string
+	err := decode(props["Roles"], &roles)
+	return roles, err
+}
+
+func makePolicy(ctx context.Context, sb *Sandbox, logicalID string, props map[string]any) (made, error) {
+	doc, err := document(props["PolicyDocument"])
+	if err != nil {
+		return made{}, err
+	}
+	name := str(props, "PolicyName")
+	roles, err := roleNames(props)
+	if err != nil {
+		return made{}, err
+	}
+	for _, role := range roles {
+		if _, err := sb.clients.iam.PutRolePolicy(ctx, &iam.PutRolePolicyInput{RoleName: &role, PolicyName: &name, PolicyDocument: &doc}); err != nil {
+			return made{}, fmt.Errorf("role %s: %w", role, err)
+		}
+	}
+	return made{ref: sb.physicalName(logicalID, 64, false)}, nil
+}
+
+func makeManagedPolicy(ctx context.Context, sb *Sandbox, logicalID string, props map[string]any) (made, error) {
+	doc, err := document(props["PolicyDocument"])
+	if err != nil {
+		return made{}, err
+	}
+	name := str(props, "ManagedPolicyName")
+	if name == "" {
+		name = sb.physicalName(logicalID, 128, false)
+	}
+	out, err := sb.clients.iam.CreatePolicy(ctx, &iam.CreatePolicyInput{PolicyName: &name, PolicyDocument: &doc})
+	if err != nil {
+		return made{}, err
+	}
+	roles, err := roleNames(props)
+	if err != nil {
+		return made{}, err
+	}
+	for _, role := range roles {
+		if _, err := sb.clients.iam.AttachRolePolicy(ctx, &iam.AttachRolePolicyInput{RoleName: &role, PolicyArn: out.Policy.Arn}); err != nil {
+			return made{}, fmt.Errorf("role %s: %w", role, err)
+		}
+	}
+	return made{ref: *out.Policy.Arn}, nil
+}
+
+func makeStateMachine(ctx context.Context, sb *Sandbox, logicalID string, props map[string]any) (made, error) {
+	name := str(props, "StateMachineName")
+	if name == "" {
+		name = sb.physicalName(logicalID, 80, false)
+	}
+	definition := str(props, "DefinitionString")
+	if d, ok := props["Definition"]; ok {
+		data, err := json.Marshal(d)
+		if err != nil {
+			return made{}, err
+		}
+		definition = string(data)
+	}
+	// DefinitionSubstitutions: ${key} in the definition becomes the value,
+	// as CloudFormation does.
+	if subs, ok := props["DefinitionSubstitutions"].(map[string]any); ok {
+		for k, v := range subs {
+			definition = strings.ReplaceAll(definition, "${"+k+"}", fmt.Sprint(v))
+		}
+	}
+	typ := sfntypes.StateMachineTypeStandard
+	if t := str(props, "StateMachineType"); t != "" {
+		typ = sfntypes.StateMachineType(t)
+	}
+	out, err := sb.clients.sfn.CreateStateMachine(ctx, &sfn.CreateStateMachineInput{Name: &name, Definition: &definition,
+		RoleArn: aws.String(str(props, "RoleArn")), Type: typ})
+	if err != nil {
+		return made{}, err
+	}
+	return made{ref: *out.StateMachineArn, attrs: map[string]string{"Arn": *out.StateMachineArn, "Name": name}}, nil
+}
+
+func makeLogGroup(_ context.Context, sb *Sandbox, logicalID string, props map[string]any) (made, error) {
+	name := str(props, "LogGroupName")
+	if name == "" {
+		name = sb.physicalName(logicalID, 512, false)
+	}
+	return made{ref: name, attrs: map[string]string{"Arn": fmt.Sprintf("arn:aws:logs:%s:%s:log-group:%s:*", sb.region, sb.account, name)}}, nil
+}
+
+// makeFunction records the function, which runs under the emulator (see
+// functions.go) once every resource is made.
+func makeFunction(_ context.Context, sb *Sandbox, logicalID string, props map[string]any) (made, error) {
+	name := str(props, "FunctionName")
+	if name == "" {
+		name = sb.physicalName(logicalID, 64, false)
+	}
+	arn := fmt.Sprintf("arn:aws:lambda:%s:%s:function:%s", sb.region, sb.account, name)
+	spec := functionSpec{logicalID: logicalID, name: name, arn: arn, role: str(props, "Role"), runtime: str(props, "Runtime"),
+		timeout: 3, env: map[string]string{}}
+	if t, ok := props["Timeout"].(float64); ok {
+		spec.timeout = int(t)
+	}
+	if m, ok := props["MemorySize"].(float64); ok {
+		spec.memoryMB = int(m)
+	}
+	if e, ok := props["Environment"].(map[string]any); ok {
+		vars, _ := e["Variables"].(map[string]any)
+		for k, v := range vars {
+			spec.env[k] = fmt.Sprint(v)
+		}
+	}
+	sb.functionSpecs = append(sb.functionSpecs, spec)
+	return made{ref: name, attrs: map[string]string{"Arn": arn}}, nil
+}
+
+// makeSchedule records a schedule, which the sandbox runs itself.
+func makeSchedule(_ context.Context, sb *Sandbox, logicalID string, props map[string]any) (made, error) {
+	target, _ := props["Target"].(map[string]any)
+	name := str(props, "Name")
+	if name == "" {
+		name = sb.physicalName(logicalID, 64, false)
+	}
+	sb.schedules = append(sb.schedules, schedule{name: name, expression: str(props, "ScheduleExpression"),
+		target: str(target, "Arn"), input: str(target, "Input"), enabled: str(props, "State") != "DISABLED"})
+	return made{ref: name, attrs: map[string]string{"Arn": fmt.Sprintf("arn:aws:scheduler:%s:%s:schedule/default/%s", sb.region, sb.account, name)}}, nil
+}
+
+// makeHTTPAPI stands the sandbox's front in for the HTTP API: its endpoint
+// is the front's URL.
+func makeHTTPAPI(_ context.Context, sb *Sandbox, _ string, props map[string]any) (made, error) {
+	if p := str(props, "ProtocolType"); p != "HTTP" {
+		return made{}, fmt.Errorf("ProtocolType %s: the sandbox fronts HTTP APIs only", p)
+	}
+	id := strings.ToLower(randomString(10))
+	return made{ref: id, attrs: map[string]string{"ApiEndpoint": sb.URL, "ApiId": id}}, nil
+}
+
+func makeIntegration(_ context.Context, sb *Sandbox, logicalID string, props map[string]any) (made, error) {
+	id := strings.ToLower(randomString(7))
+	sb.integrations[id] = integration{uri: str(props, "IntegrationUri"), payloadVersion: str(props, "PayloadFormatVersion")}
+	return made{ref: id, attrs: map[string]string{"IntegrationId": id}}, nil
+}
+
+func makeRoute(_ context.Context, sb *Sandbox, _ string, props map[string]any) (made, error) {
+	id := strings.ToLower(randomString(7))
+	target := str(props, "Target") // integrations/ID
+	sb.routes = append(sb.routes, route{key: str(props, "RouteKey"), integration: path.Base(target)})
+	return made{ref: id, attrs: map[string]string{"RouteId": id}}, nil
+}
+
+func makeStage(_ context.Context, sb *Sandbox, _ string, props map[string]any) (made, error) {
+	name := str(props, "StageName")
+	if name != "$default" {
+		sb.stagePrefix = "/" + url.PathEscape(name)
+	}
+	return made{ref: name}, nil
+}

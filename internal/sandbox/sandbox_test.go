@@ -1,0 +1,420 @@
+package sandbox_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"gopkg.in/yaml.v3"
+	osb "sigs.k8s.io/go-open-service-broker-client/v2"
+
+	"github.com/serverless-osb/broker/internal/sandbox"
+	"github.com/serverless-osb/broker/internal/waittest"
+)
+
+// The suite shares one sandbox (and one synthesis): each is most of a
+// minute on a busy machine.
+var (
+	shared   *sandbox.Sandbox
+	template string
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(runTests(m))
+}
+
+func runTests(m *testing.M) int {
+	dir, err := os.MkdirTemp("", "sandbox-test")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	ctx := context.Background()
+	if err := functionFront.start(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer functionFront.stop()
+	catalog, err := testCatalog(dir)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	// Bundles for this machine: the template is the stack's, and the
+	// sandbox runs its assets as they are.
+	template, err = sandbox.Synthesize(ctx, sandbox.Synthesis{Root: "../..", Catalog: catalog, Out: dir, Arch: runtime.GOARCH})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "synthesize the stack:", err)
+		return 1
+	}
+	shared, err = sandbox.Start(ctx, sandbox.Config{Template: template, Dir: filepath.Join(dir, "sandbox"),
+		ScheduleInterval: 3 * time.Second, Log: os.Stderr})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "start the sandbox:", err)
+		return 1
+	}
+	code := m.Run()
+	if code != 0 {
+		for _, f := range []string{"ApiFunction", "WorkerFunction"} {
+			fmt.Fprintf(os.Stderr, "--- the %s's log:\n%s\n", f, tail(shared.FunctionLog(logicalID(f)), 8000))
+		}
+	}
+	shared.Close()
+	return code
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return s[len(s)-n:]
+	}
+	return s
+}
+
+// logicalID is the logical id of the template's resource whose id starts
+// with prefix ("ApiFunction": ApiFunctionCE271BD4).
+func logicalID(prefix string) string {
+	t, err := sandbox.ReadTemplate(template)
+	if err != nil {
+		return prefix
+	}
+	for id := range t.Resources {
+		if len(id) == len(prefix)+8 && id[:len(prefix)] == prefix {
+			return id
+		}
+	}
+	return prefix
+}
+
+// testCatalog writes the suite's catalog in dir, with the files it names,
+// and returns its path: the demo catalog's service, the example services
+// (services/catalog.yaml, their templates beside it, checked every second
+// rather than every 10: moto makes stacks at once), and a service whose
+// asynchronous plan's work the function target does (function_test.go).
+func testCatalog(dir string) (string, error) {
+	out := filepath.Join(dir, "catalog")
+	if err := os.CopyFS(out, os.DirFS("../../services")); err != nil {
+		return "", err
+	}
+	secret := filepath.Join(dir, "function.secret")
+	if err := os.WriteFile(secret, []byte(functionSecret), 0o600); err != nil {
+		return "", err
+	}
+	var services []any
+	for _, path := range []string{"../../catalog.yaml", "../../services/catalog.yaml"} {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return "", err
+		}
+		var cat map[string]any
+		if err := yaml.Unmarshal(data, &cat); err != nil {
+			return "", fmt.Errorf("%s: %w", path, err)
+		}
+		list, _ := cat["services"].([]any)
+		services = append(services, list...)
+	}
+	for _, svc := range services {
+		for _, plan := range svc.(map[string]any)["plans"].([]any) {
+			if settings := plan.(map[string]any)["broker"].(map[string]any); settings["driver"] == "cloudformation" {
+				settings["retry_after"] = 1
+			}
+		}
+	}
+	services = append(services, map[string]any{
+		"id": functionService, "name": "function-service", "description": "A service whose work a function does, on loopback.",
+		"bindable": true, "instances_retrievable": true, "bindings_retrievable": true,
+		"plans": []any{map[string]any{"id": functionPlan, "name": "function-async-plan", "description": "Asynchronous changes, done by the function.",
+			"broker": map[string]any{"driver": "function", "mode": "async", "url": functionFront.URL(), "secret_file": secret, "timeout": 5, "retry_after": 1}}},
+	})
+	data, err := yaml.Marshal(map[string]any{"services": services})
+	if err != nil {
+		return "", err
+	}
+	path := filepath.Join(out, "catalog.yaml")
+	return path, os.WriteFile(path, data, 0o600)
+}
+
+// client is the real OSB client, pointed at a sandbox.
+func client(t *testing.T, sb *sandbox.Sandbox) osb.Client {
+	t.Helper()
+	cfg := osb.DefaultClientConfiguration()
+	cfg.Name, cfg.URL = "serverless-osb", sb.URL
+	cfg.APIVersion = osb.Version2_14()
+	cfg.EnableAlphaFeatures = true // GET instance/binding and async bindings
+	cfg.AuthConfig = &osb.AuthConfig{BasicAuthConfig: &osb.BasicAuthConfig{Username: sb.Username, Password: sb.Password}}
+	c, err := osb.NewClient(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// The demo catalog's service and plans.
+const (
+	demoService   = "4618c717-e0da-4a48-8d9c-b1f789bf2f5e"
+	demoSync      = "e3daf424-4de7-4619-b0ff-5de8cd16cc5e"
+	demoAsync     = "c52e2627-5352-4580-9094-a22ec37edd8e"
+	demoAsyncOnly = "a87515c4-15ab-4a11-a9e0-703b961e67f7"
+)
+
+type e2e struct {
+	t *testing.T
+	c osb.Client
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+func (e *e2e) provision(id, plan string, async bool, params map[string]any) *osb.ProvisionResponse {
+	e.t.Helper()
+	r, err := e.c.ProvisionInstance(&osb.ProvisionRequest{InstanceID: id, ServiceID: demoService, PlanID: plan,
+		OrganizationGUID: "org", SpaceGUID: "space", AcceptsIncomplete: async, Parameters: params,
+		Context: map[string]any{"platform": "cloudfoundry", "organization_guid": "org", "space_guid": "space"}})
+	if err != nil {
+		e.t.Fatalf("provision %s: %v", id, err)
+	}
+	return r
+}
+
+// poll polls the instance's last_operation until it leaves "in progress";
+// a 410 (the instance is gone) is reported as state "gone".
+func (e *e2e) poll(instanceID string, op *osb.OperationKey) (state osb.LastOperationState, description string) {
+	e.t.Helper()
+	return e.pollService(instanceID, demoService, op)
+}
+
+func (e *e2e) pollService(instanceID, service string, op *osb.OperationKey) (state osb.LastOperationState, description string) {
+	e.t.Helper()
+	waittest.Until(e.t, func() error {
+		r, err := e.c.PollLastOperation(&osb.LastOperationRequest{InstanceID: instanceID, ServiceID: ptr(service), OperationKey: op})
+		if osb.IsGoneError(err) {
+			state = "gone"
+			return nil
+		}
+		if err != nil {
+			e.t.Fatalf("poll %s: %v", instanceID, err)
+		}
+		if r.State != osb.StateInProgress {
+			state, description = r.State, deref(r.Description)
+			return nil
+		}
+		return fmt.Errorf("operation on %s still in progress", instanceID)
+	})
+	return state, description
+}
+
+func (e *e2e) pollBinding(instanceID, bindingID string, op *osb.OperationKey) (state osb.LastOperationState) {
+	e.t.Helper()
+	waittest.Until(e.t, func() error {
+		r, err := e.c.PollBindingLastOperation(&osb.BindingLastOperationRequest{InstanceID: instanceID, BindingID: bindingID, OperationKey: op})
+		if osb.IsGoneError(err) {
+			state = "gone"
+			return nil
+		}
+		if err != nil {
+			e.t.Fatalf("poll binding %s: %v", bindingID, err)
+		}
+		if r.State != osb.StateInProgress {
+			state = r.State
+			return nil
+		}
+		return fmt.Errorf("binding operation on %s still in progress", bindingID)
+	})
+	return state
+}
+
+func isStatus(err error, status int) bool {
+	var h osb.HTTPStatusCodeError
+	if errors.As(err, &h) {
+		return h.StatusCode == status
+	}
+	if hp, ok := osb.IsHTTPError(err); ok {
+		return hp.StatusCode == status
+	}
+	return false
+}
+
+// TestTheDemoCatalogsLifecycles drives the demo catalog's lifecycles with
+// the real OSB client through the sandbox: API Gateway's events to the api
+// bootstrap, Step Functions' executions of the worker bootstrap, each
+// function with its role's permissions only.
+func TestTheDemoCatalogsLifecycles(t *testing.T) {
+	e := &e2e{t: t, c: client(t, shared)}
+	t.Run("the stack's output names the front as the broker's URL", func(t *testing.T) {
+		if got := shared.Outputs["BrokerUrl"]; got != shared.URL {
+			t.Fatalf("output BrokerUrl %q, want the front's URL %s", got, shared.URL)
+		}
+	})
+	t.Run("the catalog is the bundled one", func(t *testing.T) {
+		cat, err := e.c.GetCatalog()
+		if err != nil || len(cat.Services) != 6 || len(cat.Services[0].Plans) != 3 {
+			t.Fatalf("catalog: %+v %v", cat, err)
+		}
+	})
+	t.Run("concurrent requests are all served, by at most 4 environments", func(t *testing.T) {
+		var wg sync.WaitGroup
+		errs := make(chan error, 12)
+		for range 12 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_, err := e.c.GetCatalog()
+				errs <- err
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			if err != nil {
+				t.Fatalf("a catalog request among 12 at once: %v", err)
+			}
+		}
+		if n := len(shared.Function(logicalID("ApiFunction")).Processes()); n < 1 || n > 4 {
+			t.Fatalf("%d api environments, want 1 to 4", n)
+		}
+	})
+	t.Run("a synchronous lifecycle completes in the requests", func(t *testing.T) {
+		e := &e2e{t: t, c: e.c}
+		if r := e.provision("sync-1", demoSync, false, map[string]any{"duration_seconds": 5}); r.Async {
+			t.Fatal("a sync plan answered asynchronously")
+		}
+		inst, err := e.c.GetInstance(&osb.GetInstanceRequest{InstanceID: "sync-1"})
+		if err != nil || inst.PlanID != demoSync || inst.Parameters["duration_seconds"] != float64(5) {
+			t.Fatalf("get instance: %+v %v", inst, err)
+		}
+		bind, err := e.c.Bind(&osb.BindRequest{InstanceID: "sync-1", BindingID: "b-1", ServiceID: demoService, PlanID: demoSync,
+			BindResource: &osb.BindResource{AppGUID: ptr("app")}})
+		if err != nil || bind.Async || bind.Credentials["password"] == nil {
+			t.Fatalf("bind: %+v %v", bind, err)
+		}
+		got, err := e.c.GetBinding(&osb.GetBindingRequest{InstanceID: "sync-1", BindingID: "b-1"})
+		if err != nil || got.Credentials["password"] != bind.Credentials["password"] {
+			t.Fatalf("get binding (its credentials sealed by the stack's KMS key): %+v %v", got, err)
+		}
+		if _, err := e.c.Unbind(&osb.UnbindRequest{InstanceID: "sync-1", BindingID: "b-1", ServiceID: demoService, PlanID: demoSync}); err != nil {
+			t.Fatalf("unbind: %v", err)
+		}
+		if _, err := e.c.DeprovisionInstance(&osb.DeprovisionRequest{InstanceID: "sync-1", ServiceID: demoService, PlanID: demoSync}); err != nil {
+			t.Fatalf("deprovision: %v", err)
+		}
+		if _, err := e.c.GetInstance(&osb.GetInstanceRequest{InstanceID: "sync-1"}); !isStatus(err, http.StatusNotFound) {
+			t.Fatalf("get after deprovision: %v, want 404", err)
+		}
+	})
+	t.Run("an asynchronous lifecycle runs the workflows on the worker", func(t *testing.T) {
+		e := &e2e{t: t, c: e.c}
+		params := map[string]any{"duration_seconds": 1}
+		r := e.provision("async-1", demoAsync, true, params)
+		if !r.Async || r.OperationKey == nil {
+			t.Fatalf("async provision: %+v", r)
+		}
+		if state, _ := e.poll("async-1", r.OperationKey); state != osb.StateSucceeded {
+			t.Fatalf("provision ended %s", state)
+		}
+		bind, err := e.c.Bind(&osb.BindRequest{InstanceID: "async-1", BindingID: "ab-1", ServiceID: demoService, PlanID: demoAsync,
+			AcceptsIncomplete: true, Parameters: params})
+		if err != nil || !bind.Async {
+			t.Fatalf("async bind: %+v %v", bind, err)
+		}
+		if state := e.pollBinding("async-1", "ab-1", bind.OperationKey); state != osb.StateSucceeded {
+			t.Fatalf("bind ended %s", state)
+		}
+		got, err := e.c.GetBinding(&osb.GetBindingRequest{InstanceID: "async-1", BindingID: "ab-1"})
+		if err != nil || got.Credentials["uri"] == nil {
+			t.Fatalf("get binding: %+v %v", got, err)
+		}
+		unbind, err := e.c.Unbind(&osb.UnbindRequest{InstanceID: "async-1", BindingID: "ab-1", ServiceID: demoService, PlanID: demoAsync, AcceptsIncomplete: true})
+		if err != nil || !unbind.Async {
+			t.Fatalf("async unbind: %+v %v", unbind, err)
+		}
+		if state := e.pollBinding("async-1", "ab-1", unbind.OperationKey); state != "gone" {
+			t.Fatalf("unbind ended %s, want gone (410)", state)
+		}
+		up, err := e.c.UpdateInstance(&osb.UpdateInstanceRequest{InstanceID: "async-1", ServiceID: demoService, AcceptsIncomplete: true,
+			PlanID: ptr(demoAsyncOnly), Parameters: map[string]any{"duration_seconds": 0}})
+		if err != nil || !up.Async {
+			t.Fatalf("async update: %+v %v", up, err)
+		}
+		if state, _ := e.poll("async-1", up.OperationKey); state != osb.StateSucceeded {
+			t.Fatalf("update ended %s", state)
+		}
+		// async-only, detached: the deprovision answers at once and the
+		// cleanup workflow deletes the resource.
+		del, err := e.c.DeprovisionInstance(&osb.DeprovisionRequest{InstanceID: "async-1", ServiceID: demoService, PlanID: demoAsyncOnly, AcceptsIncomplete: true})
+		if err != nil {
+			t.Fatalf("deprovision: %+v %v", del, err)
+		}
+		if del.Async {
+			if state, _ := e.poll("async-1", del.OperationKey); state != "gone" {
+				t.Fatalf("deprovision ended %s, want gone", state)
+			}
+		}
+	})
+	t.Run("an async-only plan refuses a synchronous request", func(t *testing.T) {
+		_, err := e.c.ProvisionInstance(&osb.ProvisionRequest{InstanceID: "only-1", ServiceID: demoService, PlanID: demoAsyncOnly,
+			OrganizationGUID: "org", SpaceGUID: "space"})
+		// The library's IsAsyncRequiredError also demands its own fixed
+		// description; the spec asks only for the error code.
+		if h, ok := osb.IsHTTPError(err); !ok || h.StatusCode != http.StatusUnprocessableEntity || deref(h.ErrorMessage) != "AsyncRequired" {
+			t.Fatalf("a synchronous provision of an async-only plan: %v, want 422 AsyncRequired", err)
+		}
+	})
+	t.Run("a failed operation is reported with its description", func(t *testing.T) {
+		e := &e2e{t: t, c: e.c}
+		r := e.provision("fail-1", demoAsync, true, map[string]any{"duration_seconds": 0, "fail": true, "fail_description": "the sandbox says no"})
+		state, description := e.poll("fail-1", r.OperationKey)
+		if state != osb.StateFailed || description != "the sandbox says no" {
+			t.Fatalf("provision ended %s %q, want failed with its description", state, description)
+		}
+		// The description repeats a request parameter: no log line holds it,
+		// not even the Lambda runtime's report of the function error.
+		if log := shared.FunctionLog(logicalID("WorkerFunction")); strings.Contains(log, "the sandbox says no") {
+			t.Fatalf("the worker's log holds the failure's description, a request parameter:\n%s", tail(log, 3000))
+		}
+	})
+	t.Run("a deprovision during a provision stops it and deletes the instance", func(t *testing.T) {
+		e := &e2e{t: t, c: e.c}
+		e.provision("halt-1", demoAsync, true, map[string]any{"duration_seconds": 600})
+		del, err := e.c.DeprovisionInstance(&osb.DeprovisionRequest{InstanceID: "halt-1", ServiceID: demoService, PlanID: demoAsync, AcceptsIncomplete: true})
+		if err != nil {
+			t.Fatalf("deprovision during the provision: %v", err)
+		}
+		if del.Async {
+			if state, _ := e.poll("halt-1", del.OperationKey); state != "gone" {
+				t.Fatalf("deprovision ended %s, want gone", state)
+			}
+		}
+		if _, err := e.c.GetInstance(&osb.GetInstanceRequest{InstanceID: "halt-1"}); !isStatus(err, http.StatusNotFound) {
+			t.Fatalf("get after deprovision: %v, want 404", err)
+		}
+	})
+	t.Run("a binding is rotated into a successor with credentials of its own", func(t *testing.T) {
+		e := &e2e{t: t, c: e.c}
+		e.provision("rot-1", demoSync, false, nil)
+		first, err := e.c.Bind(&osb.BindRequest{InstanceID: "rot-1", BindingID: "r-1", ServiceID: demoService, PlanID: demoSync,
+			BindResource: &osb.BindResource{AppGUID: ptr("app")}})
+		if err != nil {
+			t.Fatalf("bind: %v", err)
+		}
+		// The client library predates predecessor_binding_id: a plain
+		// request, as a 2.17 platform sends it.
+		second := rawBind(t, shared, "rot-1", "r-2", `{"service_id":"`+demoService+`","plan_id":"`+demoSync+`","predecessor_binding_id":"r-1"}`)
+		if second == "" || second == first.Credentials["password"] {
+			t.Fatalf("the successor's password %q, the predecessor's %q: want new credentials", second, first.Credentials["password"])
+		}
+	})
+}

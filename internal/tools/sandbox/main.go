@@ -1,0 +1,65 @@
+// Command sandbox runs the deployed stack on this machine (internal/sandbox):
+// `make sandbox` synthesizes the template and runs it; with TEMPLATE, it runs
+// a template already synthesized, with the assets beside it. It stops
+// everything it started on Ctrl-C.
+//
+//	go run ./internal/tools/sandbox -template cdk.out/ServerlessOsb.template.json
+package main
+
+import (
+	"cmp"
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/serverless-osb/broker/internal/sandbox"
+)
+
+func main() {
+	var c sandbox.Config
+	flag.StringVar(&c.Template, "template", "cdk.out", "the synthesized template, or the folder holding it (cdk.out), with the functions' assets beside it")
+	flag.StringVar(&c.Dir, "dir", ".sandbox", "where the sandbox keeps its logs and the bootstraps it builds for this machine")
+	flag.DurationVar(&c.ScheduleInterval, "schedule-interval", 30*time.Second, "how often the template's schedules (the reaper) run")
+	flag.Parse()
+	c.Addr = cmp.Or(os.Getenv("BROKER_ADDR"), "127.0.0.1:8080")
+	c.Log = os.Stderr
+	if err := run(c); err != nil {
+		fmt.Fprintln(os.Stderr, "sandbox:", err)
+		os.Exit(1)
+	}
+}
+
+func run(c sandbox.Config) error {
+	if info, err := os.Stat(c.Template); err == nil && info.IsDir() {
+		matches, _ := filepath.Glob(filepath.Join(c.Template, "*.template.json"))
+		if len(matches) != 1 {
+			return fmt.Errorf("%s holds %d templates: name one with -template (make sandbox TEMPLATE=...)", c.Template, len(matches))
+		}
+		c.Template = matches[0]
+	}
+	if err := os.RemoveAll(c.Dir); err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	sb, err := sandbox.Start(ctx, c)
+	if err != nil {
+		return err
+	}
+	defer sb.Close()
+	// The stack's own output names the broker's URL (with its stage's path).
+	url := cmp.Or(sb.Outputs["BrokerUrl"], sb.URL)
+	fmt.Printf("serverless-osb sandbox is listening on %s (stack %s, moto on %s, logs in %s)\n", url, c.Template, sb.Moto, sb.Dir)
+	fmt.Printf("basic auth: username %q, stack secret password %q (secret %s)\n", sb.Username, sb.Password, sb.SecretARN)
+	if len(sb.NotMade) > 0 {
+		fmt.Printf("not in the sandbox: %d resources (alarms, dashboards, ...; see README)\n", len(sb.NotMade))
+	}
+	<-ctx.Done()
+	fmt.Println("sandbox: stopping")
+	return nil
+}
