@@ -247,10 +247,15 @@ func plantClearBinding(t *testing.T, path, instanceID, bindingID, password strin
 		t.Fatal(err)
 	}
 	defer s.Close()
+	// A binding is stored only with its instance's offering and plan.
+	inst, err := s.GetInstance(t.Context(), instanceID)
+	if err != nil {
+		t.Fatal(err)
+	}
 	now := time.Now().UTC()
 	op := broker.Operation{ID: "bind-" + bindingID, InstanceID: instanceID, BindingID: bindingID, Kind: broker.KindBind,
 		State: broker.OperationSucceeded, CreatedAt: now, UpdatedAt: now, FinishedAt: now, ExpiresAt: now.Add(broker.Retention)}
-	b := broker.Binding{InstanceID: instanceID, ID: bindingID, State: broker.BindingReady, LastOp: op.ID,
+	b := broker.Binding{InstanceID: instanceID, ID: bindingID, ServiceID: inst.ServiceID, PlanID: inst.PlanID, State: broker.BindingReady, LastOp: op.ID,
 		Credentials: broker.Credentials{"password": password}, Version: 1, CreatedAt: now, UpdatedAt: now}
 	if err := s.CreateBinding(t.Context(), b, op, &broker.Settled{}); err != nil {
 		t.Fatal(err)
