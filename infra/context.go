@@ -37,12 +37,14 @@ const (
 	ContextWorkerTimeout       = "workerTimeoutSeconds"
 	ContextLogRetentionDays    = "logRetentionDays"
 	ContextLogLevel            = "logLevel"
-	ContextAlarmTopicARN       = "alarmTopicArn"
-	ContextAlarmEmail          = "alarmEmail"
-	ContextDomainName          = "domainName"
-	ContextCertificateARN      = "certificateArn"
-	ContextReaperInterval      = "reaperIntervalMinutes"
-	ContextStackPrefix         = "stackPrefix"
+	// ContextSealedOnly is true or false, as ContextFrontDoor.
+	ContextSealedOnly     = "sealedOnly"
+	ContextAlarmTopicARN  = "alarmTopicArn"
+	ContextAlarmEmail     = "alarmEmail"
+	ContextDomainName     = "domainName"
+	ContextCertificateARN = "certificateArn"
+	ContextReaperInterval = "reaperIntervalMinutes"
+	ContextStackPrefix    = "stackPrefix"
 	// ContextServiceRolePolicyARNs is a comma-separated list (or, in
 	// cdk.json, a list) of managed policy ARNs.
 	ContextServiceRolePolicyARNs = "serviceRolePolicyArns"
@@ -73,6 +75,7 @@ func PropsFromContext(node constructs.Node) (BrokerStackProps, error) {
 		WorkerTimeout:          time.Duration(c.integer(ContextWorkerTimeout)) * time.Second,
 		LogRetentionDays:       c.integer(ContextLogRetentionDays),
 		LogLevel:               c.string(ContextLogLevel),
+		SealedOnly:             c.boolean(ContextSealedOnly),
 		AlarmTopicARN:          c.string(ContextAlarmTopicARN),
 		AlarmEmail:             c.string(ContextAlarmEmail),
 		DomainName:             c.string(ContextDomainName),

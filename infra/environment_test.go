@@ -61,6 +61,19 @@ func TestFunctionsEnvironmentIsTheApps(t *testing.T) {
 	}
 }
 
+// TestSealedOnlyIsSetOnlyWhenAsked: by default (cdk.json's sealedOnly
+// false) neither function is given BROKER_SEALED_ONLY, so a stack deployed
+// before every value is sealed still reads them (TestStackFromContext
+// checks that sealedOnly=true sets it on both).
+func TestSealedOnlyIsSetOnlyWhenAsked(t *testing.T) {
+	for _, id := range slices.Sorted(maps.Keys(brokerFunctions)) {
+		vars := properties(t, id)["Environment"].(object)["Variables"].(object)
+		if v, set := vars[env.SealedOnly]; set {
+			t.Errorf("%s sets %s=%v without sealedOnly", id, env.SealedOnly, v)
+		}
+	}
+}
+
 // envNames are the variables internal/env names (env.Names, which its own
 // tests hold to every constant it declares): the variables the functions
 // read.

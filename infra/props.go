@@ -91,6 +91,12 @@ type BrokerStackProps struct {
 	// LogLevel, when set, becomes both functions' LOG_LEVEL: DEBUG, INFO,
 	// WARN or ERROR. Unset, they log at INFO.
 	LogLevel string
+	// SealedOnly sets both functions' BROKER_SEALED_ONLY: every secret
+	// found in clear in the table is refused, whatever the table's sealing
+	// mode item says (anyone who can write the table can delete that
+	// item). Deploy it once `ops --stack NAME reseal` has sealed
+	// everything. Default: false.
+	SealedOnly bool
 
 	// AlarmTopicARN, when set, is an SNS topic every alarm notifies when
 	// it fires and when it recovers; by default the stack makes one.

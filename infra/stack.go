@@ -340,6 +340,10 @@ func (b *builder) functions() {
 		apiEnv[env.LogLevel] = jsii.String(b.props.LogLevel)
 		workerEnv[env.LogLevel] = jsii.String(b.props.LogLevel)
 	}
+	if b.props.SealedOnly {
+		apiEnv[env.SealedOnly] = jsii.String("true")
+		workerEnv[env.SealedOnly] = jsii.String("true")
+	}
 	b.api = b.function("ApiFunction", functionSpec{
 		description: "The Open Service Broker API, behind the HTTP API.",
 		codeDir:     b.props.APICodeDir,

@@ -8,6 +8,8 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
 	"github.com/aws/jsii-runtime-go"
+
+	"github.com/serverless-osb/broker/internal/env"
 )
 
 // synthWith synthesizes the stack named name with the test broker's context
@@ -38,7 +40,7 @@ func synthWith(t *testing.T, name string, extra map[string]any) (awscdk.Stack, a
 // offers changed, as -c options (strings) change them.
 func TestStackFromContext(t *testing.T) {
 	const topic = "arn:aws:sns:eu-west-1:123456789012:broker-alarms"
-	_, template := synthWith(t, "Variant", map[string]any{
+	stack, template := synthWith(t, "Variant", map[string]any{
 		ContextStageName:          "v1",
 		ContextThrottleRateLimit:  "5",
 		ContextThrottleBurstLimit: "10",
@@ -48,6 +50,7 @@ func TestStackFromContext(t *testing.T) {
 		ContextWorkerTimeout:      "120",
 		ContextLogRetentionDays:   "90",
 		ContextLogLevel:           "debug",
+		ContextSealedOnly:         "true",
 		ContextAlarmTopicARN:      topic,
 		ContextReaperInterval:     "10",
 	})
@@ -79,6 +82,16 @@ func TestStackFromContext(t *testing.T) {
 				"Timeout":     120,
 				"Environment": object{"Variables": assertions.Match_ObjectLike(&object{"LOG_LEVEL": "debug"})},
 			})
+		}},
+		{"both functions refuse secrets in clear whatever the table says", func() {
+			all := *template.ToJSON()
+			for _, id := range []string{"ApiFunction", "WorkerFunction"} {
+				fn := stack.Node().TryFindChild(jsii.String(id)).Node().DefaultChild().(awscdk.CfnElement)
+				r := all["Resources"].(object)[*stack.GetLogicalId(fn)].(object)
+				if v := r["Properties"].(object)["Environment"].(object)["Variables"].(object)[env.SealedOnly]; v != "true" {
+					t.Errorf("%s has %s=%v, want true", id, env.SealedOnly, v)
+				}
+			}
 		}},
 		{"every log group keeps its events the days given", func() {
 			template.AllResourcesProperties(jsii.String("AWS::Logs::LogGroup"), object{"RetentionInDays": 90})

@@ -70,6 +70,9 @@ type LambdaConfig struct {
 	// SealingKey seals the secrets the table keeps (env.SealingKeyARN);
 	// empty, none.
 	SealingKey string
+	// SealedOnly refuses secrets found in clear whatever the table's
+	// sealing mode says (env.SealedOnly; sealing.Store.SealedOnly).
+	SealedOnly bool
 	// MetricsNamespace is the metrics' CloudWatch namespace
 	// (env.MetricsNamespace; default metrics.DefaultNamespace).
 	MetricsNamespace string
@@ -140,6 +143,16 @@ func LambdaConfigFromEnv(f Function) (LambdaConfig, error) {
 		if a, err := arn.Parse(v[1]); err != nil || a.Service != "states" || !strings.HasPrefix(a.Resource, "stateMachine:") {
 			problems = append(problems, fmt.Sprintf("%s=%q is not the ARN of a state machine", v[0], v[1]))
 		}
+	}
+	switch v := os.Getenv(env.SealedOnly); v {
+	case "", "false":
+	case "true":
+		c.SealedOnly = true
+		if c.SealingKey == "" {
+			problems = append(problems, fmt.Sprintf("%s=true needs %s: nothing is sealed without a sealing key", env.SealedOnly, env.SealingKeyARN))
+		}
+	default:
+		problems = append(problems, fmt.Sprintf("%s=%q: want true or false", env.SealedOnly, v))
 	}
 	if v := os.Getenv(env.LogLevel); v != "" {
 		if err := c.LogLevel.UnmarshalText([]byte(v)); err != nil {
@@ -243,7 +256,7 @@ func BuildLambdaAPI(ctx context.Context, c LambdaConfig, logger *slog.Logger) (h
 	}
 	b.Engine = sfn.New(awssfn.NewFromConfig(awsCfg), c.stateMachines())
 	logger.InfoContext(ctx, "api function ready", "table", c.Store.Table, "catalog", c.CatalogPath,
-		"credential_pairs", len(creds), "front_door", origin != "")
+		"credential_pairs", len(creds), "front_door", origin != "", "sealed_only", c.SealedOnly)
 	h := api.New(api.Config{Broker: b, Catalog: cat, Credentials: creds, Logger: logger, OriginSecret: origin})
 	return metrics.CountPolls(h, c.recorder(cat)), nil
 }
@@ -263,7 +276,7 @@ func BuildWorker(ctx context.Context, c LambdaConfig, logger *slog.Logger) (func
 		b.Engine = sfn.New(awssfn.NewFromConfig(awsCfg), machines)
 		run = withReaper(b, c.recorder(cat), run)
 	}
-	logger.InfoContext(ctx, "worker function ready", "table", c.Store.Table, "catalog", c.CatalogPath)
+	logger.InfoContext(ctx, "worker function ready", "table", c.Store.Table, "catalog", c.CatalogPath, "sealed_only", c.SealedOnly)
 	return WorkerHandler(run, logger), nil
 }
 
@@ -340,6 +353,7 @@ func buildBroker(ctx context.Context, c LambdaConfig, awsCfg aws.Config, logger 
 		}
 		sealed := sealing.NewStore(store, sealer)
 		sealed.SensitivePlans = cat.SensitivePlanIDs()
+		sealed.SealedOnly = c.SealedOnly
 		store = sealed
 	}
 	set, err := drivers.Build(ctx, cat, drivers.Env{Resources: store, Logger: logger, Getenv: os.Getenv,

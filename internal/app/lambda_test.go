@@ -35,7 +35,7 @@ import (
 // lambdaEnv is every variable LambdaConfigFromEnv reads; tests set them all
 // so that the machine's environment does not leak in.
 var lambdaEnv = []string{env.Table, env.Region, env.DynamoDBEndpoint, env.SecretARN, env.OriginSecretARN, env.OperationStateMachineARN,
-	env.CleanupStateMachineARN, env.Catalog, env.LogLevel, env.TaskRoot, env.SealingKeyARN, env.MetricsNamespace}
+	env.CleanupStateMachineARN, env.Catalog, env.LogLevel, env.TaskRoot, env.SealingKeyARN, env.SealedOnly, env.MetricsNamespace}
 
 func setEnv(t *testing.T, env map[string]string) {
 	t.Helper()
@@ -84,13 +84,24 @@ func TestLambdaConfigFromEnv(t *testing.T) {
 			wantErr: []string{"missing environment variables: BROKER_TABLE;", "is not the ARN of a state machine"}},
 		{name: "an unknown log level is refused", fn: app.FunctionWorker, env: with(map[string]string{"LOG_LEVEL": "chatty"}),
 			wantErr: []string{`LOG_LEVEL="chatty"`}},
+		{name: "BROKER_SEALED_ONLY is true or false", fn: app.FunctionWorker, env: with(map[string]string{"BROKER_SEALED_ONLY": "yes"}),
+			wantErr: []string{`BROKER_SEALED_ONLY="yes": want true or false`}},
+		{name: "BROKER_SEALED_ONLY=true needs the sealing key", fn: app.FunctionAPI, env: with(map[string]string{"BROKER_SEALED_ONLY": "true"}),
+			wantErr: []string{"BROKER_SEALED_ONLY=true needs BROKER_SEALING_KEY_ARN"}},
+		{name: "BROKER_SEALED_ONLY=true with the sealing key refuses values in clear", fn: app.FunctionWorker,
+			env: with(map[string]string{"BROKER_SEALED_ONLY": "true", "BROKER_SEALING_KEY_ARN": "arn:aws:kms:eu-west-1:123456789012:key/k"}),
+			check: func(t *testing.T, c app.LambdaConfig) {
+				if !c.SealedOnly {
+					t.Error("SealedOnly is off")
+				}
+			}},
 		{name: "the catalog is beside the bootstrap by default, the log level INFO", fn: app.FunctionAPI, env: complete,
 			check: func(t *testing.T, c app.LambdaConfig) {
 				if c.CatalogPath != "/var/task/catalog.yaml" || c.LogLevel != slog.LevelInfo {
 					t.Errorf("catalog %q, level %v; want /var/task/catalog.yaml, INFO", c.CatalogPath, c.LogLevel)
 				}
 				if c.SecretARN != complete["BROKER_SECRET_ARN"] || c.StateMachineARN != sampleStateMachineARN ||
-					c.Store.Table != "broker" || c.Store.Region != "eu-west-1" {
+					c.Store.Table != "broker" || c.Store.Region != "eu-west-1" || c.SealedOnly {
 					t.Errorf("config %+v does not hold the environment's values", c)
 				}
 			}},
@@ -385,6 +396,35 @@ func TestLambdaFunctionsOnMoto(t *testing.T) {
 		}
 		if sealed == 0 {
 			t.Error("the flow left no record to look at")
+		}
+	})
+	t.Run("with BROKER_SEALED_ONLY=true both functions say at start that values in clear are refused", func(t *testing.T) {
+		t.Setenv("BROKER_SEALED_ONLY", "true")
+		logs := &apptest.SyncBuffer{}
+		logger := logging.New(logs, slog.LevelDebug)
+		apiCfg, err1 := app.LambdaConfigFromEnv(app.FunctionAPI)
+		workerCfg, err2 := app.LambdaConfigFromEnv(app.FunctionWorker)
+		if err := errors.Join(err1, err2); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := app.BuildLambdaAPI(ctx, apiCfg, logger); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := app.BuildWorker(ctx, workerCfg, logger); err != nil {
+			t.Fatal(err)
+		}
+		for _, ready := range []string{"api function ready", "worker function ready"} {
+			var line map[string]any
+			for l := range strings.Lines(logs.String()) {
+				if strings.Contains(l, `"msg":"`+ready+`"`) {
+					if err := json.Unmarshal([]byte(l), &line); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			if line["sealed_only"] != true {
+				t.Errorf("%q logged %v, want sealed_only true", ready, line)
+			}
 		}
 	})
 	t.Run("during a rotation both pairs of a list secret are accepted", func(t *testing.T) {

@@ -360,8 +360,12 @@ type SecretStore interface {
 	// StoredSecrets calls fn with each value that may hold a secret.
 	StoredSecrets(ctx context.Context, fn func(StoredSecret) error) error
 	// ReplaceSecret stores sealed in place of s.Value (for credentials
-	// stored plain: as Binding.Sealed, the plain credentials removed),
-	// or returns ErrSecretChanged.
+	// stored plain: as Binding.Sealed, the plain credentials removed)
+	// while the item holds s.Value still, whatever else of it moved
+	// since it was listed (an unbind's hold, a cleanup's attempts): that
+	// newer state is kept, never written back as read. A value changed
+	// or gone since (a record written anew, a binding deleted) returns
+	// ErrSecretChanged and is left as it is.
 	ReplaceSecret(ctx context.Context, s StoredSecret, sealed json.RawMessage) error
 }
 

@@ -25,6 +25,12 @@ const (
 	// that either can be rotated or revoked without the other. Without it
 	// nothing is sealed.
 	SealingKeyARN = "BROKER_SEALING_KEY_ARN"
+	// SealedOnly, "true" (set only when the stack's sealedOnly context
+	// is), refuses every secret found in clear in the table whatever the
+	// table's sealing mode says: deploy it once `ops reseal` has sealed
+	// everything, so that deleting the mode item does not turn the
+	// refusal off. Requires SealingKeyARN.
+	SealedOnly = "BROKER_SEALED_ONLY"
 	// MetricsNamespace is the CloudWatch namespace of the broker's metrics:
 	// the stack's name, so that two stacks in one account keep their
 	// metrics apart (default metrics.DefaultNamespace).
@@ -89,7 +95,7 @@ const (
 // Names are every variable this package names: the only ones the stack may
 // set (infra's tests hold it to that).
 func Names() []string {
-	return []string{Table, SealingKeyARN, MetricsNamespace, LogLevel, OperationStateMachineARN, CleanupStateMachineARN,
+	return []string{Table, SealingKeyARN, SealedOnly, MetricsNamespace, LogLevel, OperationStateMachineARN, CleanupStateMachineARN,
 		SecretARN, OriginSecretARN, CFNRoleARN, StackPrefix, PermissionsBoundaryARN, Region, TaskRoot, Catalog, DynamoDBEndpoint}
 }
 

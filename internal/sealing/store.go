@@ -41,6 +41,14 @@ type Store struct {
 	// request fingerprints that hash them, are stored sealed too; Reseal
 	// records them in the sealing mode.
 	SensitivePlans []string
+	// SealedOnly refuses every value in clear from the start, whatever
+	// the store's mode says (env.SealedOnly, set by the deployment once
+	// `ops reseal` has sealed everything): anyone who can write the
+	// table can delete the mode item, and a new process would then
+	// accept values in clear again; the function's environment they
+	// cannot change. A plan's parameters and fingerprints are refused
+	// for the plans in SensitivePlans and those the mode records.
+	SealedOnly bool
 
 	mu         sync.Mutex
 	mode       broker.SealingMode
@@ -97,11 +105,15 @@ func (s *Store) now() time.Time {
 }
 
 // inClear is what reading what, a value found in clear, returns: nil while
-// the store accepts values in clear, else an error naming it. A plan's
-// parameters and fingerprints (plan not empty) are refused only when the
-// mode records the plan among those it sealed: a plan marked sensitive
-// after the last re-seal pass still has values in clear.
+// the store accepts values in clear (neither SealedOnly nor the mode
+// refuses them), else an error naming it. A plan's parameters and
+// fingerprints (plan not empty) are refused by the mode only when it
+// records the plan among those it sealed: a plan marked sensitive after
+// the last re-seal pass still has values in clear.
 func (s *Store) inClear(ctx context.Context, what, plan string) error {
+	if s.SealedOnly && (plan == "" || s.sensitive(plan)) {
+		return fmt.Errorf("%s: %w", what, ErrStoredInClear)
+	}
 	refuses := func(m broker.SealingMode) bool {
 		return m.SealedOnly && (plan == "" || slices.Contains(m.SensitivePlans, plan))
 	}

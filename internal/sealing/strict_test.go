@@ -190,3 +190,70 @@ func TestTheModeIsReadOnlyForAValueInClear(t *testing.T) {
 	}
 	checkReads("after ModeMaxAge, twice: a mode that refuses is kept", 1)
 }
+
+// TestSealedOnlyRefusesValuesInClearWhateverTheStoreSays: a store that
+// never recorded a mode, as one whose mode item was deleted, accepts
+// values in clear, but not through a sealing store with SealedOnly (the
+// deployment's sealedOnly): credentials and records in clear are refused,
+// and the parameters and fingerprints of its sensitive plans, not those
+// of another plan.
+func TestSealedOnlyRefusesValuesInClearWhateverTheStoreSays(t *testing.T) {
+	ctx := t.Context()
+	inner := boltStore(t, filepath.Join(t.TempDir(), "db"))
+	sealer := localSealer(t)
+	planted := json.RawMessage(`{"password":"` + plantedSecret + `"}`)
+	createInClear(t, inner, "i-s", "sensitive", planted)
+	createInClear(t, inner, "i-o", "other", planted)
+	now := time.Now().UTC()
+	if err := inner.PutResource(ctx, broker.Resource{InstanceID: "i-o", Name: "planted", Data: planted, UpdatedAt: now}); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := inner.SealingMode(ctx); err != nil || m.SealedOnly {
+		t.Fatalf("the store's mode: %+v %v, want none", m, err)
+	}
+
+	accepting := &Store{Store: inner, Sealer: sealer, SensitivePlans: []string{"sensitive"}}
+	if inst, err := accepting.GetInstance(ctx, "i-s"); err != nil || string(inst.Parameters) != string(planted) {
+		t.Fatalf("without SealedOnly and with no mode, the parameters in clear: %s %v, want read as they are", inst.Parameters, err)
+	}
+
+	s := &Store{Store: inner, Sealer: sealer, SensitivePlans: []string{"sensitive"}, SealedOnly: true}
+	for _, c := range []struct {
+		name string
+		err  func() error
+		says string
+	}{
+		{"the sensitive plan's instance parameters", func() error { _, err := s.GetInstance(ctx, "i-s"); return err }, "the parameters of instance i-s"},
+		{"the sensitive plan's binding parameters", func() error { _, err := s.GetBinding(ctx, "i-s", "b-1"); return err }, "the parameters of binding b-1 of instance i-s"},
+		{"the sensitive plan's operation fingerprint", func() error { _, err := s.GetOperation(ctx, "i-s", "prov-i-s"); return err }, "the fingerprint of operation prov-i-s"},
+		{"a record's data", func() error { _, err := storetest.Record(ctx, s, "i-o", "planted"); return err }, "record planted"},
+	} {
+		t.Run("SealedOnly refuses "+c.name+" in clear", func(t *testing.T) {
+			err := c.err()
+			if !errors.Is(err, ErrStoredInClear) || !strings.Contains(err.Error(), c.says) {
+				t.Fatalf("got %v, want ErrStoredInClear naming %q", err, c.says)
+			}
+			if strings.Contains(err.Error(), plantedSecret) {
+				t.Errorf("the error shows the planted value: %q", err)
+			}
+		})
+	}
+	t.Run("SealedOnly refuses credentials in clear", func(t *testing.T) {
+		op := broker.Operation{ID: "bind-planted", InstanceID: "i-o", BindingID: "b-planted", Kind: broker.KindBind, State: broker.OperationSucceeded,
+			CreatedAt: now, UpdatedAt: now, FinishedAt: now, ExpiresAt: now.Add(broker.Retention)}
+		b := broker.Binding{InstanceID: "i-o", ID: "b-planted", ServiceID: "s", PlanID: "other", State: broker.BindingReady, LastOp: op.ID,
+			Credentials: broker.Credentials{"password": plantedSecret}, Version: 1, CreatedAt: now, UpdatedAt: now}
+		if err := inner.CreateBinding(ctx, b, op, &broker.Settled{InstanceVersion: 2}); err != nil {
+			t.Fatal(err)
+		}
+		got, err := s.GetBinding(ctx, "i-o", "b-planted")
+		if !errors.Is(err, ErrStoredInClear) || len(got.Credentials) != 0 {
+			t.Fatalf("got %v %v, want ErrStoredInClear and no credentials", got.Credentials, err)
+		}
+	})
+	t.Run("SealedOnly reads another plan's parameters in clear", func(t *testing.T) {
+		if inst, err := s.GetInstance(ctx, "i-o"); err != nil || string(inst.Parameters) != string(planted) {
+			t.Errorf("got %s %v", inst.Parameters, err)
+		}
+	})
+}

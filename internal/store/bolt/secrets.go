@@ -89,7 +89,8 @@ func credentialsSecret(b broker.Binding) (broker.StoredSecret, bool) {
 }
 
 // ReplaceSecret writes sealed in place of s.Value, in one transaction that
-// first checks the value is still s.Value.
+// first checks the value is still s.Value: the item it writes back is the
+// one it read in that transaction, so no other write comes between.
 func (s *Store) ReplaceSecret(ctx context.Context, secret broker.StoredSecret, sealed json.RawMessage) error {
 	err := s.update(ctx, func(t tx) error {
 		switch secret.Kind {

@@ -10,12 +10,15 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	awsmiddleware "github.com/aws/aws-sdk-go-v2/aws/middleware"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go/middleware"
 
 	"github.com/serverless-osb/broker/internal/broker"
 	"github.com/serverless-osb/broker/internal/mototest"
@@ -33,14 +36,16 @@ type env struct {
 	table  string
 	calls  *mototest.Calls
 	store  *dynamo.Store
+	// afterGet is run once, after the client's next GetItem has answered.
+	afterGet atomic.Pointer[func()]
 }
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	c := &mototest.Calls{}
+	e := &env{calls: &mototest.Calls{}}
 	cfg := mototest.Config(t, region)
 	client := dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) {
-		o.APIOptions = append(o.APIOptions, c.Register)
+		o.APIOptions = append(o.APIOptions, e.calls.Register, e.registerAfterGet)
 	})
 	table := mototest.Name("dynamo-store")
 	if err := dynamo.CreateTable(t.Context(), client, table); err != nil {
@@ -56,14 +61,37 @@ func newEnv(t *testing.T) *env {
 			t.Errorf("DeleteTable %s: %v", table, err)
 		}
 	})
-	c.Take()
-	return &env{client: client, table: table, calls: c, store: dynamo.New(client, table)}
+	e.calls.Take()
+	e.client, e.table, e.store = client, table, dynamo.New(client, table)
+	return e
+}
+
+// afterNextGet is the store's storetest.Interleave: write runs once the
+// store's next GetItem has answered, before the store goes on.
+func (e *env) afterNextGet(write func()) { e.afterGet.Store(&write) }
+
+// registerAfterGet adds to a client's middleware stack the running of
+// afterGet, taken first so that the GetItems of its own write pass by.
+func (e *env) registerAfterGet(stack *middleware.Stack) error {
+	return stack.Initialize.Add(middleware.InitializeMiddlewareFunc("AfterGet",
+		func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
+			out, md, err := next.HandleInitialize(ctx, in)
+			if awsmiddleware.GetOperationName(ctx) == "GetItem" {
+				if write := e.afterGet.Swap(nil); write != nil {
+					(*write)()
+				}
+			}
+			return out, md, err
+		}), middleware.After)
 }
 
 func TestContract(t *testing.T) {
 	newStore := func(t *testing.T) broker.Store { return newEnv(t).store }
 	storetest.Run(t, newStore)
-	storetest.RunSecrets(t, newStore)
+	storetest.RunSecrets(t, func(t *testing.T) (broker.Store, storetest.Interleave) {
+		e := newEnv(t)
+		return e.store, e.afterNextGet
+	})
 }
 
 // The helpers below drive the store through the port, as storetest does.

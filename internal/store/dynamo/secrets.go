@@ -96,9 +96,12 @@ func storedSecrets(item map[string]types.AttributeValue) ([]broker.StoredSecret,
 	return nil, nil
 }
 
-// ReplaceSecret reads the item, checks that its value is still
-// secret.Value, and writes it back with sealed in its place: one
-// conditional PutItem whose condition is the attribute as read.
+// ReplaceSecret reads the item, checks that it holds secret.Value still,
+// and writes sealed in its place: one UpdateItem of that one attribute, on
+// condition that it is as read, so that the item's other attributes (a
+// binding's state and hold, a detached record's attempts, an instance's
+// version) are never written back as read over a newer write that moved
+// them between the read and the write.
 func (s *Store) ReplaceSecret(ctx context.Context, secret broker.StoredSecret, sealed json.RawMessage) error {
 	err := s.replaceSecret(ctx, secret, sealed)
 	if err != nil {
@@ -108,88 +111,9 @@ func (s *Store) ReplaceSecret(ctx context.Context, secret broker.StoredSecret, s
 }
 
 func (s *Store) replaceSecret(ctx context.Context, secret broker.StoredSecret, sealed json.RawMessage) error {
-	var k map[string]types.AttributeValue
-	attr := attrData
-	switch secret.Kind {
-	case broker.SecretCredentials:
-		k, attr = bindingKey(secret.InstanceID, secret.Name), attrSealed
-		if secret.Plain {
-			attr = attrCredentials
-		}
-	case broker.SecretRecord:
-		k = resourceKey(secret.InstanceID, secret.Name)
-	case broker.SecretDetached:
-		k = detachedKey(secret.DetachedID)
-	case broker.SecretParameters, broker.SecretFingerprint:
-		return s.replaceRequestSecret(ctx, secret, sealed)
-	default:
-		return fmt.Errorf("unknown kind of secret %q", secret.Kind)
-	}
-	out, err := s.client.GetItem(ctx, &dynamodb.GetItemInput{TableName: s.table, Key: k, ConsistentRead: aws.Bool(true)})
+	k, attr, err := secretAttribute(secret)
 	if err != nil {
 		return err
-	}
-	all, err := storedSecrets(out.Item)
-	if err != nil {
-		return err
-	}
-	i := slices.IndexFunc(all, func(cur broker.StoredSecret) bool { return cur.Kind == secret.Kind })
-	if i < 0 || all[i].Plain != secret.Plain || !bytes.Equal(all[i].Value, secret.Value) {
-		return broker.ErrSecretChanged
-	}
-	var item map[string]types.AttributeValue
-	switch secret.Kind {
-	case broker.SecretCredentials:
-		var b *broker.Binding
-		if b, err = decode(out.Item, bindingItem.binding); err == nil {
-			b.Sealed, b.Credentials = sealed, nil
-			item, err = encode(newBindingItem(*b))
-		}
-	case broker.SecretRecord:
-		var r *broker.Resource
-		if r, err = decode(out.Item, resourceItem.resource); err == nil {
-			r.Data = sealed
-			item, err = encode(newResourceItem(*r))
-		}
-	case broker.SecretDetached:
-		var d *broker.Detached
-		if d, err = decode(out.Item, detachedItem.detached); err == nil {
-			d.Data = sealed
-			item, err = encode(newDetachedItem(*d))
-		}
-	}
-	if err != nil {
-		return err
-	}
-	failed, err := s.putItemIf(ctx, item, expression.Name(attr).Equal(expression.Value(out.Item[attr])))
-	if err == nil && failed != nil {
-		return broker.ErrSecretChanged
-	}
-	return err
-}
-
-// replaceRequestSecret puts sealed in place of the parameters or the
-// fingerprint of the item secret.Of names: one UpdateItem of that one
-// attribute, on condition that it is as read, so that the item's other
-// attributes (its state, its version) are never written back as read.
-func (s *Store) replaceRequestSecret(ctx context.Context, secret broker.StoredSecret, sealed json.RawMessage) error {
-	var k map[string]types.AttributeValue
-	attr := attrFingerprint
-	switch secret.Of {
-	case broker.SecretOfInstance:
-		k = instanceKey(secret.InstanceID)
-	case broker.SecretOfBinding:
-		k = bindingKey(secret.InstanceID, secret.Name)
-	case broker.SecretOfOperation:
-		k = operationKey(secret.InstanceID, secret.Name)
-	default:
-		return fmt.Errorf("unknown item %q of %s", secret.Of, secret.Kind)
-	}
-	if secret.Kind == broker.SecretParameters {
-		attr = attrParameters
-		if secret.Of == broker.SecretOfOperation {
-			attr = attrTarget
-		}
 	}
 	out, err := s.client.GetItem(ctx, &dynamodb.GetItemInput{TableName: s.table, Key: k, ConsistentRead: aws.Bool(true)})
 	if err != nil {
@@ -198,38 +122,26 @@ func (s *Store) replaceRequestSecret(ctx context.Context, secret broker.StoredSe
 	if out.Item == nil || out.Item[attr] == nil {
 		return broker.ErrSecretChanged
 	}
-	var item map[string]types.AttributeValue
-	switch secret.Of {
-	case broker.SecretOfInstance:
-		var inst *broker.Instance
-		if inst, err = decode(out.Item, instanceItem.instance); err == nil {
-			if !inst.ReplaceRequestSecret(secret, sealed) {
-				return broker.ErrSecretChanged
-			}
-			item, err = encode(newInstanceItem(*inst))
-		}
-	case broker.SecretOfBinding:
-		var b *broker.Binding
-		if b, err = decode(out.Item, bindingItem.binding); err == nil {
-			if !b.ReplaceRequestSecret(secret, sealed) {
-				return broker.ErrSecretChanged
-			}
-			item, err = encode(newBindingItem(*b))
-		}
-	case broker.SecretOfOperation:
-		var op *broker.Operation
-		if op, err = decode(out.Item, operationItem.operation); err == nil {
-			if !op.ReplaceRequestSecret(secret, sealed) {
-				return broker.ErrSecretChanged
-			}
-			item, err = encode(newOperationItem(*op))
-		}
-	}
+	item, err := replacedItem(out.Item, secret, sealed)
 	if err != nil {
 		return err
 	}
-	update := expression.Set(expression.Name(attr), expression.Value(item[attr]))
-	e, err := build(expression.Name(attr).Equal(expression.Value(out.Item[attr])), &update)
+	if item == nil {
+		return broker.ErrSecretChanged
+	}
+	// Plain credentials become the sealed attribute: the one attribute
+	// written is sealed, and credentials goes.
+	to := attr
+	cond := expression.Name(attr).Equal(expression.Value(out.Item[attr]))
+	if secret.Kind == broker.SecretCredentials && secret.Plain {
+		to = attrSealed
+		cond = cond.And(expression.AttributeNotExists(expression.Name(attrSealed)))
+	}
+	update := expression.Set(expression.Name(to), expression.Value(item[to]))
+	if to != attr {
+		update = update.Remove(expression.Name(attr))
+	}
+	e, err := build(cond, &update)
 	if err != nil {
 		return err
 	}
@@ -242,4 +154,101 @@ func (s *Store) replaceRequestSecret(ctx context.Context, secret broker.StoredSe
 		return broker.ErrSecretChanged
 	}
 	return err
+}
+
+// secretAttribute is the key of the item that holds secret and the
+// attribute that holds it as stored.
+func secretAttribute(secret broker.StoredSecret) (map[string]types.AttributeValue, string, error) {
+	switch secret.Kind {
+	case broker.SecretCredentials:
+		if secret.Plain {
+			return bindingKey(secret.InstanceID, secret.Name), attrCredentials, nil
+		}
+		return bindingKey(secret.InstanceID, secret.Name), attrSealed, nil
+	case broker.SecretRecord:
+		return resourceKey(secret.InstanceID, secret.Name), attrData, nil
+	case broker.SecretDetached:
+		return detachedKey(secret.DetachedID), attrData, nil
+	case broker.SecretParameters, broker.SecretFingerprint:
+		attr := attrFingerprint
+		if secret.Kind == broker.SecretParameters {
+			attr = attrParameters
+			if secret.Of == broker.SecretOfOperation {
+				attr = attrTarget
+			}
+		}
+		switch secret.Of {
+		case broker.SecretOfInstance:
+			return instanceKey(secret.InstanceID), attr, nil
+		case broker.SecretOfBinding:
+			return bindingKey(secret.InstanceID, secret.Name), attr, nil
+		case broker.SecretOfOperation:
+			return operationKey(secret.InstanceID, secret.Name), attr, nil
+		}
+		return nil, "", fmt.Errorf("unknown item %q of %s", secret.Of, secret.Kind)
+	}
+	return nil, "", fmt.Errorf("unknown kind of secret %q", secret.Kind)
+}
+
+// replacedItem is stored with sealed in place of secret, encoded as the
+// store writes it (the update takes the one attribute from it), or nil
+// when stored no longer holds secret.Value.
+func replacedItem(stored map[string]types.AttributeValue, secret broker.StoredSecret, sealed json.RawMessage) (map[string]types.AttributeValue, error) {
+	switch secret.Kind {
+	case broker.SecretCredentials, broker.SecretRecord, broker.SecretDetached:
+		all, err := storedSecrets(stored)
+		if err != nil {
+			return nil, err
+		}
+		i := slices.IndexFunc(all, func(cur broker.StoredSecret) bool { return cur.Kind == secret.Kind })
+		if i < 0 || all[i].Plain != secret.Plain || !bytes.Equal(all[i].Value, secret.Value) {
+			return nil, nil
+		}
+	}
+	switch {
+	case secret.Kind == broker.SecretCredentials || secret.Of == broker.SecretOfBinding:
+		b, err := decode(stored, bindingItem.binding)
+		if err != nil {
+			return nil, err
+		}
+		if secret.Kind == broker.SecretCredentials {
+			b.Sealed, b.Credentials = sealed, nil
+		} else if !b.ReplaceRequestSecret(secret, sealed) {
+			return nil, nil
+		}
+		return encode(newBindingItem(*b))
+	case secret.Kind == broker.SecretRecord:
+		r, err := decode(stored, resourceItem.resource)
+		if err != nil {
+			return nil, err
+		}
+		r.Data = sealed
+		return encode(newResourceItem(*r))
+	case secret.Kind == broker.SecretDetached:
+		d, err := decode(stored, detachedItem.detached)
+		if err != nil {
+			return nil, err
+		}
+		d.Data = sealed
+		return encode(newDetachedItem(*d))
+	case secret.Of == broker.SecretOfInstance:
+		inst, err := decode(stored, instanceItem.instance)
+		if err != nil {
+			return nil, err
+		}
+		if !inst.ReplaceRequestSecret(secret, sealed) {
+			return nil, nil
+		}
+		return encode(newInstanceItem(*inst))
+	case secret.Of == broker.SecretOfOperation:
+		op, err := decode(stored, operationItem.operation)
+		if err != nil {
+			return nil, err
+		}
+		if !op.ReplaceRequestSecret(secret, sealed) {
+			return nil, nil
+		}
+		return encode(newOperationItem(*op))
+	}
+	return nil, fmt.Errorf("unknown item %q of %s", secret.Of, secret.Kind)
 }

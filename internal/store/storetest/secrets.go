@@ -89,3 +89,105 @@ var secretCases = []testCase{
 		equal(t, "in progress", inProgressIDs(t, s), []string{"update-i-1"})
 	}},
 }
+
+// secretOf is the one secret s lists of kind for item name (a binding's
+// id, a record's name, a detached record's id), or fails.
+func secretOf(t *testing.T, s broker.SecretStore, kind broker.SecretKind, of broker.SecretItem, name string) broker.StoredSecret {
+	t.Helper()
+	var found []broker.StoredSecret
+	must(t, s.StoredSecrets(t.Context(), func(v broker.StoredSecret) error {
+		if v.Kind == kind && v.Of == of && (v.Name == name || v.DetachedID == name) {
+			found = append(found, v)
+		}
+		return nil
+	}), "StoredSecrets")
+	if len(found) != 1 {
+		t.Fatalf("%s of %q: listed %d, want 1", kind, name, len(found))
+	}
+	return found[0]
+}
+
+// interleavedSecretCases are those of a write that comes between
+// ReplaceSecret's read and its write (NewSecretStore's Interleave).
+var interleavedSecretCases = []struct {
+	name string
+	run  func(t *testing.T, newStore NewSecretStore)
+}{
+	{"a secret replaced while a write moves its item keeps the item's newer state, and is refused once the value itself changed or went", func(t *testing.T, newStore NewSecretStore) {
+		s, between := newStore(t)
+		raw := secretStore(t, s)
+		provision(t, s, "i-1")
+		b1, b2 := bind(t, s, "i-1", "b-1"), bind(t, s, "i-1", "b-2")
+		r := newResource("i-1", "r-1")
+		putResource(t, s, r)
+		gone := newResource("i-1", "r-2")
+		d := newDetached(gone, "prov-i-1")
+		Detach(t, s, gone, d)
+		replace := func(what string, secret broker.StoredSecret, sealed string, move func(), want error) {
+			t.Helper()
+			between(move)
+			if err := raw.ReplaceSecret(t.Context(), secret, json.RawMessage(sealed)); !errors.Is(err, want) {
+				t.Fatalf("ReplaceSecret %s with a write between its read and its write: %v, want %v", what, err, want)
+			}
+		}
+
+		// Plain credentials, while an unbind takes the binding.
+		plain := secretOf(t, raw, broker.SecretCredentials, "", "b-1")
+		var unbind broker.Operation
+		replace("plain credentials", plain, `{"sealed":"b-1"}`, func() { _, unbind = startUnbind(t, s, b1) }, nil)
+		held := unbindLock(b1).Binding
+		held.Credentials, held.Sealed = nil, json.RawMessage(`{"sealed":"b-1"}`)
+		equal(t, "binding taken by the unbind, credentials sealed", getBinding(t, s, "i-1", "b-1"), &held)
+		equal(t, "in progress", inProgressIDs(t, s), []string{unbind.ID})
+
+		// Sealed credentials, while the unbind deletes the binding.
+		sealed := secretOf(t, raw, broker.SecretCredentials, "", "b-1")
+		replace("sealed credentials of a binding deleted", sealed, `{"sealed":"again"}`, func() {
+			must(t, s.FinishOperation(t.Context(), broker.Finish{Op: finished(unbind, broker.OperationSucceeded), DeleteBinding: true, ReleaseBinding: true}),
+				"FinishOperation unbind")
+		}, broker.ErrSecretChanged)
+		if b := getBinding(t, s, "i-1", "b-1"); b != nil {
+			t.Errorf("the deleted binding is back: %+v", b)
+		}
+
+		// Sealed credentials, while an unbind takes the binding.
+		must(t, raw.ReplaceSecret(t.Context(), secretOf(t, raw, broker.SecretCredentials, "", "b-2"), json.RawMessage(`{"sealed":"b-2"}`)),
+			"ReplaceSecret plain credentials of b-2")
+		b2 = *getBinding(t, s, "i-1", "b-2")
+		sealed = secretOf(t, raw, broker.SecretCredentials, "", "b-2")
+		replace("sealed credentials", sealed, `{"resealed":"b-2"}`, func() { _, unbind = startUnbind(t, s, b2) }, nil)
+		held = unbindLock(b2).Binding
+		held.Sealed = json.RawMessage(`{"resealed":"b-2"}`)
+		equal(t, "binding taken by the unbind, credentials resealed", getBinding(t, s, "i-1", "b-2"), &held)
+		must(t, s.FinishOperation(t.Context(), broker.Finish{Op: finished(unbind, broker.OperationSucceeded), DeleteBinding: true, ReleaseBinding: true}),
+			"FinishOperation unbind b-2")
+
+		// A detached record's data, while a cleanup counts an attempt.
+		cleaning := d
+		cleaning.State, cleaning.Attempts, cleaning.UpdatedAt = broker.DetachedCleaning, 1, at(40)
+		replace("a detached record's data", secretOf(t, raw, broker.SecretDetached, "", d.ID), `{"sealed":"d"}`, func() {
+			must(t, s.UpdateDetached(t.Context(), cleaning, 0), "UpdateDetached to cleaning")
+		}, nil)
+		cleaning.Data = json.RawMessage(`{"sealed":"d"}`)
+		equal(t, "detached record cleaning, data sealed", getDetached(t, s, d.ID), &cleaning)
+
+		// A record's data, while its driver writes it anew.
+		newer := r
+		newer.Data, newer.UpdatedAt = json.RawMessage(`{"arn":"newer"}`), at(50)
+		replace("a record's data written anew", secretOf(t, raw, broker.SecretRecord, "", "r-1"), `{"sealed":"r"}`, func() {
+			putResource(t, s, newer)
+		}, broker.ErrSecretChanged)
+		equal(t, "record written anew", getResource(t, s, "i-1", "r-1"), &newer)
+
+		// An instance's parameters, while an update takes the instance.
+		inst := *getInstance(t, s, "i-1")
+		op := newOperation(inst.ID, "update-i-1", broker.KindUpdate, at(60))
+		next := inst
+		next.State, next.Op, next.LastOp, next.Version = broker.InstanceUpdating, op.ID, op.ID, inst.Version+1
+		replace("an instance's parameters", secretOf(t, raw, broker.SecretParameters, broker.SecretOfInstance, ""), `{"sealed":"i"}`, func() {
+			must(t, s.LockInstance(t.Context(), broker.LockInstance{Instance: next, Version: inst.Version, Op: op}), "LockInstance")
+		}, nil)
+		next.Parameters = json.RawMessage(`{"sealed":"i"}`)
+		equal(t, "instance taken by the update, parameters sealed", getInstance(t, s, "i-1"), &next)
+	}},
+}

@@ -47,11 +47,25 @@ func Run(t *testing.T, newStore func(t *testing.T) broker.Store) {
 // RunSecrets runs the cases of broker.SecretStore, which a store that
 // keeps the items itself has (a decorator, such as the sealing store,
 // hands out values opened and has not), each on a fresh store.
-func RunSecrets(t *testing.T, newStore func(t *testing.T) broker.Store) {
+func RunSecrets(t *testing.T, newStore NewSecretStore) {
 	for _, c := range secretCases {
+		t.Run(c.name, func(t *testing.T) { c.run(t, func(t *testing.T) broker.Store { s, _ := newStore(t); return s }) })
+	}
+	for _, c := range interleavedSecretCases {
 		t.Run(c.name, func(t *testing.T) { c.run(t, newStore) })
 	}
 }
+
+// NewSecretStore returns an empty store for one test, registers its
+// cleanup, and returns the store's Interleave.
+type NewSecretStore func(t *testing.T) (broker.Store, Interleave)
+
+// Interleave has the store run write once in the middle of its next call
+// that reads an item to write it (ReplaceSecret): after the read, before
+// the write, where another writer may come between them. A store that
+// reads and writes in one transaction, which no writer comes between,
+// runs write at once, before that call.
+type Interleave func(write func())
 
 // The ids that snapshot reads: every case that checks "nothing changed" uses
 // only these.
