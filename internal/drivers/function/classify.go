@@ -60,7 +60,9 @@ type timeoutError struct {
 	Err     error
 }
 
-func (e *timeoutError) Error() string { return fmt.Sprintf("%s did not answer in time: %v", e.Target, e.Err) }
+func (e *timeoutError) Error() string {
+	return fmt.Sprintf("%s did not answer in time: %v", e.Target, e.Err)
+}
 func (e *timeoutError) Unwrap() error { return e.Err }
 
 // answerError is the error an answer reports.
