@@ -44,6 +44,11 @@ func (e *TransientError) Error() string {
 
 func (e *TransientError) Unwrap() error { return e.Err }
 
+// TransientReason is Reason, for the broker (broker.TransientReason).
+func (e *TransientError) TransientReason() string { return e.Reason }
+
+var _ broker.TransientReason = (*TransientError)(nil)
+
 // StatusError is an HTTP answer whose status the protocol does not read as
 // an answer.
 type StatusError struct {
