@@ -37,6 +37,7 @@ var status = map[broker.Code]struct {
 	broker.CodeMaintenanceInfoConflict: {http.StatusUnprocessableEntity, "MaintenanceInfoConflict"},
 	broker.CodeRequiresApp:             {http.StatusUnprocessableEntity, "RequiresApp"},
 	broker.CodeUnprocessable:           {http.StatusUnprocessableEntity, ""},
+	broker.CodeUnavailable:             {http.StatusServiceUnavailable, ""},
 	broker.CodeInternal:                {http.StatusInternalServerError, ""},
 }
 

@@ -115,13 +115,46 @@ func RunOps(ctx context.Context, args []string, out io.Writer, logger *slog.Logg
 	}
 	b, closeFn, err := opsBroker(ctx, *stack, logger)
 	if err != nil {
-		return err
+		return fmt.Errorf("%w\n(ops works on the broker its environment names, with that broker's catalog and the variables the catalog's plans need: see ops help)", err)
 	}
 	defer closeFn()
+	run := Ops
 	if *asJSON {
-		return OpsJSON(ctx, b, args, out)
+		run = OpsJSON
 	}
-	return Ops(ctx, b, args, out)
+	if err := run(ctx, b, args, out); err != nil {
+		return err
+	}
+	if args[0] == "cleanup" && *stack == "" && os.Getenv(env.Table) == "" {
+		// The local engine runs the cleanup in this process: see it end
+		// rather than exit while it runs, and fail with it.
+		return waitCleanup(ctx, b, args[1], out)
+	}
+	return nil
+}
+
+// waitCleanup waits for the local cleanup of detached resource id to end:
+// nil once the resource is gone, an error naming the failure otherwise.
+func waitCleanup(ctx context.Context, b *broker.Broker, id string, out io.Writer) error {
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		d, err := b.Store.GetDetached(ctx, id)
+		switch {
+		case errors.Is(err, broker.ErrNotFound):
+			fmt.Fprintf(out, "cleanup of %s succeeded: the resource is deleted\n", id)
+			return nil
+		case err != nil:
+			return fmt.Errorf("follow the cleanup of %s: %w", id, err)
+		case d.State == broker.DetachedFailed:
+			return fmt.Errorf("the cleanup of %s failed: %s", id, cmp.Or(d.Failure, "no reason recorded"))
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("the cleanup of %s is still running: %w", id, ctx.Err())
+		case <-tick.C:
+		}
+	}
 }
 
 // StackConfig reads the configuration of the broker that the CloudFormation

@@ -24,6 +24,7 @@ const (
 	CodeMaintenanceInfoConflict Code = "MaintenanceInfoConflict" // 422
 	CodeRequiresApp             Code = "RequiresApp"             // 422
 	CodeUnprocessable           Code = "Unprocessable"           // 422 without an OSB error code
+	CodeUnavailable             Code = "Unavailable"             // 503: a service's backend did not complete a synchronous change
 	CodeInternal                Code = "Internal"                // 500
 )
 
@@ -69,6 +70,14 @@ type Failure struct {
 }
 
 func (f *Failure) Error() string { return f.Description }
+
+// TransientReason is implemented by a driver's transient error that can
+// say what went wrong in words fit for users ("HTTP 503", "no answer
+// within 10s"): never what the service's backend answered.
+type TransientReason interface {
+	error
+	TransientReason() string
+}
 
 // Bool returns a pointer to b, for the optional flags of Error and Operation.
 func Bool(b bool) *bool { return &b }

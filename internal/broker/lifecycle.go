@@ -37,6 +37,30 @@ const transientAttempts = 4
 // request, after a transient error; it doubles each time.
 const Backoff = 100 * time.Millisecond
 
+// SyncWait is how long a synchronous request waits, by default, for a
+// change its driver has begun but not done (Broker.SyncWait): with the
+// plan's own timeout per call, under the 25 s the deployed api function
+// has (the HTTP API's integration gives up at 30 s).
+const SyncWait = 10 * time.Second
+
+// unavailable is a synchronous change that its service's backend did not
+// complete: it stayed unavailable through the request's tries, or did not
+// finish within SyncWait. Its description is the user's (a 503).
+type unavailable struct {
+	description string
+	err         error
+}
+
+func (u *unavailable) Error() string { return u.err.Error() }
+func (u *unavailable) Unwrap() error { return u.err }
+
+// driverError marks an error of the driver's own (not the store's) in a
+// synchronous request, which runSync reports as the backend's.
+type driverError struct{ err error }
+
+func (e *driverError) Error() string { return e.err.Error() }
+func (e *driverError) Unwrap() error { return e.err }
+
 // ErrTakenOver says that an operation was finished by someone else while
 // its step ran (a deprovision halted it, or a repair failed it).
 var ErrTakenOver = errors.New("the operation was finished or taken over by another")
@@ -502,11 +526,28 @@ func (b *Broker) commit(ctx context.Context, fin Finish, reason string) error {
 // over returns ErrTakenOver. It returns the outcome it wrote.
 func (b *Broker) runSync(ctx context.Context, op Operation, snap Snapshot) (Finish, error) {
 	ctx = logging.With(ctx, op.LogAttrs()...)
+	wait := b.SyncWait
+	if wait <= 0 {
+		wait = SyncWait
+	}
+	deadline := b.Now().Add(wait)
 	f, err := b.newFlight(op, snap)
 	if err == nil {
 		var p Progress
 		p, err = b.retry(ctx, func(again bool) (Progress, error) { return b.stepAgain(ctx, &f, again, true) })
 		for err == nil && !p.Done {
+			if b.Now().Add(p.RetryAfter).After(deadline) {
+				// The platform's request cannot wait for it: the change
+				// fails, and what it made (its records written first) goes
+				// to the cleanup.
+				if err = b.recordProgress(ctx, f, p); err != nil {
+					break
+				}
+				err = &unavailable{
+					description: fmt.Sprintf("This service's backend did not complete the %s within %s, the time a synchronous request may wait; what it began is being cleaned up. Try again later.", op.Kind, wait),
+					err:         fmt.Errorf("not done within %s (the backend asked to be checked again in %s)", wait, p.RetryAfter)}
+				break
+			}
 			// Not done at once: make the progress durable, wait, and read
 			// again (the driver may have written records itself).
 			if err = b.recordProgress(ctx, f, p); err == nil {
@@ -532,9 +573,23 @@ func (b *Broker) runSync(ctx context.Context, op Operation, snap Snapshot) (Fini
 		return Finish{}, err
 	}
 	var failure *Failure
+	var de *driverError
 	description, detail := FailureDescription("", ""), err.Error()
-	if errors.As(err, &failure) {
+	switch {
+	case errors.As(err, &failure):
 		description, detail = failure.Description, failure.Detail
+	case errors.As(err, &de) && ctx.Err() == nil:
+		// The backend stayed unavailable through the request's tries.
+		reason := "it did not answer as the broker needs"
+		var r TransientReason
+		if errors.As(err, &r) {
+			reason = r.TransientReason()
+		}
+		err = &unavailable{description: fmt.Sprintf("This service's backend is unavailable (%s), so the %s did not complete; try again later.", reason, op.Kind), err: err}
+	}
+	var u *unavailable
+	if errors.As(err, &u) {
+		description = u.description
 	}
 	// The request's context may be what failed; record on a fresh one. Read
 	// again first: the driver may have written records itself, and they are
@@ -575,7 +630,12 @@ func (b *Broker) stepAgain(ctx context.Context, f **flight, again, begin bool) (
 		}
 		*f = nf
 	}
-	return b.step(ctx, *f, begin)
+	p, err := b.step(ctx, *f, begin)
+	var failure *Failure
+	if err != nil && !errors.As(err, &failure) {
+		err = &driverError{err}
+	}
+	return p, err
 }
 
 // retry runs a driver call again after transient errors, with backoff.

@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/serverless-osb/broker/internal/broker"
 )
@@ -117,6 +118,24 @@ func TestProvision(t *testing.T) {
 			},
 		},
 		{
+			name: "a synchronous provision not done within SyncWait answers 503 without waiting, and what it made goes to cleanup",
+			given: func(h *harness) {
+				h.driver.on("begin", broker.KindProvision, running("Creating.", broker.SyncWait+time.Second))
+			},
+			req:  provisionOf("i-1", planSync, false, ""),
+			code: broker.CodeUnavailable,
+			then: func(t *testing.T, h *harness, _ broker.ProvisionResult) {
+				if calls := h.driver.Calls(); !slices.Equal(calls, []string{"begin provision"}) {
+					t.Fatalf("calls %v, want the begin only: its next check would be past SyncWait", calls)
+				}
+				if inst := h.instance("i-1"); inst != nil {
+					t.Fatalf("instance %+v left behind", inst)
+				}
+				wantState(t, h.lastOp("i-1"), broker.OperationFailed, "This service's backend did not complete the provision within 10s, the time a synchronous request may wait")
+				wantNames(t, "detached", h.detachedNames(), []string{"i-1/" + instanceRecord})
+			},
+		},
+		{
 			name:  "a transient driver error within a synchronous provision is tried again",
 			given: func(h *harness) { h.driver.on("begin", broker.KindProvision, transient(), done()) },
 			req:   provisionOf("i-1", planSync, false, ""),
@@ -128,10 +147,10 @@ func TestProvision(t *testing.T) {
 			},
 		},
 		{
-			name:  "a synchronous provision whose driver keeps failing transiently is an internal error, recorded as failed, with no instance left",
+			name:  "a synchronous provision whose driver keeps failing transiently is unavailable (503), recorded as failed, with no instance left",
 			given: func(h *harness) { h.driver.on("begin", broker.KindProvision, transient()) },
 			req:   provisionOf("i-1", planSync, false, ""),
-			code:  broker.CodeInternal,
+			code:  broker.CodeUnavailable,
 			then: func(t *testing.T, h *harness, _ broker.ProvisionResult) {
 				if n := h.driver.count("begin", broker.KindProvision); n != 4 {
 					t.Fatalf("%d begins, want 4 (the tries of one call within a request)", n)
@@ -140,7 +159,7 @@ func TestProvision(t *testing.T) {
 					t.Fatalf("instance %+v left behind", inst)
 				}
 				op := h.lastOp("i-1")
-				wantState(t, op, broker.OperationFailed, "could not complete it")
+				wantState(t, op, broker.OperationFailed, "This service's backend is unavailable (it did not answer as the broker needs), so the provision did not complete; try again later.")
 				if strings.Contains(op.Description, errTransient.Error()) {
 					t.Fatalf("description %q shows the driver's internal error", op.Description)
 				}

@@ -37,6 +37,10 @@ type Broker struct {
 	// Backoff is the first pause between tries of a driver call within a
 	// request, after a transient error; it doubles each time.
 	Backoff time.Duration
+	// SyncWait bounds how long a synchronous request waits for its change
+	// to be done (SyncWait when zero): it checks again only while the
+	// next check is due within SyncWait of its start.
+	SyncWait time.Duration
 }
 
 // New returns a Broker with default clock, ids, repair delay and backoff.
@@ -46,6 +50,7 @@ func New(c *catalog.Catalog, s Store, e Engine, d Drivers, logger *slog.Logger) 
 		NewID:       func() string { return uuid.Must(uuid.NewV7()).String() },
 		RepairAfter: 30 * time.Second,
 		Backoff:     Backoff,
+		SyncWait:    SyncWait,
 	}
 }
 
@@ -76,13 +81,30 @@ func (b *Broker) newOperation(kind OperationKind, instanceID, bindingID, planID 
 }
 
 // syncError is what a request answers when its synchronous change did not
-// succeed.
+// succeed. A permanent failure is 422 with the driver's description (the
+// target's, for a function): OSB gives 422 to an update "not supported or
+// that cannot currently be fulfilled", and it is the one status it lets
+// every endpoint answer for a refusal without a malformed request (400
+// would blame the platform's request, which was valid; 500 would blame the
+// broker). A change whose service's backend stayed unavailable or did not
+// complete in time is 503 with a description that says so: nothing the
+// platform sent was wrong, and it may try again. instance_usable and
+// update_repeatable go only with the operations the spec gives them to.
 func syncError(op Operation, err error) error {
 	var f *Failure
+	var u *unavailable
 	switch {
 	case errors.As(err, &f):
-		return &Error{Code: CodeUnprocessable, Description: f.Description,
-			InstanceUsable: f.InstanceUsable, UpdateRepeatable: f.UpdateRepeatable}
+		e := &Error{Code: CodeUnprocessable, Description: f.Description}
+		switch op.Kind {
+		case KindUpdate:
+			e.InstanceUsable, e.UpdateRepeatable = f.InstanceUsable, f.UpdateRepeatable
+		case KindDeprovision:
+			e.InstanceUsable = f.InstanceUsable
+		}
+		return e
+	case errors.As(err, &u):
+		return &Error{Code: CodeUnavailable, Description: u.description}
 	case errors.Is(err, ErrTakenOver):
 		// Another operation took over (a deprovision halted this
 		// provision, say): this request did not do what it asked.

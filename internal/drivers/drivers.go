@@ -49,6 +49,12 @@ type Kind struct {
 	Configure func(plan *catalog.Plan, config map[string]any, dir string) (any, error)
 	// New builds the driver, once, for every plan that names it.
 	New func(ctx context.Context, env Env) (broker.Driver, error)
+	// Ready, when set, checks at start what a plan's parsed settings need
+	// from where the broker runs (a secret's variable or file), which
+	// Configure cannot: the build of a bundle and cdk synth configure
+	// the catalog without that environment. A *catalog.SettingError names
+	// the key at fault.
+	Ready func(settings any, env Env) error
 	// Files, when set, lists the files a plan's parsed settings were read
 	// from (templates), relative to the catalog's directory: the Lambda
 	// bundles carry them beside the catalog.
@@ -90,6 +96,18 @@ func Build(ctx context.Context, cat *catalog.Catalog, env Env) (*Set, error) {
 	configured, err := configureAll(cat)
 	if err != nil {
 		return nil, err
+	}
+	var problems []string
+	for _, c := range configured {
+		if c.kind.Ready == nil {
+			continue
+		}
+		if err := c.kind.Ready(c.settings, env); err != nil {
+			problems = append(problems, problemLines(cat, c.plan, err)...)
+		}
+	}
+	if len(problems) > 0 {
+		return nil, errors.New(strings.Join(problems, "\n"))
 	}
 	s := &Set{byName: map[string]broker.Driver{}, plans: map[string]planDriver{}}
 	kinds := map[string]Kind{}
@@ -173,28 +191,33 @@ func configure(cat *catalog.Catalog, p *catalog.Plan) (Kind, any, error) {
 		if err == nil {
 			return k, settings, nil
 		}
-		// A driver may report several problems at once (errors.Join):
-		// one line each.
-		errs := []error{err}
-		if j, ok := err.(interface{ Unwrap() []error }); ok {
-			errs = j.Unwrap()
-		}
-		lines := make([]string, len(errs))
-		for i, e := range errs {
-			var se *catalog.SettingError
-			switch {
-			case errors.As(e, &se) && se.InPlan:
-				lines[i] = fmt.Sprintf("%s: %s.%s: %s", cat.Source, p.Settings.PlanPath(), se.Key, se.Problem)
-			case errors.As(e, &se):
-				lines[i] = fmt.Sprintf("%s: %s.%s: %s", cat.Source, p.Settings.Path, se.Key, se.Problem)
-			default:
-				lines[i] = fmt.Sprintf("%s: %s: %v", cat.Source, p.Settings.Path, e)
-			}
-		}
-		return k, nil, errors.New(strings.Join(lines, "\n"))
+		return k, nil, errors.New(strings.Join(problemLines(cat, p, err), "\n"))
 	}
 	return Kind{}, nil, fmt.Errorf("%s: %s.driver: no driver %q in this broker; the drivers are %s",
 		cat.Source, p.Settings.Path, name, strings.Join(Names(), ", "))
+}
+
+// problemLines are the lines of a plan's settings' problems, each naming
+// the catalog file, the plan's field and the problem; a driver may report
+// several at once (errors.Join).
+func problemLines(cat *catalog.Catalog, p *catalog.Plan, err error) []string {
+	errs := []error{err}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		errs = j.Unwrap()
+	}
+	lines := make([]string, len(errs))
+	for i, e := range errs {
+		var se *catalog.SettingError
+		switch {
+		case errors.As(e, &se) && se.InPlan:
+			lines[i] = fmt.Sprintf("%s: %s.%s: %s", cat.Source, p.Settings.PlanPath(), se.Key, se.Problem)
+		case errors.As(e, &se):
+			lines[i] = fmt.Sprintf("%s: %s.%s: %s", cat.Source, p.Settings.Path, se.Key, se.Problem)
+		default:
+			lines[i] = fmt.Sprintf("%s: %s: %v", cat.Source, p.Settings.Path, e)
+		}
+	}
+	return lines
 }
 
 // For returns the driver of a plan and the plan's settings for it.

@@ -88,6 +88,49 @@ func TestBuild(t *testing.T) {
 			}
 		})
 	}
+	t.Run("a function plan's secret that is not there stops the start, one line per plan, naming it", func(t *testing.T) {
+		dir := t.TempDir()
+		empty := filepath.Join(dir, "empty")
+		if err := os.WriteFile(empty, []byte(" \n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		cat := loadCatalog(t,
+			"driver: function\nurl: https://a.example\nsecret_env: SET_SECRET",
+			"driver: function\nurl: https://b.example\nsecret_env: UNSET_SECRET",
+			"driver: function\nurl: https://c.example\nsecret_file: "+filepath.Join(dir, "missing"),
+			"driver: function\nurl: https://d.example\nsecret_file: "+empty,
+			"driver: function\nfunction: my-fn")
+		getenv := func(k string) string {
+			if k == "SET_SECRET" {
+				return "s3cr3t"
+			}
+			return ""
+		}
+		_, err := Build(t.Context(), cat, Env{Getenv: getenv})
+		if err == nil {
+			t.Fatal("the broker started")
+		}
+		want := []string{
+			"my-catalog.yaml: services[0].plans[1].broker.secret_env: the variable UNSET_SECRET is not set (or empty) where the broker runs",
+			"my-catalog.yaml: services[0].plans[2].broker.secret_file: the file " + filepath.Join(dir, "missing") + " is unreadable: no such file or directory",
+			"my-catalog.yaml: services[0].plans[3].broker.secret_file: the file " + empty + " is empty",
+		}
+		lines := strings.Split(err.Error(), "\n")
+		if len(lines) != len(want) {
+			t.Fatalf("%d lines, want %d: %q", len(lines), len(want), err)
+		}
+		for i, w := range want {
+			if !strings.HasPrefix(lines[i], w) {
+				t.Errorf("line %q, want %q", lines[i], w)
+			}
+		}
+		if strings.Contains(err.Error(), "s3cr3t") {
+			t.Error("the error holds a secret")
+		}
+		if _, err := Files(cat); err != nil {
+			t.Errorf("Files (make build, cdk synth) needs the secrets: %v", err)
+		}
+	})
 	t.Run("Wrap replaces every driver", func(t *testing.T) {
 		cat := loadCatalog(t, "")
 		set, err := Build(t.Context(), cat, Env{})
@@ -116,7 +159,7 @@ func shipped(path string) string {
 
 func TestTheFunctionDriverSeesThePlansAsTheCatalogHasThem(t *testing.T) {
 	cat := loadCatalog(t, "driver: function\nurl: https://fn.example.com/osb\nsecret_env: FN_SECRET", "driver: demo")
-	set, err := Build(t.Context(), cat, Env{})
+	set, err := Build(t.Context(), cat, Env{Getenv: func(string) string { return "a-secret" }})
 	if err != nil {
 		t.Fatal(err)
 	}

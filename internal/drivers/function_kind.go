@@ -20,6 +20,13 @@ func functionKind() Kind {
 			}
 			return s, nil
 		},
+		Ready: func(settings any, env Env) error {
+			s, ok := settings.(*function.Settings)
+			if !ok || s == nil {
+				return nil
+			}
+			return s.Target.Ready(env.Getenv)
+		},
 		New: func(_ context.Context, env Env) (broker.Driver, error) {
 			d := function.New(env.Resources, env.AWS, env.Getenv, env.Logger)
 			if env.Settings != nil {

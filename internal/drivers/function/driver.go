@@ -353,10 +353,13 @@ func (d *Driver) ask(ctx context.Context, instanceID, name string, rec *record, 
 			return Answer{}, err
 		}
 	}
-	return a, answerError(a)
+	return a, Classify(errorOf(a))
 }
 
-// call sends one request and reads its answer, within the target's timeout.
+// call sends one request and reads its answer, within the target's
+// timeout. Its error is classified (Classify); a cleanup's includes the
+// answer's error, which ask reports for the other calls once it has kept
+// the answer's state.
 func (d *Driver) call(ctx context.Context, t Target, req Request) (Answer, error) {
 	body, err := json.Marshal(req)
 	if err != nil {
@@ -369,31 +372,57 @@ func (d *Driver) call(ctx context.Context, t Target, req Request) (Answer, error
 	cctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	raw, err := d.send(cctx, t, body)
-	if err != nil {
-		return Answer{}, err
+	if err != nil && ctx.Err() == nil && errors.Is(cctx.Err(), context.DeadlineExceeded) {
+		err = &timeoutError{Target: t, Timeout: timeout, Err: err}
 	}
-	a, err := DecodeAnswer(raw)
+	var a Answer
+	if err == nil {
+		a, err = DecodeAnswer(raw)
+		if err == nil {
+			err = checkResults(a, req)
+		}
+		if err != nil {
+			err = fmt.Errorf("%s: %w", t, err)
+		}
+	}
+	var malformed *MalformedError
+	if errors.As(err, &malformed) {
+		d.Logger.ErrorContext(ctx, "function target's answer breaks the protocol", "target", t.String(), "call", req.Call,
+			"problem", malformed.Problem)
+	}
 	if err != nil {
-		return Answer{}, fmt.Errorf("%s: %w", t, err)
+		return Answer{}, Classify(err)
 	}
 	if req.Call == CallCleanup {
-		err = answerError(a)
+		err = Classify(errorOf(a))
 	}
 	d.Logger.DebugContext(ctx, "function answered", "call", req.Call, "done", a.Done, "error", a.Error != nil)
 	return a, err
 }
 
-// answerError is the error an answer reports: permanent (*broker.Failure,
-// its description shown to the user) or transient.
-func answerError(a Answer) error {
-	switch {
-	case a.Error == nil:
+// checkResults refuses results the request's change cannot have: the
+// credentials and endpoints of a binding in an answer about an instance,
+// which the broker would otherwise drop in silence (OSB instances have
+// none), leaving the service's owner believing they reached the user.
+func checkResults(a Answer, req Request) error {
+	if a.Results == nil || req.Call == CallCleanup || req.Operation.Kind == broker.KindBind {
 		return nil
-	case a.Error.Kind == ErrorPermanent:
-		return &broker.Failure{Description: clip(a.Error.Description),
-			InstanceUsable: a.Error.InstanceUsable, UpdateRepeatable: a.Error.UpdateRepeatable}
 	}
-	return fmt.Errorf("the target reports a transient error: %s", clipTo(a.Error.Description, 200))
+	switch {
+	case len(a.Results.Credentials) > 0:
+		return &MalformedError{Problem: fmt.Sprintf("results.credentials in the answer of a %s: only a bind's answer may hold credentials", req.Operation.Kind)}
+	case len(a.Results.Endpoints) > 0:
+		return &MalformedError{Problem: fmt.Sprintf("results.endpoints in the answer of a %s: only a bind's answer may hold endpoints", req.Operation.Kind)}
+	}
+	return nil
+}
+
+// errorOf is the error an answer reports, for Classify.
+func errorOf(a Answer) error {
+	if a.Error == nil {
+		return nil
+	}
+	return &answerError{a.Error}
 }
 
 // progress turns an answer without error into the port's progress.

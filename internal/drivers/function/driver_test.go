@@ -288,31 +288,78 @@ func TestDriverReportsTheTargetsFailures(t *testing.T) {
 		name      string
 		params    string
 		permanent string // the description of a permanent failure; "" means transient
+		reason    string // a transient error's reason
 	}{
-		{"a permanent error fails the change with the target's description", `{"fail": "No capacity left in region 7."}`, "No capacity left in region 7."},
-		{"a transient error is retried", `{"fault": "transient"}`, ""},
-		{"a timeout is transient", `{"fault": "timeout"}`, ""},
-		{"a malformed answer is transient", `{"fault": "malformed"}`, ""},
-		{"an answer over the size limit is transient", `{"fault": "oversized"}`, ""},
-		{"an HTTP 500 is transient", `{"fault": "http500"}`, ""},
+		{"a permanent error fails the change with the target's description", `{"fail": "No capacity left in region 7."}`, "No capacity left in region 7.", ""},
+		{"a permanent error sent with HTTP 422 keeps its description", `{"status": 422, "answer": "{\"version\":2,\"error\":{\"kind\":\"permanent\",\"description\":\"Quota exceeded.\"}}"}`, "Quota exceeded.", ""},
+		{"a transient error is retried", `{"fault": "transient"}`, "", "it reports a transient error"},
+		{"a transient error sent with HTTP 409 is retried", `{"status": 409, "answer": "{\"version\":2,\"error\":{\"kind\":\"transient\",\"description\":\"Busy.\"}}"}`, "", "it reports a transient error"},
+		{"a timeout is transient", `{"fault": "timeout"}`, "", "no answer within 1s"},
+		{"an HTTP 500 is transient", `{"fault": "http500"}`, "", "HTTP 500"},
+		{"an HTTP 429 is transient", `{"status": 429, "answer": "slow down"}`, "", "HTTP 429"},
+		{"an HTTP 408 is transient", `{"status": 408, "answer": ""}`, "", "HTTP 408"},
+		{"an HTTP 503 with a permanent error is transient", `{"status": 503, "answer": "{\"version\":2,\"error\":{\"kind\":\"permanent\",\"description\":\"No.\"}}"}`, "", "HTTP 503"},
+		{"an HTTP 400 without an answer is permanent", `{"status": 400, "answer": "bad"}`, "This service's backend refused the broker's request (HTTP 400) without an answer of the function protocol. Ask the platform operator to check the plan's function settings.", ""},
+		{"an HTTP 404 with a done answer is permanent", `{"status": 404, "answer": "{\"version\":2,\"done\":true}"}`, "This service's backend refused the broker's request (HTTP 404) without an answer of the function protocol. Ask the platform operator to check the plan's function settings.", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t)
 			_, err := f.begin(f.change(broker.KindProvision, "op-1", true, tc.params))
 			var fail *broker.Failure
+			var transient *function.TransientError
 			switch {
 			case err == nil:
 				t.Fatal("no error")
 			case tc.permanent != "" && (!errors.As(err, &fail) || fail.Description != tc.permanent):
 				t.Fatalf("error %v, want the permanent failure %q", err, tc.permanent)
-			case tc.permanent == "" && errors.As(err, &fail):
-				t.Fatalf("error %v is permanent, want transient", err)
+			case tc.permanent == "" && (!errors.As(err, &transient) || transient.Reason != tc.reason):
+				t.Fatalf("error %v, want transient: %q", err, tc.reason)
 			}
 			if got := f.records(); len(got) != 1 {
 				t.Errorf("records %v: the record must precede the request, for the cleanup", got)
 			}
 		})
 	}
+	for _, tc := range []struct {
+		name, answer, kind, problem string
+	}{
+		{"not JSON", `Internal Server Error`, "provision", "not a JSON object"},
+		{"no version", `{"done":true}`, "provision", "version must be 1 or 2"},
+		{"done and error at once", `{"version":2,"done":true,"error":{"kind":"permanent","description":"No."}}`, "provision", "done and error at once"},
+		{"results while not done", `{"version":2,"results":{"dashboard_url":"https://x"}}`, "provision", "results while not done"},
+		{"a bad dashboard URL", `{"version":2,"done":true,"results":{"dashboard_url":"javascript:x"}}`, "provision", "results.dashboard_url must be an http(s) URL"},
+		{"a string for done", `{"version":2,"done":"yes"}`, "provision", "done must be of type bool"},
+		{"an unknown error kind", `{"version":2,"error":{"kind":"fatal","description":"No."}}`, "provision", `error.kind must be "permanent" or "transient"`},
+		{"credentials in a provision's answer", `{"version":2,"done":true,"results":{"credentials":{"k":"v"}}}`, "provision", "results.credentials in the answer of a provision: only a bind's answer may hold credentials"},
+		{"endpoints in an update's answer", `{"version":2,"done":true,"results":{"endpoints":[{"host":"h","ports":["1"]}]}}`, "update", "results.endpoints in the answer of a update: only a bind's answer may hold endpoints"},
+	} {
+		t.Run("a malformed answer is permanent and names the violation: "+tc.name, func(t *testing.T) {
+			f := newFixture(t)
+			params, _ := json.Marshal(map[string]any{"answer": tc.answer})
+			c := f.change(broker.KindProvision, "op-1", true, string(params))
+			if tc.kind == "update" {
+				c.Operation.Kind = broker.KindUpdate
+				c.Operation.Target = &broker.Target{Parameters: params}
+			}
+			_, err := f.begin(c)
+			want := "This service's backend sent the broker an answer that breaks the function protocol (" + tc.problem + "); retrying cannot help. The service's owner must fix the backend."
+			var fail *broker.Failure
+			if !errors.As(err, &fail) || fail.Description != want {
+				t.Fatalf("error %v, want the permanent failure %q", err, want)
+			}
+			if logs := f.logs.String(); !strings.Contains(logs, "breaks the protocol") || !strings.Contains(logs, tc.problem[:10]) || strings.Contains(logs, `"k":"v"`) {
+				t.Errorf("the log does not name the violation (or quotes the answer): %s", logs)
+			}
+		})
+	}
+	t.Run("an answer over the size limit is permanent", func(t *testing.T) {
+		f := newFixture(t)
+		_, err := f.begin(f.change(broker.KindProvision, "op-1", true, `{"fault": "oversized"}`))
+		var fail *broker.Failure
+		if !errors.As(err, &fail) || !strings.Contains(fail.Description, "over the limit of 65536 bytes") {
+			t.Fatalf("error %v, want a permanent failure naming the limit", err)
+		}
+	})
 	t.Run("a target that refuses the signature fails the change, and says so", func(t *testing.T) {
 		f := newFixture(t)
 		f.target.Secret = "another-secret"

@@ -90,9 +90,9 @@ func TestLambdaTransportWithStubbedResponses(t *testing.T) {
 			header: map[string]string{"X-Amzn-Errortype": "ResourceNotFoundException"}, body: `{"Type":"User","message":"Function not found"}`},
 		{name: "a broker that may not invoke the function is told so", status: 403, permanent: true,
 			header: map[string]string{"X-Amzn-Errortype": "AccessDeniedException"}, body: `{"message":"not authorized"}`},
-		{name: "an oversized payload is transient", status: 200,
+		{name: "an oversized payload is permanent: retrying cannot help", status: 200, permanent: true,
 			body: `{"version":1,"done":true,"description":"` + strings.Repeat("x", function.MaxAnswerBytes) + `"}`},
-		{name: "a payload that is not an answer is transient", status: 200, body: `"Simple Lambda happy path OK"`},
+		{name: "a payload that is not an answer is permanent", status: 200, permanent: true, body: `"Simple Lambda happy path OK"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			fake := &fakeLambda{status: tc.status, header: tc.header, body: tc.body}

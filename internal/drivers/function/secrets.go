@@ -124,7 +124,7 @@ func (d *Driver) secretClock() time.Time {
 func (d *Driver) readSecret(ctx context.Context, arn string) ([]byte, error) {
 	if d.Secrets == nil {
 		d.Logger.ErrorContext(ctx, "function target secret unreadable: the broker has no AWS configuration", "secret_arn", arn)
-		return nil, &broker.Failure{Description: misconfigured}
+		return nil, &broker.Failure{Description: misconfigured, Detail: "The secret " + arn + " is unreadable: the broker has no AWS configuration."}
 	}
 	api, err := d.Secrets(ctx)
 	if err != nil {
@@ -138,7 +138,8 @@ func (d *Driver) readSecret(ctx context.Context, arn string) ([]byte, error) {
 			case "ResourceNotFoundException", "AccessDeniedException", "AccessDenied", "DecryptionFailure",
 				"InvalidRequestException", "InvalidParameterException":
 				d.Logger.ErrorContext(ctx, "function target secret unreadable", "secret_arn", arn, "code", code)
-				return nil, &broker.Failure{Description: misconfigured}
+				return nil, &broker.Failure{Description: misconfigured,
+					Detail: fmt.Sprintf("The secret %s is unreadable (Secrets Manager answered %s): check that it exists and that the broker's roles may read and decrypt it.", arn, code)}
 			}
 		}
 		return nil, fmt.Errorf("read the secret %s: %w", arn, err)
@@ -151,7 +152,7 @@ func (d *Driver) readSecret(ctx context.Context, arn string) ([]byte, error) {
 	}
 	if len(value) == 0 {
 		d.Logger.ErrorContext(ctx, "function target secret missing: the secret is empty", "secret_arn", arn)
-		return nil, &broker.Failure{Description: misconfigured}
+		return nil, &broker.Failure{Description: misconfigured, Detail: "The secret " + arn + " is empty."}
 	}
 	return value, nil
 }

@@ -1,10 +1,13 @@
 package function
 
 import (
+	"bytes"
+	"errors"
 	"maps"
 	"math"
 	"net"
 	"net/url"
+	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -64,6 +67,31 @@ type Target struct {
 	// Protocol is the protocol's version the target speaks (Version1 or
 	// Version2); zero is DefaultVersion.
 	Protocol int `json:"protocol,omitempty"`
+}
+
+// Ready checks at start that the secret of an HTTP target is there: the
+// variable set, the file readable and not empty (a secret in Secrets
+// Manager is read on first use, when the broker has its AWS access). It
+// never reads the secret into a message.
+func (t Target) Ready(getenv func(string) string) error {
+	switch {
+	case t.SecretEnv != "":
+		if getenv == nil {
+			getenv = os.Getenv
+		}
+		if getenv(t.SecretEnv) == "" {
+			return catalog.Settingf(KeySecretEnv, "the variable %s is not set (or empty) where the broker runs: set it to the secret the target checks signatures with", t.SecretEnv)
+		}
+	case t.SecretFile != "":
+		data, err := os.ReadFile(t.SecretFile)
+		switch {
+		case err != nil:
+			return catalog.Settingf(KeySecretFile, "the file %s is unreadable: %v", t.SecretFile, errors.Unwrap(err))
+		case len(bytes.TrimSpace(data)) == 0:
+			return catalog.Settingf(KeySecretFile, "the file %s is empty: put the secret the target checks signatures with in it", t.SecretFile)
+		}
+	}
+	return nil
 }
 
 // version is the protocol's version of the requests to t.

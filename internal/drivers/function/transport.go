@@ -32,9 +32,8 @@ var _ LambdaAPI = (*lambda.Client)(nil)
 // operator can fix; the log line says what is wrong.
 const misconfigured = "The broker cannot reach this service's backend: it is not configured to. Ask the platform operator to check the plan's function settings."
 
-// send delivers one request's body to t and returns the raw answer. A
-// *broker.Failure is permanent (retrying cannot help); every other error
-// is transient.
+// send delivers one request's body to t and returns the raw answer; its
+// errors are sorted by Classify.
 func (d *Driver) send(ctx context.Context, t Target, body []byte) ([]byte, error) {
 	if t.Function != "" {
 		return d.invoke(ctx, t, body)
@@ -88,7 +87,7 @@ func (d *Driver) postSigned(ctx context.Context, t Target, body, secret []byte) 
 	resp, err := d.HTTP.Do(req)
 	if err != nil {
 		if ctx.Err() != nil {
-			return nil, fmt.Errorf("%s did not answer in time: %w", t, ctx.Err())
+			return nil, ctx.Err() // call names the timeout
 		}
 		return nil, fmt.Errorf("call %s: %w", t, unwrapURLError(err))
 	}
@@ -104,14 +103,20 @@ func (d *Driver) postSigned(ctx context.Context, t Target, body, secret []byte) 
 		}
 		return raw, nil
 	case code == http.StatusUnauthorized || code == http.StatusForbidden:
+		// The body is neither read nor logged: whoever refuses may say
+		// anything in it.
 		d.Logger.ErrorContext(ctx, "function target refused the broker's signature: its secret and the broker's differ", "target", t.URL, "status", code)
 		return nil, &refusedError{broker.Failure{Description: fmt.Sprintf("This service's backend refused the broker's request (HTTP %d): the broker's credentials for it are not the ones it expects. Ask the platform operator to check the plan's secret.", code)}}
-	case code == http.StatusRequestTimeout || code == http.StatusTooManyRequests || code >= 500:
-		return nil, fmt.Errorf("%s answered HTTP %d", t, code)
-	default:
-		d.Logger.ErrorContext(ctx, "function target refused the request", "target", t.URL, "status", code)
-		return nil, &broker.Failure{Description: fmt.Sprintf("This service's backend refused the broker's request (HTTP %d). Ask the platform operator to check the plan's function settings.", code)}
+	case transientStatus(code):
+		return nil, &StatusError{Target: t, Code: code}
 	}
+	// Another 4xx: a target may send its error answer with it (a permanent
+	// error with 422, say), which is then read as sent with 200.
+	if a, err := DecodeAnswer(raw); err == nil && a.Error != nil {
+		return raw, nil
+	}
+	d.Logger.ErrorContext(ctx, "function target refused the request", "target", t.URL, "status", resp.StatusCode)
+	return nil, &StatusError{Target: t, Code: resp.StatusCode}
 }
 
 // unwrapURLError drops net/http's "Post "URL": " prefix, which repeats the
@@ -138,7 +143,7 @@ func (d *Driver) secret(ctx context.Context, t Target, fresh bool) (value []byte
 	case t.SecretEnv != "":
 		if s = d.Getenv(t.SecretEnv); s == "" {
 			d.Logger.ErrorContext(ctx, "function target secret missing: the variable is not set", "variable", t.SecretEnv)
-			return nil, false, &broker.Failure{Description: misconfigured}
+			return nil, false, &broker.Failure{Description: misconfigured, Detail: "The variable " + t.SecretEnv + ", which holds the plan's secret, is not set."}
 		}
 	case t.SecretFile != "":
 		data, err := os.ReadFile(t.SecretFile)
@@ -148,7 +153,7 @@ func (d *Driver) secret(ctx context.Context, t Target, fresh bool) (value []byte
 				reason = err.Error()
 			}
 			d.Logger.ErrorContext(ctx, "function target secret missing: the file is unreadable", "file", t.SecretFile, "error", reason)
-			return nil, false, &broker.Failure{Description: misconfigured}
+			return nil, false, &broker.Failure{Description: misconfigured, Detail: "The file " + t.SecretFile + ", which holds the plan's secret, is unreadable: " + reason + "."}
 		}
 		s = string(bytes.TrimSpace(data))
 	default:
@@ -174,7 +179,7 @@ func (d *Driver) invoke(ctx context.Context, t Target, body []byte) ([]byte, err
 	})
 	if err != nil {
 		if ctx.Err() != nil {
-			return nil, fmt.Errorf("%s did not answer in time: %w", t, ctx.Err())
+			return nil, ctx.Err() // call names the timeout
 		}
 		return nil, d.classifyLambda(ctx, t, err)
 	}
@@ -185,7 +190,8 @@ func (d *Driver) invoke(ctx context.Context, t Target, body []byte) ([]byte, err
 			ErrorType string `json:"errorType"`
 		}
 		_ = json.Unmarshal(out.Payload, &e)
-		return nil, fmt.Errorf("%s failed (%s): %s", t, aws.ToString(out.FunctionError), clipTo(e.ErrorType, 100))
+		return nil, &TransientError{Reason: fmt.Sprintf("the Lambda function failed (%s)", aws.ToString(out.FunctionError)),
+			Err: fmt.Errorf("%s failed (%s): %s", t, aws.ToString(out.FunctionError), clipTo(e.ErrorType, 100))}
 	}
 	if len(out.Payload) > MaxAnswerBytes {
 		return nil, fmt.Errorf("%s: %w", t, &MalformedError{Problem: fmt.Sprintf("%d bytes, over the limit of %d", len(out.Payload), MaxAnswerBytes)})
@@ -212,7 +218,7 @@ func (d *Driver) classifyLambda(ctx context.Context, t Target, err error) error 
 		d.Logger.ErrorContext(ctx, "the function target refused the request", "function", t.Function, "code", code)
 		return &broker.Failure{Description: fmt.Sprintf("This service's backend (a Lambda function) refused the broker's request (%s). Ask the platform operator.", code)}
 	}
-	return fmt.Errorf("invoke %s: %w", t, err)
+	return &TransientError{Reason: "Lambda answered " + ae.ErrorCode(), Err: fmt.Errorf("invoke %s: %w", t, err)}
 }
 
 func clipTo(s string, n int) string {

@@ -14,7 +14,10 @@
 //     instance's labels and attributes);
 //   - "fault": "timeout", "malformed", "oversized", "transient" or "http500"
 //     on every request of the operation, or the same with "-once" (e.g.
-//     "timeout-once") on its first request only.
+//     "timeout-once") on its first request only;
+//   - "answer" (a string) and "status" (a number, 200 by default): the body
+//     and HTTP status of every answer of the operation but a cleanup's, as
+//     they are (the classification's table).
 package functiontest
 
 import (
@@ -205,6 +208,16 @@ func (t *Target) serve(w http.ResponseWriter, r *http.Request) {
 	fault := t.fault(req)
 	t.mu.Unlock()
 
+	if raw, ok := params(req)["answer"].(string); ok && req.Call != function.CallCleanup {
+		status := http.StatusOK
+		if n, ok := params(req)["status"].(float64); ok {
+			status = int(n)
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(status)
+		_, _ = io.WriteString(w, raw)
+		return
+	}
 	switch fault {
 	case "timeout":
 		<-r.Context().Done() // until the broker gives up
