@@ -91,6 +91,9 @@ func Build(ctx context.Context, cat *catalog.Catalog, env Env) (*Set, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := checkLockAtStart(cat, configured); err != nil {
+		return nil, err
+	}
 	s := &Set{byName: map[string]broker.Driver{}, plans: map[string]planDriver{}}
 	kinds := map[string]Kind{}
 	for _, c := range configured {
