@@ -94,7 +94,7 @@ func (b *builder) services() {
 	stacks := []*string{token(b.stack, b.stacksARN())}
 	b.workerRole.AddToPrincipalPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 		Sid:       jsii.String("ChangeServiceStacks"),
-		Actions:   jsii.Strings("cloudformation:CreateStack", "cloudformation:UpdateStack", "cloudformation:DeleteStack"),
+		Actions:   jsii.Strings("cloudformation:CreateStack", "cloudformation:UpdateStack", "cloudformation:DeleteStack", "cloudformation:CreateChangeSet"),
 		Resources: &stacks,
 		Conditions: &map[string]any{
 			"StringEquals": map[string]any{"cloudformation:RoleArn": b.serviceRole.RoleArn()},
@@ -104,6 +104,13 @@ func (b *builder) services() {
 	// as the caller's TagResource (and UntagResource on an update).
 	b.workerRole.AddToPrincipalPolicy(statement("TagServiceStacks",
 		[]string{"cloudformation:TagResource", "cloudformation:UntagResource"}, stacks...))
+	// Every update goes through a change set (created under the service
+	// role, above), which the worker reads, executes or deletes, after
+	// reading the template the stack runs and setting the stack policy of
+	// the one it moves to.
+	b.workerRole.AddToPrincipalPolicy(statement("ChangeSetsOfServiceStacks",
+		[]string{"cloudformation:DescribeChangeSet", "cloudformation:ExecuteChangeSet", "cloudformation:DeleteChangeSet",
+			"cloudformation:SetStackPolicy", "cloudformation:GetTemplate"}, stacks...))
 	b.workerRole.AddToPrincipalPolicy(statement("ReadServiceStacks",
 		[]string{"cloudformation:DescribeStacks", "cloudformation:DescribeStackEvents", "cloudformation:DescribeStackResources"},
 		stacks...))

@@ -101,6 +101,12 @@ type Instance struct {
 	// InstanceRequest is what the provision request said of the instance,
 	// as updates have changed it since.
 	InstanceRequest
+	// PlanDigest is the digest of the plan's templates and fixed
+	// parameters that the instance runs (PlanVersion), with its
+	// maintenance_info version: an update that keeps both keeps the
+	// instance on the template it runs. Empty for a plan whose driver has
+	// no such digest, and for instances made before the broker kept it.
+	PlanDigest   string           `json:"plan_digest,omitempty"`
 	DashboardURL string           `json:"dashboard_url,omitempty"`
 	Metadata     InstanceMetadata `json:"metadata"`
 	State        InstanceState    `json:"state"`
@@ -172,6 +178,10 @@ type Target struct {
 	Parameters      json.RawMessage  `json:"parameters,omitempty"`
 	Context         json.RawMessage  `json:"context,omitempty"`
 	MaintenanceInfo *MaintenanceInfo `json:"maintenance_info,omitempty"`
+	// PlanDigest is the digest of the templates the update moves the
+	// instance to (an upgrade or a plan change); empty: the instance stays
+	// on those it runs. The broker sets it, not the request.
+	PlanDigest string `json:"plan_digest,omitempty"`
 }
 
 // Operation is one provision, update, deprovision, bind or unbind. Item key:

@@ -604,6 +604,16 @@ type AcceptedParameters interface {
 	AcceptedParameters(kind catalog.SchemaKind) []string
 }
 
+// Versioned is implemented by the settings of a plan whose driver deploys
+// what the catalog ships (the CloudFormation driver's templates and fixed
+// parameters): PlanDigest identifies it. With the plan's maintenance_info
+// version it is the version of the plan an instance runs
+// (Instance.PlanDigest); the catalog's lock file (internal/drivers) holds
+// a plan's digest to its version.
+type Versioned interface {
+	PlanDigest() string
+}
+
 // InMemory is implemented by a driver whose changes live only in the
 // records it hands back (Progress.Records): its Begin touches nothing
 // outside the broker, so it may run before the broker takes a hold, and a

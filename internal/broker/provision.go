@@ -55,6 +55,7 @@ func (b *Broker) Provision(ctx context.Context, d ProvisionDetails) (ProvisionRe
 	}
 	op := b.newOperation(KindProvision, d.InstanceID, "", d.PlanID, isAsync)
 	inst := d.instance(plan)
+	inst.PlanDigest = b.planDigest(plan)
 	op.Fingerprint = inst.Fingerprint
 	inst.State, inst.Op, inst.LastOp = InstanceProvisioning, op.ID, op.ID
 	inst.Version, inst.CreatedAt, inst.UpdatedAt = 1, op.CreatedAt, op.CreatedAt

@@ -100,6 +100,9 @@ func (b *Broker) update(ctx context.Context, d UpdateDetails) (UpdateResult, err
 	if target.MaintenanceInfo == nil && plan != current {
 		target.MaintenanceInfo = planMaintenanceInfo(plan)
 	}
+	if target.MovesTemplate(inst) {
+		target.PlanDigest = b.planDigest(plan)
+	}
 
 	switch {
 	case inst.State == InstanceFailed:
@@ -178,6 +181,9 @@ func noop(inst Instance, t Target) bool {
 
 // Apply returns inst with the target's changes applied.
 func (t Target) Apply(inst Instance) Instance {
+	if t.MovesTemplate(inst) {
+		inst.PlanDigest = t.PlanDigest
+	}
 	if t.PlanID != "" {
 		inst.PlanID = t.PlanID
 	}
@@ -192,6 +198,30 @@ func (t Target) Apply(inst Instance) Instance {
 	}
 	inst.Fingerprint = inst.requestFingerprint()
 	return inst
+}
+
+// MovesTemplate reports whether the update moves inst to the templates of
+// the plan as the catalog has them now: a plan change, or an upgrade (a
+// maintenance_info version other than the one inst runs). Any other update
+// keeps inst on the templates it runs, whatever the catalog ships since.
+func (t Target) MovesTemplate(inst Instance) bool {
+	if t.PlanID != "" && t.PlanID != inst.PlanID {
+		return true
+	}
+	return t.MaintenanceInfo != nil && (inst.MaintenanceInfo == nil || t.MaintenanceInfo.Version != inst.MaintenanceInfo.Version)
+}
+
+// planDigest is the digest of what plan p deploys now, when its driver
+// has one (Versioned).
+func (b *Broker) planDigest(p *catalog.Plan) string {
+	if b.Drivers == nil {
+		return ""
+	}
+	_, settings, _ := b.Drivers.For(p)
+	if v, ok := settings.(Versioned); ok {
+		return v.PlanDigest()
+	}
+	return ""
 }
 
 // target is what d asks to change. A new field of UpdateDetails that an

@@ -109,6 +109,9 @@ func Build(ctx context.Context, cat *catalog.Catalog, env Env) (*Set, error) {
 	if len(problems) > 0 {
 		return nil, errors.New(strings.Join(problems, "\n"))
 	}
+	if err := checkLockAtStart(cat, configured); err != nil {
+		return nil, err
+	}
 	s := &Set{byName: map[string]broker.Driver{}, plans: map[string]planDriver{}}
 	kinds := map[string]Kind{}
 	for _, c := range configured {

@@ -37,6 +37,13 @@ type API interface {
 	DescribeStacks(ctx context.Context, in *cfn.DescribeStacksInput, optFns ...func(*cfn.Options)) (*cfn.DescribeStacksOutput, error)
 	DescribeStackResources(ctx context.Context, in *cfn.DescribeStackResourcesInput, optFns ...func(*cfn.Options)) (*cfn.DescribeStackResourcesOutput, error)
 	DescribeStackEvents(ctx context.Context, in *cfn.DescribeStackEventsInput, optFns ...func(*cfn.Options)) (*cfn.DescribeStackEventsOutput, error)
+	// Updates go through change sets (changeset.go).
+	CreateChangeSet(ctx context.Context, in *cfn.CreateChangeSetInput, optFns ...func(*cfn.Options)) (*cfn.CreateChangeSetOutput, error)
+	DescribeChangeSet(ctx context.Context, in *cfn.DescribeChangeSetInput, optFns ...func(*cfn.Options)) (*cfn.DescribeChangeSetOutput, error)
+	ExecuteChangeSet(ctx context.Context, in *cfn.ExecuteChangeSetInput, optFns ...func(*cfn.Options)) (*cfn.ExecuteChangeSetOutput, error)
+	DeleteChangeSet(ctx context.Context, in *cfn.DeleteChangeSetInput, optFns ...func(*cfn.Options)) (*cfn.DeleteChangeSetOutput, error)
+	SetStackPolicy(ctx context.Context, in *cfn.SetStackPolicyInput, optFns ...func(*cfn.Options)) (*cfn.SetStackPolicyOutput, error)
+	GetTemplate(ctx context.Context, in *cfn.GetTemplateInput, optFns ...func(*cfn.Options)) (*cfn.GetTemplateOutput, error)
 }
 
 var _ API = (*cfn.Client)(nil)
@@ -135,6 +142,9 @@ type record struct {
 	// Created: the stack's creation completed, so its Outputs may be handed
 	// to bindings (a failed update later leaves them as they were).
 	Created bool `json:"created,omitempty"`
+	// ChangeSet is the change set of Op's update (its id, or its name
+	// when a retried call found it made), until it is executed or deleted.
+	ChangeSet string `json:"change_set,omitempty"`
 	// DeleteTries counts Op's DeleteStack calls.
 	DeleteTries int `json:"delete_tries,omitempty"`
 	// Outputs are an instance stack's outputs, which its bindings take. A
@@ -289,11 +299,15 @@ func (d *Driver) startCreate(ctx context.Context, c broker.Change, s *Settings, 
 		TemplateBody:       aws.String(t.Body),
 		Capabilities:       capabilities,
 		ClientRequestToken: aws.String(rec.Token),
+		// Every stack the broker makes denies replacing or deleting what
+		// holds data, to the broker's updates and to anyone else's.
+		StackPolicyBody: aws.String(stackPolicy(t, nil)),
 	}
 	if d.Deployment.RoleARN != "" {
 		in.RoleARN = aws.String(d.Deployment.RoleARN)
 	}
 	if name == instanceRecord {
+		in.StackPolicyBody = aws.String(stackPolicy(t, s.AllowReplacement))
 		given, err := requestParameters(c.Instance.Parameters, t, s.AcceptedParameters(catalog.InstanceCreate))
 		if err != nil {
 			return err
@@ -386,7 +400,7 @@ func (d *Driver) update(ctx context.Context, c broker.Change, s *Settings) (brok
 	}
 	if rec.Op != c.Operation.ID {
 		rec.Op, rec.Kind, rec.Token = c.Operation.ID, c.Operation.Kind, token("update", c.Operation.ID)
-		rec.Started, rec.Complete, rec.DeleteTries = false, false, 0
+		rec.Started, rec.Complete, rec.DeleteTries, rec.ChangeSet = false, false, 0, ""
 		if err := d.put(ctx, c.Instance.ID, instanceRecord, rec); err != nil {
 			return broker.Progress{}, err
 		}
@@ -415,11 +429,14 @@ func (d *Driver) update(ctx context.Context, c broker.Change, s *Settings) (brok
 		}
 	}
 	if !rec.Started {
-		done, err := d.startUpdate(ctx, c, s, &rec, stack)
+		done, busy, err := d.startUpdate(ctx, c, s, &rec, stack)
 		if err != nil || done {
 			return broker.Progress{Done: done, DashboardURL: rec.Outputs[DashboardOutput]}, err
 		}
-		if !rec.Started {
+		switch {
+		case !rec.Started && !busy:
+			return broker.Progress{RetryAfter: retryAfter(c), Description: "Working out what the update changes."}, nil
+		case !rec.Started:
 			return broker.Progress{RetryAfter: retryAfter(c),
 				Description: "Waiting for the stack's current change to finish before updating it."}, nil
 		}
@@ -456,51 +473,6 @@ func (d *Driver) update(ctx context.Context, c broker.Change, s *Settings) (brok
 		return broker.Progress{}, &broker.Failure{Description: fmt.Sprintf(
 			"The stack %s is %s, not updated: it was changed outside the broker.", rec.StackName, status)}
 	}
-}
-
-// startUpdate asks CloudFormation for the update, once. It reports done
-// when there is nothing to change.
-func (d *Driver) startUpdate(ctx context.Context, c broker.Change, s *Settings, rec *record, stack *types.Stack) (bool, error) {
-	var given map[string]string
-	if c.Operation.Target != nil {
-		var err error
-		if given, err = requestParameters(c.Operation.Target.Parameters, s.Template, s.AcceptedParameters(catalog.InstanceUpdate)); err != nil {
-			return false, err
-		}
-	}
-	in := &cfn.UpdateStackInput{
-		StackName:          stack.StackId,
-		TemplateBody:       aws.String(s.Template.Body),
-		Parameters:         updateParameters(s.Template, merge(s.Template, given, s.Parameters, d.deployed(s.Template)), stack.Parameters),
-		Capabilities:       capabilities,
-		ClientRequestToken: aws.String(rec.Token),
-		Tags:               instanceTags(c, rec.CreatedBy),
-	}
-	if d.Deployment.RoleARN != "" {
-		in.RoleARN = aws.String(d.Deployment.RoleARN)
-	}
-	_, err := d.API.UpdateStack(ctx, in)
-	switch {
-	case err == nil, isTokenUsed(err):
-	case isNoUpdates(err):
-		rec.Started, rec.Complete, rec.Outputs = true, true, outputs(stack)
-		return true, d.put(ctx, c.Instance.ID, instanceRecord, *rec)
-	case isBusy(err):
-		// Busy with this very update (a retried call whose token
-		// CloudFormation did not match), or with another change: wait.
-		mine, err := d.startedWith(ctx, stack, rec.Token)
-		if err != nil || !mine {
-			return false, err
-		}
-	default:
-		return false, classify("update the stack", err)
-	}
-	rec.Started = true
-	if err := d.put(ctx, c.Instance.ID, instanceRecord, *rec); err != nil {
-		return false, err
-	}
-	d.Logger.InfoContext(ctx, "stack update started", "stack", rec.StackName)
-	return false, nil
 }
 
 // updating says which resources an update is changing.

@@ -403,13 +403,16 @@ func TestTransientErrors(t *testing.T) {
 }
 
 func TestUpdate(t *testing.T) {
+	// An upgrade: the plan's maintenance_info version moved, so the
+	// stack moves to the plan's current template.
 	update := func(h *harness) broker.Change {
 		c := h.change(broker.KindUpdate, "op-update")
-		c.Operation.Target = &broker.Target{Parameters: json.RawMessage(`{"Size":7,"Subnets":["a","b"]}`)}
+		c.Operation.Target = &broker.Target{Parameters: json.RawMessage(`{"Size":7,"Subnets":["a","b"]}`),
+			MaintenanceInfo: &broker.MaintenanceInfo{Version: "2.0.0"}}
 		return c
 	}
 
-	t.Run("parameters the update does not set keep their previous values", func(t *testing.T) {
+	t.Run("parameters the upgrade does not set keep their previous values", func(t *testing.T) {
 		h := newHarness(t, false)
 		h.provisioned()
 		c := update(h)
@@ -430,8 +433,8 @@ func TestUpdate(t *testing.T) {
 				t.Errorf("parameter %s = %q, want %q", k, got[k], v)
 			}
 		}
-		if aws.ToString(in.ClientRequestToken) != token("update", "op-update") || aws.ToString(in.TemplateBody) != instanceTemplate {
-			t.Errorf("token %q", aws.ToString(in.ClientRequestToken))
+		if aws.ToString(in.ClientToken) != token("update", "op-update") || aws.ToString(in.TemplateBody) != instanceTemplate {
+			t.Errorf("token %q", aws.ToString(in.ClientToken))
 		}
 	})
 
@@ -499,11 +502,11 @@ func TestUpdate(t *testing.T) {
 		h.cfn.set(h.instanceStack(), types.StackStatusUpdateCompleteCleanupInProgress, "")
 		c := update(h)
 		p, err := h.driver.Begin(h.ctx, h.fresh(c))
-		if err != nil || p.Done || h.cfn.count("UpdateStack") != 0 {
-			t.Fatalf("begin: %+v %v, %d UpdateStack calls", p, err, h.cfn.count("UpdateStack"))
+		if err != nil || p.Done || h.cfn.count("ExecuteChangeSet") != 0 {
+			t.Fatalf("begin: %+v %v, %d ExecuteChangeSet calls", p, err, h.cfn.count("ExecuteChangeSet"))
 		}
 		h.cfn.set(h.instanceStack(), types.StackStatusUpdateComplete, "")
-		if p, err := h.driver.Check(h.ctx, h.fresh(c)); err != nil || p.Done || h.cfn.count("UpdateStack") != 1 {
+		if p, err := h.driver.Check(h.ctx, h.fresh(c)); err != nil || p.Done || h.cfn.count("ExecuteChangeSet") != 1 {
 			t.Fatalf("check: %+v %v", p, err)
 		}
 	})
@@ -518,8 +521,8 @@ func TestUpdate(t *testing.T) {
 		}
 		// The stack is UPDATE_IN_PROGRESS, with this token on its event.
 		p, err := h.driver.Check(h.ctx, h.fresh(c))
-		if err != nil || p.Done || h.cfn.count("UpdateStack") != 1 {
-			t.Fatalf("check: %+v %v, %d UpdateStack calls", p, err, h.cfn.count("UpdateStack"))
+		if err != nil || p.Done || h.cfn.count("ExecuteChangeSet") != 1 {
+			t.Fatalf("check: %+v %v, %d ExecuteChangeSet calls", p, err, h.cfn.count("ExecuteChangeSet"))
 		}
 		if rec, _ := h.record(instanceRecord); !rec.Started {
 			t.Errorf("record %+v", rec)
@@ -530,12 +533,12 @@ func TestUpdate(t *testing.T) {
 		h := newHarness(t, false)
 		h.provisioned()
 		c := update(h)
-		h.cfn.failNext("UpdateStack", apiErr("ValidationError", "Stack:x is in UPDATE_IN_PROGRESS state and can not be updated."))
+		h.cfn.failNext("ExecuteChangeSet", apiErr("ValidationError", "Stack:x is in UPDATE_IN_PROGRESS state and can not be updated."))
 		p, err := h.driver.Begin(h.ctx, h.fresh(c))
 		if err != nil || p.Done || !strings.Contains(p.Description, "Waiting") {
 			t.Fatalf("begin: %+v %v", p, err)
 		}
-		if p, err := h.driver.Check(h.ctx, h.fresh(c)); err != nil || p.Done || h.cfn.count("UpdateStack") != 2 {
+		if p, err := h.driver.Check(h.ctx, h.fresh(c)); err != nil || p.Done || h.cfn.count("ExecuteChangeSet") != 2 {
 			t.Fatalf("check: %+v %v", p, err)
 		}
 	})

@@ -27,12 +27,6 @@ func isNotFound(err error) bool {
 	return code == "ValidationError" && strings.Contains(msg, "does not exist")
 }
 
-// isNoUpdates: an UpdateStack that would change nothing.
-func isNoUpdates(err error) bool {
-	code, msg, _ := apiError(err)
-	return code == "ValidationError" && strings.Contains(msg, "No updates are to be performed")
-}
-
 // isAlreadyExists: CreateStack of a name that is taken.
 func isAlreadyExists(err error) bool {
 	code, _, _ := apiError(err)

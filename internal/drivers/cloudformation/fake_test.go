@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -28,8 +27,14 @@ type fakeStacks struct {
 	errs map[string][]error
 	// calls counts calls by method.
 	calls map[string]int
-	// noUpdates makes UpdateStack answer "No updates are to be performed".
+	// noUpdates makes UpdateStack answer "No updates are to be performed",
+	// and a change set fail for want of changes.
 	noUpdates bool
+	// changeSets are the change sets not deleted; changes are what each
+	// says it would do; changeSetPending keeps them CREATE_IN_PROGRESS.
+	changeSets       []*fakeChangeSet
+	changes          []types.Change
+	changeSetPending bool
 	// eventPage is how many events DescribeStackEvents returns a page.
 	eventPage int
 	clock     time.Time
@@ -40,8 +45,10 @@ type fakeStack struct {
 	resources []types.StackResource
 	events    []types.StackEvent // newest first
 	create    *cfn.CreateStackInput
-	updates   []*cfn.UpdateStackInput
+	updates   []*cfn.CreateChangeSetInput // executed change sets
 	deletes   []*cfn.DeleteStackInput
+	policy    string // set by SetStackPolicy
+	template  string // the template GetTemplate answers, when the test sets one
 }
 
 var _ API = (*fakeStacks)(nil)
@@ -205,26 +212,8 @@ func (f *fakeStacks) CreateStack(_ context.Context, in *cfn.CreateStackInput, _ 
 	return &cfn.CreateStackOutput{StackId: s.stack.StackId}, nil
 }
 
-func (f *fakeStacks) UpdateStack(_ context.Context, in *cfn.UpdateStackInput, _ ...func(*cfn.Options)) (*cfn.UpdateStackOutput, error) {
-	if err := f.enter("UpdateStack"); err != nil {
-		return nil, err
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	name := aws.ToString(in.StackName)
-	s := f.find(name)
-	switch {
-	case s == nil:
-		return nil, notExist(name)
-	case strings.HasSuffix(string(s.stack.StackStatus), "_IN_PROGRESS"):
-		return nil, apiErr("ValidationError", fmt.Sprintf("Stack:%s is in %s state and can not be updated.", name, s.stack.StackStatus))
-	case f.noUpdates:
-		return nil, apiErr("ValidationError", "No updates are to be performed.")
-	}
-	s.updates = append(s.updates, in)
-	s.stack.StackStatus = types.StackStatusUpdateInProgress
-	f.eventLocked(s, aws.ToString(s.stack.StackName), stackType, types.ResourceStatusUpdateInProgress, "User Initiated", aws.ToString(in.ClientRequestToken))
-	return &cfn.UpdateStackOutput{StackId: s.stack.StackId}, nil
+func (f *fakeStacks) UpdateStack(context.Context, *cfn.UpdateStackInput, ...func(*cfn.Options)) (*cfn.UpdateStackOutput, error) {
+	return nil, f.enter("UpdateStack") // the driver updates through change sets
 }
 
 func (f *fakeStacks) DeleteStack(_ context.Context, in *cfn.DeleteStackInput, _ ...func(*cfn.Options)) (*cfn.DeleteStackOutput, error) {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -243,5 +244,72 @@ func physicalIDs(t *testing.T, client *cfn.Client, name string) {
 	}
 	if made == 0 {
 		t.Fatalf("stack %s has no resources", name)
+	}
+}
+
+// On moto: every stack the driver makes has the stack policy; an upgrade
+// moves the stack to the plan's changed template (GetTemplate), a
+// parameter-only update keeps the one it runs.
+func TestVersionsInMoto(t *testing.T) {
+	ctx := context.Background()
+	client := cfn.NewFromConfig(mototest.Config(t, "us-east-1"))
+	plan, dir := shippedPlan(t, "s3-bucket")
+	v1, err := Configure(plan, plan.Settings.Config, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v2 := *v1
+	changed := *v1.Template
+	changed.Body = v1.Template.Body + "\n# v2: a comment is a new template\n"
+	v2.Template = &changed
+	store, err := bolt.Open(filepath.Join(t.TempDir(), "db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	d := New(client, store, Deployment{StackPrefix: "osbtest"}, nil)
+
+	instance := func(name string) broker.Instance {
+		return broker.Instance{ID: mototest.Name(name), InstanceRequest: broker.InstanceRequest{ServiceID: "svc", PlanID: "plan",
+			Parameters:      json.RawMessage(`{"Versioning":"Enabled","NoncurrentVersionExpirationDays":30,"Encryption":"SSE-S3"}`),
+			MaintenanceInfo: &broker.MaintenanceInfo{Version: "1.0.0"}}}
+	}
+	change := func(inst broker.Instance, s *Settings, kind broker.OperationKind, opID string, target *broker.Target) broker.Change {
+		return broker.Change{Operation: broker.Operation{ID: opID, InstanceID: inst.ID, Kind: kind, Async: true, Target: target},
+			Instance: inst, Plan: &catalog.Plan{ID: inst.PlanID, Name: "standard"}, Settings: s}
+	}
+	template := func(inst broker.Instance) string {
+		out, err := client.GetTemplate(ctx, &cfn.GetTemplateInput{StackName: aws.String(InstanceStackName("osbtest", inst.ID))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return aws.ToString(out.TemplateBody)
+	}
+
+	upgraded, kept := instance("upgraded"), instance("kept")
+	for _, inst := range []broker.Instance{upgraded, kept} {
+		run(t, d, change(inst, v1, broker.KindProvision, "op-provision", nil))
+		out, err := client.GetStackPolicy(ctx, &cfn.GetStackPolicyInput{StackName: aws.String(InstanceStackName("osbtest", inst.ID))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p := aws.ToString(out.StackPolicyBody); !strings.Contains(p, `"LogicalResourceId/Bucket"`) || !strings.Contains(p, `"Update:Replace","Update:Delete"`) {
+			t.Errorf("stack policy of %s: %q", inst.ID, p)
+		}
+	}
+
+	run(t, d, change(upgraded, &v2, broker.KindUpdate, "op-upgrade", &broker.Target{MaintenanceInfo: &broker.MaintenanceInfo{Version: "2.0.0"}}))
+	if got := template(upgraded); got != changed.Body {
+		t.Errorf("the upgraded stack's template is not the plan's new one:\n%s", got)
+	}
+	run(t, d, change(kept, &v2, broker.KindUpdate, "op-params", &broker.Target{Parameters: json.RawMessage(`{"Encryption":"SSE-KMS"}`)}))
+	if got := template(kept); got != v1.Template.Body {
+		t.Errorf("a parameter-only update moved the stack to another template:\n%s", got)
+	}
+	stack := describeInMoto(t, client, InstanceStackName("osbtest", kept.ID))
+	for _, p := range stack.Parameters {
+		if aws.ToString(p.ParameterKey) == "Encryption" && aws.ToString(p.ParameterValue) != "SSE-KMS" {
+			t.Errorf("Encryption = %q after the update", aws.ToString(p.ParameterValue))
+		}
 	}
 }

@@ -47,9 +47,10 @@ const (
 	KeyParameters        = "parameters"
 	KeyBindingParameters = "binding_parameters"
 	KeyRetryAfter        = "retry_after"
+	KeyAllowReplacement  = "allow_replacement"
 )
 
-var settingKeys = []string{KeyTemplate, KeyBindingTemplate, KeyParameters, KeyBindingParameters, KeyRetryAfter}
+var settingKeys = []string{KeyTemplate, KeyBindingTemplate, KeyParameters, KeyBindingParameters, KeyRetryAfter, KeyAllowReplacement}
 
 // Settings are one plan's CloudFormation settings, checked and parsed once
 // when the broker starts.
@@ -72,6 +73,12 @@ type Settings struct {
 	// operator wrote it (its Default), whatever a schema without
 	// additionalProperties: false would let through.
 	Accepted map[catalog.SchemaKind][]string
+	// AllowReplacement lists the logical ids of the instance template's
+	// data-holding resources that an update may replace or remove (the
+	// operator's decision; see changeset.go).
+	AllowReplacement []string
+	// digest is PlanDigest, computed once by Configure.
+	digest string
 }
 
 // AcceptedParameters lists the parameters users may set on a request of
@@ -104,6 +111,8 @@ type Resource struct {
 	// Properties are the top-level properties it sets, however
 	// conditionally (an !If with AWS::NoValue counts as set).
 	Properties map[string]any
+	// DeletionPolicy is the template's, if it sets one.
+	DeletionPolicy string
 }
 
 // RegistryResources are the template's resources as cfnregistry checks
@@ -206,6 +215,10 @@ func Configure(plan *catalog.Plan, config map[string]any, dir string) (*Settings
 		}
 		s.RetryAfter = time.Duration(n) * time.Second
 	}
+	if s.AllowReplacement, err = allowReplacement(config, s.Template); err != nil {
+		return nil, err
+	}
+	s.digest = planDigest(s)
 	return s, nil
 }
 
@@ -337,7 +350,8 @@ func parseTemplate(body []byte) (*Template, error) {
 			return nil, fmt.Errorf("resource %s has no Type", id)
 		}
 		props, _ := decl["Properties"].(map[string]any)
-		t.Declared = append(t.Declared, Resource{LogicalID: id, Type: typ, Properties: props})
+		policy, _ := decl["DeletionPolicy"].(string)
+		t.Declared = append(t.Declared, Resource{LogicalID: id, Type: typ, Properties: props, DeletionPolicy: policy})
 	}
 
 	if v, ok := doc["Parameters"]; ok && v != nil {

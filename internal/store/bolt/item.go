@@ -32,6 +32,7 @@ type instanceItem struct {
 	Parameters       json.RawMessage      `json:"parameters,omitempty"`
 	Context          json.RawMessage      `json:"context,omitempty"`
 	MaintenanceInfo  *maintenanceInfoItem `json:"maintenance_info,omitempty"`
+	PlanDigest       string               `json:"plan_digest,omitempty"`
 	DashboardURL     string               `json:"dashboard_url,omitempty"`
 	Metadata         metadataItem         `json:"metadata"`
 	State            string               `json:"state"`
@@ -111,6 +112,7 @@ type targetItem struct {
 	Parameters      json.RawMessage      `json:"parameters,omitempty"`
 	Context         json.RawMessage      `json:"context,omitempty"`
 	MaintenanceInfo *maintenanceInfoItem `json:"maintenance_info,omitempty"`
+	PlanDigest      string               `json:"plan_digest,omitempty"`
 }
 
 type resourceItem struct {
@@ -143,7 +145,7 @@ func newInstanceItem(i broker.Instance) instanceItem {
 	return instanceItem{
 		ID: i.ID, ServiceID: i.ServiceID, PlanID: i.PlanID, OrganizationGUID: i.OrganizationGUID, SpaceGUID: i.SpaceGUID,
 		Parameters: i.Parameters, Context: i.Context, MaintenanceInfo: newMaintenanceInfoItem(i.MaintenanceInfo),
-		DashboardURL: i.DashboardURL, Metadata: metadataItem{Labels: i.Metadata.Labels, Attributes: i.Metadata.Attributes},
+		PlanDigest: i.PlanDigest, DashboardURL: i.DashboardURL, Metadata: metadataItem{Labels: i.Metadata.Labels, Attributes: i.Metadata.Attributes},
 		State: string(i.State), Op: i.Op, LastOp: i.LastOp, BindingOps: i.BindingOps, Fingerprint: i.Fingerprint,
 		Version: i.Version, CreatedAt: i.CreatedAt.UTC(), UpdatedAt: i.UpdatedAt.UTC(),
 	}
@@ -154,7 +156,7 @@ func (it instanceItem) instance() broker.Instance {
 		ID: it.ID,
 		InstanceRequest: broker.InstanceRequest{ServiceID: it.ServiceID, PlanID: it.PlanID, OrganizationGUID: it.OrganizationGUID,
 			SpaceGUID: it.SpaceGUID, Parameters: it.Parameters, Context: it.Context, MaintenanceInfo: it.MaintenanceInfo.maintenanceInfo()},
-		DashboardURL: it.DashboardURL, Metadata: broker.InstanceMetadata{Labels: it.Metadata.Labels, Attributes: it.Metadata.Attributes},
+		PlanDigest: it.PlanDigest, DashboardURL: it.DashboardURL, Metadata: broker.InstanceMetadata{Labels: it.Metadata.Labels, Attributes: it.Metadata.Attributes},
 		State: broker.InstanceState(it.State), Op: it.Op, LastOp: it.LastOp, BindingOps: it.BindingOps,
 		Fingerprint: it.Fingerprint, Version: it.Version, CreatedAt: it.CreatedAt, UpdatedAt: it.UpdatedAt,
 	}
@@ -215,7 +217,7 @@ func newOperationItem(op broker.Operation) operationItem {
 	if t := op.Target; t != nil {
 		it.Target = &targetItem{
 			PlanID: t.PlanID, Parameters: t.Parameters, Context: t.Context,
-			MaintenanceInfo: newMaintenanceInfoItem(t.MaintenanceInfo),
+			MaintenanceInfo: newMaintenanceInfoItem(t.MaintenanceInfo), PlanDigest: t.PlanDigest,
 		}
 	}
 	return it
@@ -233,7 +235,7 @@ func (it operationItem) operation() broker.Operation {
 	if t := it.Target; t != nil {
 		op.Target = &broker.Target{
 			PlanID: t.PlanID, Parameters: t.Parameters, Context: t.Context,
-			MaintenanceInfo: t.MaintenanceInfo.maintenanceInfo(),
+			MaintenanceInfo: t.MaintenanceInfo.maintenanceInfo(), PlanDigest: t.PlanDigest,
 		}
 	}
 	return op

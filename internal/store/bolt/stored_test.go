@@ -23,7 +23,7 @@ import (
 // them, and write the same.
 var storedItems = []storedItem{
 	{"instance with every field", "i#i-1\x00instance",
-		`{"id":"i-1","service_id":"svc-1","plan_id":"plan-1","organization_guid":"org-1","space_guid":"space-1","parameters":{"z":1,"a":[1,2.50],"big":123456789012345678901234567890123456789012,"html":"<a&b>"},"context":{"platform":"cloudfoundry","z":{"y":null}},"maintenance_info":{"version":"1.2.0","description":"first"},"dashboard_url":"https://dashboard.example.com/i-1?a=1&b=<2>","metadata":{"labels":{"empty":"","none":null,"team":"blue"},"attributes":{"count":3,"list":["a",2,false],"nested":{"k":"v"},"on":true,"weight":1.5}},"state":"updating","op":"op-2","last_op":"op-2","binding_ops":2,"fingerprint":"fp-i-1","version":7,"created_at":"2025-03-01T12:00:00.123456789Z","updated_at":"2025-03-01T12:01:00.123456789Z"}`},
+		`{"id":"i-1","service_id":"svc-1","plan_id":"plan-1","organization_guid":"org-1","space_guid":"space-1","parameters":{"z":1,"a":[1,2.50],"big":123456789012345678901234567890123456789012,"html":"<a&b>"},"context":{"platform":"cloudfoundry","z":{"y":null}},"maintenance_info":{"version":"1.2.0","description":"first"},"plan_digest":"sha256:d1","dashboard_url":"https://dashboard.example.com/i-1?a=1&b=<2>","metadata":{"labels":{"empty":"","none":null,"team":"blue"},"attributes":{"count":3,"list":["a",2,false],"nested":{"k":"v"},"on":true,"weight":1.5}},"state":"updating","op":"op-2","last_op":"op-2","binding_ops":2,"fingerprint":"fp-i-1","version":7,"created_at":"2025-03-01T12:00:00.123456789Z","updated_at":"2025-03-01T12:01:00.123456789Z"}`},
 	{"instance with few fields", "i#i-2\x00instance",
 		`{"id":"i-2","service_id":"","plan_id":"","metadata":{},"state":"ready","binding_ops":0,"fingerprint":"","version":0,"created_at":"0001-01-01T00:00:00Z","updated_at":"0001-01-01T00:00:00Z"}`},
 	{"binding with every field", "i#i-1\x00b#b-1",
@@ -31,7 +31,7 @@ var storedItems = []storedItem{
 	{"binding with few fields", "i#i-1\x00b#b-2",
 		`{"instance_id":"i-1","id":"b-2","service_id":"","plan_id":"","state":"creating","fingerprint":"","version":0,"created_at":"0001-01-01T00:00:00Z","updated_at":"0001-01-01T00:00:00Z"}`},
 	{"operation in progress with every field", "i#i-1\x00op#op-2",
-		`{"id":"op-2","instance_id":"i-1","binding_id":"b-1","kind":"update","state":"in progress","description":"updating <plan>","fingerprint":"fp-op-2","async":true,"plan_id":"plan-1","target":{"plan_id":"plan-2","parameters":{"z":1,"a":2,"html":"<&>"},"context":{"platform":"kubernetes"},"maintenance_info":{"version":"2.0.0"}},"retry_after":5000000000,"instance_usable":false,"update_repeatable":true,"created_at":"2025-03-01T12:00:00.123456789Z","updated_at":"2025-03-01T12:00:01.123456789Z","next_check_at":"2025-03-01T12:00:30.123456789Z"}`},
+		`{"id":"op-2","instance_id":"i-1","binding_id":"b-1","kind":"update","state":"in progress","description":"updating <plan>","fingerprint":"fp-op-2","async":true,"plan_id":"plan-1","target":{"plan_id":"plan-2","parameters":{"z":1,"a":2,"html":"<&>"},"context":{"platform":"kubernetes"},"maintenance_info":{"version":"2.0.0"},"plan_digest":"sha256:d2"},"retry_after":5000000000,"instance_usable":false,"update_repeatable":true,"created_at":"2025-03-01T12:00:00.123456789Z","updated_at":"2025-03-01T12:00:01.123456789Z","next_check_at":"2025-03-01T12:00:30.123456789Z"}`},
 	{"finished operation", "i#i-1\x00op#op-1",
 		`{"id":"op-1","instance_id":"i-1","kind":"provision","state":"succeeded","fingerprint":"fp-op-1","async":false,"plan_id":"plan-1","retry_after":0,"created_at":"2025-03-01T12:00:00.123456789Z","updated_at":"2025-03-01T12:01:00.123456789Z","next_check_at":"2025-03-01T12:01:00.123456789Z","finished_at":"2025-03-01T12:01:00.123456789Z","expires_at":"2025-03-08T12:01:00.123456789Z"}`},
 	{"finished operation without expiry", "i#i-1\x00op#op-0",
@@ -164,7 +164,7 @@ func TestFieldNames(t *testing.T) {
 		want []string
 	}{
 		{instanceItem{}, []string{"id", "service_id", "plan_id", "organization_guid", "space_guid", "parameters", "context",
-			"maintenance_info", "maintenance_info.version", "maintenance_info.description", "dashboard_url",
+			"maintenance_info", "maintenance_info.version", "maintenance_info.description", "plan_digest", "dashboard_url",
 			"metadata", "metadata.labels", "metadata.attributes", "state", "op", "last_op", "binding_ops",
 			"fingerprint", "version", "created_at", "updated_at"}},
 		{bindingItem{}, []string{"instance_id", "id", "service_id", "plan_id", "app_guid", "bind_resource", "parameters",
@@ -173,7 +173,7 @@ func TestFieldNames(t *testing.T) {
 			"created_at", "updated_at"}},
 		{operationItem{}, []string{"id", "instance_id", "binding_id", "kind", "state", "description", "detail", "fingerprint", "async",
 			"plan_id", "target", "target.plan_id", "target.parameters", "target.context", "target.maintenance_info",
-			"target.maintenance_info.version", "target.maintenance_info.description", "retry_after", "instance_usable",
+			"target.maintenance_info.version", "target.maintenance_info.description", "target.plan_digest", "retry_after", "instance_usable",
 			"update_repeatable", "created_at", "updated_at", "next_check_at", "finished_at", "expires_at"}},
 		{resourceItem{}, []string{"instance_id", "name", "data", "updated_at"}},
 		{detachedItem{}, []string{"id", "instance_id", "name", "data", "plan_id", "operation_id", "reason", "state",

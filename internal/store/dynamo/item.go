@@ -62,6 +62,7 @@ type instanceItem struct {
 	Parameters       jsonText             `dynamodbav:"parameters,omitempty"`
 	Context          jsonText             `dynamodbav:"context,omitempty"`
 	MaintenanceInfo  *maintenanceInfoItem `dynamodbav:"maintenance_info,omitempty"`
+	PlanDigest       string               `dynamodbav:"plan_digest,omitempty"`
 	DashboardURL     string               `dynamodbav:"dashboard_url,omitempty"`
 	Metadata         metadataItem         `dynamodbav:"metadata"`
 	State            string               `dynamodbav:"state"`
@@ -154,6 +155,7 @@ type targetText struct {
 	Parameters      json.RawMessage      `json:"parameters,omitempty"`
 	Context         json.RawMessage      `json:"context,omitempty"`
 	MaintenanceInfo *maintenanceInfoItem `json:"maintenance_info,omitempty"`
+	PlanDigest      string               `json:"plan_digest,omitempty"`
 }
 
 type resourceItem struct {
@@ -195,7 +197,7 @@ func newInstanceItem(i broker.Instance) (instanceItem, error) {
 		PK: pk(i.ID), SK: skInstance,
 		ID: i.ID, ServiceID: i.ServiceID, PlanID: i.PlanID, OrganizationGUID: i.OrganizationGUID, SpaceGUID: i.SpaceGUID,
 		Parameters: params, Context: osbContext, MaintenanceInfo: newMaintenanceInfoItem(i.MaintenanceInfo),
-		DashboardURL: i.DashboardURL, Metadata: metadataItem{Labels: labels, Attributes: attributes},
+		PlanDigest: i.PlanDigest, DashboardURL: i.DashboardURL, Metadata: metadataItem{Labels: labels, Attributes: attributes},
 		State: string(i.State), Op: i.Op, LastOp: i.LastOp, BindingOps: i.BindingOps, Fingerprint: i.Fingerprint,
 		Version: i.Version, CreatedAt: i.CreatedAt.UTC(), UpdatedAt: i.UpdatedAt.UTC(),
 	}, errors.Join(err1, err2, err3, err4)
@@ -206,7 +208,7 @@ func (it instanceItem) instance() (broker.Instance, error) {
 		ID: it.ID,
 		InstanceRequest: broker.InstanceRequest{ServiceID: it.ServiceID, PlanID: it.PlanID, OrganizationGUID: it.OrganizationGUID,
 			SpaceGUID: it.SpaceGUID, Parameters: it.Parameters.raw(), Context: it.Context.raw(), MaintenanceInfo: it.MaintenanceInfo.maintenanceInfo()},
-		DashboardURL: it.DashboardURL, Metadata: broker.InstanceMetadata{Labels: it.Metadata.Labels, Attributes: it.Metadata.Attributes},
+		PlanDigest: it.PlanDigest, DashboardURL: it.DashboardURL, Metadata: broker.InstanceMetadata{Labels: it.Metadata.Labels, Attributes: it.Metadata.Attributes},
 		State: broker.InstanceState(it.State), Op: it.Op, LastOp: it.LastOp, BindingOps: it.BindingOps,
 		Fingerprint: it.Fingerprint, Version: it.Version, CreatedAt: it.CreatedAt, UpdatedAt: it.UpdatedAt,
 	}, nil
@@ -293,7 +295,7 @@ func newOperationItem(op broker.Operation) (operationItem, error) {
 	if t := op.Target; t != nil {
 		text, err := jsonenc.Marshal(targetText{
 			PlanID: t.PlanID, Parameters: t.Parameters, Context: t.Context,
-			MaintenanceInfo: newMaintenanceInfoItem(t.MaintenanceInfo),
+			MaintenanceInfo: newMaintenanceInfoItem(t.MaintenanceInfo), PlanDigest: t.PlanDigest,
 		})
 		if err != nil {
 			return operationItem{}, fmt.Errorf("target: %w", err)
@@ -319,7 +321,7 @@ func (it operationItem) operation() (broker.Operation, error) {
 		}
 		op.Target = &broker.Target{
 			PlanID: t.PlanID, Parameters: t.Parameters, Context: t.Context,
-			MaintenanceInfo: t.MaintenanceInfo.maintenanceInfo(),
+			MaintenanceInfo: t.MaintenanceInfo.maintenanceInfo(), PlanDigest: t.PlanDigest,
 		}
 	}
 	return op, nil

@@ -30,6 +30,7 @@ var storedItems = map[string]attrs{
 		"id":               s("i-1"),
 		"last_op":          s("op-2"),
 		"maintenance_info": m(attrs{"description": s("first"), "version": s("1.2.0")}),
+		"plan_digest":      s("sha256:d1"),
 		"metadata": m(attrs{
 			"attributes": m(attrs{"count": n("3"), "list": l(s("a"), n("2"), boolean(false)), "nested": m(attrs{"k": s("v")}), "on": boolean(true), "weight": n("1.5")}),
 			"labels":     m(attrs{"empty": s(""), "none": null, "team": s("blue")}),
@@ -120,7 +121,7 @@ var storedItems = map[string]attrs{
 		"plan_id":           s("plan-1"),
 		"retry_after":       n("5000000000"),
 		"state":             s("in progress"),
-		"target":            s(`{"plan_id":"plan-2","parameters":{"z":1,"a":2,"html":"<&>"},"context":{"platform":"kubernetes"},"maintenance_info":{"version":"2.0.0"}}`),
+		"target":            s(`{"plan_id":"plan-2","parameters":{"z":1,"a":2,"html":"<&>"},"context":{"platform":"kubernetes"},"maintenance_info":{"version":"2.0.0"},"plan_digest":"sha256:d2"}`),
 		"update_repeatable": boolean(true),
 		"updated_at":        s("2025-03-01T12:00:01.123456789Z"),
 	},
@@ -340,7 +341,7 @@ func TestAttributeNames(t *testing.T) {
 	}{
 		{instanceItem{}, "dynamodbav", []string{"PK", "SK", "id", "service_id", "plan_id", "organization_guid", "space_guid",
 			"parameters", "context", "maintenance_info", "maintenance_info.version", "maintenance_info.description",
-			"dashboard_url", "metadata", "metadata.labels", "metadata.attributes", "state", "op", "last_op",
+			"plan_digest", "dashboard_url", "metadata", "metadata.labels", "metadata.attributes", "state", "op", "last_op",
 			"binding_ops", "fingerprint", "version", "created_at", "updated_at"}},
 		{bindingItem{}, "dynamodbav", []string{"PK", "SK", "instance_id", "id", "service_id", "plan_id", "app_guid",
 			"bind_resource", "parameters", "context", "state", "credentials",
@@ -352,7 +353,7 @@ func TestAttributeNames(t *testing.T) {
 			"instance_usable", "update_repeatable", "created_at", "updated_at", "next_check_at", "finished_at", "expires_at"}},
 		// The JSON text of an operation's target attribute.
 		{targetText{}, "json", []string{"plan_id", "parameters", "context",
-			"maintenance_info", "maintenance_info.version", "maintenance_info.description"}},
+			"maintenance_info", "maintenance_info.version", "maintenance_info.description", "plan_digest"}},
 		{resourceItem{}, "dynamodbav", []string{"PK", "SK", "instance_id", "name", "data", "updated_at"}},
 		{detachedItem{}, "dynamodbav", []string{"PK", "SK", "id", "instance_id", "name", "data", "plan_id",
 			"operation_id", "reason", "state", "attempts", "failure", "failure_detail", "created_at", "updated_at"}},

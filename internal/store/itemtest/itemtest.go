@@ -43,7 +43,7 @@ func Cases() []Case {
 			ID: "i-1", InstanceRequest: broker.InstanceRequest{ServiceID: "svc-1", PlanID: "plan-1", OrganizationGUID: "org-1", SpaceGUID: "space-1", Parameters:
 			// Key order, a number DynamoDB could not hold and HTML
 			// characters must all come back as they were.
-			json.RawMessage(`{"z":1,"a":[1,2.50],"big":123456789012345678901234567890123456789012,"html":"<a&b>"}`), Context: json.RawMessage(`{"platform":"cloudfoundry","z":{"y":null}}`), MaintenanceInfo: &broker.MaintenanceInfo{Version: "1.2.0", Description: "first"}}, DashboardURL: "https://dashboard.example.com/i-1?a=1&b=<2>",
+			json.RawMessage(`{"z":1,"a":[1,2.50],"big":123456789012345678901234567890123456789012,"html":"<a&b>"}`), Context: json.RawMessage(`{"platform":"cloudfoundry","z":{"y":null}}`), MaintenanceInfo: &broker.MaintenanceInfo{Version: "1.2.0", Description: "first"}}, PlanDigest: "sha256:d1", DashboardURL: "https://dashboard.example.com/i-1?a=1&b=<2>",
 			Metadata: broker.InstanceMetadata{
 				Labels:     map[string]any{"team": "blue", "empty": "", "none": nil},
 				Attributes: map[string]any{"weight": 1.5, "count": 3.0, "on": true, "list": []any{"a", 2.0, false}, "nested": map[string]any{"k": "v"}},
@@ -79,6 +79,7 @@ func Cases() []Case {
 				Parameters:      json.RawMessage(`{"z":1,"a":2,"html":"<&>"}`),
 				Context:         json.RawMessage(`{"platform":"kubernetes"}`),
 				MaintenanceInfo: &broker.MaintenanceInfo{Version: "2.0.0"},
+				PlanDigest:      "sha256:d2",
 			},
 			RetryAfter: 5 * time.Second, InstanceUsable: &no, UpdateRepeatable: &yes,
 			CreatedAt: t0, UpdatedAt: t0.Add(time.Second), NextCheckAt: t0.Add(30 * time.Second),

@@ -15,6 +15,8 @@
 // same bytes). It prints each zip's size and fails if one reaches
 // MaxZipBytes. Then it reports what the catalog's templates need that the
 // CloudFormation service role lacks (RoleReport), before a first deploy.
+// Before all that it checks and writes the catalog's lock file
+// (LockVersions): a template changed under the same version fails it.
 // Run it from the repository's root:
 //
 //	go run ./internal/tools/build [-out dist] [-catalog catalog.yaml] [-arch arm64]
@@ -67,6 +69,10 @@ func main() {
 	flag.StringVar(&c.Catalog, "catalog", "catalog.yaml", "the catalog to bundle, with the files its driver settings read")
 	flag.StringVar(&c.Target.GOARCH, "arch", Lambda.GOARCH, "the architecture (GOARCH) to build for: the stack's, or the sandbox's machine")
 	flag.Parse()
+	if err := LockVersions(os.Stdout, c.Catalog); err != nil {
+		fmt.Fprintln(os.Stderr, "build:", err)
+		os.Exit(1)
+	}
 	sizes, err := Build(c)
 	for _, s := range sizes {
 		fmt.Printf("%-20s %8d bytes (%.1f MB)\n", s.Path, s.Bytes, float64(s.Bytes)/1e6)
@@ -81,6 +87,25 @@ func main() {
 		fmt.Fprintln(os.Stderr, "build:", err)
 		os.Exit(1)
 	}
+}
+
+// LockVersions checks the catalog at path against its lock file (a plan
+// whose templates or fixed parameters changed under the same
+// maintenance_info version fails the build, naming the plan) and writes
+// the lock of the plans as they are now (drivers.WriteLock).
+func LockVersions(w io.Writer, path string) error {
+	cat, err := catalog.Load(path)
+	if err != nil {
+		return err
+	}
+	lockPath, err := drivers.WriteLock(cat, path)
+	if err != nil {
+		return err
+	}
+	if lockPath != "" {
+		fmt.Fprintf(w, "versions: %s records each plan's maintenance_info version and the digest of its templates\n", lockPath)
+	}
+	return nil
 }
 
 // RoleReport writes to w what the templates of the catalog at path need

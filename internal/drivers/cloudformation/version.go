@@ -1,0 +1,40 @@
+package cloudformation
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+
+	"github.com/serverless-osb/broker/internal/broker"
+	"github.com/serverless-osb/broker/internal/jsonenc"
+)
+
+var _ broker.Versioned = (*Settings)(nil)
+
+// PlanDigest identifies what the plan deploys: its templates, as written,
+// and the parameters it fixes. Anything else of its settings (retry_after,
+// the schemas) changes no stack, so it may change under the same version.
+func (s *Settings) PlanDigest() string {
+	if s.digest == "" { // settings made by hand, not by Configure
+		return planDigest(s)
+	}
+	return s.digest
+}
+
+func planDigest(s *Settings) string {
+	v := struct {
+		Template          string            `json:"template"`
+		BindingTemplate   string            `json:"binding_template,omitempty"`
+		Parameters        map[string]string `json:"parameters,omitempty"`
+		BindingParameters map[string]string `json:"binding_parameters,omitempty"`
+		AllowReplacement  []string          `json:"allow_replacement,omitempty"`
+	}{Template: s.Template.Body, Parameters: s.Parameters, BindingParameters: s.BindingParameters,
+		AllowReplacement: s.AllowReplacement}
+	if s.BindingTemplate != nil {
+		v.BindingTemplate = s.BindingTemplate.Body
+	}
+	// Map keys sorted: the same settings give the same digest. Strings
+	// and maps of strings always marshal.
+	b, _ := jsonenc.Marshal(v)
+	sum := sha256.Sum256(b)
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
