@@ -19,8 +19,8 @@ import (
 	"time"
 
 	"github.com/serverless-osb/broker/internal/broker"
-	"github.com/serverless-osb/broker/internal/steps"
 	"github.com/serverless-osb/broker/internal/catalog"
+	"github.com/serverless-osb/broker/internal/steps"
 	"github.com/serverless-osb/broker/internal/store/bolt"
 	"github.com/serverless-osb/broker/internal/store/storetest"
 )
