@@ -713,8 +713,7 @@ func Caught(name, cause string) Failure {
 	case "PermanentError":
 		var f failureCause
 		if json.Unmarshal([]byte(cause), &f) == nil && f.Description != "" {
-			return Failure{Description: f.Description, Detail: f.Detail,
-				InstanceUsable: f.InstanceUsable, UpdateRepeatable: f.UpdateRepeatable}
+			return Failure(f)
 		}
 		if cause != "" {
 			return Failure{Description: cause}
