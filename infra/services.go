@@ -93,8 +93,11 @@ func (b *builder) services() {
 
 	stacks := []*string{token(b.stack, b.stacksARN())}
 	b.workerRole.AddToPrincipalPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
-		Sid:       jsii.String("ChangeServiceStacks"),
-		Actions:   jsii.Strings("cloudformation:CreateStack", "cloudformation:UpdateStack", "cloudformation:DeleteStack", "cloudformation:CreateChangeSet"),
+		Sid: jsii.String("ChangeServiceStacks"),
+		// ContinueUpdateRollback: the driver continues the rollback of an
+		// update whose own rollback failed, under the same role.
+		Actions: jsii.Strings("cloudformation:CreateStack", "cloudformation:UpdateStack", "cloudformation:DeleteStack",
+			"cloudformation:CreateChangeSet", "cloudformation:ContinueUpdateRollback"),
 		Resources: &stacks,
 		Conditions: &map[string]any{
 			"StringEquals": map[string]any{"cloudformation:RoleArn": b.serviceRole.RoleArn()},

@@ -112,6 +112,21 @@ func TestCaughtFailure(t *testing.T) {
 			}
 		})
 	}
+	t.Run("a failed update's flags travel with the description", func(t *testing.T) {
+		f := broker.Failure{Description: "Not rolled back.", InstanceUsable: broker.Bool(false), UpdateRepeatable: broker.Bool(true)}
+		got := broker.Caught("PermanentError", f.Cause())
+		if got.Description != f.Description || got.Detail != "" || got.InstanceUsable == nil || *got.InstanceUsable ||
+			got.UpdateRepeatable == nil || !*got.UpdateRepeatable {
+			t.Fatalf("Caught(%q) = %+v", f.Cause(), got)
+		}
+	})
+	t.Run("a description that is a JSON object (a user's, through the demo driver) cannot pass for a detail or flags", func(t *testing.T) {
+		f := broker.Failure{Description: `{"description":"x","detail":"y","instance_usable":false}`}
+		got := broker.Caught("PermanentError", f.Cause())
+		if got.Description != f.Description || got.Detail != "" || got.InstanceUsable != nil {
+			t.Fatalf("Caught(%q) = %+v, want the description as it was", f.Cause(), got)
+		}
+	})
 	if got := broker.FailureCause("d", strings.Repeat("x", 3*broker.MaxDetail)); len(got) > broker.MaxDetail+100 {
 		t.Errorf("a cause of %d bytes, want the detail capped", len(got))
 	}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/serverless-osb/broker/internal/broker"
 	"github.com/serverless-osb/broker/internal/catalog"
+	"github.com/serverless-osb/broker/internal/steps"
 	"github.com/serverless-osb/broker/internal/store/bolt"
 	"github.com/serverless-osb/broker/internal/store/storetest"
 )
@@ -761,22 +762,18 @@ func (h *harness) mustBegin(id, op string) broker.TaskProgress {
 }
 
 // failTask runs step (begin or check), which must fail for good, and then
-// the workflow's Catch: RecordFailureDetail with the failure's description
-// and detail, through the error's cause as package steps encodes it.
+// the workflow's Catch, both as package steps runs them: the failure
+// travels as the error's name and cause to record_failure.
 func (h *harness) failTask(id, op, step string) {
 	h.t.Helper()
-	var err error
-	if step == "begin" {
-		_, err = h.b.BeginTask(ctx, id, op)
-	} else {
-		_, err = h.b.CheckTask(ctx, id, op)
-	}
-	var f *broker.Failure
-	if !errors.As(err, &f) {
+	s := steps.New(h.b)
+	_, err := s.Run(ctx, steps.Payload{Step: step, InstanceID: id, OperationID: op})
+	var perm *steps.PermanentError
+	if !errors.As(err, &perm) {
 		h.t.Fatalf("%s %s: %v, want a permanent failure", step, op, err)
 	}
-	description, detail := broker.CaughtFailure("PermanentError", broker.FailureCause(f.Description, f.Detail))
-	if err := h.b.RecordFailureDetail(ctx, id, op, description, detail); err != nil {
+	if _, err := s.Run(ctx, steps.Payload{Step: steps.StepRecordFailure, InstanceID: id, OperationID: op,
+		Error: perm.ErrorName(), Cause: perm.Error()}); err != nil {
 		h.t.Fatalf("record failure of %s: %v", op, err)
 	}
 }

@@ -365,6 +365,13 @@ func (b *Broker) RecordFailure(ctx context.Context, instanceID, operationID, des
 // synchronous one leaves nothing, since its request already reported the
 // failure. A missing or finished operation has nothing to record.
 func (b *Broker) RecordFailureDetail(ctx context.Context, instanceID, operationID, description, detail string) error {
+	return b.RecordFailed(ctx, instanceID, operationID, Failure{Description: description, Detail: detail})
+}
+
+// RecordFailed records an operation's failure as the driver reported it,
+// as RecordFailureDetail does; a failed update also keeps what the driver
+// said of the instance (Failure.InstanceUsable, Failure.UpdateRepeatable).
+func (b *Broker) RecordFailed(ctx context.Context, instanceID, operationID string, f Failure) error {
 	snap, err := b.Store.Load(ctx, instanceID, operationID, "")
 	if err != nil {
 		return fmt.Errorf("record failure of %s: %w", operationID, err)
@@ -373,11 +380,12 @@ func (b *Broker) RecordFailureDetail(ctx context.Context, instanceID, operationI
 		return nil
 	}
 	ctx = logging.With(ctx, snap.Operation.LogAttrs()...)
-	return b.fail(ctx, *snap.Operation, snap, description, detail)
+	return b.fail(ctx, *snap.Operation, snap, f)
 }
 
-// fail records op's failure from snap, as RecordFailureDetail describes.
-func (b *Broker) fail(ctx context.Context, op Operation, snap Snapshot, description, detail string) error {
+// fail records op's failure f from snap, as RecordFailed describes.
+func (b *Broker) fail(ctx context.Context, op Operation, snap Snapshot, f Failure) error {
+	description, detail := f.Description, f.Detail
 	if description == "" {
 		description = fmt.Sprintf("The %s failed.", op.Kind)
 	}
@@ -429,8 +437,19 @@ func (b *Broker) fail(ctx context.Context, op Operation, snap Snapshot, descript
 		}
 		inst.State = InstanceFailed
 	case KindUpdate:
+		// Usable and repeatable unless the driver says otherwise (a stack
+		// that could not be rolled back). An unusable instance stays
+		// ready, not failed: what is wrong is outside the broker, where the
+		// operator mends it, after which the instance is updated and bound
+		// again as any other; failed would leave only its deletion.
 		inst.State = InstanceReady
 		fin.Op.InstanceUsable, fin.Op.UpdateRepeatable = Bool(true), Bool(true)
+		if f.InstanceUsable != nil {
+			fin.Op.InstanceUsable = Bool(*f.InstanceUsable)
+		}
+		if f.UpdateRepeatable != nil {
+			fin.Op.UpdateRepeatable = Bool(*f.UpdateRepeatable)
+		}
 	case KindDeprovision:
 		inst.State = InstanceFailed
 		fin.Op.InstanceUsable = Bool(false)
@@ -574,10 +593,10 @@ func (b *Broker) runSync(ctx context.Context, op Operation, snap Snapshot) (Fini
 	}
 	var failure *Failure
 	var de *driverError
-	description, detail := FailureDescription("", ""), err.Error()
+	recorded := Failure{Description: FailureDescription("", ""), Detail: err.Error()}
 	switch {
 	case errors.As(err, &failure):
-		description, detail = failure.Description, failure.Detail
+		recorded = *failure
 	case errors.As(err, &de) && ctx.Err() == nil:
 		// The backend stayed unavailable through the request's tries.
 		reason := "it did not answer as the broker needs"
@@ -589,13 +608,13 @@ func (b *Broker) runSync(ctx context.Context, op Operation, snap Snapshot) (Fini
 	}
 	var u *unavailable
 	if errors.As(err, &u) {
-		description = u.description
+		recorded.Description = u.description
 	}
 	// The request's context may be what failed; record on a fresh one. Read
 	// again first: the driver may have written records itself, and they are
 	// leftovers to detach.
 	rctx := context.WithoutCancel(ctx)
-	if rerr := b.RecordFailureDetail(rctx, op.InstanceID, op.ID, description, detail); rerr != nil {
+	if rerr := b.RecordFailed(rctx, op.InstanceID, op.ID, recorded); rerr != nil {
 		// This error is logged: a permanent failure is named, not quoted,
 		// since its description may repeat request input.
 		cause := err
@@ -735,49 +754,69 @@ func FailureDescription(name, cause string) string {
 // summarised for the user, so internals do not reach the platform, and
 // given to the operator as it is.
 func CaughtFailure(name, cause string) (description, detail string) {
+	f := Caught(name, cause)
+	return f.Description, f.Detail
+}
+
+// Caught is CaughtFailure with all that a permanent failure's cause
+// carries: also what the driver said of the instance
+// (Failure.InstanceUsable, Failure.UpdateRepeatable).
+func Caught(name, cause string) Failure {
 	var lambdaErr struct {
 		ErrorMessage string `json:"errorMessage"`
 	}
 	if json.Unmarshal([]byte(cause), &lambdaErr) == nil && lambdaErr.ErrorMessage != "" {
 		cause = lambdaErr.ErrorMessage
 	}
+	const generic = "The operation failed because the service could not complete it; try again later."
 	switch name {
 	case "PermanentError":
 		var f failureCause
-		if json.Unmarshal([]byte(cause), &f) == nil && f.Description != "" && f.Detail != "" {
-			return f.Description, f.Detail
+		if json.Unmarshal([]byte(cause), &f) == nil && f.Description != "" {
+			return Failure(f)
 		}
 		if cause != "" {
-			return cause, ""
+			return Failure{Description: cause}
 		}
 	case "States.Timeout":
-		return "The operation timed out; try again later.", clipDetail(strings.TrimSpace(name + ": " + cause))
+		return Failure{Description: "The operation timed out; try again later.", Detail: clipDetail(strings.TrimSpace(name + ": " + cause))}
 	}
 	if name == "" && cause == "" {
-		return "The operation failed because the service could not complete it; try again later.", ""
+		return Failure{Description: generic}
 	}
-	return "The operation failed because the service could not complete it; try again later.",
-		clipDetail(strings.TrimSpace(name + ": " + cause))
+	return Failure{Description: generic, Detail: clipDetail(strings.TrimSpace(name + ": " + cause))}
 }
 
-// failureCause is a permanent failure with a detail, as the cause of the
-// workflow's error carries it.
+// failureCause is a permanent failure with a detail or flags, as the cause
+// of the workflow's error carries it.
 type failureCause struct {
-	Description string `json:"description"`
-	Detail      string `json:"detail"`
+	Description      string `json:"description"`
+	Detail           string `json:"detail,omitempty"`
+	InstanceUsable   *bool  `json:"instance_usable,omitempty"`
+	UpdateRepeatable *bool  `json:"update_repeatable,omitempty"`
 }
 
 // FailureCause is the cause of a workflow's error for a permanent failure
-// (CaughtFailure reads it): its description as it is when there is no
-// detail (as causes were before details), else both in one JSON object,
-// the detail capped at MaxDetail.
+// with this description and detail, as Failure.Cause encodes it.
 func FailureCause(description, detail string) string {
-	if detail == "" {
-		return description
+	return (&Failure{Description: description, Detail: detail}).Cause()
+}
+
+// Cause is the cause of a workflow's error for the permanent failure f
+// (Caught reads it): its description as it is when that is all there is
+// (as causes were before details), else all of f in one JSON object, the
+// detail capped at MaxDetail. A description that is itself a JSON object
+// (a demo driver's fail_description is the user's) is encoded too, so that
+// it cannot pass for a detail or flags.
+func (f *Failure) Cause() string {
+	if f.Detail == "" && f.InstanceUsable == nil && f.UpdateRepeatable == nil &&
+		!strings.HasPrefix(strings.TrimSpace(f.Description), "{") {
+		return f.Description
 	}
-	data, err := json.Marshal(failureCause{Description: description, Detail: clipDetail(detail)})
+	data, err := json.Marshal(failureCause{Description: f.Description, Detail: clipDetail(f.Detail),
+		InstanceUsable: f.InstanceUsable, UpdateRepeatable: f.UpdateRepeatable})
 	if err != nil {
-		return description
+		return f.Description
 	}
 	return string(data)
 }

@@ -73,9 +73,17 @@ func (e *TransientError) ErrorName() string { return "TransientError" }
 // Catch records it. Its message is the description the user sees and the
 // detail the operator sees, as broker.FailureCause encodes them, which
 // record_failure decodes (broker.CaughtFailure).
-type PermanentError struct{ Description, Detail string }
+type PermanentError struct {
+	Description, Detail string
+	// InstanceUsable and UpdateRepeatable: what the driver said of the
+	// instance after a failed update (broker.Failure).
+	InstanceUsable, UpdateRepeatable *bool
+}
 
-func (e *PermanentError) Error() string     { return broker.FailureCause(e.Description, e.Detail) }
+func (e *PermanentError) Error() string {
+	return (&broker.Failure{Description: e.Description, Detail: e.Detail,
+		InstanceUsable: e.InstanceUsable, UpdateRepeatable: e.UpdateRepeatable}).Cause()
+}
 func (e *PermanentError) ErrorName() string { return "PermanentError" }
 
 // Steps runs the Tasks of the workflows on a Broker, which owns what each
@@ -124,8 +132,7 @@ func (s *Steps) Run(ctx context.Context, p Payload) (json.RawMessage, error) {
 	case StepFinish:
 		err = b.FinishTask(ctx, p.InstanceID, p.OperationID)
 	case StepRecordFailure:
-		description, detail := broker.CaughtFailure(p.Error, p.Cause)
-		err = b.RecordFailureDetail(ctx, p.InstanceID, p.OperationID, description, detail)
+		err = b.RecordFailed(ctx, p.InstanceID, p.OperationID, broker.Caught(p.Error, p.Cause))
 	case StepCleanupDelete:
 		out, err = b.CleanupDeleteTask(ctx, p.DetachedID)
 	case StepCleanupDeleted:
@@ -145,7 +152,8 @@ func (s *Steps) Run(ctx context.Context, p Payload) (json.RawMessage, error) {
 func classify(err error) error {
 	var f *broker.Failure
 	if errors.As(err, &f) {
-		return &PermanentError{Description: f.Description, Detail: f.Detail}
+		return &PermanentError{Description: f.Description, Detail: f.Detail,
+			InstanceUsable: f.InstanceUsable, UpdateRepeatable: f.UpdateRepeatable}
 	}
 	return &TransientError{Err: err}
 }

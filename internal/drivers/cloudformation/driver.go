@@ -44,6 +44,7 @@ type API interface {
 	DeleteChangeSet(ctx context.Context, in *cfn.DeleteChangeSetInput, optFns ...func(*cfn.Options)) (*cfn.DeleteChangeSetOutput, error)
 	SetStackPolicy(ctx context.Context, in *cfn.SetStackPolicyInput, optFns ...func(*cfn.Options)) (*cfn.SetStackPolicyOutput, error)
 	GetTemplate(ctx context.Context, in *cfn.GetTemplateInput, optFns ...func(*cfn.Options)) (*cfn.GetTemplateOutput, error)
+	ContinueUpdateRollback(ctx context.Context, in *cfn.ContinueUpdateRollbackInput, optFns ...func(*cfn.Options)) (*cfn.ContinueUpdateRollbackOutput, error)
 }
 
 var _ API = (*cfn.Client)(nil)
@@ -147,6 +148,8 @@ type record struct {
 	ChangeSet string `json:"change_set,omitempty"`
 	// DeleteTries counts Op's DeleteStack calls.
 	DeleteTries int `json:"delete_tries,omitempty"`
+	// Continued: Op, an update, continued its failed rollback (rollback.go).
+	Continued *continued `json:"continued,omitempty"`
 	// Outputs are an instance stack's outputs, which its bindings take. A
 	// binding stack's outputs are credentials and are not kept here: the
 	// binding is where the broker keeps credentials.
@@ -400,7 +403,7 @@ func (d *Driver) update(ctx context.Context, c broker.Change, s *Settings) (brok
 	}
 	if rec.Op != c.Operation.ID {
 		rec.Op, rec.Kind, rec.Token = c.Operation.ID, c.Operation.Kind, token("update", c.Operation.ID)
-		rec.Started, rec.Complete, rec.DeleteTries, rec.ChangeSet = false, false, 0, ""
+		rec.Started, rec.Complete, rec.DeleteTries, rec.ChangeSet, rec.Continued = false, false, 0, "", nil
 		if err := d.put(ctx, c.Instance.ID, instanceRecord, rec); err != nil {
 			return broker.Progress{}, err
 		}
@@ -455,13 +458,12 @@ func (d *Driver) update(ctx context.Context, c broker.Change, s *Settings) (brok
 	case types.StackStatusUpdateCompleteCleanupInProgress:
 		return broker.Progress{RetryAfter: retryAfter(c), Description: "Updating: removing replaced resources."}, nil
 	case types.StackStatusUpdateRollbackInProgress, types.StackStatusUpdateRollbackCompleteCleanupInProgress:
-		return broker.Progress{RetryAfter: retryAfter(c),
-			Description: "The update failed; rolling the stack back to its previous configuration."}, nil
+		return broker.Progress{RetryAfter: retryAfter(c), Description: rollingBack(rec)}, nil
 	case types.StackStatusUpdateRollbackComplete:
-		f := d.failure(ctx, c, stack, "The update was rolled back; the service instance is as it was before")
-		f.InstanceUsable, f.UpdateRepeatable = broker.Bool(true), broker.Bool(true)
-		return broker.Progress{}, f
-	case types.StackStatusUpdateRollbackFailed, types.StackStatusUpdateFailed:
+		return broker.Progress{}, d.rolledBack(ctx, c, rec, stack)
+	case types.StackStatusUpdateRollbackFailed:
+		return d.continueRollback(ctx, c, rec, stack)
+	case types.StackStatusUpdateFailed:
 		f := d.failure(ctx, c, stack, fmt.Sprintf(
 			"The update failed and could not be rolled back (%s); the platform operator must continue the rollback of stack %s", status, rec.StackName))
 		f.InstanceUsable, f.UpdateRepeatable = broker.Bool(false), broker.Bool(false)

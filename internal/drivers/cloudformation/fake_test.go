@@ -49,6 +49,7 @@ type fakeStack struct {
 	deletes   []*cfn.DeleteStackInput
 	policy    string // set by SetStackPolicy
 	template  string // the template GetTemplate answers, when the test sets one
+	continues []*cfn.ContinueUpdateRollbackInput
 }
 
 var _ API = (*fakeStacks)(nil)
@@ -275,4 +276,47 @@ func (f *fakeStacks) DescribeStackEvents(_ context.Context, in *cfn.DescribeStac
 		out.NextToken = aws.String(strconv.Itoa(end))
 	}
 	return out, nil
+}
+
+// ContinueUpdateRollback continues the rollback of a stack that is
+// UPDATE_ROLLBACK_FAILED, as CloudFormation does: a stack in another state
+// is refused, and so is a resource to skip that is not UPDATE_FAILED; the
+// resources skipped become UPDATE_COMPLETE, and the stack
+// UPDATE_ROLLBACK_IN_PROGRESS until the test sets how it ends.
+func (f *fakeStacks) ContinueUpdateRollback(_ context.Context, in *cfn.ContinueUpdateRollbackInput, _ ...func(*cfn.Options)) (*cfn.ContinueUpdateRollbackOutput, error) {
+	if err := f.enter("ContinueUpdateRollback"); err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	name := aws.ToString(in.StackName)
+	s := f.find(name)
+	switch {
+	case s == nil:
+		return nil, notExist(name)
+	case s.stack.StackStatus != types.StackStatusUpdateRollbackFailed:
+		return nil, apiErr("ValidationError", fmt.Sprintf("Stack %s is in %s state and can not continue the update rollback.", name, s.stack.StackStatus))
+	}
+	for _, skip := range in.ResourcesToSkip {
+		ok := false
+		for _, r := range s.resources {
+			ok = ok || aws.ToString(r.LogicalResourceId) == skip && r.ResourceStatus == types.ResourceStatusUpdateFailed
+		}
+		if !ok {
+			return nil, apiErr("ValidationError", fmt.Sprintf("Resource %s is not in UPDATE_FAILED state and cannot be skipped.", skip))
+		}
+	}
+	s.continues = append(s.continues, in)
+	s.stack.StackStatus = types.StackStatusUpdateRollbackInProgress
+	tok := aws.ToString(in.ClientRequestToken)
+	f.eventLocked(s, aws.ToString(s.stack.StackName), stackType, types.ResourceStatusUpdateRollbackInProgress, "User Initiated", tok)
+	for _, skip := range in.ResourcesToSkip {
+		for i := range s.resources {
+			if r := &s.resources[i]; aws.ToString(r.LogicalResourceId) == skip {
+				r.ResourceStatus = types.ResourceStatusUpdateComplete
+				f.eventLocked(s, skip, aws.ToString(r.ResourceType), types.ResourceStatusUpdateComplete, "Resource skipped during the rollback", tok)
+			}
+		}
+	}
+	return &cfn.ContinueUpdateRollbackOutput{}, nil
 }
