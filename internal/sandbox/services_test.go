@@ -126,7 +126,8 @@ func liveStacks(ctx context.Context, t *testing.T, instance string) []string {
 
 // TestTheExampleServicesOnMotosCloudFormation: the worker, with its role's
 // permissions, makes each example service's instance and binding stacks
-// under the stack's CloudFormation service role, and deletes them.
+// under the stack's CloudFormation service role, updates the queue's
+// instance stack, and deletes them.
 func TestTheExampleServicesOnMotosCloudFormation(t *testing.T) {
 	c := client(t, shared)
 	users := iam.NewFromConfig(shared.Admin)
