@@ -263,6 +263,7 @@ func makeRole(ctx context.Context, sb *Sandbox, logicalID string, props map[stri
 		if _, err := sb.clients.iam.PutRolePolicy(ctx, &iam.PutRolePolicyInput{RoleName: &name, PolicyName: &p.PolicyName, PolicyDocument: &doc}); err != nil {
 			return made{}, fmt.Errorf("policy %s: %w", p.PolicyName, err)
 		}
+		sb.policies.addInline(name, doc)
 	}
 	var managed []string
 	if err := decode(props["ManagedPolicyArns"], &managed); err != nil {
@@ -272,6 +273,7 @@ func makeRole(ctx context.Context, sb *Sandbox, logicalID string, props map[stri
 		if _, err := sb.clients.iam.AttachRolePolicy(ctx, &iam.AttachRolePolicyInput{RoleName: &name, PolicyArn: &arn}); err != nil {
 			return made{}, fmt.Errorf("managed policy %s: %w", arn, err)
 		}
+		sb.policies.attach(name, arn)
 	}
 	return made{ref: name, attrs: map[string]string{"Arn": *out.Role.Arn, "RoleId": *out.Role.RoleId}}, nil
 }
@@ -297,6 +299,7 @@ func makePolicy(ctx context.Context, sb *Sandbox, logicalID string, props map[st
 		if _, err := sb.clients.iam.PutRolePolicy(ctx, &iam.PutRolePolicyInput{RoleName: &role, PolicyName: &name, PolicyDocument: &doc}); err != nil {
 			return made{}, fmt.Errorf("role %s: %w", role, err)
 		}
+		sb.policies.addInline(role, doc)
 	}
 	return made{ref: sb.physicalName(logicalID, 64, false)}, nil
 }
@@ -314,6 +317,7 @@ func makeManagedPolicy(ctx context.Context, sb *Sandbox, logicalID string, props
 	if err != nil {
 		return made{}, err
 	}
+	sb.policies.addManaged(*out.Policy.Arn, doc)
 	roles, err := roleNames(props)
 	if err != nil {
 		return made{}, err
@@ -322,6 +326,7 @@ func makeManagedPolicy(ctx context.Context, sb *Sandbox, logicalID string, props
 		if _, err := sb.clients.iam.AttachRolePolicy(ctx, &iam.AttachRolePolicyInput{RoleName: &role, PolicyArn: out.Policy.Arn}); err != nil {
 			return made{}, fmt.Errorf("role %s: %w", role, err)
 		}
+		sb.policies.attach(role, *out.Policy.Arn)
 	}
 	return made{ref: *out.Policy.Arn}, nil
 }

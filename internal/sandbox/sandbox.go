@@ -103,6 +103,7 @@ type Sandbox struct {
 	ready atomic.Bool
 
 	made          map[string]made
+	policies      policies
 	secrets       map[string]string
 	functionSpecs []functionSpec
 	functions     []*Function

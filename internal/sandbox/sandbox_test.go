@@ -67,6 +67,16 @@ func runTests(m *testing.M) int {
 		for _, f := range []string{"ApiFunction", "WorkerFunction"} {
 			fmt.Fprintf(os.Stderr, "--- the %s's log:\n%s\n", f, tail(shared.FunctionLog(logicalID(f)), 8000))
 		}
+	} else if wholeSuite() {
+		// Only a whole suite that passed has made the functions call what
+		// they need.
+		if problems := leastPrivilege(ctx, shared); len(problems) > 0 {
+			fmt.Fprintf(os.Stderr, "--- FAIL: least privilege (%d)\n", len(problems))
+			for _, p := range problems {
+				fmt.Fprintln(os.Stderr, "    "+p)
+			}
+			code = 1
+		}
 	}
 	shared.Close()
 	return code
@@ -128,6 +138,30 @@ func testCatalog(dir string) (string, error) {
 			}
 		}
 	}
+	// The demo's asynchronous plan, with a maximum polling duration the
+	// reaper (every 3 s here) finds exceeded: it stops the execution.
+	for _, svc := range services {
+		if svc := svc.(map[string]any); svc["id"] == demoService {
+			data, err := yaml.Marshal(svc)
+			if err != nil {
+				return "", err
+			}
+			var short map[string]any
+			if err := yaml.Unmarshal(data, &short); err != nil {
+				return "", err
+			}
+			for _, plan := range short["plans"].([]any) {
+				if plan := plan.(map[string]any); plan["id"] == demoAsync {
+					plan["id"], plan["name"], plan["maximum_polling_duration"] = shortPlan, "short-async-plan", 1
+					delete(plan, "binding_rotatable")
+					short["plans"] = []any{plan}
+				}
+			}
+			short["id"], short["name"] = shortService, "short-service"
+			services = append(services, short)
+			break
+		}
+	}
 	services = append(services, map[string]any{
 		"id": functionService, "name": "function-service", "description": "A service whose work a function does, on loopback.",
 		"bindable": true, "instances_retrievable": true, "bindings_retrievable": true,
@@ -163,6 +197,9 @@ const (
 	demoSync      = "e3daf424-4de7-4619-b0ff-5de8cd16cc5e"
 	demoAsync     = "c52e2627-5352-4580-9094-a22ec37edd8e"
 	demoAsyncOnly = "a87515c4-15ab-4a11-a9e0-703b961e67f7"
+	// The demo's asynchronous plan with a maximum polling duration of 1 s.
+	shortService = "2b9c5d1e-7a43-4f0e-9c61-3d8e5f0a7b24"
+	shortPlan    = "9e4f2a6b-1c38-4d7a-8b05-6f3e2d1c0a98"
 )
 
 type e2e struct {
@@ -261,7 +298,7 @@ func TestTheDemoCatalogsLifecycles(t *testing.T) {
 	})
 	t.Run("the catalog is the bundled one", func(t *testing.T) {
 		cat, err := e.c.GetCatalog()
-		if err != nil || len(cat.Services) != 6 || len(cat.Services[0].Plans) != 3 {
+		if err != nil || len(cat.Services) != 7 || len(cat.Services[0].Plans) != 3 {
 			t.Fatalf("catalog: %+v %v", cat, err)
 		}
 	})
@@ -400,6 +437,43 @@ func TestTheDemoCatalogsLifecycles(t *testing.T) {
 		}
 		if _, err := e.c.GetInstance(&osb.GetInstanceRequest{InstanceID: "halt-1"}); !isStatus(err, http.StatusNotFound) {
 			t.Fatalf("get after deprovision: %v, want 404", err)
+		}
+	})
+	t.Run("an unbind during an asynchronous bind stops it and the binding is gone", func(t *testing.T) {
+		e := &e2e{t: t, c: e.c}
+		r := e.provision("halt-b", demoAsync, true, map[string]any{"duration_seconds": 0})
+		if state, _ := e.poll("halt-b", r.OperationKey); state != osb.StateSucceeded {
+			t.Fatalf("provision ended %s", state)
+		}
+		bind, err := e.c.Bind(&osb.BindRequest{InstanceID: "halt-b", BindingID: "hb-1", ServiceID: demoService, PlanID: demoAsync,
+			AcceptsIncomplete: true, Parameters: map[string]any{"duration_seconds": 600}})
+		if err != nil || !bind.Async {
+			t.Fatalf("async bind: %+v %v", bind, err)
+		}
+		// The unbind takes over the bind's hold on the instance: its
+		// transaction only checks the instance (ConditionCheckItem).
+		unbind, err := e.c.Unbind(&osb.UnbindRequest{InstanceID: "halt-b", BindingID: "hb-1", ServiceID: demoService, PlanID: demoAsync, AcceptsIncomplete: true})
+		if err != nil {
+			t.Fatalf("unbind during the bind: %v", err)
+		}
+		if unbind.Async {
+			if state := e.pollBinding("halt-b", "hb-1", unbind.OperationKey); state != "gone" {
+				t.Fatalf("unbind ended %s, want gone (410)", state)
+			}
+		}
+		if _, err := e.c.GetBinding(&osb.GetBindingRequest{InstanceID: "halt-b", BindingID: "hb-1"}); !isStatus(err, http.StatusNotFound) {
+			t.Fatalf("get after unbind: %v, want 404", err)
+		}
+	})
+	t.Run("the reaper stops an operation that outlives its plan's maximum polling duration", func(t *testing.T) {
+		e := &e2e{t: t, c: e.c}
+		r, err := e.c.ProvisionInstance(&osb.ProvisionRequest{InstanceID: "short-1", ServiceID: shortService, PlanID: shortPlan,
+			OrganizationGUID: "org", SpaceGUID: "space", AcceptsIncomplete: true, Parameters: map[string]any{"duration_seconds": 600}})
+		if err != nil || !r.Async {
+			t.Fatalf("async provision: %+v %v", r, err)
+		}
+		if state, desc := e.pollService("short-1", shortService, r.OperationKey); state != osb.StateFailed || !strings.Contains(desc, "did not complete within 1s") {
+			t.Fatalf("provision ended %s %q, want failed by the reaper", state, desc)
 		}
 	})
 	t.Run("a binding is rotated into a successor with credentials of its own", func(t *testing.T) {

@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/iam"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	osb "sigs.k8s.io/go-open-service-broker-client/v2"
 
 	"github.com/serverless-osb/broker/internal/waittest"
@@ -25,6 +26,10 @@ type exampleService struct {
 	service, plan, id string
 	params            map[string]any
 	exists            func(ctx context.Context, creds map[string]any) (bool, error)
+	// update, when set, is an update's parameters (the worker's
+	// UpdateStack), and updated tells that the resource took them.
+	update  map[string]any
+	updated func(ctx context.Context, creds map[string]any) error
 }
 
 func examples() []exampleService {
@@ -42,6 +47,18 @@ func examples() []exampleService {
 			exists: func(ctx context.Context, creds map[string]any) (bool, error) {
 				_, err := sqsc.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(fmt.Sprint(creds["queue_url"]))})
 				return notFound(err)
+			},
+			update: map[string]any{"VisibilityTimeout": 61},
+			updated: func(ctx context.Context, creds map[string]any) error {
+				out, err := sqsc.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(fmt.Sprint(creds["queue_url"])),
+					AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameVisibilityTimeout}})
+				if err != nil {
+					return err
+				}
+				if got := out.Attributes[string(sqstypes.QueueAttributeNameVisibilityTimeout)]; got != "61" {
+					return fmt.Errorf("the queue's VisibilityTimeout is %s, want the update's 61", got)
+				}
+				return nil
 			}},
 		{service: "aws-dynamodb-table", plan: "on-demand", id: "dynamodb",
 			params: map[string]any{"HashKeyName": "pk"},
@@ -109,7 +126,8 @@ func liveStacks(ctx context.Context, t *testing.T, instance string) []string {
 
 // TestTheExampleServicesOnMotosCloudFormation: the worker, with its role's
 // permissions, makes each example service's instance and binding stacks
-// under the stack's CloudFormation service role, and deletes them.
+// under the stack's CloudFormation service role, updates the queue's
+// instance stack, and deletes them.
 func TestTheExampleServicesOnMotosCloudFormation(t *testing.T) {
 	c := client(t, shared)
 	users := iam.NewFromConfig(shared.Admin)
@@ -153,6 +171,18 @@ func TestTheExampleServicesOnMotosCloudFormation(t *testing.T) {
 			}
 			if stacks := liveStacks(ctx, t, instance); len(stacks) != 2 {
 				t.Fatalf("stacks %v after bind, want the instance's and the binding's", stacks)
+			}
+			if ex.update != nil {
+				up, err := c.UpdateInstance(&osb.UpdateInstanceRequest{InstanceID: instance, ServiceID: service, AcceptsIncomplete: true, Parameters: ex.update})
+				if err != nil || !up.Async {
+					t.Fatalf("update: %+v %v", up, err)
+				}
+				if state, desc := e.pollService(instance, service, up.OperationKey); state != osb.StateSucceeded {
+					t.Fatalf("update ended %s: %s", state, desc)
+				}
+				if err := ex.updated(ctx, creds); err != nil {
+					t.Fatalf("after the update: %v", err)
+				}
 			}
 			ur, err := c.Unbind(&osb.UnbindRequest{InstanceID: instance, BindingID: binding, ServiceID: service, PlanID: plan, AcceptsIncomplete: true})
 			if err != nil {

@@ -1,4 +1,4 @@
-# moto_server 5.2.1 with seven fixes.
+# moto_server 5.2.1 with eight fixes.
 #
 # 1. A second StartExecution fails with HTTP 500
 # ("cannot pickle '_thread.RLock'", moto issue 10077) because StartExecution
@@ -224,6 +224,35 @@ def _raise_access_denied_in_protocol(self):
 
 
 IAMRequest._raise_access_denied = _raise_access_denied_in_protocol
+
+# 8. What IAM enforcement allowed, by identity: every action a call was
+# allowed (a transaction's per item, as fix 7 checks them), under the
+# caller's ARN (an assumed role's is
+# arn:aws:sts::ACCOUNT:assumed-role/ROLE/SESSION). GET
+# /moto-api/iam/allowed-actions answers {"ARN": ["service:Action", ...]}:
+# the sandbox's least-privilege test compares them with what each
+# function's role grants. Both of fix 7's paths call the module's
+# _check_action_permitted, rebound here to record what passed.
+from moto.moto_api._internal import urls as _moto_api_urls  # noqa: E402
+
+_allowed = {}
+_allowed_lock = threading.Lock()
+_check_action_permitted_unrecorded = _check_action_permitted
+
+
+def _check_action_permitted(self, resource):
+    _check_action_permitted_unrecorded(self, resource)
+    with _allowed_lock:
+        _allowed.setdefault(self._access_key.arn, set()).add(self._action)
+
+
+def _allowed_actions(request, full_url, headers):
+    with _allowed_lock:
+        body = {arn: sorted(actions) for arn, actions in _allowed.items()}
+    return 200, {"Content-Type": "application/json"}, json.dumps(body)
+
+
+_moto_api_urls.url_paths["{0}/moto-api/iam/allowed-actions"] = _allowed_actions
 
 from moto.server import main  # noqa: E402
 

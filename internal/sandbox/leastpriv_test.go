@@ -1,0 +1,185 @@
+package sandbox_test
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/serverless-osb/broker/internal/sandbox"
+)
+
+// notExercised are the actions a function's role is granted that no
+// sandbox test makes it call, each with the reason it is granted all the
+// same. The function is its logical id's prefix (ApiFunction). An action
+// the role grants that is neither called nor listed here fails the suite,
+// and so does an entry the suite does call, or the role no longer grants:
+// the list never outlives its reasons.
+var notExercised = []struct{ function, action, reason string }{
+	// What AWS does with a function's role, which the sandbox does itself
+	// or not at all.
+	{"ApiFunction", "logs:CreateLogStream", lambdaLogs},
+	{"ApiFunction", "logs:PutLogEvents", lambdaLogs},
+	{"WorkerFunction", "logs:CreateLogStream", lambdaLogs},
+	{"WorkerFunction", "logs:PutLogEvents", lambdaLogs},
+	{"ApiFunction", "xray:PutTraceSegments", lambdaTraces},
+	{"ApiFunction", "xray:PutTelemetryRecords", lambdaTraces},
+	{"WorkerFunction", "xray:PutTraceSegments", lambdaTraces},
+	{"WorkerFunction", "xray:PutTelemetryRecords", lambdaTraces},
+	{"ApiFunction", "kms:DescribeKey", tableKey},
+	{"ApiFunction", "kms:Encrypt", tableKey},
+	{"WorkerFunction", "kms:DescribeKey", tableKey},
+	{"WorkerFunction", "kms:Encrypt", tableKey},
+	{"WorkerFunction", "iam:PassRole", "IAM checks it when CreateStack, UpdateStack or DeleteStack names the service role (RoleARN); moto's CloudFormation does not"},
+	{"WorkerFunction", "cloudformation:TagResource", stackTags},
+	{"WorkerFunction", "cloudformation:UntagResource", stackTags},
+	// Paths the sandbox's tests do not take.
+	{"WorkerFunction", "cloudformation:DescribeStackResources", "asked only while a stack is being created, updated or deleted, for the progress's description (a failure is ignored); moto makes, updates and deletes a stack before it answers"},
+	{"WorkerFunction", "cloudformation:DescribeStackEvents", "read when a stack has failed (the failed resources' reasons) or is busy (whether this operation's token started the change); the example stacks neither fail nor wait on moto"},
+	{"WorkerFunction", "dynamodb:ConditionCheckItem", "only a deprovision of an instance with more bindings than one transaction holds (about 98) checks its operation and instance in batches ahead of the last write; TestDeprovisionOfManyBindings (internal/store/dynamo) covers it on moto, without a role"},
+}
+
+const (
+	lambdaLogs   = "Lambda writes the function's log to its log group with the function's role; the sandbox writes it to a file (LOGICALID.log)"
+	lambdaTraces = "Lambda sends the function's traces (Tracing: Active) with the function's role; the sandbox does not trace"
+	tableKey     = "DynamoDB uses the table's key with the caller's permissions (kms:ViaService); moto's DynamoDB does not call KMS"
+	stackTags    = "CloudFormation authorizes the Tags of CreateStack and UpdateStack as TagResource (and the tags an update drops as UntagResource); moto does not check them"
+)
+
+// exercised gathers what moto allowed each function during the suite, from
+// every sandbox the tests start, before it is closed.
+var exercised = &allowedActions{byFunction: map[string]map[string]bool{}}
+
+type allowedActions struct {
+	mu         sync.Mutex
+	byFunction map[string]map[string]bool
+}
+
+// add records what sb's functions were allowed so far; tests call it
+// before they close a sandbox of their own.
+func (a *allowedActions) add(ctx context.Context, sb *sandbox.Sandbox) error {
+	allowed, err := sb.Allowed(ctx)
+	if err != nil {
+		return err
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for function, actions := range allowed {
+		key := functionPrefix(function)
+		if a.byFunction[key] == nil {
+			a.byFunction[key] = map[string]bool{}
+		}
+		for _, action := range actions {
+			a.byFunction[key][strings.ToLower(action)] = true
+		}
+	}
+	return nil
+}
+
+// functionPrefix is a logical id without the hash CDK appends
+// (ApiFunctionCE271BD4: ApiFunction), the same in every copy of the
+// template the tests run.
+func functionPrefix(logicalID string) string {
+	if len(logicalID) > 8 {
+		return logicalID[:len(logicalID)-8]
+	}
+	return logicalID
+}
+
+// wholeSuite says whether every test of the package ran: only then is an
+// action nobody called a grant nobody uses.
+func wholeSuite() bool {
+	for _, name := range []string{"test.run", "test.skip", "test.list"} {
+		if f := flag.Lookup(name); f != nil && f.Value.String() != "" {
+			return false
+		}
+	}
+	return true
+}
+
+// checkLeastPrivilege compares what each function's role grants with what
+// the functions were allowed to call, and returns a problem per action
+// granted but neither called nor listed in notExercised (a wildcard is
+// never proven used), and per entry of notExercised that is called or no
+// longer granted.
+func checkLeastPrivilege(granted map[string][]string, called map[string]map[string]bool, listed []struct{ function, action, reason string }) []string {
+	var problems []string
+	isListed := map[[2]string]bool{}
+	for _, l := range listed {
+		isListed[[2]string{l.function, strings.ToLower(l.action)}] = true
+	}
+	grants := map[[2]string]bool{}
+	for _, id := range slices.Sorted(maps.Keys(granted)) {
+		function := functionPrefix(id)
+		for _, action := range granted[id] {
+			key := [2]string{function, strings.ToLower(action)}
+			grants[key] = true
+			switch {
+			case isListed[key]:
+			case strings.ContainsAny(action, "*?"):
+				problems = append(problems, fmt.Sprintf("%s's role grants %s, a wildcard: no test can show that every action it matches is needed; grant the actions the function calls (infra/permissions.go)", function, action))
+			case !called[function][key[1]]:
+				problems = append(problems, fmt.Sprintf("%s's role grants %s, which no sandbox test makes it call: remove the grant (infra/permissions.go), or list it with the reason in notExercised (internal/sandbox/leastpriv_test.go)", function, action))
+			}
+		}
+	}
+	for _, l := range listed {
+		key := [2]string{l.function, strings.ToLower(l.action)}
+		switch {
+		case !grants[key]:
+			problems = append(problems, fmt.Sprintf("notExercised lists %s for %s, whose role no longer grants it: take it off the list", l.action, l.function))
+		case called[l.function][key[1]]:
+			problems = append(problems, fmt.Sprintf("notExercised lists %s for %s (%s), but the sandbox tests make %s call it: take it off the list", l.action, l.function, l.reason, l.function))
+		}
+	}
+	return problems
+}
+
+// leastPrivilege checks, once every test has run, that each function's
+// role grants no action the functions do not call, but those listed.
+func leastPrivilege(ctx context.Context, sb *sandbox.Sandbox) []string {
+	if err := exercised.add(ctx, sb); err != nil {
+		return []string{err.Error()}
+	}
+	granted, err := sb.Granted()
+	if err != nil {
+		return []string{err.Error()}
+	}
+	exercised.mu.Lock()
+	defer exercised.mu.Unlock()
+	return checkLeastPrivilege(granted, exercised.byFunction, notExercised)
+}
+
+func TestTheLeastPrivilegeCheck(t *testing.T) {
+	granted := map[string][]string{
+		"ApiFunctionCE271BD4":    {"dynamodb:GetItem", "logs:PutLogEvents", "states:StopExecution"},
+		"WorkerFunction5E6D2C4A": {"dynamodb:GetItem", "kms:*"},
+	}
+	called := map[string]map[string]bool{
+		"ApiFunction":    {"dynamodb:getitem": true},
+		"WorkerFunction": {"dynamodb:getitem": true, "kms:decrypt": true},
+	}
+	listed := []struct{ function, action, reason string }{
+		{"ApiFunction", "logs:PutLogEvents", "Lambda writes the function's log"},
+		{"ApiFunction", "dynamodb:GetItem", "a reason gone stale"},
+		{"WorkerFunction", "sqs:SendMessage", "a grant since removed"},
+	}
+	problems := checkLeastPrivilege(granted, called, listed)
+	for _, want := range []string{
+		"ApiFunction's role grants states:StopExecution, which no sandbox test makes it call",
+		"WorkerFunction's role grants kms:*, a wildcard",
+		"notExercised lists dynamodb:GetItem for ApiFunction (a reason gone stale), but the sandbox tests make ApiFunction call it",
+		"notExercised lists sqs:SendMessage for WorkerFunction, whose role no longer grants it",
+	} {
+		if !slices.ContainsFunc(problems, func(p string) bool { return strings.HasPrefix(p, want) }) {
+			t.Errorf("no problem says %q; got:\n%s", want, strings.Join(problems, "\n"))
+		}
+	}
+	if len(problems) != 4 {
+		t.Errorf("%d problems, want 4:\n%s", len(problems), strings.Join(problems, "\n"))
+	}
+}
