@@ -96,7 +96,7 @@ func (b *builder) services() {
 		Sid: jsii.String("ChangeServiceStacks"),
 		// ContinueUpdateRollback: the driver continues the rollback of an
 		// update whose own rollback failed, under the same role.
-		Actions: jsii.Strings("cloudformation:CreateStack", "cloudformation:UpdateStack", "cloudformation:DeleteStack",
+		Actions: jsii.Strings("cloudformation:CreateStack", "cloudformation:DeleteStack",
 			"cloudformation:CreateChangeSet", "cloudformation:ContinueUpdateRollback"),
 		Resources: &stacks,
 		Conditions: &map[string]any{

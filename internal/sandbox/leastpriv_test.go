@@ -34,12 +34,15 @@ var notExercised = []struct{ function, action, reason string }{
 	{"ApiFunction", "kms:Encrypt", tableKey},
 	{"WorkerFunction", "kms:DescribeKey", tableKey},
 	{"WorkerFunction", "kms:Encrypt", tableKey},
-	{"WorkerFunction", "iam:PassRole", "IAM checks it when CreateStack, UpdateStack or DeleteStack names the service role (RoleARN); moto's CloudFormation does not"},
+	{"WorkerFunction", "iam:PassRole", "IAM checks it when CreateStack, CreateChangeSet or DeleteStack names the service role (RoleARN); moto's CloudFormation does not"},
 	{"WorkerFunction", "cloudformation:TagResource", stackTags},
 	{"WorkerFunction", "cloudformation:UntagResource", stackTags},
 	// Paths the sandbox's tests do not take.
 	{"WorkerFunction", "cloudformation:DescribeStackResources", "asked only while a stack is being created, updated or deleted, for the progress's description (a failure is ignored); moto makes, updates and deletes a stack before it answers"},
 	{"WorkerFunction", "cloudformation:DescribeStackEvents", "read when a stack has failed (the failed resources' reasons) or is busy (whether this operation's token started the change); the example stacks neither fail nor wait on moto"},
+	{"WorkerFunction", "cloudformation:ContinueUpdateRollback", "only for an update whose rollback failed (UPDATE_ROLLBACK_FAILED); moto never fails a stack, so TestUpdateRollbackFailed (internal/drivers/cloudformation) covers it on a named fake"},
+	{"WorkerFunction", "cloudformation:DeleteChangeSet", "only for a change set the driver does not execute: one refused because it would replace or delete a resource that holds data (moto's change sets never say so; TestUpdateRefusesToLoseData covers it on a named fake), or one left by a crash"},
+	{"WorkerFunction", "cloudformation:SetStackPolicy", "set before executing a change set that moves a stack to another template (an upgrade, or a plan change); the sandbox's update changes parameters only, and TestVersionsInMoto (internal/drivers/cloudformation) covers an upgrade on moto, without a role"},
 	{"WorkerFunction", "dynamodb:ConditionCheckItem", "only a deprovision of an instance with more bindings than one transaction holds (about 98) checks its operation and instance in batches ahead of the last write; TestDeprovisionOfManyBindings (internal/store/dynamo) covers it on moto, without a role"},
 }
 
@@ -47,7 +50,7 @@ const (
 	lambdaLogs   = "Lambda writes the function's log to its log group with the function's role; the sandbox writes it to a file (LOGICALID.log)"
 	lambdaTraces = "Lambda sends the function's traces (Tracing: Active) with the function's role; the sandbox does not trace"
 	tableKey     = "DynamoDB uses the table's key with the caller's permissions (kms:ViaService); moto's DynamoDB does not call KMS"
-	stackTags    = "CloudFormation authorizes the Tags of CreateStack and UpdateStack as TagResource (and the tags an update drops as UntagResource); moto does not check them"
+	stackTags    = "CloudFormation authorizes the Tags of CreateStack and CreateChangeSet as TagResource (and the tags an update drops as UntagResource); moto does not check them"
 )
 
 // exercised gathers what moto allowed each function during the suite, from

@@ -32,7 +32,6 @@ import (
 // API is the part of CloudFormation the driver calls.
 type API interface {
 	CreateStack(ctx context.Context, in *cfn.CreateStackInput, optFns ...func(*cfn.Options)) (*cfn.CreateStackOutput, error)
-	UpdateStack(ctx context.Context, in *cfn.UpdateStackInput, optFns ...func(*cfn.Options)) (*cfn.UpdateStackOutput, error)
 	DeleteStack(ctx context.Context, in *cfn.DeleteStackInput, optFns ...func(*cfn.Options)) (*cfn.DeleteStackOutput, error)
 	DescribeStacks(ctx context.Context, in *cfn.DescribeStacksInput, optFns ...func(*cfn.Options)) (*cfn.DescribeStacksOutput, error)
 	DescribeStackResources(ctx context.Context, in *cfn.DescribeStackResourcesInput, optFns ...func(*cfn.Options)) (*cfn.DescribeStackResourcesOutput, error)

@@ -213,10 +213,6 @@ func (f *fakeStacks) CreateStack(_ context.Context, in *cfn.CreateStackInput, _ 
 	return &cfn.CreateStackOutput{StackId: s.stack.StackId}, nil
 }
 
-func (f *fakeStacks) UpdateStack(context.Context, *cfn.UpdateStackInput, ...func(*cfn.Options)) (*cfn.UpdateStackOutput, error) {
-	return nil, f.enter("UpdateStack") // the driver updates through change sets
-}
-
 func (f *fakeStacks) DeleteStack(_ context.Context, in *cfn.DeleteStackInput, _ ...func(*cfn.Options)) (*cfn.DeleteStackOutput, error) {
 	if err := f.enter("DeleteStack"); err != nil {
 		return nil, err
