@@ -35,7 +35,8 @@ const OpsUsage = `usage: go run ./functions/api ops [--json] [--stack NAME] COMM
                     its detail for the operator (a failure's full reason, e.g.
                     CloudFormation's), and the detached resources its operations left
   detached          detached resources: waiting for, in, or given up by the cleanup
-  cleanup ID        start the cleanup of detached resource ID again
+  cleanup ID        start the cleanup of detached resource ID again (locally, wait for
+                    it to end: exit 0 once the resource is deleted, 1 if it fails)
   reap              run the reaper once and print what it did
   reseal            seal every stored secret under the current key (after a key change),
                     then refuse any value found in clear from then on
@@ -231,6 +232,14 @@ func opsLambdaConfig(ctx context.Context, stack string) (LambdaConfig, error) {
 	cfg, err := awsconfig.LoadDefaultConfig(ctx)
 	if err != nil {
 		return LambdaConfig{}, fmt.Errorf("load AWS configuration: %w", err)
+	}
+	// Say which of the usual AWS environment is missing: the SDK's own
+	// errors name an endpoint rule or the EC2 metadata service instead.
+	if cfg.Region == "" {
+		return LambdaConfig{}, fmt.Errorf("no AWS region: set AWS_REGION (or AWS_PROFILE, to a profile with a region) to the region of stack %s", stack)
+	}
+	if _, err := cfg.Credentials.Retrieve(ctx); err != nil {
+		return LambdaConfig{}, fmt.Errorf("no AWS credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE, to those of an operator of stack %s (%w)", stack, err)
 	}
 	return StackConfig(ctx, awscfn.NewFromConfig(cfg), stack)
 }
