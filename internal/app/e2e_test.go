@@ -1,7 +1,6 @@
 package app_test
 
 import (
-	"errors"
 	"fmt"
 	"net/http"
 	"testing"
@@ -13,6 +12,7 @@ import (
 	"github.com/serverless-osb/broker/internal/app/apptest"
 	"github.com/serverless-osb/broker/internal/broker"
 	"github.com/serverless-osb/broker/internal/mototest"
+	"github.com/serverless-osb/broker/internal/osbtest"
 	"github.com/serverless-osb/broker/internal/store/dynamo"
 	"github.com/serverless-osb/broker/internal/store/storetest"
 	"github.com/serverless-osb/broker/internal/waittest"
@@ -21,16 +21,7 @@ import (
 // client returns the real OSB client library pointed at the broker.
 func client(t *testing.T, url string) osb.Client {
 	t.Helper()
-	cfg := osb.DefaultClientConfiguration()
-	cfg.Name, cfg.URL = "serverless-osb", url
-	cfg.APIVersion = osb.Version2_14()
-	cfg.EnableAlphaFeatures = true // GET instance/binding and async bindings
-	cfg.AuthConfig = &osb.AuthConfig{BasicAuthConfig: &osb.BasicAuthConfig{Username: apptest.Username, Password: apptest.Password}}
-	c, err := osb.NewClient(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
+	return osbtest.Client(t, url, apptest.Username, apptest.Password)
 }
 
 type e2e struct {
@@ -49,48 +40,20 @@ func newE2E(t *testing.T, b *apptest.Broker) *e2e {
 
 func ptr[T any](v T) *T { return &v }
 
-// poll polls the instance's last_operation until it leaves "in progress";
-// a 410 (the instance is gone) is reported as state "gone".
+// retryAfter is what every answer in progress must carry: the broker asks
+// platforms to wait at least a second between polls.
+var retryAfter = osbtest.RetryAfter(time.Second)
+
+// poll polls the instance's last_operation until it leaves "in progress"
+// (osbtest.Gone on a 410).
 func (e *e2e) poll(instanceID string, op *osb.OperationKey) (state osb.LastOperationState, description string) {
 	e.t.Helper()
-	waittest.Until(e.t, func() error {
-		r, err := e.c.PollLastOperation(&osb.LastOperationRequest{InstanceID: instanceID, ServiceID: &e.service, OperationKey: op})
-		if osb.IsGoneError(err) {
-			state = "gone"
-			return nil
-		}
-		if err != nil {
-			e.t.Fatalf("poll %s: %v", instanceID, err)
-		}
-		if r.State != osb.StateInProgress {
-			state, description = r.State, deref(r.Description)
-			return nil
-		}
-		if r.PollDelay == nil || *r.PollDelay < time.Second {
-			e.t.Fatalf("in progress without a Retry-After of at least 1 s: %v", r.PollDelay)
-		}
-		return fmt.Errorf("operation on %s still in progress", instanceID)
-	})
-	return state, description
+	return osbtest.Poll(e.t, e.c, instanceID, e.service, op, retryAfter)
 }
 
-func (e *e2e) pollBinding(instanceID, bindingID string, op *osb.OperationKey) (state osb.LastOperationState) {
+func (e *e2e) pollBinding(instanceID, bindingID string, op *osb.OperationKey) osb.LastOperationState {
 	e.t.Helper()
-	waittest.Until(e.t, func() error {
-		r, err := e.c.PollBindingLastOperation(&osb.BindingLastOperationRequest{InstanceID: instanceID, BindingID: bindingID, OperationKey: op})
-		if osb.IsGoneError(err) {
-			state = "gone"
-			return nil
-		}
-		if err != nil {
-			e.t.Fatalf("poll binding %s: %v", bindingID, err)
-		}
-		if r.State != osb.StateInProgress {
-			state = r.State
-			return nil
-		}
-		return fmt.Errorf("binding operation on %s still in progress", bindingID)
-	})
+	state, _ := osbtest.PollBinding(e.t, e.c, instanceID, bindingID, op, retryAfter)
 	return state
 }
 
@@ -103,13 +66,7 @@ func deref(s *string) string {
 
 func (e *e2e) provision(id, plan string, async bool, params map[string]any) *osb.ProvisionResponse {
 	e.t.Helper()
-	r, err := e.c.ProvisionInstance(&osb.ProvisionRequest{InstanceID: id, ServiceID: e.service, PlanID: plan,
-		OrganizationGUID: "org", SpaceGUID: "space", AcceptsIncomplete: async, Parameters: params,
-		Context: map[string]any{"platform": "cloudfoundry", "organization_guid": "org", "space_guid": "space"}})
-	if err != nil {
-		e.t.Fatalf("provision %s: %v", id, err)
-	}
-	return r
+	return osbtest.Provision(e.t, e.c, id, e.service, plan, async, params)
 }
 
 func TestClientDrivesSyncLifecycle(t *testing.T) { eachStore(t, testClientDrivesSyncLifecycle) }
@@ -156,7 +113,7 @@ func testClientDrivesSyncLifecycle(t *testing.T, start starter) {
 	if _, err := e.c.DeprovisionInstance(&osb.DeprovisionRequest{InstanceID: "sync-1", ServiceID: e.service, PlanID: e.sync}); err != nil {
 		t.Fatalf("deprovision: %v", err)
 	}
-	if _, err := e.c.GetInstance(&osb.GetInstanceRequest{InstanceID: "sync-1"}); !isStatus(err, http.StatusNotFound) {
+	if _, err := e.c.GetInstance(&osb.GetInstanceRequest{InstanceID: "sync-1"}); !osbtest.IsStatus(err, http.StatusNotFound) {
 		t.Fatalf("get after deprovision: %v, want 404", err)
 	}
 }
@@ -182,7 +139,7 @@ func testClientDrivesAsyncLifecycle(t *testing.T, start starter) {
 		Parameters: map[string]any{"duration_seconds": 0}})
 	// The library's IsConcurrencyError also demands its own fixed
 	// description; the spec asks only for the error code.
-	if !isOSBError(err, http.StatusUnprocessableEntity, "ConcurrencyError") {
+	if !osbtest.IsOSBError(err, http.StatusUnprocessableEntity, "ConcurrencyError") {
 		t.Fatalf("update during provision: %v, want ConcurrencyError", err)
 	}
 	b.Release("async-1")
@@ -209,7 +166,7 @@ func testClientDrivesAsyncLifecycle(t *testing.T, start starter) {
 	if err != nil || !unbind.Async {
 		t.Fatalf("async unbind: %+v %v", unbind, err)
 	}
-	if state := e.pollBinding("async-1", "ab-1", unbind.OperationKey); state != "gone" {
+	if state := e.pollBinding("async-1", "ab-1", unbind.OperationKey); state != osbtest.Gone {
 		t.Fatalf("unbind ended %s, want gone (410)", state)
 	}
 
@@ -242,7 +199,7 @@ func testClientDrivesAsyncLifecycle(t *testing.T, start starter) {
 	if err != nil || !del.Async {
 		t.Fatalf("async deprovision: %+v %v", del, err)
 	}
-	if state, _ := e.poll("async-2", del.OperationKey); state != "gone" {
+	if state, _ := e.poll("async-2", del.OperationKey); state != osbtest.Gone {
 		t.Fatalf("deprovision ended %s, want gone (410)", state)
 	}
 }
@@ -266,7 +223,7 @@ func testClientSeesAFailedOperation(t *testing.T, start starter) {
 	// A sync provision that fails is refused with a 422 and leaves nothing.
 	_, err = e.c.ProvisionInstance(&osb.ProvisionRequest{InstanceID: "fails-2", ServiceID: e.service, PlanID: e.sync,
 		OrganizationGUID: "org", SpaceGUID: "space", Parameters: map[string]any{"fail": true}})
-	if !isStatus(err, http.StatusUnprocessableEntity) {
+	if !osbtest.IsStatus(err, http.StatusUnprocessableEntity) {
 		t.Fatalf("failing sync provision: %v, want 422", err)
 	}
 	if _, err := e.c.DeprovisionInstance(&osb.DeprovisionRequest{InstanceID: "fails-2", ServiceID: e.service, PlanID: e.sync}); err != nil {
@@ -333,22 +290,6 @@ func testAsyncProvisionSurvivesABrokerRestart(t *testing.T, start starter) {
 	if _, err := e2.c.GetInstance(&osb.GetInstanceRequest{InstanceID: "restart-1"}); err != nil {
 		t.Fatalf("get instance after restart: %v", err)
 	}
-}
-
-func isStatus(err error, code int) bool {
-	var h osb.HTTPStatusCodeError
-	if errors.As(err, &h) {
-		return h.StatusCode == code
-	}
-	if hp, ok := osb.IsHTTPError(err); ok {
-		return hp.StatusCode == code
-	}
-	return false
-}
-
-func isOSBError(err error, code int, osbError string) bool {
-	var h osb.HTTPStatusCodeError
-	return errors.As(err, &h) && h.StatusCode == code && h.ErrorMessage != nil && *h.ErrorMessage == osbError
 }
 
 // starter starts a broker with its bolt data in dir ("" for a new one).

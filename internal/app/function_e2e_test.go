@@ -22,6 +22,7 @@ import (
 	"github.com/serverless-osb/broker/internal/app/apptest"
 	"github.com/serverless-osb/broker/internal/broker"
 	"github.com/serverless-osb/broker/internal/drivers/function/functiontest"
+	"github.com/serverless-osb/broker/internal/osbtest"
 	"github.com/serverless-osb/broker/internal/waittest"
 )
 
@@ -175,14 +176,14 @@ func TestClientDrivesTheFunctionDriver(t *testing.T) {
 		if err != nil {
 			t.Fatalf("unbind: %v", err)
 		}
-		if state := e.pollBinding("fa-1", "fab-1", ub.OperationKey); state != "gone" && state != osb.StateSucceeded {
+		if state := e.pollBinding("fa-1", "fab-1", ub.OperationKey); state != osbtest.Gone && state != osb.StateSucceeded {
 			t.Fatalf("unbind ended %s", state)
 		}
 		dr, err := e.c.DeprovisionInstance(&osb.DeprovisionRequest{InstanceID: "fa-1", ServiceID: e.service, PlanID: e.async, AcceptsIncomplete: true})
 		if err != nil {
 			t.Fatalf("deprovision: %v", err)
 		}
-		if state, desc := e.poll("fa-1", dr.OperationKey); state != "gone" && state != osb.StateSucceeded {
+		if state, desc := e.poll("fa-1", dr.OperationKey); state != osbtest.Gone && state != osb.StateSucceeded {
 			t.Fatalf("deprovision ended %s: %s", state, desc)
 		}
 		if slices.Contains(target.Instances(), "fa-1") {
@@ -202,7 +203,7 @@ func TestClientDrivesTheFunctionDriver(t *testing.T) {
 		waitNothingLeft(t, b, "fp-1")
 		_, err := e.c.ProvisionInstance(&osb.ProvisionRequest{InstanceID: "fp-2", ServiceID: e.service, PlanID: e.sync,
 			OrganizationGUID: "org", SpaceGUID: "space", Parameters: map[string]any{"fail": "No."}})
-		if !isStatus(err, http.StatusUnprocessableEntity) {
+		if !osbtest.IsStatus(err, http.StatusUnprocessableEntity) {
 			t.Fatalf("failing sync provision: %v, want 422", err)
 		}
 		waitNothingLeft(t, b, "fp-2")
@@ -263,7 +264,7 @@ func TestAFunctionThatRefusesTheSignatureFailsTheOperation(t *testing.T) {
 	}
 	_, err := e.c.ProvisionInstance(&osb.ProvisionRequest{InstanceID: "fw-2", ServiceID: e.service, PlanID: e.sync,
 		OrganizationGUID: "org", SpaceGUID: "space"})
-	if !isStatus(err, http.StatusUnprocessableEntity) {
+	if !osbtest.IsStatus(err, http.StatusUnprocessableEntity) {
 		t.Fatalf("sync provision: %v, want 422", err)
 	}
 	if target.Refused() == 0 || len(target.Requests()) != 0 {

@@ -12,6 +12,7 @@ import (
 	osb "sigs.k8s.io/go-open-service-broker-client/v2"
 
 	"github.com/serverless-osb/broker/internal/app/apptest"
+	"github.com/serverless-osb/broker/internal/osbtest"
 )
 
 // The demo catalog with a second offering, for requests that name another
@@ -162,7 +163,7 @@ func testRequestsNameTheInstance(t *testing.T, b *apptest.Broker) {
 	if _, err := e.c.GetBinding(&osb.GetBindingRequest{InstanceID: "i-1", BindingID: "b-1"}); err != nil {
 		t.Fatalf("binding b-1 after the refusals: %v", err)
 	}
-	if _, err := e.c.GetBinding(&osb.GetBindingRequest{InstanceID: "i-1", BindingID: "b-new"}); !isStatus(err, http.StatusNotFound) {
+	if _, err := e.c.GetBinding(&osb.GetBindingRequest{InstanceID: "i-1", BindingID: "b-new"}); !osbtest.IsStatus(err, http.StatusNotFound) {
 		t.Fatalf("binding b-new: %v, want 404", err)
 	}
 	// The instance's own ids still work, on every route.

@@ -23,6 +23,7 @@ import (
 
 	"github.com/serverless-osb/broker/internal/app/apptest"
 	"github.com/serverless-osb/broker/internal/mototest"
+	"github.com/serverless-osb/broker/internal/osbtest"
 	"github.com/serverless-osb/broker/internal/waittest"
 )
 
@@ -180,7 +181,7 @@ func TestClientDrivesTheExampleServicesOnMoto(t *testing.T) {
 			t.Run("a synchronous provision is refused: the plan is async-only", func(t *testing.T) {
 				_, err := c.ProvisionInstance(&osb.ProvisionRequest{InstanceID: instanceID, ServiceID: service, PlanID: plan,
 					OrganizationGUID: "org", SpaceGUID: "space"})
-				if !isOSBError(err, 422, "AsyncRequired") {
+				if !osbtest.IsOSBError(err, 422, "AsyncRequired") {
 					t.Fatalf("got %v, want 422 AsyncRequired", err)
 				}
 			})
@@ -274,7 +275,7 @@ func TestClientDrivesTheExampleServicesOnMoto(t *testing.T) {
 			if err != nil {
 				t.Fatalf("unbind: %v", err)
 			}
-			if state := e.pollBinding(instanceID, bindingID, ur.OperationKey); state != "gone" && state != osb.StateSucceeded {
+			if state := e.pollBinding(instanceID, bindingID, ur.OperationKey); state != osbtest.Gone && state != osb.StateSucceeded {
 				t.Fatalf("unbind ended %s", state)
 			}
 			if ok, err := cloud.accessKeyExists(ctx, key); err != nil || ok {
@@ -287,7 +288,7 @@ func TestClientDrivesTheExampleServicesOnMoto(t *testing.T) {
 			if err != nil {
 				t.Fatalf("unbind the successor: %v", err)
 			}
-			if state := e.pollBinding(instanceID, successor, ur.OperationKey); state != "gone" && state != osb.StateSucceeded {
+			if state := e.pollBinding(instanceID, successor, ur.OperationKey); state != osbtest.Gone && state != osb.StateSucceeded {
 				t.Fatalf("the successor's unbind ended %s", state)
 			}
 			if ok, err := cloud.accessKeyExists(ctx, nextKey); err != nil || ok {
@@ -301,7 +302,7 @@ func TestClientDrivesTheExampleServicesOnMoto(t *testing.T) {
 			if err != nil {
 				t.Fatalf("deprovision: %v", err)
 			}
-			if state, desc := e.poll(instanceID, dr.OperationKey); state != "gone" && state != osb.StateSucceeded {
+			if state, desc := e.poll(instanceID, dr.OperationKey); state != osbtest.Gone && state != osb.StateSucceeded {
 				t.Fatalf("deprovision ended %s: %s", state, desc)
 			}
 			if ok, err := ex.exists(ctx, creds); err != nil || ok {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/serverless-osb/broker/internal/drivers/function"
 	"github.com/serverless-osb/broker/internal/drivers/function/functiontest"
+	"github.com/serverless-osb/broker/internal/osbtest"
 	"github.com/serverless-osb/broker/internal/waittest"
 )
 
@@ -126,7 +127,7 @@ func TestTheFunctionDriverOnLoopback(t *testing.T) {
 		t.Fatalf("unbind: %v", err)
 	}
 	if ub.Async {
-		if state := e.pollBinding("fn-1", "fnb-1", ub.OperationKey); state != "gone" && state != osb.StateSucceeded {
+		if state := e.pollBinding("fn-1", "fnb-1", ub.OperationKey); state != osbtest.Gone && state != osb.StateSucceeded {
 			t.Fatalf("unbind ended %s", state)
 		}
 	}
@@ -135,7 +136,7 @@ func TestTheFunctionDriverOnLoopback(t *testing.T) {
 		t.Fatalf("deprovision: %v", err)
 	}
 	if dr.Async {
-		if state, desc := e.pollService("fn-1", functionService, dr.OperationKey); state != "gone" && state != osb.StateSucceeded {
+		if state, desc := e.pollService("fn-1", functionService, dr.OperationKey); state != osbtest.Gone && state != osb.StateSucceeded {
 			t.Fatalf("deprovision ended %s: %s", state, desc)
 		}
 	}
@@ -186,7 +187,7 @@ func TestAWorkerCrashedMidTaskLeavesNothingStuck(t *testing.T) {
 		t.Fatalf("deprovision after the crash: %v", err)
 	}
 	if dr.Async {
-		if state, desc := e.pollService("crash-1", functionService, dr.OperationKey); state != "gone" && state != osb.StateSucceeded {
+		if state, desc := e.pollService("crash-1", functionService, dr.OperationKey); state != osbtest.Gone && state != osb.StateSucceeded {
 			t.Fatalf("deprovision ended %s: %s", state, desc)
 		}
 	}

@@ -2,7 +2,6 @@ package sandbox_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -16,8 +15,8 @@ import (
 	"gopkg.in/yaml.v3"
 	osb "sigs.k8s.io/go-open-service-broker-client/v2"
 
+	"github.com/serverless-osb/broker/internal/osbtest"
 	"github.com/serverless-osb/broker/internal/sandbox"
-	"github.com/serverless-osb/broker/internal/waittest"
 )
 
 // The suite shares one sandbox (and one synthesis): each is most of a
@@ -179,16 +178,7 @@ func testCatalog(dir string) (string, error) {
 // client is the real OSB client, pointed at a sandbox.
 func client(t *testing.T, sb *sandbox.Sandbox) osb.Client {
 	t.Helper()
-	cfg := osb.DefaultClientConfiguration()
-	cfg.Name, cfg.URL = "serverless-osb", sb.URL
-	cfg.APIVersion = osb.Version2_14()
-	cfg.EnableAlphaFeatures = true // GET instance/binding and async bindings
-	cfg.AuthConfig = &osb.AuthConfig{BasicAuthConfig: &osb.BasicAuthConfig{Username: sb.Username, Password: sb.Password}}
-	c, err := osb.NewClient(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
+	return osbtest.Client(t, sb.URL, sb.Username, sb.Password)
 }
 
 // The demo catalog's service and plans.
@@ -209,80 +199,27 @@ type e2e struct {
 
 func ptr[T any](v T) *T { return &v }
 
-func deref(s *string) string {
-	if s == nil {
-		return ""
-	}
-	return *s
-}
-
 func (e *e2e) provision(id, plan string, async bool, params map[string]any) *osb.ProvisionResponse {
 	e.t.Helper()
-	r, err := e.c.ProvisionInstance(&osb.ProvisionRequest{InstanceID: id, ServiceID: demoService, PlanID: plan,
-		OrganizationGUID: "org", SpaceGUID: "space", AcceptsIncomplete: async, Parameters: params,
-		Context: map[string]any{"platform": "cloudfoundry", "organization_guid": "org", "space_guid": "space"}})
-	if err != nil {
-		e.t.Fatalf("provision %s: %v", id, err)
-	}
-	return r
+	return osbtest.Provision(e.t, e.c, id, demoService, plan, async, params)
 }
 
-// poll polls the instance's last_operation until it leaves "in progress";
-// a 410 (the instance is gone) is reported as state "gone".
+// poll polls the demo instance's last_operation until it leaves "in
+// progress" (osbtest.Gone on a 410).
 func (e *e2e) poll(instanceID string, op *osb.OperationKey) (state osb.LastOperationState, description string) {
 	e.t.Helper()
-	return e.pollService(instanceID, demoService, op)
+	return osbtest.Poll(e.t, e.c, instanceID, demoService, op)
 }
 
 func (e *e2e) pollService(instanceID, service string, op *osb.OperationKey) (state osb.LastOperationState, description string) {
 	e.t.Helper()
-	waittest.Until(e.t, func() error {
-		r, err := e.c.PollLastOperation(&osb.LastOperationRequest{InstanceID: instanceID, ServiceID: ptr(service), OperationKey: op})
-		if osb.IsGoneError(err) {
-			state = "gone"
-			return nil
-		}
-		if err != nil {
-			e.t.Fatalf("poll %s: %v", instanceID, err)
-		}
-		if r.State != osb.StateInProgress {
-			state, description = r.State, deref(r.Description)
-			return nil
-		}
-		return fmt.Errorf("operation on %s still in progress", instanceID)
-	})
-	return state, description
+	return osbtest.Poll(e.t, e.c, instanceID, service, op)
 }
 
-func (e *e2e) pollBinding(instanceID, bindingID string, op *osb.OperationKey) (state osb.LastOperationState) {
+func (e *e2e) pollBinding(instanceID, bindingID string, op *osb.OperationKey) osb.LastOperationState {
 	e.t.Helper()
-	waittest.Until(e.t, func() error {
-		r, err := e.c.PollBindingLastOperation(&osb.BindingLastOperationRequest{InstanceID: instanceID, BindingID: bindingID, OperationKey: op})
-		if osb.IsGoneError(err) {
-			state = "gone"
-			return nil
-		}
-		if err != nil {
-			e.t.Fatalf("poll binding %s: %v", bindingID, err)
-		}
-		if r.State != osb.StateInProgress {
-			state = r.State
-			return nil
-		}
-		return fmt.Errorf("binding operation on %s still in progress", bindingID)
-	})
+	state, _ := osbtest.PollBinding(e.t, e.c, instanceID, bindingID, op)
 	return state
-}
-
-func isStatus(err error, status int) bool {
-	var h osb.HTTPStatusCodeError
-	if errors.As(err, &h) {
-		return h.StatusCode == status
-	}
-	if hp, ok := osb.IsHTTPError(err); ok {
-		return hp.StatusCode == status
-	}
-	return false
 }
 
 // TestTheDemoCatalogsLifecycles drives the demo catalog's lifecycles with
@@ -348,7 +285,7 @@ func TestTheDemoCatalogsLifecycles(t *testing.T) {
 		if _, err := e.c.DeprovisionInstance(&osb.DeprovisionRequest{InstanceID: "sync-1", ServiceID: demoService, PlanID: demoSync}); err != nil {
 			t.Fatalf("deprovision: %v", err)
 		}
-		if _, err := e.c.GetInstance(&osb.GetInstanceRequest{InstanceID: "sync-1"}); !isStatus(err, http.StatusNotFound) {
+		if _, err := e.c.GetInstance(&osb.GetInstanceRequest{InstanceID: "sync-1"}); !osbtest.IsStatus(err, http.StatusNotFound) {
 			t.Fatalf("get after deprovision: %v, want 404", err)
 		}
 	})
@@ -378,7 +315,7 @@ func TestTheDemoCatalogsLifecycles(t *testing.T) {
 		if err != nil || !unbind.Async {
 			t.Fatalf("async unbind: %+v %v", unbind, err)
 		}
-		if state := e.pollBinding("async-1", "ab-1", unbind.OperationKey); state != "gone" {
+		if state := e.pollBinding("async-1", "ab-1", unbind.OperationKey); state != osbtest.Gone {
 			t.Fatalf("unbind ended %s, want gone (410)", state)
 		}
 		up, err := e.c.UpdateInstance(&osb.UpdateInstanceRequest{InstanceID: "async-1", ServiceID: demoService, AcceptsIncomplete: true,
@@ -396,7 +333,7 @@ func TestTheDemoCatalogsLifecycles(t *testing.T) {
 			t.Fatalf("deprovision: %+v %v", del, err)
 		}
 		if del.Async {
-			if state, _ := e.poll("async-1", del.OperationKey); state != "gone" {
+			if state, _ := e.poll("async-1", del.OperationKey); state != osbtest.Gone {
 				t.Fatalf("deprovision ended %s, want gone", state)
 			}
 		}
@@ -404,9 +341,7 @@ func TestTheDemoCatalogsLifecycles(t *testing.T) {
 	t.Run("an async-only plan refuses a synchronous request", func(t *testing.T) {
 		_, err := e.c.ProvisionInstance(&osb.ProvisionRequest{InstanceID: "only-1", ServiceID: demoService, PlanID: demoAsyncOnly,
 			OrganizationGUID: "org", SpaceGUID: "space"})
-		// The library's IsAsyncRequiredError also demands its own fixed
-		// description; the spec asks only for the error code.
-		if h, ok := osb.IsHTTPError(err); !ok || h.StatusCode != http.StatusUnprocessableEntity || deref(h.ErrorMessage) != "AsyncRequired" {
+		if !osbtest.IsOSBError(err, http.StatusUnprocessableEntity, "AsyncRequired") {
 			t.Fatalf("a synchronous provision of an async-only plan: %v, want 422 AsyncRequired", err)
 		}
 	})
@@ -431,11 +366,11 @@ func TestTheDemoCatalogsLifecycles(t *testing.T) {
 			t.Fatalf("deprovision during the provision: %v", err)
 		}
 		if del.Async {
-			if state, _ := e.poll("halt-1", del.OperationKey); state != "gone" {
+			if state, _ := e.poll("halt-1", del.OperationKey); state != osbtest.Gone {
 				t.Fatalf("deprovision ended %s, want gone", state)
 			}
 		}
-		if _, err := e.c.GetInstance(&osb.GetInstanceRequest{InstanceID: "halt-1"}); !isStatus(err, http.StatusNotFound) {
+		if _, err := e.c.GetInstance(&osb.GetInstanceRequest{InstanceID: "halt-1"}); !osbtest.IsStatus(err, http.StatusNotFound) {
 			t.Fatalf("get after deprovision: %v, want 404", err)
 		}
 	})
@@ -457,11 +392,11 @@ func TestTheDemoCatalogsLifecycles(t *testing.T) {
 			t.Fatalf("unbind during the bind: %v", err)
 		}
 		if unbind.Async {
-			if state := e.pollBinding("halt-b", "hb-1", unbind.OperationKey); state != "gone" {
+			if state := e.pollBinding("halt-b", "hb-1", unbind.OperationKey); state != osbtest.Gone {
 				t.Fatalf("unbind ended %s, want gone (410)", state)
 			}
 		}
-		if _, err := e.c.GetBinding(&osb.GetBindingRequest{InstanceID: "halt-b", BindingID: "hb-1"}); !isStatus(err, http.StatusNotFound) {
+		if _, err := e.c.GetBinding(&osb.GetBindingRequest{InstanceID: "halt-b", BindingID: "hb-1"}); !osbtest.IsStatus(err, http.StatusNotFound) {
 			t.Fatalf("get after unbind: %v, want 404", err)
 		}
 	})

@@ -17,6 +17,7 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	osb "sigs.k8s.io/go-open-service-broker-client/v2"
 
+	"github.com/serverless-osb/broker/internal/osbtest"
 	"github.com/serverless-osb/broker/internal/waittest"
 )
 
@@ -188,14 +189,14 @@ func TestTheExampleServicesOnMotosCloudFormation(t *testing.T) {
 			if err != nil {
 				t.Fatalf("unbind: %v", err)
 			}
-			if state := e.pollBinding(instance, binding, ur.OperationKey); state != "gone" && state != osb.StateSucceeded {
+			if state := e.pollBinding(instance, binding, ur.OperationKey); state != osbtest.Gone && state != osb.StateSucceeded {
 				t.Fatalf("unbind ended %s", state)
 			}
 			dr, err := c.DeprovisionInstance(&osb.DeprovisionRequest{InstanceID: instance, ServiceID: service, PlanID: plan, AcceptsIncomplete: true})
 			if err != nil {
 				t.Fatalf("deprovision: %v", err)
 			}
-			if state, desc := e.pollService(instance, service, dr.OperationKey); state != "gone" && state != osb.StateSucceeded {
+			if state, desc := e.pollService(instance, service, dr.OperationKey); state != osbtest.Gone && state != osb.StateSucceeded {
 				t.Fatalf("deprovision ended %s: %s", state, desc)
 			}
 			if ok, err := ex.exists(ctx, creds); err != nil || ok {

@@ -3,6 +3,7 @@ package cloudformation
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -32,117 +33,90 @@ func (f *fakeStacks) changeSet(nameOrID string) *fakeChangeSet {
 	return nil
 }
 
-func (f *fakeStacks) CreateChangeSet(_ context.Context, in *cfn.CreateChangeSetInput, _ ...func(*cfn.Options)) (*cfn.CreateChangeSetOutput, error) {
-	if err := f.enter("CreateChangeSet"); err != nil {
+// onChangeSet is a call on the change set the input names: an error the
+// test planted for method, or CloudFormation's for a change set that does
+// not exist; else do, under the lock.
+func onChangeSet[Out any](f *fakeStacks, method, nameOrID string, do func(cs *fakeChangeSet) (*Out, error)) (*Out, error) {
+	if err := f.enter(method); err != nil {
 		return nil, err
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	s := f.find(aws.ToString(in.StackName))
-	if s == nil {
-		return nil, notExist(aws.ToString(in.StackName))
+	cs := f.changeSet(nameOrID)
+	if cs == nil {
+		return nil, apiErr("ChangeSetNotFound", "ChangeSet "+nameOrID+" does not exist")
 	}
-	if f.changeSet(aws.ToString(in.ChangeSetName)) != nil {
-		return nil, apiErr("AlreadyExistsException", "ChangeSet "+aws.ToString(in.ChangeSetName)+" already exists")
-	}
-	cs := &fakeChangeSet{in: in, stack: s,
-		id: fmt.Sprintf("arn:aws:cloudformation:us-east-1:123456789012:changeSet/%s/%d", aws.ToString(in.ChangeSetName), len(f.changeSets))}
-	f.changeSets = append(f.changeSets, cs)
-	return &cfn.CreateChangeSetOutput{Id: aws.String(cs.id), StackId: s.stack.StackId}, nil
+	return do(cs)
+}
+
+func (f *fakeStacks) CreateChangeSet(_ context.Context, in *cfn.CreateChangeSetInput, _ ...func(*cfn.Options)) (*cfn.CreateChangeSetOutput, error) {
+	return onStack(f, "CreateChangeSet", aws.ToString(in.StackName), func(s *fakeStack) (*cfn.CreateChangeSetOutput, error) {
+		if f.changeSet(aws.ToString(in.ChangeSetName)) != nil {
+			return nil, apiErr("AlreadyExistsException", "ChangeSet "+aws.ToString(in.ChangeSetName)+" already exists")
+		}
+		cs := &fakeChangeSet{in: in, stack: s,
+			id: fmt.Sprintf("arn:aws:cloudformation:us-east-1:123456789012:changeSet/%s/%d", aws.ToString(in.ChangeSetName), len(f.changeSets))}
+		f.changeSets = append(f.changeSets, cs)
+		return &cfn.CreateChangeSetOutput{Id: aws.String(cs.id), StackId: s.stack.StackId}, nil
+	})
 }
 
 func (f *fakeStacks) DescribeChangeSet(_ context.Context, in *cfn.DescribeChangeSetInput, _ ...func(*cfn.Options)) (*cfn.DescribeChangeSetOutput, error) {
-	if err := f.enter("DescribeChangeSet"); err != nil {
-		return nil, err
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	cs := f.changeSet(aws.ToString(in.ChangeSetName))
-	if cs == nil {
-		return nil, apiErr("ChangeSetNotFound", "ChangeSet "+aws.ToString(in.ChangeSetName)+" does not exist")
-	}
-	out := &cfn.DescribeChangeSetOutput{ChangeSetId: aws.String(cs.id), StackId: cs.stack.stack.StackId,
-		Status: types.ChangeSetStatusCreateComplete, ExecutionStatus: types.ExecutionStatusAvailable, Changes: f.changes}
-	switch {
-	case cs.executed:
-		out.ExecutionStatus = types.ExecutionStatusExecuteInProgress
-	case f.changeSetPending:
-		out.Status, out.ExecutionStatus = types.ChangeSetStatusCreateInProgress, types.ExecutionStatusUnavailable
-	case f.noUpdates:
-		out.Status, out.ExecutionStatus, out.Changes = types.ChangeSetStatusFailed, types.ExecutionStatusUnavailable, nil
-		out.StatusReason = aws.String("The submitted information didn't contain changes. Submit different information to create a change set.")
-	}
-	return out, nil
+	return onChangeSet(f, "DescribeChangeSet", aws.ToString(in.ChangeSetName), func(cs *fakeChangeSet) (*cfn.DescribeChangeSetOutput, error) {
+		out := &cfn.DescribeChangeSetOutput{ChangeSetId: aws.String(cs.id), StackId: cs.stack.stack.StackId,
+			Status: types.ChangeSetStatusCreateComplete, ExecutionStatus: types.ExecutionStatusAvailable, Changes: f.changes}
+		switch {
+		case cs.executed:
+			out.ExecutionStatus = types.ExecutionStatusExecuteInProgress
+		case f.changeSetPending:
+			out.Status, out.ExecutionStatus = types.ChangeSetStatusCreateInProgress, types.ExecutionStatusUnavailable
+		case f.noUpdates:
+			out.Status, out.ExecutionStatus, out.Changes = types.ChangeSetStatusFailed, types.ExecutionStatusUnavailable, nil
+			out.StatusReason = aws.String("The submitted information didn't contain changes. Submit different information to create a change set.")
+		}
+		return out, nil
+	})
 }
 
 func (f *fakeStacks) ExecuteChangeSet(_ context.Context, in *cfn.ExecuteChangeSetInput, _ ...func(*cfn.Options)) (*cfn.ExecuteChangeSetOutput, error) {
-	if err := f.enter("ExecuteChangeSet"); err != nil {
-		return nil, err
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	cs := f.changeSet(aws.ToString(in.ChangeSetName))
-	if cs == nil {
-		return nil, apiErr("ChangeSetNotFound", "ChangeSet "+aws.ToString(in.ChangeSetName)+" does not exist")
-	}
-	s := cs.stack
-	if strings.HasSuffix(string(s.stack.StackStatus), "_IN_PROGRESS") {
-		return nil, apiErr("ValidationError", fmt.Sprintf("Stack:%s is in %s state and can not be updated.", aws.ToString(s.stack.StackName), s.stack.StackStatus))
-	}
-	cs.executed = true
-	s.updates = append(s.updates, cs.in)
-	s.stack.StackStatus = types.StackStatusUpdateInProgress
-	f.eventLocked(s, aws.ToString(s.stack.StackName), stackType, types.ResourceStatusUpdateInProgress, "User Initiated", aws.ToString(in.ClientRequestToken))
-	return &cfn.ExecuteChangeSetOutput{}, nil
+	return onChangeSet(f, "ExecuteChangeSet", aws.ToString(in.ChangeSetName), func(cs *fakeChangeSet) (*cfn.ExecuteChangeSetOutput, error) {
+		s := cs.stack
+		if strings.HasSuffix(string(s.stack.StackStatus), "_IN_PROGRESS") {
+			return nil, apiErr("ValidationError", fmt.Sprintf("Stack:%s is in %s state and can not be updated.", aws.ToString(s.stack.StackName), s.stack.StackStatus))
+		}
+		cs.executed = true
+		s.updates = append(s.updates, cs.in)
+		s.stack.StackStatus = types.StackStatusUpdateInProgress
+		f.eventLocked(s, aws.ToString(s.stack.StackName), stackType, types.ResourceStatusUpdateInProgress, "User Initiated", aws.ToString(in.ClientRequestToken))
+		return &cfn.ExecuteChangeSetOutput{}, nil
+	})
 }
 
 func (f *fakeStacks) DeleteChangeSet(_ context.Context, in *cfn.DeleteChangeSetInput, _ ...func(*cfn.Options)) (*cfn.DeleteChangeSetOutput, error) {
-	if err := f.enter("DeleteChangeSet"); err != nil {
-		return nil, err
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	for i, cs := range f.changeSets {
-		if cs.id == aws.ToString(in.ChangeSetName) || aws.ToString(cs.in.ChangeSetName) == aws.ToString(in.ChangeSetName) {
-			f.changeSets = append(f.changeSets[:i], f.changeSets[i+1:]...)
-			return &cfn.DeleteChangeSetOutput{}, nil
-		}
-	}
-	return nil, apiErr("ChangeSetNotFound", "ChangeSet "+aws.ToString(in.ChangeSetName)+" does not exist")
+	return onChangeSet(f, "DeleteChangeSet", aws.ToString(in.ChangeSetName), func(cs *fakeChangeSet) (*cfn.DeleteChangeSetOutput, error) {
+		f.changeSets = slices.DeleteFunc(f.changeSets, func(c *fakeChangeSet) bool { return c == cs })
+		return &cfn.DeleteChangeSetOutput{}, nil
+	})
 }
 
 func (f *fakeStacks) SetStackPolicy(_ context.Context, in *cfn.SetStackPolicyInput, _ ...func(*cfn.Options)) (*cfn.SetStackPolicyOutput, error) {
-	if err := f.enter("SetStackPolicy"); err != nil {
-		return nil, err
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	s := f.find(aws.ToString(in.StackName))
-	if s == nil {
-		return nil, notExist(aws.ToString(in.StackName))
-	}
-	s.policy = aws.ToString(in.StackPolicyBody)
-	return &cfn.SetStackPolicyOutput{}, nil
+	return onStack(f, "SetStackPolicy", aws.ToString(in.StackName), func(s *fakeStack) (*cfn.SetStackPolicyOutput, error) {
+		s.policy = aws.ToString(in.StackPolicyBody)
+		return &cfn.SetStackPolicyOutput{}, nil
+	})
 }
 
 func (f *fakeStacks) GetTemplate(_ context.Context, in *cfn.GetTemplateInput, _ ...func(*cfn.Options)) (*cfn.GetTemplateOutput, error) {
-	if err := f.enter("GetTemplate"); err != nil {
-		return nil, err
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	s := f.find(aws.ToString(in.StackName))
-	if s == nil {
-		return nil, notExist(aws.ToString(in.StackName))
-	}
-	body := s.template
-	if body == "" && s.create != nil {
-		body = aws.ToString(s.create.TemplateBody)
-	}
-	for _, u := range s.updates {
-		if u.TemplateBody != nil {
-			body = aws.ToString(u.TemplateBody)
+	return onStack(f, "GetTemplate", aws.ToString(in.StackName), func(s *fakeStack) (*cfn.GetTemplateOutput, error) {
+		body := s.template
+		if body == "" && s.create != nil {
+			body = aws.ToString(s.create.TemplateBody)
 		}
-	}
-	return &cfn.GetTemplateOutput{TemplateBody: aws.String(body)}, nil
+		for _, u := range s.updates {
+			if u.TemplateBody != nil {
+				body = aws.ToString(u.TemplateBody)
+			}
+		}
+		return &cfn.GetTemplateOutput{TemplateBody: aws.String(body)}, nil
+	})
 }

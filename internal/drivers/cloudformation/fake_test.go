@@ -99,6 +99,22 @@ func (f *fakeStacks) find(nameOrID string) *fakeStack {
 	return nil
 }
 
+// onStack is a call on the stack the input names: an error the test
+// planted for method, or CloudFormation's for a stack that does not exist;
+// else do, under the lock.
+func onStack[Out any](f *fakeStacks, method, nameOrID string, do func(s *fakeStack) (*Out, error)) (*Out, error) {
+	if err := f.enter(method); err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	s := f.find(nameOrID)
+	if s == nil {
+		return nil, notExist(nameOrID)
+	}
+	return do(s)
+}
+
 // get returns a stack for the test to look at or change.
 func (f *fakeStacks) get(name string) *fakeStack {
 	f.mu.Lock()
@@ -230,48 +246,27 @@ func (f *fakeStacks) DeleteStack(_ context.Context, in *cfn.DeleteStackInput, _ 
 }
 
 func (f *fakeStacks) DescribeStacks(_ context.Context, in *cfn.DescribeStacksInput, _ ...func(*cfn.Options)) (*cfn.DescribeStacksOutput, error) {
-	if err := f.enter("DescribeStacks"); err != nil {
-		return nil, err
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	s := f.find(aws.ToString(in.StackName))
-	if s == nil {
-		return nil, notExist(aws.ToString(in.StackName))
-	}
-	return &cfn.DescribeStacksOutput{Stacks: []types.Stack{s.stack}}, nil
+	return onStack(f, "DescribeStacks", aws.ToString(in.StackName), func(s *fakeStack) (*cfn.DescribeStacksOutput, error) {
+		return &cfn.DescribeStacksOutput{Stacks: []types.Stack{s.stack}}, nil
+	})
 }
 
 func (f *fakeStacks) DescribeStackResources(_ context.Context, in *cfn.DescribeStackResourcesInput, _ ...func(*cfn.Options)) (*cfn.DescribeStackResourcesOutput, error) {
-	if err := f.enter("DescribeStackResources"); err != nil {
-		return nil, err
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	s := f.find(aws.ToString(in.StackName))
-	if s == nil {
-		return nil, notExist(aws.ToString(in.StackName))
-	}
-	return &cfn.DescribeStackResourcesOutput{StackResources: append([]types.StackResource(nil), s.resources...)}, nil
+	return onStack(f, "DescribeStackResources", aws.ToString(in.StackName), func(s *fakeStack) (*cfn.DescribeStackResourcesOutput, error) {
+		return &cfn.DescribeStackResourcesOutput{StackResources: append([]types.StackResource(nil), s.resources...)}, nil
+	})
 }
 
 func (f *fakeStacks) DescribeStackEvents(_ context.Context, in *cfn.DescribeStackEventsInput, _ ...func(*cfn.Options)) (*cfn.DescribeStackEventsOutput, error) {
-	if err := f.enter("DescribeStackEvents"); err != nil {
-		return nil, err
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	s := f.find(aws.ToString(in.StackName))
-	if s == nil {
-		return nil, notExist(aws.ToString(in.StackName))
-	}
-	start, _ := strconv.Atoi(aws.ToString(in.NextToken))
-	end := min(start+f.eventPage, len(s.events))
-	out := &cfn.DescribeStackEventsOutput{StackEvents: append([]types.StackEvent(nil), s.events[start:end]...)}
-	if end < len(s.events) {
-		out.NextToken = aws.String(strconv.Itoa(end))
-	}
-	return out, nil
+	return onStack(f, "DescribeStackEvents", aws.ToString(in.StackName), func(s *fakeStack) (*cfn.DescribeStackEventsOutput, error) {
+		start, _ := strconv.Atoi(aws.ToString(in.NextToken))
+		end := min(start+f.eventPage, len(s.events))
+		out := &cfn.DescribeStackEventsOutput{StackEvents: append([]types.StackEvent(nil), s.events[start:end]...)}
+		if end < len(s.events) {
+			out.NextToken = aws.String(strconv.Itoa(end))
+		}
+		return out, nil
+	})
 }
 
 // ContinueUpdateRollback continues the rollback of a stack that is
@@ -280,39 +275,32 @@ func (f *fakeStacks) DescribeStackEvents(_ context.Context, in *cfn.DescribeStac
 // resources skipped become UPDATE_COMPLETE, and the stack
 // UPDATE_ROLLBACK_IN_PROGRESS until the test sets how it ends.
 func (f *fakeStacks) ContinueUpdateRollback(_ context.Context, in *cfn.ContinueUpdateRollbackInput, _ ...func(*cfn.Options)) (*cfn.ContinueUpdateRollbackOutput, error) {
-	if err := f.enter("ContinueUpdateRollback"); err != nil {
-		return nil, err
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
 	name := aws.ToString(in.StackName)
-	s := f.find(name)
-	switch {
-	case s == nil:
-		return nil, notExist(name)
-	case s.stack.StackStatus != types.StackStatusUpdateRollbackFailed:
-		return nil, apiErr("ValidationError", fmt.Sprintf("Stack %s is in %s state and can not continue the update rollback.", name, s.stack.StackStatus))
-	}
-	for _, skip := range in.ResourcesToSkip {
-		ok := false
-		for _, r := range s.resources {
-			ok = ok || aws.ToString(r.LogicalResourceId) == skip && r.ResourceStatus == types.ResourceStatusUpdateFailed
+	return onStack(f, "ContinueUpdateRollback", name, func(s *fakeStack) (*cfn.ContinueUpdateRollbackOutput, error) {
+		if s.stack.StackStatus != types.StackStatusUpdateRollbackFailed {
+			return nil, apiErr("ValidationError", fmt.Sprintf("Stack %s is in %s state and can not continue the update rollback.", name, s.stack.StackStatus))
 		}
-		if !ok {
-			return nil, apiErr("ValidationError", fmt.Sprintf("Resource %s is not in UPDATE_FAILED state and cannot be skipped.", skip))
-		}
-	}
-	s.continues = append(s.continues, in)
-	s.stack.StackStatus = types.StackStatusUpdateRollbackInProgress
-	tok := aws.ToString(in.ClientRequestToken)
-	f.eventLocked(s, aws.ToString(s.stack.StackName), stackType, types.ResourceStatusUpdateRollbackInProgress, "User Initiated", tok)
-	for _, skip := range in.ResourcesToSkip {
-		for i := range s.resources {
-			if r := &s.resources[i]; aws.ToString(r.LogicalResourceId) == skip {
-				r.ResourceStatus = types.ResourceStatusUpdateComplete
-				f.eventLocked(s, skip, aws.ToString(r.ResourceType), types.ResourceStatusUpdateComplete, "Resource skipped during the rollback", tok)
+		for _, skip := range in.ResourcesToSkip {
+			ok := false
+			for _, r := range s.resources {
+				ok = ok || aws.ToString(r.LogicalResourceId) == skip && r.ResourceStatus == types.ResourceStatusUpdateFailed
+			}
+			if !ok {
+				return nil, apiErr("ValidationError", fmt.Sprintf("Resource %s is not in UPDATE_FAILED state and cannot be skipped.", skip))
 			}
 		}
-	}
-	return &cfn.ContinueUpdateRollbackOutput{}, nil
+		s.continues = append(s.continues, in)
+		s.stack.StackStatus = types.StackStatusUpdateRollbackInProgress
+		tok := aws.ToString(in.ClientRequestToken)
+		f.eventLocked(s, aws.ToString(s.stack.StackName), stackType, types.ResourceStatusUpdateRollbackInProgress, "User Initiated", tok)
+		for _, skip := range in.ResourcesToSkip {
+			for i := range s.resources {
+				if r := &s.resources[i]; aws.ToString(r.LogicalResourceId) == skip {
+					r.ResourceStatus = types.ResourceStatusUpdateComplete
+					f.eventLocked(s, skip, aws.ToString(r.ResourceType), types.ResourceStatusUpdateComplete, "Resource skipped during the rollback", tok)
+				}
+			}
+		}
+		return &cfn.ContinueUpdateRollbackOutput{}, nil
+	})
 }
