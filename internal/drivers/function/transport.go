@@ -88,9 +88,9 @@ func (d *Driver) postSigned(ctx context.Context, t Target, body, secret []byte) 
 	resp, err := d.HTTP.Do(req)
 	if err != nil {
 		if ctx.Err() != nil {
-			return nil, fmt.Errorf("%s did not answer in time: %w", t, ctx.Err())
+			return nil, &broker.Unreachable{Reason: "no answer in time", Err: fmt.Errorf("%s did not answer in time: %w", t, ctx.Err())}
 		}
-		return nil, fmt.Errorf("call %s: %w", t, unwrapURLError(err))
+		return nil, &broker.Unreachable{Reason: "no connection", Err: fmt.Errorf("call %s: %w", t, unwrapURLError(err))}
 	}
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, MaxAnswerBytes+1))
@@ -107,7 +107,7 @@ func (d *Driver) postSigned(ctx context.Context, t Target, body, secret []byte) 
 		d.Logger.ErrorContext(ctx, "function target refused the broker's signature: its secret and the broker's differ", "target", t.URL, "status", code)
 		return nil, &refusedError{broker.Failure{Description: fmt.Sprintf("This service's backend refused the broker's request (HTTP %d): the broker's credentials for it are not the ones it expects. Ask the platform operator to check the plan's secret.", code)}}
 	case code == http.StatusRequestTimeout || code == http.StatusTooManyRequests || code >= 500:
-		return nil, fmt.Errorf("%s answered HTTP %d", t, code)
+		return nil, &broker.Unreachable{Reason: fmt.Sprintf("HTTP %d", code), Err: fmt.Errorf("%s answered HTTP %d", t, code)}
 	default:
 		d.Logger.ErrorContext(ctx, "function target refused the request", "target", t.URL, "status", code)
 		return nil, &broker.Failure{Description: fmt.Sprintf("This service's backend refused the broker's request (HTTP %d). Ask the platform operator to check the plan's function settings.", code)}
@@ -174,7 +174,7 @@ func (d *Driver) invoke(ctx context.Context, t Target, body []byte) ([]byte, err
 	})
 	if err != nil {
 		if ctx.Err() != nil {
-			return nil, fmt.Errorf("%s did not answer in time: %w", t, ctx.Err())
+			return nil, &broker.Unreachable{Reason: "no answer in time", Err: fmt.Errorf("%s did not answer in time: %w", t, ctx.Err())}
 		}
 		return nil, d.classifyLambda(ctx, t, err)
 	}
@@ -211,8 +211,9 @@ func (d *Driver) classifyLambda(ctx context.Context, t Target, err error) error 
 	case "InvalidParameterValueException", "RequestTooLargeException", "InvalidRequestContentException", "UnsupportedMediaTypeException":
 		d.Logger.ErrorContext(ctx, "the function target refused the request", "function", t.Function, "code", code)
 		return &broker.Failure{Description: fmt.Sprintf("This service's backend (a Lambda function) refused the broker's request (%s). Ask the platform operator.", code)}
+	default:
+		return &broker.Unreachable{Reason: "Lambda answered " + code, Err: fmt.Errorf("invoke %s: %w", t, err)}
 	}
-	return fmt.Errorf("invoke %s: %w", t, err)
 }
 
 func clipTo(s string, n int) string {
