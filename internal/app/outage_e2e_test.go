@@ -3,6 +3,7 @@ package app_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -148,13 +149,18 @@ func startOutageBroker(t *testing.T, dt *downTarget, clock *outageClock) *e2e {
 // wait, and checks what it says.
 func pollHeld(t *testing.T, c osb.Client, instanceID, serviceID string, op *osb.OperationKey, clock *outageClock, description string, retryAfter time.Duration) {
 	t.Helper()
-	ctx, cancel := waittest.Context(t)
-	defer cancel()
-	select {
-	case <-clock.held:
-	case <-ctx.Done():
-		t.Fatal("the operation never waited as long as the test holds")
-	}
+	waittest.Until(t, func() error {
+		select {
+		case <-clock.held:
+			return nil
+		default:
+		}
+		r, err := c.PollLastOperation(&osb.LastOperationRequest{InstanceID: instanceID, ServiceID: &serviceID, OperationKey: op})
+		if err == nil && r.State != osb.StateInProgress {
+			t.Fatalf("the operation ended (%s: %q) before it waited as long as the test holds", r.State, deref(r.Description))
+		}
+		return errors.New("the operation has not waited as long as the test holds yet")
+	})
 	r, err := c.PollLastOperation(&osb.LastOperationRequest{InstanceID: instanceID, ServiceID: &serviceID, OperationKey: op})
 	if err != nil {
 		t.Fatal(err)
@@ -170,9 +176,10 @@ func pollHeld(t *testing.T, c osb.Client, instanceID, serviceID string, op *osb.
 
 func TestAnOutageOfAFunctionTargetShorterThanTheBudgetIsWaitedOut(t *testing.T) {
 	t.Parallel()
-	// Six checks answer 503: waits of 15 s, 30 s, 1, 2, 4 and 5 minutes,
-	// well past the minute the workflow's Retry allowed before.
-	dt := startDownTarget(t, 6)
+	// Eight checks answer 503: waits of 15 s, 30 s, 1, 2, 4, then 5
+	// minutes, 22 m 45 s in all; the workflow's Retry used to give up
+	// after the seventh call, 63 s in.
+	dt := startDownTarget(t, 8)
 	clock := newOutageClock(2 * time.Minute)
 	e := startOutageBroker(t, dt, clock)
 	began := clock.Now()
@@ -187,10 +194,10 @@ func TestAnOutageOfAFunctionTargetShorterThanTheBudgetIsWaitedOut(t *testing.T) 
 	if state != osb.StateSucceeded {
 		t.Fatalf("provision %s: %q, want succeeded", state, description)
 	}
-	if n := dt.Checks(); n != 7 {
-		t.Errorf("the target was checked %d times, want 7: six down, then done", n)
+	if n := dt.Checks(); n != 9 {
+		t.Errorf("the target was checked %d times, want 9: eight down, then done", n)
 	}
-	if took, want := clock.Now().Sub(began), time.Second+12*time.Minute+45*time.Second; took != want {
+	if took, want := clock.Now().Sub(began), time.Second+22*time.Minute+45*time.Second; took != want {
 		t.Errorf("the provision took %s of the broker's time, want %s: Begin's retry_after and the outage's waits", took, want)
 	}
 }
@@ -274,7 +281,7 @@ func provisionBucket(t *testing.T, b *apptest.Broker, c osb.Client, id string) (
 func TestThrottledCloudFormationIsWaitedOutWithinTheBudget(t *testing.T) {
 	t.Parallel()
 	clock := newOutageClock(2 * time.Minute)
-	b, c := startThrottledBroker(t, 6, clock)
+	b, c := startThrottledBroker(t, 8, clock)
 	id := uuid.NewString()
 	serviceID, op := provisionBucket(t, b, c, id)
 	pollHeld(t, c, id, serviceID, op, clock,
