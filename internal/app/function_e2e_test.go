@@ -239,6 +239,12 @@ func TestClientDrivesTheFunctionDriver(t *testing.T) {
 	}
 
 	t.Run("an answer that stays malformed fails the operation, and the broker goes on", func(t *testing.T) {
+		// A transient error is an outage, waited out for the plan's outage
+		// budget (30 minutes): on a clock that the waits move at once.
+		clock := newOutageClock(0)
+		o := functionOptions(t, target, functionSecret)
+		o.Sleep, o.Now, o.ReapInterval = clock.Sleep, clock.Now, -1
+		e := newE2E(t, apptest.StartWith(t, o))
 		r := e.provision("fm-1", e.async, true, map[string]any{"fault": "malformed"})
 		if state, desc := e.poll("fm-1", r.OperationKey); state != osb.StateFailed || desc == "" {
 			t.Fatalf("provision ended %s %q", state, desc)
