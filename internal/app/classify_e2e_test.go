@@ -12,10 +12,22 @@ import (
 	"github.com/serverless-osb/broker/internal/drivers/function/functiontest"
 )
 
-// asyncTransientEnd is what last_operation says once the workflow has
-// retried a transient failure as long as its budget allows (today's: the
-// Task's Retry in operation.asl.json).
-const asyncTransientEnd = "The operation failed because the service could not complete it; try again later."
+// outageEnd is how last_operation's description begins once an
+// asynchronous operation has waited out a transient failure for the plan's
+// outage_budget (broker.outageFailure): it goes on with the time the outage
+// began, the attempts and the budget.
+func outageEnd(reason string) string {
+	return "The provision failed: the service's backend has been unreachable (" + reason + ") since "
+}
+
+// describes reports whether desc is want, or, for a want that outageEnd
+// made, an outage's failure that begins with it.
+func describes(desc, want string) bool {
+	if strings.HasSuffix(want, ") since ") {
+		return strings.HasPrefix(desc, want) && strings.HasSuffix(desc, "the plan's limit); try again later.")
+	}
+	return desc == want
+}
 
 // malformed is the description users get for an answer that breaks the
 // protocol (function.Classify).
@@ -31,7 +43,13 @@ func malformed(problem string) string {
 // README's "What users see" table says the same.
 func TestWhatUsersSeeOfEachAnswer(t *testing.T) {
 	target := functiontest.Start(t, functionSecret)
-	b := apptest.StartWith(t, functionOptions(t, target, functionSecret))
+	// A transient failure of an asynchronous plan is an outage, waited out
+	// for the plan's outage_budget (30 minutes): on a clock the waits move
+	// at once.
+	clock := newOutageClock(0)
+	o := functionOptions(t, target, functionSecret)
+	o.Sleep, o.Now, o.ReapInterval = clock.Sleep, clock.Now, -1
+	b := apptest.StartWith(t, o)
 	e := newE2E(t, b)
 	const refused = "This service's backend refused the broker's request (HTTP 400) without an answer of the function protocol. Ask the platform operator to check the plan's function settings."
 	permanent := `{"version":2,"error":{"kind":"permanent","description":"The region has no capacity left.","instance_usable":false}}`
@@ -47,11 +65,11 @@ func TestWhatUsersSeeOfEachAnswer(t *testing.T) {
 		{"a permanent error", permanent, 200, 422, "The region has no capacity left.", osb.StateFailed, "The region has no capacity left."},
 		{"a permanent error sent with HTTP 422", permanent, 422, 422, "The region has no capacity left.", osb.StateFailed, "The region has no capacity left."},
 		{"a transient error", `{"version":2,"error":{"kind":"transient","description":"Busy."}}`, 200,
-			503, "This service's backend is unavailable (it reports a transient error), so the provision did not complete; try again later.", osb.StateFailed, asyncTransientEnd},
+			503, "This service's backend is unavailable (it reports a transient error), so the provision did not complete; try again later.", osb.StateFailed, outageEnd("it reports a transient error")},
 		{"HTTP 503", `<html>down</html>`, 503,
-			503, "This service's backend is unavailable (HTTP 503), so the provision did not complete; try again later.", osb.StateFailed, asyncTransientEnd},
+			503, "This service's backend is unavailable (HTTP 503), so the provision did not complete; try again later.", osb.StateFailed, outageEnd("HTTP 503")},
 		{"HTTP 429", ``, 429,
-			503, "This service's backend is unavailable (HTTP 429), so the provision did not complete; try again later.", osb.StateFailed, asyncTransientEnd},
+			503, "This service's backend is unavailable (HTTP 429), so the provision did not complete; try again later.", osb.StateFailed, outageEnd("HTTP 429")},
 		{"HTTP 400 without an answer", `bad request`, 400, 422, refused, osb.StateFailed, refused},
 		{"HTTP 401", `bad signature`, 401, 422, "This service's backend refused the broker's request (HTTP 401): the broker's credentials for it are not the ones it expects. Ask the platform operator to check the plan's secret.",
 			osb.StateFailed, "This service's backend refused the broker's request (HTTP 401): the broker's credentials for it are not the ones it expects. Ask the platform operator to check the plan's secret."},
@@ -85,7 +103,7 @@ func TestWhatUsersSeeOfEachAnswer(t *testing.T) {
 		t.Run(tc.name+" (async)", func(t *testing.T) {
 			id := fmt.Sprintf("ca-%d", i)
 			r := e.provision(id, e.async, true, params)
-			if state, desc := e.poll(id, r.OperationKey); state != tc.asyncState || desc != tc.asyncDesc {
+			if state, desc := e.poll(id, r.OperationKey); state != tc.asyncState || !describes(desc, tc.asyncDesc) {
 				t.Fatalf("provision ended %s %q, want %s %q", state, desc, tc.asyncState, tc.asyncDesc)
 			}
 		})

@@ -61,6 +61,9 @@ type LocalConfig struct {
 	// Sleep, when set, replaces the local engine's waits (Wait states and
 	// retry delays), so that tests can compress hours of cleanup retries.
 	Sleep func(ctx context.Context, d time.Duration)
+	// Now, when set, is the broker's and the local engine's clock, which
+	// tests move with Sleep to wait out an outage's budget at once.
+	Now func() time.Time
 	// Wrap, when set, wraps the store, engine and drivers before they are
 	// wired, for fault injection in tests.
 	Wrap *Wrappers
@@ -243,8 +246,11 @@ func build(ctx context.Context, c LocalConfig, cat *catalog.Catalog, db *bbolt.D
 	// The engine runs the broker's steps, and the broker starts the
 	// engine's executions.
 	b := broker.New(cat, store, nil, set, logger)
+	if c.Now != nil {
+		b.Now = c.Now
+	}
 	st := steps.New(b)
-	eng, err := local.New(local.Options{Dir: c.StateMachines, DB: db, Committer: commit, Invoke: st.Handle, Logger: logger, Sleep: c.Sleep})
+	eng, err := local.New(local.Options{Dir: c.StateMachines, DB: db, Committer: commit, Invoke: st.Handle, Logger: logger, Sleep: c.Sleep, Now: c.Now})
 	if err != nil {
 		return nil, err
 	}

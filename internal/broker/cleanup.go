@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"time"
 
@@ -62,13 +63,25 @@ type ReapReport struct {
 // plan sets no maximum_polling_duration.
 const MaxOperationAge = 24 * time.Hour
 
+// A cleanup that gave up (its workflow's retries, hours long, ran out: a
+// long outage of the backend, or a resource that cannot be deleted yet) is
+// started again by the reaper once CleanupRetryAfter has passed since, up
+// to CleanupMaxAttempts executions in all (about a day); then it waits for
+// an operator (`ops cleanup`), who the alarm on detached resources calls.
+const (
+	CleanupRetryAfter  = 6 * time.Hour
+	CleanupMaxAttempts = 4
+)
+
 // Reap repairs what crashes and timeouts leave behind, as a scheduled job
 // (EventBridge Scheduler in AWS, a ticker under `make run`):
 //   - an operation in progress whose execution ended without a result is
 //     failed with the reason; one whose execution never started is started;
 //   - one older than its plan's maximum_polling_duration (or MaxOperationAge)
 //     is stopped and failed;
-//   - a detached resource with no cleanup running gets one;
+//   - a detached resource with no cleanup running gets one, and one whose
+//     cleanup gave up gets another after CleanupRetryAfter (up to
+//     CleanupMaxAttempts);
 //   - finished operation records past their retention are removed.
 //
 // Every action is idempotent; errors are logged and the run goes on.
@@ -180,6 +193,14 @@ func (b *Broker) reapDetached(ctx context.Context, d Detached) (started, failed 
 			return false, false, fmt.Errorf("record failed cleanup of %s: %w", d.ID, err)
 		}
 		return false, true, nil
+	case DetachedFailed:
+		if d.Attempts >= CleanupMaxAttempts || b.Now().Before(d.UpdatedAt.Add(CleanupRetryAfter)) {
+			return false, false, nil
+		}
+		ctx = logging.With(ctx, slog.String("detached_id", d.ID))
+		b.Logger.InfoContext(ctx, "reap: the cleanup gave up; starting it again", "attempt", d.Attempts+1)
+		_, err := StartCleanup(ctx, b.Store, b.Engine, d, b.Now())
+		return err == nil, false, err
 	}
 	return false, false, nil
 }

@@ -162,6 +162,39 @@ func TestReap(t *testing.T) {
 			},
 		},
 		{
+			name: "a cleanup that gave up is started again after 6 hours, up to 4 executions in all, then left for an operator",
+			test: func(t *testing.T, h *harness) {
+				d := h.detachedOfFailedProvision()
+				for attempt := 1; attempt <= broker.CleanupMaxAttempts; attempt++ {
+					if err := h.b.CleanupGaveUpTask(ctx, d.ID, "The backend was unreachable.", ""); err != nil {
+						t.Fatal(err)
+					}
+					h.engine.end(d.CleanupName(attempt), broker.ExecutionFailed, "CleanupGaveUp")
+					h.clock.advance(broker.CleanupRetryAfter - time.Minute)
+					if rep, err := h.b.Reap(ctx); err != nil || rep.CleanupsStarted != 0 {
+						t.Fatalf("attempt %d, before 6 hours: %+v %v, want none started", attempt, rep, err)
+					}
+					h.clock.advance(time.Minute)
+					rep, err := h.b.Reap(ctx)
+					if attempt == broker.CleanupMaxAttempts {
+						if err != nil || rep.CleanupsStarted != 0 {
+							t.Fatalf("after %d executions: %+v %v, want none started", attempt, rep, err)
+						}
+						break
+					}
+					if err != nil || rep.CleanupsStarted != 1 {
+						t.Fatalf("attempt %d, after 6 hours: %+v %v, want one started", attempt, rep, err)
+					}
+					if got := h.detached(d.ID); got.State != broker.DetachedCleaning || got.Attempts != attempt+1 {
+						t.Fatalf("detached %+v, want cleaning, attempt %d", got, attempt+1)
+					}
+				}
+				if got := h.detached(d.ID); got.State != broker.DetachedFailed {
+					t.Fatalf("detached %+v, want failed, for an operator", got)
+				}
+			},
+		},
+		{
 			name: "finished operation records are removed once their retention is over",
 			test: func(t *testing.T, h *harness) {
 				h.ready("i-1", planSync)

@@ -70,6 +70,11 @@ func (b *Broker) lastOperation(ctx context.Context, d LastOperationDetails, what
 	switch op.State {
 	case OperationInProgress:
 		lo.RetryAfter = op.RetryAfter
+		if op.InOutage() {
+			// The next try is at a set time, which the platform's next
+			// poll should not come long before, nor after.
+			lo.RetryAfter = max(time.Second, op.NextCheckAt.Sub(b.Now()).Round(time.Second))
+		}
 		if lo.Description == "" {
 			lo.Description = fmt.Sprintf("The %s is in progress.", op.Kind)
 		}

@@ -111,10 +111,16 @@ func (b *Broker) advanceTask(ctx context.Context, instanceID, operationID string
 		return TaskProgress{Done: true}, err
 	}
 	ctx = logging.With(ctx, f.op.LogAttrs()...)
+	begin = begin || f.op.OutageInBegin
 	p, err := b.step(ctx, f, begin)
-	if err != nil {
+	var failure *Failure
+	switch {
+	case err != nil && !errors.As(err, &failure):
+		return b.waitOut(ctx, f, begin, err)
+	case err != nil:
 		return TaskProgress{}, err
 	}
+	f.endOutage()
 	if p.Done {
 		_, err := b.succeed(ctx, f, p)
 		if errors.Is(err, ErrTakenOver) {

@@ -220,7 +220,19 @@ type Operation struct {
 	FinishedAt  time.Time `json:"finished_at,omitzero"`
 	// ExpiresAt is when a finished record may be dropped (DynamoDB TTL).
 	ExpiresAt time.Time `json:"expires_at,omitzero"`
+	// OutageSince is when the driver's backend stopped answering, while
+	// the operation waits out that outage (outage.go); zero otherwise.
+	// OutageAttempts counts the calls that failed since, and OutageInBegin
+	// says the outage hit Begin, so the next Task begins again. They live
+	// on the record that each Task writes anyway, so an outage costs no
+	// extra write.
+	OutageSince    time.Time `json:"outage_since,omitzero"`
+	OutageAttempts int       `json:"outage_attempts,omitempty"`
+	OutageInBegin  bool      `json:"outage_in_begin,omitempty"`
 }
+
+// InOutage reports whether the operation is waiting out an outage.
+func (o Operation) InOutage() bool { return !o.OutageSince.IsZero() }
 
 // Finished reports whether the operation reached a terminal state.
 func (o Operation) Finished() bool { return o.State != OperationInProgress }

@@ -148,24 +148,6 @@ func TestTasks(t *testing.T) {
 			},
 		},
 		{
-			name: "a transient driver error is returned for the workflow's Retry, and the Task run again goes on",
-			test: func(t *testing.T, h *harness) {
-				h.driver.on("begin", broker.KindProvision, transient(), done())
-				op := h.provisioning("i-1", planAsync, "")
-				_, err := h.b.BeginTask(ctx, "i-1", op)
-				var f *broker.Failure
-				if err == nil || errors.As(err, &f) {
-					t.Fatalf("begin: %v, want a transient error", err)
-				}
-				if o := h.op("i-1", op); o.State != broker.OperationInProgress {
-					t.Fatalf("operation %s after a transient error", o.State)
-				}
-				if p := h.mustBegin("i-1", op); !p.Done {
-					t.Fatalf("the retried begin: %+v, want done", p)
-				}
-			},
-		},
-		{
 			name: "RecordFailure of an asynchronous provision leaves the instance failed, what it made detached, and its cleanup started at once",
 			test: func(t *testing.T, h *harness) {
 				h.driver.on("begin", broker.KindProvision, running("", time.Second))

@@ -48,6 +48,12 @@ type Settings struct {
 	// instances and bindings may hold secrets: the broker stores them
 	// sealed, as it does credentials (`sensitive_parameters: true`).
 	SensitiveParameters bool
+	// OutageBudget is how long an operation waits out a backend that does
+	// not answer (connection refused, timeouts, 5xx, 429, throttling),
+	// retrying with backoff, before it fails (`outage_budget`, default
+	// DefaultOutageBudget; always shorter than maximum_polling_duration,
+	// after which the reaper stops the operation).
+	OutageBudget time.Duration
 	// Config holds the driver's own settings: every other key of the block,
 	// as decoded from YAML (nil when there are none). The driver checks
 	// them when the broker starts.
@@ -56,6 +62,14 @@ type Settings struct {
 	// "services[0].plans[1].broker", for error messages.
 	Path string
 }
+
+// DefaultOutageBudget is a plan's OutageBudget when its broker block sets
+// none: a backend's deploy or a short outage of its API is waited out.
+const DefaultOutageBudget = 30 * time.Minute
+
+// MaxOutageBudget bounds OutageBudget: an operation's execution times out
+// after 25 hours, and the reaper stops an operation after 24 by default.
+const MaxOutageBudget = 12 * time.Hour
 
 // DeprovisionMode is how a plan deprovisions.
 type DeprovisionMode string

@@ -248,6 +248,7 @@ func (ck *checker) plan(p string, obj map[string]any) *Plan {
 	}
 
 	pl.Settings = ck.settings(p, obj)
+	ck.outageBudget(pl)
 	delete(obj, "broker")
 	return pl
 }
@@ -293,6 +294,7 @@ func (ck *checker) settings(p string, plan map[string]any) Settings {
 		}
 	}
 	st.SensitiveParameters, _ = ck.boolean(b, bp, "sensitive_parameters", false)
+	st.OutageBudget = ck.duration(b, bp, "outage_budget")
 	st.CredentialLifetime = ck.duration(b, bp, "credential_lifetime")
 	st.CredentialRenewal = ck.duration(b, bp, "credential_renewal")
 	switch {
@@ -308,7 +310,27 @@ func (ck *checker) settings(p string, plan map[string]any) Settings {
 
 // brokerKeys are the broker block's keys that are the broker's; every
 // other key is the driver's.
-var brokerKeys = []string{"driver", "mode", "deprovision", "credential_lifetime", "credential_renewal", "sensitive_parameters"}
+var brokerKeys = []string{"driver", "mode", "deprovision", "credential_lifetime", "credential_renewal", "sensitive_parameters", "outage_budget"}
+
+// outageBudget checks a plan's outage_budget against its
+// maximum_polling_duration, after which the reaper stops an operation (the
+// budget must run out first, so that the failure says why), and fills in
+// the default: DefaultOutageBudget, or half the maximum polling duration
+// when that is shorter.
+func (ck *checker) outageBudget(pl *Plan) {
+	st := &pl.Settings
+	maxPolling := time.Duration(pl.MaximumPollingDuration) * time.Second
+	switch {
+	case st.OutageBudget > MaxOutageBudget:
+		ck.problem(field(st.Path, "outage_budget"), "must be at most %s, got %s", MaxOutageBudget, st.OutageBudget)
+	case st.OutageBudget != 0 && maxPolling > 0 && st.OutageBudget >= maxPolling:
+		ck.problem(field(st.Path, "outage_budget"), "must be shorter than the plan's maximum_polling_duration (%s), after which the operation is stopped; got %s", maxPolling, st.OutageBudget)
+	case st.OutageBudget == 0 && maxPolling > 0 && maxPolling <= DefaultOutageBudget:
+		st.OutageBudget = maxPolling / 2
+	case st.OutageBudget == 0:
+		st.OutageBudget = DefaultOutageBudget
+	}
+}
 
 // BrokerKeys lists the broker block's keys that are the broker's ("driver,
 // mode, … and credential_renewal"), for the drivers' messages about the

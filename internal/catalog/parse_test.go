@@ -3,6 +3,7 @@ package catalog
 import (
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestBadCatalogs breaks one rule per case and checks that the error names
@@ -236,6 +237,18 @@ func TestBadCatalogs(t *testing.T) {
 		{"sensitive_parameters that is not a boolean is refused",
 			func(c catalog) { plan(c, 0, 0)["broker"] = obj{"sensitive_parameters": "yes"} },
 			`bad.yaml: services[0].plans[0].broker.sensitive_parameters: must be a boolean (true or false), got a string ("yes")`},
+		{"an outage budget that is not a duration is refused",
+			func(c catalog) { plan(c, 0, 0)["broker"] = obj{"outage_budget": "soon"} },
+			`bad.yaml: services[0].plans[0].broker.outage_budget: must be a duration of a minute or more, such as "720h" or "90m", got a string ("soon")`},
+		{"an outage budget over 12 hours is refused",
+			func(c catalog) { plan(c, 0, 0)["broker"] = obj{"outage_budget": "13h"} },
+			`bad.yaml: services[0].plans[0].broker.outage_budget: must be at most 12h0m0s, got 13h0m0s`},
+		{"an outage budget as long as the maximum polling duration is refused",
+			func(c catalog) {
+				plan(c, 0, 0)["broker"] = obj{"outage_budget": "2h"}
+				plan(c, 0, 0)["maximum_polling_duration"] = 7200
+			},
+			`bad.yaml: services[0].plans[0].broker.outage_budget: must be shorter than the plan's maximum_polling_duration (2h0m0s), after which the operation is stopped; got 2h0m0s`},
 		{"an empty driver is refused",
 			func(c catalog) { plan(c, 0, 0)["broker"] = obj{"driver": "", "mode": "sync"} },
 			`bad.yaml: services[0].plans[0].broker.driver: must not be empty`},
@@ -262,6 +275,39 @@ func TestBadCatalogs(t *testing.T) {
 			c := smallCatalog()
 			tt.spoil(c)
 			checkRefused(t, toYAML(t, c), tt.want)
+		})
+	}
+}
+
+// TestOutageBudgets: a plan's outage_budget, its default, and the default
+// of a plan whose maximum_polling_duration is shorter.
+func TestOutageBudgets(t *testing.T) {
+	type obj = map[string]any
+	tests := []struct {
+		name  string
+		build func(p map[string]any)
+		want  time.Duration
+	}{
+		{"a plan that sets none waits out 30 minutes", func(map[string]any) {}, 30 * time.Minute},
+		{"a plan's own budget is kept", func(p map[string]any) { p["broker"] = obj{"outage_budget": "2h"} }, 2 * time.Hour},
+		{"a budget under the maximum polling duration is kept",
+			func(p map[string]any) {
+				p["broker"], p["maximum_polling_duration"] = obj{"outage_budget": "1h"}, 7200
+			}, time.Hour},
+		{"a short maximum polling duration halves the default",
+			func(p map[string]any) { p["maximum_polling_duration"] = 600 }, 5 * time.Minute},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := smallCatalog()
+			tt.build(plan(c, 0, 1))
+			cat, err := Parse("good.yaml", toYAML(t, c))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, pl := cat.PlanByID("plan-2"); pl.Settings.OutageBudget != tt.want {
+				t.Errorf("outage budget %s, want %s", pl.Settings.OutageBudget, tt.want)
+			}
 		})
 	}
 }

@@ -90,6 +90,8 @@ type Options struct {
 	ReapInterval time.Duration
 	// Sleep replaces the local engine's waits.
 	Sleep func(ctx context.Context, d time.Duration)
+	// Now replaces the broker's and the engine's clock.
+	Now func() time.Time
 	// Catalog is the catalog to serve: an absolute path, or one relative to
 	// the repository's root (default catalog.yaml).
 	Catalog string
@@ -126,6 +128,7 @@ func StartWith(tb testing.TB, o Options) *Broker {
 		Wrap:          h.wrap(o.Wrap),
 		ReapInterval:  o.ReapInterval,
 		Sleep:         o.Sleep,
+		Now:           o.Now,
 	}
 	logs := &SyncBuffer{}
 	l, err := app.OpenLocal(context.Background(), cfg, logging.New(logs, slog.LevelDebug))

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/cloudformation/types"
+	"github.com/aws/smithy-go"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 
 	"github.com/serverless-osb/broker/internal/broker"
@@ -372,15 +374,27 @@ func TestProvision(t *testing.T) {
 	})
 }
 
+// TestTransientErrors: an error of CloudFormation, or of STS for the
+// credentials, that retrying may fix is an outage (broker.Unreachable),
+// whose reason names the service and AWS's code for last_operation, and
+// never AWS's message (it may name the account).
 func TestTransientErrors(t *testing.T) {
+	op := func(service string, err error) error {
+		return &smithy.OperationError{ServiceID: service, OperationName: "Call", Err: err}
+	}
 	cases := []struct {
-		name string
-		err  error
+		name   string
+		err    error
+		reason string
 	}{
-		{"throttling is transient", apiErr("Throttling", "Rate exceeded")},
-		{"a 5xx is transient", &smithyhttp.ResponseError{Response: &smithyhttp.Response{Response: &http.Response{StatusCode: 503}}, Err: errors.New("service unavailable")}},
-		{"a network error is transient", errors.New("dial tcp: connection refused")},
-		{"an internal failure is transient", apiErr("InternalFailure", "")},
+		{"throttling is transient", apiErr("Throttling", "Rate exceeded"), "CloudFormation answered Throttling"},
+		{"a 5xx is transient", &smithyhttp.ResponseError{Response: &smithyhttp.Response{Response: &http.Response{StatusCode: 503}}, Err: errors.New("service unavailable")},
+			"CloudFormation did not answer"},
+		{"a network error is transient", errors.New("dial tcp: connection refused"), "CloudFormation did not answer"},
+		{"an internal failure is transient", op("CloudFormation", apiErr("InternalFailure", "")), "CloudFormation answered InternalFailure"},
+		{"STS throttling the credentials is transient, and named",
+			op("CloudFormation", fmt.Errorf("failed to retrieve credentials: %w", op("STS", apiErr("Throttling", "Rate exceeded for 123456789012")))),
+			"STS answered Throttling"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -391,9 +405,9 @@ func TestTransientErrors(t *testing.T) {
 			}
 			h.cfn.failNext("DescribeStacks", tc.err)
 			_, err := h.driver.Check(h.ctx, h.fresh(c))
-			var f *broker.Failure
-			if err == nil || errors.As(err, &f) {
-				t.Fatalf("check: %v, want a transient error", err)
+			var u *broker.Unreachable
+			if !errors.As(err, &u) || u.Reason != tc.reason {
+				t.Fatalf("check: %v, want an outage with the reason %q", err, tc.reason)
 			}
 			if p, err := h.driver.Check(h.ctx, h.fresh(c)); err != nil || p.Done {
 				t.Fatalf("the next check: %+v %v", p, err)

@@ -49,12 +49,15 @@ func isBusy(err error) bool {
 // classify turns the error of a CloudFormation call into what the Driver
 // port expects: a *broker.Failure when only a person can fix it (bad
 // parameter values or template, missing permissions, an account limit),
-// otherwise the error itself, which the workflow retries (throttling,
-// 5xx, network). what says what the call was doing, e.g. "create the stack".
+// otherwise a *broker.Unreachable, an outage the operation waits out
+// within its plan's budget (throttling, 5xx, network, and the same of STS
+// when the credentials come from it), which names the service and AWS's
+// error code for last_operation. what says what the call was doing, e.g.
+// "create the stack".
 func classify(what string, err error) error {
 	code, msg, ok := apiError(err)
 	if !ok {
-		return fmt.Errorf("%s: %w", what, err)
+		return unreachable(what, err)
 	}
 	// CloudFormation's refusals are worth showing (a parameter value it
 	// does not allow), but not the account or the roles they may name.
@@ -69,7 +72,27 @@ func classify(what string, err error) error {
 	case "LimitExceededException":
 		return &broker.Failure{Description: fmt.Sprintf("CloudFormation refused to %s: %s Ask the platform operator to raise the account's limit or delete unused stacks.", what, sentence(msg))}
 	}
-	return fmt.Errorf("%s: %w", what, err)
+	return unreachable(what, err)
+}
+
+// unreachable is a transient error of an AWS call as an outage: its
+// reason names the AWS service that failed (the innermost, so STS when the
+// call's credentials could not be had) and AWS's error code, or says that
+// the service did not answer; never a message, which may name the account.
+func unreachable(what string, err error) error {
+	service := "CloudFormation"
+	for e := err; ; {
+		var oe *smithy.OperationError
+		if !errors.As(e, &oe) {
+			break
+		}
+		service, e = oe.Service(), oe.Err
+	}
+	reason := service + " did not answer"
+	if code, _, ok := apiError(err); ok {
+		reason = service + " answered " + code
+	}
+	return &broker.Unreachable{Reason: reason, Err: fmt.Errorf("%s: %w", what, err)}
 }
 
 var (

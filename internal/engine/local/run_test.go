@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -671,5 +672,44 @@ func TestRetry(t *testing.T) {
 				t.Errorf("waited %v between attempts, want %v", got, c.delays)
 			}
 		})
+	}
+}
+
+// TestRetryWithFullJitter: JitterStrategy FULL waits a random time between
+// none and the backoff's delay, as Step Functions does, so that the
+// retries of a burst (throttled Tasks) spread out instead of coming back
+// together.
+func TestRetryWithFullJitter(t *testing.T) {
+	t.Parallel()
+	rec := &sleepRecorder{}
+	var calls atomic.Int32
+	invoke := func(ctx context.Context, p json.RawMessage) (json.RawMessage, error) {
+		calls.Add(1)
+		return nil, &namedError{"Flaky", "again"}
+	}
+	asl := `{"StartAt":"T","States":{"T":{` + task(`{}`) +
+		`,"Retry":[{"ErrorEquals":["Flaky"],"IntervalSeconds":1,"MaxAttempts":20,"BackoffRate":2,"MaxDelaySeconds":300,"JitterStrategy":"FULL"}],"End":true}}}`
+	e := newEngine(t, local.Options{Definitions: definitions(t, map[broker.Workflow]string{"w": asl}), Invoke: invoke, Sleep: rec.Sleep})
+	start(t, e, "w", "exec-1", `{}`)
+	checkExecution(t, waitEnded(t, e, "exec-1"), broker.ExecutionFailed, "Flaky", "", "")
+	if n := calls.Load(); n != 21 {
+		t.Errorf("worker called %d times, want 21", n)
+	}
+	delays := rec.Delays()
+	if len(delays) != 20 {
+		t.Fatalf("waited %d times, want 20", len(delays))
+	}
+	var whole int
+	for i, d := range delays {
+		ceiling := min(time.Duration(1<<i)*time.Second, 300*time.Second)
+		if d < 0 || d > ceiling {
+			t.Errorf("wait %d: %s, want between 0 and %s", i, d, ceiling)
+		}
+		if d == ceiling {
+			whole++
+		}
+	}
+	if whole == len(delays) {
+		t.Error("every wait was the backoff's full delay: no jitter")
 	}
 }

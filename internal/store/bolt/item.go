@@ -105,6 +105,9 @@ type operationItem struct {
 	NextCheckAt      time.Time   `json:"next_check_at"`
 	FinishedAt       time.Time   `json:"finished_at,omitzero"`
 	ExpiresAt        time.Time   `json:"expires_at,omitzero"`
+	OutageSince      time.Time   `json:"outage_since,omitzero"`
+	OutageAttempts   int         `json:"outage_attempts,omitempty"`
+	OutageInBegin    bool        `json:"outage_in_begin,omitempty"`
 }
 
 type targetItem struct {
@@ -213,6 +216,7 @@ func newOperationItem(op broker.Operation) operationItem {
 		RetryAfter: int64(op.RetryAfter), InstanceUsable: op.InstanceUsable, UpdateRepeatable: op.UpdateRepeatable,
 		CreatedAt: op.CreatedAt.UTC(), UpdatedAt: op.UpdatedAt.UTC(), NextCheckAt: op.NextCheckAt.UTC(),
 		FinishedAt: op.FinishedAt.UTC(), ExpiresAt: op.ExpiresAt.UTC(),
+		OutageSince: op.OutageSince.UTC(), OutageAttempts: op.OutageAttempts, OutageInBegin: op.OutageInBegin,
 	}
 	if t := op.Target; t != nil {
 		it.Target = &targetItem{
@@ -231,6 +235,7 @@ func (it operationItem) operation() broker.Operation {
 		RetryAfter: time.Duration(it.RetryAfter), InstanceUsable: it.InstanceUsable, UpdateRepeatable: it.UpdateRepeatable,
 		CreatedAt: it.CreatedAt, UpdatedAt: it.UpdatedAt, NextCheckAt: it.NextCheckAt,
 		FinishedAt: it.FinishedAt, ExpiresAt: it.ExpiresAt,
+		OutageSince: it.OutageSince, OutageAttempts: it.OutageAttempts, OutageInBegin: it.OutageInBegin,
 	}
 	if t := it.Target; t != nil {
 		op.Target = &broker.Target{

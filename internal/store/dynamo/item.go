@@ -146,6 +146,9 @@ type operationItem struct {
 	NextCheckAt      time.Time `dynamodbav:"next_check_at"`
 	FinishedAt       time.Time `dynamodbav:"finished_at,omitempty"`
 	ExpiresAt        time.Time `dynamodbav:"expires_at,omitempty"`
+	OutageSince      time.Time `dynamodbav:"outage_since,omitempty"`
+	OutageAttempts   int       `dynamodbav:"outage_attempts,omitempty"`
+	OutageInBegin    bool      `dynamodbav:"outage_in_begin,omitempty"`
 }
 
 // targetText is an update's target as the JSON text of an operation's
@@ -285,6 +288,7 @@ func newOperationItem(op broker.Operation) (operationItem, error) {
 		RetryAfter: int64(op.RetryAfter), InstanceUsable: op.InstanceUsable, UpdateRepeatable: op.UpdateRepeatable,
 		CreatedAt: op.CreatedAt.UTC(), UpdatedAt: op.UpdatedAt.UTC(), NextCheckAt: op.NextCheckAt.UTC(),
 		FinishedAt: op.FinishedAt.UTC(), ExpiresAt: op.ExpiresAt.UTC(),
+		OutageSince: op.OutageSince.UTC(), OutageAttempts: op.OutageAttempts, OutageInBegin: op.OutageInBegin,
 	}
 	switch {
 	case !op.Finished():
@@ -313,6 +317,7 @@ func (it operationItem) operation() (broker.Operation, error) {
 		RetryAfter: time.Duration(it.RetryAfter), InstanceUsable: it.InstanceUsable, UpdateRepeatable: it.UpdateRepeatable,
 		CreatedAt: it.CreatedAt, UpdatedAt: it.UpdatedAt, NextCheckAt: it.NextCheckAt,
 		FinishedAt: it.FinishedAt, ExpiresAt: it.ExpiresAt,
+		OutageSince: it.OutageSince, OutageAttempts: it.OutageAttempts, OutageInBegin: it.OutageInBegin,
 	}
 	if it.Target != "" {
 		var t targetText

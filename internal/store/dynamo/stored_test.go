@@ -350,7 +350,8 @@ func TestAttributeNames(t *testing.T) {
 			"created_at", "updated_at"}},
 		{operationItem{}, "dynamodbav", []string{"PK", "SK", "inprogress", "expires_at_epoch", "id", "instance_id",
 			"binding_id", "kind", "state", "description", "detail", "fingerprint", "async", "plan_id", "target", "retry_after",
-			"instance_usable", "update_repeatable", "created_at", "updated_at", "next_check_at", "finished_at", "expires_at"}},
+			"instance_usable", "update_repeatable", "created_at", "updated_at", "next_check_at", "finished_at", "expires_at",
+			"outage_since", "outage_attempts", "outage_in_begin"}},
 		// The JSON text of an operation's target attribute.
 		{targetText{}, "json", []string{"plan_id", "parameters", "context",
 			"maintenance_info", "maintenance_info.version", "maintenance_info.description", "plan_digest"}},

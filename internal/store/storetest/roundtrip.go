@@ -157,6 +157,7 @@ var roundTripCases = []testCase{
 		upd.RetryAfter = 1500 * time.Millisecond
 		upd.InstanceUsable = broker.Bool(false)
 		upd.UpdateRepeatable = broker.Bool(true)
+		upd.OutageSince, upd.OutageAttempts, upd.OutageInBegin = at(6), 4, true
 		upd.FinishedAt = at(7)
 		upd.ExpiresAt = at(7).Add(broker.Retention)
 		upd.State = broker.OperationFailed
