@@ -88,27 +88,27 @@ func TestTheOperatorsDetailOfAFailure(t *testing.T) {
 	})
 }
 
-// TestCaughtFailure: what the user and the operator see of an error a
-// workflow caught, as FailureCause encodes a permanent failure.
-func TestCaughtFailure(t *testing.T) {
+// TestCaught: what the user and the operator see of an error a workflow
+// caught, as Failure.Cause encodes a permanent failure.
+func TestCaught(t *testing.T) {
 	generic := broker.FailureDescription("", "")
 	tests := []struct {
 		name, errName, cause, description, detail string
 	}{
-		{"a permanent failure with a detail gives both", "PermanentError", broker.FailureCause("The quota is exhausted.", "LimitExceeded: 100 buckets"),
+		{"a permanent failure with a detail gives both", "PermanentError", cause("The quota is exhausted.", "LimitExceeded: 100 buckets"),
 			"The quota is exhausted.", "LimitExceeded: 100 buckets"},
-		{"in a Lambda error document too", "PermanentError", `{"errorMessage":` + quote(broker.FailureCause("The quota is exhausted.", "LimitExceeded")) + `,"errorType":"PermanentError"}`,
+		{"in a Lambda error document too", "PermanentError", `{"errorMessage":` + quote(cause("The quota is exhausted.", "LimitExceeded")) + `,"errorType":"PermanentError"}`,
 			"The quota is exhausted.", "LimitExceeded"},
-		{"a permanent failure without a detail is its description, as before details", "PermanentError", broker.FailureCause("The quota is exhausted.", ""),
+		{"a permanent failure without a detail is its description, as before details", "PermanentError", cause("The quota is exhausted.", ""),
 			"The quota is exhausted.", ""},
 		{"any other error is the operator's detail alone", "States.TaskFailed", "dial tcp 10.0.0.1:443: connection refused",
 			generic, "States.TaskFailed: dial tcp 10.0.0.1:443: connection refused"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			description, detail := broker.CaughtFailure(tt.errName, tt.cause)
-			if description != tt.description || detail != tt.detail {
-				t.Fatalf("CaughtFailure(%q, %q) = %q, %q; want %q, %q", tt.errName, tt.cause, description, detail, tt.description, tt.detail)
+			f := broker.Caught(tt.errName, tt.cause)
+			if f.Description != tt.description || f.Detail != tt.detail {
+				t.Fatalf("Caught(%q, %q) = %q, %q; want %q, %q", tt.errName, tt.cause, f.Description, f.Detail, tt.description, tt.detail)
 			}
 		})
 	}
@@ -127,9 +127,15 @@ func TestCaughtFailure(t *testing.T) {
 			t.Fatalf("Caught(%q) = %+v, want the description as it was", f.Cause(), got)
 		}
 	})
-	if got := broker.FailureCause("d", strings.Repeat("x", 3*broker.MaxDetail)); len(got) > broker.MaxDetail+100 {
+	if got := cause("d", strings.Repeat("x", 3*broker.MaxDetail)); len(got) > broker.MaxDetail+100 {
 		t.Errorf("a cause of %d bytes, want the detail capped", len(got))
 	}
+}
+
+// cause is the cause of a workflow's error for a permanent failure with
+// this description and detail (Failure.Cause).
+func cause(description, detail string) string {
+	return (&broker.Failure{Description: description, Detail: detail}).Cause()
 }
 
 // quote is s as a JSON string.

@@ -358,25 +358,20 @@ func (b *Broker) logEnd(ctx context.Context, op Operation, reason string) {
 }
 
 // RecordFailure records an operation's failure with a description for the
-// user, as RecordFailureDetail does with no detail for the operator.
+// user, as RecordFailed does with no detail for the operator.
 func (b *Broker) RecordFailure(ctx context.Context, instanceID, operationID, description string) error {
-	return b.RecordFailureDetail(ctx, instanceID, operationID, description, "")
+	return b.RecordFailed(ctx, instanceID, operationID, Failure{Description: description})
 }
 
-// RecordFailureDetail records an operation's failure with a description
-// for the user and a detail for the operator (Operation.Detail), and
-// releases what it held; what the failed change made is detached for the
-// cleanup workflow in the same write. An asynchronous provision or bind
-// leaves a failed instance or binding for the platform to delete; a
-// synchronous one leaves nothing, since its request already reported the
-// failure. A missing or finished operation has nothing to record.
-func (b *Broker) RecordFailureDetail(ctx context.Context, instanceID, operationID, description, detail string) error {
-	return b.RecordFailed(ctx, instanceID, operationID, Failure{Description: description, Detail: detail})
-}
-
-// RecordFailed records an operation's failure as the driver reported it,
-// as RecordFailureDetail does; a failed update also keeps what the driver
-// said of the instance (Failure.InstanceUsable, Failure.UpdateRepeatable).
+// RecordFailed records an operation's failure as the driver reported it:
+// a description for the user and a detail for the operator
+// (Operation.Detail), and releases what it held; what the failed change made
+// is detached for the cleanup workflow in the same write. An asynchronous
+// provision or bind leaves a failed instance or binding for the platform to
+// delete; a synchronous one leaves nothing, since its request already
+// reported the failure. A failed update also keeps what the driver said of
+// the instance (Failure.InstanceUsable, Failure.UpdateRepeatable). A
+// missing or finished operation has nothing to record.
 func (b *Broker) RecordFailed(ctx context.Context, instanceID, operationID string, f Failure) error {
 	snap, err := b.Store.Load(ctx, instanceID, operationID, "")
 	if err != nil {
@@ -747,26 +742,18 @@ func repeatsString(s string, v any) bool {
 }
 
 // FailureDescription turns an error a workflow caught into the description
-// the user sees (CaughtFailure).
+// the user sees (Caught).
 func FailureDescription(name, cause string) string {
-	description, _ := CaughtFailure(name, cause)
-	return description
+	return Caught(name, cause).Description
 }
 
-// CaughtFailure turns an error a workflow caught, by its name and cause,
-// into the description the user sees and the detail the operator sees
-// (Operation.Detail). Only a driver's permanent failure is shown as it is,
-// with its detail as FailureCause encoded them; anything else is
-// summarised for the user, so internals do not reach the platform, and
-// given to the operator as it is.
-func CaughtFailure(name, cause string) (description, detail string) {
-	f := Caught(name, cause)
-	return f.Description, f.Detail
-}
-
-// Caught is CaughtFailure with all that a permanent failure's cause
-// carries: also what the driver said of the instance
-// (Failure.InstanceUsable, Failure.UpdateRepeatable).
+// Caught turns an error a workflow caught, by its name and cause, into the
+// failure it records: the description the user sees, the detail the
+// operator sees (Operation.Detail), and what the driver said of the
+// instance (Failure.InstanceUsable, Failure.UpdateRepeatable). Only a
+// driver's permanent failure is shown as it is, as Failure.Cause encoded
+// it; anything else is summarised for the user, so internals do not reach
+// the platform, and given to the operator as it is.
 func Caught(name, cause string) Failure {
 	var lambdaErr struct {
 		ErrorMessage string `json:"errorMessage"`
@@ -800,12 +787,6 @@ type failureCause struct {
 	Detail           string `json:"detail,omitempty"`
 	InstanceUsable   *bool  `json:"instance_usable,omitempty"`
 	UpdateRepeatable *bool  `json:"update_repeatable,omitempty"`
-}
-
-// FailureCause is the cause of a workflow's error for a permanent failure
-// with this description and detail, as Failure.Cause encodes it.
-func FailureCause(description, detail string) string {
-	return (&Failure{Description: description, Detail: detail}).Cause()
 }
 
 // Cause is the cause of a workflow's error for the permanent failure f

@@ -71,8 +71,8 @@ func (e *TransientError) ErrorName() string { return "TransientError" }
 
 // PermanentError is a failure that retrying cannot fix; the state machine's
 // Catch records it. Its message is the description the user sees and the
-// detail the operator sees, as broker.FailureCause encodes them, which
-// record_failure decodes (broker.CaughtFailure).
+// detail the operator sees, as broker.Failure.Cause encodes them, which
+// record_failure decodes (broker.Caught).
 type PermanentError struct {
 	Description, Detail string
 	// InstanceUsable and UpdateRepeatable: what the driver said of the
@@ -138,8 +138,8 @@ func (s *Steps) Run(ctx context.Context, p Payload) (json.RawMessage, error) {
 	case StepCleanupDeleted:
 		err = b.CleanupDeletedTask(ctx, p.DetachedID)
 	case StepCleanupGaveUp:
-		description, detail := broker.CaughtFailure(p.Error, p.Cause)
-		err = b.CleanupGaveUpTask(ctx, p.DetachedID, description, detail)
+		f := broker.Caught(p.Error, p.Cause)
+		err = b.CleanupGaveUpTask(ctx, p.DetachedID, f.Description, f.Detail)
 	}
 	if err != nil {
 		return nil, classify(err)
