@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
 	"time"
 
 	"github.com/serverless-osb/broker/internal/logging"
@@ -245,7 +244,7 @@ func (b *Broker) CleanupDeleteTask(ctx context.Context, id string) (TaskProgress
 	if p.Done {
 		return TaskProgress{Done: true}, nil
 	}
-	return TaskProgress{RetryAfter: max(1, int(math.Ceil(p.RetryAfter.Seconds())))}, nil
+	return waitFor(p.RetryAfter), nil
 }
 
 // CleanupDeletedTask removes the record of a resource the driver deleted.
@@ -274,7 +273,7 @@ func (b *Broker) CleanupGaveUpTask(ctx context.Context, id, description, detail 
 	// sees only the detached record, as its log lines do.
 	failed.FailureDetail = OperatorDetail(detail)
 	if err := b.Store.UpdateDetached(ctx, failed, d.Attempts); err != nil && !errors.Is(err, ErrNotFound) {
-		if isConflict(err) {
+		if _, ok := conflictOf(err); ok {
 			return nil // another cleanup started meanwhile: it decides
 		}
 		return fmt.Errorf("record failed cleanup of %s: %w", id, err)

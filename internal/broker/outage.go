@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"time"
 )
 
@@ -93,7 +92,7 @@ func (b *Broker) waitOut(ctx context.Context, f *flight, begin bool, cause error
 		}
 		return TaskProgress{}, err
 	}
-	return TaskProgress{RetryAfter: max(1, int(math.Ceil(wait.Seconds())))}, nil
+	return waitFor(wait), nil
 }
 
 // endOutage clears the outage of an operation whose driver answered, so
