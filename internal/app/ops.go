@@ -34,7 +34,8 @@ const OpsUsage = `usage: go run ./functions/api ops [--json] [--stack NAME] COMM
                     the instance's operations (finished ones are kept 7 days), each with
                     its detail for the operator (a failure's full reason, e.g.
                     CloudFormation's), and the detached resources its operations left
-  detached          detached resources: waiting for, in, or given up by the cleanup
+  detached          detached resources: waiting for, in, or given up by the cleanup, with
+                    the outage of the service's backend a cleanup waits out
   cleanup ID        start the cleanup of detached resource ID again (locally, wait for
                     it to end: exit 0 once the resource is deleted, 1 if it fails)
   reap              run the reaper once and print what it did
@@ -286,6 +287,9 @@ func Ops(ctx context.Context, b *broker.Broker, args []string, out io.Writer) er
 		for _, d := range ds {
 			fmt.Fprintf(out, "detached %s  %s  attempts %d  resource %s  operation %s\n", d.ID, d.State, d.Attempts, d.Name, d.OperationID)
 			fmt.Fprintf(out, "  reason:      %s\n", d.Reason)
+			if d.InOutage() {
+				fmt.Fprintf(out, "  outage:      %s\n", outageText(d, b.Now()))
+			}
 			if d.Failure != "" {
 				fmt.Fprintf(out, "  failure:     %s\n", d.Failure)
 			}
@@ -300,7 +304,11 @@ func Ops(ctx context.Context, b *broker.Broker, args []string, out io.Writer) er
 		}
 		fmt.Fprintln(w, "ID\tSTATE\tATTEMPTS\tINSTANCE\tRESOURCE\tREASON\tFAILURE")
 		for _, d := range ds {
-			fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s\t%s\t%s\n", d.ID, d.State, d.Attempts, d.InstanceID, d.Name, d.Reason, d.Failure)
+			state := string(d.State)
+			if d.InOutage() {
+				state += " — " + outageText(d, b.Now())
+			}
+			fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s\t%s\t%s\n", d.ID, state, d.Attempts, d.InstanceID, d.Name, d.Reason, d.Failure)
 		}
 	case "cleanup":
 		if len(args) != 2 {
@@ -352,6 +360,23 @@ func Ops(ctx context.Context, b *broker.Broker, args []string, out io.Writer) er
 		return usageError("unknown command %q", args[0])
 	}
 	return nil
+}
+
+// outageText says what outage d's cleanup waits out: "backend unreachable
+// (HTTP 503) since 12:03, attempt 7, next try 12:40" (UTC; with the date
+// when it is not today's).
+func outageText(d broker.Detached, now time.Time) string {
+	at := func(t time.Time) string {
+		if t.UTC().Format(time.DateOnly) == now.UTC().Format(time.DateOnly) {
+			return t.UTC().Format("15:04")
+		}
+		return t.UTC().Format("2006-01-02 15:04")
+	}
+	reason := ""
+	if d.OutageReason != "" {
+		reason = " (" + d.OutageReason + ")"
+	}
+	return fmt.Sprintf("backend unreachable%s since %s, attempt %d, next try %s (UTC)", reason, at(d.OutageSince), d.OutageAttempts, at(d.NextTryAt))
 }
 
 // instanceOperations are the operations of the instance args[0] names,
@@ -509,10 +534,26 @@ type detachedAnswer struct {
 	Reason        string `json:"reason,omitempty"`
 	Failure       string `json:"failure,omitempty"`
 	FailureDetail string `json:"failure_detail,omitempty"`
+	// Outage is the outage of the service's backend that the cleanup
+	// waits out; absent when none.
+	Outage *outageAnswer `json:"outage,omitempty"`
+}
+
+// outageAnswer is a cleanup's outage in ops' JSON.
+type outageAnswer struct {
+	Since     time.Time `json:"since"`
+	Attempts  int       `json:"attempts"`
+	Reason    string    `json:"reason,omitempty"`
+	NextTryAt time.Time `json:"next_try_at"`
 }
 
 func newDetachedAnswer(d broker.Detached) detachedAnswer {
-	return detachedAnswer{d.ID, string(d.State), d.Attempts, d.InstanceID, d.Name, d.OperationID, d.Reason, d.Failure, d.FailureDetail}
+	a := detachedAnswer{ID: d.ID, State: string(d.State), Attempts: d.Attempts, InstanceID: d.InstanceID, Resource: d.Name,
+		OperationID: d.OperationID, Reason: d.Reason, Failure: d.Failure, FailureDetail: d.FailureDetail}
+	if d.InOutage() {
+		a.Outage = &outageAnswer{Since: d.OutageSince, Attempts: d.OutageAttempts, Reason: d.OutageReason, NextTryAt: d.NextTryAt}
+	}
+	return a
 }
 
 // operationAnswer is an operation in ops' JSON, with its detail for the

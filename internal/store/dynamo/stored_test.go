@@ -357,7 +357,8 @@ func TestAttributeNames(t *testing.T) {
 			"maintenance_info", "maintenance_info.version", "maintenance_info.description", "plan_digest"}},
 		{resourceItem{}, "dynamodbav", []string{"PK", "SK", "instance_id", "name", "data", "updated_at"}},
 		{detachedItem{}, "dynamodbav", []string{"PK", "SK", "id", "instance_id", "name", "data", "plan_id",
-			"operation_id", "reason", "state", "attempts", "failure", "failure_detail", "created_at", "updated_at"}},
+			"operation_id", "reason", "state", "attempts", "failure", "failure_detail", "created_at", "updated_at",
+			"outage_since", "outage_attempts", "outage_reason", "next_try_at"}},
 		{sealingItem{}, "dynamodbav", []string{"PK", "SK", "sealed_only", "key_id", "since", "sensitive_plans"}},
 	}
 	for _, g := range golden {
