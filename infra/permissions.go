@@ -7,7 +7,7 @@ import (
 	"github.com/aws/jsii-runtime-go"
 
 	"github.com/serverless-osb/broker/internal/sealing"
-	"github.com/serverless-osb/broker/internal/store/dynamo"
+	"github.com/serverless-osb/broker/internal/store/dynamo/schema"
 )
 
 // itemActions are the DynamoDB actions internal/store/dynamo performs:
@@ -93,7 +93,7 @@ func (b *builder) permissions() {
 
 func (b *builder) itemsStatement() awsiam.PolicyStatement {
 	resources := []*string{b.table.TableArn()}
-	for _, index := range dynamo.Schema().Indexes {
+	for _, index := range schema.Table().Indexes {
 		resources = append(resources, jsii.String(*b.table.TableArn()+"/index/"+index.Name))
 	}
 	return statement("TableItems", itemActions, resources...)

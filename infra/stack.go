@@ -29,7 +29,7 @@ import (
 	"github.com/serverless-osb/broker/internal/catalog"
 	"github.com/serverless-osb/broker/internal/drivers"
 	"github.com/serverless-osb/broker/internal/env"
-	"github.com/serverless-osb/broker/internal/store/dynamo"
+	"github.com/serverless-osb/broker/internal/store/dynamo/schema"
 )
 
 // substitutionWorkerARN is the DefinitionSubstitutions key the workflows
@@ -229,14 +229,14 @@ func (b *builder) data() error {
 		// The secrets in the table are unreadable without this key.
 		RemovalPolicy: awscdk.RemovalPolicy_RETAIN,
 	})
-	// The table's shape is the dynamo store's (dynamo.Schema), which its
+	// The table's shape is the dynamo store's (schema.Table), which its
 	// CreateTable makes too: TestTableIsTheStoresTable checks both agree.
-	schema := dynamo.Schema()
-	hash, err := tableAttribute(schema.HashKey)
+	shape := schema.Table()
+	hash, err := tableAttribute(shape.HashKey)
 	if err != nil {
 		return err
 	}
-	sort, err := tableAttribute(schema.RangeKey)
+	sort, err := tableAttribute(shape.RangeKey)
 	if err != nil {
 		return err
 	}
@@ -249,11 +249,11 @@ func (b *builder) data() error {
 		PointInTimeRecoverySpecification: &awsdynamodb.PointInTimeRecoverySpecification{
 			PointInTimeRecoveryEnabled: jsii.Bool(true),
 		},
-		TimeToLiveAttribute: jsii.String(schema.TimeToLive),
+		TimeToLiveAttribute: jsii.String(shape.TimeToLive),
 		DeletionProtection:  jsii.Bool(true),
 		RemovalPolicy:       awscdk.RemovalPolicy_RETAIN,
 	})
-	for _, index := range schema.Indexes {
+	for _, index := range shape.Indexes {
 		hash, err := tableAttribute(index.HashKey)
 		if err != nil {
 			return fmt.Errorf("index %s: %w", index.Name, err)
@@ -303,7 +303,7 @@ var (
 
 // tableAttribute is a key attribute of the store's schema for the CDK, or
 // nil for none (a key without a range key).
-func tableAttribute(a dynamo.KeyAttribute) (*awsdynamodb.Attribute, error) {
+func tableAttribute(a schema.KeyAttribute) (*awsdynamodb.Attribute, error) {
 	if a.Name == "" {
 		return nil, nil
 	}
