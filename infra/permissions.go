@@ -6,7 +6,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awskms"
 	"github.com/aws/jsii-runtime-go"
 
-	"github.com/serverless-osb/broker/internal/sealing"
+	"github.com/serverless-osb/broker/internal/deploy"
 	"github.com/serverless-osb/broker/internal/store/dynamo/schema"
 )
 
@@ -126,10 +126,10 @@ func (b *builder) sealingStatement(sid string, actions []string, key awskms.Key)
 		Resources: &[]*string{key.KeyArn()},
 		Conditions: &map[string]any{
 			"StringEquals": map[string]any{
-				"kms:EncryptionContext:" + sealing.TableContextKey: b.table.TableName(),
+				"kms:EncryptionContext:" + deploy.SealingContextKey: b.table.TableName(),
 			},
 			"ForAllValues:StringEquals": map[string]any{
-				"kms:EncryptionContextKeys": []string{sealing.TableContextKey},
+				"kms:EncryptionContextKeys": []string{deploy.SealingContextKey},
 			},
 		},
 	})
