@@ -26,8 +26,7 @@ import (
 	"github.com/aws/jsii-runtime-go"
 	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
 
-	"github.com/serverless-osb/broker/internal/catalog"
-	"github.com/serverless-osb/broker/internal/drivers"
+	"github.com/serverless-osb/broker/internal/deploy"
 	"github.com/serverless-osb/broker/internal/env"
 	"github.com/serverless-osb/broker/internal/store/dynamo/schema"
 )
@@ -61,7 +60,15 @@ func NewBrokerStack(scope constructs.Construct, id string, props *BrokerStackPro
 	if err != nil {
 		return nil, fmt.Errorf("stack %s: %w", id, err)
 	}
-	if err := checkAssets(p.CatalogPath, catalogFiles, p.APICodeDir, p.WorkerCodeDir); err != nil {
+	manifestFiles := func(string) ([]string, error) {
+		m, err := readManifest(p.WorkerCodeDir)
+		return m.Files, err
+	}
+	if err := checkAssets(p.CatalogPath, manifestFiles, p.APICodeDir, p.WorkerCodeDir); err != nil {
+		return nil, fmt.Errorf("stack %s: %w", id, err)
+	}
+	manifest, err := readManifest(p.WorkerCodeDir)
+	if err != nil {
 		return nil, fmt.Errorf("stack %s: %w", id, err)
 	}
 
@@ -74,10 +81,7 @@ func NewBrokerStack(scope constructs.Construct, id string, props *BrokerStackPro
 		return nil, fmt.Errorf("stack %s: %w", id, err)
 	}
 	b.functions()
-	b.services()
-	if err := b.grantFunctionTargets(); err != nil {
-		return nil, fmt.Errorf("stack %s: %w", id, err)
-	}
+	b.grantDriverNeeds(manifest)
 	b.stateMachines(workflows)
 	b.reaper()
 	b.apiGateway()
@@ -139,17 +143,6 @@ func checkAssets(catalog string, list func(catalog string) ([]string, error), di
 	return errors.Join(errs...)
 }
 
-// catalogFiles lists the files the driver settings of the catalog at path
-// read (drivers.Files), relative to the catalog's folder: what make build
-// bundles beside it.
-func catalogFiles(path string) ([]string, error) {
-	cat, err := catalog.Load(path)
-	if err != nil {
-		return nil, err
-	}
-	return drivers.Files(cat)
-}
-
 // checkStateMachineNames makes sure the state machines' names, which
 // derive from the stack's name, are names Step Functions accepts.
 func checkStateMachineNames(stack awscdk.Stack, workflows []workflow) error {
@@ -180,7 +173,11 @@ type builder struct {
 	secret  awssecretsmanager.Secret
 
 	apiRole, workerRole awsiam.Role
-	// serviceRole is CloudFormation's role for the service stacks.
+	// needs are what the catalog's drivers declared they need of the
+	// stack (grantDriverNeeds).
+	needs deploy.Manifest
+	// serviceRole is CloudFormation's role for the service stacks, made
+	// when a driver needs it.
 	serviceRole awsiam.Role
 	// boundary is the permissions boundary of the IAM identities the
 	// service stacks make.

@@ -78,6 +78,10 @@ type Statement struct {
 	// Conditions are by operator, then by key, each a value that may hold
 	// placeholders: {"StringEquals": {"iam:PassedToService": "..."}}.
 	Conditions map[string]map[string]string `json:"conditions,omitempty"`
+	// WildcardReason says why a resource with a wildcard (*) is as narrow
+	// as it can be: the stack's checks (cdk-nag) ask it of every such grant,
+	// so a statement with one must say it.
+	WildcardReason string `json:"wildcard_reason,omitempty"`
 }
 
 // Variable is one environment variable the stack sets for a function
@@ -124,8 +128,9 @@ func (m Manifest) ServiceRole() bool {
 }
 
 // Check says what is wrong with m, every problem at once: a statement of
-// no function, without a Sid, an action or a resource, or with a Sid
-// another statement of its function has; a placeholder that is not one,
+// no function, without a Sid, an action or a resource, with a Sid
+// another statement of its function has, or with a wildcard resource and
+// no reason for it; a placeholder that is not one,
 // or that names the service role that its kind does not ask for.
 func (m Manifest) Check() error {
 	var errs []error
@@ -158,6 +163,9 @@ func (m Manifest) Check() error {
 			sids[s.Function][s.Sid] = d.Name
 			for _, r := range s.Resources {
 				known(where, r)
+				if strings.Contains(r, "*") && s.WildcardReason == "" {
+					errs = append(errs, fmt.Errorf("driver %s: %s: resource %s has a wildcard: say why it is as narrow as it can be (WildcardReason)", d.Name, where, r))
+				}
 			}
 			for _, byKey := range s.Conditions {
 				for _, v := range byKey {
@@ -183,13 +191,10 @@ func Fill(s string, values map[string]string) string {
 	return placeholderPattern.ReplaceAllStringFunc(s, func(p string) string { return cmp.Or(values[p], p) })
 }
 
-// Write writes m into dir as ManifestName.
-func (m Manifest) Write(dir string) error {
+// Encode is m as a bundle holds it (ManifestName).
+func (m Manifest) Encode() ([]byte, error) {
 	data, err := json.MarshalIndent(m, "", "  ")
-	if err != nil {
-		return err
-	}
-	return os.WriteFile(filepath.Join(dir, ManifestName), append(data, '\n'), 0o644)
+	return append(data, '\n'), err
 }
 
 // ReadManifest reads the manifest a bundle holds in dir, and checks it.
