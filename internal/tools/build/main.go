@@ -210,6 +210,9 @@ func Build(c Config) ([]Size, error) {
 		manifest = CatalogManifest
 	}
 	m, err := manifest(c.Catalog)
+	if err == nil {
+		err = m.Check()
+	}
 	if err != nil {
 		return nil, fmt.Errorf("the manifest of catalog %s: %w", c.Catalog, err)
 	}

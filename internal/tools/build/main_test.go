@@ -99,7 +99,7 @@ func TestTheLambdaBundles(t *testing.T) {
 				}
 			}
 		})
-		t.Run(fn+".zip holds an executable bootstrap and the catalog, under 10 MB", func(t *testing.T) {
+		t.Run(fn+".zip holds an executable bootstrap, the catalog and its manifest, under 10 MB", func(t *testing.T) {
 			path := filepath.Join(out, fn+".zip")
 			st, err := os.Stat(path)
 			if err != nil {
@@ -112,9 +112,14 @@ func TestTheLambdaBundles(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			manifest, err := os.ReadFile(filepath.Join(out, fn, "deploy.json"))
+			if err != nil {
+				t.Fatal(err)
+			}
 			checkZip(t, path, map[string]zipEntry{
 				"bootstrap":    {mode: 0o755, data: bootstrap},
 				"catalog.yaml": {mode: 0o644, data: catalog},
+				"deploy.json":  {mode: 0o644, data: manifest},
 			})
 		})
 	}
@@ -620,7 +625,8 @@ func TestBuildBundlesTheCatalogsFiles(t *testing.T) {
 	}
 	listed := []string{"s3-bucket/instance.yaml", "s3-bucket/binding.yaml", "teams/data/queue/instance.yaml"}
 	drivers := []deploy.Driver{{Name: "queue", Needs: deploy.Needs{Statements: []deploy.Statement{{Function: deploy.Worker,
-		Sid: "SendToQueues", Actions: []string{"sqs:SendMessage"}, Resources: []string{deploy.ARN("sqs", "queues-*")}}}}}}
+		Sid: "SendToQueues", Actions: []string{"sqs:SendMessage"}, Resources: []string{deploy.ARN("sqs", "queues-*")},
+		WildcardReason: "the queues are made at run time, each named queues-…"}}}}}
 	config := func(list []string) Config {
 		return Config{Root: root, Out: t.TempDir(), Catalog: filepath.Join(catalogDir, "catalog.yaml"), Target: Lambda,
 			Manifest: func(string) (deploy.Manifest, error) { return deploy.Manifest{Files: list, Drivers: drivers}, nil }}
