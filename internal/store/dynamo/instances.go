@@ -22,7 +22,9 @@ import (
 // back only the instances, without their parameters and fingerprint. A
 // Scan resumes after any key (ExclusiveStartKey), so the token is the last
 // instance listed and a page holds exactly InstancePageSize instances
-// unless it is the last.
+// unless it is the last. DynamoDB resumes after that key whether or not
+// its item still exists (an instance deprovisioned between two pages);
+// moto resumes only after an item it finds, and else from the start.
 func (s *Store) ListInstances(ctx context.Context, f broker.InstanceFilter, page string) ([]broker.Instance, string, error) {
 	list, next, err := s.listInstances(ctx, f, page)
 	if err != nil {
