@@ -29,6 +29,10 @@ import (
 // OpsUsage is the operator command's help.
 const OpsUsage = `usage: go run ./functions/api ops [--json] [--stack NAME] COMMAND
 
+  instances [--service ID] [--plan ID] [--behind]
+                    the instances (of the service, of the plan), each with the version of
+                    its plan it runs (maintenance_info version, plan digest) and whether it
+                    is behind the catalog's; --behind lists only those
   operations        operations in progress, with those overdue marked STUCK
   operation INSTANCE_ID [OPERATION_ID]
                     the instance's operations (finished ones are kept 7 days), each with
@@ -83,6 +87,9 @@ func RunOps(ctx context.Context, args []string, out io.Writer, logger *slog.Logg
 	fs.SetOutput(io.Discard)
 	asJSON := fs.Bool("json", false, "")
 	stack := fs.String("stack", "", "")
+	service := fs.String("service", "", "")
+	plan := fs.String("plan", "", "")
+	behind := fs.Bool("behind", false, "")
 	// Flags may come before or after the command (ops reap --json).
 	var positional []string
 	for {
@@ -110,10 +117,15 @@ func RunOps(ctx context.Context, args []string, out io.Writer, logger *slog.Logg
 	case args[0] == "operation" && (len(args) < 2 || len(args) > 3):
 		return usageError("operation takes the instance's id and, optionally, one of its operation's ids")
 	case args[0] == "operation" || args[0] == "cleanup":
-	case !slices.Contains([]string{"operations", "detached", "reap", "reseal", "rotate-key"}, args[0]):
+	case !slices.Contains([]string{"instances", "operations", "detached", "reap", "reseal", "rotate-key"}, args[0]):
 		return usageError("unknown command %q", args[0])
 	case len(args) != 1:
 		return usageError("%s takes no argument", args[0])
+	case args[0] != "instances" && (*service != "" || *plan != "" || *behind):
+		return usageError("--service, --plan and --behind go with instances, not %s", args[0])
+	}
+	if args[0] == "instances" {
+		args = append(args, instancesArgs(*service, *plan, *behind)...)
 	}
 	b, closeFn, err := opsBroker(ctx, *stack, logger)
 	if err != nil {
@@ -250,6 +262,16 @@ func Ops(ctx context.Context, b *broker.Broker, args []string, out io.Writer) er
 	w := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
 	defer w.Flush()
 	switch args[0] {
+	case "instances":
+		list, err := opsInstances(ctx, b, args[1:])
+		if err != nil {
+			return err
+		}
+		fmt.Fprintln(w, "INSTANCE\tSERVICE\tPLAN\tSTATE\tVERSION\tDIGEST\tBEHIND")
+		for _, l := range list {
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", l.ID, l.ServiceID, l.PlanID, l.State,
+				cmp.Or(l.Runs.Version, "-"), cmp.Or(shortDigest(l.Runs.Digest), "-"), l.behindText())
+		}
 	case "operations":
 		ops, err := b.Store.ListInProgress(ctx)
 		if err != nil {
@@ -379,6 +401,92 @@ func outageText(d broker.Detached, now time.Time) string {
 	return fmt.Sprintf("backend unreachable%s since %s, attempt %d, next try %s (UTC)", reason, at(d.OutageSince), d.OutageAttempts, at(d.NextTryAt))
 }
 
+// instanceVersion is an instance in ops instances: the version of its plan
+// it runs and the catalog's.
+type instanceVersion struct {
+	ID        string             `json:"instance_id"`
+	ServiceID string             `json:"service_id"`
+	PlanID    string             `json:"plan_id"`
+	State     string             `json:"state"`
+	Runs      broker.PlanVersion `json:"runs"`
+	// Current is nil when the catalog no longer has the plan: then the
+	// instance cannot be upgraded, and Behind is false.
+	Current *broker.PlanVersion `json:"current,omitempty"`
+	Behind  bool                `json:"behind"`
+}
+
+func (l instanceVersion) behindText() string {
+	switch {
+	case l.Current == nil:
+		return "unknown: its plan is no longer in the catalog"
+	case !l.Behind:
+		return "no"
+	case l.Runs.Version != l.Current.Version:
+		return fmt.Sprintf("yes: the plan is at %s", cmp.Or(l.Current.Version, "no maintenance_info version"))
+	}
+	return fmt.Sprintf("yes: the plan deploys %s", shortDigest(l.Current.Digest))
+}
+
+// shortDigest is as much of a plan digest ("sha256:" and 64 hex digits) as
+// tells digests apart to an operator's eye.
+func shortDigest(d string) string {
+	if len(d) > len("sha256:")+12 {
+		return d[:len("sha256:")+12]
+	}
+	return d
+}
+
+// instancesArgs are the arguments of ops instances that RunOps hands to
+// Ops, which opsInstances reads back.
+func instancesArgs(service, plan string, behind bool) []string {
+	var args []string
+	if service != "" {
+		args = append(args, "--service="+service)
+	}
+	if plan != "" {
+		args = append(args, "--plan="+plan)
+	}
+	if behind {
+		args = append(args, "--behind")
+	}
+	return args
+}
+
+// opsInstances lists the instances that args select (instancesArgs), every
+// page, each with the version of its plan it runs and the catalog's.
+func opsInstances(ctx context.Context, b *broker.Broker, args []string) ([]instanceVersion, error) {
+	fs := flag.NewFlagSet("instances", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	var f broker.InstanceFilter
+	fs.StringVar(&f.ServiceID, "service", "", "")
+	fs.StringVar(&f.PlanID, "plan", "", "")
+	behindOnly := fs.Bool("behind", false, "")
+	if err := fs.Parse(args); err != nil || fs.NArg() > 0 {
+		return nil, usageError("instances takes --service ID, --plan ID and --behind")
+	}
+	list := []instanceVersion{}
+	for page := ""; ; {
+		insts, next, err := b.Store.ListInstances(ctx, f, page)
+		if err != nil {
+			return nil, err
+		}
+		for _, inst := range insts {
+			l := instanceVersion{ID: inst.ID, ServiceID: inst.ServiceID, PlanID: inst.PlanID, State: string(inst.State), Runs: inst.RunsVersion()}
+			if current, ok := b.CurrentVersion(inst.ServiceID, inst.PlanID); ok {
+				l.Current, l.Behind = &current, l.Runs.Behind(current)
+			}
+			if l.Behind || !*behindOnly {
+				list = append(list, l)
+			}
+		}
+		if page = next; page == "" {
+			break
+		}
+	}
+	slices.SortFunc(list, func(a, b instanceVersion) int { return cmp.Compare(a.ID, b.ID) })
+	return list, nil
+}
+
 // instanceOperations are the operations of the instance args[0] names,
 // oldest first (only args[1] when given), and the detached resources they
 // left. Finished operations are kept for broker.Retention; a detached
@@ -455,6 +563,12 @@ func OpsJSON(ctx context.Context, b *broker.Broker, args []string, out io.Writer
 	var answer any
 	var err error
 	switch args[0] {
+	case "instances":
+		var list []instanceVersion
+		if list, err = opsInstances(ctx, b, args[1:]); err != nil {
+			return err
+		}
+		answer = list
 	case "operations":
 		type operation struct {
 			ID         string  `json:"operation_id"`
