@@ -248,7 +248,11 @@ func TestMapMaxConcurrency(t *testing.T) {
 			// flight as may be: a call beyond the bound would show in most.
 			for left := c.items; left > 0; left-- {
 				waittest.Until(t, func() error {
-					if n, _ := g.counts(); n != min(c.want, left) {
+					n, _ := g.counts()
+					if n > c.want {
+						t.Fatalf("%d calls in flight, over the bound (%d)", n, c.want)
+					}
+					if n != min(c.want, left) {
 						return fmt.Errorf("%d calls in flight, want %d", n, min(c.want, left))
 					}
 					return nil
