@@ -892,14 +892,22 @@ func (fb *fuzzBroker) checkInstance(id string, wait bool) (gone bool, err error)
 		if err != nil {
 			return false, err
 		}
+		if r.status == http.StatusUnprocessableEntity && r.error == "AsyncRequired" {
+			// An input moved it to the async-only plan: update it
+			// asynchronously; an operation in progress on it (an input's
+			// async update) is waited for as below.
+			if r, err = fb.call(http.MethodPatch, path+"?accepts_incomplete=true", update); err != nil {
+				return false, err
+			}
+			if r.status != http.StatusUnprocessableEntity || r.error != "ConcurrencyError" {
+				return false, fb.asyncUpdated(id, path, r)
+			}
+		}
 		switch {
 		case r.status == http.StatusOK:
 			return false, nil
 		case r.status == http.StatusNotFound && fb.deleted[id]:
 			return true, nil
-		case r.status == http.StatusUnprocessableEntity && r.error == "AsyncRequired":
-			// An input moved it to the async-only plan.
-			return false, fb.updateAsync(id, update)
 		case r.status == http.StatusUnprocessableEntity && r.error == "ConcurrencyError" && attempt < 3:
 			if !wait {
 				if busy, err := fb.busy(id); err != nil || busy {
@@ -922,12 +930,9 @@ func (fb *fuzzBroker) checkInstance(id string, wait bool) (gone bool, err error)
 	}
 }
 
-func (fb *fuzzBroker) updateAsync(id string, update map[string]any) error {
-	path := instancePath(fuzzEscape(id))
-	r, err := fb.call(http.MethodPatch, path+"?accepts_incomplete=true", update)
-	if err != nil {
-		return err
-	}
+// asyncUpdated checks the answer r to an async update of a healthy
+// instance: done at once, or accepted and then succeeded.
+func (fb *fuzzBroker) asyncUpdated(id, path string, r fuzzReply) error {
 	switch r.status {
 	case http.StatusOK:
 		return nil
