@@ -17,6 +17,102 @@ import (
 // walks; and what a failure records, says and logs. How an operation gets
 // to its end is flight.go's.
 
+// An end is how an operation ended, as the transitions key it: a success,
+// or a failure that the platform learns of by polling (an asynchronous
+// operation) or from the request that ran it (a synchronous one), which
+// already reported it.
+type end string
+
+const (
+	endSucceeded       end = "succeeded"
+	endFailed          end = "failed"
+	endFailedInRequest end = "failed in its request"
+)
+
+// endOf is how op ends when it fails (failed) or not.
+func endOf(op Operation, failed bool) end {
+	switch {
+	case !failed:
+		return endSucceeded
+	case op.Async:
+		return endFailed
+	}
+	return endFailedInRequest
+}
+
+// transition is what an operation's end leaves of the item it changed:
+// its instance, or for a binding operation its binding (whose end also
+// releases the instance's count of binding operations).
+type transition struct {
+	// Instance or Binding is the item's state after the end; Delete, that
+	// the item is deleted instead (an instance with its bindings).
+	Instance InstanceState
+	Binding  BindingState
+	Delete   bool
+	// Leftovers: what the failed change made (as its driver names them,
+	// Driver.Leftovers) is detached for the cleanup, so that the item
+	// holds nothing and deleting it is immediate. Without, the resource
+	// stays attached, for the next deprovision or unbind.
+	Leftovers bool
+	// Usable and Repeatable are the operation's instance_usable and
+	// update_repeatable (nil: not said); with DriverSays, the driver's
+	// Failure.InstanceUsable and UpdateRepeatable, when it gives them,
+	// say instead.
+	Usable, Repeatable *bool
+	DriverSays         bool
+}
+
+// transitions are the lifecycle's, by kind and end: the one place that says
+// which end moves which item to which state (lifecycle_test.go walks every
+// entry through the broker, and fails on an end the table does not list).
+// A failed update leaves its instance ready, not failed: what is wrong is
+// outside the broker (a stack that could not be rolled back), where the
+// operator mends it, after which the instance is updated and bound again
+// as any other; failed would leave only its deletion. A failed deprovision
+// or unbind leaves its resource attached, so that deleting again deletes
+// it. A change that failed within its request leaves nothing to delete: the
+// request reported the failure.
+var transitions = map[OperationKind]map[end]transition{
+	KindProvision: {
+		endSucceeded:       {Instance: InstanceReady},
+		endFailed:          {Instance: InstanceFailed, Leftovers: true},
+		endFailedInRequest: {Delete: true, Leftovers: true},
+	},
+	KindUpdate: {
+		endSucceeded:       {Instance: InstanceReady},
+		endFailed:          {Instance: InstanceReady, Leftovers: true, Usable: Bool(true), Repeatable: Bool(true), DriverSays: true},
+		endFailedInRequest: {Instance: InstanceReady, Leftovers: true, Usable: Bool(true), Repeatable: Bool(true), DriverSays: true},
+	},
+	KindDeprovision: {
+		endSucceeded:       {Delete: true},
+		endFailed:          {Instance: InstanceFailed, Usable: Bool(false)},
+		endFailedInRequest: {Instance: InstanceFailed, Usable: Bool(false)},
+	},
+	KindBind: {
+		endSucceeded:       {Binding: BindingReady},
+		endFailed:          {Binding: BindingFailed, Leftovers: true},
+		endFailedInRequest: {Delete: true, Leftovers: true},
+	},
+	KindUnbind: {
+		endSucceeded:       {Delete: true},
+		endFailed:          {Binding: BindingReady},
+		endFailedInRequest: {Binding: BindingReady},
+	},
+}
+
+// said is the flag an end records: the driver's, when the transition takes
+// the driver's word and it gave one, else the transition's own (a copy: the
+// table is shared).
+func (t transition) said(own, driver *bool) *bool {
+	if t.DriverSays && driver != nil {
+		own = driver
+	}
+	if own == nil {
+		return nil
+	}
+	return Bool(*own)
+}
+
 var succeeded = map[OperationKind]string{
 	KindProvision:   "The service instance was provisioned.",
 	KindUpdate:      "The service instance was updated.",
@@ -26,18 +122,37 @@ var succeeded = map[OperationKind]string{
 }
 
 // outcome is what a change that is done leaves: the operation succeeded,
-// and the instance or binding as the kind of operation says.
+// and the instance or binding as its transition says, with the results
+// the driver returned.
 func (b *Broker) outcome(f *flight, p Progress) Finish {
 	now := b.Now()
+	t := transitions[f.op.Kind][endSucceeded]
 	fin := Finish{Op: b.finished(f.op, OperationSucceeded, succeeded[f.op.Kind]), Records: f.pending}
-	inst := f.change.Instance
-	inst.Op, inst.Version, inst.UpdatedAt = "", inst.Version+1, now
-	switch f.op.Kind {
-	case KindProvision, KindUpdate:
+	switch {
+	case f.op.Kind.IsBinding() && t.Delete:
+		fin.DeleteBinding, fin.ReleaseBinding = true, true
+	case f.op.Kind.IsBinding():
+		bd := *f.change.Binding
+		bd.State, bd.Op, bd.Version, bd.UpdatedAt = t.Binding, "", bd.Version+1, now
+		bd.Credentials, bd.Endpoints = p.Credentials, p.Endpoints
+		if life := f.plan.Settings.CredentialLifetime; life > 0 {
+			bd.ExpiresAt = now.Add(life)
+			bd.RenewBefore = bd.ExpiresAt.Add(-f.plan.Settings.CredentialRenewal)
+		}
+		fin.Binding, fin.ReleaseBinding = &bd, true
+	case t.Delete:
+		fin.DeleteInstance, fin.Bindings = true, f.snap.BindingIDs
+		if f.detaches() {
+			fin.Detach = b.detachments(f.op, f.snap.Instance, f.change.Records, "The service instance was deprovisioned.")
+			fin.Records = RecordChanges{}
+		}
+	default:
+		inst := f.change.Instance
+		inst.Op, inst.Version, inst.UpdatedAt = "", inst.Version+1, now
 		if f.op.Target != nil {
 			inst = f.op.Target.Apply(inst)
 		}
-		inst.State = InstanceReady
+		inst.State = t.Instance
 		if p.DashboardURL != "" {
 			inst.DashboardURL = p.DashboardURL
 		}
@@ -45,23 +160,6 @@ func (b *Broker) outcome(f *flight, p Progress) Finish {
 			inst.Metadata = *p.Metadata
 		}
 		fin.Instance = &inst
-	case KindDeprovision:
-		fin.DeleteInstance, fin.Bindings = true, f.snap.BindingIDs
-		if f.detaches() {
-			fin.Detach = b.detachments(f.op, f.snap.Instance, f.change.Records, "The service instance was deprovisioned.")
-			fin.Records = RecordChanges{}
-		}
-	case KindBind:
-		bd := *f.change.Binding
-		bd.State, bd.Op, bd.Version, bd.UpdatedAt = BindingReady, "", bd.Version+1, now
-		bd.Credentials, bd.Endpoints = p.Credentials, p.Endpoints
-		if life := f.plan.Settings.CredentialLifetime; life > 0 {
-			bd.ExpiresAt = now.Add(life)
-			bd.RenewBefore = bd.ExpiresAt.Add(-f.plan.Settings.CredentialRenewal)
-		}
-		fin.Binding, fin.ReleaseBinding = &bd, true
-	case KindUnbind:
-		fin.DeleteBinding, fin.ReleaseBinding = true, true
 	}
 	return fin
 }
@@ -111,8 +209,11 @@ func (b *Broker) fail(ctx context.Context, op Operation, snap Snapshot, f Failur
 		description = fmt.Sprintf("The %s failed.", op.Kind)
 	}
 	now := b.Now()
+	t := transitions[op.Kind][endOf(op, true)]
 	fin := Finish{Op: b.finished(op, OperationFailed, description)}
-	fin.Detach = b.leftovers(ctx, op, snap, description)
+	if t.Leftovers {
+		fin.Detach = b.leftovers(ctx, op, snap, description)
+	}
 	// The parameters the driver saw, which neither the logged reason nor
 	// the operator's detail may repeat.
 	var params []json.RawMessage
@@ -127,67 +228,35 @@ func (b *Broker) fail(ctx context.Context, op Operation, snap Snapshot, f Failur
 	}
 	fin.Op.Detail = OperatorDetail(detail, params...)
 	reason := logReason(description, params...)
-	if snap.Instance == nil {
+	switch {
+	case snap.Instance == nil:
 		// Gone with its bindings, and their holds.
-		return b.commit(ctx, fin, reason)
+	case op.Kind.IsBinding() && snap.Binding == nil:
+		// The binding is gone with its hold (its instance was deleted).
+	case op.Kind.IsBinding() && t.Delete:
+		fin.DeleteBinding, fin.ReleaseBinding = true, true
+	case op.Kind.IsBinding():
+		failed := *snap.Binding
+		failed.State, failed.Op, failed.Version, failed.UpdatedAt = t.Binding, "", failed.Version+1, now
+		fin.Binding, fin.ReleaseBinding = &failed, true
+	case t.Delete:
+		fin.DeleteInstance, fin.Bindings = true, snap.BindingIDs
+	default:
+		inst := *snap.Instance
+		inst.State, inst.Op, inst.Version, inst.UpdatedAt = t.Instance, "", inst.Version+1, now
+		fin.Instance = &inst
+		fin.Op.InstanceUsable = t.said(t.Usable, f.InstanceUsable)
+		fin.Op.UpdateRepeatable = t.said(t.Repeatable, f.UpdateRepeatable)
 	}
-	inst := *snap.Instance
-	if op.Kind.IsBinding() {
-		bd := snap.Binding
-		switch {
-		case bd == nil:
-			// The binding is gone with its hold (its instance was deleted).
-		case op.Kind == KindBind && !op.Async:
-			fin.DeleteBinding, fin.ReleaseBinding = true, true
-		default:
-			failed := *bd
-			failed.State, failed.Op, failed.Version, failed.UpdatedAt = BindingFailed, "", bd.Version+1, now
-			if op.Kind == KindUnbind {
-				failed.State = BindingReady
-			}
-			fin.Binding, fin.ReleaseBinding = &failed, true
-		}
-		return b.commit(ctx, fin, reason)
-	}
-	inst.Op, inst.Version, inst.UpdatedAt = "", inst.Version+1, now
-	switch op.Kind {
-	case KindProvision:
-		if !op.Async {
-			fin.DeleteInstance, fin.Bindings = true, snap.BindingIDs
-			return b.commit(ctx, fin, reason)
-		}
-		inst.State = InstanceFailed
-	case KindUpdate:
-		// Usable and repeatable unless the driver says otherwise (a stack
-		// that could not be rolled back). An unusable instance stays
-		// ready, not failed: what is wrong is outside the broker, where the
-		// operator mends it, after which the instance is updated and bound
-		// again as any other; failed would leave only its deletion.
-		inst.State = InstanceReady
-		fin.Op.InstanceUsable, fin.Op.UpdateRepeatable = Bool(true), Bool(true)
-		if f.InstanceUsable != nil {
-			fin.Op.InstanceUsable = Bool(*f.InstanceUsable)
-		}
-		if f.UpdateRepeatable != nil {
-			fin.Op.UpdateRepeatable = Bool(*f.UpdateRepeatable)
-		}
-	case KindDeprovision:
-		inst.State = InstanceFailed
-		fin.Op.InstanceUsable = Bool(false)
-	}
-	fin.Instance = &inst
 	return b.commit(ctx, fin, reason)
 }
 
 // leftovers are the detached records of what a failed op leaves behind, as
 // its driver names them: they go to the cleanup workflow, so the failed
 // instance or binding holds nothing and deleting it is immediate. When the
-// instance is gone already, every record still under it is a leftover. A
-// deprovision or unbind leaves none: its resource stays attached.
+// instance is gone already, every record still under it is a leftover. Only
+// an end whose transition says Leftovers has any.
 func (b *Broker) leftovers(ctx context.Context, op Operation, snap Snapshot, reason string) []Detached {
-	if op.Kind == KindDeprovision || op.Kind == KindUnbind {
-		return nil
-	}
 	if snap.Instance == nil {
 		return b.detachments(op, nil, snap.Records, reason)
 	}
