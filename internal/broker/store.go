@@ -92,11 +92,10 @@ type Finish struct {
 	DeleteBinding bool
 	// ReleaseBinding decrements the instance's BindingOps, never below zero
 	// (ReleaseConditions): when the instance is missing or its count is
-	// zero, a Store either skips the release or fails the whole write with
-	// *ConflictError (with the Instance); DynamoDB, which cannot skip one
-	// write of a transaction, fails. A binding operation in progress always
-	// counts one, so a caller
-	// following the port meets neither. It is not combined with Instance or
+	// zero, the whole write fails with *ConflictError (with the Instance),
+	// in every store (a DynamoDB transaction cannot skip one of its
+	// writes). A binding operation in progress always counts one, so a
+	// caller following the port never meets this. It is not combined with Instance or
 	// DeleteInstance: an operation holds either its instance or one binding
 	// (Op.BindingID).
 	ReleaseBinding bool
@@ -136,8 +135,10 @@ type Snapshot struct {
 	Records []Resource
 }
 
-// Store is what a storage adapter provides: three ports, each for the
-// callers that need it. Every method that changes state is ONE conditional
+// Store is what a storage adapter provides: five ports, each for the
+// callers that need it, and each component holds only those it uses (the
+// Broker Repository and DetachedRecords, the drivers Resources, the
+// sealing store's re-seal SecretStore and SealingModes). Every method that changes state is ONE conditional
 // write or ONE transaction; when its condition fails it returns
 // *ConflictError and changes nothing. Both halves of what must hold are
 // said once, here, not in the adapters: the checks of a call's arguments
@@ -153,6 +154,8 @@ type Store interface {
 	Repository
 	Resources
 	DetachedRecords
+	SecretStore
+	SealingModes
 }
 
 // Repository is the broker's port: instances, bindings and the operations
@@ -346,7 +349,7 @@ type StoredSecret struct {
 // longer the one read.
 var ErrSecretChanged = errors.New("the stored value changed since it was read")
 
-// SecretStore is what re-sealing needs of a store (both stores have it):
+// SecretStore is re-sealing's port (sealing.Store.Reseal):
 // every stored value that may hold a secret, and a write of one that holds
 // only if the value is unchanged, so that re-sealing never overwrites a
 // newer write, and a crash part way leaves every value readable.
@@ -380,7 +383,8 @@ type SealingMode struct {
 	SensitivePlans []string
 }
 
-// SealingModes is where a store keeps its SealingMode (both stores have it).
+// SealingModes is where a store keeps its SealingMode: the sealing store's
+// port, which reads it when it meets a value in clear.
 type SealingModes interface {
 	// SealingMode returns the recorded mode, the zero one if none is.
 	SealingMode(ctx context.Context) (SealingMode, error)
