@@ -153,6 +153,18 @@ func (f faultyStore) DeleteDetached(ctx context.Context, id string) error {
 func (f faultyStore) DeleteExpiredOperations(ctx context.Context, now time.Time) (int, error) {
 	return do(f.c, func() (int, error) { return f.s.DeleteExpiredOperations(ctx, now) })
 }
+func (f faultyStore) StoredSecrets(ctx context.Context, fn func(broker.StoredSecret) error) error {
+	return do0(f.c, func() error { return f.s.StoredSecrets(ctx, fn) })
+}
+func (f faultyStore) ReplaceSecret(ctx context.Context, s broker.StoredSecret, sealed json.RawMessage) error {
+	return do0(f.c, func() error { return f.s.ReplaceSecret(ctx, s, sealed) })
+}
+func (f faultyStore) SealingMode(ctx context.Context) (broker.SealingMode, error) {
+	return do(f.c, func() (broker.SealingMode, error) { return f.s.SealingMode(ctx) })
+}
+func (f faultyStore) SetSealingMode(ctx context.Context, m broker.SealingMode) error {
+	return do0(f.c, func() error { return f.s.SetSealingMode(ctx, m) })
+}
 
 type faultyEngine struct {
 	e broker.Engine

@@ -153,7 +153,7 @@ func waitCleanup(ctx context.Context, b *broker.Broker, id string, out io.Writer
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		d, err := b.Store.GetDetached(ctx, id)
+		d, err := b.Detached.GetDetached(ctx, id)
 		switch {
 		case errors.Is(err, broker.ErrNotFound):
 			fmt.Fprintf(out, "cleanup of %s succeeded: the resource is deleted\n", id)
@@ -320,7 +320,7 @@ func Ops(ctx context.Context, b *broker.Broker, args []string, out io.Writer) er
 			}
 		}
 	case "detached":
-		ds, err := b.Store.ListDetached(ctx)
+		ds, err := b.Detached.ListDetached(ctx)
 		if err != nil {
 			return err
 		}
@@ -513,7 +513,7 @@ func instanceOperations(ctx context.Context, b *broker.Broker, args []string) ([
 		}
 		slices.SortStableFunc(ops, func(a, b broker.Operation) int { return a.CreatedAt.Compare(b.CreatedAt) })
 	}
-	all, err := b.Store.ListDetached(ctx)
+	all, err := b.Detached.ListDetached(ctx)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -596,7 +596,7 @@ func OpsJSON(ctx context.Context, b *broker.Broker, args []string, out io.Writer
 		answer = instanceAnswer(args[1], ops, ds)
 	case "detached":
 		var ds []broker.Detached
-		if ds, err = b.Store.ListDetached(ctx); err != nil {
+		if ds, err = b.Detached.ListDetached(ctx); err != nil {
 			return err
 		}
 		list := []detachedAnswer{}

@@ -20,7 +20,7 @@ type CleanupInput struct {
 // write (so that two callers cannot both start one), then StartExecution.
 // A start that is lost after the write is repaired by the reaper, which
 // starts the same execution name again.
-func StartCleanup(ctx context.Context, s Store, e Engine, d Detached, now time.Time) (Detached, error) {
+func StartCleanup(ctx context.Context, s DetachedRecords, e Engine, d Detached, now time.Time) (Detached, error) {
 	next := d.withoutOutage()
 	next.Attempts, next.State, next.Failure, next.UpdatedAt = d.Attempts+1, DetachedCleaning, "", now
 	if err := s.UpdateDetached(ctx, next, d.Attempts); err != nil {
@@ -102,7 +102,7 @@ func (b *Broker) Reap(ctx context.Context) (ReapReport, error) {
 			rep.TimedOut++
 		}
 	}
-	detached, err := b.Store.ListDetached(ctx)
+	detached, err := b.Detached.ListDetached(ctx)
 	if err != nil {
 		errs = append(errs, fmt.Errorf("list detached resources: %w", err))
 	}
@@ -170,7 +170,7 @@ func (b *Broker) reapOperation(ctx context.Context, op Operation) reapAction {
 func (b *Broker) reapDetached(ctx context.Context, d Detached) (started, failed bool, err error) {
 	switch d.State {
 	case DetachedPending:
-		_, err := StartCleanup(ctx, b.Store, b.Engine, d, b.Now())
+		_, err := StartCleanup(ctx, b.Detached, b.Engine, d, b.Now())
 		return err == nil, false, err
 	case DetachedCleaning:
 		exec, err := b.Engine.Describe(ctx, d.CleanupName(d.Attempts))
@@ -188,7 +188,7 @@ func (b *Broker) reapDetached(ctx context.Context, d Detached) (started, failed 
 		failedRecord := d.withoutOutage()
 		failedRecord.State, failedRecord.UpdatedAt = DetachedFailed, b.Now()
 		failedRecord.Failure = fmt.Sprintf("The cleanup execution ended (%s) without deleting the resource.", exec.Status)
-		if err := b.Store.UpdateDetached(ctx, failedRecord, d.Attempts); err != nil && !errors.Is(err, ErrNotFound) {
+		if err := b.Detached.UpdateDetached(ctx, failedRecord, d.Attempts); err != nil && !errors.Is(err, ErrNotFound) {
 			return false, false, fmt.Errorf("record failed cleanup of %s: %w", d.ID, err)
 		}
 		return false, true, nil
@@ -198,7 +198,7 @@ func (b *Broker) reapDetached(ctx context.Context, d Detached) (started, failed 
 		}
 		ctx = logging.With(ctx, slog.String("detached_id", d.ID))
 		b.Logger.InfoContext(ctx, "reap: the cleanup gave up; starting it again", "attempt", d.Attempts+1)
-		_, err := StartCleanup(ctx, b.Store, b.Engine, d, b.Now())
+		_, err := StartCleanup(ctx, b.Detached, b.Engine, d, b.Now())
 		return err == nil, false, err
 	}
 	return false, false, nil
@@ -207,7 +207,7 @@ func (b *Broker) reapDetached(ctx context.Context, d Detached) (started, failed 
 // RetryCleanup starts a new cleanup of a detached resource, for an
 // operator: it is how a resource the cleanup gave up on is tried again.
 func (b *Broker) RetryCleanup(ctx context.Context, id string) (Detached, error) {
-	d, err := b.Store.GetDetached(ctx, id)
+	d, err := b.Detached.GetDetached(ctx, id)
 	if err != nil {
 		return Detached{}, fmt.Errorf("detached resource %s: %w", id, err)
 	}
@@ -216,7 +216,7 @@ func (b *Broker) RetryCleanup(ctx context.Context, id string) (Detached, error) 
 			return d, fmt.Errorf("a cleanup of %s is running: %s", id, d.CleanupName(d.Attempts))
 		}
 	}
-	return StartCleanup(ctx, b.Store, b.Engine, d, b.Now())
+	return StartCleanup(ctx, b.Detached, b.Engine, d, b.Now())
 }
 
 // CleanupDeleteTask runs the Delete Task of a cleanup: it asks the driver to
@@ -225,7 +225,7 @@ func (b *Broker) RetryCleanup(ctx context.Context, id string) (Detached, error) 
 // after one clears it, in a write only when the resource is not deleted
 // yet (a deleted one's record goes).
 func (b *Broker) CleanupDeleteTask(ctx context.Context, id string) (TaskProgress, error) {
-	d, err := b.Store.GetDetached(ctx, id)
+	d, err := b.Detached.GetDetached(ctx, id)
 	if errors.Is(err, ErrNotFound) {
 		return TaskProgress{Done: true}, nil // deleted already
 	}
@@ -249,7 +249,7 @@ func (b *Broker) CleanupDeleteTask(ctx context.Context, id string) (TaskProgress
 	if d.InOutage() {
 		answered := d.withoutOutage()
 		answered.UpdatedAt = b.Now()
-		err := b.Store.UpdateDetached(ctx, answered, d.Attempts)
+		err := b.Detached.UpdateDetached(ctx, answered, d.Attempts)
 		if _, ok := conflictOf(err); !ok && err != nil && !errors.Is(err, ErrNotFound) {
 			return TaskProgress{}, fmt.Errorf("record the end of the outage of cleanup %s: %w", d.ID, err)
 		}
@@ -259,7 +259,7 @@ func (b *Broker) CleanupDeleteTask(ctx context.Context, id string) (TaskProgress
 
 // CleanupDeletedTask removes the record of a resource the driver deleted.
 func (b *Broker) CleanupDeletedTask(ctx context.Context, id string) error {
-	if err := b.Store.DeleteDetached(ctx, id); err != nil {
+	if err := b.Detached.DeleteDetached(ctx, id); err != nil {
 		return fmt.Errorf("remove detached %s: %w", id, err)
 	}
 	b.Logger.InfoContext(ctx, "detached resource deleted")
@@ -270,7 +270,7 @@ func (b *Broker) CleanupDeletedTask(ctx context.Context, id string) error {
 // why (description) and, for the operator, the driver's full reason
 // (detail, capped as an operation's is): it stays listed for an operator.
 func (b *Broker) CleanupGaveUpTask(ctx context.Context, id, description, detail string) error {
-	d, err := b.Store.GetDetached(ctx, id)
+	d, err := b.Detached.GetDetached(ctx, id)
 	if errors.Is(err, ErrNotFound) {
 		return nil
 	}
@@ -283,7 +283,7 @@ func (b *Broker) CleanupGaveUpTask(ctx context.Context, id, description, detail 
 	// No request parameter to hold the detail against: a cleanup's driver
 	// sees only the detached record, as its log lines do.
 	failed.FailureDetail = OperatorDetail(detail)
-	if err := b.Store.UpdateDetached(ctx, failed, d.Attempts); err != nil && !errors.Is(err, ErrNotFound) {
+	if err := b.Detached.UpdateDetached(ctx, failed, d.Attempts); err != nil && !errors.Is(err, ErrNotFound) {
 		if _, ok := conflictOf(err); ok {
 			return nil // another cleanup started meanwhile: it decides
 		}

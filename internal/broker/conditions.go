@@ -177,10 +177,10 @@ func (f Finish) Conditions() Expect {
 
 // ReleaseConditions are what the instance must be for ReleaseBinding's
 // decrement (nil without ReleaseBinding): it counts a binding operation, so
-// that the count never goes below zero. A store that can skip one write of
-// a transaction skips the release when they fail (bolt); one that cannot
-// makes them a condition of the write, the instance part of its
-// *ConflictError (DynamoDB). See Finish.ReleaseBinding.
+// that the count never goes below zero. Every store makes them conditions
+// of the write, the instance part of its *ConflictError (Conditions leaves
+// them out only because they are of the release, not of the hold). See
+// Finish.ReleaseBinding.
 func (f Finish) ReleaseConditions() []Condition {
 	if !f.ReleaseBinding {
 		return nil

@@ -238,6 +238,9 @@ type fakeDriver struct {
 	// hook, when set, runs at the start of every Begin and Check: a test
 	// makes another request there, while the change is under way.
 	hook func(step string, c broker.Change)
+	// allLeftovers makes Leftovers name every record of the change,
+	// whatever its kind, so that a test sees which ends ask for them.
+	allLeftovers bool
 }
 
 var (
@@ -355,6 +358,16 @@ func records(step string, c broker.Change, finished bool) broker.RecordChanges {
 }
 
 func (d *fakeDriver) Leftovers(_ context.Context, c broker.Change) ([]string, error) {
+	d.mu.Lock()
+	all := d.allLeftovers
+	d.mu.Unlock()
+	if all {
+		var names []string
+		for _, r := range c.Records {
+			names = append(names, r.Name)
+		}
+		return names, nil
+	}
 	switch c.Operation.Kind {
 	case broker.KindProvision:
 		return []string{instanceRecord}, nil

@@ -3,248 +3,114 @@ package broker
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
-	"time"
 	"unicode/utf8"
 
-	"github.com/serverless-osb/broker/internal/catalog"
 	"github.com/serverless-osb/broker/internal/logging"
 )
 
-// The lifecycle of an operation once its request has started it: begin its
-// change, check it until it is done, then finish it, or record its failure.
-// The workflow's Task states (package steps) and a synchronous request run
-// the same functions; every one is idempotent, so a Task may run again.
-//
-// Cost: a Task reads once (Store.Load: the operation, its instance, bindings
-// and the driver's records) and writes at most once (the progress with the
-// driver's record changes, or the outcome in one transaction). A
-// synchronous request keeps everything in memory between its steps and
-// writes its outcome once.
-//
-// The transitions, by kind and outcome, are in outcome: a success and a
-// failure each name what happens to the operation, its instance and its
-// binding.
+// The lifecycle's transitions: what an operation's end leaves of its
+// instance and binding, as one table (transitions: kind × end → the states,
+// the rules as data), which outcome and fail follow and lifecycle_test.go
+// walks; and what a failure records, says and logs. How an operation gets
+// to its end is flight.go's.
 
-// transientAttempts bounds the tries of one driver call within a request.
-const transientAttempts = 4
+// An end is how an operation ended, as the transitions key it: a success,
+// or a failure that the platform learns of by polling (an asynchronous
+// operation) or from the request that ran it (a synchronous one), which
+// already reported it.
+type end string
 
-// Backoff is the first pause between the tries of a driver call within a
-// request, after a transient error; it doubles each time.
-const Backoff = 100 * time.Millisecond
+const (
+	endSucceeded       end = "succeeded"
+	endFailed          end = "failed"
+	endFailedInRequest end = "failed in its request"
+)
 
-// SyncWait is how long a synchronous request waits, by default, for a
-// change its driver has begun but not done (Broker.SyncWait): with the
-// plan's own timeout per call, under the 25 s the deployed api function
-// has (the HTTP API's integration gives up at 30 s).
-const SyncWait = 10 * time.Second
-
-// unavailable is a synchronous change that its service's backend did not
-// complete: it stayed unavailable through the request's tries, or did not
-// finish within SyncWait. Its description is the user's (a 503).
-type unavailable struct {
-	description string
-	err         error
-}
-
-func (u *unavailable) Error() string { return u.err.Error() }
-func (u *unavailable) Unwrap() error { return u.err }
-
-// driverError marks an error of the driver's own (not the store's) in a
-// synchronous request, which runSync reports as the backend's.
-type driverError struct{ err error }
-
-func (e *driverError) Error() string { return e.err.Error() }
-func (e *driverError) Unwrap() error { return e.err }
-
-// ErrTakenOver says that an operation was finished by someone else while
-// its step ran (a deprovision halted it, or a repair failed it).
-var ErrTakenOver = errors.New("the operation was finished or taken over by another")
-
-// flight is an operation on its way: what its steps need, in memory.
-type flight struct {
-	op     Operation
-	snap   Snapshot
-	change Change
-	driver Driver
-	plan   *catalog.Plan
-	// pending are the driver's record changes not yet written.
-	pending RecordChanges
-}
-
-// Progress of a Task: whether the change is done, and when to look again.
-type TaskProgress struct {
-	Done       bool `json:"done"`
-	RetryAfter int  `json:"retry_after"`
-}
-
-// waitFor is the progress of a change not done yet: look again after d.
-func waitFor(d time.Duration) TaskProgress { return TaskProgress{RetryAfter: RetryAfterSeconds(d)} }
-
-// BeginTask runs the Begin Task of an operation: it starts the change and,
-// when the change is done at once, finishes the operation.
-func (b *Broker) BeginTask(ctx context.Context, instanceID, operationID string) (TaskProgress, error) {
-	return b.advanceTask(ctx, instanceID, operationID, true)
-}
-
-// CheckTask runs the Check Task: it asks how the change is going and
-// finishes the operation once it is done.
-func (b *Broker) CheckTask(ctx context.Context, instanceID, operationID string) (TaskProgress, error) {
-	return b.advanceTask(ctx, instanceID, operationID, false)
-}
-
-// FinishTask runs the Finish Task: it finishes an operation whose change is
-// done (BeginTask and CheckTask normally have).
-func (b *Broker) FinishTask(ctx context.Context, instanceID, operationID string) error {
-	p, err := b.advanceTask(ctx, instanceID, operationID, false)
-	if err == nil && !p.Done {
-		return fmt.Errorf("finish %s: the change is not done yet", operationID)
-	}
-	return err
-}
-
-func (b *Broker) advanceTask(ctx context.Context, instanceID, operationID string, begin bool) (TaskProgress, error) {
-	f, err := b.loadFlight(ctx, instanceID, operationID)
-	if err != nil || f == nil {
-		// A finished operation (halted, repaired) has nothing left to do.
-		return TaskProgress{Done: true}, err
-	}
-	ctx = logging.With(ctx, f.op.LogAttrs()...)
-	begin = begin || f.op.OutageInBegin
-	p, err := b.step(ctx, f, begin)
-	var failure *Failure
+// endOf is how op ends when it fails (failed) or not.
+func endOf(op Operation, failed bool) end {
 	switch {
-	case err != nil && !errors.As(err, &failure):
-		return b.waitOut(ctx, f, begin, err)
-	case err != nil:
-		return TaskProgress{}, err
+	case !failed:
+		return endSucceeded
+	case op.Async:
+		return endFailed
 	}
-	f.endOutage()
-	if p.Done {
-		_, err := b.succeed(ctx, f, p)
-		if errors.Is(err, ErrTakenOver) {
-			err = nil
-		}
-		return TaskProgress{Done: true}, err
-	}
-	if err := b.recordProgress(ctx, f, p); err != nil {
-		if errors.Is(err, ErrTakenOver) {
-			return TaskProgress{Done: true}, nil
-		}
-		return TaskProgress{}, err
-	}
-	return waitFor(p.RetryAfter), nil
+	return endFailedInRequest
 }
 
-// loadFlight reads an operation and what it concerns in one request. It
-// returns nil when the operation is missing or finished.
-func (b *Broker) loadFlight(ctx context.Context, instanceID, operationID string) (*flight, error) {
-	snap, err := b.Store.Load(ctx, instanceID, operationID, "")
-	if err != nil {
-		return nil, fmt.Errorf("load operation %s: %w", operationID, err)
-	}
-	if snap.Operation == nil || snap.Operation.Finished() {
-		return nil, nil
-	}
-	op := *snap.Operation
-	if op.Kind.IsBinding() && snap.Instance != nil && snap.Binding == nil {
-		return nil, &Failure{Description: fmt.Sprintf("The binding of operation %s no longer exists.", op.ID)}
-	}
-	return b.newFlight(op, snap)
+// transition is what an operation's end leaves of the item it changed:
+// its instance, or for a binding operation its binding (whose end also
+// releases the instance's count of binding operations).
+type transition struct {
+	// Instance or Binding is the item's state after the end; Delete, that
+	// the item is deleted instead (an instance with its bindings).
+	Instance InstanceState
+	Binding  BindingState
+	Delete   bool
+	// Leftovers: what the failed change made (as its driver names them,
+	// Driver.Leftovers) is detached for the cleanup, so that the item
+	// holds nothing and deleting it is immediate. Without, the resource
+	// stays attached, for the next deprovision or unbind.
+	Leftovers bool
+	// Usable and Repeatable are the operation's instance_usable and
+	// update_repeatable (nil: not said); with DriverSays, the driver's
+	// Failure.InstanceUsable and UpdateRepeatable, when it gives them,
+	// say instead.
+	Usable, Repeatable *bool
+	DriverSays         bool
 }
 
-// newFlight makes the change of op from what snap holds. The change runs
-// under the instance's plan, or the plan an update moves it to (whose
-// driver and settings then apply).
-func (b *Broker) newFlight(op Operation, snap Snapshot) (*flight, error) {
-	if snap.Instance == nil {
-		return nil, &Failure{Description: fmt.Sprintf("The instance of operation %s no longer exists.", op.ID)}
-	}
-	inst := *snap.Instance
-	planID := inst.PlanID
-	if op.Kind == KindUpdate && op.Target != nil && op.Target.PlanID != "" {
-		planID = op.Target.PlanID
-	}
-	driver, plan, settings, err := b.driverFor(planID)
-	if err != nil {
-		return nil, err
-	}
-	f := &flight{op: op, snap: snap, driver: driver, plan: plan}
-	f.change = Change{Operation: op, Instance: inst, Plan: plan, Service: b.Catalog.Service(inst.ServiceID),
-		Settings: settings, Records: snap.Records}
-	if op.Kind.IsBinding() && snap.Binding != nil {
-		copied := *snap.Binding
-		f.change.Binding = &copied
-	}
-	return f, nil
+// transitions are the lifecycle's, by kind and end: the one place that says
+// which end moves which item to which state (lifecycle_test.go walks every
+// entry through the broker, and fails on an end the table does not list).
+// A failed update leaves its instance ready, not failed: what is wrong is
+// outside the broker (a stack that could not be rolled back), where the
+// operator mends it, after which the instance is updated and bound again
+// as any other; failed would leave only its deletion. A failed deprovision
+// or unbind leaves its resource attached, so that deleting again deletes
+// it. A change that failed within its request leaves nothing to delete: the
+// request reported the failure.
+var transitions = map[OperationKind]map[end]transition{
+	KindProvision: {
+		endSucceeded:       {Instance: InstanceReady},
+		endFailed:          {Instance: InstanceFailed, Leftovers: true},
+		endFailedInRequest: {Delete: true, Leftovers: true},
+	},
+	KindUpdate: {
+		endSucceeded:       {Instance: InstanceReady},
+		endFailed:          {Instance: InstanceReady, Leftovers: true, Usable: Bool(true), Repeatable: Bool(true), DriverSays: true},
+		endFailedInRequest: {Instance: InstanceReady, Leftovers: true, Usable: Bool(true), Repeatable: Bool(true), DriverSays: true},
+	},
+	KindDeprovision: {
+		endSucceeded:       {Delete: true},
+		endFailed:          {Instance: InstanceFailed, Usable: Bool(false)},
+		endFailedInRequest: {Instance: InstanceFailed, Usable: Bool(false)},
+	},
+	KindBind: {
+		endSucceeded:       {Binding: BindingReady},
+		endFailed:          {Binding: BindingFailed, Leftovers: true},
+		endFailedInRequest: {Delete: true, Leftovers: true},
+	},
+	KindUnbind: {
+		endSucceeded:       {Delete: true},
+		endFailed:          {Binding: BindingReady},
+		endFailedInRequest: {Binding: BindingReady},
+	},
 }
 
-// driverFor returns the driver of a plan and the plan's settings for it.
-func (b *Broker) driverFor(planID string) (Driver, *catalog.Plan, any, error) {
-	_, plan := b.Catalog.PlanByID(planID)
-	if plan == nil {
-		return nil, nil, nil, &Failure{Description: fmt.Sprintf("The plan %s is no longer in the catalog.", planID)}
+// said is the flag an end records: the driver's, when the transition takes
+// the driver's word and it gave one, else the transition's own (a copy: the
+// table is shared).
+func (t transition) said(own, driver *bool) *bool {
+	if t.DriverSays && driver != nil {
+		own = driver
 	}
-	driver, settings, ok := b.Drivers.For(plan)
-	if !ok {
-		return nil, nil, nil, &Failure{Description: fmt.Sprintf("The broker has no driver for plan %s.", plan.Name)}
+	if own == nil {
+		return nil
 	}
-	return driver, plan, settings, nil
-}
-
-// detaches reports whether the operation is a deprovision that hands the
-// instance's resources to the cleanup workflow instead of asking the
-// driver: the plan's `deprovision: detach`. This is the only place that
-// decides it.
-func (f *flight) detaches() bool {
-	return f.op.Kind == KindDeprovision && f.plan.Settings.Deprovision == catalog.DeprovisionDetach
-}
-
-// step calls the driver's Begin or Check, and keeps the record changes it
-// asks for in memory (applied to the change, pending for the next write).
-func (b *Broker) step(ctx context.Context, f *flight, begin bool) (Progress, error) {
-	if f.detaches() {
-		return Progress{Done: true}, nil
-	}
-	call := f.driver.Check
-	if begin {
-		call = f.driver.Begin
-	}
-	p, err := call(ctx, f.change)
-	if err != nil {
-		var failure *Failure
-		if !errors.As(err, &failure) {
-			b.Logger.WarnContext(ctx, "transient driver error", "error", err.Error())
-		}
-		return Progress{}, err
-	}
-	f.change = f.change.WithRecords(p.Records)
-	f.pending = f.pending.Merge(p.Records)
-	return p, nil
-}
-
-// recordProgress writes how far the change is (last_operation's
-// Retry-After and description, the deadline after which a silent operation
-// is repaired) with the driver's pending record changes.
-func (b *Broker) recordProgress(ctx context.Context, f *flight, p Progress) error {
-	op := f.op
-	op.RetryAfter, op.UpdatedAt = p.RetryAfter, b.Now()
-	op.NextCheckAt = op.UpdatedAt.Add(p.RetryAfter)
-	if p.Description != "" {
-		op.Description = p.Description
-	}
-	err := b.Store.UpdateOperation(ctx, op, f.pending)
-	if _, ok := conflictOf(err); ok {
-		return ErrTakenOver
-	}
-	if err != nil {
-		return fmt.Errorf("record progress of %s: %w", op.ID, err)
-	}
-	f.op, f.pending = op, RecordChanges{}
-	return nil
+	return Bool(*own)
 }
 
 var succeeded = map[OperationKind]string{
@@ -255,26 +121,38 @@ var succeeded = map[OperationKind]string{
 	KindUnbind:      "The service binding was deleted.",
 }
 
-// succeed records the success of a change that is done, with its results,
-// and releases what the operation held. It returns what it wrote.
-func (b *Broker) succeed(ctx context.Context, f *flight, p Progress) (Finish, error) {
-	fin := b.outcome(f, p)
-	return fin, b.commit(ctx, fin, "")
-}
-
 // outcome is what a change that is done leaves: the operation succeeded,
-// and the instance or binding as the kind of operation says.
+// and the instance or binding as its transition says, with the results
+// the driver returned.
 func (b *Broker) outcome(f *flight, p Progress) Finish {
 	now := b.Now()
+	t := transitions[f.op.Kind][endSucceeded]
 	fin := Finish{Op: b.finished(f.op, OperationSucceeded, succeeded[f.op.Kind]), Records: f.pending}
-	inst := f.change.Instance
-	inst.Op, inst.Version, inst.UpdatedAt = "", inst.Version+1, now
-	switch f.op.Kind {
-	case KindProvision, KindUpdate:
+	switch {
+	case f.op.Kind.IsBinding() && t.Delete:
+		fin.DeleteBinding, fin.ReleaseBinding = true, true
+	case f.op.Kind.IsBinding():
+		bd := *f.change.Binding
+		bd.State, bd.Op, bd.Version, bd.UpdatedAt = t.Binding, "", bd.Version+1, now
+		bd.Credentials, bd.Endpoints = p.Credentials, p.Endpoints
+		if life := f.plan.Settings.CredentialLifetime; life > 0 {
+			bd.ExpiresAt = now.Add(life)
+			bd.RenewBefore = bd.ExpiresAt.Add(-f.plan.Settings.CredentialRenewal)
+		}
+		fin.Binding, fin.ReleaseBinding = &bd, true
+	case t.Delete:
+		fin.DeleteInstance, fin.Bindings = true, f.snap.BindingIDs
+		if f.detaches() {
+			fin.Detach = b.detachments(f.op, f.snap.Instance, f.change.Records, "The service instance was deprovisioned.")
+			fin.Records = RecordChanges{}
+		}
+	default:
+		inst := f.change.Instance
+		inst.Op, inst.Version, inst.UpdatedAt = "", inst.Version+1, now
 		if f.op.Target != nil {
 			inst = f.op.Target.Apply(inst)
 		}
-		inst.State = InstanceReady
+		inst.State = t.Instance
 		if p.DashboardURL != "" {
 			inst.DashboardURL = p.DashboardURL
 		}
@@ -282,70 +160,8 @@ func (b *Broker) outcome(f *flight, p Progress) Finish {
 			inst.Metadata = *p.Metadata
 		}
 		fin.Instance = &inst
-	case KindDeprovision:
-		fin.DeleteInstance, fin.Bindings = true, f.snap.BindingIDs
-		if f.detaches() {
-			fin.Detach = b.detachments(f.op, f.snap.Instance, f.change.Records, "The service instance was deprovisioned.")
-			fin.Records = RecordChanges{}
-		}
-	case KindBind:
-		bd := *f.change.Binding
-		bd.State, bd.Op, bd.Version, bd.UpdatedAt = BindingReady, "", bd.Version+1, now
-		bd.Credentials, bd.Endpoints = p.Credentials, p.Endpoints
-		if life := f.plan.Settings.CredentialLifetime; life > 0 {
-			bd.ExpiresAt = now.Add(life)
-			bd.RenewBefore = bd.ExpiresAt.Add(-f.plan.Settings.CredentialRenewal)
-		}
-		fin.Binding, fin.ReleaseBinding = &bd, true
-	case KindUnbind:
-		fin.DeleteBinding, fin.ReleaseBinding = true, true
 	}
 	return fin
-}
-
-// inMemory reports whether plan's driver makes its changes in memory
-// (InMemory): a synchronous provision or bind may then be settled before
-// any hold.
-func (b *Broker) inMemory(plan *catalog.Plan) bool {
-	d, _, ok := b.Drivers.For(plan)
-	im, pure := d.(InMemory)
-	return ok && pure && im.InMemory()
-}
-
-// settle runs a synchronous provision or bind of an InMemory driver before
-// any hold: its Begin, from snap, and, when it is done at once, its
-// outcome, for the caller to write in the one write that creates the
-// instance or binding. settled is false when the change is not done at
-// once (or its driver is not InMemory): the caller then takes the hold and
-// runs it as any other. A permanent failure is returned as *Failure, with
-// nothing written, and logged as a failed operation's end.
-func (b *Broker) settle(ctx context.Context, op Operation, snap Snapshot) (fin Finish, settled bool, err error) {
-	f, err := b.newFlight(op, snap)
-	if err != nil {
-		return Finish{}, false, nil // the hold's path reports it
-	}
-	if im, ok := f.driver.(InMemory); !ok || !im.InMemory() {
-		return Finish{}, false, nil
-	}
-	p, err := b.step(ctx, f, true)
-	var failure *Failure
-	switch {
-	case errors.As(err, &failure):
-		failed := b.finished(op, OperationFailed, failure.Description)
-		params := []json.RawMessage{snap.Instance.Parameters, bindingParameters(snap.Binding)}
-		b.logEnd(logging.With(ctx, op.LogAttrs()...), failed, logReason(failure.Description, params...))
-		return Finish{}, true, err
-	case err != nil || !p.Done:
-		return Finish{}, false, nil
-	}
-	return b.outcome(f, p), true, nil
-}
-
-func bindingParameters(bd *Binding) json.RawMessage {
-	if bd == nil {
-		return nil
-	}
-	return bd.Parameters
 }
 
 // logEnd logs the end of an operation: its kind and state and, for a
@@ -393,8 +209,11 @@ func (b *Broker) fail(ctx context.Context, op Operation, snap Snapshot, f Failur
 		description = fmt.Sprintf("The %s failed.", op.Kind)
 	}
 	now := b.Now()
+	t := transitions[op.Kind][endOf(op, true)]
 	fin := Finish{Op: b.finished(op, OperationFailed, description)}
-	fin.Detach = b.leftovers(ctx, op, snap, description)
+	if t.Leftovers {
+		fin.Detach = b.leftovers(ctx, op, snap, description)
+	}
 	// The parameters the driver saw, which neither the logged reason nor
 	// the operator's detail may repeat.
 	var params []json.RawMessage
@@ -409,67 +228,35 @@ func (b *Broker) fail(ctx context.Context, op Operation, snap Snapshot, f Failur
 	}
 	fin.Op.Detail = OperatorDetail(detail, params...)
 	reason := logReason(description, params...)
-	if snap.Instance == nil {
+	switch {
+	case snap.Instance == nil:
 		// Gone with its bindings, and their holds.
-		return b.commit(ctx, fin, reason)
+	case op.Kind.IsBinding() && snap.Binding == nil:
+		// The binding is gone with its hold (its instance was deleted).
+	case op.Kind.IsBinding() && t.Delete:
+		fin.DeleteBinding, fin.ReleaseBinding = true, true
+	case op.Kind.IsBinding():
+		failed := *snap.Binding
+		failed.State, failed.Op, failed.Version, failed.UpdatedAt = t.Binding, "", failed.Version+1, now
+		fin.Binding, fin.ReleaseBinding = &failed, true
+	case t.Delete:
+		fin.DeleteInstance, fin.Bindings = true, snap.BindingIDs
+	default:
+		inst := *snap.Instance
+		inst.State, inst.Op, inst.Version, inst.UpdatedAt = t.Instance, "", inst.Version+1, now
+		fin.Instance = &inst
+		fin.Op.InstanceUsable = t.said(t.Usable, f.InstanceUsable)
+		fin.Op.UpdateRepeatable = t.said(t.Repeatable, f.UpdateRepeatable)
 	}
-	inst := *snap.Instance
-	if op.Kind.IsBinding() {
-		bd := snap.Binding
-		switch {
-		case bd == nil:
-			// The binding is gone with its hold (its instance was deleted).
-		case op.Kind == KindBind && !op.Async:
-			fin.DeleteBinding, fin.ReleaseBinding = true, true
-		default:
-			failed := *bd
-			failed.State, failed.Op, failed.Version, failed.UpdatedAt = BindingFailed, "", bd.Version+1, now
-			if op.Kind == KindUnbind {
-				failed.State = BindingReady
-			}
-			fin.Binding, fin.ReleaseBinding = &failed, true
-		}
-		return b.commit(ctx, fin, reason)
-	}
-	inst.Op, inst.Version, inst.UpdatedAt = "", inst.Version+1, now
-	switch op.Kind {
-	case KindProvision:
-		if !op.Async {
-			fin.DeleteInstance, fin.Bindings = true, snap.BindingIDs
-			return b.commit(ctx, fin, reason)
-		}
-		inst.State = InstanceFailed
-	case KindUpdate:
-		// Usable and repeatable unless the driver says otherwise (a stack
-		// that could not be rolled back). An unusable instance stays
-		// ready, not failed: what is wrong is outside the broker, where the
-		// operator mends it, after which the instance is updated and bound
-		// again as any other; failed would leave only its deletion.
-		inst.State = InstanceReady
-		fin.Op.InstanceUsable, fin.Op.UpdateRepeatable = Bool(true), Bool(true)
-		if f.InstanceUsable != nil {
-			fin.Op.InstanceUsable = Bool(*f.InstanceUsable)
-		}
-		if f.UpdateRepeatable != nil {
-			fin.Op.UpdateRepeatable = Bool(*f.UpdateRepeatable)
-		}
-	case KindDeprovision:
-		inst.State = InstanceFailed
-		fin.Op.InstanceUsable = Bool(false)
-	}
-	fin.Instance = &inst
 	return b.commit(ctx, fin, reason)
 }
 
 // leftovers are the detached records of what a failed op leaves behind, as
 // its driver names them: they go to the cleanup workflow, so the failed
 // instance or binding holds nothing and deleting it is immediate. When the
-// instance is gone already, every record still under it is a leftover. A
-// deprovision or unbind leaves none: its resource stays attached.
+// instance is gone already, every record still under it is a leftover. Only
+// an end whose transition says Leftovers has any.
 func (b *Broker) leftovers(ctx context.Context, op Operation, snap Snapshot, reason string) []Detached {
-	if op.Kind == KindDeprovision || op.Kind == KindUnbind {
-		return nil
-	}
 	if snap.Instance == nil {
 		return b.detachments(op, nil, snap.Records, reason)
 	}
@@ -538,156 +325,6 @@ func (b *Broker) commit(ctx context.Context, fin Finish, reason string) error {
 		}
 	}
 	return nil
-}
-
-// runSync runs op's change within its request, the way the workflow would,
-// from what the request has in memory (snap: the instance, bindings and
-// records as the request read or wrote them): begin, check until done,
-// finish. A change done at once costs one write. A permanent failure is
-// recorded and returned as *Failure; another operation taking this one
-// over returns ErrTakenOver. It returns the outcome it wrote.
-func (b *Broker) runSync(ctx context.Context, op Operation, snap Snapshot) (Finish, error) {
-	ctx = logging.With(ctx, op.LogAttrs()...)
-	wait := b.SyncWait
-	if wait <= 0 {
-		wait = SyncWait
-	}
-	deadline := b.Now().Add(wait)
-	f, err := b.newFlight(op, snap)
-	if err == nil {
-		var p Progress
-		p, err = b.retry(ctx, func(again bool) (Progress, error) { return b.stepAgain(ctx, &f, again, true) })
-		for err == nil && !p.Done {
-			if b.Now().Add(p.RetryAfter).After(deadline) {
-				// The platform's request cannot wait for it: the change
-				// fails, and what it made (its records written first) goes
-				// to the cleanup.
-				if err = b.recordProgress(ctx, f, p); err != nil {
-					break
-				}
-				err = &unavailable{
-					description: fmt.Sprintf("This service's backend did not complete the %s within %s, the time a synchronous request may wait; what it began is being cleaned up. Try again later.", op.Kind, wait),
-					err:         fmt.Errorf("not done within %s (the backend asked to be checked again in %s)", wait, p.RetryAfter)}
-				break
-			}
-			// Not done at once: make the progress durable, wait, and read
-			// again (the driver may have written records itself).
-			if err = b.recordProgress(ctx, f, p); err == nil {
-				if err = sleep(ctx, p.RetryAfter); err == nil {
-					f, err = b.loadFlight(ctx, op.InstanceID, op.ID)
-					if err == nil && f == nil {
-						err = ErrTakenOver
-					}
-				}
-			}
-			if err == nil {
-				p, err = b.retry(ctx, func(again bool) (Progress, error) { return b.stepAgain(ctx, &f, again, false) })
-			}
-		}
-		if err == nil {
-			var fin Finish
-			if fin, err = b.succeed(ctx, f, p); err == nil || errors.Is(err, ErrTakenOver) {
-				return fin, err
-			}
-		}
-	}
-	if errors.Is(err, ErrTakenOver) {
-		return Finish{}, err
-	}
-	var failure *Failure
-	var de *driverError
-	recorded := Failure{Description: FailureDescription("", ""), Detail: err.Error()}
-	switch {
-	case errors.As(err, &failure):
-		recorded = *failure
-	case errors.As(err, &de) && ctx.Err() == nil:
-		// The backend stayed unavailable through the request's tries.
-		reason := "it did not answer as the broker needs"
-		var r TransientReason
-		if errors.As(err, &r) {
-			reason = r.TransientReason()
-		}
-		err = &unavailable{description: fmt.Sprintf("This service's backend is unavailable (%s), so the %s did not complete; try again later.", reason, op.Kind), err: err}
-	}
-	var u *unavailable
-	if errors.As(err, &u) {
-		recorded.Description = u.description
-	}
-	// The request's context may be what failed; record on a fresh one. Read
-	// again first: the driver may have written records itself, and they are
-	// leftovers to detach.
-	rctx := context.WithoutCancel(ctx)
-	if rerr := b.RecordFailed(rctx, op.InstanceID, op.ID, recorded); rerr != nil {
-		// This error is logged: a permanent failure is named, not quoted,
-		// since its description may repeat request input.
-		cause := err
-		if failure != nil {
-			cause = errors.New("a permanent failure")
-		}
-		return Finish{}, fmt.Errorf("%s %s: %w (and recording the failure: %w)", op.Kind, op.ID, cause, rerr)
-	}
-	return Finish{}, err
-}
-
-// abandon records the failure of a synchronous operation that its request
-// cannot run, and returns err.
-func (b *Broker) abandon(ctx context.Context, op Operation, err error) error {
-	if rerr := b.RecordFailure(context.WithoutCancel(ctx), op.InstanceID, op.ID, FailureDescription("", "")); rerr != nil {
-		return fmt.Errorf("%w (and recording the failure: %w)", err, rerr)
-	}
-	return err
-}
-
-// stepAgain runs a step of a synchronous change; again, after a transient
-// error, from the change as stored now, since the driver may have written
-// a record before the call that failed.
-func (b *Broker) stepAgain(ctx context.Context, f **flight, again, begin bool) (Progress, error) {
-	if again {
-		nf, err := b.loadFlight(ctx, (*f).op.InstanceID, (*f).op.ID)
-		switch {
-		case err != nil:
-			return Progress{}, err
-		case nf == nil:
-			return Progress{}, ErrTakenOver
-		}
-		*f = nf
-	}
-	p, err := b.step(ctx, *f, begin)
-	var failure *Failure
-	if err != nil && !errors.As(err, &failure) {
-		err = &driverError{err}
-	}
-	return p, err
-}
-
-// retry runs a driver call again after transient errors, with backoff.
-func (b *Broker) retry(ctx context.Context, call func(again bool) (Progress, error)) (Progress, error) {
-	wait := b.Backoff
-	for attempt := 1; ; attempt++ {
-		p, err := call(attempt > 1)
-		var failure *Failure
-		if err == nil || errors.As(err, &failure) || errors.Is(err, ErrTakenOver) || attempt == transientAttempts {
-			return p, err
-		}
-		if err := sleep(ctx, wait); err != nil {
-			return p, err
-		}
-		wait *= 2
-	}
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }
 
 // withheldReason is what the log says about a failure whose description

@@ -175,7 +175,7 @@ func (b *Broker) waitOutCleanup(ctx context.Context, d Detached, cause error) (T
 				unreachableSince(next.OutageReason, next.OutageSince, next.OutageAttempts, CleanupOutageBudget), then)}
 	}
 	next.NextTryAt, next.UpdatedAt = now.Add(wait), now
-	err := b.Store.UpdateDetached(ctx, next, d.Attempts)
+	err := b.Detached.UpdateDetached(ctx, next, d.Attempts)
 	if _, ok := conflictOf(err); ok || errors.Is(err, ErrNotFound) {
 		// Another cleanup started meanwhile, or deleted the resource: its
 		// record is that cleanup's to write; this one waits as it would.

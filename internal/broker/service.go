@@ -21,13 +21,20 @@ import (
 )
 
 // Broker implements the OSB semantics on top of its ports. One method per
-// OSB endpoint; each documents its route.
+// OSB endpoint; each documents its route. It holds the store's ports it
+// uses, not the whole Store: the drivers' Resources and re-sealing's are
+// for others.
 type Broker struct {
 	Catalog *catalog.Catalog
-	Store   Store
-	Engine  Engine
-	Drivers Drivers
-	Logger  *slog.Logger
+	// Store is the broker's port of the store: instances, bindings and
+	// their operations.
+	Store Repository
+	// Detached is the cleanup's: the resources that failed operations
+	// left, which the reaper and the cleanup workflow's Tasks delete.
+	Detached DetachedRecords
+	Engine   Engine
+	Drivers  Drivers
+	Logger   *slog.Logger
 	// Now and NewID are replaceable in tests.
 	Now   func() time.Time
 	NewID func() string
@@ -43,9 +50,10 @@ type Broker struct {
 	SyncWait time.Duration
 }
 
-// New returns a Broker with default clock, ids, repair delay and backoff.
+// New returns a Broker on the store s (each of its ports that the broker
+// uses), with default clock, ids, repair delay and backoff.
 func New(c *catalog.Catalog, s Store, e Engine, d Drivers, logger *slog.Logger) *Broker {
-	return &Broker{Catalog: c, Store: s, Engine: e, Drivers: d, Logger: logger,
+	return &Broker{Catalog: c, Store: s, Detached: s, Engine: e, Drivers: d, Logger: logger,
 		Now:         func() time.Time { return time.Now().UTC() },
 		NewID:       func() string { return uuid.Must(uuid.NewV7()).String() },
 		RepairAfter: 30 * time.Second,

@@ -2,7 +2,6 @@ package metrics
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/serverless-osb/broker/internal/broker"
 )
@@ -100,25 +99,4 @@ func (s *Store) UpdateDetached(ctx context.Context, d broker.Detached, attempts 
 		s.Metrics.CleanupFailed(d)
 	}
 	return err
-}
-
-var _ broker.SealingModes = (*Store)(nil)
-
-// SealingMode passes through to the store beneath, which the sealing store
-// (wrapped around this one) reads its mode from.
-func (s *Store) SealingMode(ctx context.Context) (broker.SealingMode, error) {
-	modes, ok := s.Store.(broker.SealingModes)
-	if !ok {
-		return broker.SealingMode{}, nil
-	}
-	return modes.SealingMode(ctx)
-}
-
-// SetSealingMode passes through to the store beneath.
-func (s *Store) SetSealingMode(ctx context.Context, m broker.SealingMode) error {
-	modes, ok := s.Store.(broker.SealingModes)
-	if !ok {
-		return fmt.Errorf("%T records no sealing mode", s.Store)
-	}
-	return modes.SetSealingMode(ctx, m)
 }

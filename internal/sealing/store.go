@@ -55,10 +55,7 @@ type Store struct {
 	modeReadAt time.Time
 }
 
-var (
-	_ broker.Store        = (*Store)(nil)
-	_ broker.SealingModes = (*Store)(nil)
-)
+var _ broker.Store = (*Store)(nil)
 
 // DefaultModeMaxAge bounds how long a broker still accepts a value in
 // clear after `ops reseal` turned the sealed-only mode on.
@@ -72,23 +69,10 @@ var ErrStoredInClear = errors.New("stored in clear after the table was sealed")
 // NewStore returns s sealing with sealer.
 func NewStore(s broker.Store, sealer Sealer) *Store { return &Store{Store: s, Sealer: sealer} }
 
-// SealingMode reads the mode of the store beneath; one that records none
-// accepts values in clear.
-func (s *Store) SealingMode(ctx context.Context) (broker.SealingMode, error) {
-	modes, ok := s.Store.(broker.SealingModes)
-	if !ok {
-		return broker.SealingMode{}, nil
-	}
-	return modes.SealingMode(ctx)
-}
-
-// SetSealingMode records m in the store beneath, and uses it at once.
+// SetSealingMode records m in the store beneath, and uses it at once
+// (SealingMode, which reads the store beneath, passes through).
 func (s *Store) SetSealingMode(ctx context.Context, m broker.SealingMode) error {
-	modes, ok := s.Store.(broker.SealingModes)
-	if !ok {
-		return fmt.Errorf("%T records no sealing mode", s.Store)
-	}
-	if err := modes.SetSealingMode(ctx, m); err != nil {
+	if err := s.Store.SetSealingMode(ctx, m); err != nil {
 		return err
 	}
 	s.mu.Lock()
@@ -753,13 +737,10 @@ type ResealReport struct {
 // the pass was sealed by the write that changed it. The request parameters
 // and fingerprints of the plans in SensitivePlans are sealed too, and the
 // mode records those plans: only theirs are refused in clear. The store
-// beneath must be a broker.SecretStore and a broker.SealingModes.
+// beneath lists and replaces them (broker.SecretStore).
 func (s *Store) Reseal(ctx context.Context) (ResealReport, error) {
 	var rep ResealReport
-	raw, ok := s.Store.(broker.SecretStore)
-	if !ok {
-		return rep, errors.New("reseal: the store cannot list its secrets")
-	}
+	raw := s.Store
 	_, key, err := s.Sealer.CurrentKey(ctx)
 	if err != nil {
 		return rep, fmt.Errorf("reseal: %w", err)

@@ -375,10 +375,10 @@ func (s *Store) UpdateOperation(ctx context.Context, op broker.Operation, record
 // DeleteInstance deletes the instance and all its bindings (f.Bindings, and
 // any other: the transaction sees them all); operations and driver
 // resources stay, unless f.Records removes them. ReleaseBinding decrements
-// the instance's BindingOps and moves its Version; when
-// f.ReleaseConditions() fail (the instance is gone or counts none), it
-// does nothing. f.Records and f.Detach are written in
-// the same transaction.
+// the instance's BindingOps and moves its Version; f.ReleaseConditions()
+// (the instance exists and counts a binding operation) are then conditions
+// of the write, and the instance part of its *ConflictError, as in every
+// store. f.Records and f.Detach are written in the same transaction.
 // An operation holds either its instance or one binding, so Instance or
 // DeleteInstance cannot be combined with Binding, DeleteBinding or
 // ReleaseBinding.
@@ -386,6 +386,11 @@ func (s *Store) FinishOperation(ctx context.Context, f broker.Finish) error {
 	op := f.Op
 	e, bindingID := f.Conditions(), f.BindingID()
 	err := f.Check()
+	if f.ReleaseBinding {
+		// Never with a write of the instance (f.Check), whose conditions
+		// these would join.
+		e.Instance = f.ReleaseConditions()
+	}
 	if err == nil {
 		err = s.update(ctx, func(t tx) error {
 			cur, err := t.operation(op.InstanceID, op.ID)
@@ -393,7 +398,7 @@ func (s *Store) FinishOperation(ctx context.Context, f broker.Finish) error {
 				return err
 			}
 			var inst *broker.Instance
-			if e.Instance != nil || f.ReleaseBinding {
+			if e.Instance != nil {
 				if inst, err = t.instance(op.InstanceID); err != nil {
 					return err
 				}
@@ -405,12 +410,6 @@ func (s *Store) FinishOperation(ctx context.Context, f broker.Finish) error {
 				}
 			}
 			if err := expect(e, inst, b, cur); err != nil {
-				return err
-			}
-			// A release whose conditions fail is skipped, not a conflict:
-			// see broker.Finish.ReleaseConditions.
-			release, err := meets(storedInstance(inst), f.ReleaseConditions())
-			if err != nil {
 				return err
 			}
 
@@ -435,7 +434,7 @@ func (s *Store) FinishOperation(ctx context.Context, f broker.Finish) error {
 			if err != nil {
 				return err
 			}
-			if f.ReleaseBinding && release {
+			if f.ReleaseBinding {
 				inst.BindingOps--
 				inst.Version++
 				if err := t.putInstance(*inst); err != nil {

@@ -363,11 +363,9 @@ func (s *Store) UpdateOperation(ctx context.Context, op broker.Operation, record
 // them. f.Records and f.Detach are written in the final transaction.
 //
 // ReleaseBinding subtracts one from the instance's binding_ops (and adds
-// one to its version). Unlike the bolt store, which skips the release when
-// f.ReleaseConditions() fail, this fails the transaction: a transaction
-// cannot skip one of its writes. A binding operation in
-// progress always counts one, so callers following the port never meet
-// this.
+// one to its version); f.ReleaseConditions() are that write's conditions,
+// so the transaction fails when they do. A binding operation in progress
+// always counts one, so callers following the port never meet this.
 func (s *Store) FinishOperation(ctx context.Context, f broker.Finish) error {
 	op := f.Op
 	e, bindingID := f.Conditions(), f.BindingID()

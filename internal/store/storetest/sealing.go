@@ -7,20 +7,10 @@ import (
 	"github.com/serverless-osb/broker/internal/broker"
 )
 
-// sealingModes is the store's broker.SealingModes, which every store has.
-func sealingModes(t *testing.T, s broker.Store) broker.SealingModes {
-	t.Helper()
-	m, ok := s.(broker.SealingModes)
-	if !ok {
-		t.Fatalf("%T does not record a sealing mode (broker.SealingModes)", s)
-	}
-	return m
-}
-
 var sealingCases = []testCase{
 	{"a store reads the zero sealing mode until one is recorded, then the one recorded", func(t *testing.T, newStore NewStore) {
 		s := newStore(t)
-		modes := sealingModes(t, s)
+		modes := broker.SealingModes(s)
 		got, err := modes.SealingMode(t.Context())
 		must(t, err, "SealingMode")
 		equal(t, "sealing mode of a new store", got, broker.SealingMode{})
@@ -33,7 +23,7 @@ var sealingCases = []testCase{
 	}},
 	{"the sealing mode's item is no instance's: reads, listings and expiry pass it by", func(t *testing.T, newStore NewStore) {
 		s := newStore(t)
-		modes := sealingModes(t, s)
+		modes := broker.SealingModes(s)
 		want := broker.SealingMode{SealedOnly: true, KeyID: "k-1", Since: at(5)}
 		must(t, modes.SetSealingMode(t.Context(), want), "SetSealingMode")
 		provision(t, s, "i-1")

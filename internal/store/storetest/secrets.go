@@ -8,16 +8,6 @@ import (
 	"github.com/serverless-osb/broker/internal/broker"
 )
 
-// secretStore is the store's broker.SecretStore, which every store has.
-func secretStore(t *testing.T, s broker.Store) broker.SecretStore {
-	t.Helper()
-	m, ok := s.(broker.SecretStore)
-	if !ok {
-		t.Fatalf("%T does not list its secrets (broker.SecretStore)", s)
-	}
-	return m
-}
-
 // requestSecrets are the parameters and fingerprints s lists, by kind,
 // item and name.
 func requestSecrets(t *testing.T, s broker.SecretStore) map[string]broker.StoredSecret {
@@ -35,7 +25,7 @@ func requestSecrets(t *testing.T, s broker.SecretStore) map[string]broker.Stored
 var secretCases = []testCase{
 	{"a store lists the parameters and fingerprints of instances, bindings and updates with their plans, and replaces each only while it is as read", func(t *testing.T, newStore NewStore) {
 		s := newStore(t)
-		raw := secretStore(t, s)
+		raw := broker.SecretStore(s)
 		inst := provision(t, s, "i-1")
 		bind(t, s, "i-1", "b-1")
 		inst = *getInstance(t, s, "i-1")
@@ -115,7 +105,7 @@ var interleavedSecretCases = []struct {
 }{
 	{"a secret replaced while a write moves its item keeps the item's newer state, and is refused once the value itself changed or went", func(t *testing.T, newStore NewSecretStore) {
 		s, between := newStore(t)
-		raw := secretStore(t, s)
+		raw := broker.SecretStore(s)
 		provision(t, s, "i-1")
 		b1, b2 := bind(t, s, "i-1", "b-1"), bind(t, s, "i-1", "b-2")
 		r := newResource("i-1", "r-1")

@@ -6,11 +6,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
-
-	"github.com/serverless-osb/broker/internal/catalog"
 )
+
+// The Store port, split by caller: Repository (the broker's), Resources
+// (the drivers'), DetachedRecords (the cleanup's), SecretStore and
+// SealingModes (re-sealing's); the write requests its methods take, and the
+// errors they return.
 
 // ErrNotFound is returned by a Store when an item does not exist.
 var ErrNotFound = errors.New("not found")
@@ -90,11 +92,10 @@ type Finish struct {
 	DeleteBinding bool
 	// ReleaseBinding decrements the instance's BindingOps, never below zero
 	// (ReleaseConditions): when the instance is missing or its count is
-	// zero, a Store either skips the release or fails the whole write with
-	// *ConflictError (with the Instance); DynamoDB, which cannot skip one
-	// write of a transaction, fails. A binding operation in progress always
-	// counts one, so a caller
-	// following the port meets neither. It is not combined with Instance or
+	// zero, the whole write fails with *ConflictError (with the Instance),
+	// in every store (a DynamoDB transaction cannot skip one of its
+	// writes). A binding operation in progress always counts one, so a
+	// caller following the port never meets this. It is not combined with Instance or
 	// DeleteInstance: an operation holds either its instance or one binding
 	// (Op.BindingID).
 	ReleaseBinding bool
@@ -117,45 +118,6 @@ type Settled struct {
 	InstanceVersion int64
 }
 
-// RecordChanges are changes to a driver's resource records that the broker
-// writes in the same transaction as the operation's progress or outcome,
-// so that the records and the operation never disagree.
-type RecordChanges struct {
-	// Save stores each record (unconditionally).
-	Save []Resource
-	// Remove deletes the records of these names under the operation's
-	// instance; a missing one is not an error.
-	Remove []string
-}
-
-// Empty reports whether there is no change.
-func (r RecordChanges) Empty() bool { return len(r.Save) == 0 && len(r.Remove) == 0 }
-
-// Merge returns r followed by later: a later change to a name wins.
-func (r RecordChanges) Merge(later RecordChanges) RecordChanges {
-	touched := map[string]bool{}
-	for _, s := range later.Save {
-		touched[s.Name] = true
-	}
-	for _, n := range later.Remove {
-		touched[n] = true
-	}
-	var out RecordChanges
-	for _, s := range r.Save {
-		if !touched[s.Name] {
-			out.Save = append(out.Save, s)
-		}
-	}
-	for _, n := range r.Remove {
-		if !touched[n] {
-			out.Remove = append(out.Remove, n)
-		}
-	}
-	out.Save = append(out.Save, later.Save...)
-	out.Remove = append(out.Remove, later.Remove...)
-	return out
-}
-
 // Snapshot is what Load reads in one request: an instance, the ids of its
 // bindings, one binding, its resource records, and one of its operations.
 type Snapshot struct {
@@ -173,24 +135,10 @@ type Snapshot struct {
 	Records []Resource
 }
 
-// bindingRecordPrefix starts the name of every binding's record.
-const bindingRecordPrefix = "binding-"
-
-// BindingRecord is the name of the resource record a driver keeps for a
-// binding. A binding's change is handed that record and the instance's
-// records, not the other bindings' (Load decodes only those), so that a bind
-// costs the same on an instance with many bindings; a driver therefore
-// names no instance record with this prefix.
-func BindingRecord(bindingID string) string { return bindingRecordPrefix + bindingID }
-
-// RecordFor reports whether the record called name belongs in a snapshot
-// for bindingID (empty: the instance, which gets every record).
-func RecordFor(name, bindingID string) bool {
-	return bindingID == "" || !strings.HasPrefix(name, bindingRecordPrefix) || name == BindingRecord(bindingID)
-}
-
-// Store is what a storage adapter provides: three ports, each for the
-// callers that need it. Every method that changes state is ONE conditional
+// Store is what a storage adapter provides: five ports, each for the
+// callers that need it, and each component holds only those it uses (the
+// Broker Repository and DetachedRecords, the drivers Resources, the
+// sealing store's re-seal SecretStore and SealingModes). Every method that changes state is ONE conditional
 // write or ONE transaction; when its condition fails it returns
 // *ConflictError and changes nothing. Both halves of what must hold are
 // said once, here, not in the adapters: the checks of a call's arguments
@@ -206,6 +154,8 @@ type Store interface {
 	Repository
 	Resources
 	DetachedRecords
+	SecretStore
+	SealingModes
 }
 
 // Repository is the broker's port: instances, bindings and the operations
@@ -399,7 +349,7 @@ type StoredSecret struct {
 // longer the one read.
 var ErrSecretChanged = errors.New("the stored value changed since it was read")
 
-// SecretStore is what re-sealing needs of a store (both stores have it):
+// SecretStore is re-sealing's port (sealing.Store.Reseal):
 // every stored value that may hold a secret, and a write of one that holds
 // only if the value is unchanged, so that re-sealing never overwrites a
 // newer write, and a crash part way leaves every value readable.
@@ -433,268 +383,11 @@ type SealingMode struct {
 	SensitivePlans []string
 }
 
-// SealingModes is where a store keeps its SealingMode (both stores have it).
+// SealingModes is where a store keeps its SealingMode: the sealing store's
+// port, which reads it when it meets a value in clear.
 type SealingModes interface {
 	// SealingMode returns the recorded mode, the zero one if none is.
 	SealingMode(ctx context.Context) (SealingMode, error)
 	// SetSealingMode records m.
 	SetSealingMode(ctx context.Context, m SealingMode) error
-}
-
-// Workflow names a state machine in statemachines/ (without .asl.json).
-type Workflow string
-
-// The workflows.
-const (
-	// WorkflowOperation runs every provision, update, deprovision, bind and unbind.
-	WorkflowOperation Workflow = "operation"
-	// WorkflowCleanup deletes one detached resource, with retries over hours.
-	WorkflowCleanup Workflow = "cleanup"
-)
-
-// ExecutionStatus is the status of a workflow execution, spelled as Step
-// Functions does.
-type ExecutionStatus string
-
-const (
-	ExecutionRunning   ExecutionStatus = "RUNNING"
-	ExecutionSucceeded ExecutionStatus = "SUCCEEDED"
-	ExecutionFailed    ExecutionStatus = "FAILED"
-	ExecutionTimedOut  ExecutionStatus = "TIMED_OUT"
-	ExecutionAborted   ExecutionStatus = "ABORTED"
-)
-
-// Execution is what an Engine reports about one execution.
-type Execution struct {
-	Name      string
-	Workflow  Workflow
-	Status    ExecutionStatus
-	Input     json.RawMessage
-	Output    json.RawMessage
-	Error     string // for FAILED, TIMED_OUT, ABORTED
-	Cause     string
-	StartedAt time.Time
-	StoppedAt time.Time
-}
-
-// ErrExecutionNotFound is returned by Describe for an unknown execution.
-var ErrExecutionNotFound = errors.New("execution not found")
-
-// ErrExecutionExists is returned by Start when an execution with that name
-// exists with a different input.
-var ErrExecutionExists = errors.New("execution already exists with a different input")
-
-// Engine runs the workflows of statemachines/. Names are unique: starting a
-// name again with the same input returns the existing execution (nil error),
-// so a lost start can be retried safely.
-type Engine interface {
-	Start(ctx context.Context, workflow Workflow, name string, input json.RawMessage) error
-	Describe(ctx context.Context, name string) (Execution, error)
-	// Stop aborts a running execution; stopping one that has ended is not an error.
-	Stop(ctx context.Context, name, cause string) error
-}
-
-// Change is what a driver is asked to do: the operation and the items it
-// concerns, as stored when the step runs, and the plan it runs under.
-type Change struct {
-	Operation Operation
-	Instance  Instance
-	// Binding is set for bind and unbind.
-	Binding *Binding
-	// Plan is the plan the change runs under: the instance's plan, or for
-	// an update that changes plan, the new one (Instance.PlanID is then
-	// still the old one).
-	Plan *catalog.Plan
-	// Service is Plan's offering.
-	Service *catalog.Service
-	// Settings are Plan's driver settings, as the driver's kind parsed them
-	// from the catalog when the broker started.
-	Settings any
-	// Records are the driver's resource records under the instance, as
-	// they are when the step runs (with the changes of earlier steps of the
-	// same request applied). A driver reads them here rather than from the
-	// store.
-	Records []Resource
-}
-
-// WithRecords returns c with the record changes applied to its Records, as
-// a driver's next call must see them.
-func (c Change) WithRecords(changes RecordChanges) Change {
-	if changes.Empty() {
-		return c
-	}
-	gone := map[string]bool{}
-	for _, n := range changes.Remove {
-		gone[n] = true
-	}
-	for _, s := range changes.Save {
-		gone[s.Name] = true
-	}
-	var records []Resource
-	for _, r := range c.Records {
-		if !gone[r.Name] {
-			records = append(records, r)
-		}
-	}
-	c.Records = append(records, changes.Save...)
-	return c
-}
-
-// BindingID is the id of the binding the change concerns, or "".
-func (c Change) BindingID() string {
-	if c.Binding != nil {
-		return c.Binding.ID
-	}
-	return c.Operation.BindingID
-}
-
-// MadeRecords names the record of what a provision or bind makes, for a
-// driver whose Leftovers are just that: instanceRecord (the driver's name
-// for an instance's record) for a provision, the binding's BindingRecord
-// for a bind, none for the other kinds (an update leaves its resource with
-// the instance; a deprovision or unbind leaves it attached).
-func (c Change) MadeRecords(instanceRecord string) []string {
-	switch c.Operation.Kind {
-	case KindProvision:
-		return []string{instanceRecord}
-	case KindBind:
-		return []string{BindingRecord(c.BindingID())}
-	}
-	return nil
-}
-
-// Record returns the resource record called name, if the change has it.
-func (c Change) Record(name string) (Resource, bool) {
-	for _, r := range c.Records {
-		if r.Name == name {
-			return r, true
-		}
-	}
-	return Resource{}, false
-}
-
-// DecodeRecord decodes the data of the change's record called name into v,
-// the driver's own type for it; found is false, and v untouched, when the
-// change has no such record.
-func (c Change) DecodeRecord(name string, v any) (found bool, err error) {
-	r, ok := c.Record(name)
-	if !ok {
-		return false, nil
-	}
-	if err := json.Unmarshal(r.Data, v); err != nil {
-		return false, fmt.Errorf("decode record %s of %s: %w", name, c.Instance.ID, err)
-	}
-	return true, nil
-}
-
-// NewRecord is the resource record (instanceID, name) holding v, encoded as
-// JSON, as of at: what a driver saves in Progress.Records or writes itself
-// with PutRecord.
-func NewRecord(instanceID, name string, v any, at time.Time) (Resource, error) {
-	data, err := json.Marshal(v)
-	if err != nil {
-		return Resource{}, fmt.Errorf("encode record %s of %s: %w", name, instanceID, err)
-	}
-	return Resource{InstanceID: instanceID, Name: name, Data: data, UpdatedAt: at}, nil
-}
-
-// PutRecord writes the record NewRecord makes through r at once: for a
-// record that must be durable before the driver acts on the world.
-func PutRecord(ctx context.Context, r Resources, instanceID, name string, v any, at time.Time) error {
-	rec, err := NewRecord(instanceID, name, v, at)
-	if err != nil {
-		return err
-	}
-	if err := r.PutResource(ctx, rec); err != nil {
-		return fmt.Errorf("write record %s of %s: %w", name, instanceID, err)
-	}
-	return nil
-}
-
-// Progress is a driver's answer about a change.
-type Progress struct {
-	Done bool
-	// RetryAfter is when to check again, while not Done.
-	RetryAfter time.Duration
-	// Description says how far the change is, while not Done (for example
-	// "Creating: 3 of 5 resources done."). It is shown to the user by
-	// last_operation, so it never holds credentials; empty keeps the
-	// broker's generic description.
-	Description string
-	// Results, when Done. Metadata, when set, replaces the instance's
-	// (a provision's or an update's: labels and attributes the platform shows).
-	DashboardURL string
-	Metadata     *InstanceMetadata
-	Credentials  Credentials
-	Endpoints    []Endpoint
-	// Records are changes to the driver's records that the broker writes
-	// with the step's own write (the operation's progress or its outcome),
-	// so that a record never disagrees with its operation. A driver whose
-	// record must be durable BEFORE it acts on the world (the name of a
-	// stack it is about to create) writes it itself, through Resources.
-	Records RecordChanges
-}
-
-// Drivers gives the driver of a plan and the plan's settings for it
-// (drivers.Set is the one the broker builds from its catalog).
-type Drivers interface {
-	For(plan *catalog.Plan) (driver Driver, settings any, ok bool)
-}
-
-// AcceptedParameters is implemented by the settings of a plan whose driver
-// passes on only the parameters it names for each kind of request (the
-// CloudFormation driver's: the properties of the plan's schemas). The
-// broker refuses, with 400 and before anything is written, a request whose
-// parameters name any other, rather than let the driver drop it or fail
-// the operation later.
-type AcceptedParameters interface {
-	AcceptedParameters(kind catalog.SchemaKind) []string
-}
-
-// Versioned is implemented by the settings of a plan whose driver deploys
-// what the catalog ships (the CloudFormation driver's templates and fixed
-// parameters): PlanDigest identifies it. With the plan's maintenance_info
-// version it is the version of the plan an instance runs
-// (Instance.PlanDigest); the catalog's lock file (internal/drivers) holds
-// a plan's digest to its version.
-type Versioned interface {
-	PlanDigest() string
-}
-
-// InMemory is implemented by a driver whose changes live only in the
-// records it hands back (Progress.Records): its Begin touches nothing
-// outside the broker, so it may run before the broker takes a hold, and a
-// change that is not kept (a race lost, a crash) leaves nothing behind. A
-// synchronous provision or bind of such a driver that is done at once is
-// then one write (CreateInstance or CreateBinding with Settled).
-type InMemory interface {
-	InMemory() bool
-}
-
-// Driver creates, changes and deletes the real resource behind instances and
-// bindings. Every method must be idempotent: a step may run again after a
-// crash or a lost answer. A permanent failure is returned as *Failure (its
-// description is shown to the user); any other error is transient and the
-// step is retried, with backoff, by the workflow's Retry (or, for a change
-// that completes within its request, a few times in the request).
-//
-// The broker runs every change the same way, asynchronous or not: Begin,
-// then Check after RetryAfter until Done. For an operation that is not
-// Async the whole loop runs within the platform's request (which platforms
-// time out after about a minute), so a plan whose changes take longer must
-// be async or async-only.
-type Driver interface {
-	// Leftovers names the resource records that a failure of c leaves
-	// behind and that must be detached for cleanup: a provision's or bind's
-	// half-made resource, an update's partial change. A deprovision or
-	// unbind leaves none: its resource stays attached.
-	Leftovers(ctx context.Context, c Change) ([]string, error)
-	// Cleanup deletes a detached resource: Done once it is gone.
-	Cleanup(ctx context.Context, d Detached) (Progress, error)
-
-	// Begin starts the change.
-	Begin(ctx context.Context, c Change) (Progress, error)
-	// Check reports progress of a change begun earlier; once Done it returns
-	// the results again each time it is called.
-	Check(ctx context.Context, c Change) (Progress, error)
 }
