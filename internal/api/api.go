@@ -19,7 +19,8 @@
 //     stores' encoding can change what a platform reads.
 //   - A new field of an OSB request goes in the endpoint's request body and
 //     decode, in the broker's details type (broker.InstanceRequest for a
-//     provision field the instance keeps), in each store's storage type,
+//     provision field the instance keeps, broker.BindingRequest for a bind
+//     field the binding keeps), in each store's storage type,
 //     and, where GET returns it, in the answer body. contract_test.go
 //     has a row for every field of ProvisionDetails, UpdateDetails and
 //     BindDetails and fails, naming the places, for a field that does not

@@ -30,10 +30,10 @@ func decodeBind(r *http.Request) (broker.BindDetails, error) {
 		field{"app_guid", body.AppGUID, false}, field{"predecessor_binding_id", body.PredecessorBindingID, false}); err != nil {
 		return broker.BindDetails{}, err
 	}
-	d := broker.BindDetails{InstanceID: req.instanceID, BindingID: req.bindingID, ServiceID: *body.ServiceID,
-		PlanID: *body.PlanID, AcceptsIncomplete: req.acceptsIncomplete}
+	d := broker.BindDetails{InstanceID: req.instanceID, BindingID: req.bindingID,
+		BindingRequest: broker.BindingRequest{ServiceID: *body.ServiceID, PlanID: *body.PlanID}, AcceptsIncomplete: req.acceptsIncomplete}
 	if body.PredecessorBindingID != nil {
-		d.PredecessorBindingID = *body.PredecessorBindingID
+		d.PredecessorID = *body.PredecessorBindingID
 	}
 	if d.BindResource, err = asObject("bind_resource", body.BindResource); err != nil {
 		return d, err

@@ -163,7 +163,7 @@ func contracts(b *apptest.Broker) []contract {
 					want: json.RawMessage(`{"duration_seconds":2}`), kept: "Parameters", back: "parameters"},
 				{field: "Context", in: "context", send: map[string]any{"platform": "cloudfoundry", "space_name": "contract"},
 					want: json.RawMessage(`{"platform":"cloudfoundry","space_name":"contract"}`), kept: "Context"},
-				{field: "PredecessorBindingID", in: "predecessor_binding_id", send: predecessorID, want: predecessorID, kept: "PredecessorID"},
+				{field: "PredecessorID", in: "predecessor_binding_id", send: predecessorID, want: predecessorID, kept: "PredecessorID"},
 				asyncRow,
 			},
 			before: func(t *testing.T) {
@@ -176,8 +176,8 @@ func contracts(b *apptest.Broker) []contract {
 			},
 			wantStatus: http.StatusCreated,
 			places: `- the request: bindBody and decodeBind, internal/api/bindings.go
-- the details: broker.BindDetails, internal/broker/bind.go
-- if the binding keeps it: broker.Binding (internal/broker/model.go), BindDetails.binding (internal/broker/bind.go) and the stores' binding records
+- the details: broker.BindingRequest (internal/broker/model.go) if the binding keeps it (BindDetails and Binding both embed it: nothing to copy), else broker.BindDetails (internal/broker/bind.go)
+- if the binding keeps it: each store's binding record (bindingItem in internal/store/bolt/item.go and internal/store/dynamo/item.go)
 - if GET binding returns it: fetchedBindingBody and encodeFetchBinding, internal/api/bindings.go`,
 		},
 	}

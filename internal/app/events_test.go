@@ -107,7 +107,7 @@ func newEventFlow(t *testing.T) *eventFlow {
 	})
 	return &eventFlow{
 		api:    app.LambdaHTTP(l.Handler),
-		worker: lambda.NewHandler(app.WorkerHandler(l.Steps.Run, logger)),
+		worker: lambda.NewHandler(l.Steps.Lambda),
 		logs:   logs,
 	}
 }

@@ -213,7 +213,7 @@ func NewWorker(ctx context.Context) (func(context.Context, json.RawMessage) (jso
 // runtimeLog receives what aws-lambda-go writes with the standard logger.
 // For every function error it prints the error's payload, whose message
 // is, for a PermanentError, the description the user sees, which may
-// repeat request input (WorkerHandler logs the error's type instead), in a
+// repeat request input (steps.Lambda logs the error's type instead), in a
 // line that is not JSON: that line is dropped. Anything else (the runtime
 // failing) is logged as JSON.
 type runtimeLog struct{ logger *slog.Logger }
@@ -272,34 +272,13 @@ func BuildWorker(ctx context.Context, c LambdaConfig, logger *slog.Logger) (func
 	if err != nil {
 		return nil, err
 	}
-	run := steps.New(b).Run
+	st := steps.New(b)
 	if machines := c.stateMachines(); len(machines) > 0 {
 		b.Engine = sfn.New(awssfn.NewFromConfig(awsCfg), machines)
-		run = withReaper(b, c.recorder(cat), run)
+		st.Reaped = c.recorder(cat).Reap
 	}
 	logger.InfoContext(ctx, "worker function ready", "table", c.Store.Table, "catalog", c.CatalogPath, "sealed_only", c.SealedOnly)
-	return WorkerHandler(run, logger), nil
-}
-
-// StepReap is the worker payload's step that runs the reaper, as the
-// EventBridge Scheduler schedule sends it: {"step":"reap"}.
-const StepReap = "reap"
-
-// withReaper runs the reaper for {"step":"reap"}, recording what it did,
-// and the Task steps otherwise.
-func withReaper(b *broker.Broker, rec *metrics.Recorder, next func(context.Context, steps.Payload) (json.RawMessage, error)) func(context.Context, steps.Payload) (json.RawMessage, error) {
-	return func(ctx context.Context, p steps.Payload) (json.RawMessage, error) {
-		if p.Step != StepReap {
-			return next(ctx, p)
-		}
-		rep, err := b.Reap(ctx)
-		rec.Reap(rep)
-		b.Logger.InfoContext(ctx, "reaper ran", "report", fmt.Sprintf("%+v", rep))
-		if err != nil {
-			return nil, &steps.TransientError{Err: err}
-		}
-		return json.Marshal(rep)
-	}
+	return st.Lambda, nil
 }
 
 // recorder records the metrics of the broker serving cat, or none (nil)
@@ -435,61 +414,4 @@ func withLambdaRequestID(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
-}
-
-// WorkerHandler returns the worker function's handler around run (the
-// steps' Run): it decodes the payload once.
-//
-// aws-lambda-go names a function error after its Go type (a pointer's
-// element type), and Step Functions matches Retry and Catch on that name.
-// So every error leaves as a bare *steps.TransientError (retried) or
-// *steps.PermanentError (caught and recorded, its message shown to the
-// user): a wrapped one would be named "wrapError" and skip the Retry. An
-// error that is neither counts as transient.
-func WorkerHandler(run func(context.Context, steps.Payload) (json.RawMessage, error), logger *slog.Logger) func(context.Context, json.RawMessage) (json.RawMessage, error) {
-	return func(ctx context.Context, payload json.RawMessage) (json.RawMessage, error) {
-		var p steps.Payload
-		if err := json.Unmarshal(payload, &p); err != nil {
-			return nil, &steps.PermanentError{Description: fmt.Sprintf("malformed task payload: %v", err)}
-		}
-		attrs := p.LogAttrs()
-		if lc, ok := lambdacontext.FromContext(ctx); ok && lc.AwsRequestID != "" {
-			attrs = append(attrs, slog.String("aws_request_id", lc.AwsRequestID))
-		}
-		ctx = logging.With(ctx, attrs...)
-		out, err := run(ctx, p)
-		if err == nil {
-			return out, nil
-		}
-		err = stepError(err)
-		if _, ok := err.(*steps.PermanentError); ok {
-			// Its message is the description the user sees, which may repeat
-			// request input; record_failure logs it when it does not.
-			logger.WarnContext(ctx, "step failed", "error_type", errorName(err))
-		} else {
-			logger.WarnContext(ctx, "step failed", "error_type", errorName(err), "error", err.Error())
-		}
-		return nil, err
-	}
-}
-
-// stepError returns err as a bare *steps.TransientError or
-// *steps.PermanentError.
-func stepError(err error) error {
-	switch err.(type) {
-	case *steps.TransientError, *steps.PermanentError:
-		return err
-	}
-	var perm *steps.PermanentError
-	if errors.As(err, &perm) {
-		return perm // its message is the description the user sees
-	}
-	return &steps.TransientError{Err: err}
-}
-
-func errorName(err error) string {
-	if n, ok := err.(interface{ ErrorName() string }); ok {
-		return n.ErrorName()
-	}
-	return fmt.Sprintf("%T", err)
 }

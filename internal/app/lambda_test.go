@@ -28,7 +28,6 @@ import (
 	"github.com/serverless-osb/broker/internal/logging"
 	"github.com/serverless-osb/broker/internal/mototest"
 	"github.com/serverless-osb/broker/internal/sealing"
-	"github.com/serverless-osb/broker/internal/steps"
 	"github.com/serverless-osb/broker/internal/store/dynamo"
 )
 
@@ -181,57 +180,6 @@ func TestParseSecret(t *testing.T) {
 			}
 		})
 	}
-}
-
-func TestWorkerHandlerNamesErrorsAsTheWorkflowMatchesThem(t *testing.T) {
-	permanent := &steps.PermanentError{Description: "The plan is gone."}
-	cases := []struct {
-		name      string
-		err       error
-		errorType string
-		message   string
-	}{
-		{"a transient error stays TransientError", &steps.TransientError{Err: errors.New("throttled")}, "TransientError", "throttled"},
-		{"a permanent error stays PermanentError", permanent, "PermanentError", "The plan is gone."},
-		{"a wrapped permanent error is unwrapped, so that its message is only the description",
-			fmt.Errorf("step: %w", permanent), "PermanentError", "The plan is gone."},
-		{"a wrapped transient error is a TransientError with the whole message",
-			fmt.Errorf("step: %w", &steps.TransientError{Err: errors.New("throttled")}), "TransientError", "step: throttled"},
-		{"an unclassified error is retried as a TransientError", errors.New("connection reset"), "TransientError", "connection reset"},
-		{"a deadline is retried as a TransientError", context.DeadlineExceeded, "TransientError", "context deadline exceeded"},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			run := func(context.Context, steps.Payload) (json.RawMessage, error) { return nil, c.err }
-			h := lambda.NewHandler(app.WorkerHandler(run, logging.New(&apptest.SyncBuffer{}, slog.LevelInfo)))
-			_, err := h.Invoke(context.Background(), []byte(`{"step":"begin","operation_id":"o","instance_id":"i"}`))
-			if err == nil {
-				t.Fatal("no error")
-			}
-			if got := lambdaErrorType(err); got != c.errorType || err.Error() != c.message {
-				t.Errorf("errorType %s, message %q; want %s, %q", got, err, c.errorType, c.message)
-			}
-		})
-	}
-	t.Run("a step's output passes through", func(t *testing.T) {
-		run := func(context.Context, steps.Payload) (json.RawMessage, error) {
-			return json.RawMessage(`{"done":true,"retry_after":0}`), nil
-		}
-		out, err := lambda.NewHandler(app.WorkerHandler(run, slog.Default())).Invoke(context.Background(), []byte(`{}`))
-		if err != nil || string(out) != `{"done":true,"retry_after":0}` {
-			t.Errorf("output %s, error %v", out, err)
-		}
-	})
-	t.Run("a payload that is not JSON is a PermanentError, and run never sees it", func(t *testing.T) {
-		run := func(context.Context, steps.Payload) (json.RawMessage, error) {
-			t.Error("run called")
-			return nil, nil
-		}
-		_, err := lambda.NewHandler(app.WorkerHandler(run, slog.Default())).Invoke(context.Background(), []byte(`[1,2]`))
-		if got := lambdaErrorType(err); got != "PermanentError" {
-			t.Errorf("errorType %s (%v), want PermanentError", got, err)
-		}
-	})
 }
 
 // TestLambdaFunctionsOnMoto builds both functions as deployed (DynamoDB,

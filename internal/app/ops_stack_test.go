@@ -82,7 +82,7 @@ func TestOpsWorksOnTheBrokerAStackDeployed(t *testing.T) {
 	}
 	bindOp := broker.Operation{ID: "op-bind", InstanceID: "i-sealed", BindingID: "b-sealed", Kind: broker.KindBind,
 		State: broker.OperationSucceeded, CreatedAt: now, UpdatedAt: now, FinishedAt: now, ExpiresAt: now.Add(broker.Retention)}
-	sealed := broker.Binding{InstanceID: "i-sealed", ID: "b-sealed", ServiceID: "s", PlanID: "p", State: broker.BindingReady, LastOp: bindOp.ID,
+	sealed := broker.Binding{InstanceID: "i-sealed", ID: "b-sealed", BindingRequest: broker.BindingRequest{ServiceID: "s", PlanID: "p"}, State: broker.BindingReady, LastOp: bindOp.ID,
 		Credentials: broker.Credentials{"password": "sealed-under-the-table-key"}, Version: 1, CreatedAt: now, UpdatedAt: now}
 	if err := sealing.NewStore(dynamo.New(dynamodb.NewFromConfig(cfg), table), oldSealer).CreateBinding(ctx, sealed, bindOp, &broker.Settled{InstanceVersion: 1}); err != nil {
 		t.Fatal(err)

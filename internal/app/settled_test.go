@@ -256,7 +256,7 @@ func plantClearBinding(t *testing.T, path, instanceID, bindingID, password strin
 	now := time.Now().UTC()
 	op := broker.Operation{ID: "bind-" + bindingID, InstanceID: instanceID, BindingID: bindingID, Kind: broker.KindBind,
 		State: broker.OperationSucceeded, CreatedAt: now, UpdatedAt: now, FinishedAt: now, ExpiresAt: now.Add(broker.Retention)}
-	b := broker.Binding{InstanceID: instanceID, ID: bindingID, ServiceID: snap.Instance.ServiceID, PlanID: snap.Instance.PlanID,
+	b := broker.Binding{InstanceID: instanceID, ID: bindingID, BindingRequest: broker.BindingRequest{ServiceID: snap.Instance.ServiceID, PlanID: snap.Instance.PlanID},
 		State: broker.BindingReady, LastOp: op.ID,
 		Credentials: broker.Credentials{"password": password}, Version: 1, CreatedAt: now, UpdatedAt: now}
 	if err := s.CreateBinding(t.Context(), b, op, &broker.Settled{}); err != nil {

@@ -2,7 +2,6 @@ package broker
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -13,16 +12,12 @@ import (
 
 // BindDetails is a bind request.
 type BindDetails struct {
-	InstanceID           string
-	BindingID            string
-	ServiceID            string
-	PlanID               string
-	AppGUID              string
-	BindResource         json.RawMessage
-	Parameters           json.RawMessage
-	Context              json.RawMessage
-	PredecessorBindingID string
-	AcceptsIncomplete    bool
+	InstanceID string
+	BindingID  string
+	// BindingRequest is what the request says of the binding, which the
+	// binding keeps as it is (see BindingRequest).
+	BindingRequest
+	AcceptsIncomplete bool
 }
 
 // BindResult is the answer to a bind. Credentials are set only for a
@@ -36,17 +31,10 @@ type BindResult struct {
 	ExpiresAt, RenewBefore time.Time
 }
 
-// binding is the binding d describes: every attribute of the request the
-// binding keeps, and the fingerprint of the request. A new field of
-// BindDetails that the binding keeps is copied here (and into the stores'
-// binding records); the contract tests in internal/api and
-// fingerprint_test.go say where else it goes.
+// binding is the binding d describes: what the request says of it
+// (BindingRequest, which both embed), and the fingerprint of the request.
 func (d BindDetails) binding() Binding {
-	bd := Binding{
-		InstanceID: d.InstanceID, ID: d.BindingID, ServiceID: d.ServiceID, PlanID: d.PlanID,
-		AppGUID: d.AppGUID, BindResource: d.BindResource, Parameters: d.Parameters, Context: d.Context,
-		PredecessorID: d.PredecessorBindingID,
-	}
+	bd := Binding{InstanceID: d.InstanceID, ID: d.BindingID, BindingRequest: d.BindingRequest}
 	bd.Fingerprint = bd.requestFingerprint()
 	return bd
 }
@@ -74,7 +62,7 @@ func (b *Broker) Bind(ctx context.Context, d BindDetails) (BindResult, error) {
 	if !svc.PlanBindable(plan) {
 		return BindResult{}, b.refuseBind(ctx, d, Errorf(CodeBadRequest, "The service plan %s is not bindable.", plan.Name))
 	}
-	if d.PredecessorBindingID != "" {
+	if d.PredecessorID != "" {
 		if d, err = b.rotation(ctx, d, plan); err != nil {
 			return BindResult{}, b.refuseBind(ctx, d, err)
 		}
@@ -170,7 +158,7 @@ func (b *Broker) bindInMemory(ctx context.Context, d BindDetails, binding Bindin
 // bind_resource, app_guid and context where the request gives none
 // (platforms need not keep them).
 func (b *Broker) rotation(ctx context.Context, d BindDetails, plan *catalog.Plan) (BindDetails, error) {
-	pred := d.PredecessorBindingID
+	pred := d.PredecessorID
 	switch {
 	case !plan.BindingRotatable:
 		return d, Errorf(CodeBadRequest,

@@ -366,7 +366,7 @@ func TestBindSettledInMemory(t *testing.T) {
 func TestBindRotation(t *testing.T) {
 	rotate := func(plan, predecessor string) broker.BindDetails {
 		d := bindOf("i-1", "b-2", plan, false, "")
-		d.AppGUID, d.PredecessorBindingID = "", predecessor
+		d.AppGUID, d.PredecessorID = "", predecessor
 		return d
 	}
 	withPredecessor := func(plan string) func(h *harness) {

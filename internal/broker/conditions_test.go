@@ -15,7 +15,7 @@ func TestConditions(t *testing.T) {
 	bindOp := op
 	bindOp.BindingID = "b-1"
 	inst := broker.Instance{ID: "i-1"}
-	b := broker.Binding{InstanceID: "i-1", ID: "b-1", ServiceID: "svc-1", PlanID: "plan-1"}
+	b := broker.Binding{InstanceID: "i-1", ID: "b-1", BindingRequest: broker.BindingRequest{ServiceID: "svc-1", PlanID: "plan-1"}}
 	cases := []struct {
 		name string
 		got  broker.Expect

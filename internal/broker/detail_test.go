@@ -1,7 +1,6 @@
 package broker_test
 
 import (
-	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -86,60 +85,4 @@ func TestTheOperatorsDetailOfAFailure(t *testing.T) {
 			t.Fatalf("description %q, detail %q: want the error in the detail alone", got.Description, got.Detail)
 		}
 	})
-}
-
-// TestCaught: what the user and the operator see of an error a workflow
-// caught, as Failure.Cause encodes a permanent failure.
-func TestCaught(t *testing.T) {
-	generic := broker.FailureDescription("", "")
-	tests := []struct {
-		name, errName, cause, description, detail string
-	}{
-		{"a permanent failure with a detail gives both", "PermanentError", cause("The quota is exhausted.", "LimitExceeded: 100 buckets"),
-			"The quota is exhausted.", "LimitExceeded: 100 buckets"},
-		{"in a Lambda error document too", "PermanentError", `{"errorMessage":` + quote(cause("The quota is exhausted.", "LimitExceeded")) + `,"errorType":"PermanentError"}`,
-			"The quota is exhausted.", "LimitExceeded"},
-		{"a permanent failure without a detail is its description, as before details", "PermanentError", cause("The quota is exhausted.", ""),
-			"The quota is exhausted.", ""},
-		{"any other error is the operator's detail alone", "States.TaskFailed", "dial tcp 10.0.0.1:443: connection refused",
-			generic, "States.TaskFailed: dial tcp 10.0.0.1:443: connection refused"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			f := broker.Caught(tt.errName, tt.cause)
-			if f.Description != tt.description || f.Detail != tt.detail {
-				t.Fatalf("Caught(%q, %q) = %q, %q; want %q, %q", tt.errName, tt.cause, f.Description, f.Detail, tt.description, tt.detail)
-			}
-		})
-	}
-	t.Run("a failed update's flags travel with the description", func(t *testing.T) {
-		f := broker.Failure{Description: "Not rolled back.", InstanceUsable: broker.Bool(false), UpdateRepeatable: broker.Bool(true)}
-		got := broker.Caught("PermanentError", f.Cause())
-		if got.Description != f.Description || got.Detail != "" || got.InstanceUsable == nil || *got.InstanceUsable ||
-			got.UpdateRepeatable == nil || !*got.UpdateRepeatable {
-			t.Fatalf("Caught(%q) = %+v", f.Cause(), got)
-		}
-	})
-	t.Run("a description that is a JSON object (a user's, through the demo driver) cannot pass for a detail or flags", func(t *testing.T) {
-		f := broker.Failure{Description: `{"description":"x","detail":"y","instance_usable":false}`}
-		got := broker.Caught("PermanentError", f.Cause())
-		if got.Description != f.Description || got.Detail != "" || got.InstanceUsable != nil {
-			t.Fatalf("Caught(%q) = %+v, want the description as it was", f.Cause(), got)
-		}
-	})
-	if got := cause("d", strings.Repeat("x", 3*broker.MaxDetail)); len(got) > broker.MaxDetail+100 {
-		t.Errorf("a cause of %d bytes, want the detail capped", len(got))
-	}
-}
-
-// cause is the cause of a workflow's error for a permanent failure with
-// this description and detail (Failure.Cause).
-func cause(description, detail string) string {
-	return (&broker.Failure{Description: description, Detail: detail}).Cause()
-}
-
-// quote is s as a JSON string.
-func quote(s string) string {
-	data, _ := json.Marshal(s)
-	return string(data)
 }

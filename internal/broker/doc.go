@@ -17,8 +17,9 @@
 // ProvisionResult); none of them is an HTTP body, and none carries JSON
 // tags for one: the bodies are internal/api's. A request's fields reach
 // the domain in one place each: a provision's are an InstanceRequest, which
-// ProvisionDetails and Instance both embed; an update's and a bind's are
-// copied in UpdateDetails.target and BindDetails.binding. Which of them make two
+// ProvisionDetails and Instance both embed; a bind's a BindingRequest, which
+// BindDetails and Binding both embed; an update's are copied in
+// UpdateDetails.target. Which of them make two
 // requests "identical" is said once, in the requestFingerprint of
 // Instance, Target and Binding; fingerprint_test.go fails for a details
 // field that is neither hashed nor listed as left out.

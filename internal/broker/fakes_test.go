@@ -650,8 +650,8 @@ func deprovisionOf(id, plan string, acceptsIncomplete bool) broker.DeprovisionDe
 }
 
 func bindOf(id, bindingID, plan string, acceptsIncomplete bool, params string) broker.BindDetails {
-	d := broker.BindDetails{InstanceID: id, BindingID: bindingID, ServiceID: serviceID, PlanID: plan,
-		AppGUID: "app-1", AcceptsIncomplete: acceptsIncomplete}
+	d := broker.BindDetails{InstanceID: id, BindingID: bindingID, BindingRequest: broker.BindingRequest{ServiceID: serviceID, PlanID: plan,
+		AppGUID: "app-1"}, AcceptsIncomplete: acceptsIncomplete}
 	if params != "" {
 		d.Parameters = json.RawMessage(params)
 	}

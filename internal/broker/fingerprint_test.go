@@ -67,7 +67,7 @@ var fingerprintCases = []fingerprintCase{
 			"Context":           "a platform may send a new context for the same binding",
 			"AcceptsIncomplete": "it is the client's ability, not the binding's attribute",
 		},
-		where: "copy it onto Binding in BindDetails.binding (bind.go) and hash it in Binding.requestFingerprint (service.go)",
+		where: "hash it in Binding.requestFingerprint (service.go; a field of BindingRequest is on the Binding already, another one is copied there in BindDetails.binding, bind.go)",
 	},
 }
 
@@ -80,8 +80,8 @@ func TestEveryRequestFieldIsInItsFingerprintOrListedAsLeftOut(t *testing.T) {
 					t.Errorf("%s.%s is listed as left out of the fingerprint but is no field of it: was it renamed?", typ.Name(), name)
 				}
 			}
-			// The fields, with those of an embedded struct (InstanceRequest)
-			// in its place.
+			// The fields, with those of an embedded struct (InstanceRequest,
+			// BindingRequest) in its place.
 			var fields []reflect.StructField
 			for _, f := range reflect.VisibleFields(typ) {
 				if !f.Anonymous {
@@ -164,8 +164,8 @@ func TestFingerprintsKeepTheirStoredValues(t *testing.T) {
 			Parameters: json.RawMessage(`{"b":[1,2], "a":1}`), MaintenanceInfo: mi}}.requestFingerprint(),
 		"update": Target{PlanID: "plan-2", Parameters: json.RawMessage(`{"a":1}`),
 			Context: json.RawMessage(`{"platform":"cf"}`), MaintenanceInfo: mi}.requestFingerprint(),
-		"bind": Binding{ServiceID: "svc", PlanID: "plan", AppGUID: "app", BindResource: json.RawMessage(`{"app_guid":"app"}`),
-			Parameters: json.RawMessage(`{"a":1}`), PredecessorID: "pred"}.requestFingerprint(),
+		"bind": Binding{BindingRequest: BindingRequest{ServiceID: "svc", PlanID: "plan", AppGUID: "app", BindResource: json.RawMessage(`{"app_guid":"app"}`),
+			Parameters: json.RawMessage(`{"a":1}`), PredecessorID: "pred"}}.requestFingerprint(),
 	}
 	want := map[string]string{
 		"instance": "89679c399f85deaa9c8584c9c9c8950bdc613c6685a1b26683039c6217c0bbe4",

@@ -71,10 +71,11 @@ type flight struct {
 	pending RecordChanges
 }
 
-// Progress of a Task: whether the change is done, and when to look again.
+// TaskProgress is how a workflow's change goes: whether it is done, and
+// when to look again (in seconds). Package steps gives it to the workflow.
 type TaskProgress struct {
-	Done       bool `json:"done"`
-	RetryAfter int  `json:"retry_after"`
+	Done       bool
+	RetryAfter int
 }
 
 // waitFor is the progress of a change not done yet: look again after d.
@@ -351,7 +352,7 @@ func (b *Broker) runSync(ctx context.Context, op Operation, snap Snapshot) (Fini
 	}
 	var failure *Failure
 	var de *driverError
-	recorded := Failure{Description: FailureDescription("", ""), Detail: err.Error()}
+	recorded := Failure{Description: GenericFailure, Detail: err.Error()}
 	switch {
 	case errors.As(err, &failure):
 		recorded = *failure
@@ -387,7 +388,7 @@ func (b *Broker) runSync(ctx context.Context, op Operation, snap Snapshot) (Fini
 // abandon records the failure of a synchronous operation that its request
 // cannot run, and returns err.
 func (b *Broker) abandon(ctx context.Context, op Operation, err error) error {
-	if rerr := b.RecordFailure(context.WithoutCancel(ctx), op.InstanceID, op.ID, FailureDescription("", "")); rerr != nil {
+	if rerr := b.RecordFailure(context.WithoutCancel(ctx), op.InstanceID, op.ID, GenericFailure); rerr != nil {
 		return fmt.Errorf("%w (and recording the failure: %w)", err, rerr)
 	}
 	return err

@@ -380,72 +380,10 @@ func repeatsString(s string, v any) bool {
 	return false
 }
 
-// FailureDescription turns an error a workflow caught into the description
-// the user sees (Caught).
-func FailureDescription(name, cause string) string {
-	return Caught(name, cause).Description
-}
-
-// Caught turns an error a workflow caught, by its name and cause, into the
-// failure it records: the description the user sees, the detail the
-// operator sees (Operation.Detail), and what the driver said of the
-// instance (Failure.InstanceUsable, Failure.UpdateRepeatable). Only a
-// driver's permanent failure is shown as it is, as Failure.Cause encoded
-// it; anything else is summarised for the user, so internals do not reach
-// the platform, and given to the operator as it is.
-func Caught(name, cause string) Failure {
-	var lambdaErr struct {
-		ErrorMessage string `json:"errorMessage"`
-	}
-	if json.Unmarshal([]byte(cause), &lambdaErr) == nil && lambdaErr.ErrorMessage != "" {
-		cause = lambdaErr.ErrorMessage
-	}
-	const generic = "The operation failed because the service could not complete it; try again later."
-	switch name {
-	case "PermanentError":
-		var f failureCause
-		if json.Unmarshal([]byte(cause), &f) == nil && f.Description != "" {
-			return Failure(f)
-		}
-		if cause != "" {
-			return Failure{Description: cause}
-		}
-	case "States.Timeout":
-		return Failure{Description: "The operation timed out; try again later.", Detail: clipDetail(strings.TrimSpace(name + ": " + cause))}
-	}
-	if name == "" && cause == "" {
-		return Failure{Description: generic}
-	}
-	return Failure{Description: generic, Detail: clipDetail(strings.TrimSpace(name + ": " + cause))}
-}
-
-// failureCause is a permanent failure with a detail or flags, as the cause
-// of the workflow's error carries it.
-type failureCause struct {
-	Description      string `json:"description"`
-	Detail           string `json:"detail,omitempty"`
-	InstanceUsable   *bool  `json:"instance_usable,omitempty"`
-	UpdateRepeatable *bool  `json:"update_repeatable,omitempty"`
-}
-
-// Cause is the cause of a workflow's error for the permanent failure f
-// (Caught reads it): its description as it is when that is all there is
-// (as causes were before details), else all of f in one JSON object, the
-// detail capped at MaxDetail. A description that is itself a JSON object
-// (a demo driver's fail_description is the user's) is encoded too, so that
-// it cannot pass for a detail or flags.
-func (f *Failure) Cause() string {
-	if f.Detail == "" && f.InstanceUsable == nil && f.UpdateRepeatable == nil &&
-		!strings.HasPrefix(strings.TrimSpace(f.Description), "{") {
-		return f.Description
-	}
-	data, err := json.Marshal(failureCause{Description: f.Description, Detail: clipDetail(f.Detail),
-		InstanceUsable: f.InstanceUsable, UpdateRepeatable: f.UpdateRepeatable})
-	if err != nil {
-		return f.Description
-	}
-	return string(data)
-}
+// GenericFailure is the description of a failure that the user is told
+// nothing more of, so that internals do not reach the platform: the
+// operator finds its cause in the operation's detail.
+const GenericFailure = "The operation failed because the service could not complete it; try again later."
 
 // MaxDetail bounds an operator's detail, in bytes: a CloudFormation reason
 // is a few hundred; the bound keeps a workflow's error cause (at most
@@ -466,11 +404,11 @@ func OperatorDetail(detail string, params ...json.RawMessage) string {
 	if RepeatsParameter(detail, params...) {
 		return withheldDetail
 	}
-	return clipDetail(detail)
+	return ClipDetail(detail)
 }
 
-// clipDetail caps s at MaxDetail bytes, at a character's boundary.
-func clipDetail(s string) string {
+// ClipDetail caps s at MaxDetail bytes, at a character's boundary.
+func ClipDetail(s string) string {
 	if len(s) <= MaxDetail {
 		return s
 	}

@@ -106,7 +106,7 @@ func TestBindNamesTheInstancesOfferingAndPlan(t *testing.T) {
 				h.ready("i-1", planLarge)
 				h.bound("i-1", "b-1", planLarge)
 			},
-			req:  asOther(bindOf("i-1", "b-2", planSync, false, ""), func(d *broker.BindDetails) { d.PredecessorBindingID = "b-1" }),
+			req:  asOther(bindOf("i-1", "b-2", planSync, false, ""), func(d *broker.BindDetails) { d.PredecessorID = "b-1" }),
 			code: broker.CodeBadRequest,
 			then: func(t *testing.T, h *harness, _ broker.BindResult) {
 				wantMismatch(t, h, h.err, planLarge, planSync)

@@ -3,7 +3,6 @@ package broker_test
 import (
 	"errors"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -280,32 +279,6 @@ func TestTasks(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			tt.test(t, newHarness(t))
-		})
-	}
-}
-
-// TestFailureDescription: what the user sees of an error a workflow
-// caught. Only a driver's permanent failure is shown as it is.
-func TestFailureDescription(t *testing.T) {
-	generic := broker.FailureDescription("", "")
-	tests := []struct {
-		name, errName, cause, want string
-	}{
-		{"a permanent failure is shown as the driver wrote it", "PermanentError", "The quota is exhausted.", "The quota is exhausted."},
-		{"a permanent failure in a Lambda error document is unwrapped", "PermanentError", `{"errorMessage":"The quota is exhausted.","errorType":"Failure"}`, "The quota is exhausted."},
-		{"a permanent failure with no description is summarised", "PermanentError", "", generic},
-		{"a timeout says so", "States.Timeout", "", "The operation timed out; try again later."},
-		{"any other error is summarised, its cause never shown", "States.TaskFailed", "dial tcp 10.0.0.1:443: connection refused", generic},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got := broker.FailureDescription(tt.errName, tt.cause)
-			if got != tt.want {
-				t.Fatalf("FailureDescription(%q, %q) = %q, want %q", tt.errName, tt.cause, got, tt.want)
-			}
-			if strings.Contains(got, "10.0.0.1") {
-				t.Fatalf("%q shows an internal cause", got)
-			}
 		})
 	}
 }

@@ -185,7 +185,7 @@ func TestStoreRecordsOperations(t *testing.T) {
 	updating.State, updating.Op, updating.LastOp, updating.Version = broker.InstanceUpdating, upd.ID, upd.ID, 3
 	bind := operation("op-bind", broker.KindBind, "plan-small")
 	bind.BindingID = "b-1"
-	binding := broker.Binding{InstanceID: "i-1", ID: "b-1", ServiceID: inst.ServiceID, PlanID: "plan-small", State: broker.BindingCreating,
+	binding := broker.Binding{InstanceID: "i-1", ID: "b-1", BindingRequest: broker.BindingRequest{ServiceID: inst.ServiceID, PlanID: "plan-small"}, State: broker.BindingCreating,
 		Op: bind.ID, LastOp: bind.ID, Version: 1, CreatedAt: stamp, UpdatedAt: stamp}
 	unbind := operation("op-unbind", broker.KindUnbind, "plan-small")
 	unbind.BindingID = "b-1"

@@ -32,8 +32,8 @@ func createInClear(t *testing.T, inner broker.Store, id, plan string, params jso
 	}
 	bind := broker.Operation{ID: "bind-" + id, InstanceID: id, BindingID: "b-1", Kind: broker.KindBind, State: broker.OperationSucceeded,
 		Fingerprint: "fp-bind-" + id, PlanID: plan, CreatedAt: now, UpdatedAt: now, FinishedAt: now, ExpiresAt: now.Add(broker.Retention)}
-	b := broker.Binding{InstanceID: id, ID: "b-1", ServiceID: "s", PlanID: plan, State: broker.BindingReady, LastOp: bind.ID,
-		Parameters: params, Fingerprint: "fp-b-" + id, Version: 1, CreatedAt: now, UpdatedAt: now}
+	b := broker.Binding{InstanceID: id, ID: "b-1", BindingRequest: broker.BindingRequest{ServiceID: "s", PlanID: plan, Parameters: params},
+		State: broker.BindingReady, LastOp: bind.ID, Fingerprint: "fp-b-" + id, Version: 1, CreatedAt: now, UpdatedAt: now}
 	if err := inner.CreateBinding(ctx, b, bind, &broker.Settled{InstanceVersion: 1}); err != nil {
 		t.Fatal(err)
 	}

@@ -29,7 +29,7 @@ func storeWithEveryKindOfSecret(t *testing.T, s *Store, inner broker.Store) {
 			PlanID: "p", OperationID: "op", State: broker.DetachedPending, CreatedAt: now, UpdatedAt: now})
 	op := broker.Operation{ID: "bind-old", InstanceID: "i-1", BindingID: "b-old", Kind: broker.KindBind, State: broker.OperationSucceeded,
 		CreatedAt: now, UpdatedAt: now, FinishedAt: now, ExpiresAt: now.Add(broker.Retention)}
-	old := broker.Binding{InstanceID: "i-1", ID: "b-old", ServiceID: "s", PlanID: "p", State: broker.BindingReady, LastOp: op.ID,
+	old := broker.Binding{InstanceID: "i-1", ID: "b-old", BindingRequest: broker.BindingRequest{ServiceID: "s", PlanID: "p"}, State: broker.BindingReady, LastOp: op.ID,
 		Credentials: broker.Credentials{"password": "stored-before-sealing"}, Version: 2, CreatedAt: now, UpdatedAt: now}
 	if err := inner.CreateBinding(ctx, old, op, &broker.Settled{}); err != nil {
 		t.Fatal(err)

@@ -76,8 +76,8 @@ func TestSensitiveParametersAreStoredSealed(t *testing.T) {
 		}
 		bind := broker.Operation{ID: "bind-" + plan, InstanceID: id, BindingID: "b-1", Kind: broker.KindBind, State: broker.OperationSucceeded,
 			PlanID: plan, CreatedAt: now, UpdatedAt: now, FinishedAt: now, ExpiresAt: now.Add(broker.Retention)}
-		b := broker.Binding{InstanceID: id, ID: "b-1", ServiceID: "s", PlanID: plan, State: broker.BindingReady, LastOp: bind.ID,
-			Parameters: params, Version: 1, CreatedAt: now, UpdatedAt: now}
+		b := broker.Binding{InstanceID: id, ID: "b-1", BindingRequest: broker.BindingRequest{ServiceID: "s", PlanID: plan, Parameters: params},
+			State: broker.BindingReady, LastOp: bind.ID, Version: 1, CreatedAt: now, UpdatedAt: now}
 		if err := s.CreateBinding(ctx, b, bind, &broker.Settled{InstanceVersion: 1}); err != nil {
 			t.Fatal(err)
 		}
@@ -157,7 +157,7 @@ func bindWithSecrets(t *testing.T, s broker.Store) broker.Binding {
 	}
 	bind := broker.Operation{ID: "bind", InstanceID: "i-1", BindingID: "b-1", Kind: broker.KindBind, State: broker.OperationSucceeded,
 		CreatedAt: now, UpdatedAt: now, FinishedAt: now, ExpiresAt: now.Add(broker.Retention)}
-	b := broker.Binding{InstanceID: "i-1", ID: "b-1", ServiceID: "s", PlanID: "p", State: broker.BindingReady, LastOp: "bind",
+	b := broker.Binding{InstanceID: "i-1", ID: "b-1", BindingRequest: broker.BindingRequest{ServiceID: "s", PlanID: "p"}, State: broker.BindingReady, LastOp: "bind",
 		Credentials: broker.Credentials{"username": "u", "password": password}, Version: 2, CreatedAt: now, UpdatedAt: now}
 	if err := s.CreateBinding(ctx, b, bind, &broker.Settled{InstanceVersion: 1}); err != nil {
 		t.Fatal(err)

@@ -50,7 +50,7 @@ func checkPlantedValuesAreRefused(t *testing.T, inner rawStore, sealer Sealer) {
 	now := time.Now().UTC()
 	op := broker.Operation{ID: "bind-planted", InstanceID: "i-1", BindingID: "b-planted", Kind: broker.KindBind, State: broker.OperationSucceeded,
 		CreatedAt: now, UpdatedAt: now, FinishedAt: now, ExpiresAt: now.Add(broker.Retention)}
-	planted := broker.Binding{InstanceID: "i-1", ID: "b-planted", ServiceID: "s", PlanID: "p", State: broker.BindingReady, LastOp: op.ID,
+	planted := broker.Binding{InstanceID: "i-1", ID: "b-planted", BindingRequest: broker.BindingRequest{ServiceID: "s", PlanID: "p"}, State: broker.BindingReady, LastOp: op.ID,
 		Credentials: broker.Credentials{"password": plantedSecret}, Version: 1, CreatedAt: now, UpdatedAt: now}
 	if err := inner.CreateBinding(ctx, planted, op, &broker.Settled{}); err != nil {
 		t.Fatal(err)
@@ -170,7 +170,7 @@ func TestTheModeIsReadOnlyForAValueInClear(t *testing.T) {
 	if _, err := NewStore(inner, sealer).Reseal(ctx); err != nil {
 		t.Fatal(err)
 	}
-	plant := broker.Binding{InstanceID: "i-1", ID: "b-planted", ServiceID: "s", PlanID: "p", State: broker.BindingReady,
+	plant := broker.Binding{InstanceID: "i-1", ID: "b-planted", BindingRequest: broker.BindingRequest{ServiceID: "s", PlanID: "p"}, State: broker.BindingReady,
 		Credentials: broker.Credentials{"password": plantedSecret}, Version: 1, CreatedAt: now, UpdatedAt: now}
 	op := broker.Operation{ID: "bind-planted", InstanceID: "i-1", BindingID: "b-planted", Kind: broker.KindBind, State: broker.OperationSucceeded,
 		CreatedAt: now, UpdatedAt: now, FinishedAt: now, ExpiresAt: now.Add(broker.Retention)}
@@ -241,7 +241,7 @@ func TestSealedOnlyRefusesValuesInClearWhateverTheStoreSays(t *testing.T) {
 	t.Run("SealedOnly refuses credentials in clear", func(t *testing.T) {
 		op := broker.Operation{ID: "bind-planted", InstanceID: "i-o", BindingID: "b-planted", Kind: broker.KindBind, State: broker.OperationSucceeded,
 			CreatedAt: now, UpdatedAt: now, FinishedAt: now, ExpiresAt: now.Add(broker.Retention)}
-		b := broker.Binding{InstanceID: "i-o", ID: "b-planted", ServiceID: "s", PlanID: "other", State: broker.BindingReady, LastOp: op.ID,
+		b := broker.Binding{InstanceID: "i-o", ID: "b-planted", BindingRequest: broker.BindingRequest{ServiceID: "s", PlanID: "other"}, State: broker.BindingReady, LastOp: op.ID,
 			Credentials: broker.Credentials{"password": plantedSecret}, Version: 1, CreatedAt: now, UpdatedAt: now}
 		if err := inner.CreateBinding(ctx, b, op, &broker.Settled{InstanceVersion: 2}); err != nil {
 			t.Fatal(err)

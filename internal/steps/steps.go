@@ -1,20 +1,27 @@
-// Package steps is the adapter between the Task states of statemachines/
-// and the broker, as package api is for HTTP: it decodes a Task's payload,
+// Package steps is to the Task payloads of statemachines/ what package api
+// is to HTTP: the one adapter between Step Functions (or the local engine,
+// which runs the same files) and the broker. It decodes each payload once,
 // runs the broker's step for it (begin a change, check it, finish it,
-// record its failure; delete a detached resource) and sorts its error into
-// the names the state machines' Retry and Catch match. The local engine
-// calls Handle in-process; the worker Lambda calls Run. The broker owns what
-// each step does, and every step is idempotent: running it twice has the
-// effect of running it once, which Task retries and re-started executions
-// depend on.
+// record its failure; delete a detached resource; run the reaper), encodes
+// the step's result, and sorts its error into the names the state
+// machines' Retry and Catch match (TransientError, PermanentError); it
+// reads a caught error back into the failure it records (Caught). The local
+// engine calls Handle in-process; the worker Lambda calls Lambda. The broker
+// owns what each step does, and every step is idempotent: running it twice
+// has the effect of running it once, which Task retries and re-started
+// executions depend on.
+//
+// A step is one entry of the table in New: its name, what its payload must
+// name, and the broker's call.
 package steps
 
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
+
+	"github.com/aws/aws-lambda-go/lambdacontext"
 
 	"github.com/serverless-osb/broker/internal/broker"
 	"github.com/serverless-osb/broker/internal/logging"
@@ -31,6 +38,10 @@ const (
 	StepCleanupDelete  = "cleanup_delete"
 	StepCleanupDeleted = "cleanup_deleted"
 	StepCleanupGaveUp  = "cleanup_gave_up"
+
+	// StepReap runs the reaper, as the EventBridge Scheduler schedule asks
+	// the worker: {"step":"reap"}.
+	StepReap = "reap"
 )
 
 // Payload is the input of a Task.
@@ -40,7 +51,8 @@ type Payload struct {
 	InstanceID  string `json:"instance_id,omitempty"`
 	// DetachedID names the detached resource of a cleanup step.
 	DetachedID string `json:"detached_id,omitempty"`
-	// Error and Cause are the caught error, for record_failure.
+	// Error and Cause are the caught error, for record_failure and
+	// cleanup_gave_up (Caught reads them).
 	Error string `json:"error,omitempty"`
 	Cause string `json:"cause,omitempty"`
 }
@@ -58,102 +70,158 @@ func (p Payload) LogAttrs() []slog.Attr {
 	return attrs
 }
 
-// Progress is the output of begin and check.
-type Progress = broker.TaskProgress
-
-// TransientError is a failure worth retrying; the state machine's Retry
-// matches its name.
-type TransientError struct{ Err error }
-
-func (e *TransientError) Error() string     { return e.Err.Error() }
-func (e *TransientError) Unwrap() error     { return e.Err }
-func (e *TransientError) ErrorName() string { return "TransientError" }
-
-// PermanentError is a failure that retrying cannot fix; the state machine's
-// Catch records it. Its message is the description the user sees and the
-// detail the operator sees, as broker.Failure.Cause encodes them, which
-// record_failure decodes (broker.Caught).
-type PermanentError struct {
-	Description, Detail string
-	// InstanceUsable and UpdateRepeatable: what the driver said of the
-	// instance after a failed update (broker.Failure).
-	InstanceUsable, UpdateRepeatable *bool
+// Progress is the output of begin, check and cleanup_delete, which the
+// workflows' Choice and Wait states read.
+type Progress struct {
+	Done       bool `json:"done"`
+	RetryAfter int  `json:"retry_after"`
 }
-
-func (e *PermanentError) Error() string {
-	return (&broker.Failure{Description: e.Description, Detail: e.Detail,
-		InstanceUsable: e.InstanceUsable, UpdateRepeatable: e.UpdateRepeatable}).Cause()
-}
-func (e *PermanentError) ErrorName() string { return "PermanentError" }
 
 // Steps runs the Tasks of the workflows on a Broker, which owns what each
-// does; Steps decodes their payloads and sorts their errors for the state
-// machines' Retry and Catch.
+// does.
 type Steps struct {
 	Broker *broker.Broker
+	// Reaped, when set, makes the reap step available and receives the
+	// report of each run (the reaper's metrics). The worker sets it when it
+	// has the workflows' state machines, which the reaper restarts; the
+	// local broker runs its reaper on a ticker instead.
+	Reaped func(broker.ReapReport)
+
+	steps map[string]step
+}
+
+// step is one Task: what its payload must name, and the broker's call,
+// whose result becomes the Task's output.
+type step struct {
+	needs needs
+	run   func(ctx context.Context, s *Steps, p Payload) (any, error)
+}
+
+// needs is what a step's payload must name.
+type needs int
+
+const (
+	needsOperation needs = iota // operation_id and instance_id
+	needsDetached               // detached_id
+	needsNothing
+)
+
+// lacks says what p lacks for a step that needs n, or "" when nothing.
+func (n needs) lacks(p Payload) string {
+	switch {
+	case n == needsOperation && (p.OperationID == "" || p.InstanceID == ""):
+		return "task payload lacks operation_id or instance_id"
+	case n == needsDetached && p.DetachedID == "":
+		return "task payload lacks detached_id"
+	}
+	return ""
 }
 
 // New returns the Steps of b.
-func New(b *broker.Broker) *Steps { return &Steps{Broker: b} }
-
-// Handle runs one Task: it decodes the payload, runs the step and encodes
-// its result. Errors are *TransientError or *PermanentError.
-func (s *Steps) Handle(ctx context.Context, payload json.RawMessage) (json.RawMessage, error) {
-	var p Payload
-	if err := json.Unmarshal(payload, &p); err != nil {
-		return nil, &PermanentError{Description: fmt.Sprintf("malformed task payload: %v", err)}
-	}
-	return s.Run(ctx, p)
+func New(b *broker.Broker) *Steps {
+	return &Steps{Broker: b, steps: map[string]step{
+		StepBegin: {needsOperation, func(ctx context.Context, s *Steps, p Payload) (any, error) {
+			return progress(s.Broker.BeginTask(ctx, p.InstanceID, p.OperationID))
+		}},
+		StepCheck: {needsOperation, func(ctx context.Context, s *Steps, p Payload) (any, error) {
+			return progress(s.Broker.CheckTask(ctx, p.InstanceID, p.OperationID))
+		}},
+		StepFinish: {needsOperation, func(ctx context.Context, s *Steps, p Payload) (any, error) {
+			return nothing(s.Broker.FinishTask(ctx, p.InstanceID, p.OperationID))
+		}},
+		StepRecordFailure: {needsOperation, func(ctx context.Context, s *Steps, p Payload) (any, error) {
+			return nothing(s.Broker.RecordFailed(ctx, p.InstanceID, p.OperationID, Caught(p.Error, p.Cause)))
+		}},
+		StepCleanupDelete: {needsDetached, func(ctx context.Context, s *Steps, p Payload) (any, error) {
+			return progress(s.Broker.CleanupDeleteTask(ctx, p.DetachedID))
+		}},
+		StepCleanupDeleted: {needsDetached, func(ctx context.Context, s *Steps, p Payload) (any, error) {
+			return nothing(s.Broker.CleanupDeletedTask(ctx, p.DetachedID))
+		}},
+		StepCleanupGaveUp: {needsDetached, func(ctx context.Context, s *Steps, p Payload) (any, error) {
+			f := Caught(p.Error, p.Cause)
+			return nothing(s.Broker.CleanupGaveUpTask(ctx, p.DetachedID, f.Description, f.Detail))
+		}},
+		StepReap: {needsNothing, func(ctx context.Context, s *Steps, _ Payload) (any, error) {
+			return s.reap(ctx)
+		}},
+	}}
 }
 
-// Run runs the Task p names.
-func (s *Steps) Run(ctx context.Context, p Payload) (json.RawMessage, error) {
+// progress is the output of a step that reports how its change goes.
+func progress(p broker.TaskProgress, err error) (any, error) { return Progress(p), err }
+
+// nothing is the output of a step that has none: {}.
+func nothing(err error) (any, error) { return struct{}{}, err }
+
+// reap runs the reaper and reports what it did, even when it failed on
+// some of the operations and resources it looked at.
+func (s *Steps) reap(ctx context.Context) (any, error) {
+	rep, err := s.Broker.Reap(ctx)
+	s.Reaped(rep)
+	s.Broker.Logger.InfoContext(ctx, "reaper ran", "report", fmt.Sprintf("%+v", rep))
+	if err != nil {
+		// Whatever its errors are, the next run repairs what this one left.
+		return nil, &TransientError{Err: err}
+	}
+	return rep, nil
+}
+
+// Handle runs one Task for the local engine: it decodes the payload, runs
+// the step and encodes its result. Errors are *TransientError or
+// *PermanentError.
+func (s *Steps) Handle(ctx context.Context, payload json.RawMessage) (json.RawMessage, error) {
+	return s.handle(ctx, payload, false)
+}
+
+// Lambda is the worker function's handler: Handle, with the Lambda request
+// id on every log line and a line for each failed step.
+//
+// aws-lambda-go names a function error after its Go type (a pointer's
+// element type), and Step Functions matches Retry and Catch on that name,
+// which is why every error leaves bare (classify).
+func (s *Steps) Lambda(ctx context.Context, payload json.RawMessage) (json.RawMessage, error) {
+	if lc, ok := lambdacontext.FromContext(ctx); ok && lc.AwsRequestID != "" {
+		ctx = logging.With(ctx, slog.String("aws_request_id", lc.AwsRequestID))
+	}
+	return s.handle(ctx, payload, true)
+}
+
+func (s *Steps) handle(ctx context.Context, payload json.RawMessage, logFailure bool) (json.RawMessage, error) {
+	var p Payload
+	if err := json.Unmarshal(payload, &p); err != nil {
+		return nil, &PermanentError{broker.Failure{Description: fmt.Sprintf("malformed task payload: %v", err)}}
+	}
 	ctx = logging.With(ctx, p.LogAttrs()...)
-	switch p.Step {
-	case StepBegin, StepCheck, StepFinish, StepRecordFailure:
-		if p.OperationID == "" || p.InstanceID == "" {
-			return nil, &PermanentError{Description: "task payload lacks operation_id or instance_id"}
+	out, err := s.run(ctx, p)
+	if err != nil && logFailure {
+		if _, ok := err.(*PermanentError); ok {
+			// Its message is the description the user sees, which may repeat
+			// request input; record_failure logs it when it does not.
+			s.Broker.Logger.WarnContext(ctx, "step failed", "error_type", errorName(err))
+		} else {
+			s.Broker.Logger.WarnContext(ctx, "step failed", "error_type", errorName(err), "error", err.Error())
 		}
-	case StepCleanupDelete, StepCleanupDeleted, StepCleanupGaveUp:
-		if p.DetachedID == "" {
-			return nil, &PermanentError{Description: "task payload lacks detached_id"}
-		}
-	default:
-		return nil, &PermanentError{Description: fmt.Sprintf("unknown step %q", p.Step)}
 	}
-	b := s.Broker
-	var out any = struct{}{}
-	var err error
-	switch p.Step {
-	case StepBegin:
-		out, err = b.BeginTask(ctx, p.InstanceID, p.OperationID)
-	case StepCheck:
-		out, err = b.CheckTask(ctx, p.InstanceID, p.OperationID)
-	case StepFinish:
-		err = b.FinishTask(ctx, p.InstanceID, p.OperationID)
-	case StepRecordFailure:
-		err = b.RecordFailed(ctx, p.InstanceID, p.OperationID, broker.Caught(p.Error, p.Cause))
-	case StepCleanupDelete:
-		out, err = b.CleanupDeleteTask(ctx, p.DetachedID)
-	case StepCleanupDeleted:
-		err = b.CleanupDeletedTask(ctx, p.DetachedID)
-	case StepCleanupGaveUp:
-		f := broker.Caught(p.Error, p.Cause)
-		err = b.CleanupGaveUpTask(ctx, p.DetachedID, f.Description, f.Detail)
+	return out, err
+}
+
+// Run runs the Task p names. Errors are *TransientError or *PermanentError.
+func (s *Steps) Run(ctx context.Context, p Payload) (json.RawMessage, error) {
+	return s.run(logging.With(ctx, p.LogAttrs()...), p)
+}
+
+func (s *Steps) run(ctx context.Context, p Payload) (json.RawMessage, error) {
+	st, ok := s.steps[p.Step]
+	if !ok || p.Step == StepReap && s.Reaped == nil {
+		return nil, &PermanentError{broker.Failure{Description: fmt.Sprintf("unknown step %q", p.Step)}}
 	}
+	if lacks := st.needs.lacks(p); lacks != "" {
+		return nil, &PermanentError{broker.Failure{Description: lacks}}
+	}
+	out, err := st.run(ctx, s, p)
 	if err != nil {
 		return nil, classify(err)
 	}
 	return json.Marshal(out)
-}
-
-// classify sorts a step's error: a driver's permanent failure is caught and
-// recorded by the workflow; anything else is retried.
-func classify(err error) error {
-	var f *broker.Failure
-	if errors.As(err, &f) {
-		return &PermanentError{Description: f.Description, Detail: f.Detail,
-			InstanceUsable: f.InstanceUsable, UpdateRepeatable: f.UpdateRepeatable}
-	}
-	return &TransientError{Err: err}
 }

@@ -101,7 +101,7 @@ func (h *harness) change(kind broker.OperationKind, opID string) broker.Change {
 	}
 	if kind.IsBinding() {
 		c.Operation.BindingID = bindingID
-		c.Binding = &broker.Binding{InstanceID: instanceID, ID: bindingID, AppGUID: "app-1"}
+		c.Binding = &broker.Binding{InstanceID: instanceID, ID: bindingID, BindingRequest: broker.BindingRequest{AppGUID: "app-1"}}
 	}
 	return c
 }

@@ -67,7 +67,7 @@ func TestServicesInMoto(t *testing.T) {
 					Instance: inst, Plan: &catalog.Plan{ID: inst.PlanID, Name: "standard"}, Settings: settings}
 				if kind.IsBinding() {
 					c.Operation.BindingID = "binding-1"
-					c.Binding = &broker.Binding{InstanceID: inst.ID, ID: "binding-1", AppGUID: "app-1", Parameters: json.RawMessage(svc.bindParams)}
+					c.Binding = &broker.Binding{InstanceID: inst.ID, ID: "binding-1", BindingRequest: broker.BindingRequest{AppGUID: "app-1", Parameters: json.RawMessage(svc.bindParams)}}
 				}
 				return c
 			}

@@ -42,7 +42,7 @@ func change(kind broker.OperationKind, opID string, async bool, params string) b
 		Instance:  broker.Instance{ID: "i", InstanceRequest: broker.InstanceRequest{Parameters: json.RawMessage(params)}},
 	}
 	if kind.IsBinding() {
-		c.Binding = &broker.Binding{InstanceID: "i", ID: "b", Parameters: json.RawMessage(params)}
+		c.Binding = &broker.Binding{InstanceID: "i", ID: "b", BindingRequest: broker.BindingRequest{Parameters: json.RawMessage(params)}}
 	}
 	return c
 }

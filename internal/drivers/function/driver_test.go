@@ -83,7 +83,7 @@ func (f *fixture) change(kind broker.OperationKind, opID string, async bool, par
 		c.Operation.Target = &broker.Target{Parameters: json.RawMessage(params)}
 	case broker.KindBind, broker.KindUnbind:
 		c.Operation.BindingID = "b-1"
-		c.Binding = &broker.Binding{InstanceID: "i-1", ID: "b-1", AppGUID: "app-1", Parameters: json.RawMessage(params)}
+		c.Binding = &broker.Binding{InstanceID: "i-1", ID: "b-1", BindingRequest: broker.BindingRequest{AppGUID: "app-1", Parameters: json.RawMessage(params)}}
 	}
 	return c
 }

@@ -200,9 +200,10 @@ func newBindingItem(b broker.Binding) bindingItem {
 
 func (it bindingItem) binding() broker.Binding {
 	b := broker.Binding{
-		InstanceID: it.InstanceID, ID: it.ID, ServiceID: it.ServiceID, PlanID: it.PlanID, AppGUID: it.AppGUID,
-		BindResource: it.BindResource, Parameters: it.Parameters, Context: it.Context,
-		State: broker.BindingState(it.State), Credentials: it.Credentials, Sealed: it.Sealed, PredecessorID: it.PredecessorID,
+		InstanceID: it.InstanceID, ID: it.ID,
+		BindingRequest: broker.BindingRequest{ServiceID: it.ServiceID, PlanID: it.PlanID, AppGUID: it.AppGUID,
+			BindResource: it.BindResource, Parameters: it.Parameters, Context: it.Context, PredecessorID: it.PredecessorID},
+		State: broker.BindingState(it.State), Credentials: it.Credentials, Sealed: it.Sealed,
 		ExpiresAt: it.ExpiresAt, RenewBefore: it.RenewBefore,
 		Op: it.Op, LastOp: it.LastOp, Fingerprint: it.Fingerprint, Version: it.Version,
 		CreatedAt: it.CreatedAt, UpdatedAt: it.UpdatedAt,

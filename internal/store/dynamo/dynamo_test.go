@@ -142,7 +142,7 @@ func provision(t *testing.T, s broker.Store, id string) broker.Instance {
 
 func bindingOf(instanceID, id, op string) broker.Binding {
 	return broker.Binding{
-		InstanceID: instanceID, ID: id, ServiceID: "svc-1", PlanID: "plan-small", State: broker.BindingCreating,
+		InstanceID: instanceID, ID: id, BindingRequest: broker.BindingRequest{ServiceID: "svc-1", PlanID: "plan-small"}, State: broker.BindingCreating,
 		Op: op, LastOp: op, Version: 1, CreatedAt: t0, UpdatedAt: t0,
 	}
 }

@@ -262,9 +262,10 @@ func newBindingItem(b broker.Binding) (bindingItem, error) {
 
 func (it bindingItem) binding() (broker.Binding, error) {
 	b := broker.Binding{
-		InstanceID: it.InstanceID, ID: it.ID, ServiceID: it.ServiceID, PlanID: it.PlanID, AppGUID: it.AppGUID,
-		BindResource: it.BindResource.raw(), Parameters: it.Parameters.raw(), Context: it.Context.raw(),
-		State: broker.BindingState(it.State), Credentials: it.Credentials, PredecessorID: it.PredecessorID,
+		InstanceID: it.InstanceID, ID: it.ID,
+		BindingRequest: broker.BindingRequest{ServiceID: it.ServiceID, PlanID: it.PlanID, AppGUID: it.AppGUID,
+			BindResource: it.BindResource.raw(), Parameters: it.Parameters.raw(), Context: it.Context.raw(), PredecessorID: it.PredecessorID},
+		State: broker.BindingState(it.State), Credentials: it.Credentials,
 		ExpiresAt: it.ExpiresAt, RenewBefore: it.RenewBefore,
 		Op: it.Op, LastOp: it.LastOp, Fingerprint: it.Fingerprint, Version: it.Version,
 		CreatedAt: it.CreatedAt, UpdatedAt: it.UpdatedAt,

@@ -59,21 +59,23 @@ func newBindingOperation(instanceID, bindingID, id string, kind broker.Operation
 // newBinding is a creating binding held by its bind op, with every field set.
 func newBinding(instanceID, id, op string) broker.Binding {
 	return broker.Binding{
-		InstanceID:   instanceID,
-		ID:           id,
-		ServiceID:    "svc-1",
-		PlanID:       "plan-small",
-		AppGUID:      "app-1",
-		BindResource: json.RawMessage(`{"app_guid":"app-1"}`),
-		Parameters:   json.RawMessage(`{"role":"reader"}`),
-		Context:      json.RawMessage(`{"platform":"cloudfoundry"}`),
-		State:        broker.BindingCreating,
-		Op:           op,
-		LastOp:       op,
-		Fingerprint:  "fp-" + id,
-		Version:      1,
-		CreatedAt:    at(10),
-		UpdatedAt:    at(10),
+		InstanceID: instanceID,
+		ID:         id,
+		BindingRequest: broker.BindingRequest{
+			ServiceID:    "svc-1",
+			PlanID:       "plan-small",
+			AppGUID:      "app-1",
+			BindResource: json.RawMessage(`{"app_guid":"app-1"}`),
+			Parameters:   json.RawMessage(`{"role":"reader"}`),
+			Context:      json.RawMessage(`{"platform":"cloudfoundry"}`),
+		},
+		State:       broker.BindingCreating,
+		Op:          op,
+		LastOp:      op,
+		Fingerprint: "fp-" + id,
+		Version:     1,
+		CreatedAt:   at(10),
+		UpdatedAt:   at(10),
 	}
 }
 
@@ -154,15 +156,28 @@ func finished(op broker.Operation, state broker.OperationState) broker.Operation
 // startProvision creates instance id held by provision "prov-<id>".
 func startProvision(t *testing.T, s broker.Store, id string) (broker.Instance, broker.Operation) {
 	t.Helper()
-	op := newOperation(id, "prov-"+id, broker.KindProvision, at(0))
-	must(t, s.CreateInstance(t.Context(), newInstance(id, op.ID), op, nil), "CreateInstance "+id)
-	return *getInstance(t, s, id), op
+	return startProvisionOf(t, s, newInstance(id, "prov-"+id))
+}
+
+// startProvisionOf creates inst (newInstance's) held by its provision.
+func startProvisionOf(t *testing.T, s broker.Store, inst broker.Instance) (broker.Instance, broker.Operation) {
+	t.Helper()
+	op := newOperation(inst.ID, inst.Op, broker.KindProvision, at(0))
+	must(t, s.CreateInstance(t.Context(), inst, op, nil), "CreateInstance "+inst.ID)
+	return *getInstance(t, s, inst.ID), op
 }
 
 // provision creates instance id, ready and idle.
 func provision(t *testing.T, s broker.Store, id string) broker.Instance {
 	t.Helper()
-	inst, op := startProvision(t, s, id)
+	return provisionOf(t, s, newInstance(id, "prov-"+id))
+}
+
+// provisionOf creates inst (newInstance's), ready and idle.
+func provisionOf(t *testing.T, s broker.Store, inst broker.Instance) broker.Instance {
+	t.Helper()
+	id := inst.ID
+	inst, op := startProvisionOf(t, s, inst)
 	inst.State, inst.Op, inst.Version, inst.UpdatedAt = broker.InstanceReady, "", inst.Version+1, at(1)
 	must(t, s.FinishOperation(t.Context(), broker.Finish{Op: finished(op, broker.OperationSucceeded), Instance: &inst}),
 		"FinishOperation provision "+id)

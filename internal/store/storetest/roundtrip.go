@@ -54,33 +54,39 @@ var roundTripCases = []testCase{
 		// instance record, or this fails naming it: each store has storage
 		// types of its own, which name every field.
 		s := newStore(t)
-		for _, f := range reflect.VisibleFields(reflect.TypeFor[broker.InstanceRequest]()) {
-			t.Run(f.Name, func(t *testing.T) {
-				id := "i-" + f.Name
-				op := newOperation(id, "prov-"+id, broker.KindProvision, at(0))
-				inst := broker.Instance{ID: id, State: broker.InstanceProvisioning, Op: op.ID, LastOp: op.ID, CreatedAt: at(0), UpdatedAt: at(0)}
-				v := reflect.ValueOf(&inst.InstanceRequest).Elem().FieldByIndex(f.Index)
-				switch v.Interface().(type) {
-				case string:
-					v.SetString(f.Name + "-value")
-				case json.RawMessage:
-					v.Set(reflect.ValueOf(json.RawMessage(`{"` + f.Name + `":[1,"two"]}`)))
-				case *broker.MaintenanceInfo:
-					v.Set(reflect.ValueOf(&broker.MaintenanceInfo{Version: "9.9.9", Description: f.Name}))
-				default:
-					t.Fatalf("InstanceRequest.%s is a %s, which storetest cannot fill yet: add a case here", f.Name, f.Type)
-				}
-				must(t, s.CreateInstance(t.Context(), inst, op, nil), "CreateInstance")
-				got := getInstance(t, s, id)
-				if got == nil {
-					t.Fatal("the instance is not stored")
-				}
-				if g := reflect.ValueOf(got.InstanceRequest).FieldByIndex(f.Index).Interface(); !reflect.DeepEqual(g, v.Interface()) {
-					t.Errorf("InstanceRequest.%s comes back as %s, not %s: the store's instance record does not keep it "+
-						"(add it to the store's storage type and its conversions)", f.Name, show(g), show(v.Interface()))
-				}
-			})
-		}
+		everyField(t, "instance", broker.InstanceRequest{}, func(t *testing.T, name string, r broker.InstanceRequest) broker.InstanceRequest {
+			id := "i-" + name
+			op := newOperation(id, "prov-"+id, broker.KindProvision, at(0))
+			inst := broker.Instance{ID: id, InstanceRequest: r, State: broker.InstanceProvisioning, Op: op.ID, LastOp: op.ID, CreatedAt: at(0), UpdatedAt: at(0)}
+			must(t, s.CreateInstance(t.Context(), inst, op, nil), "CreateInstance")
+			got := getInstance(t, s, id)
+			if got == nil {
+				t.Fatal("the instance is not stored")
+			}
+			return got.InstanceRequest
+		})
+	}},
+	{"every field of a bind request that the binding keeps comes back", func(t *testing.T, newStore NewStore) {
+		// The same for broker.BindingRequest and each store's binding
+		// record. Each field's binding is of an instance of its own, of the
+		// service and plan the binding names, as CreateBinding requires.
+		s := newStore(t)
+		base := newBinding("", "", "").BindingRequest
+		everyField(t, "binding", base, func(t *testing.T, name string, r broker.BindingRequest) broker.BindingRequest {
+			id := "i-" + name
+			inst := newInstance(id, "prov-"+id)
+			inst.ServiceID, inst.PlanID = r.ServiceID, r.PlanID
+			provisionOf(t, s, inst)
+			op := newBindingOperation(id, "b-1", "bind-"+id, broker.KindBind, at(10))
+			b := newBinding(id, "b-1", op.ID)
+			b.BindingRequest = r
+			must(t, s.CreateBinding(t.Context(), b, op, nil), "CreateBinding")
+			got := getBinding(t, s, id, "b-1")
+			if got == nil {
+				t.Fatal("the binding is not stored")
+			}
+			return got.BindingRequest
+		})
 	}},
 	{"the largest request the API accepts fits in an instance and in an update operation", func(t *testing.T, newStore NewStore) {
 		// A body of broker.MaxRequestBytes spent on parameters and context:
@@ -248,4 +254,33 @@ var roundTripCases = []testCase{
 			}
 		}
 	}},
+}
+
+// everyField checks, for each field of the request type R, that the store
+// keeps it: keep stores a record whose R is base with that field set, and
+// returns the R read back. A field of a type it cannot fill fails, naming
+// the field.
+func everyField[R any](t *testing.T, record string, base R, keep func(t *testing.T, name string, r R) R) {
+	typ := reflect.TypeFor[R]()
+	for _, f := range reflect.VisibleFields(typ) {
+		t.Run(f.Name, func(t *testing.T) {
+			r := base
+			v := reflect.ValueOf(&r).Elem().FieldByIndex(f.Index)
+			switch v.Interface().(type) {
+			case string:
+				v.SetString(f.Name + "-value")
+			case json.RawMessage:
+				v.Set(reflect.ValueOf(json.RawMessage(`{"` + f.Name + `":[1,"two"]}`)))
+			case *broker.MaintenanceInfo:
+				v.Set(reflect.ValueOf(&broker.MaintenanceInfo{Version: "9.9.9", Description: f.Name}))
+			default:
+				t.Fatalf("%s.%s is a %s, which storetest cannot fill yet: add a case here", typ.Name(), f.Name, f.Type)
+			}
+			got := keep(t, f.Name, r)
+			if g := reflect.ValueOf(got).FieldByIndex(f.Index).Interface(); !reflect.DeepEqual(g, v.Interface()) {
+				t.Errorf("%s.%s comes back as %s, not %s: the store's %s record does not keep it "+
+					"(add it to the store's storage type and its conversions)", typ.Name(), f.Name, show(g), show(v.Interface()), record)
+			}
+		})
+	}
 }

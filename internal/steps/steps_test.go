@@ -1,0 +1,239 @@
+package steps
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"log/slog"
+	"path/filepath"
+	"reflect"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-lambda-go/lambda"
+	"github.com/aws/aws-lambda-go/lambdacontext"
+	"go.etcd.io/bbolt"
+
+	"github.com/serverless-osb/broker/internal/broker"
+	"github.com/serverless-osb/broker/internal/catalog"
+	"github.com/serverless-osb/broker/internal/logging"
+	"github.com/serverless-osb/broker/internal/store/bolt"
+)
+
+// onEmptyStore is a broker on a real store that holds nothing, so that
+// every step finds nothing to do and answers what the workflow reads then.
+func onEmptyStore(t *testing.T, logs *bytes.Buffer) *broker.Broker {
+	t.Helper()
+	cat, err := catalog.Load(filepath.Join("..", "..", "catalog.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := bbolt.Open(filepath.Join(t.TempDir(), "broker.db"), 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := bolt.New(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	return broker.New(cat, store, nil, nil, logging.New(logs, slog.LevelInfo))
+}
+
+// TestEveryStepAnswersWhatItsWorkflowReads runs every step of the table
+// through the worker's handler: its output is the JSON the state machines'
+// Choice and Wait states read. A step added to the table needs a case here.
+func TestEveryStepAnswersWhatItsWorkflowReads(t *testing.T) {
+	op := `"operation_id":"op-1","instance_id":"i-1"`
+	emptyReport, _ := json.Marshal(broker.ReapReport{})
+	detached := `"detached_id":"d-1"`
+	tests := []struct {
+		step, payload, want string
+	}{
+		{StepBegin, op, `{"done":true,"retry_after":0}`},
+		{StepCheck, op, `{"done":true,"retry_after":0}`},
+		{StepFinish, op, `{}`},
+		{StepRecordFailure, op + `,"error":"PermanentError","cause":"The quota is exhausted."`, `{}`},
+		{StepCleanupDelete, detached, `{"done":true,"retry_after":0}`},
+		{StepCleanupDeleted, detached, `{}`},
+		{StepCleanupGaveUp, detached + `,"error":"States.Timeout","cause":""`, `{}`},
+		{StepReap, ``, string(emptyReport)},
+	}
+	var logs bytes.Buffer
+	s := New(onEmptyStore(t, &logs))
+	var reaped []broker.ReapReport
+	s.Reaped = func(r broker.ReapReport) { reaped = append(reaped, r) }
+	covered := map[string]bool{}
+	for _, tt := range tests {
+		covered[tt.step] = true
+		t.Run(tt.step+" answers its output", func(t *testing.T) {
+			payload := fmt.Sprintf(`{"step":%q`, tt.step)
+			if tt.payload != "" {
+				payload += "," + tt.payload
+			}
+			out, err := s.Lambda(t.Context(), json.RawMessage(payload+"}"))
+			if err != nil || string(out) != tt.want {
+				t.Fatalf("%s: output %s, error %v; want %s", payload, out, err, tt.want)
+			}
+		})
+	}
+	t.Run("the reap step gave its report to Reaped", func(t *testing.T) {
+		if len(reaped) != 1 || reaped[0] != (broker.ReapReport{}) {
+			t.Errorf("Reaped received %+v, want one empty report", reaped)
+		}
+	})
+	for name := range s.steps {
+		if !covered[name] {
+			t.Errorf("step %q of the table has no case in this test", name)
+		}
+	}
+}
+
+// TestAPayloadNamesWhatItsStepNeeds: a payload the steps cannot use is a
+// PermanentError (the workflow records it, never retries it) that says
+// what is wrong, and the broker is never called.
+func TestAPayloadNamesWhatItsStepNeeds(t *testing.T) {
+	tests := []struct {
+		name, payload, want string
+	}{
+		{"a step the workflows do not have", `{"step":"dance","operation_id":"o","instance_id":"i"}`, `unknown step "dance"`},
+		{"no step at all", `{}`, `unknown step ""`},
+		{"an operation's step without its operation", `{"step":"begin","instance_id":"i"}`, "task payload lacks operation_id or instance_id"},
+		{"an operation's step without its instance", `{"step":"record_failure","operation_id":"o"}`, "task payload lacks operation_id or instance_id"},
+		{"a cleanup's step without its detached resource", `{"step":"cleanup_delete","operation_id":"o"}`, "task payload lacks detached_id"},
+		{"the reap step where nothing receives its report (no workflows to restart)", `{"step":"reap"}`, `unknown step "reap"`},
+		{"a payload that is not JSON", `{`, "malformed task payload"},
+		{"a payload that is not an object", `[1,2]`, "malformed task payload"},
+	}
+	// A broker without a store: any call to it would panic.
+	s := New(&broker.Broker{Logger: slog.New(slog.DiscardHandler)})
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := s.Handle(t.Context(), json.RawMessage(tt.payload))
+			if _, ok := err.(*PermanentError); !ok || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("error %v (%T), want a PermanentError saying %q", err, err, tt.want)
+			}
+		})
+	}
+}
+
+// TestLambdaNamesErrorsAsTheWorkflowMatchesThem: aws-lambda-go names a
+// function error after its Go type, and Step Functions' Retry and Catch
+// match that name.
+func TestLambdaNamesErrorsAsTheWorkflowMatchesThem(t *testing.T) {
+	permanent := &PermanentError{broker.Failure{Description: "The plan is gone."}}
+	cases := []struct {
+		name      string
+		err       error
+		errorType string
+		message   string
+	}{
+		{"a transient error stays TransientError", &TransientError{Err: errors.New("throttled")}, "TransientError", "throttled"},
+		{"a permanent error stays PermanentError", permanent, "PermanentError", "The plan is gone."},
+		{"a wrapped permanent error is unwrapped, so that its message is only the description",
+			fmt.Errorf("step: %w", permanent), "PermanentError", "The plan is gone."},
+		{"a wrapped transient error is a TransientError with the whole message",
+			fmt.Errorf("step: %w", &TransientError{Err: errors.New("throttled")}), "TransientError", "step: throttled"},
+		{"an unclassified error is retried as a TransientError", errors.New("connection reset"), "TransientError", "connection reset"},
+		{"a deadline is retried as a TransientError", context.DeadlineExceeded, "TransientError", "context deadline exceeded"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var logs bytes.Buffer
+			s := withStep(&logs, StepBegin, func() (any, error) { return nil, c.err })
+			ctx := lambdacontext.NewContext(t.Context(), &lambdacontext.LambdaContext{AwsRequestID: "req-1"})
+			_, err := lambda.NewHandler(s.Lambda).Invoke(ctx, []byte(`{"step":"begin","operation_id":"o","instance_id":"i"}`))
+			if err == nil {
+				t.Fatal("no error")
+			}
+			if got := lambdaErrorType(err); got != c.errorType || err.Error() != c.message {
+				t.Errorf("errorType %s, message %q; want %s, %q", got, err, c.errorType, c.message)
+			}
+			line := logs.String()
+			for _, want := range []string{`"msg":"step failed"`, `"error_type":"` + c.errorType + `"`, `"aws_request_id":"req-1"`, `"operation_id":"o"`} {
+				if !strings.Contains(line, want) {
+					t.Errorf("log %s lacks %s", line, want)
+				}
+			}
+			if c.errorType == "PermanentError" && strings.Contains(line, "The plan is gone.") {
+				t.Errorf("log %s repeats the description, which may repeat request input", line)
+			}
+		})
+	}
+	t.Run("a step's output passes through", func(t *testing.T) {
+		s := withStep(&bytes.Buffer{}, StepBegin, func() (any, error) { return Progress{Done: true}, nil })
+		out, err := lambda.NewHandler(s.Lambda).Invoke(t.Context(), []byte(`{"step":"begin","operation_id":"o","instance_id":"i"}`))
+		if err != nil || string(out) != `{"done":true,"retry_after":0}` {
+			t.Errorf("output %s, error %v", out, err)
+		}
+	})
+	t.Run("a payload that is not JSON is a PermanentError, and no step sees it", func(t *testing.T) {
+		s := withStep(&bytes.Buffer{}, StepBegin, func() (any, error) {
+			t.Error("step called")
+			return nil, nil
+		})
+		_, err := lambda.NewHandler(s.Lambda).Invoke(t.Context(), []byte(`[1,2]`))
+		if got := lambdaErrorType(err); got != "PermanentError" {
+			t.Errorf("errorType %s (%v), want PermanentError", got, err)
+		}
+	})
+}
+
+// withStep is Steps whose step name runs run, logging to logs.
+func withStep(logs *bytes.Buffer, name string, run func() (any, error)) *Steps {
+	s := New(&broker.Broker{Logger: logging.New(logs, slog.LevelInfo)})
+	s.steps[name] = step{needsOperation, func(context.Context, *Steps, Payload) (any, error) { return run() }}
+	return s
+}
+
+// lambdaErrorType is the errorType aws-lambda-go gives err: its type's
+// name, a pointer's element's.
+func lambdaErrorType(err error) string { return reflect.Indirect(reflect.ValueOf(err)).Type().Name() }
+
+// TestTheDomainKeepsNoStepFunctionsVocabulary: the names of the workflows'
+// errors, Lambda's error document and the Tasks' JSON are this package's;
+// the domain's code names none of them, so that the Task contract has one
+// place.
+func TestTheDomainKeepsNoStepFunctionsVocabulary(t *testing.T) {
+	fset := token.NewFileSet()
+	dir := filepath.Join("..", "broker")
+	files, err := filepath.Glob(filepath.Join(dir, "*.go"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("the domain's files: %v", err)
+	}
+	words := []string{ErrorTransient, ErrorPermanent, "States.", "errorMessage", "errorType"}
+	for _, name := range files {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		file, err := parser.ParseFile(fset, name, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ast.Inspect(file, func(n ast.Node) bool {
+			lit, ok := n.(*ast.BasicLit)
+			if !ok || lit.Kind != token.STRING {
+				return true
+			}
+			s, _ := strconv.Unquote(lit.Value)
+			for _, w := range words {
+				if strings.Contains(s, w) {
+					t.Errorf("%s names %q, which is package steps'", fset.Position(lit.Pos()), w)
+				}
+			}
+			return true
+		})
+	}
+	progress := reflect.TypeFor[broker.TaskProgress]()
+	for i := range progress.NumField() {
+		if f := progress.Field(i); f.Tag != "" {
+			t.Errorf("broker.TaskProgress.%s has the tag %s: the Task's JSON is Progress's", f.Name, f.Tag)
+		}
+	}
+}
