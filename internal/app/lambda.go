@@ -65,6 +65,8 @@ type LambdaConfig struct {
 	// gives both to both functions.
 	StateMachineARN        string
 	CleanupStateMachineARN string
+	// UpgradeStateMachineARN (the fleet upgrade) is ops upgrade's.
+	UpgradeStateMachineARN string
 	CatalogPath            string
 	LogLevel               slog.Level
 	// SealingKey seals the secrets the table keeps (env.SealingKeyARN);
@@ -118,6 +120,7 @@ func LambdaConfigFromEnv(f Function) (LambdaConfig, error) {
 		MetricsNamespace: cmp.Or(os.Getenv(env.MetricsNamespace), metrics.DefaultNamespace),
 	}
 	c.StateMachineARN, c.CleanupStateMachineARN = os.Getenv(env.OperationStateMachineARN), os.Getenv(env.CleanupStateMachineARN)
+	c.UpgradeStateMachineARN = os.Getenv(env.UpgradeStateMachineARN)
 	switch f {
 	case FunctionAPI:
 		c.SecretARN = os.Getenv(env.SecretARN)
@@ -136,7 +139,8 @@ func LambdaConfigFromEnv(f Function) (LambdaConfig, error) {
 	if len(missing) > 0 {
 		problems = append(problems, "missing environment variables: "+strings.Join(missing, ", "))
 	}
-	for _, v := range [][2]string{{env.OperationStateMachineARN, c.StateMachineARN}, {env.CleanupStateMachineARN, c.CleanupStateMachineARN}} {
+	for _, v := range [][2]string{{env.OperationStateMachineARN, c.StateMachineARN}, {env.CleanupStateMachineARN, c.CleanupStateMachineARN},
+		{env.UpgradeStateMachineARN, c.UpgradeStateMachineARN}} {
 		if v[1] == "" {
 			continue
 		}
@@ -274,7 +278,7 @@ func BuildWorker(ctx context.Context, c LambdaConfig, logger *slog.Logger) (func
 	run := steps.New(b).Run
 	if machines := c.stateMachines(); len(machines) > 0 {
 		b.Engine = sfn.New(awssfn.NewFromConfig(awsCfg), machines)
-		run = withReaper(b, c.recorder(cat), run)
+		run = withReaper(b, c.recorder(cat), withUpgradeMetrics(c.recorder(cat), run))
 	}
 	logger.InfoContext(ctx, "worker function ready", "table", c.Store.Table, "catalog", c.CatalogPath, "sealed_only", c.SealedOnly)
 	return WorkerHandler(run, logger), nil
@@ -301,6 +305,21 @@ func withReaper(b *broker.Broker, rec *metrics.Recorder, next func(context.Conte
 	}
 }
 
+// withUpgradeMetrics records what a fleet upgrade did when its Finish
+// step ends it.
+func withUpgradeMetrics(rec *metrics.Recorder, next func(context.Context, steps.Payload) (json.RawMessage, error)) func(context.Context, steps.Payload) (json.RawMessage, error) {
+	return func(ctx context.Context, p steps.Payload) (json.RawMessage, error) {
+		out, err := next(ctx, p)
+		if err == nil && p.Step == steps.StepUpgradeFinish {
+			var rep broker.UpgradeReport
+			if json.Unmarshal(out, &rep) == nil {
+				rec.Upgrade(rep)
+			}
+		}
+		return out, err
+	}
+}
+
 // recorder records the metrics of the broker serving cat, or none (nil)
 // when c has no metrics writer.
 func (c LambdaConfig) recorder(cat *catalog.Catalog) *metrics.Recorder {
@@ -318,6 +337,9 @@ func (c LambdaConfig) stateMachines() map[broker.Workflow]string {
 	}
 	if c.CleanupStateMachineARN != "" {
 		m[broker.WorkflowCleanup] = c.CleanupStateMachineARN
+	}
+	if c.UpgradeStateMachineARN != "" {
+		m[broker.WorkflowUpgrade] = c.UpgradeStateMachineARN
 	}
 	return m
 }
@@ -342,7 +364,8 @@ func buildBroker(ctx context.Context, c LambdaConfig, awsCfg aws.Config, logger 
 	if err != nil {
 		return nil, nil, err
 	}
-	store := metrics.NewStore(dynamo.New(dynamodb.NewFromConfig(awsCfg, c.Store.ClientOptions), c.Store.Table), c.recorder(cat))
+	table := dynamo.New(dynamodb.NewFromConfig(awsCfg, c.Store.ClientOptions), c.Store.Table)
+	store := metrics.NewStore(table, c.recorder(cat))
 	if c.SealingKey != "" {
 		// One cached data key seals many items for a while (bounded in age
 		// and uses); each value is still bound to its item.
@@ -361,7 +384,9 @@ func buildBroker(ctx context.Context, c LambdaConfig, awsCfg aws.Config, logger 
 	if err != nil {
 		return nil, nil, err
 	}
-	return cat, broker.New(cat, store, nil, set, logger), nil
+	b := broker.New(cat, store, nil, set, logger)
+	b.Campaigns = table
+	return cat, b, nil
 }
 
 // readCredentials reads the broker's credentials from the secret. Its value

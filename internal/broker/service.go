@@ -27,7 +27,9 @@ type Broker struct {
 	Store   Store
 	Engine  Engine
 	Drivers Drivers
-	Logger  *slog.Logger
+	// Campaigns keeps the fleet upgrades (nil: the broker runs none).
+	Campaigns Campaigns
+	Logger    *slog.Logger
 	// Now and NewID are replaceable in tests.
 	Now   func() time.Time
 	NewID func() string

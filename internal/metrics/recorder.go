@@ -38,6 +38,12 @@ const (
 	// up by) their cleanup, and the operations in progress.
 	DetachedResources    = "DetachedResources"
 	OperationsInProgress = "OperationsInProgress"
+	// What a fleet upgrade (a campaign) did, once it ended: instances
+	// upgraded, failed (not attempted included: the campaign stopped
+	// before them) and skipped.
+	UpgradeUpgraded = "UpgradeUpgraded"
+	UpgradeFailed   = "UpgradeFailed"
+	UpgradeSkipped  = "UpgradeSkipped"
 )
 
 // The dimensions' names.
@@ -124,6 +130,20 @@ func (r *Recorder) LastOperationPoll(target string) {
 		return
 	}
 	r.W.Write([]Dimension{{DimTarget, target}}, [][]string{{DimTarget}, {}}, Metric{LastOperationPolls, Count, 1})
+}
+
+// Upgrade records what a fleet upgrade did, once: when its Finish ended
+// it (a Finish run again reports it not Ended). A dry run changes
+// nothing, and records nothing.
+func (r *Recorder) Upgrade(rep broker.UpgradeReport) {
+	if r == nil || !rep.Ended || rep.Tally.WouldChange+rep.Tally.WouldRefuse > 0 {
+		return
+	}
+	r.W.Write(nil, nil,
+		Metric{UpgradeUpgraded, Count, float64(rep.Tally.Upgraded)},
+		Metric{UpgradeFailed, Count, float64(rep.Tally.Failed + rep.Tally.NotAttempted)},
+		Metric{UpgradeSkipped, Count, float64(rep.Tally.Skipped)},
+	)
 }
 
 // Reap records what one run of the reaper did and found.

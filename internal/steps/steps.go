@@ -31,6 +31,15 @@ const (
 	StepCleanupDelete  = "cleanup_delete"
 	StepCleanupDeleted = "cleanup_deleted"
 	StepCleanupGaveUp  = "cleanup_gave_up"
+
+	// The steps of statemachines/upgrade.asl.json (a fleet upgrade).
+	StepUpgradePlan       = "upgrade_plan"
+	StepUpgradeClaim      = "upgrade_claim"
+	StepUpgradeStart      = "upgrade_start"
+	StepUpgradeCheck      = "upgrade_check"
+	StepUpgradeItemFailed = "upgrade_item_failed"
+	StepUpgradeTally      = "upgrade_tally"
+	StepUpgradeFinish     = "upgrade_finish"
 )
 
 // Payload is the input of a Task.
@@ -40,6 +49,13 @@ type Payload struct {
 	InstanceID  string `json:"instance_id,omitempty"`
 	// DetachedID names the detached resource of a cleanup step.
 	DetachedID string `json:"detached_id,omitempty"`
+	// CampaignID names the fleet upgrade of an upgrade step; Options are
+	// its options (upgrade_plan), Phase the lane's (upgrade_claim), and
+	// DryRun says the campaign previews (upgrade_start, upgrade_check).
+	CampaignID string                  `json:"campaign_id,omitempty"`
+	Options    *broker.CampaignOptions `json:"options,omitempty"`
+	Phase      broker.Phase            `json:"phase,omitempty"`
+	DryRun     bool                    `json:"dry_run,omitempty"`
 	// Error and Cause are the caught error, for record_failure.
 	Error string `json:"error,omitempty"`
 	Cause string `json:"cause,omitempty"`
@@ -50,7 +66,7 @@ type Payload struct {
 func (p Payload) LogAttrs() []slog.Attr {
 	var attrs []slog.Attr
 	for _, a := range [][2]string{{"step", p.Step}, {"operation_id", p.OperationID},
-		{"instance_id", p.InstanceID}, {"detached_id", p.DetachedID}} {
+		{"instance_id", p.InstanceID}, {"detached_id", p.DetachedID}, {"campaign_id", p.CampaignID}} {
 		if a[1] != "" {
 			attrs = append(attrs, slog.String(a[0], a[1]))
 		}
@@ -118,6 +134,14 @@ func (s *Steps) Run(ctx context.Context, p Payload) (json.RawMessage, error) {
 		if p.DetachedID == "" {
 			return nil, &PermanentError{Description: "task payload lacks detached_id"}
 		}
+	case StepUpgradePlan, StepUpgradeClaim, StepUpgradeTally, StepUpgradeFinish:
+		if p.CampaignID == "" || p.Step == StepUpgradePlan && p.Options == nil {
+			return nil, &PermanentError{Description: "task payload lacks campaign_id or options"}
+		}
+	case StepUpgradeStart, StepUpgradeCheck, StepUpgradeItemFailed:
+		if p.CampaignID == "" || p.InstanceID == "" {
+			return nil, &PermanentError{Description: "task payload lacks campaign_id or instance_id"}
+		}
 	default:
 		return nil, &PermanentError{Description: fmt.Sprintf("unknown step %q", p.Step)}
 	}
@@ -140,6 +164,18 @@ func (s *Steps) Run(ctx context.Context, p Payload) (json.RawMessage, error) {
 	case StepCleanupGaveUp:
 		f := broker.Caught(p.Error, p.Cause)
 		err = b.CleanupGaveUpTask(ctx, p.DetachedID, f.Description, f.Detail)
+	case StepUpgradePlan:
+		out, err = b.UpgradePlanTask(ctx, p.CampaignID, *p.Options)
+	case StepUpgradeClaim:
+		out, err = b.UpgradeClaimTask(ctx, p.CampaignID, p.Phase)
+	case StepUpgradeStart, StepUpgradeCheck:
+		out, err = b.UpgradeItemTask(ctx, p.CampaignID, p.InstanceID, p.DryRun)
+	case StepUpgradeItemFailed:
+		err = b.UpgradeItemFailedTask(ctx, p.CampaignID, p.InstanceID, broker.Caught(p.Error, p.Cause))
+	case StepUpgradeTally:
+		out, err = b.UpgradeTallyTask(ctx, p.CampaignID)
+	case StepUpgradeFinish:
+		out, err = b.UpgradeFinishTask(ctx, p.CampaignID)
 	}
 	if err != nil {
 		return nil, classify(err)

@@ -1,0 +1,488 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"strings"
+	"time"
+
+	"github.com/serverless-osb/broker/internal/catalog"
+	"github.com/serverless-osb/broker/internal/logging"
+)
+
+// The Tasks of statemachines/upgrade.asl.json. Each reads the campaign or
+// one item, and writes at most one item (or the campaign's end), by a
+// conditional write on the item as read; each is idempotent.
+
+// Preview is what an upgrade would do to an instance, as its driver works
+// it out without changing anything.
+type Preview struct {
+	// Changes lists what would change, one line per resource
+	// ("Modify Bucket (AWS::S3::Bucket), replacement False").
+	Changes []string
+	// Refused, when set, is why the upgrade would be refused (the
+	// description the update's failure would have).
+	Refused string
+}
+
+// Previewer is implemented by a driver that can tell what a change would
+// do without doing it (the CloudFormation driver: a change set created,
+// read and deleted). A dry run of a plan whose driver has none skips its
+// instances, saying so.
+type Previewer interface {
+	Preview(ctx context.Context, c Change) (Preview, error)
+}
+
+// UpgradeLanes is what the Plan Task answers: the campaign's lanes for
+// each phase (a Map state runs one iteration per lane).
+type UpgradeLanes struct {
+	CampaignID  string `json:"campaign_id"`
+	DryRun      bool   `json:"dry_run"`
+	HasCanaries bool   `json:"has_canaries"`
+	CanaryLanes []int  `json:"canary_lanes"`
+	Lanes       []int  `json:"lanes"`
+}
+
+// UpgradeClaim is what the Claim Task answers.
+type UpgradeClaim struct {
+	Action     ClaimAction `json:"action"`
+	InstanceID string      `json:"instance_id"`
+	RetryAfter int         `json:"retry_after"`
+}
+
+// UpgradeStop is what the Tally Task answers: whether the campaign stops
+// after its canaries.
+type UpgradeStop struct {
+	Stop  bool  `json:"stop"`
+	Tally Tally `json:"tally"`
+}
+
+// UpgradeReport is what the Finish Task answers: the campaign's end, and
+// Ended when this Task ended it (a Finish run again reports it once).
+type UpgradeReport struct {
+	CampaignID string        `json:"campaign_id"`
+	State      CampaignState `json:"state"`
+	Tally      Tally         `json:"tally"`
+	Ended      bool          `json:"ended"`
+}
+
+// campaignWorkflowTimeout bounds a campaign's execution, as
+// upgrade.asl.json's TimeoutSeconds does: a campaign's records are kept
+// CampaignRetention past it.
+const campaignWorkflowTimeout = 7 * 24 * time.Hour
+
+func (b *Broker) campaigns() (Campaigns, error) {
+	if b.Campaigns == nil {
+		return nil, errors.New("this broker keeps no fleet upgrades (no Campaigns port)")
+	}
+	return b.Campaigns, nil
+}
+
+// UpgradePlanTask runs the Plan Task: it lists the instances of the
+// campaign's plans that run behind and writes the campaign and its items
+// (once: run again, it reads them), and answers the lanes.
+func (b *Broker) UpgradePlanTask(ctx context.Context, id string, o CampaignOptions) (UpgradeLanes, error) {
+	cs, err := b.campaigns()
+	if err != nil {
+		return UpgradeLanes{}, err
+	}
+	c, items, err := cs.LoadCampaign(ctx, id)
+	if errors.Is(err, ErrNotFound) {
+		if err := o.Check(b.Catalog); err != nil {
+			return UpgradeLanes{}, &Failure{Description: fmt.Sprintf("The upgrade cannot start: %s.", err)}
+		}
+		now := b.Now()
+		c = Campaign{ID: id, Options: o, State: CampaignRunning, CreatedAt: now, UpdatedAt: now,
+			ExpiresAt: now.Add(campaignWorkflowTimeout + CampaignRetention)}
+		var insts []Instance
+		if insts, err = b.planInstances(ctx, o); err != nil {
+			return UpgradeLanes{}, err
+		}
+		items = PlanItems(c, insts, b.behind)
+		for i := range items {
+			items[i].ExpiresAt = c.ExpiresAt
+		}
+		err = cs.CreateCampaign(ctx, c, items)
+		if errors.Is(err, ErrCampaignExists) {
+			c, items, err = cs.LoadCampaign(ctx, id)
+		}
+		if err == nil {
+			b.Logger.InfoContext(ctx, "upgrade campaign planned", "items", len(items), "dry_run", o.DryRun)
+		}
+	}
+	if err != nil {
+		return UpgradeLanes{}, fmt.Errorf("plan campaign %s: %w", id, err)
+	}
+	canaries := 0
+	for _, it := range items {
+		if it.Canary {
+			canaries++
+		}
+	}
+	lanes := min(c.Options.MaxInFlight, MaxInFlightCap, len(items))
+	return UpgradeLanes{CampaignID: id, DryRun: c.Options.DryRun, HasCanaries: canaries > 0 && lanes > 0,
+		CanaryLanes: count(min(lanes, canaries)), Lanes: count(lanes)}, nil
+}
+
+func count(n int) []int {
+	out := make([]int, max(n, 0))
+	for i := range out {
+		out[i] = i
+	}
+	return out
+}
+
+// planInstances lists the instances of the plans o names (all plans with
+// a maintenance_info for All).
+func (b *Broker) planInstances(ctx context.Context, o CampaignOptions) ([]Instance, error) {
+	var filters []InstanceFilter
+	for _, id := range o.PlanIDs {
+		filters = append(filters, InstanceFilter{PlanID: id})
+	}
+	if o.All {
+		filters = []InstanceFilter{{}}
+	}
+	lister, ok := b.Store.(instanceLister)
+	if !ok {
+		return nil, errors.New("this broker's store cannot list instances")
+	}
+	var out []Instance
+	for _, f := range filters {
+		page := ""
+		for {
+			insts, next, err := lister.ListInstances(ctx, f, page)
+			if err != nil {
+				return nil, fmt.Errorf("list instances: %w", err)
+			}
+			out = append(out, insts...)
+			if next == "" {
+				break
+			}
+			page = next
+		}
+	}
+	return out, nil
+}
+
+type instanceLister interface {
+	ListInstances(ctx context.Context, f InstanceFilter, page string) ([]Instance, string, error)
+}
+
+// behind says whether inst runs behind its plan, and which plan that is.
+func (b *Broker) behind(inst Instance) (bool, *catalog.Plan) {
+	_, p := b.Catalog.PlanByID(inst.PlanID)
+	if p == nil {
+		return false, nil
+	}
+	return Behind(inst, p, b.planDigest(p)), p
+}
+
+// UpgradeClaimTask runs the Claim Task of a lane in phase: it claims the
+// next item (NextClaim) by a conditional write, or says what the lane
+// does instead. A claim lost to another lane is tried again on what the
+// store holds then.
+func (b *Broker) UpgradeClaimTask(ctx context.Context, id string, phase Phase) (UpgradeClaim, error) {
+	cs, err := b.campaigns()
+	if err != nil {
+		return UpgradeClaim{}, err
+	}
+	for range 20 {
+		c, items, err := cs.LoadCampaign(ctx, id)
+		if err != nil {
+			return UpgradeClaim{}, fmt.Errorf("claim in campaign %s: %w", id, err)
+		}
+		now := b.Now()
+		it, action, wait := NextClaim(c, items, phase, now)
+		if action != ClaimStart {
+			return UpgradeClaim{Action: action, RetryAfter: max(1, int(math.Ceil(wait.Seconds())))}, nil
+		}
+		claimed := it
+		claimed.State, claimed.OperationID, claimed.UpdatedAt = ItemRunning, UpgradeOperationID(id, it.InstanceID), now
+		err = cs.UpdateCampaignItem(ctx, claimed, it)
+		if isConflict(err) {
+			continue // another lane claimed it first
+		}
+		if err != nil {
+			return UpgradeClaim{}, fmt.Errorf("claim %s in campaign %s: %w", it.InstanceID, id, err)
+		}
+		return UpgradeClaim{Action: ClaimStart, InstanceID: it.InstanceID, RetryAfter: 1}, nil
+	}
+	return UpgradeClaim{}, fmt.Errorf("claim in campaign %s: every claim was lost to another lane", id)
+}
+
+// UpgradeItemTask runs the Start and the Check Tasks of an item: it starts
+// the instance's upgrade (the broker's own update to the plan's
+// maintenance_info, under the item's operation id), or, once started,
+// looks at that operation, and records the item's result once it has
+// one. Done: the lane claims its next item.
+func (b *Broker) UpgradeItemTask(ctx context.Context, id, instanceID string, dryRun bool) (TaskProgress, error) {
+	cs, err := b.campaigns()
+	if err != nil {
+		return TaskProgress{}, err
+	}
+	it, err := cs.GetCampaignItem(ctx, id, instanceID)
+	if err != nil {
+		return TaskProgress{}, fmt.Errorf("campaign %s: %w", id, err)
+	}
+	if it.State != ItemRunning {
+		return TaskProgress{Done: true}, nil // recorded by an earlier try
+	}
+	ctx = logging.With(ctx, slog.String("campaign_id", id), slog.String("instance_id", instanceID), slog.String("operation_id", it.OperationID))
+	next, wait, err := b.advanceItem(ctx, it, dryRun)
+	if err != nil {
+		return TaskProgress{}, err
+	}
+	if next.State == ItemRunning {
+		return TaskProgress{RetryAfter: max(1, int(math.Ceil(wait.Seconds())))}, nil
+	}
+	return TaskProgress{Done: true}, b.recordItem(ctx, it, next)
+}
+
+// recordItem writes an item's new state, once: a write lost to another
+// try of the same Task finds the item recorded.
+func (b *Broker) recordItem(ctx context.Context, read, next CampaignItem) error {
+	next.UpdatedAt = b.Now()
+	err := b.Campaigns.UpdateCampaignItem(ctx, next, read)
+	if isConflict(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("record campaign item %s: %w", read.InstanceID, err)
+	}
+	level := slog.LevelInfo
+	if next.State.Bad() {
+		level = slog.LevelWarn
+	}
+	b.Logger.Log(ctx, level, "upgrade campaign item ended", "state", string(next.State))
+	return nil
+}
+
+// advanceItem is what the item it, running, becomes now, and when to look
+// again while it runs.
+func (b *Broker) advanceItem(ctx context.Context, it CampaignItem, dryRun bool) (CampaignItem, time.Duration, error) {
+	op, err := b.Store.GetOperation(ctx, it.InstanceID, it.OperationID)
+	switch {
+	case err == nil:
+		return itemOfOperation(it, op, b.Now())
+	case !errors.Is(err, ErrNotFound):
+		return it, 0, err
+	}
+	inst, err := b.Store.GetInstance(ctx, it.InstanceID)
+	if errors.Is(err, ErrNotFound) {
+		return skipped(it, "The instance is gone (deprovisioned)."), 0, nil
+	}
+	if err != nil {
+		return it, 0, err
+	}
+	_, plan := b.Catalog.PlanByID(inst.PlanID)
+	switch {
+	case plan == nil || plan.MaintenanceInfo == nil:
+		return skipped(it, fmt.Sprintf("The instance's plan %s is no longer in the catalog with a maintenance_info.", inst.PlanID)), 0, nil
+	case inst.State == InstanceFailed:
+		return skipped(it, "The instance is failed: it can only be deprovisioned."), 0, nil
+	case !Behind(inst, plan, b.planDigest(plan)):
+		return skipped(it, fmt.Sprintf("The instance is already current (version %s).", plan.MaintenanceInfo.Version)), 0, nil
+	}
+	if dryRun {
+		return b.previewItem(ctx, it, inst, plan)
+	}
+	_, err = b.upgrade(ctx, UpdateDetails{InstanceID: inst.ID, ServiceID: inst.ServiceID,
+		MaintenanceInfo: planMaintenanceInfo(plan), AcceptsIncomplete: true}, it.OperationID)
+	var e *Error
+	switch {
+	case errors.As(err, &e) && e.Code == CodeConcurrencyError:
+		return busyAgain(it, b.Now(), e.Description), 0, nil
+	case errors.As(err, &e) && e.Code != CodeInternal:
+		return failed(it, e.Description), 0, nil
+	case err != nil:
+		return it, 0, err
+	}
+	// Started (or, for a synchronous plan, done): its record says which.
+	op, err = b.Store.GetOperation(ctx, it.InstanceID, it.OperationID)
+	if errors.Is(err, ErrNotFound) {
+		// Nothing to change after all (the update was a no-op).
+		return skipped(it, fmt.Sprintf("The instance is already current (version %s).", plan.MaintenanceInfo.Version)), 0, nil
+	}
+	if err != nil {
+		return it, 0, err
+	}
+	b.Logger.InfoContext(ctx, "upgrade started", "from_version", it.FromVersion, "to_version", it.ToVersion)
+	return itemOfOperation(it, op, b.Now())
+}
+
+// itemOfOperation is what the item becomes as its operation stands.
+func itemOfOperation(it CampaignItem, op Operation, now time.Time) (CampaignItem, time.Duration, error) {
+	switch op.State {
+	case OperationSucceeded:
+		it.State, it.Description = ItemUpgraded, ""
+		return it, 0, nil
+	case OperationFailed:
+		return failed(it, op.Description), 0, nil
+	}
+	wait := op.NextCheckAt.Sub(now)
+	return it, min(max(wait, 5*time.Second), time.Minute), nil
+}
+
+func skipped(it CampaignItem, why string) CampaignItem {
+	it.State, it.Description = ItemSkipped, why
+	return it
+}
+
+func failed(it CampaignItem, why string) CampaignItem {
+	it.State, it.Description = ItemFailed, why
+	return it
+}
+
+// previewItem asks the instance's driver what the upgrade would do.
+func (b *Broker) previewItem(ctx context.Context, it CampaignItem, inst Instance, plan *catalog.Plan) (CampaignItem, time.Duration, error) {
+	driver, settings, ok := b.Drivers.For(plan)
+	pv, can := driver.(Previewer)
+	if !ok || !can {
+		return skipped(it, "Its driver cannot preview a change (no preview)."), 0, nil
+	}
+	snap, err := b.Store.Load(ctx, inst.ID, "", "")
+	if err != nil {
+		return it, 0, err
+	}
+	target := Target{MaintenanceInfo: planMaintenanceInfo(plan), PlanDigest: b.planDigest(plan)}
+	op := Operation{ID: it.OperationID, InstanceID: inst.ID, Kind: KindUpdate, State: OperationInProgress, Async: true,
+		PlanID: inst.PlanID, Target: &target, CreatedAt: b.Now()}
+	p, err := pv.Preview(ctx, Change{Operation: op, Instance: inst, Plan: plan, Service: b.Catalog.Service(inst.ServiceID),
+		Settings: settings, Records: snap.Records})
+	var f *Failure
+	switch {
+	case errors.As(err, &f):
+		it.State, it.Description = ItemWouldRefuse, f.Description
+		return it, 0, nil
+	case err != nil:
+		return it, 0, err
+	}
+	it.Changes = p.Changes
+	if p.Refused != "" {
+		it.State, it.Description = ItemWouldRefuse, p.Refused
+		return it, 0, nil
+	}
+	it.State, it.Description = ItemWouldChange, ""
+	if len(p.Changes) == 0 {
+		it.Description = "No resource would change."
+	}
+	return it, 0, nil
+}
+
+// UpgradeItemFailedTask records that an item's Task failed for good (the
+// workflow's Catch): the item failed, with the caught failure's
+// description.
+func (b *Broker) UpgradeItemFailedTask(ctx context.Context, id, instanceID string, f Failure) error {
+	cs, err := b.campaigns()
+	if err != nil {
+		return err
+	}
+	it, err := cs.GetCampaignItem(ctx, id, instanceID)
+	if errors.Is(err, ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("campaign %s: %w", id, err)
+	}
+	if it.State.Ended() {
+		return nil
+	}
+	why := f.Description
+	if why == "" {
+		why = "The upgrade's step failed."
+	}
+	return b.recordItem(logging.With(ctx, slog.String("campaign_id", id), slog.String("instance_id", instanceID)), it, failed(it, why))
+}
+
+// UpgradeTallyTask runs the Tally Task, after the canaries: whether the
+// campaign stops.
+func (b *Broker) UpgradeTallyTask(ctx context.Context, id string) (UpgradeStop, error) {
+	cs, err := b.campaigns()
+	if err != nil {
+		return UpgradeStop{}, err
+	}
+	c, items, err := cs.LoadCampaign(ctx, id)
+	if err != nil {
+		return UpgradeStop{}, fmt.Errorf("tally campaign %s: %w", id, err)
+	}
+	t := TallyItems(items)
+	return UpgradeStop{Stop: t.Stops(c.Options), Tally: t}, nil
+}
+
+// UpgradeFinishTask runs the Finish Task: the items not tried become
+// not_attempted, and the campaign's record its outcome (once).
+func (b *Broker) UpgradeFinishTask(ctx context.Context, id string) (UpgradeReport, error) {
+	cs, err := b.campaigns()
+	if err != nil {
+		return UpgradeReport{}, err
+	}
+	c, items, err := cs.LoadCampaign(ctx, id)
+	if err != nil {
+		return UpgradeReport{}, fmt.Errorf("finish campaign %s: %w", id, err)
+	}
+	if c.State != CampaignRunning {
+		return UpgradeReport{CampaignID: id, State: c.State, Tally: TallyItems(items)}, nil
+	}
+	now := b.Now()
+	state := CampaignFinished
+	for _, it := range items {
+		if it.State != ItemPending && it.State != ItemBusy {
+			continue
+		}
+		state = CampaignStopped
+		left := it
+		left.State, left.UpdatedAt = ItemNotAttempted, now
+		left.Description = "The campaign stopped before this instance was tried."
+		if err := cs.UpdateCampaignItem(ctx, left, it); err != nil && !isConflict(err) {
+			return UpgradeReport{}, fmt.Errorf("finish campaign %s: %w", id, err)
+		}
+	}
+	if _, items, err = cs.LoadCampaign(ctx, id); err != nil {
+		return UpgradeReport{}, fmt.Errorf("finish campaign %s: %w", id, err)
+	}
+	t := TallyItems(items)
+	if t.Stops(c.Options) {
+		state = CampaignStopped
+	}
+	c.State, c.UpdatedAt, c.FinishedAt = state, now, now
+	c.Outcome = t.Outcome(c.Options)
+	err = cs.EndCampaign(ctx, c)
+	if isConflict(err) {
+		return UpgradeReport{CampaignID: id, State: state, Tally: t}, nil
+	}
+	if err != nil {
+		return UpgradeReport{}, fmt.Errorf("finish campaign %s: %w", id, err)
+	}
+	b.Logger.InfoContext(logging.With(ctx, slog.String("campaign_id", id)), "upgrade campaign ended", "state", string(state),
+		"upgraded", t.Upgraded, "failed", t.Failed, "skipped", t.Skipped, "not_attempted", t.NotAttempted,
+		"would_change", t.WouldChange, "would_refuse", t.WouldRefuse)
+	return UpgradeReport{CampaignID: id, State: state, Tally: t, Ended: true}, nil
+}
+
+// Outcome says in a sentence how a campaign with options o ended.
+func (t Tally) Outcome(o CampaignOptions) string {
+	var parts []string
+	for _, p := range []struct {
+		n    int
+		what string
+	}{{t.Upgraded, "upgraded"}, {t.Failed, "failed"}, {t.Skipped, "skipped"}, {t.NotAttempted, "not attempted"},
+		{t.WouldChange, "would change"}, {t.WouldRefuse, "would be refused"}} {
+		if p.n > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", p.n, p.what))
+		}
+	}
+	if len(parts) == 0 {
+		parts = []string{"no instance ran behind"}
+	}
+	s := strings.Join(parts, ", ") + "."
+	switch {
+	case t.CanaryFailed:
+		s = "Stopped: a canary failed. " + s
+	case t.Failed >= max(1, o.MaxFailures):
+		s = fmt.Sprintf("Stopped after %d failures (max failures %d). %s", t.Failed, o.MaxFailures, s)
+	}
+	return s
+}
