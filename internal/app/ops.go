@@ -63,7 +63,7 @@ const (
 	// OutputUpgradeStateMachine is optional: a stack deployed before the
 	// fleet upgrade has none, and ops upgrade then says so.
 	OutputUpgradeStateMachine = "UpgradeStateMachineArn"
-	OutputRegion                = "Region"
+	OutputRegion              = "Region"
 	// OutputSealingKey is optional: stacks deployed before the sealing key
 	// had its own have none, and ops reseal then says the broker seals
 	// nothing.
