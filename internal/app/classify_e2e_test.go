@@ -40,7 +40,7 @@ func malformed(problem string) string {
 // real OSB client: each class of a target's answer to a provision, on a
 // synchronous plan (the status and description of the request's answer)
 // and an asynchronous one (last_operation's state and description). The
-// README's "What users see" table says the same.
+// "What users see" table of docs/functions.md says the same.
 func TestWhatUsersSeeOfEachAnswer(t *testing.T) {
 	target := functiontest.Start(t, functionSecret)
 	// A transient failure of an asynchronous plan is an outage, waited out

@@ -441,7 +441,7 @@ func rotateKey(b *broker.Broker) (string, error) {
 	}
 	local, ok := s.Sealer.(*sealing.Local)
 	if !ok {
-		return "", errors.New("rotate-key makes a local key: the deployed broker seals with its stack's KMS key, which KMS rotates itself (to change it, see the README)")
+		return "", errors.New("rotate-key makes a local key: the deployed broker seals with its stack's KMS key, which KMS rotates itself (to change it, see docs/operate.md)")
 	}
 	return local.Rotate()
 }

@@ -168,7 +168,7 @@ func TestTheLocalBrokersFileHoldsNoCredentials(t *testing.T) {
 	}
 }
 
-// TestRotateTheLocalKeyAndReseal follows the README's procedure on the
+// TestRotateTheLocalKeyAndReseal follows docs/operate.md's procedure on the
 // local broker's data: ops rotate-key, then ops reseal, moves every sealed
 // value under the new key, and the broker started again answers the
 // binding's credentials unchanged.

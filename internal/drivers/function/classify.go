@@ -13,7 +13,7 @@ import (
 // answer: Classify. Every Driver call (begin, check, cleanup; synchronous
 // or not) returns its error through it, so the request of a synchronous
 // plan and the workflow of an asynchronous one treat an answer alike, and
-// the README's table of what users see is this function's.
+// the table of what users see in docs/functions.md is this function's.
 //
 // Permanent (*broker.Failure, whose Description users get): an error of
 // kind permanent; a malformed answer (the violation named); an HTTP 4xx

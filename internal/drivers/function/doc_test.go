@@ -12,22 +12,21 @@ import (
 	"github.com/serverless-osb/broker/internal/drivers/function"
 )
 
-// TestTheREADMEAndTheSchemaAgree reads the README's protocol section (what
-// a target's author reads) and the protocol's schema: every field the
-// schema names is in the section, and the limits and timings the section
-// states are the code's.
-func TestTheREADMEAndTheSchemaAgree(t *testing.T) {
-	raw, err := os.ReadFile("../../../README.md")
+// TestTheGuideAndTheSchemaAgree reads the protocol's guide,
+// docs/functions.md (what a target's author reads), and the protocol's
+// schema: every field the schema names is in the guide, and the limits and
+// timings the guide states are the code's.
+func TestTheGuideAndTheSchemaAgree(t *testing.T) {
+	raw, err := os.ReadFile("../../../docs/functions.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	readme := string(raw)
-	start := strings.Index(readme, "## Services in any language")
-	end := strings.Index(readme[start+1:], "\n## ")
-	if start < 0 || end < 0 {
-		t.Fatal("the README has no section \"Services in any language\"")
+	guide := string(raw)
+	start := strings.Index(guide, "# Services in any language")
+	if start < 0 {
+		t.Fatal("docs/functions.md has no section \"Services in any language\"")
 	}
-	section := strings.Join(strings.Fields(readme[start:start+1+end]), " ")
+	section := strings.Join(strings.Fields(guide[start:]), " ")
 
 	var schema map[string]any
 	if err := json.Unmarshal(function.Schema, &schema); err != nil {
@@ -56,12 +55,12 @@ func TestTheREADMEAndTheSchemaAgree(t *testing.T) {
 	slices.Sort(fields)
 	for _, name := range slices.Compact(fields) {
 		if !strings.Contains(section, "`"+name+"`") {
-			t.Errorf("the schema's field %s is not in the README's protocol section", name)
+			t.Errorf("the schema's field %s is not in the guide's protocol section", name)
 		}
 	}
 	for _, kind := range []string{function.ErrorPermanent, function.ErrorTransient, function.CallBegin, function.CallCheck, function.CallCleanup} {
 		if !strings.Contains(section, "`"+kind+"`") {
-			t.Errorf("%s is not in the README's protocol section", kind)
+			t.Errorf("%s is not in the guide's protocol section", kind)
 		}
 	}
 	for _, stated := range []string{
@@ -73,13 +72,13 @@ func TestTheREADMEAndTheSchemaAgree(t *testing.T) {
 		fmt.Sprintf("(1-%d, default %d)", int(function.MaxTimeout.Seconds()), int(function.DefaultTimeout.Seconds())),
 	} {
 		if !strings.Contains(section, stated) {
-			t.Errorf("the README's protocol section does not say %q", stated)
+			t.Errorf("the guide's protocol section does not say %q", stated)
 		}
 	}
 	// What the section says users see is what Classify says.
 	for _, desc := range []string{"breaks the function protocol (", "without an answer of the function protocol", "is unavailable (HTTP 503)"} {
 		if !strings.Contains(section, desc) {
-			t.Errorf("the README's table lacks %q", desc)
+			t.Errorf("the guide's table lacks %q", desc)
 		}
 	}
 }

@@ -3,7 +3,7 @@
 // synchronously, or an HTTPS endpoint whose requests the broker signs with
 // a shared secret. Each call of the Driver port is one JSON request (begin,
 // check or cleanup) and one JSON answer; the protocol is Request and
-// Answer, its JSON schema protocol.schema.json, and its guide the README's
+// Answer, its JSON schema protocol.schema.json, and its guide docs/functions.md,
 // "Services in any language".
 //
 // The driver keeps one resource record per instance ("instance") and per

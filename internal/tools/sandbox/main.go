@@ -57,7 +57,7 @@ func run(c sandbox.Config) error {
 	fmt.Printf("serverless-osb sandbox is listening on %s (stack %s, moto on %s, logs in %s)\n", url, c.Template, sb.Moto, sb.Dir)
 	fmt.Printf("basic auth: username %q, stack secret password %q (secret %s)\n", sb.Username, sb.Password, sb.SecretARN)
 	if len(sb.NotMade) > 0 {
-		fmt.Printf("not in the sandbox: %d resources (alarms, dashboards, ...; see README)\n", len(sb.NotMade))
+		fmt.Printf("not in the sandbox: %d resources (alarms, dashboards, ...; see docs/sandbox.md)\n", len(sb.NotMade))
 	}
 	<-ctx.Done()
 	fmt.Println("sandbox: stopping")
