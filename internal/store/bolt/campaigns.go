@@ -29,23 +29,35 @@ const pkCampaigns = "campaigns" + sep
 func campaignListKey(id string) []byte { return []byte(pkCampaigns + id) }
 
 type campaignItem struct {
-	ID         string                 `json:"id"`
-	Options    broker.CampaignOptions `json:"options"`
-	State      string                 `json:"state"`
-	Outcome    string                 `json:"outcome,omitempty"`
-	CreatedAt  time.Time              `json:"created_at"`
-	UpdatedAt  time.Time              `json:"updated_at"`
-	FinishedAt time.Time              `json:"finished_at,omitzero"`
-	ExpiresAt  time.Time              `json:"expires_at,omitzero"`
+	ID         string              `json:"id"`
+	Options    campaignOptionsItem `json:"options"`
+	State      string              `json:"state"`
+	Outcome    string              `json:"outcome,omitempty"`
+	CreatedAt  time.Time           `json:"created_at"`
+	UpdatedAt  time.Time           `json:"updated_at"`
+	FinishedAt time.Time           `json:"finished_at,omitzero"`
+	ExpiresAt  time.Time           `json:"expires_at,omitzero"`
+}
+
+type campaignOptionsItem struct {
+	PlanIDs      []string `json:"plan_ids,omitempty"`
+	All          bool     `json:"all,omitempty"`
+	Canaries     int      `json:"canaries,omitempty"`
+	CanaryOrgs   []string `json:"canary_orgs,omitempty"`
+	CanarySpaces []string `json:"canary_spaces,omitempty"`
+	MaxInFlight  int      `json:"max_in_flight"`
+	MaxFailures  int      `json:"max_failures"`
+	DryRun       bool     `json:"dry_run,omitempty"`
 }
 
 func newCampaignItem(c broker.Campaign) campaignItem {
-	return campaignItem{ID: c.ID, Options: c.Options, State: string(c.State), Outcome: c.Outcome,
+	o := c.Options
+	return campaignItem{ID: c.ID, Options: campaignOptionsItem(o), State: string(c.State), Outcome: c.Outcome,
 		CreatedAt: c.CreatedAt.UTC(), UpdatedAt: c.UpdatedAt.UTC(), FinishedAt: c.FinishedAt.UTC(), ExpiresAt: c.ExpiresAt.UTC()}
 }
 
 func (it campaignItem) campaign() broker.Campaign {
-	return broker.Campaign{ID: it.ID, Options: it.Options, State: broker.CampaignState(it.State), Outcome: it.Outcome,
+	return broker.Campaign{ID: it.ID, Options: broker.CampaignOptions(it.Options), State: broker.CampaignState(it.State), Outcome: it.Outcome,
 		CreatedAt: it.CreatedAt, UpdatedAt: it.UpdatedAt, FinishedAt: it.FinishedAt, ExpiresAt: it.ExpiresAt}
 }
 
