@@ -47,12 +47,12 @@ fuzz-short: ## Fuzz the whole HTTP surface (FuzzHTTP) for 20 s; its seed corpus 
 fuzz: ## Fuzz the whole HTTP surface for FUZZTIME; a failing input is saved to internal/api/testdata/fuzz/FuzzHTTP/.
 	$(FUZZ) -fuzztime $(FUZZTIME) ./internal/api/
 
-lint: $(CDK) ## gofmt, go vet, staticcheck, and asl-validator on statemachines/.
+lint: $(CDK) ## gofmt, go vet, staticcheck, and asl-validator on statemachines/ and the engine contract's workflows.
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path '*/node_modules/*')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt would change:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) tool staticcheck ./...
-	@for f in statemachines/*.asl.json; do $(ASL_VALIDATOR) --json-path "$$f" || exit 1; done
+	@for f in statemachines/*.asl.json internal/engine/enginetest/testdata/*.asl.json; do $(ASL_VALIDATOR) --json-path "$$f" || exit 1; done
 
 infra: synth ## cfn-lint (zero errors) on the synthesized template and on every service template in services/.
 	@cfn-lint --version 2>/dev/null | grep -q 1.51.0 || python3 -m pip install --quiet cfn-lint==1.51.0

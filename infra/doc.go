@@ -8,7 +8,13 @@
 // role the worker creates the services' stacks under (services.go), the log
 // groups, and the alarms.
 //
-// The table's shape is the dynamo store's (dynamo.Schema) and the
+// What the catalog's drivers need of the stack (IAM statements, the
+// service role, environment) is their declaration, which make build writes
+// beside the bundled catalog (deploy.json, internal/deploy); the stack
+// grants exactly that and names no driver (drivers.go), and imports
+// nothing of the broker's domain, only leaves.
+//
+// The table's shape is the dynamo store's (internal/store/dynamo/schema) and the
 // functions' environment variables are internal/env's: the stack restates
 // neither, and its tests check that the store's CreateTable makes the table
 // the stack deploys (on moto) and that the stack sets only variables the

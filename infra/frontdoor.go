@@ -14,7 +14,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awswafv2"
 	"github.com/aws/jsii-runtime-go"
 
-	"github.com/serverless-osb/broker/internal/api"
+	"github.com/serverless-osb/broker/internal/deploy"
 	"github.com/serverless-osb/broker/internal/env"
 )
 
@@ -108,7 +108,7 @@ func (b *builder) frontDoor() {
 		return
 	}
 	b.originSecret = awssecretsmanager.NewSecret(b.stack, jsii.String("OriginSecret"), &awssecretsmanager.SecretProps{
-		Description: jsii.String("The value the broker's front door (CloudFront) sends in " + api.HeaderOriginVerify +
+		Description: jsii.String("The value the broker's front door (CloudFront) sends in " + deploy.HeaderOriginVerify +
 			"; the api function refuses every request without it."),
 		GenerateSecretString: &awssecretsmanager.SecretStringGenerator{
 			// A header value: letters and digits only.
@@ -134,7 +134,7 @@ func (b *builder) frontDoor() {
 		OriginPath:         originPath,
 		// A dynamic reference: CloudFormation resolves it at deployment, and
 		// the value is in no template.
-		CustomHeaders: &map[string]*string{api.HeaderOriginVerify: b.originSecret.SecretValue().UnsafeUnwrap()},
+		CustomHeaders: &map[string]*string{deploy.HeaderOriginVerify: b.originSecret.SecretValue().UnsafeUnwrap()},
 	})
 	props := &awscloudfront.DistributionProps{
 		Comment: jsii.String("The front door of the broker " + *b.stack.StackName() + ": WAF, then the HTTP API."),

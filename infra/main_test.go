@@ -10,6 +10,10 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
 	"github.com/aws/jsii-runtime-go"
+
+	"github.com/serverless-osb/broker/internal/catalog"
+	"github.com/serverless-osb/broker/internal/deploy"
+	"github.com/serverless-osb/broker/internal/drivers"
 )
 
 // broker is the stack as cdk.json configures it (same context, same paths,
@@ -103,7 +107,7 @@ func cdkContext() (map[string]any, error) {
 
 // dummyAsset makes dir a function asset: a bootstrap that does nothing, a
 // copy of catalog and, beside it, of the files its driver settings read,
-// as make build bundles them.
+// and the catalog's manifest (deploy.json), as make build bundles them.
 func dummyAsset(dir, catalog string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
@@ -111,10 +115,18 @@ func dummyAsset(dir, catalog string) error {
 	if err := os.WriteFile(filepath.Join(dir, "bootstrap"), []byte("#!/bin/sh\nexit 1\n"), 0o755); err != nil {
 		return err
 	}
-	files, err := catalogFiles(catalog)
+	m, err := catalogManifest(catalog)
 	if err != nil {
 		return err
 	}
+	manifest, err := m.Encode()
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, deploy.ManifestName), manifest, 0o644); err != nil {
+		return err
+	}
+	files := m.Files
 	copies := map[string]string{filepath.Base(catalog): "catalog.yaml"}
 	for _, f := range files {
 		copies[filepath.FromSlash(f)] = filepath.FromSlash(f)
@@ -133,6 +145,23 @@ func dummyAsset(dir, catalog string) error {
 		}
 	}
 	return nil
+}
+
+// catalogManifest is what make build writes beside the catalog at path
+// (drivers.Manifest): the tests ask the drivers, which the stack does not.
+func catalogManifest(path string) (deploy.Manifest, error) {
+	cat, err := catalog.Load(path)
+	if err != nil {
+		return deploy.Manifest{}, err
+	}
+	return drivers.Manifest(cat)
+}
+
+// catalogFiles lists the files the driver settings of the catalog at path
+// read, relative to its folder: what make build bundles beside it.
+func catalogFiles(path string) ([]string, error) {
+	m, err := catalogManifest(path)
+	return m.Files, err
 }
 
 // check runs an assertions call, which panics when it fails, and reports

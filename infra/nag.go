@@ -5,11 +5,13 @@ import (
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsapigatewayv2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
 	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
 
 	"github.com/serverless-osb/broker/infra/servicerole"
+	"github.com/serverless-osb/broker/internal/deploy"
 )
 
 // The reasons of the cdk-nag findings the stack keeps, each suppressed on
@@ -28,9 +30,6 @@ const (
 		"stack's state machines and nothing else."
 	reasonWorkerVersions = "The worker's qualified ARNs (function:NAME:VERSION or :ALIAS), should a workflow name a version; " +
 		"the resource is this one function and nothing else."
-	reasonServiceStacks = "The stacks of service instances and bindings are made at run time, one or two per instance, " +
-		"each named PREFIX-… (BROKER_STACK_PREFIX) and addressed by its ARN, which ends with a stack id CloudFormation " +
-		"makes up; the pattern is those stacks only, and creating, updating and deleting them requires the service role."
 	reasonOperatorPolicies = "An AWS managed policy the operator attached to the CloudFormation service role with the " +
 		"serviceRolePolicyArns context value, for a service whose template needs more than the example services."
 	reasonRotation = "The password is what the platform (Cloud Foundry, SAP BTP, ...) registered the broker with: " +
@@ -73,19 +72,10 @@ func (b *builder) suppressNagFindings() {
 			rule("AwsSolutions-IAM5", reasonWorkerVersions,
 				"Resource::<"+*b.stack.GetLogicalId(b.worker.Node().DefaultChild().(awscdk.CfnElement))+".Arn>:*"))
 	}
-	suppress(b.workerRole, rule("AwsSolutions-IAM5", reasonServiceStacks, b.stacksARN().Nag()))
-	suppress(b.boundary, wildcardRules(servicerole.Boundary(b.props.StackPrefix))...)
-	serviceRole := wildcardRules(servicerole.Grants(b.props.StackPrefix, nil))
-	var awsManaged []any
-	for _, arn := range b.props.ServiceRolePolicyARNs {
-		if strings.Contains(arn, ":iam::aws:policy/") {
-			awsManaged = append(awsManaged, "Policy::"+arn)
-		}
+	b.suppressDeclaredWildcards()
+	if b.serviceRole != nil {
+		b.suppressServiceRoleWildcards()
 	}
-	if len(awsManaged) > 0 {
-		serviceRole = append(serviceRole, rule("AwsSolutions-IAM4", reasonOperatorPolicies, awsManaged...))
-	}
-	suppress(b.serviceRole, serviceRole...)
 	suppress(b.secret, rule("AwsSolutions-SMG4", reasonRotation))
 	for _, route := range append([]awsapigatewayv2.HttpRoute{b.route}, b.pollRoutes...) {
 		suppress(route, rule("AwsSolutions-APIG4", reasonAuthorization))
@@ -98,6 +88,45 @@ func (b *builder) suppressNagFindings() {
 		}
 		suppress(b.distribution, rules...)
 	}
+}
+
+// suppressDeclaredWildcards suppresses AwsSolutions-IAM5 on the wildcard
+// resources of the statements the drivers declared, each with the reason
+// its declaration gives.
+func (b *builder) suppressDeclaredWildcards() {
+	nag := map[string]string{deploy.Partition: "<AWS::Partition>", deploy.Region: "<AWS::Region>",
+		deploy.Account: "<AWS::AccountId>", deploy.StackPrefix: b.props.StackPrefix}
+	roles := map[deploy.Function]awsiam.Role{deploy.API: b.apiRole, deploy.Worker: b.workerRole}
+	for _, d := range b.needs.Drivers {
+		for _, s := range d.Needs.Statements {
+			var wildcards []any
+			for _, r := range s.Resources {
+				if strings.Contains(r, "*") {
+					wildcards = append(wildcards, "Resource::"+deploy.Fill(r, nag))
+				}
+			}
+			if len(wildcards) > 0 {
+				suppress(roles[s.Function], rule("AwsSolutions-IAM5", s.WildcardReason, wildcards...))
+			}
+		}
+	}
+}
+
+// suppressServiceRoleWildcards records why the service role's and its
+// boundary's wildcards are as they are.
+func (b *builder) suppressServiceRoleWildcards() {
+	suppress(b.boundary, wildcardRules(servicerole.Boundary(b.props.StackPrefix))...)
+	serviceRole := wildcardRules(servicerole.Grants(b.props.StackPrefix, nil))
+	var awsManaged []any
+	for _, arn := range b.props.ServiceRolePolicyARNs {
+		if strings.Contains(arn, ":iam::aws:policy/") {
+			awsManaged = append(awsManaged, "Policy::"+arn)
+		}
+	}
+	if len(awsManaged) > 0 {
+		serviceRole = append(serviceRole, rule("AwsSolutions-IAM4", reasonOperatorPolicies, awsManaged...))
+	}
+	suppress(b.serviceRole, serviceRole...)
 }
 
 // ignoreRedundantRoleDependency tells cfn-lint not to warn (W3005) that

@@ -14,7 +14,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssnssubscriptions"
 	"github.com/aws/jsii-runtime-go"
 
-	"github.com/serverless-osb/broker/internal/metrics"
+	"github.com/serverless-osb/broker/internal/metrics/metricname"
 )
 
 // The outputs an operator needs beside the URL and the secret: what `ops
@@ -101,8 +101,8 @@ func (b *builder) brokerAlarms() (alarms []alarm, periods []int) {
 	stuck := awscloudwatch.NewMathExpression(&awscloudwatch.MathExpressionProps{
 		Expression: jsii.String("failed + timedOut"),
 		UsingMetrics: &map[string]awscloudwatch.IMetric{
-			"failed":   b.brokerMetric(metrics.ReaperFailed, "Sum", period, "failed by the reaper", nil),
-			"timedOut": b.brokerMetric(metrics.ReaperTimedOut, "Sum", period, "stopped by the reaper", nil),
+			"failed":   b.brokerMetric(metricname.ReaperFailed, "Sum", period, "failed by the reaper", nil),
+			"timedOut": b.brokerMetric(metricname.ReaperTimedOut, "Sum", period, "stopped by the reaper", nil),
 		},
 		Label:  jsii.String("operations stuck"),
 		Period: awscdk.Duration_Minutes(jsii.Number(period)),
@@ -110,7 +110,7 @@ func (b *builder) brokerAlarms() (alarms []alarm, periods []int) {
 	return []alarm{
 			{"OperationsFailedAlarm", "An operation failed: last_operation tells its platform why (a driver's or a template's error, " +
 				"a missing permission, a quota). Its resources were detached for cleanup. The logs of the worker function name the operation.",
-				b.brokerMetric(metrics.OperationFailed, "Sum", period, "", nil), 1},
+				b.brokerMetric(metricname.OperationFailed, "Sum", period, "", nil), 1},
 			{"StuckOperationsAlarm", "The reaper failed an operation that was stuck: its execution ended without recording a result, " +
 				"or it outlived its plan's maximum polling duration. Something crashed or hung; see the worker's logs. " +
 				"List operations in progress with: go run ./functions/api ops --stack " + *b.stack.StackName() + " operations",
@@ -118,7 +118,7 @@ func (b *builder) brokerAlarms() (alarms []alarm, periods []int) {
 			{"DetachedResourcesAlarm", fmt.Sprintf("A detached resource has waited for its deletion for %d hours or more, "+
 				"or its cleanup gave up: it may still cost money. List them with: %s --stack %s detached",
 				detachedAlarmHours, "go run ./functions/api ops", *b.stack.StackName()),
-				b.brokerMetric(metrics.DetachedResources, "Minimum", 60, "", nil), 1},
+				b.brokerMetric(metricname.DetachedResources, "Minimum", 60, "", nil), 1},
 		},
 		[]int{1, 1, detachedAlarmHours}
 }
@@ -142,7 +142,7 @@ func (b *builder) dashboard() awscloudwatch.Dashboard {
 	}
 	byPlan := func(name, stat string) string {
 		return fmt.Sprintf(`SEARCH('{%s,%s,%s,%s} MetricName="%s"', '%s', %d)`,
-			ns, metrics.DimService, metrics.DimPlan, metrics.DimKind, name, stat, int(minutes*60))
+			ns, metricname.DimService, metricname.DimPlan, metricname.DimKind, name, stat, int(minutes*60))
 	}
 	graph := func(title string, left []awscloudwatch.IMetric, right []awscloudwatch.IMetric) awscloudwatch.IWidget {
 		props := &awscloudwatch.GraphWidgetProps{Title: jsii.String(title), Left: &left, Width: jsii.Number(8), Height: jsii.Number(6)}
@@ -172,35 +172,35 @@ func (b *builder) dashboard() awscloudwatch.Dashboard {
 				"`go run ./functions/api ops --stack %s operations` (or `detached`).", ns, ns, ns))})},
 		{
 			graph("Operations", []awscloudwatch.IMetric{
-				m(metrics.OperationStarted, "Sum", "started"),
-				m(metrics.OperationSucceeded, "Sum", "succeeded"),
-				m(metrics.OperationFailed, "Sum", "failed"),
+				m(metricname.OperationStarted, "Sum", "started"),
+				m(metricname.OperationSucceeded, "Sum", "succeeded"),
+				m(metricname.OperationFailed, "Sum", "failed"),
 			}, nil),
 			graph("Operations failed, by service, plan and kind", []awscloudwatch.IMetric{
-				search("failed", byPlan(metrics.OperationFailed, "Sum")),
+				search("failed", byPlan(metricname.OperationFailed, "Sum")),
 			}, nil),
 			graph("Operation duration (ms)", []awscloudwatch.IMetric{
-				m(metrics.OperationDuration, "p50", "p50"),
-				m(metrics.OperationDuration, "p90", "p90"),
-				m(metrics.OperationDuration, "Maximum", "max"),
+				m(metricname.OperationDuration, "p50", "p50"),
+				m(metricname.OperationDuration, "p90", "p90"),
+				m(metricname.OperationDuration, "Maximum", "max"),
 			}, nil),
 		},
 		{
 			graph("Operations started, by service, plan and kind", []awscloudwatch.IMetric{
-				search("started", byPlan(metrics.OperationStarted, "Sum")),
+				search("started", byPlan(metricname.OperationStarted, "Sum")),
 			}, nil),
 			graph("last_operation polls", []awscloudwatch.IMetric{
-				m(metrics.LastOperationPolls, "Sum", "polls"),
+				m(metricname.LastOperationPolls, "Sum", "polls"),
 			}, nil),
 			graph("Reaper and cleanups", []awscloudwatch.IMetric{
-				m(metrics.ReaperRestarted, "Sum", "restarted"),
-				m(metrics.ReaperFailed, "Sum", "failed (stuck)"),
-				m(metrics.ReaperTimedOut, "Sum", "stopped (overdue)"),
-				m(metrics.ReaperCleanupsStarted, "Sum", "cleanups started"),
-				m(metrics.CleanupFailed, "Sum", "cleanups given up"),
+				m(metricname.ReaperRestarted, "Sum", "restarted"),
+				m(metricname.ReaperFailed, "Sum", "failed (stuck)"),
+				m(metricname.ReaperTimedOut, "Sum", "stopped (overdue)"),
+				m(metricname.ReaperCleanupsStarted, "Sum", "cleanups started"),
+				m(metricname.CleanupFailed, "Sum", "cleanups given up"),
 			}, []awscloudwatch.IMetric{
-				m(metrics.DetachedResources, "Maximum", "detached resources"),
-				m(metrics.OperationsInProgress, "Maximum", "operations in progress"),
+				m(metricname.DetachedResources, "Maximum", "detached resources"),
+				m(metricname.OperationsInProgress, "Maximum", "operations in progress"),
 			}),
 		},
 		{

@@ -6,8 +6,8 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awskms"
 	"github.com/aws/jsii-runtime-go"
 
-	"github.com/serverless-osb/broker/internal/sealing"
-	"github.com/serverless-osb/broker/internal/store/dynamo"
+	"github.com/serverless-osb/broker/internal/deploy"
+	"github.com/serverless-osb/broker/internal/store/dynamo/schema"
 )
 
 // itemActions are the DynamoDB actions internal/store/dynamo performs:
@@ -93,7 +93,7 @@ func (b *builder) permissions() {
 
 func (b *builder) itemsStatement() awsiam.PolicyStatement {
 	resources := []*string{b.table.TableArn()}
-	for _, index := range dynamo.Schema().Indexes {
+	for _, index := range schema.Table().Indexes {
 		resources = append(resources, jsii.String(*b.table.TableArn()+"/index/"+index.Name))
 	}
 	return statement("TableItems", itemActions, resources...)
@@ -126,10 +126,10 @@ func (b *builder) sealingStatement(sid string, actions []string, key awskms.Key)
 		Resources: &[]*string{key.KeyArn()},
 		Conditions: &map[string]any{
 			"StringEquals": map[string]any{
-				"kms:EncryptionContext:" + sealing.TableContextKey: b.table.TableName(),
+				"kms:EncryptionContext:" + deploy.SealingContextKey: b.table.TableName(),
 			},
 			"ForAllValues:StringEquals": map[string]any{
-				"kms:EncryptionContextKeys": []string{sealing.TableContextKey},
+				"kms:EncryptionContextKeys": []string{deploy.SealingContextKey},
 			},
 		},
 	})

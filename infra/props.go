@@ -11,7 +11,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
 
-	"github.com/serverless-osb/broker/internal/drivers/cloudformation"
+	"github.com/serverless-osb/broker/internal/deploy"
 )
 
 // BrokerStackProps configures the broker's stack. The zero value of each
@@ -148,7 +148,7 @@ const (
 	DefaultWorkerTimeout      = 60 * time.Second
 	DefaultLogRetentionDays   = 30
 	DefaultReaperInterval     = 5 * time.Minute
-	DefaultStackPrefix        = cloudformation.DefaultStackPrefix
+	DefaultStackPrefix        = deploy.DefaultStackPrefix
 )
 
 // maxServiceRolePolicies is IAM's hard limit on the managed policies of a
@@ -238,14 +238,14 @@ func (p BrokerStackProps) withDefaults() (BrokerStackProps, error) {
 	return p, errors.Join(errs...)
 }
 
-// checkStackPrefix applies the driver's rule (cloudformation.CheckStackPrefix)
+// checkStackPrefix applies the stack prefix's rule (deploy.CheckStackPrefix)
 // and one more: CloudFormation collapses runs of hyphens when it generates a
 // name from a stack's name (RDS identifiers, for one), so the names of a
 // prefix ending in a hyphen (stacks "osb--…") or holding two in a row would
 // not start with it, and the service role's permissions, which match names
 // by prefix, would not cover them.
 func checkStackPrefix(prefix string) error {
-	if err := cloudformation.CheckStackPrefix(prefix); err != nil {
+	if err := deploy.CheckStackPrefix(prefix); err != nil {
 		return err
 	}
 	if strings.HasSuffix(prefix, "-") || strings.Contains(prefix, "--") {

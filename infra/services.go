@@ -8,7 +8,6 @@ import (
 	"github.com/aws/jsii-runtime-go"
 
 	"github.com/serverless-osb/broker/infra/servicerole"
-	"github.com/serverless-osb/broker/internal/env"
 )
 
 // token is the ARN pattern a as a token of stack's template.
@@ -44,15 +43,14 @@ func policyStatement(stack awscdk.Stack, s servicerole.Statement) awsiam.PolicyS
 }
 
 // services defines the role CloudFormation creates, updates and deletes
-// every service stack under (the driver's BROKER_CFN_ROLE_ARN), so that the
+// every service stack under (a driver that declares it needs the service
+// role is told its ARN through its declared environment), so that the
 // broker's functions never hold the services' permissions: its own
-// permissions (serviceRoleGrants, inline, so that it has them from the
-// moment it exists) and the managed policies the operator adds. The worker,
-// and only the worker (the CloudFormation driver's plans are asynchronous,
-// so only the workflows' Task states drive stacks), may manage the service
-// stacks: create, update and delete them under that role and no other, and
-// read their status, events and resources; and pass the role to
-// CloudFormation, and to nothing else.
+// permissions (servicerole.Grants, inline, so that it has them from the
+// moment it exists) and the managed policies the operator adds; and the
+// permissions boundary every IAM identity those stacks make carries. What
+// the functions may do with the stacks and the role is the driver's
+// declaration (grantDriverNeeds).
 func (b *builder) services() {
 	var boundary []awsiam.PolicyStatement
 	for _, s := range servicerole.Boundary(b.props.StackPrefix) {
@@ -90,47 +88,4 @@ func (b *builder) services() {
 		props.ManagedPolicies = &managed
 	}
 	b.serviceRole = awsiam.NewRole(b.stack, jsii.String("ServiceRole"), props)
-
-	stacks := []*string{token(b.stack, b.stacksARN())}
-	b.workerRole.AddToPrincipalPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
-		Sid: jsii.String("ChangeServiceStacks"),
-		// ContinueUpdateRollback: the driver continues the rollback of an
-		// update whose own rollback failed, under the same role.
-		Actions: jsii.Strings("cloudformation:CreateStack", "cloudformation:DeleteStack",
-			"cloudformation:CreateChangeSet", "cloudformation:ContinueUpdateRollback"),
-		Resources: &stacks,
-		Conditions: &map[string]any{
-			"StringEquals": map[string]any{"cloudformation:RoleArn": b.serviceRole.RoleArn()},
-		},
-	}))
-	// The stacks are created with tags, which CloudFormation authorizes
-	// as the caller's TagResource (and UntagResource on an update).
-	b.workerRole.AddToPrincipalPolicy(statement("TagServiceStacks",
-		[]string{"cloudformation:TagResource", "cloudformation:UntagResource"}, stacks...))
-	// Every update goes through a change set (created under the service
-	// role, above), which the worker reads, executes or deletes, after
-	// reading the template the stack runs and setting the stack policy of
-	// the one it moves to.
-	b.workerRole.AddToPrincipalPolicy(statement("ChangeSetsOfServiceStacks",
-		[]string{"cloudformation:DescribeChangeSet", "cloudformation:ExecuteChangeSet", "cloudformation:DeleteChangeSet",
-			"cloudformation:SetStackPolicy", "cloudformation:GetTemplate"}, stacks...))
-	b.workerRole.AddToPrincipalPolicy(statement("ReadServiceStacks",
-		[]string{"cloudformation:DescribeStacks", "cloudformation:DescribeStackEvents", "cloudformation:DescribeStackResources"},
-		stacks...))
-	b.workerRole.AddToPrincipalPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
-		Sid:       jsii.String("PassServiceRole"),
-		Actions:   jsii.Strings("iam:PassRole"),
-		Resources: &[]*string{b.serviceRole.RoleArn()},
-		Conditions: &map[string]any{
-			"StringEquals": map[string]any{"iam:PassedToService": "cloudformation.amazonaws.com"},
-		},
-	}))
-	b.worker.AddEnvironment(jsii.String(env.CFNRoleARN), b.serviceRole.RoleArn(), nil)
-	b.worker.AddEnvironment(jsii.String(env.StackPrefix), jsii.String(b.props.StackPrefix), nil)
-	b.worker.AddEnvironment(jsii.String(env.PermissionsBoundaryARN), b.boundary.ManagedPolicyArn(), nil)
-}
-
-// stacksARN matches every stack the driver makes: PREFIX-…, any stack id.
-func (b *builder) stacksARN() servicerole.ARN {
-	return servicerole.ARN{Service: "cloudformation", Resource: "stack/" + b.props.StackPrefix + "-*/*"}
 }

@@ -26,10 +26,9 @@ import (
 	"github.com/aws/jsii-runtime-go"
 	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
 
-	"github.com/serverless-osb/broker/internal/catalog"
-	"github.com/serverless-osb/broker/internal/drivers"
+	"github.com/serverless-osb/broker/internal/deploy"
 	"github.com/serverless-osb/broker/internal/env"
-	"github.com/serverless-osb/broker/internal/store/dynamo"
+	"github.com/serverless-osb/broker/internal/store/dynamo/schema"
 )
 
 // substitutionWorkerARN is the DefinitionSubstitutions key the workflows
@@ -61,7 +60,15 @@ func NewBrokerStack(scope constructs.Construct, id string, props *BrokerStackPro
 	if err != nil {
 		return nil, fmt.Errorf("stack %s: %w", id, err)
 	}
-	if err := checkAssets(p.CatalogPath, catalogFiles, p.APICodeDir, p.WorkerCodeDir); err != nil {
+	manifestFiles := func(string) ([]string, error) {
+		m, err := readManifest(p.WorkerCodeDir)
+		return m.Files, err
+	}
+	if err := checkAssets(p.CatalogPath, manifestFiles, p.APICodeDir, p.WorkerCodeDir); err != nil {
+		return nil, fmt.Errorf("stack %s: %w", id, err)
+	}
+	manifest, err := readManifest(p.WorkerCodeDir)
+	if err != nil {
 		return nil, fmt.Errorf("stack %s: %w", id, err)
 	}
 
@@ -74,10 +81,7 @@ func NewBrokerStack(scope constructs.Construct, id string, props *BrokerStackPro
 		return nil, fmt.Errorf("stack %s: %w", id, err)
 	}
 	b.functions()
-	b.services()
-	if err := b.grantFunctionTargets(); err != nil {
-		return nil, fmt.Errorf("stack %s: %w", id, err)
-	}
+	b.grantDriverNeeds(manifest)
 	b.stateMachines(workflows)
 	b.reaper()
 	b.apiGateway()
@@ -139,17 +143,6 @@ func checkAssets(catalog string, list func(catalog string) ([]string, error), di
 	return errors.Join(errs...)
 }
 
-// catalogFiles lists the files the driver settings of the catalog at path
-// read (drivers.Files), relative to the catalog's folder: what make build
-// bundles beside it.
-func catalogFiles(path string) ([]string, error) {
-	cat, err := catalog.Load(path)
-	if err != nil {
-		return nil, err
-	}
-	return drivers.Files(cat)
-}
-
 // checkStateMachineNames makes sure the state machines' names, which
 // derive from the stack's name, are names Step Functions accepts.
 func checkStateMachineNames(stack awscdk.Stack, workflows []workflow) error {
@@ -180,7 +173,11 @@ type builder struct {
 	secret  awssecretsmanager.Secret
 
 	apiRole, workerRole awsiam.Role
-	// serviceRole is CloudFormation's role for the service stacks.
+	// needs are what the catalog's drivers declared they need of the
+	// stack (grantDriverNeeds).
+	needs deploy.Manifest
+	// serviceRole is CloudFormation's role for the service stacks, made
+	// when a driver needs it.
 	serviceRole awsiam.Role
 	// boundary is the permissions boundary of the IAM identities the
 	// service stacks make.
@@ -229,14 +226,14 @@ func (b *builder) data() error {
 		// The secrets in the table are unreadable without this key.
 		RemovalPolicy: awscdk.RemovalPolicy_RETAIN,
 	})
-	// The table's shape is the dynamo store's (dynamo.Schema), which its
+	// The table's shape is the dynamo store's (schema.Table), which its
 	// CreateTable makes too: TestTableIsTheStoresTable checks both agree.
-	schema := dynamo.Schema()
-	hash, err := tableAttribute(schema.HashKey)
+	shape := schema.Table()
+	hash, err := tableAttribute(shape.HashKey)
 	if err != nil {
 		return err
 	}
-	sort, err := tableAttribute(schema.RangeKey)
+	sort, err := tableAttribute(shape.RangeKey)
 	if err != nil {
 		return err
 	}
@@ -249,11 +246,11 @@ func (b *builder) data() error {
 		PointInTimeRecoverySpecification: &awsdynamodb.PointInTimeRecoverySpecification{
 			PointInTimeRecoveryEnabled: jsii.Bool(true),
 		},
-		TimeToLiveAttribute: jsii.String(schema.TimeToLive),
+		TimeToLiveAttribute: jsii.String(shape.TimeToLive),
 		DeletionProtection:  jsii.Bool(true),
 		RemovalPolicy:       awscdk.RemovalPolicy_RETAIN,
 	})
-	for _, index := range schema.Indexes {
+	for _, index := range shape.Indexes {
 		hash, err := tableAttribute(index.HashKey)
 		if err != nil {
 			return fmt.Errorf("index %s: %w", index.Name, err)
@@ -303,7 +300,7 @@ var (
 
 // tableAttribute is a key attribute of the store's schema for the CDK, or
 // nil for none (a key without a range key).
-func tableAttribute(a dynamo.KeyAttribute) (*awsdynamodb.Attribute, error) {
+func tableAttribute(a schema.KeyAttribute) (*awsdynamodb.Attribute, error) {
 	if a.Name == "" {
 		return nil, nil
 	}

@@ -1,10 +1,8 @@
 package api
 
 import (
-	"math"
 	"net/http"
 	"strconv"
-	"time"
 
 	"github.com/serverless-osb/broker/internal/broker"
 )
@@ -31,13 +29,8 @@ type lastOperationBody struct {
 // encodeLastOperation answers while the operation runs with Retry-After.
 func encodeLastOperation(lo broker.LastOperation, header http.Header) (int, any) {
 	if lo.State == broker.OperationInProgress {
-		header.Set("Retry-After", retryAfter(lo.RetryAfter))
+		header.Set("Retry-After", strconv.Itoa(broker.RetryAfterSeconds(lo.RetryAfter)))
 	}
 	return http.StatusOK, lastOperationBody{State: lo.State, Description: lo.Description,
 		InstanceUsable: lo.InstanceUsable, UpdateRepeatable: lo.UpdateRepeatable}
-}
-
-// retryAfter renders a duration as Retry-After seconds (at least 1).
-func retryAfter(d time.Duration) string {
-	return strconv.Itoa(max(1, int(math.Ceil(d.Seconds()))))
 }

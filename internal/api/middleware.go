@@ -16,6 +16,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/serverless-osb/broker/internal/broker"
+	"github.com/serverless-osb/broker/internal/deploy"
 	"github.com/serverless-osb/broker/internal/logging"
 )
 
@@ -27,8 +28,9 @@ const (
 )
 
 // HeaderOriginVerify carries the origin secret (Config.OriginSecret) that
-// the deployed stack's front door adds to every request it forwards.
-const HeaderOriginVerify = "X-Origin-Verify"
+// the deployed stack's front door adds to every request it forwards
+// (named in deploy, which the stack reads too).
+const HeaderOriginVerify = deploy.HeaderOriginVerify
 
 // MinMinorVersion is the oldest 2.x API version the broker accepts.
 const MinMinorVersion = 9

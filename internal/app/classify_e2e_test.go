@@ -46,7 +46,7 @@ func TestWhatUsersSeeOfEachAnswer(t *testing.T) {
 	// A transient failure of an asynchronous plan is an outage, waited out
 	// for the plan's outage_budget (30 minutes): on a clock the waits move
 	// at once.
-	clock := newOutageClock(0)
+	clock := newOutageClock()
 	o := functionOptions(t, target, functionSecret)
 	o.Sleep, o.Now, o.ReapInterval = clock.Sleep, clock.Now, -1
 	b := apptest.StartWith(t, o)

@@ -1,6 +1,7 @@
 package app_test
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net/http"
@@ -99,6 +100,8 @@ type cfnFaultRun struct {
 	after  bool
 	prefix string
 	cfg    aws.Config
+	// catalog is the catalog served (default services/catalog.yaml).
+	catalog string
 }
 
 func (r cfnFaultRun) start(t *testing.T, dir string, c *crasher) *apptest.Broker {
@@ -123,7 +126,7 @@ func (r cfnFaultRun) start(t *testing.T, dir string, c *crasher) *apptest.Broker
 			noSleep(ctx, d)
 		}
 	}
-	return apptest.StartWith(t, apptest.Options{Dir: dir, Catalog: "services/catalog.yaml", Wrap: wrap, ReapInterval: -1, Sleep: sleep,
+	return apptest.StartWith(t, apptest.Options{Dir: dir, Catalog: cmp.Or(r.catalog, "services/catalog.yaml"), Wrap: wrap, ReapInterval: -1, Sleep: sleep,
 		AWS: func(context.Context) (aws.Config, error) { return cfg, nil },
 		Getenv: func(k string) string {
 			if k == "BROKER_STACK_PREFIX" {

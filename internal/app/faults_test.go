@@ -103,6 +103,14 @@ func (f faultyStore) ListOperations(ctx context.Context, iid string) ([]broker.O
 func (f faultyStore) ListInProgress(ctx context.Context) ([]broker.Operation, error) {
 	return do(f.c, func() ([]broker.Operation, error) { return f.s.ListInProgress(ctx) })
 }
+func (f faultyStore) ListInstances(ctx context.Context, filter broker.InstanceFilter, page string) ([]broker.Instance, string, error) {
+	var next string
+	list, err := do(f.c, func() (l []broker.Instance, err error) {
+		l, next, err = f.s.ListInstances(ctx, filter, page)
+		return l, err
+	})
+	return list, next, err
+}
 func (f faultyStore) CreateInstance(ctx context.Context, i broker.Instance, op broker.Operation, settled *broker.Settled) error {
 	return do0(f.c, func() error { return f.s.CreateInstance(ctx, i, op, settled) })
 }

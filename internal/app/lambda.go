@@ -32,6 +32,7 @@ import (
 	"github.com/serverless-osb/broker/internal/env"
 	"github.com/serverless-osb/broker/internal/logging"
 	"github.com/serverless-osb/broker/internal/metrics"
+	"github.com/serverless-osb/broker/internal/metrics/metricname"
 	"github.com/serverless-osb/broker/internal/sealing"
 	"github.com/serverless-osb/broker/internal/steps"
 	"github.com/serverless-osb/broker/internal/store/dynamo"
@@ -76,7 +77,7 @@ type LambdaConfig struct {
 	// sealing mode says (env.SealedOnly; sealing.Store.SealedOnly).
 	SealedOnly bool
 	// MetricsNamespace is the metrics' CloudWatch namespace
-	// (env.MetricsNamespace; default metrics.DefaultNamespace).
+	// (env.MetricsNamespace; default metricname.DefaultNamespace).
 	MetricsNamespace string
 	// Metrics, when set, receives the broker's metrics (EMF documents on
 	// the function's stdout); nil records none, as the operator command.
@@ -117,7 +118,7 @@ func LambdaConfigFromEnv(f Function) (LambdaConfig, error) {
 		},
 		CatalogPath:      os.Getenv(env.Catalog),
 		SealingKey:       os.Getenv(env.SealingKeyARN),
-		MetricsNamespace: cmp.Or(os.Getenv(env.MetricsNamespace), metrics.DefaultNamespace),
+		MetricsNamespace: cmp.Or(os.Getenv(env.MetricsNamespace), metricname.DefaultNamespace),
 	}
 	c.StateMachineARN, c.CleanupStateMachineARN = os.Getenv(env.OperationStateMachineARN), os.Getenv(env.CleanupStateMachineARN)
 	c.UpgradeStateMachineARN = os.Getenv(env.UpgradeStateMachineARN)

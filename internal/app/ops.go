@@ -29,12 +29,17 @@ import (
 // OpsUsage is the operator command's help.
 const OpsUsage = `usage: go run ./functions/api ops [--json] [--stack NAME] COMMAND
 
+  instances [--service ID] [--plan ID] [--behind]
+                    the instances (of the service, of the plan), each with the version of
+                    its plan it runs (maintenance_info version, plan digest) and whether it
+                    is behind the catalog's; --behind lists only those
   operations        operations in progress, with those overdue marked STUCK
   operation INSTANCE_ID [OPERATION_ID]
                     the instance's operations (finished ones are kept 7 days), each with
                     its detail for the operator (a failure's full reason, e.g.
                     CloudFormation's), and the detached resources its operations left
-  detached          detached resources: waiting for, in, or given up by the cleanup
+  detached          detached resources: waiting for, in, or given up by the cleanup, with
+                    the outage of the service's backend a cleanup waits out
   cleanup ID        start the cleanup of detached resource ID again (locally, wait for
                     it to end: exit 0 once the resource is deleted, 1 if it fails)
   reap              run the reaper once and print what it did
@@ -85,6 +90,9 @@ func RunOps(ctx context.Context, args []string, out io.Writer, logger *slog.Logg
 	fs.SetOutput(io.Discard)
 	asJSON := fs.Bool("json", false, "")
 	stack := fs.String("stack", "", "")
+	service := fs.String("service", "", "")
+	plan := fs.String("plan", "", "")
+	behind := fs.Bool("behind", false, "")
 	// Flags may come before or after the command (ops reap --json);
 	// upgrade parses its own, after its name.
 	var positional, upgradeArgs []string
@@ -124,10 +132,15 @@ func RunOps(ctx context.Context, args []string, out io.Writer, logger *slog.Logg
 	case args[0] == "operation" && (len(args) < 2 || len(args) > 3):
 		return usageError("operation takes the instance's id and, optionally, one of its operation's ids")
 	case args[0] == "operation" || args[0] == "cleanup" || args[0] == "upgrade":
-	case !slices.Contains([]string{"operations", "detached", "reap", "reseal", "rotate-key"}, args[0]):
+	case !slices.Contains([]string{"instances", "operations", "detached", "reap", "reseal", "rotate-key"}, args[0]):
 		return usageError("unknown command %q", args[0])
 	case len(args) != 1:
 		return usageError("%s takes no argument", args[0])
+	case args[0] != "instances" && (*service != "" || *plan != "" || *behind):
+		return usageError("--service, --plan and --behind go with instances, not %s", args[0])
+	}
+	if args[0] == "instances" {
+		args = append(args, instancesArgs(*service, *plan, *behind)...)
 	}
 	b, closeFn, err := opsBroker(ctx, *stack, logger)
 	if err != nil {
@@ -272,6 +285,16 @@ func Ops(ctx context.Context, b *broker.Broker, args []string, out io.Writer) er
 	w := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
 	defer w.Flush()
 	switch args[0] {
+	case "instances":
+		list, err := opsInstances(ctx, b, args[1:])
+		if err != nil {
+			return err
+		}
+		fmt.Fprintln(w, "INSTANCE\tSERVICE\tPLAN\tSTATE\tVERSION\tDIGEST\tBEHIND")
+		for _, l := range list {
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", l.ID, l.ServiceID, l.PlanID, l.State,
+				cmp.Or(l.Runs.Version, "-"), cmp.Or(shortDigest(l.Runs.Digest), "-"), l.behindText())
+		}
 	case "operations":
 		ops, err := b.Store.ListInProgress(ctx)
 		if err != nil {
@@ -309,6 +332,9 @@ func Ops(ctx context.Context, b *broker.Broker, args []string, out io.Writer) er
 		for _, d := range ds {
 			fmt.Fprintf(out, "detached %s  %s  attempts %d  resource %s  operation %s\n", d.ID, d.State, d.Attempts, d.Name, d.OperationID)
 			fmt.Fprintf(out, "  reason:      %s\n", d.Reason)
+			if d.InOutage() {
+				fmt.Fprintf(out, "  outage:      %s\n", outageText(d, b.Now()))
+			}
 			if d.Failure != "" {
 				fmt.Fprintf(out, "  failure:     %s\n", d.Failure)
 			}
@@ -323,7 +349,11 @@ func Ops(ctx context.Context, b *broker.Broker, args []string, out io.Writer) er
 		}
 		fmt.Fprintln(w, "ID\tSTATE\tATTEMPTS\tINSTANCE\tRESOURCE\tREASON\tFAILURE")
 		for _, d := range ds {
-			fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s\t%s\t%s\n", d.ID, d.State, d.Attempts, d.InstanceID, d.Name, d.Reason, d.Failure)
+			state := string(d.State)
+			if d.InOutage() {
+				state += " — " + outageText(d, b.Now())
+			}
+			fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s\t%s\t%s\n", d.ID, state, d.Attempts, d.InstanceID, d.Name, d.Reason, d.Failure)
 		}
 	case "cleanup":
 		if len(args) != 2 {
@@ -375,6 +405,109 @@ func Ops(ctx context.Context, b *broker.Broker, args []string, out io.Writer) er
 		return usageError("unknown command %q", args[0])
 	}
 	return nil
+}
+
+// outageText says what outage d's cleanup waits out: "backend unreachable
+// (HTTP 503) since 12:03, attempt 7, next try 12:40" (UTC; with the date
+// when it is not today's).
+func outageText(d broker.Detached, now time.Time) string {
+	at := func(t time.Time) string {
+		if t.UTC().Format(time.DateOnly) == now.UTC().Format(time.DateOnly) {
+			return t.UTC().Format("15:04")
+		}
+		return t.UTC().Format("2006-01-02 15:04")
+	}
+	reason := ""
+	if d.OutageReason != "" {
+		reason = " (" + d.OutageReason + ")"
+	}
+	return fmt.Sprintf("backend unreachable%s since %s, attempt %d, next try %s (UTC)", reason, at(d.OutageSince), d.OutageAttempts, at(d.NextTryAt))
+}
+
+// instanceVersion is an instance in ops instances: the version of its plan
+// it runs and the catalog's.
+type instanceVersion struct {
+	ID        string             `json:"instance_id"`
+	ServiceID string             `json:"service_id"`
+	PlanID    string             `json:"plan_id"`
+	State     string             `json:"state"`
+	Runs      broker.PlanVersion `json:"runs"`
+	// Current is nil when the catalog no longer has the plan: then the
+	// instance cannot be upgraded, and Behind is false.
+	Current *broker.PlanVersion `json:"current,omitempty"`
+	Behind  bool                `json:"behind"`
+}
+
+func (l instanceVersion) behindText() string {
+	switch {
+	case l.Current == nil:
+		return "unknown: its plan is no longer in the catalog"
+	case !l.Behind:
+		return "no"
+	case l.Runs.Version != l.Current.Version:
+		return fmt.Sprintf("yes: the plan is at %s", cmp.Or(l.Current.Version, "no maintenance_info version"))
+	}
+	return fmt.Sprintf("yes: the plan deploys %s", shortDigest(l.Current.Digest))
+}
+
+// shortDigest is as much of a plan digest ("sha256:" and 64 hex digits) as
+// tells digests apart to an operator's eye.
+func shortDigest(d string) string {
+	if len(d) > len("sha256:")+12 {
+		return d[:len("sha256:")+12]
+	}
+	return d
+}
+
+// instancesArgs are the arguments of ops instances that RunOps hands to
+// Ops, which opsInstances reads back.
+func instancesArgs(service, plan string, behind bool) []string {
+	var args []string
+	if service != "" {
+		args = append(args, "--service="+service)
+	}
+	if plan != "" {
+		args = append(args, "--plan="+plan)
+	}
+	if behind {
+		args = append(args, "--behind")
+	}
+	return args
+}
+
+// opsInstances lists the instances that args select (instancesArgs), every
+// page, each with the version of its plan it runs and the catalog's.
+func opsInstances(ctx context.Context, b *broker.Broker, args []string) ([]instanceVersion, error) {
+	fs := flag.NewFlagSet("instances", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	var f broker.InstanceFilter
+	fs.StringVar(&f.ServiceID, "service", "", "")
+	fs.StringVar(&f.PlanID, "plan", "", "")
+	behindOnly := fs.Bool("behind", false, "")
+	if err := fs.Parse(args); err != nil || fs.NArg() > 0 {
+		return nil, usageError("instances takes --service ID, --plan ID and --behind")
+	}
+	list := []instanceVersion{}
+	for page := ""; ; {
+		insts, next, err := b.Store.ListInstances(ctx, f, page)
+		if err != nil {
+			return nil, err
+		}
+		for _, inst := range insts {
+			l := instanceVersion{ID: inst.ID, ServiceID: inst.ServiceID, PlanID: inst.PlanID, State: string(inst.State), Runs: inst.RunsVersion()}
+			if current, ok := b.CurrentVersion(inst.ServiceID, inst.PlanID); ok {
+				l.Current, l.Behind = &current, l.Runs.Behind(current)
+			}
+			if l.Behind || !*behindOnly {
+				list = append(list, l)
+			}
+		}
+		if page = next; page == "" {
+			break
+		}
+	}
+	slices.SortFunc(list, func(a, b instanceVersion) int { return cmp.Compare(a.ID, b.ID) })
+	return list, nil
 }
 
 // instanceOperations are the operations of the instance args[0] names,
@@ -453,6 +586,12 @@ func OpsJSON(ctx context.Context, b *broker.Broker, args []string, out io.Writer
 	var answer any
 	var err error
 	switch args[0] {
+	case "instances":
+		var list []instanceVersion
+		if list, err = opsInstances(ctx, b, args[1:]); err != nil {
+			return err
+		}
+		answer = list
 	case "operations":
 		type operation struct {
 			ID         string  `json:"operation_id"`
@@ -532,10 +671,26 @@ type detachedAnswer struct {
 	Reason        string `json:"reason,omitempty"`
 	Failure       string `json:"failure,omitempty"`
 	FailureDetail string `json:"failure_detail,omitempty"`
+	// Outage is the outage of the service's backend that the cleanup
+	// waits out; absent when none.
+	Outage *outageAnswer `json:"outage,omitempty"`
+}
+
+// outageAnswer is a cleanup's outage in ops' JSON.
+type outageAnswer struct {
+	Since     time.Time `json:"since"`
+	Attempts  int       `json:"attempts"`
+	Reason    string    `json:"reason,omitempty"`
+	NextTryAt time.Time `json:"next_try_at"`
 }
 
 func newDetachedAnswer(d broker.Detached) detachedAnswer {
-	return detachedAnswer{d.ID, string(d.State), d.Attempts, d.InstanceID, d.Name, d.OperationID, d.Reason, d.Failure, d.FailureDetail}
+	a := detachedAnswer{ID: d.ID, State: string(d.State), Attempts: d.Attempts, InstanceID: d.InstanceID, Resource: d.Name,
+		OperationID: d.OperationID, Reason: d.Reason, Failure: d.Failure, FailureDetail: d.FailureDetail}
+	if d.InOutage() {
+		a.Outage = &outageAnswer{Since: d.OutageSince, Attempts: d.OutageAttempts, Reason: d.OutageReason, NextTryAt: d.NextTryAt}
+	}
+	return a
 }
 
 // operationAnswer is an operation in ops' JSON, with its detail for the

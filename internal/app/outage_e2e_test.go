@@ -19,6 +19,7 @@ import (
 	osb "sigs.k8s.io/go-open-service-broker-client/v2"
 
 	"github.com/serverless-osb/broker/internal/app/apptest"
+	"github.com/serverless-osb/broker/internal/broker"
 	"github.com/serverless-osb/broker/internal/drivers/function"
 	"github.com/serverless-osb/broker/internal/mototest"
 	"github.com/serverless-osb/broker/internal/waittest"
@@ -33,19 +34,24 @@ import (
 // at once.
 
 // outageClock is the broker's clock and the local engine's Sleep: a wait
-// moves the clock by its length at once, except the first wait of length
-// hold, which it reports by closing held and keeps until release is
-// closed, so that the test can poll while the operation waits.
+// moves the clock by its length at once, except the first wait of each
+// length in hold, which it hands to the test (held) and keeps until the
+// test lets it pass (release), so that the test can look at the broker
+// while the workflow waits.
 type outageClock struct {
 	mu      sync.Mutex
 	now     time.Time
-	hold    time.Duration
-	held    chan struct{}
+	hold    map[time.Duration]bool
+	held    chan time.Duration
 	release chan struct{}
 }
 
-func newOutageClock(hold time.Duration) *outageClock {
-	return &outageClock{now: time.Now().UTC(), hold: hold, held: make(chan struct{}), release: make(chan struct{})}
+func newOutageClock(hold ...time.Duration) *outageClock {
+	c := &outageClock{now: time.Now().UTC(), hold: map[time.Duration]bool{}, held: make(chan time.Duration), release: make(chan struct{})}
+	for _, d := range hold {
+		c.hold[d] = true
+	}
+	return c
 }
 
 func (c *outageClock) Now() time.Time {
@@ -56,13 +62,15 @@ func (c *outageClock) Now() time.Time {
 
 func (c *outageClock) Sleep(ctx context.Context, d time.Duration) {
 	c.mu.Lock()
-	hold := c.hold != 0 && d == c.hold
-	if hold {
-		c.hold = 0
-	}
+	hold := c.hold[d]
+	delete(c.hold, d)
 	c.mu.Unlock()
 	if hold {
-		close(c.held)
+		select {
+		case c.held <- d:
+		case <-ctx.Done():
+			return
+		}
 		select {
 		case <-c.release:
 		case <-ctx.Done():
@@ -75,21 +83,37 @@ func (c *outageClock) Sleep(ctx context.Context, d time.Duration) {
 }
 
 // downTarget is a function target (protocol version 2, signature checked)
-// whose Begin answers "not done" and whose first `down` checks answer HTTP
-// 503; then it is done.
+// whose answers a test scripts: answer gets each request and how many of
+// its call came so far (this one included), and says what to answer, or
+// false to answer HTTP 503.
 type downTarget struct {
 	URL    string
+	answer func(req function.Request, n int) (function.Answer, bool)
 	mu     sync.Mutex
-	down   int
-	checks int
+	calls  map[string]int
 }
 
-func startDownTarget(t *testing.T, down int) *downTarget {
-	dt := &downTarget{down: down}
+func startTarget(t *testing.T, answer func(req function.Request, n int) (function.Answer, bool)) *downTarget {
+	dt := &downTarget{answer: answer, calls: map[string]int{}}
 	srv := httptest.NewServer(http.HandlerFunc(dt.serve))
 	t.Cleanup(srv.Close)
 	dt.URL = srv.URL
 	return dt
+}
+
+// startDownTarget starts a target whose Begin answers "not done" and whose
+// first `down` checks answer HTTP 503; then it is done.
+func startDownTarget(t *testing.T, down int) *downTarget {
+	return startTarget(t, func(req function.Request, n int) (function.Answer, bool) {
+		a := function.Answer{Version: req.Version, Done: true}
+		switch req.Call {
+		case function.CallBegin:
+			a.Done, a.Description = false, "Creating the tenant."
+		case function.CallCheck:
+			return a, n > down
+		}
+		return a, true
+	})
 }
 
 func (dt *downTarget) serve(w http.ResponseWriter, r *http.Request) {
@@ -103,32 +127,29 @@ func (dt *downTarget) serve(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "not a request", http.StatusBadRequest)
 		return
 	}
-	a := function.Answer{Version: req.Version, Done: true}
-	switch req.Call {
-	case function.CallBegin:
-		a.Done, a.Description = false, "Creating the tenant."
-	case function.CallCheck:
-		dt.mu.Lock()
-		dt.checks++
-		down := dt.checks <= dt.down
-		dt.mu.Unlock()
-		if down {
-			http.Error(w, "deploying", http.StatusServiceUnavailable)
-			return
-		}
+	dt.mu.Lock()
+	dt.calls[req.Call]++
+	n := dt.calls[req.Call]
+	dt.mu.Unlock()
+	a, up := dt.answer(req, n)
+	if !up {
+		http.Error(w, "deploying", http.StatusServiceUnavailable)
+		return
 	}
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(a)
 }
 
-func (dt *downTarget) Checks() int {
+// Calls is how many requests of call (begin, check, cleanup, ...) came.
+func (dt *downTarget) Calls(call string) int {
 	dt.mu.Lock()
 	defer dt.mu.Unlock()
-	return dt.checks
+	return dt.calls[call]
 }
 
-// startOutageBroker starts a broker whose plans delegate to dt, on clock.
-func startOutageBroker(t *testing.T, dt *downTarget, clock *outageClock) *e2e {
+// startOutageBroker starts a broker whose plans delegate to dt, on clock,
+// with store (nil: bolt).
+func startOutageBroker(t *testing.T, dt *downTarget, clock *outageClock, store broker.Store) (*apptest.Broker, *e2e) {
 	b := apptest.StartWith(t, apptest.Options{
 		Catalog: functionCatalog(t, dt.URL),
 		Getenv: func(k string) string {
@@ -137,12 +158,13 @@ func startOutageBroker(t *testing.T, dt *downTarget, clock *outageClock) *e2e {
 			}
 			return ""
 		},
+		Store: store,
 		Sleep: clock.Sleep, Now: clock.Now,
 		// The reaper would run on the real clock; last_operation repairs
 		// on the broker's.
 		ReapInterval: -1,
 	})
-	return newE2E(t, b)
+	return b, newE2E(t, b)
 }
 
 // pollHeld polls last_operation while the operation waits at the held
@@ -171,7 +193,7 @@ func pollHeld(t *testing.T, c osb.Client, instanceID, serviceID string, op *osb.
 	if r.PollDelay == nil || *r.PollDelay != retryAfter {
 		t.Errorf("Retry-After %v, want %s: the next try", r.PollDelay, retryAfter)
 	}
-	close(clock.release)
+	clock.release <- struct{}{}
 }
 
 func TestAnOutageOfAFunctionTargetShorterThanTheBudgetIsWaitedOut(t *testing.T) {
@@ -181,7 +203,7 @@ func TestAnOutageOfAFunctionTargetShorterThanTheBudgetIsWaitedOut(t *testing.T) 
 	// after the seventh call, 63 s in.
 	dt := startDownTarget(t, 8)
 	clock := newOutageClock(2 * time.Minute)
-	e := startOutageBroker(t, dt, clock)
+	_, e := startOutageBroker(t, dt, clock, nil)
 	began := clock.Now()
 
 	r := e.provision("out-1", e.async, true, nil)
@@ -194,7 +216,7 @@ func TestAnOutageOfAFunctionTargetShorterThanTheBudgetIsWaitedOut(t *testing.T) 
 	if state != osb.StateSucceeded {
 		t.Fatalf("provision %s: %q, want succeeded", state, description)
 	}
-	if n := dt.Checks(); n != 9 {
+	if n := dt.Calls(function.CallCheck); n != 9 {
 		t.Errorf("the target was checked %d times, want 9: eight down, then done", n)
 	}
 	if took, want := clock.Now().Sub(began), time.Second+22*time.Minute+45*time.Second; took != want {
@@ -205,8 +227,8 @@ func TestAnOutageOfAFunctionTargetShorterThanTheBudgetIsWaitedOut(t *testing.T) 
 func TestAnOutageOfAFunctionTargetPastTheBudgetFailsSayingSinceWhen(t *testing.T) {
 	t.Parallel()
 	dt := startDownTarget(t, 1_000_000)
-	clock := newOutageClock(0)
-	e := startOutageBroker(t, dt, clock)
+	clock := newOutageClock()
+	_, e := startOutageBroker(t, dt, clock, nil)
 	since := clock.Now()
 
 	r := e.provision("out-2", e.async, true, nil)
@@ -294,7 +316,7 @@ func TestThrottledCloudFormationIsWaitedOutWithinTheBudget(t *testing.T) {
 
 func TestThrottledCloudFormationPastTheBudgetFailsSayingSinceWhen(t *testing.T) {
 	t.Parallel()
-	clock := newOutageClock(0)
+	clock := newOutageClock()
 	b, c := startThrottledBroker(t, 1_000_000, clock)
 	id := uuid.NewString()
 	serviceID, op := provisionBucket(t, b, c, id)

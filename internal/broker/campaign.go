@@ -262,19 +262,6 @@ func UpgradeOperationID(campaignID, instanceID string) string {
 	return "upgrade-" + hex.EncodeToString(h[:16])
 }
 
-// Behind reports whether inst runs behind plan p as the catalog has it
-// now (digest: what p deploys now, "" when its driver has no digest): its
-// maintenance_info version differs, or its recorded digest does.
-func Behind(inst Instance, p *catalog.Plan, digest string) bool {
-	if p.MaintenanceInfo == nil {
-		return false
-	}
-	if inst.MaintenanceInfo == nil || inst.MaintenanceInfo.Version != p.MaintenanceInfo.Version {
-		return true
-	}
-	return inst.PlanDigest != "" && digest != "" && inst.PlanDigest != digest
-}
-
 // PlanItems makes a campaign's items from the instances of its plans: one
 // per instance that runs behind its plan (behind says so), and one,
 // skipped, per failed instance (it cannot be upgraded: the operator sees

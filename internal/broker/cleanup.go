@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
 	"time"
 
 	"github.com/serverless-osb/broker/internal/logging"
@@ -22,7 +21,7 @@ type CleanupInput struct {
 // A start that is lost after the write is repaired by the reaper, which
 // starts the same execution name again.
 func StartCleanup(ctx context.Context, s Store, e Engine, d Detached, now time.Time) (Detached, error) {
-	next := d
+	next := d.withoutOutage()
 	next.Attempts, next.State, next.Failure, next.UpdatedAt = d.Attempts+1, DetachedCleaning, "", now
 	if err := s.UpdateDetached(ctx, next, d.Attempts); err != nil {
 		return d, fmt.Errorf("start cleanup of %s: %w", d.ID, err)
@@ -186,7 +185,7 @@ func (b *Broker) reapDetached(ctx context.Context, d Detached) (started, failed 
 		// Ended, yet the record is still here: the execution could not
 		// record its outcome. Leave it for an operator, like a cleanup that
 		// gave up.
-		failedRecord := d
+		failedRecord := d.withoutOutage()
 		failedRecord.State, failedRecord.UpdatedAt = DetachedFailed, b.Now()
 		failedRecord.Failure = fmt.Sprintf("The cleanup execution ended (%s) without deleting the resource.", exec.Status)
 		if err := b.Store.UpdateDetached(ctx, failedRecord, d.Attempts); err != nil && !errors.Is(err, ErrNotFound) {
@@ -221,7 +220,10 @@ func (b *Broker) RetryCleanup(ctx context.Context, id string) (Detached, error) 
 }
 
 // CleanupDeleteTask runs the Delete Task of a cleanup: it asks the driver to
-// delete a detached resource.
+// delete a detached resource. A transient error of the driver is an outage
+// the cleanup waits out (waitOutCleanup), on the record; the first answer
+// after one clears it, in a write only when the resource is not deleted
+// yet (a deleted one's record goes).
 func (b *Broker) CleanupDeleteTask(ctx context.Context, id string) (TaskProgress, error) {
 	d, err := b.Store.GetDetached(ctx, id)
 	if errors.Is(err, ErrNotFound) {
@@ -235,17 +237,24 @@ func (b *Broker) CleanupDeleteTask(ctx context.Context, id string) (TaskProgress
 		return TaskProgress{}, err
 	}
 	p, err := driver.Cleanup(ctx, d)
-	if err != nil {
-		var f *Failure
-		if !errors.As(err, &f) {
-			b.Logger.WarnContext(ctx, "transient cleanup error", "error", err.Error())
-		}
+	var f *Failure
+	switch {
+	case err != nil && !errors.As(err, &f):
+		return b.waitOutCleanup(ctx, d, err)
+	case err != nil:
 		return TaskProgress{}, err
-	}
-	if p.Done {
+	case p.Done:
 		return TaskProgress{Done: true}, nil
 	}
-	return TaskProgress{RetryAfter: max(1, int(math.Ceil(p.RetryAfter.Seconds())))}, nil
+	if d.InOutage() {
+		answered := d.withoutOutage()
+		answered.UpdatedAt = b.Now()
+		err := b.Store.UpdateDetached(ctx, answered, d.Attempts)
+		if _, ok := conflictOf(err); !ok && err != nil && !errors.Is(err, ErrNotFound) {
+			return TaskProgress{}, fmt.Errorf("record the end of the outage of cleanup %s: %w", d.ID, err)
+		}
+	}
+	return waitFor(p.RetryAfter), nil
 }
 
 // CleanupDeletedTask removes the record of a resource the driver deleted.
@@ -268,13 +277,14 @@ func (b *Broker) CleanupGaveUpTask(ctx context.Context, id, description, detail 
 	if err != nil {
 		return fmt.Errorf("read detached %s: %w", id, err)
 	}
-	failed := d
+	// The failure says what became of an outage the cleanup waited out.
+	failed := d.withoutOutage()
 	failed.State, failed.Failure, failed.UpdatedAt = DetachedFailed, description, b.Now()
 	// No request parameter to hold the detail against: a cleanup's driver
 	// sees only the detached record, as its log lines do.
 	failed.FailureDetail = OperatorDetail(detail)
 	if err := b.Store.UpdateDetached(ctx, failed, d.Attempts); err != nil && !errors.Is(err, ErrNotFound) {
-		if isConflict(err) {
+		if _, ok := conflictOf(err); ok {
 			return nil // another cleanup started meanwhile: it decides
 		}
 		return fmt.Errorf("record failed cleanup of %s: %w", id, err)

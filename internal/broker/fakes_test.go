@@ -293,13 +293,7 @@ func (d *fakeDriver) call(step string, c broker.Change) (broker.Progress, error)
 	key := step + " " + string(kind)
 	d.mu.Lock()
 	d.calls = append(d.calls, key)
-	a := done()
-	if queue := d.answers[key]; len(queue) > 0 {
-		a = queue[0]
-		if len(queue) > 1 {
-			d.answers[key] = queue[1:]
-		}
-	}
+	a := d.next(key)
 	hook := d.hook
 	d.mu.Unlock()
 	if hook != nil {
@@ -372,11 +366,27 @@ func (d *fakeDriver) Leftovers(_ context.Context, c broker.Change) ([]string, er
 	return nil, nil
 }
 
+// Cleanup takes the next answer scripted for step "cleanup" (any kind:
+// d.on("cleanup", "", …)); with none, the resource is deleted.
 func (d *fakeDriver) Cleanup(_ context.Context, det broker.Detached) (broker.Progress, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.cleanups = append(d.cleanups, det.Name)
-	return broker.Progress{Done: true}, nil
+	a := d.next("cleanup ")
+	return a.progress, a.err
+}
+
+// next takes the next answer scripted under key; the last one repeats,
+// and with none the change is done. d.mu is held.
+func (d *fakeDriver) next(key string) answer {
+	a := done()
+	if queue := d.answers[key]; len(queue) > 0 {
+		a = queue[0]
+		if len(queue) > 1 {
+			d.answers[key] = queue[1:]
+		}
+	}
+	return a
 }
 
 // started is one Start call of the fake engine.

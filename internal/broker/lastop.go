@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
@@ -29,8 +30,16 @@ type LastOperation struct {
 	Description      string
 	InstanceUsable   *bool
 	UpdateRepeatable *bool
-	RetryAfter       time.Duration
+	// RetryAfter is when to poll again while in progress, as the broker
+	// knows it; RetryAfterSeconds says it to the platform.
+	RetryAfter time.Duration
 }
+
+// RetryAfterSeconds is d in whole seconds, rounded up, and at least 1: the
+// one rounding of a wait the broker tells, to the platform (Retry-After) or
+// to a workflow's Wait state (TaskProgress.RetryAfter), so that neither
+// looks again before the broker said.
+func RetryAfterSeconds(d time.Duration) int { return max(1, int(math.Ceil(d.Seconds()))) }
 
 // LastOperation handles GET /v2/service_instances/:instance_id/last_operation.
 func (b *Broker) LastOperation(ctx context.Context, d LastOperationDetails) (LastOperation, error) {
@@ -73,7 +82,7 @@ func (b *Broker) lastOperation(ctx context.Context, d LastOperationDetails, what
 		if op.InOutage() {
 			// The next try is at a set time, which the platform's next
 			// poll should not come long before, nor after.
-			lo.RetryAfter = max(time.Second, op.NextCheckAt.Sub(b.Now()).Round(time.Second))
+			lo.RetryAfter = op.NextCheckAt.Sub(b.Now())
 		}
 		if lo.Description == "" {
 			lo.Description = fmt.Sprintf("The %s is in progress.", op.Kind)

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -82,6 +81,9 @@ type TaskProgress struct {
 	RetryAfter int  `json:"retry_after"`
 }
 
+// waitFor is the progress of a change not done yet: look again after d.
+func waitFor(d time.Duration) TaskProgress { return TaskProgress{RetryAfter: RetryAfterSeconds(d)} }
+
 // BeginTask runs the Begin Task of an operation: it starts the change and,
 // when the change is done at once, finishes the operation.
 func (b *Broker) BeginTask(ctx context.Context, instanceID, operationID string) (TaskProgress, error) {
@@ -134,7 +136,7 @@ func (b *Broker) advanceTask(ctx context.Context, instanceID, operationID string
 		}
 		return TaskProgress{}, err
 	}
-	return TaskProgress{RetryAfter: max(1, int(math.Ceil(p.RetryAfter.Seconds())))}, nil
+	return waitFor(p.RetryAfter), nil
 }
 
 // loadFlight reads an operation and what it concerns in one request. It
@@ -235,7 +237,7 @@ func (b *Broker) recordProgress(ctx context.Context, f *flight, p Progress) erro
 		op.Description = p.Description
 	}
 	err := b.Store.UpdateOperation(ctx, op, f.pending)
-	if isConflict(err) {
+	if _, ok := conflictOf(err); ok {
 		return ErrTakenOver
 	}
 	if err != nil {
@@ -521,7 +523,7 @@ func (b *Broker) detachments(op Operation, inst *Instance, records []Resource, r
 // of what it detached start at once; a start that fails is the reaper's.
 func (b *Broker) commit(ctx context.Context, fin Finish, reason string) error {
 	err := b.Store.FinishOperation(ctx, fin)
-	if isConflict(err) {
+	if _, ok := conflictOf(err); ok {
 		b.Logger.InfoContext(ctx, "operation already finished or taken over")
 		return ErrTakenOver
 	}
@@ -841,9 +843,4 @@ func clipDetail(s string) string {
 		cut--
 	}
 	return s[:cut] + more
-}
-
-func isConflict(err error) bool {
-	var c *ConflictError
-	return errors.As(err, &c)
 }

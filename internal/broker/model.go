@@ -295,6 +295,26 @@ type Detached struct {
 	FailureDetail string    `json:"failure_detail,omitempty"`
 	CreatedAt     time.Time `json:"created_at"`
 	UpdatedAt     time.Time `json:"updated_at"`
+	// OutageSince is when the driver's backend stopped answering the
+	// cleanup, while the cleanup waits out that outage (outage.go); zero
+	// otherwise. OutageAttempts counts the calls that failed since,
+	// OutageReason says why in words fit for users (TransientReason), and
+	// NextTryAt is when the workflow calls again. The Delete Task writes
+	// them, and clears them once the backend answers.
+	OutageSince    time.Time `json:"outage_since,omitzero"`
+	OutageAttempts int       `json:"outage_attempts,omitempty"`
+	OutageReason   string    `json:"outage_reason,omitempty"`
+	NextTryAt      time.Time `json:"next_try_at,omitzero"`
+}
+
+// InOutage reports whether the cleanup is waiting out an outage.
+func (d Detached) InOutage() bool { return !d.OutageSince.IsZero() }
+
+// withoutOutage is d with no outage: its backend answered, or the cleanup
+// that waited it out ended.
+func (d Detached) withoutOutage() Detached {
+	d.OutageSince, d.OutageAttempts, d.OutageReason, d.NextTryAt = time.Time{}, 0, "", time.Time{}
+	return d
 }
 
 // CleanupName is the name of the cleanup execution for attempt n.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"time"
 )
 
@@ -17,6 +16,11 @@ import (
 // Lambda's time) before the next try, with backoff, until the plan's
 // outage budget (catalog.Settings.OutageBudget) runs out; then the
 // operation fails saying since when the backend was unreachable.
+//
+// A cleanup waits out an outage the same way (its Delete Task, on its
+// workflow's Wait state), with the outage on the detached record, for
+// longer (CleanupOutageBudget: nobody waits for a cleanup); then it gives
+// up saying since when, and the reaper starts it again later.
 
 // Unreachable is a transient error of a driver that says, in a few words fit
 // for the user, why its backend did not answer ("HTTP 503", "CloudFormation:
@@ -52,12 +56,31 @@ const (
 	OutageMaxWait   = 5 * time.Minute
 )
 
-// outageWait is the wait after the n-th failed call of an outage (n ≥ 1).
-func outageWait(n int) time.Duration {
-	if n > 10 {
-		return OutageMaxWait
+// The backoff and budget of a cleanup's outage: as long as the hours of
+// retries the cleanup workflow gave a backend before, with fewer calls.
+const (
+	CleanupOutageFirstWait = time.Minute
+	CleanupOutageMaxWait   = 30 * time.Minute
+	CleanupOutageBudget    = 4 * time.Hour
+)
+
+// backoff is how an outage is waited out: the first wait, doubled after
+// each failed call up to most, until budget has passed since it began.
+type backoff struct{ first, most, budget time.Duration }
+
+// next is the wait after the n-th failed call (n ≥ 1) of an outage that
+// began at since; false once the budget has run out. The last wait ends
+// when the budget does, so that the failure comes when it says.
+func (b backoff) next(since, now time.Time, n int) (time.Duration, bool) {
+	left := since.Add(b.budget).Sub(now)
+	if left <= 0 {
+		return 0, false
 	}
-	return min(OutageMaxWait, OutageFirstWait<<(n-1))
+	wait := b.most
+	if n <= 10 {
+		wait = min(b.most, b.first<<(n-1))
+	}
+	return min(wait, left.Round(time.Second)+time.Second), true
 }
 
 // waitOut records a transient error of f's driver as an outage the
@@ -76,15 +99,12 @@ func (b *Broker) waitOut(ctx context.Context, f *flight, begin bool, cause error
 	op.OutageAttempts++
 	reason := OutageReason(cause)
 	budget := f.plan.Settings.OutageBudget
-	left := op.OutageSince.Add(budget).Sub(now)
 	b.Logger.WarnContext(ctx, "the driver's backend is unreachable; the operation waits it out",
 		"outage_attempts", op.OutageAttempts, "outage_since", op.OutageSince)
-	if left <= 0 {
+	wait, ok := backoff{OutageFirstWait, OutageMaxWait, budget}.next(op.OutageSince, now, op.OutageAttempts)
+	if !ok {
 		return TaskProgress{}, &Failure{Description: outageFailure(op, reason, budget), Detail: cause.Error()}
 	}
-	// The last wait ends when the budget does, so that the failure comes
-	// when the plan says.
-	wait := min(outageWait(op.OutageAttempts), left.Round(time.Second)+time.Second)
 	f.op = op
 	p := Progress{RetryAfter: wait, Description: outageProgress(op, reason, wait)}
 	if err := b.recordProgress(ctx, f, p); err != nil {
@@ -93,7 +113,7 @@ func (b *Broker) waitOut(ctx context.Context, f *flight, begin bool, cause error
 		}
 		return TaskProgress{}, err
 	}
-	return TaskProgress{RetryAfter: max(1, int(math.Ceil(wait.Seconds())))}, nil
+	return waitFor(wait), nil
 }
 
 // endOutage clears the outage of an operation whose driver answered, so
@@ -115,8 +135,56 @@ func outageProgress(op Operation, reason string, wait time.Duration) string {
 
 // outageFailure is the description of an operation that an outage failed.
 func outageFailure(op Operation, reason string, budget time.Duration) string {
-	return fmt.Sprintf("The %s failed: the service's backend has been unreachable%s since %s (%d attempts over %s, the plan's limit); try again later.",
-		op.Kind, parenthesised(reason), op.OutageSince.UTC().Format("2006-01-02 15:04:05 UTC"), op.OutageAttempts, humanDuration(budget))
+	return fmt.Sprintf("The %s failed: %s, the plan's limit); try again later.",
+		op.Kind, unreachableSince(reason, op.OutageSince, op.OutageAttempts, budget))
+}
+
+// unreachableSince says how long an outage lasted, to the limit it hit,
+// for the failure it ends in: "the service's backend has been unreachable
+// (HTTP 503) since 2025-03-01 12:00:00 UTC (9 attempts over 30 minutes"
+// (the caller closes the parenthesis, after the limit's name).
+func unreachableSince(reason string, since time.Time, attempts int, budget time.Duration) string {
+	return fmt.Sprintf("the service's backend has been unreachable%s since %s (%d attempts over %s",
+		parenthesised(reason), since.UTC().Format("2006-01-02 15:04:05 UTC"), attempts, humanDuration(budget))
+}
+
+// waitOutCleanup records a transient error of d's driver as an outage its
+// cleanup waits out: the detached record says so (since when, the
+// attempts, why, the next try), in one write; the workflow waits as the
+// returned progress says before it calls again. When the outage has
+// lasted CleanupOutageBudget, it returns the *Failure with which the
+// cleanup gives up.
+func (b *Broker) waitOutCleanup(ctx context.Context, d Detached, cause error) (TaskProgress, error) {
+	now := b.Now()
+	next := d
+	if !next.InOutage() {
+		next.OutageSince, next.OutageAttempts = now, 0
+	}
+	next.OutageAttempts++
+	next.OutageReason = OutageReason(cause)
+	b.Logger.WarnContext(ctx, "the driver's backend is unreachable; the cleanup waits it out",
+		"outage_attempts", next.OutageAttempts, "outage_since", next.OutageSince, "error", cause.Error())
+	wait, ok := backoff{CleanupOutageFirstWait, CleanupOutageMaxWait, CleanupOutageBudget}.next(next.OutageSince, now, next.OutageAttempts)
+	if !ok {
+		then := "it stays listed for an operator, who may retry it (ops cleanup)."
+		if d.Attempts < CleanupMaxAttempts {
+			then = fmt.Sprintf("the broker tries again %s later.", humanDuration(CleanupRetryAfter))
+		}
+		return TaskProgress{}, &Failure{Detail: cause.Error(),
+			Description: fmt.Sprintf("The cleanup gave up: %s, the cleanup's limit); %s",
+				unreachableSince(next.OutageReason, next.OutageSince, next.OutageAttempts, CleanupOutageBudget), then)}
+	}
+	next.NextTryAt, next.UpdatedAt = now.Add(wait), now
+	err := b.Store.UpdateDetached(ctx, next, d.Attempts)
+	if _, ok := conflictOf(err); ok || errors.Is(err, ErrNotFound) {
+		// Another cleanup started meanwhile, or deleted the resource: its
+		// record is that cleanup's to write; this one waits as it would.
+		err = nil
+	}
+	if err != nil {
+		return TaskProgress{}, fmt.Errorf("record the outage of cleanup %s: %w", d.ID, err)
+	}
+	return waitFor(wait), nil
 }
 
 func parenthesised(s string) string {

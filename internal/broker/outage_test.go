@@ -152,3 +152,124 @@ func TestOutages(t *testing.T) {
 		}
 	})
 }
+
+// TestCleanupOutages: a transient error of the driver that deletes a
+// detached resource does not fail the cleanup's Task: the cleanup waits it
+// out, on its workflow's Wait state, with the outage on the detached
+// record, until CleanupOutageBudget runs out; then it gives up saying
+// since when, and the reaper starts it again later.
+func TestCleanupOutages(t *testing.T) {
+	t.Run("an outage is recorded on the detached record in one write, with backoff; the first answer clears it", func(t *testing.T) {
+		h := newHarness(t)
+		d := h.detachedOfFailedProvision()
+		h.clock.advance(time.Minute)
+		since := h.clock.Now()
+		h.driver.on("cleanup", "", unreachable(), unreachable(), running("Deleting.", 10*time.Second), done())
+		for attempt, wait := range []time.Duration{time.Minute, 2 * time.Minute} {
+			h.writes.reset()
+			p, err := h.b.CleanupDeleteTask(ctx, d.ID)
+			if err != nil || p != (broker.TaskProgress{RetryAfter: int(wait.Seconds())}) {
+				t.Fatalf("try %d: %+v %v, want a wait of %s", attempt+1, p, err, wait)
+			}
+			if w := h.writes.since(); !slices.Equal(w, []string{"UpdateDetached"}) {
+				t.Fatalf("try %d: writes %v, want the outage only", attempt+1, w)
+			}
+			got := h.detached(d.ID)
+			if !got.InOutage() || !got.OutageSince.Equal(since) || got.OutageAttempts != attempt+1 || got.OutageReason != "HTTP 503" ||
+				!got.NextTryAt.Equal(h.clock.Now().Add(wait)) || got.State != broker.DetachedCleaning || got.Attempts != 1 {
+				t.Fatalf("try %d: detached %+v, want cleaning, in an outage since %s, attempt %d, next try in %s",
+					attempt+1, got, since, attempt+1, wait)
+			}
+			h.clock.advance(wait)
+		}
+		h.writes.reset()
+		if p, err := h.b.CleanupDeleteTask(ctx, d.ID); err != nil || p != (broker.TaskProgress{RetryAfter: 10}) {
+			t.Fatalf("the try after the outage: %+v %v, want the driver's wait", p, err)
+		}
+		if got := h.detached(d.ID); got.InOutage() || got.OutageAttempts != 0 || got.OutageReason != "" || !got.NextTryAt.IsZero() {
+			t.Fatalf("detached %+v, want no outage once the backend answered", got)
+		}
+		h.writes.reset()
+		if p, err := h.b.CleanupDeleteTask(ctx, d.ID); err != nil || !p.Done {
+			t.Fatalf("the last try: %+v %v, want done", p, err)
+		}
+		if w := h.writes.since(); len(w) != 0 {
+			t.Fatalf("writes %v after a try that met no outage, want none", w)
+		}
+	})
+
+	t.Run("an outage past the budget gives up saying since when; the reaper starts the cleanup again with a fresh budget", func(t *testing.T) {
+		h := newHarness(t)
+		d := h.detachedOfFailedProvision()
+		h.driver.on("cleanup", "", unreachable())
+		since := h.clock.Now()
+		var err error
+		var tries int
+		for ; err == nil; tries++ {
+			if tries > 20 {
+				t.Fatal("still waiting after 20 tries")
+			}
+			var p broker.TaskProgress
+			if p, err = h.b.CleanupDeleteTask(ctx, d.ID); err == nil {
+				h.clock.advance(time.Duration(p.RetryAfter) * time.Second)
+			}
+		}
+		var f *broker.Failure
+		if !errors.As(err, &f) {
+			t.Fatalf("delete: %v, want the failure", err)
+		}
+		// Waits of 1, 2, 4, 8, 16, then 30 minutes, the last one cut to
+		// end with the budget.
+		if elapsed := h.clock.Now().Sub(since); tries != 13 || elapsed != broker.CleanupOutageBudget+time.Second {
+			t.Fatalf("gave up at try %d, %s into the outage, want at try 13, at the budget's end (4 hours)", tries, elapsed)
+		}
+		want := "The cleanup gave up: the service's backend has been unreachable (HTTP 503) since 2025-03-01 12:00:00 UTC " +
+			"(13 attempts over 4 hours, the cleanup's limit); the broker tries again 6 hours later."
+		if f.Description != want || f.Detail != errTransient.Error() {
+			t.Fatalf("failure %q (detail %q), want %q, the driver's error as the detail", f.Description, f.Detail, want)
+		}
+		if err := h.b.CleanupGaveUpTask(ctx, d.ID, f.Description, f.Detail); err != nil {
+			t.Fatal(err)
+		}
+		if got := h.detached(d.ID); got.State != broker.DetachedFailed || got.Failure != want || got.InOutage() || got.OutageAttempts != 0 {
+			t.Fatalf("detached %+v, want failed, saying since when, with the outage over", got)
+		}
+		h.engine.end(d.CleanupName(1), broker.ExecutionFailed, "CleanupGaveUp")
+		h.clock.advance(broker.CleanupRetryAfter)
+		if rep, err := h.b.Reap(ctx); err != nil || rep.CleanupsStarted != 1 {
+			t.Fatalf("reap: %+v %v, want the cleanup started again", rep, err)
+		}
+		if got := h.detached(d.ID); got.State != broker.DetachedCleaning || got.Attempts != 2 || got.Failure != "" || got.InOutage() {
+			t.Fatalf("detached %+v, want its second cleanup under way", got)
+		}
+		h.clock.advance(time.Minute)
+		if _, err := h.b.CleanupDeleteTask(ctx, d.ID); err != nil {
+			t.Fatal(err)
+		}
+		if got := h.detached(d.ID); !got.OutageSince.Equal(h.clock.Now()) || got.OutageAttempts != 1 {
+			t.Fatalf("detached %+v, want an outage of its own, attempt 1", got)
+		}
+	})
+
+	t.Run("the last cleanup the reaper starts gives up leaving the resource to an operator", func(t *testing.T) {
+		h := newHarness(t)
+		d := h.detachedOfFailedProvision()
+		last := d
+		last.Attempts = broker.CleanupMaxAttempts
+		if err := h.store.UpdateDetached(ctx, last, d.Attempts); err != nil {
+			t.Fatal(err)
+		}
+		h.driver.on("cleanup", "", unreachable())
+		var err error
+		for tries := 0; err == nil && tries < 20; tries++ {
+			var p broker.TaskProgress
+			if p, err = h.b.CleanupDeleteTask(ctx, d.ID); err == nil {
+				h.clock.advance(time.Duration(p.RetryAfter) * time.Second)
+			}
+		}
+		var f *broker.Failure
+		if !errors.As(err, &f) || !strings.HasSuffix(f.Description, "; it stays listed for an operator, who may retry it (ops cleanup).") {
+			t.Fatalf("delete: %v, want a failure that leaves the resource to an operator", err)
+		}
+	})
+}

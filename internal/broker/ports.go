@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -226,6 +227,16 @@ type Repository interface {
 	// ListInProgress returns every operation still in progress (in no
 	// particular order), for repairs after a restart.
 	ListInProgress(ctx context.Context) ([]Operation, error)
+	// ListInstances returns one page of the instances that f selects, in
+	// the store's own order, and the token of the next page: page "" asks
+	// for the first, and a returned "" says there is no more. A page holds
+	// at most InstancePageSize instances (a last page may hold none). It
+	// is for operators (ops instances, the fleet upgrade), not for a
+	// request's path: a store may read its whole table to answer it. The
+	// instances carry neither Parameters nor Fingerprint, which may hold a
+	// request's secrets (GetInstance reads them); an instance created or
+	// deleted while the pages are read may be listed or not.
+	ListInstances(ctx context.Context, f InstanceFilter, page string) ([]Instance, string, error)
 
 	// CreateInstance stores a new instance held by its provision operation;
 	// with settled, the instance as a change done in memory left it, its
@@ -261,6 +272,42 @@ type Repository interface {
 	// ExpiresAt is before now and returns how many it removed. A store
 	// whose database expires them by itself (DynamoDB TTL) may remove none.
 	DeleteExpiredOperations(ctx context.Context, now time.Time) (int, error)
+}
+
+// InstanceFilter selects the instances ListInstances lists: those of the
+// offering ServiceID and of the plan PlanID; an empty field selects all.
+type InstanceFilter struct {
+	ServiceID, PlanID string
+}
+
+// Selects reports whether f selects inst.
+func (f InstanceFilter) Selects(inst Instance) bool {
+	return (f.ServiceID == "" || inst.ServiceID == f.ServiceID) && (f.PlanID == "" || inst.PlanID == f.PlanID)
+}
+
+// InstancePageSize is the most instances one page of ListInstances holds.
+const InstancePageSize = 100
+
+// ErrBadPage is returned, wrapped, by ListInstances for a page token that
+// no page of it returned.
+var ErrBadPage = errors.New("not a page token of the instance listing")
+
+// InstancePageToken is the token of the page after the instance id: both
+// stores list in an order where the last instance of a page says where
+// the next one starts.
+func InstancePageToken(id string) string { return base64.RawURLEncoding.EncodeToString([]byte(id)) }
+
+// InstancePageAfter is the id of the last instance before page, "" for the
+// first page.
+func InstancePageAfter(page string) (string, error) {
+	if page == "" {
+		return "", nil
+	}
+	id, err := base64.RawURLEncoding.DecodeString(page)
+	if err != nil || len(id) == 0 || CheckID(string(id)) != nil {
+		return "", fmt.Errorf("%w: %q", ErrBadPage, page)
+	}
+	return string(id), nil
 }
 
 // Resources is the drivers' port: their own records, under the instance

@@ -302,6 +302,8 @@ func concurrency(format string, args ...any) error {
 	return Errorf(CodeConcurrencyError, format, args...)
 }
 
+// conflictOf is the *ConflictError in err's chain, if any: a conditional
+// write that found the stored items otherwise than it required.
 func conflictOf(err error) (*ConflictError, bool) {
 	var c *ConflictError
 	ok := errors.As(err, &c)

@@ -145,15 +145,11 @@ func (b *Broker) planInstances(ctx context.Context, o CampaignOptions) ([]Instan
 	if o.All {
 		filters = []InstanceFilter{{}}
 	}
-	lister, ok := b.Store.(instanceLister)
-	if !ok {
-		return nil, errors.New("this broker's store cannot list instances")
-	}
 	var out []Instance
 	for _, f := range filters {
 		page := ""
 		for {
-			insts, next, err := lister.ListInstances(ctx, f, page)
+			insts, next, err := b.Store.ListInstances(ctx, f, page)
 			if err != nil {
 				return nil, fmt.Errorf("list instances: %w", err)
 			}
@@ -167,17 +163,16 @@ func (b *Broker) planInstances(ctx context.Context, o CampaignOptions) ([]Instan
 	return out, nil
 }
 
-type instanceLister interface {
-	ListInstances(ctx context.Context, f InstanceFilter, page string) ([]Instance, string, error)
-}
-
-// behind says whether inst runs behind its plan, and which plan that is.
+// behind says whether inst runs behind its plan (PlanVersion.Behind), and
+// which plan that is; never for a plan with no maintenance_info, which
+// has no version to upgrade to.
 func (b *Broker) behind(inst Instance) (bool, *catalog.Plan) {
 	_, p := b.Catalog.PlanByID(inst.PlanID)
-	if p == nil {
-		return false, nil
+	if p == nil || p.MaintenanceInfo == nil {
+		return false, p
 	}
-	return Behind(inst, p, b.planDigest(p)), p
+	current, ok := b.CurrentVersion(inst.ServiceID, inst.PlanID)
+	return ok && inst.RunsVersion().Behind(current), p
 }
 
 // UpgradeClaimTask runs the Claim Task of a lane in phase: it claims the
@@ -202,7 +197,7 @@ func (b *Broker) UpgradeClaimTask(ctx context.Context, id string, phase Phase) (
 		claimed := it
 		claimed.State, claimed.OperationID, claimed.UpdatedAt = ItemRunning, UpgradeOperationID(id, it.InstanceID), now
 		err = cs.UpdateCampaignItem(ctx, claimed, it)
-		if isConflict(err) {
+		if _, lost := conflictOf(err); lost {
 			continue // another lane claimed it first
 		}
 		if err != nil {
@@ -246,7 +241,7 @@ func (b *Broker) UpgradeItemTask(ctx context.Context, id, instanceID string, dry
 func (b *Broker) recordItem(ctx context.Context, read, next CampaignItem) error {
 	next.UpdatedAt = b.Now()
 	err := b.Campaigns.UpdateCampaignItem(ctx, next, read)
-	if isConflict(err) {
+	if _, lost := conflictOf(err); lost {
 		return nil
 	}
 	if err != nil {
@@ -277,13 +272,13 @@ func (b *Broker) advanceItem(ctx context.Context, it CampaignItem, dryRun bool) 
 	if err != nil {
 		return it, 0, err
 	}
-	_, plan := b.Catalog.PlanByID(inst.PlanID)
+	late, plan := b.behind(inst)
 	switch {
 	case plan == nil || plan.MaintenanceInfo == nil:
 		return skipped(it, fmt.Sprintf("The instance's plan %s is no longer in the catalog with a maintenance_info.", inst.PlanID)), 0, nil
 	case inst.State == InstanceFailed:
 		return skipped(it, "The instance is failed: it can only be deprovisioned."), 0, nil
-	case !Behind(inst, plan, b.planDigest(plan)):
+	case !late:
 		return skipped(it, fmt.Sprintf("The instance is already current (version %s).", plan.MaintenanceInfo.Version)), 0, nil
 	}
 	if dryRun {
@@ -436,7 +431,10 @@ func (b *Broker) UpgradeFinishTask(ctx context.Context, id string) (UpgradeRepor
 		left := it
 		left.State, left.UpdatedAt = ItemNotAttempted, now
 		left.Description = "The campaign stopped before this instance was tried."
-		if err := cs.UpdateCampaignItem(ctx, left, it); err != nil && !isConflict(err) {
+		if err := cs.UpdateCampaignItem(ctx, left, it); err != nil {
+			if _, lost := conflictOf(err); lost {
+				continue // another try of this Task wrote it
+			}
 			return UpgradeReport{}, fmt.Errorf("finish campaign %s: %w", id, err)
 		}
 	}
@@ -450,7 +448,7 @@ func (b *Broker) UpgradeFinishTask(ctx context.Context, id string) (UpgradeRepor
 	c.State, c.UpdatedAt, c.FinishedAt = state, now, now
 	c.Outcome = t.Outcome(c.Options)
 	err = cs.EndCampaign(ctx, c)
-	if isConflict(err) {
+	if _, lost := conflictOf(err); lost {
 		return UpgradeReport{CampaignID: id, State: state, Tally: t}, nil
 	}
 	if err != nil {

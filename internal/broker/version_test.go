@@ -69,3 +69,24 @@ func TestInstancesRememberThePlanVersionTheyRun(t *testing.T) {
 		}
 	})
 }
+
+func TestPlanVersionBehind(t *testing.T) {
+	current := broker.PlanVersion{Version: "2.0.0", Digest: "d2"}
+	for _, tt := range []struct {
+		name string
+		runs broker.PlanVersion
+		want bool
+	}{
+		{"an instance on the current version and digest is not behind", broker.PlanVersion{Version: "2.0.0", Digest: "d2"}, false},
+		{"an instance on an older maintenance_info version is behind", broker.PlanVersion{Version: "1.0.0", Digest: "d2"}, true},
+		{"an instance on another digest is behind", broker.PlanVersion{Version: "2.0.0", Digest: "d1"}, true},
+		{"an instance without maintenance_info is behind a plan that has one", broker.PlanVersion{Digest: "d2"}, true},
+		{"an instance that kept no digest is judged by its version", broker.PlanVersion{Version: "2.0.0"}, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := tt.runs.Behind(current); got != tt.want {
+				t.Errorf("%+v behind %+v: %v, want %v", tt.runs, current, got, tt.want)
+			}
+		})
+	}
+}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/serverless-osb/broker/internal/broker"
 	"github.com/serverless-osb/broker/internal/catalog"
+	"github.com/serverless-osb/broker/internal/deploy"
 	"github.com/serverless-osb/broker/internal/drivers/cloudformation"
 )
 
@@ -50,6 +51,7 @@ func cloudformationKind() Kind {
 			}
 			return cloudformation.New(awscfn.NewFromConfig(cfg), env.Resources, dep, env.Logger), nil
 		},
+		Needs: func([]Configured) deploy.Needs { return cloudformation.Needs() },
 		Files: func(settings any) []string {
 			s := settings.(*cloudformation.Settings)
 			files := []string{s.Template.Path}

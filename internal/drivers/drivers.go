@@ -17,6 +17,7 @@ import (
 
 	"github.com/serverless-osb/broker/internal/broker"
 	"github.com/serverless-osb/broker/internal/catalog"
+	"github.com/serverless-osb/broker/internal/deploy"
 )
 
 // Env is what a driver may use.
@@ -59,6 +60,18 @@ type Kind struct {
 	// from (templates), relative to the catalog's directory: the Lambda
 	// bundles carry them beside the catalog.
 	Files func(settings any) []string
+	// Needs, when set, declares what the plans that name the kind need of
+	// the stack (IAM statements of the functions' roles, the service role,
+	// the environment it sets), from their parsed settings: the build
+	// writes it into the bundles (Manifest) and infra grants it, naming no
+	// driver.
+	Needs func(plans []Configured) deploy.Needs
+}
+
+// Configured is one plan of a catalog and its parsed settings.
+type Configured struct {
+	Plan     *catalog.Plan
+	Settings any
 }
 
 // Default is the driver of a plan whose broker block names none.
@@ -149,6 +162,37 @@ func Files(cat *catalog.Catalog) ([]string, error) {
 		}
 	}
 	return slices.Sorted(maps.Keys(seen)), nil
+}
+
+// Manifest is what the catalog's deployment needs: the files its driver
+// settings read (Files) and each used driver kind's declaration of what
+// its plans need of the stack (Kind.Needs), the kinds by name. It checks
+// the settings as Build does, without building any driver.
+func Manifest(cat *catalog.Catalog) (deploy.Manifest, error) {
+	var m deploy.Manifest
+	files, err := Files(cat)
+	if err != nil {
+		return m, err
+	}
+	m.Files = files
+	configured, err := configureAll(cat)
+	if err != nil {
+		return m, err
+	}
+	byKind := map[string][]Configured{}
+	kinds := map[string]Kind{}
+	for _, c := range configured {
+		byKind[c.kind.Name] = append(byKind[c.kind.Name], Configured{Plan: c.plan, Settings: c.settings})
+		kinds[c.kind.Name] = c.kind
+	}
+	for _, name := range slices.Sorted(maps.Keys(kinds)) {
+		d := deploy.Driver{Name: name}
+		if k := kinds[name]; k.Needs != nil {
+			d.Needs = k.Needs(byKind[name])
+		}
+		m.Drivers = append(m.Drivers, d)
+	}
+	return m, m.Check()
 }
 
 // configured is one plan's driver and settings.

@@ -5,6 +5,7 @@ import (
 
 	"github.com/serverless-osb/broker/internal/broker"
 	"github.com/serverless-osb/broker/internal/catalog"
+	"github.com/serverless-osb/broker/internal/deploy"
 	"github.com/serverless-osb/broker/internal/drivers/function"
 )
 
@@ -26,6 +27,15 @@ func functionKind() Kind {
 				return nil
 			}
 			return s.Target.Ready(env.Getenv)
+		},
+		Needs: func(plans []Configured) deploy.Needs {
+			var targets []function.PlanTarget
+			for _, p := range plans {
+				if s, ok := p.Settings.(*function.Settings); ok && s != nil {
+					targets = append(targets, function.PlanTarget{Target: s.Target, Sync: p.Plan.Settings.Mode != catalog.ModeAsyncOnly})
+				}
+			}
+			return function.Needs(targets)
 		},
 		New: func(_ context.Context, env Env) (broker.Driver, error) {
 			d := function.New(env.Resources, env.AWS, env.Getenv, env.Logger)

@@ -33,7 +33,7 @@ const (
 	SealedOnly = "BROKER_SEALED_ONLY"
 	// MetricsNamespace is the CloudWatch namespace of the broker's metrics:
 	// the stack's name, so that two stacks in one account keep their
-	// metrics apart (default metrics.DefaultNamespace).
+	// metrics apart (default metricname.DefaultNamespace).
 	MetricsNamespace = "BROKER_METRICS_NAMESPACE"
 	// LogLevel is DEBUG, INFO (the default), WARN or ERROR; the stack sets
 	// it when its logLevel context is set.

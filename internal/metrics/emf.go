@@ -1,5 +1,6 @@
 // Package metrics owns the broker's CloudWatch metrics: what they are
-// called, their dimensions and units, and how the functions emit them, as
+// called (the names themselves are metricname's, which infra reads too),
+// their dimensions and units, and how the functions emit them, as
 // documents in CloudWatch's embedded metric format (EMF) written as JSON
 // lines to stdout, which CloudWatch Logs turns into metrics. Emitting one
 // costs no API call and no latency.

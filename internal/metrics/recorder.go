@@ -3,55 +3,7 @@ package metrics
 import (
 	"github.com/serverless-osb/broker/internal/broker"
 	"github.com/serverless-osb/broker/internal/catalog"
-)
-
-// DefaultNamespace is the namespace when the functions' variable
-// BROKER_METRICS_NAMESPACE (env.MetricsNamespace) is not set.
-const DefaultNamespace = "ServerlessOsb"
-
-// The metrics' names. The infra package's dashboard and alarms use these.
-const (
-	// OperationStarted counts operations that started (the write that
-	// created or locked the instance or binding succeeded).
-	OperationStarted = "OperationStarted"
-	// OperationSucceeded and OperationFailed count finished operations;
-	// both are written for every finished one (one of them 0), so that
-	// their sum is the operations finished.
-	OperationSucceeded = "OperationSucceeded"
-	OperationFailed    = "OperationFailed"
-	// OperationDuration is from the operation's start to its end.
-	OperationDuration = "OperationDuration"
-	// LastOperationPolls counts the authenticated last_operation requests.
-	LastOperationPolls = "LastOperationPolls"
-	// CleanupFailed counts detached resources whose cleanup gave up: they
-	// stay listed for an operator (ops detached).
-	CleanupFailed = "CleanupFailed"
-	// What one run of the reaper did: operations started again, failed
-	// because their execution ended without a result, and stopped and
-	// failed because they outlived their maximum polling duration; and the
-	// cleanups it started.
-	ReaperRestarted       = "ReaperRestarted"
-	ReaperFailed          = "ReaperFailed"
-	ReaperTimedOut        = "ReaperTimedOut"
-	ReaperCleanupsStarted = "ReaperCleanupsStarted"
-	// What the reaper found: the detached resources waiting for (or given
-	// up by) their cleanup, and the operations in progress.
-	DetachedResources    = "DetachedResources"
-	OperationsInProgress = "OperationsInProgress"
-	// What a fleet upgrade (a campaign) did, once it ended: instances
-	// upgraded, failed (not attempted included: the campaign stopped
-	// before them) and skipped.
-	UpgradeUpgraded = "UpgradeUpgraded"
-	UpgradeFailed   = "UpgradeFailed"
-	UpgradeSkipped  = "UpgradeSkipped"
-)
-
-// The dimensions' names.
-const (
-	DimService = "Service" // the offering's name in the catalog
-	DimPlan    = "Plan"    // the plan's name in the catalog
-	DimKind    = "Kind"    // provision, update, deprovision, bind or unbind
-	DimTarget  = "Target"  // what last_operation was asked about: instance or binding
+	"github.com/serverless-osb/broker/internal/metrics/metricname"
 )
 
 // UnknownService is the Service dimension of a plan the catalog no longer
@@ -71,7 +23,7 @@ func New(w *Writer, cat *catalog.Catalog) *Recorder {
 
 // operationSets are the aggregations of the operation metrics: by plan and
 // kind (the dashboard's detail), by kind, and in total (what alarms watch).
-var operationSets = [][]string{{DimService, DimPlan, DimKind}, {DimKind}, {}}
+var operationSets = [][]string{{metricname.DimService, metricname.DimPlan, metricname.DimKind}, {metricname.DimKind}, {}}
 
 // planDimensions names planID's offering and plan.
 func (r *Recorder) planDimensions(planID string) []Dimension {
@@ -81,11 +33,11 @@ func (r *Recorder) planDimensions(planID string) []Dimension {
 			service, plan = s.Name, p.Name
 		}
 	}
-	return []Dimension{{DimService, service}, {DimPlan, plan}}
+	return []Dimension{{metricname.DimService, service}, {metricname.DimPlan, plan}}
 }
 
 func (r *Recorder) operationDimensions(op broker.Operation) []Dimension {
-	return append(r.planDimensions(op.PlanID), Dimension{DimKind, string(op.Kind)})
+	return append(r.planDimensions(op.PlanID), Dimension{metricname.DimKind, string(op.Kind)})
 }
 
 // OperationStarted records that op started.
@@ -93,7 +45,7 @@ func (r *Recorder) OperationStarted(op broker.Operation) {
 	if r == nil {
 		return
 	}
-	r.W.Write(r.operationDimensions(op), operationSets, Metric{OperationStarted, Count, 1})
+	r.W.Write(r.operationDimensions(op), operationSets, Metric{metricname.OperationStarted, Count, 1})
 }
 
 // OperationFinished records op's outcome and, when it says when it
@@ -108,9 +60,9 @@ func (r *Recorder) OperationFinished(op broker.Operation) {
 	} else {
 		failed = 1
 	}
-	ms := []Metric{{OperationSucceeded, Count, succeeded}, {OperationFailed, Count, failed}}
+	ms := []Metric{{metricname.OperationSucceeded, Count, succeeded}, {metricname.OperationFailed, Count, failed}}
 	if !op.FinishedAt.IsZero() && !op.CreatedAt.IsZero() && !op.FinishedAt.Before(op.CreatedAt) {
-		ms = append(ms, Metric{OperationDuration, Milliseconds, float64(op.FinishedAt.Sub(op.CreatedAt).Milliseconds())})
+		ms = append(ms, Metric{metricname.OperationDuration, Milliseconds, float64(op.FinishedAt.Sub(op.CreatedAt).Milliseconds())})
 	}
 	r.W.Write(r.operationDimensions(op), operationSets, ms...)
 }
@@ -120,7 +72,7 @@ func (r *Recorder) CleanupFailed(d broker.Detached) {
 	if r == nil {
 		return
 	}
-	r.W.Write(r.planDimensions(d.PlanID), [][]string{{DimService, DimPlan}, {}}, Metric{CleanupFailed, Count, 1})
+	r.W.Write(r.planDimensions(d.PlanID), [][]string{{metricname.DimService, metricname.DimPlan}, {}}, Metric{metricname.CleanupFailed, Count, 1})
 }
 
 // LastOperationPoll records one last_operation request about target
@@ -129,7 +81,7 @@ func (r *Recorder) LastOperationPoll(target string) {
 	if r == nil {
 		return
 	}
-	r.W.Write([]Dimension{{DimTarget, target}}, [][]string{{DimTarget}, {}}, Metric{LastOperationPolls, Count, 1})
+	r.W.Write([]Dimension{{metricname.DimTarget, target}}, [][]string{{metricname.DimTarget}, {}}, Metric{metricname.LastOperationPolls, Count, 1})
 }
 
 // Upgrade records what a fleet upgrade did, once: when its Finish ended
@@ -140,9 +92,9 @@ func (r *Recorder) Upgrade(rep broker.UpgradeReport) {
 		return
 	}
 	r.W.Write(nil, nil,
-		Metric{UpgradeUpgraded, Count, float64(rep.Tally.Upgraded)},
-		Metric{UpgradeFailed, Count, float64(rep.Tally.Failed + rep.Tally.NotAttempted)},
-		Metric{UpgradeSkipped, Count, float64(rep.Tally.Skipped)},
+		Metric{metricname.UpgradeUpgraded, Count, float64(rep.Tally.Upgraded)},
+		Metric{metricname.UpgradeFailed, Count, float64(rep.Tally.Failed + rep.Tally.NotAttempted)},
+		Metric{metricname.UpgradeSkipped, Count, float64(rep.Tally.Skipped)},
 	)
 }
 
@@ -152,11 +104,11 @@ func (r *Recorder) Reap(rep broker.ReapReport) {
 		return
 	}
 	r.W.Write(nil, nil,
-		Metric{ReaperRestarted, Count, float64(rep.Restarted)},
-		Metric{ReaperFailed, Count, float64(rep.Failed)},
-		Metric{ReaperTimedOut, Count, float64(rep.TimedOut)},
-		Metric{ReaperCleanupsStarted, Count, float64(rep.CleanupsStarted)},
-		Metric{DetachedResources, Count, float64(rep.Detached)},
-		Metric{OperationsInProgress, Count, float64(rep.InProgress)},
+		Metric{metricname.ReaperRestarted, Count, float64(rep.Restarted)},
+		Metric{metricname.ReaperFailed, Count, float64(rep.Failed)},
+		Metric{metricname.ReaperTimedOut, Count, float64(rep.TimedOut)},
+		Metric{metricname.ReaperCleanupsStarted, Count, float64(rep.CleanupsStarted)},
+		Metric{metricname.DetachedResources, Count, float64(rep.Detached)},
+		Metric{metricname.OperationsInProgress, Count, float64(rep.InProgress)},
 	)
 }

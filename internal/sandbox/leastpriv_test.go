@@ -10,6 +10,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/serverless-osb/broker/internal/deploy"
 	"github.com/serverless-osb/broker/internal/sandbox"
 )
 
@@ -104,13 +105,37 @@ func wholeSuite() bool {
 	return true
 }
 
+// declaredBy are the drivers whose declarations (the manifest the build
+// wrote, deploy.json, which the stack grants) name each action, by
+// function (its logical id's prefix) and action, lower case.
+func declaredBy(m deploy.Manifest) map[[2]string]string {
+	functions := map[deploy.Function]string{deploy.API: "ApiFunction", deploy.Worker: "WorkerFunction"}
+	by := map[[2]string]string{}
+	for _, d := range m.Drivers {
+		for _, s := range d.Needs.Statements {
+			for _, a := range s.Actions {
+				by[[2]string{functions[s.Function], strings.ToLower(a)}] = d.Name
+			}
+		}
+	}
+	return by
+}
+
 // checkLeastPrivilege compares what each function's role grants with what
 // the functions were allowed to call, and returns a problem per action
 // granted but neither called nor listed in notExercised (a wildcard is
-// never proven used), and per entry of notExercised that is called or no
-// longer granted.
-func checkLeastPrivilege(granted map[string][]string, called map[string]map[string]bool, listed []struct{ function, action, reason string }) []string {
+// never proven used), naming where the grant comes from (a driver's
+// declaration, or infra), per entry of notExercised that is called or no
+// longer granted, and per action a driver declares that the role does not
+// grant.
+func checkLeastPrivilege(granted map[string][]string, called map[string]map[string]bool, listed []struct{ function, action, reason string }, declared map[[2]string]string) []string {
 	var problems []string
+	source := func(key [2]string) string {
+		if d, ok := declared[key]; ok {
+			return "the " + d + " driver's declaration (its Kind's Needs, internal/drivers)"
+		}
+		return "infra/permissions.go"
+	}
 	isListed := map[[2]string]bool{}
 	for _, l := range listed {
 		isListed[[2]string{l.function, strings.ToLower(l.action)}] = true
@@ -124,10 +149,15 @@ func checkLeastPrivilege(granted map[string][]string, called map[string]map[stri
 			switch {
 			case isListed[key]:
 			case strings.ContainsAny(action, "*?"):
-				problems = append(problems, fmt.Sprintf("%s's role grants %s, a wildcard: no test can show that every action it matches is needed; grant the actions the function calls (infra/permissions.go)", function, action))
+				problems = append(problems, fmt.Sprintf("%s's role grants %s, a wildcard: no test can show that every action it matches is needed; grant the actions the function calls (%s)", function, action, source(key)))
 			case !called[function][key[1]]:
-				problems = append(problems, fmt.Sprintf("%s's role grants %s, which no sandbox test makes it call: remove the grant (infra/permissions.go), or list it with the reason in notExercised (internal/sandbox/leastpriv_test.go)", function, action))
+				problems = append(problems, fmt.Sprintf("%s's role grants %s, which no sandbox test makes it call: remove the grant (%s), or list it with the reason in notExercised (internal/sandbox/leastpriv_test.go)", function, action, source(key)))
 			}
+		}
+	}
+	for _, key := range slices.SortedFunc(maps.Keys(declared), func(a, b [2]string) int { return strings.Compare(a[0]+a[1], b[0]+b[1]) }) {
+		if !grants[key] {
+			problems = append(problems, fmt.Sprintf("the %s driver declares that %s needs %s, which its role does not grant (infra/drivers.go)", declared[key], key[0], key[1]))
 		}
 	}
 	for _, l := range listed {
@@ -154,7 +184,7 @@ func leastPrivilege(ctx context.Context, sb *sandbox.Sandbox) []string {
 	}
 	exercised.mu.Lock()
 	defer exercised.mu.Unlock()
-	return checkLeastPrivilege(granted, exercised.byFunction, notExercised)
+	return checkLeastPrivilege(granted, exercised.byFunction, notExercised, declaredBy(manifest))
 }
 
 func TestTheLeastPrivilegeCheck(t *testing.T) {
@@ -171,10 +201,15 @@ func TestTheLeastPrivilegeCheck(t *testing.T) {
 		{"ApiFunction", "dynamodb:GetItem", "a reason gone stale"},
 		{"WorkerFunction", "sqs:SendMessage", "a grant since removed"},
 	}
-	problems := checkLeastPrivilege(granted, called, listed)
+	declared := map[[2]string]string{
+		{"ApiFunction", "states:stopexecution"}: "workflow",
+		{"WorkerFunction", "sqs:sendmessage"}:   "queue",
+	}
+	problems := checkLeastPrivilege(granted, called, listed, declared)
 	for _, want := range []string{
-		"ApiFunction's role grants states:StopExecution, which no sandbox test makes it call",
-		"WorkerFunction's role grants kms:*, a wildcard",
+		"ApiFunction's role grants states:StopExecution, which no sandbox test makes it call: remove the grant (the workflow driver's declaration",
+		"WorkerFunction's role grants kms:*, a wildcard: no test can show that every action it matches is needed; grant the actions the function calls (infra/permissions.go)",
+		"the queue driver declares that WorkerFunction needs sqs:sendmessage, which its role does not grant",
 		"notExercised lists dynamodb:GetItem for ApiFunction (a reason gone stale), but the sandbox tests make ApiFunction call it",
 		"notExercised lists sqs:SendMessage for WorkerFunction, whose role no longer grants it",
 	} {
@@ -182,7 +217,7 @@ func TestTheLeastPrivilegeCheck(t *testing.T) {
 			t.Errorf("no problem says %q; got:\n%s", want, strings.Join(problems, "\n"))
 		}
 	}
-	if len(problems) != 4 {
-		t.Errorf("%d problems, want 4:\n%s", len(problems), strings.Join(problems, "\n"))
+	if len(problems) != 5 {
+		t.Errorf("%d problems, want 5:\n%s", len(problems), strings.Join(problems, "\n"))
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"gopkg.in/yaml.v3"
 	osb "sigs.k8s.io/go-open-service-broker-client/v2"
 
+	"github.com/serverless-osb/broker/internal/deploy"
 	"github.com/serverless-osb/broker/internal/osbtest"
 	"github.com/serverless-osb/broker/internal/sandbox"
 )
@@ -24,6 +25,9 @@ import (
 var (
 	shared   *sandbox.Sandbox
 	template string
+	// manifest is what the catalog's drivers declared they need of the
+	// stack.
+	manifest deploy.Manifest
 )
 
 func TestMain(m *testing.M) {
@@ -53,6 +57,13 @@ func runTests(m *testing.M) int {
 	template, err = sandbox.Synthesize(ctx, sandbox.Synthesis{Root: "../..", Catalog: catalog, Out: dir, Arch: runtime.GOARCH})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "synthesize the stack:", err)
+		return 1
+	}
+	// What the catalog's drivers declared, as the build wrote it beside
+	// the worker's catalog and the stack granted it: the least-privilege
+	// check reads the same declarations.
+	if manifest, err = deploy.ReadManifest(filepath.Join(dir, "dist", "worker")); err != nil {
+		fmt.Fprintln(os.Stderr, "the drivers' declarations:", err)
 		return 1
 	}
 	shared, err = sandbox.Start(ctx, sandbox.Config{Template: template, Dir: filepath.Join(dir, "sandbox"),

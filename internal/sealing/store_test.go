@@ -123,6 +123,16 @@ func TestSensitiveParametersAreStoredSealed(t *testing.T) {
 			t.Errorf("plan %s: the instance's fingerprint read back as %s", plan, inst2.Fingerprint)
 		}
 	}
+	// The operators' listing carries no parameters, sealed or open.
+	list, _, err := s.ListInstances(ctx, broker.InstanceFilter{}, "")
+	if err != nil || len(list) != 2 {
+		t.Fatalf("ListInstances: %d instances, %v; want 2", len(list), err)
+	}
+	for _, inst := range list {
+		if inst.Parameters != nil || inst.Fingerprint != "" {
+			t.Errorf("ListInstances lists %s with parameters %s and fingerprint %q, want neither", inst.ID, inst.Parameters, inst.Fingerprint)
+		}
+	}
 }
 
 // secrets are what the test's binding and record hold, to look for.

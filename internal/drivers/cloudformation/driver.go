@@ -414,6 +414,11 @@ func (d *Driver) update(ctx context.Context, c broker.Change, s *Settings) (brok
 	if err != nil {
 		return broker.Progress{}, err
 	}
+	// A change set of this update's on record may have been executed by a
+	// try whose record of it was lost: changeSetStep finds out.
+	if !rec.Started && rec.ChangeSet == "" && stuckInRollback(stack.StackStatus) {
+		return broker.Progress{}, stuckStack(rec, stack)
+	}
 	if !rec.Started && inProgress(stack.StackStatus) {
 		// This update's own, if its UpdateStack went through and the
 		// record of it was lost; else another change: wait for it.

@@ -3,8 +3,6 @@ package cloudformation
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"fmt"
-	"regexp"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -13,29 +11,19 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/cloudformation/types"
 
 	"github.com/serverless-osb/broker/internal/broker"
+	"github.com/serverless-osb/broker/internal/deploy"
 )
 
-// DefaultStackPrefix starts every stack name when BROKER_STACK_PREFIX is unset.
-const DefaultStackPrefix = "osb"
+// DefaultStackPrefix starts every stack name when BROKER_STACK_PREFIX is
+// unset; the stack prefix's rule is deploy's, which the stack applies too.
+const DefaultStackPrefix = deploy.DefaultStackPrefix
 
 // MaxStackPrefix bounds BROKER_STACK_PREFIX, so that an instance's stack name
 // stays at most instanceNameBudget characters long.
-const MaxStackPrefix = 20
-
-var prefixPattern = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9-]*$`)
+const MaxStackPrefix = deploy.MaxStackPrefix
 
 // CheckStackPrefix says why p cannot start stack names, or returns nil.
-func CheckStackPrefix(p string) error {
-	switch {
-	case p == "":
-		return fmt.Errorf("it is empty")
-	case len(p) > MaxStackPrefix:
-		return fmt.Errorf("%q is %d characters; at most %d are allowed", p, len(p), MaxStackPrefix)
-	case !prefixPattern.MatchString(p):
-		return fmt.Errorf("%q must start with a letter and hold only letters, digits and hyphens (CloudFormation's rule for stack names)", p)
-	}
-	return nil
-}
+func CheckStackPrefix(p string) error { return deploy.CheckStackPrefix(p) }
 
 // Stack-name lengths. An instance's stack name is kept to 40 characters:
 // CloudFormation derives the physical names it generates (queues, users,

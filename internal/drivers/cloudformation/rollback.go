@@ -187,3 +187,25 @@ func (d *Driver) rollbackFailures(ctx context.Context, stack *types.Stack) ([]ty
 	}
 	return failed, nil
 }
+
+// stuckInRollback says whether a stack is left by an update that could not
+// be rolled back: it takes no update until the operator repairs it and
+// continues its rollback (an update of this broker's gets there only after
+// continueRollback tried once).
+func stuckInRollback(status types.StackStatus) bool {
+	return status == types.StackStatusUpdateRollbackFailed || status == types.StackStatusUpdateFailed
+}
+
+// stuckStack is the failure of an update asked of a stack stuckInRollback:
+// refused before any call, since CloudFormation would refuse the change
+// set with a message that names neither the cause nor the way out. Once
+// the operator has repaired the stack, the same update may be sent again.
+func stuckStack(rec record, stack *types.Stack) *broker.Failure {
+	f := &broker.Failure{
+		Description: fmt.Sprintf("The service instance's stack %s could not be rolled back after an earlier update (it is %s), so it takes no update: the platform operator must repair it and continue its rollback (the broker's ops operation command shows CloudFormation's reasons for the earlier update). Nothing was changed; try the update again once the stack is repaired.",
+			rec.StackName, stack.StackStatus),
+		Detail: aws.ToString(stack.StackStatusReason),
+	}
+	f.InstanceUsable, f.UpdateRepeatable = broker.Bool(false), broker.Bool(true)
+	return f
+}

@@ -197,3 +197,46 @@ func TestUpdateRollbackFailed(t *testing.T) {
 		}
 	})
 }
+
+// TestUpdateOfAStackStuckInRollbackFailed: once a continued rollback failed
+// too, the stack stays UPDATE_ROLLBACK_FAILED until the operator repairs
+// it, and takes no update: a new update fails at once, saying so and
+// naming the command that shows why, without asking CloudFormation for a
+// change set (which it would refuse with its generic message).
+func TestUpdateOfAStackStuckInRollbackFailed(t *testing.T) {
+	h, c := rollbackFailed(t)
+	if _, err := h.driver.Check(h.ctx, h.fresh(c)); err != nil { // continues the rollback
+		t.Fatal(err)
+	}
+	s := h.instanceStack()
+	h.cfn.set(s, types.StackStatusUpdateRollbackFailed, "The following resource(s) failed to update: [Queue].")
+	if _, err := h.driver.Check(h.ctx, h.fresh(c)); err == nil {
+		t.Fatal("the continued rollback failed again, but the update did not fail")
+	}
+	changeSets := h.cfn.count("CreateChangeSet")
+
+	for _, kind := range []string{"parameters", "upgrade"} {
+		t.Run("an update of its "+kind+" fails at once, naming the operator's repair", func(t *testing.T) {
+			next := h.change(broker.KindUpdate, "op-"+kind)
+			next.Operation.Target = &broker.Target{Parameters: json.RawMessage(`{"Size":8}`)}
+			if kind == "upgrade" {
+				next.Operation.Target = &broker.Target{MaintenanceInfo: &broker.MaintenanceInfo{Version: "2.0.0"}, PlanDigest: "sha256:new"}
+			}
+			_, err := h.driver.Begin(h.ctx, h.fresh(next))
+			f := failureOf(t, err)
+			wantFlags(t, f, false, true)
+			for _, part := range []string{"stack " + s + " could not be rolled back", "UPDATE_ROLLBACK_FAILED",
+				"the platform operator must repair it and continue its rollback", "ops operation", "Nothing was changed"} {
+				if !strings.Contains(f.Description, part) {
+					t.Errorf("description %q lacks %q", f.Description, part)
+				}
+			}
+			if n := h.cfn.count("CreateChangeSet"); n != changeSets {
+				t.Errorf("%d CreateChangeSet calls, want none", n-changeSets)
+			}
+			if n := h.cfn.count("ContinueUpdateRollback"); n != 1 {
+				t.Errorf("%d ContinueUpdateRollback calls, want only the failed update's one", n)
+			}
+		})
+	}
+}

@@ -1,7 +1,8 @@
 // Package enginetest is the contract every broker.Engine must pass: it runs
 // statemachines/operation.asl.json against a scripted worker and checks the
 // outcome, the states entered, and the Start/Stop/Describe rules of the
-// port.
+// port; and it runs the inline Map of testdata/ against a worker that
+// echoes its payload.
 //
 // The worker is a script of answers, one per Task call, so that an engine
 // whose worker cannot be a Go function (Step Functions on moto, fed with
@@ -44,12 +45,22 @@ type Harness struct {
 	// InProcess is set when the engine calls s.Invoke: the suite then also
 	// checks each payload the worker received.
 	InProcess bool
+	// NewWorkflow returns a fresh engine running workflow w, defined by
+	// asl (in which "${WorkerFunctionArn}" stands for the worker), and
+	// registers its cleanup with t. Its worker answers every Task call with
+	// the payload it was sent, as moto's Lambda stub does when no result is
+	// queued: an engine with an in-process worker calls echo, which the
+	// suite gives it to watch the calls in flight.
+	NewWorkflow func(t *testing.T, w broker.Workflow, asl []byte, echo Invoker) Engine
 	// StopCauseLost, when set, is why the engine under test cannot report
 	// the cause given to Stop (moto 5.2.1's StopExecution drops error and
 	// cause). The stop case then checks everything else, and logs this
 	// reason instead of failing on the cause.
 	StopCauseLost string
 }
+
+// Invoker is an in-process worker: it answers one Task call.
+type Invoker func(ctx context.Context, payload json.RawMessage) (json.RawMessage, error)
 
 // Steps of the operation workflow, as the worker receives them.
 const (
@@ -254,6 +265,8 @@ func Run(t *testing.T, h Harness) {
 			}
 		})
 	}
+
+	runMap(t, h)
 
 	t.Run("starting a running execution again with the same input starts nothing new", func(t *testing.T) {
 		t.Parallel()

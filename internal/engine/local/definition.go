@@ -30,7 +30,14 @@ const (
 	typeWait    = "Wait"
 	typeSucceed = "Succeed"
 	typeFail    = "Fail"
+	typeMap     = "Map"
 )
+
+// inlineMapMaxConcurrency is how many iterations of an inline Map Step
+// Functions runs at once at most: a MaxConcurrency of 0 (no limit) or above
+// it means this many, here too, which also bounds the goroutines a Map
+// starts.
+const inlineMapMaxConcurrency = 40
 
 // ResourceLambdaInvoke is the only Task resource this engine runs: the
 // optimized Lambda integration. Its Parameters.Payload goes to the Invoker.
@@ -64,6 +71,14 @@ type state struct {
 
 	failError string // Fail
 	failCause string
+
+	// Map: the items at itemsPath (of the effective input) each run
+	// processor, with the input itemSelector builds (Parameters, in older
+	// definitions), at most maxConcurrency at once (0: no limit).
+	itemsPath      path
+	itemSelector   *template
+	processor      *Definition
+	maxConcurrency int
 }
 
 // optionalPath is an InputPath, OutputPath or ResultPath: absent means "$",
@@ -109,6 +124,8 @@ var fieldsByType = map[string][]string{
 	typeWait:    {"Next", "End", "InputPath", "OutputPath", "Seconds", "SecondsPath", "Timestamp", "TimestampPath"},
 	typeSucceed: {"InputPath", "OutputPath"},
 	typeFail:    {"Error", "Cause"},
+	typeMap: {"Next", "End", "InputPath", "OutputPath", "ItemsPath", "ItemSelector", "Parameters", "ItemProcessor", "Iterator",
+		"MaxConcurrency", "ResultSelector", "ResultPath", "Retry", "Catch"},
 }
 
 // notSupported explains why some well-known fields are refused.
@@ -122,6 +139,17 @@ var notSupported = map[string]string{
 	"Credentials":          "is not supported",
 	"ErrorPath":            "is not supported (use Error)",
 	"CausePath":            "is not supported (use Cause)",
+	// Distributed Map and its companions: only the inline Map runs here.
+	"ItemReader":                     "is not supported (inline Map only: the items come from ItemsPath)",
+	"ResultWriter":                   "is not supported (inline Map only: the results are the state's output)",
+	"ItemBatcher":                    "is not supported (inline Map only: one item per iteration)",
+	"ToleratedFailureCount":          "is not supported (inline Map only: an iteration's failure fails the Map)",
+	"ToleratedFailureCountPath":      "is not supported (inline Map only: an iteration's failure fails the Map)",
+	"ToleratedFailurePercentage":     "is not supported (inline Map only: an iteration's failure fails the Map)",
+	"ToleratedFailurePercentagePath": "is not supported (inline Map only: an iteration's failure fails the Map)",
+	"Label":                          "is not supported (inline Map only)",
+	"MaxConcurrencyPath":             "is not supported (use MaxConcurrency; moto 5.2.1 does not run it in JSONPath)",
+	"Items":                          "is JSONata, which is not supported (use ItemsPath)",
 }
 
 // Parse reads a definition. file names it in error messages. Every problem
@@ -145,35 +173,59 @@ func Parse(file string, data []byte) (*Definition, error) {
 		case "QueryLanguage":
 			l.queryLanguage("", raw)
 		case "States":
-			var states map[string]json.RawMessage
-			if err := json.Unmarshal(raw, &states); err != nil || len(states) == 0 {
-				l.fail("", key, "must be a non-empty object of states")
-				continue
-			}
-			for _, name := range sortedKeys(states) {
-				if st := l.state(name, states[name]); st != nil {
-					d.states[name] = st
-				}
-			}
+			l.states(d, "", key, raw)
 		default:
 			l.unsupported("", key)
 		}
 	}
-	switch _, ok := top["States"]; {
-	case !ok:
-		l.fail("", "States", "is required")
-	case d.startAt == "":
-		l.fail("", "StartAt", "is required")
-	case d.states[d.startAt] == nil:
-		l.fail("", "StartAt", "names no state: %q", d.startAt)
-	}
-	if len(l.errs) == 0 {
-		l.checkTransitions(d)
-	}
+	_, hasStates := top["States"]
+	l.checkMachine(d, "", "", hasStates)
 	if len(l.errs) > 0 {
 		return nil, errors.Join(l.errs...)
 	}
 	return d, nil
+}
+
+// states parses the States of a state machine, or of a Map's iterations,
+// into d; owner and field name where they are.
+func (l *loader) states(d *Definition, owner, field string, raw json.RawMessage) {
+	var states map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &states); err != nil || len(states) == 0 {
+		l.fail(owner, field, "must be a non-empty object of states")
+		return
+	}
+	for _, name := range sortedKeys(states) {
+		// The States Language wants names unique in the whole machine,
+		// iterations included, so that a name says which state it is.
+		if l.names[name] {
+			l.fail(name, "", "is defined twice: state names are unique in the whole state machine, Map iterations included")
+			continue
+		}
+		if l.names == nil {
+			l.names = map[string]bool{}
+		}
+		l.names[name] = true
+		if st := l.state(name, states[name]); st != nil {
+			d.states[name] = st
+		}
+	}
+}
+
+// checkMachine checks that d has a StartAt naming one of its states, and
+// its transitions; owner and prefix name where d is ("" for the top).
+func (l *loader) checkMachine(d *Definition, owner, prefix string, hasStates bool) {
+	before := len(l.errs)
+	switch {
+	case !hasStates:
+		l.fail(owner, prefix+"States", "is required")
+	case d.startAt == "":
+		l.fail(owner, prefix+"StartAt", "is required")
+	case d.states[d.startAt] == nil:
+		l.fail(owner, prefix+"StartAt", "names no state: %q", d.startAt)
+	}
+	if len(l.errs) == before {
+		l.checkTransitions(d)
+	}
 }
 
 // LoadDir parses every <workflow>.asl.json file in dir.
@@ -210,6 +262,11 @@ func LoadDir(dir string) (map[broker.Workflow]*Definition, error) {
 type loader struct {
 	file string
 	errs []error
+	// names are the state names seen so far, in the whole definition.
+	names map[string]bool
+	// mapItem is set while a Map's ItemSelector is compiled: only there
+	// does the context object have $$.Map.Item.
+	mapItem bool
 }
 
 func (l *loader) fail(state, field, format string, args ...any) {
@@ -284,7 +341,7 @@ func (l *loader) pathValue(state, field string, v any, withContext bool) (path, 
 		err = fmt.Errorf("context path %q is not allowed here", s)
 	}
 	if err == nil {
-		err = p.checkContext()
+		err = p.checkContext(l.mapItem)
 	}
 	if err != nil {
 		l.fail(state, field, "%v", err)
@@ -374,10 +431,10 @@ func (l *loader) state(name string, raw json.RawMessage) *state {
 		l.fail(name, "Type", "is required")
 		return nil
 	}
-	st := &state{name: name, typ: l.str(name, "Type", typeRaw), inputPath: defaultPath, outputPath: defaultPath, resultPath: defaultPath}
+	st := &state{name: name, typ: l.str(name, "Type", typeRaw), inputPath: defaultPath, outputPath: defaultPath, resultPath: defaultPath, itemsPath: rootPath}
 	allowed, ok := fieldsByType[st.typ]
 	if !ok {
-		l.fail(name, "Type", "state type %q is not supported (supported: Task, Pass, Choice, Wait, Succeed, Fail)", st.typ)
+		l.fail(name, "Type", "state type %q is not supported (supported: Task, Pass, Choice, Wait, Succeed, Fail, Map)", st.typ)
 		return nil
 	}
 	end := false
@@ -408,7 +465,23 @@ func (l *loader) state(name string, raw json.RawMessage) *state {
 		case "ResultPath":
 			st.resultPath = l.optionalPath(name, key, raw)
 		case "Parameters":
+			if st.typ == typeMap {
+				// A Map's Parameters is its ItemSelector's older name.
+				st.itemSelector = l.itemSelector(name, key, raw)
+				continue
+			}
 			st.parameters = l.template(name, key, raw)
+		case "ItemSelector":
+			st.itemSelector = l.itemSelector(name, key, raw)
+		case "ItemsPath":
+			v, _ := l.value(name, key, raw)
+			if p, ok := l.pathValue(name, key, v, false); ok {
+				st.itemsPath = p
+			}
+		case "ItemProcessor", "Iterator":
+			st.processor = l.processor(name, key, raw)
+		case "MaxConcurrency":
+			st.maxConcurrency = int(l.integer(name, key, raw, 0, math.MaxInt32))
 		case "ResultSelector":
 			st.resultSelector = l.template(name, key, raw)
 		case "Result":
@@ -459,7 +532,7 @@ func (l *loader) state(name string, raw json.RawMessage) *state {
 func (l *loader) checkState(st *state, fields map[string]json.RawMessage, end bool) {
 	name := st.name
 	switch st.typ {
-	case typeTask, typePass, typeWait:
+	case typeTask, typePass, typeWait, typeMap:
 		switch {
 		case end && st.next != "":
 			l.fail(name, "End", "a state has Next or End: true, not both")
@@ -477,6 +550,19 @@ func (l *loader) checkState(st *state, fields map[string]json.RawMessage, end bo
 			l.fail(name, "Resource", "is required")
 		}
 		l.checkLambdaParameters(st, fields)
+	case typeMap:
+		_, processor := fields["ItemProcessor"]
+		_, iterator := fields["Iterator"]
+		switch {
+		case processor && iterator:
+			l.fail(name, "Iterator", "a Map has ItemProcessor or its older name Iterator, not both")
+		case !processor && !iterator:
+			l.fail(name, "ItemProcessor", "is required")
+		}
+		_, selector := fields["ItemSelector"]
+		if _, params := fields["Parameters"]; selector && params {
+			l.fail(name, "Parameters", "a Map has ItemSelector or its older name Parameters, not both")
+		}
 	case typeWait:
 		n := 0
 		for _, f := range []string{"Seconds", "SecondsPath", "Timestamp", "TimestampPath"} {
@@ -486,6 +572,69 @@ func (l *loader) checkState(st *state, fields map[string]json.RawMessage, end bo
 		}
 		if n != 1 {
 			l.fail(name, "Seconds", "a Wait state has exactly one of Seconds, SecondsPath, Timestamp, TimestampPath")
+		}
+	}
+}
+
+// itemSelector compiles a Map's ItemSelector (or Parameters), in which
+// $$.Map.Item.Index and $$.Map.Item.Value name the iteration's item.
+func (l *loader) itemSelector(state, field string, raw json.RawMessage) *template {
+	l.mapItem = true
+	defer func() { l.mapItem = false }()
+	return l.template(state, field, raw)
+}
+
+// processor reads a Map's ItemProcessor (or Iterator): the state machine
+// each item runs, inline (in this execution), which is the only mode here.
+func (l *loader) processor(owner, field string, raw json.RawMessage) *Definition {
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &fields); err != nil {
+		l.fail(owner, field, "must be a JSON object")
+		return nil
+	}
+	d := &Definition{states: map[string]*state{}}
+	for _, key := range sortedKeys(fields) {
+		raw, sub := fields[key], field+"."+key
+		switch key {
+		case "Comment":
+			l.str(owner, sub, raw)
+		case "StartAt":
+			d.startAt = l.str(owner, sub, raw)
+		case "States":
+			l.states(d, owner, sub, raw)
+		case "ProcessorConfig":
+			if field == "Iterator" {
+				l.fail(owner, sub, "is not part of Iterator (use ItemProcessor)")
+				continue
+			}
+			l.processorConfig(owner, sub, raw)
+		default:
+			l.unsupported(owner, sub)
+		}
+	}
+	_, hasStates := fields["States"]
+	l.checkMachine(d, owner, field+".", hasStates)
+	return d
+}
+
+// processorConfig accepts only the inline mode, the default.
+func (l *loader) processorConfig(state, field string, raw json.RawMessage) {
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &fields); err != nil {
+		l.fail(state, field, "must be a JSON object")
+		return
+	}
+	for _, key := range sortedKeys(fields) {
+		sub := field + "." + key
+		switch key {
+		case "Mode":
+			if m := l.str(state, sub, fields[key]); m != "INLINE" {
+				l.fail(state, sub, "%q is not supported (INLINE only: no Distributed Map)", m)
+			}
+		case "ExecutionType":
+			l.fail(state, sub, "is not supported (INLINE only: no Distributed Map)")
+		default:
+			l.unsupported(state, sub)
 		}
 	}
 }

@@ -28,6 +28,16 @@ func states(startAt, states string) string {
 	return `{"StartAt":"` + startAt + `","States":{` + states + `}}`
 }
 
+// inner is an iteration of one Succeed state, named name.
+func inner(name string) string {
+	return `{"StartAt":"` + name + `","States":{"` + name + `":{"Type":"Succeed"}}}`
+}
+
+// mapWith is a definition of one Map state "M" with the fields given.
+func mapWith(fields string) string {
+	return states("M", `"M":{"Type":"Map",`+fields+`,"ItemProcessor":`+inner("A")+`,"End":true}`)
+}
+
 const lambda = `"Type":"Task","Resource":"arn:aws:states:::lambda:invoke"`
 const params = `"Parameters":{"FunctionName":"f","Payload":{}}`
 
@@ -40,7 +50,38 @@ func TestParseRefuses(t *testing.T) {
 		field   string
 		problem string
 	}{
-		{"a Map state", states("M", `"M":{"Type":"Map","End":true}`), "M", "Type", `"Map" is not supported`},
+		{"a Map without ItemProcessor", states("M", `"M":{"Type":"Map","End":true}`), "M", "ItemProcessor", "is required"},
+		{"a Map with both ItemProcessor and Iterator", states("M", `"M":{"Type":"Map","ItemProcessor":`+inner("A")+`,"Iterator":`+inner("B")+`,"End":true}`), "M", "Iterator", "not both"},
+		{"a Map with both ItemSelector and Parameters", states("M", `"M":{"Type":"Map","ItemSelector":{},"Parameters":{},"ItemProcessor":`+inner("A")+`,"End":true}`), "M", "Parameters", "not both"},
+		{"a Distributed Map", states("M", `"M":{"Type":"Map","ItemProcessor":{"ProcessorConfig":{"Mode":"DISTRIBUTED","ExecutionType":"STANDARD"},"StartAt":"A","States":{"A":{"Type":"Succeed"}}},"End":true}`), "M", "ItemProcessor.ProcessorConfig.Mode", `"DISTRIBUTED" is not supported`},
+		{"a Map with an ExecutionType", states("M", `"M":{"Type":"Map","ItemProcessor":{"ProcessorConfig":{"Mode":"INLINE","ExecutionType":"EXPRESS"},"StartAt":"A","States":{"A":{"Type":"Succeed"}}},"End":true}`), "M", "ItemProcessor.ProcessorConfig.ExecutionType", "not supported"},
+		{"an Iterator with a ProcessorConfig", states("M", `"M":{"Type":"Map","Iterator":{"ProcessorConfig":{"Mode":"INLINE"},"StartAt":"A","States":{"A":{"Type":"Succeed"}}},"End":true}`), "M", "Iterator.ProcessorConfig", "use ItemProcessor"},
+		{"a Map with an ItemReader", mapWith(`"ItemReader":{"Resource":"arn:aws:states:::s3:getObject","Parameters":{}}`), "M", "ItemReader", "inline Map only"},
+		{"a Map with a ResultWriter", mapWith(`"ResultWriter":{"Resource":"arn:aws:states:::s3:putObject","Parameters":{}}`), "M", "ResultWriter", "inline Map only"},
+		{"a Map with an ItemBatcher", mapWith(`"ItemBatcher":{"MaxItemsPerBatch":2}`), "M", "ItemBatcher", "inline Map only"},
+		{"a Map with a ToleratedFailureCount", mapWith(`"ToleratedFailureCount":1`), "M", "ToleratedFailureCount", "inline Map only"},
+		{"a Map with a ToleratedFailurePercentage", mapWith(`"ToleratedFailurePercentage":10`), "M", "ToleratedFailurePercentage", "inline Map only"},
+		{"a Map with a ToleratedFailureCountPath", mapWith(`"ToleratedFailureCountPath":"$.n"`), "M", "ToleratedFailureCountPath", "inline Map only"},
+		{"a Map with a MaxConcurrencyPath", mapWith(`"MaxConcurrencyPath":"$.n"`), "M", "MaxConcurrencyPath", "use MaxConcurrency"},
+		{"a Map with a Label", mapWith(`"Label":"fleet"`), "M", "Label", "inline Map only"},
+		{"a Map with JSONata Items", mapWith(`"Items":[1,2]`), "M", "Items", "JSONata"},
+		{"a negative MaxConcurrency", mapWith(`"MaxConcurrency":-1`), "M", "MaxConcurrency", "integer from 0"},
+		{"a fractional MaxConcurrency", mapWith(`"MaxConcurrency":1.5`), "M", "MaxConcurrency", "integer from 0"},
+		{"an ItemsPath that is a context path", mapWith(`"ItemsPath":"$$.Execution.Input.items"`), "M", "ItemsPath", "not allowed"},
+		{"an ItemsPath that is not a path", mapWith(`"ItemsPath":"items"`), "M", "ItemsPath", "must start with $"},
+		{"a $$.Map field that does not exist", mapWith(`"ItemSelector":{"x.$":"$$.Map.Item.Key"}`), "M", "ItemSelector.x.$", "Index and Value only"},
+		{"a field below $$.Map.Item.Index", mapWith(`"ItemSelector":{"x.$":"$$.Map.Item.Index.a"}`), "M", "ItemSelector.x.$", "no fields"},
+		{"a $$.Map path in a Map's ResultSelector", mapWith(`"ResultSelector":{"x.$":"$$.Map.Item.Value"}`), "M", "ResultSelector.x.$", "only in a Map state's ItemSelector"},
+		{"a $$.Map path inside an iteration", states("M", `"M":{"Type":"Map","ItemProcessor":{"StartAt":"A","States":{"A":{"Type":"Pass","Parameters":{"v.$":"$$.Map.Item.Value"},"End":true}}},"End":true}`), "A", "Parameters.v.$", "only in a Map state's ItemSelector"},
+		{"an unsupported state inside an iteration", states("M", `"M":{"Type":"Map","ItemProcessor":{"StartAt":"A","States":{"A":{"Type":"Parallel","Branches":[],"End":true}}},"End":true}`), "A", "Type", `"Parallel" is not supported`},
+		{"an iteration state whose Next leaves the iteration", states("M", `"M":{"Type":"Map","ItemProcessor":{"StartAt":"A","States":{"A":{"Type":"Pass","Next":"After"}}},"Next":"After"},"After":{"Type":"Succeed"}`), "A", "Next", `names no state: "After"`},
+		{"a Next into an iteration from outside it", states("P", `"P":{"Type":"Pass","Next":"M"},"M":{"Type":"Map","ItemProcessor":`+inner("A")+`,"Next":"A"}`), "M", "Next", `names no state: "A"`},
+		{"an unreachable iteration state", states("M", `"M":{"Type":"Map","ItemProcessor":{"StartAt":"A","States":{"A":{"Type":"Succeed"},"B":{"Type":"Succeed"}}},"End":true}`), "B", "", "cannot be reached"},
+		{"an iteration without StartAt", states("M", `"M":{"Type":"Map","ItemProcessor":{"States":{"A":{"Type":"Succeed"}}},"End":true}`), "M", "ItemProcessor.StartAt", "is required"},
+		{"an iteration without States", states("M", `"M":{"Type":"Map","Iterator":{"StartAt":"A"},"End":true}`), "M", "Iterator.States", "is required"},
+		{"an unknown field of ItemProcessor", states("M", `"M":{"Type":"Map","ItemProcessor":{"StartAt":"A","States":{"A":{"Type":"Succeed"}},"Extra":1},"End":true}`), "M", "ItemProcessor.Extra", "unknown"},
+		{"a state name used inside and outside an iteration", states("M", `"M":{"Type":"Map","ItemProcessor":{"StartAt":"M","States":{"M":{"Type":"Succeed"}}},"End":true}`), "M", "", "defined twice"},
+		{"a Map without Next or End", states("M", `"M":{"Type":"Map","ItemProcessor":`+inner("A")+`}`), "M", "Next", "is required"},
 		{"a Parallel state", states("P", `"P":{"Type":"Parallel","Branches":[],"End":true}`), "P", "Type", `"Parallel" is not supported`},
 		{"an unknown state type", states("X", `"X":{"Type":"Magic","End":true}`), "X", "Type", "not supported"},
 		{"a state without Type", states("X", `"X":{"End":true}`), "X", "Type", "is required"},
@@ -69,7 +110,7 @@ func TestParseRefuses(t *testing.T) {
 		{"a negative index", states("P", `"P":{"Type":"Pass","InputPath":"$.a[-1]","End":true}`), "P", "InputPath", "unsupported syntax"},
 		{"a path not starting with $", states("P", `"P":{"Type":"Pass","InputPath":"a.b","End":true}`), "P", "InputPath", "must start with $"},
 		{"a task token context path", states("P", `"P":{"Type":"Pass","Parameters":{"t.$":"$$.Task.Token"},"End":true}`), "P", "Parameters.t.$", "$$.Task is not supported"},
-		{"a Map context path", states("P", `"P":{"Type":"Pass","Parameters":{"t.$":"$$.Map.Item.Value"},"End":true}`), "P", "Parameters.t.$", "$$.Map is not supported"},
+		{"a Map context path outside a Map", states("P", `"P":{"Type":"Pass","Parameters":{"t.$":"$$.Map.Item.Value"},"End":true}`), "P", "Parameters.t.$", "$$.Map is only in a Map state's ItemSelector"},
 		{"a context path in ResultPath", states("P", `"P":{"Type":"Pass","ResultPath":"$$.Execution.Name","End":true}`), "P", "ResultPath", "not allowed"},
 		{"a .$ field that is not a string", states("P", `"P":{"Type":"Pass","Parameters":{"a.$":1},"End":true}`), "P", "Parameters.a.$", "path string"},
 		{"a field given twice, with and without .$", states("P", `"P":{"Type":"Pass","Parameters":{"a":1,"a.$":"$.b"},"End":true}`), "P", "Parameters.a.$", "given twice"},
@@ -179,6 +220,36 @@ func TestParseAccepts(t *testing.T) {
 		  }
 		}`
 		if _, err := local.Parse("all.asl.json", []byte(asl)); err != nil {
+			t.Errorf("Parse = %v", err)
+		}
+	})
+
+	t.Run("a definition using every supported feature of Map loads", func(t *testing.T) {
+		t.Parallel()
+		asl := `{
+		  "StartAt": "New",
+		  "States": {
+		    "New": {"Type": "Map", "Comment": "c", "QueryLanguage": "JSONPath", "InputPath": "$.in", "ItemsPath": "$.items",
+		            "ItemSelector": {"value.$": "$$.Map.Item.Value.id", "index.$": "$$.Map.Item.Index", "all.$": "$$.Map.Item.Value", "name.$": "$$.Execution.Name", "plan.$": "$.plan"},
+		            "MaxConcurrency": 0, "ResultSelector": {"r.$": "$"}, "ResultPath": "$.out", "OutputPath": "$",
+		            "Retry": [{"ErrorEquals": ["States.ALL"], "MaxAttempts": 1}],
+		            "Catch": [{"ErrorEquals": ["States.ALL"], "ResultPath": "$.e", "Next": "Failed"}],
+		            "ItemProcessor": {"Comment": "c", "ProcessorConfig": {"Mode": "INLINE"}, "StartAt": "T",
+		              "States": {
+		                "T": {"Type": "Task", "Resource": "arn:aws:states:::lambda:invoke", "Parameters": {"FunctionName": "f", "Payload.$": "$"}, "Next": "C"},
+		                "C": {"Type": "Choice", "Choices": [{"Variable": "$.Payload", "IsPresent": true, "Next": "W"}], "Default": "Bad"},
+		                "W": {"Type": "Wait", "Seconds": 1, "Next": "Nested"},
+		                "Nested": {"Type": "Map", "Iterator": {"StartAt": "P", "States": {"P": {"Type": "Pass", "End": true}}}, "Next": "Ok"},
+		                "Ok": {"Type": "Succeed"},
+		                "Bad": {"Type": "Fail", "Error": "Bad"}
+		              }},
+		            "Next": "Old"},
+		    "Old": {"Type": "Map", "Parameters": {"v.$": "$$.Map.Item.Value"}, "MaxConcurrency": 2,
+		            "Iterator": {"StartAt": "Echo", "States": {"Echo": {"Type": "Pass", "End": true}}}, "End": true},
+		    "Failed": {"Type": "Fail", "Error": "E"}
+		  }
+		}`
+		if _, err := local.Parse("map.asl.json", []byte(asl)); err != nil {
 			t.Errorf("Parse = %v", err)
 		}
 	})

@@ -31,6 +31,9 @@ func TestContract(t *testing.T) {
 		New: func(t *testing.T, s *enginetest.Script) enginetest.Engine {
 			return newEngine(t, local.Options{Dir: statemachines, Invoke: s.Invoke})
 		},
+		NewWorkflow: func(t *testing.T, w broker.Workflow, asl []byte, echo enginetest.Invoker) enginetest.Engine {
+			return newEngine(t, local.Options{Definitions: definitions(t, map[broker.Workflow]string{w: string(asl)}), Invoke: local.Invoker(echo)})
+		},
 	})
 }
 

@@ -123,16 +123,19 @@ func arrayIndex(inner string) (int, bool) {
 }
 
 // contextFields is the part of the context object this engine provides;
-// context paths are checked against it when a definition loads.
+// context paths are checked against it when a definition loads. Map is
+// there only in a Map's ItemSelector.
 var contextFields = map[string]map[string]bool{
 	"Execution":    {"Id": true, "Name": true, "Input": true, "StartTime": true},
 	"State":        {"Name": true, "EnteredTime": true, "RetryCount": true},
 	"StateMachine": {"Id": true, "Name": true},
+	"Map":          {"Item": true},
 }
 
 // checkContext refuses a "$$" path that names something the engine does not
-// provide (Task.Token, Map.Item, ...). Below $$.Execution.Input anything goes.
-func (p path) checkContext() error {
+// provide (Task.Token, ...), or $$.Map outside a Map's ItemSelector (mapItem
+// unset). Below $$.Execution.Input and $$.Map.Item.Value anything goes.
+func (p path) checkContext(mapItem bool) error {
 	if !p.context {
 		return nil
 	}
@@ -140,12 +143,20 @@ func (p path) checkContext() error {
 		switch {
 		case s.index >= 0 && i < 2:
 			return fmt.Errorf("context path %q: no array here", p.text)
+		case i == 0 && s.field == "Map" && !mapItem:
+			return fmt.Errorf("context path %q: $$.Map is only in a Map state's ItemSelector (or Parameters)", p.text)
 		case i == 0 && contextFields[s.field] == nil:
-			return fmt.Errorf("context path %q: $$.%s is not supported (supported: $$.Execution, $$.State, $$.StateMachine)", p.text, s.field)
+			return fmt.Errorf("context path %q: $$.%s is not supported (supported: $$.Execution, $$.State, $$.StateMachine, and $$.Map.Item in a Map's ItemSelector)", p.text, s.field)
 		case i == 1 && !contextFields[p.steps[0].field][s.field]:
 			return fmt.Errorf("context path %q: $$.%s.%s is not supported", p.text, p.steps[0].field, s.field)
+		case i == 2 && p.steps[0].field == "Map":
+			if s.field != "Index" && s.field != "Value" {
+				return fmt.Errorf("context path %q: $$.Map.Item has Index and Value only", p.text)
+			}
 		case i == 2 && (p.steps[0].field != "Execution" || p.steps[1].field != "Input"):
 			return fmt.Errorf("context path %q: $$.%s.%s has no fields", p.text, p.steps[0].field, p.steps[1].field)
+		case i == 3 && p.steps[0].field == "Map" && p.steps[2].field != "Value":
+			return fmt.Errorf("context path %q: $$.Map.Item.Index has no fields", p.text)
 		}
 	}
 	return nil

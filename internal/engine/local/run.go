@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/serverless-osb/broker/internal/broker"
@@ -23,8 +24,23 @@ type execution struct {
 	log      *slog.Logger
 	// state is the state the execution is in, or ended in.
 	state string
+
+	// mu guards caught, which a Map's iterations set too.
+	mu sync.Mutex
 	// caught is the name of the last error a Catch handled (record.Caught).
 	caught string
+}
+
+func (x *execution) setCaught(name string) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.caught = name
+}
+
+func (x *execution) lastCaught() string {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.caught
 }
 
 // stepResult is what running one state gives: the next state ("" when the
@@ -78,7 +94,7 @@ func (e *Engine) execute(ctx context.Context, def *Definition, r record) {
 			return
 		}
 		if res.caught != "" {
-			x.caught = res.caught
+			x.setCaught(res.caught)
 		}
 		switch {
 		case res.err != nil:
@@ -118,7 +134,7 @@ func (x *execution) transition(next string, input any, at time.Time) bool {
 		}
 		r.State, r.StateEnteredAt, r.StateInput = next, at, data
 		r.History = append(r.History, next)
-		r.Caught = x.caught
+		r.Caught = x.lastCaught()
 		return nil
 	})
 	switch {
@@ -165,8 +181,8 @@ func (x *execution) end(status broker.ExecutionStatus, output any, errName, caus
 		if errName != "" {
 			attrs, level = append(attrs, slog.String("error_name", errName)), slog.LevelWarn
 		}
-		if x.caught != "" {
-			attrs, level = append(attrs, slog.String("caught_error", x.caught)), slog.LevelWarn
+		if caught := x.lastCaught(); caught != "" {
+			attrs, level = append(attrs, slog.String("caught_error", caught)), slog.LevelWarn
 		}
 		x.log.LogAttrs(context.Background(), level, "execution ended", attrs...)
 	}
@@ -204,6 +220,10 @@ func (x *execution) runState(ctx context.Context, st *state, input any, entered 
 		return x.runTask(ctx, st, input, entered)
 	case typeWait:
 		return x.runWait(ctx, st, input, entered)
+	case typeMap:
+		return x.runRetrying(ctx, st, input, func(retries int) (any, *stateError) {
+			return x.attemptMap(ctx, st, input, entered, retries)
+		})
 	case typeFail:
 		return stepResult{err: &stateError{name: st.failError, cause: st.failCause}}
 	}
@@ -305,17 +325,25 @@ func (x *execution) runWait(ctx context.Context, st *state, input any, entered t
 // runTask runs a Task: it calls the worker, retries as Retry says, and
 // hands an error that is left to the first Catch that matches it.
 func (x *execution) runTask(ctx context.Context, st *state, input any, entered time.Time) stepResult {
+	return x.runRetrying(ctx, st, input, func(retries int) (any, *stateError) {
+		return x.attemptTask(ctx, st, input, entered, retries)
+	})
+}
+
+// runRetrying runs the attempts of a Task or Map, retries as Retry says,
+// and hands an error that is left to the first Catch that matches it.
+func (x *execution) runRetrying(ctx context.Context, st *state, input any, attempt func(retries int) (any, *stateError)) stepResult {
 	attempts := make([]int, len(st.retry))
 	retries := 0
 	for {
-		out, serr := x.attemptTask(ctx, st, input, entered, retries)
+		out, serr := attempt(retries)
 		if ctx.Err() != nil {
 			return stepResult{}
 		}
 		if serr == nil {
 			return stepResult{next: st.next, output: out}
 		}
-		x.log.Warn("task failed", "state", st.name, "error_name", serr.name, "retries", retries)
+		x.log.Warn("state failed", "state", st.name, "error_name", serr.name, "retries", retries)
 		if serr.name == errorRuntime {
 			return stepResult{err: serr}
 		}

@@ -130,6 +130,13 @@ func (r *motoRegion) createStateMachine(t *testing.T, w broker.Workflow) string 
 	if err != nil {
 		t.Fatal(err)
 	}
+	return r.createStateMachineFrom(t, w, asl)
+}
+
+// createStateMachineFrom creates the state machine of a workflow from its
+// definition, its worker being a function of this region.
+func (r *motoRegion) createStateMachineFrom(t *testing.T, w broker.Workflow, asl []byte) string {
+	t.Helper()
 	worker := fmt.Sprintf("arn:aws:lambda:%s:%s:function:osb-worker", r.name, account)
 	out, err := r.client.CreateStateMachine(t.Context(), &sfn.CreateStateMachineInput{
 		Name:       aws.String(mototest.Name(string(w))),

@@ -126,19 +126,23 @@ type resourceItem struct {
 }
 
 type detachedItem struct {
-	ID            string          `json:"id"`
-	InstanceID    string          `json:"instance_id"`
-	Name          string          `json:"name"`
-	Data          json.RawMessage `json:"data"`
-	PlanID        string          `json:"plan_id"`
-	OperationID   string          `json:"operation_id"`
-	Reason        string          `json:"reason"`
-	State         string          `json:"state"`
-	Attempts      int             `json:"attempts"`
-	Failure       string          `json:"failure,omitempty"`
-	FailureDetail string          `json:"failure_detail,omitempty"`
-	CreatedAt     time.Time       `json:"created_at"`
-	UpdatedAt     time.Time       `json:"updated_at"`
+	ID             string          `json:"id"`
+	InstanceID     string          `json:"instance_id"`
+	Name           string          `json:"name"`
+	Data           json.RawMessage `json:"data"`
+	PlanID         string          `json:"plan_id"`
+	OperationID    string          `json:"operation_id"`
+	Reason         string          `json:"reason"`
+	State          string          `json:"state"`
+	Attempts       int             `json:"attempts"`
+	Failure        string          `json:"failure,omitempty"`
+	FailureDetail  string          `json:"failure_detail,omitempty"`
+	CreatedAt      time.Time       `json:"created_at"`
+	UpdatedAt      time.Time       `json:"updated_at"`
+	OutageSince    time.Time       `json:"outage_since,omitzero"`
+	OutageAttempts int             `json:"outage_attempts,omitempty"`
+	OutageReason   string          `json:"outage_reason,omitempty"`
+	NextTryAt      time.Time       `json:"next_try_at,omitzero"`
 }
 
 // The conversions from the domain normalise times to UTC, as the DynamoDB
@@ -260,6 +264,8 @@ func newDetachedItem(d broker.Detached) detachedItem {
 		OperationID: d.OperationID, Reason: d.Reason, State: string(d.State), Attempts: d.Attempts, Failure: d.Failure,
 		FailureDetail: d.FailureDetail,
 		CreatedAt:     d.CreatedAt.UTC(), UpdatedAt: d.UpdatedAt.UTC(),
+		OutageSince: d.OutageSince.UTC(), OutageAttempts: d.OutageAttempts, OutageReason: d.OutageReason,
+		NextTryAt: d.NextTryAt.UTC(),
 	}
 }
 
@@ -268,6 +274,7 @@ func (it detachedItem) detached() broker.Detached {
 		ID: it.ID, InstanceID: it.InstanceID, Name: it.Name, Data: it.Data, PlanID: it.PlanID,
 		OperationID: it.OperationID, Reason: it.Reason, State: broker.DetachedState(it.State), Attempts: it.Attempts,
 		Failure: it.Failure, FailureDetail: it.FailureDetail, CreatedAt: it.CreatedAt, UpdatedAt: it.UpdatedAt,
+		OutageSince: it.OutageSince, OutageAttempts: it.OutageAttempts, OutageReason: it.OutageReason, NextTryAt: it.NextTryAt,
 	}
 }
 

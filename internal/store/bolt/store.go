@@ -148,6 +148,51 @@ func (s *Store) ListInProgress(ctx context.Context) ([]broker.Operation, error) 
 	return ops, nil
 }
 
+// ListInstances returns a page of the instances f selects, in the order of
+// their ids (bytes), and the next page's token: a cursor that visits each
+// instance's partition once, reading its instance item and seeking past
+// the rest (its bindings, operations and records).
+func (s *Store) ListInstances(ctx context.Context, f broker.InstanceFilter, page string) ([]broker.Instance, string, error) {
+	after, err := broker.InstancePageAfter(page)
+	list := []broker.Instance{}
+	next := ""
+	if err == nil {
+		err = s.view(ctx, func(t tx) error {
+			c := t.items.Cursor()
+			start := []byte("i#")
+			if after != "" {
+				start = partitionEnd(after)
+			}
+			for k, _ := c.Seek(start); k != nil && bytes.HasPrefix(k, []byte("i#")); k, _ = c.Seek(start) {
+				id, _, _ := bytes.Cut(k[len("i#"):], []byte(sep))
+				start = partitionEnd(string(id))
+				inst, err := t.instance(string(id))
+				if err != nil {
+					return err
+				}
+				if inst == nil || !f.Selects(*inst) {
+					continue
+				}
+				if len(list) == broker.InstancePageSize {
+					next = broker.InstancePageToken(list[len(list)-1].ID)
+					return nil
+				}
+				inst.Parameters, inst.Fingerprint = nil, ""
+				list = append(list, *inst)
+			}
+			return nil
+		})
+	}
+	if err != nil {
+		return nil, "", fmt.Errorf("list instances: %w", err)
+	}
+	return list, next, nil
+}
+
+// partitionEnd sorts after every key of the instance's partition and before
+// the next instance's (ids hold no NUL, and no key byte is 0xff in UTF-8).
+func partitionEnd(instanceID string) []byte { return []byte(pk(instanceID) + "\xff") }
+
 func sortOperations(ops []broker.Operation) {
 	slices.SortStableFunc(ops, func(a, b broker.Operation) int {
 		return cmp.Or(a.CreatedAt.Compare(b.CreatedAt), cmp.Compare(a.ID, b.ID))

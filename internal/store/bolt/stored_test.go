@@ -178,7 +178,8 @@ func TestFieldNames(t *testing.T) {
 			"outage_since", "outage_attempts", "outage_in_begin"}},
 		{resourceItem{}, []string{"instance_id", "name", "data", "updated_at"}},
 		{detachedItem{}, []string{"id", "instance_id", "name", "data", "plan_id", "operation_id", "reason", "state",
-			"attempts", "failure", "failure_detail", "created_at", "updated_at"}},
+			"attempts", "failure", "failure_detail", "created_at", "updated_at",
+			"outage_since", "outage_attempts", "outage_reason", "next_try_at"}},
 		{sealingItem{}, []string{"sealed_only", "key_id", "since", "sensitive_plans"}},
 	}
 	for _, g := range golden {

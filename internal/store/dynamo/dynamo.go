@@ -37,6 +37,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/serverless-osb/broker/internal/broker"
+	"github.com/serverless-osb/broker/internal/store/dynamo/schema"
 )
 
 // Config says which table the store uses and where DynamoDB is.
@@ -74,13 +75,13 @@ func New(client *dynamodb.Client, table string) *Store {
 	return &Store{client: client, table: aws.String(table)}
 }
 
-// CreateTable creates table as Schema describes it, billed on demand. An
+// CreateTable creates table as schema.Table describes it, billed on demand. An
 // existing table of that name is left as it is, except that its time to
 // live is enabled when it is not. The deployed table is created by the CDK
-// stack, from the same Schema; this is for tests and local tooling.
+// stack, from the same schema; this is for tests and local tooling.
 func CreateTable(ctx context.Context, client *dynamodb.Client, table string) error {
-	schema := Schema()
-	_, err := client.CreateTable(ctx, schema.createTableInput(table))
+	shape := schema.Table()
+	_, err := client.CreateTable(ctx, createTableInput(shape, table))
 	var inUse *types.ResourceInUseException
 	if err != nil && !errors.As(err, &inUse) {
 		return fmt.Errorf("create table %s: %w", table, err)
@@ -94,7 +95,7 @@ func CreateTable(ctx context.Context, client *dynamodb.Client, table string) err
 		if err != nil {
 			return fmt.Errorf("create table %s: describe time to live: %w", table, err)
 		}
-		if d := ttl.TimeToLiveDescription; d != nil && aws.ToString(d.AttributeName) == schema.TimeToLive &&
+		if d := ttl.TimeToLiveDescription; d != nil && aws.ToString(d.AttributeName) == shape.TimeToLive &&
 			(d.TimeToLiveStatus == types.TimeToLiveStatusEnabled || d.TimeToLiveStatus == types.TimeToLiveStatusEnabling) {
 			return nil
 		}
@@ -102,7 +103,7 @@ func CreateTable(ctx context.Context, client *dynamodb.Client, table string) err
 	_, err = client.UpdateTimeToLive(ctx, &dynamodb.UpdateTimeToLiveInput{
 		TableName: aws.String(table),
 		TimeToLiveSpecification: &types.TimeToLiveSpecification{
-			AttributeName: aws.String(schema.TimeToLive),
+			AttributeName: aws.String(shape.TimeToLive),
 			Enabled:       aws.Bool(true),
 		},
 	})

@@ -171,21 +171,25 @@ type resourceItem struct {
 }
 
 type detachedItem struct {
-	PK            string    `dynamodbav:"PK"`
-	SK            string    `dynamodbav:"SK"`
-	ID            string    `dynamodbav:"id"`
-	InstanceID    string    `dynamodbav:"instance_id"`
-	Name          string    `dynamodbav:"name"`
-	Data          jsonText  `dynamodbav:"data"` // missing data is "null"
-	PlanID        string    `dynamodbav:"plan_id"`
-	OperationID   string    `dynamodbav:"operation_id"`
-	Reason        string    `dynamodbav:"reason"`
-	State         string    `dynamodbav:"state"`
-	Attempts      int       `dynamodbav:"attempts"`
-	Failure       string    `dynamodbav:"failure,omitempty"`
-	FailureDetail string    `dynamodbav:"failure_detail,omitempty"`
-	CreatedAt     time.Time `dynamodbav:"created_at"`
-	UpdatedAt     time.Time `dynamodbav:"updated_at"`
+	PK             string    `dynamodbav:"PK"`
+	SK             string    `dynamodbav:"SK"`
+	ID             string    `dynamodbav:"id"`
+	InstanceID     string    `dynamodbav:"instance_id"`
+	Name           string    `dynamodbav:"name"`
+	Data           jsonText  `dynamodbav:"data"` // missing data is "null"
+	PlanID         string    `dynamodbav:"plan_id"`
+	OperationID    string    `dynamodbav:"operation_id"`
+	Reason         string    `dynamodbav:"reason"`
+	State          string    `dynamodbav:"state"`
+	Attempts       int       `dynamodbav:"attempts"`
+	Failure        string    `dynamodbav:"failure,omitempty"`
+	FailureDetail  string    `dynamodbav:"failure_detail,omitempty"`
+	CreatedAt      time.Time `dynamodbav:"created_at"`
+	UpdatedAt      time.Time `dynamodbav:"updated_at"`
+	OutageSince    time.Time `dynamodbav:"outage_since,omitempty"`
+	OutageAttempts int       `dynamodbav:"outage_attempts,omitempty"`
+	OutageReason   string    `dynamodbav:"outage_reason,omitempty"`
+	NextTryAt      time.Time `dynamodbav:"next_try_at,omitempty"`
 }
 
 // The conversions from the domain normalise times to UTC, as the bolt
@@ -352,6 +356,8 @@ func newDetachedItem(d broker.Detached) (detachedItem, error) {
 		OperationID: d.OperationID, Reason: d.Reason, State: string(d.State), Attempts: d.Attempts, Failure: d.Failure,
 		FailureDetail: d.FailureDetail,
 		CreatedAt:     d.CreatedAt.UTC(), UpdatedAt: d.UpdatedAt.UTC(),
+		OutageSince: d.OutageSince.UTC(), OutageAttempts: d.OutageAttempts, OutageReason: d.OutageReason,
+		NextTryAt: d.NextTryAt.UTC(),
 	}, err
 }
 
@@ -360,6 +366,7 @@ func (it detachedItem) detached() (broker.Detached, error) {
 		ID: it.ID, InstanceID: it.InstanceID, Name: it.Name, Data: it.Data.raw(), PlanID: it.PlanID,
 		OperationID: it.OperationID, Reason: it.Reason, State: broker.DetachedState(it.State), Attempts: it.Attempts,
 		Failure: it.Failure, FailureDetail: it.FailureDetail, CreatedAt: it.CreatedAt, UpdatedAt: it.UpdatedAt,
+		OutageSince: it.OutageSince, OutageAttempts: it.OutageAttempts, OutageReason: it.OutageReason, NextTryAt: it.NextTryAt,
 	}, nil
 }
 

@@ -66,6 +66,15 @@ var detachedCases = []testCase{
 		must(t, s.UpdateDetached(t.Context(), cleaning, 0), "UpdateDetached to cleaning")
 		equal(t, "after the first update", getDetached(t, s, d.ID), &cleaning)
 
+		// The Delete Task records an outage it waits out, then clears it.
+		outage := cleaning
+		outage.OutageSince, outage.OutageAttempts, outage.OutageReason = at(41), 7, "HTTP 503 <&>"
+		outage.NextTryAt, outage.UpdatedAt = at(50), at(45)
+		must(t, s.UpdateDetached(t.Context(), outage, 1), "UpdateDetached with an outage")
+		equal(t, "during the outage", getDetached(t, s, d.ID), &outage)
+		must(t, s.UpdateDetached(t.Context(), cleaning, 1), "UpdateDetached without the outage")
+		equal(t, "after the outage", getDetached(t, s, d.ID), &cleaning)
+
 		failed := cleaning
 		failed.State, failed.Failure, failed.UpdatedAt = broker.DetachedFailed, "gave up after 3 tries", at(90)
 		failed.FailureDetail = "Bucket (AWS::S3::Bucket): The bucket you tried to delete is not empty"

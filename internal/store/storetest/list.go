@@ -2,6 +2,8 @@ package storetest
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -76,6 +78,85 @@ var listCases = []testCase{
 		must(t, s.FinishOperation(t.Context(), broker.Finish{Op: finished(dep, broker.OperationSucceeded), DeleteInstance: true}),
 			"FinishOperation")
 		equal(t, "operations in progress after two finished", inProgressIDs(t, s), []string{"prov-i-1", upd.ID})
+	}},
+	{"ListInstances lists every instance once, a page at a time, without its parameters or fingerprint", func(t *testing.T, newStore NewStore) {
+		s := newStore(t)
+		// More than a page, in an order that is not that of the ids, and
+		// beside partitions that hold no instance: a deprovisioned
+		// instance's operations, a record alone.
+		want := map[string]broker.Instance{}
+		n := broker.InstancePageSize + 3
+		for i := range n {
+			id := fmt.Sprintf("i-%03d", (i*37)%n)
+			inst := newInstance(id, "")
+			inst.State, inst.Version = broker.InstanceReady, 1
+			must(t, s.CreateInstance(t.Context(), inst, finished(newOperation(id, "prov-"+id, broker.KindProvision, at(0)), broker.OperationSucceeded), &broker.Settled{}), "CreateInstance "+id)
+			inst.Parameters, inst.Fingerprint = nil, ""
+			want[id] = inst
+		}
+		held, _ := startProvision(t, s, "i-held")
+		held.Parameters, held.Fingerprint = nil, ""
+		want[held.ID] = held
+		gone, dep := startInstanceOp(t, s, provision(t, s, "i-gone"), broker.KindDeprovision)
+		must(t, s.FinishOperation(t.Context(), broker.Finish{Op: finished(dep, broker.OperationSucceeded), DeleteInstance: true}), "FinishOperation "+gone.ID)
+		putResource(t, s, newResource("i-record-only", "r-1"))
+
+		got := map[string]broker.Instance{}
+		page, pages := "", 0
+		for {
+			list, next, err := s.ListInstances(t.Context(), broker.InstanceFilter{}, page)
+			must(t, err, fmt.Sprintf("ListInstances page %d", pages))
+			pages++
+			if len(list) > broker.InstancePageSize || (next != "" && len(list) != broker.InstancePageSize) {
+				t.Fatalf("page %d holds %d instances, next %q: want %d, or up to %d on the last page", pages, len(list), next, broker.InstancePageSize, broker.InstancePageSize)
+			}
+			for _, inst := range list {
+				if _, twice := got[inst.ID]; twice {
+					t.Errorf("instance %s listed twice", inst.ID)
+				}
+				got[inst.ID] = inst
+			}
+			if page = next; page == "" || pages > 3 {
+				break
+			}
+		}
+		if pages < 2 {
+			t.Errorf("listed %d instances in %d page: want more than one page", len(got), pages)
+		}
+		equal(t, "instances listed", got, want)
+	}},
+	{"ListInstances lists only the instances of the service and plan asked for", func(t *testing.T, newStore NewStore) {
+		s := newStore(t)
+		for _, c := range []struct{ id, service, plan string }{
+			{"i-1", "svc-1", "plan-small"}, {"i-2", "svc-1", "plan-large"}, {"i-3", "svc-2", "plan-small"}, {"i-4", "svc-1", "plan-small"},
+		} {
+			inst := newInstance(c.id, "")
+			inst.ServiceID, inst.PlanID, inst.State = c.service, c.plan, broker.InstanceReady
+			must(t, s.CreateInstance(t.Context(), inst, finished(newOperation(c.id, "prov-"+c.id, broker.KindProvision, at(0)), broker.OperationSucceeded), &broker.Settled{}), "CreateInstance "+c.id)
+		}
+		for _, c := range []struct {
+			f    broker.InstanceFilter
+			want []string
+		}{
+			{broker.InstanceFilter{}, []string{"i-1", "i-2", "i-3", "i-4"}},
+			{broker.InstanceFilter{ServiceID: "svc-1"}, []string{"i-1", "i-2", "i-4"}},
+			{broker.InstanceFilter{PlanID: "plan-small"}, []string{"i-1", "i-3", "i-4"}},
+			{broker.InstanceFilter{ServiceID: "svc-1", PlanID: "plan-small"}, []string{"i-1", "i-4"}},
+			{broker.InstanceFilter{ServiceID: "svc-9"}, []string{}},
+		} {
+			list, next, err := s.ListInstances(t.Context(), c.f, "")
+			must(t, err, "ListInstances")
+			got := []string{}
+			for _, inst := range list {
+				got = append(got, inst.ID)
+			}
+			slices.Sort(got)
+			equal(t, fmt.Sprintf("instances of %+v", c.f), got, c.want)
+			equal(t, "next page", next, "")
+		}
+		if _, _, err := s.ListInstances(t.Context(), broker.InstanceFilter{}, "not a token!"); !errors.Is(err, broker.ErrBadPage) {
+			t.Errorf("ListInstances of a page token it never gave: got %v, want %v", err, broker.ErrBadPage)
+		}
 	}},
 }
 

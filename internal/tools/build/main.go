@@ -1,15 +1,18 @@
 // Command build makes the bundles of the broker's Lambda functions, which
 // the CDK stack deploys (provided.al2023 on arm64):
 //
-//	dist/api/bootstrap     dist/api/catalog.yaml     dist/api/<templates>     dist/api.zip
-//	dist/worker/bootstrap  dist/worker/catalog.yaml  dist/worker/<templates>  dist/worker.zip
+//	dist/api/bootstrap     dist/api/catalog.yaml     dist/api/deploy.json     dist/api/<templates>     dist/api.zip
+//	dist/worker/bootstrap  dist/worker/catalog.yaml  dist/worker/deploy.json  dist/worker/<templates>  dist/worker.zip
 //
 // Each bootstrap is cross-compiled (for -arch, default arm64: Lambda's; the
 // sandbox builds for the machine it runs on) with CGO off and
 // -tags lambda.norpc -trimpath -ldflags='-s -w'; catalog.yaml is the catalog
 // given, and beside it, at the same path relative to it, is every file its
 // plans' driver settings read (drivers.Files: the CloudFormation templates),
-// since the functions load the catalog from their own folder. The zips are
+// since the functions load the catalog from their own folder; deploy.json
+// is the catalog's deploy.Manifest (drivers.Manifest: those files, and
+// what each driver the catalog uses needs of the stack), which the CDK
+// stack reads to grant and set exactly that. The zips are
 // written with archive/zip (subfolders included, entries in name order,
 // bootstrap mode 0755, fixed timestamps, so that the same inputs give the
 // same bytes). It prints each zip's size and fails if one reaches
@@ -39,6 +42,7 @@ import (
 	"github.com/serverless-osb/broker/infra/servicerole"
 	"github.com/serverless-osb/broker/internal/catalog"
 	"github.com/serverless-osb/broker/internal/cfnregistry"
+	"github.com/serverless-osb/broker/internal/deploy"
 	"github.com/serverless-osb/broker/internal/drivers"
 	"github.com/serverless-osb/broker/internal/drivers/cloudformation"
 )
@@ -61,6 +65,7 @@ var Lambda = Target{GOOS: "linux", GOARCH: "arm64"}
 const (
 	bootstrapName = "bootstrap"
 	catalogName   = "catalog.yaml"
+	manifestName  = deploy.ManifestName
 )
 
 func main() {
@@ -165,10 +170,20 @@ type Config struct {
 	// Catalog is the catalog file to bundle, as catalog.yaml.
 	Catalog string
 	Target  Target
-	// Files lists the files to bundle beside the catalog, relative to the
-	// catalog's folder. Nil means the files the catalog's driver settings
-	// read (CatalogFiles).
-	Files func(catalogPath string) ([]string, error)
+	// Manifest returns the catalog's manifest: the files to bundle beside
+	// the catalog, relative to the catalog's folder, and what its drivers
+	// need of the stack. Nil means the drivers' (CatalogManifest).
+	Manifest func(catalogPath string) (deploy.Manifest, error)
+}
+
+// CatalogManifest loads the catalog at path and returns its manifest
+// (drivers.Manifest).
+func CatalogManifest(path string) (deploy.Manifest, error) {
+	cat, err := catalog.Load(path)
+	if err != nil {
+		return deploy.Manifest{}, err
+	}
+	return drivers.Manifest(cat)
 }
 
 // CatalogFiles loads the catalog at path and returns the files its plans'
@@ -190,19 +205,25 @@ func Build(c Config) ([]Size, error) {
 	if err != nil {
 		return nil, err
 	}
-	list := c.Files
-	if list == nil {
-		list = CatalogFiles
+	manifest := c.Manifest
+	if manifest == nil {
+		manifest = CatalogManifest
 	}
-	names, err := list(c.Catalog)
+	m, err := manifest(c.Catalog)
+	if err == nil {
+		err = m.Check()
+	}
 	if err != nil {
-		return nil, fmt.Errorf("the files of catalog %s: %w", c.Catalog, err)
+		return nil, fmt.Errorf("the manifest of catalog %s: %w", c.Catalog, err)
 	}
-	files, err := readFiles(filepath.Dir(c.Catalog), names)
+	files, err := readFiles(filepath.Dir(c.Catalog), m.Files)
 	if err != nil {
 		return nil, fmt.Errorf("catalog %s: %w", c.Catalog, err)
 	}
 	files[catalogName] = catalogText
+	if files[manifestName], err = m.Encode(); err != nil {
+		return nil, err
+	}
 	var sizes []Size
 	var tooLarge []error
 	for _, fn := range Functions {
@@ -236,14 +257,15 @@ func Build(c Config) ([]Size, error) {
 // BundlePath is where in a bundle the catalog's file name goes: the same
 // path relative to the bundle's root as name is to the catalog's folder. It
 // refuses a name that is absolute or leaves the catalog's folder, and one
-// that would replace the bundle's own bootstrap or catalog.yaml.
+// that would replace the bundle's own bootstrap, catalog.yaml or
+// deploy.json.
 func BundlePath(name string) (string, error) {
 	p := filepath.FromSlash(name)
 	if filepath.IsAbs(p) || !filepath.IsLocal(p) {
 		return "", fmt.Errorf("file %q: a catalog's files must be under its folder, named by a relative path that stays in it", name)
 	}
 	p = filepath.Clean(p)
-	if top, _, _ := strings.Cut(filepath.ToSlash(p), "/"); top == bootstrapName || top == catalogName {
+	if top, _, _ := strings.Cut(filepath.ToSlash(p), "/"); top == bootstrapName || top == catalogName || top == manifestName {
 		return "", fmt.Errorf("file %q: it would collide with the bundle's own %s", name, top)
 	}
 	return p, nil

@@ -19,6 +19,7 @@ import (
 	"os/exec"
 	"path"
 	"path/filepath"
+	"reflect"
 	"runtime"
 	"slices"
 	"strconv"
@@ -33,6 +34,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"gopkg.in/yaml.v3"
 
+	"github.com/serverless-osb/broker/internal/deploy"
 	"github.com/serverless-osb/broker/internal/mototest"
 	"github.com/serverless-osb/broker/internal/store/dynamo"
 	"github.com/serverless-osb/broker/internal/waittest"
@@ -97,7 +99,7 @@ func TestTheLambdaBundles(t *testing.T) {
 				}
 			}
 		})
-		t.Run(fn+".zip holds an executable bootstrap and the catalog, under 10 MB", func(t *testing.T) {
+		t.Run(fn+".zip holds an executable bootstrap, the catalog and its manifest, under 10 MB", func(t *testing.T) {
 			path := filepath.Join(out, fn+".zip")
 			st, err := os.Stat(path)
 			if err != nil {
@@ -110,9 +112,14 @@ func TestTheLambdaBundles(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			manifest, err := os.ReadFile(filepath.Join(out, fn, "deploy.json"))
+			if err != nil {
+				t.Fatal(err)
+			}
 			checkZip(t, path, map[string]zipEntry{
 				"bootstrap":    {mode: 0o755, data: bootstrap},
 				"catalog.yaml": {mode: 0o644, data: catalog},
+				"deploy.json":  {mode: 0o644, data: manifest},
 			})
 		})
 	}
@@ -578,6 +585,7 @@ func TestBundlePath(t *testing.T) {
 		{"an empty path is refused", "", "", "under its folder"},
 		{"a file named catalog.yaml is refused: it would replace the catalog", "catalog.yaml", "", "collide with the bundle's own catalog.yaml"},
 		{"a file under a folder named bootstrap is refused", "bootstrap/instance.yaml", "", "collide with the bundle's own bootstrap"},
+		{"a file named deploy.json is refused: it would replace the manifest", "deploy.json", "", "collide with the bundle's own deploy.json"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -594,9 +602,9 @@ func TestBundlePath(t *testing.T) {
 	}
 }
 
-// TestBuildBundlesTheCatalogsFiles builds with a stand-in for the list of
-// files the catalog's driver settings read (drivers.Files lists none until
-// a driver reads files).
+// TestBuildBundlesTheCatalogsFiles builds with a stand-in for the
+// catalog's manifest (the files its driver settings read, and what its
+// drivers need of the stack), which each bundle carries as deploy.json.
 func TestBuildBundlesTheCatalogsFiles(t *testing.T) {
 	catalogDir := t.TempDir()
 	files := map[string][]byte{
@@ -616,9 +624,12 @@ func TestBuildBundlesTheCatalogsFiles(t *testing.T) {
 		}
 	}
 	listed := []string{"s3-bucket/instance.yaml", "s3-bucket/binding.yaml", "teams/data/queue/instance.yaml"}
+	drivers := []deploy.Driver{{Name: "queue", Needs: deploy.Needs{Statements: []deploy.Statement{{Function: deploy.Worker,
+		Sid: "SendToQueues", Actions: []string{"sqs:SendMessage"}, Resources: []string{deploy.ARN("sqs", "queues-*")},
+		WildcardReason: "the queues are made at run time, each named queues-…"}}}}}
 	config := func(list []string) Config {
 		return Config{Root: root, Out: t.TempDir(), Catalog: filepath.Join(catalogDir, "catalog.yaml"), Target: Lambda,
-			Files: func(string) ([]string, error) { return list, nil }}
+			Manifest: func(string) (deploy.Manifest, error) { return deploy.Manifest{Files: list, Drivers: drivers}, nil }}
 	}
 
 	c := config(listed)
@@ -626,6 +637,15 @@ func TestBuildBundlesTheCatalogsFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, fn := range Functions {
+		t.Run(fn+"'s folder holds the catalog's manifest as deploy.json", func(t *testing.T) {
+			m, err := deploy.ReadManifest(filepath.Join(c.Out, fn))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := (deploy.Manifest{Files: listed, Drivers: drivers}); !reflect.DeepEqual(m, want) {
+				t.Errorf("deploy.json is %+v, want %+v", m, want)
+			}
+		})
 		t.Run(fn+"'s folder and zip hold each listed file at its path relative to the catalog, and nothing else", func(t *testing.T) {
 			bootstrap, err := os.ReadFile(filepath.Join(c.Out, fn, "bootstrap"))
 			if err != nil {
@@ -635,6 +655,11 @@ func TestBuildBundlesTheCatalogsFiles(t *testing.T) {
 				"bootstrap":    {mode: 0o755, data: bootstrap},
 				"catalog.yaml": {mode: 0o644, data: files["catalog.yaml"]},
 			}
+			manifest, err := os.ReadFile(filepath.Join(c.Out, fn, "deploy.json"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			want["deploy.json"] = zipEntry{mode: 0o644, data: manifest}
 			for _, name := range listed {
 				want[name] = zipEntry{mode: 0o644, data: files[name]}
 				got, err := os.ReadFile(filepath.Join(c.Out, fn, filepath.FromSlash(name)))

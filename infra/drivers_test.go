@@ -12,6 +12,9 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
 	"github.com/aws/jsii-runtime-go"
+
+	"github.com/serverless-osb/broker/internal/deploy"
+	"github.com/serverless-osb/broker/internal/env"
 )
 
 // functionCatalog offers plans of the function driver: an asynchronous one
@@ -219,4 +222,107 @@ func statementsAllowing(t *testing.T, template map[string]any, role, action stri
 		}
 	}
 	return out
+}
+
+// TestStackGrantsWhatADriverDeclares is the proof that infra names no
+// driver: a kind the stack has never heard of ("queue") declares a
+// statement for the worker, with a wildcard and its reason, and a variable,
+// in the manifest the build writes; the stack grants and sets exactly
+// that, with its own values for the placeholders, and, since the kind
+// needs no service role, makes none.
+func TestStackGrantsWhatADriverDeclares(t *testing.T) {
+	tmp := t.TempDir()
+	catalogPath := filepath.Join(tmp, "catalog.yaml")
+	if err := os.WriteFile(catalogPath, []byte("services: []\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	manifest := deploy.Manifest{Drivers: []deploy.Driver{{Name: "queue", Needs: deploy.Needs{
+		Statements: []deploy.Statement{{Function: deploy.Worker, Sid: "SendToServiceQueues", Actions: []string{"sqs:SendMessage"},
+			Resources:      []string{deploy.ARN("sqs", deploy.StackPrefix+"-*")},
+			WildcardReason: "The queues are made at run time, each named PREFIX-…; the pattern is those queues only."}},
+		Env: []deploy.Variable{{Function: deploy.Worker, Name: env.StackPrefix, Value: deploy.StackPrefix}},
+	}}}}
+	encoded, err := manifest.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	context := maps.Clone(broker.context)
+	context[ContextCatalog] = catalogPath
+	for key, name := range map[string]string{ContextAPICode: "api", ContextWorkerCode: "worker"} {
+		dir := filepath.Join(tmp, name)
+		if err := dummyAsset(dir, catalogPath); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, deploy.ManifestName), encoded, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		context[key] = dir
+	}
+	app := awscdk.NewApp(&awscdk.AppProps{Context: &context, Outdir: jsii.String(filepath.Join(tmp, "cdk.out"))})
+	props, err := PropsFromContext(app.Node())
+	if err != nil {
+		t.Fatal(err)
+	}
+	stack, err := NewBrokerStack(app, "Declared", &props)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var template map[string]any
+	check(t, func() { template = *assertions.Template_FromStack(stack, nil).ToJSON() })
+	if template == nil {
+		t.FailNow()
+	}
+	prefix := broker.context[ContextStackPrefix].(string)
+	queues := object{"Fn::Join": []any{"", []any{"arn:", partition, ":sqs:", region, ":", account, ":" + prefix + "-*"}}}
+
+	t.Run("the worker's role grants the declared statement on the stack's own ARN", func(t *testing.T) {
+		got := statementsAllowing(t, template, "WorkerRole", "sqs:SendMessage")
+		if len(got) != 1 || got[0]["Sid"] != "SendToServiceQueues" || !jsonEqual(got[0]["Resource"], queues) {
+			t.Fatalf("sqs:SendMessage statements %v, want SendToServiceQueues on %v", got, queues)
+		}
+	})
+	t.Run("the api function's role does not", func(t *testing.T) {
+		if got := statementsAllowing(t, template, "ApiRole", "sqs:"); len(got) != 0 {
+			t.Errorf("%v", got)
+		}
+	})
+	t.Run("the worker is set the declared variable, with the stack's value", func(t *testing.T) {
+		vars := resourceWithPrefix(t, template, "WorkerFunction")["Properties"].(object)["Environment"].(object)["Variables"].(object)
+		if vars[env.StackPrefix] != prefix {
+			t.Errorf("%s = %v, want %s", env.StackPrefix, vars[env.StackPrefix], prefix)
+		}
+	})
+	t.Run("no driver needs the service role: the stack makes none, and grants nothing on stacks", func(t *testing.T) {
+		for id, r := range template["Resources"].(object) {
+			if strings.HasPrefix(id, "ServiceRole") || strings.HasPrefix(id, "BindingBoundary") {
+				t.Errorf("%s (%v)", id, r.(object)["Type"])
+			}
+		}
+		if got := statementsAllowing(t, template, "WorkerRole", "cloudformation:"); len(got) != 0 {
+			t.Errorf("%v", got)
+		}
+	})
+	t.Run("cdk-nag finds nothing: the declared reason covers the wildcard", func(t *testing.T) {
+		annotations := assertions.Annotations_FromStack(stack)
+		nag := assertions.Match_StringLikeRegexp(jsii.String("AwsSolutions-.*"))
+		for _, findings := range []any{annotations.FindError(jsii.String("*"), nag), annotations.FindWarning(jsii.String("*"), nag)} {
+			text, _ := json.Marshal(findings)
+			if string(text) != "[]" && string(text) != "null" {
+				t.Errorf("findings: %s", text)
+			}
+		}
+	})
+}
+
+// resourceWithPrefix is the template's resource whose logical id starts
+// with prefix.
+func resourceWithPrefix(t *testing.T, template map[string]any, prefix string) object {
+	t.Helper()
+	for id, r := range template["Resources"].(object) {
+		if strings.HasPrefix(id, prefix) && len(id) == len(prefix)+8 {
+			return r.(object)
+		}
+	}
+	t.Fatalf("no resource %s…", prefix)
+	return nil
 }

@@ -1,0 +1,39 @@
+package deploy
+
+import (
+	"fmt"
+	"regexp"
+)
+
+// HeaderOriginVerify carries the origin secret that the stack's front door
+// (CloudFront) adds to every request and the api function requires.
+const HeaderOriginVerify = "X-Origin-Verify"
+
+// SealingContextKey is the one key of the KMS encryption context that the
+// deployed functions' sealer binds its shared data keys to, with the
+// table's name as its value: {"table": name}. The stack's KMS statements
+// require exactly that context.
+const SealingContextKey = "table"
+
+// DefaultStackPrefix starts the name of every stack the broker's services
+// make when the stack sets no other (BROKER_STACK_PREFIX).
+const DefaultStackPrefix = "osb"
+
+// MaxStackPrefix bounds the stack prefix, so that an instance's stack name
+// stays within the CloudFormation driver's budget.
+const MaxStackPrefix = 20
+
+var prefixPattern = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9-]*$`)
+
+// CheckStackPrefix says why p cannot start stack names, or returns nil.
+func CheckStackPrefix(p string) error {
+	switch {
+	case p == "":
+		return fmt.Errorf("it is empty")
+	case len(p) > MaxStackPrefix:
+		return fmt.Errorf("%q is %d characters; at most %d are allowed", p, len(p), MaxStackPrefix)
+	case !prefixPattern.MatchString(p):
+		return fmt.Errorf("%q must start with a letter and hold only letters, digits and hyphens (CloudFormation's rule for stack names)", p)
+	}
+	return nil
+}

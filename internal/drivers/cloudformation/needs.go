@@ -1,0 +1,61 @@
+package cloudformation
+
+import (
+	"github.com/serverless-osb/broker/internal/deploy"
+	"github.com/serverless-osb/broker/internal/env"
+)
+
+// stacksARN matches every stack the driver makes: PREFIX-…, any stack id.
+var stacksARN = deploy.ARN("cloudformation", "stack/"+deploy.StackPrefix+"-*/*")
+
+// Needs is what the driver needs of the stack, whatever its plans: the
+// service role that CloudFormation creates, updates and deletes every
+// service stack under, so that the broker's functions never hold the
+// services' permissions; and for the worker, and only the worker (the
+// driver's plans are asynchronous, so only the workflows' Tasks drive
+// stacks), the calls the driver makes on the stacks under the stack
+// prefix: create, update and delete them under that role and no other,
+// read their status, events and resources, and pass the role to
+// CloudFormation, and to nothing else. The worker is told the role, the
+// prefix and the boundary (DeploymentFromEnv).
+func Needs() deploy.Needs {
+	stacks := []string{stacksARN}
+	const whyStacks = "The stacks of service instances and bindings are made at run time, one or two per instance, " +
+		"each named PREFIX-… (BROKER_STACK_PREFIX) and addressed by its ARN, which ends with a stack id CloudFormation " +
+		"makes up; the pattern is those stacks only, and creating, updating and deleting them requires the service role."
+	return deploy.Needs{
+		ServiceRole: true,
+		Statements: []deploy.Statement{
+			{Function: deploy.Worker, Sid: "ChangeServiceStacks",
+				// ContinueUpdateRollback: the driver continues the rollback
+				// of an update whose own rollback failed, under the same role.
+				Actions: []string{"cloudformation:CreateStack", "cloudformation:DeleteStack",
+					"cloudformation:CreateChangeSet", "cloudformation:ContinueUpdateRollback"},
+				Resources: stacks, WildcardReason: whyStacks,
+				Conditions: map[string]map[string]string{"StringEquals": {"cloudformation:RoleArn": deploy.ServiceRoleARN}}},
+			// The stacks are created with tags, which CloudFormation
+			// authorizes as the caller's TagResource (and UntagResource on
+			// an update).
+			{Function: deploy.Worker, Sid: "TagServiceStacks",
+				Actions: []string{"cloudformation:TagResource", "cloudformation:UntagResource"}, Resources: stacks, WildcardReason: whyStacks},
+			// Every update goes through a change set (created under the
+			// service role, above), which the worker reads, executes or
+			// deletes, after reading the template the stack runs and
+			// setting the stack policy of the one it moves to.
+			{Function: deploy.Worker, Sid: "ChangeSetsOfServiceStacks",
+				Actions: []string{"cloudformation:DescribeChangeSet", "cloudformation:ExecuteChangeSet", "cloudformation:DeleteChangeSet",
+					"cloudformation:SetStackPolicy", "cloudformation:GetTemplate"}, Resources: stacks, WildcardReason: whyStacks},
+			{Function: deploy.Worker, Sid: "ReadServiceStacks",
+				Actions:   []string{"cloudformation:DescribeStacks", "cloudformation:DescribeStackEvents", "cloudformation:DescribeStackResources"},
+				Resources: stacks, WildcardReason: whyStacks},
+			{Function: deploy.Worker, Sid: "PassServiceRole",
+				Actions: []string{"iam:PassRole"}, Resources: []string{deploy.ServiceRoleARN},
+				Conditions: map[string]map[string]string{"StringEquals": {"iam:PassedToService": "cloudformation.amazonaws.com"}}},
+		},
+		Env: []deploy.Variable{
+			{Function: deploy.Worker, Name: env.CFNRoleARN, Value: deploy.ServiceRoleARN},
+			{Function: deploy.Worker, Name: env.StackPrefix, Value: deploy.StackPrefix},
+			{Function: deploy.Worker, Name: env.PermissionsBoundaryARN, Value: deploy.PermissionsBoundaryARN},
+		},
+	}
+}

@@ -1,0 +1,127 @@
+package drivers
+
+import (
+	"reflect"
+	"slices"
+	"testing"
+
+	"github.com/serverless-osb/broker/internal/catalog"
+	"github.com/serverless-osb/broker/internal/deploy"
+	"github.com/serverless-osb/broker/internal/env"
+)
+
+// grant is one declared statement, as the table below spells it: the
+// function, the Sid, the actions, the resources.
+type grant struct {
+	function  deploy.Function
+	sid       string
+	actions   []string
+	resources []string
+}
+
+// TestManifestDeclaresWhatTheCatalogsDriversNeed: each catalog gives the
+// drivers it uses, in name order, and what each declares its plans need of
+// the stack, from the plans' settings.
+func TestManifestDeclaresWhatTheCatalogsDriversNeed(t *testing.T) {
+	const fnARN = "arn:aws:lambda:eu-west-1:123456789012:function:tenants-broker"
+	const secretA = "arn:aws:secretsmanager:eu-west-1:123456789012:secret:a-AbC123"
+	const secretB = "arn:aws:secretsmanager:eu-west-1:123456789012:secret:b-XyZ789"
+	stacks := "arn:${Partition}:cloudformation:${Region}:${Account}:stack/${StackPrefix}-*/*"
+	services, err := catalog.Load("../../services/catalog.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name        string
+		cat         *catalog.Catalog
+		drivers     []string
+		grants      []grant
+		env         []deploy.Variable
+		serviceRole bool
+	}{
+		{name: "the demo needs nothing", cat: loadCatalog(t, "", "driver: demo\nmode: async"), drivers: []string{"demo"}},
+		{name: "cloudformation plans need the service role, the worker's calls on the prefix's stacks, and its environment",
+			cat: services, drivers: []string{"cloudformation"}, serviceRole: true,
+			grants: []grant{
+				{deploy.Worker, "ChangeServiceStacks", []string{"cloudformation:CreateStack", "cloudformation:DeleteStack", "cloudformation:CreateChangeSet", "cloudformation:ContinueUpdateRollback"}, []string{stacks}},
+				{deploy.Worker, "TagServiceStacks", []string{"cloudformation:TagResource", "cloudformation:UntagResource"}, []string{stacks}},
+				{deploy.Worker, "ChangeSetsOfServiceStacks", []string{"cloudformation:DescribeChangeSet", "cloudformation:ExecuteChangeSet", "cloudformation:DeleteChangeSet", "cloudformation:SetStackPolicy", "cloudformation:GetTemplate"}, []string{stacks}},
+				{deploy.Worker, "ReadServiceStacks", []string{"cloudformation:DescribeStacks", "cloudformation:DescribeStackEvents", "cloudformation:DescribeStackResources"}, []string{stacks}},
+				{deploy.Worker, "PassServiceRole", []string{"iam:PassRole"}, []string{deploy.ServiceRoleARN}},
+			},
+			env: []deploy.Variable{
+				{Function: deploy.Worker, Name: env.CFNRoleARN, Value: deploy.ServiceRoleARN},
+				{Function: deploy.Worker, Name: env.StackPrefix, Value: deploy.StackPrefix},
+				{Function: deploy.Worker, Name: env.PermissionsBoundaryARN, Value: deploy.PermissionsBoundaryARN},
+			}},
+		{name: "function plans need their Lambda functions and secrets: the worker all, the api function the synchronous plans'",
+			cat: loadCatalog(t,
+				"driver: function\nmode: async-only\nfunction: "+fnARN,
+				"driver: function\nmode: sync\nfunction: quick-broker:live",
+				"driver: function\nmode: async\nurl: https://a.example.com/osb\nsecret_arn: "+secretA,
+				"driver: function\nmode: async-only\nurl: https://b.example.com/osb\nsecret_arn: "+secretB,
+				"driver: function\nmode: sync\nurl: https://a.example.com/osb\nsecret_arn: "+secretA,
+				"driver: function\nmode: async\nurl: https://c.example.com/osb\nsecret_env: C_SECRET",
+				""),
+			drivers: []string{"demo", "function"},
+			grants: []grant{
+				{deploy.Worker, "InvokeServiceFunctions", []string{"lambda:InvokeFunction"}, []string{fnARN, "arn:${Partition}:lambda:${Region}:${Account}:function:quick-broker:live"}},
+				{deploy.Worker, "ReadServiceSecrets", []string{"secretsmanager:GetSecretValue"}, []string{secretA, secretB}},
+				{deploy.API, "InvokeServiceFunctions", []string{"lambda:InvokeFunction"}, []string{"arn:${Partition}:lambda:${Region}:${Account}:function:quick-broker:live"}},
+				{deploy.API, "ReadServiceSecrets", []string{"secretsmanager:GetSecretValue"}, []string{secretA}},
+			}},
+		{name: "function plans on HTTPS targets with their secrets in variables or files need nothing",
+			cat:     loadCatalog(t, "driver: function\nmode: async\nurl: https://c.example.com/osb\nsecret_env: C_SECRET"),
+			drivers: []string{"function"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m, err := Manifest(tt.cat)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var names []string
+			var grants []grant
+			var vars []deploy.Variable
+			serviceRole := false
+			for _, d := range m.Drivers {
+				names = append(names, d.Name)
+				for _, s := range d.Needs.Statements {
+					grants = append(grants, grant{s.Function, s.Sid, s.Actions, s.Resources})
+				}
+				vars = append(vars, d.Needs.Env...)
+				serviceRole = serviceRole || d.Needs.ServiceRole
+			}
+			if !slices.Equal(names, tt.drivers) {
+				t.Errorf("drivers %v, want %v", names, tt.drivers)
+			}
+			if !reflect.DeepEqual(grants, tt.grants) {
+				t.Errorf("statements\n%v\nwant\n%v", grants, tt.grants)
+			}
+			if !reflect.DeepEqual(vars, tt.env) {
+				t.Errorf("environment %v, want %v", vars, tt.env)
+			}
+			if serviceRole != tt.serviceRole || m.ServiceRole() != tt.serviceRole {
+				t.Errorf("service role %v, want %v", serviceRole, tt.serviceRole)
+			}
+		})
+	}
+	t.Run("the manifest lists the files the settings read", func(t *testing.T) {
+		m, err := Manifest(services)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files, err := Files(services)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(files) == 0 || !slices.Equal(m.Files, files) {
+			t.Errorf("files %v, want %v", m.Files, files)
+		}
+	})
+	t.Run("a catalog with a problem gives no manifest", func(t *testing.T) {
+		if _, err := Manifest(loadCatalog(t, "driver: terraform")); err == nil {
+			t.Error("no error")
+		}
+	})
+}
