@@ -88,7 +88,9 @@ func TestPlanItems(t *testing.T) {
 		inst("b", 2, "1.0.0", InstanceFailed, "org-a", "space-1"),
 		inst("c", 3, "1.0.0", InstanceReady, "org-b", "space-1"),
 	}
-	behind := func(i Instance) (bool, *catalog.Plan) { return i.RunsVersion().Behind(PlanVersion{Version: plan.MaintenanceInfo.Version}), plan }
+	behind := func(i Instance) (bool, *catalog.Plan) {
+		return i.RunsVersion().Behind(PlanVersion{Version: plan.MaintenanceInfo.Version}), plan
+	}
 	for _, tc := range []struct {
 		name string
 		o    CampaignOptions
