@@ -1,6 +1,7 @@
 package app
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/json"
@@ -94,6 +95,21 @@ func parseUpgrade(args []string, asJSON *bool, stack *string) (upgradeCommand, e
 	return u, nil
 }
 
+// OpsUpgrade runs ops upgrade's words (those after "upgrade") on b, as
+// the operator command does; local says the engine runs in this process
+// (a start then follows its campaign to its end).
+func OpsUpgrade(ctx context.Context, b *broker.Broker, args []string, asJSON, local bool, out io.Writer) error {
+	stack := ""
+	u, err := parseUpgrade(args, &asJSON, &stack)
+	if err != nil {
+		return err
+	}
+	if err := checkUpgrade(b, u); err != nil {
+		return err
+	}
+	return runUpgrade(ctx, b, u, asJSON, local, out)
+}
+
 // checkUpgrade checks a start's options against the broker's catalog: a
 // usage error naming what to fix.
 func checkUpgrade(b *broker.Broker, u upgradeCommand) error {
@@ -137,11 +153,6 @@ func runUpgrade(ctx context.Context, b *broker.Broker, u upgradeCommand, asJSON,
 	return usageError("unknown upgrade command %q", u.sub)
 }
 
-// CampaignInput is the input of an upgrade execution.
-type CampaignInput struct {
-	Options broker.CampaignOptions `json:"options"`
-}
-
 // startCampaign starts a campaign's execution under a new id (the Plan
 // Task writes the campaign).
 func startCampaign(ctx context.Context, b *broker.Broker, o broker.CampaignOptions) (string, error) {
@@ -149,14 +160,36 @@ func startCampaign(ctx context.Context, b *broker.Broker, o broker.CampaignOptio
 		return "", errors.New("this broker keeps no fleet upgrades")
 	}
 	id := broker.NewCampaignID(b.Now(), rand.Text())
-	input, _ := json.Marshal(CampaignInput{Options: o})
+	input, _ := json.Marshal(broker.CampaignInput{CampaignID: id, Options: o, Part: 1})
 	if err := b.Engine.Start(ctx, broker.WorkflowUpgrade, id, input); err != nil {
 		return "", fmt.Errorf("start campaign %s: %w (a stack deployed before the fleet upgrade has no upgrade workflow: deploy this version)", id, err)
 	}
 	return id, nil
 }
 
-// waitCampaign waits until campaign id ended, or its execution did.
+// campaignExecution is the execution that runs campaign id now: the
+// newest of its parts (broker.CampaignExecution), each started by the one
+// before it; ErrExecutionNotFound when there is none.
+func campaignExecution(ctx context.Context, b *broker.Broker, id string) (broker.Execution, int, error) {
+	exec, err := b.Engine.Describe(ctx, id)
+	if err != nil {
+		return exec, 0, err
+	}
+	part := 1
+	for {
+		next, err := b.Engine.Describe(ctx, broker.CampaignExecution(id, part+1))
+		if errors.Is(err, broker.ErrExecutionNotFound) {
+			return exec, part, nil
+		}
+		if err != nil {
+			return exec, part, err
+		}
+		exec, part = next, part+1
+	}
+}
+
+// waitCampaign waits until campaign id ended, or the execution running it
+// ended without continuing it in another.
 func waitCampaign(ctx context.Context, b *broker.Broker, id string) error {
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
@@ -168,11 +201,12 @@ func waitCampaign(ctx context.Context, b *broker.Broker, id string) error {
 		case err != nil && !errors.Is(err, broker.ErrNotFound):
 			return fmt.Errorf("follow campaign %s: %w", id, err)
 		}
-		if exec, err := b.Engine.Describe(ctx, id); err == nil && exec.Status != broker.ExecutionRunning {
-			if exec.Status == broker.ExecutionSucceeded {
-				return nil
-			}
-			return fmt.Errorf("campaign %s: its execution ended %s: %s %s", id, exec.Status, exec.Error, exec.Cause)
+		// A part that succeeded either ended the campaign (read again next
+		// time) or started the next part first; any other end is the
+		// campaign's, and says why.
+		exec, _, err := campaignExecution(ctx, b, id)
+		if err == nil && exec.Status != broker.ExecutionRunning && exec.Status != broker.ExecutionSucceeded {
+			return fmt.Errorf("campaign %s: its execution %s ended %s: %s %s", id, cmp.Or(exec.Name, id), exec.Status, exec.Error, exec.Cause)
 		}
 		select {
 		case <-ctx.Done():
@@ -184,14 +218,20 @@ func waitCampaign(ctx context.Context, b *broker.Broker, id string) error {
 
 // campaignAnswer is a campaign in ops' JSON.
 type campaignAnswer struct {
-	ID         string                 `json:"campaign_id"`
-	State      string                 `json:"state"`
-	Options    broker.CampaignOptions `json:"options"`
-	Outcome    string                 `json:"outcome,omitempty"`
-	CreatedAt  time.Time              `json:"created_at"`
-	FinishedAt *time.Time             `json:"finished_at,omitempty"`
-	Tally      *broker.Tally          `json:"tally,omitempty"`
-	Items      []campaignItemAnswer   `json:"items,omitempty"`
+	ID      string                 `json:"campaign_id"`
+	State   string                 `json:"state"`
+	Options broker.CampaignOptions `json:"options"`
+	Outcome string                 `json:"outcome,omitempty"`
+	// Execution is the newest execution of the campaign (it continues in
+	// a new one when an execution's history would grow too long), Part
+	// its number, ExecutionStatus its status.
+	Execution       string               `json:"execution,omitempty"`
+	Part            int                  `json:"part,omitempty"`
+	ExecutionStatus string               `json:"execution_status,omitempty"`
+	CreatedAt       time.Time            `json:"created_at"`
+	FinishedAt      *time.Time           `json:"finished_at,omitempty"`
+	Tally           *broker.Tally        `json:"tally,omitempty"`
+	Items           []campaignItemAnswer `json:"items,omitempty"`
 }
 
 type campaignItemAnswer struct {
@@ -237,9 +277,13 @@ func campaignStatus(ctx context.Context, b *broker.Broker, id string, asJSON boo
 		return err
 	}
 	t := broker.TallyItems(items)
+	exec, part, xerr := campaignExecution(ctx, b, id)
 	if asJSON {
 		a := newCampaignAnswer(c)
 		a.Tally, a.Items = &t, []campaignItemAnswer{}
+		if xerr == nil {
+			a.Execution, a.Part, a.ExecutionStatus = cmp.Or(exec.Name, broker.CampaignExecution(id, part)), part, string(exec.Status)
+		}
 		for _, it := range items {
 			a.Items = append(a.Items, campaignItemAnswer{InstanceID: it.InstanceID, PlanID: it.PlanID, Canary: it.Canary,
 				State: string(it.State), FromVersion: it.FromVersion, ToVersion: it.ToVersion, OperationID: it.OperationID,
@@ -262,6 +306,9 @@ func campaignStatus(ctx context.Context, b *broker.Broker, id string, asJSON boo
 		fmt.Fprintln(out)
 		if c.Outcome != "" {
 			fmt.Fprintf(out, "  outcome:  %s\n", c.Outcome)
+		}
+		if xerr == nil {
+			fmt.Fprintf(out, "  execution: %s (part %d) %s\n", cmp.Or(exec.Name, broker.CampaignExecution(id, part)), part, exec.Status)
 		}
 		w := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
 		fmt.Fprintln(w, "INSTANCE\tPLAN\tCANARY\tFROM\tTO\tSTATE\tDESCRIPTION")

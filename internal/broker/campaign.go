@@ -355,7 +355,17 @@ const (
 	// ClaimStop: the campaign stops (MaxFailures items failed, or a canary
 	// did); the lane ends.
 	ClaimStop ClaimAction = "stop"
+	// ClaimYield: the lane ran its budget of Tasks in this execution; it
+	// ends, and the campaign continues in a new execution.
+	ClaimYield ClaimAction = "yield"
 )
+
+// Started reports whether the item, pending, had its upgrade started by a
+// lane of an earlier execution of the campaign (which ended before the
+// item did): its operation id is kept, and a lane adopts it first.
+func (it CampaignItem) Started() bool {
+	return it.State == ItemPending && it.OperationID != ""
+}
 
 // Tally is what a campaign's items say of it.
 type Tally struct {
@@ -410,16 +420,26 @@ func (t Tally) Stops(o CampaignOptions) bool {
 
 // NextClaim is the rule of a lane's claim: which item of phase to claim
 // now (ok), or else what the lane does (and, for ClaimWait, after how
-// long). A pending item goes before a busy one that is due, each in
-// Order; the canary phase claims only canaries.
+// long). An item started in an earlier execution (Started) goes first,
+// even once the campaign stops: its upgrade runs, and is watched to its
+// end; then, unless the campaign stops, a pending item goes before a busy
+// one that is due, each in Order. The canary phase claims only canaries.
+// Adopting the started items first keeps at most MaxInFlight upgrades
+// running: an execution left at most one per lane.
 func NextClaim(c Campaign, items []CampaignItem, phase Phase, now time.Time) (it CampaignItem, action ClaimAction, wait time.Duration) {
+	inPhase := func(x CampaignItem) bool { return phase != PhaseCanary || x.Canary }
+	for _, x := range items {
+		if inPhase(x) && x.Started() {
+			return x, ClaimStart, 0
+		}
+	}
 	if TallyItems(items).Stops(c.Options) {
 		return CampaignItem{}, ClaimStop, 0
 	}
 	var due, later *CampaignItem
 	for i := range items {
 		x := &items[i]
-		if phase == PhaseCanary && !x.Canary {
+		if !inPhase(*x) {
 			continue
 		}
 		switch x.State {

@@ -18,6 +18,9 @@ func TestNextClaim(t *testing.T) {
 	due.NextTry = now.Add(-time.Second)
 	later := item("busy-later", false, ItemBusy)
 	later.NextTry = now.Add(40 * time.Second)
+	started := item("started", false, ItemPending)
+	started.OperationID = "upgrade-1" // by a lane of the execution before
+
 	k := func(n int) Campaign { return Campaign{Options: CampaignOptions{MaxInFlight: 3, MaxFailures: n}} }
 	for _, tc := range []struct {
 		name   string
@@ -48,6 +51,12 @@ func TestNextClaim(t *testing.T) {
 			[]CampaignItem{item("o1", false, ItemUpgraded), due}, PhaseRest, "busy-due", ClaimStart, 0},
 		{"a busy item not yet due makes the lane wait for it, never skips it", k(1),
 			[]CampaignItem{item("o1", false, ItemUpgraded), later}, PhaseRest, "", ClaimWait, 40 * time.Second},
+		{"an item an earlier execution started goes before the pending ones", k(1),
+			[]CampaignItem{item("o1", false, ItemPending), started}, PhaseRest, "started", ClaimStart, 0},
+		{"and is watched to its end once the campaign stops", k(1),
+			[]CampaignItem{item("o1", false, ItemFailed), item("o2", false, ItemPending), started}, PhaseRest, "started", ClaimStart, 0},
+		{"the canary phase adopts no other", k(1),
+			[]CampaignItem{item("c1", true, ItemUpgraded), started}, PhaseCanary, "", ClaimNone, 0},
 		{"nothing left: the lane ends", k(1),
 			[]CampaignItem{item("o1", false, ItemUpgraded), item("o2", false, ItemRunning)}, PhaseRest, "", ClaimNone, 0},
 	} {
@@ -120,6 +129,59 @@ func TestPlanItems(t *testing.T) {
 			}
 			if strings.Join(got, " ") != tc.want {
 				t.Errorf("got  %s\nwant %s", strings.Join(got, " "), tc.want)
+			}
+		})
+	}
+}
+
+func TestCampaignLaneSteps(t *testing.T) {
+	for _, tc := range []struct {
+		budget, lanes, want int
+	}{
+		{0, 1, CampaignHistoryBudget / CampaignEventsPerStep},
+		{0, 100, CampaignHistoryBudget / (100 * CampaignEventsPerStep)},
+		{90, 1, 10},
+		{1, 50, CampaignMinLaneSteps},
+		{0, 0, 0},
+	} {
+		got := CampaignLaneSteps(tc.budget, tc.lanes)
+		if got != tc.want {
+			t.Errorf("CampaignLaneSteps(%d, %d) = %d, want %d", tc.budget, tc.lanes, got, tc.want)
+		}
+		// The events the lanes may spend stay within Step Functions'
+		// 25,000 with the margin (the floor of CampaignMinLaneSteps aside).
+		if tc.budget == 0 && got*tc.lanes*CampaignEventsPerStep > CampaignHistoryBudget {
+			t.Errorf("%d lanes of %d steps spend more than %d events", tc.lanes, got, CampaignHistoryBudget)
+		}
+	}
+	// The most lanes an execution runs (both phases' at MaxInFlightCap)
+	// still leave each a few Tasks.
+	if n := CampaignLaneSteps(0, 2*MaxInFlightCap); n < 10 {
+		t.Errorf("at %d lanes each runs %d Tasks per execution", 2*MaxInFlightCap, n)
+	}
+}
+
+func TestLeftBehind(t *testing.T) {
+	c := Campaign{Options: CampaignOptions{MaxInFlight: 2, MaxFailures: 1}}
+	item := func(canary bool, state ItemState, op string) CampaignItem {
+		return CampaignItem{Canary: canary, State: state, OperationID: op}
+	}
+	for _, tc := range []struct {
+		name  string
+		items []CampaignItem
+		phase Phase
+		want  bool
+	}{
+		{"an item left running: continue", []CampaignItem{item(false, ItemRunning, "u")}, PhaseRest, true},
+		{"items left pending: continue", []CampaignItem{item(false, ItemUpgraded, "u"), item(false, ItemPending, "")}, PhaseRest, true},
+		{"all ended: no", []CampaignItem{item(false, ItemUpgraded, "u"), item(false, ItemSkipped, "")}, PhaseRest, false},
+		{"the campaign stops: pending items are for Finish", []CampaignItem{item(false, ItemFailed, "u"), item(false, ItemPending, "")}, PhaseRest, false},
+		{"but one started is watched to its end", []CampaignItem{item(false, ItemFailed, "u"), item(false, ItemRunning, "u")}, PhaseRest, true},
+		{"after the canaries, the others' pending are the next phase's", []CampaignItem{item(true, ItemUpgraded, "u"), item(false, ItemPending, "")}, PhaseCanary, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := leftBehind(c, tc.items, tc.phase); got != tc.want {
+				t.Errorf("leftBehind = %v, want %v", got, tc.want)
 			}
 		})
 	}

@@ -29,7 +29,11 @@ type Broker struct {
 	Drivers Drivers
 	// Campaigns keeps the fleet upgrades (nil: the broker runs none).
 	Campaigns Campaigns
-	Logger    *slog.Logger
+	// CampaignHistory is the events of an upgrade execution's history its
+	// lanes may spend (CampaignHistoryBudget when zero): tests make it
+	// small to see a campaign continue in a new execution.
+	CampaignHistory int
+	Logger          *slog.Logger
 	// Now and NewID are replaceable in tests.
 	Now   func() time.Time
 	NewID func() string

@@ -2,10 +2,12 @@ package broker
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"math"
+	"slices"
 	"strings"
 	"time"
 
@@ -37,20 +39,93 @@ type Previewer interface {
 }
 
 // UpgradeLanes is what the Plan Task answers: the campaign's lanes for
-// each phase (a Map state runs one iteration per lane).
+// each phase (a Map state runs one iteration per lane), the execution's
+// part, and how many Tasks each lane runs in this execution (LaneSteps:
+// CampaignLaneSteps).
 type UpgradeLanes struct {
 	CampaignID  string `json:"campaign_id"`
+	Part        int    `json:"part"`
 	DryRun      bool   `json:"dry_run"`
 	HasCanaries bool   `json:"has_canaries"`
 	CanaryLanes []int  `json:"canary_lanes"`
 	Lanes       []int  `json:"lanes"`
+	LaneSteps   int    `json:"lane_steps"`
 }
 
-// UpgradeClaim is what the Claim Task answers.
-type UpgradeClaim struct {
+// UpgradeLane is a lane's state ($.lane in upgrade.asl.json), which each
+// of its Tasks reads and answers: what the lane does next (Action, after
+// a Claim), the item it works on, whether that item's result is recorded
+// (Done) or the lane ends before it is (Yield), and how many Tasks the
+// lane ran in this execution (Steps), against its budget. Every field is
+// always written: a Choice on a field that is absent fails.
+type UpgradeLane struct {
 	Action     ClaimAction `json:"action"`
 	InstanceID string      `json:"instance_id"`
 	RetryAfter int         `json:"retry_after"`
+	Done       bool        `json:"done"`
+	Yield      bool        `json:"yield"`
+	Steps      int         `json:"steps"`
+}
+
+// spent says whether a lane that ran steps Tasks has used its budget (0:
+// none, as when a Task is run by hand).
+func spent(steps, budget int) bool { return budget > 0 && steps >= budget }
+
+// UpgradeNext is what the Continue Task answers: whether the campaign
+// goes on in a new execution (Execution), this one ending.
+type UpgradeNext struct {
+	Continued bool   `json:"continued"`
+	Execution string `json:"execution,omitempty"`
+}
+
+// CampaignInput is the input of an upgrade execution: the campaign, its
+// options, and which part of it the execution is (1, then 2, ... for the
+// executions it continues in).
+type CampaignInput struct {
+	CampaignID string          `json:"campaign_id"`
+	Options    CampaignOptions `json:"options"`
+	Part       int             `json:"part"`
+}
+
+// CampaignExecution is the name of the execution of part of a campaign:
+// the campaign's id, then <id>-2, <id>-3, ... Deterministic, so that a
+// Continue Task run again starts the same execution (the Engine's start is
+// idempotent), and ops follows a campaign across its executions.
+func CampaignExecution(id string, part int) string {
+	if part <= 1 {
+		return id
+	}
+	return fmt.Sprintf("%s-%d", id, part)
+}
+
+// Step Functions keeps at most 25,000 events in an execution's history,
+// and an inline Map's iterations count in it. A lane's loop costs at most
+// CampaignEventsPerStep events per Task it runs (Wait 2 + Check 5 +
+// Choice 2, the same for Claim with its Choice and busy Wait), so each
+// execution gives its lanes, canaries' and others' together,
+// CampaignHistoryBudget events: lane_steps = budget / (lanes × 9), at
+// least CampaignMinLaneSteps. The 5,000 events left are the margin: the
+// fixed states (about 40), each lane's Map iteration and its end (6),
+// ItemFailed (5, once an item), and Task retries (3 events each). A lane
+// that spent its steps ends (yield); the campaign then continues in a new
+// execution of the workflow (UpgradeContinueTask).
+const (
+	CampaignHistoryBudget = 20000
+	CampaignEventsPerStep = 9
+	CampaignMinLaneSteps  = 2
+)
+
+// CampaignLaneSteps is how many Tasks each of lanes lanes (both phases'
+// together) runs in one execution, given budget events (0: the default,
+// CampaignHistoryBudget).
+func CampaignLaneSteps(budget, lanes int) int {
+	if budget <= 0 {
+		budget = CampaignHistoryBudget
+	}
+	if lanes <= 0 {
+		return 0
+	}
+	return max(CampaignMinLaneSteps, budget/(lanes*CampaignEventsPerStep))
 }
 
 // UpgradeStop is what the Tally Task answers: whether the campaign stops
@@ -81,14 +156,19 @@ func (b *Broker) campaigns() (Campaigns, error) {
 	return b.Campaigns, nil
 }
 
-// UpgradePlanTask runs the Plan Task: it lists the instances of the
-// campaign's plans that run behind and writes the campaign and its items
-// (once: run again, it reads them), and answers the lanes.
-func (b *Broker) UpgradePlanTask(ctx context.Context, id string, o CampaignOptions) (UpgradeLanes, error) {
+// UpgradePlanTask runs the Plan Task of part of a campaign: it lists the
+// instances of the campaign's plans that run behind and writes the
+// campaign and its items (once: run again, or in a later part, it reads
+// them), and answers the lanes. A later part first hands the items that
+// the lanes of the part before left running back to its own lanes
+// (pending again, their upgrade's operation id kept: NextClaim takes them
+// first), before any of its lanes runs.
+func (b *Broker) UpgradePlanTask(ctx context.Context, id string, part int, o CampaignOptions) (UpgradeLanes, error) {
 	cs, err := b.campaigns()
 	if err != nil {
 		return UpgradeLanes{}, err
 	}
+	part = max(part, 1)
 	c, items, err := cs.LoadCampaign(ctx, id)
 	if errors.Is(err, ErrNotFound) {
 		if err := o.Check(b.Catalog); err != nil {
@@ -116,6 +196,14 @@ func (b *Broker) UpgradePlanTask(ctx context.Context, id string, o CampaignOptio
 	if err != nil {
 		return UpgradeLanes{}, fmt.Errorf("plan campaign %s: %w", id, err)
 	}
+	if c.State != CampaignRunning {
+		return UpgradeLanes{CampaignID: id, Part: part, DryRun: c.Options.DryRun, CanaryLanes: []int{}, Lanes: []int{}}, nil
+	}
+	if part > 1 {
+		if items, err = b.adoptRunning(ctx, id, items); err != nil {
+			return UpgradeLanes{}, err
+		}
+	}
 	canaries := 0
 	for _, it := range items {
 		if it.Canary {
@@ -123,8 +211,35 @@ func (b *Broker) UpgradePlanTask(ctx context.Context, id string, o CampaignOptio
 		}
 	}
 	lanes := min(c.Options.MaxInFlight, MaxInFlightCap, len(items))
-	return UpgradeLanes{CampaignID: id, DryRun: c.Options.DryRun, HasCanaries: canaries > 0 && lanes > 0,
-		CanaryLanes: count(min(lanes, canaries)), Lanes: count(lanes)}, nil
+	canaryLanes := min(lanes, canaries)
+	return UpgradeLanes{CampaignID: id, Part: part, DryRun: c.Options.DryRun, HasCanaries: canaryLanes > 0,
+		CanaryLanes: count(canaryLanes), Lanes: count(lanes),
+		LaneSteps: CampaignLaneSteps(b.CampaignHistory, canaryLanes+lanes)}, nil
+}
+
+// adoptRunning makes the items left running by an earlier part pending
+// again, keeping their operation id (Started), and returns the items as
+// they are then. No lane of the campaign runs while it does: the earlier
+// part's Maps ended, this part's have not begun.
+func (b *Broker) adoptRunning(ctx context.Context, id string, items []CampaignItem) ([]CampaignItem, error) {
+	out := slices.Clone(items)
+	for i, it := range items {
+		if it.State != ItemRunning {
+			continue
+		}
+		next := it
+		next.State, next.UpdatedAt = ItemPending, b.Now()
+		err := b.Campaigns.UpdateCampaignItem(ctx, next, it)
+		if _, lost := conflictOf(err); lost {
+			continue // another try of this Task did it
+		}
+		if err != nil {
+			return nil, fmt.Errorf("plan campaign %s: adopt %s: %w", id, it.InstanceID, err)
+		}
+		next.Version = it.Version + 1
+		out[i] = next
+	}
+	return out, nil
 }
 
 func count(n int) []int {
@@ -177,22 +292,27 @@ func (b *Broker) behind(inst Instance) (bool, *catalog.Plan) {
 
 // UpgradeClaimTask runs the Claim Task of a lane in phase: it claims the
 // next item (NextClaim) by a conditional write, or says what the lane
-// does instead. A claim lost to another lane is tried again on what the
-// store holds then.
-func (b *Broker) UpgradeClaimTask(ctx context.Context, id string, phase Phase) (UpgradeClaim, error) {
+// does instead: wait for a busy item, end (nothing left, the campaign
+// stops), or yield, once the lane ran budget Tasks in this execution. A
+// claim lost to another lane is tried again on what the store holds then.
+func (b *Broker) UpgradeClaimTask(ctx context.Context, id string, phase Phase, lane UpgradeLane, budget int) (UpgradeLane, error) {
 	cs, err := b.campaigns()
 	if err != nil {
-		return UpgradeClaim{}, err
+		return UpgradeLane{}, err
 	}
+	if spent(lane.Steps, budget) {
+		return UpgradeLane{Action: ClaimYield, Yield: true, Steps: lane.Steps}, nil
+	}
+	steps := lane.Steps + 1
 	for range 20 {
 		c, items, err := cs.LoadCampaign(ctx, id)
 		if err != nil {
-			return UpgradeClaim{}, fmt.Errorf("claim in campaign %s: %w", id, err)
+			return UpgradeLane{}, fmt.Errorf("claim in campaign %s: %w", id, err)
 		}
 		now := b.Now()
 		it, action, wait := NextClaim(c, items, phase, now)
 		if action != ClaimStart {
-			return UpgradeClaim{Action: action, RetryAfter: max(1, int(math.Ceil(wait.Seconds())))}, nil
+			return UpgradeLane{Action: action, RetryAfter: max(1, int(math.Ceil(wait.Seconds()))), Steps: steps}, nil
 		}
 		claimed := it
 		claimed.State, claimed.OperationID, claimed.UpdatedAt = ItemRunning, UpgradeOperationID(id, it.InstanceID), now
@@ -201,39 +321,45 @@ func (b *Broker) UpgradeClaimTask(ctx context.Context, id string, phase Phase) (
 			continue // another lane claimed it first
 		}
 		if err != nil {
-			return UpgradeClaim{}, fmt.Errorf("claim %s in campaign %s: %w", it.InstanceID, id, err)
+			return UpgradeLane{}, fmt.Errorf("claim %s in campaign %s: %w", it.InstanceID, id, err)
 		}
-		return UpgradeClaim{Action: ClaimStart, InstanceID: it.InstanceID, RetryAfter: 1}, nil
+		return UpgradeLane{Action: ClaimStart, InstanceID: it.InstanceID, RetryAfter: 1, Steps: steps}, nil
 	}
-	return UpgradeClaim{}, fmt.Errorf("claim in campaign %s: every claim was lost to another lane", id)
+	return UpgradeLane{}, fmt.Errorf("claim in campaign %s: every claim was lost to another lane", id)
 }
 
 // UpgradeItemTask runs the Start and the Check Tasks of an item: it starts
 // the instance's upgrade (the broker's own update to the plan's
 // maintenance_info, under the item's operation id), or, once started,
 // looks at that operation, and records the item's result once it has
-// one. Done: the lane claims its next item.
-func (b *Broker) UpgradeItemTask(ctx context.Context, id, instanceID string, dryRun bool) (TaskProgress, error) {
+// one. Done: the lane claims its next item. Yield: the item still runs
+// and the lane spent its budget of budget Tasks: it ends, and the next
+// execution of the campaign adopts the item (UpgradePlanTask).
+func (b *Broker) UpgradeItemTask(ctx context.Context, id, instanceID string, dryRun bool, lane UpgradeLane, budget int) (UpgradeLane, error) {
 	cs, err := b.campaigns()
 	if err != nil {
-		return TaskProgress{}, err
+		return UpgradeLane{}, err
 	}
+	out := UpgradeLane{Action: ClaimStart, InstanceID: instanceID, Steps: lane.Steps + 1}
 	it, err := cs.GetCampaignItem(ctx, id, instanceID)
 	if err != nil {
-		return TaskProgress{}, fmt.Errorf("campaign %s: %w", id, err)
+		return UpgradeLane{}, fmt.Errorf("campaign %s: %w", id, err)
 	}
 	if it.State != ItemRunning {
-		return TaskProgress{Done: true}, nil // recorded by an earlier try
+		out.Done = true // recorded by an earlier try
+		return out, nil
 	}
 	ctx = logging.With(ctx, slog.String("campaign_id", id), slog.String("instance_id", instanceID), slog.String("operation_id", it.OperationID))
 	next, wait, err := b.advanceItem(ctx, it, dryRun)
 	if err != nil {
-		return TaskProgress{}, err
+		return UpgradeLane{}, err
 	}
 	if next.State == ItemRunning {
-		return TaskProgress{RetryAfter: max(1, int(math.Ceil(wait.Seconds())))}, nil
+		out.RetryAfter, out.Yield = max(1, int(math.Ceil(wait.Seconds()))), spent(out.Steps, budget)
+		return out, nil
 	}
-	return TaskProgress{Done: true}, b.recordItem(ctx, it, next)
+	out.Done = true
+	return out, b.recordItem(ctx, it, next)
 }
 
 // recordItem writes an item's new state, once: a write lost to another
@@ -390,6 +516,57 @@ func (b *Broker) UpgradeItemFailedTask(ctx context.Context, id, instanceID strin
 		why = "The upgrade's step failed."
 	}
 	return b.recordItem(logging.With(ctx, slog.String("campaign_id", id), slog.String("instance_id", instanceID)), it, failed(it, why))
+}
+
+// UpgradeContinueTask runs the Continue Task, after phase's Map of part
+// of a campaign ended: when a lane of it yielded (an item of the phase
+// still running, or pending or busy while the campaign does not stop, or
+// started before it stopped), it starts the campaign's next part, a new
+// execution of the workflow (CampaignExecution), and the workflow ends;
+// else the campaign goes on in this execution. Run again, it starts the
+// same execution (the Engine's start is idempotent).
+func (b *Broker) UpgradeContinueTask(ctx context.Context, id string, part int, phase Phase) (UpgradeNext, error) {
+	cs, err := b.campaigns()
+	if err != nil {
+		return UpgradeNext{}, err
+	}
+	c, items, err := cs.LoadCampaign(ctx, id)
+	if err != nil {
+		return UpgradeNext{}, fmt.Errorf("continue campaign %s: %w", id, err)
+	}
+	if c.State != CampaignRunning || !leftBehind(c, items, phase) {
+		return UpgradeNext{}, nil
+	}
+	next := max(part, 1) + 1
+	name := CampaignExecution(id, next)
+	input, err := json.Marshal(CampaignInput{CampaignID: id, Options: c.Options, Part: next})
+	if err != nil {
+		return UpgradeNext{}, err
+	}
+	if err := b.Engine.Start(ctx, WorkflowUpgrade, name, input); err != nil {
+		return UpgradeNext{}, fmt.Errorf("continue campaign %s in %s: %w", id, name, err)
+	}
+	b.Logger.InfoContext(logging.With(ctx, slog.String("campaign_id", id)), "upgrade campaign continues in a new execution",
+		"execution", name, "part", next)
+	return UpgradeNext{Continued: true, Execution: name}, nil
+}
+
+// leftBehind says whether phase's lanes ended with work of the phase left:
+// only a lane that yielded leaves any.
+func leftBehind(c Campaign, items []CampaignItem, phase Phase) bool {
+	stops := TallyItems(items).Stops(c.Options)
+	for _, it := range items {
+		if phase == PhaseCanary && !it.Canary {
+			continue
+		}
+		switch {
+		case it.State == ItemRunning, it.Started():
+			return true
+		case (it.State == ItemPending || it.State == ItemBusy) && !stops:
+			return true
+		}
+	}
+	return false
 }
 
 // UpgradeTallyTask runs the Tally Task, after the canaries: whether the

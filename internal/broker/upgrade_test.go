@@ -45,7 +45,7 @@ func campaignOf(t *testing.T, b *broker.Broker, id string, maxFailures int, ids 
 func runLane(t *testing.T, b *broker.Broker, id string, phase broker.Phase) broker.ClaimAction {
 	t.Helper()
 	for range 20 {
-		claim, err := b.UpgradeClaimTask(ctx, id, phase)
+		claim, err := b.UpgradeClaimTask(ctx, id, phase, broker.UpgradeLane{}, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -53,7 +53,7 @@ func runLane(t *testing.T, b *broker.Broker, id string, phase broker.Phase) brok
 			return claim.Action
 		}
 		for range 2 {
-			if _, err := b.UpgradeItemTask(ctx, id, claim.InstanceID, false); err != nil {
+			if _, err := b.UpgradeItemTask(ctx, id, claim.InstanceID, false, claim, 0); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -38,6 +38,7 @@ const (
 	StepUpgradeStart      = "upgrade_start"
 	StepUpgradeCheck      = "upgrade_check"
 	StepUpgradeItemFailed = "upgrade_item_failed"
+	StepUpgradeContinue   = "upgrade_continue"
 	StepUpgradeTally      = "upgrade_tally"
 	StepUpgradeFinish     = "upgrade_finish"
 )
@@ -50,11 +51,17 @@ type Payload struct {
 	// DetachedID names the detached resource of a cleanup step.
 	DetachedID string `json:"detached_id,omitempty"`
 	// CampaignID names the fleet upgrade of an upgrade step; Options are
-	// its options (upgrade_plan), Phase the lane's (upgrade_claim), and
+	// its options and Part the execution's part of it (upgrade_plan,
+	// upgrade_continue); Phase the lane's (upgrade_claim,
+	// upgrade_continue); Lane the lane's state and Budget the Tasks it may
+	// run in the execution (upgrade_claim, upgrade_start, upgrade_check);
 	// DryRun says the campaign previews (upgrade_start, upgrade_check).
 	CampaignID string                  `json:"campaign_id,omitempty"`
 	Options    *broker.CampaignOptions `json:"options,omitempty"`
+	Part       int                     `json:"part,omitempty"`
 	Phase      broker.Phase            `json:"phase,omitempty"`
+	Lane       broker.UpgradeLane      `json:"lane,omitzero"`
+	Budget     int                     `json:"budget,omitempty"`
 	DryRun     bool                    `json:"dry_run,omitempty"`
 	// Error and Cause are the caught error, for record_failure.
 	Error string `json:"error,omitempty"`
@@ -134,7 +141,7 @@ func (s *Steps) Run(ctx context.Context, p Payload) (json.RawMessage, error) {
 		if p.DetachedID == "" {
 			return nil, &PermanentError{Description: "task payload lacks detached_id"}
 		}
-	case StepUpgradePlan, StepUpgradeClaim, StepUpgradeTally, StepUpgradeFinish:
+	case StepUpgradePlan, StepUpgradeClaim, StepUpgradeContinue, StepUpgradeTally, StepUpgradeFinish:
 		if p.CampaignID == "" || p.Step == StepUpgradePlan && p.Options == nil {
 			return nil, &PermanentError{Description: "task payload lacks campaign_id or options"}
 		}
@@ -165,11 +172,13 @@ func (s *Steps) Run(ctx context.Context, p Payload) (json.RawMessage, error) {
 		f := broker.Caught(p.Error, p.Cause)
 		err = b.CleanupGaveUpTask(ctx, p.DetachedID, f.Description, f.Detail)
 	case StepUpgradePlan:
-		out, err = b.UpgradePlanTask(ctx, p.CampaignID, *p.Options)
+		out, err = b.UpgradePlanTask(ctx, p.CampaignID, p.Part, *p.Options)
 	case StepUpgradeClaim:
-		out, err = b.UpgradeClaimTask(ctx, p.CampaignID, p.Phase)
+		out, err = b.UpgradeClaimTask(ctx, p.CampaignID, p.Phase, p.Lane, p.Budget)
 	case StepUpgradeStart, StepUpgradeCheck:
-		out, err = b.UpgradeItemTask(ctx, p.CampaignID, p.InstanceID, p.DryRun)
+		out, err = b.UpgradeItemTask(ctx, p.CampaignID, p.InstanceID, p.DryRun, p.Lane, p.Budget)
+	case StepUpgradeContinue:
+		out, err = b.UpgradeContinueTask(ctx, p.CampaignID, p.Part, p.Phase)
 	case StepUpgradeItemFailed:
 		err = b.UpgradeItemFailedTask(ctx, p.CampaignID, p.InstanceID, broker.Caught(p.Error, p.Cause))
 	case StepUpgradeTally:
