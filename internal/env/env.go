@@ -46,9 +46,9 @@ const (
 	// worker's "reap" step) starts them.
 	CleanupStateMachineARN = "BROKER_CLEANUP_STATE_MACHINE_ARN"
 	// UpgradeStateMachineARN is the ARN of statemachines/upgrade.asl.json,
-	// the fleet upgrade that ops upgrade starts; the worker needs it for
-	// nothing but knowing the workflow (the api not at all), ops reads it
-	// from the stack's outputs.
+	// the fleet upgrade that ops upgrade starts (ops reads it from the
+	// stack's outputs); the worker starts a campaign's next execution with
+	// it (the api not at all).
 	UpgradeStateMachineARN = "BROKER_UPGRADE_STATE_MACHINE_ARN"
 )
 
