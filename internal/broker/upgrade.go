@@ -30,6 +30,11 @@ type Preview struct {
 	Refused string
 }
 
+// ErrNoPreview is what a Previewer that wraps a driver without one (a
+// decorator of any driver) answers: the item is skipped as for a driver
+// that is no Previewer.
+var ErrNoPreview = errors.New("the driver cannot preview a change")
+
 // Previewer is implemented by a driver that can tell what a change would
 // do without doing it (the CloudFormation driver: a change set created,
 // read and deleted). A dry run of a plan whose driver has none skips its
@@ -475,6 +480,8 @@ func (b *Broker) previewItem(ctx context.Context, it CampaignItem, inst Instance
 		Settings: settings, Records: snap.Records})
 	var f *Failure
 	switch {
+	case errors.Is(err, ErrNoPreview):
+		return skipped(it, "Its driver cannot preview a change (no preview)."), 0, nil
 	case errors.As(err, &f):
 		it.State, it.Description = ItemWouldRefuse, f.Description
 		return it, 0, nil
@@ -570,7 +577,7 @@ func leftBehind(c Campaign, items []CampaignItem, phase Phase) bool {
 }
 
 // UpgradeTallyTask runs the Tally Task, after the canaries: whether the
-// campaign stops.
+// campaign stops (the other lanes do not run).
 func (b *Broker) UpgradeTallyTask(ctx context.Context, id string) (UpgradeStop, error) {
 	cs, err := b.campaigns()
 	if err != nil {
@@ -581,7 +588,9 @@ func (b *Broker) UpgradeTallyTask(ctx context.Context, id string) (UpgradeStop, 
 		return UpgradeStop{}, fmt.Errorf("tally campaign %s: %w", id, err)
 	}
 	t := TallyItems(items)
-	return UpgradeStop{Stop: t.Stops(c.Options), Tally: t}, nil
+	// Items an earlier execution started (Started) are watched to their
+	// end by the other lanes even once the campaign stops: they run.
+	return UpgradeStop{Stop: t.Stops(c.Options) && !slices.ContainsFunc(items, CampaignItem.Started), Tally: t}, nil
 }
 
 // UpgradeFinishTask runs the Finish Task: the items not tried become
