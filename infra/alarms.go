@@ -46,6 +46,11 @@ func workflowAlarmDescriptions(workflow string) (failed, timedOut string) {
 				operatorCommand + "), who may start its cleanup again once the cause is fixed.",
 			"An execution of the cleanup workflow timed out: a detached resource was not deleted; the reaper marks it failed and it stays listed " +
 				"for an operator (" + operatorCommand + ")."
+	case workflowUpgrade:
+		// A campaign's failures are its items' (ops upgrade status): an
+		// execution fails only when its campaign could not be planned.
+		return "An execution of the fleet upgrade workflow failed: a campaign could not be planned or recorded; ops upgrade list and ops upgrade status <campaign> say which and how far it got.",
+			"An execution of the fleet upgrade workflow timed out (7 days): its campaign stays running; ops upgrade status <campaign> lists the instances it left, for a new campaign."
 	}
 	return fmt.Sprintf("An execution of the %s workflow failed.", workflow),
 		fmt.Sprintf("An execution of the %s workflow timed out.", workflow)

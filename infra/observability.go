@@ -24,6 +24,7 @@ const (
 	OutputTableName                = "TableName"
 	OutputOperationStateMachineARN = "OperationStateMachineArn"
 	OutputCleanupStateMachineARN   = "CleanupStateMachineArn"
+	OutputUpgradeStateMachineARN   = "UpgradeStateMachineArn"
 	OutputRegion                   = "Region"
 	OutputSealingKeyARN            = "SealingKeyArn"
 	OutputAlarmTopicARN            = "AlarmTopicArn"
@@ -308,6 +309,8 @@ func (b *builder) observabilityOutputs(topic awssns.ITopic, dashboard awscloudwa
 			output(OutputOperationStateMachineARN, "The operation workflow (BROKER_OPERATION_STATE_MACHINE_ARN).", m.machine.StateMachineArn())
 		case workflowCleanup:
 			output(OutputCleanupStateMachineARN, "The cleanup workflow (BROKER_CLEANUP_STATE_MACHINE_ARN).", m.machine.StateMachineArn())
+		case workflowUpgrade:
+			output(OutputUpgradeStateMachineARN, "The fleet upgrade workflow (ops upgrade start).", m.machine.StateMachineArn())
 		}
 	}
 	output(OutputRegion, "The region the broker runs in (AWS_REGION).", b.stack.Region())

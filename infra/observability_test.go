@@ -181,6 +181,7 @@ func TestStackOperatorOutputs(t *testing.T) {
 		{"the table's name", OutputTableName, object{"Ref": logicalID(t, "Table")}},
 		{"the operation workflow's ARN", OutputOperationStateMachineARN, object{"Ref": logicalID(t, "OperationStateMachine")}},
 		{"the cleanup workflow's ARN", OutputCleanupStateMachineARN, object{"Ref": logicalID(t, "CleanupStateMachine")}},
+		{"the fleet upgrade workflow's ARN", OutputUpgradeStateMachineARN, object{"Ref": logicalID(t, "UpgradeStateMachine")}},
 		{"the region", OutputRegion, object{"Ref": "AWS::Region"}},
 		{"the alarms' topic", OutputAlarmTopicARN, object{"Ref": logicalID(t, "AlarmTopic")}},
 		{"the operator command for this stack", OutputOpsCommand, "go run ./functions/api ops --stack ServerlessOsb operations"},
@@ -194,6 +195,7 @@ func TestStackOperatorOutputs(t *testing.T) {
 		for infraName, appName := range map[string]string{
 			OutputTableName: app.OutputTable, OutputOperationStateMachineARN: app.OutputOperationStateMachine,
 			OutputCleanupStateMachineARN: app.OutputCleanupStateMachine, OutputRegion: app.OutputRegion,
+			OutputUpgradeStateMachineARN: app.OutputUpgradeStateMachine,
 		} {
 			if infraName != appName {
 				t.Errorf("the stack outputs %s where ops --stack reads %s", infraName, appName)

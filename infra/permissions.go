@@ -14,7 +14,8 @@ import (
 // GetItem (also what TransactGetItems needs per item), PutItem, DeleteItem,
 // UpdateItem and ConditionCheckItem (also what TransactWriteItems needs per
 // item), and Query (on the table and the InProgress index). Neither Scan
-// nor a batch action, nor any table management action.
+// (but the worker's, listInstancesAction) nor a batch action, nor any
+// table management action.
 var itemActions = []string{
 	"dynamodb:ConditionCheckItem",
 	"dynamodb:DeleteItem",
@@ -23,6 +24,13 @@ var itemActions = []string{
 	"dynamodb:Query",
 	"dynamodb:UpdateItem",
 }
+
+// listInstancesAction is what the dynamo store's ListInstances calls (a
+// projected, filtered Scan of the table): the worker's, for the Plan Task
+// of a fleet upgrade, which lists the instances of the campaign's plans.
+// The api lists none (ops instances runs with the operator's
+// credentials).
+const listInstancesAction = "dynamodb:Scan"
 
 // tableKeyActions are what DynamoDB does with the table's customer-managed
 // key on behalf of a caller reading and writing items.
@@ -55,6 +63,7 @@ func (b *builder) permissions() {
 		// DynamoDB's own use of the key never has.
 		role.AddToPrincipalPolicy(b.sealingStatement("OpenValuesSealedUnderTheTableKey", []string{"kms:Decrypt"}, b.key))
 	}
+	b.workerRole.AddToPrincipalPolicy(statement("ListInstances", []string{listInstancesAction}, b.table.TableArn()))
 	b.apiRole.AddToPrincipalPolicy(logsStatement(b.apiLogs.LogGroupArn()))
 	b.workerRole.AddToPrincipalPolicy(logsStatement(b.workerLogs.LogGroupArn()))
 
@@ -67,7 +76,9 @@ func (b *builder) permissions() {
 
 	// Both functions start, describe and stop the workflows' executions: the
 	// api for operations (and an operator's retried cleanups), the worker
-	// for cleanups and, as the reaper, for repairs. The worker names the
+	// for cleanups, as the reaper, for repairs, and for a fleet upgrade:
+	// each instance's update (an operation), and the campaign's next
+	// execution when one's history is spent. The worker names the
 	// state machines by the ARNs made from their names (see stateMachines).
 	var machines, arns, executions []*string
 	for _, m := range b.machines {

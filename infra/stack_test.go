@@ -175,7 +175,7 @@ func TestStackRetainsData(t *testing.T) {
 	}
 	t.Run("every log group keeps its events 30 days", func(t *testing.T) {
 		// The api's, the worker's, the access log, and one per workflow.
-		check(t, func() { broker.template.ResourceCountIs(jsii.String("AWS::Logs::LogGroup"), jsii.Number(5)) })
+		check(t, func() { broker.template.ResourceCountIs(jsii.String("AWS::Logs::LogGroup"), jsii.Number(6)) })
 		check(t, func() {
 			broker.template.AllResourcesProperties(jsii.String("AWS::Logs::LogGroup"), object{"RetentionInDays": 30})
 		})
@@ -185,10 +185,10 @@ func TestStackRetainsData(t *testing.T) {
 func TestStackStateMachineDefinitions(t *testing.T) {
 	t.Run("there is one state machine per workflow", func(t *testing.T) {
 		check(t, func() {
-			broker.template.ResourceCountIs(jsii.String("AWS::StepFunctions::StateMachine"), jsii.Number(2))
+			broker.template.ResourceCountIs(jsii.String("AWS::StepFunctions::StateMachine"), jsii.Number(3))
 		})
 	})
-	for _, workflow := range []string{"operation", "cleanup"} {
+	for _, workflow := range []string{"operation", "cleanup", "upgrade"} {
 		t.Run("the "+workflow+" workflow", func(t *testing.T) {
 			want, err := os.ReadFile("statemachines/" + workflow + ".asl.json")
 			if err != nil {
@@ -249,6 +249,8 @@ func TestStackAlarms(t *testing.T) {
 		{"timed-out executions of the operation workflow alarm", "ExecutionsTimedOut", "StateMachineArn", "OperationStateMachine", 1},
 		{"failed executions of the cleanup workflow alarm", "ExecutionsFailed", "StateMachineArn", "CleanupStateMachine", 1},
 		{"timed-out executions of the cleanup workflow alarm", "ExecutionsTimedOut", "StateMachineArn", "CleanupStateMachine", 1},
+		{"failed executions of the fleet upgrade workflow alarm", "ExecutionsFailed", "StateMachineArn", "UpgradeStateMachine", 1},
+		{"timed-out executions of the fleet upgrade workflow alarm", "ExecutionsTimedOut", "StateMachineArn", "UpgradeStateMachine", 1},
 		{"the reaper's dropped runs alarm", "AsyncEventsDropped", "FunctionName", "WorkerFunction", 1},
 	}
 	for _, tt := range tests {
@@ -282,6 +284,8 @@ func TestStackAlarms(t *testing.T) {
 			[]string{"a detached resource was not deleted", "go run ./functions/api ops detached"}},
 		{"the operation's failed executions alarm says the reaper repairs the outcome", "OperationStateMachineFailedAlarm",
 			[]string{"an operation's outcome may be unrecorded", "the reaper repairs it"}},
+		{"the fleet upgrade's failed executions alarm says how an operator finds the campaign", "UpgradeStateMachineFailedAlarm",
+			[]string{"could not be planned", "ops upgrade status"}},
 		{"the reaper's alarm says what stays stuck", "ReaperFailedAlarm",
 			[]string{"every 5 minutes", "the last 15 minutes", "stay stuck"}},
 	}
@@ -348,7 +352,7 @@ func TestStackPermissions(t *testing.T) {
 	}
 	worker := object{"Fn::GetAtt": []any{logicalID(t, "WorkerFunction"), "Arn"}}
 	workerVersions := object{"Fn::Join": []any{"", []any{worker, ":*"}}}
-	executions := []any{executionsARN("ServerlessOsb-cleanup"), executionsARN("ServerlessOsb-operation")}
+	executions := []any{executionsARN("ServerlessOsb-cleanup"), executionsARN("ServerlessOsb-operation"), executionsARN("ServerlessOsb-upgrade")}
 	serviceRole := object{"Fn::GetAtt": []any{logicalID(t, "ServiceRole"), "Arn"}}
 	serviceStacks := regional("cloudformation", "stack/osb-*/*")
 	// What internal/store/dynamo calls (GetItem, PutItem, DeleteItem, Query,
@@ -374,10 +378,11 @@ func TestStackPermissions(t *testing.T) {
 		{"the worker function opens values sealed under the table's key before, in the sealing context only", "WorkerRole", []string{"kms:Decrypt"}, key, sealingContext},
 		{"the api function reads the credentials", "ApiRole", []string{"secretsmanager:GetSecretValue"}, object{"Ref": logicalID(t, "Credentials")}, nil},
 		{"the api function starts executions of the workflows", "ApiRole", []string{"states:StartExecution"},
-			[]any{object{"Ref": logicalID(t, "CleanupStateMachine")}, object{"Ref": logicalID(t, "OperationStateMachine")}}, nil},
+			[]any{object{"Ref": logicalID(t, "CleanupStateMachine")}, object{"Ref": logicalID(t, "OperationStateMachine")}, object{"Ref": logicalID(t, "UpgradeStateMachine")}}, nil},
 		{"the api function describes and stops the workflows' executions", "ApiRole", []string{"states:DescribeExecution", "states:StopExecution"}, executions, nil},
 		{"the worker function starts executions of the workflows, named by the ARNs it is given", "WorkerRole", []string{"states:StartExecution"},
-			[]any{stateMachineARN("ServerlessOsb-cleanup"), stateMachineARN("ServerlessOsb-operation")}, nil},
+			[]any{stateMachineARN("ServerlessOsb-cleanup"), stateMachineARN("ServerlessOsb-operation"), stateMachineARN("ServerlessOsb-upgrade")}, nil},
+		{"the worker function lists the instances (a Scan of the table, not of its index) for a fleet upgrade's plan", "WorkerRole", []string{"dynamodb:Scan"}, table, nil},
 		{"the worker function describes and stops the workflows' executions", "WorkerRole", []string{"states:DescribeExecution", "states:StopExecution"}, executions, nil},
 		{"the api function writes its own logs", "ApiRole", []string{"logs:CreateLogStream", "logs:PutLogEvents"}, object{"Fn::GetAtt": []any{logicalID(t, "ApiLogs"), "Arn"}}, nil},
 		{"the worker function writes its own logs", "WorkerRole", []string{"logs:CreateLogStream", "logs:PutLogEvents"}, object{"Fn::GetAtt": []any{logicalID(t, "WorkerLogs"), "Arn"}}, nil},
@@ -451,7 +456,7 @@ func TestStackPermissionsAreNarrow(t *testing.T) {
 		"logs:CreateLogDelivery", "logs:GetLogDelivery", "logs:UpdateLogDelivery", "logs:DeleteLogDelivery",
 		"logs:ListLogDeliveries", "logs:PutResourcePolicy", "logs:DescribeResourcePolicies", "logs:DescribeLogGroups",
 	}
-	roles := []string{"ApiRole", "WorkerRole", "OperationStateMachine/Role", "CleanupStateMachine/Role"}
+	roles := []string{"ApiRole", "WorkerRole", "OperationStateMachine/Role", "CleanupStateMachine/Role", "UpgradeStateMachine/Role"}
 	var all []object
 	for _, role := range roles {
 		all = append(all, roleStatements(t, role)...)

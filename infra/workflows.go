@@ -21,6 +21,9 @@ const workflowOperation = "operation"
 // failed when it gives up, which its alarm says.
 const workflowCleanup = "cleanup"
 
+// workflowUpgrade is the fleet upgrade that ops upgrade starts.
+const workflowUpgrade = "upgrade"
+
 // aslSuffix names the files of StateMachinesDir that are workflows.
 const aslSuffix = ".asl.json"
 

@@ -66,6 +66,8 @@ type LambdaConfig struct {
 	// gives both to both functions.
 	StateMachineARN        string
 	CleanupStateMachineARN string
+	// UpgradeStateMachineARN (the fleet upgrade) is ops upgrade's.
+	UpgradeStateMachineARN string
 	CatalogPath            string
 	LogLevel               slog.Level
 	// SealingKey seals the secrets the table keeps (env.SealingKeyARN);
@@ -119,6 +121,7 @@ func LambdaConfigFromEnv(f Function) (LambdaConfig, error) {
 		MetricsNamespace: cmp.Or(os.Getenv(env.MetricsNamespace), metricname.DefaultNamespace),
 	}
 	c.StateMachineARN, c.CleanupStateMachineARN = os.Getenv(env.OperationStateMachineARN), os.Getenv(env.CleanupStateMachineARN)
+	c.UpgradeStateMachineARN = os.Getenv(env.UpgradeStateMachineARN)
 	switch f {
 	case FunctionAPI:
 		c.SecretARN = os.Getenv(env.SecretARN)
@@ -137,7 +140,8 @@ func LambdaConfigFromEnv(f Function) (LambdaConfig, error) {
 	if len(missing) > 0 {
 		problems = append(problems, "missing environment variables: "+strings.Join(missing, ", "))
 	}
-	for _, v := range [][2]string{{env.OperationStateMachineARN, c.StateMachineARN}, {env.CleanupStateMachineARN, c.CleanupStateMachineARN}} {
+	for _, v := range [][2]string{{env.OperationStateMachineARN, c.StateMachineARN}, {env.CleanupStateMachineARN, c.CleanupStateMachineARN},
+		{env.UpgradeStateMachineARN, c.UpgradeStateMachineARN}} {
 		if v[1] == "" {
 			continue
 		}
@@ -275,7 +279,8 @@ func BuildWorker(ctx context.Context, c LambdaConfig, logger *slog.Logger) (func
 	st := steps.New(b)
 	if machines := c.stateMachines(); len(machines) > 0 {
 		b.Engine = sfn.New(awssfn.NewFromConfig(awsCfg), machines)
-		st.Reaped = c.recorder(cat).Reap
+		rec := c.recorder(cat)
+		st.Reaped, st.Upgraded = rec.Reap, rec.Upgrade
 	}
 	logger.InfoContext(ctx, "worker function ready", "table", c.Store.Table, "catalog", c.CatalogPath, "sealed_only", c.SealedOnly)
 	return st.Lambda, nil
@@ -298,6 +303,9 @@ func (c LambdaConfig) stateMachines() map[broker.Workflow]string {
 	}
 	if c.CleanupStateMachineARN != "" {
 		m[broker.WorkflowCleanup] = c.CleanupStateMachineARN
+	}
+	if c.UpgradeStateMachineARN != "" {
+		m[broker.WorkflowUpgrade] = c.UpgradeStateMachineARN
 	}
 	return m
 }
@@ -322,7 +330,8 @@ func buildBroker(ctx context.Context, c LambdaConfig, awsCfg aws.Config, logger 
 	if err != nil {
 		return nil, nil, err
 	}
-	store := metrics.NewStore(dynamo.New(dynamodb.NewFromConfig(awsCfg, c.Store.ClientOptions), c.Store.Table), c.recorder(cat))
+	table := dynamo.New(dynamodb.NewFromConfig(awsCfg, c.Store.ClientOptions), c.Store.Table)
+	store := metrics.NewStore(table, c.recorder(cat))
 	if c.SealingKey != "" {
 		// One cached data key seals many items for a while (bounded in age
 		// and uses); each value is still bound to its item.
@@ -341,7 +350,9 @@ func buildBroker(ctx context.Context, c LambdaConfig, awsCfg aws.Config, logger 
 	if err != nil {
 		return nil, nil, err
 	}
-	return cat, broker.New(cat, store, nil, set, logger), nil
+	b := broker.New(cat, store, nil, set, logger)
+	b.Campaigns = table
+	return cat, b, nil
 }
 
 // readCredentials reads the broker's credentials from the secret. Its value

@@ -47,7 +47,7 @@ const OpsUsage = `usage: go run ./functions/api ops [--json] [--stack NAME] COMM
                     then refuse any value found in clear from then on
   rotate-key        make a new local sealing key, which seals from now on (make run's
                     data only; then run reseal)
-
+` + UpgradeUsage + `
   --json            answer in JSON rather than text
   --stack NAME      work on the broker that the CloudFormation stack NAME deployed
                     (its outputs name the table, the state machines and the region;
@@ -65,7 +65,10 @@ const (
 	OutputTable                 = "TableName"
 	OutputOperationStateMachine = "OperationStateMachineArn"
 	OutputCleanupStateMachine   = "CleanupStateMachineArn"
-	OutputRegion                = "Region"
+	// OutputUpgradeStateMachine is optional: a stack deployed before the
+	// fleet upgrade has none, and ops upgrade then says so.
+	OutputUpgradeStateMachine = "UpgradeStateMachineArn"
+	OutputRegion              = "Region"
 	// OutputSealingKey is optional: stacks deployed before the sealing key
 	// had its own have none, and ops reseal then says the broker seals
 	// nothing.
@@ -90,8 +93,9 @@ func RunOps(ctx context.Context, args []string, out io.Writer, logger *slog.Logg
 	service := fs.String("service", "", "")
 	plan := fs.String("plan", "", "")
 	behind := fs.Bool("behind", false, "")
-	// Flags may come before or after the command (ops reap --json).
-	var positional []string
+	// Flags may come before or after the command (ops reap --json);
+	// upgrade parses its own, after its name.
+	var positional, upgradeArgs []string
 	for {
 		if err := fs.Parse(args); err != nil {
 			if errors.Is(err, flag.ErrHelp) {
@@ -104,8 +108,19 @@ func RunOps(ctx context.Context, args []string, out io.Writer, logger *slog.Logg
 			break
 		}
 		positional, args = append(positional, args[0]), args[1:]
+		if positional[0] == "upgrade" {
+			upgradeArgs = args
+			break
+		}
 	}
 	args = positional
+	var upgrade upgradeCommand
+	if len(args) > 0 && args[0] == "upgrade" {
+		var err error
+		if upgrade, err = parseUpgrade(upgradeArgs, asJSON, stack); err != nil {
+			return err
+		}
+	}
 	switch {
 	case len(args) == 1 && args[0] == "help":
 		fmt.Fprint(out, OpsUsage)
@@ -116,7 +131,7 @@ func RunOps(ctx context.Context, args []string, out io.Writer, logger *slog.Logg
 		return usageError("cleanup takes one argument, the detached resource's id")
 	case args[0] == "operation" && (len(args) < 2 || len(args) > 3):
 		return usageError("operation takes the instance's id and, optionally, one of its operation's ids")
-	case args[0] == "operation" || args[0] == "cleanup":
+	case args[0] == "operation" || args[0] == "cleanup" || args[0] == "upgrade":
 	case !slices.Contains([]string{"instances", "operations", "detached", "reap", "reseal", "rotate-key"}, args[0]):
 		return usageError("unknown command %q", args[0])
 	case len(args) != 1:
@@ -132,6 +147,13 @@ func RunOps(ctx context.Context, args []string, out io.Writer, logger *slog.Logg
 		return fmt.Errorf("%w\n(ops works on the broker its environment names, with that broker's catalog and the variables the catalog's plans need: see ops help)", err)
 	}
 	defer closeFn()
+	local := *stack == "" && os.Getenv(env.Table) == ""
+	if args[0] == "upgrade" {
+		if err := checkUpgrade(b, upgrade); err != nil {
+			return err
+		}
+		return runUpgrade(ctx, b, upgrade, *asJSON, local, out)
+	}
 	run := Ops
 	if *asJSON {
 		run = OpsJSON
@@ -139,7 +161,7 @@ func RunOps(ctx context.Context, args []string, out io.Writer, logger *slog.Logg
 	if err := run(ctx, b, args, out); err != nil {
 		return err
 	}
-	if args[0] == "cleanup" && *stack == "" && os.Getenv(env.Table) == "" {
+	if args[0] == "cleanup" && local {
 		// The local engine runs the cleanup in this process: see it end
 		// rather than exit while it runs, and fail with it.
 		return waitCleanup(ctx, b, args[1], out)
@@ -200,6 +222,7 @@ func StackConfig(ctx context.Context, client awscfn.DescribeStacksAPIClient, nam
 		Store:                  dynamo.Config{Table: outputs[OutputTable], Region: outputs[OutputRegion]},
 		StateMachineARN:        outputs[OutputOperationStateMachine],
 		CleanupStateMachineARN: outputs[OutputCleanupStateMachine],
+		UpgradeStateMachineARN: outputs[OutputUpgradeStateMachine],
 		CatalogPath:            cmp.Or(os.Getenv(env.Catalog), defaultDeployedCatalog),
 		SealingKey:             outputs[OutputSealingKey],
 	}, nil

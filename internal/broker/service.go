@@ -34,7 +34,13 @@ type Broker struct {
 	Detached DetachedRecords
 	Engine   Engine
 	Drivers  Drivers
-	Logger   *slog.Logger
+	// Campaigns keeps the fleet upgrades (nil: the broker runs none).
+	Campaigns Campaigns
+	// CampaignHistory is the events of an upgrade execution's history its
+	// lanes may spend (CampaignHistoryBudget when zero): tests make it
+	// small to see a campaign continue in a new execution.
+	CampaignHistory int
+	Logger          *slog.Logger
 	// Now and NewID are replaceable in tests.
 	Now   func() time.Time
 	NewID func() string

@@ -35,8 +35,16 @@ const maxLockAttempts = 3
 
 // Update handles PATCH /v2/service_instances/:instance_id.
 func (b *Broker) Update(ctx context.Context, d UpdateDetails) (UpdateResult, error) {
-	return retryMoved(func() (UpdateResult, error) { return b.update(ctx, d) },
+	return retryMoved(func() (UpdateResult, error) { return b.update(ctx, d, "") },
 		"Service instance %s is changing; try the update again.", d.InstanceID)
+}
+
+// upgrade is an update that a fleet upgrade makes, under operationID
+// (UpgradeOperationID): a Task run again finds the operation it started
+// rather than starting another.
+func (b *Broker) upgrade(ctx context.Context, d UpdateDetails, operationID string) (UpdateResult, error) {
+	return retryMoved(func() (UpdateResult, error) { return b.update(ctx, d, operationID) },
+		"Service instance %s is changing; try the upgrade again.", d.InstanceID)
 }
 
 // errVersionMoved says that an idle instance or binding changed between the
@@ -56,7 +64,9 @@ func retryMoved[R any](attempt func() (R, error), format string, args ...any) (R
 	return zero, concurrency(format, args...)
 }
 
-func (b *Broker) update(ctx context.Context, d UpdateDetails) (UpdateResult, error) {
+// update runs d; operationID, when set, is the id of the operation it
+// starts (else a new one).
+func (b *Broker) update(ctx context.Context, d UpdateDetails, operationID string) (UpdateResult, error) {
 	snap, err := b.Store.Load(ctx, d.InstanceID, "", "")
 	if err != nil {
 		return UpdateResult{}, fmt.Errorf("update %s: %w", d.InstanceID, err)
@@ -108,6 +118,8 @@ func (b *Broker) update(ctx context.Context, d UpdateDetails) (UpdateResult, err
 	case inst.State == InstanceFailed:
 		return UpdateResult{}, Errorf(CodeUnprocessable,
 			"Service instance %s is in a failed state and cannot be updated: deprovision it.", inst.ID)
+	case inst.Op != "" && inst.Op == operationID:
+		return UpdateResult{Result: ResultAccepted, Operation: inst.Op}, nil
 	case inst.Op != "":
 		return b.updateInProgress(ctx, inst, fingerprint, d.AcceptsIncomplete)
 	case inst.BindingOps > 0:
@@ -118,6 +130,9 @@ func (b *Broker) update(ctx context.Context, d UpdateDetails) (UpdateResult, err
 	}
 
 	op := b.newOperation(KindUpdate, inst.ID, "", inst.PlanID, isAsync)
+	if operationID != "" {
+		op.ID = operationID
+	}
 	op.Fingerprint, op.Target = fingerprint, &target
 	locked := inst
 	locked.State, locked.Op, locked.LastOp = InstanceUpdating, op.ID, op.ID

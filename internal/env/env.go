@@ -45,6 +45,11 @@ const (
 	// Both functions start cleanups with it; without it the reaper (the
 	// worker's "reap" step) starts them.
 	CleanupStateMachineARN = "BROKER_CLEANUP_STATE_MACHINE_ARN"
+	// UpgradeStateMachineARN is the ARN of statemachines/upgrade.asl.json,
+	// the fleet upgrade that ops upgrade starts (ops reads it from the
+	// stack's outputs); the worker starts a campaign's next execution with
+	// it (the api not at all).
+	UpgradeStateMachineARN = "BROKER_UPGRADE_STATE_MACHINE_ARN"
 )
 
 // Set by the stack for one function.
@@ -96,14 +101,15 @@ const (
 // set (infra's tests hold it to that).
 func Names() []string {
 	return []string{Table, SealingKeyARN, SealedOnly, MetricsNamespace, LogLevel, OperationStateMachineARN, CleanupStateMachineARN,
-		SecretARN, OriginSecretARN, CFNRoleARN, StackPrefix, PermissionsBoundaryARN, Region, TaskRoot, Catalog, DynamoDBEndpoint}
+		UpgradeStateMachineARN, SecretARN, OriginSecretARN, CFNRoleARN, StackPrefix, PermissionsBoundaryARN, Region, TaskRoot, Catalog, DynamoDBEndpoint}
 }
 
 // StateMachineARN is the variable holding the ARN of the state machine of
 // workflow (statemachines/<workflow>.asl.json, a broker.Workflow):
 // BROKER_<WORKFLOW>_STATE_MACHINE_ARN, the name in capitals with - as _.
 // The stack sets one for every workflow, so each must be one of the
-// constants above (OperationStateMachineARN, CleanupStateMachineARN).
+// constants above (OperationStateMachineARN, CleanupStateMachineARN,
+// UpgradeStateMachineARN).
 func StateMachineARN(workflow string) string {
 	return "BROKER_" + strings.ToUpper(strings.ReplaceAll(workflow, "-", "_")) + "_STATE_MACHINE_ARN"
 }

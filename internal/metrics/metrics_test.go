@@ -380,6 +380,22 @@ func TestReap(t *testing.T) {
 			"ReaperCleanupsStarted": "Count", "DetachedResources": "Count", "OperationsInProgress": "Count"}}.check(t, docs[0])
 }
 
+func TestUpgrade(t *testing.T) {
+	rec, out := newRecorder(t)
+	rep := broker.UpgradeReport{Ended: true, Tally: broker.Tally{Upgraded: 5, Failed: 1, NotAttempted: 3, Skipped: 2}}
+	rec.Upgrade(rep)
+	rep.Ended = false
+	rec.Upgrade(rep) // a Finish run again
+	rec.Upgrade(broker.UpgradeReport{Ended: true, Tally: broker.Tally{WouldChange: 4}})
+	docs := documents(t, out)
+	if len(docs) != 1 {
+		t.Fatalf("%d documents, want 1: a campaign is counted once, a dry run not at all", len(docs))
+	}
+	want{[][]string{{}},
+		map[string]any{"UpgradeUpgraded": 5.0, "UpgradeFailed": 4.0, "UpgradeSkipped": 2.0},
+		map[string]string{"UpgradeUpgraded": "Count", "UpgradeFailed": "Count", "UpgradeSkipped": "Count"}}.check(t, docs[0])
+}
+
 func TestNilRecorderRecordsNothing(t *testing.T) {
 	var rec *Recorder
 	bs := &Store{}
@@ -396,6 +412,7 @@ func TestNilRecorderRecordsNothing(t *testing.T) {
 	rec.CleanupFailed(broker.Detached{})
 	rec.LastOperationPoll("instance")
 	rec.Reap(broker.ReapReport{})
+	rec.Upgrade(broker.UpgradeReport{Ended: true})
 }
 
 // failingWriter fails every write.

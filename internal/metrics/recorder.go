@@ -84,6 +84,20 @@ func (r *Recorder) LastOperationPoll(target string) {
 	r.W.Write([]Dimension{{metricname.DimTarget, target}}, [][]string{{metricname.DimTarget}, {}}, Metric{metricname.LastOperationPolls, Count, 1})
 }
 
+// Upgrade records what a fleet upgrade did, once: when its Finish ended
+// it (a Finish run again reports it not Ended). A dry run changes
+// nothing, and records nothing.
+func (r *Recorder) Upgrade(rep broker.UpgradeReport) {
+	if r == nil || !rep.Ended || rep.Tally.WouldChange+rep.Tally.WouldRefuse > 0 {
+		return
+	}
+	r.W.Write(nil, nil,
+		Metric{metricname.UpgradeUpgraded, Count, float64(rep.Tally.Upgraded)},
+		Metric{metricname.UpgradeFailed, Count, float64(rep.Tally.Failed + rep.Tally.NotAttempted)},
+		Metric{metricname.UpgradeSkipped, Count, float64(rep.Tally.Skipped)},
+	)
+}
+
 // Reap records what one run of the reaper did and found.
 func (r *Recorder) Reap(rep broker.ReapReport) {
 	if r == nil {

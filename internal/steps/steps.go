@@ -42,6 +42,16 @@ const (
 	// StepReap runs the reaper, as the EventBridge Scheduler schedule asks
 	// the worker: {"step":"reap"}.
 	StepReap = "reap"
+
+	// The steps of statemachines/upgrade.asl.json (a fleet upgrade).
+	StepUpgradePlan       = "upgrade_plan"
+	StepUpgradeClaim      = "upgrade_claim"
+	StepUpgradeStart      = "upgrade_start"
+	StepUpgradeCheck      = "upgrade_check"
+	StepUpgradeItemFailed = "upgrade_item_failed"
+	StepUpgradeContinue   = "upgrade_continue"
+	StepUpgradeTally      = "upgrade_tally"
+	StepUpgradeFinish     = "upgrade_finish"
 )
 
 // Payload is the input of a Task.
@@ -51,8 +61,21 @@ type Payload struct {
 	InstanceID  string `json:"instance_id,omitempty"`
 	// DetachedID names the detached resource of a cleanup step.
 	DetachedID string `json:"detached_id,omitempty"`
-	// Error and Cause are the caught error, for record_failure and
-	// cleanup_gave_up (Caught reads them).
+	// CampaignID names the fleet upgrade of an upgrade step; Options are
+	// its options and Part the execution's part of it (upgrade_plan,
+	// upgrade_continue); Phase the lane's (upgrade_claim,
+	// upgrade_continue); Lane the lane's state and Budget the Tasks it may
+	// run in the execution (upgrade_claim, upgrade_start, upgrade_check);
+	// DryRun says the campaign previews (upgrade_start, upgrade_check).
+	CampaignID string                  `json:"campaign_id,omitempty"`
+	Options    *broker.CampaignOptions `json:"options,omitempty"`
+	Part       int                     `json:"part,omitempty"`
+	Phase      broker.Phase            `json:"phase,omitempty"`
+	Lane       broker.UpgradeLane      `json:"lane,omitzero"`
+	Budget     int                     `json:"budget,omitempty"`
+	DryRun     bool                    `json:"dry_run,omitempty"`
+	// Error and Cause are the caught error, for record_failure,
+	// cleanup_gave_up and upgrade_item_failed (Caught reads them).
 	Error string `json:"error,omitempty"`
 	Cause string `json:"cause,omitempty"`
 }
@@ -62,7 +85,7 @@ type Payload struct {
 func (p Payload) LogAttrs() []slog.Attr {
 	var attrs []slog.Attr
 	for _, a := range [][2]string{{"step", p.Step}, {"operation_id", p.OperationID},
-		{"instance_id", p.InstanceID}, {"detached_id", p.DetachedID}} {
+		{"instance_id", p.InstanceID}, {"detached_id", p.DetachedID}, {"campaign_id", p.CampaignID}} {
 		if a[1] != "" {
 			attrs = append(attrs, slog.String(a[0], a[1]))
 		}
@@ -86,6 +109,9 @@ type Steps struct {
 	// has the workflows' state machines, which the reaper restarts; the
 	// local broker runs its reaper on a ticker instead.
 	Reaped func(broker.ReapReport)
+	// Upgraded, when set, receives the report of each fleet upgrade that
+	// its upgrade_finish step ends (the upgrade's metrics).
+	Upgraded func(broker.UpgradeReport)
 
 	steps map[string]step
 }
@@ -103,6 +129,9 @@ type needs int
 const (
 	needsOperation needs = iota // operation_id and instance_id
 	needsDetached               // detached_id
+	needsCampaign               // campaign_id
+	needsCampaignOptions        // campaign_id and options
+	needsCampaignInstance       // campaign_id and instance_id
 	needsNothing
 )
 
@@ -113,6 +142,11 @@ func (n needs) lacks(p Payload) string {
 		return "task payload lacks operation_id or instance_id"
 	case n == needsDetached && p.DetachedID == "":
 		return "task payload lacks detached_id"
+	case (n == needsCampaign || n == needsCampaignOptions) && p.CampaignID == "",
+		n == needsCampaignOptions && p.Options == nil:
+		return "task payload lacks campaign_id or options"
+	case n == needsCampaignInstance && (p.CampaignID == "" || p.InstanceID == ""):
+		return "task payload lacks campaign_id or instance_id"
 	}
 	return ""
 }
@@ -145,7 +179,37 @@ func New(b *broker.Broker) *Steps {
 		StepReap: {needsNothing, func(ctx context.Context, s *Steps, _ Payload) (any, error) {
 			return s.reap(ctx)
 		}},
+		StepUpgradePlan: {needsCampaignOptions, func(ctx context.Context, s *Steps, p Payload) (any, error) {
+			return s.Broker.UpgradePlanTask(ctx, p.CampaignID, p.Part, *p.Options)
+		}},
+		StepUpgradeClaim: {needsCampaign, func(ctx context.Context, s *Steps, p Payload) (any, error) {
+			return s.Broker.UpgradeClaimTask(ctx, p.CampaignID, p.Phase, p.Lane, p.Budget)
+		}},
+		StepUpgradeStart: {needsCampaignInstance, upgradeItem},
+		StepUpgradeCheck: {needsCampaignInstance, upgradeItem},
+		StepUpgradeContinue: {needsCampaign, func(ctx context.Context, s *Steps, p Payload) (any, error) {
+			return s.Broker.UpgradeContinueTask(ctx, p.CampaignID, p.Part, p.Phase)
+		}},
+		StepUpgradeItemFailed: {needsCampaignInstance, func(ctx context.Context, s *Steps, p Payload) (any, error) {
+			return nothing(s.Broker.UpgradeItemFailedTask(ctx, p.CampaignID, p.InstanceID, Caught(p.Error, p.Cause)))
+		}},
+		StepUpgradeTally: {needsCampaign, func(ctx context.Context, s *Steps, p Payload) (any, error) {
+			return s.Broker.UpgradeTallyTask(ctx, p.CampaignID)
+		}},
+		StepUpgradeFinish: {needsCampaign, func(ctx context.Context, s *Steps, p Payload) (any, error) {
+			rep, err := s.Broker.UpgradeFinishTask(ctx, p.CampaignID)
+			if err == nil && s.Upgraded != nil {
+				s.Upgraded(rep)
+			}
+			return rep, err
+		}},
 	}}
+}
+
+// upgradeItem runs upgrade_start and upgrade_check: one idempotent call
+// that starts the claimed instance's upgrade (or preview) or checks it.
+func upgradeItem(ctx context.Context, s *Steps, p Payload) (any, error) {
+	return s.Broker.UpgradeItemTask(ctx, p.CampaignID, p.InstanceID, p.DryRun, p.Lane, p.Budget)
 }
 
 // progress is the output of a step that reports how its change goes.

@@ -64,6 +64,16 @@ type heldDriver struct {
 	holds *holds
 }
 
+// Preview passes a dry run's preview on to a driver that has one
+// (broker.Previewer); for another, broker.ErrNoPreview, as the broker
+// itself says of it.
+func (d heldDriver) Preview(ctx context.Context, c broker.Change) (broker.Preview, error) {
+	if p, ok := d.Driver.(broker.Previewer); ok {
+		return p.Preview(ctx, c)
+	}
+	return broker.Preview{}, broker.ErrNoPreview
+}
+
 func (d heldDriver) Begin(ctx context.Context, c broker.Change) (broker.Progress, error) {
 	p, err := d.Driver.Begin(ctx, c)
 	return d.hold(c, p), err

@@ -37,6 +37,12 @@ const (
 	// up by) their cleanup, and the operations in progress.
 	DetachedResources    = "DetachedResources"
 	OperationsInProgress = "OperationsInProgress"
+	// What a fleet upgrade (a campaign) did, once it ended: instances
+	// upgraded, failed (not attempted included: the campaign stopped
+	// before them) and skipped.
+	UpgradeUpgraded = "UpgradeUpgraded"
+	UpgradeFailed   = "UpgradeFailed"
+	UpgradeSkipped  = "UpgradeSkipped"
 )
 
 // The dimensions' names.

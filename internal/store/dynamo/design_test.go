@@ -57,6 +57,11 @@ func TestTheDesignNamesEveryAttribute(t *testing.T) {
 		{"PK=detached SK=<detached_id>", detachedItem{}, names(broker.DetachedPending, broker.DetachedCleaning,
 			broker.DetachedFailed)},
 		{"PK=broker SK=sealing", sealingItem{}, nil},
+		{"PK=campaign#<campaign_id> SK=campaign", campaignItem{}, names(broker.CampaignRunning, broker.CampaignFinished,
+			broker.CampaignStopped)},
+		{"PK=campaign#<campaign_id> SK=i#<instance_id>", campaignInstanceItem{}, names(broker.ItemPending, broker.ItemRunning,
+			broker.ItemBusy, broker.ItemUpgraded, broker.ItemFailed, broker.ItemSkipped, broker.ItemNotAttempted,
+			broker.ItemWouldChange, broker.ItemWouldRefuse)},
 	}
 	attribute := regexp.MustCompile("`([a-z_]+)`")
 	for _, it := range items {

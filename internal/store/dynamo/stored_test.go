@@ -360,6 +360,11 @@ func TestAttributeNames(t *testing.T) {
 			"operation_id", "reason", "state", "attempts", "failure", "failure_detail", "created_at", "updated_at",
 			"outage_since", "outage_attempts", "outage_reason", "next_try_at"}},
 		{sealingItem{}, "dynamodbav", []string{"PK", "SK", "sealed_only", "key_id", "since", "sensitive_plans"}},
+		{campaignItem{}, "dynamodbav", []string{"PK", "SK", "id", "options", "state", "outcome", "created_at", "updated_at",
+			"finished_at", "expires_at", "expires_at_epoch"}},
+		{campaignInstanceItem{}, "dynamodbav", []string{"PK", "SK", "campaign_id", "instance_id", "service_id", "plan_id",
+			"order", "canary", "state", "operation_id", "attempts", "next_try", "from_version", "to_version", "description",
+			"changes", "updated_at", "expires_at", "expires_at_epoch", "version"}},
 	}
 	for _, g := range golden {
 		t.Run(fmt.Sprintf("%T has the attributes it always had", g.item), func(t *testing.T) {

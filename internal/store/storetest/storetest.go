@@ -35,7 +35,7 @@ func Run(t *testing.T, newStore func(t *testing.T) broker.Store) {
 	groups := [][]testCase{
 		readCases, roundTripCases, instanceCases, bindingCases,
 		operationCases, loadCases, listCases, resourceCases, detachedCases,
-		expiryCases, refusedCases, sealingCases, raceCases,
+		expiryCases, refusedCases, sealingCases, campaignCases, raceCases,
 	}
 	for _, group := range groups {
 		for _, c := range group {

@@ -1,0 +1,148 @@
+package broker_test
+
+import (
+	"log/slog"
+	"strings"
+	"testing"
+
+	"github.com/serverless-osb/broker/internal/broker"
+	"github.com/serverless-osb/broker/internal/catalog"
+)
+
+// upgraded is h's broker after the catalog raised plan-sync's version to
+// 2.0.0: the instances h made on 1.0.0 run behind it.
+func upgraded(t *testing.T, h *harness) *broker.Broker {
+	t.Helper()
+	cat, err := catalog.Parse("test-catalog.yaml", []byte(strings.Replace(testCatalog,
+		`maintenance_info: {version: "1.0.0"}`, `maintenance_info: {version: "2.0.0"}`, 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := broker.New(cat, h.writes, h.engine, driversOf{h.driver}, slog.New(slog.DiscardHandler))
+	b.Now, b.NewID, b.Backoff = h.clock.Now, h.b.NewID, 0
+	b.Campaigns = h.store
+	return b
+}
+
+// campaignOf writes a campaign of the instances ids (the first a canary),
+// as its Plan Task would.
+func campaignOf(t *testing.T, b *broker.Broker, id string, maxFailures int, ids ...string) {
+	t.Helper()
+	c := broker.Campaign{ID: id, State: broker.CampaignRunning, CreatedAt: b.Now(),
+		Options: broker.CampaignOptions{PlanIDs: []string{planSync}, Canaries: 1, MaxInFlight: 2, MaxFailures: maxFailures}}
+	var items []broker.CampaignItem
+	for i, inst := range ids {
+		items = append(items, broker.CampaignItem{CampaignID: id, InstanceID: inst, ServiceID: "svc-test", PlanID: planSync,
+			Order: i, Canary: i == 0, State: broker.ItemPending, FromVersion: "1.0.0", ToVersion: "2.0.0"})
+	}
+	if err := b.Campaigns.CreateCampaign(ctx, c, items); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// runLane runs one lane of phase to its end, each item's Task twice (as
+// a Task run again after a lost answer), and returns how it ended.
+func runLane(t *testing.T, b *broker.Broker, id string, phase broker.Phase) broker.ClaimAction {
+	t.Helper()
+	for range 20 {
+		claim, err := b.UpgradeClaimTask(ctx, id, phase, broker.UpgradeLane{}, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if claim.Action != broker.ClaimStart {
+			return claim.Action
+		}
+		for range 2 {
+			if _, err := b.UpgradeItemTask(ctx, id, claim.InstanceID, false, claim, 0); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	t.Fatal("the lane never ended")
+	return ""
+}
+
+func updates(h *harness, id string) int {
+	n := 0
+	for _, op := range h.ops(id) {
+		if op.Kind == broker.KindUpdate {
+			n++
+		}
+	}
+	return n
+}
+
+func TestAFleetUpgradeMovesEachInstanceOnceCanaryFirst(t *testing.T) {
+	h := newHarness(t)
+	for _, id := range []string{"i-1", "i-2", "i-3"} {
+		h.ready(id, planSync)
+	}
+	b := upgraded(t, h)
+	campaignOf(t, b, "upg-1", 1, "i-1", "i-2", "i-3")
+	if got := runLane(t, b, "upg-1", broker.PhaseCanary); got != broker.ClaimNone {
+		t.Fatalf("the canary lane ended with %s, want none", got)
+	}
+	_, items, _ := b.Campaigns.LoadCampaign(ctx, "upg-1")
+	if items[0].State != broker.ItemUpgraded || items[1].State != broker.ItemPending {
+		t.Fatalf("after the canary phase: %s %s, want the canary upgraded and the rest pending", items[0].State, items[1].State)
+	}
+	runLane(t, b, "upg-1", broker.PhaseRest)
+	rep, err := b.UpgradeFinishTask(ctx, "upg-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rep.Ended || rep.State != broker.CampaignFinished || rep.Tally.Upgraded != 3 {
+		t.Errorf("finish: %+v, want it ended, finished, 3 upgraded", rep)
+	}
+	for _, id := range []string{"i-1", "i-2", "i-3"} {
+		if inst := h.instance(id); inst.MaintenanceInfo == nil || inst.MaintenanceInfo.Version != "2.0.0" {
+			t.Errorf("%s runs %+v, want 2.0.0", id, inst.MaintenanceInfo)
+		}
+		if n := updates(h, id); n != 1 {
+			t.Errorf("%s was updated %d times, want once", id, n)
+		}
+	}
+	if again, _ := b.UpgradeFinishTask(ctx, "upg-1"); again.Ended {
+		t.Error("a Finish run again ended the campaign again (its metrics would count twice)")
+	}
+	// A campaign of instances now current skips them, saying so.
+	campaignOf(t, b, "upg-2", 1, "i-1")
+	runLane(t, b, "upg-2", broker.PhaseRest)
+	it, _ := b.Campaigns.GetCampaignItem(ctx, "upg-2", "i-1")
+	if it.State != broker.ItemSkipped || !strings.Contains(it.Description, "already current") {
+		t.Errorf("an instance already current: %s %q, want skipped, already current", it.State, it.Description)
+	}
+}
+
+func TestAFleetUpgradeStopsAfterMaxFailures(t *testing.T) {
+	h := newHarness(t)
+	for _, id := range []string{"i-1", "i-2", "i-3", "i-4"} {
+		h.ready(id, planSync)
+	}
+	b := upgraded(t, h)
+	campaignOf(t, b, "upg-1", 1, "i-1", "i-2", "i-3", "i-4")
+	runLane(t, b, "upg-1", broker.PhaseCanary)
+	h.driver.on("begin", broker.KindUpdate, fails("The engine version is not available."))
+	if got := runLane(t, b, "upg-1", broker.PhaseRest); got != broker.ClaimStop {
+		t.Fatalf("the lane ended with %s, want stop after 1 failure", got)
+	}
+	rep, err := b.UpgradeFinishTask(ctx, "upg-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, items, _ := b.Campaigns.LoadCampaign(ctx, "upg-1")
+	var got []string
+	for _, it := range items {
+		got = append(got, it.InstanceID+":"+string(it.State))
+	}
+	want := "i-1:upgraded i-2:failed i-3:not_attempted i-4:not_attempted"
+	if strings.Join(got, " ") != want || rep.State != broker.CampaignStopped {
+		t.Errorf("got %s (%s), want %s (stopped)", strings.Join(got, " "), rep.State, want)
+	}
+	if !strings.Contains(items[1].Description, "The engine version is not available.") {
+		t.Errorf("the failed item says %q, want the update's failure", items[1].Description)
+	}
+	if n := updates(h, "i-3"); n != 0 {
+		t.Errorf("i-3 was updated %d times after the campaign stopped", n)
+	}
+}
