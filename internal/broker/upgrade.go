@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
 	"slices"
 	"strings"
 	"time"
@@ -317,7 +316,7 @@ func (b *Broker) UpgradeClaimTask(ctx context.Context, id string, phase Phase, l
 		now := b.Now()
 		it, action, wait := NextClaim(c, items, phase, now)
 		if action != ClaimStart {
-			return UpgradeLane{Action: action, RetryAfter: max(1, int(math.Ceil(wait.Seconds()))), Steps: steps}, nil
+			return UpgradeLane{Action: action, RetryAfter: RetryAfterSeconds(wait), Steps: steps}, nil
 		}
 		claimed := it
 		claimed.State, claimed.OperationID, claimed.UpdatedAt = ItemRunning, UpgradeOperationID(id, it.InstanceID), now
@@ -347,6 +346,11 @@ func (b *Broker) UpgradeItemTask(ctx context.Context, id, instanceID string, dry
 	}
 	out := UpgradeLane{Action: ClaimStart, InstanceID: instanceID, Steps: lane.Steps + 1}
 	it, err := cs.GetCampaignItem(ctx, id, instanceID)
+	if errors.Is(err, ErrNotFound) {
+		// Only a payload the campaign never made names no item: retrying
+		// it cannot help.
+		return UpgradeLane{}, &Failure{Description: fmt.Sprintf("The upgrade campaign %s has no item for service instance %s.", id, instanceID)}
+	}
 	if err != nil {
 		return UpgradeLane{}, fmt.Errorf("campaign %s: %w", id, err)
 	}
@@ -360,7 +364,7 @@ func (b *Broker) UpgradeItemTask(ctx context.Context, id, instanceID string, dry
 		return UpgradeLane{}, err
 	}
 	if next.State == ItemRunning {
-		out.RetryAfter, out.Yield = max(1, int(math.Ceil(wait.Seconds()))), spent(out.Steps, budget)
+		out.RetryAfter, out.Yield = RetryAfterSeconds(wait), spent(out.Steps, budget)
 		return out, nil
 	}
 	out.Done = true

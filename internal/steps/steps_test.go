@@ -53,6 +53,8 @@ func TestEveryStepAnswersWhatItsWorkflowReads(t *testing.T) {
 	op := `"operation_id":"op-1","instance_id":"i-1"`
 	emptyReport, _ := json.Marshal(broker.ReapReport{})
 	detached := `"detached_id":"d-1"`
+	campaign := `"campaign_id":"upg-1"`
+	noItems := `{"items":0,"pending":0,"running":0,"busy":0,"upgraded":0,"failed":0,"skipped":0,"not_attempted":0,"would_change":0,"would_refuse":0}`
 	tests := []struct {
 		step, payload, want string
 	}{
@@ -64,11 +66,25 @@ func TestEveryStepAnswersWhatItsWorkflowReads(t *testing.T) {
 		{StepCleanupDeleted, detached, `{}`},
 		{StepCleanupGaveUp, detached + `,"error":"States.Timeout","cause":""`, `{}`},
 		{StepReap, ``, string(emptyReport)},
+		// A fleet upgrade of a catalog whose plans have no instance: the
+		// steps in their workflow's order, on the campaign the first makes.
+		{StepUpgradePlan, campaign + `,"options":{"all":true,"max_in_flight":2,"max_failures":1}`,
+			`{"campaign_id":"upg-1","part":1,"dry_run":false,"has_canaries":false,"canary_lanes":[],"lanes":[],"lane_steps":0}`},
+		{StepUpgradeClaim, campaign + `,"phase":"rest","budget":10`,
+			`{"action":"none","instance_id":"","retry_after":1,"done":false,"yield":false,"steps":1}`},
+		{StepUpgradeItemFailed, campaign + `,"instance_id":"i-1","error":"States.Timeout","cause":""`, `{}`},
+		{StepUpgradeContinue, campaign + `,"part":1,"phase":"rest"`, `{"continued":false}`},
+		{StepUpgradeTally, campaign, `{"stop":false,"tally":` + noItems + `}`},
+		{StepUpgradeFinish, campaign, `{"campaign_id":"upg-1","state":"finished","tally":` + noItems + `,"ended":true}`},
 	}
 	var logs bytes.Buffer
-	s := New(onEmptyStore(t, &logs))
+	b := onEmptyStore(t, &logs)
+	b.Campaigns = b.Store.(broker.Campaigns)
+	s := New(b)
 	var reaped []broker.ReapReport
 	s.Reaped = func(r broker.ReapReport) { reaped = append(reaped, r) }
+	var upgraded []broker.UpgradeReport
+	s.Upgraded = func(r broker.UpgradeReport) { upgraded = append(upgraded, r) }
 	covered := map[string]bool{}
 	for _, tt := range tests {
 		covered[tt.step] = true
@@ -88,6 +104,22 @@ func TestEveryStepAnswersWhatItsWorkflowReads(t *testing.T) {
 			t.Errorf("Reaped received %+v, want one empty report", reaped)
 		}
 	})
+	t.Run("the upgrade_finish step gave its report to Upgraded", func(t *testing.T) {
+		if len(upgraded) != 1 || upgraded[0].CampaignID != "upg-1" || !upgraded[0].Ended {
+			t.Errorf("Upgraded received %+v, want the ended campaign's report", upgraded)
+		}
+	})
+	// The item steps of a campaign that has no such item: only a payload
+	// the campaign never made names one, which no retry mends.
+	for _, step := range []string{StepUpgradeStart, StepUpgradeCheck} {
+		covered[step] = true
+		t.Run(step+" of an item the campaign does not have is permanent", func(t *testing.T) {
+			_, err := s.Lambda(t.Context(), json.RawMessage(fmt.Sprintf(`{"step":%q,%s,"instance_id":"i-1","budget":10}`, step, campaign)))
+			if _, ok := err.(*PermanentError); !ok || !strings.Contains(err.Error(), "has no item for service instance i-1") {
+				t.Fatalf("error %v (%T), want a PermanentError naming the item", err, err)
+			}
+		})
+	}
 	for name := range s.steps {
 		if !covered[name] {
 			t.Errorf("step %q of the table has no case in this test", name)
@@ -107,6 +139,9 @@ func TestAPayloadNamesWhatItsStepNeeds(t *testing.T) {
 		{"an operation's step without its operation", `{"step":"begin","instance_id":"i"}`, "task payload lacks operation_id or instance_id"},
 		{"an operation's step without its instance", `{"step":"record_failure","operation_id":"o"}`, "task payload lacks operation_id or instance_id"},
 		{"a cleanup's step without its detached resource", `{"step":"cleanup_delete","operation_id":"o"}`, "task payload lacks detached_id"},
+		{"an upgrade's step without its campaign", `{"step":"upgrade_tally"}`, "task payload lacks campaign_id or options"},
+		{"the upgrade's plan without its options", `{"step":"upgrade_plan","campaign_id":"c"}`, "task payload lacks campaign_id or options"},
+		{"an upgrade item's step without its instance", `{"step":"upgrade_start","campaign_id":"c"}`, "task payload lacks campaign_id or instance_id"},
 		{"the reap step where nothing receives its report (no workflows to restart)", `{"step":"reap"}`, `unknown step "reap"`},
 		{"a payload that is not JSON", `{`, "malformed task payload"},
 		{"a payload that is not an object", `[1,2]`, "malformed task payload"},
