@@ -127,11 +127,11 @@ type step struct {
 type needs int
 
 const (
-	needsOperation needs = iota // operation_id and instance_id
-	needsDetached               // detached_id
-	needsCampaign               // campaign_id
-	needsCampaignOptions        // campaign_id and options
-	needsCampaignInstance       // campaign_id and instance_id
+	needsOperation        needs = iota // operation_id and instance_id
+	needsDetached                      // detached_id
+	needsCampaign                      // campaign_id
+	needsCampaignOptions               // campaign_id and options
+	needsCampaignInstance              // campaign_id and instance_id
 	needsNothing
 )
 
