@@ -71,29 +71,7 @@ func TestStackGrantsWhatTheCatalogsFunctionTargetsNeed(t *testing.T) {
 	if err := os.WriteFile(catalogPath, []byte(functionCatalog), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	context := maps.Clone(broker.context)
-	context[ContextCatalog] = catalogPath
-	for key, name := range map[string]string{ContextAPICode: "api", ContextWorkerCode: "worker"} {
-		dir := filepath.Join(tmp, name)
-		if err := dummyAsset(dir, catalogPath); err != nil {
-			t.Fatal(err)
-		}
-		context[key] = dir
-	}
-	app := awscdk.NewApp(&awscdk.AppProps{Context: &context, Outdir: jsii.String(filepath.Join(tmp, "cdk.out"))})
-	props, err := PropsFromContext(app.Node())
-	if err != nil {
-		t.Fatal(err)
-	}
-	stack, err := NewBrokerStack(app, "Functions", &props)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var template map[string]any
-	check(t, func() { template = *assertions.Template_FromStack(stack, nil).ToJSON() })
-	if template == nil {
-		t.FailNow()
-	}
+	stack, template := synthCatalog(t, "Functions", catalogPath, nil)
 	byName := object{"Fn::Join": []any{"", []any{"arn:", partition, ":lambda:", region, ":", account, ":function:quick-broker:live"}}}
 	byARN := "arn:aws:lambda:eu-west-1:123456789012:function:tenants-broker"
 
@@ -246,32 +224,7 @@ func TestStackGrantsWhatADriverDeclares(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	context := maps.Clone(broker.context)
-	context[ContextCatalog] = catalogPath
-	for key, name := range map[string]string{ContextAPICode: "api", ContextWorkerCode: "worker"} {
-		dir := filepath.Join(tmp, name)
-		if err := dummyAsset(dir, catalogPath); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, deploy.ManifestName), encoded, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		context[key] = dir
-	}
-	app := awscdk.NewApp(&awscdk.AppProps{Context: &context, Outdir: jsii.String(filepath.Join(tmp, "cdk.out"))})
-	props, err := PropsFromContext(app.Node())
-	if err != nil {
-		t.Fatal(err)
-	}
-	stack, err := NewBrokerStack(app, "Declared", &props)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var template map[string]any
-	check(t, func() { template = *assertions.Template_FromStack(stack, nil).ToJSON() })
-	if template == nil {
-		t.FailNow()
-	}
+	stack, template := synthCatalog(t, "Declared", catalogPath, encoded)
 	prefix := broker.context[ContextStackPrefix].(string)
 	queues := object{"Fn::Join": []any{"", []any{"arn:", partition, ":sqs:", region, ":", account, ":" + prefix + "-*"}}}
 
@@ -325,4 +278,41 @@ func resourceWithPrefix(t *testing.T, template map[string]any, prefix string) ob
 	}
 	t.Fatalf("no resource %s…", prefix)
 	return nil
+}
+
+// synthCatalog synthesizes the stack id (and returns it with its template) for the catalog at catalogPath,
+// with dummy bundles beside it; manifest, when set, is the bundles'
+// deploy.json instead of the one their build would write.
+func synthCatalog(t *testing.T, id, catalogPath string, manifest []byte) (awscdk.Stack, map[string]any) {
+	t.Helper()
+	tmp := filepath.Dir(catalogPath)
+	context := maps.Clone(broker.context)
+	context[ContextCatalog] = catalogPath
+	for key, name := range map[string]string{ContextAPICode: "api", ContextWorkerCode: "worker"} {
+		dir := filepath.Join(tmp, name)
+		if err := dummyAsset(dir, catalogPath); err != nil {
+			t.Fatal(err)
+		}
+		if manifest != nil {
+			if err := os.WriteFile(filepath.Join(dir, deploy.ManifestName), manifest, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		context[key] = dir
+	}
+	app := awscdk.NewApp(&awscdk.AppProps{Context: &context, Outdir: jsii.String(filepath.Join(tmp, "cdk.out"))})
+	props, err := PropsFromContext(app.Node())
+	if err != nil {
+		t.Fatal(err)
+	}
+	stack, err := NewBrokerStack(app, id, &props)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var template map[string]any
+	check(t, func() { template = *assertions.Template_FromStack(stack, nil).ToJSON() })
+	if template == nil {
+		t.FailNow()
+	}
+	return stack, template
 }
