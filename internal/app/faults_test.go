@@ -165,6 +165,26 @@ func (f faultyStore) SealingMode(ctx context.Context) (broker.SealingMode, error
 func (f faultyStore) SetSealingMode(ctx context.Context, m broker.SealingMode) error {
 	return do0(f.c, func() error { return f.s.SetSealingMode(ctx, m) })
 }
+func (f faultyStore) CreateCampaign(ctx context.Context, c broker.Campaign, items []broker.CampaignItem) error {
+	return do0(f.c, func() error { return f.s.CreateCampaign(ctx, c, items) })
+}
+func (f faultyStore) LoadCampaign(ctx context.Context, id string) (broker.Campaign, []broker.CampaignItem, error) {
+	var items []broker.CampaignItem
+	c, err := do(f.c, func() (c broker.Campaign, err error) { c, items, err = f.s.LoadCampaign(ctx, id); return c, err })
+	return c, items, err
+}
+func (f faultyStore) GetCampaignItem(ctx context.Context, campaignID, instanceID string) (broker.CampaignItem, error) {
+	return do(f.c, func() (broker.CampaignItem, error) { return f.s.GetCampaignItem(ctx, campaignID, instanceID) })
+}
+func (f faultyStore) UpdateCampaignItem(ctx context.Context, it, read broker.CampaignItem) error {
+	return do0(f.c, func() error { return f.s.UpdateCampaignItem(ctx, it, read) })
+}
+func (f faultyStore) EndCampaign(ctx context.Context, c broker.Campaign) error {
+	return do0(f.c, func() error { return f.s.EndCampaign(ctx, c) })
+}
+func (f faultyStore) ListCampaigns(ctx context.Context) ([]broker.Campaign, error) {
+	return do(f.c, func() ([]broker.Campaign, error) { return f.s.ListCampaigns(ctx) })
+}
 
 type faultyEngine struct {
 	e broker.Engine

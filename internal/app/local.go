@@ -229,8 +229,6 @@ func build(ctx context.Context, c LocalConfig, cat *catalog.Catalog, db *bbolt.D
 		}
 		store = bs
 	}
-	// The campaigns hold no secret: the store itself keeps them.
-	campaigns, _ := store.(broker.Campaigns)
 	// Secrets are sealed before they reach the store, whichever it is.
 	sealed := sealing.NewStore(store, sealer)
 	sealed.SensitivePlans = cat.SensitivePlanIDs()
@@ -248,7 +246,7 @@ func build(ctx context.Context, c LocalConfig, cat *catalog.Catalog, db *bbolt.D
 	// The engine runs the broker's steps, and the broker starts the
 	// engine's executions.
 	b := broker.New(cat, store, nil, set, logger)
-	b.Campaigns = campaigns
+	b.Campaigns = store
 	if c.Now != nil {
 		b.Now = c.Now
 	}

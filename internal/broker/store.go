@@ -156,6 +156,9 @@ type Store interface {
 	DetachedRecords
 	SecretStore
 	SealingModes
+	// Campaigns are the fleet upgrades; they hold no secret, so a
+	// decorator passes them through.
+	Campaigns
 }
 
 // Repository is the broker's port: instances, bindings and the operations

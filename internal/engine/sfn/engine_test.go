@@ -73,7 +73,40 @@ type alike struct {
 var workflowInputs = map[broker.Workflow]json.RawMessage{
 	broker.WorkflowOperation: json.RawMessage(`{"instance_id":"i-1"}`),
 	broker.WorkflowCleanup:   json.RawMessage(`{"detached_id":"d0123456789abcdef0123456789abcdef"}`),
+	broker.WorkflowUpgrade:   json.RawMessage(`{"campaign_id":"upg-1","part":1,"options":{"all":true,"max_in_flight":1,"max_failures":1}}`),
 }
+
+// The steps of the upgrade workflow, and its worker's answers: one lane
+// (the engines' iterations then run in one order), whose Tasks answer the
+// lane's next move.
+const (
+	stepUpgradePlan       = "upgrade_plan"
+	stepUpgradeClaim      = "upgrade_claim"
+	stepUpgradeStart      = "upgrade_start"
+	stepUpgradeCheck      = "upgrade_check"
+	stepUpgradeItemFailed = "upgrade_item_failed"
+	stepUpgradeContinue   = "upgrade_continue"
+	stepUpgradeTally      = "upgrade_tally"
+	stepUpgradeFinish     = "upgrade_finish"
+)
+
+func upgradePlan(canaries bool) json.RawMessage {
+	lanes := `[]`
+	if canaries {
+		lanes = `[0]`
+	}
+	return json.RawMessage(fmt.Sprintf(`{"campaign_id":"upg-1","part":1,"dry_run":false,"has_canaries":%t,"canary_lanes":%s,"lanes":[0],"lane_steps":100}`, canaries, lanes))
+}
+
+func upgradeLane(action string, done bool, steps int) json.RawMessage {
+	return json.RawMessage(fmt.Sprintf(`{"action":%q,"instance_id":"i-1","retry_after":0,"done":%t,"yield":false,"steps":%d}`, action, done, steps))
+}
+
+var (
+	notContinued = json.RawMessage(`{"continued":false}`)
+	upgradeEnded = json.RawMessage(`{"campaign_id":"upg-1","state":"finished","tally":{"items":1},"ended":true}`)
+	canaryFailed = json.RawMessage(`{"stop":true,"tally":{"items":2,"failed":1,"canary_failed":true}}`)
+)
 
 // The steps of the cleanup workflow.
 const (
@@ -111,6 +144,41 @@ var alikeRuns = map[broker.Workflow][]alike{
 			answers: []enginetest.Answer{ok(stepCleanupDelete, progressNow), tooLarge(stepCleanupDelete), tooLarge(stepCleanupGaveUp)},
 			states:  []string{"Delete", "Deleted?", "Wait", "Check", "RecordGaveUp", "GaveUp"},
 			status:  broker.ExecutionFailed,
+		},
+	},
+	broker.WorkflowUpgrade: {
+		{
+			name: "one lane upgrades an instance that takes a check, then finds none left",
+			answers: []enginetest.Answer{
+				ok(stepUpgradePlan, upgradePlan(false)),
+				ok(stepUpgradeClaim, upgradeLane("start", false, 1)),
+				ok(stepUpgradeStart, upgradeLane("start", false, 2)),
+				ok(stepUpgradeCheck, upgradeLane("start", true, 3)),
+				ok(stepUpgradeClaim, upgradeLane("none", false, 4)),
+				ok(stepUpgradeContinue, notContinued),
+				ok(stepUpgradeFinish, upgradeEnded),
+			},
+			states: []string{"Plan", "Canaries?", "Rest", "RestClaim", "RestClaimed?", "RestStart", "RestItemEnded?",
+				"RestWait", "RestCheck", "RestItemEnded?", "RestClaim", "RestClaimed?", "RestLaneDone",
+				"RestLeft?", "RestContinued?", "Finish", "Done"},
+			status: broker.ExecutionSucceeded,
+		},
+		{
+			name: "a canary that fails permanently is recorded and stops the campaign before the rest",
+			answers: []enginetest.Answer{
+				ok(stepUpgradePlan, upgradePlan(true)),
+				ok(stepUpgradeClaim, upgradeLane("start", false, 1)),
+				tooLarge(stepUpgradeStart),
+				ok(stepUpgradeItemFailed, recorded),
+				ok(stepUpgradeClaim, upgradeLane("none", false, 3)),
+				ok(stepUpgradeContinue, notContinued),
+				ok(stepUpgradeTally, canaryFailed),
+				ok(stepUpgradeFinish, upgradeEnded),
+			},
+			states: []string{"Plan", "Canaries?", "Canaries", "CanaryClaim", "CanaryClaimed?", "CanaryStart",
+				"CanaryItemFailed", "CanaryClaim", "CanaryClaimed?", "CanaryLaneDone",
+				"CanariesLeft?", "CanariesContinued?", "Tally", "Stop?", "Finish", "Done"},
+			status: broker.ExecutionSucceeded,
 		},
 	},
 	broker.WorkflowOperation: {
