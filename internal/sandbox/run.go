@@ -77,7 +77,7 @@ func (sb *Sandbox) startFunctions(ctx context.Context, rie string) error {
 		// caller's environment (its AWS profile) reaches the function.
 		env := map[string]string{
 			"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "en_US.UTF-8", "TZ": ":UTC",
-			"LAMBDA_TASK_ROOT": dir, "_HANDLER": "bootstrap",
+			"_HANDLER": "bootstrap",
 			"AWS_LAMBDA_FUNCTION_NAME": spec.name, "AWS_LAMBDA_FUNCTION_VERSION": "$LATEST",
 			"AWS_LAMBDA_FUNCTION_MEMORY_SIZE": fmt.Sprint(spec.memoryMB), "AWS_LAMBDA_FUNCTION_TIMEOUT": fmt.Sprint(spec.timeout),
 			"AWS_LAMBDA_LOG_GROUP_NAME": "/aws/lambda/" + spec.name, "AWS_LAMBDA_LOG_STREAM_NAME": "sandbox",
