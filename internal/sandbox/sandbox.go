@@ -381,6 +381,16 @@ func (sb *Sandbox) Function(id string) *Function {
 	return sb.function(id)
 }
 
+// Catalog is the catalog the stack's functions serve: the catalog.yaml
+// beside the bootstrap they run (every function of a synthesis bundles the
+// same one), which ops reads as the broker's (BROKER_CATALOG).
+func (sb *Sandbox) Catalog() string {
+	if len(sb.functions) == 0 {
+		return ""
+	}
+	return filepath.Join(sb.functions[0].Code(), "catalog.yaml")
+}
+
 // FunctionLog returns what the function of the logical id has logged so
 // far (its bootstraps' output and the emulator's).
 func (sb *Sandbox) FunctionLog(id string) string {
