@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -35,12 +36,14 @@ type functionSpec struct {
 // environment is one aws-lambda-rie process running the bootstrap.
 type Function struct {
 	spec functionSpec
-	dir  string   // the code: bootstrap and the bundled files
-	env  []string // the environment: the template's, the role's credentials, moto
+	env  []string // the environment: the template's, the role's credentials, moto; start adds LAMBDA_TASK_ROOT, the code's folder
 	rie  string
 	logs io.Writer
 
-	mu    sync.Mutex
+	mu sync.Mutex
+	// dir is the code: bootstrap and the bundled files (UpdateCode
+	// replaces it).
+	dir   string
 	idle  []*environment
 	count int
 	freed chan struct{}
@@ -55,6 +58,9 @@ type environment struct {
 	cmd    *exec.Cmd
 	url    string
 	exited chan struct{}
+	// dir is the code the environment runs: one of an older version is
+	// not reused.
+	dir string
 }
 
 // Invocation is what an invocation returned: the payload, and whether it is
@@ -70,7 +76,7 @@ func (f *Function) acquire(ctx context.Context) (*environment, error) {
 		if n := len(f.idle); n > 0 {
 			e := f.idle[n-1]
 			f.idle = f.idle[:n-1]
-			more := n > 1
+			more, old := n > 1, e.dir != f.dir
 			f.mu.Unlock()
 			if more {
 				f.wake() // freed holds one signal: pass it on to the next waiter
@@ -80,8 +86,12 @@ func (f *Function) acquire(ctx context.Context) (*environment, error) {
 				f.discard(e)
 				continue
 			default:
-				return e, nil
 			}
+			if old {
+				f.discard(e)
+				continue
+			}
+			return e, nil
 		}
 		if f.count < maxEnvironments {
 			f.count++
@@ -106,9 +116,48 @@ func (f *Function) acquire(ctx context.Context) (*environment, error) {
 
 func (f *Function) release(e *environment) {
 	f.mu.Lock()
+	if e.dir != f.dir {
+		// Its code was replaced during the invocation, which it finished,
+		// as Lambda lets it.
+		f.mu.Unlock()
+		f.discard(e)
+		return
+	}
 	f.idle = append(f.idle, e)
 	f.mu.Unlock()
 	f.wake()
+}
+
+// Code is the folder the function runs from: its bootstrap and the files
+// bundled beside it (the catalog and its templates).
+func (f *Function) Code() string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.dir
+}
+
+// UpdateCode makes the function run the code in dir from now on, as
+// Lambda's UpdateFunctionCode does (a deploy of a changed bundle): every
+// invocation from now on runs in an environment started with it, idle
+// environments of the code before are ended, and those serving an
+// invocation finish it and are then ended.
+func (f *Function) UpdateCode(dir string) error {
+	dir, err := filepath.Abs(dir)
+	if err != nil {
+		return err
+	}
+	if _, err := os.Stat(filepath.Join(dir, "bootstrap")); err != nil {
+		return fmt.Errorf("function %s: no bootstrap in the new code: %w", f.spec.name, err)
+	}
+	f.mu.Lock()
+	f.dir = dir
+	idle := f.idle
+	f.idle = nil
+	f.mu.Unlock()
+	for _, e := range idle {
+		f.discard(e)
+	}
+	return nil
 }
 
 // wake tells one invocation waiting for an environment to look again.
@@ -138,11 +187,14 @@ func (f *Function) start(ctx context.Context) (*environment, error) {
 		return nil, err
 	}
 	addr := fmt.Sprintf("127.0.0.1:%d", ports[0])
+	f.mu.Lock()
+	dir := f.dir
+	f.mu.Unlock()
 	cmd := exec.Command(f.rie, "--log-level", "warn",
 		"--runtime-interface-emulator-address", addr,
 		"--runtime-api-address", fmt.Sprintf("127.0.0.1:%d", ports[1]),
-		filepath.Join(f.dir, "bootstrap"))
-	cmd.Dir, cmd.Env = f.dir, f.env
+		filepath.Join(dir, "bootstrap"))
+	cmd.Dir, cmd.Env = dir, append(slices.Clone(f.env), "LAMBDA_TASK_ROOT="+dir)
 	cmd.Stdout, cmd.Stderr = f.logs, f.logs
 	// Its own process group (the emulator starts the runtime in another,
 	// which kill ends too), and it dies with the sandbox, even one killed.
@@ -150,7 +202,7 @@ func (f *Function) start(ctx context.Context) (*environment, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("function %s: start aws-lambda-rie: %w", f.spec.name, err)
 	}
-	e := &environment{cmd: cmd, url: "http://" + addr + "/2015-03-31/functions/function/invocations", exited: make(chan struct{})}
+	e := &environment{cmd: cmd, url: "http://" + addr + "/2015-03-31/functions/function/invocations", exited: make(chan struct{}), dir: dir}
 	go func() { _ = cmd.Wait(); close(e.exited) }()
 	f.mu.Lock()
 	f.all[e] = true

@@ -42,9 +42,6 @@ var notExercised = []struct{ function, action, reason string }{
 	{"WorkerFunction", "cloudformation:DescribeStackResources", "asked only while a stack is being created, updated or deleted, for the progress's description (a failure is ignored); moto makes, updates and deletes a stack before it answers"},
 	{"WorkerFunction", "cloudformation:DescribeStackEvents", "read when a stack has failed (the failed resources' reasons) or is busy (whether this operation's token started the change); the example stacks neither fail nor wait on moto"},
 	{"WorkerFunction", "cloudformation:ContinueUpdateRollback", "only for an update whose rollback failed (UPDATE_ROLLBACK_FAILED); moto never fails a stack, so TestUpdateRollbackFailed (internal/drivers/cloudformation) covers it on a named fake"},
-	{"WorkerFunction", "cloudformation:DeleteChangeSet", "only for a change set the driver does not execute: one refused because it would replace or delete a resource that holds data (moto's change sets never say so; TestUpdateRefusesToLoseData covers it on a named fake), or one left by a crash"},
-	{"WorkerFunction", "cloudformation:SetStackPolicy", "set before executing a change set that moves a stack to another template (an upgrade, or a plan change); the sandbox's update changes parameters only, and TestVersionsInMoto (internal/drivers/cloudformation) covers an upgrade on moto, without a role"},
-	{"WorkerFunction", "dynamodb:Scan", "only a fleet upgrade's Plan Task lists instances (ListInstances, a Scan); no sandbox test runs a campaign yet, and the contract suite (TestContract, internal/store/dynamo) covers the Scan on moto, without a role"},
 	{"WorkerFunction", "dynamodb:ConditionCheckItem", "only a deprovision of an instance with more bindings than one transaction holds (about 98) checks its operation and instance in batches ahead of the last write; TestDeprovisionOfManyBindings (internal/store/dynamo) covers it on moto, without a role"},
 }
 

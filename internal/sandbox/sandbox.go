@@ -33,6 +33,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/cloudformation"
 	"github.com/aws/aws-sdk-go-v2/service/iam"
 	"github.com/aws/aws-sdk-go-v2/service/sts"
 
@@ -81,6 +82,10 @@ type Sandbox struct {
 	// Outputs are the template's outputs, resolved to the sandbox's
 	// resources (BrokerUrl: the front's URL, with the stage's path).
 	Outputs map[string]string
+	// StackName is the stack's name (the template's file name): a stack of
+	// that name on moto's CloudFormation holds the Outputs, as the deployed
+	// one does, so that `ops --stack StackName` finds the broker.
+	StackName string
 	// NotMade lists the template's resources the sandbox neither makes nor
 	// runs (alarms, dashboards, topics...), "LogicalId (Type)".
 	NotMade []string
@@ -178,6 +183,7 @@ func Start(ctx context.Context, c Config) (sb *Sandbox, err error) {
 	sb.account = *id.Account
 
 	name := strings.TrimSuffix(filepath.Base(c.Template), ".template.json")
+	sb.StackName = name
 	if sb.stack, err = newStack(t, name, sb.region, sb.account); err != nil {
 		return sb, err
 	}
@@ -190,18 +196,21 @@ func Start(ctx context.Context, c Config) (sb *Sandbox, err error) {
 	if err := sb.startFunctions(ctx, rie); err != nil {
 		return sb, err
 	}
+	sb.Outputs = map[string]string{}
+	for name, o := range t.Outputs {
+		if v, err := sb.stack.evalString(o.Value); err == nil {
+			sb.Outputs[name] = v
+		}
+	}
+	if err := sb.registerStack(ctx); err != nil {
+		return sb, err
+	}
 	// From here on, every call needs credentials whose policies allow it.
 	if err := sb.enforceIAM(ctx); err != nil {
 		return sb, err
 	}
 	if err := sb.readCredentials(); err != nil {
 		return sb, err
-	}
-	sb.Outputs = map[string]string{}
-	for name, o := range t.Outputs {
-		if v, err := sb.stack.evalString(o.Value); err == nil {
-			sb.Outputs[name] = v
-		}
 	}
 	sb.ready.Store(true)
 	sb.runSchedules()
@@ -282,6 +291,33 @@ func (sb *Sandbox) makeResources(ctx context.Context) error {
 	return nil
 }
 
+// registerStack makes a stack named as the template on moto's
+// CloudFormation whose outputs are the sandbox's Outputs: what an operator
+// reads of the deployed stack (ops --stack). Its one resource makes
+// nothing (moto ignores a WaitConditionHandle); the sandbox made the
+// template's resources itself.
+func (sb *Sandbox) registerStack(ctx context.Context) error {
+	outputs := map[string]any{}
+	for name, v := range sb.Outputs {
+		if v != "" { // CloudFormation refuses an empty output
+			outputs[name] = map[string]any{"Value": v}
+		}
+	}
+	body, err := json.Marshal(map[string]any{
+		"Description": "The outputs of the sandbox's stack; the sandbox makes its resources itself (docs/sandbox.md).",
+		"Resources":   map[string]any{"Sandbox": map[string]any{"Type": "AWS::CloudFormation::WaitConditionHandle"}},
+		"Outputs":     outputs,
+	})
+	if err != nil {
+		return err
+	}
+	client := cloudformation.NewFromConfig(sb.awsConfig(sb.clients.iam.Options().Credentials))
+	if _, err := client.CreateStack(ctx, &cloudformation.CreateStackInput{StackName: &sb.StackName, TemplateBody: aws.String(string(body))}); err != nil {
+		return fmt.Errorf("the stack %s on moto's CloudFormation: %w", sb.StackName, err)
+	}
+	return nil
+}
+
 // makeAdmin makes a user that may do anything, for tests and operators to
 // look at moto once IAM is enforced.
 func (sb *Sandbox) makeAdmin(ctx context.Context) error {
@@ -343,6 +379,16 @@ func (sb *Sandbox) Function(id string) *Function {
 		}
 	}
 	return sb.function(id)
+}
+
+// Catalog is the catalog the stack's functions serve: the catalog.yaml
+// beside the bootstrap they run (every function of a synthesis bundles the
+// same one), which ops reads as the broker's (BROKER_CATALOG).
+func (sb *Sandbox) Catalog() string {
+	if len(sb.functions) == 0 {
+		return ""
+	}
+	return filepath.Join(sb.functions[0].Code(), "catalog.yaml")
 }
 
 // FunctionLog returns what the function of the logical id has logged so

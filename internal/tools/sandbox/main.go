@@ -56,6 +56,12 @@ func run(c sandbox.Config) error {
 	url := cmp.Or(sb.Outputs["BrokerUrl"], sb.URL)
 	fmt.Printf("serverless-osb sandbox is listening on %s (stack %s, moto on %s, logs in %s)\n", url, c.Template, sb.Moto, sb.Dir)
 	fmt.Printf("basic auth: username %q, stack secret password %q (secret %s)\n", sb.Username, sb.Password, sb.SecretARN)
+	// ops finds the broker from the stack's outputs, on moto's
+	// CloudFormation, as it does in the account.
+	if creds, err := sb.Admin.Credentials.Retrieve(ctx); err == nil {
+		fmt.Printf("ops on it: AWS_ENDPOINT_URL=%s AWS_REGION=%s AWS_ACCESS_KEY_ID=%s AWS_SECRET_ACCESS_KEY=%s BROKER_CATALOG=%s make ops ARGS='--stack %s COMMAND'\n",
+			sb.Moto, sb.Outputs["Region"], creds.AccessKeyID, creds.SecretAccessKey, sb.Catalog(), sb.StackName)
+	}
 	if len(sb.NotMade) > 0 {
 		fmt.Printf("not in the sandbox: %d resources (alarms, dashboards, ...; see docs/sandbox.md)\n", len(sb.NotMade))
 	}
