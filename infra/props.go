@@ -148,7 +148,6 @@ const (
 	DefaultWorkerTimeout      = 60 * time.Second
 	DefaultLogRetentionDays   = 30
 	DefaultReaperInterval     = 5 * time.Minute
-	DefaultStackPrefix        = deploy.DefaultStackPrefix
 )
 
 // maxServiceRolePolicies is IAM's hard limit on the managed policies of a
@@ -197,7 +196,7 @@ func (p BrokerStackProps) withDefaults() (BrokerStackProps, error) {
 	setDefault(&p.WorkerTimeout, DefaultWorkerTimeout)
 	setDefault(&p.LogRetentionDays, DefaultLogRetentionDays)
 	setDefault(&p.ReaperInterval, DefaultReaperInterval)
-	setDefault(&p.StackPrefix, DefaultStackPrefix)
+	setDefault(&p.StackPrefix, deploy.DefaultStackPrefix)
 
 	var errs []error
 	if p.ThrottleRateLimit < 0 || p.ThrottleBurstLimit < 0 {

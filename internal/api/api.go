@@ -54,7 +54,7 @@ type Config struct {
 	Credentials []Credential
 	Logger      *slog.Logger
 	// OriginSecret, when set, is the value every request must carry in
-	// HeaderOriginVerify: the deployed stack's front door (CloudFront) adds
+	// deploy.HeaderOriginVerify: the deployed stack's front door (CloudFront) adds
 	// it, so that a request sent to the HTTP API's own URL, around the
 	// front door's WAF rules, is refused (403). Empty accepts every request.
 	OriginSecret string

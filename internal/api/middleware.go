@@ -27,11 +27,6 @@ const (
 	HeaderOriginatingIdentity = "X-Broker-API-Originating-Identity"
 )
 
-// HeaderOriginVerify carries the origin secret (Config.OriginSecret) that
-// the deployed stack's front door adds to every request it forwards
-// (named in deploy, which the stack reads too).
-const HeaderOriginVerify = deploy.HeaderOriginVerify
-
 // MinMinorVersion is the oldest 2.x API version the broker accepts.
 const MinMinorVersion = 9
 
@@ -170,7 +165,7 @@ func (a *authenticator) ok(user, pass string) bool {
 }
 
 // verifyOrigin refuses (403) a request that does not carry the origin
-// secret in HeaderOriginVerify: one that reached the HTTP API around the
+// secret in deploy.HeaderOriginVerify: one that reached the HTTP API around the
 // front door, which adds it. It runs before authentication, so that such a
 // request cannot even try credentials. It compares SHA-256 digests in
 // constant time, and takes the header off the request, so that nothing
@@ -178,14 +173,14 @@ func (a *authenticator) ok(user, pass string) bool {
 func verifyOrigin(h *handlers, secret string, next http.Handler) http.Handler {
 	want := sha256.Sum256([]byte(secret))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		values := r.Header.Values(HeaderOriginVerify)
+		values := r.Header.Values(deploy.HeaderOriginVerify)
 		got := sha256.Sum256([]byte(strings.Join(values, ",")))
 		if len(values) != 1 || subtle.ConstantTimeCompare(got[:], want[:]) != 1 {
 			h.writeError(w, r, broker.Errorf(broker.CodeForbidden,
 				"This broker only answers through its front door: register and call it at the URL of the stack's BrokerUrl output, not at the HTTP API's own URL."))
 			return
 		}
-		r.Header.Del(HeaderOriginVerify)
+		r.Header.Del(deploy.HeaderOriginVerify)
 		next.ServeHTTP(w, r)
 	})
 }

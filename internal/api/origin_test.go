@@ -14,6 +14,7 @@ import (
 	"github.com/serverless-osb/broker/internal/app/apptest"
 	"github.com/serverless-osb/broker/internal/broker"
 	"github.com/serverless-osb/broker/internal/catalog"
+	"github.com/serverless-osb/broker/internal/deploy"
 	"github.com/serverless-osb/broker/internal/logging"
 )
 
@@ -62,7 +63,7 @@ func TestOriginSecret(t *testing.T) {
 				r.SetBasicAuth(apptest.Username, apptest.Password)
 			}
 			for _, v := range tt.header {
-				r.Header.Add(api.HeaderOriginVerify, v)
+				r.Header.Add(deploy.HeaderOriginVerify, v)
 			}
 			w := httptest.NewRecorder()
 			h.ServeHTTP(w, r)
@@ -96,7 +97,7 @@ func TestOriginSecretNeverLogged(t *testing.T) {
 			r.Header.Set(api.HeaderAPIVersion, "2.17")
 			r.Header.Set(api.HeaderRequestIdentity, "id-1")
 			r.SetBasicAuth(apptest.Username, apptest.Password)
-			r.Header.Set(api.HeaderOriginVerify, value)
+			r.Header.Set(deploy.HeaderOriginVerify, value)
 			// The nil broker panics on last_operation: a logged 500.
 			h.ServeHTTP(httptest.NewRecorder(), r)
 		}

@@ -27,6 +27,7 @@ import (
 	"github.com/serverless-osb/broker/internal/api"
 	"github.com/serverless-osb/broker/internal/broker"
 	"github.com/serverless-osb/broker/internal/catalog"
+	"github.com/serverless-osb/broker/internal/deploy"
 	"github.com/serverless-osb/broker/internal/drivers"
 	"github.com/serverless-osb/broker/internal/engine/sfn"
 	"github.com/serverless-osb/broker/internal/env"
@@ -57,7 +58,7 @@ type LambdaConfig struct {
 	// SecretARN is the api function's (required there).
 	SecretARN string
 	// OriginSecretARN (api function, optional) names the secret the front
-	// door sends in api.HeaderOriginVerify: set, every request without it
+	// door sends in deploy.HeaderOriginVerify: set, every request without it
 	// is refused.
 	OriginSecretARN string
 	// StateMachineARN (the operation workflow) is required for the api
@@ -336,7 +337,7 @@ func buildBroker(ctx context.Context, c LambdaConfig, awsCfg aws.Config, logger 
 		// One cached data key seals many items for a while (bounded in age
 		// and uses); each value is still bound to its item.
 		sealer, err := sealing.NewKMS(sealing.KMSConfig{Client: kms.NewFromConfig(awsCfg), KeyID: c.SealingKey,
-			SharedDataKeys: true, SharedContext: map[string]string{sealing.TableContextKey: c.Store.Table}})
+			SharedDataKeys: true, SharedContext: map[string]string{deploy.SealingContextKey: c.Store.Table}})
 		if err != nil {
 			return nil, nil, err
 		}
@@ -379,7 +380,7 @@ func readOriginSecret(ctx context.Context, client *secretsmanager.Client, secret
 	}
 	value := aws.ToString(out.SecretString)
 	if value == "" {
-		return "", fmt.Errorf("origin secret %s: empty: it must hold the value the front door sends in %s", secretARN, api.HeaderOriginVerify)
+		return "", fmt.Errorf("origin secret %s: empty: it must hold the value the front door sends in %s", secretARN, deploy.HeaderOriginVerify)
 	}
 	return value, nil
 }

@@ -23,11 +23,11 @@ import (
 	"github.com/serverless-osb/broker/internal/api"
 	"github.com/serverless-osb/broker/internal/app"
 	"github.com/serverless-osb/broker/internal/app/apptest"
-	"github.com/serverless-osb/broker/internal/broker"
 	"github.com/serverless-osb/broker/internal/env"
 	"github.com/serverless-osb/broker/internal/logging"
 	"github.com/serverless-osb/broker/internal/mototest"
 	"github.com/serverless-osb/broker/internal/sealing"
+	"github.com/serverless-osb/broker/internal/steps"
 	"github.com/serverless-osb/broker/internal/store/dynamo"
 )
 
@@ -315,7 +315,7 @@ func TestLambdaFunctionsOnMoto(t *testing.T) {
 		if err != nil {
 			t.Fatalf("reap: %v", err)
 		}
-		var rep broker.ReapReport
+		var rep steps.ReapReport
 		if err := json.Unmarshal(out, &rep); err != nil || !strings.Contains(string(out), `"in_progress"`) {
 			t.Fatalf("reap answered %s (%v), want a report", out, err)
 		}

@@ -636,7 +636,7 @@ func OpsJSON(ctx context.Context, b *broker.Broker, args []string, out io.Writer
 	case "reap":
 		var rep broker.ReapReport
 		rep, err = b.Reap(ctx)
-		answer = rep
+		answer = reapAnswer(rep)
 	case "reseal":
 		var rep sealing.ResealReport
 		if rep, err = reseal(ctx, b); err != nil {
@@ -658,6 +658,18 @@ func OpsJSON(ctx context.Context, b *broker.Broker, args []string, out io.Writer
 		return encErr
 	}
 	return err
+}
+
+// reapAnswer is what the reaper did, in ops' JSON.
+type reapAnswer struct {
+	InProgress      int `json:"in_progress"`
+	Restarted       int `json:"restarted"`
+	Failed          int `json:"failed"`
+	TimedOut        int `json:"timed_out"`
+	Detached        int `json:"detached"`
+	CleanupsStarted int `json:"cleanups_started"`
+	CleanupsFailed  int `json:"cleanups_failed"`
+	Expired         int `json:"expired"`
 }
 
 // detachedAnswer is a detached resource in ops' JSON.

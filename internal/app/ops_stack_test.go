@@ -20,6 +20,7 @@ import (
 	"github.com/serverless-osb/broker/internal/app"
 	"github.com/serverless-osb/broker/internal/app/apptest"
 	"github.com/serverless-osb/broker/internal/broker"
+	"github.com/serverless-osb/broker/internal/deploy"
 	"github.com/serverless-osb/broker/internal/env"
 	"github.com/serverless-osb/broker/internal/mototest"
 	"github.com/serverless-osb/broker/internal/sealing"
@@ -68,7 +69,7 @@ func TestOpsWorksOnTheBrokerAStackDeployed(t *testing.T) {
 	}
 	tableKey, sealingKey := keys[0], keys[1]
 	oldSealer, err := sealing.NewKMS(sealing.KMSConfig{Client: kmsClient, KeyID: tableKey,
-		SharedDataKeys: true, SharedContext: map[string]string{sealing.TableContextKey: table}})
+		SharedDataKeys: true, SharedContext: map[string]string{deploy.SealingContextKey: table}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,7 +133,7 @@ func TestOpsWorksOnTheBrokerAStackDeployed(t *testing.T) {
 		t.Errorf("reseal: %+v %v, want the value sealed under the table key moved under the sealing key, and values in clear refused", rep, err)
 	}
 	newSealer, err := sealing.NewKMS(sealing.KMSConfig{Client: kmsClient, KeyID: sealingKey,
-		SharedDataKeys: true, SharedContext: map[string]string{sealing.TableContextKey: table}})
+		SharedDataKeys: true, SharedContext: map[string]string{deploy.SealingContextKey: table}})
 	if err != nil {
 		t.Fatal(err)
 	}

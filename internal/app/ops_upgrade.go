@@ -218,10 +218,10 @@ func waitCampaign(ctx context.Context, b *broker.Broker, id string) error {
 
 // campaignAnswer is a campaign in ops' JSON.
 type campaignAnswer struct {
-	ID      string                 `json:"campaign_id"`
-	State   string                 `json:"state"`
-	Options broker.CampaignOptions `json:"options"`
-	Outcome string                 `json:"outcome,omitempty"`
+	ID      string        `json:"campaign_id"`
+	State   string        `json:"state"`
+	Options optionsAnswer `json:"options"`
+	Outcome string        `json:"outcome,omitempty"`
 	// Execution is the newest execution of the campaign (it continues in
 	// a new one when an execution's history would grow too long), Part
 	// its number, ExecutionStatus its status.
@@ -230,8 +230,36 @@ type campaignAnswer struct {
 	ExecutionStatus string               `json:"execution_status,omitempty"`
 	CreatedAt       time.Time            `json:"created_at"`
 	FinishedAt      *time.Time           `json:"finished_at,omitempty"`
-	Tally           *broker.Tally        `json:"tally,omitempty"`
+	Tally           *tallyAnswer         `json:"tally,omitempty"`
 	Items           []campaignItemAnswer `json:"items,omitempty"`
+}
+
+// optionsAnswer and tallyAnswer are a campaign's options and the count of
+// its items by state in ops' JSON: the operator's words, which the
+// workflow's (package steps') may not change.
+type optionsAnswer struct {
+	PlanIDs      []string `json:"plan_ids,omitempty"`
+	All          bool     `json:"all,omitempty"`
+	Canaries     int      `json:"canaries,omitempty"`
+	CanaryOrgs   []string `json:"canary_orgs,omitempty"`
+	CanarySpaces []string `json:"canary_spaces,omitempty"`
+	MaxInFlight  int      `json:"max_in_flight"`
+	MaxFailures  int      `json:"max_failures"`
+	DryRun       bool     `json:"dry_run,omitempty"`
+}
+
+type tallyAnswer struct {
+	Items        int  `json:"items"`
+	Pending      int  `json:"pending"`
+	Running      int  `json:"running"`
+	Busy         int  `json:"busy"`
+	Upgraded     int  `json:"upgraded"`
+	Failed       int  `json:"failed"`
+	Skipped      int  `json:"skipped"`
+	NotAttempted int  `json:"not_attempted"`
+	WouldChange  int  `json:"would_change"`
+	WouldRefuse  int  `json:"would_refuse"`
+	CanaryFailed bool `json:"canary_failed,omitempty"`
 }
 
 type campaignItemAnswer struct {
@@ -248,7 +276,7 @@ type campaignItemAnswer struct {
 }
 
 func newCampaignAnswer(c broker.Campaign) campaignAnswer {
-	a := campaignAnswer{ID: c.ID, State: string(c.State), Options: c.Options, Outcome: c.Outcome, CreatedAt: c.CreatedAt}
+	a := campaignAnswer{ID: c.ID, State: string(c.State), Options: optionsAnswer(c.Options), Outcome: c.Outcome, CreatedAt: c.CreatedAt}
 	if !c.FinishedAt.IsZero() {
 		a.FinishedAt = &c.FinishedAt
 	}
@@ -280,7 +308,7 @@ func campaignStatus(ctx context.Context, b *broker.Broker, id string, asJSON boo
 	exec, part, xerr := campaignExecution(ctx, b, id)
 	if asJSON {
 		a := newCampaignAnswer(c)
-		a.Tally, a.Items = &t, []campaignItemAnswer{}
+		a.Tally, a.Items = (*tallyAnswer)(&t), []campaignItemAnswer{}
 		if xerr == nil {
 			a.Execution, a.Part, a.ExecutionStatus = cmp.Or(exec.Name, broker.CampaignExecution(id, part)), part, string(exec.Status)
 		}

@@ -103,19 +103,19 @@ const (
 type CampaignOptions struct {
 	// PlanIDs are the plans whose instances are upgraded; All: every plan
 	// with a maintenance_info.
-	PlanIDs []string `json:"plan_ids,omitempty"`
-	All     bool     `json:"all,omitempty"`
+	PlanIDs []string
+	All     bool
 	// Canaries are upgraded first: the first Canaries instances, or those
 	// of the organizations or spaces named (the instance's OSB context).
-	Canaries     int      `json:"canaries,omitempty"`
-	CanaryOrgs   []string `json:"canary_orgs,omitempty"`
-	CanarySpaces []string `json:"canary_spaces,omitempty"`
+	Canaries     int
+	CanaryOrgs   []string
+	CanarySpaces []string
 	// MaxInFlight upgrades run at a time (1..MaxInFlightCap).
-	MaxInFlight int `json:"max_in_flight"`
+	MaxInFlight int
 	// MaxFailures failed items stop the campaign (at least 1).
-	MaxFailures int `json:"max_failures"`
+	MaxFailures int
 	// DryRun previews each upgrade and changes nothing.
-	DryRun bool `json:"dry_run,omitempty"`
+	DryRun bool
 }
 
 // Check says what is wrong with o, for the operator, or returns nil. It
@@ -369,18 +369,18 @@ func (it CampaignItem) Started() bool {
 
 // Tally is what a campaign's items say of it.
 type Tally struct {
-	Items        int `json:"items"`
-	Pending      int `json:"pending"`
-	Running      int `json:"running"`
-	Busy         int `json:"busy"`
-	Upgraded     int `json:"upgraded"`
-	Failed       int `json:"failed"`
-	Skipped      int `json:"skipped"`
-	NotAttempted int `json:"not_attempted"`
-	WouldChange  int `json:"would_change"`
-	WouldRefuse  int `json:"would_refuse"`
+	Items        int
+	Pending      int
+	Running      int
+	Busy         int
+	Upgraded     int
+	Failed       int
+	Skipped      int
+	NotAttempted int
+	WouldChange  int
+	WouldRefuse  int
 	// CanaryFailed says a canary failed.
-	CanaryFailed bool `json:"canary_failed,omitempty"`
+	CanaryFailed bool
 }
 
 // TallyItems counts items by state.

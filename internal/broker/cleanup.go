@@ -45,17 +45,17 @@ type ReapReport struct {
 	// Operations in progress looked at, and those repaired: started again,
 	// failed because their execution ended without a result, or stopped
 	// and failed because they outlived their maximum polling duration.
-	InProgress int `json:"in_progress"`
-	Restarted  int `json:"restarted"`
-	Failed     int `json:"failed"`
-	TimedOut   int `json:"timed_out"`
+	InProgress int
+	Restarted  int
+	Failed     int
+	TimedOut   int
 	// Detached resources looked at, and cleanups started (or started
 	// again), and cleanups found ended without a result (now failed).
-	Detached        int `json:"detached"`
-	CleanupsStarted int `json:"cleanups_started"`
-	CleanupsFailed  int `json:"cleanups_failed"`
+	Detached        int
+	CleanupsStarted int
+	CleanupsFailed  int
 	// Finished operation records removed after their retention.
-	Expired int `json:"expired"`
+	Expired int
 }
 
 // MaxOperationAge is how long an operation may stay in progress when its

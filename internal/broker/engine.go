@@ -62,3 +62,42 @@ type Engine interface {
 	// Stop aborts a running execution; stopping one that has ended is not an error.
 	Stop(ctx context.Context, name, cause string) error
 }
+
+// The inputs of the executions the broker starts are the Engine port's:
+// Start takes JSON, and the workflows read it (WorkflowInput, CleanupInput,
+// CampaignInput). Nothing else of the domain has the workflows' JSON: the
+// Tasks' payloads and outputs are package steps'.
+
+// campaignInput is CampaignInput's JSON. Its options are what the Plan
+// state passes on to the upgrade_plan Task (package steps decodes them).
+type campaignInput struct {
+	CampaignID string       `json:"campaign_id"`
+	Options    inputOptions `json:"options"`
+	Part       int          `json:"part"`
+}
+
+type inputOptions struct {
+	PlanIDs      []string `json:"plan_ids,omitempty"`
+	All          bool     `json:"all,omitempty"`
+	Canaries     int      `json:"canaries,omitempty"`
+	CanaryOrgs   []string `json:"canary_orgs,omitempty"`
+	CanarySpaces []string `json:"canary_spaces,omitempty"`
+	MaxInFlight  int      `json:"max_in_flight"`
+	MaxFailures  int      `json:"max_failures"`
+	DryRun       bool     `json:"dry_run,omitempty"`
+}
+
+// MarshalJSON is the input an upgrade execution starts with.
+func (in CampaignInput) MarshalJSON() ([]byte, error) {
+	return json.Marshal(campaignInput{CampaignID: in.CampaignID, Options: inputOptions(in.Options), Part: in.Part})
+}
+
+// UnmarshalJSON reads an upgrade execution's input.
+func (in *CampaignInput) UnmarshalJSON(data []byte) error {
+	var w campaignInput
+	if err := json.Unmarshal(data, &w); err != nil {
+		return err
+	}
+	*in = CampaignInput{CampaignID: w.CampaignID, Options: CampaignOptions(w.Options), Part: w.Part}
+	return nil
+}

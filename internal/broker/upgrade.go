@@ -47,13 +47,13 @@ type Previewer interface {
 // part, and how many Tasks each lane runs in this execution (LaneSteps:
 // CampaignLaneSteps).
 type UpgradeLanes struct {
-	CampaignID  string `json:"campaign_id"`
-	Part        int    `json:"part"`
-	DryRun      bool   `json:"dry_run"`
-	HasCanaries bool   `json:"has_canaries"`
-	CanaryLanes []int  `json:"canary_lanes"`
-	Lanes       []int  `json:"lanes"`
-	LaneSteps   int    `json:"lane_steps"`
+	CampaignID  string
+	Part        int
+	DryRun      bool
+	HasCanaries bool
+	CanaryLanes []int
+	Lanes       []int
+	LaneSteps   int
 }
 
 // UpgradeLane is a lane's state ($.lane in upgrade.asl.json), which each
@@ -63,12 +63,12 @@ type UpgradeLanes struct {
 // lane ran in this execution (Steps), against its budget. Every field is
 // always written: a Choice on a field that is absent fails.
 type UpgradeLane struct {
-	Action     ClaimAction `json:"action"`
-	InstanceID string      `json:"instance_id"`
-	RetryAfter int         `json:"retry_after"`
-	Done       bool        `json:"done"`
-	Yield      bool        `json:"yield"`
-	Steps      int         `json:"steps"`
+	Action     ClaimAction
+	InstanceID string
+	RetryAfter int
+	Done       bool
+	Yield      bool
+	Steps      int
 }
 
 // spent says whether a lane that ran steps Tasks has used its budget (0:
@@ -78,17 +78,17 @@ func spent(steps, budget int) bool { return budget > 0 && steps >= budget }
 // UpgradeNext is what the Continue Task answers: whether the campaign
 // goes on in a new execution (Execution), this one ending.
 type UpgradeNext struct {
-	Continued bool   `json:"continued"`
-	Execution string `json:"execution,omitempty"`
+	Continued bool
+	Execution string
 }
 
 // CampaignInput is the input of an upgrade execution: the campaign, its
 // options, and which part of it the execution is (1, then 2, ... for the
-// executions it continues in).
+// executions it continues in). Its JSON is the Engine port's (engine.go).
 type CampaignInput struct {
-	CampaignID string          `json:"campaign_id"`
-	Options    CampaignOptions `json:"options"`
-	Part       int             `json:"part"`
+	CampaignID string
+	Options    CampaignOptions
+	Part       int
 }
 
 // CampaignExecution is the name of the execution of part of a campaign:
@@ -135,17 +135,17 @@ func CampaignLaneSteps(budget, lanes int) int {
 // UpgradeStop is what the Tally Task answers: whether the campaign stops
 // after its canaries.
 type UpgradeStop struct {
-	Stop  bool  `json:"stop"`
-	Tally Tally `json:"tally"`
+	Stop  bool
+	Tally Tally
 }
 
 // UpgradeReport is what the Finish Task answers: the campaign's end, and
 // Ended when this Task ended it (a Finish run again reports it once).
 type UpgradeReport struct {
-	CampaignID string        `json:"campaign_id"`
-	State      CampaignState `json:"state"`
-	Tally      Tally         `json:"tally"`
-	Ended      bool          `json:"ended"`
+	CampaignID string
+	State      CampaignState
+	Tally      Tally
+	Ended      bool
 }
 
 // campaignWorkflowTimeout bounds a campaign's execution, as

@@ -13,8 +13,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kms"
 	"github.com/aws/aws-sdk-go-v2/service/kms/types"
-
-	"github.com/serverless-osb/broker/internal/deploy"
 )
 
 // KMSClient is the part of the KMS API that the KMS sealer calls: IAM
@@ -35,12 +33,6 @@ const (
 	DefaultMaxUses   = 10_000
 	DefaultMaxCached = 1_000
 )
-
-// TableContextKey is the one key of the KMS encryption context that the
-// deployed functions' sealer binds its shared data keys to, with the
-// table's name as its value: {"table": name}. The stack's KMS statements
-// require exactly that context.
-const TableContextKey = deploy.SealingContextKey
 
 // KMSConfig configures a KMS sealer.
 type KMSConfig struct {

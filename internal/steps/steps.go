@@ -67,13 +67,13 @@ type Payload struct {
 	// upgrade_continue); Lane the lane's state and Budget the Tasks it may
 	// run in the execution (upgrade_claim, upgrade_start, upgrade_check);
 	// DryRun says the campaign previews (upgrade_start, upgrade_check).
-	CampaignID string                  `json:"campaign_id,omitempty"`
-	Options    *broker.CampaignOptions `json:"options,omitempty"`
-	Part       int                     `json:"part,omitempty"`
-	Phase      broker.Phase            `json:"phase,omitempty"`
-	Lane       broker.UpgradeLane      `json:"lane,omitzero"`
-	Budget     int                     `json:"budget,omitempty"`
-	DryRun     bool                    `json:"dry_run,omitempty"`
+	CampaignID string       `json:"campaign_id,omitempty"`
+	Options    *Options     `json:"options,omitempty"`
+	Part       int          `json:"part,omitempty"`
+	Phase      broker.Phase `json:"phase,omitempty"`
+	Lane       Lane         `json:"lane,omitzero"`
+	Budget     int          `json:"budget,omitempty"`
+	DryRun     bool         `json:"dry_run,omitempty"`
 	// Error and Cause are the caught error, for record_failure,
 	// cleanup_gave_up and upgrade_item_failed (Caught reads them).
 	Error string `json:"error,omitempty"`
@@ -180,28 +180,28 @@ func New(b *broker.Broker) *Steps {
 			return s.reap(ctx)
 		}},
 		StepUpgradePlan: {needsCampaignOptions, func(ctx context.Context, s *Steps, p Payload) (any, error) {
-			return s.Broker.UpgradePlanTask(ctx, p.CampaignID, p.Part, *p.Options)
+			return lanes(s.Broker.UpgradePlanTask(ctx, p.CampaignID, p.Part, p.Options.options()))
 		}},
 		StepUpgradeClaim: {needsCampaign, func(ctx context.Context, s *Steps, p Payload) (any, error) {
-			return s.Broker.UpgradeClaimTask(ctx, p.CampaignID, p.Phase, p.Lane, p.Budget)
+			return lane(s.Broker.UpgradeClaimTask(ctx, p.CampaignID, p.Phase, broker.UpgradeLane(p.Lane), p.Budget))
 		}},
 		StepUpgradeStart: {needsCampaignInstance, upgradeItem},
 		StepUpgradeCheck: {needsCampaignInstance, upgradeItem},
 		StepUpgradeContinue: {needsCampaign, func(ctx context.Context, s *Steps, p Payload) (any, error) {
-			return s.Broker.UpgradeContinueTask(ctx, p.CampaignID, p.Part, p.Phase)
+			return next(s.Broker.UpgradeContinueTask(ctx, p.CampaignID, p.Part, p.Phase))
 		}},
 		StepUpgradeItemFailed: {needsCampaignInstance, func(ctx context.Context, s *Steps, p Payload) (any, error) {
 			return nothing(s.Broker.UpgradeItemFailedTask(ctx, p.CampaignID, p.InstanceID, Caught(p.Error, p.Cause)))
 		}},
 		StepUpgradeTally: {needsCampaign, func(ctx context.Context, s *Steps, p Payload) (any, error) {
-			return s.Broker.UpgradeTallyTask(ctx, p.CampaignID)
+			return stop(s.Broker.UpgradeTallyTask(ctx, p.CampaignID))
 		}},
 		StepUpgradeFinish: {needsCampaign, func(ctx context.Context, s *Steps, p Payload) (any, error) {
 			rep, err := s.Broker.UpgradeFinishTask(ctx, p.CampaignID)
 			if err == nil && s.Upgraded != nil {
 				s.Upgraded(rep)
 			}
-			return rep, err
+			return report(rep), err
 		}},
 	}}
 }
@@ -209,7 +209,7 @@ func New(b *broker.Broker) *Steps {
 // upgradeItem runs upgrade_start and upgrade_check: one idempotent call
 // that starts the claimed instance's upgrade (or preview) or checks it.
 func upgradeItem(ctx context.Context, s *Steps, p Payload) (any, error) {
-	return s.Broker.UpgradeItemTask(ctx, p.CampaignID, p.InstanceID, p.DryRun, p.Lane, p.Budget)
+	return lane(s.Broker.UpgradeItemTask(ctx, p.CampaignID, p.InstanceID, p.DryRun, broker.UpgradeLane(p.Lane), p.Budget))
 }
 
 // progress is the output of a step that reports how its change goes.
@@ -228,7 +228,7 @@ func (s *Steps) reap(ctx context.Context) (any, error) {
 		// Whatever its errors are, the next run repairs what this one left.
 		return nil, &TransientError{Err: err}
 	}
-	return rep, nil
+	return ReapReport(rep), nil
 }
 
 // Handle runs one Task for the local engine: it decodes the payload, runs

@@ -51,7 +51,7 @@ func onEmptyStore(t *testing.T, logs *bytes.Buffer) *broker.Broker {
 // Choice and Wait states read. A step added to the table needs a case here.
 func TestEveryStepAnswersWhatItsWorkflowReads(t *testing.T) {
 	op := `"operation_id":"op-1","instance_id":"i-1"`
-	emptyReport, _ := json.Marshal(broker.ReapReport{})
+	emptyReport := `{"in_progress":0,"restarted":0,"failed":0,"timed_out":0,"detached":0,"cleanups_started":0,"cleanups_failed":0,"expired":0}`
 	detached := `"detached_id":"d-1"`
 	campaign := `"campaign_id":"upg-1"`
 	noItems := `{"items":0,"pending":0,"running":0,"busy":0,"upgraded":0,"failed":0,"skipped":0,"not_attempted":0,"would_change":0,"would_refuse":0}`
@@ -65,7 +65,7 @@ func TestEveryStepAnswersWhatItsWorkflowReads(t *testing.T) {
 		{StepCleanupDelete, detached, `{"done":true,"retry_after":0}`},
 		{StepCleanupDeleted, detached, `{}`},
 		{StepCleanupGaveUp, detached + `,"error":"States.Timeout","cause":""`, `{}`},
-		{StepReap, ``, string(emptyReport)},
+		{StepReap, ``, emptyReport},
 		// A fleet upgrade of a catalog whose plans have no instance: the
 		// steps in their workflow's order, on the campaign the first makes.
 		{StepUpgradePlan, campaign + `,"options":{"all":true,"max_in_flight":2,"max_failures":1}`,
@@ -265,10 +265,102 @@ func TestTheDomainKeepsNoStepFunctionsVocabulary(t *testing.T) {
 			return true
 		})
 	}
-	progress := reflect.TypeFor[broker.TaskProgress]()
-	for i := range progress.NumField() {
-		if f := progress.Field(i); f.Tag != "" {
-			t.Errorf("broker.TaskProgress.%s has the tag %s: the Task's JSON is Progress's", f.Name, f.Tag)
+	// What crosses a Task, the parameters and results of the broker's
+	// calls that this package makes, carries no JSON of the domain's: its
+	// JSON is this package's (Progress, Lane, Report...). The inputs of
+	// executions are the Engine port's, which the broker starts (and
+	// marshals: WorkflowInput, CleanupInput, CampaignInput).
+	checked := map[reflect.Type]bool{}
+	for _, m := range brokerCalls(t) {
+		for _, typ := range m.types {
+			for _, name := range taggedFields(typ, checked) {
+				t.Errorf("%s, which %s passes, has a struct tag: a Task's JSON is package steps'", name, m.name)
+			}
 		}
 	}
+	for _, typ := range []reflect.Type{reflect.TypeFor[broker.TaskProgress](), reflect.TypeFor[broker.UpgradeLane](),
+		reflect.TypeFor[broker.CampaignOptions](), reflect.TypeFor[broker.Tally](), reflect.TypeFor[broker.UpgradeReport](),
+		reflect.TypeFor[broker.ReapReport]()} {
+		if !checked[typ] {
+			t.Errorf("%s was not among the types the steps exchange with the broker: the test reads the calls wrong", typ)
+		}
+	}
+}
+
+// brokerCall is a method of *broker.Broker that steps.go calls, and the
+// types of its parameters and results.
+type brokerCall struct {
+	name  string
+	types []reflect.Type
+}
+
+// brokerCalls reads steps.go for the broker's methods it calls
+// (s.Broker.X(...)).
+func brokerCalls(t *testing.T) []brokerCall {
+	t.Helper()
+	file, err := parser.ParseFile(token.NewFileSet(), "steps.go", nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bt := reflect.TypeFor[*broker.Broker]()
+	seen := map[string]bool{}
+	var calls []brokerCall
+	ast.Inspect(file, func(n ast.Node) bool {
+		call, ok := n.(*ast.CallExpr)
+		if !ok {
+			return true
+		}
+		sel, ok := call.Fun.(*ast.SelectorExpr)
+		if !ok {
+			return true
+		}
+		if recv, ok := sel.X.(*ast.SelectorExpr); !ok || recv.Sel.Name != "Broker" || seen[sel.Sel.Name] {
+			return true
+		}
+		m, ok := bt.MethodByName(sel.Sel.Name)
+		if !ok {
+			return true
+		}
+		seen[sel.Sel.Name] = true
+		c := brokerCall{name: "Broker." + m.Name}
+		for i := 1; i < m.Type.NumIn(); i++ {
+			c.types = append(c.types, m.Type.In(i))
+		}
+		for i := range m.Type.NumOut() {
+			c.types = append(c.types, m.Type.Out(i))
+		}
+		calls = append(calls, c)
+		return true
+	})
+	if len(calls) < 10 {
+		t.Fatalf("steps.go calls %d methods of the broker: the test reads it wrong", len(calls))
+	}
+	return calls
+}
+
+// taggedFields lists the fields with a struct tag of the broker's struct
+// types that typ is or holds, each type looked at once (checked).
+func taggedFields(typ reflect.Type, checked map[reflect.Type]bool) []string {
+	switch typ.Kind() {
+	case reflect.Pointer, reflect.Slice, reflect.Array:
+		return taggedFields(typ.Elem(), checked)
+	case reflect.Map:
+		return append(taggedFields(typ.Key(), checked), taggedFields(typ.Elem(), checked)...)
+	case reflect.Struct:
+	default:
+		return nil
+	}
+	if checked[typ] || typ.PkgPath() != reflect.TypeFor[broker.Broker]().PkgPath() {
+		return nil
+	}
+	checked[typ] = true
+	var tagged []string
+	for i := range typ.NumField() {
+		f := typ.Field(i)
+		if f.Tag != "" {
+			tagged = append(tagged, fmt.Sprintf("%s.%s (%s)", typ, f.Name, f.Tag))
+		}
+		tagged = append(tagged, taggedFields(f.Type, checked)...)
+	}
+	return tagged
 }

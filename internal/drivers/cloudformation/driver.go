@@ -26,6 +26,7 @@ import (
 
 	"github.com/serverless-osb/broker/internal/broker"
 	"github.com/serverless-osb/broker/internal/catalog"
+	"github.com/serverless-osb/broker/internal/deploy"
 	"github.com/serverless-osb/broker/internal/env"
 )
 
@@ -52,7 +53,7 @@ var _ API = (*cfn.Client)(nil)
 // environment (DeploymentFromEnv): env.CFNRoleARN, the CloudFormation
 // service role every stack is created, updated and deleted under (empty:
 // none, the caller's own permissions, as locally), and env.StackPrefix,
-// which starts every stack name (default DefaultStackPrefix; the worker's
+// which starts every stack name (default deploy.DefaultStackPrefix; the worker's
 // IAM policy allows it only stacks named "<prefix>-*"), and
 // env.PermissionsBoundaryARN, the boundary the driver hands every template
 // that declares BoundaryParameter (empty: none, as locally, and the
@@ -73,9 +74,9 @@ func DeploymentFromEnv(getenv func(string) string) (Deployment, error) {
 	d := Deployment{RoleARN: getenv(env.CFNRoleARN), StackPrefix: getenv(env.StackPrefix),
 		BoundaryARN: getenv(env.PermissionsBoundaryARN)}
 	if d.StackPrefix == "" {
-		d.StackPrefix = DefaultStackPrefix
+		d.StackPrefix = deploy.DefaultStackPrefix
 	}
-	if err := CheckStackPrefix(d.StackPrefix); err != nil {
+	if err := deploy.CheckStackPrefix(d.StackPrefix); err != nil {
 		return d, fmt.Errorf("%s: %w", env.StackPrefix, err)
 	}
 	if d.RoleARN != "" && !roleARNPattern.MatchString(d.RoleARN) {

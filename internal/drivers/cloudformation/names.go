@@ -11,19 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/cloudformation/types"
 
 	"github.com/serverless-osb/broker/internal/broker"
-	"github.com/serverless-osb/broker/internal/deploy"
 )
-
-// DefaultStackPrefix starts every stack name when BROKER_STACK_PREFIX is
-// unset; the stack prefix's rule is deploy's, which the stack applies too.
-const DefaultStackPrefix = deploy.DefaultStackPrefix
-
-// MaxStackPrefix bounds BROKER_STACK_PREFIX, so that an instance's stack name
-// stays at most instanceNameBudget characters long.
-const MaxStackPrefix = deploy.MaxStackPrefix
-
-// CheckStackPrefix says why p cannot start stack names, or returns nil.
-func CheckStackPrefix(p string) error { return deploy.CheckStackPrefix(p) }
 
 // Stack-name lengths. An instance's stack name is kept to 40 characters:
 // CloudFormation derives the physical names it generates (queues, users,

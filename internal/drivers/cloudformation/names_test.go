@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/serverless-osb/broker/internal/deploy"
 )
 
 var stackNamePattern = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9-]*$`)
@@ -31,7 +33,7 @@ var ids = []string{
 }
 
 func TestStackNames(t *testing.T) {
-	prefixes := []string{"osb", "A", strings.Repeat("p", MaxStackPrefix), "team-7"}
+	prefixes := []string{"osb", "A", strings.Repeat("p", deploy.MaxStackPrefix), "team-7"}
 	t.Run("every name is a valid stack name of at most 128 characters that starts with the prefix and a hyphen", func(t *testing.T) {
 		for _, p := range prefixes {
 			for _, i := range ids {

@@ -53,8 +53,21 @@ type campaignItem struct {
 	ExpiresUnix int64     `dynamodbav:"expires_at_epoch,omitempty"`
 }
 
+// campaignOptions is how the options attribute writes a campaign's
+// options: a JSON text, in the bolt store's words.
+type campaignOptions struct {
+	PlanIDs      []string `json:"plan_ids,omitempty"`
+	All          bool     `json:"all,omitempty"`
+	Canaries     int      `json:"canaries,omitempty"`
+	CanaryOrgs   []string `json:"canary_orgs,omitempty"`
+	CanarySpaces []string `json:"canary_spaces,omitempty"`
+	MaxInFlight  int      `json:"max_in_flight"`
+	MaxFailures  int      `json:"max_failures"`
+	DryRun       bool     `json:"dry_run,omitempty"`
+}
+
 func newCampaignItem(c broker.Campaign, pkValue, skValue string) (campaignItem, error) {
-	data, err := json.Marshal(c.Options)
+	data, err := json.Marshal(campaignOptions(c.Options))
 	if err != nil {
 		return campaignItem{}, fmt.Errorf("options: %w", err)
 	}
@@ -71,11 +84,11 @@ func newCampaignItem(c broker.Campaign, pkValue, skValue string) (campaignItem, 
 }
 
 func (it campaignItem) campaign() (broker.Campaign, error) {
-	opts, err := jsonValue[broker.CampaignOptions](it.Options.raw(), "options")
+	opts, err := jsonValue[campaignOptions](it.Options.raw(), "options")
 	if err != nil {
 		return broker.Campaign{}, err
 	}
-	return broker.Campaign{ID: it.ID, Options: opts, State: broker.CampaignState(it.State), Outcome: it.Outcome,
+	return broker.Campaign{ID: it.ID, Options: broker.CampaignOptions(opts), State: broker.CampaignState(it.State), Outcome: it.Outcome,
 		CreatedAt: it.CreatedAt, UpdatedAt: it.UpdatedAt, FinishedAt: it.FinishedAt, ExpiresAt: it.ExpiresAt}, nil
 }
 

@@ -437,3 +437,28 @@ func TestSealingModeItem(t *testing.T) {
 		t.Errorf("the first format read back %+v %v", back, err)
 	}
 }
+
+// TestCampaignOptionsAreStoredAsBefore: a campaign's options attribute is
+// a JSON text in the words the store wrote since the fleet upgrade came
+// (those of the bolt store): the store's own, not the domain's, which has
+// no JSON of its own.
+func TestCampaignOptionsAreStoredAsBefore(t *testing.T) {
+	c := broker.Campaign{ID: "upg-1", State: broker.CampaignRunning, Options: broker.CampaignOptions{
+		PlanIDs: []string{"plan-1"}, All: true, Canaries: 2, CanaryOrgs: []string{"org-1"}, CanarySpaces: []string{"space-1"},
+		MaxInFlight: 3, MaxFailures: 4, DryRun: true}}
+	const stored = `{"plan_ids":["plan-1"],"all":true,"canaries":2,"canary_orgs":["org-1"],"canary_spaces":["space-1"],"max_in_flight":3,"max_failures":4,"dry_run":true}`
+	it, err := newCampaignItem(c, "campaign#upg-1", skCampaign)
+	if err != nil || string(it.Options) != stored {
+		t.Fatalf("options written as %s (%v), want %s", it.Options, err, stored)
+	}
+	got, err := campaignItem{ID: "upg-1", Options: stored, State: "running"}.campaign()
+	if err != nil || !reflect.DeepEqual(got.Options, c.Options) {
+		t.Fatalf("options read as %+v (%v), want %+v", got.Options, err, c.Options)
+	}
+	t.Run("the options of a campaign that sets only what it must", func(t *testing.T) {
+		it, err := newCampaignItem(broker.Campaign{ID: "upg-2", Options: broker.CampaignOptions{MaxInFlight: 1, MaxFailures: 1}}, "campaign#upg-2", skCampaign)
+		if want := `{"max_in_flight":1,"max_failures":1}`; err != nil || string(it.Options) != want {
+			t.Fatalf("options written as %s (%v), want %s", it.Options, err, want)
+		}
+	})
+}
