@@ -45,7 +45,7 @@ func campaignOf(t *testing.T, b *broker.Broker, id string, maxFailures int, ids 
 func runLane(t *testing.T, b *broker.Broker, id string, phase broker.Phase) broker.ClaimAction {
 	t.Helper()
 	for range 20 {
-		claim, err := b.UpgradeClaimTask(ctx, id, phase, broker.UpgradeLane{}, 0)
+		claim, err := b.UpgradeClaimTask(ctx, id, phase, nil, broker.UpgradeLane{}, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -144,5 +144,47 @@ func TestAFleetUpgradeStopsAfterMaxFailures(t *testing.T) {
 	}
 	if n := updates(h, "i-3"); n != 0 {
 		t.Errorf("i-3 was updated %d times after the campaign stopped", n)
+	}
+}
+
+// TestALaneClaimingAgainAdoptsTheItemItLeftRunning: a lane's Claim run
+// again (its answer lost, or its Map run again after a crash) finds the
+// item it claimed running under its id and takes it up again, rather than
+// claiming another beside it; another lane claims the next.
+func TestALaneClaimingAgainAdoptsTheItemItLeftRunning(t *testing.T) {
+	h := newHarness(t)
+	for _, id := range []string{"i-1", "i-2", "i-3"} {
+		h.ready(id, planSync)
+	}
+	b := upgraded(t, h)
+	campaignOf(t, b, "upg-1", 1, "i-1", "i-2", "i-3")
+	zero, one := 0, 1
+	first, err := b.UpgradeClaimTask(ctx, "upg-1", broker.PhaseRest, &zero, broker.UpgradeLane{}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := b.UpgradeClaimTask(ctx, "upg-1", broker.PhaseRest, &zero, broker.UpgradeLane{}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first.Action != broker.ClaimStart || again.Action != broker.ClaimStart || again.InstanceID != first.InstanceID {
+		t.Fatalf("lane 0 claimed %s %s, then again %s %s: want the same item twice", first.Action, first.InstanceID, again.Action, again.InstanceID)
+	}
+	other, err := b.UpgradeClaimTask(ctx, "upg-1", broker.PhaseRest, &one, broker.UpgradeLane{}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if other.InstanceID == first.InstanceID {
+		t.Errorf("lane 1 claimed %s, lane 0's item", other.InstanceID)
+	}
+	_, items, _ := b.Campaigns.LoadCampaign(ctx, "upg-1")
+	running := map[string]string{}
+	for _, it := range items {
+		if it.State == broker.ItemRunning {
+			running[it.InstanceID] = it.Lane
+		}
+	}
+	if len(running) != 2 || running[first.InstanceID] != "rest/0" || running[other.InstanceID] != "rest/1" {
+		t.Errorf("running items by lane: %v, want %s under rest/0 and %s under rest/1", running, first.InstanceID, other.InstanceID)
 	}
 }

@@ -70,6 +70,7 @@ type campaignInstanceItem struct {
 	Canary      bool      `json:"canary,omitempty"`
 	State       string    `json:"state"`
 	OperationID string    `json:"operation_id,omitempty"`
+	Lane        string    `json:"lane,omitempty"`
 	Attempts    int       `json:"attempts,omitempty"`
 	NextTry     time.Time `json:"next_try,omitzero"`
 	FromVersion string    `json:"from_version,omitempty"`
@@ -83,14 +84,14 @@ type campaignInstanceItem struct {
 
 func newCampaignInstanceItem(it broker.CampaignItem) campaignInstanceItem {
 	return campaignInstanceItem{CampaignID: it.CampaignID, InstanceID: it.InstanceID, ServiceID: it.ServiceID, PlanID: it.PlanID,
-		Order: it.Order, Canary: it.Canary, State: string(it.State), OperationID: it.OperationID, Attempts: it.Attempts,
+		Order: it.Order, Canary: it.Canary, State: string(it.State), OperationID: it.OperationID, Lane: it.Lane, Attempts: it.Attempts,
 		NextTry: it.NextTry.UTC(), FromVersion: it.FromVersion, ToVersion: it.ToVersion, Description: it.Description,
 		Changes: it.Changes, UpdatedAt: it.UpdatedAt.UTC(), ExpiresAt: it.ExpiresAt.UTC(), Version: it.Version}
 }
 
 func (it campaignInstanceItem) item() broker.CampaignItem {
 	return broker.CampaignItem{CampaignID: it.CampaignID, InstanceID: it.InstanceID, ServiceID: it.ServiceID, PlanID: it.PlanID,
-		Order: it.Order, Canary: it.Canary, State: broker.ItemState(it.State), OperationID: it.OperationID, Attempts: it.Attempts,
+		Order: it.Order, Canary: it.Canary, State: broker.ItemState(it.State), OperationID: it.OperationID, Lane: it.Lane, Attempts: it.Attempts,
 		NextTry: it.NextTry, FromVersion: it.FromVersion, ToVersion: it.ToVersion, Description: it.Description,
 		Changes: it.Changes, UpdatedAt: it.UpdatedAt, ExpiresAt: it.ExpiresAt, Version: it.Version}
 }

@@ -90,6 +90,7 @@ type campaignInstanceItem struct {
 	Canary      bool      `dynamodbav:"canary,omitempty"`
 	State       string    `dynamodbav:"state"`
 	OperationID string    `dynamodbav:"operation_id,omitempty"`
+	Lane        string    `dynamodbav:"lane,omitempty"`
 	Attempts    int       `dynamodbav:"attempts,omitempty"`
 	NextTry     time.Time `dynamodbav:"next_try,omitempty"`
 	FromVersion string    `dynamodbav:"from_version,omitempty"`
@@ -105,7 +106,7 @@ type campaignInstanceItem struct {
 func newCampaignInstanceItem(it broker.CampaignItem) (campaignInstanceItem, error) {
 	out := campaignInstanceItem{PK: campaignPK(it.CampaignID), SK: skCampaignPrefix + it.InstanceID,
 		CampaignID: it.CampaignID, InstanceID: it.InstanceID, ServiceID: it.ServiceID, PlanID: it.PlanID,
-		Order: it.Order, Canary: it.Canary, State: string(it.State), OperationID: it.OperationID, Attempts: it.Attempts,
+		Order: it.Order, Canary: it.Canary, State: string(it.State), OperationID: it.OperationID, Lane: it.Lane, Attempts: it.Attempts,
 		NextTry: it.NextTry.UTC(), FromVersion: it.FromVersion, ToVersion: it.ToVersion, Description: it.Description,
 		Changes: it.Changes, UpdatedAt: it.UpdatedAt.UTC(), ExpiresAt: it.ExpiresAt.UTC(), Version: it.Version}
 	if !it.ExpiresAt.IsZero() {
@@ -116,7 +117,7 @@ func newCampaignInstanceItem(it broker.CampaignItem) (campaignInstanceItem, erro
 
 func (it campaignInstanceItem) item() (broker.CampaignItem, error) {
 	return broker.CampaignItem{CampaignID: it.CampaignID, InstanceID: it.InstanceID, ServiceID: it.ServiceID, PlanID: it.PlanID,
-		Order: it.Order, Canary: it.Canary, State: broker.ItemState(it.State), OperationID: it.OperationID, Attempts: it.Attempts,
+		Order: it.Order, Canary: it.Canary, State: broker.ItemState(it.State), OperationID: it.OperationID, Lane: it.Lane, Attempts: it.Attempts,
 		NextTry: it.NextTry, FromVersion: it.FromVersion, ToVersion: it.ToVersion, Description: it.Description,
 		Changes: it.Changes, UpdatedAt: it.UpdatedAt, ExpiresAt: it.ExpiresAt, Version: it.Version}, nil
 }
