@@ -95,7 +95,10 @@ const (
 	// then it counts as failed, never skipped silently.
 	BusyRetry       = time.Minute
 	MaxBusyAttempts = 60
-	// CampaignRetention is how long a campaign is kept after it ends.
+	// CampaignRetention is how long a campaign is kept after it ends. A
+	// running campaign's expiry is that past the end of its current
+	// execution at the latest: each execution pushes it forward
+	// (UpgradeContinueTask), and its end sets it (UpgradeFinishTask).
 	CampaignRetention = 30 * 24 * time.Hour
 )
 
@@ -171,7 +174,9 @@ type Campaign struct {
 	CreatedAt  time.Time
 	UpdatedAt  time.Time
 	FinishedAt time.Time
-	// ExpiresAt is when it may be dropped (DynamoDB TTL), with its items.
+	// ExpiresAt is when it may be dropped (DynamoDB TTL), with its items:
+	// CampaignRetention past its end, or past the end of its current
+	// execution while it runs.
 	ExpiresAt time.Time
 }
 
@@ -241,6 +246,12 @@ type Campaigns interface {
 	EndCampaign(ctx context.Context, c Campaign) error
 	// ListCampaigns returns every campaign kept, newest first.
 	ListCampaigns(ctx context.Context) ([]Campaign, error)
+	// SetCampaignExpiry sets the ExpiresAt of campaign id, of its listed
+	// copy and of every item to at, and nothing else: no item's Version
+	// moves, for this is no change of its state (a lane's write of an item
+	// read before still succeeds, with the expiry it read). ErrNotFound
+	// when no campaign of id is stored.
+	SetCampaignExpiry(ctx context.Context, id string, at time.Time) error
 }
 
 // CampaignItemConditions are UpdateCampaignItem's, of the stored item: in

@@ -566,6 +566,11 @@ func (b *Broker) UpgradeContinueTask(ctx context.Context, id string, part int, p
 	if err != nil {
 		return UpgradeNext{}, err
 	}
+	// The next execution may run as long as the first: the campaign and
+	// its items are kept CampaignRetention past its end, not the first's.
+	if err := cs.SetCampaignExpiry(ctx, id, b.Now().Add(campaignWorkflowTimeout+CampaignRetention)); err != nil {
+		return UpgradeNext{}, fmt.Errorf("continue campaign %s: %w", id, err)
+	}
 	if err := b.Engine.Start(ctx, WorkflowUpgrade, name, input); err != nil {
 		return UpgradeNext{}, fmt.Errorf("continue campaign %s in %s: %w", id, name, err)
 	}
@@ -646,6 +651,13 @@ func (b *Broker) UpgradeFinishTask(ctx context.Context, id string) (UpgradeRepor
 	t := TallyItems(items)
 	if t.Stops(c.Options) {
 		state = CampaignStopped
+	}
+	// Kept CampaignRetention from its end, however long it ran: the items
+	// first, so that a Finish cut short and run again (the campaign still
+	// running) sets them.
+	c.ExpiresAt = now.Add(CampaignRetention)
+	if err := cs.SetCampaignExpiry(ctx, id, c.ExpiresAt); err != nil {
+		return UpgradeReport{}, fmt.Errorf("finish campaign %s: %w", id, err)
 	}
 	c.State, c.UpdatedAt, c.FinishedAt = state, now, now
 	c.Outcome = t.Outcome(c.Options)

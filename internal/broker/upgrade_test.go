@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/serverless-osb/broker/internal/broker"
 	"github.com/serverless-osb/broker/internal/catalog"
@@ -186,5 +187,66 @@ func TestALaneClaimingAgainAdoptsTheItemItLeftRunning(t *testing.T) {
 	}
 	if len(running) != 2 || running[first.InstanceID] != "rest/0" || running[other.InstanceID] != "rest/1" {
 		t.Errorf("running items by lane: %v, want %s under rest/0 and %s under rest/1", running, first.InstanceID, other.InstanceID)
+	}
+}
+
+// TestACampaignIsKeptPastItsEndHoweverLongItRuns: a campaign's records
+// (DynamoDB drops them at their expiry) are kept the retention past the
+// end of the execution that runs it, pushed forward by each execution it
+// continues in, and set from its end once it ends: one that runs longer
+// than its first execution's window never expires while it runs.
+func TestACampaignIsKeptPastItsEndHoweverLongItRuns(t *testing.T) {
+	h := newHarness(t)
+	for _, id := range []string{"i-1", "i-2"} {
+		h.ready(id, planSync)
+	}
+	b := upgraded(t, h)
+	o := broker.CampaignOptions{PlanIDs: []string{planSync}, MaxInFlight: 1, MaxFailures: 1}
+	if _, err := b.UpgradePlanTask(ctx, "upg-1", 1, o); err != nil {
+		t.Fatal(err)
+	}
+	expiries := func(when string, want time.Time) {
+		t.Helper()
+		c, items, err := b.Campaigns.LoadCampaign(ctx, "upg-1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !c.ExpiresAt.Equal(want) {
+			t.Errorf("%s the campaign expires at %s, want %s", when, c.ExpiresAt, want)
+		}
+		for _, it := range items {
+			if !it.ExpiresAt.Equal(want) {
+				t.Errorf("%s item %s (%s) expires at %s, want %s", when, it.InstanceID, it.State, it.ExpiresAt, want)
+			}
+		}
+	}
+	window := 7*24*time.Hour + broker.CampaignRetention
+	expiries("planned,", h.clock.Now().Add(window))
+
+	// The first execution's lane upgrades one item and yields; the
+	// campaign continues, 36 days on (a long campaign, many parts).
+	lane := 0
+	claim, err := b.UpgradeClaimTask(ctx, "upg-1", broker.PhaseRest, &lane, broker.UpgradeLane{}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.UpgradeItemTask(ctx, "upg-1", claim.InstanceID, false, claim, 0); err != nil {
+		t.Fatal(err)
+	}
+	h.clock.advance(36 * 24 * time.Hour)
+	next, err := b.UpgradeContinueTask(ctx, "upg-1", 1, broker.PhaseRest)
+	if err != nil || !next.Continued {
+		t.Fatalf("continue: %+v %v, want the campaign continued (an item left)", next, err)
+	}
+	expiries("continued 36 days on,", h.clock.Now().Add(window))
+
+	h.clock.advance(36 * 24 * time.Hour)
+	runLane(t, b, "upg-1", broker.PhaseRest)
+	if _, err := b.UpgradeFinishTask(ctx, "upg-1"); err != nil {
+		t.Fatal(err)
+	}
+	expiries("ended,", h.clock.Now().Add(broker.CampaignRetention))
+	if list, err := b.Campaigns.ListCampaigns(ctx); err != nil || len(list) != 1 || !list[0].ExpiresAt.Equal(h.clock.Now().Add(broker.CampaignRetention)) {
+		t.Errorf("listed: %+v %v, want the campaign expiring %s past its end", list, err, broker.CampaignRetention)
 	}
 }

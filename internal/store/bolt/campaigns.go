@@ -258,3 +258,42 @@ func (s *Store) ListCampaigns(ctx context.Context) ([]broker.Campaign, error) {
 	})
 	return cs, nil
 }
+
+// SetCampaignExpiry sets the expiry of campaign id, of its listed copy and
+// of its items, in one transaction; no item's version moves.
+func (s *Store) SetCampaignExpiry(ctx context.Context, id string, at time.Time) error {
+	err := broker.CheckIDs(id)
+	if err == nil {
+		err = s.update(ctx, func(t tx) error {
+			c, err := get(t.items, campaignKey(id), func(it campaignItem) campaignItem { return it })
+			switch {
+			case err != nil:
+				return err
+			case c == nil:
+				return broker.ErrNotFound
+			}
+			c.ExpiresAt = at.UTC()
+			if err := put(t.items, campaignKey(id), c); err != nil {
+				return err
+			}
+			if err := put(t.items, campaignListKey(id), c); err != nil {
+				return err
+			}
+			items, err := scan(t.items, campaignPK(id)+"i#", func(it campaignInstanceItem) campaignInstanceItem { return it })
+			if err != nil {
+				return err
+			}
+			for _, it := range items {
+				it.ExpiresAt = at.UTC()
+				if err := put(t.items, campaignItemKey(id, it.InstanceID), it); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}
+	if err != nil {
+		return fmt.Errorf("set expiry of campaign %s: %w", id, err)
+	}
+	return nil
+}
