@@ -185,6 +185,9 @@ func (f faultyStore) EndCampaign(ctx context.Context, c broker.Campaign) error {
 func (f faultyStore) ListCampaigns(ctx context.Context) ([]broker.Campaign, error) {
 	return do(f.c, func() ([]broker.Campaign, error) { return f.s.ListCampaigns(ctx) })
 }
+func (f faultyStore) SetCampaignExpiry(ctx context.Context, id string, at time.Time) error {
+	return do0(f.c, func() error { return f.s.SetCampaignExpiry(ctx, id, at) })
+}
 
 type faultyEngine struct {
 	e broker.Engine

@@ -95,7 +95,10 @@ const (
 	// then it counts as failed, never skipped silently.
 	BusyRetry       = time.Minute
 	MaxBusyAttempts = 60
-	// CampaignRetention is how long a campaign is kept after it ends.
+	// CampaignRetention is how long a campaign is kept after it ends. A
+	// running campaign's expiry is that past the end of its current
+	// execution at the latest: each execution pushes it forward
+	// (UpgradeContinueTask), and its end sets it (UpgradeFinishTask).
 	CampaignRetention = 30 * 24 * time.Hour
 )
 
@@ -171,7 +174,9 @@ type Campaign struct {
 	CreatedAt  time.Time
 	UpdatedAt  time.Time
 	FinishedAt time.Time
-	// ExpiresAt is when it may be dropped (DynamoDB TTL), with its items.
+	// ExpiresAt is when it may be dropped (DynamoDB TTL), with its items:
+	// CampaignRetention past its end, or past the end of its current
+	// execution while it runs.
 	ExpiresAt time.Time
 }
 
@@ -190,6 +195,11 @@ type CampaignItem struct {
 	// OperationID is the update that upgrades the instance
 	// (UpgradeOperationID), set when the item is claimed.
 	OperationID string
+	// Lane is the lane that claimed the item, running (LaneID): its own
+	// lane adopts it again when it claims (a Map run again after a crash,
+	// or a Claim Task run again after a lost answer). Empty when pending,
+	// or claimed by a lane that did not say which it is.
+	Lane string
 	// Attempts counts the claims that found the instance busy; NextTry is
 	// when a busy item may be claimed again.
 	Attempts int
@@ -236,6 +246,12 @@ type Campaigns interface {
 	EndCampaign(ctx context.Context, c Campaign) error
 	// ListCampaigns returns every campaign kept, newest first.
 	ListCampaigns(ctx context.Context) ([]Campaign, error)
+	// SetCampaignExpiry sets the ExpiresAt of campaign id, of its listed
+	// copy and of every item to at, and nothing else: no item's Version
+	// moves, for this is no change of its state (a lane's write of an item
+	// read before still succeeds, with the expiry it read). ErrNotFound
+	// when no campaign of id is stored.
+	SetCampaignExpiry(ctx context.Context, id string, at time.Time) error
 }
 
 // CampaignItemConditions are UpdateCampaignItem's, of the stored item: in
@@ -360,6 +376,10 @@ const (
 	ClaimYield ClaimAction = "yield"
 )
 
+// LaneID names a lane of a campaign's execution: its phase and its index
+// in the phase's Map (0, 1, ...). A Map run again runs the same lanes.
+func LaneID(phase Phase, index int) string { return fmt.Sprintf("%s/%d", phase, index) }
+
 // Started reports whether the item, pending, had its upgrade started by a
 // lane of an earlier execution of the campaign (which ended before the
 // item did): its operation id is kept, and a lane adopts it first.
@@ -418,16 +438,27 @@ func (t Tally) Stops(o CampaignOptions) bool {
 	return t.CanaryFailed || t.Failed >= max(1, o.MaxFailures)
 }
 
-// NextClaim is the rule of a lane's claim: which item of phase to claim
-// now (ok), or else what the lane does (and, for ClaimWait, after how
-// long). An item started in an earlier execution (Started) goes first,
-// even once the campaign stops: its upgrade runs, and is watched to its
-// end; then, unless the campaign stops, a pending item goes before a busy
-// one that is due, each in Order. The canary phase claims only canaries.
-// Adopting the started items first keeps at most MaxInFlight upgrades
-// running: an execution left at most one per lane.
-func NextClaim(c Campaign, items []CampaignItem, phase Phase, now time.Time) (it CampaignItem, action ClaimAction, wait time.Duration) {
+// NextClaim is the rule of the claim of lane (LaneID; "" when the lane
+// does not say) in phase: which item to claim now (ok), or else what the
+// lane does (and, for ClaimWait, after how long). An item running under
+// the lane's own id goes first: the lane claimed it and did not see it to
+// its end (its Map ran again after a crash, or its Claim Task ran again),
+// so it watches it now rather than start another beside it. Then an item
+// started in an earlier execution (Started), even once the campaign
+// stops: its upgrade runs, and is watched to its end; then, unless the
+// campaign stops, a pending item goes before a busy one that is due, each
+// in Order. The canary phase claims only canaries. Adopting those items
+// first keeps at most MaxInFlight upgrades running: an execution, or a
+// Map cut short, left at most one per lane.
+func NextClaim(c Campaign, items []CampaignItem, phase Phase, lane string, now time.Time) (it CampaignItem, action ClaimAction, wait time.Duration) {
 	inPhase := func(x CampaignItem) bool { return phase != PhaseCanary || x.Canary }
+	if lane != "" {
+		for _, x := range items {
+			if x.State == ItemRunning && x.Lane == lane {
+				return x, ClaimStart, 0
+			}
+		}
+	}
 	for _, x := range items {
 		if inPhase(x) && x.Started() {
 			return x, ClaimStart, 0

@@ -20,6 +20,10 @@ func TestNextClaim(t *testing.T) {
 	later.NextTry = now.Add(40 * time.Second)
 	started := item("started", false, ItemPending)
 	started.OperationID = "upgrade-1" // by a lane of the execution before
+	mine := item("mine", false, ItemRunning)
+	mine.OperationID, mine.Lane = "upgrade-2", LaneID(PhaseRest, 1) // by this lane, before its Map ran again
+	theirs := item("theirs", false, ItemRunning)
+	theirs.OperationID, theirs.Lane = "upgrade-3", LaneID(PhaseRest, 0)
 
 	k := func(n int) Campaign { return Campaign{Options: CampaignOptions{MaxInFlight: 3, MaxFailures: n}} }
 	for _, tc := range []struct {
@@ -27,41 +31,52 @@ func TestNextClaim(t *testing.T) {
 		c      Campaign
 		items  []CampaignItem
 		phase  Phase
+		lane   string
 		want   string
 		action ClaimAction
 		wait   time.Duration
 	}{
 		{"the canary phase claims the first pending canary", k(1),
-			[]CampaignItem{item("c1", true, ItemUpgraded), item("c2", true, ItemPending), item("o1", false, ItemPending)}, PhaseCanary, "c2", ClaimStart, 0},
+			[]CampaignItem{item("c1", true, ItemUpgraded), item("c2", true, ItemPending), item("o1", false, ItemPending)}, PhaseCanary, "", "c2", ClaimStart, 0},
 		{"the canary phase ends when no canary is left, whatever else is pending", k(1),
-			[]CampaignItem{item("c1", true, ItemUpgraded), item("o1", false, ItemPending)}, PhaseCanary, "", ClaimNone, 0},
+			[]CampaignItem{item("c1", true, ItemUpgraded), item("o1", false, ItemPending)}, PhaseCanary, "", "", ClaimNone, 0},
 		{"the rest phase claims in order", k(1),
-			[]CampaignItem{item("c1", true, ItemUpgraded), item("o1", false, ItemRunning), item("o2", false, ItemPending)}, PhaseRest, "o2", ClaimStart, 0},
+			[]CampaignItem{item("c1", true, ItemUpgraded), item("o1", false, ItemRunning), item("o2", false, ItemPending)}, PhaseRest, "", "o2", ClaimStart, 0},
 		{"K failures stop the campaign", k(2),
-			[]CampaignItem{item("o1", false, ItemFailed), item("o2", false, ItemFailed), item("o3", false, ItemPending)}, PhaseRest, "", ClaimStop, 0},
+			[]CampaignItem{item("o1", false, ItemFailed), item("o2", false, ItemFailed), item("o3", false, ItemPending)}, PhaseRest, "", "", ClaimStop, 0},
 		{"fewer than K failures do not", k(2),
-			[]CampaignItem{item("o1", false, ItemFailed), item("o2", false, ItemPending)}, PhaseRest, "o2", ClaimStart, 0},
+			[]CampaignItem{item("o1", false, ItemFailed), item("o2", false, ItemPending)}, PhaseRest, "", "o2", ClaimStart, 0},
 		{"a failed canary stops the campaign whatever K is", k(5),
-			[]CampaignItem{item("c1", true, ItemFailed), item("c2", true, ItemPending)}, PhaseCanary, "", ClaimStop, 0},
+			[]CampaignItem{item("c1", true, ItemFailed), item("c2", true, ItemPending)}, PhaseCanary, "", "", ClaimStop, 0},
 		{"skips, refusals and instances not attempted are no failures", k(1),
-			[]CampaignItem{item("o1", false, ItemSkipped), item("o2", false, ItemWouldRefuse), item("o3", false, ItemPending)}, PhaseRest, "o3", ClaimStart, 0},
+			[]CampaignItem{item("o1", false, ItemSkipped), item("o2", false, ItemWouldRefuse), item("o3", false, ItemPending)}, PhaseRest, "", "o3", ClaimStart, 0},
 		{"a pending item goes before a busy one that is due", k(1),
-			[]CampaignItem{due, item("o2", false, ItemPending)}, PhaseRest, "o2", ClaimStart, 0},
+			[]CampaignItem{due, item("o2", false, ItemPending)}, PhaseRest, "", "o2", ClaimStart, 0},
 		{"a busy item that is due is claimed again", k(1),
-			[]CampaignItem{item("o1", false, ItemUpgraded), due}, PhaseRest, "busy-due", ClaimStart, 0},
+			[]CampaignItem{item("o1", false, ItemUpgraded), due}, PhaseRest, "", "busy-due", ClaimStart, 0},
 		{"a busy item not yet due makes the lane wait for it, never skips it", k(1),
-			[]CampaignItem{item("o1", false, ItemUpgraded), later}, PhaseRest, "", ClaimWait, 40 * time.Second},
+			[]CampaignItem{item("o1", false, ItemUpgraded), later}, PhaseRest, "", "", ClaimWait, 40 * time.Second},
 		{"an item an earlier execution started goes before the pending ones", k(1),
-			[]CampaignItem{item("o1", false, ItemPending), started}, PhaseRest, "started", ClaimStart, 0},
+			[]CampaignItem{item("o1", false, ItemPending), started}, PhaseRest, "", "started", ClaimStart, 0},
 		{"and is watched to its end once the campaign stops", k(1),
-			[]CampaignItem{item("o1", false, ItemFailed), item("o2", false, ItemPending), started}, PhaseRest, "started", ClaimStart, 0},
+			[]CampaignItem{item("o1", false, ItemFailed), item("o2", false, ItemPending), started}, PhaseRest, "", "started", ClaimStart, 0},
 		{"the canary phase adopts no other", k(1),
-			[]CampaignItem{item("c1", true, ItemUpgraded), started}, PhaseCanary, "", ClaimNone, 0},
+			[]CampaignItem{item("c1", true, ItemUpgraded), started}, PhaseCanary, "", "", ClaimNone, 0},
 		{"nothing left: the lane ends", k(1),
-			[]CampaignItem{item("o1", false, ItemUpgraded), item("o2", false, ItemRunning)}, PhaseRest, "", ClaimNone, 0},
+			[]CampaignItem{item("o1", false, ItemUpgraded), item("o2", false, ItemRunning)}, PhaseRest, "", "", ClaimNone, 0},
+		{"an item the lane left running goes first, before started and pending ones", k(1),
+			[]CampaignItem{item("o1", false, ItemPending), started, theirs, mine}, PhaseRest, LaneID(PhaseRest, 1), "mine", ClaimStart, 0},
+		{"and is watched to its end once the campaign stops", k(1),
+			[]CampaignItem{item("o1", false, ItemFailed), mine}, PhaseRest, LaneID(PhaseRest, 1), "mine", ClaimStart, 0},
+		{"another lane's running item is that lane's", k(1),
+			[]CampaignItem{theirs, item("o2", false, ItemPending)}, PhaseRest, LaneID(PhaseRest, 1), "o2", ClaimStart, 0},
+		{"the canary lane of the same index is another lane", k(1),
+			[]CampaignItem{mine, item("o2", false, ItemPending)}, PhaseRest, LaneID(PhaseCanary, 1), "o2", ClaimStart, 0},
+		{"a lane that does not say which it is adopts none", k(1),
+			[]CampaignItem{mine, item("o2", false, ItemPending)}, PhaseRest, "", "o2", ClaimStart, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			it, action, wait := NextClaim(tc.c, tc.items, tc.phase, now)
+			it, action, wait := NextClaim(tc.c, tc.items, tc.phase, tc.lane, now)
 			if it.InstanceID != tc.want || action != tc.action || wait != tc.wait {
 				t.Errorf("got %q %s %s, want %q %s %s", it.InstanceID, action, wait, tc.want, tc.action, tc.wait)
 			}

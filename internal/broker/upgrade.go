@@ -232,7 +232,7 @@ func (b *Broker) adoptRunning(ctx context.Context, id string, items []CampaignIt
 			continue
 		}
 		next := it
-		next.State, next.UpdatedAt = ItemPending, b.Now()
+		next.State, next.Lane, next.UpdatedAt = ItemPending, "", b.Now()
 		err := b.Campaigns.UpdateCampaignItem(ctx, next, it)
 		if _, lost := conflictOf(err); lost {
 			continue // another try of this Task did it
@@ -294,18 +294,24 @@ func (b *Broker) behind(inst Instance) (bool, *catalog.Plan) {
 	return ok && inst.RunsVersion().Behind(current), p
 }
 
-// UpgradeClaimTask runs the Claim Task of a lane in phase: it claims the
-// next item (NextClaim) by a conditional write, or says what the lane
-// does instead: wait for a busy item, end (nothing left, the campaign
-// stops), or yield, once the lane ran budget Tasks in this execution. A
-// claim lost to another lane is tried again on what the store holds then.
-func (b *Broker) UpgradeClaimTask(ctx context.Context, id string, phase Phase, lane UpgradeLane, budget int) (UpgradeLane, error) {
+// UpgradeClaimTask runs the Claim Task of lane index (nil: the lane does
+// not say) in phase: it claims the next item (NextClaim) by a conditional
+// write, or says what the lane does instead: wait for a busy item, end
+// (nothing left, the campaign stops), or yield, once the lane ran budget
+// Tasks in this execution. A claim lost to another lane is tried again on
+// what the store holds then. An item running under the lane's own id is
+// the lane's already: it is answered as claimed, and nothing is written.
+func (b *Broker) UpgradeClaimTask(ctx context.Context, id string, phase Phase, index *int, lane UpgradeLane, budget int) (UpgradeLane, error) {
 	cs, err := b.campaigns()
 	if err != nil {
 		return UpgradeLane{}, err
 	}
 	if spent(lane.Steps, budget) {
 		return UpgradeLane{Action: ClaimYield, Yield: true, Steps: lane.Steps}, nil
+	}
+	laneID := ""
+	if index != nil {
+		laneID = LaneID(phase, *index)
 	}
 	steps := lane.Steps + 1
 	for range 20 {
@@ -314,20 +320,26 @@ func (b *Broker) UpgradeClaimTask(ctx context.Context, id string, phase Phase, l
 			return UpgradeLane{}, fmt.Errorf("claim in campaign %s: %w", id, err)
 		}
 		now := b.Now()
-		it, action, wait := NextClaim(c, items, phase, now)
+		it, action, wait := NextClaim(c, items, phase, laneID, now)
 		if action != ClaimStart {
 			return UpgradeLane{Action: action, RetryAfter: RetryAfterSeconds(wait), Steps: steps}, nil
 		}
-		claimed := it
-		claimed.State, claimed.OperationID, claimed.UpdatedAt = ItemRunning, UpgradeOperationID(id, it.InstanceID), now
-		err = cs.UpdateCampaignItem(ctx, claimed, it)
+		claimed := UpgradeLane{Action: ClaimStart, InstanceID: it.InstanceID, RetryAfter: 1, Steps: steps}
+		if it.State == ItemRunning {
+			b.Logger.InfoContext(logging.With(ctx, slog.String("campaign_id", id), slog.String("instance_id", it.InstanceID)),
+				"upgrade lane adopts the item it left running", "lane", laneID)
+			return claimed, nil
+		}
+		next := it
+		next.State, next.OperationID, next.Lane, next.UpdatedAt = ItemRunning, UpgradeOperationID(id, it.InstanceID), laneID, now
+		err = cs.UpdateCampaignItem(ctx, next, it)
 		if _, lost := conflictOf(err); lost {
 			continue // another lane claimed it first
 		}
 		if err != nil {
 			return UpgradeLane{}, fmt.Errorf("claim %s in campaign %s: %w", it.InstanceID, id, err)
 		}
-		return UpgradeLane{Action: ClaimStart, InstanceID: it.InstanceID, RetryAfter: 1, Steps: steps}, nil
+		return claimed, nil
 	}
 	return UpgradeLane{}, fmt.Errorf("claim in campaign %s: every claim was lost to another lane", id)
 }
@@ -554,6 +566,11 @@ func (b *Broker) UpgradeContinueTask(ctx context.Context, id string, part int, p
 	if err != nil {
 		return UpgradeNext{}, err
 	}
+	// The next execution may run as long as the first: the campaign and
+	// its items are kept CampaignRetention past its end, not the first's.
+	if err := cs.SetCampaignExpiry(ctx, id, b.Now().Add(campaignWorkflowTimeout+CampaignRetention)); err != nil {
+		return UpgradeNext{}, fmt.Errorf("continue campaign %s: %w", id, err)
+	}
 	if err := b.Engine.Start(ctx, WorkflowUpgrade, name, input); err != nil {
 		return UpgradeNext{}, fmt.Errorf("continue campaign %s in %s: %w", id, name, err)
 	}
@@ -634,6 +651,13 @@ func (b *Broker) UpgradeFinishTask(ctx context.Context, id string) (UpgradeRepor
 	t := TallyItems(items)
 	if t.Stops(c.Options) {
 		state = CampaignStopped
+	}
+	// Kept CampaignRetention from its end, however long it ran: the items
+	// first, so that a Finish cut short and run again (the campaign still
+	// running) sets them.
+	c.ExpiresAt = now.Add(CampaignRetention)
+	if err := cs.SetCampaignExpiry(ctx, id, c.ExpiresAt); err != nil {
+		return UpgradeReport{}, fmt.Errorf("finish campaign %s: %w", id, err)
 	}
 	c.State, c.UpdatedAt, c.FinishedAt = state, now, now
 	c.Outcome = t.Outcome(c.Options)

@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/serverless-osb/broker/internal/broker"
 	"github.com/serverless-osb/broker/internal/catalog"
@@ -45,7 +46,7 @@ func campaignOf(t *testing.T, b *broker.Broker, id string, maxFailures int, ids 
 func runLane(t *testing.T, b *broker.Broker, id string, phase broker.Phase) broker.ClaimAction {
 	t.Helper()
 	for range 20 {
-		claim, err := b.UpgradeClaimTask(ctx, id, phase, broker.UpgradeLane{}, 0)
+		claim, err := b.UpgradeClaimTask(ctx, id, phase, nil, broker.UpgradeLane{}, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -144,5 +145,108 @@ func TestAFleetUpgradeStopsAfterMaxFailures(t *testing.T) {
 	}
 	if n := updates(h, "i-3"); n != 0 {
 		t.Errorf("i-3 was updated %d times after the campaign stopped", n)
+	}
+}
+
+// TestALaneClaimingAgainAdoptsTheItemItLeftRunning: a lane's Claim run
+// again (its answer lost, or its Map run again after a crash) finds the
+// item it claimed running under its id and takes it up again, rather than
+// claiming another beside it; another lane claims the next.
+func TestALaneClaimingAgainAdoptsTheItemItLeftRunning(t *testing.T) {
+	h := newHarness(t)
+	for _, id := range []string{"i-1", "i-2", "i-3"} {
+		h.ready(id, planSync)
+	}
+	b := upgraded(t, h)
+	campaignOf(t, b, "upg-1", 1, "i-1", "i-2", "i-3")
+	zero, one := 0, 1
+	first, err := b.UpgradeClaimTask(ctx, "upg-1", broker.PhaseRest, &zero, broker.UpgradeLane{}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := b.UpgradeClaimTask(ctx, "upg-1", broker.PhaseRest, &zero, broker.UpgradeLane{}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first.Action != broker.ClaimStart || again.Action != broker.ClaimStart || again.InstanceID != first.InstanceID {
+		t.Fatalf("lane 0 claimed %s %s, then again %s %s: want the same item twice", first.Action, first.InstanceID, again.Action, again.InstanceID)
+	}
+	other, err := b.UpgradeClaimTask(ctx, "upg-1", broker.PhaseRest, &one, broker.UpgradeLane{}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if other.InstanceID == first.InstanceID {
+		t.Errorf("lane 1 claimed %s, lane 0's item", other.InstanceID)
+	}
+	_, items, _ := b.Campaigns.LoadCampaign(ctx, "upg-1")
+	running := map[string]string{}
+	for _, it := range items {
+		if it.State == broker.ItemRunning {
+			running[it.InstanceID] = it.Lane
+		}
+	}
+	if len(running) != 2 || running[first.InstanceID] != "rest/0" || running[other.InstanceID] != "rest/1" {
+		t.Errorf("running items by lane: %v, want %s under rest/0 and %s under rest/1", running, first.InstanceID, other.InstanceID)
+	}
+}
+
+// TestACampaignIsKeptPastItsEndHoweverLongItRuns: a campaign's records
+// (DynamoDB drops them at their expiry) are kept the retention past the
+// end of the execution that runs it, pushed forward by each execution it
+// continues in, and set from its end once it ends: one that runs longer
+// than its first execution's window never expires while it runs.
+func TestACampaignIsKeptPastItsEndHoweverLongItRuns(t *testing.T) {
+	h := newHarness(t)
+	for _, id := range []string{"i-1", "i-2"} {
+		h.ready(id, planSync)
+	}
+	b := upgraded(t, h)
+	o := broker.CampaignOptions{PlanIDs: []string{planSync}, MaxInFlight: 1, MaxFailures: 1}
+	if _, err := b.UpgradePlanTask(ctx, "upg-1", 1, o); err != nil {
+		t.Fatal(err)
+	}
+	expiries := func(when string, want time.Time) {
+		t.Helper()
+		c, items, err := b.Campaigns.LoadCampaign(ctx, "upg-1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !c.ExpiresAt.Equal(want) {
+			t.Errorf("%s the campaign expires at %s, want %s", when, c.ExpiresAt, want)
+		}
+		for _, it := range items {
+			if !it.ExpiresAt.Equal(want) {
+				t.Errorf("%s item %s (%s) expires at %s, want %s", when, it.InstanceID, it.State, it.ExpiresAt, want)
+			}
+		}
+	}
+	window := 7*24*time.Hour + broker.CampaignRetention
+	expiries("planned,", h.clock.Now().Add(window))
+
+	// The first execution's lane upgrades one item and yields; the
+	// campaign continues, 36 days on (a long campaign, many parts).
+	lane := 0
+	claim, err := b.UpgradeClaimTask(ctx, "upg-1", broker.PhaseRest, &lane, broker.UpgradeLane{}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.UpgradeItemTask(ctx, "upg-1", claim.InstanceID, false, claim, 0); err != nil {
+		t.Fatal(err)
+	}
+	h.clock.advance(36 * 24 * time.Hour)
+	next, err := b.UpgradeContinueTask(ctx, "upg-1", 1, broker.PhaseRest)
+	if err != nil || !next.Continued {
+		t.Fatalf("continue: %+v %v, want the campaign continued (an item left)", next, err)
+	}
+	expiries("continued 36 days on,", h.clock.Now().Add(window))
+
+	h.clock.advance(36 * 24 * time.Hour)
+	runLane(t, b, "upg-1", broker.PhaseRest)
+	if _, err := b.UpgradeFinishTask(ctx, "upg-1"); err != nil {
+		t.Fatal(err)
+	}
+	expiries("ended,", h.clock.Now().Add(broker.CampaignRetention))
+	if list, err := b.Campaigns.ListCampaigns(ctx); err != nil || len(list) != 1 || !list[0].ExpiresAt.Equal(h.clock.Now().Add(broker.CampaignRetention)) {
+		t.Errorf("listed: %+v %v, want the campaign expiring %s past its end", list, err, broker.CampaignRetention)
 	}
 }

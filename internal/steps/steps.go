@@ -66,13 +66,16 @@ type Payload struct {
 	// upgrade_continue); Phase the lane's (upgrade_claim,
 	// upgrade_continue); Lane the lane's state and Budget the Tasks it may
 	// run in the execution (upgrade_claim, upgrade_start, upgrade_check);
-	// DryRun says the campaign previews (upgrade_start, upgrade_check).
+	// LaneIndex the lane's index in its Map (upgrade_claim; absent from
+	// the payloads of a workflow that predates it); DryRun says the
+	// campaign previews (upgrade_start, upgrade_check).
 	CampaignID string       `json:"campaign_id,omitempty"`
 	Options    *Options     `json:"options,omitempty"`
 	Part       int          `json:"part,omitempty"`
 	Phase      broker.Phase `json:"phase,omitempty"`
 	Lane       Lane         `json:"lane,omitzero"`
 	Budget     int          `json:"budget,omitempty"`
+	LaneIndex  *int         `json:"lane_index,omitempty"`
 	DryRun     bool         `json:"dry_run,omitempty"`
 	// Error and Cause are the caught error, for record_failure,
 	// cleanup_gave_up and upgrade_item_failed (Caught reads them).
@@ -183,7 +186,7 @@ func New(b *broker.Broker) *Steps {
 			return lanes(s.Broker.UpgradePlanTask(ctx, p.CampaignID, p.Part, p.Options.options()))
 		}},
 		StepUpgradeClaim: {needsCampaign, func(ctx context.Context, s *Steps, p Payload) (any, error) {
-			return lane(s.Broker.UpgradeClaimTask(ctx, p.CampaignID, p.Phase, broker.UpgradeLane(p.Lane), p.Budget))
+			return lane(s.Broker.UpgradeClaimTask(ctx, p.CampaignID, p.Phase, p.LaneIndex, broker.UpgradeLane(p.Lane), p.Budget))
 		}},
 		StepUpgradeStart: {needsCampaignInstance, upgradeItem},
 		StepUpgradeCheck: {needsCampaignInstance, upgradeItem},

@@ -70,7 +70,7 @@ func TestEveryStepAnswersWhatItsWorkflowReads(t *testing.T) {
 		// steps in their workflow's order, on the campaign the first makes.
 		{StepUpgradePlan, campaign + `,"options":{"all":true,"max_in_flight":2,"max_failures":1}`,
 			`{"campaign_id":"upg-1","part":1,"dry_run":false,"has_canaries":false,"canary_lanes":[],"lanes":[],"lane_steps":0}`},
-		{StepUpgradeClaim, campaign + `,"phase":"rest","budget":10`,
+		{StepUpgradeClaim, campaign + `,"phase":"rest","lane_index":0,"budget":10`,
 			`{"action":"none","instance_id":"","retry_after":1,"done":false,"yield":false,"steps":1}`},
 		{StepUpgradeItemFailed, campaign + `,"instance_id":"i-1","error":"States.Timeout","cause":""`, `{}`},
 		{StepUpgradeContinue, campaign + `,"part":1,"phase":"rest"`, `{"continued":false}`},

@@ -70,6 +70,7 @@ type campaignInstanceItem struct {
 	Canary      bool      `json:"canary,omitempty"`
 	State       string    `json:"state"`
 	OperationID string    `json:"operation_id,omitempty"`
+	Lane        string    `json:"lane,omitempty"`
 	Attempts    int       `json:"attempts,omitempty"`
 	NextTry     time.Time `json:"next_try,omitzero"`
 	FromVersion string    `json:"from_version,omitempty"`
@@ -83,14 +84,14 @@ type campaignInstanceItem struct {
 
 func newCampaignInstanceItem(it broker.CampaignItem) campaignInstanceItem {
 	return campaignInstanceItem{CampaignID: it.CampaignID, InstanceID: it.InstanceID, ServiceID: it.ServiceID, PlanID: it.PlanID,
-		Order: it.Order, Canary: it.Canary, State: string(it.State), OperationID: it.OperationID, Attempts: it.Attempts,
+		Order: it.Order, Canary: it.Canary, State: string(it.State), OperationID: it.OperationID, Lane: it.Lane, Attempts: it.Attempts,
 		NextTry: it.NextTry.UTC(), FromVersion: it.FromVersion, ToVersion: it.ToVersion, Description: it.Description,
 		Changes: it.Changes, UpdatedAt: it.UpdatedAt.UTC(), ExpiresAt: it.ExpiresAt.UTC(), Version: it.Version}
 }
 
 func (it campaignInstanceItem) item() broker.CampaignItem {
 	return broker.CampaignItem{CampaignID: it.CampaignID, InstanceID: it.InstanceID, ServiceID: it.ServiceID, PlanID: it.PlanID,
-		Order: it.Order, Canary: it.Canary, State: broker.ItemState(it.State), OperationID: it.OperationID, Attempts: it.Attempts,
+		Order: it.Order, Canary: it.Canary, State: broker.ItemState(it.State), OperationID: it.OperationID, Lane: it.Lane, Attempts: it.Attempts,
 		NextTry: it.NextTry, FromVersion: it.FromVersion, ToVersion: it.ToVersion, Description: it.Description,
 		Changes: it.Changes, UpdatedAt: it.UpdatedAt, ExpiresAt: it.ExpiresAt, Version: it.Version}
 }
@@ -256,4 +257,43 @@ func (s *Store) ListCampaigns(ctx context.Context) ([]broker.Campaign, error) {
 		return cmp.Or(b.CreatedAt.Compare(a.CreatedAt), cmp.Compare(b.ID, a.ID))
 	})
 	return cs, nil
+}
+
+// SetCampaignExpiry sets the expiry of campaign id, of its listed copy and
+// of its items, in one transaction; no item's version moves.
+func (s *Store) SetCampaignExpiry(ctx context.Context, id string, at time.Time) error {
+	err := broker.CheckIDs(id)
+	if err == nil {
+		err = s.update(ctx, func(t tx) error {
+			c, err := get(t.items, campaignKey(id), func(it campaignItem) campaignItem { return it })
+			switch {
+			case err != nil:
+				return err
+			case c == nil:
+				return broker.ErrNotFound
+			}
+			c.ExpiresAt = at.UTC()
+			if err := put(t.items, campaignKey(id), c); err != nil {
+				return err
+			}
+			if err := put(t.items, campaignListKey(id), c); err != nil {
+				return err
+			}
+			items, err := scan(t.items, campaignPK(id)+"i#", func(it campaignInstanceItem) campaignInstanceItem { return it })
+			if err != nil {
+				return err
+			}
+			for _, it := range items {
+				it.ExpiresAt = at.UTC()
+				if err := put(t.items, campaignItemKey(id, it.InstanceID), it); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}
+	if err != nil {
+		return fmt.Errorf("set expiry of campaign %s: %w", id, err)
+	}
+	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -103,6 +104,7 @@ type campaignInstanceItem struct {
 	Canary      bool      `dynamodbav:"canary,omitempty"`
 	State       string    `dynamodbav:"state"`
 	OperationID string    `dynamodbav:"operation_id,omitempty"`
+	Lane        string    `dynamodbav:"lane,omitempty"`
 	Attempts    int       `dynamodbav:"attempts,omitempty"`
 	NextTry     time.Time `dynamodbav:"next_try,omitempty"`
 	FromVersion string    `dynamodbav:"from_version,omitempty"`
@@ -118,7 +120,7 @@ type campaignInstanceItem struct {
 func newCampaignInstanceItem(it broker.CampaignItem) (campaignInstanceItem, error) {
 	out := campaignInstanceItem{PK: campaignPK(it.CampaignID), SK: skCampaignPrefix + it.InstanceID,
 		CampaignID: it.CampaignID, InstanceID: it.InstanceID, ServiceID: it.ServiceID, PlanID: it.PlanID,
-		Order: it.Order, Canary: it.Canary, State: string(it.State), OperationID: it.OperationID, Attempts: it.Attempts,
+		Order: it.Order, Canary: it.Canary, State: string(it.State), OperationID: it.OperationID, Lane: it.Lane, Attempts: it.Attempts,
 		NextTry: it.NextTry.UTC(), FromVersion: it.FromVersion, ToVersion: it.ToVersion, Description: it.Description,
 		Changes: it.Changes, UpdatedAt: it.UpdatedAt.UTC(), ExpiresAt: it.ExpiresAt.UTC(), Version: it.Version}
 	if !it.ExpiresAt.IsZero() {
@@ -129,7 +131,7 @@ func newCampaignInstanceItem(it broker.CampaignItem) (campaignInstanceItem, erro
 
 func (it campaignInstanceItem) item() (broker.CampaignItem, error) {
 	return broker.CampaignItem{CampaignID: it.CampaignID, InstanceID: it.InstanceID, ServiceID: it.ServiceID, PlanID: it.PlanID,
-		Order: it.Order, Canary: it.Canary, State: broker.ItemState(it.State), OperationID: it.OperationID, Attempts: it.Attempts,
+		Order: it.Order, Canary: it.Canary, State: broker.ItemState(it.State), OperationID: it.OperationID, Lane: it.Lane, Attempts: it.Attempts,
 		NextTry: it.NextTry, FromVersion: it.FromVersion, ToVersion: it.ToVersion, Description: it.Description,
 		Changes: it.Changes, UpdatedAt: it.UpdatedAt, ExpiresAt: it.ExpiresAt, Version: it.Version}, nil
 }
@@ -310,4 +312,98 @@ func (s *Store) queryItems(ctx context.Context, keyCond expression.KeyConditionB
 		items = append(items, page.Items...)
 	}
 	return items, nil
+}
+
+// campaignExpiryWriters is how many of a campaign's items SetCampaignExpiry
+// updates at once: a Task has a minute for thousands of them.
+const campaignExpiryWriters = 16
+
+// SetCampaignExpiry sets expires_at and expires_at_epoch (the TTL) of
+// campaign id, of its listed copy and of each of its items, each by an
+// UpdateItem of those two attributes only, conditional on the item being
+// there (a copy dropped meanwhile is not made again): the items, a Query
+// of the partition's keys, campaignExpiryWriters at a time; the campaign's
+// record last, so that its being found says the items were found too.
+func (s *Store) SetCampaignExpiry(ctx context.Context, id string, at time.Time) error {
+	err := broker.CheckIDs(id)
+	var keys []map[string]types.AttributeValue
+	if err == nil {
+		keys, err = s.campaignKeys(ctx, id)
+	}
+	if err == nil {
+		var (
+			wg   sync.WaitGroup
+			mu   sync.Mutex
+			errs []error
+			slot = make(chan struct{}, campaignExpiryWriters)
+		)
+		for _, k := range keys {
+			if keyPart(k, attrSK) == skCampaign {
+				continue
+			}
+			slot <- struct{}{}
+			wg.Go(func() {
+				defer func() { <-slot }()
+				if err := s.setExpiry(ctx, k, at); err != nil && !errors.Is(err, broker.ErrNotFound) {
+					mu.Lock()
+					errs = append(errs, err)
+					mu.Unlock()
+				}
+			})
+		}
+		wg.Wait()
+		err = errors.Join(errs...)
+	}
+	if err == nil {
+		if err = s.setExpiry(ctx, key(pkCampaigns, id), at); errors.Is(err, broker.ErrNotFound) {
+			err = nil // listed copies predate nothing; the record decides
+		}
+	}
+	if err == nil {
+		err = s.setExpiry(ctx, campaignKey(id), at)
+	}
+	if err != nil {
+		return fmt.Errorf("set expiry of campaign %s: %w", id, err)
+	}
+	return nil
+}
+
+// campaignKeys are the keys of every item of campaign id's partition: a
+// consistent Query projected on them.
+func (s *Store) campaignKeys(ctx context.Context, id string) ([]map[string]types.AttributeValue, error) {
+	e, err := expression.NewBuilder().WithKeyCondition(expression.Key(attrPK).Equal(expression.Value(campaignPK(id)))).
+		WithProjection(expression.NamesList(expression.Name(attrPK), expression.Name(attrSK))).Build()
+	if err != nil {
+		return nil, fmt.Errorf("build expression: %w", err)
+	}
+	in := &dynamodb.QueryInput{TableName: s.table, ConsistentRead: aws.Bool(true), KeyConditionExpression: e.KeyCondition(),
+		ProjectionExpression: e.Projection(), ExpressionAttributeNames: e.Names(), ExpressionAttributeValues: e.Values()}
+	var keys []map[string]types.AttributeValue
+	pages := dynamodb.NewQueryPaginator(s.client, in)
+	for pages.HasMorePages() {
+		page, err := pages.NextPage(ctx)
+		if err != nil {
+			return nil, err
+		}
+		keys = append(keys, page.Items...)
+	}
+	return keys, nil
+}
+
+// setExpiry sets the expiry attributes of the item at k, if there is one
+// (else broker.ErrNotFound).
+func (s *Store) setExpiry(ctx context.Context, k map[string]types.AttributeValue, at time.Time) error {
+	update := expression.Set(expression.Name("expires_at"), expression.Value(at.UTC())).
+		Set(expression.Name(attrExpiresAt), expression.Value(at.Unix()))
+	e, err := build(expression.AttributeExists(expression.Name(attrPK)), &update)
+	if err != nil {
+		return err
+	}
+	_, err = s.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{TableName: s.table, Key: k, UpdateExpression: e.Update(),
+		ConditionExpression: e.Condition(), ExpressionAttributeNames: e.Names(), ExpressionAttributeValues: e.Values()})
+	var failed *types.ConditionalCheckFailedException
+	if errors.As(err, &failed) {
+		return broker.ErrNotFound
+	}
+	return err
 }

@@ -363,7 +363,7 @@ func TestAttributeNames(t *testing.T) {
 		{campaignItem{}, "dynamodbav", []string{"PK", "SK", "id", "options", "state", "outcome", "created_at", "updated_at",
 			"finished_at", "expires_at", "expires_at_epoch"}},
 		{campaignInstanceItem{}, "dynamodbav", []string{"PK", "SK", "campaign_id", "instance_id", "service_id", "plan_id",
-			"order", "canary", "state", "operation_id", "attempts", "next_try", "from_version", "to_version", "description",
+			"order", "canary", "state", "operation_id", "lane", "attempts", "next_try", "from_version", "to_version", "description",
 			"changes", "updated_at", "expires_at", "expires_at_epoch", "version"}},
 	}
 	for _, g := range golden {

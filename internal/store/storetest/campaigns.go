@@ -136,6 +136,37 @@ var campaignCases = []testCase{
 		must(t, err, "ListCampaigns")
 		equal(t, "campaigns", list, []broker.Campaign{ended})
 	}},
+	{"a campaign's expiry moves with its listing and every item's, no item's version", func(t *testing.T, newStore NewStore) {
+		s := campaigns(t, newStore(t))
+		c, items := newCampaign("upg-1")
+		must(t, s.CreateCampaign(t.Context(), c, items), "CreateCampaign")
+		claimed := items[1]
+		claimed.State, claimed.OperationID, claimed.Lane = broker.ItemRunning, "upgrade-2", "rest/0"
+		must(t, s.UpdateCampaignItem(t.Context(), claimed, items[1]), "UpdateCampaignItem")
+		claimed.Version = items[1].Version + 1
+		must(t, s.SetCampaignExpiry(t.Context(), "upg-1", at(500)), "SetCampaignExpiry")
+		got, gotItems, err := s.LoadCampaign(t.Context(), "upg-1")
+		must(t, err, "LoadCampaign")
+		want := c
+		want.ExpiresAt = at(500)
+		equal(t, "campaign", got, want)
+		var wantItems []broker.CampaignItem
+		for _, it := range []broker.CampaignItem{claimed, items[2], items[0]} {
+			it.ExpiresAt = at(500)
+			wantItems = append(wantItems, it)
+		}
+		equal(t, "items", gotItems, wantItems)
+		list, err := s.ListCampaigns(t.Context())
+		must(t, err, "ListCampaigns")
+		equal(t, "campaigns", list, []broker.Campaign{want})
+		// A lane's write of the item as read before still succeeds.
+		done := claimed
+		done.State = broker.ItemUpgraded
+		must(t, s.UpdateCampaignItem(t.Context(), done, claimed), "UpdateCampaignItem after SetCampaignExpiry")
+		if err := s.SetCampaignExpiry(t.Context(), "upg-2", at(500)); !errors.Is(err, broker.ErrNotFound) {
+			t.Errorf("SetCampaignExpiry of no campaign: %v, want ErrNotFound", err)
+		}
+	}},
 	{"campaigns are listed newest first; a missing one is not found", func(t *testing.T, newStore NewStore) {
 		s := campaigns(t, newStore(t))
 		older, _ := newCampaign("upg-1")
