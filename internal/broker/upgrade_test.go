@@ -250,3 +250,58 @@ func TestACampaignIsKeptPastItsEndHoweverLongItRuns(t *testing.T) {
 		t.Errorf("listed: %+v %v, want the campaign expiring %s past its end", list, err, broker.CampaignRetention)
 	}
 }
+
+// TestACanaryWhoseTaskFailsStopsTheCampaign: the workflow's Catch of a
+// canary's Task (UpgradeItemFailedTask) records the item failed, once; the
+// Tally after the canaries then stops the campaign, and its Finish leaves
+// the other instances not attempted, never updated.
+func TestACanaryWhoseTaskFailsStopsTheCampaign(t *testing.T) {
+	h := newHarness(t)
+	for _, id := range []string{"i-1", "i-2", "i-3"} {
+		h.ready(id, planSync)
+	}
+	b := upgraded(t, h)
+	campaignOf(t, b, "upg-1", 1, "i-1", "i-2", "i-3")
+	stop, err := b.UpgradeTallyTask(ctx, "upg-1")
+	if err != nil || stop.Stop {
+		t.Fatalf("before any failure: stop %v (%v), want the campaign to go on", stop.Stop, err)
+	}
+	claim, err := b.UpgradeClaimTask(ctx, "upg-1", broker.PhaseCanary, nil, broker.UpgradeLane{}, 0)
+	if err != nil || claim.Action != broker.ClaimStart || claim.InstanceID != "i-1" {
+		t.Fatalf("claim %+v (%v), want the canary i-1", claim, err)
+	}
+	// The Task's error, as the workflow caught it; the Catch run twice.
+	for range 2 {
+		if err := b.UpgradeItemFailedTask(ctx, "upg-1", "i-1", broker.Failure{Description: "The worker timed out."}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A payload naming no item of the campaign records nothing.
+	if err := b.UpgradeItemFailedTask(ctx, "upg-1", "i-9", broker.Failure{}); err != nil {
+		t.Fatal(err)
+	}
+	stop, err = b.UpgradeTallyTask(ctx, "upg-1")
+	if err != nil || !stop.Stop || stop.Tally.Failed != 1 {
+		t.Fatalf("after the canary failed: %+v (%v), want stop with 1 failed", stop, err)
+	}
+	rep, err := b.UpgradeFinishTask(ctx, "upg-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, items, _ := b.Campaigns.LoadCampaign(ctx, "upg-1")
+	var got []string
+	for _, it := range items {
+		got = append(got, it.InstanceID+":"+string(it.State))
+	}
+	if want := "i-1:failed i-2:not_attempted i-3:not_attempted"; strings.Join(got, " ") != want || rep.State != broker.CampaignStopped {
+		t.Errorf("got %s (%s), want %s (stopped)", strings.Join(got, " "), rep.State, want)
+	}
+	if items[0].Description != "The worker timed out." {
+		t.Errorf("the canary says %q, want the caught failure's description", items[0].Description)
+	}
+	for _, id := range []string{"i-1", "i-2", "i-3"} {
+		if n := updates(h, id); n != 0 {
+			t.Errorf("%s was updated %d times", id, n)
+		}
+	}
+}
