@@ -52,17 +52,7 @@ func (x *execution) attemptMap(ctx context.Context, st *state, input any, entere
 	if serr != nil || ctx.Err() != nil {
 		return nil, serr
 	}
-	var result any = outputs
-	if st.resultSelector != nil {
-		if result, serr = st.resultSelector.eval(result, c); serr != nil {
-			return nil, serr
-		}
-	}
-	out, serr := st.resultPath.apply(input, result)
-	if serr != nil {
-		return nil, serr
-	}
-	return st.outputPath.selectFrom(out)
+	return st.output(input, outputs, c)
 }
 
 // iterate runs st's processor once per input, at most MaxConcurrency (or

@@ -404,12 +404,19 @@ func (x *execution) attemptTask(ctx context.Context, st *state, input any, enter
 	if serr != nil {
 		return nil, serr
 	}
-	var result any = map[string]any{
+	return st.output(input, map[string]any{
 		"ExecutedVersion": "$LATEST",
 		"Payload":         res,
 		"StatusCode":      json.Number("200"),
-	}
+	}, c)
+}
+
+// output is the output of a Task or a Map state from its input and its
+// result: ResultSelector (with the context object c), ResultPath,
+// OutputPath.
+func (st *state) output(input, result any, c map[string]any) (any, *stateError) {
 	if st.resultSelector != nil {
+		var serr *stateError
 		if result, serr = st.resultSelector.eval(result, c); serr != nil {
 			return nil, serr
 		}
