@@ -32,6 +32,34 @@ func plantBehind(t *testing.T, b *apptest.Broker, service, plan, from string, id
 	}
 }
 
+// upgradedEachOnce checks that campaign id finished (ops exiting 0) with
+// every item upgraded, each instance of ids updated once, and returns ops
+// upgrade status --json; ok is false when the campaign did not finish.
+func upgradedEachOnce(t *testing.T, b *apptest.Broker, id string, ids []string) (status map[string]any, ok bool) {
+	t.Helper()
+	status, failed := campaignStatusJSON(t, b.Local.Broker, id)
+	if failed != nil || status["state"] != "finished" {
+		t.Errorf("the campaign: %v %v, want it finished, ops exiting 0", status["state"], failed)
+		return status, false
+	}
+	for _, it := range status["items"].([]any) {
+		it := it.(map[string]any)
+		if it["state"] != "upgraded" {
+			t.Errorf("%s: %s %v, want upgraded", it["instance_id"], it["state"], it["description"])
+		}
+	}
+	for _, inst := range ids {
+		ops, err := b.Local.Store.ListOperations(t.Context(), inst)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := len(slices.DeleteFunc(ops, func(o broker.Operation) bool { return o.Kind != broker.KindUpdate })); n != 1 {
+			t.Errorf("%s was updated %d times, want once", inst, n)
+		}
+	}
+	return status, true
+}
+
 // campaignStatusJSON is ops upgrade status --json of campaign id, and
 // whether ops would exit non-zero.
 func campaignStatusJSON(t *testing.T, b *broker.Broker, id string) (status map[string]any, failed error) {
@@ -81,24 +109,9 @@ func TestAFleetUpgradeContinuesInNewExecutionsWhenItsHistoryIsSpent(t *testing.T
 	if err != nil {
 		t.Fatalf("ops upgrade start: %v", err)
 	}
-	status, failed := campaignStatusJSON(t, b.Local.Broker, id)
-	if failed != nil || status["state"] != "finished" {
-		t.Fatalf("the campaign: %v %v, want it finished, ops exiting 0", status["state"], failed)
-	}
-	for _, it := range status["items"].([]any) {
-		it := it.(map[string]any)
-		if it["state"] != "upgraded" {
-			t.Errorf("%s: %s %v, want upgraded", it["instance_id"], it["state"], it["description"])
-		}
-	}
-	for _, inst := range ids {
-		ops, err := b.Local.Store.ListOperations(t.Context(), inst)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if n := len(slices.DeleteFunc(ops, func(o broker.Operation) bool { return o.Kind != broker.KindUpdate })); n != 1 {
-			t.Errorf("%s was updated %d times, want once", inst, n)
-		}
+	status, ok := upgradedEachOnce(t, b, id, ids)
+	if !ok {
+		t.FailNow()
 	}
 	parts := 0
 	for part := 1; ; part++ {

@@ -176,23 +176,5 @@ func TestAFleetUpgradeKeepsMaxInFlightAcrossACrashInItsMap(t *testing.T) {
 		}
 		return nil
 	})
-	status, failed := campaignStatusJSON(t, b.Local.Broker, id)
-	if failed != nil || status["state"] != "finished" {
-		t.Errorf("the campaign: %v %v, want it finished, ops exiting 0", status["state"], failed)
-	}
-	for _, it := range status["items"].([]any) {
-		it := it.(map[string]any)
-		if it["state"] != "upgraded" {
-			t.Errorf("%s: %s %v, want upgraded", it["instance_id"], it["state"], it["description"])
-		}
-	}
-	for _, inst := range ids {
-		ops, err := b.Local.Store.ListOperations(t.Context(), inst)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if n := len(slices.DeleteFunc(ops, func(o broker.Operation) bool { return o.Kind != broker.KindUpdate })); n != 1 {
-			t.Errorf("%s was updated %d times, want once", inst, n)
-		}
-	}
+	upgradedEachOnce(t, b, id, ids)
 }

@@ -63,6 +63,21 @@ func runLane(t *testing.T, b *broker.Broker, id string, phase broker.Phase) brok
 	return ""
 }
 
+// itemStates are the items of campaign id (in claim order) and their
+// states, "i-1:upgraded i-2:failed ...".
+func itemStates(t *testing.T, b *broker.Broker, id string) ([]broker.CampaignItem, string) {
+	t.Helper()
+	_, items, err := b.Campaigns.LoadCampaign(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var states []string
+	for _, it := range items {
+		states = append(states, it.InstanceID+":"+string(it.State))
+	}
+	return items, strings.Join(states, " ")
+}
+
 func updates(h *harness, id string) int {
 	n := 0
 	for _, op := range h.ops(id) {
@@ -131,14 +146,10 @@ func TestAFleetUpgradeStopsAfterMaxFailures(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, items, _ := b.Campaigns.LoadCampaign(ctx, "upg-1")
-	var got []string
-	for _, it := range items {
-		got = append(got, it.InstanceID+":"+string(it.State))
-	}
+	items, got := itemStates(t, b, "upg-1")
 	want := "i-1:upgraded i-2:failed i-3:not_attempted i-4:not_attempted"
-	if strings.Join(got, " ") != want || rep.State != broker.CampaignStopped {
-		t.Errorf("got %s (%s), want %s (stopped)", strings.Join(got, " "), rep.State, want)
+	if got != want || rep.State != broker.CampaignStopped {
+		t.Errorf("got %s (%s), want %s (stopped)", got, rep.State, want)
 	}
 	if !strings.Contains(items[1].Description, "The engine version is not available.") {
 		t.Errorf("the failed item says %q, want the update's failure", items[1].Description)
@@ -288,13 +299,9 @@ func TestACanaryWhoseTaskFailsStopsTheCampaign(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, items, _ := b.Campaigns.LoadCampaign(ctx, "upg-1")
-	var got []string
-	for _, it := range items {
-		got = append(got, it.InstanceID+":"+string(it.State))
-	}
-	if want := "i-1:failed i-2:not_attempted i-3:not_attempted"; strings.Join(got, " ") != want || rep.State != broker.CampaignStopped {
-		t.Errorf("got %s (%s), want %s (stopped)", strings.Join(got, " "), rep.State, want)
+	items, got := itemStates(t, b, "upg-1")
+	if want := "i-1:failed i-2:not_attempted i-3:not_attempted"; got != want || rep.State != broker.CampaignStopped {
+		t.Errorf("got %s (%s), want %s (stopped)", got, rep.State, want)
 	}
 	if items[0].Description != "The worker timed out." {
 		t.Errorf("the canary says %q, want the caught failure's description", items[0].Description)
