@@ -59,7 +59,8 @@ type LocalConfig struct {
 	// never, for tests that run it themselves).
 	ReapInterval time.Duration
 	// Sleep, when set, replaces the local engine's waits (Wait states and
-	// retry delays), so that tests can compress hours of cleanup retries.
+	// retry delays) and the broker's (a synchronous request's between its
+	// checks), so that tests can compress hours of cleanup retries.
 	Sleep func(ctx context.Context, d time.Duration)
 	// Now, when set, is the broker's and the local engine's clock, which
 	// tests move with Sleep to wait out an outage's budget at once.
@@ -250,6 +251,7 @@ func build(ctx context.Context, c LocalConfig, cat *catalog.Catalog, db *bbolt.D
 	if c.Now != nil {
 		b.Now = c.Now
 	}
+	b.Sleep = c.Sleep
 	st := steps.New(b)
 	eng, err := local.New(local.Options{Dir: c.StateMachines, DB: db, Committer: commit, Invoke: st.Handle, Logger: logger, Sleep: c.Sleep, Now: c.Now})
 	if err != nil {
