@@ -131,7 +131,18 @@ func (b *Broker) advanceTask(ctx context.Context, instanceID, operationID string
 	}
 	ctx = logging.With(ctx, f.op.LogAttrs()...)
 	begin = begin || f.op.OutageInBegin
+	release, ok, err := func() {}, true, error(nil)
+	if !f.detaches() { // which calls no driver
+		release, ok, err = b.takeSlot(ctx, f.plan.ID, f.driver)
+	}
+	switch {
+	case err != nil:
+		return TaskProgress{}, err
+	case !ok:
+		return b.waitForSlot(ctx, f, begin)
+	}
 	p, err := b.step(ctx, f, begin)
+	release()
 	var failure *Failure
 	switch {
 	case err != nil && !errors.As(err, &failure):
