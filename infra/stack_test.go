@@ -73,8 +73,10 @@ func TestStackResources(t *testing.T) {
 			"Handler":       "bootstrap",
 			"Timeout":       25,
 			"MemorySize":    256,
-			"TracingConfig": object{"Mode": "Active"},
-			"LoggingConfig": object{"LogGroup": object{"Ref": logicalID(t, "ApiLogs")}},
+			// Its own, so that it answers while the worker is saturated.
+			"ReservedConcurrentExecutions": DefaultAPIReservedConcurrency,
+			"TracingConfig":                object{"Mode": "Active"},
+			"LoggingConfig":                object{"LogGroup": object{"Ref": logicalID(t, "ApiLogs")}},
 			"Environment": object{"Variables": object{
 				"BROKER_TABLE":                       object{"Ref": logicalID(t, "Table")},
 				"BROKER_SECRET_ARN":                  object{"Ref": logicalID(t, "Credentials")},
@@ -89,8 +91,11 @@ func TestStackResources(t *testing.T) {
 			"Handler":       "bootstrap",
 			"Timeout":       60,
 			"MemorySize":    256,
-			"TracingConfig": object{"Mode": "Active"},
-			"LoggingConfig": object{"LogGroup": object{"Ref": logicalID(t, "WorkerLogs")}},
+			// A bound, so that Tasks hanging on a backend cannot take the
+			// account's concurrency.
+			"ReservedConcurrentExecutions": DefaultWorkerReservedConcurrency,
+			"TracingConfig":                object{"Mode": "Active"},
+			"LoggingConfig":                object{"LogGroup": object{"Ref": logicalID(t, "WorkerLogs")}},
 			// The ARNs from the state machines' names: a reference would be
 			// circular, as the state machines name the worker.
 			"Environment": object{"Variables": object{
