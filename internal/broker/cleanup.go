@@ -244,8 +244,10 @@ func (b *Broker) CleanupDeleteTask(ctx context.Context, id string) (TaskProgress
 		// Nothing called, nothing to record: the next Delete asks again.
 		return waitFor(SlotWait), nil
 	}
-	p, err := driver.Cleanup(ctx, d)
-	release()
+	p, err := func() (Progress, error) {
+		defer release() // a panicking driver too
+		return driver.Cleanup(ctx, d)
+	}()
 	var f *Failure
 	switch {
 	case err != nil && !errors.As(err, &f):

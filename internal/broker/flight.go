@@ -141,8 +141,10 @@ func (b *Broker) advanceTask(ctx context.Context, instanceID, operationID string
 	case !ok:
 		return b.waitForSlot(ctx, f, begin)
 	}
-	p, err := b.step(ctx, f, begin)
-	release()
+	p, err := func() (Progress, error) {
+		defer release() // a panicking driver too
+		return b.step(ctx, f, begin)
+	}()
 	var failure *Failure
 	switch {
 	case err != nil && !errors.As(err, &failure):
