@@ -39,8 +39,10 @@ const (
 	// 0 is none (absent: the default).
 	ContextAPIReservedConcurrency    = "apiReservedConcurrency"
 	ContextWorkerReservedConcurrency = "workerReservedConcurrency"
-	ContextLogRetentionDays          = "logRetentionDays"
-	ContextLogLevel                  = "logLevel"
+	// ContextWorkerTasksPerPlan: 0 is none (absent: the default).
+	ContextWorkerTasksPerPlan = "workerTasksPerPlan"
+	ContextLogRetentionDays   = "logRetentionDays"
+	ContextLogLevel           = "logLevel"
 	// ContextSealedOnly is true or false, as ContextFrontDoor.
 	ContextSealedOnly     = "sealedOnly"
 	ContextAlarmTopicARN  = "alarmTopicArn"
@@ -90,6 +92,7 @@ func PropsFromContext(node constructs.Node) (BrokerStackProps, error) {
 	}
 	p.APIReservedConcurrency = c.concurrency(ContextAPIReservedConcurrency)
 	p.WorkerReservedConcurrency = c.concurrency(ContextWorkerReservedConcurrency)
+	p.WorkerTasksPerPlan = c.concurrency(ContextWorkerTasksPerPlan)
 	if err := errors.Join(c.errs...); err != nil {
 		return BrokerStackProps{}, fmt.Errorf("cdk context: %w", err)
 	}
@@ -190,8 +193,9 @@ func (c *contextReader) number(key string) float64 {
 	}
 }
 
-// concurrency reads a reserved concurrency, whose 0 means none: the
-// props' negative. Absent or empty is the props' zero, the default.
+// concurrency reads a number of instances (a reserved concurrency, the
+// Tasks per plan) whose 0 means none: the props' negative. Absent or empty
+// is the props' zero, the default.
 func (c *contextReader) concurrency(key string) int {
 	if v := c.node.TryGetContext(&key); v == nil || v == "" {
 		return 0

@@ -96,6 +96,14 @@ type BrokerStackProps struct {
 	// account's unreserved pool, as before).
 	APIReservedConcurrency    int
 	WorkerReservedConcurrency int
+	// WorkerTasksPerPlan bounds the Tasks of one plan that call its
+	// backend at once (the worker's BROKER_MAX_TASKS_PER_PLAN: leases on
+	// the table), so that one slow or hanging backend holds at most that
+	// many of the worker's instances; it must be under the worker's
+	// reserved concurrency. Zero: the default, a quarter of the worker's
+	// reserved concurrency (5), or none when the worker has none;
+	// negative: none.
+	WorkerTasksPerPlan int
 
 	// LogRetentionDays is how long every log group keeps its events; it
 	// must be a value CloudWatch Logs accepts (1, 3, 5, 7, 14, 30, 60, 90,
@@ -219,6 +227,9 @@ func (p BrokerStackProps) withDefaults() (BrokerStackProps, error) {
 	setDefault(&p.WorkerTimeout, DefaultWorkerTimeout)
 	setDefault(&p.APIReservedConcurrency, DefaultAPIReservedConcurrency)
 	setDefault(&p.WorkerReservedConcurrency, DefaultWorkerReservedConcurrency)
+	if p.WorkerTasksPerPlan == 0 && p.WorkerReservedConcurrency > 0 {
+		p.WorkerTasksPerPlan = max(1, p.WorkerReservedConcurrency/4)
+	}
 	setDefault(&p.LogRetentionDays, DefaultLogRetentionDays)
 	setDefault(&p.ReaperInterval, DefaultReaperInterval)
 	setDefault(&p.StackPrefix, deploy.DefaultStackPrefix)
@@ -251,6 +262,9 @@ func (p BrokerStackProps) withDefaults() (BrokerStackProps, error) {
 		if fn.reserved > maxReservedConcurrency {
 			errs = append(errs, fmt.Errorf("%s reserved concurrency %d: at most %d, so that a default account (1,000) keeps 100 unreserved with both set", fn.name, fn.reserved, maxReservedConcurrency))
 		}
+	}
+	if w := p.WorkerReservedConcurrency; w > 0 && p.WorkerTasksPerPlan >= w {
+		errs = append(errs, fmt.Errorf("worker tasks per plan %d: must be under the worker's reserved concurrency (%d), so that one plan's backend cannot hold every instance", p.WorkerTasksPerPlan, w))
 	}
 	if p.LogLevel != "" && !slices.Contains([]string{"DEBUG", "INFO", "WARN", "ERROR"}, strings.ToUpper(p.LogLevel)) {
 		errs = append(errs, fmt.Errorf("log level %q: want DEBUG, INFO, WARN or ERROR", p.LogLevel))

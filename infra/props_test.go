@@ -35,6 +35,7 @@ func TestPropsDefaults(t *testing.T) {
 		{"the service role has no managed policy", len(p.ServiceRolePolicyARNs), 0},
 		{"the api reserves 20 of the account's concurrency", p.APIReservedConcurrency, 20},
 		{"the worker reserves, and runs at most, 20", p.WorkerReservedConcurrency, 20},
+		{"each plan's Tasks call its backend 5 at a time at most", p.WorkerTasksPerPlan, 5},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -74,6 +75,8 @@ func TestPropsRejected(t *testing.T) {
 			BrokerStackProps{ServiceRolePolicyARNs: []string{"arn:aws:iam::aws:policy/AmazonSNSFullAccess", "arn:aws:iam::aws:policy/AmazonSNSFullAccess"}}, "given twice"},
 		{"a reserved concurrency that would leave a default account under its unreserved 100 is refused",
 			BrokerStackProps{WorkerReservedConcurrency: 500}, "worker reserved concurrency 500: at most 400"},
+		{"a plan's Tasks allowed every instance of the worker are refused",
+			BrokerStackProps{WorkerReservedConcurrency: 4, WorkerTasksPerPlan: 4}, "worker tasks per plan 4: must be under the worker's reserved concurrency (4)"},
 		{"more service role policies than IAM attaches are refused",
 			BrokerStackProps{ServiceRolePolicyARNs: manyPolicies(21)}, "at most 20 managed policies"},
 	}
@@ -135,6 +138,8 @@ func TestPropsFromContext(t *testing.T) {
 			func(p BrokerStackProps) bool {
 				return p.APIReservedConcurrency == 0 && p.WorkerReservedConcurrency == 0
 			}, ""},
+		{"no bound on each plan's Tasks is 0", map[string]any{ContextWorkerTasksPerPlan: "0"},
+			func(p BrokerStackProps) bool { return p.WorkerTasksPerPlan < 0 }, ""},
 		{"a negative reserved concurrency is refused", map[string]any{ContextWorkerReservedConcurrency: "-1"}, nil, "workerReservedConcurrency: want 0 (none) or more"},
 	}
 	for _, tt := range tests {

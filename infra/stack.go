@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
@@ -361,6 +362,9 @@ func (b *builder) functions() {
 		logs:        b.workerLogs,
 		env:         workerEnv,
 	})
+	if b.props.WorkerTasksPerPlan > 0 {
+		b.worker.AddEnvironment(jsii.String(env.MaxTasksPerPlan), jsii.String(strconv.Itoa(b.props.WorkerTasksPerPlan)), nil)
+	}
 }
 
 type functionSpec struct {

@@ -102,6 +102,8 @@ func TestStackResources(t *testing.T) {
 				"BROKER_TABLE":                       object{"Ref": logicalID(t, "Table")},
 				"BROKER_OPERATION_STATE_MACHINE_ARN": stateMachineARN("ServerlessOsb-operation"),
 				"BROKER_CLEANUP_STATE_MACHINE_ARN":   stateMachineARN("ServerlessOsb-cleanup"),
+				// A quarter of its reserved concurrency per plan.
+				"BROKER_MAX_TASKS_PER_PLAN": "5",
 			}},
 		}},
 		{"the worker does not retry the reaper's asynchronous invocations, and drops one older than the interval", "AWS::Lambda::EventInvokeConfig", object{
