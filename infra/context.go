@@ -35,8 +35,14 @@ const (
 	ContextWorkerMemorySize    = "workerMemorySize"
 	ContextAPITimeout          = "apiTimeoutSeconds"
 	ContextWorkerTimeout       = "workerTimeoutSeconds"
-	ContextLogRetentionDays    = "logRetentionDays"
-	ContextLogLevel            = "logLevel"
+	// ContextAPIReservedConcurrency and ContextWorkerReservedConcurrency:
+	// 0 is none (absent: the default).
+	ContextAPIReservedConcurrency    = "apiReservedConcurrency"
+	ContextWorkerReservedConcurrency = "workerReservedConcurrency"
+	// ContextWorkerTasksPerPlan: 0 is none (absent: the default).
+	ContextWorkerTasksPerPlan = "workerTasksPerPlan"
+	ContextLogRetentionDays   = "logRetentionDays"
+	ContextLogLevel           = "logLevel"
 	// ContextSealedOnly is true or false, as ContextFrontDoor.
 	ContextSealedOnly     = "sealedOnly"
 	ContextAlarmTopicARN  = "alarmTopicArn"
@@ -84,6 +90,9 @@ func PropsFromContext(node constructs.Node) (BrokerStackProps, error) {
 		StackPrefix:            c.string(ContextStackPrefix),
 		ServiceRolePolicyARNs:  c.list(ContextServiceRolePolicyARNs),
 	}
+	p.APIReservedConcurrency = c.concurrency(ContextAPIReservedConcurrency)
+	p.WorkerReservedConcurrency = c.concurrency(ContextWorkerReservedConcurrency)
+	p.WorkerTasksPerPlan = c.concurrency(ContextWorkerTasksPerPlan)
 	if err := errors.Join(c.errs...); err != nil {
 		return BrokerStackProps{}, fmt.Errorf("cdk context: %w", err)
 	}
@@ -182,6 +191,24 @@ func (c *contextReader) number(key string) float64 {
 		c.errs = append(c.errs, fmt.Errorf("%s: want a number, got %v", key, v))
 		return 0
 	}
+}
+
+// concurrency reads a number of instances (a reserved concurrency, the
+// Tasks per plan) whose 0 means none: the props' negative. Absent or empty
+// is the props' zero, the default.
+func (c *contextReader) concurrency(key string) int {
+	if v := c.node.TryGetContext(&key); v == nil || v == "" {
+		return 0
+	}
+	n := c.integer(key)
+	switch {
+	case n < 0:
+		c.errs = append(c.errs, fmt.Errorf("%s: want 0 (none) or more, got %d", key, n))
+		return 0
+	case n == 0:
+		return -1
+	}
+	return n
 }
 
 func (c *contextReader) integer(key string) int {

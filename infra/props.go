@@ -83,6 +83,27 @@ type BrokerStackProps struct {
 	// WorkerTimeout matches the TimeoutSeconds of the workflows' Task
 	// states. Default: 60 s.
 	WorkerTimeout time.Duration
+	// APIReservedConcurrency and WorkerReservedConcurrency are the
+	// functions' reserved concurrency: the api keeps that many instances
+	// for itself, so that it answers while the worker, or any function of
+	// the account, is saturated; the worker may run no more than its own,
+	// so that Tasks hanging on a backend cannot take the account's
+	// concurrency. Each is also the most its function runs at once, and
+	// both come out of the account's unreserved concurrency, which Lambda
+	// keeps at 100 at least: an account whose concurrency quota is under
+	// 100 + both cannot take them (set them negative there). Zero: the
+	// default, 20 each; negative: none (the function draws on the
+	// account's unreserved pool, as before).
+	APIReservedConcurrency    int
+	WorkerReservedConcurrency int
+	// WorkerTasksPerPlan bounds the Tasks of one plan that call its
+	// backend at once (the worker's BROKER_MAX_TASKS_PER_PLAN: leases on
+	// the table), so that one slow or hanging backend holds at most that
+	// many of the worker's instances; it must be under the worker's
+	// reserved concurrency. Zero: the default, a quarter of the worker's
+	// reserved concurrency (5), or none when the worker has none;
+	// negative: none.
+	WorkerTasksPerPlan int
 
 	// LogRetentionDays is how long every log group keeps its events; it
 	// must be a value CloudWatch Logs accepts (1, 3, 5, 7, 14, 30, 60, 90,
@@ -146,8 +167,12 @@ const (
 	DefaultMemoryMB           = 256
 	DefaultAPITimeout         = 25 * time.Second
 	DefaultWorkerTimeout      = 60 * time.Second
-	DefaultLogRetentionDays   = 30
-	DefaultReaperInterval     = 5 * time.Minute
+	// The functions' reserved concurrency: 40 of the account's default
+	// quota of 1,000.
+	DefaultAPIReservedConcurrency    = 20
+	DefaultWorkerReservedConcurrency = 20
+	DefaultLogRetentionDays          = 30
+	DefaultReaperInterval            = 5 * time.Minute
 )
 
 // maxServiceRolePolicies is IAM's hard limit on the managed policies of a
@@ -161,6 +186,12 @@ var managedPolicyARN = regexp.MustCompile(`^arn:aws[a-z-]*:iam::(aws|[0-9]{12}):
 // a crashed operation stuck that long, and the reaper's alarm watches three
 // intervals, which CloudWatch allows up to a day (see alarms).
 const maxReaperInterval = time.Hour
+
+// maxReservedConcurrency bounds each function's reserved concurrency: two
+// at most leave a default account (1,000) the 100 unreserved Lambda
+// requires, and more for its other functions. Ask AWS for a higher quota,
+// and set a higher bound here, for more.
+const maxReservedConcurrency = 400
 
 // httpAPIIntegrationLimit is the longest an HTTP API waits for its
 // integration; the api function must answer sooner.
@@ -194,6 +225,11 @@ func (p BrokerStackProps) withDefaults() (BrokerStackProps, error) {
 	setDefault(&p.WorkerMemoryMB, DefaultMemoryMB)
 	setDefault(&p.APITimeout, DefaultAPITimeout)
 	setDefault(&p.WorkerTimeout, DefaultWorkerTimeout)
+	setDefault(&p.APIReservedConcurrency, DefaultAPIReservedConcurrency)
+	setDefault(&p.WorkerReservedConcurrency, DefaultWorkerReservedConcurrency)
+	if p.WorkerTasksPerPlan == 0 && p.WorkerReservedConcurrency > 0 {
+		p.WorkerTasksPerPlan = max(1, p.WorkerReservedConcurrency/4)
+	}
 	setDefault(&p.LogRetentionDays, DefaultLogRetentionDays)
 	setDefault(&p.ReaperInterval, DefaultReaperInterval)
 	setDefault(&p.StackPrefix, deploy.DefaultStackPrefix)
@@ -218,6 +254,17 @@ func (p BrokerStackProps) withDefaults() (BrokerStackProps, error) {
 	}
 	if p.WorkerTimeout > 15*time.Minute || p.WorkerTimeout%time.Second != 0 {
 		errs = append(errs, fmt.Errorf("worker timeout %v: must be whole seconds, at most 15m", p.WorkerTimeout))
+	}
+	for _, fn := range []struct {
+		name     string
+		reserved int
+	}{{"api", p.APIReservedConcurrency}, {"worker", p.WorkerReservedConcurrency}} {
+		if fn.reserved > maxReservedConcurrency {
+			errs = append(errs, fmt.Errorf("%s reserved concurrency %d: at most %d, so that a default account (1,000) keeps 100 unreserved with both set", fn.name, fn.reserved, maxReservedConcurrency))
+		}
+	}
+	if w := p.WorkerReservedConcurrency; w > 0 && p.WorkerTasksPerPlan >= w {
+		errs = append(errs, fmt.Errorf("worker tasks per plan %d: must be under the worker's reserved concurrency (%d), so that one plan's backend cannot hold every instance", p.WorkerTasksPerPlan, w))
 	}
 	if p.LogLevel != "" && !slices.Contains([]string{"DEBUG", "INFO", "WARN", "ERROR"}, strings.ToUpper(p.LogLevel)) {
 		errs = append(errs, fmt.Errorf("log level %q: want DEBUG, INFO, WARN or ERROR", p.LogLevel))

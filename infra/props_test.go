@@ -33,6 +33,9 @@ func TestPropsDefaults(t *testing.T) {
 		{"the reaper runs every 5 minutes", p.ReaperInterval, 5 * time.Minute},
 		{"the service stacks are named osb-…", p.StackPrefix, "osb"},
 		{"the service role has no managed policy", len(p.ServiceRolePolicyARNs), 0},
+		{"the api reserves 20 of the account's concurrency", p.APIReservedConcurrency, 20},
+		{"the worker reserves, and runs at most, 20", p.WorkerReservedConcurrency, 20},
+		{"each plan's Tasks call its backend 5 at a time at most", p.WorkerTasksPerPlan, 5},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -70,6 +73,10 @@ func TestPropsRejected(t *testing.T) {
 			BrokerStackProps{ServiceRolePolicyARNs: []string{"arn:aws:iam::123456789012:role/admin"}}, "not a managed policy's ARN"},
 		{"a service role policy given twice is refused",
 			BrokerStackProps{ServiceRolePolicyARNs: []string{"arn:aws:iam::aws:policy/AmazonSNSFullAccess", "arn:aws:iam::aws:policy/AmazonSNSFullAccess"}}, "given twice"},
+		{"a reserved concurrency that would leave a default account under its unreserved 100 is refused",
+			BrokerStackProps{WorkerReservedConcurrency: 500}, "worker reserved concurrency 500: at most 400"},
+		{"a plan's Tasks allowed every instance of the worker are refused",
+			BrokerStackProps{WorkerReservedConcurrency: 4, WorkerTasksPerPlan: 4}, "worker tasks per plan 4: must be under the worker's reserved concurrency (4)"},
 		{"more service role policies than IAM attaches are refused",
 			BrokerStackProps{ServiceRolePolicyARNs: manyPolicies(21)}, "at most 20 managed policies"},
 	}
@@ -125,6 +132,15 @@ func TestPropsFromContext(t *testing.T) {
 		{"no service role policy is an empty string", map[string]any{ContextServiceRolePolicyARNs: ""},
 			func(p BrokerStackProps) bool { return p.ServiceRolePolicyARNs == nil }, ""},
 		{"a list of numbers is refused", map[string]any{ContextServiceRolePolicyARNs: []any{1.0}}, nil, "serviceRolePolicyArns: want strings"},
+		{"a reserved concurrency is read, and 0 is none", map[string]any{ContextAPIReservedConcurrency: 0.0, ContextWorkerReservedConcurrency: "7"},
+			func(p BrokerStackProps) bool { return p.APIReservedConcurrency < 0 && p.WorkerReservedConcurrency == 7 }, ""},
+		{"an absent or empty reserved concurrency is the default", map[string]any{ContextAPIReservedConcurrency: ""},
+			func(p BrokerStackProps) bool {
+				return p.APIReservedConcurrency == 0 && p.WorkerReservedConcurrency == 0
+			}, ""},
+		{"no bound on each plan's Tasks is 0", map[string]any{ContextWorkerTasksPerPlan: "0"},
+			func(p BrokerStackProps) bool { return p.WorkerTasksPerPlan < 0 }, ""},
+		{"a negative reserved concurrency is refused", map[string]any{ContextWorkerReservedConcurrency: "-1"}, nil, "workerReservedConcurrency: want 0 (none) or more"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
@@ -346,6 +347,7 @@ func (b *builder) functions() {
 		codeDir:     b.props.APICodeDir,
 		memoryMB:    b.props.APIMemoryMB,
 		timeout:     b.props.APITimeout,
+		reserved:    b.props.APIReservedConcurrency,
 		role:        b.apiRole,
 		logs:        b.apiLogs,
 		env:         apiEnv,
@@ -355,10 +357,14 @@ func (b *builder) functions() {
 		codeDir:     b.props.WorkerCodeDir,
 		memoryMB:    b.props.WorkerMemoryMB,
 		timeout:     b.props.WorkerTimeout,
+		reserved:    b.props.WorkerReservedConcurrency,
 		role:        b.workerRole,
 		logs:        b.workerLogs,
 		env:         workerEnv,
 	})
+	if b.props.WorkerTasksPerPlan > 0 {
+		b.worker.AddEnvironment(jsii.String(env.MaxTasksPerPlan), jsii.String(strconv.Itoa(b.props.WorkerTasksPerPlan)), nil)
+	}
 }
 
 type functionSpec struct {
@@ -366,9 +372,11 @@ type functionSpec struct {
 	codeDir     string
 	memoryMB    int
 	timeout     time.Duration
-	role        awsiam.IRole
-	logs        awslogs.ILogGroup
-	env         map[string]*string
+	// reserved is the reserved concurrency; not positive: none.
+	reserved int
+	role     awsiam.IRole
+	logs     awslogs.ILogGroup
+	env      map[string]*string
 }
 
 func (b *builder) function(id string, s functionSpec) awslambda.Function {
@@ -385,6 +393,9 @@ func (b *builder) function(id string, s functionSpec) awslambda.Function {
 		LogGroup:     s.logs,
 		Environment:  &s.env,
 	})
+	if s.reserved > 0 {
+		fn.Node().DefaultChild().(awslambda.CfnFunction).SetReservedConcurrentExecutions(jsii.Number(s.reserved))
+	}
 	ignoreRedundantRoleDependency(fn)
 	return fn
 }

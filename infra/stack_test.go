@@ -73,8 +73,10 @@ func TestStackResources(t *testing.T) {
 			"Handler":       "bootstrap",
 			"Timeout":       25,
 			"MemorySize":    256,
-			"TracingConfig": object{"Mode": "Active"},
-			"LoggingConfig": object{"LogGroup": object{"Ref": logicalID(t, "ApiLogs")}},
+			// Its own, so that it answers while the worker is saturated.
+			"ReservedConcurrentExecutions": DefaultAPIReservedConcurrency,
+			"TracingConfig":                object{"Mode": "Active"},
+			"LoggingConfig":                object{"LogGroup": object{"Ref": logicalID(t, "ApiLogs")}},
 			"Environment": object{"Variables": object{
 				"BROKER_TABLE":                       object{"Ref": logicalID(t, "Table")},
 				"BROKER_SECRET_ARN":                  object{"Ref": logicalID(t, "Credentials")},
@@ -89,14 +91,19 @@ func TestStackResources(t *testing.T) {
 			"Handler":       "bootstrap",
 			"Timeout":       60,
 			"MemorySize":    256,
-			"TracingConfig": object{"Mode": "Active"},
-			"LoggingConfig": object{"LogGroup": object{"Ref": logicalID(t, "WorkerLogs")}},
+			// A bound, so that Tasks hanging on a backend cannot take the
+			// account's concurrency.
+			"ReservedConcurrentExecutions": DefaultWorkerReservedConcurrency,
+			"TracingConfig":                object{"Mode": "Active"},
+			"LoggingConfig":                object{"LogGroup": object{"Ref": logicalID(t, "WorkerLogs")}},
 			// The ARNs from the state machines' names: a reference would be
 			// circular, as the state machines name the worker.
 			"Environment": object{"Variables": object{
 				"BROKER_TABLE":                       object{"Ref": logicalID(t, "Table")},
 				"BROKER_OPERATION_STATE_MACHINE_ARN": stateMachineARN("ServerlessOsb-operation"),
 				"BROKER_CLEANUP_STATE_MACHINE_ARN":   stateMachineARN("ServerlessOsb-cleanup"),
+				// A quarter of its reserved concurrency per plan.
+				"BROKER_MAX_TASKS_PER_PLAN": "5",
 			}},
 		}},
 		{"the worker does not retry the reaper's asynchronous invocations, and drops one older than the interval", "AWS::Lambda::EventInvokeConfig", object{

@@ -53,6 +53,10 @@ func TestStackFromContext(t *testing.T) {
 		ContextSealedOnly:         "true",
 		ContextAlarmTopicARN:      topic,
 		ContextReaperInterval:     "10",
+		// 0 is none.
+		ContextAPIReservedConcurrency:    "0",
+		ContextWorkerReservedConcurrency: "5",
+		ContextWorkerTasksPerPlan:        "2",
 	})
 	tests := []struct {
 		name      string
@@ -74,6 +78,17 @@ func TestStackFromContext(t *testing.T) {
 				"MemorySize":  512,
 				"Timeout":     20,
 				"Environment": object{"Variables": assertions.Match_ObjectLike(&object{"LOG_LEVEL": "debug"})},
+			})
+		}},
+		{"the api function has no reserved concurrency, and the worker the reservation and the bound per plan given", func() {
+			template.HasResourceProperties(jsii.String("AWS::Lambda::Function"), object{
+				"Timeout":                      20,
+				"ReservedConcurrentExecutions": assertions.Match_Absent(),
+			})
+			template.HasResourceProperties(jsii.String("AWS::Lambda::Function"), object{
+				"Timeout":                      120,
+				"ReservedConcurrentExecutions": 5,
+				"Environment":                  object{"Variables": assertions.Match_ObjectLike(&object{"BROKER_MAX_TASKS_PER_PLAN": "2"})},
 			})
 		}},
 		{"the worker function has the memory, timeout and log level given", func() {

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/aws/aws-lambda-go/lambda"
@@ -83,6 +84,10 @@ type LambdaConfig struct {
 	// Metrics, when set, receives the broker's metrics (EMF documents on
 	// the function's stdout); nil records none, as the operator command.
 	Metrics *metrics.Writer
+	// MaxTasksPerPlan (worker function, env.MaxTasksPerPlan) bounds the
+	// calls each plan's Tasks make to its backend at once, by leases on
+	// the table (dynamo.Slots); 0, none.
+	MaxTasksPerPlan int
 	// Tracing instruments the AWS SDK clients for X-Ray (internal/tracing):
 	// on in the functions, off for the operator command and tests.
 	Tracing bool
@@ -159,6 +164,13 @@ func LambdaConfigFromEnv(f Function) (LambdaConfig, error) {
 		}
 	default:
 		problems = append(problems, fmt.Sprintf("%s=%q: want true or false", env.SealedOnly, v))
+	}
+	if v := os.Getenv(env.MaxTasksPerPlan); v != "" && f == FunctionWorker {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			problems = append(problems, fmt.Sprintf("%s=%q: want a whole number, 0 for no bound", env.MaxTasksPerPlan, v))
+		}
+		c.MaxTasksPerPlan = n
 	}
 	if v := os.Getenv(env.LogLevel); v != "" {
 		if err := c.LogLevel.UnmarshalText([]byte(v)); err != nil {
@@ -276,6 +288,11 @@ func BuildWorker(ctx context.Context, c LambdaConfig, logger *slog.Logger) (func
 	cat, b, err := buildBroker(ctx, c, awsCfg, logger)
 	if err != nil {
 		return nil, err
+	}
+	if c.MaxTasksPerPlan > 0 {
+		slots := dynamo.NewSlots(dynamodb.NewFromConfig(awsCfg, c.Store.ClientOptions), c.Store.Table, c.MaxTasksPerPlan)
+		slots.Logger = logger
+		b.Slots = slots
 	}
 	st := steps.New(b)
 	if machines := c.stateMachines(); len(machines) > 0 {

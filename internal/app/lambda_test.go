@@ -34,7 +34,7 @@ import (
 // lambdaEnv is every variable LambdaConfigFromEnv reads; tests set them all
 // so that the machine's environment does not leak in.
 var lambdaEnv = []string{env.Table, env.Region, env.DynamoDBEndpoint, env.SecretARN, env.OriginSecretARN, env.OperationStateMachineARN,
-	env.CleanupStateMachineARN, env.Catalog, env.LogLevel, env.TaskRoot, env.SealingKeyARN, env.SealedOnly, env.MetricsNamespace}
+	env.CleanupStateMachineARN, env.Catalog, env.LogLevel, env.TaskRoot, env.SealingKeyARN, env.SealedOnly, env.MetricsNamespace, env.MaxTasksPerPlan}
 
 func setEnv(t *testing.T, env map[string]string) {
 	t.Helper()
@@ -83,6 +83,14 @@ func TestLambdaConfigFromEnv(t *testing.T) {
 			wantErr: []string{"missing environment variables: BROKER_TABLE;", "is not the ARN of a state machine"}},
 		{name: "an unknown log level is refused", fn: app.FunctionWorker, env: with(map[string]string{"LOG_LEVEL": "chatty"}),
 			wantErr: []string{`LOG_LEVEL="chatty"`}},
+		{name: "the worker's bound on each plan's Tasks is read", fn: app.FunctionWorker, env: with(map[string]string{"BROKER_MAX_TASKS_PER_PLAN": "5"}),
+			check: func(t *testing.T, c app.LambdaConfig) {
+				if c.MaxTasksPerPlan != 5 {
+					t.Errorf("MaxTasksPerPlan %d, want 5", c.MaxTasksPerPlan)
+				}
+			}},
+		{name: "a bound on each plan's Tasks that is not a number is refused", fn: app.FunctionWorker, env: with(map[string]string{"BROKER_MAX_TASKS_PER_PLAN": "few"}),
+			wantErr: []string{`BROKER_MAX_TASKS_PER_PLAN="few": want a whole number`}},
 		{name: "BROKER_SEALED_ONLY is true or false", fn: app.FunctionWorker, env: with(map[string]string{"BROKER_SEALED_ONLY": "yes"}),
 			wantErr: []string{`BROKER_SEALED_ONLY="yes": want true or false`}},
 		{name: "BROKER_SEALED_ONLY=true needs the sealing key", fn: app.FunctionAPI, env: with(map[string]string{"BROKER_SEALED_ONLY": "true"}),

@@ -7,6 +7,7 @@
 package app
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/json"
@@ -59,8 +60,14 @@ type LocalConfig struct {
 	// never, for tests that run it themselves).
 	ReapInterval time.Duration
 	// Sleep, when set, replaces the local engine's waits (Wait states and
-	// retry delays), so that tests can compress hours of cleanup retries.
+	// retry delays) and the broker's (a synchronous request's between its
+	// checks), so that tests can compress hours of cleanup retries.
 	Sleep func(ctx context.Context, d time.Duration)
+	// MaxTasksPerPlan bounds the calls one plan's Tasks make to its
+	// backend at once (broker.Slots), so that a slow or hanging one holds
+	// at most that many of the engine's MaxTasks. Default: a quarter of
+	// them (local.DefaultMaxTasks), at least 1.
+	MaxTasksPerPlan int
 	// Now, when set, is the broker's and the local engine's clock, which
 	// tests move with Sleep to wait out an outage's budget at once.
 	Now func() time.Time
@@ -250,6 +257,8 @@ func build(ctx context.Context, c LocalConfig, cat *catalog.Catalog, db *bbolt.D
 	if c.Now != nil {
 		b.Now = c.Now
 	}
+	b.Sleep = c.Sleep
+	b.Slots = broker.NewMemorySlots(cmp.Or(c.MaxTasksPerPlan, local.DefaultMaxTasks()/4))
 	st := steps.New(b)
 	eng, err := local.New(local.Options{Dir: c.StateMachines, DB: db, Committer: commit, Invoke: st.Handle, Logger: logger, Sleep: c.Sleep, Now: c.Now})
 	if err != nil {

@@ -236,7 +236,18 @@ func (b *Broker) CleanupDeleteTask(ctx context.Context, id string) (TaskProgress
 	if err != nil {
 		return TaskProgress{}, err
 	}
-	p, err := driver.Cleanup(ctx, d)
+	release, ok, err := b.takeSlot(ctx, d.PlanID, driver)
+	if err != nil {
+		return TaskProgress{}, err
+	}
+	if !ok {
+		// Nothing called, nothing to record: the next Delete asks again.
+		return waitFor(SlotWait), nil
+	}
+	p, err := func() (Progress, error) {
+		defer release() // a panicking driver too
+		return driver.Cleanup(ctx, d)
+	}()
 	var f *Failure
 	switch {
 	case err != nil && !errors.As(err, &f):

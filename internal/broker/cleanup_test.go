@@ -248,6 +248,26 @@ func TestCleanup(t *testing.T) {
 			},
 		},
 		{
+			name: "a Delete Task whose plan's slots are all taken asks nothing, writes nothing, and waits its turn",
+			test: func(t *testing.T, h *harness) {
+				d := h.detachedOfFailedProvision()
+				slots := broker.NewMemorySlots(1)
+				h.b.Slots = slots
+				held, _, _ := slots.Take(ctx, d.PlanID)
+				h.writes.reset()
+				if p, err := h.b.CleanupDeleteTask(ctx, d.ID); err != nil || p.Done || p.RetryAfter != int(broker.SlotWait.Seconds()) {
+					t.Fatalf("delete: %+v %v, want not done, again in SlotWait", p, err)
+				}
+				if len(h.driver.cleanups) != 0 || len(h.writes.since()) != 0 {
+					t.Fatalf("the driver deleted %v, writes %v: want nothing while the plan's slots are taken", h.driver.cleanups, h.writes.since())
+				}
+				held()
+				if p, err := h.b.CleanupDeleteTask(ctx, d.ID); err != nil || !p.Done || !slices.Equal(h.driver.cleanups, []string{instanceRecord}) {
+					t.Fatalf("delete: %+v %v, deleted %v: want it deleted once a slot is free", p, err, h.driver.cleanups)
+				}
+			},
+		},
+		{
 			name: "the Delete Task of a resource already deleted is done",
 			test: func(t *testing.T, h *harness) {
 				if p, err := h.b.CleanupDeleteTask(ctx, "d-gone"); err != nil || !p.Done {

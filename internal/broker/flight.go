@@ -36,6 +36,26 @@ const Backoff = 100 * time.Millisecond
 // has (the HTTP API's integration gives up at 30 s).
 const SyncWait = 10 * time.Second
 
+// SyncChecks bounds the checks a synchronous request makes after its
+// begin: with the floor under every wait (MinRetryAfter) SyncWait allows
+// about as many, and the bound holds whatever the clock or SyncWait says.
+// A change not done by then ends as one past SyncWait does (503, and what
+// it began goes to the cleanup).
+const SyncChecks = 10
+
+// MinRetryAfter is the floor under every wait between two calls of a
+// driver about one change, whatever the driver (or the target behind it)
+// asks: a target answering "check again at once" must not make a request,
+// or a workflow, a loop of calls and writes. Plans have no minimum of their
+// own (their retry_after settings start at 1 s too). PaceRetry applies it.
+const MinRetryAfter = time.Second
+
+// PaceRetry is the wait before the next call about a change whose driver
+// asked for d: d, but at least MinRetryAfter. It is the one rule of the
+// synchronous path (runSync's sleep), the workflows' Wait states
+// (RetryAfterSeconds) and last_operation's Retry-After.
+func PaceRetry(d time.Duration) time.Duration { return max(d, MinRetryAfter) }
+
 // unavailable is a synchronous change that its service's backend did not
 // complete: it stayed unavailable through the request's tries, or did not
 // finish within SyncWait. Its description is the user's (a 503).
@@ -111,7 +131,20 @@ func (b *Broker) advanceTask(ctx context.Context, instanceID, operationID string
 	}
 	ctx = logging.With(ctx, f.op.LogAttrs()...)
 	begin = begin || f.op.OutageInBegin
-	p, err := b.step(ctx, f, begin)
+	release, ok, err := func() {}, true, error(nil)
+	if !f.detaches() { // which calls no driver
+		release, ok, err = b.takeSlot(ctx, f.plan.ID, f.driver)
+	}
+	switch {
+	case err != nil:
+		return TaskProgress{}, err
+	case !ok:
+		return b.waitForSlot(ctx, f, begin)
+	}
+	p, err := func() (Progress, error) {
+		defer release() // a panicking driver too
+		return b.step(ctx, f, begin)
+	}()
 	var failure *Failure
 	switch {
 	case err != nil && !errors.As(err, &failure):
@@ -220,6 +253,10 @@ func (b *Broker) step(ctx context.Context, f *flight, begin bool) (Progress, err
 	}
 	f.change = f.change.WithRecords(p.Records)
 	f.pending = f.pending.Merge(p.Records)
+	if !p.Done {
+		// What is recorded (next_check_at) and waited for, on either path.
+		p.RetryAfter = PaceRetry(p.RetryAfter)
+	}
 	return p, nil
 }
 
@@ -313,8 +350,9 @@ func (b *Broker) runSync(ctx context.Context, op Operation, snap Snapshot) (Fini
 	if err == nil {
 		var p Progress
 		p, err = b.retry(ctx, func(again bool) (Progress, error) { return b.stepAgain(ctx, &f, again, true) })
-		for err == nil && !p.Done {
-			if b.Now().Add(p.RetryAfter).After(deadline) {
+		for checks := 0; err == nil && !p.Done; checks++ {
+			late, spent := b.Now().Add(p.RetryAfter).After(deadline), checks >= SyncChecks
+			if late || spent {
 				// The platform's request cannot wait for it: the change
 				// fails, and what it made (its records written first) goes
 				// to the cleanup.
@@ -324,12 +362,17 @@ func (b *Broker) runSync(ctx context.Context, op Operation, snap Snapshot) (Fini
 				err = &unavailable{
 					description: fmt.Sprintf("This service's backend did not complete the %s within %s, the time a synchronous request may wait; what it began is being cleaned up. Try again later.", op.Kind, wait),
 					err:         fmt.Errorf("not done within %s (the backend asked to be checked again in %s)", wait, p.RetryAfter)}
+				if spent {
+					err = &unavailable{
+						description: fmt.Sprintf("This service's backend did not complete the %s within %d checks, the most a synchronous request makes; what it began is being cleaned up. Try again later.", op.Kind, SyncChecks),
+						err:         fmt.Errorf("not done after %d checks (the backend asked to be checked again in %s)", checks, p.RetryAfter)}
+				}
 				break
 			}
 			// Not done at once: make the progress durable, wait, and read
 			// again (the driver may have written records itself).
 			if err = b.recordProgress(ctx, f, p); err == nil {
-				if err = sleep(ctx, p.RetryAfter); err == nil {
+				if err = b.sleep(ctx, p.RetryAfter); err == nil {
 					f, err = b.loadFlight(ctx, op.InstanceID, op.ID)
 					if err == nil && f == nil {
 						err = ErrTakenOver
@@ -425,14 +468,19 @@ func (b *Broker) retry(ctx context.Context, call func(again bool) (Progress, err
 		if err == nil || errors.As(err, &failure) || errors.Is(err, ErrTakenOver) || attempt == transientAttempts {
 			return p, err
 		}
-		if err := sleep(ctx, wait); err != nil {
+		if err := b.sleep(ctx, wait); err != nil {
 			return p, err
 		}
 		wait *= 2
 	}
 }
 
-func sleep(ctx context.Context, d time.Duration) error {
+// sleep waits for d, or until ctx is done (Broker.Sleep, else a timer).
+func (b *Broker) sleep(ctx context.Context, d time.Duration) error {
+	if b.Sleep != nil && d > 0 {
+		b.Sleep(ctx, d)
+		return ctx.Err()
+	}
 	if d <= 0 {
 		return ctx.Err()
 	}

@@ -35,11 +35,12 @@ type LastOperation struct {
 	RetryAfter time.Duration
 }
 
-// RetryAfterSeconds is d in whole seconds, rounded up, and at least 1: the
-// one rounding of a wait the broker tells, to the platform (Retry-After) or
-// to a workflow's Wait state (TaskProgress.RetryAfter), so that neither
-// looks again before the broker said.
-func RetryAfterSeconds(d time.Duration) int { return max(1, int(math.Ceil(d.Seconds()))) }
+// RetryAfterSeconds is d in whole seconds, rounded up, and at least
+// MinRetryAfter (PaceRetry): the one rounding of a wait the broker tells,
+// to the platform (Retry-After) or to a workflow's Wait state
+// (TaskProgress.RetryAfter), so that neither looks again before the broker
+// said.
+func RetryAfterSeconds(d time.Duration) int { return int(math.Ceil(PaceRetry(d).Seconds())) }
 
 // LastOperation handles GET /v2/service_instances/:instance_id/last_operation.
 func (b *Broker) LastOperation(ctx context.Context, d LastOperationDetails) (LastOperation, error) {

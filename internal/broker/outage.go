@@ -120,6 +120,9 @@ func (b *Broker) waitOut(ctx context.Context, f *flight, begin bool, cause error
 // that its next write says so: the outage's description gives way to the
 // driver's, or to the generic one.
 func (f *flight) endOutage() {
+	// The driver answered the call: the next Task need not begin again (a
+	// Task that waited for a slot set this without an outage).
+	f.op.OutageInBegin = false
 	if f.op.OutageSince.IsZero() {
 		return
 	}

@@ -54,6 +54,12 @@ type Broker struct {
 	// to be done (SyncWait when zero): it checks again only while the
 	// next check is due within SyncWait of its start.
 	SyncWait time.Duration
+	// Slots, when set, bound the calls each plan's Tasks make to its
+	// driver at once (slots.go).
+	Slots Slots
+	// Sleep, when set, replaces the waits of a synchronous request (between
+	// its checks, and its backoff): tests record them, and take no time.
+	Sleep func(ctx context.Context, d time.Duration)
 }
 
 // New returns a Broker on the store s (each of its ports that the broker

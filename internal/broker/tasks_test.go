@@ -3,6 +3,7 @@ package broker_test
 import (
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -66,6 +67,64 @@ func TestTasks(t *testing.T) {
 				}
 				if p, err := h.b.CheckTask(ctx, "i-1", op); err != nil || p.RetryAfter != 1 {
 					t.Fatalf("after 0 s: %+v %v, want 1", p, err)
+				}
+			},
+		},
+		{
+			name: "a Task whose plan's slots are all taken calls nothing, says it waits for a turn, and the next one to get a slot begins the change",
+			test: func(t *testing.T, h *harness) {
+				slots := broker.NewMemorySlots(1)
+				h.b.Slots = slots
+				held, ok, _ := slots.Take(ctx, planAsync)
+				if !ok {
+					t.Fatal("no slot for the first taker")
+				}
+				h.driver.on("begin", broker.KindProvision, running("Creating.", 5*time.Second))
+				op := h.provisioning("i-1", planAsync, "")
+				h.writes.reset()
+				if p := h.mustBegin("i-1", op); p.Done || p.RetryAfter != int(broker.SlotWait.Seconds()) {
+					t.Fatalf("progress %+v, want not done, again in SlotWait", p)
+				}
+				if calls := h.driver.Calls(); len(calls) != 0 {
+					t.Fatalf("driver calls %v, want none while the plan's slots are taken", calls)
+				}
+				if w := h.writes.since(); !slices.Equal(w, []string{"UpdateOperation"}) {
+					t.Fatalf("writes %v, want the progress only", w)
+				}
+				if o := h.op("i-1", op); !strings.HasPrefix(o.Description, "Waiting for a turn") || o.InOutage() {
+					t.Fatalf("operation %+v, want waiting for a turn, no outage", o)
+				}
+				held()
+				if p, err := h.b.CheckTask(ctx, "i-1", op); err != nil || p.Done {
+					t.Fatalf("check: %+v %v", p, err)
+				}
+				if calls := h.driver.Calls(); !slices.Equal(calls, []string{"begin provision"}) {
+					t.Fatalf("driver calls %v, want the begin the first Task did not make", calls)
+				}
+				h.driver.on("check", broker.KindProvision, done())
+				if p, err := h.b.CheckTask(ctx, "i-1", op); err != nil || !p.Done {
+					t.Fatalf("check: %+v %v", p, err)
+				}
+				if calls := h.driver.Calls(); !slices.Equal(calls, []string{"begin provision", "check provision"}) {
+					t.Fatalf("driver calls %v, want a check once the change began", calls)
+				}
+				if _, ok, _ := slots.Take(ctx, planAsync); !ok {
+					t.Fatal("the Tasks kept the plan's slot")
+				}
+			},
+		},
+		{
+			name: "a driver whose changes live in its records takes no slot",
+			test: func(t *testing.T, h *harness) {
+				slots := broker.NewMemorySlots(1)
+				h.b.Slots = slots
+				if _, ok, _ := slots.Take(ctx, planAsync); !ok {
+					t.Fatal("no slot for the first taker")
+				}
+				h.driver.inMemory = true
+				op := h.provisioning("i-1", planAsync, "")
+				if p := h.mustBegin("i-1", op); !p.Done {
+					t.Fatalf("progress %+v, want done", p)
 				}
 			},
 		},

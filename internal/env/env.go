@@ -77,6 +77,11 @@ const (
 	// declares the parameter PermissionsBoundaryArn. Empty (locally): the
 	// parameter keeps its default.
 	PermissionsBoundaryARN = "BROKER_PERMISSIONS_BOUNDARY_ARN"
+	// MaxTasksPerPlan bounds the calls each plan's Tasks make to its
+	// backend at once (worker function): leases on the table
+	// (broker.Slots), so that one slow or hanging backend holds at most
+	// that many of the worker's instances. Unset or 0: no bound.
+	MaxTasksPerPlan = "BROKER_MAX_TASKS_PER_PLAN"
 )
 
 // Set by Lambda itself.
@@ -101,7 +106,7 @@ const (
 // set (infra's tests hold it to that).
 func Names() []string {
 	return []string{Table, SealingKeyARN, SealedOnly, MetricsNamespace, LogLevel, OperationStateMachineARN, CleanupStateMachineARN,
-		UpgradeStateMachineARN, SecretARN, OriginSecretARN, CFNRoleARN, StackPrefix, PermissionsBoundaryARN, Region, TaskRoot, Catalog, DynamoDBEndpoint}
+		UpgradeStateMachineARN, SecretARN, OriginSecretARN, CFNRoleARN, StackPrefix, PermissionsBoundaryARN, MaxTasksPerPlan, Region, TaskRoot, Catalog, DynamoDBEndpoint}
 }
 
 // StateMachineARN is the variable holding the ARN of the state machine of

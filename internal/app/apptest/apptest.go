@@ -88,7 +88,7 @@ type Options struct {
 	Wrap *app.Wrappers
 	// ReapInterval is passed on (negative: the test reaps by itself).
 	ReapInterval time.Duration
-	// Sleep replaces the local engine's waits.
+	// Sleep replaces the local engine's and the broker's waits.
 	Sleep func(ctx context.Context, d time.Duration)
 	// Now replaces the broker's and the engine's clock.
 	Now func() time.Time

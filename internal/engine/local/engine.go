@@ -50,7 +50,7 @@ type Options struct {
 	// and the wait counts against its TimeoutSeconds, as a throttled
 	// Lambda's would. It keeps a burst of new executions from taking the
 	// processors from the requests that start them: their first Tasks
-	// queue and run as slots free. Default: 4 × GOMAXPROCS.
+	// queue and run as slots free. Default: DefaultMaxTasks.
 	MaxTasks int
 	// Logger receives one line per execution event; never a payload.
 	// Default: discard.
@@ -62,6 +62,9 @@ type Options struct {
 	// retries. Default: a timer. Tests may replace it to record delays.
 	Sleep func(ctx context.Context, d time.Duration)
 }
+
+// DefaultMaxTasks is Options.MaxTasks when zero: 4 × GOMAXPROCS.
+func DefaultMaxTasks() int { return 4 * runtime.GOMAXPROCS(0) }
 
 // Errors of Start and Resume.
 var (
@@ -162,7 +165,7 @@ func New(opts Options) (*Engine, error) {
 		live:   map[string]*record{},
 		dirty:  map[string]uint64{},
 		invoke: opts.Invoke,
-		tasks:  make(chan struct{}, cmp.Or(opts.MaxTasks, 4*runtime.GOMAXPROCS(0))),
+		tasks:  make(chan struct{}, cmp.Or(opts.MaxTasks, DefaultMaxTasks())),
 		log:    opts.Logger,
 		now:    opts.Now,
 		sleep:  opts.Sleep,

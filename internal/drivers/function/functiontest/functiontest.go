@@ -14,7 +14,8 @@
 //     instance's labels and attributes);
 //   - "fault": "timeout", "malformed", "oversized", "transient" or "http500"
 //     on every request of the operation, or the same with "-once" (e.g.
-//     "timeout-once") on its first request only;
+//     "timeout-once") on its first request only; "hang" holds each request
+//     until the test calls Unblock (or the broker gives up), then answers;
 //   - "answer" (a string) and "status" (a number, 200 by default): the body
 //     and HTTP status of every answer of the operation but a cleanup's, as
 //     they are (the classification's table).
@@ -56,6 +57,12 @@ type Target struct {
 	// seen counts the requests of each operation, for "-once" faults.
 	seen     map[string]int
 	cleanups int
+	// unblock is closed by Unblock; hanging counts the requests a "hang"
+	// holds, mostHanging the most at once, hangEnded those let go.
+	unblock     chan struct{}
+	hanging     int
+	mostHanging int
+	hangEnded   int
 }
 
 // delivery is an accepted request's headers and body.
@@ -74,7 +81,8 @@ type instance struct {
 // Start starts a target with the secret; it stops when the test ends.
 func Start(tb testing.TB, secret string) *Target {
 	tb.Helper()
-	t := &Target{Secret: secret, instances: map[string]*instance{}, seen: map[string]int{}, ids: map[string]time.Time{}}
+	t := &Target{Secret: secret, instances: map[string]*instance{}, seen: map[string]int{}, ids: map[string]time.Time{},
+		unblock: make(chan struct{})}
 	t.srv = httptest.NewServer(http.HandlerFunc(t.serve)) // 127.0.0.1, a free port
 	t.URL = t.srv.URL
 	tb.Cleanup(t.srv.Close)
@@ -140,6 +148,45 @@ func (t *Target) Cleanups() int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.cleanups
+}
+
+// Unblock lets every request a "hang" holds, and every later one, go on.
+func (t *Target) Unblock() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	select {
+	case <-t.unblock:
+	default:
+		close(t.unblock)
+	}
+}
+
+// Hanging says how many requests a "hang" holds now, the most it held at
+// once, and how many it let go (Unblock, or the broker gave up).
+func (t *Target) Hanging() (now, most, ended int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.hanging, t.mostHanging, t.hangEnded
+}
+
+// hang holds a request until Unblock or until the broker gives up on it,
+// and reports whether it may be answered.
+func (t *Target) hang(r *http.Request) bool {
+	t.mu.Lock()
+	t.hanging++
+	t.mostHanging = max(t.mostHanging, t.hanging)
+	t.mu.Unlock()
+	answer := true
+	select {
+	case <-t.unblock:
+	case <-r.Context().Done():
+		answer = false
+	}
+	t.mu.Lock()
+	t.hanging--
+	t.hangEnded++
+	t.mu.Unlock()
+	return answer
 }
 
 // Instances lists the instances the target holds.
@@ -219,6 +266,10 @@ func (t *Target) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	switch fault {
+	case "hang":
+		if !t.hang(r) {
+			return
+		}
 	case "timeout":
 		<-r.Context().Done() // until the broker gives up
 		return
