@@ -125,9 +125,40 @@ func (t *Template) RegistryResources() []cfnregistry.Resource {
 	out := make([]cfnregistry.Resource, 0, len(t.Declared))
 	for _, r := range t.Declared {
 		out = append(out, cfnregistry.Resource{File: t.Path, LogicalID: r.LogicalID, Type: r.Type,
-			Properties: slices.Sorted(maps.Keys(r.Properties))})
+			Properties: propertyPaths(r.Properties)})
 	}
 	return out
+}
+
+// propertyPaths are the paths of the properties values sets, sorted: each
+// top-level name, and each nested one as "Parent/Child", through lists
+// and through intrinsic functions (both branches of an Fn::If).
+func propertyPaths(values map[string]any) []string {
+	seen := map[string]bool{}
+	var walk func(v any, at string)
+	walk = func(v any, at string) {
+		switch v := v.(type) {
+		case map[string]any:
+			for k, child := range v {
+				if k == "Ref" || strings.HasPrefix(k, "Fn::") {
+					walk(child, at)
+					continue
+				}
+				path := k
+				if at != "" {
+					path = at + "/" + k
+				}
+				seen[path] = true
+				walk(child, path)
+			}
+		case []any:
+			for _, e := range v {
+				walk(e, at)
+			}
+		}
+	}
+	walk(values, "")
+	return slices.Sorted(maps.Keys(seen))
 }
 
 // Parameter is one declared template parameter.

@@ -563,3 +563,30 @@ func TestConfigureRefusesIAMIdentitiesWithoutTheBoundary(t *testing.T) {
 		}
 	})
 }
+
+func TestTemplateResourcesNameNestedProperties(t *testing.T) {
+	dir := templateDir(t, map[string]string{"table.yaml": `Conditions:
+  Streams: !Equals [a, a]
+Resources:
+  Table:
+    Type: AWS::DynamoDB::Table
+    Properties:
+      SSESpecification: {SSEEnabled: true}
+      StreamSpecification: !If
+        - Streams
+        - StreamViewType: NEW_IMAGE
+          ResourcePolicy: {PolicyDocument: {}}
+        - !Ref AWS::NoValue
+      Tags:
+        - {Key: a, Value: b}
+`})
+	res, err := TemplateResources(dir, []string{"table.yaml"})
+	if err != nil || len(res) != 1 {
+		t.Fatalf("%+v %v", res, err)
+	}
+	want := []string{"SSESpecification", "SSESpecification/SSEEnabled", "StreamSpecification", "StreamSpecification/ResourcePolicy",
+		"StreamSpecification/ResourcePolicy/PolicyDocument", "StreamSpecification/StreamViewType", "Tags", "Tags/Key", "Tags/Value"}
+	if !slices.Equal(res[0].Properties, want) {
+		t.Errorf("properties %v, want %v (through Fn::If's branch and the list)", res[0].Properties, want)
+	}
+}
