@@ -48,6 +48,9 @@ const (
 	// ContextServiceRolePolicyARNs is a comma-separated list (or, in
 	// cdk.json, a list) of managed policy ARNs.
 	ContextServiceRolePolicyARNs = "serviceRolePolicyArns"
+	// ContextSealingKeyOperators is a comma-separated list (or, in
+	// cdk.json, a list) of IAM role and user ARNs.
+	ContextSealingKeyOperators = "sealingKeyOperators"
 )
 
 // PropsFromContext reads the stack's props from the CDK context of node
@@ -83,6 +86,7 @@ func PropsFromContext(node constructs.Node) (BrokerStackProps, error) {
 		ReaperInterval:         time.Duration(c.integer(ContextReaperInterval)) * time.Minute,
 		StackPrefix:            c.string(ContextStackPrefix),
 		ServiceRolePolicyARNs:  c.list(ContextServiceRolePolicyARNs),
+		SealingKeyOperators:    c.list(ContextSealingKeyOperators),
 	}
 	if err := errors.Join(c.errs...); err != nil {
 		return BrokerStackProps{}, fmt.Errorf("cdk context: %w", err)

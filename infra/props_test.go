@@ -33,6 +33,7 @@ func TestPropsDefaults(t *testing.T) {
 		{"the reaper runs every 5 minutes", p.ReaperInterval, 5 * time.Minute},
 		{"the service stacks are named osb-…", p.StackPrefix, "osb"},
 		{"the service role has no managed policy", len(p.ServiceRolePolicyARNs), 0},
+		{"no operator may use the sealing key", len(p.SealingKeyOperators), 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -72,6 +73,12 @@ func TestPropsRejected(t *testing.T) {
 			BrokerStackProps{ServiceRolePolicyARNs: []string{"arn:aws:iam::aws:policy/AmazonSNSFullAccess", "arn:aws:iam::aws:policy/AmazonSNSFullAccess"}}, "given twice"},
 		{"more service role policies than IAM attaches are refused",
 			BrokerStackProps{ServiceRolePolicyARNs: manyPolicies(21)}, "at most 20 managed policies"},
+		{"a sealing key operator that is not a role's or user's ARN is refused",
+			BrokerStackProps{SealingKeyOperators: []string{"arn:aws:iam::123456789012:group/ops"}}, `sealing key operator "arn:aws:iam::123456789012:group/ops": not an IAM role's or user's ARN`},
+		{"an account is refused as a sealing key operator: the key's policy names identities",
+			BrokerStackProps{SealingKeyOperators: []string{"123456789012"}}, "not an IAM role's or user's ARN"},
+		{"a sealing key operator given twice is refused",
+			BrokerStackProps{SealingKeyOperators: []string{"arn:aws:iam::123456789012:role/ops", "arn:aws:iam::123456789012:role/ops"}}, "given twice"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -125,6 +132,11 @@ func TestPropsFromContext(t *testing.T) {
 		{"no service role policy is an empty string", map[string]any{ContextServiceRolePolicyARNs: ""},
 			func(p BrokerStackProps) bool { return p.ServiceRolePolicyARNs == nil }, ""},
 		{"a list of numbers is refused", map[string]any{ContextServiceRolePolicyARNs: []any{1.0}}, nil, "serviceRolePolicyArns: want strings"},
+		{"sealing key operators from -c are a comma-separated list",
+			map[string]any{ContextSealingKeyOperators: "arn:aws:iam::123456789012:role/ops, arn:aws:iam::123456789012:user/alice"},
+			func(p BrokerStackProps) bool {
+				return slices.Equal(p.SealingKeyOperators, []string{"arn:aws:iam::123456789012:role/ops", "arn:aws:iam::123456789012:user/alice"})
+			}, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

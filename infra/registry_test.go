@@ -19,7 +19,8 @@ func synthesizedPolicy(t *testing.T, template map[string]any) cfnregistry.Policy
 	t.Helper()
 	var p cfnregistry.Policy
 	for sid, s := range serviceRoleStatements(t, template) {
-		p = append(p, cfnregistry.Statement{Sid: sid, Deny: s["Effect"] == "Deny", Actions: actions(s), Conditional: s["Condition"] != nil})
+		p = append(p, cfnregistry.Statement{Sid: sid, Deny: s["Effect"] == "Deny", Actions: actions(s), Conditional: s["Condition"] != nil,
+			Scoped: s["Resource"] != "*"})
 	}
 	return p
 }

@@ -37,6 +37,9 @@ type Statement struct {
 	Actions []string
 	// Conditional: the statement has a Condition.
 	Conditional bool
+	// Scoped: the statement names resources rather than every one ("*"):
+	// a Deny then refuses the action on those alone.
+	Scoped bool
 }
 
 // Policy is the statements of a role's policies.
@@ -94,15 +97,16 @@ func (p Policy) matching(action string, deny bool) []Statement {
 }
 
 // Grants says whether the policy may grant action: some Allow statement
-// names it, and no Deny statement without a condition does. A conditional
-// Allow counts: the conditions that govern IAM identities are checked on
-// their own (Governed).
+// names it, and no Deny statement without a condition, on every resource,
+// does. A conditional Allow counts: the conditions that govern IAM
+// identities are checked on their own (Governed), as are the resources a
+// Deny names (the broker's own keys).
 func (p Policy) Grants(action string) bool {
 	if len(p.Allowing(action)) == 0 {
 		return false
 	}
 	for _, d := range p.Denying(action) {
-		if !d.Conditional {
+		if !d.Conditional && !d.Scoped {
 			return false
 		}
 	}

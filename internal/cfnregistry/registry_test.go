@@ -142,6 +142,16 @@ func TestCheck(t *testing.T) {
 			t.Fatalf("%+v", r)
 		}
 	})
+	t.Run("a Deny on named resources (the broker's own keys) refuses the action there alone", func(t *testing.T) {
+		p := Policy{{Actions: []string{"kms:CreateGrant"}, Conditional: true}, {Deny: true, Actions: []string{"kms:*"}, Scoped: true}}
+		if !p.Grants("kms:CreateGrant") {
+			t.Error("a scoped Deny refuses the action everywhere")
+		}
+		p[1].Scoped = false
+		if p.Grants("kms:CreateGrant") {
+			t.Error("a Deny on every resource does not refuse the action")
+		}
+	})
 	t.Run("a type with no kept schema is unknown", func(t *testing.T) {
 		r, _ := Check([]Resource{{LogicalID: "C", Type: "AWS::ElastiCache::CacheCluster"}}, everything, nil, nil)
 		if len(r.Unknown) != 1 {
