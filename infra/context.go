@@ -54,6 +54,9 @@ const (
 	// ContextServiceRolePolicyARNs is a comma-separated list (or, in
 	// cdk.json, a list) of managed policy ARNs.
 	ContextServiceRolePolicyARNs = "serviceRolePolicyArns"
+	// ContextSealingKeyOperators is a comma-separated list (or, in
+	// cdk.json, a list) of IAM role and user ARNs.
+	ContextSealingKeyOperators = "sealingKeyOperators"
 )
 
 // PropsFromContext reads the stack's props from the CDK context of node
@@ -89,6 +92,7 @@ func PropsFromContext(node constructs.Node) (BrokerStackProps, error) {
 		ReaperInterval:         time.Duration(c.integer(ContextReaperInterval)) * time.Minute,
 		StackPrefix:            c.string(ContextStackPrefix),
 		ServiceRolePolicyARNs:  c.list(ContextServiceRolePolicyARNs),
+		SealingKeyOperators:    c.list(ContextSealingKeyOperators),
 	}
 	p.APIReservedConcurrency = c.concurrency(ContextAPIReservedConcurrency)
 	p.WorkerReservedConcurrency = c.concurrency(ContextWorkerReservedConcurrency)

@@ -44,6 +44,49 @@ var tableKeyActions = []string{
 // sealActions are what internal/sealing's KMS sealer calls with the key.
 var sealActions = []string{"kms:Decrypt", "kms:GenerateDataKey"}
 
+// keyAdministrationActions are what the account's IAM may do with the
+// sealing key: manage it, never use it. Not kms:CreateGrant, which would
+// let an identity grant itself the key's use.
+var keyAdministrationActions = []string{
+	"kms:DescribeKey", "kms:GetKeyPolicy", "kms:GetKeyRotationStatus", "kms:ListGrants", "kms:ListKeyPolicies",
+	"kms:ListKeyRotations", "kms:ListResourceTags", "kms:PutKeyPolicy", "kms:UpdateKeyDescription",
+	"kms:EnableKey", "kms:DisableKey", "kms:EnableKeyRotation", "kms:DisableKeyRotation", "kms:RotateKeyOnDemand",
+	"kms:TagResource", "kms:UntagResource", "kms:CreateAlias", "kms:UpdateAlias", "kms:DeleteAlias",
+	"kms:RevokeGrant", "kms:RetireGrant", "kms:ScheduleKeyDeletion", "kms:CancelKeyDeletion",
+}
+
+// keyAdministration is the sealing key policy's statement that lets the
+// account's IAM administer the key (CloudFormation updates it, an
+// administrator may disable it), and nothing more: without it, no one
+// could change the key.
+func keyAdministration() awsiam.PolicyStatement {
+	return awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Sid:        jsii.String("AdministerThroughIAM"),
+		Principals: &[]awsiam.IPrincipal{awsiam.NewAccountRootPrincipal()},
+		Actions:    jsii.Strings(keyAdministrationActions...),
+		Resources:  jsii.Strings("*"),
+	})
+}
+
+// sealingKeyPolicy names in the sealing key's policy who may use it: the
+// api and the worker, and the operators named (sealingKeyOperators, for
+// ops reseal), each only to seal and open, only in the sealing context.
+// The roles' own statements (SealSecrets) say the same; the key's policy
+// is what makes nobody else's IAM policy enough.
+func (b *builder) sealingKeyPolicy() {
+	users := []awsiam.IPrincipal{awsiam.NewArnPrincipal(b.apiRole.RoleArn()), awsiam.NewArnPrincipal(b.workerRole.RoleArn())}
+	for _, arn := range b.props.SealingKeyOperators {
+		users = append(users, awsiam.NewArnPrincipal(jsii.String(arn)))
+	}
+	b.sealKey.AddToResourcePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Sid:        jsii.String("SealInTheSealingContext"),
+		Principals: &users,
+		Actions:    jsii.Strings(sealActions...),
+		Resources:  jsii.Strings("*"),
+		Conditions: b.sealingContext(),
+	}), jsii.Bool(false))
+}
+
 // permissions writes out every permission of the functions and the state
 // machines, each scoped to this stack's resources (the reaper's schedule
 // has its role in reaper). CDK adds two more that IAM only grants on "*":
@@ -63,6 +106,7 @@ func (b *builder) permissions() {
 		// DynamoDB's own use of the key never has.
 		role.AddToPrincipalPolicy(b.sealingStatement("OpenValuesSealedUnderTheTableKey", []string{"kms:Decrypt"}, b.key))
 	}
+	b.sealingKeyPolicy()
 	b.workerRole.AddToPrincipalPolicy(statement("ListInstances", []string{listInstancesAction}, b.table.TableArn()))
 	b.apiRole.AddToPrincipalPolicy(logsStatement(b.apiLogs.LogGroupArn()))
 	b.workerRole.AddToPrincipalPolicy(logsStatement(b.workerLogs.LogGroupArn()))
@@ -132,18 +176,24 @@ func (b *builder) tableKeyStatement() awsiam.PolicyStatement {
 // name>}.
 func (b *builder) sealingStatement(sid string, actions []string, key awskms.Key) awsiam.PolicyStatement {
 	return awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
-		Sid:       jsii.String(sid),
-		Actions:   jsii.Strings(actions...),
-		Resources: &[]*string{key.KeyArn()},
-		Conditions: &map[string]any{
-			"StringEquals": map[string]any{
-				"kms:EncryptionContext:" + deploy.SealingContextKey: b.table.TableName(),
-			},
-			"ForAllValues:StringEquals": map[string]any{
-				"kms:EncryptionContextKeys": []string{deploy.SealingContextKey},
-			},
-		},
+		Sid:        jsii.String(sid),
+		Actions:    jsii.Strings(actions...),
+		Resources:  &[]*string{key.KeyArn()},
+		Conditions: b.sealingContext(),
 	})
+}
+
+// sealingContext is the condition that the request's KMS encryption
+// context is exactly the sealing context.
+func (b *builder) sealingContext() *map[string]any {
+	return &map[string]any{
+		"StringEquals": map[string]any{
+			"kms:EncryptionContext:" + deploy.SealingContextKey: b.table.TableName(),
+		},
+		"ForAllValues:StringEquals": map[string]any{
+			"kms:EncryptionContextKeys": []string{deploy.SealingContextKey},
+		},
+	}
 }
 
 // executionsARN matches every execution of m:

@@ -118,6 +118,13 @@ type BrokerStackProps struct {
 	// item). Deploy it once `ops --stack NAME reseal` has sealed
 	// everything. Default: false.
 	SealedOnly bool
+	// SealingKeyOperators are the IAM roles and users (ARNs) besides the
+	// functions' that the sealing key's policy lets seal and open, in the
+	// sealing context only: the identities an operator runs
+	// `ops --stack NAME reseal` with. Each must exist when the stack is
+	// deployed (KMS refuses a key policy naming an unknown principal).
+	// Default: none, so that only the api and the worker use the key.
+	SealingKeyOperators []string
 
 	// AlarmTopicARN, when set, is an SNS topic every alarm notifies when
 	// it fires and when it recovers; by default the stack makes one.
@@ -279,6 +286,7 @@ func (p BrokerStackProps) withDefaults() (BrokerStackProps, error) {
 		errs = append(errs, fmt.Errorf("stack prefix: %w", err))
 	}
 	errs = append(errs, checkManagedPolicies(p.ServiceRolePolicyARNs)...)
+	errs = append(errs, checkSealingKeyOperators(p.SealingKeyOperators)...)
 	errs = append(errs, checkObservability(p)...)
 	errs = append(errs, checkFrontDoor(p)...)
 	return p, errors.Join(errs...)
@@ -317,6 +325,25 @@ func checkManagedPolicies(arns []string) []error {
 	if len(arns) > maxServiceRolePolicies {
 		errs = append(errs, fmt.Errorf("service role policies: %d given; IAM attaches at most %d managed policies to a role (10 unless the account's quota was raised)",
 			len(arns), maxServiceRolePolicies))
+	}
+	return errs
+}
+
+// identityARN is an IAM role's or user's ARN, which a key policy may name.
+var identityARN = regexp.MustCompile(`^arn:aws[a-z-]*:iam::\d{12}:(role|user)/[\w+=,.@/-]+$`)
+
+func checkSealingKeyOperators(arns []string) []error {
+	var errs []error
+	seen := map[string]bool{}
+	for _, arn := range arns {
+		switch {
+		case !identityARN.MatchString(arn):
+			errs = append(errs, fmt.Errorf("sealing key operator %q: not an IAM role's or user's ARN "+
+				"(arn:aws:iam::ACCOUNT:role/NAME or arn:aws:iam::ACCOUNT:user/NAME)", arn))
+		case seen[arn]:
+			errs = append(errs, fmt.Errorf("sealing key operator %q: given twice", arn))
+		}
+		seen[arn] = true
 	}
 	return errs
 }

@@ -36,6 +36,7 @@ func TestPropsDefaults(t *testing.T) {
 		{"the api reserves 20 of the account's concurrency", p.APIReservedConcurrency, 20},
 		{"the worker reserves, and runs at most, 20", p.WorkerReservedConcurrency, 20},
 		{"each plan's Tasks call its backend 5 at a time at most", p.WorkerTasksPerPlan, 5},
+		{"no operator may use the sealing key", len(p.SealingKeyOperators), 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -79,6 +80,12 @@ func TestPropsRejected(t *testing.T) {
 			BrokerStackProps{WorkerReservedConcurrency: 4, WorkerTasksPerPlan: 4}, "worker tasks per plan 4: must be under the worker's reserved concurrency (4)"},
 		{"more service role policies than IAM attaches are refused",
 			BrokerStackProps{ServiceRolePolicyARNs: manyPolicies(21)}, "at most 20 managed policies"},
+		{"a sealing key operator that is not a role's or user's ARN is refused",
+			BrokerStackProps{SealingKeyOperators: []string{"arn:aws:iam::123456789012:group/ops"}}, `sealing key operator "arn:aws:iam::123456789012:group/ops": not an IAM role's or user's ARN`},
+		{"an account is refused as a sealing key operator: the key's policy names identities",
+			BrokerStackProps{SealingKeyOperators: []string{"123456789012"}}, "not an IAM role's or user's ARN"},
+		{"a sealing key operator given twice is refused",
+			BrokerStackProps{SealingKeyOperators: []string{"arn:aws:iam::123456789012:role/ops", "arn:aws:iam::123456789012:role/ops"}}, "given twice"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -141,6 +148,11 @@ func TestPropsFromContext(t *testing.T) {
 		{"no bound on each plan's Tasks is 0", map[string]any{ContextWorkerTasksPerPlan: "0"},
 			func(p BrokerStackProps) bool { return p.WorkerTasksPerPlan < 0 }, ""},
 		{"a negative reserved concurrency is refused", map[string]any{ContextWorkerReservedConcurrency: "-1"}, nil, "workerReservedConcurrency: want 0 (none) or more"},
+		{"sealing key operators from -c are a comma-separated list",
+			map[string]any{ContextSealingKeyOperators: "arn:aws:iam::123456789012:role/ops, arn:aws:iam::123456789012:user/alice"},
+			func(p BrokerStackProps) bool {
+				return slices.Equal(p.SealingKeyOperators, []string{"arn:aws:iam::123456789012:role/ops", "arn:aws:iam::123456789012:user/alice"})
+			}, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

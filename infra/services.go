@@ -71,6 +71,13 @@ func (b *builder) services() {
 		Sid: jsii.String("KeepTheBoundary"), Effect: awsiam.Effect_DENY,
 		Actions: jsii.Strings(servicerole.BoundaryChanges...), Resources: &[]*string{b.boundary.ManagedPolicyArn()},
 	}))
+	// Nor may the stacks use the broker's own keys, whatever a policy the
+	// operator attaches allows: the table's and the sealing key's (the
+	// managed-key statements name AWS managed keys only already).
+	statements = append(statements, awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Sid: jsii.String("KeepOffTheBrokersKeys"), Effect: awsiam.Effect_DENY,
+		Actions: jsii.Strings("kms:*"), Resources: &[]*string{b.key.KeyArn(), b.sealKey.KeyArn()},
+	}))
 	var managed []awsiam.IManagedPolicy
 	for i, arn := range b.props.ServiceRolePolicyARNs {
 		managed = append(managed, awsiam.ManagedPolicy_FromManagedPolicyArn(b.stack,

@@ -152,8 +152,19 @@ func TestServiceRole(t *testing.T) {
 		{"rules, tags and deletion only on the security groups of the broker's stacks", "ManageStackSecurityGroups",
 			[]string{"ec2:AuthorizeSecurityGroupIngress", "ec2:RevokeSecurityGroupIngress", "ec2:DeleteSecurityGroup", "ec2:CreateTags", "ec2:DeleteTags"},
 			securityGroups, object{"StringLike": object{"aws:ResourceTag/aws:cloudformation:stack-name": "osb-*"}}},
-		{"the AWS managed keys of the table and the database, in this account and region", "ManagedKeys",
-			[]string{"kms:CreateGrant", "kms:DescribeKey"}, regional("kms", "key/*"), nil},
+		{"DynamoDB's AWS managed key, only through DynamoDB", "TableManagedKey",
+			[]string{"kms:CreateGrant", "kms:RevokeGrant", "kms:Encrypt", "kms:Decrypt"}, regional("kms", "key/*"), object{
+				"StringEquals":             object{"kms:ViaService": object{"Fn::Sub": "dynamodb.${AWS::Region}.${AWS::URLSuffix}"}},
+				"ForAnyValue:StringEquals": object{"kms:ResourceAliases": "alias/aws/dynamodb"}}},
+		{"RDS's AWS managed key, only through RDS", "DatabaseManagedKey",
+			[]string{"kms:CreateGrant"}, regional("kms", "key/*"), object{
+				"StringEquals":             object{"kms:ViaService": object{"Fn::Sub": "rds.${AWS::Region}.${AWS::URLSuffix}"}},
+				"ForAnyValue:StringEquals": object{"kms:ResourceAliases": "alias/aws/rds"}}},
+		{"the handlers describe those two keys themselves", "DescribeManagedKeys",
+			[]string{"kms:DescribeKey"}, regional("kms", "key/*"), object{
+				"ForAnyValue:StringEquals": object{"kms:ResourceAliases": []any{"alias/aws/dynamodb", "alias/aws/rds"}}}},
+		{"the broker's own keys are not the stacks' to use", "KeepOffTheBrokersKeys",
+			[]string{"kms:*"}, []any{object{"Fn::GetAtt": []any{logicalID(t, "SealingKey"), "Arn"}}, object{"Fn::GetAtt": []any{logicalID(t, "TableKey"), "Arn"}}}, nil},
 		{"the table's handler finds the AWS managed key by its alias", "ListKeyAliases",
 			[]string{"kms:ListAliases"}, "*", nil},
 		{"what the resource handlers describe, read-only", "Describe",
@@ -199,9 +210,13 @@ func TestServiceRole(t *testing.T) {
 		}
 	})
 	t.Run("no action is a wildcard, and KMS's are only for the AWS managed keys", func(t *testing.T) {
+		managedKeys := []string{"TableManagedKey", "DatabaseManagedKey", "DescribeManagedKeys", "ListKeyAliases"}
 		for sid, s := range statements {
+			if sid == "KeepOffTheBrokersKeys" {
+				continue
+			}
 			for _, a := range actions(s) {
-				if strings.Contains(a, "*") || (strings.HasPrefix(a, "kms:") && sid != "ManagedKeys" && sid != "ListKeyAliases") {
+				if strings.Contains(a, "*") || (strings.HasPrefix(a, "kms:") && !slices.Contains(managedKeys, sid)) {
 					t.Errorf("%s grants %s", sid, a)
 				}
 			}

@@ -221,7 +221,11 @@ func (b *builder) data() error {
 		RemovalPolicy: awscdk.RemovalPolicy_RETAIN,
 	})
 	b.sealKey = awskms.NewKey(b.stack, jsii.String("SealingKey"), &awskms.KeyProps{
-		Description:       jsii.String("Seals the secrets the broker's table keeps (binding credentials, driver records, sensitive parameters): envelope encryption by the functions."),
+		Description: jsii.String("Seals the secrets the broker's table keeps (binding credentials, driver records, sensitive parameters): envelope encryption by the functions."),
+		// Its own policy, which replaces CDK's default (the account's IAM
+		// decides everything): the account administers the key, the
+		// functions and the operators named use it (sealingKeyPolicy).
+		Policy:            awsiam.NewPolicyDocument(&awsiam.PolicyDocumentProps{Statements: &[]awsiam.PolicyStatement{keyAdministration()}}),
 		Alias:             jsii.String("alias/" + *b.stack.StackName() + "-sealing"),
 		EnableKeyRotation: jsii.Bool(true),
 		// The secrets in the table are unreadable without this key.

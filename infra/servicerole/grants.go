@@ -9,9 +9,10 @@ import (
 // More reasons of the service role's wildcards.
 const (
 	reasonManagedKeys = "The AWS managed KMS keys the templates encrypt with (aws/dynamodb for the table, aws/rds for " +
-		"the database) are named by key ids AWS makes up, and the table's and database's handlers ask for grants on " +
-		"them; their key policies let principals of the account use them only through their service. The templates " +
-		"name no other key (a customer managed key's own key policy would have to allow this role)."
+		"the database) are named by key ids AWS makes up, and the table's and database's handlers ask for them. The " +
+		"statement holds only for a key with one of those aliases (kms:ResourceAliases; the alias/aws/ names are AWS's, " +
+		"which no customer managed key can take) and, but for DescribeKey, which the handlers call themselves, only for " +
+		"a request the key's own service makes (kms:ViaService): no other key, the broker's own (denied besides) included."
 	reasonListAliases = "kms:ListAliases, which the table's handler calls to find the AWS managed key, supports no " +
 		"resource-level permissions (https://docs.aws.amazon.com/service-authorization/latest/reference/list_awskeymanagementservice.html)."
 	reasonBoundaryChanges = "Nothing the stacks make may take a permissions boundary off an IAM identity, whichever " +
@@ -166,13 +167,33 @@ func Grants(prefix string, boundary any) []Statement {
 			Reason:    reasonManagedSecrets,
 		},
 		{
-			// The table (SSEType KMS) and the database (StorageEncrypted)
-			// are encrypted with their service's AWS managed key; their
-			// handlers describe it and give their service a grant.
-			Sid:       "ManagedKeys",
-			Actions:   []string{"kms:DescribeKey", "kms:CreateGrant", "kms:RevokeGrant", "kms:Encrypt", "kms:Decrypt"},
+			// The table (SSEType KMS) is encrypted with DynamoDB's AWS
+			// managed key, which DynamoDB uses and grants itself on the
+			// role's behalf.
+			Sid:        "TableManagedKey",
+			Actions:    []string{"kms:CreateGrant", "kms:RevokeGrant", "kms:Encrypt", "kms:Decrypt"},
+			Resources:  []ARN{regional("kms", "key/*")},
+			Conditions: managedKeyConditions("dynamodb"),
+			Reason:     reasonManagedKeys,
+		},
+		{
+			// The database (StorageEncrypted) likewise with RDS's.
+			Sid:        "DatabaseManagedKey",
+			Actions:    []string{"kms:CreateGrant"},
+			Resources:  []ARN{regional("kms", "key/*")},
+			Conditions: managedKeyConditions("rds"),
+			Reason:     reasonManagedKeys,
+		},
+		{
+			// The handlers describe those keys themselves, not through
+			// their service.
+			Sid:       "DescribeManagedKeys",
+			Actions:   []string{"kms:DescribeKey"},
 			Resources: []ARN{regional("kms", "key/*")},
-			Reason:    reasonManagedKeys,
+			Conditions: map[string]any{
+				"ForAnyValue:StringEquals": map[string]any{"kms:ResourceAliases": []string{managedKeyAlias("dynamodb"), managedKeyAlias("rds")}},
+			},
+			Reason: reasonManagedKeys,
 		},
 		{
 			// RDS creates its service-linked role on its first database in
@@ -233,6 +254,22 @@ func Grants(prefix string, boundary any) []Statement {
 			Everywhere: true,
 			Reason:     reasonListAliases,
 		},
+	}
+}
+
+// managedKeyAlias is the alias of service's AWS managed key.
+func managedKeyAlias(service string) string { return "alias/aws/" + service }
+
+// managedKeyConditions let a statement hold for service's AWS managed key
+// only, and only for a request service makes on the role's behalf. The
+// service's endpoint is CloudFormation's to fill in (Fn::Sub), as the
+// key's own policy names it.
+func managedKeyConditions(service string) map[string]any {
+	return map[string]any{
+		"StringEquals": map[string]any{
+			"kms:ViaService": map[string]any{"Fn::Sub": service + ".${AWS::Region}.${AWS::URLSuffix}"},
+		},
+		"ForAnyValue:StringEquals": map[string]any{"kms:ResourceAliases": managedKeyAlias(service)},
 	}
 }
 

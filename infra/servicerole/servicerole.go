@@ -53,7 +53,8 @@ type Statement struct {
 func Policy(statements []Statement) cfnregistry.Policy {
 	var p cfnregistry.Policy
 	for _, s := range statements {
-		p = append(p, cfnregistry.Statement{Sid: s.Sid, Deny: s.Deny, Actions: s.Actions, Conditional: len(s.Conditions) > 0})
+		p = append(p, cfnregistry.Statement{Sid: s.Sid, Deny: s.Deny, Actions: s.Actions, Conditional: len(s.Conditions) > 0,
+			Scoped: !s.Everywhere})
 	}
 	return p
 }

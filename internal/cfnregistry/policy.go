@@ -37,6 +37,9 @@ type Statement struct {
 	Actions []string
 	// Conditional: the statement has a Condition.
 	Conditional bool
+	// Scoped: the statement names resources rather than every one ("*"):
+	// a Deny then refuses the action on those alone.
+	Scoped bool
 }
 
 // Policy is the statements of a role's policies.
@@ -94,15 +97,16 @@ func (p Policy) matching(action string, deny bool) []Statement {
 }
 
 // Grants says whether the policy may grant action: some Allow statement
-// names it, and no Deny statement without a condition does. A conditional
-// Allow counts: the conditions that govern IAM identities are checked on
-// their own (Governed).
+// names it, and no Deny statement without a condition, on every resource,
+// does. A conditional Allow counts: the conditions that govern IAM
+// identities are checked on their own (Governed), as are the resources a
+// Deny names (the broker's own keys).
 func (p Policy) Grants(action string) bool {
 	if len(p.Allowing(action)) == 0 {
 		return false
 	}
 	for _, d := range p.Denying(action) {
-		if !d.Conditional {
+		if !d.Conditional && !d.Scoped {
 			return false
 		}
 	}
@@ -115,8 +119,10 @@ type Resource struct {
 	File      string
 	LogicalID string
 	Type      string
-	// Properties are the top-level properties the template sets (however
-	// conditionally).
+	// Properties are the properties the template sets (however
+	// conditionally): each top-level name, and each nested property's path
+	// from it, names joined by "/" (StreamSpecification/ResourcePolicy), as
+	// Unused entries name them.
 	Properties []string
 }
 
@@ -166,12 +172,16 @@ type Report struct {
 	SetUnused []UnusedSet
 	// GrantedRefused are the refused actions the policy grants.
 	GrantedRefused []Refused
+	// NoSuchProperty are the Unused entries whose property is not one of
+	// their type's (a misspelling, or a property the schema dropped): such
+	// an entry would excuse its action for ever.
+	NoSuchProperty []Unused
 }
 
 // Problems says whether the report finds anything the role must fix
 // (unknown types are for a person to check).
 func (r Report) Problems() bool {
-	return len(r.Missing)+len(r.SetUnused)+len(r.GrantedRefused) > 0
+	return len(r.Missing)+len(r.SetUnused)+len(r.GrantedRefused)+len(r.NoSuchProperty) > 0
 }
 
 // UnusedSet is an Unused entry whose property a resource sets.
@@ -205,6 +215,11 @@ func Check(resources []Resource, policy Policy, unused []Unused, refused []Refus
 		}
 	}
 	slices.Sort(types)
+	for _, u := range unused {
+		if s, ok := schemas[u.Type]; !ok || !s.HasProperty(u.Property) {
+			r.NoSuchProperty = append(r.NoSuchProperty, u)
+		}
+	}
 	isRefused := map[string]bool{}
 	for _, f := range refused {
 		isRefused[strings.ToLower(f.Action)] = true
@@ -234,6 +249,57 @@ func Check(resources []Resource, policy Policy, unused []Unused, refused []Refus
 		}
 	}
 	return r, nil
+}
+
+// Extra is an action a role grants that no handler of its types lists,
+// with the reason it is granted all the same.
+type Extra struct {
+	Action string
+	Why    string
+}
+
+// Excess lists the actions (or patterns) that the Allow statements of
+// policy grant and no create, read, update or delete handler of types
+// needs (as IAM authorizes what it lists, IAMAction), unless extra lists
+// them: a permission no stack of those types uses. A pattern is excess
+// unless extra lists it, whatever it matches.
+func Excess(policy Policy, types []string, extra []Extra) ([]string, error) {
+	schemas, err := Schemas()
+	if err != nil {
+		return nil, err
+	}
+	needed := map[string]bool{}
+	for _, t := range types {
+		s, ok := schemas[t]
+		if !ok {
+			return nil, fmt.Errorf("%s: no kept schema", t)
+		}
+		for _, h := range StackHandlers {
+			for _, a := range s.Actions(h) {
+				needed[strings.ToLower(IAMAction(a))] = true
+			}
+		}
+	}
+	listed := map[string]bool{}
+	for _, e := range extra {
+		listed[strings.ToLower(e.Action)] = true
+	}
+	var out []string
+	seen := map[string]bool{}
+	for _, st := range policy {
+		if st.Deny {
+			continue
+		}
+		for _, a := range st.Actions {
+			key := strings.ToLower(a)
+			if seen[key] || listed[key] || needed[key] {
+				continue
+			}
+			seen[key] = true
+			out = append(out, a)
+		}
+	}
+	return out, nil
 }
 
 // unusedBy says whether unused lists action for type t, and none of

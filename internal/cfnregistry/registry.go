@@ -38,6 +38,69 @@ type Schema struct {
 	// Source, for a type written by hand (handwritten.json), says where
 	// its actions come from.
 	Source string `json:"source,omitempty"`
+	// Properties are the type's properties, by name, and Definitions the
+	// shapes they refer to ($ref "#/definitions/NAME").
+	Properties  map[string]Property `json:"properties"`
+	Definitions map[string]Property `json:"definitions"`
+}
+
+// Property is what the broker keeps of a property's JSON schema: where its
+// own properties are, directly, in a definition, in its items (a list of
+// objects) or in its alternatives.
+type Property struct {
+	Ref        string              `json:"$ref"`
+	Properties map[string]Property `json:"properties"`
+	Items      *Property           `json:"items"`
+	OneOf      []Property          `json:"oneOf"`
+	AnyOf      []Property          `json:"anyOf"`
+}
+
+// HasProperty says whether the type has the property at path: a top-level
+// property's name, or a nested one's path from it, its names joined by "/"
+// (StreamSpecification/ResourcePolicy), lists' items taken as the list.
+func (s Schema) HasProperty(path string) bool {
+	names := strings.Split(path, "/")
+	level := []Property{{Properties: s.Properties}}
+	for _, name := range names {
+		var next []Property
+		for _, p := range level {
+			for _, shape := range s.shapes(p, 0) {
+				if child, ok := shape.Properties[name]; ok {
+					next = append(next, child)
+				}
+			}
+		}
+		if len(next) == 0 {
+			return false
+		}
+		level = next
+	}
+	return true
+}
+
+// maxDepth bounds how many references shapes follows: a definition may
+// refer to itself.
+const maxDepth = 8
+
+// shapes are the schemas that may hold p's properties: p itself, what its
+// $ref names, its items and its alternatives, each resolved in turn.
+func (s Schema) shapes(p Property, depth int) []Property {
+	if depth > maxDepth {
+		return nil
+	}
+	out := []Property{p}
+	if name, ok := strings.CutPrefix(p.Ref, "#/definitions/"); ok {
+		if d, ok := s.Definitions[name]; ok {
+			out = append(out, s.shapes(d, depth+1)...)
+		}
+	}
+	if p.Items != nil {
+		out = append(out, s.shapes(*p.Items, depth+1)...)
+	}
+	for _, alt := range append(slices.Clone(p.OneOf), p.AnyOf...) {
+		out = append(out, s.shapes(alt, depth+1)...)
+	}
+	return out
 }
 
 // Handler is one handler of a type.

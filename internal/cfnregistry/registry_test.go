@@ -45,6 +45,25 @@ func TestSchemas(t *testing.T) {
 			t.Errorf("AWS::IAM::AccessKey: %+v", s)
 		}
 	})
+	t.Run("a type's properties are read, nested ones through definitions, lists and alternatives", func(t *testing.T) {
+		for _, tc := range []struct {
+			typ, path string
+			want      bool
+		}{
+			{"AWS::S3::Bucket", "ReplicationConfiguration", true},
+			{"AWS::S3::Bucket", "ReplicationConfiguraton", false},
+			{"AWS::S3::Bucket", "LifecycleConfiguration/Rules/Status", true},
+			{"AWS::S3::Bucket", "LifecycleConfiguration/Rules/Statuses", false},
+			{"AWS::DynamoDB::Table", "StreamSpecification/ResourcePolicy", true},
+			{"AWS::DynamoDB::Table", "ResourcePolicy/StreamSpecification", false},
+			{"AWS::DynamoDB::Table", "GlobalTableSettingsReplicationMode", false},
+			{"AWS::IAM::AccessKey", "UserName", true},
+		} {
+			if got := schemas[tc.typ].HasProperty(tc.path); got != tc.want {
+				t.Errorf("%s HasProperty(%q) = %v, want %v", tc.typ, tc.path, got, tc.want)
+			}
+		}
+	})
 	t.Run("createOnlyProperties say what replaces a resource", func(t *testing.T) {
 		if q := schemas["AWS::SQS::Queue"]; !q.ReplacedBy("FifoQueue") || q.ReplacedBy("VisibilityTimeout") {
 			t.Errorf("AWS::SQS::Queue createOnlyProperties %v", q.CreateOnlyProperties)
@@ -90,6 +109,27 @@ func TestCheck(t *testing.T) {
 			t.Fatalf("%+v", r)
 		}
 	})
+	t.Run("an unused entry naming no property of its type is reported, a nested one that exists is not", func(t *testing.T) {
+		p := Policy{{Actions: []string{"s3:*", "s3tables:*"}}}
+		unused := []Unused{
+			{Type: "AWS::S3::Bucket", Property: "ReplicationConfiguraton", Action: "iam:PassRole", Why: "misspelt"},
+			{Type: "AWS::S3::Bucket", Property: "ReplicationConfiguration/Role", Action: "iam:PassRole", Why: "replication"},
+			{Type: "AWS::DynamoDB::Table", Property: "GlobalTableSettingsReplicationMode", Action: "dynamodb:Scan", Why: "gone"},
+		}
+		r, err := Check([]Resource{bucket}, p, unused, nil)
+		if err != nil || !r.Problems() || len(r.NoSuchProperty) != 2 ||
+			r.NoSuchProperty[0].Property != "ReplicationConfiguraton" || r.NoSuchProperty[1].Property != "GlobalTableSettingsReplicationMode" {
+			t.Fatalf("%+v %v", r.NoSuchProperty, err)
+		}
+		if len(r.Missing) != 0 {
+			t.Errorf("missing %v: the nested entry excuses iam:PassRole", r.Missing)
+		}
+		replicated := bucket
+		replicated.Properties = []string{"ReplicationConfiguration", "ReplicationConfiguration/Role"}
+		if r, _ := Check([]Resource{replicated}, p, unused[1:2], nil); len(r.SetUnused) != 1 {
+			t.Errorf("a template setting the nested property: %+v", r)
+		}
+	})
 	t.Run("a refused action is not missing, but a policy granting it is reported", func(t *testing.T) {
 		user := Resource{File: "u.yaml", LogicalID: "U", Type: "AWS::IAM::User"}
 		refused := []Refused{{Action: "iam:DeleteUserPermissionsBoundary", Why: "keep it"}}
@@ -100,6 +140,16 @@ func TestCheck(t *testing.T) {
 		p := Policy{{Actions: []string{"iam:*"}}, {Deny: true, Actions: []string{"iam:DeleteUserPermissionsBoundary"}}}
 		if r, _ := Check([]Resource{user}, p, nil, refused); r.Problems() {
 			t.Fatalf("%+v", r)
+		}
+	})
+	t.Run("a Deny on named resources (the broker's own keys) refuses the action there alone", func(t *testing.T) {
+		p := Policy{{Actions: []string{"kms:CreateGrant"}, Conditional: true}, {Deny: true, Actions: []string{"kms:*"}, Scoped: true}}
+		if !p.Grants("kms:CreateGrant") {
+			t.Error("a scoped Deny refuses the action everywhere")
+		}
+		p[1].Scoped = false
+		if p.Grants("kms:CreateGrant") {
+			t.Error("a Deny on every resource does not refuse the action")
 		}
 	})
 	t.Run("a type with no kept schema is unknown", func(t *testing.T) {
@@ -121,4 +171,29 @@ func TestS3DeletesOfConfigurationsAreAuthorizedAsTheirPuts(t *testing.T) {
 	if !slices.ContainsFunc(r.Missing, func(m Missing) bool { return m.Handler == "update" && m.Action == "s3:PutEncryptionConfiguration" }) {
 		t.Errorf("missing %v, want the update handler's s3:PutEncryptionConfiguration (DeleteBucketEncryption)", r.Missing)
 	}
+}
+
+func TestExcess(t *testing.T) {
+	types := []string{"AWS::SQS::Queue"}
+	queues := Policy{
+		{Sid: "Queues", Actions: []string{"sqs:CreateQueue", "sqs:deletequeue", "sqs:GetQueueAttributes"}},
+		{Sid: "Refuse", Deny: true, Actions: []string{"sqs:*"}},
+	}
+	t.Run("what a handler of the types lists is not excess, whatever its case; a Deny grants nothing", func(t *testing.T) {
+		if excess, err := Excess(queues, types, nil); err != nil || len(excess) != 0 {
+			t.Errorf("excess %v %v", excess, err)
+		}
+	})
+	t.Run("an action no handler lists, or a pattern, is excess unless listed with its reason", func(t *testing.T) {
+		p := append(slices.Clone(queues), Statement{Sid: "More", Actions: []string{"sqs:PurgeQueue", "sqs:Send*", "s3:CreateBucket"}})
+		excess, err := Excess(p, types, []Extra{{Action: "sqs:send*", Why: "a test"}})
+		if err != nil || !slices.Equal(excess, []string{"sqs:PurgeQueue", "s3:CreateBucket"}) {
+			t.Errorf("excess %v %v, want sqs:PurgeQueue and s3:CreateBucket (no handler of AWS::SQS::Queue lists it)", excess, err)
+		}
+	})
+	t.Run("a type with no kept schema is an error", func(t *testing.T) {
+		if _, err := Excess(queues, []string{"AWS::ElastiCache::CacheCluster"}, nil); err == nil {
+			t.Error("no error")
+		}
+	})
 }

@@ -131,6 +131,18 @@ func TestBuild(t *testing.T) {
 			t.Errorf("Files (make build, cdk synth) needs the secrets: %v", err)
 		}
 	})
+	t.Run("a cloudformation plan whose template declares a Transform stops the start, naming the plan's field and the template", func(t *testing.T) {
+		sam := filepath.Join(t.TempDir(), "sam.yaml")
+		if err := os.WriteFile(sam, []byte("Transform: AWS::Serverless-2016-10-31\nResources:\n  F: {Type: AWS::Serverless::Function}\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		cat := loadCatalog(t, "driver: cloudformation\nmode: async-only\ntemplate: "+sam)
+		_, err := Build(t.Context(), cat, Env{})
+		want := "my-catalog.yaml: services[0].plans[0].broker.template: " + sam + " runs Transform AWS::Serverless-2016-10-31"
+		if err == nil || !strings.HasPrefix(err.Error(), want) {
+			t.Errorf("error %v, want it to start %q", err, want)
+		}
+	})
 	t.Run("Wrap replaces every driver", func(t *testing.T) {
 		cat := loadCatalog(t, "")
 		set, err := Build(t.Context(), cat, Env{})

@@ -2,6 +2,7 @@ package cloudformation
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 
@@ -143,4 +144,40 @@ func TestParameterUpdateKeepsTheTemplate(t *testing.T) {
 			t.Errorf("description %q", f.Description)
 		}
 	})
+}
+
+// A macro would rewrite a template after the start-up check (Configure
+// refuses templates that run one): no stack or change set the driver asks
+// for acknowledges CAPABILITY_AUTO_EXPAND, a fleet upgrade's preview's
+// included.
+func TestNoStackOrChangeSetAcknowledgesMacros(t *testing.T) {
+	h := newHarness(t, true)
+	h.provisioned()
+	bind := h.change(broker.KindBind, "op-bind")
+	if _, err := h.driver.Begin(h.ctx, h.fresh(bind)); err != nil {
+		t.Fatal(err)
+	}
+	upgrade := h.change(broker.KindUpdate, "op-upgrade")
+	upgrade.Operation.Target = &broker.Target{MaintenanceInfo: &broker.MaintenanceInfo{Version: "2.0.0"}}
+	if _, err := h.driver.Preview(h.ctx, h.fresh(upgrade)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.driver.Begin(h.ctx, h.fresh(upgrade)); err != nil {
+		t.Fatal(err)
+	}
+	asked := map[string][]types.Capability{
+		"CreateStack " + h.instanceStack(): h.cfn.get(h.instanceStack()).create.Capabilities,
+		"CreateStack " + h.bindingStack():  h.cfn.get(h.bindingStack()).create.Capabilities,
+	}
+	for _, in := range h.cfn.changeSetInputs {
+		asked["CreateChangeSet "+aws.ToString(in.ChangeSetName)] = in.Capabilities
+	}
+	if len(asked) != 4 {
+		t.Fatalf("calls %v, want two stacks, the preview's change set and the upgrade's", asked)
+	}
+	for call, capabilities := range asked {
+		if len(capabilities) != 2 || slices.Contains(capabilities, types.CapabilityCapabilityAutoExpand) {
+			t.Errorf("%s: capabilities %v, want CAPABILITY_IAM and CAPABILITY_NAMED_IAM only", call, capabilities)
+		}
+	}
 }

@@ -372,7 +372,11 @@ func (d *Driver) deployed(t *Template) map[string]string {
 	return map[string]string{BoundaryParameter: d.Deployment.BoundaryARN}
 }
 
-var capabilities = []types.Capability{types.CapabilityCapabilityIam, types.CapabilityCapabilityNamedIam, types.CapabilityCapabilityAutoExpand}
+// capabilities acknowledge that a template makes IAM resources, which the
+// start-up check has seen (checkBoundaries). Not CAPABILITY_AUTO_EXPAND: a
+// macro would rewrite the template after that check, so a template that
+// runs one is refused at start (Template.Macros).
+var capabilities = []types.Capability{types.CapabilityCapabilityIam, types.CapabilityCapabilityNamedIam}
 
 // creating says how far a creation is: "Creating: 3 of 5 resources done."
 func (d *Driver) creating(ctx context.Context, c broker.Change, stack *types.Stack, t *Template) (broker.Progress, error) {

@@ -196,7 +196,7 @@ func TestProvision(t *testing.T) {
 			t.Errorf("parameters %v, want %v (the user's and the plan's; Settings and Subnets keep their Default)", got, want)
 		}
 		if aws.ToString(in.TemplateBody) != instanceTemplate || aws.ToString(in.RoleARN) != "arn:aws:iam::123456789012:role/cfn" ||
-			len(in.Capabilities) != 3 || aws.ToString(in.ClientRequestToken) != token("create", "op-1") {
+			len(in.Capabilities) != 2 || aws.ToString(in.ClientRequestToken) != token("create", "op-1") {
 			t.Errorf("input: role %q, capabilities %v, token %q", aws.ToString(in.RoleARN), in.Capabilities, aws.ToString(in.ClientRequestToken))
 		}
 		tags := tagMap(in.Tags)

@@ -57,6 +57,7 @@ func (f *fakeStacks) CreateChangeSet(_ context.Context, in *cfn.CreateChangeSetI
 		cs := &fakeChangeSet{in: in, stack: s,
 			id: fmt.Sprintf("arn:aws:cloudformation:us-east-1:123456789012:changeSet/%s/%d", aws.ToString(in.ChangeSetName), len(f.changeSets))}
 		f.changeSets = append(f.changeSets, cs)
+		f.changeSetInputs = append(f.changeSetInputs, in)
 		return &cfn.CreateChangeSetOutput{Id: aws.String(cs.id), StackId: s.stack.StackId}, nil
 	})
 }

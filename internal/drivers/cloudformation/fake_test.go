@@ -32,7 +32,9 @@ type fakeStacks struct {
 	noUpdates bool
 	// changeSets are the change sets not deleted; changes are what each
 	// says it would do; changeSetPending keeps them CREATE_IN_PROGRESS.
-	changeSets       []*fakeChangeSet
+	changeSets []*fakeChangeSet
+	// changeSetInputs are every change set asked for, deleted ones too.
+	changeSetInputs  []*cfn.CreateChangeSetInput
 	changes          []types.Change
 	changeSetPending bool
 	// eventPage is how many events DescribeStackEvents returns a page.

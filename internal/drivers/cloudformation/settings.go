@@ -102,6 +102,10 @@ type Template struct {
 	Declared []Resource
 	// Outputs are the names of the template's outputs, sorted.
 	Outputs []string
+	// Macros are the macros the template runs: its top-level Transform
+	// (a name or a list of names) and each Fn::Transform (!Transform) it
+	// holds, as "Transform NAME" and "Fn::Transform at PATH".
+	Macros []string
 }
 
 // Resource is one resource a template declares.
@@ -121,9 +125,40 @@ func (t *Template) RegistryResources() []cfnregistry.Resource {
 	out := make([]cfnregistry.Resource, 0, len(t.Declared))
 	for _, r := range t.Declared {
 		out = append(out, cfnregistry.Resource{File: t.Path, LogicalID: r.LogicalID, Type: r.Type,
-			Properties: slices.Sorted(maps.Keys(r.Properties))})
+			Properties: propertyPaths(r.Properties)})
 	}
 	return out
+}
+
+// propertyPaths are the paths of the properties values sets, sorted: each
+// top-level name, and each nested one as "Parent/Child", through lists
+// and through intrinsic functions (both branches of an Fn::If).
+func propertyPaths(values map[string]any) []string {
+	seen := map[string]bool{}
+	var walk func(v any, at string)
+	walk = func(v any, at string) {
+		switch v := v.(type) {
+		case map[string]any:
+			for k, child := range v {
+				if k == "Ref" || strings.HasPrefix(k, "Fn::") {
+					walk(child, at)
+					continue
+				}
+				path := k
+				if at != "" {
+					path = at + "/" + k
+				}
+				seen[path] = true
+				walk(child, path)
+			}
+		case []any:
+			for _, e := range v {
+				walk(e, at)
+			}
+		}
+	}
+	walk(values, "")
+	return slices.Sorted(maps.Keys(seen))
 }
 
 // Parameter is one declared template parameter.
@@ -281,6 +316,10 @@ func readTemplate(key, path, dir string) (*Template, error) {
 		return nil, catalog.Settingf(key, "%s is not a usable CloudFormation template: %v", path, err)
 	}
 	t.Path = path
+	if len(t.Macros) > 0 {
+		return nil, catalog.Settingf(key, "%s runs %s: the driver creates stacks without CAPABILITY_AUTO_EXPAND, and a macro (a Transform, or Fn::Transform) rewrites the template after the broker checked it, past its view of the IAM identities and resources the template makes; expand it yourself (for AWS::Serverless-2016-10-31, write the resources SAM would make) and name the expanded template",
+			path, list(t.Macros))
+	}
 	if err := t.checkBoundaries(); err != nil {
 		return nil, catalog.Settingf(key, "%s: %v", path, err)
 	}
@@ -334,6 +373,7 @@ func parseTemplate(body []byte) (*Template, error) {
 		doc = m
 	}
 	t := &Template{Body: string(body), Parameters: map[string]Parameter{}}
+	t.Macros = macros(doc, body)
 
 	resources, ok := doc["Resources"].(map[string]any)
 	if !ok || len(resources) == 0 {
@@ -387,6 +427,82 @@ func parseTemplate(body []byte) (*Template, error) {
 		t.Outputs = slices.Sorted(maps.Keys(outputs))
 	}
 	return t, nil
+}
+
+// macros lists the macros doc (parsed from body) runs: its Transform
+// section, string or list, and every Fn::Transform, long form or, in YAML,
+// the !Transform tag that reading the body as plain values loses.
+func macros(doc map[string]any, body []byte) []string {
+	var out []string
+	switch v := doc["Transform"].(type) {
+	case nil:
+	case []any:
+		for _, name := range v {
+			out = append(out, "Transform "+scalarText(name))
+		}
+	default:
+		out = append(out, "Transform "+scalarText(v))
+	}
+	var walk func(v any, at string)
+	walk = func(v any, at string) {
+		switch v := v.(type) {
+		case map[string]any:
+			for _, k := range slices.Sorted(maps.Keys(v)) {
+				if k == "Fn::Transform" {
+					out = append(out, "Fn::Transform at "+at)
+					continue
+				}
+				walk(v[k], at+"/"+k)
+			}
+		case []any:
+			for i, e := range v {
+				walk(e, fmt.Sprintf("%s/%d", at, i))
+			}
+		}
+	}
+	var node yaml.Node
+	if bytes.HasPrefix(bytes.TrimSpace(body), []byte("{")) || yaml.Unmarshal(body, &node) != nil {
+		for _, k := range slices.Sorted(maps.Keys(doc)) {
+			if k != "Transform" {
+				walk(doc[k], k)
+			}
+		}
+		return out
+	}
+	var tagged func(n *yaml.Node, at string)
+	tagged = func(n *yaml.Node, at string) {
+		if n.Tag == "!Transform" {
+			out = append(out, "Fn::Transform at "+at)
+			return
+		}
+		switch n.Kind {
+		case yaml.DocumentNode:
+			for _, c := range n.Content {
+				tagged(c, at)
+			}
+		case yaml.MappingNode:
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				key, value := n.Content[i].Value, n.Content[i+1]
+				path := key
+				if at != "" {
+					path = at + "/" + key
+				}
+				switch {
+				case key == "Fn::Transform":
+					out = append(out, "Fn::Transform at "+at)
+				case at == "" && key == "Transform":
+				default:
+					tagged(value, path)
+				}
+			}
+		case yaml.SequenceNode:
+			for i, c := range n.Content {
+				tagged(c, fmt.Sprintf("%s/%d", at, i))
+			}
+		}
+	}
+	tagged(&node, "")
+	return out
 }
 
 // fixedParameters checks and converts the values a plan fixes for a

@@ -244,6 +244,10 @@ func TestConfigureRefuses(t *testing.T) {
 		"instance-ok.yaml":  "Parameters:\n  A: {Type: String, Default: x}\n  L: {Type: 'List<AWS::EC2::Subnet::Id>', Default: ''}\nResources:\n  B: {Type: AWS::SNS::Topic}\nOutputs:\n  BucketName: {Value: x}\n  BucketArn: {Value: y}\n",
 		"directory/.keep":   "",
 		"instance-ok2.yaml": "Resources:\n  B: {Type: AWS::SNS::Topic}\n",
+		"sam.yaml":          "Transform: AWS::Serverless-2016-10-31\nResources:\n  F: {Type: AWS::Serverless::Function}\n",
+		"macros.json":       `{"Transform": ["AWS::LanguageExtensions", "MyMacro"], "Resources": {"B": {"Type": "AWS::SNS::Topic", "Properties": {"Tags": [{"Fn::Transform": {"Name": "Tags"}}]}}}}`,
+		"include.yaml":      "Resources:\n  B:\n    Type: AWS::SNS::Topic\n    Properties:\n      Fn::Transform: {Name: AWS::Include, Parameters: {Location: s3://b/k}}\n",
+		"tagged.yaml":       "Resources:\n  B:\n    Type: AWS::SNS::Topic\n    Properties:\n      TopicName: !Transform {Name: MyMacro, Parameters: {}}\n",
 	})
 	ok := map[string]any{"Owner": "team-a"} // supplies instance.yaml's required parameter
 	cases := []struct {
@@ -311,6 +315,19 @@ func TestConfigureRefuses(t *testing.T) {
 		{name: "an unknown key is refused with the keys there are",
 			config: map[string]any{"template": "instance.yaml", "parameters": ok, "templates": "x"},
 			key:    "templates", contains: []string{"unknown key", "template, binding_template, parameters, binding_parameters, retry_after"}},
+		{name: "a template that declares a Transform is refused: the driver does not let a macro rewrite it past the start-up check",
+			config: map[string]any{"template": "sam.yaml"}, key: "template",
+			contains: []string{"sam.yaml runs Transform AWS::Serverless-2016-10-31", "without CAPABILITY_AUTO_EXPAND", "expand it yourself"}},
+		{name: "a list of transforms is refused, naming each, and an Fn::Transform in JSON too",
+			config: map[string]any{"template": "macros.json"}, key: "template",
+			contains: []string{"Transform AWS::LanguageExtensions, Transform MyMacro and Fn::Transform at Resources/B/Properties/Tags/0"}},
+		{name: "an Fn::Transform (AWS::Include) in a resource is refused",
+			config: map[string]any{"template": "include.yaml"}, key: "template", contains: []string{"include.yaml runs Fn::Transform at Resources/B/Properties"}},
+		{name: "the short form !Transform is refused too",
+			config: map[string]any{"template": "tagged.yaml"}, key: "template", contains: []string{"tagged.yaml runs Fn::Transform at Resources/B/Properties/TopicName"}},
+		{name: "a binding template that declares a Transform is refused",
+			config: map[string]any{"template": "instance-ok2.yaml", "binding_template": "sam.yaml"}, key: "binding_template",
+			contains: []string{"sam.yaml runs Transform AWS::Serverless-2016-10-31"}},
 		{name: "a retry_after of zero is refused",
 			config: map[string]any{"template": "instance.yaml", "parameters": ok, "retry_after": 0}, key: "retry_after", contains: []string{"from 1 to 3600", "a number (0)"}},
 		{name: "a retry_after over an hour is refused",
@@ -545,4 +562,31 @@ func TestConfigureRefusesIAMIdentitiesWithoutTheBoundary(t *testing.T) {
 			t.Fatalf("err %v", err)
 		}
 	})
+}
+
+func TestTemplateResourcesNameNestedProperties(t *testing.T) {
+	dir := templateDir(t, map[string]string{"table.yaml": `Conditions:
+  Streams: !Equals [a, a]
+Resources:
+  Table:
+    Type: AWS::DynamoDB::Table
+    Properties:
+      SSESpecification: {SSEEnabled: true}
+      StreamSpecification: !If
+        - Streams
+        - StreamViewType: NEW_IMAGE
+          ResourcePolicy: {PolicyDocument: {}}
+        - !Ref AWS::NoValue
+      Tags:
+        - {Key: a, Value: b}
+`})
+	res, err := TemplateResources(dir, []string{"table.yaml"})
+	if err != nil || len(res) != 1 {
+		t.Fatalf("%+v %v", res, err)
+	}
+	want := []string{"SSESpecification", "SSESpecification/SSEEnabled", "StreamSpecification", "StreamSpecification/ResourcePolicy",
+		"StreamSpecification/ResourcePolicy/PolicyDocument", "StreamSpecification/StreamViewType", "Tags", "Tags/Key", "Tags/Value"}
+	if !slices.Equal(res[0].Properties, want) {
+		t.Errorf("properties %v, want %v (through Fn::If's branch and the list)", res[0].Properties, want)
+	}
 }

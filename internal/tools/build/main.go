@@ -36,6 +36,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -129,7 +130,7 @@ func RoleReport(w io.Writer, path string) error {
 		return err
 	}
 	policy := servicerole.Policy(servicerole.Grants("osb", "the boundary"))
-	r, err := cfnregistry.Check(resources, policy, servicerole.Unused, servicerole.Refused)
+	r, err := cfnregistry.Check(resources, policy, servicerole.Unused, slices.Concat(servicerole.Refused, servicerole.Withheld))
 	if err != nil {
 		return err
 	}
