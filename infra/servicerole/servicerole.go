@@ -7,11 +7,12 @@ package servicerole
 
 import (
 	"github.com/serverless-osb/broker/internal/cfnregistry"
+	"github.com/serverless-osb/broker/internal/deploy"
 )
 
 // UserPath is the IAM path of the users binding templates make
 // (services/README.md: "one IAM user under the path /serverless-osb/").
-const UserPath = "/serverless-osb/"
+const UserPath = deploy.BindingUserPath
 
 // ARN is an ARN, or a pattern of ARNs, in the stack's partition, and in its
 // region and account unless global or accountless.

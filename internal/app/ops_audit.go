@@ -30,15 +30,11 @@ const (
 	OutputPermissionsBoundary = "PermissionsBoundaryArn"
 )
 
-// BindingUserPath is the IAM path of the users binding templates make
-// (services/README.md); infra/servicerole.UserPath is the same.
-const BindingUserPath = "/serverless-osb/"
-
 // ErrAuditFound is returned, wrapped, when ops audit finds a binding user
 // to fix or remove: the command exits 1 after printing them.
 var ErrAuditFound = errors.New("ops audit found binding users to fix or remove")
 
-// AuditScope is what ops audit checks: the users under BindingUserPath
+// AuditScope is what ops audit checks: the users under deploy.BindingUserPath
 // whose names start with the stack prefix and a hyphen (CloudFormation
 // names a binding's user after its stack), against the boundary they must
 // carry.
@@ -94,11 +90,11 @@ func Audit(ctx context.Context, iamAPI AuditIAM, cfnAPI AuditCloudFormation, sco
 	if err != nil {
 		return report, err
 	}
-	pages := iam.NewListUsersPaginator(iamAPI, &iam.ListUsersInput{PathPrefix: aws.String(BindingUserPath)})
+	pages := iam.NewListUsersPaginator(iamAPI, &iam.ListUsersInput{PathPrefix: aws.String(deploy.BindingUserPath)})
 	for pages.HasMorePages() {
 		page, err := pages.NextPage(ctx)
 		if err != nil {
-			return report, fmt.Errorf("list the IAM users under %s: %w", BindingUserPath, err)
+			return report, fmt.Errorf("list the IAM users under %s: %w", deploy.BindingUserPath, err)
 		}
 		for _, u := range page.Users {
 			name := aws.ToString(u.UserName)
@@ -305,7 +301,7 @@ func stackAuditScope(ctx context.Context, client awscfn.DescribeStacksAPIClient,
 func writeAudit(out io.Writer, r AuditReport) {
 	boundary := cmp.Or(r.Scope.Boundary, "none set: only the stacks are checked")
 	fmt.Fprintf(out, "binding users under %s named %s-…: %d checked, %d to fix or remove (boundary %s)\n",
-		BindingUserPath, r.Scope.Prefix, r.Checked, len(r.Findings), boundary)
+		deploy.BindingUserPath, r.Scope.Prefix, r.Checked, len(r.Findings), boundary)
 	if len(r.Findings) == 0 {
 		return
 	}
