@@ -28,7 +28,9 @@ const (
 type deployment struct {
 	name, prefix string
 	legacy       bool
-	template     map[string]any
+	// extra are more context settings.
+	extra    map[string]any
+	template map[string]any
 }
 
 func (d deployment) String() string { return fmt.Sprintf("%s (prefix %s)", d.name, d.prefix) }
@@ -39,6 +41,7 @@ func synthDeployment(t *testing.T, d deployment) (deployment, error) {
 	context := maps.Clone(broker.context)
 	context[ContextStackPrefix] = d.prefix
 	context[ContextLegacyStackPrefix] = d.legacy
+	maps.Copy(context, d.extra)
 	app := awscdk.NewApp(&awscdk.AppProps{Context: &context, Outdir: jsii.String(filepath.Join(t.TempDir(), "cdk.out"))})
 	props, err := PropsFromContext(app.Node())
 	if err != nil {
@@ -73,6 +76,10 @@ func TestDeploymentsCannotReachEachOther(t *testing.T) {
 		{name: "ServerlessOsbStaging", prefix: "osb-prod"},
 		{name: "osb-broker", prefix: "osb"},
 		{name: "osbprod", prefix: "osb"},
+		// The other settings that add statements: the front door's
+		// secret, the sealed-only mode, an operator's policy on the role.
+		{name: "ServerlessOsbEdge", prefix: "osbedge", extra: map[string]any{ContextFrontDoor: true, ContextSealedOnly: true,
+			ContextServiceRolePolicyARNs: "arn:aws:iam::111122223333:policy/broker-extra"}},
 		// Legacy: a prefix under the old rule keeps its own segment's
 		// patterns: it reaches none of these.
 		{name: "TeamA", prefix: "Team-A", legacy: true},
@@ -86,8 +93,8 @@ func TestDeploymentsCannotReachEachOther(t *testing.T) {
 		}
 		accepted = append(accepted, d)
 	}
-	if len(accepted) < 3 {
-		t.Fatalf("only %d deployments synthesized; the check needs at least three", len(accepted))
+	if len(accepted) < 4 {
+		t.Fatalf("only %d deployments synthesized; the check needs at least four", len(accepted))
 	}
 	for _, a := range accepted {
 		policies := allowStatements(a.template)
