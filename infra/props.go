@@ -269,10 +269,13 @@ func checkStackPrefix(prefix string, legacy bool) error {
 		return nil
 	}
 	if !isolatedPrefix.MatchString(prefix) {
+		why := fmt.Sprintf("a deployment on %q would reach one on %q", strings.ToLower(strings.SplitN(prefix, "-", 2)[0]), strings.ToLower(prefix))
+		if !strings.Contains(prefix, "-") {
+			why = fmt.Sprintf("S3 and RDS names are in lower case, where %q is %q", prefix, strings.ToLower(prefix))
+		}
 		return fmt.Errorf("%q must hold only lower-case letters and digits: the permissions of a deployment cover "+
-			"every name that starts with its prefix and a hyphen, so a deployment on %q would reach one on %q "+
-			"(%s=true keeps the old rule for a deployment that has instances under it, with that risk; docs/deploy.md)",
-			prefix, strings.ToLower(strings.SplitN(prefix, "-", 2)[0]), strings.ToLower(prefix), ContextLegacyStackPrefix)
+			"every name that starts with its prefix and a hyphen, and %s (%s=true keeps the old rule for a deployment "+
+			"that has instances under it, with that risk; docs/deploy.md)", prefix, why, ContextLegacyStackPrefix)
 	}
 	if slices.Contains(reservedPrefixes, prefix) {
 		return fmt.Errorf("%q starts names that are not the broker's (%s): choose another", prefix, strings.Join(reservedPrefixes, ", "))

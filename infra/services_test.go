@@ -142,7 +142,7 @@ func TestServiceRole(t *testing.T) {
 		{"RDS may create the master user's secret, and only a secret of RDS's, tag only those of the broker's databases", "DatabaseSecrets",
 			[]string{"secretsmanager:CreateSecret", "secretsmanager:TagResource"},
 			regional("secretsmanager", "secret:rds!db-*"),
-			object{"StringLikeIfExists": object{"aws:ResourceTag/aws:rds:primaryDBInstanceArn": rds("db:osb-*")}}},
+			object{"StringLikeIfExists": object{"secretsmanager:ResourceTag/aws:rds:primaryDBInstanceArn": rds("db:osb-*")}}},
 		{"RDS's service-linked role, and no other role, may be created", "RdsServiceLinkedRole",
 			[]string{"iam:CreateServiceLinkedRole"},
 			arn("arn:", partition, ":iam::", account, ":role/aws-service-role/rds.amazonaws.com/AWSServiceRoleForRDS"),

@@ -167,7 +167,7 @@ func Grants(prefix string, boundary any) []Statement {
 			Actions:   []string{"secretsmanager:CreateSecret", "secretsmanager:TagResource"},
 			Resources: []ARN{regional("secretsmanager", "secret:rds!db-*")},
 			Conditions: map[string]any{
-				"StringLikeIfExists": map[string]any{"aws:ResourceTag/aws:rds:primaryDBInstanceArn": DatabasesARN(prefix)},
+				"StringLikeIfExists": map[string]any{DatabaseSecretTag: DatabasesARN(prefix)},
 			},
 			Reason: reasonManagedSecrets,
 		},
