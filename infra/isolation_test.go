@@ -66,7 +66,8 @@ func synthDeployment(t *testing.T, d deployment) (deployment, error) {
 // make: its broker stack and table, its service stacks and what
 // CloudFormation names after them (buckets, queues, tables, databases, IAM
 // users), the master secrets RDS makes for its databases. A deployment's
-// patterns must not match its own broker stack either. IAM's matching is
+// patterns must not match its own broker stack either, and must match
+// each resource of its own service stacks. IAM's matching is
 // mimicked: * and ? in the ARN, case-sensitive; conditions on resource tags
 // evaluated, any other condition taken as met.
 func TestDeploymentsCannotReachEachOther(t *testing.T) {
@@ -100,6 +101,13 @@ func TestDeploymentsCannotReachEachOther(t *testing.T) {
 		policies := allowStatements(a.template)
 		if len(policies) == 0 {
 			t.Fatalf("%s: no Allow statement found", a)
+		}
+		// The check is only as good as the patterns it finds: each of the
+		// deployment's own service resources is reached by some Allow.
+		for _, own := range serviceStackARNs(t, a.prefix) {
+			if !slices.ContainsFunc(policies, func(s allow) bool { _, ok := s.reaches(own); return ok }) {
+				t.Errorf("%s: no Allow reaches its own %s", a, own.arn)
+			}
 		}
 		for _, b := range accepted {
 			targets := brokerStackARNs(b)
