@@ -247,6 +247,9 @@ func runAudit(ctx context.Context, stack string, asJSON bool, out io.Writer) err
 		return fmt.Errorf("load AWS configuration: %w", err)
 	}
 	scope := AuditScope{Prefix: cmp.Or(os.Getenv(env.StackPrefix), deploy.DefaultStackPrefix), Boundary: os.Getenv(env.PermissionsBoundaryARN)}
+	if stack == "" && cfg.Region == "" {
+		return fmt.Errorf("no AWS region: set AWS_REGION to the region of the broker's stacks (or use --stack NAME)")
+	}
 	if stack != "" {
 		if cfg, err = operatorConfig(ctx, stack); err != nil {
 			return err
