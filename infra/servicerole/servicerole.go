@@ -74,7 +74,8 @@ const (
 		"(default.postgres17, default:postgres-17), whose names follow the engine version; only those defaults, which " +
 		"CreateDBInstance and ModifyDBInstance may name, and neither is modified."
 	reasonManagedSecrets = "ManageMasterUserPassword: RDS creates the master user's secret, named rds!db-<uuid> by " +
-		"RDS, with the caller's permissions; this pattern is the secrets RDS manages for DB instances and nothing else."
+		"RDS, with the caller's permissions; this pattern is the secrets RDS manages for DB instances and nothing else, " +
+		"and the condition on the tag RDS gives each (its database's ARN) keeps those of other deployments' databases out."
 	reasonSecurityGroups = "EC2 names security groups by id (sg-…), which CloudFormation only learns once the group " +
 		"exists. Creating one needs the VPC and the new group's ARN; every other action is allowed only on groups " +
 		"carrying CloudFormation's tag aws:cloudformation:stack-name = PREFIX-…, that is, the broker's stacks' groups."
