@@ -51,6 +51,8 @@ const (
 	ContextCertificateARN = "certificateArn"
 	ContextReaperInterval = "reaperIntervalMinutes"
 	ContextStackPrefix    = "stackPrefix"
+	// ContextLegacyStackPrefix is true or false, as ContextFrontDoor.
+	ContextLegacyStackPrefix = "legacyStackPrefix"
 	// ContextServiceRolePolicyARNs is a comma-separated list (or, in
 	// cdk.json, a list) of managed policy ARNs.
 	ContextServiceRolePolicyARNs = "serviceRolePolicyArns"
@@ -91,6 +93,7 @@ func PropsFromContext(node constructs.Node) (BrokerStackProps, error) {
 		CertificateARN:         c.string(ContextCertificateARN),
 		ReaperInterval:         time.Duration(c.integer(ContextReaperInterval)) * time.Minute,
 		StackPrefix:            c.string(ContextStackPrefix),
+		LegacyStackPrefix:      c.boolean(ContextLegacyStackPrefix),
 		ServiceRolePolicyARNs:  c.list(ContextServiceRolePolicyARNs),
 		SealingKeyOperators:    c.list(ContextSealingKeyOperators),
 	}

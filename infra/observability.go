@@ -27,10 +27,14 @@ const (
 	OutputUpgradeStateMachineARN   = "UpgradeStateMachineArn"
 	OutputRegion                   = "Region"
 	OutputSealingKeyARN            = "SealingKeyArn"
-	OutputAlarmTopicARN            = "AlarmTopicArn"
-	OutputDomainTarget             = "CustomDomainTarget"
-	OutputOpsCommand               = "OpsCommand"
-	OutputDashboard                = "DashboardUrl"
+	// OutputStackPrefix and OutputPermissionsBoundaryARN are output when
+	// the stack makes the service role: ops audit reads them.
+	OutputStackPrefix            = "StackPrefix"
+	OutputPermissionsBoundaryARN = "PermissionsBoundaryArn"
+	OutputAlarmTopicARN          = "AlarmTopicArn"
+	OutputDomainTarget           = "CustomDomainTarget"
+	OutputOpsCommand             = "OpsCommand"
+	OutputDashboard              = "DashboardUrl"
 )
 
 // detachedAlarmHours is how long a detached resource may wait before its
@@ -315,6 +319,12 @@ func (b *builder) observabilityOutputs(topic awssns.ITopic, dashboard awscloudwa
 	}
 	output(OutputRegion, "The region the broker runs in (AWS_REGION).", b.stack.Region())
 	output(OutputSealingKeyARN, "The KMS key that seals the secrets the table keeps (BROKER_SEALING_KEY_ARN).", b.sealKey.KeyArn())
+	if b.boundary != nil {
+		output(OutputStackPrefix, "What the name of every service stack starts with, before a hyphen (BROKER_STACK_PREFIX).",
+			jsii.String(b.props.StackPrefix))
+		output(OutputPermissionsBoundaryARN, "The permissions boundary every IAM user of the service stacks carries (ops audit).",
+			b.boundary.ManagedPolicyArn())
+	}
 	output(OutputAlarmTopicARN, "The SNS topic every alarm notifies; subscribe to it (or deploy with -c alarmEmail=ADDRESS).", topic.TopicArn())
 	output(OutputDashboard, "The broker's CloudWatch dashboard.", awscdk.Fn_Join(jsii.String(""), &[]*string{
 		jsii.String("https://console.aws.amazon.com/cloudwatch/home?region="), b.stack.Region(),

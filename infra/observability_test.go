@@ -184,6 +184,8 @@ func TestStackOperatorOutputs(t *testing.T) {
 		{"the fleet upgrade workflow's ARN", OutputUpgradeStateMachineARN, object{"Ref": logicalID(t, "UpgradeStateMachine")}},
 		{"the region", OutputRegion, object{"Ref": "AWS::Region"}},
 		{"the alarms' topic", OutputAlarmTopicARN, object{"Ref": logicalID(t, "AlarmTopic")}},
+		{"the stack prefix", OutputStackPrefix, "osb"},
+		{"the binding users' permissions boundary", OutputPermissionsBoundaryARN, object{"Ref": logicalID(t, "BindingBoundary")}},
 		{"the operator command for this stack", OutputOpsCommand, "go run ./functions/api ops --stack ServerlessOsb operations"},
 	}
 	for _, tt := range tests {
@@ -196,6 +198,7 @@ func TestStackOperatorOutputs(t *testing.T) {
 			OutputTableName: app.OutputTable, OutputOperationStateMachineARN: app.OutputOperationStateMachine,
 			OutputCleanupStateMachineARN: app.OutputCleanupStateMachine, OutputRegion: app.OutputRegion,
 			OutputUpgradeStateMachineARN: app.OutputUpgradeStateMachine,
+			OutputStackPrefix:            app.OutputStackPrefix, OutputPermissionsBoundaryARN: app.OutputPermissionsBoundary,
 		} {
 			if infraName != appName {
 				t.Errorf("the stack outputs %s where ops --stack reads %s", infraName, appName)

@@ -142,11 +142,20 @@ type BrokerStackProps struct {
 
 	// StackPrefix starts the name of every stack the CloudFormation driver
 	// makes (PREFIX-…, the worker's BROKER_STACK_PREFIX): the worker may
-	// touch only those stacks, and the service role only the resources
-	// CloudFormation names after them. Letters, digits and hyphens, starting
-	// with a letter, at most 20 characters, with no hyphen at the end nor
-	// two in a row. Default: osb.
+	// touch only those stacks, and the service role and the boundary only
+	// the resources CloudFormation names after them. Lower-case letters and
+	// digits, starting with a letter, at most 20 characters: no hyphen, so
+	// that no other deployment's prefix extends it (checkStackPrefix).
+	// Default: osb.
 	StackPrefix string
+	// LegacyStackPrefix accepts a stack prefix under the rule before issue
+	// 28 (upper case and single hyphens too) and a broker stack name that
+	// another deployment's prefix could cover, for a deployment whose
+	// instances already run under such names. Its patterns may then cover
+	// another deployment's stacks, users and resources in the account, and
+	// the other's its own (docs/deploy.md). Its own prefix still may not
+	// cover the broker's stack. Default: false.
+	LegacyStackPrefix bool
 	// ServiceRolePolicyARNs are managed policies attached to the
 	// CloudFormation service role besides its own permissions, which cover
 	// the example services only: for a template that needs more.
@@ -282,7 +291,7 @@ func (p BrokerStackProps) withDefaults() (BrokerStackProps, error) {
 	if _, ok := retentions[p.LogRetentionDays]; !ok {
 		errs = append(errs, fmt.Errorf("log retention %d days: CloudWatch Logs does not offer it", p.LogRetentionDays))
 	}
-	if err := checkStackPrefix(p.StackPrefix); err != nil {
+	if err := checkStackPrefix(p.StackPrefix, p.LegacyStackPrefix); err != nil {
 		errs = append(errs, fmt.Errorf("stack prefix: %w", err))
 	}
 	errs = append(errs, checkManagedPolicies(p.ServiceRolePolicyARNs)...)
@@ -293,18 +302,72 @@ func (p BrokerStackProps) withDefaults() (BrokerStackProps, error) {
 }
 
 // checkStackPrefix applies the stack prefix's rule (deploy.CheckStackPrefix)
-// and one more: CloudFormation collapses runs of hyphens when it generates a
-// name from a stack's name (RDS identifiers, for one), so the names of a
-// prefix ending in a hyphen (stacks "osb--…") or holding two in a row would
-// not start with it, and the service role's permissions, which match names
-// by prefix, would not cover them.
-func checkStackPrefix(prefix string) error {
+// and, unless legacy, the stricter one that keeps deployments apart: the
+// service role's, the boundary's and the worker's patterns are PREFIX-*
+// (lower case for S3 and RDS, whose names CloudFormation generates in lower
+// case), and a prefix of lower-case letters and digits only is one whole
+// hyphen-separated segment, so no other valid prefix's names match them
+// ("osb-*" would match every name of a deployment on "osb-prod"). Legacy, it
+// keeps the older rule: CloudFormation collapses runs of hyphens when it
+// generates a name from a stack's name (RDS identifiers, for one), so the
+// names of a prefix ending in a hyphen or holding two in a row would not
+// start with it.
+func checkStackPrefix(prefix string, legacy bool) error {
 	if err := deploy.CheckStackPrefix(prefix); err != nil {
 		return err
 	}
-	if strings.HasSuffix(prefix, "-") || strings.Contains(prefix, "--") {
-		return fmt.Errorf("%q must not end with a hyphen or hold two in a row: CloudFormation collapses the hyphens "+
-			"of a stack's name in the names it generates, which the service role's permissions match by prefix", prefix)
+	if legacy {
+		if strings.HasSuffix(prefix, "-") || strings.Contains(prefix, "--") {
+			return fmt.Errorf("%q must not end with a hyphen or hold two in a row: CloudFormation collapses the hyphens "+
+				"of a stack's name in the names it generates, which the service role's permissions match by prefix", prefix)
+		}
+		return nil
+	}
+	if !isolatedPrefix.MatchString(prefix) {
+		why := fmt.Sprintf("a deployment on %q would reach one on %q", strings.ToLower(strings.SplitN(prefix, "-", 2)[0]), strings.ToLower(prefix))
+		if !strings.Contains(prefix, "-") {
+			why = fmt.Sprintf("S3 and RDS names are in lower case, where %q is %q", prefix, strings.ToLower(prefix))
+		}
+		return fmt.Errorf("%q must hold only lower-case letters and digits: the permissions of a deployment cover "+
+			"every name that starts with its prefix and a hyphen, and %s (%s=true keeps the old rule for a deployment "+
+			"that has instances under it, with that risk; docs/deploy.md)", prefix, why, ContextLegacyStackPrefix)
+	}
+	if slices.Contains(reservedPrefixes, prefix) {
+		return fmt.Errorf("%q starts names that are not the broker's (%s): choose another", prefix, strings.Join(reservedPrefixes, ", "))
+	}
+	return nil
+}
+
+// isolatedPrefix is a stack prefix no other can extend: one segment of a
+// name, in lower case.
+var isolatedPrefix = regexp.MustCompile(`^[a-z][a-z0-9]*$`)
+
+// reservedPrefixes start names AWS and the CDK give their own resources
+// (the CDK's bootstrap bucket cdk-hnb659fds-assets-…, AWS's aws-… and
+// amazon-… names), which a deployment on them would cover.
+var reservedPrefixes = []string{"aws", "amazon", "cdk"}
+
+// checkBrokerStackName refuses a broker stack name whose resources
+// (its table, named NAME-Table…, and the stack itself) the patterns of a
+// stack prefix would cover: its own prefix's always, and unless legacy any
+// valid prefix's, that is, a name that starts with one whole lower-case
+// segment (osb-broker, broker), which another deployment may take as its
+// prefix.
+func checkBrokerStackName(name, prefix string, legacy bool) error {
+	lower, lowerPrefix := strings.ToLower(name), strings.ToLower(prefix)
+	if lower == lowerPrefix || strings.HasPrefix(lower, lowerPrefix+"-") {
+		return fmt.Errorf("stack name %q falls under the stack prefix %q: the service role and the worker, which may "+
+			"change every %s-… stack and its resources, would reach the broker's own table and stack; name the stack "+
+			"otherwise (ServerlessOsb, say) or choose another prefix", name, prefix, prefix)
+	}
+	if legacy {
+		return nil
+	}
+	first, _, _ := strings.Cut(name, "-")
+	if isolatedPrefix.MatchString(first) && len(first) <= deploy.MaxStackPrefix {
+		return fmt.Errorf("stack name %q starts with %q, which another deployment in the account could take as its "+
+			"stack prefix and so reach this broker's table and stack: give it a name that starts with an upper-case "+
+			"letter (ServerlessOsb, say)", name, first+"-")
 	}
 	return nil
 }

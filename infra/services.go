@@ -37,9 +37,30 @@ func policyStatement(stack awscdk.Stack, s servicerole.Statement) awsiam.PolicyS
 	}
 	props := &awsiam.PolicyStatementProps{Sid: &s.Sid, Effect: effect, Actions: jsii.Strings(s.Actions...), Resources: &resources}
 	if s.Conditions != nil {
-		props.Conditions = &s.Conditions
+		conditions := map[string]any{}
+		for op, byKey := range s.Conditions {
+			values := byKey
+			if m, ok := byKey.(map[string]any); ok {
+				values = conditionValues(stack, m)
+			}
+			conditions[op] = values
+		}
+		props.Conditions = &conditions
 	}
 	return awsiam.NewPolicyStatement(props)
+}
+
+// conditionValues are a condition's values by key, an ARN pattern among
+// them as a token of stack's template.
+func conditionValues(stack awscdk.Stack, byKey map[string]any) map[string]any {
+	out := map[string]any{}
+	for k, v := range byKey {
+		if a, ok := v.(servicerole.ARN); ok {
+			v = token(stack, a)
+		}
+		out[k] = v
+	}
+	return out
 }
 
 // services defines the role CloudFormation creates, updates and deletes

@@ -2,6 +2,7 @@ package infra
 
 import (
 	"encoding/json"
+	"fmt"
 	"maps"
 	"slices"
 	"strings"
@@ -138,9 +139,10 @@ func TestServiceRole(t *testing.T) {
 		{"a database may use the engine's default groups", "DatabaseDefaultGroups",
 			[]string{"rds:CreateDBInstance", "rds:ModifyDBInstance"},
 			[]any{rds("og:default:*"), rds("pg:default.*"), rds("subgrp:default")}, nil},
-		{"RDS may create the master user's secret, and only a secret of RDS's", "DatabaseSecrets",
+		{"RDS may create the master user's secret, and only a secret of RDS's, tag only those of the broker's databases", "DatabaseSecrets",
 			[]string{"secretsmanager:CreateSecret", "secretsmanager:TagResource"},
-			regional("secretsmanager", "secret:rds!db-*"), nil},
+			regional("secretsmanager", "secret:rds!db-*"),
+			object{"StringLikeIfExists": object{"secretsmanager:ResourceTag/aws:rds:primaryDBInstanceArn": rds("db:osb-*")}}},
 		{"RDS's service-linked role, and no other role, may be created", "RdsServiceLinkedRole",
 			[]string{"iam:CreateServiceLinkedRole"},
 			arn("arn:", partition, ":iam::", account, ":role/aws-service-role/rds.amazonaws.com/AWSServiceRoleForRDS"),
@@ -283,8 +285,9 @@ func TestServiceStacksFromContext(t *testing.T) {
 		awsManaged = "arn:aws:iam::aws:policy/AmazonElastiCacheFullAccess"
 		customer   = "arn:aws:iam::123456789012:policy/broker-extra"
 	)
+	// A prefix under the old rule, which legacyStackPrefix keeps.
 	stack, template := synthWith(t, "Prefixed", map[string]any{
-		ContextStackPrefix: "Team-A", ContextServiceRolePolicyARNs: awsManaged + "," + customer,
+		ContextStackPrefix: "Team-A", ContextLegacyStackPrefix: "true", ContextServiceRolePolicyARNs: awsManaged + "," + customer,
 	})
 	tmpl := *template.ToJSON()
 	role := cloudFormationRole(t, tmpl)
@@ -341,8 +344,12 @@ func TestServiceStacksFromContext(t *testing.T) {
 	})
 }
 
+// TestBadStackPrefixFailsSynthesis: a prefix that is no stack name's start,
+// or that another deployment's prefix extends or is extended by (it holds a
+// hyphen, or upper case, which S3's and RDS's lower-case names lose), or
+// that starts names of AWS's or the CDK's, fails the synthesis, naming it.
 func TestBadStackPrefixFailsSynthesis(t *testing.T) {
-	for _, prefix := range []string{"1osb", "osb_a", "a-very-long-stack-prefix", "osb-"} {
+	for _, prefix := range []string{"1osb", "osb_a", "a-very-long-stack-prefix", "osb-", "osb-prod", "Osb", "team-a", "cdk"} {
 		t.Run(prefix+" is refused, naming the prefix", func(t *testing.T) {
 			context := maps.Clone(broker.context)
 			context[ContextStackPrefix] = prefix
@@ -360,6 +367,47 @@ func TestBadStackPrefixFailsSynthesis(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestOverlappingBrokerStackNameFailsSynthesis: a broker stack whose name
+// its own prefix's patterns cover (its table is NAME-Table…) fails the
+// synthesis, legacy or not; and one whose name another deployment could
+// take as its prefix's (a whole lower-case segment first) fails unless
+// legacy.
+func TestOverlappingBrokerStackNameFailsSynthesis(t *testing.T) {
+	for _, tt := range []struct {
+		name, prefix string
+		legacy       bool
+		want         string
+	}{
+		{"osb-broker", "osb", false, `falls under the stack prefix "osb"`},
+		{"osb", "osb", false, `falls under the stack prefix "osb"`},
+		{"OSB-Broker", "osb", false, `falls under the stack prefix "osb"`},
+		{"Team-A-Broker", "Team-A", true, `falls under the stack prefix "Team-A"`},
+		{"broker-prod", "osb", false, `starts with "broker-", which another deployment in the account could take as its stack prefix`},
+		{"osbprod", "osb", false, `starts with "osbprod-"`},
+	} {
+		t.Run(fmt.Sprintf("%s on prefix %s (legacy %v) is refused", tt.name, tt.prefix, tt.legacy), func(t *testing.T) {
+			context := maps.Clone(broker.context)
+			context[ContextStackPrefix] = tt.prefix
+			context[ContextLegacyStackPrefix] = tt.legacy
+			app := awscdk.NewApp(&awscdk.AppProps{Context: &context})
+			props, err := PropsFromContext(app.Node())
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = NewBrokerStack(app, tt.name, &props)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("error %v, want one saying %q", err, tt.want)
+			}
+			if n := len(*app.Node().Children()); n != 0 {
+				t.Errorf("the app has %d constructs; want none", n)
+			}
+		})
+	}
+	t.Run("legacy, a name another deployment's prefix could cover is accepted", func(t *testing.T) {
+		synthWith(t, "broker-prod", map[string]any{ContextLegacyStackPrefix: true})
+	})
 }
 
 // nagFindings are the AwsSolutions errors and warnings left unsuppressed

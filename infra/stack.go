@@ -57,6 +57,13 @@ func NewBrokerStack(scope constructs.Construct, id string, props *BrokerStackPro
 	if err != nil {
 		return nil, fmt.Errorf("stack %s: %w", id, err)
 	}
+	name := id
+	if p.StackName != nil {
+		name = *p.StackName
+	}
+	if err := checkBrokerStackName(name, p.StackPrefix, p.LegacyStackPrefix); err != nil {
+		return nil, fmt.Errorf("stack %s: %w", id, err)
+	}
 	workflows, err := loadWorkflows(p.StateMachinesDir, []string{substitutionWorkerARN})
 	if err != nil {
 		return nil, fmt.Errorf("stack %s: %w", id, err)

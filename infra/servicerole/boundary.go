@@ -4,7 +4,8 @@ import "strings"
 
 const reasonBoundary = "The boundary of the identities the service stacks make: at most what a binding of the " +
 	"example services needs, on the resources of the broker's stacks, whose names CloudFormation generates " +
-	"from the stack's (PREFIX-…, lower case for S3), and the database secrets RDS names rds!db-…."
+	"from the stack's (PREFIX-…, lower case for S3), and the database secrets RDS names rds!db-… and tags with " +
+	"the ARN of a database of those stacks."
 
 // Boundary are the statements of the permissions boundary every IAM
 // identity a service stack makes carries: at most what a binding of the
@@ -47,10 +48,26 @@ func Boundary(prefix string) []Statement {
 			Reason:    reasonBoundary,
 		},
 		{
+			// RDS names its master secrets rds!db-<uuid>, whatever the
+			// database, and tags each with its database's ARN: the tag
+			// narrows the name's pattern to this deployment's databases.
 			Sid:       "ReadTheDatabaseSecrets",
 			Actions:   []string{"secretsmanager:GetSecretValue", "secretsmanager:DescribeSecret"},
 			Resources: []ARN{{Service: "secretsmanager", Resource: "secret:rds!db-*"}},
-			Reason:    reasonBoundary,
+			Conditions: map[string]any{
+				"StringLike": map[string]any{DatabaseSecretTag: DatabasesARN(prefix)},
+			},
+			Reason: reasonBoundary,
 		},
 	}
+}
+
+// DatabaseSecretTag is the condition key of the tag RDS puts on the master
+// secret it manages for a DB instance: the instance's ARN.
+const DatabaseSecretTag = "secretsmanager:ResourceTag/aws:rds:primaryDBInstanceArn"
+
+// DatabasesARN is the pattern of the DB instances of the stacks named
+// "prefix-…": RDS identifiers are in lower case.
+func DatabasesARN(prefix string) ARN {
+	return ARN{Service: "rds", Resource: "db:" + strings.ToLower(prefix) + "-*"}
 }

@@ -161,10 +161,16 @@ func Grants(prefix string, boundary any) []Statement {
 			Reason:    reasonDefaultGroups,
 		},
 		{
+			// RDS tags the secret with its database's ARN: an existing
+			// secret carries it, so this role may tag only its own
+			// databases' secrets; a new one, being created, has no tag yet.
 			Sid:       "DatabaseSecrets",
 			Actions:   []string{"secretsmanager:CreateSecret", "secretsmanager:TagResource"},
 			Resources: []ARN{regional("secretsmanager", "secret:rds!db-*")},
-			Reason:    reasonManagedSecrets,
+			Conditions: map[string]any{
+				"StringLikeIfExists": map[string]any{DatabaseSecretTag: DatabasesARN(prefix)},
+			},
+			Reason: reasonManagedSecrets,
 		},
 		{
 			// The table (SSEType KMS) is encrypted with DynamoDB's AWS

@@ -7,11 +7,12 @@ package servicerole
 
 import (
 	"github.com/serverless-osb/broker/internal/cfnregistry"
+	"github.com/serverless-osb/broker/internal/deploy"
 )
 
 // UserPath is the IAM path of the users binding templates make
 // (services/README.md: "one IAM user under the path /serverless-osb/").
-const UserPath = "/serverless-osb/"
+const UserPath = deploy.BindingUserPath
 
 // ARN is an ARN, or a pattern of ARNs, in the stack's partition, and in its
 // region and account unless global or accountless.
@@ -74,7 +75,8 @@ const (
 		"(default.postgres17, default:postgres-17), whose names follow the engine version; only those defaults, which " +
 		"CreateDBInstance and ModifyDBInstance may name, and neither is modified."
 	reasonManagedSecrets = "ManageMasterUserPassword: RDS creates the master user's secret, named rds!db-<uuid> by " +
-		"RDS, with the caller's permissions; this pattern is the secrets RDS manages for DB instances and nothing else."
+		"RDS, with the caller's permissions; this pattern is the secrets RDS manages for DB instances and nothing else, " +
+		"and the condition on the tag RDS gives each (its database's ARN) keeps those of other deployments' databases out."
 	reasonSecurityGroups = "EC2 names security groups by id (sg-…), which CloudFormation only learns once the group " +
 		"exists. Creating one needs the VPC and the new group's ARN; every other action is allowed only on groups " +
 		"carrying CloudFormation's tag aws:cloudformation:stack-name = PREFIX-…, that is, the broker's stacks' groups."

@@ -47,6 +47,11 @@ const OpsUsage = `usage: go run ./functions/api ops [--json] [--stack NAME] COMM
                     then refuse any value found in clear from then on
   rotate-key        make a new local sealing key, which seals from now on (make run's
                     data only; then run reseal)
+  audit             the binding users (IAM, under /serverless-osb/, named PREFIX-…) without
+                    the broker's permissions boundary or that no live stack of the broker
+                    holds, each with the aws CLI commands that bound or delete it; exit 1
+                    when it finds one (the prefix and boundary: --stack's outputs, else
+                    BROKER_STACK_PREFIX, default osb, and BROKER_PERMISSIONS_BOUNDARY_ARN)
 ` + UpgradeUsage + `
   --json            answer in JSON rather than text
   --stack NAME      work on the broker that the CloudFormation stack NAME deployed
@@ -132,7 +137,7 @@ func RunOps(ctx context.Context, args []string, out io.Writer, logger *slog.Logg
 	case args[0] == "operation" && (len(args) < 2 || len(args) > 3):
 		return usageError("operation takes the instance's id and, optionally, one of its operation's ids")
 	case args[0] == "operation" || args[0] == "cleanup" || args[0] == "upgrade":
-	case !slices.Contains([]string{"instances", "operations", "detached", "reap", "reseal", "rotate-key"}, args[0]):
+	case !slices.Contains([]string{"instances", "operations", "detached", "reap", "reseal", "rotate-key", "audit"}, args[0]):
 		return usageError("unknown command %q", args[0])
 	case len(args) != 1:
 		return usageError("%s takes no argument", args[0])
@@ -141,6 +146,10 @@ func RunOps(ctx context.Context, args []string, out io.Writer, logger *slog.Logg
 	}
 	if args[0] == "instances" {
 		args = append(args, instancesArgs(*service, *plan, *behind)...)
+	}
+	if args[0] == "audit" {
+		// IAM and CloudFormation only: no broker to build.
+		return runAudit(ctx, *stack, *asJSON, out)
 	}
 	b, closeFn, err := opsBroker(ctx, *stack, logger)
 	if err != nil {
@@ -265,19 +274,29 @@ func opsLambdaConfig(ctx context.Context, stack string) (LambdaConfig, error) {
 	if stack == "" {
 		return LambdaConfigFromEnv(FunctionWorker)
 	}
+	cfg, err := operatorConfig(ctx, stack)
+	if err != nil {
+		return LambdaConfig{}, err
+	}
+	return StackConfig(ctx, awscfn.NewFromConfig(cfg), stack)
+}
+
+// operatorConfig is the AWS configuration of the operator of stack, from
+// the usual AWS environment.
+func operatorConfig(ctx context.Context, stack string) (aws.Config, error) {
 	cfg, err := awsconfig.LoadDefaultConfig(ctx)
 	if err != nil {
-		return LambdaConfig{}, fmt.Errorf("load AWS configuration: %w", err)
+		return aws.Config{}, fmt.Errorf("load AWS configuration: %w", err)
 	}
 	// Say which of the usual AWS environment is missing: the SDK's own
 	// errors name an endpoint rule or the EC2 metadata service instead.
 	if cfg.Region == "" {
-		return LambdaConfig{}, fmt.Errorf("no AWS region: set AWS_REGION (or AWS_PROFILE, to a profile with a region) to the region of stack %s", stack)
+		return aws.Config{}, fmt.Errorf("no AWS region: set AWS_REGION (or AWS_PROFILE, to a profile with a region) to the region of stack %s", stack)
 	}
 	if _, err := cfg.Credentials.Retrieve(ctx); err != nil {
-		return LambdaConfig{}, fmt.Errorf("no AWS credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE, to those of an operator of stack %s (%w)", stack, err)
+		return aws.Config{}, fmt.Errorf("no AWS credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE, to those of an operator of stack %s (%w)", stack, err)
 	}
-	return StackConfig(ctx, awscfn.NewFromConfig(cfg), stack)
+	return cfg, nil
 }
 
 // Ops runs one operator command on b, answering in text.

@@ -15,6 +15,11 @@ const HeaderOriginVerify = "X-Origin-Verify"
 // require exactly that context.
 const SealingContextKey = "table"
 
+// BindingUserPath is the IAM path of the users binding templates make
+// (services/README.md): the service role may make users there only, and
+// ops audit looks for them there.
+const BindingUserPath = "/serverless-osb/"
+
 // DefaultStackPrefix starts the name of every stack the broker's services
 // make when the stack sets no other (BROKER_STACK_PREFIX).
 const DefaultStackPrefix = "osb"

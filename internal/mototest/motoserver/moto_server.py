@@ -1,4 +1,4 @@
-# moto_server 5.2.1 with eight fixes.
+# moto_server 5.2.1 with nine fixes.
 #
 # 1. A second StartExecution fails with HTTP 500
 # ("cannot pickle '_thread.RLock'", moto issue 10077) because StartExecution
@@ -253,6 +253,65 @@ def _allowed_actions(request, full_url, headers):
 
 
 _moto_api_urls.url_paths["{0}/moto-api/iam/allowed-actions"] = _allowed_actions
+
+# 9. moto keeps no permissions boundary on an IAM user: CreateUser and
+# CloudFormation's AWS::IAM::User drop PermissionsBoundary, GetUser never
+# answers one, and Put/DeleteUserPermissionsBoundary do not exist. IAM keeps
+# it and GetUser answers it (as GetRole does a role's, which moto keeps):
+# ops audit reads it to find binding users without the broker's boundary.
+from moto.iam.models import User as _IAMUser  # noqa: E402
+from moto.iam.responses import IamResponse as _IamResponse  # noqa: E402
+from moto.core.responses import EmptyResult as _EmptyResult  # noqa: E402
+from moto.core.serialize import never_return, return_if_not_empty  # noqa: E402
+
+
+def _user_permissions_boundary(self):
+    arn = getattr(self, "_osb_boundary_arn", None)
+    if not arn:
+        return None
+    return {"PermissionsBoundaryType": "PermissionsBoundaryPolicy", "PermissionsBoundaryArn": arn}
+
+
+_IAMUser.permissions_boundary = property(_user_permissions_boundary)
+_IamResponse.RESPONSE_KEY_PATH_TO_TRANSFORMER["GetUserResponse.User.PermissionsBoundary"] = return_if_not_empty
+_IamResponse.RESPONSE_KEY_PATH_TO_TRANSFORMER["CreateUserResponse.User.PermissionsBoundary"] = return_if_not_empty
+_IamResponse.RESPONSE_KEY_PATH_TO_TRANSFORMER["ListUsersResponse.Users.User.PermissionsBoundary"] = never_return
+_create_user_response = _IamResponse.create_user
+
+
+def _create_user_with_boundary(self):
+    result = _create_user_response(self)
+    boundary = self._get_param("PermissionsBoundary")
+    if boundary:
+        self.backend.get_user(self._get_param("UserName"))._osb_boundary_arn = boundary
+    return result
+
+
+def _put_user_permissions_boundary(self):
+    self.backend.get_user(self._get_param("UserName"))._osb_boundary_arn = self._get_param("PermissionsBoundary")
+    return _EmptyResult()
+
+
+def _delete_user_permissions_boundary(self):
+    self.backend.get_user(self._get_param("UserName"))._osb_boundary_arn = None
+    return _EmptyResult()
+
+
+_IamResponse.create_user = _create_user_with_boundary
+_IamResponse.put_user_permissions_boundary = _put_user_permissions_boundary
+_IamResponse.delete_user_permissions_boundary = _delete_user_permissions_boundary
+_user_from_cloudformation = _IAMUser.create_from_cloudformation_json.__func__
+
+
+def _user_from_cloudformation_with_boundary(cls, resource_name, cloudformation_json, account_id, region_name, **kwargs):
+    user = _user_from_cloudformation(cls, resource_name, cloudformation_json, account_id, region_name, **kwargs)
+    boundary = cloudformation_json.get("Properties", {}).get("PermissionsBoundary")
+    if boundary:
+        user._osb_boundary_arn = boundary
+    return user
+
+
+_IAMUser.create_from_cloudformation_json = classmethod(_user_from_cloudformation_with_boundary)
 
 from moto.server import main  # noqa: E402
 
