@@ -37,7 +37,8 @@ const (
 	ContextWorkerTimeout       = "workerTimeoutSeconds"
 	ContextLogRetentionDays    = "logRetentionDays"
 	ContextLogLevel            = "logLevel"
-	// ContextSealedOnly is true or false, as ContextFrontDoor.
+	// ContextSealedOnly is true or false, as ContextFrontDoor; unlike the
+	// others, absent or empty is true (BrokerStackProps.AllowClear).
 	ContextSealedOnly     = "sealedOnly"
 	ContextAlarmTopicARN  = "alarmTopicArn"
 	ContextAlarmEmail     = "alarmEmail"
@@ -75,7 +76,7 @@ func PropsFromContext(node constructs.Node) (BrokerStackProps, error) {
 		WorkerTimeout:          time.Duration(c.integer(ContextWorkerTimeout)) * time.Second,
 		LogRetentionDays:       c.integer(ContextLogRetentionDays),
 		LogLevel:               c.string(ContextLogLevel),
-		SealedOnly:             c.boolean(ContextSealedOnly),
+		AllowClear:             !c.booleanOr(ContextSealedOnly, true),
 		AlarmTopicARN:          c.string(ContextAlarmTopicARN),
 		AlarmEmail:             c.string(ContextAlarmEmail),
 		DomainName:             c.string(ContextDomainName),
@@ -142,15 +143,20 @@ func (c *contextReader) list(key string) []string {
 
 // boolean reads true or false: a JSON boolean, or the strings "true" and
 // "false" (from -c); absent or empty is false.
-func (c *contextReader) boolean(key string) bool {
+func (c *contextReader) boolean(key string) bool { return c.booleanOr(key, false) }
+
+// booleanOr reads a boolean as boolean does; absent or empty is def.
+func (c *contextReader) booleanOr(key string, def bool) bool {
 	switch v := c.node.TryGetContext(&key).(type) {
 	case nil:
-		return false
+		return def
 	case bool:
 		return v
 	case string:
 		switch strings.ToLower(strings.TrimSpace(v)) {
-		case "", "false":
+		case "":
+			return def
+		case "false":
 			return false
 		case "true":
 			return true

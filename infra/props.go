@@ -91,12 +91,16 @@ type BrokerStackProps struct {
 	// LogLevel, when set, becomes both functions' LOG_LEVEL: DEBUG, INFO,
 	// WARN or ERROR. Unset, they log at INFO.
 	LogLevel string
-	// SealedOnly sets both functions' BROKER_SEALED_ONLY: every secret
-	// found in clear in the table is refused, whatever the table's sealing
-	// mode item says (anyone who can write the table can delete that
-	// item). Deploy it once `ops --stack NAME reseal` has sealed
-	// everything. Default: false.
-	SealedOnly bool
+	// AllowClear leaves out both functions' BROKER_SEALED_ONLY, which is set
+	// by default: sealed-only, every secret found in clear in the table
+	// (a binding's credentials, a driver's record naming a stack or URL) is
+	// refused, whatever the table's sealing mode item says, so that a
+	// writer of the table without the sealing key cannot plant a record the
+	// broker would act on (anyone who can write the table can delete that
+	// item too). Set it (cdk.json's sealedOnly=false) only for a deployment
+	// that still holds values from before sealing, until `ops --stack NAME
+	// reseal` has sealed them (docs/deploy.md, Upgrading).
+	AllowClear bool
 
 	// AlarmTopicARN, when set, is an SNS topic every alarm notifies when
 	// it fires and when it recovers; by default the stack makes one.

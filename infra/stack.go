@@ -337,7 +337,7 @@ func (b *builder) functions() {
 		apiEnv[env.LogLevel] = jsii.String(b.props.LogLevel)
 		workerEnv[env.LogLevel] = jsii.String(b.props.LogLevel)
 	}
-	if b.props.SealedOnly {
+	if !b.props.AllowClear {
 		apiEnv[env.SealedOnly] = jsii.String("true")
 		workerEnv[env.SealedOnly] = jsii.String("true")
 	}
