@@ -75,7 +75,7 @@ func (e *refusedError) Unwrap() error { return &e.Failure }
 func (d *Driver) postSigned(ctx context.Context, t Target, body, secret []byte) ([]byte, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, t.URL, bytes.NewReader(body))
 	if err != nil {
-		d.Logger.ErrorContext(ctx, "function target URL unusable", "target", t.String(), "error", err.Error())
+		d.Logger.ErrorContext(ctx, "function target URL unusable", "target", t.String(), "error", unwrapURLError(err).Error())
 		return nil, &broker.Failure{Description: misconfigured}
 	}
 	req.Header.Set("Content-Type", "application/json")
