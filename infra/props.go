@@ -55,13 +55,17 @@ type BrokerStackProps struct {
 	PollThrottleBurstLimit int
 
 	// FrontDoor puts a CloudFront distribution with an AWS WAF web ACL in
-	// front of the HTTP API: the broker's URL becomes the distribution's,
-	// and the api function refuses every request that did not come through
-	// it (the origin secret). Off by default.
+	// front of the HTTP API, which then answers only through it: its
+	// execute-api endpoint is turned off, the distribution reaches it at its
+	// custom domain (DomainName and CertificateARN are required, the
+	// certificate in us-east-1), and the api function refuses every request
+	// without the origin secret. Off by default.
 	FrontDoor bool
 	// FrontDoorRateLimit is the most requests one source address may send
 	// in 5 minutes before the web ACL blocks it (429) until its rate falls
-	// back; WAF allows 10 to 2,000,000,000. Default: 3000 (10 a second).
+	// back; WAF allows 10 to 2,000,000,000, and it may not exceed the limit
+	// on all sources together (frontDoorTotalLimit, under the stage's
+	// throttle). Default: 3000 (10 a second).
 	FrontDoorRateLimit int
 	// FrontDoorAllowCIDRs, when set, are the only addresses the front door
 	// serves (the platform's egress addresses, IPv4 or IPv6 CIDRs); every

@@ -24,6 +24,10 @@ const (
 	// to the secret; a failed read): a flood of bad passwords makes at most
 	// one Secrets Manager call per gap per container.
 	DefaultCredentialsRetryGap = 30 * time.Second
+	// credentialsReadTimeout bounds a re-read, which the requests arriving
+	// meanwhile wait for: a Secrets Manager that hangs costs them this
+	// long once, then the last pairs serve until the retry gap passes.
+	credentialsReadTimeout = 3 * time.Second
 )
 
 // secretCredentials is the api's api.CredentialSource: the pairs of the
@@ -77,7 +81,11 @@ func (s *secretCredentials) Credentials(ctx context.Context, retry bool) []api.C
 		return s.pairs
 	}
 	s.triedAt = now
-	pairs, err := readCredentials(ctx, s.client, s.secretARN)
+	// The read serves every request, not only this one: this one's end
+	// (the platform gave up) must not cut it short.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), credentialsReadTimeout)
+	defer cancel()
+	pairs, err := readCredentials(rctx, s.client, s.secretARN)
 	if err != nil {
 		s.logger.ErrorContext(ctx, "re-read the broker credentials: keeping the last read", "error", err,
 			"last_read", s.readAt.UTC().Format(time.RFC3339))
