@@ -31,12 +31,17 @@ const (
 	// cdk.json, a list) of CIDRs.
 	ContextFrontDoorAllowCIDRs = "frontDoorAllowCidrs"
 	ContextFrontDoorWebACLARN  = "frontDoorWebAclArn"
-	ContextAPIMemorySize       = "apiMemorySize"
-	ContextWorkerMemorySize    = "workerMemorySize"
-	ContextAPITimeout          = "apiTimeoutSeconds"
-	ContextWorkerTimeout       = "workerTimeoutSeconds"
-	ContextLogRetentionDays    = "logRetentionDays"
-	ContextLogLevel            = "logLevel"
+	// ContextFrontDoorOriginCertificateARN and ContextFrontDoorTruststore,
+	// both or neither, turn on mutual TLS between the front door and the
+	// API's custom domain.
+	ContextFrontDoorOriginCertificateARN = "frontDoorOriginCertificateArn"
+	ContextFrontDoorTruststore           = "frontDoorTruststore"
+	ContextAPIMemorySize                 = "apiMemorySize"
+	ContextWorkerMemorySize              = "workerMemorySize"
+	ContextAPITimeout                    = "apiTimeoutSeconds"
+	ContextWorkerTimeout                 = "workerTimeoutSeconds"
+	ContextLogRetentionDays              = "logRetentionDays"
+	ContextLogLevel                      = "logLevel"
 	// ContextSealedOnly is true or false, as ContextFrontDoor; unlike the
 	// others, absent or empty is true (BrokerStackProps.AllowClear).
 	ContextSealedOnly     = "sealedOnly"
@@ -57,33 +62,35 @@ const (
 func PropsFromContext(node constructs.Node) (BrokerStackProps, error) {
 	c := contextReader{node: node}
 	p := BrokerStackProps{
-		CatalogPath:            c.string(ContextCatalog),
-		APICodeDir:             c.string(ContextAPICode),
-		WorkerCodeDir:          c.string(ContextWorkerCode),
-		StateMachinesDir:       c.string(ContextStateMachines),
-		StageName:              c.string(ContextStageName),
-		ThrottleRateLimit:      c.number(ContextThrottleRateLimit),
-		ThrottleBurstLimit:     c.integer(ContextThrottleBurstLimit),
-		PollThrottleRateLimit:  c.number(ContextPollRateLimit),
-		PollThrottleBurstLimit: c.integer(ContextPollBurstLimit),
-		FrontDoor:              c.boolean(ContextFrontDoor),
-		FrontDoorRateLimit:     c.integer(ContextFrontDoorRateLimit),
-		FrontDoorAllowCIDRs:    c.list(ContextFrontDoorAllowCIDRs),
-		FrontDoorWebACLARN:     c.string(ContextFrontDoorWebACLARN),
-		APIMemoryMB:            c.integer(ContextAPIMemorySize),
-		WorkerMemoryMB:         c.integer(ContextWorkerMemorySize),
-		APITimeout:             time.Duration(c.integer(ContextAPITimeout)) * time.Second,
-		WorkerTimeout:          time.Duration(c.integer(ContextWorkerTimeout)) * time.Second,
-		LogRetentionDays:       c.integer(ContextLogRetentionDays),
-		LogLevel:               c.string(ContextLogLevel),
-		AllowClear:             !c.booleanOr(ContextSealedOnly, true),
-		AlarmTopicARN:          c.string(ContextAlarmTopicARN),
-		AlarmEmail:             c.string(ContextAlarmEmail),
-		DomainName:             c.string(ContextDomainName),
-		CertificateARN:         c.string(ContextCertificateARN),
-		ReaperInterval:         time.Duration(c.integer(ContextReaperInterval)) * time.Minute,
-		StackPrefix:            c.string(ContextStackPrefix),
-		ServiceRolePolicyARNs:  c.list(ContextServiceRolePolicyARNs),
+		CatalogPath:                   c.string(ContextCatalog),
+		APICodeDir:                    c.string(ContextAPICode),
+		WorkerCodeDir:                 c.string(ContextWorkerCode),
+		StateMachinesDir:              c.string(ContextStateMachines),
+		StageName:                     c.string(ContextStageName),
+		ThrottleRateLimit:             c.number(ContextThrottleRateLimit),
+		ThrottleBurstLimit:            c.integer(ContextThrottleBurstLimit),
+		PollThrottleRateLimit:         c.number(ContextPollRateLimit),
+		PollThrottleBurstLimit:        c.integer(ContextPollBurstLimit),
+		FrontDoor:                     c.boolean(ContextFrontDoor),
+		FrontDoorRateLimit:            c.integer(ContextFrontDoorRateLimit),
+		FrontDoorAllowCIDRs:           c.list(ContextFrontDoorAllowCIDRs),
+		FrontDoorWebACLARN:            c.string(ContextFrontDoorWebACLARN),
+		FrontDoorOriginCertificateARN: c.string(ContextFrontDoorOriginCertificateARN),
+		FrontDoorTruststore:           c.string(ContextFrontDoorTruststore),
+		APIMemoryMB:                   c.integer(ContextAPIMemorySize),
+		WorkerMemoryMB:                c.integer(ContextWorkerMemorySize),
+		APITimeout:                    time.Duration(c.integer(ContextAPITimeout)) * time.Second,
+		WorkerTimeout:                 time.Duration(c.integer(ContextWorkerTimeout)) * time.Second,
+		LogRetentionDays:              c.integer(ContextLogRetentionDays),
+		LogLevel:                      c.string(ContextLogLevel),
+		AllowClear:                    !c.booleanOr(ContextSealedOnly, true),
+		AlarmTopicARN:                 c.string(ContextAlarmTopicARN),
+		AlarmEmail:                    c.string(ContextAlarmEmail),
+		DomainName:                    c.string(ContextDomainName),
+		CertificateARN:                c.string(ContextCertificateARN),
+		ReaperInterval:                time.Duration(c.integer(ContextReaperInterval)) * time.Minute,
+		StackPrefix:                   c.string(ContextStackPrefix),
+		ServiceRolePolicyARNs:         c.list(ContextServiceRolePolicyARNs),
 	}
 	if err := errors.Join(c.errs...); err != nil {
 		return BrokerStackProps{}, fmt.Errorf("cdk context: %w", err)

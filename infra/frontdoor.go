@@ -65,12 +65,13 @@ var cloudFrontWebACLARN = regexp.MustCompile(`^arn:aws[a-z-]*:wafv2:us-east-1:[0
 func checkFrontDoor(p BrokerStackProps) []error {
 	var errs []error
 	if !p.FrontDoor {
-		if len(p.FrontDoorAllowCIDRs) > 0 || p.FrontDoorWebACLARN != "" {
-			errs = append(errs, fmt.Errorf("%s and %s configure the front door: set %s=true too, or leave them empty",
-				ContextFrontDoorAllowCIDRs, ContextFrontDoorWebACLARN, ContextFrontDoor))
+		if len(p.FrontDoorAllowCIDRs) > 0 || p.FrontDoorWebACLARN != "" || p.FrontDoorOriginCertificateARN != "" || p.FrontDoorTruststore != "" {
+			errs = append(errs, fmt.Errorf("%s, %s, %s and %s configure the front door: set %s=true too, or leave them empty",
+				ContextFrontDoorAllowCIDRs, ContextFrontDoorWebACLARN, ContextFrontDoorOriginCertificateARN, ContextFrontDoorTruststore, ContextFrontDoor))
 		}
 		return errs
 	}
+	errs = append(errs, checkOriginMTLS(p)...)
 	if p.FrontDoorRateLimit < minFrontDoorRateLimit || p.FrontDoorRateLimit > maxFrontDoorRateLimit {
 		errs = append(errs, fmt.Errorf("front door rate limit %d: WAF allows %d to %d requests per source in 5 minutes",
 			p.FrontDoorRateLimit, minFrontDoorRateLimit, maxFrontDoorRateLimit))
@@ -111,6 +112,33 @@ func checkFrontDoor(p BrokerStackProps) []error {
 		if region := strings.Split(p.CertificateARN, ":")[3]; region != cloudFrontRegion {
 			errs = append(errs, fmt.Errorf("certificate ARN %q: with the front door, %s is served by CloudFront, "+
 				"which takes certificates from %s only: request or import one there", p.CertificateARN, p.DomainName, cloudFrontRegion))
+		}
+	}
+	return errs
+}
+
+// truststoreURI is an S3 object's URI, as API Gateway takes a truststore.
+var truststoreURI = regexp.MustCompile(`^s3://([a-z0-9][a-z0-9.-]{1,61}[a-z0-9])/(.+)$`)
+
+// checkOriginMTLS checks the settings of mutual TLS between the front door
+// and the API: both or neither, a client certificate where CloudFront takes
+// it, a truststore API Gateway can read.
+func checkOriginMTLS(p BrokerStackProps) []error {
+	var errs []error
+	cert, store := p.FrontDoorOriginCertificateARN, p.FrontDoorTruststore
+	switch {
+	case cert == "" && store == "":
+	case cert == "" || store == "":
+		errs = append(errs, fmt.Errorf("mutual TLS to the origin: give both %s and %s (have %q and %q)",
+			ContextFrontDoorOriginCertificateARN, ContextFrontDoorTruststore, cert, store))
+	default:
+		if !certificateARNPattern.MatchString(cert) || strings.Split(cert, ":")[3] != cloudFrontRegion {
+			errs = append(errs, fmt.Errorf("%s %q: want an ACM certificate's ARN in %s, where CloudFront takes its client certificates",
+				ContextFrontDoorOriginCertificateARN, cert, cloudFrontRegion))
+		}
+		if !truststoreURI.MatchString(store) {
+			errs = append(errs, fmt.Errorf("%s %q: want the S3 URI of the CA bundle (PEM) API Gateway checks the client certificate with, s3://BUCKET/KEY",
+				ContextFrontDoorTruststore, store))
 		}
 	}
 	return errs
@@ -197,6 +225,11 @@ func (b *builder) frontDoor() {
 	props.Certificate = awscertificatemanager.Certificate_FromCertificateArn(b.stack, jsii.String("FrontDoorCertificate"), jsii.String(b.props.CertificateARN))
 	props.MinimumProtocolVersion = awscloudfront.SecurityPolicyProtocol_TLS_V1_2_2021
 	b.distribution = awscloudfront.NewDistribution(b.stack, jsii.String("FrontDoor"), props)
+	if cert := b.props.FrontDoorOriginCertificateARN; cert != "" {
+		// The L2 origin has no property for it yet.
+		b.distribution.Node().DefaultChild().(awscloudfront.CfnDistribution).AddPropertyOverride(
+			jsii.String("DistributionConfig.Origins.0.CustomOriginConfig.OriginMtlsConfig.ClientCertificateArn"), cert)
+	}
 }
 
 // webACL defines the front door's web ACL (scope CLOUDFRONT): a rate-based

@@ -368,6 +368,34 @@ func TestFrontDoorVariants(t *testing.T) {
 			t.Error(f)
 		}
 	})
+	t.Run("with mutual TLS, the distribution presents the client certificate and the custom domain requires one of the truststore", func(t *testing.T) {
+		const client = "arn:aws:acm:us-east-1:123456789012:certificate/11111111-2222-3333-4444-555555555555"
+		stack, template, _ := frontDoorStack(t, "FrontDoorMtls", map[string]any{
+			ContextFrontDoorOriginCertificateARN: client, ContextFrontDoorTruststore: "s3://platform-truststores/broker/ca.pem",
+		})
+		check(t, func() {
+			template.HasResourceProperties(jsii.String("AWS::CloudFront::Distribution"), object{"DistributionConfig": assertions.Match_ObjectLike(&object{
+				"Origins": []any{assertions.Match_ObjectLike(&object{"CustomOriginConfig": assertions.Match_ObjectLike(&object{
+					"OriginMtlsConfig": object{"ClientCertificateArn": client},
+				})})},
+			})})
+		})
+		check(t, func() {
+			template.HasResourceProperties(jsii.String("AWS::ApiGatewayV2::DomainName"), object{
+				"DomainName":              "broker.example.com",
+				"MutualTlsAuthentication": object{"TruststoreUri": "s3://platform-truststores/broker/ca.pem"},
+			})
+		})
+		for _, f := range nagFindings(t, stack) {
+			t.Error(f)
+		}
+	})
+	t.Run("without mutual TLS, the custom domain takes any client", func(t *testing.T) {
+		_, template, _ := frontDoorStack(t, "FrontDoorNoMtls", nil)
+		check(t, func() {
+			template.HasResourceProperties(jsii.String("AWS::ApiGatewayV2::DomainName"), object{"MutualTlsAuthentication": assertions.Match_Absent()})
+		})
+	})
 	t.Run("with a stage of another name, the custom domain maps its root to the stage, so the distribution adds no path", func(t *testing.T) {
 		_, template, _ := frontDoorStack(t, "FrontDoorStage", map[string]any{ContextStageName: "v1"})
 		check(t, func() {
@@ -400,6 +428,13 @@ func TestFrontDoorSettingsRejected(t *testing.T) {
 		{"a certificate outside us-east-1 with the front door is refused", BrokerStackProps{FrontDoor: true, DomainName: "broker.example.com",
 			CertificateARN: "arn:aws:acm:eu-west-1:123456789012:certificate/0d7a2a3c-1111-2222-3333-444455556666"}, "takes certificates from us-east-1 only"},
 		{"negative poll limits are refused", BrokerStackProps{PollThrottleBurstLimit: -1}, "poll throttle"},
+		{"mutual TLS settings without the front door are refused", BrokerStackProps{FrontDoorTruststore: "s3://b/ca.pem"}, "set frontDoor=true too"},
+		{"a client certificate without a truststore is refused", BrokerStackProps{FrontDoor: true, FrontDoorOriginCertificateARN: frontDoorCertificate},
+			"give both frontDoorOriginCertificateArn and frontDoorTruststore"},
+		{"a client certificate outside us-east-1 is refused", BrokerStackProps{FrontDoor: true, FrontDoorTruststore: "s3://bucket/ca.pem",
+			FrontDoorOriginCertificateARN: "arn:aws:acm:eu-west-1:123456789012:certificate/0d7a2a3c-1111-2222-3333-444455556666"}, "where CloudFront takes its client certificates"},
+		{"a truststore that is not an S3 URI is refused", BrokerStackProps{FrontDoor: true, FrontDoorTruststore: "https://bucket.s3.amazonaws.com/ca.pem",
+			FrontDoorOriginCertificateARN: frontDoorCertificate}, "want the S3 URI of the CA bundle"},
 		{"a front door without a custom domain is refused: the execute-api endpoint would stay open", BrokerStackProps{FrontDoor: true},
 			"the front door needs domainName and certificateArn"},
 		{"a per-source rate over what all sources together may send is refused", BrokerStackProps{FrontDoor: true, DomainName: "broker.example.com",

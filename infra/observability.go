@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatch"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awskms"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awss3"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssns"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssnssubscriptions"
 	"github.com/aws/jsii-runtime-go"
@@ -243,11 +244,20 @@ func (b *builder) customDomain() awsapigatewayv2.DomainName {
 		return nil
 	}
 	if b.apiDomain == nil {
-		b.apiDomain = awsapigatewayv2.NewDomainName(b.stack, jsii.String("CustomDomain"), &awsapigatewayv2.DomainNameProps{
+		props := &awsapigatewayv2.DomainNameProps{
 			DomainName:     jsii.String(b.props.DomainName),
 			Certificate:    awscertificatemanager.Certificate_FromCertificateArn(b.stack, jsii.String("CustomDomainCertificate"), jsii.String(b.props.CertificateARN)),
 			SecurityPolicy: awsapigatewayv2.SecurityPolicy_TLS_1_2,
-		})
+		}
+		if m := truststoreURI.FindStringSubmatch(b.props.FrontDoorTruststore); m != nil {
+			// Mutual TLS: only the front door, with its client certificate,
+			// completes a handshake with the domain (checkOriginMTLS).
+			props.Mtls = &awsapigatewayv2.MTLSConfig{
+				Bucket: awss3.Bucket_FromBucketName(b.stack, jsii.String("FrontDoorTruststoreBucket"), jsii.String(m[1])),
+				Key:    jsii.String(m[2]),
+			}
+		}
+		b.apiDomain = awsapigatewayv2.NewDomainName(b.stack, jsii.String("CustomDomain"), props)
 		awsapigatewayv2.NewApiMapping(b.stack, jsii.String("CustomDomainMapping"), &awsapigatewayv2.ApiMappingProps{
 			Api: b.httpAPI, DomainName: b.apiDomain, Stage: b.stage,
 		})

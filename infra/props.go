@@ -76,6 +76,15 @@ type BrokerStackProps struct {
 	// the stack's own; the stack then makes none, and may be deployed in
 	// any region.
 	FrontDoorWebACLARN string
+	// FrontDoorOriginCertificateARN and FrontDoorTruststore, both or
+	// neither, close the custom domain's regional endpoint to everyone but
+	// the front door: mutual TLS, CloudFront presenting the client
+	// certificate (ACM, in us-east-1) and API Gateway requiring one signed
+	// by a CA of the truststore (s3://BUCKET/KEY, a PEM bundle in the
+	// stack's region). Without, that endpoint answers anyone who names the
+	// domain, and the origin secret alone refuses them (docs/deploy.md).
+	FrontDoorOriginCertificateARN string
+	FrontDoorTruststore           string
 
 	// APIMemoryMB and WorkerMemoryMB are the functions' memory sizes.
 	// Default: 256 each.
