@@ -31,10 +31,15 @@ const (
 	// cdk.json, a list) of CIDRs.
 	ContextFrontDoorAllowCIDRs = "frontDoorAllowCidrs"
 	ContextFrontDoorWebACLARN  = "frontDoorWebAclArn"
-	ContextAPIMemorySize       = "apiMemorySize"
-	ContextWorkerMemorySize    = "workerMemorySize"
-	ContextAPITimeout          = "apiTimeoutSeconds"
-	ContextWorkerTimeout       = "workerTimeoutSeconds"
+	// ContextFrontDoorOriginCertificateARN and ContextFrontDoorTruststore,
+	// both or neither, turn on mutual TLS between the front door and the
+	// API's custom domain.
+	ContextFrontDoorOriginCertificateARN = "frontDoorOriginCertificateArn"
+	ContextFrontDoorTruststore           = "frontDoorTruststore"
+	ContextAPIMemorySize                 = "apiMemorySize"
+	ContextWorkerMemorySize              = "workerMemorySize"
+	ContextAPITimeout                    = "apiTimeoutSeconds"
+	ContextWorkerTimeout                 = "workerTimeoutSeconds"
 	// ContextAPIReservedConcurrency and ContextWorkerReservedConcurrency:
 	// 0 is none (absent: the default).
 	ContextAPIReservedConcurrency    = "apiReservedConcurrency"
@@ -43,7 +48,8 @@ const (
 	ContextWorkerTasksPerPlan = "workerTasksPerPlan"
 	ContextLogRetentionDays   = "logRetentionDays"
 	ContextLogLevel           = "logLevel"
-	// ContextSealedOnly is true or false, as ContextFrontDoor.
+	// ContextSealedOnly is true or false, as ContextFrontDoor; unlike the
+	// others, absent or empty is true (BrokerStackProps.AllowClear).
 	ContextSealedOnly     = "sealedOnly"
 	ContextAlarmTopicARN  = "alarmTopicArn"
 	ContextAlarmEmail     = "alarmEmail"
@@ -67,35 +73,37 @@ const (
 func PropsFromContext(node constructs.Node) (BrokerStackProps, error) {
 	c := contextReader{node: node}
 	p := BrokerStackProps{
-		CatalogPath:            c.string(ContextCatalog),
-		APICodeDir:             c.string(ContextAPICode),
-		WorkerCodeDir:          c.string(ContextWorkerCode),
-		StateMachinesDir:       c.string(ContextStateMachines),
-		StageName:              c.string(ContextStageName),
-		ThrottleRateLimit:      c.number(ContextThrottleRateLimit),
-		ThrottleBurstLimit:     c.integer(ContextThrottleBurstLimit),
-		PollThrottleRateLimit:  c.number(ContextPollRateLimit),
-		PollThrottleBurstLimit: c.integer(ContextPollBurstLimit),
-		FrontDoor:              c.boolean(ContextFrontDoor),
-		FrontDoorRateLimit:     c.integer(ContextFrontDoorRateLimit),
-		FrontDoorAllowCIDRs:    c.list(ContextFrontDoorAllowCIDRs),
-		FrontDoorWebACLARN:     c.string(ContextFrontDoorWebACLARN),
-		APIMemoryMB:            c.integer(ContextAPIMemorySize),
-		WorkerMemoryMB:         c.integer(ContextWorkerMemorySize),
-		APITimeout:             time.Duration(c.integer(ContextAPITimeout)) * time.Second,
-		WorkerTimeout:          time.Duration(c.integer(ContextWorkerTimeout)) * time.Second,
-		LogRetentionDays:       c.integer(ContextLogRetentionDays),
-		LogLevel:               c.string(ContextLogLevel),
-		SealedOnly:             c.boolean(ContextSealedOnly),
-		AlarmTopicARN:          c.string(ContextAlarmTopicARN),
-		AlarmEmail:             c.string(ContextAlarmEmail),
-		DomainName:             c.string(ContextDomainName),
-		CertificateARN:         c.string(ContextCertificateARN),
-		ReaperInterval:         time.Duration(c.integer(ContextReaperInterval)) * time.Minute,
-		StackPrefix:            c.string(ContextStackPrefix),
-		LegacyStackPrefix:      c.boolean(ContextLegacyStackPrefix),
-		ServiceRolePolicyARNs:  c.list(ContextServiceRolePolicyARNs),
-		SealingKeyOperators:    c.list(ContextSealingKeyOperators),
+		CatalogPath:                   c.string(ContextCatalog),
+		APICodeDir:                    c.string(ContextAPICode),
+		WorkerCodeDir:                 c.string(ContextWorkerCode),
+		StateMachinesDir:              c.string(ContextStateMachines),
+		StageName:                     c.string(ContextStageName),
+		ThrottleRateLimit:             c.number(ContextThrottleRateLimit),
+		ThrottleBurstLimit:            c.integer(ContextThrottleBurstLimit),
+		PollThrottleRateLimit:         c.number(ContextPollRateLimit),
+		PollThrottleBurstLimit:        c.integer(ContextPollBurstLimit),
+		FrontDoor:                     c.boolean(ContextFrontDoor),
+		FrontDoorRateLimit:            c.integer(ContextFrontDoorRateLimit),
+		FrontDoorAllowCIDRs:           c.list(ContextFrontDoorAllowCIDRs),
+		FrontDoorWebACLARN:            c.string(ContextFrontDoorWebACLARN),
+		FrontDoorOriginCertificateARN: c.string(ContextFrontDoorOriginCertificateARN),
+		FrontDoorTruststore:           c.string(ContextFrontDoorTruststore),
+		APIMemoryMB:                   c.integer(ContextAPIMemorySize),
+		WorkerMemoryMB:                c.integer(ContextWorkerMemorySize),
+		APITimeout:                    time.Duration(c.integer(ContextAPITimeout)) * time.Second,
+		WorkerTimeout:                 time.Duration(c.integer(ContextWorkerTimeout)) * time.Second,
+		LogRetentionDays:              c.integer(ContextLogRetentionDays),
+		LogLevel:                      c.string(ContextLogLevel),
+		AllowClear:                    !c.booleanOr(ContextSealedOnly, true),
+		AlarmTopicARN:                 c.string(ContextAlarmTopicARN),
+		AlarmEmail:                    c.string(ContextAlarmEmail),
+		DomainName:                    c.string(ContextDomainName),
+		CertificateARN:                c.string(ContextCertificateARN),
+		ReaperInterval:                time.Duration(c.integer(ContextReaperInterval)) * time.Minute,
+		StackPrefix:                   c.string(ContextStackPrefix),
+		LegacyStackPrefix:             c.boolean(ContextLegacyStackPrefix),
+		ServiceRolePolicyARNs:         c.list(ContextServiceRolePolicyARNs),
+		SealingKeyOperators:           c.list(ContextSealingKeyOperators),
 	}
 	p.APIReservedConcurrency = c.concurrency(ContextAPIReservedConcurrency)
 	p.WorkerReservedConcurrency = c.concurrency(ContextWorkerReservedConcurrency)
@@ -158,15 +166,20 @@ func (c *contextReader) list(key string) []string {
 
 // boolean reads true or false: a JSON boolean, or the strings "true" and
 // "false" (from -c); absent or empty is false.
-func (c *contextReader) boolean(key string) bool {
+func (c *contextReader) boolean(key string) bool { return c.booleanOr(key, false) }
+
+// booleanOr reads a boolean as boolean does; absent or empty is def.
+func (c *contextReader) booleanOr(key string, def bool) bool {
 	switch v := c.node.TryGetContext(&key).(type) {
 	case nil:
-		return false
+		return def
 	case bool:
 		return v
 	case string:
 		switch strings.ToLower(strings.TrimSpace(v)) {
-		case "", "false":
+		case "":
+			return def
+		case "false":
 			return false
 		case "true":
 			return true

@@ -61,15 +61,16 @@ func TestFunctionsEnvironmentIsTheApps(t *testing.T) {
 	}
 }
 
-// TestSealedOnlyIsSetOnlyWhenAsked: by default (cdk.json's sealedOnly
-// false) neither function is given BROKER_SEALED_ONLY, so a stack deployed
-// before every value is sealed still reads them (TestStackFromContext
-// checks that sealedOnly=true sets it on both).
-func TestSealedOnlyIsSetOnlyWhenAsked(t *testing.T) {
+// TestSealedOnlyByDefault: by default (cdk.json's sealedOnly true, as
+// when the key is absent) both functions are given BROKER_SEALED_ONLY=true,
+// so that a new deployment refuses from the start any secret a writer of
+// the table planted in clear (TestStackFromContext checks that
+// sealedOnly=false leaves it out).
+func TestSealedOnlyByDefault(t *testing.T) {
 	for _, id := range slices.Sorted(maps.Keys(brokerFunctions)) {
 		vars := properties(t, id)["Environment"].(object)["Variables"].(object)
-		if v, set := vars[env.SealedOnly]; set {
-			t.Errorf("%s sets %s=%v without sealedOnly", id, env.SealedOnly, v)
+		if v := vars[env.SealedOnly]; v != "true" {
+			t.Errorf("%s has %s=%v by default, want true", id, env.SealedOnly, v)
 		}
 	}
 }

@@ -13,8 +13,8 @@ import (
 
 // The managed CloudFront policies the front door uses, by their ids.
 const (
-	cachingDisabledID           = "4135ea2d-6df8-44a3-9df3-4b5a84be39ad"
-	allViewerExceptHostHeaderID = "b689b0a8-53d0-40ab-baf2-68738e2966ac"
+	cachingDisabledID = "4135ea2d-6df8-44a3-9df3-4b5a84be39ad"
+	allViewerID       = "216adef6-5c7f-47e4-b989-5492eafa07d3"
 )
 
 // instancePoll and bindingPoll are the routes of the polling endpoints.
@@ -119,11 +119,15 @@ func TestNoFrontDoorByDefault(t *testing.T) {
 	})
 }
 
+// frontDoorCertificate is a certificate where CloudFront takes them, which
+// the front door needs (checkFrontDoor).
+const frontDoorCertificate = "arn:aws:acm:us-east-1:123456789012:certificate/0d7a2a3c-1111-2222-3333-444455556666"
+
 // frontDoorStack synthesizes the stack with the front door and extra
 // context values, and returns it with its template as a Go value.
 func frontDoorStack(t *testing.T, name string, extra map[string]any) (awscdk.Stack, assertions.Template, object) {
 	t.Helper()
-	context := map[string]any{ContextFrontDoor: "true"}
+	context := map[string]any{ContextFrontDoor: "true", ContextDomainName: "broker.example.com", ContextCertificateARN: frontDoorCertificate}
 	maps.Copy(context, extra)
 	stack, template := synthWith(t, name, context)
 	return stack, template, *template.ToJSON()
@@ -170,20 +174,20 @@ func TestFrontDoor(t *testing.T) {
 		name      string
 		assertion func()
 	}{
-		{"the distribution serves HTTPS only, every method, caches nothing and forwards every header but Host", func() {
+		{"the distribution serves HTTPS only, every method, caches nothing and forwards every header, Host too", func() {
 			template.HasResourceProperties(jsii.String("AWS::CloudFront::Distribution"), object{"DistributionConfig": assertions.Match_ObjectLike(&object{
 				"DefaultCacheBehavior": assertions.Match_ObjectLike(&object{
 					"ViewerProtocolPolicy":  "https-only",
 					"AllowedMethods":        []any{"GET", "HEAD", "OPTIONS", "PUT", "PATCH", "POST", "DELETE"},
 					"CachePolicyId":         cachingDisabledID,
-					"OriginRequestPolicyId": allViewerExceptHostHeaderID,
+					"OriginRequestPolicyId": allViewerID,
 				}),
 			})})
 		}},
-		{"the distribution's origin is the HTTP API, over HTTPS only (TLS 1.2), with the origin secret", func() {
+		{"the distribution's origin is the HTTP API's custom domain, over HTTPS only (TLS 1.2), with the origin secret", func() {
 			template.HasResourceProperties(jsii.String("AWS::CloudFront::Distribution"), object{"DistributionConfig": assertions.Match_ObjectLike(&object{
 				"Origins": []any{assertions.Match_ObjectLike(&object{
-					"DomainName": object{"Fn::Select": []any{2, object{"Fn::Split": []any{"/", object{"Fn::GetAtt": []any{assertions.Match_StringLikeRegexp(jsii.String("^HttpApi")), "ApiEndpoint"}}}}}},
+					"DomainName": object{"Fn::GetAtt": []any{assertions.Match_StringLikeRegexp(jsii.String("^CustomDomain")), "RegionalDomainName"}},
 					"CustomOriginConfig": assertions.Match_ObjectLike(&object{
 						"OriginProtocolPolicy": "https-only",
 						"OriginSSLProtocols":   []any{"TLSv1.2"},
@@ -203,7 +207,11 @@ func TestFrontDoor(t *testing.T) {
 				panic("WebACLId " + jsonString(config["WebACLId"]))
 			}
 		}},
-		{"the web ACL is CloudFront's, limits each source address per 5 minutes with a 429, then allows the listed addresses only", func() {
+		{"the web ACL is CloudFront's, limits each source address and the listed ones together per 5 minutes with a 429, then allows the listed addresses only", func() {
+			listed := object{"OrStatement": object{"Statements": []any{
+				object{"IPSetReferenceStatement": object{"Arn": object{"Fn::GetAtt": []any{assertions.Match_StringLikeRegexp(jsii.String("^FrontDoorAllowListIPV4")), "Arn"}}}},
+				object{"IPSetReferenceStatement": object{"Arn": object{"Fn::GetAtt": []any{assertions.Match_StringLikeRegexp(jsii.String("^FrontDoorAllowListIPV6")), "Arn"}}}},
+			}}}
 			template.HasResourceProperties(jsii.String("AWS::WAFv2::WebACL"), object{
 				"Scope":         "CLOUDFRONT",
 				"DefaultAction": object{"Block": object{}},
@@ -214,15 +222,29 @@ func TestFrontDoor(t *testing.T) {
 						"Statement": object{"RateBasedStatement": object{"AggregateKeyType": "IP", "Limit": 500, "EvaluationWindowSec": 300}},
 					}),
 					assertions.Match_ObjectLike(&object{
-						"Name": "PlatformAddresses", "Priority": 1,
-						"Action": object{"Allow": object{}},
-						"Statement": object{"OrStatement": object{"Statements": []any{
-							object{"IPSetReferenceStatement": object{"Arn": object{"Fn::GetAtt": []any{assertions.Match_StringLikeRegexp(jsii.String("^FrontDoorAllowListIPV4")), "Arn"}}}},
-							object{"IPSetReferenceStatement": object{"Arn": object{"Fn::GetAtt": []any{assertions.Match_StringLikeRegexp(jsii.String("^FrontDoorAllowListIPV6")), "Arn"}}}},
-						}}},
+						"Name": "RateAllSources", "Priority": 1,
+						"Action": object{"Block": object{"CustomResponse": object{"ResponseCode": 429}}},
+						// 80% of the stage's 50 requests a second over 300 s.
+						"Statement": object{"RateBasedStatement": object{"AggregateKeyType": "CONSTANT", "Limit": 12000, "EvaluationWindowSec": 300,
+							"ScopeDownStatement": listed}},
+					}),
+					assertions.Match_ObjectLike(&object{
+						"Name": "PlatformAddresses", "Priority": 2,
+						"Action":    object{"Allow": object{}},
+						"Statement": listed,
 					}),
 				},
 			})
+		}},
+		{"the HTTP API's own execute-api endpoint is turned off: it answers only through the front door", func() {
+			template.HasResourceProperties(jsii.String("AWS::ApiGatewayV2::Api"), object{"DisableExecuteApiEndpoint": true})
+		}},
+		{"the HTTP API's custom domain is the front door's name, with the same certificate, mapped to the stage", func() {
+			template.HasResourceProperties(jsii.String("AWS::ApiGatewayV2::DomainName"), object{
+				"DomainName":               "broker.example.com",
+				"DomainNameConfigurations": []any{assertions.Match_ObjectLike(&object{"CertificateArn": frontDoorCertificate})},
+			})
+			template.ResourceCountIs(jsii.String("AWS::ApiGatewayV2::ApiMapping"), jsii.Number(1))
 		}},
 		{"the allow list's IPv4 and IPv6 networks are in an IP set each", func() {
 			template.HasResourceProperties(jsii.String("AWS::WAFv2::IPSet"), object{
@@ -232,7 +254,7 @@ func TestFrontDoor(t *testing.T) {
 				"Scope": "CLOUDFRONT", "IPAddressVersion": "IPV6", "Addresses": []any{"2001:db8::/32"},
 			})
 		}},
-		{"a deployment outside us-east-1, where WAF makes CloudFront's web ACLs, is refused with the reason", func() {
+		{"a deployment outside us-east-1, where CloudFront takes its certificate and WAF makes its web ACLs, is refused with the reason", func() {
 			rules, _ := tj["Rules"].(object)
 			rule, _ := rules["FrontDoorRegion"].(object)
 			assertions, _ := rule["Assertions"].([]any)
@@ -241,7 +263,7 @@ func TestFrontDoor(t *testing.T) {
 			}
 			a := assertions[0].(object)
 			if !jsonEqual(a["Assert"], object{"Fn::Equals": []any{object{"Ref": "AWS::Region"}, "us-east-1"}}) ||
-				!strings.Contains(a["AssertDescription"].(string), "frontDoorWebAclArn") {
+				!strings.Contains(a["AssertDescription"].(string), "certificateArn") {
 				panic("assertion " + jsonString(a))
 			}
 		}},
@@ -264,10 +286,9 @@ func TestFrontDoor(t *testing.T) {
 				"GenerateSecretString": object{"ExcludePunctuation": true, "PasswordLength": 48},
 			})
 		}},
-		{"the broker's URL is the distribution's", func() {
-			template.HasOutput(jsii.String(OutputBrokerURL), object{"Value": object{"Fn::Join": []any{"", []any{
-				"https://", object{"Fn::GetAtt": []any{distID, "DomainName"}},
-			}}}})
+		{"the broker's URL is the front door's name, whose DNS record points at the distribution", func() {
+			template.HasOutput(jsii.String(OutputBrokerURL), object{"Value": "https://broker.example.com"})
+			template.HasOutput(jsii.String(OutputDomainTarget), object{"Value": object{"Fn::GetAtt": []any{distID, "DomainName"}}})
 		}},
 	}
 	for _, tt := range tests {
@@ -286,14 +307,21 @@ func TestFrontDoor(t *testing.T) {
 }
 
 func TestFrontDoorVariants(t *testing.T) {
-	t.Run("without an allow list, the web ACL has the rate rule only and allows the rest", func(t *testing.T) {
-		_, template, tj := frontDoorStack(t, "FrontDoorOpen", nil)
+	t.Run("without an allow list, the web ACL has the rate rules only, the one for all sources counting every request, and allows the rest", func(t *testing.T) {
+		_, template, tj := frontDoorStack(t, "FrontDoorOpen", map[string]any{ContextThrottleRateLimit: "20"})
 		check(t, func() {
 			template.HasResourceProperties(jsii.String("AWS::WAFv2::WebACL"), object{
 				"DefaultAction": object{"Allow": object{}},
 				"Rules": []any{assertions.Match_ObjectLike(&object{
 					"Name":      "RatePerSource",
 					"Statement": object{"RateBasedStatement": object{"AggregateKeyType": "IP", "Limit": 3000, "EvaluationWindowSec": 300}},
+				}), assertions.Match_ObjectLike(&object{
+					"Name": "RateAllSources",
+					// 80% of the stage's 20 requests a second over 300 s.
+					"Statement": object{"RateBasedStatement": object{"AggregateKeyType": "CONSTANT", "Limit": 4800, "EvaluationWindowSec": 300,
+						"ScopeDownStatement": object{"SizeConstraintStatement": assertions.Match_ObjectLike(&object{
+							"FieldToMatch": object{"UriPath": object{}}, "ComparisonOperator": "GE", "Size": 0,
+						})}}},
 				})},
 			})
 		})
@@ -303,23 +331,23 @@ func TestFrontDoorVariants(t *testing.T) {
 			}
 		}
 	})
-	t.Run("with a web ACL of the operator's, the stack makes none and may be deployed in any region", func(t *testing.T) {
+	t.Run("with a web ACL of the operator's, the stack makes none", func(t *testing.T) {
 		const arn = "arn:aws:wafv2:us-east-1:123456789012:global/webacl/platform-edge/a1b2c3d4-5678-90ab-cdef-111122223333"
 		stack, template, tj := frontDoorStack(t, "FrontDoorOwnAcl", map[string]any{ContextFrontDoorWebACLARN: arn})
 		check(t, func() { template.ResourceCountIs(jsii.String("AWS::WAFv2::WebACL"), jsii.Number(0)) })
 		check(t, func() {
 			template.HasResourceProperties(jsii.String("AWS::CloudFront::Distribution"), object{"DistributionConfig": assertions.Match_ObjectLike(&object{"WebACLId": arn})})
 		})
-		if rule := tj["Rules"].(object)["FrontDoorRegion"]; rule != nil {
-			t.Errorf("rule %v", rule)
+		if rule := tj["Rules"].(object)["FrontDoorRegion"]; rule == nil {
+			t.Error("no rule on the region: the certificate still ties the stack to us-east-1")
 		}
 		for _, f := range nagFindings(t, stack) {
 			t.Error(f)
 		}
 	})
-	t.Run("with a custom domain, the distribution serves it with the us-east-1 certificate and TLS 1.2, and API Gateway has no domain", func(t *testing.T) {
-		const cert = "arn:aws:acm:us-east-1:123456789012:certificate/0d7a2a3c-1111-2222-3333-444455556666"
-		stack, template, tj := frontDoorStack(t, "FrontDoorDomain", map[string]any{ContextDomainName: "broker.example.com", ContextCertificateARN: cert})
+	t.Run("the distribution serves the domain with the us-east-1 certificate and TLS 1.2", func(t *testing.T) {
+		const cert = frontDoorCertificate
+		stack, template, tj := frontDoorStack(t, "FrontDoorDomain", nil)
 		distID, _ := only(t, tj, "AWS::CloudFront::Distribution")
 		check(t, func() {
 			template.HasResourceProperties(jsii.String("AWS::CloudFront::Distribution"), object{"DistributionConfig": assertions.Match_ObjectLike(&object{
@@ -329,7 +357,7 @@ func TestFrontDoorVariants(t *testing.T) {
 				},
 			})})
 		})
-		check(t, func() { template.ResourceCountIs(jsii.String("AWS::ApiGatewayV2::DomainName"), jsii.Number(0)) })
+		check(t, func() { template.ResourceCountIs(jsii.String("AWS::ApiGatewayV2::DomainName"), jsii.Number(1)) })
 		check(t, func() {
 			template.HasOutput(jsii.String(OutputBrokerURL), object{"Value": "https://broker.example.com"})
 		})
@@ -340,12 +368,41 @@ func TestFrontDoorVariants(t *testing.T) {
 			t.Error(f)
 		}
 	})
-	t.Run("with a stage of another name, the distribution sends requests under it", func(t *testing.T) {
+	t.Run("with mutual TLS, the distribution presents the client certificate and the custom domain requires one of the truststore", func(t *testing.T) {
+		const client = "arn:aws:acm:us-east-1:123456789012:certificate/11111111-2222-3333-4444-555555555555"
+		stack, template, _ := frontDoorStack(t, "FrontDoorMtls", map[string]any{
+			ContextFrontDoorOriginCertificateARN: client, ContextFrontDoorTruststore: "s3://platform-truststores/broker/ca.pem",
+		})
+		check(t, func() {
+			template.HasResourceProperties(jsii.String("AWS::CloudFront::Distribution"), object{"DistributionConfig": assertions.Match_ObjectLike(&object{
+				"Origins": []any{assertions.Match_ObjectLike(&object{"CustomOriginConfig": assertions.Match_ObjectLike(&object{
+					"OriginMtlsConfig": object{"ClientCertificateArn": client},
+				})})},
+			})})
+		})
+		check(t, func() {
+			template.HasResourceProperties(jsii.String("AWS::ApiGatewayV2::DomainName"), object{
+				"DomainName":              "broker.example.com",
+				"MutualTlsAuthentication": object{"TruststoreUri": "s3://platform-truststores/broker/ca.pem"},
+			})
+		})
+		for _, f := range nagFindings(t, stack) {
+			t.Error(f)
+		}
+	})
+	t.Run("without mutual TLS, the custom domain takes any client", func(t *testing.T) {
+		_, template, _ := frontDoorStack(t, "FrontDoorNoMtls", nil)
+		check(t, func() {
+			template.HasResourceProperties(jsii.String("AWS::ApiGatewayV2::DomainName"), object{"MutualTlsAuthentication": assertions.Match_Absent()})
+		})
+	})
+	t.Run("with a stage of another name, the custom domain maps its root to the stage, so the distribution adds no path", func(t *testing.T) {
 		_, template, _ := frontDoorStack(t, "FrontDoorStage", map[string]any{ContextStageName: "v1"})
 		check(t, func() {
 			template.HasResourceProperties(jsii.String("AWS::CloudFront::Distribution"), object{"DistributionConfig": assertions.Match_ObjectLike(&object{
-				"Origins": []any{assertions.Match_ObjectLike(&object{"OriginPath": "/v1"})},
+				"Origins": []any{assertions.Match_ObjectLike(&object{"OriginPath": assertions.Match_Absent()})},
 			})})
+			template.HasResourceProperties(jsii.String("AWS::ApiGatewayV2::ApiMapping"), object{"Stage": "v1"})
 		})
 	})
 }
@@ -371,6 +428,19 @@ func TestFrontDoorSettingsRejected(t *testing.T) {
 		{"a certificate outside us-east-1 with the front door is refused", BrokerStackProps{FrontDoor: true, DomainName: "broker.example.com",
 			CertificateARN: "arn:aws:acm:eu-west-1:123456789012:certificate/0d7a2a3c-1111-2222-3333-444455556666"}, "takes certificates from us-east-1 only"},
 		{"negative poll limits are refused", BrokerStackProps{PollThrottleBurstLimit: -1}, "poll throttle"},
+		{"mutual TLS settings without the front door are refused", BrokerStackProps{FrontDoorTruststore: "s3://b/ca.pem"}, "set frontDoor=true too"},
+		{"a client certificate without a truststore is refused", BrokerStackProps{FrontDoor: true, FrontDoorOriginCertificateARN: frontDoorCertificate},
+			"give both frontDoorOriginCertificateArn and frontDoorTruststore"},
+		{"a client certificate outside us-east-1 is refused", BrokerStackProps{FrontDoor: true, FrontDoorTruststore: "s3://bucket/ca.pem",
+			FrontDoorOriginCertificateARN: "arn:aws:acm:eu-west-1:123456789012:certificate/0d7a2a3c-1111-2222-3333-444455556666"}, "where CloudFront takes its client certificates"},
+		{"a truststore that is not an S3 URI is refused", BrokerStackProps{FrontDoor: true, FrontDoorTruststore: "https://bucket.s3.amazonaws.com/ca.pem",
+			FrontDoorOriginCertificateARN: frontDoorCertificate}, "want the S3 URI of the CA bundle"},
+		{"a front door without a custom domain is refused: the execute-api endpoint would stay open", BrokerStackProps{FrontDoor: true},
+			"the front door needs domainName and certificateArn"},
+		{"a per-source rate over what all sources together may send is refused", BrokerStackProps{FrontDoor: true, DomainName: "broker.example.com",
+			CertificateARN: frontDoorCertificate, ThrottleRateLimit: 10, FrontDoorRateLimit: 3000}, "front door rate limit 3000 per source in 5 minutes: over the 2400"},
+		{"a stage throttle too low for WAF's limit on all sources is refused", BrokerStackProps{FrontDoor: true, DomainName: "broker.example.com",
+			CertificateARN: frontDoorCertificate, ThrottleRateLimit: 0.01, FrontDoorRateLimit: 10}, "throttleRateLimit 0.01"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

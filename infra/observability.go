@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatch"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awskms"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awss3"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssns"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssnssubscriptions"
 	"github.com/aws/jsii-runtime-go"
@@ -239,17 +240,33 @@ func (b *builder) dashboard() awscloudwatch.Dashboard {
 
 // customDomain serves the API at the domain name the context gives, with
 // its ACM certificate, so that the URL a platform registered survives a
-// new HTTP API. It returns nil when no domain is configured, or when the
-// front door serves it (see frontDoor).
+// new HTTP API; with the front door, it is the distribution's origin (see
+// frontDoor). It returns nil when no domain is configured, and the same
+// domain on every call.
 func (b *builder) customDomain() awsapigatewayv2.DomainName {
-	if b.props.DomainName == "" || b.distribution != nil {
+	if b.props.DomainName == "" {
 		return nil
 	}
-	return awsapigatewayv2.NewDomainName(b.stack, jsii.String("CustomDomain"), &awsapigatewayv2.DomainNameProps{
-		DomainName:     jsii.String(b.props.DomainName),
-		Certificate:    awscertificatemanager.Certificate_FromCertificateArn(b.stack, jsii.String("CustomDomainCertificate"), jsii.String(b.props.CertificateARN)),
-		SecurityPolicy: awsapigatewayv2.SecurityPolicy_TLS_1_2,
-	})
+	if b.apiDomain == nil {
+		props := &awsapigatewayv2.DomainNameProps{
+			DomainName:     jsii.String(b.props.DomainName),
+			Certificate:    awscertificatemanager.Certificate_FromCertificateArn(b.stack, jsii.String("CustomDomainCertificate"), jsii.String(b.props.CertificateARN)),
+			SecurityPolicy: awsapigatewayv2.SecurityPolicy_TLS_1_2,
+		}
+		if m := truststoreURI.FindStringSubmatch(b.props.FrontDoorTruststore); m != nil {
+			// Mutual TLS: only the front door, with its client certificate,
+			// completes a handshake with the domain (checkOriginMTLS).
+			props.Mtls = &awsapigatewayv2.MTLSConfig{
+				Bucket: awss3.Bucket_FromBucketName(b.stack, jsii.String("FrontDoorTruststoreBucket"), jsii.String(m[1])),
+				Key:    jsii.String(m[2]),
+			}
+		}
+		b.apiDomain = awsapigatewayv2.NewDomainName(b.stack, jsii.String("CustomDomain"), props)
+		awsapigatewayv2.NewApiMapping(b.stack, jsii.String("CustomDomainMapping"), &awsapigatewayv2.ApiMappingProps{
+			Api: b.httpAPI, DomainName: b.apiDomain, Stage: b.stage,
+		})
+	}
+	return b.apiDomain
 }
 
 // domainNamePattern is a DNS name of two labels or more.
@@ -291,13 +308,7 @@ func (b *builder) observability() {
 	topic := b.alarmTopic()
 	b.alarms(topic)
 	dashboard := b.dashboard()
-	domain := b.customDomain()
-	if domain != nil {
-		awsapigatewayv2.NewApiMapping(b.stack, jsii.String("CustomDomainMapping"), &awsapigatewayv2.ApiMappingProps{
-			Api: b.httpAPI, DomainName: domain, Stage: b.stage,
-		})
-	}
-	b.observabilityOutputs(topic, dashboard, domain)
+	b.observabilityOutputs(topic, dashboard, b.customDomain())
 }
 
 // observabilityOutputs are what an operator needs to work on the deployed
@@ -333,10 +344,10 @@ func (b *builder) observabilityOutputs(topic awssns.ITopic, dashboard awscloudwa
 	output(OutputOpsCommand, "The operator command, run from a checkout of the broker with AWS credentials for this account.",
 		jsii.String("go run ./functions/api ops --stack "+*b.stack.StackName()+" operations"))
 	switch {
-	case domain != nil:
-		output(OutputDomainTarget, "Point the custom domain's DNS record (CNAME, or an alias) at this name.", domain.RegionalDomainName())
-	case b.distribution != nil && b.props.DomainName != "":
+	case b.distribution != nil:
 		output(OutputDomainTarget, "Point the custom domain's DNS record (CNAME, or a Route 53 alias) at the front door's distribution.",
 			b.distribution.DistributionDomainName())
+	case domain != nil:
+		output(OutputDomainTarget, "Point the custom domain's DNS record (CNAME, or an alias) at this name.", domain.RegionalDomainName())
 	}
 }

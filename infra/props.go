@@ -55,13 +55,17 @@ type BrokerStackProps struct {
 	PollThrottleBurstLimit int
 
 	// FrontDoor puts a CloudFront distribution with an AWS WAF web ACL in
-	// front of the HTTP API: the broker's URL becomes the distribution's,
-	// and the api function refuses every request that did not come through
-	// it (the origin secret). Off by default.
+	// front of the HTTP API, which then answers only through it: its
+	// execute-api endpoint is turned off, the distribution reaches it at its
+	// custom domain (DomainName and CertificateARN are required, the
+	// certificate in us-east-1), and the api function refuses every request
+	// without the origin secret. Off by default.
 	FrontDoor bool
 	// FrontDoorRateLimit is the most requests one source address may send
 	// in 5 minutes before the web ACL blocks it (429) until its rate falls
-	// back; WAF allows 10 to 2,000,000,000. Default: 3000 (10 a second).
+	// back; WAF allows 10 to 2,000,000,000, and it may not exceed the limit
+	// on all sources together (frontDoorTotalLimit, under the stage's
+	// throttle). Default: 3000 (10 a second).
 	FrontDoorRateLimit int
 	// FrontDoorAllowCIDRs, when set, are the only addresses the front door
 	// serves (the platform's egress addresses, IPv4 or IPv6 CIDRs); every
@@ -72,6 +76,15 @@ type BrokerStackProps struct {
 	// the stack's own; the stack then makes none, and may be deployed in
 	// any region.
 	FrontDoorWebACLARN string
+	// FrontDoorOriginCertificateARN and FrontDoorTruststore, both or
+	// neither, close the custom domain's regional endpoint to everyone but
+	// the front door: mutual TLS, CloudFront presenting the client
+	// certificate (ACM, in us-east-1) and API Gateway requiring one signed
+	// by a CA of the truststore (s3://BUCKET/KEY, a PEM bundle in the
+	// stack's region). Without, that endpoint answers anyone who names the
+	// domain, and the origin secret alone refuses them (docs/deploy.md).
+	FrontDoorOriginCertificateARN string
+	FrontDoorTruststore           string
 
 	// APIMemoryMB and WorkerMemoryMB are the functions' memory sizes.
 	// Default: 256 each.
@@ -112,12 +125,16 @@ type BrokerStackProps struct {
 	// LogLevel, when set, becomes both functions' LOG_LEVEL: DEBUG, INFO,
 	// WARN or ERROR. Unset, they log at INFO.
 	LogLevel string
-	// SealedOnly sets both functions' BROKER_SEALED_ONLY: every secret
-	// found in clear in the table is refused, whatever the table's sealing
-	// mode item says (anyone who can write the table can delete that
-	// item). Deploy it once `ops --stack NAME reseal` has sealed
-	// everything. Default: false.
-	SealedOnly bool
+	// AllowClear leaves out both functions' BROKER_SEALED_ONLY, which is set
+	// by default: sealed-only, every secret found in clear in the table
+	// (a binding's credentials, a driver's record naming a stack or URL) is
+	// refused, whatever the table's sealing mode item says, so that a
+	// writer of the table without the sealing key cannot plant a record the
+	// broker would act on (anyone who can write the table can delete that
+	// item too). Set it (cdk.json's sealedOnly=false) only for a deployment
+	// that still holds values from before sealing, until `ops --stack NAME
+	// reseal` has sealed them (docs/deploy.md, Upgrading).
+	AllowClear bool
 	// SealingKeyOperators are the IAM roles and users (ARNs) besides the
 	// functions' that the sealing key's policy lets seal and open, in the
 	// sealing context only: the identities an operator runs

@@ -205,6 +205,8 @@ type builder struct {
 	// The front door, when the props ask for it: the distribution in front
 	// of the HTTP API, and the secret it sends that the api requires.
 	distribution awscloudfront.Distribution
+	// apiDomain is the HTTP API's custom domain (customDomain), or nil.
+	apiDomain    awsapigatewayv2.DomainName
 	originSecret awssecretsmanager.Secret
 }
 
@@ -349,7 +351,7 @@ func (b *builder) functions() {
 		apiEnv[env.LogLevel] = jsii.String(b.props.LogLevel)
 		workerEnv[env.LogLevel] = jsii.String(b.props.LogLevel)
 	}
-	if b.props.SealedOnly {
+	if !b.props.AllowClear {
 		apiEnv[env.SealedOnly] = jsii.String("true")
 		workerEnv[env.SealedOnly] = jsii.String("true")
 	}
@@ -513,6 +515,9 @@ func (b *builder) apiGateway() {
 	b.httpAPI = awsapigatewayv2.NewHttpApi(b.stack, jsii.String("HttpApi"), &awsapigatewayv2.HttpApiProps{
 		Description:        jsii.String("The Open Service Broker API."),
 		CreateDefaultStage: jsii.Bool(false),
+		// Behind the front door, the API answers at its custom domain
+		// only, which is the distribution's origin (frontDoor).
+		DisableExecuteApiEndpoint: jsii.Bool(b.props.FrontDoor),
 	})
 	integration := awsapigatewayv2integrations.NewHttpLambdaIntegration(jsii.String("ApiIntegration"), b.api,
 		&awsapigatewayv2integrations.HttpLambdaIntegrationProps{

@@ -50,7 +50,7 @@ func TestStackFromContext(t *testing.T) {
 		ContextWorkerTimeout:      "120",
 		ContextLogRetentionDays:   "90",
 		ContextLogLevel:           "debug",
-		ContextSealedOnly:         "true",
+		ContextSealedOnly:         "false",
 		ContextAlarmTopicARN:      topic,
 		ContextReaperInterval:     "10",
 		// 0 is none.
@@ -98,13 +98,13 @@ func TestStackFromContext(t *testing.T) {
 				"Environment": object{"Variables": assertions.Match_ObjectLike(&object{"LOG_LEVEL": "debug"})},
 			})
 		}},
-		{"both functions refuse secrets in clear whatever the table says", func() {
+		{"sealedOnly=false lets both functions read secrets in clear until the table is resealed", func() {
 			all := *template.ToJSON()
 			for _, id := range []string{"ApiFunction", "WorkerFunction"} {
 				fn := stack.Node().TryFindChild(jsii.String(id)).Node().DefaultChild().(awscdk.CfnElement)
 				r := all["Resources"].(object)[*stack.GetLogicalId(fn)].(object)
-				if v := r["Properties"].(object)["Environment"].(object)["Variables"].(object)[env.SealedOnly]; v != "true" {
-					t.Errorf("%s has %s=%v, want true", id, env.SealedOnly, v)
+				if v, set := r["Properties"].(object)["Environment"].(object)["Variables"].(object)[env.SealedOnly]; set {
+					t.Errorf("%s has %s=%v with sealedOnly=false, want it unset", id, env.SealedOnly, v)
 				}
 			}
 		}},

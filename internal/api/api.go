@@ -29,6 +29,7 @@
 package api
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -47,12 +48,32 @@ type Credential struct {
 	Password string
 }
 
+// CredentialSource gives the credential pairs a request is checked against
+// now: the deployed api re-reads them from Secrets Manager, so that a
+// revoked password stops working in minutes. It is called by concurrent
+// requests.
+type CredentialSource interface {
+	// Credentials returns the pairs to accept. retry says that a request
+	// failed against the pairs last returned: a source may read them again
+	// sooner than it otherwise would (a password added for rotation), as
+	// long as a flood of bad passwords cannot make it read on each.
+	Credentials(ctx context.Context, retry bool) []Credential
+}
+
+// FixedCredentials is a CredentialSource that never changes.
+type FixedCredentials []Credential
+
+// Credentials returns c.
+func (c FixedCredentials) Credentials(context.Context, bool) []Credential { return c }
+
 // Config is what the HTTP surface needs.
 type Config struct {
-	Broker      *broker.Broker
-	Catalog     *catalog.Catalog
-	Credentials []Credential
-	Logger      *slog.Logger
+	Broker  *broker.Broker
+	Catalog *catalog.Catalog
+	// Credentials are the pairs accepted when CredentialSource is nil.
+	Credentials      []Credential
+	CredentialSource CredentialSource
+	Logger           *slog.Logger
 	// OriginSecret, when set, is the value every request must carry in
 	// deploy.HeaderOriginVerify: the deployed stack's front door (CloudFront) adds
 	// it, so that a request sent to the HTTP API's own URL, around the
@@ -100,7 +121,11 @@ func New(c Config) http.Handler {
 	var handler http.Handler = canonicalPaths(h, mux)
 	handler = originatingIdentity(h, handler)
 	handler = apiVersion(h, handler)
-	handler = authenticate(h, newAuthenticator(c.Credentials), handler)
+	var creds CredentialSource = FixedCredentials(c.Credentials)
+	if c.CredentialSource != nil {
+		creds = c.CredentialSource
+	}
+	handler = authenticate(h, creds, handler)
 	if c.OriginSecret != "" {
 		handler = verifyOrigin(h, c.OriginSecret, handler)
 	}

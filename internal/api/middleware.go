@@ -140,26 +140,15 @@ func recoverPanics(h *handlers, next http.Handler) http.Handler {
 	})
 }
 
-// authenticator checks HTTP basic auth against several credential pairs.
+// credentialsOK checks HTTP basic auth against several credential pairs.
 // It compares SHA-256 digests in constant time and always checks every
 // pair, so timing tells nothing about which part was wrong.
-type authenticator struct {
-	pairs [][2][32]byte
-}
-
-func newAuthenticator(creds []Credential) *authenticator {
-	a := &authenticator{}
-	for _, c := range creds {
-		a.pairs = append(a.pairs, [2][32]byte{sha256.Sum256([]byte(c.Username)), sha256.Sum256([]byte(c.Password))})
-	}
-	return a
-}
-
-func (a *authenticator) ok(user, pass string) bool {
+func credentialsOK(pairs []Credential, user, pass string) bool {
 	u, p := sha256.Sum256([]byte(user)), sha256.Sum256([]byte(pass))
 	match := 0
-	for _, pair := range a.pairs {
-		match |= subtle.ConstantTimeCompare(u[:], pair[0][:]) & subtle.ConstantTimeCompare(p[:], pair[1][:])
+	for _, pair := range pairs {
+		pu, pp := sha256.Sum256([]byte(pair.Username)), sha256.Sum256([]byte(pair.Password))
+		match |= subtle.ConstantTimeCompare(u[:], pu[:]) & subtle.ConstantTimeCompare(p[:], pp[:])
 	}
 	return match == 1
 }
@@ -185,10 +174,17 @@ func verifyOrigin(h *handlers, secret string, next http.Handler) http.Handler {
 	})
 }
 
-func authenticate(h *handlers, a *authenticator, next http.Handler) http.Handler {
+// authenticate checks the request's basic auth against the source's
+// pairs; on a failure it asks once more with retry, so that a password
+// just added to the secret is accepted without waiting for the source's
+// next read.
+func authenticate(h *handlers, creds CredentialSource, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		user, pass, ok := r.BasicAuth()
-		if !ok || !a.ok(user, pass) {
+		if ok && !credentialsOK(creds.Credentials(r.Context(), false), user, pass) {
+			ok = credentialsOK(creds.Credentials(r.Context(), true), user, pass)
+		}
+		if !ok {
 			w.Header().Set("WWW-Authenticate", `Basic realm="serverless-osb", charset="UTF-8"`)
 			h.writeError(w, r, broker.Errorf(broker.CodeUnauthorized,
 				"Authentication failed: send the broker's username and password with HTTP basic auth."))

@@ -1,6 +1,13 @@
 package api
 
-import "testing"
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+)
 
 func TestSupportedVersion(t *testing.T) {
 	for v, want := range map[string]bool{
@@ -37,16 +44,16 @@ func TestParseOriginatingIdentity(t *testing.T) {
 }
 
 func TestAuthenticatorAcceptsEveryPairAndNothingElse(t *testing.T) {
-	a := newAuthenticator([]Credential{{"alice", "one"}, {"bob", "two"}})
+	pairs := []Credential{{"alice", "one"}, {"bob", "two"}}
 	for _, c := range []struct {
 		user, pass string
 		ok         bool
 	}{{"alice", "one", true}, {"bob", "two", true}, {"alice", "two", false}, {"bob", "one", false}, {"", "", false}, {"alice", "", false}} {
-		if got := a.ok(c.user, c.pass); got != c.ok {
+		if got := credentialsOK(pairs, c.user, c.pass); got != c.ok {
 			t.Errorf("ok(%q, %q) = %v, want %v", c.user, c.pass, got, c.ok)
 		}
 	}
-	if newAuthenticator(nil).ok("", "") {
+	if credentialsOK(nil, "", "") {
 		t.Error("a broker without credentials let an empty pair in")
 	}
 }
@@ -60,4 +67,68 @@ func TestMatchesETag(t *testing.T) {
 			t.Errorf("matchesETag(%q) = %v, want %v", c.header, got, c.want)
 		}
 	}
+}
+
+// changingSource is a CredentialSource whose pairs the test changes, and
+// which counts the calls that asked to retry.
+type changingSource struct {
+	mu      sync.Mutex
+	pairs   []Credential
+	next    []Credential // what a retry reads, when set
+	retries int
+}
+
+func (s *changingSource) Credentials(_ context.Context, retry bool) []Credential {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if retry {
+		s.retries++
+		if s.next != nil {
+			s.pairs, s.next = s.next, nil
+		}
+	}
+	return s.pairs
+}
+
+// TestAuthenticationReadsTheSourceEachRequest: the pairs are asked of the
+// source on every request, so a pair it drops is refused at once; a
+// refused password asks once more with retry, so a pair just added is
+// accepted on its first request; concurrent requests are safe (-race).
+func TestAuthenticationReadsTheSourceEachRequest(t *testing.T) {
+	src := &changingSource{pairs: []Credential{{"broker", "old"}}}
+	h := &handlers{logger: slog.New(slog.DiscardHandler)}
+	handler := authenticate(h, src, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) }))
+	status := func(user, pass string) int {
+		r := httptest.NewRequest(http.MethodGet, "/v2/catalog", nil)
+		r.SetBasicAuth(user, pass)
+		w := httptest.NewRecorder()
+		handler.ServeHTTP(w, r)
+		return w.Code
+	}
+	if got := status("broker", "old"); got != http.StatusOK || src.retries != 0 {
+		t.Fatalf("the source's pair: %d after %d retries, want 200 without one", got, src.retries)
+	}
+	src.mu.Lock()
+	src.next = []Credential{{"broker", "new"}}
+	src.mu.Unlock()
+	if got := status("broker", "new"); got != http.StatusOK || src.retries != 1 {
+		t.Errorf("a pair the source has on a retry: %d after %d retries, want 200 after 1", got, src.retries)
+	}
+	if got := status("broker", "old"); got != http.StatusUnauthorized {
+		t.Errorf("a pair the source dropped: %d, want 401", got)
+	}
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			src.mu.Lock()
+			if i%2 == 0 {
+				src.pairs = []Credential{{"broker", "new"}}
+			}
+			src.mu.Unlock()
+			status("broker", "new")
+		}()
+	}
+	wg.Wait()
 }

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-lambda-go/lambdacontext"
@@ -91,6 +92,12 @@ type LambdaConfig struct {
 	// Tracing instruments the AWS SDK clients for X-Ray (internal/tracing):
 	// on in the functions, off for the operator command and tests.
 	Tracing bool
+	// CredentialsMaxAge (api function) is how long the credentials read
+	// from SecretARN are used before they are read again; zero means
+	// DefaultCredentialsMaxAge.
+	CredentialsMaxAge time.Duration
+	// Now tells the time (the credentials' age); nil means time.Now.
+	Now func() time.Time
 }
 
 // InLambda reports whether the process runs under the Lambda runtime.
@@ -258,7 +265,7 @@ func BuildLambdaAPI(ctx context.Context, c LambdaConfig, logger *slog.Logger) (h
 		return nil, err
 	}
 	secrets := secretsmanager.NewFromConfig(awsCfg)
-	creds, err := readCredentials(ctx, secrets, c.SecretARN)
+	creds, err := newSecretCredentials(ctx, c, secrets, logger)
 	if err != nil {
 		return nil, err
 	}
@@ -274,8 +281,8 @@ func BuildLambdaAPI(ctx context.Context, c LambdaConfig, logger *slog.Logger) (h
 	}
 	b.Engine = sfn.New(awssfn.NewFromConfig(awsCfg), c.stateMachines())
 	logger.InfoContext(ctx, "api function ready", "table", c.Store.Table, "catalog", c.CatalogPath,
-		"credential_pairs", len(creds), "front_door", origin != "", "sealed_only", c.SealedOnly)
-	h := api.New(api.Config{Broker: b, Catalog: cat, Credentials: creds, Logger: logger, OriginSecret: origin})
+		"credential_pairs", len(creds.pairs), "credentials_max_age", creds.maxAge.String(), "front_door", origin != "", "sealed_only", c.SealedOnly)
+	h := api.New(api.Config{Broker: b, Catalog: cat, CredentialSource: creds, Logger: logger, OriginSecret: origin})
 	return metrics.CountPolls(h, c.recorder(cat)), nil
 }
 
@@ -362,6 +369,9 @@ func buildBroker(ctx context.Context, c LambdaConfig, awsCfg aws.Config, logger 
 		sealed.SensitivePlans = cat.SensitivePlanIDs()
 		sealed.SealedOnly = c.SealedOnly
 		store = sealed
+		if c.SealedOnly {
+			warnUnsealed(ctx, table, logger)
+		}
 	}
 	set, err := drivers.Build(ctx, cat, drivers.Env{Resources: store, Logger: logger, Getenv: os.Getenv,
 		AWS: func(context.Context) (aws.Config, error) { return awsCfg, nil }})
@@ -371,6 +381,23 @@ func buildBroker(ctx context.Context, c LambdaConfig, awsCfg aws.Config, logger 
 	b := broker.New(cat, store, nil, set, logger)
 	b.Campaigns = table
 	return cat, b, nil
+}
+
+// warnUnsealed logs, at start, when the functions refuse values in clear
+// (sealed-only, the stack's default) but no `ops reseal` has recorded the
+// table sealed: a deployment upgraded from a broker that stored values in
+// clear would refuse them, and this line says so before the first refusal.
+// A new deployment sees it too until its first reseal, which finds nothing
+// to seal.
+func warnUnsealed(ctx context.Context, table *dynamo.Store, logger *slog.Logger) {
+	mode, err := table.SealingMode(ctx)
+	switch {
+	case err != nil:
+		logger.WarnContext(ctx, "sealing mode unknown at start", "error", err)
+	case !mode.SealedOnly:
+		logger.WarnContext(ctx, "values in clear are refused ("+env.SealedOnly+"=true), but no reseal has recorded the table sealed: "+
+			"if this deployment stored secrets before sealing, run `ops --stack NAME reseal` (or deploy with sealedOnly=false until it has run)")
+	}
 }
 
 // readCredentials reads the broker's credentials from the secret. Its value

@@ -382,6 +382,11 @@ func TestLambdaFunctionsOnMoto(t *testing.T) {
 				t.Errorf("%q logged %v, want sealed_only true", ready, line)
 			}
 		}
+		// No reseal ran on this table: each function says, at start, what
+		// to run before values stored in clear are refused.
+		if n := strings.Count(logs.String(), "no reseal has recorded the table sealed"); n != 2 {
+			t.Errorf("%d start warnings that no reseal recorded the table sealed, want one per function: %s", n, logs)
+		}
 	})
 	t.Run("during a rotation both pairs of a list secret are accepted", func(t *testing.T) {
 		t.Setenv("BROKER_SECRET_ARN", rotation)

@@ -66,6 +66,10 @@ type Kind struct {
 	// writes it into the bundles (Manifest) and infra grants it, naming no
 	// driver.
 	Needs func(plans []Configured) deploy.Needs
+	// Warning, when set, says what a plan's parsed settings opt into that
+	// is weaker than the default (a function plan on protocol 1), or "":
+	// Build logs it once, naming the plan, when the broker starts.
+	Warning func(settings any) string
 }
 
 // Configured is one plan of a catalog and its parsed settings.
@@ -124,6 +128,16 @@ func Build(ctx context.Context, cat *catalog.Catalog, env Env) (*Set, error) {
 	}
 	if err := checkLockAtStart(cat, configured); err != nil {
 		return nil, err
+	}
+	if env.Logger != nil {
+		for _, c := range configured {
+			if c.kind.Warning == nil {
+				continue
+			}
+			if w := c.kind.Warning(c.settings); w != "" {
+				env.Logger.WarnContext(ctx, w, "driver", c.kind.Name, "plan_id", c.plan.ID, "plan", c.plan.Name)
+			}
+		}
 	}
 	s := &Set{byName: map[string]broker.Driver{}, plans: map[string]planDriver{}}
 	kinds := map[string]Kind{}

@@ -1,14 +1,20 @@
 package drivers
 
 import (
+	"bytes"
+	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/serverless-osb/broker/internal/broker"
 	"github.com/serverless-osb/broker/internal/catalog"
 	"github.com/serverless-osb/broker/internal/drivers/function"
+	"github.com/serverless-osb/broker/internal/logging"
+	"github.com/serverless-osb/broker/internal/logging/logtest"
 )
 
 // loadCatalog writes a catalog with one plan per broker block and loads it.
@@ -187,5 +193,33 @@ func TestTheFunctionDriverSeesThePlansAsTheCatalogHasThem(t *testing.T) {
 		if s, ok := fn.PlanSettings(id); ok {
 			t.Errorf("%s: %+v, want none: not a function plan of the catalog", id, s)
 		}
+	}
+}
+
+// TestAFunctionPlanOnProtocolOneIsWarnedAboutAtStart: a plan that opts into
+// the version 1 signature is named in one warning when the drivers are
+// built; a plan on the default (version 2), or a Lambda target, is not.
+func TestAFunctionPlanOnProtocolOneIsWarnedAboutAtStart(t *testing.T) {
+	cat := loadCatalog(t,
+		"driver: function\nurl: https://old.example.com/osb\nsecret_env: FN_SECRET\nprotocol: 1",
+		"driver: function\nurl: https://new.example.com/osb\nsecret_env: FN_SECRET",
+		"driver: function\nfunction: my-fn\nprotocol: 1",
+		"driver: demo")
+	logs := &bytes.Buffer{}
+	if _, err := Build(t.Context(), cat, Env{Getenv: func(string) string { return "a-secret" }, Logger: logging.New(logs, slog.LevelInfo)}); err != nil {
+		t.Fatal(err)
+	}
+	lines, err := logtest.Lines(logs.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var warned []string
+	for _, l := range lines {
+		if l["level"] == "WARN" && strings.Contains(l["msg"].(string), "protocol 1") {
+			warned = append(warned, fmt.Sprint(l["plan_id"], "/", l["plan"]))
+		}
+	}
+	if want := []string{"plan-a/pa"}; !slices.Equal(warned, want) {
+		t.Errorf("warned about %v, want %v (the HTTP plan on protocol 1, once): %s", warned, want, logs)
 	}
 }

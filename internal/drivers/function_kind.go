@@ -28,6 +28,12 @@ func functionKind() Kind {
 			}
 			return s.Target.Ready(env.Getenv)
 		},
+		Warning: func(settings any) string {
+			if s, ok := settings.(*function.Settings); ok && s != nil {
+				return s.Target.Warning()
+			}
+			return ""
+		},
 		Needs: func(plans []Configured) deploy.Needs {
 			var targets []function.PlanTarget
 			for _, p := range plans {

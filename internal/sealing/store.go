@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/serverless-osb/broker/internal/broker"
+	"github.com/serverless-osb/broker/internal/env"
 )
 
 // Store seals what a broker.Store keeps that may be secret, before it
@@ -96,7 +97,11 @@ func (s *Store) now() time.Time {
 // the last re-seal pass still has values in clear.
 func (s *Store) inClear(ctx context.Context, what, plan string) error {
 	if s.SealedOnly && (plan == "" || s.sensitive(plan)) {
-		return fmt.Errorf("%s: %w", what, ErrStoredInClear)
+		// Sealed-only is the deployments' default: on one upgraded from a
+		// broker that stored values in clear, this is the line that says
+		// what to do.
+		return fmt.Errorf("%s: %w (%s=true: if the value dates from before sealing, run `ops reseal`, "+
+			"or deploy with sealedOnly=false until it has run)", what, ErrStoredInClear, env.SealedOnly)
 	}
 	refuses := func(m broker.SealingMode) bool {
 		return m.SealedOnly && (plan == "" || slices.Contains(m.SensitivePlans, plan))

@@ -25,6 +25,7 @@ import (
 	"github.com/serverless-osb/broker/internal/catalog"
 	"github.com/serverless-osb/broker/internal/drivers/function"
 	"github.com/serverless-osb/broker/internal/drivers/function/functiontest"
+	"github.com/serverless-osb/broker/internal/logging/logtest"
 	"github.com/serverless-osb/broker/internal/store/bolt"
 	"github.com/serverless-osb/broker/internal/store/storetest"
 )
@@ -716,16 +717,16 @@ func TestTheSignatureCoversTheWholeRequest(t *testing.T) {
 			seen[id] = true
 		}
 	})
-	t.Run("a plan on version 1 signs with both versions' MACs", func(t *testing.T) {
+	t.Run("a plan that names no protocol speaks version 2 and sends no version 1 MAC", func(t *testing.T) {
 		h, req := f.target.Headers()[0], f.target.Requests()[0]
-		if sig := h.Get(function.HeaderSignature); !strings.Contains(sig, ",v1=") || !strings.Contains(sig, ",v2=") ||
-			h.Get(function.HeaderVersion) != "1" || req.Version != 1 {
-			t.Errorf("signature %q, header version %q, body version %d; want v1 and v2 MACs, version 1", sig, h.Get(function.HeaderVersion), req.Version)
+		if sig := h.Get(function.HeaderSignature); strings.Contains(sig, "v1=") || !strings.Contains(sig, ",v2=") ||
+			h.Get(function.HeaderVersion) != "2" || req.Version != 2 {
+			t.Errorf("signature %q, header version %q, body version %d; want the v2 MAC only, version 2", sig, h.Get(function.HeaderVersion), req.Version)
 		}
 	})
-	t.Run("a plan on version 2 says so and signs with version 2's MAC only", func(t *testing.T) {
+	t.Run("a plan that opts into version 1 signs with both versions' MACs", func(t *testing.T) {
 		g := newFixture(t)
-		s, err := function.Configure(nil, map[string]any{"url": g.target.URL, "secret_env": "FN_SECRET", "protocol": 2}, "")
+		s, err := function.Configure(nil, map[string]any{"url": g.target.URL, "secret_env": "FN_SECRET", "protocol": 1}, "")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -734,9 +735,9 @@ func TestTheSignatureCoversTheWholeRequest(t *testing.T) {
 			t.Fatalf("%+v %v", p, err)
 		}
 		h, req := g.target.Headers()[0], g.target.Requests()[0]
-		if sig := h.Get(function.HeaderSignature); strings.Contains(sig, "v1=") || !strings.Contains(sig, ",v2=") ||
-			h.Get(function.HeaderVersion) != "2" || req.Version != 2 {
-			t.Errorf("signature %q, header version %q, body version %d; want the v2 MAC only, version 2", sig, h.Get(function.HeaderVersion), req.Version)
+		if sig := h.Get(function.HeaderSignature); !strings.Contains(sig, ",v1=") || !strings.Contains(sig, ",v2=") ||
+			h.Get(function.HeaderVersion) != "1" || req.Version != 1 {
+			t.Errorf("signature %q, header version %q, body version %d; want v1 and v2 MACs, version 1", sig, h.Get(function.HeaderVersion), req.Version)
 		}
 	})
 	t.Run("a target that knows only version 1 keeps working while its plan is on version 1", func(t *testing.T) {
@@ -758,4 +759,65 @@ func TestTheSignatureCoversTheWholeRequest(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestATargetURLsQueryNeverReachesALogOrAnError: a target published with a
+// function key in its query (Azure Functions' ?code=…) is named without it
+// in every log line and every error the driver gives, whether the target
+// answers, refuses the signature, fails or cannot be reached.
+func TestATargetURLsQueryNeverReachesALogOrAnError(t *testing.T) {
+	const key = "code=fn-key-secret"
+	f := newFixture(t)
+	f.target.URL += "/osb?" + key // the target checks signatures at its own URL, query and all
+	configure := func(url string) *function.Settings {
+		t.Helper()
+		s, err := function.Configure(nil, map[string]any{"url": url, "secret_env": "FN_SECRET", "timeout": 1}, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	var errs []error
+	f.s = configure(f.target.URL)
+	if p, err := f.run(f.change(broker.KindProvision, "op-1", false, `{}`)); err != nil || !p.Done {
+		t.Fatalf("a target with a key in its query: %+v %v", p, err)
+	}
+	_, err := f.run(f.change(broker.KindUpdate, "op-2", false, `{"fault":"http500"}`))
+	errs = append(errs, err)
+	f.target.SetSecret("another-secret")
+	_, err = f.run(f.change(broker.KindUpdate, "op-3", false, `{}`))
+	errs = append(errs, err)
+	unreachable := httptest.NewServer(http.NotFoundHandler())
+	unreachable.Close()
+	f.s = configure(unreachable.URL + "/osb?" + key)
+	_, err = f.run(f.change(broker.KindUpdate, "op-4", false, `{}`))
+	errs = append(errs, err)
+
+	for i, err := range errs {
+		if err == nil {
+			t.Fatalf("case %d: no error", i)
+		}
+		if strings.Contains(err.Error(), key) {
+			t.Errorf("the error %q holds the URL's query", err)
+		}
+	}
+	lines, err := logtest.Lines(f.logs.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	targets := 0
+	for _, l := range lines {
+		if _, ok := l["target"]; ok {
+			targets++
+		}
+	}
+	if targets == 0 {
+		t.Fatalf("no log line names the target: %s", f.logs)
+	}
+	if strings.Contains(f.logs.String(), key) {
+		t.Errorf("a log line holds the URL's query: %s", f.logs)
+	}
+	if shown := configure(f.target.URL).Target.String(); strings.Contains(shown, key) || !strings.HasSuffix(shown, "/osb?[REDACTED]") {
+		t.Errorf("the target is shown as %q, want its URL without the query", shown)
+	}
 }

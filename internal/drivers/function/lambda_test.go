@@ -121,7 +121,7 @@ func TestLambdaTransportWithStubbedResponses(t *testing.T) {
 			if got := fake.heads[0].Get("X-Amz-Invocation-Type"); got != "RequestResponse" {
 				t.Errorf("invocation type %q, want RequestResponse (synchronous)", got)
 			}
-			if !bytes.Contains(fake.bodies[0], []byte(`"call":"begin"`)) || !bytes.Contains(fake.bodies[0], []byte(`"version":1`)) {
+			if !bytes.Contains(fake.bodies[0], []byte(`"call":"begin"`)) || !bytes.Contains(fake.bodies[0], []byte(`"version":2`)) {
 				t.Errorf("payload %s is not a begin request", fake.bodies[0])
 			}
 		})

@@ -19,18 +19,18 @@ import (
 //
 // Version 2 changes the HTTP signature only: it covers the method, the URL
 // and a request id as well as the time and the body (Sign). The bodies are
-// those of version 1. A plan chooses its version (its protocol setting);
-// version 1 stays readable for this release: its requests carry the
-// version 2 signature beside the version 1 one, so a target can check
-// version 2 before its plan moves to it. The next release makes version 2
-// the default and drops version 1.
+// those of version 1. A plan chooses its version (its protocol setting),
+// version 2 by default: its requests carry the version 2 signature alone.
+// A plan whose target knows only version 1 opts in with protocol: 1; its
+// requests carry the version 1 signature beside the version 2 one, and the
+// broker warns at start, naming the plan (Target.Warning).
 const (
 	Version1 = 1
 	Version2 = 2
 	// Version is the newest version.
 	Version = Version2
 	// DefaultVersion is the version of a plan that names none.
-	DefaultVersion = Version1
+	DefaultVersion = Version2
 )
 
 // Calls a request may make.

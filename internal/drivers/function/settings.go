@@ -102,6 +102,19 @@ func (t Target) version() int {
 	return t.Protocol
 }
 
+// Warning says what the target's plan opts into that is weaker than the
+// default, or "": protocol 1 adds the version 1 MAC to every request,
+// which covers only the time and the body, so that a request captured on
+// the way can be replayed within MaxClockSkew to another URL or method of
+// a target sharing the secret.
+func (t Target) Warning() string {
+	if t.URL != "" && t.version() == Version1 {
+		return "function plan on protocol 1: its requests carry the version 1 signature, which covers neither the method, " +
+			"the URL nor a request id; move the target to version 2 and the plan to protocol: 2"
+	}
+	return ""
+}
+
 // config is the target as a plan's settings name it: what Configure
 // checks a stored target with, so that it meets the catalog's rules of
 // today, not those of the day it was stored.
@@ -127,7 +140,24 @@ func (t Target) String() string {
 	if t.Function != "" {
 		return "Lambda function " + t.Function
 	}
-	return t.URL
+	return shownURL(t.URL)
+}
+
+// shownURL is raw as logs and messages show it: without its query, where
+// function keys live (Azure's ?code=…), its fragment and any user
+// information. Every log line and error text that names a target's URL
+// goes through it (Target.String).
+func shownURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "an unparsable URL"
+	}
+	query := u.RawQuery != "" || u.ForceQuery
+	u.User, u.RawQuery, u.ForceQuery, u.Fragment, u.RawFragment = nil, "", false, "", ""
+	if query {
+		return u.String() + "?[REDACTED]"
+	}
+	return u.String()
 }
 
 // functionPattern is what a plan may name a Lambda function by: its name,
@@ -249,14 +279,15 @@ func Configure(_ *catalog.Plan, config map[string]any, dir string) (*Settings, e
 // the signature proves the broker sent a request, but only TLS keeps the
 // parameters and the credentials of the answer from the network.
 //
-// Its messages quote the URL with its password, if any, redacted: they
-// reach a stored cleanup failure as well as the broker's start.
+// Its messages quote the URL without its query or user information
+// (shownURL): they reach a stored cleanup failure as well as the broker's
+// start.
 func checkURL(raw string) error {
 	u, err := url.Parse(raw)
 	if err != nil {
 		return catalog.Settingf(KeyURL, "is not a URL (https://host/path)")
 	}
-	shown := u.Redacted()
+	shown := shownURL(raw)
 	if u.Host == "" || u.User != nil || u.Fragment != "" {
 		return catalog.Settingf(KeyURL, "%q is not an absolute URL without user information or fragment (https://host/path)", shown)
 	}

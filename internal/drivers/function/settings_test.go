@@ -79,12 +79,12 @@ func TestConfigure(t *testing.T) {
 			t.Fatalf("%+v %v", s, err)
 		}
 	})
-	t.Run("a plan speaks protocol version 1 unless it names 2", func(t *testing.T) {
+	t.Run("a plan speaks protocol version 2 unless it names 1", func(t *testing.T) {
 		for _, tc := range []struct {
 			config map[string]any
 			want   int
 		}{
-			{map[string]any{"url": "https://x/", "secret_env": "S"}, 1},
+			{map[string]any{"url": "https://x/", "secret_env": "S"}, 2},
 			{map[string]any{"url": "https://x/", "secret_env": "S", "protocol": 2}, 2},
 			{map[string]any{"url": "https://x/", "secret_env": "S", "protocol": uint64(1)}, 1},
 			{map[string]any{"function": "f", "protocol": 2.0}, 2},

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -74,7 +75,7 @@ func (e *refusedError) Unwrap() error { return &e.Failure }
 func (d *Driver) postSigned(ctx context.Context, t Target, body, secret []byte) ([]byte, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, t.URL, bytes.NewReader(body))
 	if err != nil {
-		d.Logger.ErrorContext(ctx, "function target URL unusable", "target", t.URL, "error", err.Error())
+		d.Logger.ErrorContext(ctx, "function target URL unusable", "target", t.String(), "error", unwrapURLError(err).Error())
 		return nil, &broker.Failure{Description: misconfigured}
 	}
 	req.Header.Set("Content-Type", "application/json")
@@ -105,7 +106,7 @@ func (d *Driver) postSigned(ctx context.Context, t Target, body, secret []byte) 
 	case code == http.StatusUnauthorized || code == http.StatusForbidden:
 		// The body is neither read nor logged: whoever refuses may say
 		// anything in it.
-		d.Logger.ErrorContext(ctx, "function target refused the broker's signature: its secret and the broker's differ", "target", t.URL, "status", code)
+		d.Logger.ErrorContext(ctx, "function target refused the broker's signature: its secret and the broker's differ", "target", t.String(), "status", code)
 		return nil, &refusedError{broker.Failure{Description: fmt.Sprintf("This service's backend refused the broker's request (HTTP %d): the broker's credentials for it are not the ones it expects. Ask the platform operator to check the plan's secret.", code)}}
 	case transientStatus(code):
 		return nil, &StatusError{Target: t, Code: code}
@@ -115,18 +116,16 @@ func (d *Driver) postSigned(ctx context.Context, t Target, body, secret []byte) 
 	if a, err := DecodeAnswer(raw); err == nil && a.Error != nil {
 		return raw, nil
 	}
-	d.Logger.ErrorContext(ctx, "function target refused the request", "target", t.URL, "status", resp.StatusCode)
+	d.Logger.ErrorContext(ctx, "function target refused the request", "target", t.String(), "status", resp.StatusCode)
 	return nil, &StatusError{Target: t, Code: resp.StatusCode}
 }
 
 // unwrapURLError drops net/http's "Post "URL": " prefix, which repeats the
-// target.
+// target, query and all (the caller names it without).
 func unwrapURLError(err error) error {
-	var ue interface{ Unwrap() error }
-	if errors.As(err, &ue) && strings.HasPrefix(err.Error(), "Post ") {
-		if inner := ue.Unwrap(); inner != nil {
-			return inner
-		}
+	var ue *url.Error
+	if errors.As(err, &ue) && ue.Err != nil {
+		return ue.Err
 	}
 	return err
 }
@@ -157,7 +156,7 @@ func (d *Driver) secret(ctx context.Context, t Target, fresh bool) (value []byte
 		}
 		s = string(bytes.TrimSpace(data))
 	default:
-		d.Logger.ErrorContext(ctx, "function target has no secret", "target", t.URL)
+		d.Logger.ErrorContext(ctx, "function target has no secret", "target", t.String())
 		return nil, false, &broker.Failure{Description: misconfigured}
 	}
 	return []byte(s), false, nil
