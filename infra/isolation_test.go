@@ -80,6 +80,7 @@ func TestDeploymentsCannotReachEachOther(t *testing.T) {
 		// The other settings that add statements: the front door's
 		// secret, the sealed-only mode, an operator's policy on the role.
 		{name: "ServerlessOsbEdge", prefix: "osbedge", extra: map[string]any{ContextFrontDoor: true, ContextSealedOnly: true,
+			ContextDomainName: "broker.example.com", ContextCertificateARN: frontDoorCertificate,
 			ContextServiceRolePolicyARNs: "arn:aws:iam::111122223333:policy/broker-extra"}},
 		// Legacy: a prefix under the old rule keeps its own segment's
 		// patterns: it reaches none of these.

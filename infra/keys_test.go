@@ -37,7 +37,8 @@ func TestBrokerKeys(t *testing.T) {
 		{"as cdk.json sets it", func() (awscdk.Stack, map[string]any) { return broker.stack, broker.json }, nil},
 		{"sealed only, behind the front door, with the operator's alarm topic", func() (awscdk.Stack, map[string]any) {
 			stack, template := synthWith(t, "KeysSealed", map[string]any{
-				ContextSealedOnly: "true", ContextFrontDoor: "true", ContextAlarmTopicARN: topic})
+				ContextSealedOnly: "true", ContextFrontDoor: "true", ContextAlarmTopicARN: topic,
+				ContextDomainName: "broker.example.com", ContextCertificateARN: frontDoorCertificate})
 			return stack, *template.ToJSON()
 		}, nil},
 		{"with the operators who reseal named", func() (awscdk.Stack, map[string]any) {
