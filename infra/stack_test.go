@@ -7,9 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
-	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
 )
 
@@ -542,20 +540,7 @@ func TestStackPassesCDKNag(t *testing.T) {
 // L1 construct, its default child otherwise.
 func logicalID(t *testing.T, path string) string {
 	t.Helper()
-	var c constructs.IConstruct = broker.stack
-	for part := range strings.SplitSeq(path, "/") {
-		if c = c.Node().TryFindChild(&part); c == nil {
-			t.Fatalf("no construct %s in the stack", path)
-		}
-	}
-	element, ok := c.(awscdk.CfnElement)
-	if !ok {
-		element, ok = c.Node().DefaultChild().(awscdk.CfnElement)
-	}
-	if !ok {
-		t.Fatalf("construct %s has no CloudFormation resource", path)
-	}
-	return *broker.stack.GetLogicalId(element)
+	return logicalIDIn(t, broker.stack, path)
 }
 
 func resource(t *testing.T, path string) object {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -197,20 +198,8 @@ func TestLambdaFunctionsOnMoto(t *testing.T) {
 	ctx := context.Background()
 	const region = "us-east-1"
 	awsCfg := mototest.Config(t, region)
-	table := mototest.Name("lambda")
-	if err := dynamo.CreateTable(ctx, dynamodb.NewFromConfig(awsCfg), table); err != nil {
-		t.Fatal(err)
-	}
-	// The state machine only needs to accept executions: the worker steps
-	// are sent by hand below.
-	machine, err := awssfn.NewFromConfig(awsCfg).CreateStateMachine(ctx, &awssfn.CreateStateMachineInput{
-		Name:       aws.String(mototest.Name("operation")),
-		Definition: aws.String(`{"StartAt":"Started","States":{"Started":{"Type":"Pass","End":true}}}`),
-		RoleArn:    aws.String("arn:aws:iam::123456789012:role/broker-workflows"),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	env := deployedOnMoto(t, ctx, awsCfg, region, "lambda")
+	table, machine := env["BROKER_TABLE"], env["BROKER_OPERATION_STATE_MACHINE_ARN"]
 	cleanup, err := awssfn.NewFromConfig(awsCfg).CreateStateMachine(ctx, &awssfn.CreateStateMachineInput{
 		Name:       aws.String(mototest.Name("cleanup")),
 		Definition: aws.String(`{"StartAt":"Started","States":{"Started":{"Type":"Pass","End":true}}}`),
@@ -236,24 +225,11 @@ func TestLambdaFunctionsOnMoto(t *testing.T) {
 	single := secret(`{"username":"broker","password":"` + password + `"}`)
 	rotation := secret(`[{"username":"broker","password":"` + password + `"},{"username":"next","password":"` + next + `"}]`)
 
-	taskRoot := t.TempDir()
-	catalog, err := os.ReadFile(filepath.Join(apptest.Root(), "catalog.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(taskRoot, "catalog.yaml"), catalog, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	env := map[string]string{
-		"AWS_ENDPOINT_URL": mototest.Endpoint(t), "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-		"AWS_SESSION_TOKEN": "", "AWS_PROFILE": "", "AWS_EC2_METADATA_DISABLED": "true",
-		"AWS_CONFIG_FILE":             filepath.Join(taskRoot, "no-config"),
-		"AWS_SHARED_CREDENTIALS_FILE": filepath.Join(taskRoot, "no-credentials"),
-		"AWS_REGION":                  region, "BROKER_TABLE": table, "LAMBDA_TASK_ROOT": taskRoot,
-		"BROKER_SECRET_ARN": single, "BROKER_OPERATION_STATE_MACHINE_ARN": aws.ToString(machine.StateMachineArn),
+	maps.Copy(env, map[string]string{
+		"BROKER_SECRET_ARN":                single,
 		"BROKER_CLEANUP_STATE_MACHINE_ARN": aws.ToString(cleanup.StateMachineArn),
 		"BROKER_SEALING_KEY_ARN":           aws.ToString(key.KeyMetadata.Arn),
-	}
+	})
 	setEnv(t, env)
 	logs := &apptest.SyncBuffer{}
 	logger := logging.New(logs, slog.LevelDebug)
@@ -286,7 +262,7 @@ func TestLambdaFunctionsOnMoto(t *testing.T) {
 		{name: "an asynchronous provision starts an execution named after its operation", file: "provision-async.json",
 			status: http.StatusAccepted, check: func(t *testing.T, f *eventFlow, r reply) {
 				f.operation, _ = r.body["operation"].(string)
-				arn := strings.Replace(aws.ToString(machine.StateMachineArn), ":stateMachine:", ":execution:", 1) + ":" + f.operation
+				arn := strings.Replace(machine, ":stateMachine:", ":execution:", 1) + ":" + f.operation
 				x, err := awssfn.NewFromConfig(awsCfg).DescribeExecution(ctx, &awssfn.DescribeExecutionInput{ExecutionArn: aws.String(arn)})
 				if err != nil {
 					t.Fatalf("execution %s: %v", arn, err)
@@ -459,4 +435,40 @@ func TestLambdaFunctionsOnMoto(t *testing.T) {
 			t.Error("the api function did not log that it is ready")
 		}
 	})
+}
+
+// deployedOnMoto makes what the api function needs as deployed, on moto: its
+// table, an operation state machine that only accepts executions, and a
+// task root with the demo catalog; it returns the function's environment
+// but for the secret's ARN and what a test adds.
+func deployedOnMoto(t *testing.T, ctx context.Context, awsCfg aws.Config, region, name string) map[string]string {
+	t.Helper()
+	table := mototest.Name(name)
+	if err := dynamo.CreateTable(ctx, dynamodb.NewFromConfig(awsCfg), table); err != nil {
+		t.Fatal(err)
+	}
+	machine, err := awssfn.NewFromConfig(awsCfg).CreateStateMachine(ctx, &awssfn.CreateStateMachineInput{
+		Name:       aws.String(mototest.Name("operation")),
+		Definition: aws.String(`{"StartAt":"Started","States":{"Started":{"Type":"Pass","End":true}}}`),
+		RoleArn:    aws.String("arn:aws:iam::123456789012:role/broker-workflows"),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	taskRoot := t.TempDir()
+	catalog, err := os.ReadFile(filepath.Join(apptest.Root(), "catalog.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(taskRoot, "catalog.yaml"), catalog, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return map[string]string{
+		"AWS_ENDPOINT_URL": mototest.Endpoint(t), "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+		"AWS_SESSION_TOKEN": "", "AWS_PROFILE": "", "AWS_EC2_METADATA_DISABLED": "true",
+		"AWS_CONFIG_FILE":             filepath.Join(taskRoot, "no-config"),
+		"AWS_SHARED_CREDENTIALS_FILE": filepath.Join(taskRoot, "no-credentials"),
+		"AWS_REGION":                  region, "BROKER_TABLE": table, "LAMBDA_TASK_ROOT": taskRoot,
+		"BROKER_OPERATION_STATE_MACHINE_ARN": aws.ToString(machine.StateMachineArn),
+	}
 }

@@ -11,16 +11,13 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
-	awssfn "github.com/aws/aws-sdk-go-v2/service/sfn"
 
 	"github.com/serverless-osb/broker/internal/app"
 	"github.com/serverless-osb/broker/internal/app/apptest"
 	"github.com/serverless-osb/broker/internal/logging"
 	"github.com/serverless-osb/broker/internal/logging/logtest"
 	"github.com/serverless-osb/broker/internal/mototest"
-	"github.com/serverless-osb/broker/internal/store/dynamo"
 )
 
 // testClock is a clock the test moves by hand.
@@ -51,18 +48,7 @@ func TestRevokedBrokerPasswordIsRefusedByAWarmAPI(t *testing.T) {
 	ctx := context.Background()
 	const region = "us-east-1"
 	awsCfg := mototest.Config(t, region)
-	table := mototest.Name("revoke")
-	if err := dynamo.CreateTable(ctx, dynamodb.NewFromConfig(awsCfg), table); err != nil {
-		t.Fatal(err)
-	}
-	machine, err := awssfn.NewFromConfig(awsCfg).CreateStateMachine(ctx, &awssfn.CreateStateMachineInput{
-		Name:       aws.String(mototest.Name("operation")),
-		Definition: aws.String(`{"StartAt":"Started","States":{"Started":{"Type":"Pass","End":true}}}`),
-		RoleArn:    aws.String("arn:aws:iam::123456789012:role/broker-workflows"),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	env := deployedOnMoto(t, ctx, awsCfg, region, "revoke")
 	secrets := secretsmanager.NewFromConfig(awsCfg)
 	old, revoked := "old-"+mototest.Name("p"), "new-"+mototest.Name("p")
 	created, err := secrets.CreateSecret(ctx, &secretsmanager.CreateSecretInput{
@@ -70,22 +56,8 @@ func TestRevokedBrokerPasswordIsRefusedByAWarmAPI(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	taskRoot := t.TempDir()
-	catalog, err := os.ReadFile(filepath.Join(apptest.Root(), "catalog.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(taskRoot, "catalog.yaml"), catalog, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	setEnv(t, map[string]string{
-		"AWS_ENDPOINT_URL": mototest.Endpoint(t), "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-		"AWS_SESSION_TOKEN": "", "AWS_PROFILE": "", "AWS_EC2_METADATA_DISABLED": "true",
-		"AWS_CONFIG_FILE":             filepath.Join(taskRoot, "no-config"),
-		"AWS_SHARED_CREDENTIALS_FILE": filepath.Join(taskRoot, "no-credentials"),
-		"AWS_REGION":                  region, "BROKER_TABLE": table, "LAMBDA_TASK_ROOT": taskRoot,
-		"BROKER_SECRET_ARN": aws.ToString(created.ARN), "BROKER_OPERATION_STATE_MACHINE_ARN": aws.ToString(machine.StateMachineArn),
-	})
+	env["BROKER_SECRET_ARN"] = aws.ToString(created.ARN)
+	setEnv(t, env)
 	cfg, err := app.LambdaConfigFromEnv(app.FunctionAPI)
 	if err != nil {
 		t.Fatal(err)
