@@ -61,19 +61,7 @@ func TestOpsAuditOnTheSandboxsStack(t *testing.T) {
 
 	// The operator's environment: the stack's account (moto) and Region,
 	// an administrator's credentials.
-	for name, value := range map[string]string{
-		"AWS_ENDPOINT_URL": shared.Moto, "AWS_REGION": shared.Outputs["Region"], env.Table: "",
-		env.StackPrefix: "", env.PermissionsBoundaryARN: "",
-	} {
-		t.Setenv(name, value)
-	}
-	creds, err := shared.Admin.Credentials.Retrieve(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Setenv("AWS_ACCESS_KEY_ID", creds.AccessKeyID)
-	t.Setenv("AWS_SECRET_ACCESS_KEY", creds.SecretAccessKey)
-	t.Setenv("AWS_SESSION_TOKEN", "")
+	asOperator(t, ctx, map[string]string{env.Table: "", env.StackPrefix: "", env.PermissionsBoundaryARN: ""})
 
 	audit := func() (app.AuditReport, error) {
 		t.Helper()

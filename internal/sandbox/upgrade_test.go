@@ -225,19 +225,7 @@ func TestAFleetUpgradeThroughOps(t *testing.T) {
 	}
 
 	catalogPath := deployRaised(t, plan)
-	for name, value := range map[string]string{
-		"AWS_ENDPOINT_URL": shared.Moto, "AWS_REGION": shared.Outputs["Region"],
-		env.Catalog: catalogPath, env.Table: "", env.DynamoDBEndpoint: "",
-	} {
-		t.Setenv(name, value)
-	}
-	creds, err := shared.Admin.Credentials.Retrieve(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Setenv("AWS_ACCESS_KEY_ID", creds.AccessKeyID)
-	t.Setenv("AWS_SECRET_ACCESS_KEY", creds.SecretAccessKey)
-	t.Setenv("AWS_SESSION_TOKEN", "")
+	asOperator(t, ctx, map[string]string{env.Catalog: catalogPath, env.Table: "", env.DynamoDBEndpoint: ""})
 
 	t.Run("the deployed catalog offers the raised version", func(t *testing.T) {
 		cat, err := c.GetCatalog()
@@ -328,4 +316,23 @@ func TestAFleetUpgradeThroughOps(t *testing.T) {
 			t.Fatalf("deprovision %s ended %s: %s", id, state, desc)
 		}
 	}
+}
+
+// asOperator sets the environment of an operator running ops --stack on the
+// sandbox's stack: its account (moto) and Region, an administrator's
+// credentials, and more.
+func asOperator(t *testing.T, ctx context.Context, more map[string]string) {
+	t.Helper()
+	t.Setenv("AWS_ENDPOINT_URL", shared.Moto)
+	t.Setenv("AWS_REGION", shared.Outputs["Region"])
+	for name, value := range more {
+		t.Setenv(name, value)
+	}
+	creds, err := shared.Admin.Credentials.Retrieve(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("AWS_ACCESS_KEY_ID", creds.AccessKeyID)
+	t.Setenv("AWS_SECRET_ACCESS_KEY", creds.SecretAccessKey)
+	t.Setenv("AWS_SESSION_TOKEN", "")
 }
