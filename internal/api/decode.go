@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -68,7 +69,12 @@ func jsonKind(goType string) string {
 }
 
 // asObject checks that a field, when present, is a JSON object; null
-// counts as absent.
+// counts as absent. An object with a key twice, at any depth, or two keys
+// of one object that differ only in case, is refused naming the key: the
+// schema validated one value, and a target's parser may read another
+// (the first, the last, or the key in the other case). What is returned
+// is the object re-encoded, one value per key, so that what a driver
+// forwards is what was validated, whatever the client's spelling.
 func asObject(name string, raw json.RawMessage) (json.RawMessage, error) {
 	t := bytes.TrimSpace(raw)
 	if len(t) == 0 || bytes.Equal(t, []byte("null")) {
@@ -77,7 +83,68 @@ func asObject(name string, raw json.RawMessage) (json.RawMessage, error) {
 	if t[0] != '{' {
 		return nil, badRequest("The field %q must be a JSON object.", name)
 	}
-	return json.RawMessage(t), nil
+	dec := json.NewDecoder(bytes.NewReader(t))
+	dec.UseNumber()
+	if err := uniqueKeys(dec, name); err != nil {
+		return nil, err
+	}
+	var v any
+	dec = json.NewDecoder(bytes.NewReader(t))
+	dec.UseNumber()
+	if err := dec.Decode(&v); err != nil {
+		return nil, jsonError(err)
+	}
+	var out bytes.Buffer
+	enc := json.NewEncoder(&out)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, fmt.Errorf("re-encode %s: %w", name, err)
+	}
+	return json.RawMessage(bytes.TrimSpace(out.Bytes())), nil
+}
+
+// uniqueKeys reads one JSON value from dec and refuses a key twice in an
+// object, or two keys of an object equal under case folding; path names
+// the value ("parameters", "parameters.db", "parameters.list[2]").
+func uniqueKeys(dec *json.Decoder, path string) error {
+	tok, err := dec.Token()
+	if err != nil {
+		return jsonError(err)
+	}
+	switch tok {
+	case json.Delim('{'):
+		seen := map[string]string{}
+		for dec.More() {
+			tok, err := dec.Token()
+			if err != nil {
+				return jsonError(err)
+			}
+			key := tok.(string)
+			folded := strings.ToLower(strings.ToUpper(key))
+			switch other, dup := seen[folded]; {
+			case dup && other == key:
+				return badRequest("The field %q has the key %q twice; send each key once, with the value you mean.", path, key)
+			case dup:
+				return badRequest("The field %q has the keys %q and %q, which differ only in case; send one of them.", path, other, key)
+			}
+			seen[folded] = key
+			if err := uniqueKeys(dec, path+"."+key); err != nil {
+				return err
+			}
+		}
+		_, err = dec.Token()
+	case json.Delim('['):
+		for i := 0; dec.More(); i++ {
+			if err := uniqueKeys(dec, fmt.Sprintf("%s[%d]", path, i)); err != nil {
+				return err
+			}
+		}
+		_, err = dec.Token()
+	}
+	if err != nil {
+		return jsonError(err)
+	}
+	return nil
 }
 
 // field is one string field of a request, for validation.

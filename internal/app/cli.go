@@ -33,7 +33,8 @@ func RunCommand(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	case len(args) == 0:
 		return RunLocal(ctx, stdout, stderr)
 	case args[0] == "ops":
-		return RunOps(ctx, args[1:], stdout, logging.New(stderr, slog.LevelInfo))
+		// Its errors may quote a stored record's words.
+		return cleanErr(RunOps(ctx, args[1:], stdout, logging.New(stderr, slog.LevelInfo)))
 	case args[0] == "-h" || args[0] == "-help" || args[0] == "--help" || args[0] == "help":
 		fmt.Fprint(stderr, Usage)
 		return errHelp

@@ -3,7 +3,6 @@ package app
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -301,7 +300,9 @@ func operatorConfig(ctx context.Context, stack string) (aws.Config, error) {
 
 // Ops runs one operator command on b, answering in text.
 func Ops(ctx context.Context, b *broker.Broker, args []string, out io.Writer) error {
-	w := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
+	cw := newCleanWriter(out)
+	defer cw.flush()
+	w := tabwriter.NewWriter(cw, 2, 4, 2, ' ', 0)
 	defer w.Flush()
 	switch args[0] {
 	case "instances":
@@ -671,9 +672,7 @@ func OpsJSON(ctx context.Context, b *broker.Broker, args []string, out io.Writer
 	default:
 		return usageError("unknown command %q", args[0])
 	}
-	enc := json.NewEncoder(out)
-	enc.SetIndent("", "  ")
-	if encErr := enc.Encode(answer); encErr != nil {
+	if encErr := writeJSON(out, answer); encErr != nil {
 		return encErr
 	}
 	return err

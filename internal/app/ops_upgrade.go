@@ -1,6 +1,7 @@
 package app
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"crypto/rand"
@@ -125,6 +126,11 @@ func checkUpgrade(b *broker.Broker, u upgradeCommand) error {
 // runUpgrade runs ops upgrade on b; local says the engine runs in this
 // process (a start then follows its campaign to the end).
 func runUpgrade(ctx context.Context, b *broker.Broker, u upgradeCommand, asJSON, local bool, out io.Writer) error {
+	if !asJSON {
+		cw := newCleanWriter(out)
+		defer cw.flush()
+		out = cw
+	}
 	switch u.sub {
 	case "start":
 		id, err := startCampaign(ctx, b, u.options)
@@ -382,8 +388,14 @@ func listCampaigns(ctx context.Context, b *broker.Broker, asJSON bool, out io.Wr
 	return nil
 }
 
+// writeJSON writes v as indented JSON, cleaned (cleanJSON).
 func writeJSON(out io.Writer, v any) error {
-	enc := json.NewEncoder(out)
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
 	enc.SetIndent("", "  ")
-	return enc.Encode(v)
+	if err := enc.Encode(v); err != nil {
+		return err
+	}
+	_, err := out.Write(cleanJSON(buf.Bytes()))
+	return err
 }

@@ -290,10 +290,10 @@ func (b *Broker) CleanupGaveUpTask(ctx context.Context, id, description, detail 
 	}
 	// The failure says what became of an outage the cleanup waited out.
 	failed := d.withoutOutage()
-	failed.State, failed.Failure, failed.UpdatedAt = DetachedFailed, description, b.Now()
+	failed.State, failed.Failure, failed.UpdatedAt = DetachedFailed, CleanLine(description), b.Now()
 	// No request parameter to hold the detail against: a cleanup's driver
 	// sees only the detached record, as its log lines do.
-	failed.FailureDetail = OperatorDetail(detail)
+	failed.FailureDetail = OperatorDetail(CleanText(detail))
 	if err := b.Detached.UpdateDetached(ctx, failed, d.Attempts); err != nil && !errors.Is(err, ErrNotFound) {
 		if _, ok := conflictOf(err); ok {
 			return nil // another cleanup started meanwhile: it decides

@@ -268,7 +268,7 @@ func (b *Broker) recordProgress(ctx context.Context, f *flight, p Progress) erro
 	op.RetryAfter, op.UpdatedAt = p.RetryAfter, b.Now()
 	op.NextCheckAt = op.UpdatedAt.Add(p.RetryAfter)
 	if p.Description != "" {
-		op.Description = p.Description
+		op.Description = CleanLine(p.Description)
 	}
 	err := b.Store.UpdateOperation(ctx, op, f.pending)
 	if _, ok := conflictOf(err); ok {

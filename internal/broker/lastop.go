@@ -76,7 +76,9 @@ func (b *Broker) lastOperation(ctx context.Context, d LastOperationDetails, what
 	if op.Kind == deletion && op.State == OperationSucceeded {
 		return LastOperation{}, Errorf(CodeGone, "%s was deleted.", what)
 	}
-	lo := LastOperation{State: op.State, Description: op.Description}
+	// Clean again: a record stored before the broker cleaned a driver's
+	// words may hold what a terminal acts on.
+	lo := LastOperation{State: op.State, Description: CleanLine(op.Description)}
 	switch op.State {
 	case OperationInProgress:
 		lo.RetryAfter = op.RetryAfter

@@ -204,7 +204,8 @@ func (b *Broker) RecordFailed(ctx context.Context, instanceID, operationID strin
 
 // fail records op's failure f from snap, as RecordFailed describes.
 func (b *Broker) fail(ctx context.Context, op Operation, snap Snapshot, f Failure) error {
-	description, detail := f.Description, f.Detail
+	// A driver's words, stored clean of what a terminal acts on.
+	description, detail := CleanLine(f.Description), CleanText(f.Detail)
 	if description == "" {
 		description = fmt.Sprintf("The %s failed.", op.Kind)
 	}

@@ -44,7 +44,7 @@ func (e *Unreachable) TransientReason() string { return e.Reason }
 func OutageReason(err error) string {
 	var r TransientReason
 	if errors.As(err, &r) {
-		return r.TransientReason()
+		return CleanLine(r.TransientReason())
 	}
 	return ""
 }

@@ -115,7 +115,7 @@ func syncError(op Operation, err error) error {
 	var u *unavailable
 	switch {
 	case errors.As(err, &f):
-		e := &Error{Code: CodeUnprocessable, Description: f.Description}
+		e := &Error{Code: CodeUnprocessable, Description: CleanLine(f.Description)}
 		switch op.Kind {
 		case KindUpdate:
 			e.InstanceUsable, e.UpdateRepeatable = f.InstanceUsable, f.UpdateRepeatable

@@ -387,6 +387,11 @@ func (b *Broker) UpgradeItemTask(ctx context.Context, id, instanceID string, dry
 // try of the same Task finds the item recorded.
 func (b *Broker) recordItem(ctx context.Context, read, next CampaignItem) error {
 	next.UpdatedAt = b.Now()
+	// A driver's words (a failure, a preview), stored clean.
+	next.Description = CleanLine(next.Description)
+	for i, c := range next.Changes {
+		next.Changes[i] = CleanLine(c)
+	}
 	err := b.Campaigns.UpdateCampaignItem(ctx, next, read)
 	if _, lost := conflictOf(err); lost {
 		return nil
