@@ -255,13 +255,13 @@ func allowStatements(template map[string]any) []allow {
 			}
 			a := allow{where: where, actions: actions(s), conditions: map[string]map[string][]string{}}
 			a.sid, _ = s["Sid"].(string)
-			for _, r := range listOf(s["Resource"]) {
+			for _, r := range asList(s["Resource"]) {
 				a.resources = append(a.resources, resolve(r))
 			}
 			for op, byKey := range mapOf(s["Condition"]) {
 				a.conditions[op] = map[string][]string{}
 				for k, v := range mapOf(byKey) {
-					for _, value := range listOf(v) {
+					for _, value := range asList(v) {
 						a.conditions[op][k] = append(a.conditions[op][k], resolve(value))
 					}
 				}
@@ -276,7 +276,7 @@ func allowStatements(template map[string]any) []allow {
 		case "AWS::IAM::Policy", "AWS::IAM::ManagedPolicy":
 			add(id, props["PolicyDocument"])
 		case "AWS::IAM::Role":
-			for _, p := range listOf(props["Policies"]) {
+			for _, p := range asList(props["Policies"]) {
 				add(id, mapOf(p)["PolicyDocument"])
 			}
 		}
@@ -407,7 +407,7 @@ func resolve(v any) string {
 		if join, ok := v["Fn::Join"].([]any); ok && len(join) == 2 {
 			sep, _ := join[0].(string)
 			var parts []string
-			for _, p := range listOf(join[1]) {
+			for _, p := range asList(join[1]) {
 				parts = append(parts, resolve(p))
 			}
 			return strings.Join(parts, sep)
@@ -415,16 +415,6 @@ func resolve(v any) string {
 	}
 	text, _ := json.Marshal(v)
 	return "\x00own:" + string(text)
-}
-
-func listOf(v any) []any {
-	switch v := v.(type) {
-	case nil:
-		return nil
-	case []any:
-		return v
-	}
-	return []any{v}
 }
 
 func mapOf(v any) object {
