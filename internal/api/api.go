@@ -30,6 +30,7 @@ package api
 
 import (
 	"context"
+	"crypto/sha256"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -48,6 +49,25 @@ type Credential struct {
 	Password string
 }
 
+// CredentialSet is credential pairs ready to check requests against:
+// their SHA-256 digests, computed once when the set is made rather than
+// on every request.
+type CredentialSet struct {
+	digests [][2][32]byte
+}
+
+// NewCredentialSet returns the set of creds.
+func NewCredentialSet(creds []Credential) *CredentialSet {
+	s := &CredentialSet{digests: make([][2][32]byte, 0, len(creds))}
+	for _, c := range creds {
+		s.digests = append(s.digests, [2][32]byte{sha256.Sum256([]byte(c.Username)), sha256.Sum256([]byte(c.Password))})
+	}
+	return s
+}
+
+// Len is the number of pairs in s.
+func (s *CredentialSet) Len() int { return len(s.digests) }
+
 // CredentialSource gives the credential pairs a request is checked against
 // now: the deployed api re-reads them from Secrets Manager, so that a
 // revoked password stops working in minutes. It is called by concurrent
@@ -57,14 +77,13 @@ type CredentialSource interface {
 	// failed against the pairs last returned: a source may read them again
 	// sooner than it otherwise would (a password added for rotation), as
 	// long as a flood of bad passwords cannot make it read on each.
-	Credentials(ctx context.Context, retry bool) []Credential
+	Credentials(ctx context.Context, retry bool) *CredentialSet
 }
 
-// FixedCredentials is a CredentialSource that never changes.
-type FixedCredentials []Credential
+// fixedCredentials is a CredentialSource that never changes.
+type fixedCredentials struct{ set *CredentialSet }
 
-// Credentials returns c.
-func (c FixedCredentials) Credentials(context.Context, bool) []Credential { return c }
+func (c fixedCredentials) Credentials(context.Context, bool) *CredentialSet { return c.set }
 
 // Config is what the HTTP surface needs.
 type Config struct {
@@ -121,7 +140,7 @@ func New(c Config) http.Handler {
 	var handler http.Handler = canonicalPaths(h, mux)
 	handler = originatingIdentity(h, handler)
 	handler = apiVersion(h, handler)
-	var creds CredentialSource = FixedCredentials(c.Credentials)
+	var creds CredentialSource = fixedCredentials{NewCredentialSet(c.Credentials)}
 	if c.CredentialSource != nil {
 		creds = c.CredentialSource
 	}

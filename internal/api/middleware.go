@@ -140,15 +140,17 @@ func recoverPanics(h *handlers, next http.Handler) http.Handler {
 	})
 }
 
-// credentialsOK checks HTTP basic auth against several credential pairs.
-// It compares SHA-256 digests in constant time and always checks every
-// pair, so timing tells nothing about which part was wrong.
-func credentialsOK(pairs []Credential, user, pass string) bool {
+// ok checks HTTP basic auth against the set's pairs. It compares SHA-256
+// digests in constant time and always checks every pair, so timing tells
+// nothing about which part was wrong.
+func (s *CredentialSet) ok(user, pass string) bool {
+	if s == nil {
+		return false
+	}
 	u, p := sha256.Sum256([]byte(user)), sha256.Sum256([]byte(pass))
 	match := 0
-	for _, pair := range pairs {
-		pu, pp := sha256.Sum256([]byte(pair.Username)), sha256.Sum256([]byte(pair.Password))
-		match |= subtle.ConstantTimeCompare(u[:], pu[:]) & subtle.ConstantTimeCompare(p[:], pp[:])
+	for _, pair := range s.digests {
+		match |= subtle.ConstantTimeCompare(u[:], pair[0][:]) & subtle.ConstantTimeCompare(p[:], pair[1][:])
 	}
 	return match == 1
 }
@@ -181,8 +183,8 @@ func verifyOrigin(h *handlers, secret string, next http.Handler) http.Handler {
 func authenticate(h *handlers, creds CredentialSource, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		user, pass, ok := r.BasicAuth()
-		if ok && !credentialsOK(creds.Credentials(r.Context(), false), user, pass) {
-			ok = credentialsOK(creds.Credentials(r.Context(), true), user, pass)
+		if ok && !creds.Credentials(r.Context(), false).ok(user, pass) {
+			ok = creds.Credentials(r.Context(), true).ok(user, pass)
 		}
 		if !ok {
 			w.Header().Set("WWW-Authenticate", `Basic realm="serverless-osb", charset="UTF-8"`)

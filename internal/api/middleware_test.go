@@ -49,11 +49,11 @@ func TestAuthenticatorAcceptsEveryPairAndNothingElse(t *testing.T) {
 		user, pass string
 		ok         bool
 	}{{"alice", "one", true}, {"bob", "two", true}, {"alice", "two", false}, {"bob", "one", false}, {"", "", false}, {"alice", "", false}} {
-		if got := credentialsOK(pairs, c.user, c.pass); got != c.ok {
+		if got := NewCredentialSet(pairs).ok(c.user, c.pass); got != c.ok {
 			t.Errorf("ok(%q, %q) = %v, want %v", c.user, c.pass, got, c.ok)
 		}
 	}
-	if credentialsOK(nil, "", "") {
+	if NewCredentialSet(nil).ok("", "") {
 		t.Error("a broker without credentials let an empty pair in")
 	}
 }
@@ -78,7 +78,7 @@ type changingSource struct {
 	retries int
 }
 
-func (s *changingSource) Credentials(_ context.Context, retry bool) []Credential {
+func (s *changingSource) Credentials(_ context.Context, retry bool) *CredentialSet {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if retry {
@@ -87,7 +87,7 @@ func (s *changingSource) Credentials(_ context.Context, retry bool) []Credential
 			s.pairs, s.next = s.next, nil
 		}
 	}
-	return s.pairs
+	return NewCredentialSet(s.pairs)
 }
 
 // TestAuthenticationReadsTheSourceEachRequest: the pairs are asked of the

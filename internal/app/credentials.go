@@ -42,7 +42,7 @@ type secretCredentials struct {
 	now              func() time.Time
 	maxAge, retryGap time.Duration
 	mu               sync.Mutex
-	pairs            []api.Credential
+	set              *api.CredentialSet
 	readAt, triedAt  time.Time
 }
 
@@ -64,7 +64,7 @@ func newSecretCredentials(ctx context.Context, c LambdaConfig, client *secretsma
 	if err != nil {
 		return nil, err
 	}
-	s.pairs, s.readAt, s.triedAt = pairs, s.now(), s.now()
+	s.set, s.readAt, s.triedAt = api.NewCredentialSet(pairs), s.now(), s.now()
 	return s, nil
 }
 
@@ -72,13 +72,13 @@ func newSecretCredentials(ctx context.Context, c LambdaConfig, client *secretsma
 // maxAge or when retry asks and the last read is older than retryGap. The
 // read holds the lock: concurrent requests wait for one read rather than
 // each making one.
-func (s *secretCredentials) Credentials(ctx context.Context, retry bool) []api.Credential {
+func (s *secretCredentials) Credentials(ctx context.Context, retry bool) *api.CredentialSet {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.now()
 	due := retry || !now.Before(s.readAt.Add(s.maxAge))
 	if !due || now.Before(s.triedAt.Add(s.retryGap)) {
-		return s.pairs
+		return s.set
 	}
 	s.triedAt = now
 	// The read serves every request, not only this one: this one's end
@@ -89,8 +89,8 @@ func (s *secretCredentials) Credentials(ctx context.Context, retry bool) []api.C
 	if err != nil {
 		s.logger.ErrorContext(ctx, "re-read the broker credentials: keeping the last read", "error", err,
 			"last_read", s.readAt.UTC().Format(time.RFC3339))
-		return s.pairs
+		return s.set
 	}
-	s.pairs, s.readAt = pairs, now
-	return s.pairs
+	s.set, s.readAt = api.NewCredentialSet(pairs), now
+	return s.set
 }

@@ -281,7 +281,7 @@ func BuildLambdaAPI(ctx context.Context, c LambdaConfig, logger *slog.Logger) (h
 	}
 	b.Engine = sfn.New(awssfn.NewFromConfig(awsCfg), c.stateMachines())
 	logger.InfoContext(ctx, "api function ready", "table", c.Store.Table, "catalog", c.CatalogPath,
-		"credential_pairs", len(creds.pairs), "credentials_max_age", creds.maxAge.String(), "front_door", origin != "", "sealed_only", c.SealedOnly)
+		"credential_pairs", creds.set.Len(), "credentials_max_age", creds.maxAge.String(), "front_door", origin != "", "sealed_only", c.SealedOnly)
 	h := api.New(api.Config{Broker: b, Catalog: cat, CredentialSource: creds, Logger: logger, OriginSecret: origin})
 	return metrics.CountPolls(h, c.recorder(cat)), nil
 }
