@@ -359,14 +359,13 @@ func (b *Broker) runSync(ctx context.Context, op Operation, snap Snapshot) (Fini
 				if err = b.recordProgress(ctx, f, p); err != nil {
 					break
 				}
-				err = &unavailable{
-					description: fmt.Sprintf("This service's backend did not complete the %s within %s, the time a synchronous request may wait; what it began is being cleaned up. Try again later.", op.Kind, wait),
-					err:         fmt.Errorf("not done within %s (the backend asked to be checked again in %s)", wait, p.RetryAfter)}
+				limit, detail := fmt.Sprintf("%s, the time a synchronous request may wait", wait), fmt.Sprintf("not done within %s", wait)
 				if spent {
-					err = &unavailable{
-						description: fmt.Sprintf("This service's backend did not complete the %s within %d checks, the most a synchronous request makes; what it began is being cleaned up. Try again later.", op.Kind, SyncChecks),
-						err:         fmt.Errorf("not done after %d checks (the backend asked to be checked again in %s)", checks, p.RetryAfter)}
+					limit, detail = fmt.Sprintf("%d checks, the most a synchronous request makes", SyncChecks), fmt.Sprintf("not done after %d checks", checks)
 				}
+				err = &unavailable{
+					description: fmt.Sprintf("This service's backend did not complete the %s within %s; what it began is being cleaned up. Try again later.", op.Kind, limit),
+					err:         fmt.Errorf("%s (the backend asked to be checked again in %s)", detail, p.RetryAfter)}
 				break
 			}
 			// Not done at once: make the progress durable, wait, and read
