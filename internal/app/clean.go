@@ -3,6 +3,7 @@ package app
 import (
 	"bytes"
 	"io"
+	"strconv"
 	"unicode/utf8"
 
 	"github.com/serverless-osb/broker/internal/broker"
@@ -73,7 +74,7 @@ func cleanJSON(doc []byte) []byte {
 			continue
 		case 'u':
 			if i+6 <= len(doc) {
-				if r, ok := hex4(doc[i+2 : i+6]); ok && r != '\n' && r != '\t' && broker.CleanText(string(r)) == "" {
+				if r, err := strconv.ParseUint(string(doc[i+2:i+6]), 16, 32); err == nil && r != '\n' && r != '\t' && broker.CleanText(string(rune(r))) == "" {
 					i += 6
 					continue
 				}
@@ -83,24 +84,6 @@ func cleanJSON(doc []byte) []byte {
 		i += 2
 	}
 	return out.Bytes()
-}
-
-// hex4 reads four hex digits.
-func hex4(b []byte) (rune, bool) {
-	var r rune
-	for _, c := range b {
-		switch {
-		case c >= '0' && c <= '9':
-			r = r<<4 | rune(c-'0')
-		case c >= 'a' && c <= 'f':
-			r = r<<4 | rune(c-'a'+10)
-		case c >= 'A' && c <= 'F':
-			r = r<<4 | rune(c-'A'+10)
-		default:
-			return 0, false
-		}
-	}
-	return r, true
 }
 
 // cleanError is err with its message cleaned: errors.Is and As still see
