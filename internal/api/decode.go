@@ -85,14 +85,9 @@ func asObject(name string, raw json.RawMessage) (json.RawMessage, error) {
 	}
 	dec := json.NewDecoder(bytes.NewReader(t))
 	dec.UseNumber()
-	if err := uniqueKeys(dec, name); err != nil {
+	v, err := decodeUnique(dec, name)
+	if err != nil {
 		return nil, err
-	}
-	var v any
-	dec = json.NewDecoder(bytes.NewReader(t))
-	dec.UseNumber()
-	if err := dec.Decode(&v); err != nil {
-		return nil, jsonError(err)
 	}
 	var out bytes.Buffer
 	enc := json.NewEncoder(&out)
@@ -103,45 +98,54 @@ func asObject(name string, raw json.RawMessage) (json.RawMessage, error) {
 	return json.RawMessage(bytes.TrimSpace(out.Bytes())), nil
 }
 
-// uniqueKeys reads one JSON value from dec and refuses a key twice in an
-// object, or two keys of an object equal under case folding; path names
-// the value ("parameters", "parameters.db", "parameters.list[2]").
-func uniqueKeys(dec *json.Decoder, path string) error {
+// decodeUnique reads one JSON value from dec (numbers as json.Number), and
+// refuses a key twice in an object, or two keys of an object equal under
+// case folding; path names the value ("parameters", "parameters.db",
+// "parameters.list[2]").
+func decodeUnique(dec *json.Decoder, path string) (any, error) {
 	tok, err := dec.Token()
 	if err != nil {
-		return jsonError(err)
+		return nil, jsonError(err)
 	}
 	switch tok {
 	case json.Delim('{'):
-		seen := map[string]string{}
+		obj, seen := map[string]any{}, map[string]string{}
 		for dec.More() {
 			tok, err := dec.Token()
 			if err != nil {
-				return jsonError(err)
+				return nil, jsonError(err)
 			}
 			key := tok.(string)
 			folded := strings.ToLower(strings.ToUpper(key))
 			switch other, dup := seen[folded]; {
 			case dup && other == key:
-				return badRequest("The field %q has the key %q twice; send each key once, with the value you mean.", path, key)
+				return nil, badRequest("The field %q has the key %q twice; send each key once, with the value you mean.", path, key)
 			case dup:
-				return badRequest("The field %q has the keys %q and %q, which differ only in case; send one of them.", path, other, key)
+				return nil, badRequest("The field %q has the keys %q and %q, which differ only in case; send one of them.", path, other, key)
 			}
 			seen[folded] = key
-			if err := uniqueKeys(dec, path+"."+key); err != nil {
-				return err
+			if obj[key], err = decodeUnique(dec, path+"."+key); err != nil {
+				return nil, err
 			}
 		}
-		_, err = dec.Token()
+		return obj, closing(dec)
 	case json.Delim('['):
+		list := []any{}
 		for i := 0; dec.More(); i++ {
-			if err := uniqueKeys(dec, fmt.Sprintf("%s[%d]", path, i)); err != nil {
-				return err
+			item, err := decodeUnique(dec, fmt.Sprintf("%s[%d]", path, i))
+			if err != nil {
+				return nil, err
 			}
+			list = append(list, item)
 		}
-		_, err = dec.Token()
+		return list, closing(dec)
 	}
-	if err != nil {
+	return tok, nil // a string, json.Number, bool or nil
+}
+
+// closing reads the delimiter that ends an object or an array.
+func closing(dec *json.Decoder) error {
+	if _, err := dec.Token(); err != nil {
 		return jsonError(err)
 	}
 	return nil
