@@ -157,7 +157,7 @@ func RunOps(ctx context.Context, args []string, out io.Writer, logger *slog.Logg
 	defer closeFn()
 	local := *stack == "" && os.Getenv(env.Table) == ""
 	if args[0] == "upgrade" {
-		if err := checkUpgrade(b, upgrade); err != nil {
+		if err := checkUpgrade(ctx, b, upgrade); err != nil {
 			return err
 		}
 		return runUpgrade(ctx, b, upgrade, *asJSON, local, out)

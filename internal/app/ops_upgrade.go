@@ -19,14 +19,18 @@ import (
 
 // UpgradeUsage is the help of ops upgrade, part of OpsUsage.
 const UpgradeUsage = `  upgrade start (--plan ID... | --all) [--canaries N | --canary-org GUID... | --canary-space GUID...]
-                [--max-in-flight N] [--max-failures K] [--dry-run] [--wait]
+                [--max-in-flight N] [--max-failures K] [--skip ID,...] [--defer ID,...]
+                [--dry-run] [--wait]
                     upgrade every instance of the plans (or of all plans) that runs behind
                     its plan's maintenance_info version: canaries first, then at most N at
-                    a time (default 1, at most 50), stopping after K failures (default 1);
-                    --dry-run previews each upgrade and changes nothing. Prints the
-                    campaign's id; --wait (always, locally) follows it to its end
-  upgrade status ID every instance's result in the campaign; exit 1 when one failed, would be
-                    refused or was not attempted
+                    a time (default 1, at most 50), stopping after K failures (default 1;
+                    an instance blocked by its own state, busy for an hour or with
+                    parameters the new version refuses, does not count); --skip leaves
+                    the instances named as they are, --defer upgrades them last (never
+                    as canaries); --dry-run previews each upgrade and changes nothing.
+                    Prints the campaign's id; --wait (always, locally) follows it to its end
+  upgrade status ID every instance's result in the campaign; exit 1 when one failed, was
+                    blocked, would be refused or was not attempted
   upgrade list      the campaigns kept (30 days after they end)
 `
 
@@ -35,6 +39,21 @@ type stringList []string
 
 func (l *stringList) String() string     { return strings.Join(*l, ",") }
 func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }
+
+// idList is a flag of instance ids, comma-separated, given any number of
+// times.
+type idList []string
+
+func (l *idList) String() string { return strings.Join(*l, ",") }
+func (l *idList) Set(v string) error {
+	for id := range strings.SplitSeq(v, ",") {
+		if id = strings.TrimSpace(id); id == "" {
+			return errors.New("an empty instance id")
+		}
+		*l = append(*l, id)
+	}
+	return nil
+}
 
 // upgradeCommand is ops upgrade's command line, parsed.
 type upgradeCommand struct {
@@ -57,6 +76,7 @@ func parseUpgrade(args []string, asJSON *bool, stack *string) (upgradeCommand, e
 	fs.BoolVar(asJSON, "json", *asJSON, "")
 	fs.StringVar(stack, "stack", *stack, "")
 	var plans, orgs, spaces stringList
+	var skip, deferred idList
 	o := &u.options
 	if u.sub == "start" {
 		fs.Var(&plans, "plan", "")
@@ -67,6 +87,8 @@ func parseUpgrade(args []string, asJSON *bool, stack *string) (upgradeCommand, e
 		fs.IntVar(&o.MaxInFlight, "max-in-flight", 1, "")
 		fs.IntVar(&o.MaxFailures, "max-failures", 1, "")
 		fs.BoolVar(&o.DryRun, "dry-run", false, "")
+		fs.Var(&skip, "skip", "")
+		fs.Var(&deferred, "defer", "")
 		fs.BoolVar(&u.wait, "wait", false, "")
 	}
 	var positional []string
@@ -79,7 +101,7 @@ func parseUpgrade(args []string, asJSON *bool, stack *string) (upgradeCommand, e
 		}
 		positional, args = append(positional, args[0]), args[1:]
 	}
-	o.PlanIDs, o.CanaryOrgs, o.CanarySpaces = plans, orgs, spaces
+	o.PlanIDs, o.CanaryOrgs, o.CanarySpaces, o.Skip, o.Defer = plans, orgs, spaces, skip, deferred
 	switch u.sub {
 	case "start", "list":
 		if len(positional) > 0 {
@@ -105,22 +127,27 @@ func OpsUpgrade(ctx context.Context, b *broker.Broker, args []string, asJSON, lo
 	if err != nil {
 		return err
 	}
-	if err := checkUpgrade(b, u); err != nil {
+	if err := checkUpgrade(ctx, b, u); err != nil {
 		return err
 	}
 	return runUpgrade(ctx, b, u, asJSON, local, out)
 }
 
-// checkUpgrade checks a start's options against the broker's catalog: a
-// usage error naming what to fix.
-func checkUpgrade(b *broker.Broker, u upgradeCommand) error {
+// checkUpgrade checks a start's options against the broker's catalog and
+// the instances it names against its store: a usage error naming what to
+// fix.
+func checkUpgrade(ctx context.Context, b *broker.Broker, u upgradeCommand) error {
 	if u.sub != "start" {
 		return nil
 	}
 	if err := u.options.Check(b.Catalog); err != nil {
 		return usageError("upgrade start: %v", err)
 	}
-	return nil
+	err := u.options.CheckInstances(ctx, b.Catalog, b.Store.GetInstance)
+	if oe := (*broker.OptionsError)(nil); errors.As(err, &oe) {
+		return usageError("upgrade start: %v", oe)
+	}
+	return err
 }
 
 // runUpgrade runs ops upgrade on b; local says the engine runs in this
@@ -252,6 +279,8 @@ type optionsAnswer struct {
 	MaxInFlight  int      `json:"max_in_flight"`
 	MaxFailures  int      `json:"max_failures"`
 	DryRun       bool     `json:"dry_run,omitempty"`
+	Skip         []string `json:"skip,omitempty"`
+	Defer        []string `json:"defer,omitempty"`
 }
 
 type tallyAnswer struct {
@@ -266,6 +295,7 @@ type tallyAnswer struct {
 	WouldChange  int  `json:"would_change"`
 	WouldRefuse  int  `json:"would_refuse"`
 	CanaryFailed bool `json:"canary_failed,omitempty"`
+	Blocked      int  `json:"blocked"`
 }
 
 type campaignItemAnswer struct {
@@ -275,6 +305,7 @@ type campaignItemAnswer struct {
 	State       string   `json:"state"`
 	FromVersion string   `json:"from_version,omitempty"`
 	ToVersion   string   `json:"to_version,omitempty"`
+	Deferred    bool     `json:"deferred,omitempty"`
 	OperationID string   `json:"operation_id,omitempty"`
 	Attempts    int      `json:"busy_attempts,omitempty"`
 	Description string   `json:"description,omitempty"`
@@ -320,7 +351,7 @@ func campaignStatus(ctx context.Context, b *broker.Broker, id string, asJSON boo
 		}
 		for _, it := range items {
 			a.Items = append(a.Items, campaignItemAnswer{InstanceID: it.InstanceID, PlanID: it.PlanID, Canary: it.Canary,
-				State: string(it.State), FromVersion: it.FromVersion, ToVersion: it.ToVersion, OperationID: it.OperationID,
+				State: string(it.State), FromVersion: it.FromVersion, ToVersion: it.ToVersion, Deferred: it.Deferred, OperationID: it.OperationID,
 				Attempts: it.Attempts, Description: it.Description, Changes: it.Changes})
 		}
 		if err := writeJSON(out, a); err != nil {
@@ -332,8 +363,8 @@ func campaignStatus(ctx context.Context, b *broker.Broker, id string, asJSON boo
 			fmt.Fprint(out, "  dry run")
 		}
 		fmt.Fprintln(out)
-		fmt.Fprintf(out, "  progress: %d items: %d upgraded, %d failed, %d skipped, %d not attempted, %d running, %d busy, %d pending",
-			t.Items, t.Upgraded, t.Failed, t.Skipped, t.NotAttempted, t.Running, t.Busy, t.Pending)
+		fmt.Fprintf(out, "  progress: %d items: %d upgraded, %d failed, %d blocked, %d skipped, %d not attempted, %d running, %d busy, %d pending",
+			t.Items, t.Upgraded, t.Failed, t.Blocked, t.Skipped, t.NotAttempted, t.Running, t.Busy, t.Pending)
 		if c.Options.DryRun {
 			fmt.Fprintf(out, ", %d would change, %d would be refused", t.WouldChange, t.WouldRefuse)
 		}
@@ -345,21 +376,24 @@ func campaignStatus(ctx context.Context, b *broker.Broker, id string, asJSON boo
 			fmt.Fprintf(out, "  execution: %s (part %d) %s\n", cmp.Or(exec.Name, broker.CampaignExecution(id, part)), part, exec.Status)
 		}
 		w := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
-		fmt.Fprintln(w, "INSTANCE\tPLAN\tCANARY\tFROM\tTO\tSTATE\tDESCRIPTION")
+		fmt.Fprintln(w, "INSTANCE\tPLAN\tTURN\tFROM\tTO\tSTATE\tDESCRIPTION")
 		for _, it := range items {
-			canary := ""
-			if it.Canary {
-				canary = "yes"
+			turn := ""
+			switch {
+			case it.Canary:
+				turn = "canary"
+			case it.Deferred:
+				turn = "deferred"
 			}
-			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", it.InstanceID, it.PlanID, canary, it.FromVersion, it.ToVersion, it.State, it.Description)
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", it.InstanceID, it.PlanID, turn, it.FromVersion, it.ToVersion, it.State, it.Description)
 			for _, ch := range it.Changes {
 				fmt.Fprintf(w, "\t\t\t\t\t\t  %s\n", ch)
 			}
 		}
 		w.Flush()
 	}
-	if t.Failed+t.WouldRefuse+t.NotAttempted > 0 {
-		return fmt.Errorf("campaign %s: %d failed, %d would be refused, %d not attempted", id, t.Failed, t.WouldRefuse, t.NotAttempted)
+	if t.Failed+t.Blocked+t.WouldRefuse+t.NotAttempted > 0 {
+		return fmt.Errorf("campaign %s: %d failed, %d blocked, %d would be refused, %d not attempted", id, t.Failed, t.Blocked, t.WouldRefuse, t.NotAttempted)
 	}
 	return nil
 }

@@ -21,7 +21,8 @@ func TestOpsAnswersInItsOwnWords(t *testing.T) {
 	ctx := t.Context()
 	now := time.Now().UTC()
 	c := broker.Campaign{ID: "upg-words", State: broker.CampaignRunning, CreatedAt: now, UpdatedAt: now, ExpiresAt: now.Add(time.Hour),
-		Options: broker.CampaignOptions{PlanIDs: []string{"plan-1"}, Canaries: 1, MaxInFlight: 2, MaxFailures: 3, DryRun: true}}
+		Options: broker.CampaignOptions{PlanIDs: []string{"plan-1"}, Canaries: 1, MaxInFlight: 2, MaxFailures: 3, DryRun: true,
+			Skip: []string{"i-8"}, Defer: []string{"i-9"}}}
 	items := []broker.CampaignItem{
 		{CampaignID: c.ID, InstanceID: "i-1", PlanID: "plan-1", Order: 0, Canary: true, State: broker.ItemFailed, UpdatedAt: now},
 		{CampaignID: c.ID, InstanceID: "i-2", PlanID: "plan-1", Order: 1, State: broker.ItemWouldChange, UpdatedAt: now},
@@ -29,7 +30,8 @@ func TestOpsAnswersInItsOwnWords(t *testing.T) {
 	if err := b.Local.Broker.Campaigns.CreateCampaign(ctx, c, items); err != nil {
 		t.Fatal(err)
 	}
-	options := map[string]any{"plan_ids": []any{"plan-1"}, "canaries": 1.0, "max_in_flight": 2.0, "max_failures": 3.0, "dry_run": true}
+	options := map[string]any{"plan_ids": []any{"plan-1"}, "canaries": 1.0, "max_in_flight": 2.0, "max_failures": 3.0, "dry_run": true,
+		"skip": []any{"i-8"}, "defer": []any{"i-9"}}
 	t.Run("ops upgrade status names the options and the tally", func(t *testing.T) {
 		var out bytes.Buffer
 		failed := app.OpsUpgrade(ctx, b.Local.Broker, []string{"status", c.ID}, true, true, &out)
@@ -41,7 +43,7 @@ func TestOpsAnswersInItsOwnWords(t *testing.T) {
 			t.Errorf("options %v, want %v", status["options"], options)
 		}
 		tally := map[string]any{"items": 2.0, "pending": 0.0, "running": 0.0, "busy": 0.0, "upgraded": 0.0, "failed": 1.0,
-			"skipped": 0.0, "not_attempted": 0.0, "would_change": 1.0, "would_refuse": 0.0, "canary_failed": true}
+			"skipped": 0.0, "not_attempted": 0.0, "would_change": 1.0, "would_refuse": 0.0, "canary_failed": true, "blocked": 0.0}
 		if !reflect.DeepEqual(status["tally"], tally) {
 			t.Errorf("tally %v, want %v", status["tally"], tally)
 		}

@@ -18,6 +18,12 @@ import (
 // from, as a broker of an older catalog left them.
 func plantBehind(t *testing.T, b *apptest.Broker, service, plan, from string, ids ...string) {
 	t.Helper()
+	plantBehindWith(t, b, service, plan, from, nil, ids...)
+}
+
+// plantBehindWith is plantBehind with some instances' stored parameters.
+func plantBehindWith(t *testing.T, b *apptest.Broker, service, plan, from string, params map[string]string, ids ...string) {
+	t.Helper()
 	now := time.Now().UTC()
 	for i, id := range ids {
 		at := now.Add(time.Duration(i) * time.Millisecond) // the claim order: oldest first
@@ -26,6 +32,9 @@ func plantBehind(t *testing.T, b *apptest.Broker, service, plan, from string, id
 		inst := broker.Instance{ID: id, InstanceRequest: broker.InstanceRequest{ServiceID: service, PlanID: plan,
 			OrganizationGUID: "org", SpaceGUID: "space", MaintenanceInfo: &broker.MaintenanceInfo{Version: from}},
 			State: broker.InstanceReady, LastOp: op.ID, Version: 1, CreatedAt: at, UpdatedAt: at}
+		if p, ok := params[id]; ok {
+			inst.Parameters = json.RawMessage(p)
+		}
 		if err := b.Local.Store.CreateInstance(t.Context(), inst, op, &broker.Settled{}); err != nil {
 			t.Fatal(err)
 		}

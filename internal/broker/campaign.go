@@ -53,12 +53,21 @@ const (
 	ItemBusy ItemState = "busy"
 	// ItemUpgraded: the upgrade succeeded.
 	ItemUpgraded ItemState = "upgraded"
-	// ItemFailed: the upgrade failed (Description says why), or the
-	// instance stayed busy past MaxBusyAttempts.
+	// ItemFailed: the upgrade failed (Description says why): the new
+	// version, its template or its driver did, a driver's permanent
+	// failure included.
 	ItemFailed ItemState = "failed"
+	// ItemBlocked: the instance's own state stopped its upgrade, not the
+	// new version: it stayed busy with its tenant's operations past
+	// MaxBusyAttempts, or its stored parameters do not fit the new
+	// version's schema. Blocked items do not count toward MaxFailures
+	// (one tenant cannot stop an upgrade for everyone), but the operator
+	// sees them, and ops exits non-zero.
+	ItemBlocked ItemState = "blocked"
 	// ItemSkipped: nothing to do, for the reason in Description (the
 	// instance is gone, failed, already current, its plan no longer in
-	// the catalog, or its driver has no preview).
+	// the catalog, its driver has no preview, or the operator named it
+	// to skip).
 	ItemSkipped ItemState = "skipped"
 	// ItemNotAttempted: the campaign stopped before it was tried.
 	ItemNotAttempted ItemState = "not_attempted"
@@ -79,10 +88,10 @@ func (s ItemState) Ended() bool {
 }
 
 // Bad reports whether the item's result makes the campaign a failure for
-// the operator (ops exits non-zero): a failed upgrade, a refusal, or an
-// instance left behind.
+// the operator (ops exits non-zero): a failed upgrade, a blocked one, a
+// refusal, or an instance left behind.
 func (s ItemState) Bad() bool {
-	return s == ItemFailed || s == ItemWouldRefuse || s == ItemNotAttempted
+	return s == ItemFailed || s == ItemBlocked || s == ItemWouldRefuse || s == ItemNotAttempted
 }
 
 // Campaign limits.
@@ -119,6 +128,12 @@ type CampaignOptions struct {
 	MaxFailures int
 	// DryRun previews each upgrade and changes nothing.
 	DryRun bool
+	// Skip names instances the campaign leaves as they are (skipped, "by
+	// the operator"); Defer, instances it upgrades last: never canaries,
+	// claimed after every other item. Each must be an instance of the
+	// campaign's plans (CheckInstances).
+	Skip  []string
+	Defer []string
 }
 
 // Check says what is wrong with o, for the operator, or returns nil. It
@@ -158,10 +173,60 @@ func (o CampaignOptions) Check(c *catalog.Catalog) error {
 	if o.MaxFailures < 1 {
 		problems = append(problems, fmt.Sprintf("max failures must be 1 or more, got %d", o.MaxFailures))
 	}
+	for _, id := range o.Skip {
+		if slices.Contains(o.Defer, id) {
+			problems = append(problems, fmt.Sprintf("instance %s is named to skip and to defer: pick one", id))
+		}
+	}
 	if len(problems) > 0 {
 		return errors.New(strings.Join(problems, "; "))
 	}
 	return nil
+}
+
+// CheckInstances says which instances o names to skip or defer are not
+// instances of its plans (of any plan with a maintenance_info, for All),
+// as get reads them, or returns nil: a misspelt id must not leave the
+// instance the operator meant to protect in the campaign.
+func (o CampaignOptions) CheckInstances(ctx context.Context, c *catalog.Catalog, get func(context.Context, string) (Instance, error)) error {
+	var problems []string
+	for _, named := range []struct {
+		flag string
+		ids  []string
+	}{{"skip", o.Skip}, {"defer", o.Defer}} {
+		for _, id := range named.ids {
+			inst, err := get(ctx, id)
+			switch {
+			case errors.Is(err, ErrNotFound):
+				problems = append(problems, fmt.Sprintf("%s names instance %s, which does not exist", named.flag, id))
+				continue
+			case err != nil:
+				return fmt.Errorf("read instance %s: %w", id, err)
+			}
+			if !o.hasPlan(c, inst.PlanID) {
+				problems = append(problems, fmt.Sprintf("%s names instance %s, whose plan %s is not one the campaign upgrades", named.flag, id, inst.PlanID))
+			}
+		}
+	}
+	if len(problems) > 0 {
+		return &OptionsError{Problems: problems}
+	}
+	return nil
+}
+
+// OptionsError is a campaign's options found wrong against the store:
+// the operator's to fix, not a fault to retry.
+type OptionsError struct{ Problems []string }
+
+func (e *OptionsError) Error() string { return strings.Join(e.Problems, "; ") }
+
+// hasPlan says whether the campaign upgrades the instances of plan id.
+func (o CampaignOptions) hasPlan(c *catalog.Catalog, id string) bool {
+	if !o.All {
+		return slices.Contains(o.PlanIDs, id)
+	}
+	_, p := c.PlanByID(id)
+	return p != nil && p.MaintenanceInfo != nil
 }
 
 // Campaign is a fleet upgrade. Item key: PK=campaign#<ID>, SK=campaign.
@@ -187,11 +252,13 @@ type CampaignItem struct {
 	InstanceID string
 	ServiceID  string
 	PlanID     string
-	// Order is the claim order: canaries first, then the others, each
-	// oldest instance first.
+	// Order is the claim order: canaries first, then the others, then the
+	// deferred ones, each oldest instance first.
 	Order  int
 	Canary bool
-	State  ItemState
+	// Deferred: the operator asked for it last (CampaignOptions.Defer).
+	Deferred bool
+	State    ItemState
 	// OperationID is the update that upgrades the instance
 	// (UpgradeOperationID), set when the item is claimed.
 	OperationID string
@@ -281,7 +348,9 @@ func UpgradeOperationID(campaignID, instanceID string) string {
 // PlanItems makes a campaign's items from the instances of its plans: one
 // per instance that runs behind its plan (behind says so), and one,
 // skipped, per failed instance (it cannot be upgraded: the operator sees
-// it listed). Canaries come first, then the others, oldest first.
+// it listed) and per instance the operator named to skip. Canaries come
+// first, then the others, then those the operator deferred (never
+// canaries), each oldest first.
 func PlanItems(c Campaign, instances []Instance, behind func(Instance) (bool, *catalog.Plan)) []CampaignItem {
 	insts := slices.Clone(instances)
 	slices.SortStableFunc(insts, func(a, b Instance) int {
@@ -290,7 +359,7 @@ func PlanItems(c Campaign, instances []Instance, behind func(Instance) (bool, *c
 		}
 		return strings.Compare(a.ID, b.ID)
 	})
-	var canaries, others []CampaignItem
+	var canaries, others, deferred []CampaignItem
 	for _, inst := range insts {
 		late, p := behind(inst)
 		if !late || p == nil {
@@ -301,19 +370,24 @@ func PlanItems(c Campaign, instances []Instance, behind func(Instance) (bool, *c
 		if inst.MaintenanceInfo != nil {
 			it.FromVersion = inst.MaintenanceInfo.Version
 		}
-		if inst.State == InstanceFailed {
+		switch {
+		case inst.State == InstanceFailed:
 			it.State, it.Description = ItemSkipped, "The instance is failed: it can only be deprovisioned."
 			others = append(others, it)
-			continue
-		}
-		if isCanary(c.Options, inst, len(canaries)) {
+		case slices.Contains(c.Options.Skip, inst.ID):
+			it.State, it.Description = ItemSkipped, "Skipped by the operator."
+			others = append(others, it)
+		case slices.Contains(c.Options.Defer, inst.ID):
+			it.Deferred = true
+			deferred = append(deferred, it)
+		case isCanary(c.Options, inst, len(canaries)):
 			it.Canary = true
 			canaries = append(canaries, it)
-			continue
+		default:
+			others = append(others, it)
 		}
-		others = append(others, it)
 	}
-	items := append(canaries, others...)
+	items := slices.Concat(canaries, others, deferred)
 	for i := range items {
 		items[i].Order = i
 	}
@@ -401,6 +475,9 @@ type Tally struct {
 	WouldRefuse  int
 	// CanaryFailed says a canary failed.
 	CanaryFailed bool
+	// Blocked items (ItemBlocked) count for the operator, not toward
+	// MaxFailures.
+	Blocked int
 }
 
 // TallyItems counts items by state.
@@ -419,6 +496,8 @@ func TallyItems(items []CampaignItem) Tally {
 		case ItemFailed:
 			t.Failed++
 			t.CanaryFailed = t.CanaryFailed || it.Canary
+		case ItemBlocked:
+			t.Blocked++
 		case ItemSkipped:
 			t.Skipped++
 		case ItemNotAttempted:
@@ -433,7 +512,8 @@ func TallyItems(items []CampaignItem) Tally {
 }
 
 // Stops reports whether a campaign with options o stops, its items
-// counting t: MaxFailures items failed, or a canary did.
+// counting t: MaxFailures items failed, or a canary did. Blocked items
+// do not count: their tenants' doing, not the new version's.
 func (t Tally) Stops(o CampaignOptions) bool {
 	return t.CanaryFailed || t.Failed >= max(1, o.MaxFailures)
 }
@@ -496,12 +576,12 @@ func NextClaim(c Campaign, items []CampaignItem, phase Phase, lane string, now t
 }
 
 // busyAgain is it, found busy again: claimed later, or, past
-// MaxBusyAttempts, failed with a reason.
+// MaxBusyAttempts, blocked with a reason.
 func busyAgain(it CampaignItem, now time.Time, why string) CampaignItem {
 	it.Attempts++
 	it.UpdatedAt = now
 	if it.Attempts >= MaxBusyAttempts {
-		it.State = ItemFailed
+		it.State = ItemBlocked
 		it.Description = fmt.Sprintf("The instance stayed busy with other operations through %d tries over %s (%s); upgrade it later.",
 			it.Attempts, time.Duration(it.Attempts)*BusyRetry, why)
 		return it

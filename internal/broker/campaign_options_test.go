@@ -25,6 +25,8 @@ func TestCampaignOptionsCheck(t *testing.T) {
 		{"too many in flight", broker.CampaignOptions{All: true, MaxInFlight: 51, MaxFailures: 1}, "1 to 50"},
 		{"no failure allowed", broker.CampaignOptions{All: true, MaxInFlight: 1, MaxFailures: 0}, "max failures"},
 		{"canaries two ways", broker.CampaignOptions{All: true, MaxInFlight: 1, MaxFailures: 1, Canaries: 2, CanaryOrgs: []string{"o"}}, "one way"},
+		{"skipped and deferred", broker.CampaignOptions{All: true, MaxInFlight: 1, MaxFailures: 1, Skip: []string{"i-1", "i-2"}, Defer: []string{"i-2"}},
+			"instance i-2 is named to skip and to defer"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.o.Check(cat)

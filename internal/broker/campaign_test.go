@@ -91,8 +91,13 @@ func TestBusyAgain(t *testing.T) {
 		t.Errorf("first busy: %+v, want busy, 1 attempt, next try in %s", it, BusyRetry)
 	}
 	it = busyAgain(CampaignItem{State: ItemRunning, Attempts: MaxBusyAttempts - 1}, now, "an update is in progress")
-	if it.State != ItemFailed || !strings.Contains(it.Description, "stayed busy") || !strings.Contains(it.Description, "an update is in progress") {
-		t.Errorf("busy past the limit: %+v, want failed saying it stayed busy, and why", it)
+	if it.State != ItemBlocked || !strings.Contains(it.Description, "stayed busy") || !strings.Contains(it.Description, "an update is in progress") {
+		t.Errorf("busy past the limit: %+v, want blocked saying it stayed busy, and why", it)
+	}
+	// Blocked is bad for the operator, and no failure of the campaign.
+	if tally := TallyItems([]CampaignItem{it}); tally.Blocked != 1 || tally.Failed != 0 || tally.Stops(CampaignOptions{MaxFailures: 1}) || !it.State.Bad() {
+		t.Errorf("a blocked item tallies %+v (stops: %v, bad: %v), want 1 blocked, not stopping the campaign, bad for ops",
+			tally, tally.Stops(CampaignOptions{MaxFailures: 1}), it.State.Bad())
 	}
 }
 
@@ -128,6 +133,12 @@ func TestPlanItems(t *testing.T) {
 			"c:pending:canary d:pending:canary a:pending b:skipped"},
 		{"canaries by space", CampaignOptions{CanarySpaces: []string{"space-2"}},
 			"d:pending:canary a:pending b:skipped c:pending"},
+		{"skipped by the operator: listed, never claimed", CampaignOptions{Skip: []string{"c"}},
+			"a:pending b:skipped c:skipped d:pending"},
+		{"deferred: last, and never a canary, whatever picks the canaries", CampaignOptions{Canaries: 1, Defer: []string{"a"}},
+			"c:pending:canary b:skipped d:pending a:pending:deferred"},
+		{"deferred out of the canaries' organization", CampaignOptions{CanaryOrgs: []string{"org-b"}, Defer: []string{"c", "a"}},
+			"d:pending:canary b:skipped a:pending:deferred c:pending:deferred"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			items := PlanItems(Campaign{ID: "upg", Options: tc.o}, fleet, behind)
@@ -139,6 +150,12 @@ func TestPlanItems(t *testing.T) {
 				s := it.InstanceID + ":" + string(it.State)
 				if it.Canary {
 					s += ":canary"
+				}
+				if it.Deferred {
+					s += ":deferred"
+				}
+				if it.InstanceID == "c" && it.State == ItemSkipped && it.Description != "Skipped by the operator." {
+					t.Errorf("c skipped saying %q, want that the operator skipped it", it.Description)
 				}
 				got = append(got, s)
 			}

@@ -85,6 +85,8 @@ type inputOptions struct {
 	MaxInFlight  int      `json:"max_in_flight"`
 	MaxFailures  int      `json:"max_failures"`
 	DryRun       bool     `json:"dry_run,omitempty"`
+	Skip         []string `json:"skip,omitempty"`
+	Defer        []string `json:"defer,omitempty"`
 }
 
 // MarshalJSON is the input an upgrade execution starts with.

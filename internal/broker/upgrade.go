@@ -178,6 +178,12 @@ func (b *Broker) UpgradePlanTask(ctx context.Context, id string, part int, o Cam
 		if err := o.Check(b.Catalog); err != nil {
 			return UpgradeLanes{}, &Failure{Description: fmt.Sprintf("The upgrade cannot start: %s.", err)}
 		}
+		if err := o.CheckInstances(ctx, b.Catalog, b.Store.GetInstance); err != nil {
+			if oe := (*OptionsError)(nil); errors.As(err, &oe) {
+				return UpgradeLanes{}, &Failure{Description: fmt.Sprintf("The upgrade cannot start: %s.", oe)}
+			}
+			return UpgradeLanes{}, fmt.Errorf("plan campaign %s: %w", id, err)
+		}
 		now := b.Now()
 		c = Campaign{ID: id, Options: o, State: CampaignRunning, CreatedAt: now, UpdatedAt: now,
 			ExpiresAt: now.Add(campaignWorkflowTimeout + CampaignRetention)}
@@ -433,6 +439,14 @@ func (b *Broker) advanceItem(ctx context.Context, it CampaignItem, dryRun bool) 
 	case !late:
 		return skipped(it, fmt.Sprintf("The instance is already current (version %s).", plan.MaintenanceInfo.Version)), 0, nil
 	}
+	if err := b.validateParameters(plan, catalog.InstanceCreate, inst.Parameters); err != nil {
+		var e *Error
+		if !errors.As(err, &e) || e.Code != CodeBadRequest {
+			return it, 0, err
+		}
+		return blocked(it, fmt.Sprintf("The instance's parameters do not fit version %s of its plan: %s Its owner changes them (an update), then the instance can be upgraded.",
+			plan.MaintenanceInfo.Version, strings.TrimSuffix(e.Description, ".")+".")), 0, nil
+	}
 	if dryRun {
 		return b.previewItem(ctx, it, inst, plan)
 	}
@@ -475,6 +489,11 @@ func itemOfOperation(it CampaignItem, op Operation, now time.Time) (CampaignItem
 
 func skipped(it CampaignItem, why string) CampaignItem {
 	it.State, it.Description = ItemSkipped, why
+	return it
+}
+
+func blocked(it CampaignItem, why string) CampaignItem {
+	it.State, it.Description = ItemBlocked, why
 	return it
 }
 
@@ -674,7 +693,7 @@ func (b *Broker) UpgradeFinishTask(ctx context.Context, id string) (UpgradeRepor
 		return UpgradeReport{}, fmt.Errorf("finish campaign %s: %w", id, err)
 	}
 	b.Logger.InfoContext(logging.With(ctx, slog.String("campaign_id", id)), "upgrade campaign ended", "state", string(state),
-		"upgraded", t.Upgraded, "failed", t.Failed, "skipped", t.Skipped, "not_attempted", t.NotAttempted,
+		"upgraded", t.Upgraded, "failed", t.Failed, "blocked", t.Blocked, "skipped", t.Skipped, "not_attempted", t.NotAttempted,
 		"would_change", t.WouldChange, "would_refuse", t.WouldRefuse)
 	return UpgradeReport{CampaignID: id, State: state, Tally: t, Ended: true}, nil
 }
@@ -685,7 +704,7 @@ func (t Tally) Outcome(o CampaignOptions) string {
 	for _, p := range []struct {
 		n    int
 		what string
-	}{{t.Upgraded, "upgraded"}, {t.Failed, "failed"}, {t.Skipped, "skipped"}, {t.NotAttempted, "not attempted"},
+	}{{t.Upgraded, "upgraded"}, {t.Failed, "failed"}, {t.Blocked, "blocked by the instance's own state"}, {t.Skipped, "skipped"}, {t.NotAttempted, "not attempted"},
 		{t.WouldChange, "would change"}, {t.WouldRefuse, "would be refused"}} {
 		if p.n > 0 {
 			parts = append(parts, fmt.Sprintf("%d %s", p.n, p.what))

@@ -1,6 +1,7 @@
 package broker_test
 
 import (
+	"errors"
 	"log/slog"
 	"strings"
 	"testing"
@@ -310,5 +311,47 @@ func TestACanaryWhoseTaskFailsStopsTheCampaign(t *testing.T) {
 		if n := updates(h, id); n != 0 {
 			t.Errorf("%s was updated %d times", id, n)
 		}
+	}
+}
+
+// TestACampaignNamingNoInstanceOfItsPlansDoesNotStart: the Plan Task
+// refuses, as a Failure for the operator, a skip or defer naming an
+// instance that does not exist or is of a plan the campaign leaves, and
+// writes nothing; one naming its own instances plans the campaign.
+func TestACampaignNamingNoInstanceOfItsPlansDoesNotStart(t *testing.T) {
+	h := newHarness(t)
+	h.ready("i-1", planSync)
+	h.ready("i-2", planSync)
+	h.ready("i-other", planLarge)
+	b := upgraded(t, h)
+	o := broker.CampaignOptions{PlanIDs: []string{planSync}, MaxInFlight: 1, MaxFailures: 1}
+	for _, tc := range []struct {
+		name       string
+		skip, dfer []string
+		want       string
+	}{
+		{"a misspelt id", []string{"i-l"}, nil, "skip names instance i-l, which does not exist"},
+		{"an instance of another plan", nil, []string{"i-other"}, "defer names instance i-other, whose plan " + planLarge},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			bad := o
+			bad.Skip, bad.Defer = tc.skip, tc.dfer
+			_, err := b.UpgradePlanTask(ctx, "upg-bad", 1, bad)
+			var f *broker.Failure
+			if !errors.As(err, &f) || !strings.Contains(f.Description, tc.want) {
+				t.Fatalf("plan: %v, want a Failure saying %q", err, tc.want)
+			}
+			if _, _, err := b.Campaigns.LoadCampaign(ctx, "upg-bad"); !errors.Is(err, broker.ErrNotFound) {
+				t.Errorf("a refused campaign was stored: %v", err)
+			}
+		})
+	}
+	good := o
+	good.Skip, good.Defer = []string{"i-1"}, []string{"i-2"}
+	if _, err := b.UpgradePlanTask(ctx, "upg-good", 1, good); err != nil {
+		t.Fatal(err)
+	}
+	if _, got := itemStates(t, b, "upg-good"); got != "i-1:skipped i-2:pending" {
+		t.Errorf("items %s, want i-1 skipped and i-2 pending", got)
 	}
 }

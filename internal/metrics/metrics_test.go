@@ -382,7 +382,7 @@ func TestReap(t *testing.T) {
 
 func TestUpgrade(t *testing.T) {
 	rec, out := newRecorder(t)
-	rep := broker.UpgradeReport{Ended: true, Tally: broker.Tally{Upgraded: 5, Failed: 1, NotAttempted: 3, Skipped: 2}}
+	rep := broker.UpgradeReport{Ended: true, Tally: broker.Tally{Upgraded: 5, Failed: 1, NotAttempted: 3, Skipped: 2, Blocked: 6}}
 	rec.Upgrade(rep)
 	rep.Ended = false
 	rec.Upgrade(rep) // a Finish run again
@@ -392,8 +392,8 @@ func TestUpgrade(t *testing.T) {
 		t.Fatalf("%d documents, want 1: a campaign is counted once, a dry run not at all", len(docs))
 	}
 	want{[][]string{{}},
-		map[string]any{"UpgradeUpgraded": 5.0, "UpgradeFailed": 4.0, "UpgradeSkipped": 2.0},
-		map[string]string{"UpgradeUpgraded": "Count", "UpgradeFailed": "Count", "UpgradeSkipped": "Count"}}.check(t, docs[0])
+		map[string]any{"UpgradeUpgraded": 5.0, "UpgradeFailed": 4.0, "UpgradeBlocked": 6.0, "UpgradeSkipped": 2.0},
+		map[string]string{"UpgradeUpgraded": "Count", "UpgradeFailed": "Count", "UpgradeBlocked": "Count", "UpgradeSkipped": "Count"}}.check(t, docs[0])
 }
 
 func TestNilRecorderRecordsNothing(t *testing.T) {

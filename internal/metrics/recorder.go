@@ -94,6 +94,7 @@ func (r *Recorder) Upgrade(rep broker.UpgradeReport) {
 	r.W.Write(nil, nil,
 		Metric{metricname.UpgradeUpgraded, Count, float64(rep.Tally.Upgraded)},
 		Metric{metricname.UpgradeFailed, Count, float64(rep.Tally.Failed + rep.Tally.NotAttempted)},
+		Metric{metricname.UpgradeBlocked, Count, float64(rep.Tally.Blocked)},
 		Metric{metricname.UpgradeSkipped, Count, float64(rep.Tally.Skipped)},
 	)
 }

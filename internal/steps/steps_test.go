@@ -54,7 +54,7 @@ func TestEveryStepAnswersWhatItsWorkflowReads(t *testing.T) {
 	emptyReport := `{"in_progress":0,"restarted":0,"failed":0,"timed_out":0,"detached":0,"cleanups_started":0,"cleanups_failed":0,"expired":0}`
 	detached := `"detached_id":"d-1"`
 	campaign := `"campaign_id":"upg-1"`
-	noItems := `{"items":0,"pending":0,"running":0,"busy":0,"upgraded":0,"failed":0,"skipped":0,"not_attempted":0,"would_change":0,"would_refuse":0}`
+	noItems := `{"items":0,"pending":0,"running":0,"busy":0,"upgraded":0,"failed":0,"skipped":0,"not_attempted":0,"would_change":0,"would_refuse":0,"blocked":0}`
 	tests := []struct {
 		step, payload, want string
 	}{

@@ -21,6 +21,8 @@ type Options struct {
 	MaxInFlight  int      `json:"max_in_flight"`
 	MaxFailures  int      `json:"max_failures"`
 	DryRun       bool     `json:"dry_run,omitempty"`
+	Skip         []string `json:"skip,omitempty"`
+	Defer        []string `json:"defer,omitempty"`
 }
 
 // Lanes is the output of upgrade_plan (broker.UpgradeLanes): the Plan
@@ -67,6 +69,7 @@ type Tally struct {
 	WouldChange  int  `json:"would_change"`
 	WouldRefuse  int  `json:"would_refuse"`
 	CanaryFailed bool `json:"canary_failed,omitempty"`
+	Blocked      int  `json:"blocked"`
 }
 
 // Stop is the output of upgrade_tally (broker.UpgradeStop).

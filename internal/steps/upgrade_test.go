@@ -15,10 +15,10 @@ import (
 // workflow's ResultSelectors read.
 func TestTheUpgradeWorkflowReadsTheJSONItDid(t *testing.T) {
 	options := broker.CampaignOptions{PlanIDs: []string{"p-1"}, All: true, Canaries: 2, CanaryOrgs: []string{"o-1"},
-		CanarySpaces: []string{"s-1"}, MaxInFlight: 3, MaxFailures: 4, DryRun: true}
+		CanarySpaces: []string{"s-1"}, MaxInFlight: 3, MaxFailures: 4, DryRun: true, Skip: []string{"i-8"}, Defer: []string{"i-9"}}
 	t.Run("the execution's input, which the Plan state passes on, is the upgrade_plan payload", func(t *testing.T) {
 		input, err := json.Marshal(broker.CampaignInput{CampaignID: "upg-1", Options: options, Part: 2})
-		const want = `{"campaign_id":"upg-1","options":{"plan_ids":["p-1"],"all":true,"canaries":2,"canary_orgs":["o-1"],"canary_spaces":["s-1"],"max_in_flight":3,"max_failures":4,"dry_run":true},"part":2}`
+		const want = `{"campaign_id":"upg-1","options":{"plan_ids":["p-1"],"all":true,"canaries":2,"canary_orgs":["o-1"],"canary_spaces":["s-1"],"max_in_flight":3,"max_failures":4,"dry_run":true,"skip":["i-8"],"defer":["i-9"]},"part":2}`
 		if err != nil || string(input) != want {
 			t.Fatalf("input %s (%v), want %s", input, err, want)
 		}
@@ -47,8 +47,8 @@ func TestTheUpgradeWorkflowReadsTheJSONItDid(t *testing.T) {
 		}
 	})
 	tally := broker.Tally{Items: 1, Pending: 2, Running: 3, Busy: 4, Upgraded: 5, Failed: 6, Skipped: 7, NotAttempted: 8,
-		WouldChange: 9, WouldRefuse: 10, CanaryFailed: true}
-	const tallyJSON = `{"items":1,"pending":2,"running":3,"busy":4,"upgraded":5,"failed":6,"skipped":7,"not_attempted":8,"would_change":9,"would_refuse":10,"canary_failed":true}`
+		WouldChange: 9, WouldRefuse: 10, CanaryFailed: true, Blocked: 11}
+	const tallyJSON = `{"items":1,"pending":2,"running":3,"busy":4,"upgraded":5,"failed":6,"skipped":7,"not_attempted":8,"would_change":9,"would_refuse":10,"canary_failed":true,"blocked":11}`
 	outputs := []struct {
 		name string
 		out  func() (any, error)

@@ -73,7 +73,7 @@ type alike struct {
 var workflowInputs = map[broker.Workflow]json.RawMessage{
 	broker.WorkflowOperation: json.RawMessage(`{"instance_id":"i-1"}`),
 	broker.WorkflowCleanup:   json.RawMessage(`{"detached_id":"d0123456789abcdef0123456789abcdef"}`),
-	broker.WorkflowUpgrade:   json.RawMessage(`{"campaign_id":"upg-1","part":1,"options":{"all":true,"max_in_flight":1,"max_failures":1}}`),
+	broker.WorkflowUpgrade:   json.RawMessage(`{"campaign_id":"upg-1","part":1,"options":{"all":true,"max_in_flight":1,"max_failures":1,"skip":["i-8"],"defer":["i-9"]}}`),
 }
 
 // The steps of the upgrade workflow, and its worker's answers: one lane
@@ -106,6 +106,9 @@ var (
 	notContinued = json.RawMessage(`{"continued":false}`)
 	upgradeEnded = json.RawMessage(`{"campaign_id":"upg-1","state":"finished","tally":{"items":1},"ended":true}`)
 	canaryFailed = json.RawMessage(`{"stop":true,"tally":{"items":2,"failed":1,"canary_failed":true}}`)
+	// A canary blocked by its instance's own state (busy, or parameters
+	// the new version refuses) is no failure: the rest go on.
+	canaryBlocked = json.RawMessage(`{"stop":false,"tally":{"items":2,"upgraded":0,"blocked":1}}`)
 )
 
 // The steps of the cleanup workflow.
@@ -178,6 +181,25 @@ var alikeRuns = map[broker.Workflow][]alike{
 			states: []string{"Plan", "Canaries?", "Canaries", "CanaryClaim", "CanaryClaimed?", "CanaryStart",
 				"CanaryItemFailed", "CanaryClaim", "CanaryClaimed?", "CanaryLaneDone",
 				"CanariesLeft?", "CanariesContinued?", "Tally", "Stop?", "Finish", "Done"},
+			status: broker.ExecutionSucceeded,
+		},
+		{
+			name: "a canary blocked by its own instance does not stop the campaign: the rest run",
+			answers: []enginetest.Answer{
+				ok(stepUpgradePlan, upgradePlan(true)),
+				ok(stepUpgradeClaim, upgradeLane("start", false, 1)),
+				ok(stepUpgradeStart, upgradeLane("start", true, 2)),
+				ok(stepUpgradeClaim, upgradeLane("none", false, 3)),
+				ok(stepUpgradeContinue, notContinued),
+				ok(stepUpgradeTally, canaryBlocked),
+				ok(stepUpgradeClaim, upgradeLane("none", false, 1)),
+				ok(stepUpgradeContinue, notContinued),
+				ok(stepUpgradeFinish, upgradeEnded),
+			},
+			states: []string{"Plan", "Canaries?", "Canaries", "CanaryClaim", "CanaryClaimed?", "CanaryStart",
+				"CanaryItemEnded?", "CanaryClaim", "CanaryClaimed?", "CanaryLaneDone",
+				"CanariesLeft?", "CanariesContinued?", "Tally", "Stop?", "Rest", "RestClaim", "RestClaimed?", "RestLaneDone",
+				"RestLeft?", "RestContinued?", "Finish", "Done"},
 			status: broker.ExecutionSucceeded,
 		},
 	},

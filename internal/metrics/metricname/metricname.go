@@ -39,9 +39,10 @@ const (
 	OperationsInProgress = "OperationsInProgress"
 	// What a fleet upgrade (a campaign) did, once it ended: instances
 	// upgraded, failed (not attempted included: the campaign stopped
-	// before them) and skipped.
+	// before them), blocked by their own state, and skipped.
 	UpgradeUpgraded = "UpgradeUpgraded"
 	UpgradeFailed   = "UpgradeFailed"
+	UpgradeBlocked  = "UpgradeBlocked"
 	UpgradeSkipped  = "UpgradeSkipped"
 )
 

@@ -48,6 +48,8 @@ type campaignOptionsItem struct {
 	MaxInFlight  int      `json:"max_in_flight"`
 	MaxFailures  int      `json:"max_failures"`
 	DryRun       bool     `json:"dry_run,omitempty"`
+	Skip         []string `json:"skip,omitempty"`
+	Defer        []string `json:"defer,omitempty"`
 }
 
 func newCampaignItem(c broker.Campaign) campaignItem {
@@ -68,6 +70,7 @@ type campaignInstanceItem struct {
 	PlanID      string    `json:"plan_id"`
 	Order       int       `json:"order"`
 	Canary      bool      `json:"canary,omitempty"`
+	Deferred    bool      `json:"deferred,omitempty"`
 	State       string    `json:"state"`
 	OperationID string    `json:"operation_id,omitempty"`
 	Lane        string    `json:"lane,omitempty"`
@@ -84,14 +87,14 @@ type campaignInstanceItem struct {
 
 func newCampaignInstanceItem(it broker.CampaignItem) campaignInstanceItem {
 	return campaignInstanceItem{CampaignID: it.CampaignID, InstanceID: it.InstanceID, ServiceID: it.ServiceID, PlanID: it.PlanID,
-		Order: it.Order, Canary: it.Canary, State: string(it.State), OperationID: it.OperationID, Lane: it.Lane, Attempts: it.Attempts,
+		Order: it.Order, Canary: it.Canary, Deferred: it.Deferred, State: string(it.State), OperationID: it.OperationID, Lane: it.Lane, Attempts: it.Attempts,
 		NextTry: it.NextTry.UTC(), FromVersion: it.FromVersion, ToVersion: it.ToVersion, Description: it.Description,
 		Changes: it.Changes, UpdatedAt: it.UpdatedAt.UTC(), ExpiresAt: it.ExpiresAt.UTC(), Version: it.Version}
 }
 
 func (it campaignInstanceItem) item() broker.CampaignItem {
 	return broker.CampaignItem{CampaignID: it.CampaignID, InstanceID: it.InstanceID, ServiceID: it.ServiceID, PlanID: it.PlanID,
-		Order: it.Order, Canary: it.Canary, State: broker.ItemState(it.State), OperationID: it.OperationID, Lane: it.Lane, Attempts: it.Attempts,
+		Order: it.Order, Canary: it.Canary, Deferred: it.Deferred, State: broker.ItemState(it.State), OperationID: it.OperationID, Lane: it.Lane, Attempts: it.Attempts,
 		NextTry: it.NextTry, FromVersion: it.FromVersion, ToVersion: it.ToVersion, Description: it.Description,
 		Changes: it.Changes, UpdatedAt: it.UpdatedAt, ExpiresAt: it.ExpiresAt, Version: it.Version}
 }

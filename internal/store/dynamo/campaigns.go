@@ -65,6 +65,8 @@ type campaignOptions struct {
 	MaxInFlight  int      `json:"max_in_flight"`
 	MaxFailures  int      `json:"max_failures"`
 	DryRun       bool     `json:"dry_run,omitempty"`
+	Skip         []string `json:"skip,omitempty"`
+	Defer        []string `json:"defer,omitempty"`
 }
 
 func newCampaignItem(c broker.Campaign, pkValue, skValue string) (campaignItem, error) {
@@ -102,6 +104,7 @@ type campaignInstanceItem struct {
 	PlanID      string    `dynamodbav:"plan_id"`
 	Order       int       `dynamodbav:"order"`
 	Canary      bool      `dynamodbav:"canary,omitempty"`
+	Deferred    bool      `dynamodbav:"deferred,omitempty"`
 	State       string    `dynamodbav:"state"`
 	OperationID string    `dynamodbav:"operation_id,omitempty"`
 	Lane        string    `dynamodbav:"lane,omitempty"`
@@ -120,7 +123,7 @@ type campaignInstanceItem struct {
 func newCampaignInstanceItem(it broker.CampaignItem) (campaignInstanceItem, error) {
 	out := campaignInstanceItem{PK: campaignPK(it.CampaignID), SK: skCampaignPrefix + it.InstanceID,
 		CampaignID: it.CampaignID, InstanceID: it.InstanceID, ServiceID: it.ServiceID, PlanID: it.PlanID,
-		Order: it.Order, Canary: it.Canary, State: string(it.State), OperationID: it.OperationID, Lane: it.Lane, Attempts: it.Attempts,
+		Order: it.Order, Canary: it.Canary, Deferred: it.Deferred, State: string(it.State), OperationID: it.OperationID, Lane: it.Lane, Attempts: it.Attempts,
 		NextTry: it.NextTry.UTC(), FromVersion: it.FromVersion, ToVersion: it.ToVersion, Description: it.Description,
 		Changes: it.Changes, UpdatedAt: it.UpdatedAt.UTC(), ExpiresAt: it.ExpiresAt.UTC(), Version: it.Version}
 	if !it.ExpiresAt.IsZero() {
@@ -131,7 +134,7 @@ func newCampaignInstanceItem(it broker.CampaignItem) (campaignInstanceItem, erro
 
 func (it campaignInstanceItem) item() (broker.CampaignItem, error) {
 	return broker.CampaignItem{CampaignID: it.CampaignID, InstanceID: it.InstanceID, ServiceID: it.ServiceID, PlanID: it.PlanID,
-		Order: it.Order, Canary: it.Canary, State: broker.ItemState(it.State), OperationID: it.OperationID, Lane: it.Lane, Attempts: it.Attempts,
+		Order: it.Order, Canary: it.Canary, Deferred: it.Deferred, State: broker.ItemState(it.State), OperationID: it.OperationID, Lane: it.Lane, Attempts: it.Attempts,
 		NextTry: it.NextTry, FromVersion: it.FromVersion, ToVersion: it.ToVersion, Description: it.Description,
 		Changes: it.Changes, UpdatedAt: it.UpdatedAt, ExpiresAt: it.ExpiresAt, Version: it.Version}, nil
 }

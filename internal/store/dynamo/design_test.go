@@ -60,7 +60,7 @@ func TestTheDesignNamesEveryAttribute(t *testing.T) {
 		{"PK=campaign#<campaign_id> SK=campaign", campaignItem{}, names(broker.CampaignRunning, broker.CampaignFinished,
 			broker.CampaignStopped)},
 		{"PK=campaign#<campaign_id> SK=i#<instance_id>", campaignInstanceItem{}, names(broker.ItemPending, broker.ItemRunning,
-			broker.ItemBusy, broker.ItemUpgraded, broker.ItemFailed, broker.ItemSkipped, broker.ItemNotAttempted,
+			broker.ItemBusy, broker.ItemUpgraded, broker.ItemFailed, broker.ItemBlocked, broker.ItemSkipped, broker.ItemNotAttempted,
 			broker.ItemWouldChange, broker.ItemWouldRefuse)},
 	}
 	attribute := regexp.MustCompile("`([a-z_]+)`")

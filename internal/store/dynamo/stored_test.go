@@ -363,7 +363,7 @@ func TestAttributeNames(t *testing.T) {
 		{campaignItem{}, "dynamodbav", []string{"PK", "SK", "id", "options", "state", "outcome", "created_at", "updated_at",
 			"finished_at", "expires_at", "expires_at_epoch"}},
 		{campaignInstanceItem{}, "dynamodbav", []string{"PK", "SK", "campaign_id", "instance_id", "service_id", "plan_id",
-			"order", "canary", "state", "operation_id", "lane", "attempts", "next_try", "from_version", "to_version", "description",
+			"order", "canary", "deferred", "state", "operation_id", "lane", "attempts", "next_try", "from_version", "to_version", "description",
 			"changes", "updated_at", "expires_at", "expires_at_epoch", "version"}},
 	}
 	for _, g := range golden {
@@ -445,8 +445,8 @@ func TestSealingModeItem(t *testing.T) {
 func TestCampaignOptionsAreStoredAsBefore(t *testing.T) {
 	c := broker.Campaign{ID: "upg-1", State: broker.CampaignRunning, Options: broker.CampaignOptions{
 		PlanIDs: []string{"plan-1"}, All: true, Canaries: 2, CanaryOrgs: []string{"org-1"}, CanarySpaces: []string{"space-1"},
-		MaxInFlight: 3, MaxFailures: 4, DryRun: true}}
-	const stored = `{"plan_ids":["plan-1"],"all":true,"canaries":2,"canary_orgs":["org-1"],"canary_spaces":["space-1"],"max_in_flight":3,"max_failures":4,"dry_run":true}`
+		MaxInFlight: 3, MaxFailures: 4, DryRun: true, Skip: []string{"i-1"}, Defer: []string{"i-2", "i-3"}}}
+	const stored = `{"plan_ids":["plan-1"],"all":true,"canaries":2,"canary_orgs":["org-1"],"canary_spaces":["space-1"],"max_in_flight":3,"max_failures":4,"dry_run":true,"skip":["i-1"],"defer":["i-2","i-3"]}`
 	it, err := newCampaignItem(c, "campaign#upg-1", skCampaign)
 	if err != nil || string(it.Options) != stored {
 		t.Fatalf("options written as %s (%v), want %s", it.Options, err, stored)
@@ -455,6 +455,14 @@ func TestCampaignOptionsAreStoredAsBefore(t *testing.T) {
 	if err != nil || !reflect.DeepEqual(got.Options, c.Options) {
 		t.Fatalf("options read as %+v (%v), want %+v", got.Options, err, c.Options)
 	}
+	t.Run("a campaign stored before instances could be skipped or deferred", func(t *testing.T) {
+		const before = `{"plan_ids":["plan-1"],"canaries":2,"max_in_flight":3,"max_failures":4}`
+		got, err := campaignItem{ID: "upg-0", Options: before, State: "finished"}.campaign()
+		want := broker.CampaignOptions{PlanIDs: []string{"plan-1"}, Canaries: 2, MaxInFlight: 3, MaxFailures: 4}
+		if err != nil || !reflect.DeepEqual(got.Options, want) {
+			t.Fatalf("options read as %+v (%v), want %+v", got.Options, err, want)
+		}
+	})
 	t.Run("the options of a campaign that sets only what it must", func(t *testing.T) {
 		it, err := newCampaignItem(broker.Campaign{ID: "upg-2", Options: broker.CampaignOptions{MaxInFlight: 1, MaxFailures: 1}}, "campaign#upg-2", skCampaign)
 		if want := `{"max_in_flight":1,"max_failures":1}`; err != nil || string(it.Options) != want {

@@ -15,13 +15,14 @@ func campaigns(t *testing.T, s broker.Store) broker.Campaigns { return s }
 // given out of order, each with every field set.
 func newCampaign(id string) (broker.Campaign, []broker.CampaignItem) {
 	c := broker.Campaign{ID: id, State: broker.CampaignRunning, CreatedAt: at(10), UpdatedAt: at(10), ExpiresAt: at(100),
-		Options: broker.CampaignOptions{PlanIDs: []string{"plan-small"}, CanaryOrgs: []string{"org-1"}, MaxInFlight: 3, MaxFailures: 2, DryRun: true}}
+		Options: broker.CampaignOptions{PlanIDs: []string{"plan-small"}, CanaryOrgs: []string{"org-1"}, MaxInFlight: 3, MaxFailures: 2, DryRun: true,
+			Skip: []string{"i-8"}, Defer: []string{"i-3", "i-9"}}}
 	item := func(instance string, order int, state broker.ItemState) broker.CampaignItem {
 		return broker.CampaignItem{CampaignID: id, InstanceID: instance, ServiceID: "svc-1", PlanID: "plan-small", Order: order,
 			Canary: order == 0, State: state, FromVersion: "1.0.0", ToVersion: "2.0.0", UpdatedAt: at(10), ExpiresAt: at(100)}
 	}
-	skipped := item("i-3", 2, broker.ItemSkipped)
-	skipped.Description = "The instance is failed: it can only be deprovisioned."
+	skipped := item("i-3", 2, broker.ItemBlocked)
+	skipped.Deferred, skipped.Description = true, "The instance's parameters do not fit version 2.0.0 of its plan."
 	busy := item("i-1", 1, broker.ItemBusy)
 	busy.OperationID, busy.Attempts, busy.NextTry, busy.Changes = "upgrade-1", 2, at(20), []string{"Modify Bucket (AWS::S3::Bucket)"}
 	return c, []broker.CampaignItem{skipped, item("i-2", 0, broker.ItemPending), busy}
