@@ -1,6 +1,9 @@
 package cloudformation
 
 import (
+	"maps"
+	"slices"
+
 	"github.com/serverless-osb/broker/internal/deploy"
 	"github.com/serverless-osb/broker/internal/env"
 )
@@ -18,12 +21,15 @@ var stacksARN = deploy.ARN("cloudformation", "stack/"+deploy.StackPrefix+"-*/*")
 // read their status, events and resources, and pass the role to
 // CloudFormation, and to nothing else. The worker is told the role, the
 // prefix and the boundary (DeploymentFromEnv).
-func Needs() deploy.Needs {
+//
+// roles are the roles the plans' placements name (RolesOf): the worker may
+// assume exactly those, and no other, to reach the accounts they are in.
+func Needs(roles Roles) deploy.Needs {
 	stacks := []string{stacksARN}
 	const whyStacks = "The stacks of service instances and bindings are made at run time, one or two per instance, " +
 		"each named PREFIX-… (BROKER_STACK_PREFIX) and addressed by its ARN, which ends with a stack id CloudFormation " +
 		"makes up; the pattern is those stacks only, and creating, updating and deleting them requires the service role."
-	return deploy.Needs{
+	n := deploy.Needs{
 		ServiceRole: true,
 		Statements: []deploy.Statement{
 			{Function: deploy.Worker, Sid: "ChangeServiceStacks",
@@ -58,4 +64,9 @@ func Needs() deploy.Needs {
 			{Function: deploy.Worker, Name: env.PermissionsBoundaryARN, Value: deploy.PermissionsBoundaryARN},
 		},
 	}
+	if len(roles) > 0 {
+		n.Statements = append(n.Statements, deploy.Statement{Function: deploy.Worker, Sid: "AssumeTargetRoles",
+			Actions: []string{"sts:AssumeRole"}, Resources: slices.Sorted(maps.Keys(roles))})
+	}
+	return n
 }
