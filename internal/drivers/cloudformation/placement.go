@@ -33,11 +33,12 @@ const (
 	keyDefault         = "default"
 	keyRegions         = "regions"
 	keyRegionParameter = "region_parameter"
+	keyRetired         = "retired"
 )
 
 var (
 	targetKeys    = []string{keyRegion, keyRoleARN, keyExternalID, keyExternalIDEnv, keyServiceRoleARN, keyBoundaryARN}
-	placementKeys = append(slices.Clone(targetKeys), keyBy, keyMap, keyDefault, keyRegions, keyRegionParameter)
+	placementKeys = append(slices.Clone(targetKeys), keyBy, keyMap, keyDefault, keyRegions, keyRegionParameter, keyRetired)
 )
 
 // What a placement may follow in the platform's context: Cloud Foundry's
@@ -126,17 +127,22 @@ type Placement struct {
 	// default).
 	Regions         []string
 	RegionParameter string
+	// Retired are places no new instance goes to, where instances made
+	// before the placement changed still live: the broker keeps assuming
+	// their roles for those instances' operations, bindings and cleanup.
+	Retired []Target
 }
 
-// Targets lists every target the placement may choose.
+// Targets lists every target the placement may choose, and the retired
+// ones.
 func (p *Placement) Targets() []Target {
 	if p == nil {
 		return nil
 	}
 	if p.By == "" {
-		return []Target{p.Target}
+		return append([]Target{p.Target}, p.Retired...)
 	}
-	out := make([]Target, 0, len(p.Map)+1)
+	out := slices.Clone(p.Retired)
 	for _, k := range slices.Sorted(maps.Keys(p.Map)) {
 		out = append(out, p.Map[k])
 	}
@@ -218,6 +224,9 @@ func configurePlacement(plan *catalog.Plan, config map[string]any) (*Placement, 
 	if err := p.regionParameter(plan, m); err != nil {
 		return nil, err
 	}
+	if p.Retired, err = retired(m); err != nil {
+		return nil, err
+	}
 	return p, p.checkRoles()
 }
 
@@ -242,6 +251,32 @@ func regionList(m map[string]any) ([]string, error) {
 			return nil, catalog.Settingf(fmt.Sprintf("%s[%d]", key, i), "%s is listed twice", s)
 		}
 		out = append(out, s)
+	}
+	return out, nil
+}
+
+// retired reads the places no new instance goes to.
+func retired(m map[string]any) ([]Target, error) {
+	v, ok := m[keyRetired]
+	if !ok {
+		return nil, nil
+	}
+	key := KeyPlacement + "." + keyRetired
+	items, ok := v.([]any)
+	if !ok || len(items) == 0 {
+		return nil, catalog.Settingf(key, "must be a list of places (role_arn with its external id), got %s", catalog.Describe(v))
+	}
+	var out []Target
+	for i, item := range items {
+		k := fmt.Sprintf("%s[%d]", key, i)
+		t, err := target(k, item, nil)
+		if err != nil {
+			return nil, err
+		}
+		if t.RoleARN == "" {
+			return nil, catalog.Settingf(k+"."+keyRoleARN, "is missing: a retired place is kept for the role the broker still assumes there")
+		}
+		out = append(out, t)
 	}
 	return out, nil
 }

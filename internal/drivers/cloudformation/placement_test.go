@@ -349,6 +349,36 @@ func TestAnInstanceKeepsItsPlace(t *testing.T) {
 			t.Errorf("description %q", f.Description)
 		}
 	})
+	t.Run("a retired place's role is still assumed for the instances that live there", func(t *testing.T) {
+		fake := &countingSTS{lifetime: time.Hour}
+		h := placedHarness(t, fake)
+		h.provisioned()
+		s, err := configurePlaced(t, map[string]any{"region": "eu-central-1", "role_arn": ledgerRole, "external_id": "ledger-id",
+			"retired": []any{map[string]any{"role_arn": paymentsRole, "external_id": paymentsExternalID}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h.driver.Roles, err = RolesOf([]*Settings{s}); err != nil {
+			t.Fatal(err)
+		}
+		if got, _ := s.Placement.Resolve(broker.InstanceRequest{}); got.RoleARN != ledgerRole {
+			t.Errorf("a new instance goes to %s, want %s", got.RoleARN, ledgerRole)
+		}
+		c := h.change(broker.KindDeprovision, "op-deprovision")
+		c.Settings = s
+		if _, err := h.driver.Begin(h.ctx, h.fresh(c)); err != nil {
+			t.Fatal(err)
+		}
+		// The provision's credentials of the role, still valid, serve.
+		for _, in := range fake.inputs {
+			if aws.ToString(in.RoleArn) != paymentsRole {
+				t.Errorf("AssumeRole of %s, want only %s", aws.ToString(in.RoleArn), paymentsRole)
+			}
+		}
+		if len(h.cfn.get(h.instanceStack()).deletes) != 1 {
+			t.Error("the stack was not deleted where it is")
+		}
+	})
 	t.Run("a record made before placement is the broker's own account", func(t *testing.T) {
 		fake := &countingSTS{lifetime: time.Hour}
 		h := placedHarness(t, fake)
