@@ -1,13 +1,16 @@
 package app_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -21,7 +24,9 @@ import (
 	"gopkg.in/yaml.v3"
 	osb "sigs.k8s.io/go-open-service-broker-client/v2"
 
+	"github.com/serverless-osb/broker/internal/app"
 	"github.com/serverless-osb/broker/internal/app/apptest"
+	"github.com/serverless-osb/broker/internal/broker"
 	"github.com/serverless-osb/broker/internal/mototest"
 	"github.com/serverless-osb/broker/internal/osbtest"
 	"github.com/serverless-osb/broker/internal/waittest"
@@ -250,6 +255,32 @@ func TestClientDrivesAnInstancePlacedInAnotherAccountOnMoto(t *testing.T) {
 	b = start(map[string]any{"by": "space", "map": map[string]any{"space-payments": place(moved)}, "retired": []any{place(payments)}})
 	c = client(t, b.URL)
 	e.c = c
+
+	t.Run("ops instances shows the instance's account and Region, and that its mapping changed", func(t *testing.T) {
+		var out bytes.Buffer
+		if err := app.OpsJSON(ctx, b.Local.Broker, []string{"instances"}, &out); err != nil {
+			t.Fatal(err)
+		}
+		var list []struct {
+			ID    string        `json:"instance_id"`
+			Place *broker.Place `json:"place"`
+		}
+		if err := json.Unmarshal(out.Bytes(), &list); err != nil {
+			t.Fatalf("%v: %s", err, out.String())
+		}
+		want := broker.Place{Account: payments.id, Region: payments.region, Moved: true, Now: &broker.Place{Account: moved.id, Region: moved.region}}
+		if len(list) != 1 || list[0].ID != instanceID || list[0].Place == nil || !reflect.DeepEqual(*list[0].Place, want) {
+			t.Fatalf("ops instances: %s, want the instance in %+v", out.String(), want)
+		}
+		var text bytes.Buffer
+		if err := app.Ops(ctx, b.Local.Broker, []string{"instances"}, &text); err != nil {
+			t.Fatal(err)
+		}
+		if line := "CHANGED: new ones go to account " + moved.id + ", " + moved.region; !strings.Contains(text.String(), line) ||
+			!strings.Contains(text.String(), payments.id+"  "+payments.region) {
+			t.Errorf("ops instances:\n%s\nwant the instance in %s %s, with %q", text.String(), payments.id, payments.region, line)
+		}
+	})
 
 	t.Run("after the mapping changed, the instance's new binding still goes where it is", func(t *testing.T) {
 		second := uuid.NewString()

@@ -1,6 +1,11 @@
 package broker
 
-import "github.com/serverless-osb/broker/internal/catalog"
+import (
+	"context"
+	"fmt"
+
+	"github.com/serverless-osb/broker/internal/catalog"
+)
 
 // ProvisionCheck is implemented by the settings of a plan whose driver
 // refuses some provision requests for what they say of the instance's
@@ -27,4 +32,48 @@ func (b *Broker) checkProvision(p *catalog.Plan, req InstanceRequest) error {
 		return Errorf(CodeBadRequest, "%s", err.Error())
 	}
 	return nil
+}
+
+// Place is where an instance lives, as its driver's records say: an
+// account and Region (empty account: the broker's own).
+type Place struct {
+	Account string `json:"account,omitempty"`
+	Region  string `json:"region,omitempty"`
+	// Moved says that the plan's placement, as the catalog has it now,
+	// would put the instance elsewhere: in Now, or nowhere (Now nil). The
+	// instance stays where it is; new instances go there.
+	Moved bool   `json:"moved,omitempty"`
+	Now   *Place `json:"now,omitempty"`
+}
+
+// Placed is implemented by a driver whose instances live in places
+// (accounts and Regions): it says where inst lives, from its records, and
+// where its plan's settings would put it now; false when it cannot say
+// (no record of it yet).
+type Placed interface {
+	Place(inst Instance, records []Resource, settings any) (Place, bool)
+}
+
+// InstancePlace says where inst lives, for the operator (ops instances);
+// false when its plan's driver does not place instances, or its plan is
+// no longer in the catalog. It reads the instance's records: one read.
+func (b *Broker) InstancePlace(ctx context.Context, inst Instance) (Place, bool, error) {
+	if b.Drivers == nil {
+		return Place{}, false, nil
+	}
+	_, p, err := b.lookup(inst.ServiceID, inst.PlanID)
+	if err != nil {
+		return Place{}, false, nil
+	}
+	d, settings, ok := b.Drivers.For(p)
+	placed, isPlaced := d.(Placed)
+	if !ok || !isPlaced {
+		return Place{}, false, nil
+	}
+	snap, err := b.Store.Load(ctx, inst.ID, "", "")
+	if err != nil {
+		return Place{}, false, fmt.Errorf("place of %s: %w", inst.ID, err)
+	}
+	place, known := placed.Place(inst, snap.Records, settings)
+	return place, known, nil
 }

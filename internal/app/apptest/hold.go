@@ -98,3 +98,11 @@ func (d heldDriver) InMemory() bool {
 	im, ok := d.Driver.(broker.InMemory)
 	return ok && im.InMemory()
 }
+
+// Place is the wrapped driver's, when it places instances (broker.Placed).
+func (d heldDriver) Place(inst broker.Instance, records []broker.Resource, settings any) (broker.Place, bool) {
+	if p, ok := d.Driver.(broker.Placed); ok {
+		return p.Place(inst, records, settings)
+	}
+	return broker.Place{}, false
+}

@@ -232,3 +232,34 @@ func (d *Driver) at(ctx context.Context, p *Place) (*Driver, error) {
 	}
 	return &placed, nil
 }
+
+var _ broker.Placed = (*Driver)(nil)
+
+// Place says where an instance's stack is (its record's place; the
+// broker's own account and Region for a record made before placement),
+// and where its plan's placement, as the catalog has it now, would put it.
+func (d *Driver) Place(inst broker.Instance, records []broker.Resource, settings any) (broker.Place, bool) {
+	var rec record
+	if found, err := (broker.Change{Records: records}).DecodeRecord(instanceRecord, &rec); err != nil || !found {
+		return broker.Place{}, false
+	}
+	at := rec.Place
+	if at == nil {
+		at = &Place{Region: d.homeRegion()}
+	}
+	out := broker.Place{Account: at.Account, Region: firstOf(at.Region, d.homeRegion())}
+	s, ok := settings.(*Settings)
+	if !ok || s == nil {
+		return out, true
+	}
+	t, err := s.Placement.Resolve(inst.InstanceRequest)
+	if err != nil {
+		out.Moved = true
+		return out, true
+	}
+	now := placeOf(t, d.homeRegion())
+	if now.RoleARN != at.RoleARN || firstOf(now.Region, d.homeRegion()) != out.Region {
+		out.Moved, out.Now = true, &broker.Place{Account: now.Account, Region: now.Region}
+	}
+	return out, true
+}
