@@ -393,3 +393,24 @@ func TestAnInstanceKeepsItsPlace(t *testing.T) {
 		}
 	})
 }
+
+// TestStacksCarryTheCostAllocationTags: every stack (and through it every
+// resource CloudFormation tags) carries what a bill is split by: the
+// organization, space or subaccount, instance, plan and service.
+func TestStacksCarryTheCostAllocationTags(t *testing.T) {
+	h := newHarness(t, true)
+	c := h.change(broker.KindProvision, "op-1")
+	c.Instance.OrganizationGUID, c.Instance.SpaceGUID = "", ""
+	c.Instance.Context = json.RawMessage(`{"platform":"sapcp","subaccount_id":"sub-7","globalaccount_id":"ga-1","instance_name":"ledger"}`)
+	c.Service = &catalog.Service{ID: "svc-1", Name: "aws-s3-bucket"}
+	if _, err := h.driver.Begin(h.ctx, h.fresh(c)); err != nil {
+		t.Fatal(err)
+	}
+	tags := tagMap(h.cfn.get(h.instanceStack()).create.Tags)
+	for k, want := range map[string]string{TagSubaccountID: "sub-7", TagInstanceID: instanceID, TagPlanID: "plan-1", TagPlanName: "private",
+		TagServiceID: "svc-1", TagServiceName: "aws-s3-bucket"} {
+		if tags[k] != want {
+			t.Errorf("tag %s = %q, want %q (tags %v)", k, tags[k], want, tags)
+		}
+	}
+}
