@@ -18,6 +18,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials/stscreds"
+	"github.com/aws/aws-sdk-go-v2/service/cloudformation"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/sts"
 	"github.com/google/uuid"
@@ -356,4 +357,76 @@ func TestClientDrivesAnInstancePlacedInAnotherAccountOnMoto(t *testing.T) {
 			t.Errorf("the bucket %s outlived the deprovision", bucket)
 		}
 	})
+}
+
+// TestAPoolPlacesInstancesWhereThereIsRoomOnMoto: a plan whose place is a
+// pool of two accounts, the first at its configured quota (a stack of the
+// broker's prefix made there beforehand), puts the next instance in the
+// second; once both are at their quota, a provision fails saying so, and
+// makes nothing.
+func TestAPoolPlacesInstancesWhereThereIsRoomOnMoto(t *testing.T) {
+	ctx, cancel := waittest.Context(t)
+	defer cancel()
+	base := mototest.Config(t, "us-east-1")
+	first := newAccount(ctx, t, base, otherAccountID(), "eu-west-1")
+	second := newAccount(ctx, t, base, otherAccountID(), "eu-west-1")
+	prefix := "osbpool" + strings.ReplaceAll(uuid.NewString()[:8], "-", "")
+	filler := prefix + "-filler"
+	if _, err := first.clients.cfn.CreateStack(ctx, &cloudformation.CreateStackInput{StackName: aws.String(filler),
+		TemplateBody: aws.String(`{"Resources":{"Topic":{"Type":"AWS::SNS::Topic"}}}`)}); err != nil {
+		t.Fatal(err)
+	}
+	defer first.clients.cfn.DeleteStack(context.WithoutCancel(ctx), &cloudformation.DeleteStackInput{StackName: aws.String(filler)})
+	member := func(a account) map[string]any { return map[string]any{"role_arn": a.role, "external_id": "pool-id"} }
+	b := apptest.StartWith(t, apptest.Options{
+		Catalog: placedCatalog(t, t.TempDir(), map[string]any{"region": "eu-west-1",
+			"pool": []any{member(first), member(second)}, "stack_quota": 1, "max_share": 1}),
+		AWS: func(context.Context) (aws.Config, error) { return base, nil },
+		Getenv: func(k string) string {
+			if k == "BROKER_STACK_PREFIX" {
+				return prefix
+			}
+			return ""
+		},
+		Sleep: func(ctx context.Context, _ time.Duration) {},
+	})
+	c := client(t, b.URL)
+	service, plan := planOf(t, b, "aws-s3-bucket", "standard")
+	e := &e2e{t: t, c: c, service: service}
+	stacks := func(a account) []string { return stacksNamed(ctx, t, a.clients.cfn, prefix) }
+
+	id := uuid.NewString()
+	r := e.provision(id, plan, true, nil)
+	if state, desc := e.poll(id, r.OperationKey); state != osb.StateSucceeded {
+		t.Fatalf("provision ended %s: %s", state, desc)
+	}
+	t.Run("the instance goes to the account with room", func(t *testing.T) {
+		if got := stacks(second); len(got) != 1 {
+			t.Errorf("stacks %v in the second account, want the instance's", got)
+		}
+		if got := stacks(first); len(got) != 1 || got[0] != filler {
+			t.Errorf("stacks %v in the first account, want only the one it had", got)
+		}
+	})
+	t.Run("with every account at its quota, a provision fails saying so and makes nothing", func(t *testing.T) {
+		full := uuid.NewString()
+		r := e.provision(full, plan, true, nil)
+		state, desc := e.poll(full, r.OperationKey)
+		if state != osb.StateFailed || !strings.Contains(desc, "Every account of the plan's pool in eu-west-1 holds 100% or more of its quota of 1 stacks") {
+			t.Fatalf("provision ended %s: %s", state, desc)
+		}
+		if n := len(stacks(first)) + len(stacks(second)); n != 2 {
+			t.Errorf("%d stacks in the pool, want the filler and the first instance's", n)
+		}
+	})
+	dr, err := c.DeprovisionInstance(&osb.DeprovisionRequest{InstanceID: id, ServiceID: service, PlanID: plan, AcceptsIncomplete: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if state, desc := e.poll(id, dr.OperationKey); state != osbtest.Gone && state != osb.StateSucceeded {
+		t.Fatalf("deprovision ended %s: %s", state, desc)
+	}
+	if got := stacks(second); len(got) != 0 {
+		t.Errorf("stacks %v outlived the deprovision", got)
+	}
 }

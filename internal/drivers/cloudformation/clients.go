@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -175,13 +177,16 @@ func (d *Driver) homeRegion() string {
 // placement puts the provision's request (the broker checked it at the
 // request; a catalog changed since may refuse it now), a binding's where
 // its instance's stack is.
-func (d *Driver) placeFor(c broker.Change, s *Settings, binding bool) (*Place, error) {
+func (d *Driver) placeFor(ctx context.Context, c broker.Change, s *Settings, binding bool) (*Place, error) {
 	if binding {
 		inst, _, err := d.get(c, instanceRecord)
 		return inst.Place, err
 	}
 	t, err := s.Placement.Resolve(c.Instance.InstanceRequest)
 	if err != nil {
+		return nil, err
+	}
+	if t, err = d.choose(ctx, t); err != nil {
 		return nil, err
 	}
 	return placeOf(t, d.homeRegion()), nil
@@ -258,8 +263,17 @@ func (d *Driver) Place(inst broker.Instance, records []broker.Resource, settings
 		return out, true
 	}
 	now := placeOf(t, d.homeRegion())
-	if now.RoleARN != at.RoleARN || firstOf(now.Region, d.homeRegion()) != out.Region {
+	inPool := slices.ContainsFunc(t.Pool, func(m Target) bool { return m.RoleARN == at.RoleARN })
+	if (len(t.Pool) == 0 && now.RoleARN != at.RoleARN) || (len(t.Pool) > 0 && !inPool) || firstOf(now.Region, d.homeRegion()) != out.Region {
 		out.Moved, out.Now = true, &broker.Place{Account: now.Account, Region: now.Region}
+		if len(t.Pool) > 0 {
+			// A pool: any of its accounts.
+			var accounts []string
+			for _, m := range t.Pool {
+				accounts = append(accounts, m.Account())
+			}
+			out.Now.Account = strings.Join(accounts, ",")
+		}
 	}
 	return out, true
 }

@@ -250,7 +250,7 @@ func (d *Driver) create(ctx context.Context, c broker.Change, s *Settings, name 
 		return broker.Progress{}, &broker.Failure{Description: fmt.Sprintf(
 			"The record of the stack %s is gone (it was detached for cleanup), so the %s cannot complete.", stackName, c.Operation.Kind)}
 	case !found:
-		place, err := d.placeFor(c, s, binding)
+		place, err := d.placeFor(ctx, c, s, binding)
 		if err != nil {
 			return broker.Progress{}, err
 		}

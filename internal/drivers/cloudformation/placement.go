@@ -34,10 +34,14 @@ const (
 	keyRegions         = "regions"
 	keyRegionParameter = "region_parameter"
 	keyRetired         = "retired"
+	keyPool            = "pool"
+	keyStackQuota      = "stack_quota"
+	keyMaxShare        = "max_share"
 )
 
 var (
-	targetKeys    = []string{keyRegion, keyRoleARN, keyExternalID, keyExternalIDEnv, keyServiceRoleARN, keyBoundaryARN}
+	targetKeys    = []string{keyRegion, keyRoleARN, keyExternalID, keyExternalIDEnv, keyServiceRoleARN, keyBoundaryARN, keyPool, keyStackQuota, keyMaxShare}
+	roleKeys      = []string{keyRoleARN, keyExternalID, keyExternalIDEnv, keyServiceRoleARN, keyBoundaryARN}
 	placementKeys = append(slices.Clone(targetKeys), keyBy, keyMap, keyDefault, keyRegions, keyRegionParameter, keyRetired)
 )
 
@@ -95,7 +99,23 @@ type Target struct {
 	// Empty: none (the assumed role's own permissions; no boundary).
 	ServiceRoleARN string
 	BoundaryARN    string
+	// Pool, when set, are accounts (each a role, its external id, service
+	// role and boundary) in the target's Region, of which a new instance
+	// goes to the one with the most room under StackQuota stacks, counting
+	// the broker's stacks there (pool.go); when every one holds MaxShare of
+	// its quota or more, provisions fail.
+	Pool       []Target
+	StackQuota int
+	MaxShare   float64
 }
+
+// Default quota and share of a pool: CloudFormation's default quota of
+// stacks per account and Region, and room left for the bindings of the
+// instances already there.
+const (
+	DefaultStackQuota = 2000
+	DefaultMaxShare   = 0.9
+)
 
 // Account is the target's account, from its role; empty: the broker's.
 func (t Target) Account() string { return roleAccount(t.RoleARN) }
@@ -139,15 +159,26 @@ func (p *Placement) Targets() []Target {
 	if p == nil {
 		return nil
 	}
+	all := slices.Clone(p.Retired)
 	if p.By == "" {
-		return append([]Target{p.Target}, p.Retired...)
+		all = append(all, p.Target)
 	}
-	out := slices.Clone(p.Retired)
 	for _, k := range slices.Sorted(maps.Keys(p.Map)) {
-		out = append(out, p.Map[k])
+		all = append(all, p.Map[k])
 	}
 	if p.Default != nil {
-		out = append(out, *p.Default)
+		all = append(all, *p.Default)
+	}
+	var out []Target
+	for _, t := range all {
+		if len(t.Pool) == 0 {
+			out = append(out, t)
+			continue
+		}
+		for _, m := range t.Pool {
+			m.Region = t.Region
+			out = append(out, m)
+		}
 	}
 	return out
 }
@@ -320,6 +351,14 @@ func target(key string, v any, allowed []string) (Target, error) {
 		}
 		return t, catalog.Settingf(key+"."+keyRegion, "%s is not one of the Regions the placement allows (%s): add it to %s.%s, or name one of them", t.Region, list(allowed), KeyPlacement, keyRegions)
 	}
+	if _, ok := m[keyPool]; ok {
+		return pool(key, m, t.Region)
+	}
+	for _, k := range []string{keyStackQuota, keyMaxShare} {
+		if _, ok := m[k]; ok {
+			return t, catalog.Settingf(key+"."+k, "goes with %s: the quota of each account of a pool", keyPool)
+		}
+	}
 	if t.RoleARN, err = str(keyRoleARN); err != nil {
 		return t, err
 	}
@@ -369,6 +408,61 @@ func target(key string, v any, allowed []string) (Target, error) {
 			return t, catalog.Settingf(key+"."+k, "is in account %s, but %s is in account %s: the stacks are made in the role's account, under a service role of that account",
 				roleAccount(arn), keyRoleARN, t.Account())
 		}
+	}
+	return t, nil
+}
+
+// pool reads a place that is a pool of accounts in one Region.
+func pool(key string, m map[string]any, region string) (Target, error) {
+	t := Target{Region: region, StackQuota: DefaultStackQuota, MaxShare: DefaultMaxShare}
+	for _, k := range roleKeys {
+		if _, ok := m[k]; ok {
+			return t, catalog.Settingf(key+"."+k, "is set beside %s: each account of the pool names its own role", keyPool)
+		}
+	}
+	items, ok := m[keyPool].([]any)
+	if !ok || len(items) == 0 {
+		return t, catalog.Settingf(key+"."+keyPool, "must be a list of accounts (each role_arn with its external id), got %s", catalog.Describe(m[keyPool]))
+	}
+	for i, item := range items {
+		k := fmt.Sprintf("%s.%s[%d]", key, keyPool, i)
+		if im, ok := item.(map[string]any); ok {
+			for _, nested := range []string{keyRegion, keyPool, keyStackQuota, keyMaxShare} {
+				if _, ok := im[nested]; ok {
+					return t, catalog.Settingf(k+"."+nested, "is the pool's, not an account's: the accounts of a pool share its Region and quota")
+				}
+			}
+		}
+		member, err := target(k, item, nil)
+		if err != nil {
+			return t, err
+		}
+		if member.RoleARN == "" {
+			return t, catalog.Settingf(k+"."+keyRoleARN, "is missing: each account of a pool is reached through its role")
+		}
+		for _, other := range t.Pool {
+			if other.Account() == member.Account() {
+				return t, catalog.Settingf(k+"."+keyRoleARN, "is in account %s, which the pool names already", member.Account())
+			}
+		}
+		t.Pool = append(t.Pool, member)
+	}
+	if v, ok := m[keyStackQuota]; ok {
+		n, isWhole := wholeNumber(v)
+		if !isWhole || n < 1 || n > 1000000 {
+			return t, catalog.Settingf(key+"."+keyStackQuota, "must be a whole number of stacks (the account's CloudFormation quota in the Region, default %d), got %s", DefaultStackQuota, catalog.Describe(v))
+		}
+		t.StackQuota = int(n)
+	}
+	if v, ok := m[keyMaxShare]; ok {
+		f, isNumber := v.(float64)
+		if n, isWhole := wholeNumber(v); isWhole {
+			f, isNumber = float64(n), true
+		}
+		if !isNumber || f <= 0 || f > 1 {
+			return t, catalog.Settingf(key+"."+keyMaxShare, "must be a share of the quota above 0 and at most 1 (default %g), got %s", DefaultMaxShare, catalog.Describe(v))
+		}
+		t.MaxShare = f
 	}
 	return t, nil
 }

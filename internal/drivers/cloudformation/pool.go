@@ -1,0 +1,82 @@
+package cloudformation
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	cfn "github.com/aws/aws-sdk-go-v2/service/cloudformation"
+	"github.com/aws/aws-sdk-go-v2/service/cloudformation/types"
+
+	"github.com/serverless-osb/broker/internal/broker"
+)
+
+// choose picks where a new instance of target t goes: t itself, or for a
+// pool the account with the most room under its quota, counting the
+// stacks the broker made there (its prefix's); none that holds MaxShare
+// of its quota or more. Two provisions at once may pick the same account:
+// the share left under the quota is the margin for that.
+func (d *Driver) choose(ctx context.Context, t Target) (Target, error) {
+	if len(t.Pool) == 0 {
+		return t, nil
+	}
+	best, bestRoom := -1, 0
+	var counts []string
+	for i, m := range t.Pool {
+		m.Region = t.Region
+		placed, err := d.at(ctx, placeOf(m, d.homeRegion()))
+		if err != nil {
+			return Target{}, err
+		}
+		n, err := placed.countStacks(ctx)
+		if err != nil {
+			return Target{}, err
+		}
+		counts = append(counts, fmt.Sprintf("%d", n))
+		if float64(n) >= t.MaxShare*float64(t.StackQuota) {
+			continue
+		}
+		if room := t.StackQuota - n; best < 0 || room > bestRoom {
+			best, bestRoom = i, room
+		}
+	}
+	if best < 0 {
+		return Target{}, &broker.Failure{Description: fmt.Sprintf(
+			"Every account of the plan's pool in %s holds %g%% or more of its quota of %d stacks (%s stacks): the broker places no more instances there. Ask the platform operator to add an account to the pool, or to raise its quota and the plan's stack_quota.",
+			firstOf(t.Region, d.homeRegion(), "the broker's Region"), t.MaxShare*100, t.StackQuota, strings.Join(counts, ", "))}
+	}
+	m := t.Pool[best]
+	m.Region = t.Region
+	d.Logger.InfoContext(ctx, "pool account chosen", "account", m.Account(), "region", m.Region, "room", bestRoom)
+	return m, nil
+}
+
+// liveStatuses are the statuses of every stack that counts against the
+// quota: all but DELETE_COMPLETE.
+var liveStatuses = slices.DeleteFunc(types.StackStatus("").Values(), func(s types.StackStatus) bool {
+	return s == types.StackStatusDeleteComplete
+})
+
+// countStacks counts the stacks of the broker's prefix in d's place.
+func (d *Driver) countStacks(ctx context.Context) (int, error) {
+	lister, ok := d.API.(cfn.ListStacksAPIClient)
+	if !ok {
+		return 0, &broker.Failure{Description: "The broker cannot count the stacks of its pool's accounts here."}
+	}
+	n := 0
+	p := cfn.NewListStacksPaginator(lister, &cfn.ListStacksInput{StackStatusFilter: liveStatuses})
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			return 0, classify("count the stacks of a pool's account", err)
+		}
+		for _, s := range page.StackSummaries {
+			if strings.HasPrefix(aws.ToString(s.StackName), d.Deployment.StackPrefix+"-") {
+				n++
+			}
+		}
+	}
+	return n, nil
+}
