@@ -103,6 +103,13 @@ type Needs struct {
 	// identities its stacks make): the stack makes them only for a kind
 	// that says so.
 	ServiceRole bool `json:"service_role,omitempty"`
+	// InTargets are what the worker does in each target account of a
+	// placement (another account the catalog places instances in),
+	// through the role it assumes there: the target stack grants them to
+	// that role, with its own account's values for the placeholders (the
+	// service role and boundary the target stack makes). Their Function is
+	// the worker's.
+	InTargets []Statement `json:"in_targets,omitempty"`
 }
 
 // Driver is one driver kind's needs, by its name.
@@ -161,6 +168,23 @@ func (m Manifest) Check() error {
 				errs = append(errs, fmt.Errorf("driver %s: %s: driver %s has a statement of the %s function with that Sid", d.Name, where, other, s.Function))
 			}
 			sids[s.Function][s.Sid] = d.Name
+			for _, r := range s.Resources {
+				known(where, r)
+				if strings.Contains(r, "*") && s.WildcardReason == "" {
+					errs = append(errs, fmt.Errorf("driver %s: %s: resource %s has a wildcard: say why it is as narrow as it can be (WildcardReason)", d.Name, where, r))
+				}
+			}
+			for _, byKey := range s.Conditions {
+				for _, v := range byKey {
+					known(where, v)
+				}
+			}
+		}
+		for _, s := range d.Needs.InTargets {
+			where := fmt.Sprintf("target statement %q", s.Sid)
+			if s.Sid == "" || len(s.Actions) == 0 || len(s.Resources) == 0 {
+				errs = append(errs, fmt.Errorf("driver %s: %s: a statement needs a Sid, actions and resources", d.Name, where))
+			}
 			for _, r := range s.Resources {
 				known(where, r)
 				if strings.Contains(r, "*") && s.WildcardReason == "" {

@@ -23,7 +23,8 @@ var stacksARN = deploy.ARN("cloudformation", "stack/"+deploy.StackPrefix+"-*/*")
 // prefix and the boundary (DeploymentFromEnv).
 //
 // roles are the roles the plans' placements name (RolesOf): the worker may
-// assume exactly those, and no other, to reach the accounts they are in.
+// assume exactly those, and no other, to reach the accounts they are in;
+// there the role it assumes (the target stack's) grants it InTargets.
 func Needs(roles Roles) deploy.Needs {
 	stacks := []string{stacksARN}
 	const whyStacks = "The stacks of service instances and bindings are made at run time, one or two per instance, " +
@@ -64,6 +65,12 @@ func Needs(roles Roles) deploy.Needs {
 			{Function: deploy.Worker, Name: env.PermissionsBoundaryARN, Value: deploy.PermissionsBoundaryARN},
 		},
 	}
+	// In a target account the worker does the same, through the role it
+	// assumes there, under that account's service role; and counts the
+	// broker's stacks there for a pool (pool.go).
+	n.InTargets = append(slices.Clone(n.Statements), deploy.Statement{Function: deploy.Worker, Sid: "CountServiceStacks",
+		Actions: []string{"cloudformation:ListStacks"}, Resources: []string{"*"},
+		WildcardReason: "ListStacks supports no resource-level permissions: IAM only grants it on \"*\"; the driver counts the stacks named PREFIX-… among them, to place an instance of a pool where there is room."})
 	if len(roles) > 0 {
 		n.Statements = append(n.Statements, deploy.Statement{Function: deploy.Worker, Sid: "AssumeTargetRoles",
 			Actions: []string{"sts:AssumeRole"}, Resources: slices.Sorted(maps.Keys(roles))})
