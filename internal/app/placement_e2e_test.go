@@ -430,3 +430,42 @@ func TestAPoolPlacesInstancesWhereThereIsRoomOnMoto(t *testing.T) {
 		t.Errorf("stacks %v outlived the deprovision", got)
 	}
 }
+
+// TestNoStackLeftBehindByACrashWithAPlacedPlan is the fault-injection
+// suite (faults_cfn_test.go) on a plan placed in a second account and
+// another Region: the process dies at every call through the ports and to
+// AWS (STS's AssumeRole among them); afterwards no stack is left that is
+// not attached to a live instance or binding, in the target account, and
+// none at all in the broker's.
+func TestNoStackLeftBehindByACrashWithAPlacedPlan(t *testing.T) {
+	ctx, cancel := waittest.Context(t)
+	defer cancel()
+	cfg := mototest.Config(t, "us-east-1")
+	home := newAccount(ctx, t, cfg, "", "us-east-1")
+	target := newAccount(ctx, t, cfg, otherAccountID(), "eu-west-1")
+	prefix := "osbfp" + strings.ReplaceAll(uuid.NewString()[:8], "-", "")
+	catalog := placedCatalog(t, t.TempDir(), map[string]any{"region": target.region, "role_arn": target.role, "external_id": "crash-id"})
+	tried := 0
+	for _, lc := range cfnLifecycles() {
+		total := cfnFaultRun{lc: lc, prefix: prefix, cfg: cfg, catalog: catalog, stacksIn: target.clients.cfn}.run(t)
+		for _, after := range []bool{false, true} {
+			when := "before"
+			if after {
+				when = "after"
+			}
+			for k := 1; k <= total; k++ {
+				tried++
+				t.Run(fmt.Sprintf("%s crashes %s call %d of %d", lc.name, when, k, total), func(t *testing.T) {
+					t.Parallel()
+					cfnFaultRun{lc: lc, k: k, after: after, prefix: prefix, cfg: cfg, catalog: catalog, stacksIn: target.clients.cfn}.run(t)
+				})
+			}
+		}
+	}
+	t.Cleanup(func() {
+		if got := stacksNamed(context.Background(), t, home.clients.cfn, prefix); len(got) != 0 {
+			t.Errorf("stacks %v in the broker's account", got)
+		}
+	})
+	t.Logf("crash points tried: %d", tried)
+}
