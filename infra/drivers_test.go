@@ -311,13 +311,16 @@ func synthCatalog(t *testing.T, id, catalogPath string, manifest []byte) (awscdk
 // stack for a catalog whose S3 plan places instances in other accounts (by
 // space, with a default and a retired place): the worker may
 // sts:AssumeRole exactly the roles the placement names, in one statement,
-// the api function (which runs no CloudFormation change) none, and cdk-nag
-// finds nothing.
+// the api function (which runs no CloudFormation change) only those of the
+// pool, whose stacks it counts at a provision request, and cdk-nag finds
+// nothing.
 func TestStackLetsTheWorkerAssumeExactlyTheCatalogsTargetRoles(t *testing.T) {
 	const (
 		payments = "arn:aws:iam::222222222222:role/osb-target"
 		ledger   = "arn:aws:iam::333333333333:role/osb-target"
 		retired  = "arn:aws:iam::444444444444:role/osb-target"
+		pool1    = "arn:aws:iam::555555555555:role/osb-target"
+		pool2    = "arn:aws:iam::666666666666:role/osb-target"
 	)
 	tmp := t.TempDir()
 	for _, f := range []string{"s3-bucket/instance.yaml", "s3-bucket/binding.yaml"} {
@@ -357,6 +360,9 @@ func TestStackLetsTheWorkerAssumeExactlyTheCatalogsTargetRoles(t *testing.T) {
             map:
               space-payments: {region: eu-west-1, role_arn: "` + payments + `", external_id: payments-7f3a}
               space-ledger: {region: eu-central-1, role_arn: "` + ledger + `", external_id_env: LEDGER_EXTERNAL_ID}
+              space-pooled:
+                region: eu-west-1
+                pool: [{role_arn: "` + pool1 + `", external_id: pool-1}, {role_arn: "` + pool2 + `", external_id: pool-2}]
             default: {region: eu-west-1, role_arn: "` + payments + `", external_id: payments-7f3a}
             retired:
               - {role_arn: "` + retired + `", external_id: old-7f3a}
@@ -368,13 +374,14 @@ func TestStackLetsTheWorkerAssumeExactlyTheCatalogsTargetRoles(t *testing.T) {
 
 	t.Run("the worker may assume exactly the roles the placement names, once each", func(t *testing.T) {
 		got := statementsAllowing(t, template, "WorkerRole", "sts:AssumeRole")
-		if len(got) != 1 || !jsonEqual(got[0]["Resource"], []any{payments, ledger, retired}) || !jsonEqual(got[0]["Action"], "sts:AssumeRole") {
-			t.Fatalf("sts:AssumeRole statements %v, want one on %s, %s and %s", got, payments, ledger, retired)
+		if want := []any{payments, ledger, retired, pool1, pool2}; len(got) != 1 || !jsonEqual(got[0]["Resource"], want) || !jsonEqual(got[0]["Action"], "sts:AssumeRole") {
+			t.Fatalf("sts:AssumeRole statements %v, want one on %v", got, want)
 		}
 	})
-	t.Run("the api function may assume none", func(t *testing.T) {
-		if got := statementsAllowing(t, template, "ApiRole", "sts:AssumeRole"); len(got) != 0 {
-			t.Fatalf("%v", got)
+	t.Run("the api function may assume the pool's roles only", func(t *testing.T) {
+		got := statementsAllowing(t, template, "ApiRole", "sts:AssumeRole")
+		if len(got) != 1 || !jsonEqual(got[0]["Resource"], []any{pool1, pool2}) {
+			t.Fatalf("sts:AssumeRole statements %v, want one on %s and %s", got, pool1, pool2)
 		}
 	})
 	t.Run("the default catalog places nothing: no role is granted", func(t *testing.T) {

@@ -362,8 +362,8 @@ func TestClientDrivesAnInstancePlacedInAnotherAccountOnMoto(t *testing.T) {
 // TestAPoolPlacesInstancesWhereThereIsRoomOnMoto: a plan whose place is a
 // pool of two accounts, the first at its configured quota (a stack of the
 // broker's prefix made there beforehand), puts the next instance in the
-// second; once both are at their quota, a provision fails saying so, and
-// makes nothing.
+// second; once both are at their quota, a provision is refused with 422
+// at the request, before anything is made.
 func TestAPoolPlacesInstancesWhereThereIsRoomOnMoto(t *testing.T) {
 	ctx, cancel := waittest.Context(t)
 	defer cancel()
@@ -408,12 +408,16 @@ func TestAPoolPlacesInstancesWhereThereIsRoomOnMoto(t *testing.T) {
 			t.Errorf("stacks %v in the first account, want only the one it had", got)
 		}
 	})
-	t.Run("with every account at its quota, a provision fails saying so and makes nothing", func(t *testing.T) {
+	t.Run("with every account at its quota, a provision is refused with 422 saying so, and nothing is made", func(t *testing.T) {
 		full := uuid.NewString()
-		r := e.provision(full, plan, true, nil)
-		state, desc := e.poll(full, r.OperationKey)
-		if state != osb.StateFailed || !strings.Contains(desc, "Every account of the plan's pool in eu-west-1 holds 100% or more of its quota of 1 stacks") {
-			t.Fatalf("provision ended %s: %s", state, desc)
+		_, err := c.ProvisionInstance(&osb.ProvisionRequest{InstanceID: full, ServiceID: service, PlanID: plan, AcceptsIncomplete: true,
+			OrganizationGUID: "org-1", SpaceGUID: "space-1"})
+		status, desc := clientError(t, err)
+		if status != http.StatusUnprocessableEntity || !strings.Contains(desc, "Every account of the plan's pool in eu-west-1 holds 100% or more of its quota of 1 stacks (1, 1 stacks)") {
+			t.Fatalf("provision: %d %q, want 422 saying the pool is full", status, desc)
+		}
+		if _, err := c.GetInstance(&osb.GetInstanceRequest{InstanceID: full}); err == nil {
+			t.Error("the refused instance is on record")
 		}
 		if n := len(stacks(first)) + len(stacks(second)); n != 2 {
 			t.Errorf("%d stacks in the pool, want the filler and the first instance's", n)

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/serverless-osb/broker/internal/catalog"
@@ -76,4 +77,36 @@ func (b *Broker) InstancePlace(ctx context.Context, inst Instance) (Place, bool,
 	}
 	place, known := placed.Place(inst, snap.Records, settings)
 	return place, known, nil
+}
+
+// RoomCheck is implemented by a driver that may have no room for a new
+// instance where its plan puts it (the CloudFormation driver's pool of
+// accounts, each at its share of its stack quota). The broker asks it
+// after ProvisionCheck, before anything is written; an error with a Code
+// (CodeUnprocessable: 422) is the answer, any other lets the request
+// through (the change itself finds out again, and fails saying so).
+type RoomCheck interface {
+	CheckRoom(ctx context.Context, req InstanceRequest, settings any) error
+}
+
+// checkRoom asks the plan's driver, when it can, whether there is room.
+func (b *Broker) checkRoom(ctx context.Context, p *catalog.Plan, req InstanceRequest) error {
+	if b.Drivers == nil {
+		return nil
+	}
+	d, settings, ok := b.Drivers.For(p)
+	rc, isRoomCheck := d.(RoomCheck)
+	if !ok || !isRoomCheck {
+		return nil
+	}
+	err := rc.CheckRoom(ctx, req, settings)
+	var coded *Error
+	switch {
+	case errors.As(err, &coded):
+		return coded
+	case err != nil:
+		// Not a refusal: the change finds out where it goes itself.
+		b.Logger.WarnContext(ctx, "could not tell whether there is room for the instance", "error", err.Error())
+	}
+	return nil
 }

@@ -52,6 +52,9 @@ func (b *Broker) Provision(ctx context.Context, d ProvisionDetails) (ProvisionRe
 	if err := b.checkProvision(plan, d.InstanceRequest); err != nil {
 		return ProvisionResult{}, err
 	}
+	if err := b.checkRoom(ctx, plan, d.InstanceRequest); err != nil {
+		return ProvisionResult{}, err
+	}
 	isAsync, err := async(plan, d.AcceptsIncomplete)
 	if err != nil {
 		return ProvisionResult{}, err

@@ -106,3 +106,11 @@ func (d heldDriver) Place(inst broker.Instance, records []broker.Resource, setti
 	}
 	return broker.Place{}, false
 }
+
+// CheckRoom is the wrapped driver's, when it has one (broker.RoomCheck).
+func (d heldDriver) CheckRoom(ctx context.Context, req broker.InstanceRequest, settings any) error {
+	if rc, ok := d.Driver.(broker.RoomCheck); ok {
+		return rc.CheckRoom(ctx, req, settings)
+	}
+	return nil
+}

@@ -2,6 +2,7 @@ package cloudformation
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"slices"
@@ -39,6 +40,9 @@ type Role struct {
 	ExternalIDEnv  string
 	ServiceRoleARN string
 	BoundaryARN    string
+	// Pooled: an account of a pool, whose stacks the api function counts
+	// at a provision request (CheckRoom).
+	Pooled bool
 }
 
 // Roles are the roles every plan's placement names, by ARN: an instance's
@@ -56,9 +60,12 @@ func RolesOf(settings []*Settings) (Roles, error) {
 				continue
 			}
 			r := Role{ExternalID: t.ExternalID, ExternalIDEnv: t.ExternalIDEnv, ServiceRoleARN: t.ServiceRoleARN, BoundaryARN: t.BoundaryARN}
-			if prev, ok := roles[t.RoleARN]; ok && prev != r {
+			prev, ok := roles[t.RoleARN]
+			if ok && (prev.ExternalID != r.ExternalID || prev.ExternalIDEnv != r.ExternalIDEnv ||
+				prev.ServiceRoleARN != r.ServiceRoleARN || prev.BoundaryARN != r.BoundaryARN) {
 				return nil, fmt.Errorf("the catalog names the role %s in two plans with different external ids, service roles or boundaries; give it the same ones everywhere", t.RoleARN)
 			}
+			r.Pooled = prev.Pooled || t.pooled
 			roles[t.RoleARN] = r
 		}
 	}
@@ -187,6 +194,10 @@ func (d *Driver) placeFor(ctx context.Context, c broker.Change, s *Settings, bin
 		return nil, err
 	}
 	if t, err = d.choose(ctx, t); err != nil {
+		var full *poolFull
+		if errors.As(err, &full) {
+			return nil, &broker.Failure{Description: full.description}
+		}
 		return nil, err
 	}
 	return placeOf(t, d.homeRegion()), nil

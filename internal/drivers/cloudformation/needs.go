@@ -75,5 +75,19 @@ func Needs(roles Roles) deploy.Needs {
 		n.Statements = append(n.Statements, deploy.Statement{Function: deploy.Worker, Sid: "AssumeTargetRoles",
 			Actions: []string{"sts:AssumeRole"}, Resources: slices.Sorted(maps.Keys(roles))})
 	}
+	// The api function counts the stacks of a pool's accounts at a
+	// provision request, to refuse one with 422 when every account is
+	// at its share (CheckRoom): it may assume those roles, and no other.
+	var pooled []string
+	for arn, r := range roles {
+		if r.Pooled {
+			pooled = append(pooled, arn)
+		}
+	}
+	if len(pooled) > 0 {
+		slices.Sort(pooled)
+		n.Statements = append(n.Statements, deploy.Statement{Function: deploy.API, Sid: "AssumePoolRoles",
+			Actions: []string{"sts:AssumeRole"}, Resources: pooled})
+	}
 	return n
 }

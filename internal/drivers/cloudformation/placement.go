@@ -107,6 +107,9 @@ type Target struct {
 	Pool       []Target
 	StackQuota int
 	MaxShare   float64
+	// pooled: the target is an account of a pool (Targets), which the api
+	// function reaches too, to count its stacks at the request.
+	pooled bool
 }
 
 // Default quota and share of a pool: CloudFormation's default quota of
@@ -176,7 +179,7 @@ func (p *Placement) Targets() []Target {
 			continue
 		}
 		for _, m := range t.Pool {
-			m.Region = t.Region
+			m.Region, m.pooled = t.Region, true
 			out = append(out, m)
 		}
 	}

@@ -3,13 +3,17 @@ package cloudformation
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	cfn "github.com/aws/aws-sdk-go-v2/service/cloudformation"
+	"github.com/aws/aws-sdk-go-v2/service/cloudformation/types"
 	"github.com/aws/aws-sdk-go-v2/service/sts"
 	ststypes "github.com/aws/aws-sdk-go-v2/service/sts/types"
 
@@ -429,4 +433,86 @@ func TestStacksCarryTheCostAllocationTags(t *testing.T) {
 			t.Errorf("tag %s = %q, want %q (tags %v)", k, tags[k], want, tags)
 		}
 	}
+}
+
+// listingStacks is the fake CloudFormation with ListStacks, which a pool
+// counts its accounts' stacks with.
+type listingStacks struct{ *fakeStacks }
+
+func (f listingStacks) ListStacks(_ context.Context, in *cfn.ListStacksInput, _ ...func(*cfn.Options)) (*cfn.ListStacksOutput, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := &cfn.ListStacksOutput{}
+	for _, s := range f.stacks {
+		if slices.Contains(in.StackStatusFilter, s.stack.StackStatus) {
+			out.StackSummaries = append(out.StackSummaries, types.StackSummary{StackName: s.stack.StackName, StackStatus: s.stack.StackStatus})
+		}
+	}
+	return out, nil
+}
+
+// pooledHarness is the driver harness with a plan placed in a pool of the
+// payments and ledger accounts, each with its own fake CloudFormation.
+func pooledHarness(t *testing.T, quota int) (h *harness, payments, ledger *fakeStacks) {
+	h = newHarness(t, false)
+	s, err := configurePlaced(t, map[string]any{"region": "eu-west-1", "stack_quota": quota, "max_share": 1,
+		"pool": []any{map[string]any{"role_arn": paymentsRole, "external_id": paymentsExternalID}, map[string]any{"role_arn": ledgerRole, "external_id": "ledger-id"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.settings = s
+	payments, ledger = newFakeStacks(), newFakeStacks()
+	sts := &countingSTS{lifetime: time.Hour}
+	made := 0
+	h.driver.Clients = &Clients{Base: aws.Config{Region: "us-east-1"}, STS: sts, NewAPI: func(cfg aws.Config) API {
+		// One client per account, made in the pool's order: payments,
+		// then ledger.
+		made++
+		if made == 1 {
+			return listingStacks{payments}
+		}
+		return listingStacks{ledger}
+	}}
+	if h.driver.Roles, err = RolesOf([]*Settings{s}); err != nil {
+		t.Fatal(err)
+	}
+	return h, payments, ledger
+}
+
+func TestAPoolPlacesWhereThereIsRoom(t *testing.T) {
+	t.Run("the instance goes to the account with the most room, and its record says so", func(t *testing.T) {
+		h, payments, ledger := pooledHarness(t, 3)
+		payments.add("osb-a", types.StackStatusCreateComplete)
+		payments.add("osb-b", types.StackStatusUpdateComplete)
+		payments.add("other-c", types.StackStatusCreateComplete) // not the broker's
+		ledger.add("osb-d", types.StackStatusCreateComplete)
+		ledger.add("osb-e", types.StackStatusDeleteComplete) // gone
+		if _, err := h.driver.Begin(h.ctx, h.fresh(h.change(broker.KindProvision, "op-1"))); err != nil {
+			t.Fatal(err)
+		}
+		if ledger.get(h.instanceStack()) == nil || payments.get(h.instanceStack()) != nil {
+			t.Error("the stack was not made in the ledger account, which has the most room")
+		}
+		if rec, _ := h.record(instanceRecord); rec.Place == nil || rec.Place.RoleARN != ledgerRole || rec.Place.Region != "eu-west-1" {
+			t.Errorf("the record's place is %+v", rec.Place)
+		}
+	})
+	t.Run("with every account at its share, the provision fails naming the counts, and the request is refused with 422", func(t *testing.T) {
+		h, payments, ledger := pooledHarness(t, 1)
+		payments.add("osb-a", types.StackStatusCreateComplete)
+		ledger.add("osb-b", types.StackStatusCreateComplete)
+		c := h.change(broker.KindProvision, "op-1")
+		_, err := h.driver.Begin(h.ctx, h.fresh(c))
+		f := failureOf(t, err)
+		if !strings.Contains(f.Description, "Every account of the plan's pool in eu-west-1 holds 100% or more of its quota of 1 stacks (1, 1 stacks)") {
+			t.Errorf("description %q", f.Description)
+		}
+		if _, found := h.record(instanceRecord); found {
+			t.Error("a record was written")
+		}
+		var be *broker.Error
+		if err := h.driver.CheckRoom(h.ctx, c.Instance.InstanceRequest, h.settings); !errors.As(err, &be) || be.Code != broker.CodeUnprocessable {
+			t.Errorf("CheckRoom: %v, want 422", err)
+		}
+	})
 }

@@ -2,6 +2,7 @@ package cloudformation
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -43,7 +44,7 @@ func (d *Driver) choose(ctx context.Context, t Target) (Target, error) {
 		}
 	}
 	if best < 0 {
-		return Target{}, &broker.Failure{Description: fmt.Sprintf(
+		return Target{}, &poolFull{description: fmt.Sprintf(
 			"Every account of the plan's pool in %s holds %g%% or more of its quota of %d stacks (%s stacks): the broker places no more instances there. Ask the platform operator to add an account to the pool, or to raise its quota and the plan's stack_quota.",
 			firstOf(t.Region, d.homeRegion(), "the broker's Region"), t.MaxShare*100, t.StackQuota, strings.Join(counts, ", "))}
 	}
@@ -79,4 +80,34 @@ func (d *Driver) countStacks(ctx context.Context) (int, error) {
 		}
 	}
 	return n, nil
+}
+
+// poolFull says that every account of a pool is at its share of its
+// quota: the provision's Failure in the worker, 422 at the request.
+type poolFull struct{ description string }
+
+func (e *poolFull) Error() string { return e.description }
+
+var _ broker.RoomCheck = (*Driver)(nil)
+
+// CheckRoom refuses, at the request (422, before anything is written), a
+// provision whose plan puts it in a pool whose every account is at its
+// share of its quota. It counts as the change would (with the api's
+// credentials, which the target role trusts too); any other trouble
+// counting is not a refusal: the change counts again, and fails saying so.
+func (d *Driver) CheckRoom(ctx context.Context, req broker.InstanceRequest, settings any) error {
+	s, ok := settings.(*Settings)
+	if !ok || s == nil {
+		return nil
+	}
+	t, err := s.Placement.Resolve(req)
+	if err != nil || len(t.Pool) == 0 {
+		return nil // CheckProvision has answered a request without a place
+	}
+	_, err = d.choose(ctx, t)
+	var full *poolFull
+	if errors.As(err, &full) {
+		return broker.Errorf(broker.CodeUnprocessable, "%s", full.description)
+	}
+	return err
 }
