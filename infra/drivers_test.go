@@ -384,6 +384,23 @@ func TestStackLetsTheWorkerAssumeExactlyTheCatalogsTargetRoles(t *testing.T) {
 			t.Fatalf("sts:AssumeRole statements %v, want one on %s and %s", got, pool1, pool2)
 		}
 	})
+	t.Run("the api function is told the stack prefix, which it counts a pool's stacks by", func(t *testing.T) {
+		found := 0
+		for id, r := range template["Resources"].(object) {
+			r := r.(object)
+			if r["Type"] != "AWS::Lambda::Function" || !strings.HasPrefix(id, "Api") {
+				continue
+			}
+			found++
+			vars := r["Properties"].(object)["Environment"].(object)["Variables"].(object)
+			if vars[env.StackPrefix] != "osb" {
+				t.Errorf("%s: %s = %v, want osb", id, env.StackPrefix, vars[env.StackPrefix])
+			}
+		}
+		if found != 1 {
+			t.Errorf("%d api functions, want 1", found)
+		}
+	})
 	t.Run("the default catalog places nothing: no role is granted", func(t *testing.T) {
 		for _, role := range []string{"WorkerRole", "ApiRole"} {
 			if got := statementsAllowing(t, broker.json, role, "sts:AssumeRole"); len(got) != 0 {

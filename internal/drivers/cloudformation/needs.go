@@ -88,6 +88,8 @@ func Needs(roles Roles) deploy.Needs {
 		slices.Sort(pooled)
 		n.Statements = append(n.Statements, deploy.Statement{Function: deploy.API, Sid: "AssumePoolRoles",
 			Actions: []string{"sts:AssumeRole"}, Resources: pooled})
+		// It counts the stacks of the deployment's prefix.
+		n.Env = append(n.Env, deploy.Variable{Function: deploy.API, Name: env.StackPrefix, Value: deploy.StackPrefix})
 	}
 	return n
 }
