@@ -401,6 +401,29 @@ func TestStackLetsTheWorkerAssumeExactlyTheCatalogsTargetRoles(t *testing.T) {
 			t.Errorf("%d api functions, want 1", found)
 		}
 	})
+	t.Run("an alarm fires on the worker's line that says a pool is nearly full", func(t *testing.T) {
+		var filters []object
+		for _, r := range template["Resources"].(object) {
+			if r := r.(object); r["Type"] == "AWS::Logs::MetricFilter" {
+				filters = append(filters, r["Properties"].(object))
+			}
+		}
+		if len(filters) != 1 || filters[0]["FilterPattern"] != `{ $.msg = "pool nearly full" }` ||
+			!jsonEqual(filters[0]["LogGroupName"], object{"Ref": logicalID(t, "WorkerLogs")}) {
+			t.Fatalf("metric filters %v, want one on the worker's log lines \"pool nearly full\"", filters)
+		}
+		metric := filters[0]["MetricTransformations"].([]any)[0].(object)["MetricName"]
+		found := false
+		for id, r := range template["Resources"].(object) {
+			r := r.(object)
+			if r["Type"] == "AWS::CloudWatch::Alarm" && strings.HasPrefix(id, "PoolNearlyFullAlarm") {
+				found = r["Properties"].(object)["MetricName"] == metric
+			}
+		}
+		if !found {
+			t.Errorf("no alarm PoolNearlyFullAlarm on %v", metric)
+		}
+	})
 	t.Run("the default catalog places nothing: no role is granted", func(t *testing.T) {
 		for _, role := range []string{"WorkerRole", "ApiRole"} {
 			if got := statementsAllowing(t, broker.json, role, "sts:AssumeRole"); len(got) != 0 {

@@ -90,6 +90,8 @@ func Needs(roles Roles) deploy.Needs {
 			Actions: []string{"sts:AssumeRole"}, Resources: pooled})
 		// It counts the stacks of the deployment's prefix.
 		n.Env = append(n.Env, deploy.Variable{Function: deploy.API, Name: env.StackPrefix, Value: deploy.StackPrefix})
+		n.LogAlarms = append(n.LogAlarms, deploy.LogAlarm{ID: "PoolNearlyFullAlarm", Function: deploy.Worker, Message: PoolNearlyFull,
+			Description: "A pool of accounts of a placement holds 90% or more of the stacks its accounts may hold (their max_share of their stack_quota): add an account to the pool before provisions are refused with 422 (the worker's log line \"" + PoolNearlyFull + "\" names the Region)."})
 	}
 	return n
 }

@@ -496,6 +496,9 @@ func TestAPoolPlacesWhereThereIsRoom(t *testing.T) {
 		if rec, _ := h.record(instanceRecord); rec.Place == nil || rec.Place.RoleARN != ledgerRole || rec.Place.Region != "eu-west-1" {
 			t.Errorf("the record's place is %+v", rec.Place)
 		}
+		if strings.Contains(h.logs.String(), PoolNearlyFull) {
+			t.Errorf("a pool with room is said to be nearly full:\n%s", h.logs)
+		}
 	})
 	t.Run("with every account at its share, the provision fails naming the counts, and the request is refused with 422", func(t *testing.T) {
 		h, payments, ledger := pooledHarness(t, 1)
@@ -509,6 +512,9 @@ func TestAPoolPlacesWhereThereIsRoom(t *testing.T) {
 		}
 		if _, found := h.record(instanceRecord); found {
 			t.Error("a record was written")
+		}
+		if !strings.Contains(h.logs.String(), `"msg":"`+PoolNearlyFull+`"`) {
+			t.Errorf("no log line %q, which the stack alarms on:\n%s", PoolNearlyFull, h.logs)
 		}
 		var be *broker.Error
 		if err := h.driver.CheckRoom(h.ctx, c.Instance.InstanceRequest, h.settings); !errors.As(err, &be) || be.Code != broker.CodeUnprocessable {

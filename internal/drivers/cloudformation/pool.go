@@ -23,7 +23,7 @@ func (d *Driver) choose(ctx context.Context, t Target) (Target, error) {
 	if len(t.Pool) == 0 {
 		return t, nil
 	}
-	best, bestRoom := -1, 0
+	best, bestRoom, total := -1, 0, 0
 	var counts []string
 	for i, m := range t.Pool {
 		m.Region = t.Region
@@ -35,13 +35,19 @@ func (d *Driver) choose(ctx context.Context, t Target) (Target, error) {
 		if err != nil {
 			return Target{}, err
 		}
-		counts = append(counts, fmt.Sprintf("%d", n))
+		counts, total = append(counts, fmt.Sprintf("%d", n)), total+n
 		if float64(n) >= t.MaxShare*float64(t.StackQuota) {
 			continue
 		}
 		if room := t.StackQuota - n; best < 0 || room > bestRoom {
 			best, bestRoom = i, room
 		}
+	}
+	capacity := t.MaxShare * float64(t.StackQuota*len(t.Pool))
+	if float64(total+1) >= nearlyFull*capacity {
+		// The stack's alarm on this line fires before the pool is full.
+		d.Logger.WarnContext(ctx, PoolNearlyFull, "region", firstOf(t.Region, d.homeRegion()), "stacks", total,
+			"capacity", int(capacity), "accounts", len(t.Pool))
 	}
 	if best < 0 {
 		return Target{}, &poolFull{description: fmt.Sprintf(
@@ -53,6 +59,14 @@ func (d *Driver) choose(ctx context.Context, t Target) (Target, error) {
 	d.Logger.InfoContext(ctx, "pool account chosen", "account", m.Account(), "region", m.Region, "room", bestRoom)
 	return m, nil
 }
+
+// PoolNearlyFull is the message of the worker's log line that says a pool
+// is past nearlyFull of what its accounts may hold (their max_share of
+// their quota); the stack alarms on it (Needs).
+const PoolNearlyFull = "pool nearly full"
+
+// nearlyFull is the share of a pool's room past which it is nearly full.
+const nearlyFull = 0.9
 
 // liveStatuses are the statuses of every stack that counts against the
 // quota: all but DELETE_COMPLETE.
