@@ -107,7 +107,7 @@ func (b *builder) alarms(topic awssns.ITopic) {
 		cw.AddAlarmAction(awscloudwatchactions.NewSnsAction(topic))
 		cw.AddOkAction(awscloudwatchactions.NewSnsAction(topic))
 	}
-	for _, a := range alarms {
+	for _, a := range append(alarms, b.logAlarms()...) {
 		define(a, 1)
 	}
 	own, periods := b.brokerAlarms()

@@ -306,3 +306,134 @@ func synthCatalog(t *testing.T, id, catalogPath string, manifest []byte) (awscdk
 	}
 	return stack, template
 }
+
+// TestStackLetsTheWorkerAssumeExactlyTheCatalogsTargetRoles synthesizes the
+// stack for a catalog whose S3 plan places instances in other accounts (by
+// space, with a default and a retired place): the worker may
+// sts:AssumeRole exactly the roles the placement names, in one statement,
+// the api function (which runs no CloudFormation change) only those of the
+// pool, whose stacks it counts at a provision request, and cdk-nag finds
+// nothing.
+func TestStackLetsTheWorkerAssumeExactlyTheCatalogsTargetRoles(t *testing.T) {
+	const (
+		payments = "arn:aws:iam::222222222222:role/osb-target"
+		ledger   = "arn:aws:iam::333333333333:role/osb-target"
+		retired  = "arn:aws:iam::444444444444:role/osb-target"
+		pool1    = "arn:aws:iam::555555555555:role/osb-target"
+		pool2    = "arn:aws:iam::666666666666:role/osb-target"
+	)
+	tmp := t.TempDir()
+	for _, f := range []string{"s3-bucket/instance.yaml", "s3-bucket/binding.yaml"} {
+		body, err := os.ReadFile(filepath.Join("services", f)) // the tests run at the repository's root
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.MkdirAll(filepath.Join(tmp, filepath.Dir(f)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(tmp, f), body, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	catalogPath := filepath.Join(tmp, "catalog.yaml")
+	doc := `services:
+  - id: 5d0c8a4e-2f0c-4b8e-9d2b-6a1f4e3c7b01
+    name: buckets
+    description: A bucket where the space's data lives.
+    bindable: true
+    plans:
+      - id: 5d0c8a4e-2f0c-4b8e-9d2b-6a1f4e3c7b02
+        name: placed
+        description: Placed by space.
+        schemas:
+          service_instance:
+            create: {parameters: {$schema: "http://json-schema.org/draft-04/schema#", type: object, properties: {}}}
+          service_binding:
+            create: {parameters: {$schema: "http://json-schema.org/draft-04/schema#", type: object, properties: {}}}
+        broker:
+          driver: cloudformation
+          mode: async-only
+          template: s3-bucket/instance.yaml
+          binding_template: s3-bucket/binding.yaml
+          placement:
+            by: space
+            map:
+              space-payments: {region: eu-west-1, role_arn: "` + payments + `", external_id: payments-7f3a}
+              space-ledger: {region: eu-central-1, role_arn: "` + ledger + `", external_id_env: LEDGER_EXTERNAL_ID}
+              space-pooled:
+                region: eu-west-1
+                pool: [{role_arn: "` + pool1 + `", external_id: pool-1}, {role_arn: "` + pool2 + `", external_id: pool-2}]
+            default: {region: eu-west-1, role_arn: "` + payments + `", external_id: payments-7f3a}
+            retired:
+              - {role_arn: "` + retired + `", external_id: old-7f3a}
+`
+	if err := os.WriteFile(catalogPath, []byte(doc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	stack, template := synthCatalog(t, "Placed", catalogPath, nil)
+
+	t.Run("the worker may assume exactly the roles the placement names, once each", func(t *testing.T) {
+		got := statementsAllowing(t, template, "WorkerRole", "sts:AssumeRole")
+		if want := []any{payments, ledger, retired, pool1, pool2}; len(got) != 1 || !jsonEqual(got[0]["Resource"], want) || !jsonEqual(got[0]["Action"], "sts:AssumeRole") {
+			t.Fatalf("sts:AssumeRole statements %v, want one on %v", got, want)
+		}
+	})
+	t.Run("the api function may assume the pool's roles only", func(t *testing.T) {
+		got := statementsAllowing(t, template, "ApiRole", "sts:AssumeRole")
+		if len(got) != 1 || !jsonEqual(got[0]["Resource"], []any{pool1, pool2}) {
+			t.Fatalf("sts:AssumeRole statements %v, want one on %s and %s", got, pool1, pool2)
+		}
+	})
+	t.Run("the api function is told the stack prefix, which it counts a pool's stacks by", func(t *testing.T) {
+		found := 0
+		for id, r := range template["Resources"].(object) {
+			r := r.(object)
+			if r["Type"] != "AWS::Lambda::Function" || !strings.HasPrefix(id, "Api") {
+				continue
+			}
+			found++
+			vars := r["Properties"].(object)["Environment"].(object)["Variables"].(object)
+			if vars[env.StackPrefix] != "osb" {
+				t.Errorf("%s: %s = %v, want osb", id, env.StackPrefix, vars[env.StackPrefix])
+			}
+		}
+		if found != 1 {
+			t.Errorf("%d api functions, want 1", found)
+		}
+	})
+	t.Run("an alarm fires on the worker's line that says a pool is nearly full", func(t *testing.T) {
+		var filters []object
+		for _, r := range template["Resources"].(object) {
+			if r := r.(object); r["Type"] == "AWS::Logs::MetricFilter" {
+				filters = append(filters, r["Properties"].(object))
+			}
+		}
+		if len(filters) != 1 || filters[0]["FilterPattern"] != `{ $.msg = "pool nearly full" }` ||
+			!jsonEqual(filters[0]["LogGroupName"], object{"Ref": logicalID(t, "WorkerLogs")}) {
+			t.Fatalf("metric filters %v, want one on the worker's log lines \"pool nearly full\"", filters)
+		}
+		metric := filters[0]["MetricTransformations"].([]any)[0].(object)["MetricName"]
+		found := false
+		for id, r := range template["Resources"].(object) {
+			r := r.(object)
+			if r["Type"] == "AWS::CloudWatch::Alarm" && strings.HasPrefix(id, "PoolNearlyFullAlarm") {
+				found = r["Properties"].(object)["MetricName"] == metric
+			}
+		}
+		if !found {
+			t.Errorf("no alarm PoolNearlyFullAlarm on %v", metric)
+		}
+	})
+	t.Run("the default catalog places nothing: no role is granted", func(t *testing.T) {
+		for _, role := range []string{"WorkerRole", "ApiRole"} {
+			if got := statementsAllowing(t, broker.json, role, "sts:AssumeRole"); len(got) != 0 {
+				t.Errorf("%s: %v", role, got)
+			}
+		}
+	})
+	t.Run("cdk-nag finds nothing", func(t *testing.T) {
+		if found := nagFindings(t, stack); len(found) != 0 {
+			t.Errorf("findings: %q", found)
+		}
+	})
+}

@@ -29,6 +29,15 @@ func main() {
 }
 
 func define(app awscdk.App) error {
+	if target, ok, err := infra.TargetPropsFromContext(app.Node()); err != nil || ok {
+		if err != nil {
+			return err
+		}
+		// The stack each target account of a placement gets (-c target=true).
+		target.Description = jsii.String("serverless-osb: the role a broker assumes in this account, and the service role its stacks are made under.")
+		_, err = infra.NewTargetStack(app, defaultStackName+"Target", &target)
+		return err
+	}
 	props, err := infra.PropsFromContext(app.Node())
 	if err != nil {
 		return err

@@ -102,6 +102,9 @@ type cfnFaultRun struct {
 	cfg    aws.Config
 	// catalog is the catalog served (default services/catalog.yaml).
 	catalog string
+	// stacksIn reaches the account and Region the catalog puts the
+	// stacks in (default: cfg's).
+	stacksIn *awscfn.Client
 }
 
 func (r cfnFaultRun) start(t *testing.T, dir string, c *crasher) *apptest.Broker {
@@ -181,7 +184,11 @@ func (r cfnFaultRun) run(t *testing.T) int {
 	b := r.start(t, dir, nil)
 	b.Local.Broker.RepairAfter = -time.Hour
 	quiesce(t, b, f)
-	checkNoStrayStack(t, b, f, awscfn.NewFromConfig(r.cfg), r.prefix)
+	stacks := r.stacksIn
+	if stacks == nil {
+		stacks = awscfn.NewFromConfig(r.cfg)
+	}
+	checkNoStrayStack(t, b, f, stacks, r.prefix)
 	return c.calls()
 }
 

@@ -31,7 +31,9 @@ const OpsUsage = `usage: go run ./functions/api ops [--json] [--stack NAME] COMM
   instances [--service ID] [--plan ID] [--behind]
                     the instances (of the service, of the plan), each with the version of
                     its plan it runs (maintenance_info version, plan digest) and whether it
-                    is behind the catalog's; --behind lists only those
+                    is behind the catalog's; --behind lists only those; and the account and
+                    Region it lives in, CHANGED when its plan's placement now puts new
+                    instances elsewhere (it stays where it is)
   operations        operations in progress, with those overdue marked STUCK
   operation INSTANCE_ID [OPERATION_ID]
                     the instance's operations (finished ones are kept 7 days), each with
@@ -310,10 +312,10 @@ func Ops(ctx context.Context, b *broker.Broker, args []string, out io.Writer) er
 		if err != nil {
 			return err
 		}
-		fmt.Fprintln(w, "INSTANCE\tSERVICE\tPLAN\tSTATE\tVERSION\tDIGEST\tBEHIND")
+		fmt.Fprintln(w, "INSTANCE\tSERVICE\tPLAN\tSTATE\tVERSION\tDIGEST\tBEHIND\tACCOUNT\tREGION\tMAPPING")
 		for _, l := range list {
-			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", l.ID, l.ServiceID, l.PlanID, l.State,
-				cmp.Or(l.Runs.Version, "-"), cmp.Or(shortDigest(l.Runs.Digest), "-"), l.behindText())
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", l.ID, l.ServiceID, l.PlanID, l.State,
+				cmp.Or(l.Runs.Version, "-"), cmp.Or(shortDigest(l.Runs.Digest), "-"), l.behindText(), placeText(l.Place))
 		}
 	case "operations":
 		ops, err := b.Store.ListInProgress(ctx)
@@ -456,6 +458,9 @@ type instanceVersion struct {
 	// instance cannot be upgraded, and Behind is false.
 	Current *broker.PlanVersion `json:"current,omitempty"`
 	Behind  bool                `json:"behind"`
+	// Place is where the instance lives, when its driver places instances
+	// (the CloudFormation driver: the account and Region of its stack).
+	Place *broker.Place `json:"place,omitempty"`
 }
 
 func (l instanceVersion) behindText() string {
@@ -468,6 +473,28 @@ func (l instanceVersion) behindText() string {
 		return fmt.Sprintf("yes: the plan is at %s", cmp.Or(l.Current.Version, "no maintenance_info version"))
 	}
 	return fmt.Sprintf("yes: the plan deploys %s", shortDigest(l.Current.Digest))
+}
+
+// placeText is the ACCOUNT, REGION and MAPPING columns of ops instances:
+// where the instance lives, and whether its plan's placement would now put
+// a new instance elsewhere (the instance stays where it is).
+func placeText(p *broker.Place) string {
+	if p == nil {
+		return "-\t-\t-"
+	}
+	where := func(p broker.Place) (string, string) {
+		return cmp.Or(p.Account, "broker's"), cmp.Or(p.Region, "broker's")
+	}
+	account, region := where(*p)
+	mapping := "unchanged"
+	switch {
+	case p.Moved && p.Now == nil:
+		mapping = "CHANGED: the plan places no new instance like it now"
+	case p.Moved:
+		a, r := where(*p.Now)
+		mapping = fmt.Sprintf("CHANGED: new ones go to account %s, %s", a, r)
+	}
+	return account + "\t" + region + "\t" + mapping
 }
 
 // shortDigest is as much of a plan digest ("sha256:" and 64 hex digits) as
@@ -517,6 +544,13 @@ func opsInstances(ctx context.Context, b *broker.Broker, args []string) ([]insta
 			l := instanceVersion{ID: inst.ID, ServiceID: inst.ServiceID, PlanID: inst.PlanID, State: string(inst.State), Runs: inst.RunsVersion()}
 			if current, ok := b.CurrentVersion(inst.ServiceID, inst.PlanID); ok {
 				l.Current, l.Behind = &current, l.Runs.Behind(current)
+			}
+			place, ok, err := b.InstancePlace(ctx, inst)
+			if err != nil {
+				return nil, err
+			}
+			if ok {
+				l.Place = &place
 			}
 			if l.Behind || !*behindOnly {
 				list = append(list, l)

@@ -49,6 +49,12 @@ func (b *Broker) Provision(ctx context.Context, d ProvisionDetails) (ProvisionRe
 	if err := b.validateParameters(plan, catalog.InstanceCreate, d.Parameters); err != nil {
 		return ProvisionResult{}, err
 	}
+	if err := b.checkProvision(plan, d.InstanceRequest); err != nil {
+		return ProvisionResult{}, err
+	}
+	if err := b.checkRoom(ctx, plan, d.InstanceRequest); err != nil {
+		return ProvisionResult{}, err
+	}
 	isAsync, err := async(plan, d.AcceptsIncomplete)
 	if err != nil {
 		return ProvisionResult{}, err

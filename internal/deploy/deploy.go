@@ -103,6 +103,25 @@ type Needs struct {
 	// identities its stacks make): the stack makes them only for a kind
 	// that says so.
 	ServiceRole bool `json:"service_role,omitempty"`
+	// InTargets are what the worker does in each target account of a
+	// placement (another account the catalog places instances in),
+	// through the role it assumes there: the target stack grants them to
+	// that role, with its own account's values for the placeholders (the
+	// service role and boundary the target stack makes). Their Function is
+	// the worker's.
+	InTargets []Statement `json:"in_targets,omitempty"`
+	// LogAlarms are alarms on a log line of a function: the stack counts
+	// the lines whose message is Message and alarms at the first.
+	LogAlarms []LogAlarm `json:"log_alarms,omitempty"`
+}
+
+// LogAlarm is an alarm on the log lines of Function whose message (slog's
+// "msg") is Message; ID names it in the stack (letters and digits).
+type LogAlarm struct {
+	ID          string   `json:"id"`
+	Function    Function `json:"function"`
+	Message     string   `json:"message"`
+	Description string   `json:"description"`
 }
 
 // Driver is one driver kind's needs, by its name.
@@ -173,6 +192,28 @@ func (m Manifest) Check() error {
 				}
 			}
 		}
+		for _, s := range d.Needs.InTargets {
+			where := fmt.Sprintf("target statement %q", s.Sid)
+			if s.Sid == "" || len(s.Actions) == 0 || len(s.Resources) == 0 {
+				errs = append(errs, fmt.Errorf("driver %s: %s: a statement needs a Sid, actions and resources", d.Name, where))
+			}
+			for _, r := range s.Resources {
+				known(where, r)
+				if strings.Contains(r, "*") && s.WildcardReason == "" {
+					errs = append(errs, fmt.Errorf("driver %s: %s: resource %s has a wildcard: say why it is as narrow as it can be (WildcardReason)", d.Name, where, r))
+				}
+			}
+			for _, byKey := range s.Conditions {
+				for _, v := range byKey {
+					known(where, v)
+				}
+			}
+		}
+		for _, a := range d.Needs.LogAlarms {
+			if !slices.Contains(Functions, a.Function) || !alarmIDPattern.MatchString(a.ID) || a.Message == "" || a.Description == "" {
+				errs = append(errs, fmt.Errorf("driver %s: log alarm %q: an alarm needs an id of letters and digits, a function, a message and a description", d.Name, a.ID))
+			}
+		}
 		for _, v := range d.Needs.Env {
 			if !slices.Contains(Functions, v.Function) {
 				errs = append(errs, fmt.Errorf("driver %s: variable %s: no function %q", d.Name, v.Name, v.Function))
@@ -183,7 +224,10 @@ func (m Manifest) Check() error {
 	return errors.Join(errs...)
 }
 
-var placeholderPattern = regexp.MustCompile(`\$\{[^}]*\}`)
+var (
+	placeholderPattern = regexp.MustCompile(`\$\{[^}]*\}`)
+	alarmIDPattern     = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9]*$`)
+)
 
 // Fill replaces each placeholder of s by its value; values holds one for
 // every placeholder that Check lets a manifest use.

@@ -49,9 +49,27 @@ func cloudformationKind() Kind {
 			if err != nil {
 				return nil, fmt.Errorf("load the AWS configuration: %w", err)
 			}
-			return cloudformation.New(awscfn.NewFromConfig(cfg), env.Resources, dep, env.Logger), nil
+			roles, err := cloudformation.RolesOf(cloudformationSettings(env.Plans))
+			if err != nil {
+				return nil, err
+			}
+			d := cloudformation.New(awscfn.NewFromConfig(cfg), env.Resources, dep, env.Logger)
+			d.Clients, d.Roles, d.Getenv = cloudformation.NewClients(cfg), roles, getenv
+			return d, nil
 		},
-		Needs: func([]Configured) deploy.Needs { return cloudformation.Needs() },
+		Ready: func(settings any, env Env) error {
+			s, ok := settings.(*cloudformation.Settings)
+			if !ok || s == nil {
+				return nil
+			}
+			return s.Placement.Ready(env.Getenv)
+		},
+		// A catalog whose plans name one role with different settings is
+		// refused here too, when the bundle is built.
+		Needs: func(plans []Configured) deploy.Needs {
+			roles, _ := cloudformation.RolesOf(cloudformationSettings(plans))
+			return cloudformation.Needs(roles)
+		},
 		Files: func(settings any) []string {
 			s := settings.(*cloudformation.Settings)
 			files := []string{s.Template.Path}
@@ -61,4 +79,15 @@ func cloudformationKind() Kind {
 			return files
 		},
 	}
+}
+
+// cloudformationSettings are the CloudFormation settings of plans.
+func cloudformationSettings(plans []Configured) []*cloudformation.Settings {
+	var out []*cloudformation.Settings
+	for _, p := range plans {
+		if s, ok := p.Settings.(*cloudformation.Settings); ok && s != nil {
+			out = append(out, s)
+		}
+	}
+	return out
 }

@@ -36,6 +36,10 @@ type Env struct {
 	// cleanup must go by the plan as it is, not as a detached resource's
 	// record remembers it, looks them up here.
 	Settings func(planID string) (settings any, ok bool)
+	// Plans are every plan of the catalog with its parsed settings (Build
+	// sets it): a driver that needs what all its plans say together (the
+	// roles the CloudFormation driver assumes) reads them here.
+	Plans []Configured
 }
 
 // Kind is one driver a plan may name in its broker block.
@@ -144,6 +148,9 @@ func Build(ctx context.Context, cat *catalog.Catalog, env Env) (*Set, error) {
 	for _, c := range configured {
 		s.plans[c.plan.ID] = planDriver{name: c.kind.Name, settings: c.settings}
 		kinds[c.kind.Name] = c.kind
+	}
+	for _, c := range configured {
+		env.Plans = append(env.Plans, Configured{Plan: c.plan, Settings: c.settings})
 	}
 	env.Settings = func(planID string) (any, bool) {
 		pd, ok := s.plans[planID]

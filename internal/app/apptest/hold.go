@@ -98,3 +98,19 @@ func (d heldDriver) InMemory() bool {
 	im, ok := d.Driver.(broker.InMemory)
 	return ok && im.InMemory()
 }
+
+// Place is the wrapped driver's, when it places instances (broker.Placed).
+func (d heldDriver) Place(inst broker.Instance, records []broker.Resource, settings any) (broker.Place, bool) {
+	if p, ok := d.Driver.(broker.Placed); ok {
+		return p.Place(inst, records, settings)
+	}
+	return broker.Place{}, false
+}
+
+// CheckRoom is the wrapped driver's, when it has one (broker.RoomCheck).
+func (d heldDriver) CheckRoom(ctx context.Context, req broker.InstanceRequest, settings any) error {
+	if rc, ok := d.Driver.(broker.RoomCheck); ok {
+		return rc.CheckRoom(ctx, req, settings)
+	}
+	return nil
+}

@@ -91,11 +91,17 @@ func DeploymentFromEnv(getenv func(string) string) (Deployment, error) {
 
 // Driver is the CloudFormation driver.
 type Driver struct {
+	// API reaches the broker's own account and Region; Clients, when set,
+	// the other places the catalog names (clients.go), with the Roles
+	// they are reached through (Getenv reads their external ids).
 	API        API
 	Resources  broker.Resources
 	Deployment Deployment
 	Logger     *slog.Logger
 	Now        func() time.Time
+	Clients    *Clients
+	Roles      Roles
+	Getenv     func(string) string
 }
 
 var _ broker.Driver = (*Driver)(nil)
@@ -154,6 +160,9 @@ type record struct {
 	// binding stack's outputs are credentials and are not kept here: the
 	// binding is where the broker keeps credentials.
 	Outputs map[string]string `json:"outputs,omitempty"`
+	// Place is where the stack is (clients.go); nil for the records of
+	// stacks made before the broker placed them: the broker's own.
+	Place *Place `json:"place,omitempty"`
 }
 
 // Leftovers names the record of the stack a failed provision or bind
@@ -241,12 +250,24 @@ func (d *Driver) create(ctx context.Context, c broker.Change, s *Settings, name 
 		return broker.Progress{}, &broker.Failure{Description: fmt.Sprintf(
 			"The record of the stack %s is gone (it was detached for cleanup), so the %s cannot complete.", stackName, c.Operation.Kind)}
 	case !found:
+		place, err := d.placeFor(ctx, c, s, binding)
+		if err != nil {
+			return broker.Progress{}, err
+		}
+		// The place is reachable before anything is on record: a role
+		// that is refused leaves nothing to clean up.
+		if _, err := d.at(ctx, place); err != nil {
+			return broker.Progress{}, err
+		}
 		// The record comes first: whatever happens next, it names the stack.
 		rec = record{StackName: stackName, CreatedBy: c.Operation.ID, Op: c.Operation.ID, Kind: c.Operation.Kind,
-			Token: token("create", c.Operation.ID)}
+			Token: token("create", c.Operation.ID), Place: place}
 		if err := d.put(ctx, c.Instance.ID, name, rec); err != nil {
 			return broker.Progress{}, err
 		}
+	}
+	if d, err = d.at(ctx, rec.Place); err != nil {
+		return broker.Progress{}, err
 	}
 
 	if !rec.Started {
@@ -311,7 +332,7 @@ func (d *Driver) startCreate(ctx context.Context, c broker.Change, s *Settings, 
 	}
 	if name == instanceRecord {
 		in.StackPolicyBody = aws.String(stackPolicy(t, s.AllowReplacement))
-		given, err := requestParameters(c.Instance.Parameters, t, s.AcceptedParameters(catalog.InstanceCreate))
+		given, err := requestParameters(s.Placement.templateParameters(c.Instance.Parameters), t, s.Accepted[catalog.InstanceCreate])
 		if err != nil {
 			return err
 		}
@@ -404,6 +425,9 @@ func (d *Driver) update(ctx context.Context, c broker.Change, s *Settings) (brok
 	}
 	if !found {
 		return broker.Progress{}, &broker.Failure{Description: "The service instance has no stack on record, so it cannot be updated."}
+	}
+	if d, err = d.at(ctx, rec.Place); err != nil {
+		return broker.Progress{}, err
 	}
 	if rec.Op != c.Operation.ID {
 		rec.Op, rec.Kind, rec.Token = c.Operation.ID, c.Operation.Kind, token("update", c.Operation.ID)
@@ -582,6 +606,10 @@ type deletion struct {
 
 // deleteStack moves one stack's deletion on.
 func (d *Driver) deleteStack(ctx context.Context, c broker.Change, name string, rec record) (deletion, error) {
+	d, err := d.at(ctx, rec.Place)
+	if err != nil {
+		return deletion{}, err
+	}
 	if rec.Op != c.Operation.ID {
 		rec.Op, rec.Kind, rec.Token = c.Operation.ID, c.Operation.Kind, ""
 		rec.Started, rec.Complete, rec.DeleteTries = false, false, 0
@@ -662,6 +690,10 @@ func (d *Driver) Cleanup(ctx context.Context, det broker.Detached) (broker.Progr
 	}
 	if rec.StackName == "" && rec.StackID == "" {
 		return broker.Progress{Done: true}, nil
+	}
+	d, err := d.at(ctx, rec.Place)
+	if err != nil {
+		return broker.Progress{}, err
 	}
 	stack, err := d.describe(ctx, rec)
 	if err != nil {

@@ -95,7 +95,10 @@ const (
 	TagSpaceGUID        = "serverless-osb:space-guid"
 	TagInstanceName     = "serverless-osb:instance-name"
 	TagNamespace        = "serverless-osb:namespace"
-	TagAppGUID          = "serverless-osb:app-guid"
+	// TagSubaccountID is SAP BTP's subaccount, its context's subaccount_id:
+	// with the organization and space, what a bill is split by.
+	TagSubaccountID = "serverless-osb:subaccount-id"
+	TagAppGUID      = "serverless-osb:app-guid"
 	// TagOperationID names the operation that created the stack: it tells
 	// the broker's own stack from another one of the same name (the
 	// leftover of an earlier instance with the same id).
@@ -142,6 +145,7 @@ type platformContext struct {
 	SpaceGUID        string `json:"space_guid"`
 	InstanceName     string `json:"instance_name"`
 	Namespace        string `json:"namespace"`
+	SubaccountID     string `json:"subaccount_id"`
 }
 
 // instanceTags tags an instance's stack; bindingTags adds a binding's.
@@ -162,6 +166,7 @@ func instanceTags(c broker.Change, createdBy string) []types.Tag {
 		{TagSpaceGUID, firstOf(c.Instance.SpaceGUID, ctx.SpaceGUID)},
 		{TagInstanceName, ctx.InstanceName},
 		{TagNamespace, ctx.Namespace},
+		{TagSubaccountID, ctx.SubaccountID},
 		{TagOperationID, createdBy},
 	}
 	if c.Plan != nil {

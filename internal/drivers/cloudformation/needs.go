@@ -1,6 +1,9 @@
 package cloudformation
 
 import (
+	"maps"
+	"slices"
+
 	"github.com/serverless-osb/broker/internal/deploy"
 	"github.com/serverless-osb/broker/internal/env"
 )
@@ -18,12 +21,16 @@ var stacksARN = deploy.ARN("cloudformation", "stack/"+deploy.StackPrefix+"-*/*")
 // read their status, events and resources, and pass the role to
 // CloudFormation, and to nothing else. The worker is told the role, the
 // prefix and the boundary (DeploymentFromEnv).
-func Needs() deploy.Needs {
+//
+// roles are the roles the plans' placements name (RolesOf): the worker may
+// assume exactly those, and no other, to reach the accounts they are in;
+// there the role it assumes (the target stack's) grants it InTargets.
+func Needs(roles Roles) deploy.Needs {
 	stacks := []string{stacksARN}
 	const whyStacks = "The stacks of service instances and bindings are made at run time, one or two per instance, " +
 		"each named PREFIX-… (BROKER_STACK_PREFIX) and addressed by its ARN, which ends with a stack id CloudFormation " +
 		"makes up; the pattern is those stacks only, and creating, updating and deleting them requires the service role."
-	return deploy.Needs{
+	n := deploy.Needs{
 		ServiceRole: true,
 		Statements: []deploy.Statement{
 			{Function: deploy.Worker, Sid: "ChangeServiceStacks",
@@ -58,4 +65,33 @@ func Needs() deploy.Needs {
 			{Function: deploy.Worker, Name: env.PermissionsBoundaryARN, Value: deploy.PermissionsBoundaryARN},
 		},
 	}
+	// In a target account the worker does the same, through the role it
+	// assumes there, under that account's service role; and counts the
+	// broker's stacks there for a pool (pool.go).
+	n.InTargets = append(slices.Clone(n.Statements), deploy.Statement{Function: deploy.Worker, Sid: "CountServiceStacks",
+		Actions: []string{"cloudformation:ListStacks"}, Resources: []string{"*"},
+		WildcardReason: "ListStacks supports no resource-level permissions: IAM only grants it on \"*\"; the driver counts the stacks named PREFIX-… among them, to place an instance of a pool where there is room."})
+	if len(roles) > 0 {
+		n.Statements = append(n.Statements, deploy.Statement{Function: deploy.Worker, Sid: "AssumeTargetRoles",
+			Actions: []string{"sts:AssumeRole"}, Resources: slices.Sorted(maps.Keys(roles))})
+	}
+	// The api function counts the stacks of a pool's accounts at a
+	// provision request, to refuse one with 422 when every account is
+	// at its share (CheckRoom): it may assume those roles, and no other.
+	var pooled []string
+	for arn, r := range roles {
+		if r.Pooled {
+			pooled = append(pooled, arn)
+		}
+	}
+	if len(pooled) > 0 {
+		slices.Sort(pooled)
+		n.Statements = append(n.Statements, deploy.Statement{Function: deploy.API, Sid: "AssumePoolRoles",
+			Actions: []string{"sts:AssumeRole"}, Resources: pooled})
+		// It counts the stacks of the deployment's prefix.
+		n.Env = append(n.Env, deploy.Variable{Function: deploy.API, Name: env.StackPrefix, Value: deploy.StackPrefix})
+		n.LogAlarms = append(n.LogAlarms, deploy.LogAlarm{ID: "PoolNearlyFullAlarm", Function: deploy.Worker, Message: PoolNearlyFull,
+			Description: "A pool of accounts of a placement holds 90% or more of the stacks its accounts may hold (their max_share of their stack_quota): add an account to the pool before provisions are refused with 422 (the worker's log line \"" + PoolNearlyFull + "\" names the Region)."})
+	}
+	return n
 }

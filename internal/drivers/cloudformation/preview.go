@@ -35,6 +35,9 @@ func (d *Driver) Preview(ctx context.Context, c broker.Change) (broker.Preview, 
 	if !found {
 		return broker.Preview{}, &broker.Failure{Description: "The service instance has no stack on record, so its update cannot be previewed."}
 	}
+	if d, err = d.at(ctx, rec.Place); err != nil {
+		return broker.Preview{}, err
+	}
 	stack, err := d.describeExisting(ctx, rec)
 	if err != nil {
 		return broker.Preview{}, err

@@ -50,7 +50,8 @@ const (
 	KeyAllowReplacement  = "allow_replacement"
 )
 
-var settingKeys = []string{KeyTemplate, KeyBindingTemplate, KeyParameters, KeyBindingParameters, KeyRetryAfter, KeyAllowReplacement}
+var settingKeys = []string{KeyTemplate, KeyBindingTemplate, KeyParameters, KeyBindingParameters, KeyRetryAfter, KeyAllowReplacement,
+	KeyPlacement}
 
 // Settings are one plan's CloudFormation settings, checked and parsed once
 // when the broker starts.
@@ -77,6 +78,9 @@ type Settings struct {
 	// data-holding resources that an update may replace or remove (the
 	// operator's decision; see changeset.go).
 	AllowReplacement []string
+	// Placement says where the plan's instances live; nil: in the
+	// broker's own account and Region (placement.go).
+	Placement *Placement
 	// digest is PlanDigest, computed once by Configure.
 	digest string
 }
@@ -84,6 +88,9 @@ type Settings struct {
 // AcceptedParameters lists the parameters users may set on a request of
 // kind k; the broker refuses (400) a request that sends any other.
 func (s *Settings) AcceptedParameters(k catalog.SchemaKind) []string {
+	if k == catalog.InstanceCreate && s.Placement != nil && s.Placement.RegionParameter != "" {
+		return slices.Sorted(slices.Values(append(slices.Clone(s.Accepted[k]), s.Placement.RegionParameter)))
+	}
 	return s.Accepted[k]
 }
 
@@ -225,11 +232,19 @@ func Configure(plan *catalog.Plan, config map[string]any, dir string) (*Settings
 		}
 	}
 
+	if s.Placement, err = configurePlacement(plan, config); err != nil {
+		return nil, err
+	}
 	s.Accepted = map[catalog.SchemaKind][]string{}
 	for _, k := range []catalog.SchemaKind{catalog.InstanceCreate, catalog.InstanceUpdate, catalog.BindingCreate} {
 		if plan != nil {
 			s.Accepted[k] = plan.SchemaProperties(k)
 		}
+	}
+	if s.Placement != nil && s.Placement.RegionParameter != "" {
+		// The Region is the broker's to act on, not a template parameter.
+		s.Accepted[catalog.InstanceCreate] = slices.DeleteFunc(slices.Clone(s.Accepted[catalog.InstanceCreate]),
+			func(n string) bool { return n == s.Placement.RegionParameter })
 	}
 	if err := supplied(KeyTemplate, s.Template, s.Parameters, nil, s.Accepted[catalog.InstanceCreate], catalog.InstanceCreate); err != nil {
 		return nil, err
