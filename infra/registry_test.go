@@ -17,10 +17,15 @@ import (
 // for cfnregistry's check.
 func synthesizedPolicy(t *testing.T, template map[string]any) cfnregistry.Policy {
 	t.Helper()
+	// What each statement serves is servicerole's word, by Sid.
+	forSid := map[string][]string{}
+	for _, s := range servicerole.Grants("osb", nil) {
+		forSid[s.Sid] = s.For
+	}
 	var p cfnregistry.Policy
 	for sid, s := range serviceRoleStatements(t, template) {
 		p = append(p, cfnregistry.Statement{Sid: sid, Deny: s["Effect"] == "Deny", Actions: actions(s), Conditional: s["Condition"] != nil,
-			Scoped: s["Resource"] != "*"})
+			Scoped: s["Resource"] != "*", For: forSid[sid]})
 	}
 	return p
 }
@@ -113,7 +118,7 @@ func TestServiceRoleGrantsWhatTheTemplatesNeed(t *testing.T) {
 			if !slices.ContainsFunc(all, func(a string) bool { return strings.EqualFold(a, u.Action) }) {
 				t.Errorf("%s %s: no handler of %s lists it", u.Property, u.Action, u.Type)
 			}
-			if policy.Grants(cfnregistry.IAMAction(u.Action)) {
+			if policy.For(u.Type).Grants(cfnregistry.IAMAction(u.Action)) {
 				t.Errorf("%s %s is listed as unused but granted", u.Type, u.Action)
 			}
 		}

@@ -52,6 +52,8 @@ func cloudformationKind() Kind {
 			return cloudformation.New(awscfn.NewFromConfig(cfg), env.Resources, dep, env.Logger), nil
 		},
 		Needs: func([]Configured) deploy.Needs { return cloudformation.Needs() },
+		// A role plan without its trust anchor refuses every bind.
+		Warning: func(settings any) string { return settings.(*cloudformation.Settings).Warning() },
 		Files: func(settings any) []string {
 			s := settings.(*cloudformation.Settings)
 			files := []string{s.Template.Path}
