@@ -117,19 +117,16 @@ var roleParameterMeaning = map[string]string{
 	TrustAnchorParameter: "the plan's " + KeyTrustAnchorARN,
 }
 
-// roleWarning is the start-up warning for a role plan without its trust
-// anchor: its bindings are refused until the operator names one.
-func (s *Settings) roleWarning() string {
+// Warning is what the operator should know of the plan at start
+// (drivers.Kind.Warning), empty when nothing: a role plan without its
+// trust anchor refuses every bind until the operator names one.
+func (s *Settings) Warning() string {
 	if s.BindingCredentials != CredentialsRole || s.TrustAnchorARN != "" {
 		return ""
 	}
 	return fmt.Sprintf("the plan hands out IAM roles (%s: %s) but names no %s: every bind is refused until the platform operator registers the platform's instance identity CA with IAM Roles Anywhere and names the trust anchor in the plan",
 		KeyBindingCredentials, CredentialsRole, KeyTrustAnchorARN)
 }
-
-// Warning is what a plan's settings opt into that the operator should
-// know at start (drivers.Kind.Warning); empty when nothing.
-func (s *Settings) Warning() string { return s.roleWarning() }
 
 var _ broker.BindChecker = (*Settings)(nil)
 
