@@ -100,6 +100,9 @@ func TestServiceRole(t *testing.T) {
 	rds := func(resource string) object { return regional("rds", resource) }
 	boundary := object{"Ref": logicalID(t, "BindingBoundary")}
 	securityGroups := regional("ec2", "security-group/*")
+	bindingRoles := arn("arn:", partition, ":iam::", account, ":role/serverless-osb/osb-*")
+	profiles := regional("rolesanywhere", "profile/*")
+	requestTag := object{"StringLike": object{"aws:RequestTag/aws:cloudformation:stack-name": "osb-*"}}
 	tests := []struct {
 		name      string
 		sid       string
@@ -169,6 +172,20 @@ func TestServiceRole(t *testing.T) {
 			[]string{"kms:*"}, []any{object{"Fn::GetAtt": []any{logicalID(t, "SealingKey"), "Arn"}}, object{"Fn::GetAtt": []any{logicalID(t, "TableKey"), "Arn"}}}, nil},
 		{"the table's handler finds the AWS managed key by its alias", "ListKeyAliases",
 			[]string{"kms:ListAliases"}, "*", nil},
+		{"binding roles' tags, policies, trust and deletion, only under /serverless-osb/ and named after the broker's stacks", "BindingRoles",
+			[]string{"iam:DeleteRole", "iam:GetRole", "iam:DeleteRolePolicy", "iam:TagRole", "iam:UpdateAssumeRolePolicy"}, bindingRoles, nil},
+		{"binding roles are made and given policies only with the boundary", "BoundedBindingRoles",
+			[]string{"iam:CreateRole", "iam:PutRolePolicy", "iam:PutRolePermissionsBoundary"}, bindingRoles,
+			object{"StringEquals": object{"iam:PermissionsBoundary": boundary}}},
+		{"binding roles, and no other role, are passed, and only to IAM Roles Anywhere", "PassBindingRolesToRolesAnywhere",
+			[]string{"iam:PassRole"}, bindingRoles, object{"StringEquals": object{"iam:PassedToService": "rolesanywhere.amazonaws.com"}}},
+		{"a Roles Anywhere profile is created only with the tag of a broker's stack", "CreateBindingProfiles",
+			[]string{"rolesanywhere:CreateProfile"}, "*", requestTag},
+		{"a new profile may be tagged as it is created, with the tag of a broker's stack", "TagNewBindingProfiles",
+			[]string{"rolesanywhere:TagResource"}, profiles, requestTag},
+		{"reads, changes, tags and deletion only on the profiles of the broker's stacks", "ManageStackBindingProfiles",
+			[]string{"rolesanywhere:GetProfile", "rolesanywhere:DeleteProfile", "rolesanywhere:PutAttributeMapping", "rolesanywhere:UntagResource"},
+			profiles, object{"StringLike": object{"aws:ResourceTag/aws:cloudformation:stack-name": "osb-*"}}},
 		{"what the resource handlers describe, read-only", "Describe",
 			[]string{"ec2:DescribeSecurityGroups", "ec2:DescribeSubnets", "ec2:DescribeVpcs", "rds:DescribeEvents", "rds:DescribeDBEngineVersions"},
 			"*", nil},
@@ -199,9 +216,9 @@ func TestServiceRole(t *testing.T) {
 			t.Errorf("statements %v, want %v", got, sids)
 		}
 	})
-	t.Run(`only read-only Describe and List actions are granted on "*"`, func(t *testing.T) {
+	t.Run(`only read-only Describe and List actions are granted on "*", but for a creation that carries the tag of a broker's stack`, func(t *testing.T) {
 		for sid, s := range statements {
-			if s["Resource"] != "*" || s["Effect"] == "Deny" {
+			if s["Resource"] != "*" || s["Effect"] == "Deny" || jsonEqual(s["Condition"], requestTag) {
 				continue
 			}
 			for _, a := range actions(s) {
@@ -224,9 +241,20 @@ func TestServiceRole(t *testing.T) {
 			}
 		}
 	})
-	t.Run("IAM actions touch only the binding users and RDS's service-linked role: no role, group or managed policy", func(t *testing.T) {
+	t.Run("IAM actions touch only the binding users, the binding roles and RDS's service-linked role: no other role, no group or managed policy", func(t *testing.T) {
+		roleSids := []string{"BindingRoles", "BoundedBindingRoles", "PassBindingRolesToRolesAnywhere"}
 		for sid, s := range statements {
 			if s["Effect"] == "Deny" {
+				continue
+			}
+			if slices.Contains(roleSids, sid) {
+				// Their resource and conditions are pinned above; only
+				// role actions, and no managed policy.
+				for _, a := range actions(s) {
+					if !strings.Contains(a, "Role") || slices.Contains([]string{"iam:AttachRolePolicy", "iam:DetachRolePolicy", "iam:DeleteRolePermissionsBoundary"}, a) {
+						t.Errorf("%s grants %s", sid, a)
+					}
+				}
 				continue
 			}
 			for _, a := range actions(s) {

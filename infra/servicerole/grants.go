@@ -52,8 +52,12 @@ var BoundaryChanges = []string{
 // resources of stacks named "prefix-…" only; IAM users may be made and
 // given policies only with boundary (the boundary policy's ARN) as their
 // permissions boundary. RDS publishes logs to CloudWatch Logs with its
-// service-linked role.
+// service-linked role. The binding roles' statements are roles.go's.
 func Grants(prefix string, boundary any) []Statement {
+	return append(grants(prefix, boundary), roleGrants(prefix, boundary)...)
+}
+
+func grants(prefix string, boundary any) []Statement {
 	lower := strings.ToLower(prefix)
 	regional := func(service, resource string) ARN { return ARN{Service: service, Resource: resource} }
 	rds := func(resource string) ARN { return regional("rds", resource) }

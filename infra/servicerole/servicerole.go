@@ -48,6 +48,9 @@ type Statement struct {
 	// of the stack's (the boundary's ARN).
 	Conditions map[string]any
 	Reason     string
+	// For are the resource types whose handlers the statement serves, when
+	// its resources hold for those alone (cfnregistry.Statement.For).
+	For []string
 }
 
 // Policy is statements as cfnregistry checks them.
@@ -55,7 +58,7 @@ func Policy(statements []Statement) cfnregistry.Policy {
 	var p cfnregistry.Policy
 	for _, s := range statements {
 		p = append(p, cfnregistry.Statement{Sid: s.Sid, Deny: s.Deny, Actions: s.Actions, Conditional: len(s.Conditions) > 0,
-			Scoped: !s.Everywhere})
+			Scoped: !s.Everywhere, For: s.For})
 	}
 	return p
 }

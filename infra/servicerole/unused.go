@@ -62,6 +62,8 @@ var Unused = join(
 
 	// AWS::IAM::User and AWS::IAM::Policy: binding users get one inline
 	// policy (AWS::IAM::Policy on Users) and an access key, nothing else.
+	// (Binding roles carry theirs themselves, Policies: roles.go, whose
+	// statements serve AWS::IAM::Role alone.)
 	unused("AWS::IAM::User", "console passwords", []string{"LoginProfile"},
 		"iam:CreateLoginProfile", "iam:UpdateLoginProfile"),
 	unused("AWS::IAM::User", "group membership", []string{"Groups"},
@@ -89,6 +91,9 @@ var Unused = join(
 	unused("AWS::RDS::DBInstance", "automated backups replicated to another Region",
 		[]string{"AutomaticBackupReplicationRegion", "AutomaticBackupReplicationKmsKeyId", "AutomaticBackupReplicationRetentionPeriod"},
 		"rds:StartDBInstanceAutomatedBackupsReplication", "rds:StopDBInstanceAutomatedBackupsReplication"),
+
+	// AWS::IAM::Role and AWS::RolesAnywhere::Profile: roles.go.
+	rolesUnused,
 )
 
 // Withheld are the actions a handler of the example templates' types lists

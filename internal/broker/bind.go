@@ -70,6 +70,9 @@ func (b *Broker) Bind(ctx context.Context, d BindDetails) (BindResult, error) {
 	if err := b.validateParameters(plan, catalog.BindingCreate, d.Parameters); err != nil {
 		return BindResult{}, b.refuseBind(ctx, d, err)
 	}
+	if err := b.checkBind(plan, d.BindingRequest); err != nil {
+		return BindResult{}, b.refuseBind(ctx, d, err)
+	}
 	isAsync, err := async(plan, d.AcceptsIncomplete)
 	if err != nil {
 		return BindResult{}, b.refuseBind(ctx, d, err)

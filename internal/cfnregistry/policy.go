@@ -40,6 +40,11 @@ type Statement struct {
 	// Scoped: the statement names resources rather than every one ("*"):
 	// a Deny then refuses the action on those alone.
 	Scoped bool
+	// For are the resource types whose handlers the statement serves, when
+	// its resources or conditions hold for those alone (iam:PassRole of
+	// the binding roles to Roles Anywhere is no PassRole for another
+	// type's role); none: any type's.
+	For []string
 }
 
 // Policy is the statements of a role's policies.
@@ -90,6 +95,17 @@ func (p Policy) matching(action string, deny bool) []Statement {
 			continue
 		}
 		if slices.ContainsFunc(s.Actions, func(pattern string) bool { return MatchAction(pattern, action) }) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// For are the statements of p that serve type typ's handlers (Statement.For).
+func (p Policy) For(typ string) Policy {
+	var out Policy
+	for _, s := range p {
+		if len(s.For) == 0 || slices.Contains(s.For, typ) {
 			out = append(out, s)
 		}
 	}
@@ -241,7 +257,7 @@ func Check(resources []Resource, policy Policy, unused []Unused, refused []Refus
 					continue
 				}
 				seen[strings.ToLower(a)] = true
-				if isRefused[strings.ToLower(a)] || policy.Grants(a) || unusedBy(unused, t, a, byType[t]) {
+				if isRefused[strings.ToLower(a)] || policy.For(t).Grants(a) || unusedBy(unused, t, a, byType[t]) {
 					continue
 				}
 				r.Missing = append(r.Missing, Missing{Type: t, Handler: h, Action: a, Resources: byType[t]})

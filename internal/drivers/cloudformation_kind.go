@@ -70,6 +70,8 @@ func cloudformationKind() Kind {
 			roles, _ := cloudformation.RolesOf(cloudformationSettings(plans))
 			return cloudformation.Needs(roles)
 		},
+		// A role plan without its trust anchor refuses every bind.
+		Warning: func(settings any) string { return settings.(*cloudformation.Settings).Warning() },
 		Files: func(settings any) []string {
 			s := settings.(*cloudformation.Settings)
 			files := []string{s.Template.Path}

@@ -350,9 +350,14 @@ func (d *Driver) startCreate(ctx context.Context, c broker.Change, s *Settings, 
 		if err != nil {
 			return err
 		}
+		role, err := s.bindingRoleParameters(c)
+		if err != nil {
+			return err
+		}
 		// Users' values first, so that neither they nor the plan can
-		// point a binding at another instance's resources.
-		in.Parameters = createParameters(merge(t, given, s.BindingParameters, inst.Outputs, d.deployed(t)))
+		// point a binding at another instance's resources, nor at
+		// another app.
+		in.Parameters = createParameters(merge(t, given, s.BindingParameters, inst.Outputs, d.deployed(t), role))
 		in.Tags = bindingTags(c, rec.CreatedBy)
 	}
 

@@ -101,7 +101,7 @@ func requestParameters(raw json.RawMessage, t *Template, accepted []string) (map
 		decl, ok := t.Parameters[name]
 		// The boundary is the deployment's: no schema may name it (Configure
 		// refuses one that does), so a user's value is refused like any other.
-		if !ok || name == BoundaryParameter || !slices.Contains(accepted, name) {
+		if !ok || driverSupplied(name) || !slices.Contains(accepted, name) {
 			return nil, &broker.Failure{Description: fmt.Sprintf(
 				"The parameter %s is not one the plan accepts (it accepts: %s); the plan changed since the request was accepted. Send the request again without it.",
 				name, list(accepted))}

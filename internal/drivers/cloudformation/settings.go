@@ -51,7 +51,7 @@ const (
 )
 
 var settingKeys = []string{KeyTemplate, KeyBindingTemplate, KeyParameters, KeyBindingParameters, KeyRetryAfter, KeyAllowReplacement,
-	KeyPlacement}
+	KeyPlacement, KeyBindingCredentials, KeyTrustAnchorARN}
 
 // Settings are one plan's CloudFormation settings, checked and parsed once
 // when the broker starts.
@@ -83,6 +83,13 @@ type Settings struct {
 	Placement *Placement
 	// digest is PlanDigest, computed once by Configure.
 	digest string
+	// BindingCredentials is what a binding hands out: CredentialsAccessKey
+	// (the binding template's IAM user and key) or CredentialsRole (its
+	// IAM role, for the bound app's instance identity; roles.go), whose
+	// trust anchor is TrustAnchorARN (empty: not registered yet, and
+	// every bind is refused).
+	BindingCredentials string
+	TrustAnchorARN     string
 }
 
 // AcceptedParameters lists the parameters users may set on a request of
@@ -213,6 +220,9 @@ func Configure(plan *catalog.Plan, config map[string]any, dir string) (*Settings
 		}
 	}
 
+	if err := configureCredentials(config, s); err != nil {
+		return nil, err
+	}
 	if s.Parameters, err = fixedParameters(config, KeyParameters, KeyTemplate, s.Template, nil); err != nil {
 		return nil, err
 	}
@@ -543,6 +553,9 @@ func fixedParameters(config map[string]any, key, templateKey string, t *Template
 		if name == BoundaryParameter {
 			return nil, catalog.Settingf(k, "%s is the deployment's permissions boundary, which the driver passes itself; remove it here", name)
 		}
+		if driverSupplied(name) {
+			return nil, catalog.Settingf(k, "%s is %s, which the driver passes itself; remove it here", name, roleParameterMeaning[name])
+		}
 		if slices.Contains(outputs, name) {
 			return nil, catalog.Settingf(k, "%s is an output of the instance template, which the driver passes to the binding stack itself; remove it here", name)
 		}
@@ -619,7 +632,7 @@ func schemaField(k catalog.SchemaKind) string { return "schemas." + k.String() }
 func openParameters(t *Template, fixed map[string]string, outputs []string) []string {
 	var open []string
 	for _, name := range slices.Sorted(maps.Keys(t.Parameters)) {
-		if _, ok := fixed[name]; !ok && !slices.Contains(outputs, name) && name != BoundaryParameter {
+		if _, ok := fixed[name]; !ok && !slices.Contains(outputs, name) && !driverSupplied(name) {
 			open = append(open, name)
 		}
 	}
@@ -644,6 +657,8 @@ func properties(k catalog.SchemaKind, accepted map[catalog.SchemaKind][]string, 
 			problems = append(problems, catalog.PlanFieldf(field, "%s is an output of the instance template, which the driver passes to the binding stack itself; remove it from the schema", name))
 		case name == BoundaryParameter:
 			problems = append(problems, catalog.PlanFieldf(field, "%s is the deployment's permissions boundary, which the driver passes itself; remove it from the schema", name))
+		case driverSupplied(name):
+			problems = append(problems, catalog.PlanFieldf(field, "%s is %s, which the driver passes itself; remove it from the schema", name, roleParameterMeaning[name]))
 		}
 	}
 	return problems
@@ -654,7 +669,7 @@ func properties(k catalog.SchemaKind, accepted map[catalog.SchemaKind][]string, 
 func supplied(key string, t *Template, fixed map[string]string, outputs []string, named []string, schema catalog.SchemaKind) error {
 	var missing []string
 	for _, name := range slices.Sorted(maps.Keys(t.Parameters)) {
-		if t.Parameters[name].HasDefault || slices.Contains(outputs, name) || slices.Contains(named, name) || name == BoundaryParameter {
+		if t.Parameters[name].HasDefault || slices.Contains(outputs, name) || slices.Contains(named, name) || driverSupplied(name) {
 			continue
 		}
 		if _, ok := fixed[name]; ok {

@@ -27,8 +27,11 @@ func planDigest(s *Settings) string {
 		Parameters        map[string]string `json:"parameters,omitempty"`
 		BindingParameters map[string]string `json:"binding_parameters,omitempty"`
 		AllowReplacement  []string          `json:"allow_replacement,omitempty"`
+		// The trust anchor a role plan's bindings trust is what its
+		// binding stacks are made with, as a fixed parameter is.
+		TrustAnchorARN string `json:"trust_anchor_arn,omitempty"`
 	}{Template: s.Template.Body, Parameters: s.Parameters, BindingParameters: s.BindingParameters,
-		AllowReplacement: s.AllowReplacement}
+		AllowReplacement: s.AllowReplacement, TrustAnchorARN: s.TrustAnchorARN}
 	if s.BindingTemplate != nil {
 		v.BindingTemplate = s.BindingTemplate.Body
 	}

@@ -1,0 +1,181 @@
+package cloudformation
+
+import (
+	"fmt"
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+
+	"gopkg.in/yaml.v3"
+)
+
+// templateValues evaluates parts of a real template as CloudFormation
+// would, for the tests that read what a template makes (its trust policy,
+// its outputs) rather than trust a copy of it: Ref (a parameter or a
+// pseudo parameter), Fn::Sub and Fn::GetAtt, short form or long, with the
+// values the test gives for the parameters and for the resources'
+// attributes. Any other intrinsic function fails the test: teach it here
+// before a template relies on it.
+type templateValues struct {
+	// Parameters, the pseudo parameters (AWS::Region...) among them.
+	Parameters map[string]string
+	// Attributes are resources' attributes by "LogicalId.Attribute".
+	Attributes map[string]string
+}
+
+// readTemplateNode reads a template file as YAML nodes, keeping the tags
+// of the short forms (!Ref, !Sub, !GetAtt).
+func readTemplateNode(t *testing.T, path string) *yaml.Node {
+	t.Helper()
+	body, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc yaml.Node
+	if err := yaml.Unmarshal(body, &doc); err != nil {
+		t.Fatal(err)
+	}
+	return doc.Content[0]
+}
+
+// child is the value of key in mapping node n, or nil.
+func child(n *yaml.Node, keys ...string) *yaml.Node {
+	for _, key := range keys {
+		if n == nil || n.Kind != yaml.MappingNode {
+			return nil
+		}
+		var next *yaml.Node
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if n.Content[i].Value == key {
+				next = n.Content[i+1]
+			}
+		}
+		n = next
+	}
+	return n
+}
+
+var subVariable = regexp.MustCompile(`\$\{([^}!][^}]*)\}`)
+
+// eval is n's value: strings, lists and maps of them.
+func (v templateValues) eval(n *yaml.Node) (any, error) {
+	switch n.Tag {
+	case "!Ref":
+		return v.ref(n.Value)
+	case "!Sub":
+		if n.Kind != yaml.ScalarNode {
+			return nil, fmt.Errorf("line %d: !Sub with a list of variables", n.Line)
+		}
+		return v.sub(n.Value)
+	case "!GetAtt":
+		return v.attribute(n.Value)
+	}
+	if strings.HasPrefix(n.Tag, "!") && !strings.HasPrefix(n.Tag, "!!") {
+		return nil, fmt.Errorf("line %d: %s is not an intrinsic function these tests evaluate", n.Line, n.Tag)
+	}
+	switch n.Kind {
+	case yaml.ScalarNode:
+		return n.Value, nil
+	case yaml.SequenceNode:
+		out := []any{}
+		for _, c := range n.Content {
+			e, err := v.eval(c)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, e)
+		}
+		return out, nil
+	case yaml.MappingNode:
+		if len(n.Content) == 2 {
+			arg := n.Content[1]
+			switch n.Content[0].Value {
+			case "Ref":
+				return v.ref(arg.Value)
+			case "Fn::Sub":
+				return v.sub(arg.Value)
+			case "Fn::GetAtt":
+				if arg.Kind == yaml.SequenceNode && len(arg.Content) == 2 {
+					return v.attribute(arg.Content[0].Value + "." + arg.Content[1].Value)
+				}
+				return v.attribute(arg.Value)
+			}
+			if strings.HasPrefix(n.Content[0].Value, "Fn::") {
+				return nil, fmt.Errorf("line %d: %s is not an intrinsic function these tests evaluate", n.Line, n.Content[0].Value)
+			}
+		}
+		out := map[string]any{}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			e, err := v.eval(n.Content[i+1])
+			if err != nil {
+				return nil, err
+			}
+			out[n.Content[i].Value] = e
+		}
+		return out, nil
+	}
+	return nil, fmt.Errorf("line %d: a YAML node of kind %d", n.Line, n.Kind)
+}
+
+func (v templateValues) ref(name string) (string, error) {
+	if p, ok := v.Parameters[name]; ok {
+		return p, nil
+	}
+	return "", fmt.Errorf("Ref %s: no value given for it", name)
+}
+
+func (v templateValues) attribute(name string) (string, error) {
+	if a, ok := v.Attributes[name]; ok {
+		return a, nil
+	}
+	return "", fmt.Errorf("GetAtt %s: no value given for it", name)
+}
+
+// sub is Fn::Sub: ${Name} is a parameter's value, ${Resource.Attribute}
+// an attribute's; a $ without a brace stays as it is.
+func (v templateValues) sub(s string) (string, error) {
+	var err error
+	out := subVariable.ReplaceAllStringFunc(s, func(m string) string {
+		name := m[2 : len(m)-1]
+		var value string
+		var e error
+		if strings.Contains(name, ".") {
+			value, e = v.attribute(name)
+		} else {
+			value, e = v.ref(name)
+		}
+		if e != nil && err == nil {
+			err = e
+		}
+		return value
+	})
+	return out, err
+}
+
+// outputs are the template's outputs as CloudFormation would set them
+// (no output here carries a Condition).
+func (v templateValues) outputs(t *testing.T, doc *yaml.Node) map[string]string {
+	t.Helper()
+	section := child(doc, "Outputs")
+	if section == nil {
+		t.Fatal("the template has no Outputs")
+	}
+	out := map[string]string{}
+	for i := 0; i+1 < len(section.Content); i += 2 {
+		name, decl := section.Content[i].Value, section.Content[i+1]
+		if child(decl, "Condition") != nil {
+			t.Fatalf("output %s has a Condition, which these tests do not evaluate", name)
+		}
+		value, err := v.eval(child(decl, "Value"))
+		if err != nil {
+			t.Fatalf("output %s: %v", name, err)
+		}
+		s, ok := value.(string)
+		if !ok {
+			t.Fatalf("output %s is %T, not a string", name, value)
+		}
+		out[name] = s
+	}
+	return out
+}
