@@ -80,8 +80,10 @@ synth: build $(CDK) ## The CloudFormation template in cdk.out/: offline, no AWS 
 
 # A template `make sandbox` runs as it is (with the assets beside it) instead of synthesizing one.
 TEMPLATE ?=
+# Where `make sandbox` keeps its logs and the bootstraps it builds (emptied at its start).
+SANDBOX_DIR ?= .sandbox
 sandbox: $(if $(TEMPLATE),,synth) ## The stack `make deploy` deploys, on 127.0.0.1 (BROKER_ADDR): moto, the functions under the Lambda emulator, IAM enforced; CATALOG=..., or TEMPLATE=cdk.out/X.template.json.
-	$(GO) build -o bin/sandbox ./internal/tools/sandbox && exec bin/sandbox -template $(or $(TEMPLATE),cdk.out)
+	$(GO) build -o bin/sandbox ./internal/tools/sandbox && exec bin/sandbox -template $(or $(TEMPLATE),cdk.out) -dir $(SANDBOX_DIR)
 
 deploy: build $(CDK) ## Deploy to your credentials' account and region (run infra/_cli/node_modules/.bin/cdk bootstrap once first).
 	$(CDK) deploy -c catalog=$(CATALOG)
