@@ -187,7 +187,7 @@ func RunOps(ctx context.Context, args []string, out, errOut io.Writer) error {
 		return fmt.Errorf("%w\n(ops works on the broker its environment names, with that broker's catalog and the variables the catalog's plans need: see ops help)", err)
 	}
 	defer closeFn()
-	local := *stack == "" && os.Getenv(env.Table) == ""
+	local := *stack == "" && (*data != "" || os.Getenv(env.Table) == "")
 	if args[0] == "upgrade" {
 		if err := checkUpgrade(b, upgrade); err != nil {
 			return err
@@ -269,10 +269,11 @@ func StackConfig(ctx context.Context, client awscfn.DescribeStacksAPIClient, nam
 }
 
 // opsBroker builds the broker the operator works on: the deployed one when
-// --stack or BROKER_TABLE names one, else the local data, without serving
-// or reaping. It says which on say, and refuses local data no broker wrote.
+// --stack or BROKER_TABLE names one (and no --data), else the local data,
+// without serving or reaping. It says which on say, and refuses local data
+// no broker wrote.
 func opsBroker(ctx context.Context, t opsTarget, say io.Writer, logger *slog.Logger) (*broker.Broker, func(), error) {
-	if t.stack != "" || os.Getenv(env.Table) != "" {
+	if t.stack != "" || (t.data == "" && os.Getenv(env.Table) != "") {
 		c, err := opsLambdaConfig(ctx, t.stack)
 		if err != nil {
 			return nil, nil, err
