@@ -32,7 +32,7 @@ run: ## Run the broker on 127.0.0.1:8080 with the embedded store (BROKER_USERNAM
 
 # The operator command's arguments, for example ARGS='--stack ServerlessOsb detached'.
 ARGS ?= help
-ops: ## The operator command: make ops ARGS='operations' (or detached, reap, cleanup ID, reseal, rotate-key; --stack NAME, --json).
+ops: ## The operator command: make ops ARGS='operations' (or detached, reap, cleanup ID, reseal, rotate-key; --data DIR or --stack NAME, --catalog FILE, --json, --verbose).
 	$(GO) run ./functions/api ops $(ARGS)
 
 test: lint unit fuzz-short infra ## Everything CI runs: lint, every test (race detector, moto started for them), a short fuzz, cdk synth + cfn-lint.
