@@ -192,14 +192,14 @@ func RunOps(ctx context.Context, args []string, out, errOut io.Writer) error {
 		if err := checkUpgrade(b, upgrade); err != nil {
 			return err
 		}
-		return runUpgrade(ctx, b, upgrade, *asJSON, local, out)
+		return noTable(runUpgrade(ctx, b, upgrade, *asJSON, local, out))
 	}
 	run := Ops
 	if *asJSON {
 		run = OpsJSON
 	}
 	if err := run(ctx, b, args, out); err != nil {
-		return err
+		return noTable(err)
 	}
 	if args[0] == "cleanup" && local {
 		// The local engine runs the cleanup in this process: see it end

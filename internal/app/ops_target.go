@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"time"
 
+	dynamotypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"go.etcd.io/bbolt"
 
 	"github.com/serverless-osb/broker/internal/broker"
@@ -175,6 +176,16 @@ func refuseUnused(ctx context.Context, dir string) error {
 		return fmt.Errorf("%w in %s (no broker has started on it): %s", errNoBrokerData, dir, opsFix)
 	}
 	return nil
+}
+
+// noTable adds to err, when it is DynamoDB's answer that the table does not
+// exist, that ops reads no broker there and how to name one.
+func noTable(err error) error {
+	var missing *dynamotypes.ResourceNotFoundException
+	if errors.As(err, &missing) {
+		return fmt.Errorf("%w: %w (the table that the line above names does not exist): %s", errNoBrokerData, err, opsFix)
+	}
+	return err
 }
 
 // sayDeployed says which deployed broker ops reads.

@@ -14,6 +14,7 @@ import (
 	"github.com/serverless-osb/broker/internal/app/apptest"
 	"github.com/serverless-osb/broker/internal/env"
 	"github.com/serverless-osb/broker/internal/logging"
+	"github.com/serverless-osb/broker/internal/mototest"
 )
 
 // TestOpsSaysWhichBrokerItReads runs ops as an operator does after make
@@ -149,4 +150,26 @@ func TestOpsSaysWhichBrokerItReads(t *testing.T) {
 			t.Errorf("ops instances on a broker with none: %v\n%s%s", err, stdout, stderr)
 		}
 	})
+}
+
+// TestOpsRefusesADeployedBrokerWithoutItsTable: BROKER_TABLE naming a
+// table that does not exist (a typo, another region, a deleted stack) on
+// moto: ops says which table it reads, then exits 1 saying the table does
+// not exist and how to name a broker.
+func TestOpsRefusesADeployedBrokerWithoutItsTable(t *testing.T) {
+	table := mototest.Name("missing")
+	setenv(t, map[string]string{
+		"AWS_ENDPOINT_URL": mototest.Endpoint(t), "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_SESSION_TOKEN": "",
+		"AWS_REGION": "us-east-1", env.Table: table, env.DynamoDBEndpoint: "", env.Catalog: filepath.Join(apptest.Root(), "catalog.yaml"),
+		env.OperationStateMachineARN: "", env.CleanupStateMachineARN: "", env.UpgradeStateMachineARN: "", env.SealingKeyARN: "",
+		"BROKER_LOG_LEVEL": "",
+	})
+	var out, errOut bytes.Buffer
+	err := app.RunCommand(t.Context(), []string{"ops", "operations"}, &out, &errOut)
+	if app.ExitCode(err) != 1 || !strings.Contains(err.Error(), "does not exist") || !strings.Contains(err.Error(), "--stack NAME") {
+		t.Errorf("ops on table %s: %v (exit %d), want exit 1 saying the table does not exist, and how to name a broker", table, err, app.ExitCode(err))
+	}
+	if want := "ops: the deployed broker of table " + table + " in us-east-1 (BROKER_TABLE), catalog "; !strings.HasPrefix(errOut.String(), want) {
+		t.Errorf("ops said on stderr\n%s\nwant first %q…", errOut.String(), want)
+	}
 }
