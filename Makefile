@@ -25,12 +25,14 @@ export CDK_DISABLE_CLI_TELEMETRY := true
 help: ## List the targets.
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
+# make run and make sandbox build their command and exec it, rather than `go run` it: go run exits 1
+# when Ctrl-C reaches it too, however its program ended, and make then says "Error 1".
 run: ## Run the broker on 127.0.0.1:8080 with the embedded store (BROKER_USERNAME/BROKER_PASSWORD set the credentials).
-	$(GO) run ./functions/api
+	$(GO) build -o bin/api ./functions/api && exec bin/api
 
 # The operator command's arguments, for example ARGS='--stack ServerlessOsb detached'.
 ARGS ?= help
-ops: ## The operator command: make ops ARGS='operations' (or detached, reap, cleanup ID, reseal, rotate-key; --stack NAME, --json).
+ops: ## The operator command: make ops ARGS='operations' (or detached, reap, cleanup ID, reseal, rotate-key; --data DIR or --stack NAME, --catalog FILE, --json, --verbose).
 	$(GO) run ./functions/api ops $(ARGS)
 
 test: lint unit fuzz-short infra ## Everything CI runs: lint, every test (race detector, moto started for them), a short fuzz, cdk synth + cfn-lint.
@@ -78,8 +80,10 @@ synth: build $(CDK) ## The CloudFormation template in cdk.out/: offline, no AWS 
 
 # A template `make sandbox` runs as it is (with the assets beside it) instead of synthesizing one.
 TEMPLATE ?=
+# Where `make sandbox` keeps its logs and the bootstraps it builds (emptied at its start).
+SANDBOX_DIR ?= .sandbox
 sandbox: $(if $(TEMPLATE),,synth) ## The stack `make deploy` deploys, on 127.0.0.1 (BROKER_ADDR): moto, the functions under the Lambda emulator, IAM enforced; CATALOG=..., or TEMPLATE=cdk.out/X.template.json.
-	$(GO) run ./internal/tools/sandbox -template $(or $(TEMPLATE),cdk.out)
+	$(GO) build -o bin/sandbox ./internal/tools/sandbox && exec bin/sandbox -template $(or $(TEMPLATE),cdk.out) -dir $(SANDBOX_DIR)
 
 deploy: build $(CDK) ## Deploy to your credentials' account and region (run infra/_cli/node_modules/.bin/cdk bootstrap once first).
 	$(CDK) deploy -c catalog=$(CATALOG)

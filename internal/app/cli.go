@@ -5,9 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
-
-	"github.com/serverless-osb/broker/internal/logging"
 )
 
 // Usage is the api command's help, outside Lambda.
@@ -34,7 +31,7 @@ func RunCommand(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return RunLocal(ctx, stdout, stderr)
 	case args[0] == "ops":
 		// Its errors may quote a stored record's words.
-		return cleanErr(RunOps(ctx, args[1:], stdout, logging.New(stderr, slog.LevelInfo)))
+		return cleanErr(RunOps(ctx, args[1:], stdout, stderr))
 	case args[0] == "-h" || args[0] == "-help" || args[0] == "--help" || args[0] == "help":
 		fmt.Fprint(stderr, Usage)
 		return errHelp

@@ -88,6 +88,9 @@ type LocalConfig struct {
 	// Getenv, when set, replaces os.Getenv for the drivers' deployment
 	// settings (BROKER_STACK_PREFIX, BROKER_CFN_ROLE_ARN).
 	Getenv func(string) string
+	// Operator says the operator command opens the data: it records no
+	// start (the record tells ops that a broker used the directory).
+	Operator bool
 }
 
 // Wrappers wrap the broker's ports (fault injection in tests).
@@ -204,6 +207,12 @@ func OpenLocal(ctx context.Context, c LocalConfig, logger *slog.Logger) (*Local,
 	if err != nil {
 		db.Close()
 		return nil, err
+	}
+	if !c.Operator {
+		if err := writeStartRecord(db, c.CatalogPath); err != nil {
+			l.Close()
+			return nil, err
+		}
 	}
 	return l, nil
 }

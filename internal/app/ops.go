@@ -19,6 +19,7 @@ import (
 	awssfn "github.com/aws/aws-sdk-go-v2/service/sfn"
 
 	"github.com/serverless-osb/broker/internal/broker"
+	"github.com/serverless-osb/broker/internal/deploy"
 	"github.com/serverless-osb/broker/internal/engine/sfn"
 	"github.com/serverless-osb/broker/internal/env"
 	"github.com/serverless-osb/broker/internal/sealing"
@@ -26,7 +27,7 @@ import (
 )
 
 // OpsUsage is the operator command's help.
-const OpsUsage = `usage: go run ./functions/api ops [--json] [--stack NAME] COMMAND
+const OpsUsage = `usage: go run ./functions/api ops [--json] [--verbose] [--data DIR | --stack NAME] [--catalog FILE] COMMAND
 
   instances [--service ID] [--plan ID] [--behind]
                     the instances (of the service, of the plan), each with the version of
@@ -55,14 +56,21 @@ const OpsUsage = `usage: go run ./functions/api ops [--json] [--stack NAME] COMM
                     BROKER_STACK_PREFIX, default osb, and BROKER_PERMISSIONS_BOUNDARY_ARN)
 ` + UpgradeUsage + `
   --json            answer in JSON rather than text
+  --verbose         log what the broker does (JSON lines on stderr; BROKER_LOG_LEVEL
+                    sets the level), which ops keeps quiet otherwise but for errors
+  --data DIR        work on the local broker whose data is in DIR (default
+                    BROKER_DATA_DIR, else .data); stop make run first
   --stack NAME      work on the broker that the CloudFormation stack NAME deployed
                     (its outputs name the table, the state machines and the region;
-                    AWS credentials and region from the usual AWS environment;
-                    BROKER_CATALOG, default services/catalog.yaml, the catalog it serves)
+                    AWS credentials and region from the usual AWS environment)
+  --catalog FILE    the catalog the broker serves (default BROKER_CATALOG; else,
+                    locally, the one the broker last started with; deployed,
+                    services/catalog.yaml)
 
 Without --stack, with BROKER_TABLE (and AWS_REGION, BROKER_OPERATION_STATE_MACHINE_ARN,
 BROKER_CLEANUP_STATE_MACHINE_ARN) set, it works on the deployed broker; otherwise on
-the local one's data (BROKER_DATA_DIR; stop make run first).
+the local one's data. It says on stderr which broker it reads, and refuses a data
+directory that no broker started on.
 `
 
 // The outputs of the broker's stack that --stack reads (the infra package
@@ -90,12 +98,20 @@ func usageError(format string, args ...any) error {
 	return fmt.Errorf("%w: %s\n\n%s", ErrUsage, fmt.Sprintf(format, args...), OpsUsage)
 }
 
-// RunOps runs the operator command.
-func RunOps(ctx context.Context, args []string, out io.Writer, logger *slog.Logger) error {
+// RunOps runs the operator command: its answer on out, and on errOut the
+// broker it reads (one line first) and, with --verbose or
+// BROKER_LOG_LEVEL, the broker's log.
+func RunOps(ctx context.Context, args []string, out, errOut io.Writer) error {
+	if errOut == nil {
+		errOut = io.Discard
+	}
 	fs := flag.NewFlagSet("ops", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	asJSON := fs.Bool("json", false, "")
 	stack := fs.String("stack", "", "")
+	data := fs.String("data", "", "")
+	catalogFile := fs.String("catalog", "", "")
+	verbose := fs.Bool("verbose", false, "")
 	service := fs.String("service", "", "")
 	plan := fs.String("plan", "", "")
 	behind := fs.Bool("behind", false, "")
@@ -145,31 +161,47 @@ func RunOps(ctx context.Context, args []string, out io.Writer, logger *slog.Logg
 	case args[0] != "instances" && (*service != "" || *plan != "" || *behind):
 		return usageError("--service, --plan and --behind go with instances, not %s", args[0])
 	}
+	if *stack != "" && *data != "" {
+		return usageError("--data is the local broker's, --stack a deployed one's: give one")
+	}
 	if args[0] == "instances" {
 		args = append(args, instancesArgs(*service, *plan, *behind)...)
 	}
 	if args[0] == "audit" {
 		// IAM and CloudFormation only: no broker to build.
+		if *stack != "" {
+			fmt.Fprintf(errOut, "ops: the binding users of stack %s's broker\n", *stack)
+		} else {
+			fmt.Fprintf(errOut, "ops: the binding users of the broker whose stacks are named %s-… (%s) in the AWS environment's account\n",
+				cmp.Or(os.Getenv(env.StackPrefix), deploy.DefaultStackPrefix), env.StackPrefix)
+		}
 		return runAudit(ctx, *stack, *asJSON, out)
 	}
-	b, closeFn, err := opsBroker(ctx, *stack, logger)
+	logger, err := opsLogger(errOut, *verbose)
+	if err != nil {
+		return err
+	}
+	b, closeFn, err := opsBroker(ctx, opsTarget{stack: *stack, data: *data, catalog: *catalogFile}, errOut, logger)
+	if errors.Is(err, errNoBrokerData) {
+		return err
+	}
 	if err != nil {
 		return fmt.Errorf("%w\n(ops works on the broker its environment names, with that broker's catalog and the variables the catalog's plans need: see ops help)", err)
 	}
 	defer closeFn()
-	local := *stack == "" && os.Getenv(env.Table) == ""
+	local := *stack == "" && (*data != "" || os.Getenv(env.Table) == "")
 	if args[0] == "upgrade" {
 		if err := checkUpgrade(ctx, b, upgrade); err != nil {
 			return err
 		}
-		return runUpgrade(ctx, b, upgrade, *asJSON, local, out)
+		return noTable(runUpgrade(ctx, b, upgrade, *asJSON, local, out))
 	}
 	run := Ops
 	if *asJSON {
 		run = OpsJSON
 	}
 	if err := run(ctx, b, args, out); err != nil {
-		return err
+		return noTable(err)
 	}
 	if args[0] == "cleanup" && local {
 		// The local engine runs the cleanup in this process: see it end
@@ -239,13 +271,17 @@ func StackConfig(ctx context.Context, client awscfn.DescribeStacksAPIClient, nam
 }
 
 // opsBroker builds the broker the operator works on: the deployed one when
-// BROKER_TABLE is set, else the local data, without serving or reaping.
-func opsBroker(ctx context.Context, stack string, logger *slog.Logger) (*broker.Broker, func(), error) {
-	if stack != "" || os.Getenv(env.Table) != "" {
-		c, err := opsLambdaConfig(ctx, stack)
+// --stack or BROKER_TABLE names one (and no --data), else the local data,
+// without serving or reaping. It says which on say, and refuses local data
+// no broker wrote.
+func opsBroker(ctx context.Context, t opsTarget, say io.Writer, logger *slog.Logger) (*broker.Broker, func(), error) {
+	if t.stack != "" || (t.data == "" && os.Getenv(env.Table) != "") {
+		c, err := opsLambdaConfig(ctx, t.stack)
 		if err != nil {
 			return nil, nil, err
 		}
+		c.CatalogPath = cmp.Or(t.catalog, c.CatalogPath)
+		sayDeployed(say, t.stack, c)
 		awsCfg, err := loadAWSConfig(ctx, c, logger)
 		if err != nil {
 			return nil, nil, err
@@ -257,11 +293,11 @@ func opsBroker(ctx context.Context, stack string, logger *slog.Logger) (*broker.
 		b.Engine = sfn.New(awssfn.NewFromConfig(awsCfg), c.stateMachines())
 		return b, func() {}, nil
 	}
-	c, err := LocalConfigFromEnv()
+	c, err := localOpsConfig(ctx, t, say)
 	if err != nil {
 		return nil, nil, err
 	}
-	c.ReapInterval = -1
+	c.ReapInterval, c.Operator = -1, true
 	l, err := OpenLocal(ctx, c, logger)
 	if err != nil {
 		return nil, nil, err

@@ -123,6 +123,9 @@ func TestOpsWorksOnTheBrokerAStackDeployed(t *testing.T) {
 	if !strings.Contains(out.String(), "op-stuck") || !strings.Contains(out.String(), "i-stuck") || !strings.Contains(out.String(), "STUCK") {
 		t.Errorf("ops operations did not list the stuck operation of the stack's table:\n%s", out.String())
 	}
+	if want := fmt.Sprintf("ops: the broker of stack %s (table %s in %s), catalog %s\n", stack, table, region, filepath.Join(apptest.Root(), "catalog.yaml")); errOut.String() != want {
+		t.Errorf("ops --stack said on stderr\n%s\nwant only\n%s", errOut.String(), want)
+	}
 
 	out.Reset()
 	if err := app.RunCommand(ctx, []string{"ops", "--stack", stack, "--json", "reseal"}, &out, &errOut); err != nil {

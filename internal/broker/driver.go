@@ -71,7 +71,7 @@ type Progress struct {
 	// RetryAfter is when to check again, while not Done.
 	RetryAfter time.Duration
 	// Description says how far the change is, while not Done (for example
-	// "Creating: 3 of 5 resources done."). It is shown to the user by
+	// "Creating: 3 of 5 resources created."). It is shown to the user by
 	// last_operation, so it never holds credentials; empty keeps the
 	// broker's generic description.
 	Description string

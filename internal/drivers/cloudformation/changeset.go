@@ -138,7 +138,7 @@ func (d *Driver) startUpdate(ctx context.Context, c broker.Change, s *Settings, 
 
 func (d *Driver) changeSetStep(ctx context.Context, c broker.Change, s *Settings, rec *record, stack *types.Stack, busy *bool) (bool, error) {
 	if rec.ChangeSet == "" {
-		in, err := d.changeSetInput(c, s, rec, stack)
+		in, err := d.changeSetInput(ctx, c, s, rec, stack)
 		if err != nil {
 			return false, err
 		}
@@ -232,8 +232,10 @@ func moves(c broker.Change) bool {
 
 // changeSetInput is the change set of an update: the plan's current
 // template when the update moves the instance to it, else the stack's own
-// template; in both, a parameter the update does not set keeps its value.
-func (d *Driver) changeSetInput(c broker.Change, s *Settings, rec *record, stack *types.Stack) (*cfn.CreateChangeSetInput, error) {
+// template; in both, a parameter the update does not set keeps its value,
+// but one the user never set that moves to the template's new default
+// (newDefaults).
+func (d *Driver) changeSetInput(ctx context.Context, c broker.Change, s *Settings, rec *record, stack *types.Stack) (*cfn.CreateChangeSetInput, error) {
 	var given map[string]string
 	if c.Operation.Target != nil {
 		var err error
@@ -255,7 +257,15 @@ func (d *Driver) changeSetInput(c broker.Change, s *Settings, rec *record, stack
 	}
 	if moves(c) {
 		in.TemplateBody = aws.String(s.Template.Body)
-		in.Parameters = updateParameters(s.Template, merge(s.Template, given, s.Parameters, d.deployed(s.Template)), stack.Parameters)
+		values := merge(s.Template, given, s.Parameters, d.deployed(s.Template))
+		defaults, err := d.newDefaults(ctx, c, s.Template, values, stack)
+		if err != nil {
+			return nil, err
+		}
+		for k, ch := range defaults {
+			values[k] = ch.To
+		}
+		in.Parameters = updateParameters(s.Template, values, stack.Parameters)
 		return in, nil
 	}
 	in.UsePreviousTemplate = aws.Bool(true)

@@ -276,7 +276,7 @@ func (d *Driver) create(ctx context.Context, c broker.Change, s *Settings, name 
 		}
 		if begin {
 			return broker.Progress{RetryAfter: retryAfter(c),
-				Description: fmt.Sprintf("Creating: 0 of %d resources done.", t.Resources)}, nil
+				Description: creatingText(0, t.Resources)}, nil
 		}
 	}
 	if rec.Complete && !binding {
@@ -404,7 +404,7 @@ func (d *Driver) deployed(t *Template) map[string]string {
 // runs one is refused at start (Template.Macros).
 var capabilities = []types.Capability{types.CapabilityCapabilityIam, types.CapabilityCapabilityNamedIam}
 
-// creating says how far a creation is: "Creating: 3 of 5 resources done."
+// creating says how far a creation is (creatingText).
 func (d *Driver) creating(ctx context.Context, c broker.Change, stack *types.Stack, t *Template) (broker.Progress, error) {
 	p := broker.Progress{RetryAfter: retryAfter(c), Description: "Creating the stack."}
 	out, err := d.API.DescribeStackResources(ctx, &cfn.DescribeStackResourcesInput{StackName: stack.StackId})
@@ -417,8 +417,18 @@ func (d *Driver) creating(ctx context.Context, c broker.Change, stack *types.Sta
 			done++
 		}
 	}
-	p.Description = fmt.Sprintf("Creating: %d of %d resources done.", done, max(t.Resources, len(out.StackResources)))
+	p.Description = creatingText(done, max(t.Resources, len(out.StackResources)))
 	return p, nil
+}
+
+// creatingText says how far the creation of total resources is, in words
+// that read right at 0 and at 1: "Creating 1 resource.", "Creating: 3 of 5
+// resources created."
+func creatingText(done, total int) string {
+	if done == 0 {
+		return fmt.Sprintf("Creating %d %s.", total, plural(total, "resource", "resources"))
+	}
+	return fmt.Sprintf("Creating: %d of %d %s created.", done, total, plural(total, "resource", "resources"))
 }
 
 // update changes the instance's stack to the target plan's template and

@@ -174,6 +174,25 @@ func tagMap(ts []types.Tag) map[string]string {
 	return out
 }
 
+// TestCreatingSaysHowFarInWordsThatReadRight: the progress of a creation
+// reads right at no resource created yet and with one resource ("0 of 1
+// resources done" did not).
+func TestCreatingSaysHowFarInWordsThatReadRight(t *testing.T) {
+	for _, tt := range []struct {
+		done, total int
+		want        string
+	}{
+		{0, 1, "Creating 1 resource."},
+		{0, 3, "Creating 3 resources."},
+		{1, 1, "Creating: 1 of 1 resource created."},
+		{1, 3, "Creating: 1 of 3 resources created."},
+	} {
+		if got := creatingText(tt.done, tt.total); got != tt.want {
+			t.Errorf("%d of %d: %q, want %q", tt.done, tt.total, got, tt.want)
+		}
+	}
+}
+
 func TestProvision(t *testing.T) {
 	t.Run("the record is written first, then the stack is asked for with the plan's and the user's parameters", func(t *testing.T) {
 		h := newHarness(t, false)
@@ -187,7 +206,7 @@ func TestProvision(t *testing.T) {
 			t.Fatalf("record before the stack: %+v %v", rec, found)
 		}
 		p, err := h.driver.Begin(h.ctx, h.fresh(c))
-		if err != nil || p.Done || p.RetryAfter != 5*time.Second || p.Description != "Creating: 0 of 5 resources done." {
+		if err != nil || p.Done || p.RetryAfter != 5*time.Second || p.Description != "Creating 5 resources." {
 			t.Fatalf("begin: %+v %v", p, err)
 		}
 		in := h.cfn.get(h.instanceStack()).create
@@ -219,7 +238,7 @@ func TestProvision(t *testing.T) {
 		}
 		h.cfn.resource(h.instanceStack(), "Topic", "AWS::SNS::Topic", types.ResourceStatusCreateInProgress, "")
 		p, err := h.driver.Check(h.ctx, h.fresh(c))
-		if err != nil || p.Done || p.Description != "Creating: 3 of 5 resources done." || p.RetryAfter != 5*time.Second {
+		if err != nil || p.Done || p.Description != "Creating: 3 of 5 resources created." || p.RetryAfter != 5*time.Second {
 			t.Fatalf("check: %+v %v", p, err)
 		}
 	})
@@ -564,7 +583,7 @@ func TestBind(t *testing.T) {
 		h.provisioned()
 		c := h.change(broker.KindBind, "op-bind")
 		p, err := h.driver.Begin(h.ctx, h.fresh(c))
-		if err != nil || p.Done || p.Description != "Creating: 0 of 2 resources done." {
+		if err != nil || p.Done || p.Description != "Creating 2 resources." {
 			t.Fatalf("begin: %+v %v", p, err)
 		}
 		in := h.cfn.get(h.bindingStack()).create

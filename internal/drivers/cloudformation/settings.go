@@ -179,6 +179,9 @@ func propertyPaths(values map[string]any) []string {
 type Parameter struct {
 	Type       string
 	HasDefault bool
+	// Default is the Default's value as CloudFormation takes it (a list's
+	// items joined by commas), when HasDefault.
+	Default string
 	// AllowedValues, when the template lists them, as strings.
 	AllowedValues []string
 }
@@ -434,7 +437,9 @@ func parseTemplate(body []byte) (*Template, error) {
 				return nil, fmt.Errorf("parameter %s has no Type", name)
 			}
 			p := Parameter{Type: typ}
-			_, p.HasDefault = decl["Default"]
+			if def, ok := decl["Default"]; ok {
+				p.HasDefault, p.Default = true, defaultText(def)
+			}
 			if list, ok := decl["AllowedValues"].([]any); ok {
 				for _, a := range list {
 					p.AllowedValues = append(p.AllowedValues, scalarText(a))
@@ -713,6 +718,19 @@ func wholeNumber(v any) (int64, bool) {
 }
 
 // scalarText is the text of a YAML scalar as CloudFormation would read it.
+// defaultText is a parameter's Default as CloudFormation takes it: a
+// scalar's text, a list's items joined by commas.
+func defaultText(v any) string {
+	if l, ok := v.([]any); ok {
+		items := make([]string, len(l))
+		for i, a := range l {
+			items[i] = scalarText(a)
+		}
+		return strings.Join(items, ",")
+	}
+	return scalarText(v)
+}
+
 func scalarText(v any) string {
 	switch v := v.(type) {
 	case string:
