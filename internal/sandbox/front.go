@@ -65,6 +65,9 @@ func (sb *Sandbox) front() http.Handler {
 			gatewayError(w, http.StatusBadRequest, "Bad Request")
 			return
 		}
+		if sb.refuseUnrunnable(w, r, path, body) {
+			return
+		}
 		event := sb.event(r, path, rt.key, params, body)
 		payload, err := json.Marshal(event)
 		if err != nil {

@@ -89,6 +89,9 @@ type Sandbox struct {
 	// NotMade lists the template's resources the sandbox neither makes nor
 	// runs (alarms, dashboards, topics...), "LogicalId (Type)".
 	NotMade []string
+	// Unrunnable lists the catalog's plans whose stacks moto cannot make,
+	// and why; the front refuses their provisions at once.
+	Unrunnable []UnrunnablePlan
 
 	cfg     Config
 	ctx     context.Context
@@ -203,6 +206,9 @@ func Start(ctx context.Context, c Config) (sb *Sandbox, err error) {
 		}
 	}
 	if err := sb.registerStack(ctx); err != nil {
+		return sb, err
+	}
+	if err := sb.checkPlans(ctx); err != nil {
 		return sb, err
 	}
 	// From here on, every call needs credentials whose policies allow it.

@@ -65,6 +65,10 @@ func run(c sandbox.Config) error {
 	if len(sb.NotMade) > 0 {
 		fmt.Printf("not in the sandbox: %d resources (alarms, dashboards, ...; see docs/sandbox.md)\n", len(sb.NotMade))
 	}
+	// A line per plan whose stack moto cannot make: the front refuses it.
+	for _, p := range sb.Unrunnable {
+		fmt.Printf("cannot run here (provisions refused with 422): %s\n", p)
+	}
 	<-ctx.Done()
 	fmt.Println("sandbox: stopping")
 	return nil
