@@ -20,10 +20,10 @@ ASL_VALIDATOR := infra/_cli/node_modules/.bin/asl-validator
 export CDK_DISABLE_CLI_TELEMETRY := true
 
 .DEFAULT_GOAL := help
-.PHONY: help run ops test lint unit fuzz-short fuzz infra bench build synth deploy sandbox
+.PHONY: help run ops test lint unit fuzz-short fuzz infra bench build synth deploy sandbox sandbox-deploy
 
 help: ## List the targets.
-	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-14s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 run: ## Run the broker on 127.0.0.1:8080 with the embedded store (BROKER_USERNAME/BROKER_PASSWORD set the credentials).
 	$(GO) run ./functions/api
@@ -78,8 +78,13 @@ synth: build $(CDK) ## The CloudFormation template in cdk.out/: offline, no AWS 
 
 # A template `make sandbox` runs as it is (with the assets beside it) instead of synthesizing one.
 TEMPLATE ?=
-sandbox: $(if $(TEMPLATE),,synth) ## The stack `make deploy` deploys, on 127.0.0.1 (BROKER_ADDR): moto, the functions under the Lambda emulator, IAM enforced; CATALOG=..., or TEMPLATE=cdk.out/X.template.json.
-	$(GO) run ./internal/tools/sandbox -template $(or $(TEMPLATE),cdk.out)
+# KEEP=1: take up the state the last `make sandbox KEEP=1` kept (its moto runs on), and keep it.
+KEEP ?=
+sandbox: $(if $(TEMPLATE),,synth) ## The stack `make deploy` deploys, on 127.0.0.1 (BROKER_ADDR): moto, the functions under the Lambda emulator, IAM enforced; CATALOG=..., TEMPLATE=cdk.out/X.template.json, KEEP=1 keeps its state across runs.
+	$(GO) run ./internal/tools/sandbox -template $(or $(TEMPLATE),cdk.out) $(if $(KEEP),-keep)
+
+sandbox-deploy: $(if $(TEMPLATE),,synth) ## Deploy a new bundle (CATALOG=... or TEMPLATE=...) into the running sandbox, as `make deploy` updates the stack: the functions' code and configuration replaced, the table and the stacks kept.
+	$(GO) run ./internal/tools/sandbox -deploy -template $(or $(TEMPLATE),cdk.out)
 
 deploy: build $(CDK) ## Deploy to your credentials' account and region (run infra/_cli/node_modules/.bin/cdk bootstrap once first).
 	$(CDK) deploy -c catalog=$(CATALOG)

@@ -245,7 +245,13 @@ func (sb *Sandbox) event(r *http.Request, path, routeKey string, params map[stri
 	return e
 }
 
+// apiID is the HTTP API's id, read once at start (a deploy changes
+// sb.made).
 func (sb *Sandbox) apiID() string {
+	return sb.api
+}
+
+func (sb *Sandbox) findAPIID() string {
 	for _, m := range sb.made {
 		if id, ok := m.attrs["ApiId"]; ok {
 			return id

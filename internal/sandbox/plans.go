@@ -49,6 +49,8 @@ func (sb *Sandbox) checkPlans(ctx context.Context) error {
 	}
 	client := cfn.NewFromConfig(sb.awsConfig(sb.clients.iam.Options().Credentials))
 	n := 0
+	var unrunnable []UnrunnablePlan
+	defer func() { sb.unrunnable.Store(&unrunnable) }()
 	for _, svc := range cat.Services() {
 		for _, plan := range svc.Plans {
 			if plan.Settings.Driver != "cloudformation" {
@@ -69,7 +71,7 @@ func (sb *Sandbox) checkPlans(ctx context.Context) error {
 			}
 			if reason != "" {
 				p := UnrunnablePlan{Service: svc.Name, Plan: plan.Name, PlanID: plan.ID, Reason: reason}
-				sb.Unrunnable = append(sb.Unrunnable, p)
+				unrunnable = append(unrunnable, p)
 				sb.logf("cannot run %s", p)
 			}
 		}
@@ -79,6 +81,16 @@ func (sb *Sandbox) checkPlans(ctx context.Context) error {
 
 // needsUser says whether the instance template declares a parameter that
 // has no default and that the plan does not fix.
+// Unrunnable lists the plans of the catalog the functions serve whose
+// stacks moto cannot make, and why (checkPlans); the front refuses their
+// provisions at once.
+func (sb *Sandbox) Unrunnable() []UnrunnablePlan {
+	if p := sb.unrunnable.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
 func needsUser(s *cfndriver.Settings) bool {
 	for name, p := range s.Template.Parameters {
 		if _, fixed := s.Parameters[name]; !fixed && !p.HasDefault && name != cfndriver.BoundaryParameter {
@@ -149,7 +161,8 @@ var instancePath = regexp.MustCompile(`^/v2/service_instances/[^/]+$`)
 // broker would take so far (its credentials, an API version) is answered
 // here; any other goes on to the broker, which refuses it as it does.
 func (sb *Sandbox) refuseUnrunnable(w http.ResponseWriter, r *http.Request, path string, body []byte) bool {
-	if len(sb.Unrunnable) == 0 || (r.Method != http.MethodPut && r.Method != http.MethodPatch) || !instancePath.MatchString(path) ||
+	unrunnable := sb.Unrunnable()
+	if len(unrunnable) == 0 || (r.Method != http.MethodPut && r.Method != http.MethodPatch) || !instancePath.MatchString(path) ||
 		r.Header.Get("X-Broker-API-Version") == "" {
 		return false
 	}
@@ -163,11 +176,11 @@ func (sb *Sandbox) refuseUnrunnable(w http.ResponseWriter, r *http.Request, path
 	if json.NewDecoder(bytes.NewReader(body)).Decode(&req) != nil || req.PlanID == "" {
 		return false
 	}
-	i := slices.IndexFunc(sb.Unrunnable, func(p UnrunnablePlan) bool { return p.PlanID == req.PlanID })
+	i := slices.IndexFunc(unrunnable, func(p UnrunnablePlan) bool { return p.PlanID == req.PlanID })
 	if i < 0 {
 		return false
 	}
-	p := sb.Unrunnable[i]
+	p := unrunnable[i]
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusUnprocessableEntity)
 	_ = json.NewEncoder(w).Encode(map[string]string{"description": fmt.Sprintf(
