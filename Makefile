@@ -80,8 +80,10 @@ synth: build $(CDK) ## The CloudFormation template in cdk.out/: offline, no AWS 
 TEMPLATE ?=
 # KEEP=1: take up the state the last `make sandbox KEEP=1` kept (its moto runs on), and keep it.
 KEEP ?=
+# ENVIRONMENTS=N: execution environments each function may run at once (default 4), as Lambda's concurrency.
+ENVIRONMENTS ?=
 sandbox: $(if $(TEMPLATE),,synth) ## The stack `make deploy` deploys, on 127.0.0.1 (BROKER_ADDR): moto, the functions under the Lambda emulator, IAM enforced; CATALOG=..., TEMPLATE=cdk.out/X.template.json, KEEP=1 keeps its state across runs.
-	$(GO) run ./internal/tools/sandbox -template $(or $(TEMPLATE),cdk.out) $(if $(KEEP),-keep)
+	$(GO) run ./internal/tools/sandbox -template $(or $(TEMPLATE),cdk.out) $(if $(KEEP),-keep) $(if $(ENVIRONMENTS),-environments $(ENVIRONMENTS))
 
 sandbox-deploy: $(if $(TEMPLATE),,synth) ## Deploy a new bundle (CATALOG=... or TEMPLATE=...) into the running sandbox, as `make deploy` updates the stack: the functions' code and configuration replaced, the table and the stacks kept.
 	$(GO) run ./internal/tools/sandbox -deploy -template $(or $(TEMPLATE),cdk.out)

@@ -28,19 +28,23 @@ type functionSpec struct {
 	asset                string // aws:asset:path
 	runtime              string
 	timeout, memoryMB    int
-	env                  map[string]string
+	// reserved is the template's ReservedConcurrentExecutions (0: none).
+	reserved int
+	env      map[string]string
 }
 
 // Function runs one Lambda function as Lambda does: each invocation in an
 // execution environment of its own, an environment serving one invocation
 // at a time and kept for the next, new ones started (cold) while every
-// one is busy, up to maxEnvironments, beyond which invocations wait. An
+// one is busy, up to its limit (Environments), beyond which invocations wait. An
 // environment is one aws-lambda-rie process running the bootstrap.
 type Function struct {
 	spec functionSpec
 	env  []string // the environment: the template's, the role's credentials, moto; start adds LAMBDA_TASK_ROOT, the code's folder
 	rie  string
 	logs io.Writer
+	// max bounds the environments (Environments).
+	max int
 
 	mu sync.Mutex
 	// dir is the code: bootstrap and the bundled files (UpdateCode
@@ -57,9 +61,15 @@ type Function struct {
 	all     map[*environment]bool
 }
 
-// maxEnvironments bounds each function's concurrency: enough for the
-// workflows and requests of a test suite, little for a 2-core machine.
-const maxEnvironments = 4
+// DefaultEnvironments bounds each function's concurrency when neither the
+// template (ReservedConcurrentExecutions) nor Config.Environments does:
+// enough for the workflows and requests of a test suite, little for a
+// 2-core machine.
+const DefaultEnvironments = 4
+
+// Environments is how many execution environments the function may run
+// at once.
+func (f *Function) Environments() int { return f.max }
 
 type environment struct {
 	cmd    *exec.Cmd
@@ -100,7 +110,7 @@ func (f *Function) acquire(ctx context.Context) (*environment, error) {
 			}
 			return e, nil
 		}
-		if f.count < maxEnvironments {
+		if f.count < f.max {
 			f.count++
 			f.mu.Unlock()
 			e, err := f.start(ctx)
@@ -441,9 +451,14 @@ func (sb *Sandbox) invokeAPI() http.Handler {
 			lambdaError(w, http.StatusNotFound, "ResourceNotFoundException", "Function not found: "+name)
 			return
 		}
-		payload, err := io.ReadAll(r.Body)
+		payload, err := io.ReadAll(io.LimitReader(r.Body, maxInvokePayload+1))
 		if err != nil {
 			lambdaError(w, http.StatusBadRequest, "InvalidRequestContentException", err.Error())
+			return
+		}
+		if len(payload) > maxInvokePayload {
+			lambdaError(w, http.StatusRequestEntityTooLarge, "RequestEntityTooLargeException",
+				fmt.Sprintf("Request must be smaller than %d bytes for the InvokeFunction operation", maxInvokePayload))
 			return
 		}
 		if r.Header.Get("X-Amz-Invocation-Type") == "Event" {

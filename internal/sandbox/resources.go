@@ -460,6 +460,9 @@ func makeFunction(_ context.Context, sb *Sandbox, logicalID string, props map[st
 	if m, ok := props["MemorySize"].(float64); ok {
 		spec.memoryMB = int(m)
 	}
+	if n, ok := props["ReservedConcurrentExecutions"].(float64); ok {
+		spec.reserved = int(n)
+	}
 	if e, ok := props["Environment"].(map[string]any); ok {
 		vars, _ := e["Variables"].(map[string]any)
 		for k, v := range vars {

@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"debug/buildinfo"
@@ -75,11 +76,25 @@ func (sb *Sandbox) startFunctions(ctx context.Context, rie string) error {
 		if err != nil {
 			return err
 		}
-		f := &Function{spec: spec, dir: dir, rie: rie, logs: logs, creds: creds, freed: make(chan struct{}, 1), all: map[*environment]bool{}}
+		f := &Function{spec: spec, dir: dir, rie: rie, logs: logs, creds: creds, freed: make(chan struct{}, 1), all: map[*environment]bool{},
+			max: environments(spec, sb.cfg.Environments)}
 		f.env = sb.functionEnv(spec, creds)
 		sb.functions = append(sb.functions, f)
 	}
 	return nil
+}
+
+// environments is how many execution environments a function may run at
+// once, as Lambda's concurrency: the template's reserved concurrency, else
+// the sandbox's setting, else DefaultEnvironments; the setting also bounds
+// a reserved concurrency above it (a machine runs fewer processes than an
+// account).
+func environments(spec functionSpec, setting int) int {
+	n := cmp.Or(setting, DefaultEnvironments)
+	if spec.reserved > 0 {
+		return min(spec.reserved, max(n, 1))
+	}
+	return n
 }
 
 // functionEnv is a function's environment: what Lambda sets, then the

@@ -62,6 +62,12 @@ type Config struct {
 	ScheduleInterval time.Duration
 	// Log receives the sandbox's own log lines (JSON); nil discards them.
 	Log io.Writer
+	// Environments is how many execution environments each function may
+	// run at once (default DefaultEnvironments), as Lambda's concurrency:
+	// a function whose template sets ReservedConcurrentExecutions runs at
+	// most that many. Invocations beyond wait for one, up to API
+	// Gateway's 30 s.
+	Environments int
 	// Keep takes up what a sandbox of the same Dir kept (its moto, still
 	// running with every table item, stack and execution, and what the
 	// sandbox made there), and keeps it at Close for the next run: `make

@@ -1,4 +1,4 @@
-# moto_server 5.2.1 with eleven fixes.
+# moto_server 5.2.1 with twelve fixes.
 #
 # 1. A second StartExecution fails with HTTP 500
 # ("cannot pickle '_thread.RLock'", moto issue 10077) because StartExecution
@@ -412,6 +412,49 @@ def _create_stack_or_roll_back(self, *args, **kwargs):
 
 
 CloudFormationBackend.create_stack = _create_stack_or_roll_back
+
+# 12. moto keeps every finished Step Functions execution (each with a copy
+# of its state machine and the interpreter's whole state) and every deleted
+# stack (with its template and resources) for as long as it runs: over a
+# long run of the sandbox (200 lifecycles and a fuzz run) it grew to 9.8
+# GB. AWS ages them out (an execution's history after 90 days, a deleted
+# stack's after 90 days); keep the newest MOTO_KEEP_FINISHED (default 500)
+# finished executions of each state machine and deleted stacks of each
+# account and Region, which no caller of the broker's reads again once it
+# has seen them end (the broker never reads an execution; its driver reads
+# a deleted stack right after the delete). A running execution is never
+# dropped.
+from moto.stepfunctions.parser.models import StepFunctionsParserBackend  # noqa: E402
+
+_keep_finished = int(os.environ.get("MOTO_KEEP_FINISHED", "500"))
+_executions_lock = threading.RLock()
+_start_execution_kept = StepFunctionsParserBackend.start_execution
+
+
+def _start_execution_bounded(self, state_machine_arn, *args, **kwargs):
+    with _executions_lock:
+        execution = _start_execution_kept(self, state_machine_arn, *args, **kwargs)
+        executions = self.describe_state_machine(state_machine_arn).executions
+        finished = [e for e in executions
+                    if getattr(e, "exec_status", None) is not None and e.status != "RUNNING"]
+        for old in sorted(finished, key=lambda e: e.start_date)[:max(0, len(finished) - _keep_finished)]:
+            executions.remove(old)
+    return execution
+
+
+StepFunctionsParserBackend.start_execution = _start_execution_bounded
+_stacks_lock = threading.RLock()  # delete_stack by name calls itself by id
+_delete_stack_kept = CloudFormationBackend.delete_stack
+
+
+def _delete_stack_bounded(self, name_or_stack_id):
+    with _stacks_lock:
+        _delete_stack_kept(self, name_or_stack_id)
+        while len(self.deleted_stacks) > _keep_finished:
+            self.deleted_stacks.pop(next(iter(self.deleted_stacks)))  # the oldest deleted
+
+
+CloudFormationBackend.delete_stack = _delete_stack_bounded
 
 from moto.server import main  # noqa: E402
 

@@ -25,6 +25,7 @@ func main() {
 	flag.StringVar(&c.Template, "template", "cdk.out", "the synthesized template, or the folder holding it (cdk.out), with the functions' assets beside it")
 	flag.StringVar(&c.Dir, "dir", ".sandbox", "where the sandbox keeps its logs and the bootstraps it builds for this machine")
 	flag.DurationVar(&c.ScheduleInterval, "schedule-interval", 30*time.Second, "how often the template's schedules (the reaper) run")
+	flag.IntVar(&c.Environments, "environments", sandbox.DefaultEnvironments, "execution environments each function may run at once (as Lambda's concurrency; a reserved concurrency in the template lowers it)")
 	flag.BoolVar(&c.Keep, "keep", false, "take up the state (moto, still running) a run with -keep left in -dir, and keep it when stopped (make sandbox KEEP=1)")
 	deploy := flag.Bool("deploy", false, "deploy -template into the sandbox running in -dir, as cdk deploy updates the stack (make sandbox-deploy), and exit")
 	flag.Parse()
