@@ -162,6 +162,9 @@ func Start(ctx context.Context, c Config) (sb *Sandbox, err error) {
 		}
 	}()
 	sb.Dir = c.Dir
+	if c.Keep && c.Dir == "" {
+		return sb, errors.New("keeping the state (Keep) needs a folder of the sandbox's own (Dir) to keep it in")
+	}
 	if sb.Dir == "" {
 		if sb.Dir, err = os.MkdirTemp("", "sandbox"); err != nil {
 			return sb, err
