@@ -20,10 +20,10 @@ ASL_VALIDATOR := infra/_cli/node_modules/.bin/asl-validator
 export CDK_DISABLE_CLI_TELEMETRY := true
 
 .DEFAULT_GOAL := help
-.PHONY: help run ops test lint unit fuzz-short fuzz infra bench build synth deploy sandbox
+.PHONY: help run ops test lint unit fuzz-short fuzz infra bench build synth deploy sandbox sandbox-deploy
 
 help: ## List the targets.
-	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-14s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 # make run and make sandbox build their command and exec it, rather than `go run` it: go run exits 1
 # when Ctrl-C reaches it too, however its program ended, and make then says "Error 1".
@@ -80,10 +80,17 @@ synth: build $(CDK) ## The CloudFormation template in cdk.out/: offline, no AWS 
 
 # A template `make sandbox` runs as it is (with the assets beside it) instead of synthesizing one.
 TEMPLATE ?=
-# Where `make sandbox` keeps its logs and the bootstraps it builds (emptied at its start).
+# Where `make sandbox` keeps its logs, the bootstraps it builds and the state KEEP=1 keeps.
 SANDBOX_DIR ?= .sandbox
-sandbox: $(if $(TEMPLATE),,synth) ## The stack `make deploy` deploys, on 127.0.0.1 (BROKER_ADDR): moto, the functions under the Lambda emulator, IAM enforced; CATALOG=..., or TEMPLATE=cdk.out/X.template.json.
-	$(GO) build -o bin/sandbox ./internal/tools/sandbox && exec bin/sandbox -template $(or $(TEMPLATE),cdk.out) -dir $(SANDBOX_DIR)
+# KEEP=1: take up the state the last `make sandbox KEEP=1` kept (its moto runs on), and keep it.
+KEEP ?=
+# ENVIRONMENTS=N: execution environments each function may run at once (default 4), as Lambda's concurrency.
+ENVIRONMENTS ?=
+sandbox: $(if $(TEMPLATE),,synth) ## The stack `make deploy` deploys, on 127.0.0.1 (BROKER_ADDR): moto, the functions under the Lambda emulator, IAM enforced; CATALOG=..., TEMPLATE=cdk.out/X.template.json, KEEP=1 keeps its state across runs.
+	$(GO) build -o bin/sandbox ./internal/tools/sandbox && exec bin/sandbox -template $(or $(TEMPLATE),cdk.out) -dir $(SANDBOX_DIR) $(if $(KEEP),-keep) $(if $(ENVIRONMENTS),-environments $(ENVIRONMENTS))
+
+sandbox-deploy: $(if $(TEMPLATE),,synth) ## Deploy a new bundle (CATALOG=... or TEMPLATE=...) into the running sandbox, as `make deploy` updates the stack: the functions' code and configuration replaced, the table and the stacks kept.
+	$(GO) run ./internal/tools/sandbox -deploy -template $(or $(TEMPLATE),cdk.out) -dir $(SANDBOX_DIR)
 
 deploy: build $(CDK) ## Deploy to your credentials' account and region (run infra/_cli/node_modules/.bin/cdk bootstrap once first).
 	$(CDK) deploy -c catalog=$(CATALOG)

@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/google/uuid"
@@ -30,6 +31,18 @@ type integration struct {
 // integrationTimeout is HTTP APIs' limit for an integration's answer.
 const integrationTimeout = 30 * time.Second
 
+// The limits of a request: an HTTP API takes a payload of at most 10 MB
+// ("Payload size", not adjustable: Quotas for configuring and running an
+// HTTP API in API Gateway), answering 413 itself beyond it; Lambda takes
+// a synchronous invocation's payload (the event, the body in it, base64
+// for a body that is not text) of at most 6 MB (Lambda quotas:
+// "Invocation payload (request and response)", 6 MB each for synchronous
+// invocations), which API Gateway answers 413 too.
+const (
+	maxPayload       = 10 << 20
+	maxInvokePayload = 6 << 20
+)
+
 // front is the HTTP API: it turns each request into the payload 2.0 event
 // API Gateway sends the route's function, and the function's answer back
 // into HTTP, with API Gateway's own answers where it gives them (404 for
@@ -37,6 +50,18 @@ const integrationTimeout = 30 * time.Second
 func (sb *Sandbox) front() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		path := r.URL.Path
+		// An HTTP API's event is JSON: a path or a query parameter that
+		// percent-decodes to bytes that are not UTF-8 cannot reach the
+		// function as they are, and replaced (U+FFFD) two different ids
+		// would name one instance. Refused, as the broker refuses them.
+		if !utf8.ValidString(path) || !validQuery(r.URL.Query()) {
+			gatewayError(w, http.StatusBadRequest, "Bad Request")
+			return
+		}
+		if r.ContentLength > maxPayload {
+			gatewayError(w, http.StatusRequestEntityTooLarge, "Request Entity Too Large")
+			return
+		}
 		if sb.stagePrefix != "" {
 			p, ok := strings.CutPrefix(path, sb.stagePrefix)
 			if !ok {
@@ -60,15 +85,26 @@ func (sb *Sandbox) front() http.Handler {
 			gatewayError(w, http.StatusInternalServerError, "Internal Server Error")
 			return
 		}
-		body, err := io.ReadAll(r.Body)
+		body, err := io.ReadAll(io.LimitReader(r.Body, maxPayload+1))
 		if err != nil {
 			gatewayError(w, http.StatusBadRequest, "Bad Request")
+			return
+		}
+		if len(body) > maxPayload {
+			gatewayError(w, http.StatusRequestEntityTooLarge, "Request Entity Too Large")
+			return
+		}
+		if sb.refuseUnrunnable(w, r, path, body) {
 			return
 		}
 		event := sb.event(r, path, rt.key, params, body)
 		payload, err := json.Marshal(event)
 		if err != nil {
 			gatewayError(w, http.StatusInternalServerError, "Internal Server Error")
+			return
+		}
+		if len(payload) > maxInvokePayload {
+			gatewayError(w, http.StatusRequestEntityTooLarge, "Request Entity Too Large")
 			return
 		}
 		ctx, cancel := contextWithTimeout(r, integrationTimeout)
@@ -89,6 +125,21 @@ func (sb *Sandbox) front() http.Handler {
 		}
 		writeResponse(w, inv.Payload)
 	})
+}
+
+// validQuery says whether every name and value of a query is UTF-8.
+func validQuery(q map[string][]string) bool {
+	for k, vs := range q {
+		if !utf8.ValidString(k) {
+			return false
+		}
+		for _, v := range vs {
+			if !utf8.ValidString(v) {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 func gatewayError(w http.ResponseWriter, status int, message string) {
@@ -242,7 +293,13 @@ func (sb *Sandbox) event(r *http.Request, path, routeKey string, params map[stri
 	return e
 }
 
+// apiID is the HTTP API's id, read once at start (a deploy changes
+// sb.made).
 func (sb *Sandbox) apiID() string {
+	return sb.api
+}
+
+func (sb *Sandbox) findAPIID() string {
 	for _, m := range sb.made {
 		if id, ok := m.attrs["ApiId"]; ok {
 			return id

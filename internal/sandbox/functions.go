@@ -17,6 +17,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
 )
 
 // functionSpec is a Lambda function of the template, resolved.
@@ -26,41 +28,56 @@ type functionSpec struct {
 	asset                string // aws:asset:path
 	runtime              string
 	timeout, memoryMB    int
-	env                  map[string]string
+	// reserved is the template's ReservedConcurrentExecutions (0: none).
+	reserved int
+	env      map[string]string
 }
 
 // Function runs one Lambda function as Lambda does: each invocation in an
 // execution environment of its own, an environment serving one invocation
 // at a time and kept for the next, new ones started (cold) while every
-// one is busy, up to maxEnvironments, beyond which invocations wait. An
+// one is busy, up to its limit (Environments), beyond which invocations wait. An
 // environment is one aws-lambda-rie process running the bootstrap.
 type Function struct {
 	spec functionSpec
 	env  []string // the environment: the template's, the role's credentials, moto; start adds LAMBDA_TASK_ROOT, the code's folder
 	rie  string
 	logs io.Writer
+	// max bounds the environments (Environments).
+	max int
 
 	mu sync.Mutex
 	// dir is the code: bootstrap and the bundled files (UpdateCode
 	// replaces it).
-	dir   string
-	idle  []*environment
-	count int
-	freed chan struct{}
-	all   map[*environment]bool
+	dir string
+	// creds are the role's credentials the environment holds.
+	creds aws.Credentials
+	// version counts the changes of code or configuration: an environment
+	// started before the last one is not reused.
+	version int
+	idle    []*environment
+	count   int
+	freed   chan struct{}
+	all     map[*environment]bool
 }
 
-// maxEnvironments bounds each function's concurrency: enough for the
-// workflows and requests of a test suite, little for a 2-core machine.
-const maxEnvironments = 4
+// DefaultEnvironments bounds each function's concurrency when neither the
+// template (ReservedConcurrentExecutions) nor Config.Environments does:
+// enough for the workflows and requests of a test suite, little for a
+// 2-core machine.
+const DefaultEnvironments = 4
+
+// Environments is how many execution environments the function may run
+// at once.
+func (f *Function) Environments() int { return f.max }
 
 type environment struct {
 	cmd    *exec.Cmd
 	url    string
 	exited chan struct{}
-	// dir is the code the environment runs: one of an older version is
-	// not reused.
-	dir string
+	// version is the function's when the environment started: one of an
+	// older version is not reused.
+	version int
 }
 
 // Invocation is what an invocation returned: the payload, and whether it is
@@ -76,7 +93,7 @@ func (f *Function) acquire(ctx context.Context) (*environment, error) {
 		if n := len(f.idle); n > 0 {
 			e := f.idle[n-1]
 			f.idle = f.idle[:n-1]
-			more, old := n > 1, e.dir != f.dir
+			more, old := n > 1, e.version != f.version
 			f.mu.Unlock()
 			if more {
 				f.wake() // freed holds one signal: pass it on to the next waiter
@@ -93,7 +110,7 @@ func (f *Function) acquire(ctx context.Context) (*environment, error) {
 			}
 			return e, nil
 		}
-		if f.count < maxEnvironments {
+		if f.count < f.max {
 			f.count++
 			f.mu.Unlock()
 			e, err := f.start(ctx)
@@ -116,7 +133,7 @@ func (f *Function) acquire(ctx context.Context) (*environment, error) {
 
 func (f *Function) release(e *environment) {
 	f.mu.Lock()
-	if e.dir != f.dir {
+	if e.version != f.version {
 		// Its code was replaced during the invocation, which it finished,
 		// as Lambda lets it.
 		f.mu.Unlock()
@@ -151,6 +168,7 @@ func (f *Function) UpdateCode(dir string) error {
 	}
 	f.mu.Lock()
 	f.dir = dir
+	f.version++
 	idle := f.idle
 	f.idle = nil
 	f.mu.Unlock()
@@ -158,6 +176,23 @@ func (f *Function) UpdateCode(dir string) error {
 		f.discard(e)
 	}
 	return nil
+}
+
+// update makes the function run the code in dir with the configuration of
+// spec from now on, as a deploy's UpdateFunctionCode and
+// UpdateFunctionConfiguration do (see UpdateCode).
+func (f *Function) update(sb *Sandbox, spec functionSpec, dir string) {
+	f.mu.Lock()
+	f.spec.timeout, f.spec.memoryMB, f.spec.env = spec.timeout, spec.memoryMB, spec.env
+	f.env = sb.functionEnv(f.spec, f.creds)
+	f.dir = dir
+	f.version++
+	idle := f.idle
+	f.idle = nil
+	f.mu.Unlock()
+	for _, e := range idle {
+		f.discard(e)
+	}
 }
 
 // wake tells one invocation waiting for an environment to look again.
@@ -188,13 +223,13 @@ func (f *Function) start(ctx context.Context) (*environment, error) {
 	}
 	addr := fmt.Sprintf("127.0.0.1:%d", ports[0])
 	f.mu.Lock()
-	dir := f.dir
+	dir, env, version := f.dir, f.env, f.version
 	f.mu.Unlock()
 	cmd := exec.Command(f.rie, "--log-level", "warn",
 		"--runtime-interface-emulator-address", addr,
 		"--runtime-api-address", fmt.Sprintf("127.0.0.1:%d", ports[1]),
 		filepath.Join(dir, "bootstrap"))
-	cmd.Dir, cmd.Env = dir, append(slices.Clone(f.env), "LAMBDA_TASK_ROOT="+dir)
+	cmd.Dir, cmd.Env = dir, append(slices.Clone(env), "LAMBDA_TASK_ROOT="+dir)
 	cmd.Stdout, cmd.Stderr = f.logs, f.logs
 	// Its own process group (the emulator starts the runtime in another,
 	// which kill ends too), and it dies with the sandbox, even one killed.
@@ -202,7 +237,7 @@ func (f *Function) start(ctx context.Context) (*environment, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("function %s: start aws-lambda-rie: %w", f.spec.name, err)
 	}
-	e := &environment{cmd: cmd, url: "http://" + addr + "/2015-03-31/functions/function/invocations", exited: make(chan struct{}), dir: dir}
+	e := &environment{cmd: cmd, url: "http://" + addr + "/2015-03-31/functions/function/invocations", exited: make(chan struct{}), version: version}
 	go func() { _ = cmd.Wait(); close(e.exited) }()
 	f.mu.Lock()
 	f.all[e] = true
@@ -241,7 +276,10 @@ func (f *Function) Invoke(ctx context.Context, payload []byte) (Invocation, erro
 	if err != nil {
 		return Invocation{}, err
 	}
-	timeout := time.Duration(f.spec.timeout) * time.Second
+	f.mu.Lock()
+	seconds := f.spec.timeout
+	f.mu.Unlock()
+	timeout := time.Duration(seconds) * time.Second
 	ictx, cancel := context.WithTimeout(ctx, timeout+2*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ictx, http.MethodPost, e.url, bytes.NewReader(payload))
@@ -265,7 +303,7 @@ func (f *Function) Invoke(ctx context.Context, payload []byte) (Invocation, erro
 	switch {
 	case errors.Is(ictx.Err(), context.DeadlineExceeded) && ctx.Err() == nil:
 		f.discard(e)
-		return functionError("Sandbox.Timedout", fmt.Sprintf("Task timed out after %d.00 seconds", f.spec.timeout)), nil
+		return functionError("Sandbox.Timedout", fmt.Sprintf("Task timed out after %d.00 seconds", seconds)), nil
 	case err != nil:
 		f.discard(e)
 		return Invocation{}, fmt.Errorf("function %s: %w", f.spec.name, err)
@@ -398,6 +436,10 @@ func freePorts(n int) ([]int, error) {
 // moto's Step Functions sends its Lambda Tasks here (moto_server.py fix 6).
 func (sb *Sandbox) invokeAPI() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost && r.URL.Path == deployPath {
+			sb.serveDeploy(w, r)
+			return
+		}
 		rest, ok := strings.CutPrefix(r.URL.Path, "/2015-03-31/functions/")
 		name, ok2 := strings.CutSuffix(rest, "/invocations")
 		if r.Method != http.MethodPost || !ok || !ok2 {
@@ -409,9 +451,14 @@ func (sb *Sandbox) invokeAPI() http.Handler {
 			lambdaError(w, http.StatusNotFound, "ResourceNotFoundException", "Function not found: "+name)
 			return
 		}
-		payload, err := io.ReadAll(r.Body)
+		payload, err := io.ReadAll(io.LimitReader(r.Body, maxInvokePayload+1))
 		if err != nil {
 			lambdaError(w, http.StatusBadRequest, "InvalidRequestContentException", err.Error())
+			return
+		}
+		if len(payload) > maxInvokePayload {
+			lambdaError(w, http.StatusRequestEntityTooLarge, "RequestEntityTooLargeException",
+				fmt.Sprintf("Request must be smaller than %d bytes for the InvokeFunction operation", maxInvokePayload))
 			return
 		}
 		if r.Header.Get("X-Amz-Invocation-Type") == "Event" {

@@ -79,6 +79,9 @@ func standIn(sb *Sandbox, logicalID, typ string) made {
 // physicalName is the name CloudFormation makes up for a resource the
 // template leaves unnamed: STACK-LOGICALID-RANDOM, at most max characters.
 func (sb *Sandbox) physicalName(logicalID string, max int, lower bool) string {
+	if k, ok := sb.kept[logicalID]; ok && k.ref != "" {
+		return k.ref // the name a run before gave it
+	}
 	suffix := randomString(12)
 	prefix := sb.stack.name + "-" + logicalID
 	if n := max - len(suffix) - 1; len(prefix) > n {
@@ -248,34 +251,44 @@ func makeRole(ctx context.Context, sb *Sandbox, logicalID string, props map[stri
 	if err != nil {
 		return made{}, err
 	}
+	if err := putRolePolicies(ctx, sb, name, props); err != nil {
+		return made{}, err
+	}
+	return made{ref: name, attrs: map[string]string{"Arn": *out.Role.Arn, "RoleId": *out.Role.RoleId}}, nil
+}
+
+// putRolePolicies puts a role's inline policies (Policies) and attaches
+// its managed ones (ManagedPolicyArns), as the template says: to a role
+// made, or to one a deploy changes.
+func putRolePolicies(ctx context.Context, sb *Sandbox, name string, props map[string]any) error {
 	var policies []struct {
 		PolicyName     string
 		PolicyDocument any
 	}
 	if err := decode(props["Policies"], &policies); err != nil {
-		return made{}, fmt.Errorf("property Policies: %w", err)
+		return fmt.Errorf("property Policies: %w", err)
 	}
 	for _, p := range policies {
 		doc, err := document(p.PolicyDocument)
 		if err != nil {
-			return made{}, err
+			return err
 		}
 		if _, err := sb.clients.iam.PutRolePolicy(ctx, &iam.PutRolePolicyInput{RoleName: &name, PolicyName: &p.PolicyName, PolicyDocument: &doc}); err != nil {
-			return made{}, fmt.Errorf("policy %s: %w", p.PolicyName, err)
+			return fmt.Errorf("policy %s: %w", p.PolicyName, err)
 		}
 		sb.policies.addInline(name, doc)
 	}
 	var managed []string
 	if err := decode(props["ManagedPolicyArns"], &managed); err != nil {
-		return made{}, fmt.Errorf("ManagedPolicyArns: %w", err)
+		return fmt.Errorf("ManagedPolicyArns: %w", err)
 	}
 	for _, arn := range managed {
 		if _, err := sb.clients.iam.AttachRolePolicy(ctx, &iam.AttachRolePolicyInput{RoleName: &name, PolicyArn: &arn}); err != nil {
-			return made{}, fmt.Errorf("managed policy %s: %w", arn, err)
+			return fmt.Errorf("managed policy %s: %w", arn, err)
 		}
 		sb.policies.attach(name, arn)
 	}
-	return made{ref: name, attrs: map[string]string{"Arn": *out.Role.Arn, "RoleId": *out.Role.RoleId}}, nil
+	return nil
 }
 
 // roleNames are the names of the roles a policy names.
@@ -286,22 +299,29 @@ func roleNames(props map[string]any) ([]string, error) {
 }
 
 func makePolicy(ctx context.Context, sb *Sandbox, logicalID string, props map[string]any) (made, error) {
+	if err := putPolicy(ctx, sb, props); err != nil {
+		return made{}, err
+	}
+	return made{ref: sb.physicalName(logicalID, 64, false)}, nil
+}
+
+func putPolicy(ctx context.Context, sb *Sandbox, props map[string]any) error {
 	doc, err := document(props["PolicyDocument"])
 	if err != nil {
-		return made{}, err
+		return err
 	}
 	name := str(props, "PolicyName")
 	roles, err := roleNames(props)
 	if err != nil {
-		return made{}, err
+		return err
 	}
 	for _, role := range roles {
 		if _, err := sb.clients.iam.PutRolePolicy(ctx, &iam.PutRolePolicyInput{RoleName: &role, PolicyName: &name, PolicyDocument: &doc}); err != nil {
-			return made{}, fmt.Errorf("role %s: %w", role, err)
+			return fmt.Errorf("role %s: %w", role, err)
 		}
 		sb.policies.addInline(role, doc)
 	}
-	return made{ref: sb.physicalName(logicalID, 64, false)}, nil
+	return nil
 }
 
 func makeManagedPolicy(ctx context.Context, sb *Sandbox, logicalID string, props map[string]any) (made, error) {
@@ -336,20 +356,9 @@ func makeStateMachine(ctx context.Context, sb *Sandbox, logicalID string, props 
 	if name == "" {
 		name = sb.physicalName(logicalID, 80, false)
 	}
-	definition := str(props, "DefinitionString")
-	if d, ok := props["Definition"]; ok {
-		data, err := json.Marshal(d)
-		if err != nil {
-			return made{}, err
-		}
-		definition = string(data)
-	}
-	// DefinitionSubstitutions: ${key} in the definition becomes the value,
-	// as CloudFormation does.
-	if subs, ok := props["DefinitionSubstitutions"].(map[string]any); ok {
-		for k, v := range subs {
-			definition = strings.ReplaceAll(definition, "${"+k+"}", fmt.Sprint(v))
-		}
+	definition, err := definitionOf(props)
+	if err != nil {
+		return made{}, err
 	}
 	typ := sfntypes.StateMachineTypeStandard
 	if t := str(props, "StateMachineType"); t != "" {
@@ -361,6 +370,70 @@ func makeStateMachine(ctx context.Context, sb *Sandbox, logicalID string, props 
 		return made{}, err
 	}
 	return made{ref: *out.StateMachineArn, attrs: map[string]string{"Arn": *out.StateMachineArn, "Name": name}}, nil
+}
+
+// definitionOf is a state machine's definition, as Step Functions takes it.
+func definitionOf(props map[string]any) (string, error) {
+	definition := str(props, "DefinitionString")
+	if d, ok := props["Definition"]; ok {
+		data, err := json.Marshal(d)
+		if err != nil {
+			return "", err
+		}
+		definition = string(data)
+	}
+	// DefinitionSubstitutions: ${key} in the definition becomes the value,
+	// as CloudFormation does.
+	if subs, ok := props["DefinitionSubstitutions"].(map[string]any); ok {
+		for k, v := range subs {
+			definition = strings.ReplaceAll(definition, "${"+k+"}", fmt.Sprint(v))
+		}
+	}
+	return definition, nil
+}
+
+// inMoto are the types of the resources the sandbox makes on moto: those
+// a sandbox taking up a kept state (KEEP=1) or a deploy finds there. The
+// others are the sandbox's own (functions, schedules, the front), made
+// again by each run.
+var inMoto = map[string]bool{"AWS::KMS::Key": true, "AWS::KMS::Alias": true, "AWS::DynamoDB::Table": true,
+	"AWS::SecretsManager::Secret": true, "AWS::IAM::Role": true, "AWS::IAM::Policy": true,
+	"AWS::IAM::ManagedPolicy": true, "AWS::StepFunctions::StateMachine": true}
+
+// takeUp is a resource on moto that the sandbox made before (kept), as a
+// deploy changes it: a role's and a policy's documents put again, a state
+// machine's definition updated, the rest (keys, tables, secrets) kept as
+// they are, as CloudFormation keeps a resource whose properties did not
+// change.
+func takeUp(ctx context.Context, sb *Sandbox, typ string, props map[string]any, kept made) (made, error) {
+	switch typ {
+	case "AWS::IAM::Role":
+		return kept, putRolePolicies(ctx, sb, kept.ref, props)
+	case "AWS::IAM::Policy":
+		return kept, putPolicy(ctx, sb, props)
+	case "AWS::IAM::ManagedPolicy":
+		doc, err := document(props["PolicyDocument"])
+		if err != nil {
+			return kept, err
+		}
+		sb.policies.addManaged(kept.ref, doc)
+		roles, err := roleNames(props)
+		if err != nil {
+			return kept, err
+		}
+		for _, role := range roles {
+			sb.policies.attach(role, kept.ref)
+		}
+	case "AWS::StepFunctions::StateMachine":
+		definition, err := definitionOf(props)
+		if err != nil {
+			return kept, err
+		}
+		if _, err := sb.clients.sfn.UpdateStateMachine(ctx, &sfn.UpdateStateMachineInput{StateMachineArn: &kept.ref, Definition: &definition}); err != nil {
+			return kept, err
+		}
+	}
+	return kept, nil
 }
 
 func makeLogGroup(_ context.Context, sb *Sandbox, logicalID string, props map[string]any) (made, error) {
@@ -386,6 +459,9 @@ func makeFunction(_ context.Context, sb *Sandbox, logicalID string, props map[st
 	}
 	if m, ok := props["MemorySize"].(float64); ok {
 		spec.memoryMB = int(m)
+	}
+	if n, ok := props["ReservedConcurrentExecutions"].(float64); ok {
+		spec.reserved = int(n)
 	}
 	if e, ok := props["Environment"].(map[string]any); ok {
 		vars, _ := e["Variables"].(map[string]any)

@@ -1,17 +1,20 @@
 package sandbox
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"debug/buildinfo"
 	"encoding/hex"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"os/exec"
 	"path"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 
@@ -63,38 +66,60 @@ func (sb *Sandbox) startFunctions(ctx context.Context, rie string) error {
 		if err != nil {
 			return fmt.Errorf("function %s: %w", spec.logicalID, err)
 		}
-		creds, err := sb.assumeRole(ctx, spec)
-		if err != nil {
+		var creds aws.Credentials
+		if k, ok := sb.keptCreds[spec.logicalID]; ok {
+			creds = aws.Credentials{AccessKeyID: k.AccessKeyID, SecretAccessKey: k.SecretAccessKey, SessionToken: k.SessionToken}
+		} else if creds, err = sb.assumeRole(ctx, spec); err != nil {
 			return fmt.Errorf("function %s: assume its role %s: %w", spec.logicalID, spec.role, err)
 		}
 		logs, err := os.OpenFile(filepath.Join(sb.Dir, spec.logicalID+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 		if err != nil {
 			return err
 		}
-		f := &Function{spec: spec, dir: dir, rie: rie, logs: logs, freed: make(chan struct{}, 1), all: map[*environment]bool{}}
-		// What Lambda sets, then the template's variables, then the role's
-		// credentials and moto as every service's endpoint. Nothing of the
-		// caller's environment (its AWS profile) reaches the function.
-		// LAMBDA_TASK_ROOT is the code's folder, which each environment's
-		// start adds (the code can change: UpdateCode).
-		env := map[string]string{
-			"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "en_US.UTF-8", "TZ": ":UTC", "_HANDLER": "bootstrap",
-			"AWS_LAMBDA_FUNCTION_NAME": spec.name, "AWS_LAMBDA_FUNCTION_VERSION": "$LATEST",
-			"AWS_LAMBDA_FUNCTION_MEMORY_SIZE": fmt.Sprint(spec.memoryMB), "AWS_LAMBDA_FUNCTION_TIMEOUT": fmt.Sprint(spec.timeout),
-			"AWS_LAMBDA_LOG_GROUP_NAME": "/aws/lambda/" + spec.name, "AWS_LAMBDA_LOG_STREAM_NAME": "sandbox",
-		}
-		for k, v := range spec.env {
-			env[k] = v
-		}
-		env["AWS_REGION"], env["AWS_DEFAULT_REGION"] = sb.region, sb.region
-		env["AWS_ENDPOINT_URL"] = sb.moto.Endpoint
-		env["AWS_ACCESS_KEY_ID"], env["AWS_SECRET_ACCESS_KEY"], env["AWS_SESSION_TOKEN"] = creds.AccessKeyID, creds.SecretAccessKey, creds.SessionToken
-		for k, v := range env {
-			f.env = append(f.env, k+"="+v)
-		}
+		f := &Function{spec: spec, dir: dir, rie: rie, logs: logs, creds: creds, freed: make(chan struct{}, 1), all: map[*environment]bool{},
+			max: environments(spec, sb.cfg.Environments)}
+		f.env = sb.functionEnv(spec, creds)
 		sb.functions = append(sb.functions, f)
 	}
 	return nil
+}
+
+// environments is how many execution environments a function may run at
+// once, as Lambda's concurrency: the template's reserved concurrency, else
+// the sandbox's setting, else DefaultEnvironments; the setting also bounds
+// a reserved concurrency above it (a machine runs fewer processes than an
+// account).
+func environments(spec functionSpec, setting int) int {
+	n := cmp.Or(setting, DefaultEnvironments)
+	if spec.reserved > 0 {
+		return min(spec.reserved, max(n, 1))
+	}
+	return n
+}
+
+// functionEnv is a function's environment: what Lambda sets, then the
+// template's variables, then the role's credentials and moto as every
+// service's endpoint. Nothing of the caller's environment (its AWS
+// profile) reaches the function. LAMBDA_TASK_ROOT is the code's folder,
+// which each environment's start adds (the code can change: UpdateCode).
+func (sb *Sandbox) functionEnv(spec functionSpec, creds aws.Credentials) []string {
+	env := map[string]string{
+		"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "en_US.UTF-8", "TZ": ":UTC", "_HANDLER": "bootstrap",
+		"AWS_LAMBDA_FUNCTION_NAME": spec.name, "AWS_LAMBDA_FUNCTION_VERSION": "$LATEST",
+		"AWS_LAMBDA_FUNCTION_MEMORY_SIZE": fmt.Sprint(spec.memoryMB), "AWS_LAMBDA_FUNCTION_TIMEOUT": fmt.Sprint(spec.timeout),
+		"AWS_LAMBDA_LOG_GROUP_NAME": "/aws/lambda/" + spec.name, "AWS_LAMBDA_LOG_STREAM_NAME": "sandbox",
+	}
+	for k, v := range spec.env {
+		env[k] = v
+	}
+	env["AWS_REGION"], env["AWS_DEFAULT_REGION"] = sb.region, sb.region
+	env["AWS_ENDPOINT_URL"] = sb.moto.Endpoint
+	env["AWS_ACCESS_KEY_ID"], env["AWS_SECRET_ACCESS_KEY"], env["AWS_SESSION_TOKEN"] = creds.AccessKeyID, creds.SecretAccessKey, creds.SessionToken
+	var out []string
+	for _, k := range slices.Sorted(maps.Keys(env)) {
+		out = append(out, k+"="+env[k])
+	}
+	return out
 }
 
 // assumeRole returns temporary credentials of the function's role, as
@@ -125,12 +150,17 @@ func (sb *Sandbox) assumeRole(ctx context.Context, spec functionSpec) (aws.Crede
 // beside it, of the function the asset's bootstrap was built from (its
 // main package, which Go records in the binary).
 func (sb *Sandbox) code(ctx context.Context, spec functionSpec, built map[string]string) (string, error) {
+	return sb.codeOf(ctx, sb.cfg.Template, spec, built)
+}
+
+// codeOf is code for a function of template.
+func (sb *Sandbox) codeOf(ctx context.Context, template string, spec functionSpec, built map[string]string) (string, error) {
 	if spec.asset == "" {
 		return "", fmt.Errorf("the template names no asset (aws:asset:path): synthesize it with cdk, which leaves the assets beside it")
 	}
 	dir := spec.asset
 	if !filepath.IsAbs(dir) {
-		dir = filepath.Join(filepath.Dir(sb.cfg.Template), dir)
+		dir = filepath.Join(filepath.Dir(template), dir)
 	}
 	dir, err := filepath.Abs(dir)
 	if err != nil {
@@ -163,7 +193,8 @@ func (sb *Sandbox) code(ctx context.Context, spec functionSpec, built map[string
 	}
 	out, ok := built[key]
 	if !ok {
-		out = filepath.Join(sb.Dir, "build", filepath.Base(dir))
+		// A build of each bundle: a deploy's beside the one before.
+		out = filepath.Join(sb.Dir, "build", key[:16], filepath.Base(dir))
 		root := sb.cfg.Root
 		if root == "" {
 			gomod, err := exec.CommandContext(ctx, "go", "env", "GOMOD").Output()

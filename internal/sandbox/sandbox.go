@@ -62,6 +62,19 @@ type Config struct {
 	ScheduleInterval time.Duration
 	// Log receives the sandbox's own log lines (JSON); nil discards them.
 	Log io.Writer
+	// Environments is how many execution environments each function may
+	// run at once (default DefaultEnvironments), as Lambda's concurrency:
+	// a function whose template sets ReservedConcurrentExecutions runs at
+	// most that many. Invocations beyond wait for one, up to API
+	// Gateway's 30 s.
+	Environments int
+	// Keep takes up what a sandbox of the same Dir kept (its moto, still
+	// running with every table item, stack and execution, and what the
+	// sandbox made there), and keeps it at Close for the next run: `make
+	// sandbox KEEP=1`. Without it, a run ends what a run before kept and
+	// starts afresh. A kept run listens for the Invoke API where the
+	// first did (moto invokes there).
+	Keep bool
 }
 
 // Sandbox is a running stack.
@@ -89,6 +102,9 @@ type Sandbox struct {
 	// NotMade lists the template's resources the sandbox neither makes nor
 	// runs (alarms, dashboards, topics...), "LogicalId (Type)".
 	NotMade []string
+	// Kept says that the sandbox took up the state a run before kept
+	// (Config.Keep).
+	Kept bool
 
 	cfg     Config
 	ctx     context.Context
@@ -107,7 +123,10 @@ type Sandbox struct {
 	// addresses), and answer 503 until then.
 	ready atomic.Bool
 
-	made          map[string]made
+	made map[string]made
+	// kept is what a run before made (KEEP=1), or what a deploy finds made.
+	kept          map[string]made
+	keptCreds     map[string]keptCreds
 	policies      policies
 	secrets       map[string]string
 	functionSpecs []functionSpec
@@ -116,6 +135,14 @@ type Sandbox struct {
 	routes        []route
 	integrations  map[string]integration
 	stagePrefix   string
+	api           string
+	// keepMoto says that Close leaves moto running with stateFile: a
+	// sandbox started with Keep, or one that took up a kept state (even if
+	// it failed to start, the state stays for the next try).
+	keepMoto   bool
+	invokeAddr string
+	unrunnable atomic.Pointer[[]UnrunnablePlan]
+	deploying  sync.Mutex
 }
 
 // Start makes the template's resources on a moto of its own and runs the
@@ -135,6 +162,9 @@ func Start(ctx context.Context, c Config) (sb *Sandbox, err error) {
 		}
 	}()
 	sb.Dir = c.Dir
+	if c.Keep && c.Dir == "" {
+		return sb, errors.New("keeping the state (Keep) needs a folder of the sandbox's own (Dir) to keep it in")
+	}
 	if sb.Dir == "" {
 		if sb.Dir, err = os.MkdirTemp("", "sandbox"); err != nil {
 			return sb, err
@@ -152,6 +182,7 @@ func Start(ctx context.Context, c Config) (sb *Sandbox, err error) {
 	if err != nil {
 		return sb, err
 	}
+	kept, keptMoto := takeUpKept(c, sb.Dir, sb.logf)
 
 	// The front and Lambda's Invoke API listen first: the template's HTTP
 	// API is the front's URL, and moto must know where to invoke.
@@ -160,21 +191,38 @@ func Start(ctx context.Context, c Config) (sb *Sandbox, err error) {
 		return sb, fmt.Errorf("the broker's address: %w", err)
 	}
 	sb.URL = "http://" + front.Addr().String()
-	invoke, err := net.Listen("tcp", "127.0.0.1:0")
+	invokeAddr := "127.0.0.1:0"
+	if kept != nil {
+		invokeAddr = kept.Invoke
+	}
+	invoke, err := net.Listen("tcp", invokeAddr)
 	if err != nil {
 		front.Close()
-		return sb, err
+		if keptMoto != nil {
+			keptMoto.Release()
+		}
+		return sb, fmt.Errorf("the Invoke API's address %s, where the kept moto invokes: %w", invokeAddr, err)
 	}
+	sb.invokeAddr = invoke.Addr().String()
 	sb.serve(front, sb.front())
 	sb.serve(invoke, sb.invokeAPI())
 
-	sb.moto, err = motoserver.Start(motoserver.Options{LogPath: filepath.Join(sb.Dir, "moto.log"),
-		Env: []string{"MOTO_LAMBDA_ENDPOINT=http://" + invoke.Addr().String()}})
-	if err != nil {
-		return sb, err
+	if kept != nil {
+		sb.moto, sb.Kept, sb.kept, sb.keepMoto, sb.keptCreds = keptMoto, true, kept.made(), true, kept.Functions
+		maps.Copy(sb.secrets, kept.Secrets)
+	} else {
+		sb.moto, err = motoserver.Start(motoserver.Options{LogPath: filepath.Join(sb.Dir, "moto.log"), Outlive: c.Keep,
+			Env: []string{"MOTO_LAMBDA_ENDPOINT=http://" + sb.invokeAddr}})
+		if err != nil {
+			return sb, err
+		}
 	}
 	sb.Moto = sb.moto.Endpoint
 	root := sb.awsConfig(credentials.NewStaticCredentialsProvider("sandbox", "sandbox", ""))
+	if kept != nil {
+		// IAM stays enforced on a kept moto: its administrator's keys.
+		root = kept.admin(sb)
+	}
 	sb.clients = newClients(root)
 	id, err := sts.NewFromConfig(root).GetCallerIdentity(ctx, &sts.GetCallerIdentityInput{})
 	if err != nil {
@@ -190,9 +238,13 @@ func Start(ctx context.Context, c Config) (sb *Sandbox, err error) {
 	if err := sb.makeResources(ctx); err != nil {
 		return sb, err
 	}
-	if err := sb.makeAdmin(ctx); err != nil {
+	if kept != nil {
+		sb.Admin = root
+	} else if err := sb.makeAdmin(ctx); err != nil {
 		return sb, err
 	}
+	sb.clients = newClients(sb.Admin)
+	sb.api = sb.findAPIID()
 	if err := sb.startFunctions(ctx, rie); err != nil {
 		return sb, err
 	}
@@ -205,13 +257,22 @@ func Start(ctx context.Context, c Config) (sb *Sandbox, err error) {
 	if err := sb.registerStack(ctx); err != nil {
 		return sb, err
 	}
-	// From here on, every call needs credentials whose policies allow it.
-	if err := sb.enforceIAM(ctx); err != nil {
+	if err := sb.checkPlans(ctx); err != nil {
 		return sb, err
+	}
+	// From here on, every call needs credentials whose policies allow it.
+	if kept == nil {
+		if err := sb.enforceIAM(ctx); err != nil {
+			return sb, err
+		}
 	}
 	if err := sb.readCredentials(); err != nil {
 		return sb, err
 	}
+	if err := sb.writeKept(ctx); err != nil {
+		return sb, err
+	}
+	sb.keepMoto = c.Keep
 	sb.ready.Store(true)
 	sb.runSchedules()
 	return sb, nil
@@ -272,7 +333,11 @@ func (sb *Sandbox) makeResources(ctx context.Context) error {
 			props = v.(map[string]any)
 		}
 		var m made
-		if mk, ok := makers[r.Type]; ok {
+		if k, ok := sb.kept[name]; ok && inMoto[r.Type] {
+			if m, err = takeUp(ctx, sb, r.Type, props, k); err != nil {
+				return fmt.Errorf("resource %s (%s): %w", name, r.Type, err)
+			}
+		} else if mk, ok := makers[r.Type]; ok {
 			if m, err = mk(ctx, sb, name, props); err != nil {
 				return fmt.Errorf("resource %s (%s): %w", name, r.Type, err)
 			}
@@ -303,7 +368,7 @@ func (sb *Sandbox) registerStack(ctx context.Context) error {
 			outputs[name] = map[string]any{"Value": v}
 		}
 	}
-	body, err := json.Marshal(map[string]any{
+	data, err := json.Marshal(map[string]any{
 		"Description": "The outputs of the sandbox's stack; the sandbox makes its resources itself (docs/sandbox.md).",
 		"Resources":   map[string]any{"Sandbox": map[string]any{"Type": "AWS::CloudFormation::WaitConditionHandle"}},
 		"Outputs":     outputs,
@@ -311,8 +376,12 @@ func (sb *Sandbox) registerStack(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	body := string(data)
+	if sb.Kept {
+		return sb.updateStack(ctx, body)
+	}
 	client := cloudformation.NewFromConfig(sb.awsConfig(sb.clients.iam.Options().Credentials))
-	if _, err := client.CreateStack(ctx, &cloudformation.CreateStackInput{StackName: &sb.StackName, TemplateBody: aws.String(string(body))}); err != nil {
+	if _, err := client.CreateStack(ctx, &cloudformation.CreateStackInput{StackName: &sb.StackName, TemplateBody: &body}); err != nil {
 		return fmt.Errorf("the stack %s on moto's CloudFormation: %w", sb.StackName, err)
 	}
 	return nil
@@ -409,8 +478,12 @@ func (sb *Sandbox) Close() {
 		f.stop()
 	}
 	sb.wg.Wait()
-	if sb.moto != nil {
+	switch {
+	case sb.moto != nil && sb.keepMoto:
+		sb.moto.Release() // with stateFile, for the next run
+	case sb.moto != nil:
 		sb.moto.Stop()
+		_ = os.Remove(filepath.Join(sb.Dir, stateFile))
 	}
 	for _, f := range sb.functions {
 		if c, ok := f.logs.(io.Closer); ok {

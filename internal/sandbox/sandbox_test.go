@@ -28,6 +28,8 @@ var (
 	// manifest is what the catalog's drivers declared they need of the
 	// stack.
 	manifest deploy.Manifest
+	// catalogPath is the suite's catalog, the templates beside it.
+	catalogPath string
 )
 
 func TestMain(m *testing.M) {
@@ -48,6 +50,7 @@ func runTests(m *testing.M) int {
 	}
 	defer functionFront.stop()
 	catalog, err := testCatalog(dir)
+	catalogPath = catalog
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

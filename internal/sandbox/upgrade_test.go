@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -19,6 +20,7 @@ import (
 	"github.com/serverless-osb/broker/internal/app"
 	"github.com/serverless-osb/broker/internal/env"
 	"github.com/serverless-osb/broker/internal/osbtest"
+	"github.com/serverless-osb/broker/internal/sandbox"
 	"github.com/serverless-osb/broker/internal/waittest"
 )
 
@@ -29,78 +31,94 @@ const (
 	raisedMark    = "Version 1.1.0: the sandbox's fleet upgrade moved this stack here."
 )
 
-// deployRaised deploys, as `make deploy` does after a template changed, a
-// bundle of the api and the worker whose catalog raises plan's
-// maintenance_info to raisedVersion and gives it a changed copy of its
-// template (its other plans keep theirs, unchanged under their version, as
-// the lock file asks): each function's code copied, the copy's catalog
-// changed, and the function made to run it (Function.UpdateCode, Lambda's
-// UpdateFunctionCode). It returns the new catalog, which ops reads as the
-// broker's; the test's cleanup deploys the bundles as they were.
-func deployRaised(t *testing.T, plan string) string {
+// deployRaised deploys, as an operator does after a template changed, a
+// new bundle: the suite's catalog with plan's maintenance_info raised to
+// raisedVersion and a changed copy of its template (its other plans keep
+// theirs, unchanged under their version, as the lock file asks),
+// synthesized as make synth does, and deployed into the running sandbox as
+// make sandbox-deploy does (sandbox.RequestDeploy: each function's code
+// and configuration replaced, the table and the stacks kept). It returns
+// the new catalog, which ops reads as the broker's; the test's cleanup
+// deploys the bundle before.
+func deployRaised(t *testing.T, ctx context.Context, plan string) string {
 	t.Helper()
-	var catalogPath string
-	for _, prefix := range []string{"ApiFunction", "WorkerFunction"} {
-		f := shared.Function(logicalID(prefix))
-		old := f.Code()
-		dir := filepath.Join(t.TempDir(), prefix)
-		if err := os.CopyFS(dir, os.DirFS(old)); err != nil {
-			t.Fatal(err)
-		}
-		catalogPath = filepath.Join(dir, "catalog.yaml")
-		data, err := os.ReadFile(catalogPath)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var cat map[string]any
-		if err := yaml.Unmarshal(data, &cat); err != nil {
-			t.Fatal(err)
-		}
-		raised := false
-		for _, svc := range cat["services"].([]any) {
-			for _, p := range svc.(map[string]any)["plans"].([]any) {
-				p := p.(map[string]any)
-				if p["id"] != plan {
-					continue
-				}
-				settings := p["broker"].(map[string]any)
-				from := fmt.Sprint(settings["template"])
-				body, err := os.ReadFile(filepath.Join(dir, from))
-				if err != nil {
-					t.Fatal(err)
-				}
-				changed := strings.Replace(string(body), "Description: >-\n", "Description: >-\n  "+raisedMark+"\n", 1)
-				if changed == string(body) {
-					t.Fatalf("template %s: no folded Description to change", from)
-				}
-				to := strings.TrimSuffix(from, ".yaml") + "-" + raisedVersion + ".yaml"
-				if err := os.WriteFile(filepath.Join(dir, to), []byte(changed), 0o644); err != nil {
-					t.Fatal(err)
-				}
-				settings["template"] = to
-				p["maintenance_info"] = map[string]any{"version": raisedVersion, "description": "The template's description says that the sandbox upgraded it."}
-				raised = true
-			}
-		}
-		if !raised {
-			t.Fatalf("%s's catalog has no plan %s", prefix, plan)
-		}
-		if data, err = yaml.Marshal(cat); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(catalogPath, data, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		if err := f.UpdateCode(dir); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			if err := f.UpdateCode(old); err != nil {
-				t.Errorf("deploy the %s's bundle as it was: %v", prefix, err)
-			}
-		})
+	dir := filepath.Join(t.TempDir(), "catalog")
+	if err := os.CopyFS(dir, os.DirFS(filepath.Dir(catalogPath))); err != nil {
+		t.Fatal(err)
 	}
-	return catalogPath
+	catalog := filepath.Join(dir, filepath.Base(catalogPath))
+	data, err := os.ReadFile(catalog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cat map[string]any
+	if err := yaml.Unmarshal(data, &cat); err != nil {
+		t.Fatal(err)
+	}
+	raised := false
+	for _, svc := range cat["services"].([]any) {
+		for _, p := range svc.(map[string]any)["plans"].([]any) {
+			p := p.(map[string]any)
+			if p["id"] != plan {
+				continue
+			}
+			settings := p["broker"].(map[string]any)
+			from := fmt.Sprint(settings["template"])
+			body, err := os.ReadFile(filepath.Join(dir, from))
+			if err != nil {
+				t.Fatal(err)
+			}
+			changed := strings.Replace(string(body), "Description: >-\n", "Description: >-\n  "+raisedMark+"\n", 1)
+			if changed == string(body) {
+				t.Fatalf("template %s: no folded Description to change", from)
+			}
+			to := strings.TrimSuffix(from, ".yaml") + "-" + raisedVersion + ".yaml"
+			if err := os.WriteFile(filepath.Join(dir, to), []byte(changed), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			settings["template"] = to
+			p["maintenance_info"] = map[string]any{"version": raisedVersion, "description": "The template's description says that the sandbox upgraded it."}
+			raised = true
+		}
+	}
+	if !raised {
+		t.Fatalf("the suite's catalog has no plan %s", plan)
+	}
+	if data, err = yaml.Marshal(cat); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(catalog, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	second, err := sandbox.Synthesize(ctx, sandbox.Synthesis{Root: "../..", Catalog: catalog, Out: filepath.Join(t.TempDir(), "synth"), Arch: runtime.GOARCH})
+	if err != nil {
+		t.Fatalf("synthesize the second bundle: %v", err)
+	}
+	before := map[string]string{}
+	for _, prefix := range []string{"ApiFunction", "WorkerFunction"} {
+		before[prefix] = shared.Function(logicalID(prefix)).Code()
+	}
+	report, err := sandbox.RequestDeploy(ctx, shared.Dir, second)
+	if err != nil {
+		t.Fatalf("deploy the second bundle: %v\n%s", err, strings.Join(report, "\n"))
+	}
+	t.Cleanup(func() {
+		ctx, cancel := waittest.Context(t)
+		defer cancel()
+		if report, err := sandbox.RequestDeploy(ctx, shared.Dir, template); err != nil {
+			t.Errorf("deploy the bundle before: %v\n%s", err, strings.Join(report, "\n"))
+		}
+	})
+	for _, prefix := range []string{"ApiFunction", "WorkerFunction"} {
+		id := logicalID(prefix)
+		if !slices.ContainsFunc(report, func(l string) bool { return strings.HasPrefix(l, "function "+id+": code and configuration replaced") }) {
+			t.Errorf("the deploy's report does not replace %s's code:\n%s", id, strings.Join(report, "\n"))
+		}
+		if now := shared.Function(id).Code(); now == before[prefix] {
+			t.Errorf("%s still runs the code before the deploy (%s)", id, now)
+		}
+	}
+	return shared.Catalog()
 }
 
 // ops runs the operator command on the sandbox's stack, as an operator
@@ -224,8 +242,8 @@ func TestAFleetUpgradeThroughOps(t *testing.T) {
 		before[id] = stackTemplate(ctx, t, id)
 	}
 
-	catalogPath := deployRaised(t, plan)
-	asOperator(t, ctx, map[string]string{env.Catalog: catalogPath, env.Table: "", env.DynamoDBEndpoint: ""})
+	deployed := deployRaised(t, ctx, plan)
+	asOperator(t, ctx, map[string]string{env.Catalog: deployed, env.Table: "", env.DynamoDBEndpoint: ""})
 
 	t.Run("the deployed catalog offers the raised version", func(t *testing.T) {
 		cat, err := c.GetCatalog()

@@ -1,4 +1,4 @@
-# moto_server 5.2.1 with nine fixes.
+# moto_server 5.2.1 with twelve fixes.
 #
 # 1. A second StartExecution fails with HTTP 500
 # ("cannot pickle '_thread.RLock'", moto issue 10077) because StartExecution
@@ -312,6 +312,149 @@ def _user_from_cloudformation_with_boundary(cls, resource_name, cloudformation_j
 
 
 _IAMUser.create_from_cloudformation_json = classmethod(_user_from_cloudformation_with_boundary)
+
+# 10. CloudFormation names a queue it generates the name of (no QueueName)
+# with the .fifo suffix when FifoQueue is true, as SQS requires of a FIFO
+# queue; moto generates the name without it, and SQS then refuses it ("Queue
+# name must end in .fifo"), so no FIFO queue of a template without a
+# QueueName (the SQS example's fifo plan) can be created.
+from moto.cloudformation import parsing as _cfn_parsing  # noqa: E402
+from moto.sqs.models import Queue as _SQSQueue  # noqa: E402
+
+_queue_from_cloudformation = _SQSQueue.create_from_cloudformation_json.__func__
+
+
+def _queue_from_cloudformation_fifo_named(cls, resource_name, cloudformation_json, account_id, region_name, **kwargs):
+    properties = cloudformation_json.get("Properties") or {}
+    fifo = str(properties.get("FifoQueue", "false")).lower() == "true"
+    if fifo and "QueueName" not in properties and not str(resource_name).endswith(".fifo"):
+        resource_name = str(resource_name)[:80 - len(".fifo")] + ".fifo"
+    return _queue_from_cloudformation(cls, resource_name, cloudformation_json, account_id, region_name, **kwargs)
+
+
+_SQSQueue.create_from_cloudformation_json = classmethod(_queue_from_cloudformation_fifo_named)
+
+# 11. When a resource of a new stack cannot be created, CreateStack answers
+# the resource's error (CloudFormation answers the stack's id, and the
+# failure is the stack's: CREATE_FAILED on the resource, then a rollback to
+# ROLLBACK_COMPLETE), and the stack stays half made in CREATE_PENDING: every
+# later DescribeStacks that lists it evaluates its outputs, which tries to
+# make the resource again and fails, so moto answers HTTP 500 to every
+# stack listing from then on, for every caller. Roll such a stack back as
+# CloudFormation does: the resource's CREATE_FAILED event with the error's
+# message, ROLLBACK_IN_PROGRESS naming the failed resource, the resources
+# made so far deleted, ROLLBACK_COMPLETE (CREATE_FAILED, keeping them, when
+# rollback is disabled), with no resources or outputs left to evaluate.
+# A template refused before the stack exists (moto's validation) is still
+# refused by CreateStack, as CloudFormation refuses an invalid template.
+from moto.cloudformation.models import Event as _CFNEvent  # noqa: E402
+from moto.cloudformation.parsing import OutputMap as _CFNOutputMap  # noqa: E402
+
+_parse_and_create_resource = _cfn_parsing.parse_and_create_resource
+
+
+def _parse_and_create_resource_named(logical_id, resource_json, resources_map, account_id, region_name):
+    try:
+        return _parse_and_create_resource(logical_id, resource_json, resources_map, account_id, region_name)
+    except Exception as error:
+        # The innermost resource is the one that failed (one being made
+        # for a reference of another is made inside its creation).
+        if not hasattr(error, "_osb_logical_id"):
+            error._osb_logical_id = logical_id
+            error._osb_resource_type = resource_json.get("Type", "")
+        raise
+
+
+_cfn_parsing.parse_and_create_resource = _parse_and_create_resource_named
+_create_stack = CloudFormationBackend.create_stack
+
+
+def _error_message(error):
+    return str(getattr(error, "message", None) or getattr(error, "description", None) or error)
+
+
+def _create_stack_or_roll_back(self, *args, **kwargs):
+    name = kwargs.get("name", args[0] if args else None)
+    before = set(self.stacks)
+    try:
+        return _create_stack(self, *args, **kwargs)
+    except Exception as e:
+        made = [s for stack_id, s in self.stacks.items() if stack_id not in before and s.name == name]
+        if not made:
+            raise
+        stack, error = made[0], e
+    logical_id = getattr(error, "_osb_logical_id", None) or stack.name
+    resource_type = getattr(error, "_osb_resource_type", None) or "AWS::CloudFormation::Stack"
+    failed = _CFNEvent(stack_id=stack.stack_id, stack_name=stack.name, logical_resource_id=logical_id,
+                       physical_resource_id="", resource_type=resource_type, resource_status="CREATE_FAILED",
+                       resource_status_reason=f'Resource handler returned message: "{_error_message(error)}"',
+                       resource_properties=None)
+    stack.events.append(failed)
+    if stack.disable_rollback:
+        stack.status = "CREATE_FAILED"
+        stack._add_stack_event("CREATE_FAILED", resource_status_reason=f"The following resource(s) failed to create: [{logical_id}]. ")
+    else:
+        stack._add_stack_event("ROLLBACK_IN_PROGRESS", resource_status_reason=(
+            f"The following resource(s) failed to create: [{logical_id}]. Rollback requested by user."))
+        try:
+            stack.resource_map.delete()
+        except Exception:  # noqa: BLE001 - a resource that will not go stays, as DELETE_SKIPPED would
+            pass
+        stack.status = "ROLLBACK_COMPLETE"
+        stack._add_stack_event("ROLLBACK_COMPLETE")
+    # Nothing left that a listing would try to make again: the resources
+    # still there, and no outputs.
+    resources = stack.resource_map
+    resources._resource_json_map = {k: v for k, v in resources._resource_json_map.items()
+                                     if not isinstance(resources._parsed_resources.get(k, ""), str)}
+    stack.output_map = _CFNOutputMap(stack.resource_map, {}, stack.stack_id)
+    return stack
+
+
+CloudFormationBackend.create_stack = _create_stack_or_roll_back
+
+# 12. moto keeps every finished Step Functions execution (each with a copy
+# of its state machine and the interpreter's whole state) and every deleted
+# stack (with its template and resources) for as long as it runs: over a
+# long run of the sandbox (200 lifecycles and a fuzz run) it grew to 9.8
+# GB. AWS ages them out (an execution's history after 90 days, a deleted
+# stack's after 90 days); keep the newest MOTO_KEEP_FINISHED (default 500)
+# finished executions of each state machine and deleted stacks of each
+# account and Region, which no caller of the broker's reads again once it
+# has seen them end (the broker never reads an execution; its driver reads
+# a deleted stack right after the delete). A running execution is never
+# dropped.
+from moto.stepfunctions.parser.models import StepFunctionsParserBackend  # noqa: E402
+
+_keep_finished = int(os.environ.get("MOTO_KEEP_FINISHED", "500"))
+_executions_lock = threading.RLock()
+_start_execution_kept = StepFunctionsParserBackend.start_execution
+
+
+def _start_execution_bounded(self, state_machine_arn, *args, **kwargs):
+    with _executions_lock:
+        execution = _start_execution_kept(self, state_machine_arn, *args, **kwargs)
+        executions = self.describe_state_machine(state_machine_arn).executions
+        finished = [e for e in executions
+                    if getattr(e, "exec_status", None) is not None and e.status != "RUNNING"]
+        for old in sorted(finished, key=lambda e: e.start_date)[:max(0, len(finished) - _keep_finished)]:
+            executions.remove(old)
+    return execution
+
+
+StepFunctionsParserBackend.start_execution = _start_execution_bounded
+_stacks_lock = threading.RLock()  # delete_stack by name calls itself by id
+_delete_stack_kept = CloudFormationBackend.delete_stack
+
+
+def _delete_stack_bounded(self, name_or_stack_id):
+    with _stacks_lock:
+        _delete_stack_kept(self, name_or_stack_id)
+        while len(self.deleted_stacks) > _keep_finished:
+            self.deleted_stacks.pop(next(iter(self.deleted_stacks)))  # the oldest deleted
+
+
+CloudFormationBackend.delete_stack = _delete_stack_bounded
 
 from moto.server import main  # noqa: E402
 

@@ -32,6 +32,10 @@ type Options struct {
 	// LogPath receives the server's output (default moto-PORT.log in the
 	// temporary folder).
 	LogPath string
+	// Outlive lets the server outlive the calling process (Release leaves
+	// it running, with its state, for a later Attach): the sandbox's
+	// KEEP=1.
+	Outlive bool
 }
 
 // Server is a running moto_server.
@@ -42,8 +46,62 @@ type Server struct {
 	LogPath string
 
 	cmd *exec.Cmd
+	pid int // an attached server's, which this process did not start
 	dir string
 	log *os.File
+}
+
+// PID is the server's process id.
+func (s *Server) PID() int {
+	if s.cmd != nil && s.cmd.Process != nil {
+		return s.cmd.Process.Pid
+	}
+	return s.pid
+}
+
+// Attach takes up a server that a Start with Outlive left running: it
+// must answer at endpoint, and pid must be a moto_server.py (Stop ends it).
+func Attach(endpoint string, pid int) (*Server, error) {
+	if !isMoto(pid) {
+		return nil, fmt.Errorf("process %d is no moto_server.py", pid)
+	}
+	probe := &http.Client{Timeout: 5 * time.Second}
+	resp, err := probe.Get(endpoint + "/moto-api/")
+	if err != nil {
+		return nil, fmt.Errorf("moto_server %s: %w", endpoint, err)
+	}
+	resp.Body.Close()
+	return &Server{Endpoint: endpoint, pid: pid}, nil
+}
+
+// StopProcess ends the moto_server.py of pid, if it still runs: one that
+// a Start with Outlive left behind and nobody will Attach.
+func StopProcess(pid int) {
+	if isMoto(pid) {
+		_ = syscall.Kill(-pid, syscall.SIGTERM)
+	}
+}
+
+// isMoto says whether pid runs this package's moto_server.py, so that a
+// stale pid never ends another process.
+func isMoto(pid int) bool {
+	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	return pid > 0 && err == nil && strings.Contains(string(cmdline), "moto_server.py")
+}
+
+// Release leaves the server running (started with Outlive), with its
+// state, and lets go of it.
+func (s *Server) Release() {
+	if s.cmd != nil && s.cmd.Process != nil {
+		_ = s.cmd.Process.Release()
+		s.cmd = nil
+	}
+	if s.log != nil {
+		s.log.Close()
+		s.log = nil
+	}
+	s.pid = 0
+	os.RemoveAll(s.dir) // the server has read its script
 }
 
 // Start installs moto with pip where it is missing, starts the server,
@@ -88,6 +146,9 @@ func Start(o Options) (*Server, error) {
 	s.cmd.Stdout, s.cmd.Stderr = s.log, s.log
 	s.cmd.Env = append(os.Environ(), o.Env...)
 	s.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
+	if o.Outlive {
+		s.cmd.SysProcAttr.Pdeathsig = 0
+	}
 	if err := s.cmd.Start(); err != nil {
 		s.cmd = nil
 		s.Stop()
@@ -106,6 +167,10 @@ func (s *Server) Stop() {
 		_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGTERM)
 		_, _ = s.cmd.Process.Wait()
 		s.cmd = nil
+	}
+	if s.pid != 0 {
+		StopProcess(s.pid)
+		s.pid = 0
 	}
 	if s.log != nil {
 		s.log.Close()
