@@ -10,13 +10,14 @@ import (
 // four wedged healthy instances before the broker checked for valid UTF-8:
 // the key held the raw bytes while the stored JSON held U+FFFD.
 var badIDs = map[string]string{
-	"a lone continuation byte":         "%80",
-	"a truncated two-byte sequence":    "%C3%28",
-	"bytes that are never UTF-8":       "%FF%FE-1",
-	"an invalid byte inside":           "a%FFb",
-	"a NUL":                            "a%00b",
-	"a newline":                        "a%0Ab",
-	"a DEL":                            "a%7Fb",
+	"a lone continuation byte":      "%80",
+	"a truncated two-byte sequence": "%C3%28",
+	"bytes that are never UTF-8":    "%FF%FE-1",
+	"an invalid byte inside":        "a%FFb",
+	"a NUL":                         "a%00b",
+	"a newline":                     "a%0Ab",
+	"a DEL":                         "a%7Fb",
+	"U+FFFD, what a proxy may make of invalid UTF-8": "a%EF%BF%BDb",
 	"256 characters":                   strings.Repeat("x", 256),
 	"256 bytes of two-byte characters": strings.Repeat("%C3%A9", 128),
 }

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"fmt"
+	"strings"
 	"unicode"
 	"unicode/utf8"
 )
@@ -25,7 +26,7 @@ const MaxKeyLength = 512
 const MaxRequestBytes = 256 << 10
 
 // IDRule says, for a user, what CheckID accepts.
-const IDRule = "ids must be 1 to 255 bytes of valid UTF-8 with no control characters"
+const IDRule = "ids must be 1 to 255 bytes of valid UTF-8 with no control characters and no U+FFFD"
 
 // CheckID says why v cannot be an id, or returns nil. An id is stored in a
 // key and, as JSON, in the item's value: a string that JSON cannot carry
@@ -33,9 +34,17 @@ const IDRule = "ids must be 1 to 255 bytes of valid UTF-8 with no control charac
 // under one id and recorded under another, so the broker could never find
 // its own record again. Every id the broker stores passes this check, at
 // the API (a 400 before anything is written) and in every Store.
+//
+// U+FFFD, the replacement character, is refused too: it is what invalid
+// UTF-8 becomes when a proxy decodes a path leniently (API Gateway does not
+// say what it does with such bytes), so two different invalid ids could
+// arrive as one valid id and reach one instance.
 func CheckID(v string) error {
 	if len(v) > MaxIDLength {
 		return fmt.Errorf("it is longer than %d bytes", MaxIDLength)
+	}
+	if strings.ContainsRune(v, utf8.RuneError) && utf8.ValidString(v) {
+		return fmt.Errorf("it contains U+FFFD, the replacement character (bytes that were not UTF-8 on the way)")
 	}
 	return checkKey(v)
 }

@@ -21,6 +21,7 @@ func TestCheckID(t *testing.T) {
 		{"a NUL is refused", "a\x00b", "U+0000"},
 		{"a newline is refused", "a\nb", "U+000A"},
 		{"a C1 control is refused", "a\u0085b", "U+0085"},
+		{"the replacement character is refused: invalid UTF-8 a proxy decoded", "a\ufffdb", "U+FFFD"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := CheckID(tc.id)
