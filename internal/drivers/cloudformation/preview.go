@@ -87,7 +87,11 @@ func (d *Driver) Preview(ctx context.Context, c broker.Change) (broker.Preview, 
 			return broker.Preview{Refused: "CloudFormation could not work out the update of the service instance's stack (the platform operator finds its reason in the broker's log)."}, nil
 		}
 		p := broker.Preview{Changes: changeLines(cs.Changes)}
-		if f := d.refusal(ctx, c, s, stack, cs.Changes); f != nil {
+		f, err := d.refusal(ctx, c, s, stack, cs.Changes, in.Parameters)
+		if err != nil {
+			return broker.Preview{}, err
+		}
+		if f != nil {
 			p.Refused = f.Description
 		}
 		return p, nil
