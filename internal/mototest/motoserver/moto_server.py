@@ -1,4 +1,4 @@
-# moto_server 5.2.1 with nine fixes.
+# moto_server 5.2.1 with ten fixes.
 #
 # 1. A second StartExecution fails with HTTP 500
 # ("cannot pickle '_thread.RLock'", moto issue 10077) because StartExecution
@@ -312,6 +312,80 @@ def _user_from_cloudformation_with_boundary(cls, resource_name, cloudformation_j
 
 
 _IAMUser.create_from_cloudformation_json = classmethod(_user_from_cloudformation_with_boundary)
+
+# 10. Deleting a stack whose S3 bucket holds objects succeeds in moto: the
+# bucket's delete quietly keeps a bucket with keys, and the stack is gone.
+# CloudFormation fails that resource (DELETE_FAILED, "The bucket you tried
+# to delete is not empty") and the stack with it (DELETE_FAILED, naming
+# the resource), after deleting the rest; the stack stays until a later
+# DeleteStack finds the bucket empty. The broker's driver relies on that: it
+# asks again a few times, then fails the deprovision naming the bucket.
+from moto.cloudformation.models import Event as _StackEvent  # noqa: E402
+from moto.cloudformation.responses import StackResourceDTO as _StackResourceDTO  # noqa: E402
+from moto.s3.models import FakeBucket as _FakeBucket  # noqa: E402
+
+_BUCKET_NOT_EMPTY = ("The bucket you tried to delete is not empty (Service: S3, Status Code: 409, "
+                     "Error Code: BucketNotEmpty)")
+_stack_delete = Stack.delete
+_delete_stack = CloudFormationBackend.delete_stack
+
+
+def _full_buckets(stack):
+    resources = stack.resource_map
+    return sorted(
+        lid for lid, res in resources._parsed_resources.items()
+        if isinstance(res, _FakeBucket) and res.keys
+        and resources._resource_json_map.get(lid, {}).get("DeletionPolicy") != "Retain")
+
+
+def _stack_delete_failing_full_buckets(self):
+    full = _full_buckets(self)
+    if not full:
+        return _stack_delete(self)
+    self._add_stack_event("DELETE_IN_PROGRESS", resource_status_reason="User Initiated")
+    resources = self.resource_map
+    kept = {lid: resources._resource_json_map[lid] for lid in full}
+    for lid in full:  # the rest goes; these are kept for the next try
+        resources._resource_json_map[lid] = dict(kept[lid], DeletionPolicy="Retain")
+    try:
+        resources.delete()
+    finally:
+        resources._resource_json_map.update(kept)
+    for lid in [lid for lid in resources._resource_json_map if lid not in resources._parsed_resources]:
+        del resources._resource_json_map[lid]  # deleted: no longer the stack's
+    for lid in full:
+        bucket = resources._parsed_resources[lid]
+        bucket._osb_status, bucket._osb_reason = "DELETE_FAILED", _BUCKET_NOT_EMPTY
+        self.events.append(_StackEvent(stack_id=self.stack_id, stack_name=self.name, logical_resource_id=lid,
+                                       physical_resource_id=bucket.physical_resource_id, resource_type="AWS::S3::Bucket",
+                                       resource_status="DELETE_FAILED", resource_status_reason=_BUCKET_NOT_EMPTY,
+                                       resource_properties=None))
+    reason = "The following resource(s) failed to delete: [%s]. " % ", ".join(full)
+    self._add_stack_event("DELETE_FAILED", resource_status_reason=reason)
+    self.status, self.stack_status_reason = "DELETE_FAILED", reason
+
+
+def _delete_stack_failing_full_buckets(self, name_or_stack_id):
+    stack = self.stacks.get(name_or_stack_id) or next(
+        (s for s in self.stacks.values() if s.name == name_or_stack_id), None)
+    if stack is not None and _full_buckets(stack):
+        stack.delete()  # DELETE_FAILED: the stack stays
+        return
+    _delete_stack(self, name_or_stack_id)
+
+
+_stack_resource_dto_init = _StackResourceDTO.__init__
+
+
+def _stack_resource_dto_with_status(self, stack, resource):
+    _stack_resource_dto_init(self, stack, resource)
+    if getattr(resource, "_osb_status", None) and stack.status == "DELETE_FAILED":
+        self.resource_status, self.resource_status_reason = resource._osb_status, resource._osb_reason
+
+
+Stack.delete = _stack_delete_failing_full_buckets
+CloudFormationBackend.delete_stack = _delete_stack_failing_full_buckets
+_StackResourceDTO.__init__ = _stack_resource_dto_with_status
 
 from moto.server import main  # noqa: E402
 
