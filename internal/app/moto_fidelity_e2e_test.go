@@ -10,10 +10,12 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/cloudformation"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/google/uuid"
 	osb "sigs.k8s.io/go-open-service-broker-client/v2"
 
 	"github.com/serverless-osb/broker/internal/app/apptest"
+	cfndriver "github.com/serverless-osb/broker/internal/drivers/cloudformation"
 	"github.com/serverless-osb/broker/internal/mototest"
 	"github.com/serverless-osb/broker/internal/osbtest"
 )
@@ -80,5 +82,68 @@ func TestADeprovisionNeverSucceedsWhileItsBucketStaysOnMoto(t *testing.T) {
 	}
 	if _, err := s3c.HeadBucket(t.Context(), &s3.HeadBucketInput{Bucket: aws.String(bucket)}); err == nil {
 		t.Error("the emptied bucket is still there after the deprovision succeeded")
+	}
+}
+
+// TestAnUpdatesTagsReachTheQueueOnMoto: CloudFormation gives a stack's
+// resources the stack's tags, and an update's new tags (the repository's
+// moto fixes make moto do the same). An SQS example instance provisioned
+// in a Cloud Foundry space under one name carries the broker's tags; an
+// update that renames it (the platform's context) moves the name's tag on
+// the queue.
+func TestAnUpdatesTagsReachTheQueueOnMoto(t *testing.T) {
+	cfg := mototest.Config(t, "us-east-1")
+	cfn := cloudformation.NewFromConfig(cfg)
+	q := sqs.NewFromConfig(cfg)
+	prefix := "osbtg" + strings.ReplaceAll(uuid.NewString()[:8], "-", "")
+	catalogPath, _ := shippedServices(t)
+	b := apptest.StartWith(t, apptest.Options{Dir: t.TempDir(), Catalog: catalogPath, ReapInterval: -1,
+		AWS: func(context.Context) (aws.Config, error) { return cfg, nil },
+		Getenv: func(k string) string {
+			if k == "BROKER_STACK_PREFIX" {
+				return prefix
+			}
+			return ""
+		},
+		Sleep: func(ctx context.Context, _ time.Duration) {},
+	})
+	service, plan := planOf(t, b, "aws-sqs-queue", "standard")
+	e := &e2e{t: t, c: client(t, b.URL), service: service}
+	id := uuid.NewString()
+	cfContext := func(name string) map[string]any {
+		return map[string]any{"platform": "cloudfoundry", "organization_guid": "org-1", "space_guid": "space-1", "instance_name": name}
+	}
+	r, err := e.c.ProvisionInstance(&osb.ProvisionRequest{InstanceID: id, ServiceID: service, PlanID: plan, AcceptsIncomplete: true,
+		OrganizationGUID: "org-1", SpaceGUID: "space-1", Context: cfContext("orders")})
+	if err != nil {
+		t.Fatalf("provision: %v", err)
+	}
+	if state, desc := e.poll(id, r.OperationKey); state != osb.StateSucceeded {
+		t.Fatalf("provision ended %s: %s", state, desc)
+	}
+	queueTags := func() map[string]string {
+		t.Helper()
+		url := stackOutputs(t, cfn, prefix, id)["QueueUrl"]
+		out, err := q.ListQueueTags(t.Context(), &sqs.ListQueueTagsInput{QueueUrl: aws.String(url)})
+		if err != nil {
+			t.Fatalf("the queue's tags (%s): %v", url, err)
+		}
+		return out.Tags
+	}
+	if got := queueTags(); got[cfndriver.TagInstanceID] != id || got[cfndriver.TagInstanceName] != "orders" {
+		t.Errorf("the provisioned queue's tags are %v, want the instance's (%s %s, %s orders)", got,
+			cfndriver.TagInstanceID, id, cfndriver.TagInstanceName)
+	}
+
+	ur, err := e.c.UpdateInstance(&osb.UpdateInstanceRequest{InstanceID: id, ServiceID: service, AcceptsIncomplete: true,
+		Parameters: map[string]any{"VisibilityTimeout": 90}, Context: cfContext("orders-eu")})
+	if err != nil {
+		t.Fatalf("update: %v", err)
+	}
+	if state, desc := e.poll(id, ur.OperationKey); state != osb.StateSucceeded {
+		t.Fatalf("the update ended %s: %s", state, desc)
+	}
+	if got := queueTags(); got[cfndriver.TagInstanceName] != "orders-eu" || got[cfndriver.TagInstanceID] != id {
+		t.Errorf("after the update the queue's tags are %v, want %s orders-eu", got, cfndriver.TagInstanceName)
 	}
 }

@@ -1,4 +1,4 @@
-# moto_server 5.2.1 with ten fixes.
+# moto_server 5.2.1 with eleven fixes.
 #
 # 1. A second StartExecution fails with HTTP 500
 # ("cannot pickle '_thread.RLock'", moto issue 10077) because StartExecution
@@ -386,6 +386,89 @@ def _stack_resource_dto_with_status(self, stack, resource):
 Stack.delete = _stack_delete_failing_full_buckets
 CloudFormationBackend.delete_stack = _delete_stack_failing_full_buckets
 _StackResourceDTO.__init__ = _stack_resource_dto_with_status
+
+# 11. moto never tags a stack's queues, buckets or tables with the stack's
+# tags, and an update (a change set executed) changes neither the stack's
+# tags nor a resource's Tags property on a queue. CloudFormation gives the
+# stack the tags a change set carries, and every resource that takes tags
+# its Tags property and the stack's tags (a tag an update drops goes). The
+# broker's stacks carry their instance's tags (instance, plan, the
+# platform's names), which a tagged cost report or policy reads.
+from moto.dynamodb.models.table import Table as _DynamoTable  # noqa: E402
+from moto.s3.models import s3_backends as _s3_backends  # noqa: E402
+from moto.sqs.models import Queue as _SQSQueue  # noqa: E402
+from moto.cloudformation.parsing import clean_json as _clean_json  # noqa: E402
+
+
+def _wanted_tags(stack, lid):
+    wanted = {k: v for k, v in (stack.tags or {}).items() if not k.startswith("aws:")}
+    props = (stack.template_dict.get("Resources", {}).get(lid) or {}).get("Properties") or {}
+    try:
+        tags = _clean_json(props.get("Tags") or [], stack.resource_map)
+    except Exception:  # a value moto cannot resolve: the tags it can
+        tags = props.get("Tags") or []
+    for tag in tags if isinstance(tags, list) else []:
+        if isinstance(tag, dict) and isinstance(tag.get("Key"), str) and isinstance(tag.get("Value"), str):
+            wanted[tag["Key"]] = tag["Value"]
+    return wanted
+
+
+def _propagate_tags(stack):
+    if not stack.resource_map or not hasattr(stack, "template_dict"):
+        return
+    for lid, res in list(stack.resource_map._parsed_resources.items()):
+        if not isinstance(res, (_SQSQueue, _FakeBucket, _DynamoTable)):
+            continue
+        wanted = _wanted_tags(stack, lid)
+        before = getattr(res, "_osb_tags", {})
+        if isinstance(res, _SQSQueue):
+            for k in before:
+                res.tags.pop(k, None)
+            res.tags.update(wanted)
+        elif isinstance(res, _FakeBucket):
+            backend = _s3_backends[res.account_id][res.partition]
+            current = {t["Key"]: t["Value"] for t in backend.get_bucket_tagging(res.name).get("Tags", [])}
+            for k in before:
+                current.pop(k, None)
+            current.update(wanted)
+            backend.put_bucket_tagging(res.name, current)
+        else:
+            res.tags = [t for t in res.tags if t["Key"] not in before and t["Key"] not in wanted]
+            res.tags.extend({"Key": k, "Value": v} for k, v in wanted.items())
+        res._osb_tags = wanted
+
+
+_create_resources = Stack.create_resources
+_execute_change_set = CloudFormationBackend.execute_change_set
+_stack_update = Stack.update
+
+
+def _create_resources_tagged(self):
+    _create_resources(self)
+    _propagate_tags(self)
+
+
+def _execute_change_set_tagged(self, change_set_name, stack_name=None):
+    _execute_change_set(self, change_set_name, stack_name)
+    change_set = self.change_sets.get(change_set_name) or next(
+        (cs for cs in self.change_sets.values() if cs.change_set_name == change_set_name), None)
+    stack = self.stacks.get(change_set.stack_id) if change_set else None
+    if stack is None:
+        return
+    if change_set.tags is not None:
+        stack.tags = dict(change_set.tags)
+    stack._parse_template()
+    _propagate_tags(stack)
+
+
+def _stack_update_tagged(self, *args, **kwargs):
+    _stack_update(self, *args, **kwargs)
+    _propagate_tags(self)
+
+
+Stack.create_resources = _create_resources_tagged
+CloudFormationBackend.execute_change_set = _execute_change_set_tagged
+Stack.update = _stack_update_tagged
 
 from moto.server import main  # noqa: E402
 
