@@ -208,3 +208,31 @@ func readService(t *testing.T, path string) string {
 	}
 	return string(b)
 }
+
+// TestTemplateDocumentReadsShortFormTags: a YAML template's short-form
+// tags are read as the long forms a JSON template writes.
+func TestTemplateDocumentReadsShortFormTags(t *testing.T) {
+	yamlDoc, err := templateDocument([]byte(`Resources:
+  T:
+    Type: X
+    Properties:
+      A: !Ref P
+      B: !GetAtt R.Endpoint.Address
+      C: !If [Cond, !Sub "${P}-x", !Ref AWS::NoValue]
+      D: !Join [",", [a, !Ref P]]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	jsonDoc, err := templateDocument([]byte(`{"Resources": {"T": {"Type": "X", "Properties": {
+  "A": {"Ref": "P"},
+  "B": {"Fn::GetAtt": ["R", "Endpoint.Address"]},
+  "C": {"Fn::If": ["Cond", {"Fn::Sub": "${P}-x"}, {"Ref": "AWS::NoValue"}]},
+  "D": {"Fn::Join": [",", ["a", {"Ref": "P"}]]}}}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(yamlDoc, jsonDoc) {
+		t.Errorf("YAML read as\n%v\nJSON as\n%v", yamlDoc, jsonDoc)
+	}
+}
