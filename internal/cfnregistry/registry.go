@@ -42,6 +42,13 @@ type Schema struct {
 	// shapes they refer to ($ref "#/definitions/NAME").
 	Properties  map[string]Property `json:"properties"`
 	Definitions map[string]Property `json:"definitions"`
+	// Immutable and Conditional are the top-level properties that
+	// CloudFormation's resource specification marks "UpdateType":
+	// "Immutable" (a change replaces the resource; the registry schema does
+	// not always list them as create-only: DynamoDB's KeySchema) or
+	// "Conditional" (a change may replace it), from update-behaviour.json.
+	Immutable   []string `json:"immutable,omitempty"`
+	Conditional []string `json:"conditional,omitempty"`
 }
 
 // Property is what the broker keeps of a property's JSON schema: where its
@@ -115,7 +122,52 @@ func (s Schema) Actions(h string) []string { return s.Handlers[h].Permissions }
 // ReplacedBy says whether setting or changing the top-level property
 // replaces the resource.
 func (s Schema) ReplacedBy(property string) bool {
-	return slices.Contains(s.CreateOnlyProperties, "/properties/"+property)
+	return s.UpdateOf(property) == UpdateReplaces
+}
+
+// Update is what changing a property does to its resource.
+type Update int
+
+const (
+	// UpdateInPlace: the resource is updated (or the type says nothing).
+	UpdateInPlace Update = iota
+	// UpdateMayReplace: the resource specification's "Conditional": it
+	// may be replaced, depending on the values (CloudFormation decides as
+	// it runs).
+	UpdateMayReplace
+	// UpdateReplaces: a create-only property (the registry) or an
+	// "Immutable" one (the resource specification): a new resource.
+	UpdateReplaces
+)
+
+// UpdateOf says what changing the property at path does: a top-level
+// property's name, or a nested one's path from it, names joined by "/"
+// (KeySchema, Foo/Bar), as the registry's createOnlyProperties name them
+// without "/properties/".
+func (s Schema) UpdateOf(path string) Update {
+	top, _, _ := strings.Cut(path, "/")
+	if slices.Contains(s.CreateOnlyProperties, "/properties/"+path) || slices.Contains(s.Immutable, top) {
+		return UpdateReplaces
+	}
+	if slices.Contains(s.Conditional, top) {
+		return UpdateMayReplace
+	}
+	return UpdateInPlace
+}
+
+// ReplacingPaths are the paths (as UpdateOf takes them) whose change may
+// replace the resource, sorted: the create-only properties, the immutable
+// and the conditional ones.
+func (s Schema) ReplacingPaths() []string {
+	var out []string
+	for _, p := range s.CreateOnlyProperties {
+		if path, ok := strings.CutPrefix(p, "/properties/"); ok {
+			out = append(out, path)
+		}
+	}
+	out = append(append(out, s.Immutable...), s.Conditional...)
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 var loaded = sync.OnceValues(load)
@@ -130,7 +182,7 @@ func load() (map[string]Schema, error) {
 	if err != nil {
 		return nil, err
 	}
-	var handwritten []Schema
+	var handwritten, behaviour []Schema
 	for _, name := range names {
 		text, err := schemaFiles.ReadFile(name)
 		if err != nil {
@@ -138,6 +190,12 @@ func load() (map[string]Schema, error) {
 		}
 		if path.Base(name) == "handwritten.json" {
 			if err := json.Unmarshal(text, &handwritten); err != nil {
+				return nil, fmt.Errorf("%s: %w", name, err)
+			}
+			continue
+		}
+		if path.Base(name) == "update-behaviour.json" {
+			if err := json.Unmarshal(text, &behaviour); err != nil {
 				return nil, fmt.Errorf("%s: %w", name, err)
 			}
 			continue
@@ -163,6 +221,22 @@ func load() (map[string]Schema, error) {
 		}
 		s.Handlers, s.Source = h.Handlers, h.Source
 		out[h.TypeName] = s
+	}
+	for _, b := range behaviour {
+		s, ok := out[b.TypeName]
+		switch {
+		case !ok:
+			return nil, fmt.Errorf("update-behaviour.json: %s has no registry schema here", b.TypeName)
+		case b.Source == "":
+			return nil, fmt.Errorf("update-behaviour.json: %s says not where its update behaviour comes from", b.TypeName)
+		}
+		for _, p := range append(slices.Clone(b.Immutable), b.Conditional...) {
+			if _, ok := s.Properties[p]; !ok {
+				return nil, fmt.Errorf("update-behaviour.json: %s has no property %s", b.TypeName, p)
+			}
+		}
+		s.Immutable, s.Conditional = b.Immutable, b.Conditional
+		out[b.TypeName] = s
 	}
 	return out, nil
 }

@@ -197,3 +197,36 @@ func TestExcess(t *testing.T) {
 		}
 	})
 }
+
+func TestUpdateOf(t *testing.T) {
+	schemas, err := Schemas()
+	if err != nil {
+		t.Fatal(err)
+	}
+	nested := Schema{CreateOnlyProperties: []string{"/properties/Storage/Engine"}, Immutable: []string{"Name"}, Conditional: []string{"Size"}}
+	for _, tc := range []struct {
+		name   string
+		schema Schema
+		path   string
+		want   Update
+	}{
+		{"a create-only property of the registry replaces", schemas["AWS::S3::Bucket"], "BucketName", UpdateReplaces},
+		{"an immutable property of the resource specification that the registry leaves out replaces", schemas["AWS::DynamoDB::Table"], "KeySchema", UpdateReplaces},
+		{"a conditional property of the resource specification may replace", schemas["AWS::RDS::DBInstance"], "EngineVersion", UpdateMayReplace},
+		{"a mutable property updates in place", schemas["AWS::DynamoDB::Table"], "TimeToLiveSpecification", UpdateInPlace},
+		{"a nested create-only property replaces", nested, "Storage/Engine", UpdateReplaces},
+		{"its parent's other properties do not", nested, "Storage/Size", UpdateInPlace},
+		{"below an immutable property, everything replaces", nested, "Name/First", UpdateReplaces},
+		{"below a conditional property, everything may replace", nested, "Size/Unit", UpdateMayReplace},
+	} {
+		if got := tc.schema.UpdateOf(tc.path); got != tc.want {
+			t.Errorf("%s: UpdateOf(%q) = %v, want %v", tc.name, tc.path, got, tc.want)
+		}
+	}
+	if got := nested.ReplacingPaths(); !slices.Equal(got, []string{"Name", "Size", "Storage/Engine"}) {
+		t.Errorf("ReplacingPaths() = %v", got)
+	}
+	if s := schemas["AWS::SQS::Queue"]; !slices.Equal(s.Immutable, []string{"FifoQueue", "QueueName"}) {
+		t.Errorf("update-behaviour.json is not read onto AWS::SQS::Queue: %+v", s.Immutable)
+	}
+}

@@ -189,7 +189,15 @@ func (d *Driver) changeSetStep(ctx context.Context, c broker.Change, s *Settings
 			InstanceUsable: broker.Bool(true), UpdateRepeatable: broker.Bool(false)}
 	}
 
-	if f := d.refusal(ctx, c, s, stack, cs.Changes); f != nil {
+	in, err := d.changeSetInput(ctx, c, s, rec, stack)
+	if err != nil {
+		return false, err
+	}
+	f, err := d.refusal(ctx, c, s, stack, cs.Changes, in.Parameters)
+	if err != nil {
+		return false, err
+	}
+	if f != nil {
 		d.deleteChangeSet(ctx, rec, stack)
 		d.Logger.InfoContext(ctx, "stack update refused", "stack", rec.StackName, "reason", f.Detail)
 		return false, f
@@ -332,18 +340,30 @@ func (d *Driver) deleteChangeSet(ctx context.Context, rec *record, stack *types.
 	}
 }
 
-// refusal is the failure of an update whose change set would replace or
-// remove a resource that holds data and that the plan does not allow to
-// go; nil when it would not.
-func (d *Driver) refusal(ctx context.Context, c broker.Change, s *Settings, stack *types.Stack, changes []types.Change) *broker.Failure {
+// refusal is the failure of an update that would replace or remove a
+// resource that holds data and that the plan does not allow to go, by
+// either opinion: the change set's (changes), or the two templates'
+// (templateRefusal, with params, the update's parameters); nil when
+// neither says so.
+func (d *Driver) refusal(ctx context.Context, c broker.Change, s *Settings, stack *types.Stack, changes []types.Change, params []types.Parameter) (*broker.Failure, error) {
+	// Without the stack's template the second opinion cannot be had: try
+	// again rather than judge by the change set alone.
 	current, err := d.currentTemplate(ctx, stack)
 	if err != nil {
-		current = nil // judged by the resources' types alone
+		return nil, err
 	}
 	target := current
 	if moves(c) {
 		target = s.Template
 	}
+	if f := changeSetRefusal(s, stack, changes, current, target); f != nil {
+		return f, nil
+	}
+	return templateRefusal(s, stack, current, target, params)
+}
+
+// changeSetRefusal is the change set's opinion on an update.
+func changeSetRefusal(s *Settings, stack *types.Stack, changes []types.Change, current, target *Template) *broker.Failure {
 	for _, ch := range changes {
 		rc := ch.ResourceChange
 		if rc == nil {
@@ -351,16 +371,13 @@ func (d *Driver) refusal(ctx context.Context, c broker.Change, s *Settings, stac
 		}
 		id, typ := aws.ToString(rc.LogicalResourceId), aws.ToString(rc.ResourceType)
 		r := Resource{LogicalID: id, Type: typ}
-		if current != nil {
-			if cr, ok := current.resource(id); ok {
-				r = cr
-			}
+		if cr, ok := current.resource(id); ok {
+			r = cr
 		}
 		if !r.holdsData() || slices.Contains(s.AllowReplacement, id) {
 			continue
 		}
-		what := fmt.Sprintf("%s (%s), which holds data", id, typ)
-		allow := fmt.Sprintf("Nothing was changed. If losing it is intended, the platform operator lists %s in the plan's allow_replacement and raises its maintenance_info version.", id)
+		what, allow := refusedWords(id, typ)
 		var desc string
 		switch {
 		case rc.Action == types.ChangeActionRemove:
@@ -379,6 +396,107 @@ func (d *Driver) refusal(ctx context.Context, c broker.Change, s *Settings, stac
 			InstanceUsable: broker.Bool(true), UpdateRepeatable: broker.Bool(false)}
 	}
 	return nil
+}
+
+// refusedWords name a resource an update is refused for, and what the
+// operator does if losing it is intended: the same words whichever opinion
+// refuses.
+func refusedWords(id, typ string) (what, allow string) {
+	return fmt.Sprintf("%s (%s), which holds data", id, typ),
+		fmt.Sprintf("Nothing was changed. If losing it is intended, the platform operator lists %s in the plan's allow_replacement and raises its maintenance_info version.", id)
+}
+
+// templateRefusal is the templates' opinion on an update from current to
+// target with params (templateReplacements): the first resource that
+// holds data and that the plan does not allow to go.
+func templateRefusal(s *Settings, stack *types.Stack, current, target *Template, params []types.Parameter) (*broker.Failure, error) {
+	oldValues, newValues := sideValues(current, stack.Parameters, params)
+	old, err := newSide(current.Body, oldValues)
+	if err != nil {
+		return nil, fmt.Errorf("read the stack's template: %w", err)
+	}
+	next, err := newSide(target.Body, newValues)
+	if err != nil {
+		return nil, fmt.Errorf("read the plan's template: %w", err)
+	}
+	held := func(id, typ string) bool {
+		r, ok := current.resource(id)
+		if !ok {
+			r = Resource{LogicalID: id, Type: typ}
+		}
+		return r.holdsData() && !slices.Contains(s.AllowReplacement, id)
+	}
+	schemas, err := cfnregistry.Schemas()
+	if err != nil {
+		return nil, err
+	}
+	changes := templateReplacements(old, next, schemas, held)
+	if len(changes) == 0 {
+		return nil, nil
+	}
+	ch := changes[0] // the first, as the change set's opinion names one
+	what, allow := refusedWords(ch.LogicalID, ch.Type)
+	var desc, detail string
+	switch {
+	case ch.Removed && ch.NewType != "":
+		desc = fmt.Sprintf("The update would delete the resource %s: the plan's template declares it as a %s now. %s", what, ch.NewType, allow)
+		detail = "type " + ch.NewType
+	case ch.Removed:
+		desc = fmt.Sprintf("The update would delete the resource %s: the plan's template no longer declares it, or no longer makes it with these parameters. %s", what, allow)
+		detail = "removed"
+	case len(ch.Replaced) > 0:
+		desc = fmt.Sprintf("The update would replace the resource %s, because %s; its data would be lost. %s", what, propertiesForcing(ch.Replaced), allow)
+		detail = "replaced by " + strings.Join(ch.Replaced, ", ")
+	default:
+		desc = fmt.Sprintf("The update may replace the resource %s, because %s (CloudFormation decides only as it runs); its data would be lost. %s",
+			what, propertiesForcing(ch.MayReplace), allow)
+		detail = "conditionally replaced by " + strings.Join(ch.MayReplace, ", ")
+	}
+	return &broker.Failure{Description: desc,
+		Detail:         fmt.Sprintf("stack %s: refused by the templates: %s %s %s", aws.ToString(stack.StackName), ch.LogicalID, ch.Type, detail),
+		InstanceUsable: broker.Bool(true), UpdateRepeatable: broker.Bool(false)}, nil
+}
+
+// sideValues are the parameters' values on each side of an update: the
+// stack's (a NoEcho one, which CloudFormation masks, unknown), and the
+// update's (a previous value as the stack's; a parameter the update leaves
+// out takes its Default).
+func sideValues(current *Template, stackParams, params []types.Parameter) (old, next map[string]any) {
+	doc, _ := templateDocument([]byte(current.Body))
+	declared, _ := doc["Parameters"].(map[string]any)
+	old, next = map[string]any{}, map[string]any{}
+	for _, p := range stackParams {
+		k := aws.ToString(p.ParameterKey)
+		decl, _ := declared[k].(map[string]any)
+		if strings.EqualFold(fmt.Sprint(decl["NoEcho"]), "true") { // true or "true"
+			old[k] = unknown{expr: "the NoEcho parameter " + k}
+			continue
+		}
+		v := aws.ToString(p.ParameterValue)
+		if r := aws.ToString(p.ResolvedValue); r != "" { // an SSM parameter's value
+			v = r
+		}
+		old[k] = v
+	}
+	for _, p := range params {
+		k := aws.ToString(p.ParameterKey)
+		if aws.ToBool(p.UsePreviousValue) {
+			if v, ok := old[k]; ok {
+				next[k] = v
+			}
+			continue
+		}
+		next[k] = aws.ToString(p.ParameterValue)
+	}
+	return old, next
+}
+
+// propertiesForcing says which properties force a replacement.
+func propertiesForcing(names []string) string {
+	if len(names) == 1 {
+		return fmt.Sprintf("its property %s cannot change without a new resource", names[0])
+	}
+	return fmt.Sprintf("its properties %s cannot change without a new resource", strings.Join(names, ", "))
 }
 
 // forcing names the properties that force a replacement: those the

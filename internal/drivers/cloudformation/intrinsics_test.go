@@ -39,8 +39,8 @@ func readTemplateNode(t *testing.T, path string) *yaml.Node {
 	return doc.Content[0]
 }
 
-// child is the value of key in mapping node n, or nil.
-func child(n *yaml.Node, keys ...string) *yaml.Node {
+// nodeAt is the value of keys, one in another, in mapping node n, or nil.
+func nodeAt(n *yaml.Node, keys ...string) *yaml.Node {
 	for _, key := range keys {
 		if n == nil || n.Kind != yaml.MappingNode {
 			return nil
@@ -157,17 +157,17 @@ func (v templateValues) sub(s string) (string, error) {
 // (no output here carries a Condition).
 func (v templateValues) outputs(t *testing.T, doc *yaml.Node) map[string]string {
 	t.Helper()
-	section := child(doc, "Outputs")
+	section := nodeAt(doc, "Outputs")
 	if section == nil {
 		t.Fatal("the template has no Outputs")
 	}
 	out := map[string]string{}
 	for i := 0; i+1 < len(section.Content); i += 2 {
 		name, decl := section.Content[i].Value, section.Content[i+1]
-		if child(decl, "Condition") != nil {
+		if nodeAt(decl, "Condition") != nil {
 			t.Fatalf("output %s has a Condition, which these tests do not evaluate", name)
 		}
-		value, err := v.eval(child(decl, "Value"))
+		value, err := v.eval(nodeAt(decl, "Value"))
 		if err != nil {
 			t.Fatalf("output %s: %v", name, err)
 		}

@@ -97,7 +97,11 @@ func (d *Driver) Preview(ctx context.Context, c broker.Change) (broker.Preview, 
 			}
 			p.Changes = append(p.Changes, defaultLines(defaults)...)
 		}
-		if f := d.refusal(ctx, c, s, stack, cs.Changes); f != nil {
+		f, err := d.refusal(ctx, c, s, stack, cs.Changes, in.Parameters)
+		if err != nil {
+			return broker.Preview{}, err
+		}
+		if f != nil {
 			p.Refused = f.Description
 		}
 		return p, nil

@@ -120,7 +120,7 @@ type statement struct {
 func trustPolicy(t *testing.T, app, anchor string) []statement {
 	t.Helper()
 	doc := readTemplateNode(t, roleTemplate)
-	node := child(doc, "Resources", "Role", "Properties", "AssumeRolePolicyDocument")
+	node := nodeAt(doc, "Resources", "Role", "Properties", "AssumeRolePolicyDocument")
 	if node == nil {
 		t.Fatal("the role has no trust policy")
 	}
@@ -304,7 +304,7 @@ func TestTheRoleTrustsTheBoundAppsCertificatesAlone(t *testing.T) {
 	})
 	t.Run("the profile maps the subject's CN and OU, which the condition reads", func(t *testing.T) {
 		doc := readTemplateNode(t, roleTemplate)
-		v, err := templateValues{}.eval(child(doc, "Resources", "Profile", "Properties", "AttributeMappings"))
+		v, err := templateValues{}.eval(nodeAt(doc, "Resources", "Profile", "Properties", "AttributeMappings"))
 		if err != nil {
 			t.Fatal(err)
 		}

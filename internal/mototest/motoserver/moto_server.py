@@ -1,4 +1,4 @@
-# moto_server 5.2.1 with twelve fixes.
+# moto_server 5.2.1 with fourteen fixes.
 #
 # 1. A second StartExecution fails with HTTP 500
 # ("cannot pickle '_thread.RLock'", moto issue 10077) because StartExecution
@@ -455,6 +455,164 @@ def _delete_stack_bounded(self, name_or_stack_id):
 
 
 CloudFormationBackend.delete_stack = _delete_stack_bounded
+
+
+# 13. Deleting a stack whose S3 bucket holds objects succeeds in moto: the
+# bucket's delete quietly keeps a bucket with keys, and the stack is gone.
+# CloudFormation fails that resource (DELETE_FAILED, "The bucket you tried
+# to delete is not empty") and the stack with it (DELETE_FAILED, naming
+# the resource), after deleting the rest; the stack stays until a later
+# DeleteStack finds the bucket empty. The broker's driver relies on that: it
+# asks again a few times, then fails the deprovision naming the bucket.
+from moto.cloudformation.models import Event as _StackEvent  # noqa: E402
+from moto.cloudformation.responses import StackResourceDTO as _StackResourceDTO  # noqa: E402
+from moto.s3.models import FakeBucket as _FakeBucket  # noqa: E402
+
+_BUCKET_NOT_EMPTY = ("The bucket you tried to delete is not empty (Service: S3, Status Code: 409, "
+                     "Error Code: BucketNotEmpty)")
+_stack_delete = Stack.delete
+_delete_stack = CloudFormationBackend.delete_stack
+
+
+def _full_buckets(stack):
+    resources = stack.resource_map
+    return sorted(
+        lid for lid, res in resources._parsed_resources.items()
+        if isinstance(res, _FakeBucket) and res.keys
+        and resources._resource_json_map.get(lid, {}).get("DeletionPolicy") != "Retain")
+
+
+def _stack_delete_failing_full_buckets(self):
+    full = _full_buckets(self)
+    if not full:
+        return _stack_delete(self)
+    self._add_stack_event("DELETE_IN_PROGRESS", resource_status_reason="User Initiated")
+    resources = self.resource_map
+    kept = {lid: resources._resource_json_map[lid] for lid in full}
+    for lid in full:  # the rest goes; these are kept for the next try
+        resources._resource_json_map[lid] = dict(kept[lid], DeletionPolicy="Retain")
+    try:
+        resources.delete()
+    finally:
+        resources._resource_json_map.update(kept)
+    for lid in [lid for lid in resources._resource_json_map if lid not in resources._parsed_resources]:
+        del resources._resource_json_map[lid]  # deleted: no longer the stack's
+    for lid in full:
+        bucket = resources._parsed_resources[lid]
+        bucket._osb_status, bucket._osb_reason = "DELETE_FAILED", _BUCKET_NOT_EMPTY
+        self.events.append(_StackEvent(stack_id=self.stack_id, stack_name=self.name, logical_resource_id=lid,
+                                       physical_resource_id=bucket.physical_resource_id, resource_type="AWS::S3::Bucket",
+                                       resource_status="DELETE_FAILED", resource_status_reason=_BUCKET_NOT_EMPTY,
+                                       resource_properties=None))
+    reason = "The following resource(s) failed to delete: [%s]. " % ", ".join(full)
+    self._add_stack_event("DELETE_FAILED", resource_status_reason=reason)
+    self.status, self.stack_status_reason = "DELETE_FAILED", reason
+
+
+def _delete_stack_failing_full_buckets(self, name_or_stack_id):
+    stack = self.stacks.get(name_or_stack_id) or next(
+        (s for s in self.stacks.values() if s.name == name_or_stack_id), None)
+    if stack is not None and _full_buckets(stack):
+        stack.delete()  # DELETE_FAILED: the stack stays
+        return
+    _delete_stack(self, name_or_stack_id)
+
+
+_stack_resource_dto_init = _StackResourceDTO.__init__
+
+
+def _stack_resource_dto_with_status(self, stack, resource):
+    _stack_resource_dto_init(self, stack, resource)
+    if getattr(resource, "_osb_status", None) and stack.status == "DELETE_FAILED":
+        self.resource_status, self.resource_status_reason = resource._osb_status, resource._osb_reason
+
+
+Stack.delete = _stack_delete_failing_full_buckets
+CloudFormationBackend.delete_stack = _delete_stack_failing_full_buckets
+_StackResourceDTO.__init__ = _stack_resource_dto_with_status
+
+# 14. moto never tags a stack's queues, buckets or tables with the stack's
+# tags, and an update (a change set executed) changes neither the stack's
+# tags nor a resource's Tags property on a queue. CloudFormation gives the
+# stack the tags a change set carries, and every resource that takes tags
+# its Tags property and the stack's tags (a tag an update drops goes). The
+# broker's stacks carry their instance's tags (instance, plan, the
+# platform's names), which a tagged cost report or policy reads.
+from moto.dynamodb.models.table import Table as _DynamoTable  # noqa: E402
+from moto.s3.models import s3_backends as _s3_backends  # noqa: E402
+from moto.sqs.models import Queue as _SQSQueue  # noqa: E402
+from moto.cloudformation.parsing import clean_json as _clean_json  # noqa: E402
+
+
+def _wanted_tags(stack, lid):
+    wanted = {k: v for k, v in (stack.tags or {}).items() if not k.startswith("aws:")}
+    props = (stack.template_dict.get("Resources", {}).get(lid) or {}).get("Properties") or {}
+    try:
+        tags = _clean_json(props.get("Tags") or [], stack.resource_map)
+    except Exception:  # a value moto cannot resolve: the tags it can
+        tags = props.get("Tags") or []
+    for tag in tags if isinstance(tags, list) else []:
+        if isinstance(tag, dict) and isinstance(tag.get("Key"), str) and isinstance(tag.get("Value"), str):
+            wanted[tag["Key"]] = tag["Value"]
+    return wanted
+
+
+def _propagate_tags(stack):
+    if not stack.resource_map or not hasattr(stack, "template_dict"):
+        return
+    for lid, res in list(stack.resource_map._parsed_resources.items()):
+        if not isinstance(res, (_SQSQueue, _FakeBucket, _DynamoTable)):
+            continue
+        wanted = _wanted_tags(stack, lid)
+        before = getattr(res, "_osb_tags", {})
+        if isinstance(res, _SQSQueue):
+            for k in before:
+                res.tags.pop(k, None)
+            res.tags.update(wanted)
+        elif isinstance(res, _FakeBucket):
+            backend = _s3_backends[res.account_id][res.partition]
+            current = {t["Key"]: t["Value"] for t in backend.get_bucket_tagging(res.name).get("Tags", [])}
+            for k in before:
+                current.pop(k, None)
+            current.update(wanted)
+            backend.put_bucket_tagging(res.name, current)
+        else:
+            res.tags = [t for t in res.tags if t["Key"] not in before and t["Key"] not in wanted]
+            res.tags.extend({"Key": k, "Value": v} for k, v in wanted.items())
+        res._osb_tags = wanted
+
+
+_create_resources = Stack.create_resources
+_execute_change_set = CloudFormationBackend.execute_change_set
+_stack_update = Stack.update
+
+
+def _create_resources_tagged(self):
+    _create_resources(self)
+    _propagate_tags(self)
+
+
+def _execute_change_set_tagged(self, change_set_name, stack_name=None):
+    _execute_change_set(self, change_set_name, stack_name)
+    change_set = self.change_sets.get(change_set_name) or next(
+        (cs for cs in self.change_sets.values() if cs.change_set_name == change_set_name), None)
+    stack = self.stacks.get(change_set.stack_id) if change_set else None
+    if stack is None:
+        return
+    if change_set.tags is not None:
+        stack.tags = dict(change_set.tags)
+    stack._parse_template()
+    _propagate_tags(stack)
+
+
+def _stack_update_tagged(self, *args, **kwargs):
+    _stack_update(self, *args, **kwargs)
+    _propagate_tags(self)
+
+
+Stack.create_resources = _create_resources_tagged
+CloudFormationBackend.execute_change_set = _execute_change_set_tagged
+Stack.update = _stack_update_tagged
 
 from moto.server import main  # noqa: E402
 
