@@ -1,0 +1,280 @@
+package dynamo
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/serverless-osb/broker/internal/broker"
+)
+
+// item is one item as DynamoDB returns it.
+type item = map[string]types.AttributeValue
+
+// The key ranges of an instance's records (SK r#<name>) that Load reads.
+// The bindings' records (r#binding-<id>) sit among the instance's own, so
+// the instance's are two ranges, around them.
+
+func ownRecordsBelow(sk expression.KeyBuilder) expression.KeyConditionBuilder {
+	// Inclusive: a record named "binding-" alone, which no driver names,
+	// is dropped by RecordFor.
+	return sk.Between(expression.Value(skResource("")), expression.Value(skResource(broker.BindingRecordsFrom)))
+}
+
+func ownRecordsAbove(sk expression.KeyBuilder) expression.KeyConditionBuilder {
+	return sk.Between(expression.Value(skResource(broker.BindingRecordsTo)), expression.Value(skRecordsEnd))
+}
+
+func bindingsRecords(sk expression.KeyBuilder) expression.KeyConditionBuilder {
+	return expression.KeyBeginsWith(sk, skResource(broker.BindingRecordsFrom))
+}
+
+func allRecords(sk expression.KeyBuilder) expression.KeyConditionBuilder {
+	return expression.KeyBeginsWith(sk, skResource(""))
+}
+
+// bindings are the keys of an instance's bindings.
+func bindings(sk expression.KeyBuilder) expression.KeyConditionBuilder {
+	return expression.KeyBeginsWith(sk, skBinding(""))
+}
+
+// skRecordsEnd is above the SK of every record, whatever its name ('$'
+// follows '#'), and no item has it.
+const skRecordsEnd = "r$"
+
+// Load reads the instance, the operation and the binding asked for (or the
+// operation's binding) and the binding's record by key, in one consistent
+// BatchGetItem, and, at the same time, the instance's own records: two
+// consistent Queries of the key ranges around its bindings' records. Its
+// items read do not grow with the instance's bindings or operations. A
+// Task knows only its operation: the operation's binding and its record
+// are then a second BatchGetItem. A deprovision's snapshot is whole.
+func (s *Store) Load(ctx context.Context, instanceID, operationID, bindingID string) (broker.Snapshot, error) {
+	return s.load(ctx, instanceID, operationID, bindingID, false)
+}
+
+// LoadWhole reads the instance and the operation asked for by key, and,
+// at the same time, the ids of its bindings (a Query of their keys) and
+// every record (a Query of the records' range).
+func (s *Store) LoadWhole(ctx context.Context, instanceID, operationID string) (broker.Snapshot, error) {
+	return s.load(ctx, instanceID, operationID, "", true)
+}
+
+func (s *Store) load(ctx context.Context, instanceID, operationID, bindingID string, whole bool) (broker.Snapshot, error) {
+	snap, err := s.loadItems(ctx, instanceID, operationID, bindingID, whole)
+	if err != nil {
+		return broker.Snapshot{}, fmt.Errorf("load %s: %w", instanceID, err)
+	}
+	return snap, nil
+}
+
+func (s *Store) loadItems(ctx context.Context, instanceID, operationID, bindingID string, whole bool) (broker.Snapshot, error) {
+	var snap broker.Snapshot
+	if err := broker.CheckLoad(instanceID, operationID, bindingID); err != nil {
+		return snap, err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var below, above, bindingKeys, all *pendingQuery
+	if whole {
+		all = s.queryAsync(ctx, instanceID, allRecords, false)
+		bindingKeys = s.queryAsync(ctx, instanceID, bindings, true)
+	} else {
+		below = s.queryAsync(ctx, instanceID, ownRecordsBelow, false)
+		above = s.queryAsync(ctx, instanceID, ownRecordsAbove, false)
+	}
+	// Every query is waited for, whatever fails first.
+	defer func() {
+		for _, q := range []*pendingQuery{below, above, bindingKeys, all} {
+			q.wait()
+		}
+	}()
+
+	keys := []item{instanceKey(instanceID)}
+	if operationID != "" {
+		keys = append(keys, operationKey(instanceID, operationID))
+	}
+	if bindingID != "" {
+		keys = append(keys, bindingKey(instanceID, bindingID), resourceKey(instanceID, broker.BindingRecord(bindingID)))
+	}
+	got, err := s.getItems(ctx, keys)
+	if err != nil {
+		return snap, err
+	}
+	if snap.Instance, err = decode(got[skInstance], instanceItem.instance); err != nil {
+		return snap, err
+	}
+	if operationID != "" {
+		if snap.Operation, err = decode(got[skOperation(operationID)], operationItem.operation); err != nil {
+			return snap, err
+		}
+	}
+	if bindingID == "" && snap.Operation != nil && snap.Operation.BindingID != "" {
+		bindingID = snap.Operation.BindingID
+		if err := broker.CheckIDs(bindingID); err != nil {
+			return snap, err
+		}
+		if got, err = s.getItems(ctx, []item{bindingKey(instanceID, bindingID), resourceKey(instanceID, broker.BindingRecord(bindingID))}); err != nil {
+			return snap, err
+		}
+	}
+	if bindingID != "" {
+		if snap.Binding, err = decode(got[skBinding(bindingID)], bindingItem.binding); err != nil {
+			return snap, err
+		}
+	}
+	var mid []item
+	switch {
+	case !whole && broker.Whole(snap.Operation):
+		// A deprovision's: the bindings' ids and records besides.
+		whole = true
+		bindingKeys = s.queryAsync(ctx, instanceID, bindings, true)
+		if mid, err = s.queryAsync(ctx, instanceID, bindingsRecords, false).wait(); err != nil {
+			return snap, err
+		}
+	case bindingID != "" && !whole:
+		if it, ok := got[skResource(broker.BindingRecord(bindingID))]; ok {
+			mid = []item{it}
+		}
+	}
+	if whole {
+		ids, err := bindingKeys.wait()
+		if err != nil {
+			return snap, err
+		}
+		for _, it := range ids {
+			snap.BindingIDs = append(snap.BindingIDs, strings.TrimPrefix(keyPart(it, attrSK), skBinding("")))
+		}
+	}
+	// The records in name order: below the bindings', theirs, above.
+	var records []item
+	for _, q := range []*pendingQuery{all, below} {
+		items, err := q.wait()
+		if err != nil {
+			return snap, err
+		}
+		records = append(records, items...)
+	}
+	records = append(records, mid...)
+	items, err := above.wait()
+	if err != nil {
+		return snap, err
+	}
+	records = append(records, items...)
+	for _, it := range records {
+		if !whole && !broker.RecordFor(strings.TrimPrefix(keyPart(it, attrSK), skResource("")), bindingID) {
+			continue
+		}
+		r, err := decode(it, resourceItem.resource)
+		if err != nil {
+			return snap, err
+		}
+		snap.Records = append(snap.Records, *r)
+	}
+	return snap, nil
+}
+
+// pendingQuery is a consistent Query on its way; a nil one has no items.
+type pendingQuery struct {
+	done  chan struct{}
+	items []item
+	err   error
+}
+
+// queryAsync starts a consistent Query of the SK range that cond selects
+// in an instance's partition, every page; keysOnly reads only the keys'
+// attributes back (the items read, and paid for, are the same).
+func (s *Store) queryAsync(ctx context.Context, instanceID string, cond func(expression.KeyBuilder) expression.KeyConditionBuilder, keysOnly bool) *pendingQuery {
+	q := &pendingQuery{done: make(chan struct{})}
+	go func() {
+		defer close(q.done)
+		b := expression.NewBuilder().WithKeyCondition(
+			expression.Key(attrPK).Equal(expression.Value(pk(instanceID))).And(cond(expression.Key(attrSK))))
+		if keysOnly {
+			b = b.WithProjection(expression.NamesList(expression.Name(attrPK), expression.Name(attrSK)))
+		}
+		e, err := b.Build()
+		if err != nil {
+			q.err = fmt.Errorf("build expression: %w", err)
+			return
+		}
+		pages := dynamodb.NewQueryPaginator(s.client, &dynamodb.QueryInput{
+			TableName: s.table, ConsistentRead: aws.Bool(true),
+			KeyConditionExpression: e.KeyCondition(), ProjectionExpression: e.Projection(),
+			ExpressionAttributeNames: e.Names(), ExpressionAttributeValues: e.Values(),
+		})
+		for pages.HasMorePages() {
+			page, err := pages.NextPage(ctx)
+			if err != nil {
+				q.err = err
+				return
+			}
+			q.items = append(q.items, page.Items...)
+		}
+	}()
+	return q
+}
+
+// wait returns the query's items once it is done.
+func (q *pendingQuery) wait() ([]item, error) {
+	if q == nil {
+		return nil, nil
+	}
+	<-q.done
+	return q.items, q.err
+}
+
+// Unprocessed keys of a BatchGetItem (DynamoDB's answer when it throttles
+// a part of it) are asked again after a pause that doubles.
+const (
+	unprocessedBackoff  = 10 * time.Millisecond
+	unprocessedAttempts = 8
+)
+
+// getItems reads the items at keys of the table, consistently (at most
+// 100 keys, in one BatchGetItem; one GetItem for one key), and returns
+// those that exist by SK: every key of one Load has the same PK.
+func (s *Store) getItems(ctx context.Context, keys []item) (map[string]item, error) {
+	out := make(map[string]item, len(keys))
+	if len(keys) == 1 {
+		got, err := s.client.GetItem(ctx, &dynamodb.GetItemInput{TableName: s.table, Key: keys[0], ConsistentRead: aws.Bool(true)})
+		if err != nil {
+			return nil, err
+		}
+		if len(got.Item) > 0 {
+			out[keyPart(got.Item, attrSK)] = got.Item
+		}
+		return out, nil
+	}
+	table := aws.ToString(s.table)
+	request := map[string]types.KeysAndAttributes{table: {Keys: keys, ConsistentRead: aws.Bool(true)}}
+	for attempt := 1; ; attempt++ {
+		got, err := s.client.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: request})
+		if err != nil {
+			return nil, err
+		}
+		for _, it := range got.Responses[table] {
+			out[keyPart(it, attrSK)] = it
+		}
+		request = got.UnprocessedKeys
+		if len(request[table].Keys) == 0 {
+			return out, nil
+		}
+		if attempt == unprocessedAttempts {
+			return nil, fmt.Errorf("%d keys still unprocessed after %d attempts", len(request[table].Keys), attempt)
+		}
+		timer := time.NewTimer(unprocessedBackoff << attempt)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return nil, ctx.Err()
+		case <-timer.C:
+		}
+	}
+}
