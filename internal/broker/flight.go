@@ -116,6 +116,14 @@ func (b *Broker) CheckTask(ctx context.Context, instanceID, operationID string) 
 // FinishTask runs the Finish Task: it finishes an operation whose change is
 // done (BeginTask and CheckTask normally have).
 func (b *Broker) FinishTask(ctx context.Context, instanceID, operationID string) error {
+	// Normally finished already: then the operation is all it reads.
+	op, err := b.Store.GetOperation(ctx, instanceID, operationID)
+	switch {
+	case errors.Is(err, ErrNotFound) || (err == nil && op.Finished()):
+		return nil
+	case err != nil:
+		return fmt.Errorf("finish %s: %w", operationID, err)
+	}
 	p, err := b.advanceTask(ctx, instanceID, operationID, false)
 	if err == nil && !p.Done {
 		return fmt.Errorf("finish %s: the change is not done yet", operationID)
