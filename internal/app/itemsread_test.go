@@ -253,6 +253,7 @@ func TestItemsReadDoNotGrowWithHistory(t *testing.T) {
 				name, grown[name], history, 2*history, fresh[name])
 		}
 	}
-	t.Logf("DynamoDB items read (moto), on a fresh instance and on one with %d bindings, their records and %d finished operations:\n"+
+	t.Logf("DynamoDB items read (moto), on a fresh instance and on one with %d bindings, their records and %d finished operations "+
+		"(target: the same on both):\n"+
 		"| request or Task | fresh | with history |\n| --- | ---: | ---: |\n%s", history, 2*history, report.String())
 }
