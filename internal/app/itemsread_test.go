@@ -223,10 +223,12 @@ func TestItemsReadDoNotGrowWithHistory(t *testing.T) {
 		del := func(plan string) string { return "service_id=" + svc + "&plan_id=" + plan }
 		measure("bind (sync)", http.MethodPut, "/v2/service_instances/"+s+"/service_bindings/new", bindBody(syncPlan), 201)
 		measure("bind again (200)", http.MethodPut, "/v2/service_instances/"+s+"/service_bindings/new", bindBody(syncPlan), 200)
+		measure("last_operation of a binding (without operation)", http.MethodGet, "/v2/service_instances/"+s+"/service_bindings/new/last_operation", "", 200)
 		measure("update (sync)", http.MethodPatch, "/v2/service_instances/"+s,
 			fmt.Sprintf(`{"service_id":%q,"parameters":{"duration_seconds":1}}`, svc), 200)
 		measure("unbind (sync)", http.MethodDelete, "/v2/service_instances/"+s+"/service_bindings/new?"+del(syncPlan), "", 200)
 		measure("last_operation (with operation)", http.MethodGet, "/v2/service_instances/"+a+"/last_operation?operation="+op, "", 200)
+		measure("last_operation (without operation)", http.MethodGet, "/v2/service_instances/"+a+"/last_operation", "", 200)
 
 		// Asynchronous requests, and their Tasks.
 		for _, c := range []struct{ name, method, path, body string }{
