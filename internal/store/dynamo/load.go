@@ -79,9 +79,15 @@ func (s *Store) loadItems(ctx context.Context, instanceID, operationID, bindingI
 	if err := broker.CheckLoad(instanceID, operationID, bindingID); err != nil {
 		return snap, err
 	}
+	var below, above, bindingKeys, all *pendingQuery
+	// Every query is waited for, whatever fails first, once cancelled.
+	defer func() {
+		for _, q := range []*pendingQuery{below, above, bindingKeys, all} {
+			q.wait()
+		}
+	}()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	var below, above, bindingKeys, all *pendingQuery
 	if whole {
 		all = s.queryAsync(ctx, instanceID, allRecords, false)
 		bindingKeys = s.queryAsync(ctx, instanceID, bindings, true)
@@ -89,12 +95,6 @@ func (s *Store) loadItems(ctx context.Context, instanceID, operationID, bindingI
 		below = s.queryAsync(ctx, instanceID, ownRecordsBelow, false)
 		above = s.queryAsync(ctx, instanceID, ownRecordsAbove, false)
 	}
-	// Every query is waited for, whatever fails first.
-	defer func() {
-		for _, q := range []*pendingQuery{below, above, bindingKeys, all} {
-			q.wait()
-		}
-	}()
 
 	keys := []item{instanceKey(instanceID)}
 	if operationID != "" {
@@ -152,25 +152,28 @@ func (s *Store) loadItems(ctx context.Context, instanceID, operationID, bindingI
 			snap.BindingIDs = append(snap.BindingIDs, strings.TrimPrefix(keyPart(it, attrSK), skBinding("")))
 		}
 	}
-	// The records in name order: below the bindings', theirs, above.
-	var records []item
-	for _, q := range []*pendingQuery{all, below} {
-		items, err := q.wait()
-		if err != nil {
-			return snap, err
-		}
-		records = append(records, items...)
-	}
-	records = append(records, mid...)
-	items, err := above.wait()
+	// The records in name order: below the bindings', theirs (the one
+	// binding's, or every binding's in a whole snapshot), above. A record
+	// named "binding-" alone, which no driver names, is the bindings'.
+	records, err := all.wait()
 	if err != nil {
 		return snap, err
 	}
-	records = append(records, items...)
-	for _, it := range records {
-		if !whole && !broker.RecordFor(strings.TrimPrefix(keyPart(it, attrSK), skResource("")), bindingID) {
-			continue
+	lower, err := below.wait()
+	if err != nil {
+		return snap, err
+	}
+	upper, err := above.wait()
+	if err != nil {
+		return snap, err
+	}
+	for _, it := range lower {
+		if !broker.IsBindingRecord(strings.TrimPrefix(keyPart(it, attrSK), skResource(""))) {
+			records = append(records, it)
 		}
+	}
+	records = append(append(records, mid...), upper...)
+	for _, it := range records {
 		r, err := decode(it, resourceItem.resource)
 		if err != nil {
 			return snap, err

@@ -59,6 +59,24 @@ var loadCases = []testCase{
 		must(t, err, "LoadWhole of a missing instance")
 		equal(t, "a missing instance, whole", snap, broker.Snapshot{})
 	}},
+	{"Load of a binding's operation reads the binding's record even when the binding is gone", func(t *testing.T, newStore NewStore) {
+		s := newStore(t)
+		provision(t, s, "i-1")
+		b, op := startUnbind(t, s, bind(t, s, "i-1", "b-1"))
+		r, r1, r2 := newResource("i-1", "r-1"), newResource("i-1", broker.BindingRecord("b-1")), newResource("i-1", broker.BindingRecord("b-2"))
+		for _, x := range []broker.Resource{r, r1, r2} {
+			putResource(t, s, x)
+		}
+		snap, err := s.Load(t.Context(), "i-1", op.ID, "")
+		must(t, err, "Load of an unbind")
+		equal(t, "the unbind's snapshot", snap, broker.Snapshot{Instance: getInstance(t, s, "i-1"), Operation: &op, Binding: &b, Records: []broker.Resource{r1, r}})
+
+		must(t, s.FinishOperation(t.Context(), broker.Finish{Op: finished(op, broker.OperationSucceeded), DeleteBinding: true, ReleaseBinding: true}), "FinishOperation")
+		done := finished(op, broker.OperationSucceeded)
+		snap, err = s.Load(t.Context(), "i-1", op.ID, "")
+		must(t, err, "Load of a finished unbind")
+		equal(t, "the snapshot once the binding is gone", snap, broker.Snapshot{Instance: getInstance(t, s, "i-1"), Operation: &done, Records: []broker.Resource{r1, r}})
+	}},
 	{"Load of a deprovision is whole: every binding's id and every record", func(t *testing.T, newStore NewStore) {
 		s := newStore(t)
 		provision(t, s, "i-1")
