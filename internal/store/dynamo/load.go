@@ -23,7 +23,7 @@ type item = map[string]types.AttributeValue
 
 func ownRecordsBelow(sk expression.KeyBuilder) expression.KeyConditionBuilder {
 	// Inclusive: a record named "binding-" alone, which no driver names,
-	// is dropped by RecordFor.
+	// is the bindings' (Load drops it here).
 	return sk.Between(expression.Value(skResource("")), expression.Value(skResource(broker.BindingRecordsFrom)))
 }
 
