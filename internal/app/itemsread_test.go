@@ -21,7 +21,7 @@ import (
 )
 
 // itemsRead counts the DynamoDB items that reads look at, as DynamoDB
-// charges them: each key a GetItem, BatchGetItem or TransactGetItems asks
+// charges them: each key a GetItem or TransactGetItems asks
 // for (found or not), and each item a Query or Scan reads before its
 // filter (ScannedCount, as moto reports it).
 type itemsRead struct {
@@ -41,13 +41,6 @@ func (r *itemsRead) Register(stack *middleware.Stack) error {
 				n = int(o.ScannedCount)
 			case *dynamodb.GetItemOutput:
 				n = 1
-			case *dynamodb.BatchGetItemOutput:
-				for _, ka := range in.Parameters.(*dynamodb.BatchGetItemInput).RequestItems {
-					n += len(ka.Keys)
-				}
-				for _, ka := range o.UnprocessedKeys {
-					n -= len(ka.Keys)
-				}
 			case *dynamodb.TransactGetItemsOutput:
 				n = len(in.Parameters.(*dynamodb.TransactGetItemsInput).TransactItems)
 			}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
@@ -49,12 +48,12 @@ func bindings(sk expression.KeyBuilder) expression.KeyConditionBuilder {
 const skRecordsEnd = "r$"
 
 // Load reads the instance, the operation and the binding asked for (or the
-// operation's binding) and the binding's record by key, in one consistent
-// BatchGetItem, and, at the same time, the instance's own records: two
+// operation's binding) and the binding's record by key, in one
+// TransactGetItems, and, at the same time, the instance's own records: two
 // consistent Queries of the key ranges around its bindings' records. Its
 // items read do not grow with the instance's bindings or operations. A
 // Task knows only its operation: the operation's binding and its record
-// are then a second BatchGetItem. A deprovision's snapshot is whole.
+// are then a second TransactGetItems. A deprovision's snapshot is whole.
 func (s *Store) Load(ctx context.Context, instanceID, operationID, bindingID string) (broker.Snapshot, error) {
 	return s.load(ctx, instanceID, operationID, bindingID, false)
 }
@@ -233,16 +232,12 @@ func (q *pendingQuery) wait() ([]item, error) {
 	return q.items, q.err
 }
 
-// Unprocessed keys of a BatchGetItem (DynamoDB's answer when it throttles
-// a part of it) are asked again after a pause that doubles.
-const (
-	unprocessedBackoff  = 10 * time.Millisecond
-	unprocessedAttempts = 8
-)
-
-// getItems reads the items at keys of the table, consistently (at most
-// 100 keys, in one BatchGetItem; one GetItem for one key), and returns
-// those that exist by SK: every key of one Load has the same PK.
+// getItems reads the items at keys of the table, consistently, and
+// returns those that exist by SK (every key of one Load has the same PK):
+// one GetItem for one key, else one TransactGetItems, which reads them all
+// at one point in time and needs no permission but GetItem's (a
+// BatchGetItem would need its own, which the functions' roles do not
+// grant). At most 100 keys.
 func (s *Store) getItems(ctx context.Context, keys []item) (map[string]item, error) {
 	out := make(map[string]item, len(keys))
 	if len(keys) == 1 {
@@ -255,29 +250,22 @@ func (s *Store) getItems(ctx context.Context, keys []item) (map[string]item, err
 		}
 		return out, nil
 	}
-	table := aws.ToString(s.table)
-	request := map[string]types.KeysAndAttributes{table: {Keys: keys, ConsistentRead: aws.Bool(true)}}
-	for attempt := 1; ; attempt++ {
-		got, err := s.client.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: request})
-		if err != nil {
-			return nil, err
-		}
-		for _, it := range got.Responses[table] {
-			out[keyPart(it, attrSK)] = it
-		}
-		request = got.UnprocessedKeys
-		if len(request[table].Keys) == 0 {
-			return out, nil
-		}
-		if attempt == unprocessedAttempts {
-			return nil, fmt.Errorf("%d keys still unprocessed after %d attempts", len(request[table].Keys), attempt)
-		}
-		timer := time.NewTimer(unprocessedBackoff << attempt)
-		select {
-		case <-ctx.Done():
-			timer.Stop()
-			return nil, ctx.Err()
-		case <-timer.C:
+	in := &dynamodb.TransactGetItemsInput{TransactItems: make([]types.TransactGetItem, len(keys))}
+	for i, k := range keys {
+		in.TransactItems[i] = types.TransactGetItem{Get: &types.Get{TableName: s.table, Key: k}}
+	}
+	var got *dynamodb.TransactGetItemsOutput
+	err := retryConflicts(ctx, func() (err error) {
+		got, err = s.client.TransactGetItems(ctx, in)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range got.Responses {
+		if len(r.Item) > 0 {
+			out[keyPart(r.Item, attrSK)] = r.Item
 		}
 	}
+	return out, nil
 }
