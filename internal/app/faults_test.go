@@ -126,6 +126,9 @@ func (f faultyStore) LockBinding(ctx context.Context, l broker.LockBinding) erro
 func (f faultyStore) Load(ctx context.Context, iid, oid, bid string) (broker.Snapshot, error) {
 	return do(f.c, func() (broker.Snapshot, error) { return f.s.Load(ctx, iid, oid, bid) })
 }
+func (f faultyStore) LoadWhole(ctx context.Context, iid, oid string) (broker.Snapshot, error) {
+	return do(f.c, func() (broker.Snapshot, error) { return f.s.LoadWhole(ctx, iid, oid) })
+}
 func (f faultyStore) UpdateOperation(ctx context.Context, op broker.Operation, r broker.RecordChanges) error {
 	return do0(f.c, func() error { return f.s.UpdateOperation(ctx, op, r) })
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -81,7 +82,7 @@ func TestChangesSettledInMemoryRaceAsHeldOnesDo(t *testing.T) {
 		if created > 1 || (created == 0) != (password == "") {
 			t.Fatalf("round %d: the same bind was created %d times (password %q), want once when any got it", round, created, password)
 		}
-		snap, err := b.Local.Store.Load(context.Background(), id, "", "")
+		snap, err := b.Local.Store.LoadWhole(context.Background(), id, "")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -122,9 +123,10 @@ func TestASettledChangeThatFailsWritesNothing(t *testing.T) {
 	if r.Status != http.StatusUnprocessableEntity || r.Str("description") != "No room left." {
 		t.Fatalf("bind: %d %s", r.Status, r.Raw)
 	}
-	snap, err := b.Local.Store.Load(context.Background(), "yes", "", "nope")
-	if err != nil || snap.Binding != nil || len(snap.BindingIDs) != 0 || snap.Instance.BindingOps != 0 || len(snap.Records) != 1 {
-		t.Fatalf("after a failed bind: binding %v, ids %v, %d binding ops, records %d; want none but the instance's record", snap.Binding, snap.BindingIDs, snap.Instance.BindingOps, len(snap.Records))
+	snap, err := b.Local.Store.LoadWhole(context.Background(), "yes", "")
+	_, gone := b.Local.Store.GetBinding(context.Background(), "yes", "nope")
+	if err != nil || !errors.Is(gone, broker.ErrNotFound) || len(snap.BindingIDs) != 0 || snap.Instance.BindingOps != 0 || len(snap.Records) != 1 {
+		t.Fatalf("after a failed bind: binding %v, ids %v, %d binding ops, records %d; want none but the instance's record", gone, snap.BindingIDs, snap.Instance.BindingOps, len(snap.Records))
 	}
 }
 

@@ -31,7 +31,9 @@ func (b *Broker) Deprovision(ctx context.Context, d DeprovisionDetails) (Deprovi
 }
 
 func (b *Broker) deprovision(ctx context.Context, d DeprovisionDetails) (DeprovisionResult, error) {
-	snap, err := b.Store.Load(ctx, d.InstanceID, "", "")
+	// Whole: a deprovision deletes every binding and hands the driver
+	// every record.
+	snap, err := b.Store.LoadWhole(ctx, d.InstanceID, "")
 	if err != nil {
 		return DeprovisionResult{}, fmt.Errorf("deprovision %s: %w", d.InstanceID, err)
 	}

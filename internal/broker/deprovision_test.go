@@ -29,8 +29,8 @@ func TestDeprovision(t *testing.T) {
 			req:  deprovisionOf("i-1", planSync, false),
 			want: broker.ResultOK,
 			then: func(t *testing.T, h *harness, _ broker.DeprovisionResult) {
-				snap := h.load("i-1", "", "b-1")
-				if snap.Instance != nil || snap.Binding != nil || len(snap.BindingIDs) != 0 || len(snap.Records) != 0 {
+				snap := h.loadWhole("i-1")
+				if snap.Instance != nil || h.binding("i-1", "b-1") != nil || len(snap.BindingIDs) != 0 || len(snap.Records) != 0 {
 					t.Fatalf("left behind: %+v", snap)
 				}
 				op := h.lastOp("i-1")

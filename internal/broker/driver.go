@@ -29,8 +29,10 @@ type Change struct {
 	Settings any
 	// Records are the driver's resource records under the instance, as
 	// they are when the step runs (with the changes of earlier steps of the
-	// same request applied). A driver reads them here rather than from the
-	// store.
+	// same request applied): the instance's own and, for a binding's
+	// change, that binding's (BindingRecord); for a deprovision, every
+	// record, its bindings' too. A driver reads them here rather than from
+	// the store.
 	Records []Resource
 }
 

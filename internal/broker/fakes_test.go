@@ -812,6 +812,17 @@ func (h *harness) load(id, op, bindingID string) broker.Snapshot {
 	return snap
 }
 
+// loadWhole reads everything stored under instance id: its bindings' ids
+// and every record.
+func (h *harness) loadWhole(id string) broker.Snapshot {
+	h.t.Helper()
+	snap, err := h.store.LoadWhole(ctx, id, "")
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return snap
+}
+
 // instance returns the stored instance, nil when there is none.
 func (h *harness) instance(id string) *broker.Instance {
 	h.t.Helper()
@@ -910,7 +921,7 @@ func wantNames(t *testing.T, what string, got, want []string) {
 // that a call changed nothing.
 func (h *harness) snapshotJSON(id string) string {
 	h.t.Helper()
-	snap := h.load(id, "", "")
+	snap := h.loadWhole(id)
 	ds, err := h.store.ListDetached(ctx)
 	if err != nil {
 		h.t.Fatal(err)

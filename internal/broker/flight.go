@@ -17,8 +17,10 @@ import (
 // request run the same functions; every one is idempotent, so a Task may
 // run again. What an ending leaves is lifecycle.go's.
 //
-// Cost: a Task reads once (Store.Load: the operation, its instance, bindings
-// and the driver's records) and writes at most once (the progress with the
+// Cost: a Task reads once (Store.Load: the operation, its instance, its
+// binding and the driver's records that the change is handed, by key and
+// key range; a Finish of a finished operation reads it alone) and writes
+// at most once (the progress with the
 // driver's record changes, or the outcome in one transaction). A
 // synchronous request keeps everything in memory between its steps and
 // writes its outcome once.
@@ -116,6 +118,14 @@ func (b *Broker) CheckTask(ctx context.Context, instanceID, operationID string) 
 // FinishTask runs the Finish Task: it finishes an operation whose change is
 // done (BeginTask and CheckTask normally have).
 func (b *Broker) FinishTask(ctx context.Context, instanceID, operationID string) error {
+	// Normally finished already: then the operation is all it reads.
+	op, err := b.Store.GetOperation(ctx, instanceID, operationID)
+	switch {
+	case errors.Is(err, ErrNotFound) || (err == nil && op.Finished()):
+		return nil
+	case err != nil:
+		return fmt.Errorf("finish %s: %w", operationID, err)
+	}
 	p, err := b.advanceTask(ctx, instanceID, operationID, false)
 	if err == nil && !p.Done {
 		return fmt.Errorf("finish %s: the change is not done yet", operationID)
@@ -169,8 +179,8 @@ func (b *Broker) advanceTask(ctx context.Context, instanceID, operationID string
 	return waitFor(p.RetryAfter), nil
 }
 
-// loadFlight reads an operation and what it concerns in one request. It
-// returns nil when the operation is missing or finished.
+// loadFlight reads an operation and what it concerns (Load). It returns
+// nil when the operation is missing or finished.
 func (b *Broker) loadFlight(ctx context.Context, instanceID, operationID string) (*flight, error) {
 	snap, err := b.Store.Load(ctx, instanceID, operationID, "")
 	if err != nil {

@@ -105,6 +105,15 @@ func (b *Broker) lastOperation(ctx context.Context, d LastOperationDetails, what
 // one of the instance or binding. Operations of bindings are not found
 // through the instance endpoint, and the other way round.
 func (b *Broker) findOperation(ctx context.Context, d LastOperationDetails) (Operation, error) {
+	if d.OperationID == "" {
+		// The newest is the one the instance or binding names, read by
+		// key: what grows with its history is never read while it exists.
+		last, err := b.lastOp(ctx, d.InstanceID, d.BindingID)
+		if err != nil && !errors.Is(err, ErrNotFound) {
+			return Operation{}, err
+		}
+		d.OperationID = last
+	}
 	if d.OperationID != "" {
 		op, err := b.Store.GetOperation(ctx, d.InstanceID, d.OperationID)
 		if err != nil {
@@ -115,6 +124,8 @@ func (b *Broker) findOperation(ctx context.Context, d LastOperationDetails) (Ope
 		}
 		return op, nil
 	}
+	// Gone (deleted by its last operation), or stored before it named
+	// its last operation: that one is among those under the instance.
 	ops, err := b.Store.ListOperations(ctx, d.InstanceID)
 	if err != nil {
 		return Operation{}, err
@@ -125,6 +136,17 @@ func (b *Broker) findOperation(ctx context.Context, d LastOperationDetails) (Ope
 		}
 	}
 	return Operation{}, ErrNotFound
+}
+
+// lastOp is the id of the newest operation of the instance, or of its
+// binding bindingID when not empty.
+func (b *Broker) lastOp(ctx context.Context, instanceID, bindingID string) (string, error) {
+	if bindingID != "" {
+		bd, err := b.Store.GetBinding(ctx, instanceID, bindingID)
+		return bd.LastOp, err
+	}
+	inst, err := b.Store.GetInstance(ctx, instanceID)
+	return inst.LastOp, err
 }
 
 // Recover repairs every operation in progress, as a broker starting up

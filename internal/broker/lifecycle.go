@@ -258,6 +258,16 @@ func (b *Broker) fail(ctx context.Context, op Operation, snap Snapshot, f Failur
 // instance is gone already, every record still under it is a leftover. Only
 // an end whose transition says Leftovers has any.
 func (b *Broker) leftovers(ctx context.Context, op Operation, snap Snapshot, reason string) []Detached {
+	if snap.Instance == nil && !op.Kind.IsBinding() && !Whole(&op) {
+		// Load read the instance's own records; its bindings' are
+		// leftovers too.
+		whole, err := b.Store.LoadWhole(ctx, op.InstanceID, "")
+		if err != nil {
+			b.Logger.WarnContext(ctx, "leftovers: the records could not be read; they stay", "error", err.Error())
+			return nil
+		}
+		return b.detachments(op, nil, whole.Records, reason)
+	}
 	if snap.Instance == nil {
 		return b.detachments(op, nil, snap.Records, reason)
 	}

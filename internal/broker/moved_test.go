@@ -60,8 +60,8 @@ func TestDecidedAgainWhenTheInstanceMoved(t *testing.T) {
 		if res, err := h.b.Deprovision(ctx, deprovisionOf("i-1", planSync, false)); err != nil || res.Result != broker.ResultOK {
 			t.Fatalf("deprovision: %+v %v", res, err)
 		}
-		snap := h.load("i-1", "", "b-1")
-		if snap.Instance != nil || snap.Binding != nil || len(snap.BindingIDs) != 0 {
+		snap := h.loadWhole("i-1")
+		if snap.Instance != nil || h.binding("i-1", "b-1") != nil || len(snap.BindingIDs) != 0 {
 			t.Fatalf("left behind: %+v", snap)
 		}
 	})

@@ -56,15 +56,27 @@ const bindingRecordPrefix = "binding-"
 
 // BindingRecord is the name of the resource record a driver keeps for a
 // binding. A binding's change is handed that record and the instance's
-// records, not the other bindings' (Load decodes only those), so that a bind
-// costs the same on an instance with many bindings; a driver therefore
-// names no instance record with this prefix.
+// records, an instance's change only the instance's, not the bindings'
+// (Load reads only those; a deprovision's change has every record), so
+// that a change costs the same on an instance with many bindings; a driver
+// therefore names no instance record with this prefix.
 func BindingRecord(bindingID string) string { return bindingRecordPrefix + bindingID }
 
+// BindingRecords are the bounds of the bindings' record names, for a
+// store to read around them: every name n that IsBindingRecord has
+// BindingRecordsFrom <= n < BindingRecordsTo, in byte order.
+const (
+	BindingRecordsFrom = bindingRecordPrefix
+	BindingRecordsTo   = "binding." // '.' follows '-'
+)
+
+// IsBindingRecord reports whether the record called name is a binding's.
+func IsBindingRecord(name string) bool { return strings.HasPrefix(name, bindingRecordPrefix) }
+
 // RecordFor reports whether the record called name belongs in a snapshot
-// for bindingID (empty: the instance, which gets every record).
+// for bindingID (empty: the instance, which gets its own records only).
 func RecordFor(name, bindingID string) bool {
-	return bindingID == "" || !strings.HasPrefix(name, bindingRecordPrefix) || name == BindingRecord(bindingID)
+	return !IsBindingRecord(name) || (bindingID != "" && name == BindingRecord(bindingID))
 }
 
 // MadeRecords names the record of what a provision or bind makes, for a

@@ -43,15 +43,27 @@ func TestRecordChanges(t *testing.T) {
 			t.Fatal("a removed record is still found")
 		}
 	})
-	t.Run("a binding's change sees the instance's records and its own binding's, not the other bindings'", func(t *testing.T) {
+	t.Run("a binding's change sees the instance's records and its own binding's, not the other bindings'; an instance's, only the instance's", func(t *testing.T) {
 		for name, want := range map[string]bool{
-			"instance": true, broker.BindingRecord("b-1"): true, broker.BindingRecord("b-2"): false,
+			"instance": true, "a": true, broker.BindingRecord("b-1"): true, broker.BindingRecord("b-2"): false,
 		} {
 			if got := broker.RecordFor(name, "b-1"); got != want {
 				t.Fatalf("RecordFor(%q, b-1) = %v", name, got)
 			}
-			if !broker.RecordFor(name, "") {
-				t.Fatalf("the instance's change does not see %q", name)
+			if got, own := broker.RecordFor(name, ""), !broker.IsBindingRecord(name); got != own {
+				t.Fatalf("RecordFor(%q, \"\") = %v", name, got)
+			}
+		}
+	})
+	t.Run("every binding's record is named within the bounds that stores read around", func(t *testing.T) {
+		for _, name := range []string{broker.BindingRecord("b"), broker.BindingRecord("\U0010FFFF"), broker.BindingRecord("~")} {
+			if !broker.IsBindingRecord(name) || name < broker.BindingRecordsFrom || name >= broker.BindingRecordsTo {
+				t.Fatalf("%q is outside [%q, %q)", name, broker.BindingRecordsFrom, broker.BindingRecordsTo)
+			}
+		}
+		for _, name := range []string{"binding", "binding.", "bindings", "a", "zz"} {
+			if broker.IsBindingRecord(name) || (name >= broker.BindingRecordsFrom && name < broker.BindingRecordsTo) {
+				t.Fatalf("%q is taken for a binding's record", name)
 			}
 		}
 	})

@@ -118,8 +118,9 @@ type Settled struct {
 	InstanceVersion int64
 }
 
-// Snapshot is what Load reads in one request: an instance, the ids of its
-// bindings, one binding, its resource records, and one of its operations.
+// Snapshot is what Load reads: an instance, one binding, the resource
+// records of the one and the other, and one of its operations; a whole
+// snapshot (LoadWhole) also has the ids of every binding and every record.
 type Snapshot struct {
 	// Instance is nil when the instance does not exist.
 	Instance *Instance
@@ -128,12 +129,19 @@ type Snapshot struct {
 	// Binding is the binding asked for or, when none was, the operation's
 	// (a bind's or an unbind's); nil when there is none.
 	Binding *Binding
-	// BindingIDs are the ids of all the instance's bindings, in order.
+	// BindingIDs are the ids of all the instance's bindings, in order, in
+	// a whole snapshot only (nil otherwise).
 	BindingIDs []string
-	// Records are the instance's resource records, by name; with a
-	// binding, only that binding's (see BindingRecord).
+	// Records are resource records, by name: the instance's own and, with
+	// a binding, that binding's (RecordFor); in a whole snapshot, every
+	// record under the instance.
 	Records []Resource
 }
+
+// Whole reports whether a snapshot whose operation is op is whole: a
+// deprovision's, which deletes every binding and hands every record to
+// its driver.
+func Whole(op *Operation) bool { return op != nil && op.Kind == KindDeprovision }
 
 // Store is what a storage adapter provides: five ports, each for the
 // callers that need it, and each component holds only those it uses (the
@@ -167,13 +175,18 @@ type Repository interface {
 	GetInstance(ctx context.Context, instanceID string) (Instance, error)
 	GetBinding(ctx context.Context, instanceID, bindingID string) (Binding, error)
 	GetOperation(ctx context.Context, instanceID, operationID string) (Operation, error)
-	// Load reads, in one consistent request, the instance, the ids of its
-	// bindings, its resource records, and, when their ids are not empty,
-	// an operation and a binding (else the operation's binding). A missing
-	// item is a nil field, not an error. With a binding, the records are
-	// those RecordFor keeps. It decodes only the one binding and its
-	// records, so that its cost hardly grows with an instance's bindings.
+	// Load reads the instance and, when their ids are not empty, an
+	// operation and a binding (else the operation's binding), and the
+	// records RecordFor keeps: each by its key or a key range, so that its
+	// cost does not grow with the instance's bindings and operations. A
+	// missing item is a nil field, not an error. When the operation is a
+	// deprovision (Whole), the snapshot is whole, as LoadWhole's.
 	Load(ctx context.Context, instanceID, operationID, bindingID string) (Snapshot, error)
+	// LoadWhole reads what Load does without a binding, and the ids of
+	// every binding of the instance and every record under it, its
+	// bindings' too: what a deprovision deletes. Its cost grows with the
+	// instance's bindings (never with its operations).
+	LoadWhole(ctx context.Context, instanceID, operationID string) (Snapshot, error)
 	// ListOperations returns the operations recorded under an instance
 	// (including those of its bindings), oldest first.
 	ListOperations(ctx context.Context, instanceID string) ([]Operation, error)

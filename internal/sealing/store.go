@@ -530,6 +530,16 @@ func (s *Store) openOperations(ctx context.Context) func([]broker.Operation, err
 // credentials, an update's target parameters and the records.
 func (s *Store) Load(ctx context.Context, instanceID, operationID, bindingID string) (broker.Snapshot, error) {
 	snap, err := s.Store.Load(ctx, instanceID, operationID, bindingID)
+	return s.openSnapshot(ctx, snap, err)
+}
+
+// LoadWhole opens what Load does.
+func (s *Store) LoadWhole(ctx context.Context, instanceID, operationID string) (broker.Snapshot, error) {
+	snap, err := s.Store.LoadWhole(ctx, instanceID, operationID)
+	return s.openSnapshot(ctx, snap, err)
+}
+
+func (s *Store) openSnapshot(ctx context.Context, snap broker.Snapshot, err error) (broker.Snapshot, error) {
 	if err == nil {
 		err = s.openBinding(ctx, snap.Binding)
 	}

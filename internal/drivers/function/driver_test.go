@@ -90,8 +90,8 @@ func (f *fixture) change(kind broker.OperationKind, opID string, async bool, par
 }
 
 // fresh is c with the instance's records as they are stored (for a
-// binding's change, that binding's and the instance's), as the broker
-// hands a change to its driver.
+// binding's change, that binding's and the instance's; for a
+// deprovision's, every one), as the broker hands a change to its driver.
 func (f *fixture) fresh(c broker.Change) broker.Change {
 	f.t.Helper()
 	records, err := storetest.Records(context.Background(), f.store, c.Instance.ID)
@@ -100,7 +100,7 @@ func (f *fixture) fresh(c broker.Change) broker.Change {
 	}
 	c.Records = nil
 	for _, r := range records {
-		if broker.RecordFor(r.Name, c.BindingID()) {
+		if broker.Whole(&c.Operation) || broker.RecordFor(r.Name, c.BindingID()) {
 			c.Records = append(c.Records, r)
 		}
 	}

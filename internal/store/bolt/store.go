@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"slices"
 
+	"go.etcd.io/bbolt"
+
 	"github.com/serverless-osb/broker/internal/broker"
 )
 
@@ -58,10 +60,20 @@ func (s *Store) GetOperation(ctx context.Context, instanceID, operationID string
 	return *op, nil
 }
 
-// Load reads the instance, its bindings' ids, its resource records, and
-// the operation and binding asked for (or the operation's binding), in one
-// read transaction.
+// Load reads the instance, the operation and binding asked for (or the
+// operation's binding) and their records, each by its key or a key range,
+// in one read transaction; a deprovision's snapshot is whole.
 func (s *Store) Load(ctx context.Context, instanceID, operationID, bindingID string) (broker.Snapshot, error) {
+	return s.load(ctx, instanceID, operationID, bindingID, false)
+}
+
+// LoadWhole reads what Load does without a binding, and every binding's id
+// and every record of the instance.
+func (s *Store) LoadWhole(ctx context.Context, instanceID, operationID string) (broker.Snapshot, error) {
+	return s.load(ctx, instanceID, operationID, "", true)
+}
+
+func (s *Store) load(ctx context.Context, instanceID, operationID, bindingID string, whole bool) (broker.Snapshot, error) {
 	var snap broker.Snapshot
 	err := broker.CheckLoad(instanceID, operationID, bindingID)
 	if err == nil {
@@ -75,6 +87,7 @@ func (s *Store) Load(ctx context.Context, instanceID, operationID, bindingID str
 					return err
 				}
 			}
+			whole = whole || broker.Whole(snap.Operation)
 			if bindingID == "" && snap.Operation != nil {
 				bindingID = snap.Operation.BindingID
 			}
@@ -83,29 +96,51 @@ func (s *Store) Load(ctx context.Context, instanceID, operationID, bindingID str
 					return err
 				}
 			}
-			prefix := []byte(pk(instanceID) + "b#")
 			c := t.items.Cursor()
-			for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
-				snap.BindingIDs = append(snap.BindingIDs, string(k[len(prefix):]))
-			}
-			prefix = []byte(pk(instanceID) + "r#")
-			for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
-				if !broker.RecordFor(string(k[len(prefix):]), bindingID) {
-					continue
+			if whole {
+				prefix := []byte(pk(instanceID) + "b#")
+				for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
+					snap.BindingIDs = append(snap.BindingIDs, string(k[len(prefix):]))
 				}
-				r, err := decode(k, v, resourceItem.resource)
-				if err != nil {
-					return err
-				}
-				snap.Records = append(snap.Records, r)
 			}
-			return nil
+			snap.Records, err = t.records(c, instanceID, bindingID, whole)
+			return err
 		})
 	}
 	if err != nil {
 		return broker.Snapshot{}, fmt.Errorf("load %s: %w", instanceID, err)
 	}
 	return snap, nil
+}
+
+// records reads an instance's records, by name: every one when whole,
+// else those RecordFor keeps for bindingID, skipping the other bindings'
+// (a key range of their own) with one seek.
+func (t tx) records(c *bbolt.Cursor, instanceID, bindingID string, whole bool) ([]broker.Resource, error) {
+	var out []broker.Resource
+	prefix := []byte(pk(instanceID) + "r#")
+	bindings := []byte(pk(instanceID) + "r#" + broker.BindingRecordsFrom)
+	for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
+		if !whole && bytes.HasPrefix(k, bindings) {
+			if bindingID != "" {
+				if r, err := get(t.items, resourceKey(instanceID, broker.BindingRecord(bindingID)), resourceItem.resource); err != nil {
+					return nil, err
+				} else if r != nil {
+					out = append(out, *r)
+				}
+			}
+			k, v = c.Seek([]byte(pk(instanceID) + "r#" + broker.BindingRecordsTo))
+			if k == nil || !bytes.HasPrefix(k, prefix) {
+				break
+			}
+		}
+		r, err := decode(k, v, resourceItem.resource)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, nil
 }
 
 // ListOperations returns the operations under an instance, its bindings'

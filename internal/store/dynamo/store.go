@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
@@ -57,89 +56,6 @@ func get[I, D any](ctx context.Context, s *Store, k map[string]types.AttributeVa
 		err = broker.ErrNotFound
 	}
 	return v, err
-}
-
-// Load reads the instance, its bindings' ids, its resource records, and
-// the operation and binding asked for (or the operation's binding): one
-// consistent Query of the instance's partition (more pages only past 1 MB),
-// whose filter leaves out the other operations. Of the bindings, only the
-// one is decoded.
-func (s *Store) Load(ctx context.Context, instanceID, operationID, bindingID string) (broker.Snapshot, error) {
-	var snap broker.Snapshot
-	err := broker.CheckLoad(instanceID, operationID, bindingID)
-	bindings := map[string]map[string]types.AttributeValue{}
-	var records []map[string]types.AttributeValue
-	var e expression.Expression
-	if err == nil {
-		sk := expression.Name(attrSK)
-		filter := expression.Not(sk.BeginsWith(skOperation("")))
-		if operationID != "" {
-			filter = filter.Or(sk.Equal(expression.Value(skOperation(operationID))))
-		}
-		e, err = expression.NewBuilder().
-			WithKeyCondition(expression.Key(attrPK).Equal(expression.Value(pk(instanceID)))).
-			WithFilter(filter).Build()
-	}
-	if err == nil {
-		pages := dynamodb.NewQueryPaginator(s.client, &dynamodb.QueryInput{
-			TableName: s.table, ConsistentRead: aws.Bool(true),
-			KeyConditionExpression: e.KeyCondition(), FilterExpression: e.Filter(),
-			ExpressionAttributeNames: e.Names(), ExpressionAttributeValues: e.Values(),
-		})
-		for err == nil && pages.HasMorePages() {
-			var page *dynamodb.QueryOutput
-			if page, err = pages.NextPage(ctx); err == nil {
-				err = addToSnapshot(&snap, page.Items, bindings, &records)
-			}
-		}
-	}
-	if err == nil && bindingID == "" && snap.Operation != nil {
-		bindingID = snap.Operation.BindingID
-	}
-	if item, ok := bindings[bindingID]; ok && err == nil {
-		snap.Binding, err = decode(item, bindingItem.binding)
-	}
-	for _, item := range records {
-		if err != nil {
-			break
-		}
-		if !broker.RecordFor(strings.TrimPrefix(keyPart(item, attrSK), skResource("")), bindingID) {
-			continue
-		}
-		var r *broker.Resource
-		if r, err = decode(item, resourceItem.resource); err == nil {
-			snap.Records = append(snap.Records, *r)
-		}
-	}
-	if err != nil {
-		return broker.Snapshot{}, fmt.Errorf("load %s: %w", instanceID, err)
-	}
-	return snap, nil
-}
-
-// addToSnapshot decodes the items of an instance's partition into snap, but
-// for the bindings, which it keeps by id, and the records, which it keeps,
-// both undecoded until Load knows which it needs.
-func addToSnapshot(snap *broker.Snapshot, items []map[string]types.AttributeValue, bindings map[string]map[string]types.AttributeValue, records *[]map[string]types.AttributeValue) error {
-	for _, item := range items {
-		var err error
-		switch sk := keyPart(item, attrSK); {
-		case sk == skInstance:
-			snap.Instance, err = decode(item, instanceItem.instance)
-		case strings.HasPrefix(sk, skOperation("")):
-			snap.Operation, err = decode(item, operationItem.operation)
-		case strings.HasPrefix(sk, skBinding("")):
-			id := strings.TrimPrefix(sk, skBinding(""))
-			snap.BindingIDs = append(snap.BindingIDs, id)
-			bindings[id] = item
-		case strings.HasPrefix(sk, skResource("")):
-			*records = append(*records, item)
-		}
-		if err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // ListOperations returns the operations under an instance, its bindings'

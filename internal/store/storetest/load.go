@@ -9,13 +9,15 @@ import (
 // loadCases are Load, and the record changes and detachments that progress
 // and outcomes carry: what lets a step read once and write once.
 var loadCases = []testCase{
-	{"Load reads an instance, its bindings' ids, its records, the operation and the binding asked for, and nothing of another instance", func(t *testing.T, newStore NewStore) {
+	{"Load reads an instance, the operation and the binding asked for and their records, and nothing of another instance or of the other bindings", func(t *testing.T, newStore NewStore) {
 		s := newStore(t)
 		provision(t, s, "i-1")
 		b1 := bind(t, s, "i-1", "b-1")
 		b2, bindOp := startBind(t, s, "i-1", "b-2")
-		r := newResource("i-1", "r-1")
+		// Records named on both sides of the bindings' records.
+		r, low := newResource("i-1", "r-1"), newResource("i-1", "a-1")
 		putResource(t, s, r)
+		putResource(t, s, low)
 		r1, r2 := newResource("i-1", broker.BindingRecord("b-1")), newResource("i-1", broker.BindingRecord("b-2"))
 		putResource(t, s, r1)
 		putResource(t, s, r2)
@@ -27,17 +29,24 @@ var loadCases = []testCase{
 		snap, err := s.Load(t.Context(), "i-1", bindOp.ID, "")
 		must(t, err, "Load of a bind")
 		equal(t, "with the operation: the snapshot (and the records of its binding, not of the others)", snap, broker.Snapshot{
-			Instance: inst, Operation: &bindOp, Binding: &b2, BindingIDs: []string{"b-1", "b-2"}, Records: []broker.Resource{r2, r}})
+			Instance: inst, Operation: &bindOp, Binding: &b2, Records: []broker.Resource{low, r2, r}})
 
 		snap, err = s.Load(t.Context(), "i-1", "", "b-1")
 		must(t, err, "Load of a binding")
-		equal(t, "with a binding: the snapshot", snap, broker.Snapshot{Instance: inst, Binding: &b1,
-			BindingIDs: []string{"b-1", "b-2"}, Records: []broker.Resource{r1, r}})
+		equal(t, "with a binding: the snapshot", snap, broker.Snapshot{Instance: inst, Binding: &b1, Records: []broker.Resource{low, r1, r}})
+
+		snap, err = s.Load(t.Context(), "i-1", "", "b-9")
+		must(t, err, "Load of a binding that does not exist")
+		equal(t, "with a missing binding: the instance's records", snap, broker.Snapshot{Instance: inst, Records: []broker.Resource{low, r}})
 
 		snap, err = s.Load(t.Context(), "i-1", "", "")
 		must(t, err, "Load of the instance")
-		equal(t, "alone: the snapshot (every record)", snap, broker.Snapshot{Instance: inst, BindingIDs: []string{"b-1", "b-2"},
-			Records: []broker.Resource{r1, r2, r}})
+		equal(t, "alone: the snapshot (the instance's own records)", snap, broker.Snapshot{Instance: inst, Records: []broker.Resource{low, r}})
+
+		snap, err = s.LoadWhole(t.Context(), "i-1", "")
+		must(t, err, "LoadWhole of the instance")
+		equal(t, "whole: the snapshot (every binding's id, every record)", snap, broker.Snapshot{Instance: inst, BindingIDs: []string{"b-1", "b-2"},
+			Records: []broker.Resource{low, r1, r2, r}})
 
 		snap, err = s.Load(t.Context(), "i-1", "prov-i-2", "b-3")
 		must(t, err, "Load of another instance's operation and binding")
@@ -46,6 +55,46 @@ var loadCases = []testCase{
 		snap, err = s.Load(t.Context(), "i-9", "ghost", "ghost")
 		must(t, err, "Load of a missing instance")
 		equal(t, "a missing instance", snap, broker.Snapshot{})
+		snap, err = s.LoadWhole(t.Context(), "i-9", "ghost")
+		must(t, err, "LoadWhole of a missing instance")
+		equal(t, "a missing instance, whole", snap, broker.Snapshot{})
+	}},
+	{"Load of a binding's operation reads the binding's record even when the binding is gone", func(t *testing.T, newStore NewStore) {
+		s := newStore(t)
+		provision(t, s, "i-1")
+		b, op := startUnbind(t, s, bind(t, s, "i-1", "b-1"))
+		r, r1, r2 := newResource("i-1", "r-1"), newResource("i-1", broker.BindingRecord("b-1")), newResource("i-1", broker.BindingRecord("b-2"))
+		for _, x := range []broker.Resource{r, r1, r2} {
+			putResource(t, s, x)
+		}
+		snap, err := s.Load(t.Context(), "i-1", op.ID, "")
+		must(t, err, "Load of an unbind")
+		equal(t, "the unbind's snapshot", snap, broker.Snapshot{Instance: getInstance(t, s, "i-1"), Operation: &op, Binding: &b, Records: []broker.Resource{r1, r}})
+
+		must(t, s.FinishOperation(t.Context(), broker.Finish{Op: finished(op, broker.OperationSucceeded), DeleteBinding: true, ReleaseBinding: true}), "FinishOperation")
+		done := finished(op, broker.OperationSucceeded)
+		snap, err = s.Load(t.Context(), "i-1", op.ID, "")
+		must(t, err, "Load of a finished unbind")
+		equal(t, "the snapshot once the binding is gone", snap, broker.Snapshot{Instance: getInstance(t, s, "i-1"), Operation: &done, Records: []broker.Resource{r1, r}})
+	}},
+	{"Load of a deprovision is whole: every binding's id and every record", func(t *testing.T, newStore NewStore) {
+		s := newStore(t)
+		provision(t, s, "i-1")
+		bind(t, s, "i-1", "b-1")
+		bind(t, s, "i-1", "b-2")
+		r, r1 := newResource("i-1", "r-1"), newResource("i-1", broker.BindingRecord("b-1"))
+		putResource(t, s, r)
+		putResource(t, s, r1)
+		inst, op := startInstanceOp(t, s, *getInstance(t, s, "i-1"), broker.KindDeprovision)
+
+		snap, err := s.Load(t.Context(), "i-1", op.ID, "")
+		must(t, err, "Load of a deprovision")
+		equal(t, "the deprovision's snapshot", snap, broker.Snapshot{Instance: &inst, Operation: &op, BindingIDs: []string{"b-1", "b-2"},
+			Records: []broker.Resource{r1, r}})
+		snap, err = s.LoadWhole(t.Context(), "i-1", op.ID)
+		must(t, err, "LoadWhole of a deprovision")
+		equal(t, "the deprovision's whole snapshot", snap, broker.Snapshot{Instance: &inst, Operation: &op, BindingIDs: []string{"b-1", "b-2"},
+			Records: []broker.Resource{r1, r}})
 	}},
 	{"binding operations move the instance's version, so a lock at a version read with the bindings knows they are the same", func(t *testing.T, newStore NewStore) {
 		s := newStore(t)
@@ -129,8 +178,8 @@ var loadCases = []testCase{
 		_, op := startInstanceOp(t, s, *getInstance(t, s, inst.ID), broker.KindDeprovision)
 		must(t, s.FinishOperation(t.Context(), broker.Finish{Op: finished(op, broker.OperationSucceeded), DeleteInstance: true,
 			Bindings: ids, Records: broker.RecordChanges{Remove: []string{"r-1"}}}), "FinishOperation")
-		snap, err := s.Load(t.Context(), "i-1", "", "")
-		must(t, err, "Load")
+		snap, err := s.LoadWhole(t.Context(), "i-1", "")
+		must(t, err, "LoadWhole")
 		equal(t, "what is left of the instance", snap, broker.Snapshot{})
 	}},
 	{"CreateInstance of a change settled in memory stores the instance as it ends, its finished operation and the records, in one write", func(t *testing.T, newStore NewStore) {

@@ -248,11 +248,11 @@ func ids(ops []broker.Operation) []string {
 	return out
 }
 
-// Records returns an instance's resource records as the broker reads them
-// (Load), by name: what other packages' tests use to see what a driver or
-// the broker stored.
+// Records returns every resource record of an instance, its bindings'
+// too (LoadWhole), by name: what other packages' tests use to see what a
+// driver or the broker stored.
 func Records(ctx context.Context, s broker.Repository, instanceID string) ([]broker.Resource, error) {
-	snap, err := s.Load(ctx, instanceID, "", "")
+	snap, err := s.LoadWhole(ctx, instanceID, "")
 	return snap.Records, err
 }
 
