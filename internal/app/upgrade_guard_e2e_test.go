@@ -1,7 +1,6 @@
 package app_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"net/http"
@@ -217,20 +216,6 @@ func stackOutputs(t *testing.T, c *cloudformation.Client, prefix, instanceID str
 		m[aws.ToString(o.OutputKey)] = aws.ToString(o.OutputValue)
 	}
 	return m
-}
-
-func replaceOnce(t *testing.T, path, old, new string) {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if n := bytes.Count(b, []byte(old)); n != 1 {
-		t.Fatalf("%s holds %q %d times, want once", path, old, n)
-	}
-	if err := os.WriteFile(path, bytes.Replace(b, []byte(old), []byte(new), 1), 0o644); err != nil {
-		t.Fatal(err)
-	}
 }
 
 // writeLock writes the catalog's lock file again, as make build does.
