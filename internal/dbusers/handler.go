@@ -20,6 +20,13 @@ import (
 // ResourceType is the custom resource's type in the binding templates.
 const ResourceType = "Custom::DatabaseUser"
 
+// The attributes a template reads with Fn::GetAtt.
+const (
+	AttributeUsername = "Username"
+	AttributePassword = "Password"
+	AttributeURI      = "Uri"
+)
+
 // Properties are the custom resource's properties (CloudFormation passes
 // every value as a string).
 type Properties struct {
@@ -80,7 +87,7 @@ func (h *Handler) Handle(ctx context.Context, e cfn.Event) (string, map[string]a
 	if e.RequestType == cfn.RequestDelete && CheckName(e.PhysicalResourceID) != nil {
 		return e.PhysicalResourceID, nil, nil
 	}
-	p, err := properties(e.ResourceProperties)
+	p, err := ParseProperties(e.ResourceProperties)
 	if err != nil {
 		return e.PhysicalResourceID, nil, err
 	}
@@ -89,7 +96,7 @@ func (h *Handler) Handle(ctx context.Context, e cfn.Event) (string, map[string]a
 		name := e.PhysicalResourceID
 		if e.RequestType == cfn.RequestCreate {
 			name = UserName(e.StackID, e.LogicalResourceID)
-		} else if old, err := properties(e.OldResourceProperties); err == nil && target(old) != target(p) {
+		} else if old, err := ParseProperties(e.OldResourceProperties); err == nil && target(old) != target(p) {
 			return name, nil, fmt.Errorf("a binding's user cannot move to another database (%s to %s): bind again", target(old), target(p))
 		}
 		data, err := h.create(ctx, name, p)
@@ -151,7 +158,7 @@ func (h *Handler) create(ctx context.Context, name string, p Properties) (map[st
 	}
 	uri := url.URL{Scheme: scheme, User: url.UserPassword(name, s.Password),
 		Host: net.JoinHostPort(p.Host, p.Port), Path: "/" + p.Database}
-	return map[string]any{"Username": name, "Password": s.Password, "Uri": uri.String()}, nil
+	return map[string]any{AttributeUsername: name, AttributePassword: s.Password, AttributeURI: uri.String()}, nil
 }
 
 func (h *Handler) delete(ctx context.Context, name string, p Properties) error {
@@ -214,8 +221,8 @@ func (h *Handler) log() *slog.Logger {
 	return slog.Default()
 }
 
-// properties decodes and checks the custom resource's properties.
-func properties(raw map[string]any) (Properties, error) {
+// ParseProperties decodes and checks the custom resource's properties.
+func ParseProperties(raw map[string]any) (Properties, error) {
 	str := func(k string) string { s, _ := raw[k].(string); return s }
 	p := Properties{
 		Engine: str("Engine"), Host: str("Host"), Port: str("Port"), Database: str("Database"), Schema: str("Schema"),
