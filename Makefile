@@ -87,10 +87,11 @@ deploy: build $(CDK) ## Deploy to your credentials' account and region (run infr
 # The database servers internal/dbtest starts for the tests (Debian's packages, which their
 # tests name): installed with apt-get where missing, with sudo unless root. Nothing is started
 # here, and apt's own service start is not needed: each test starts its own server.
-dbservers: ## Install the database servers the tests start (postgresql 15, mariadb-server 10.11) where missing.
+dbservers: ## Install the servers the tests start (postgresql 15, mariadb-server 10.11, redis-server 7.0) where missing.
 	@missing=""; \
 	{ command -v initdb >/dev/null || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; } || missing="$$missing postgresql"; \
 	command -v mariadb-install-db >/dev/null || missing="$$missing mariadb-server"; \
+	command -v redis-server >/dev/null || missing="$$missing redis-server"; \
 	if [ -n "$$missing" ]; then \
 		sudo=""; [ "$$(id -u)" = 0 ] || sudo=sudo; \
 		echo "installing$$missing with apt-get"; \

@@ -1,5 +1,5 @@
 // Package dbtest starts real database servers for tests, as withmoto starts
-// moto: Debian's PostgreSQL and MariaDB, each in a temporary folder, on a free
+// moto: Debian's PostgreSQL, MariaDB and redis-server, each in a temporary folder, on a free
 // 127.0.0.1 port, as a non-root user when the tests run as root (the servers
 // refuse root), stopped at the test's cleanup and killed with the test binary.
 // A server that is not installed fails the test with how to install it
