@@ -112,11 +112,10 @@ type fixture struct {
 	ctx    context.Context
 }
 
-func newFixture(t *testing.T, e engine) *fixture {
+func newFixture(t *testing.T, e engine, s dbtest.Server) *fixture {
 	t.Helper()
 	ctx, cancel := waittest.Context(t)
 	t.Cleanup(cancel)
-	s := e.start(t)
 	users, err := e.open(ctx, s)
 	if err != nil {
 		t.Fatal(err)
@@ -167,180 +166,140 @@ func (f *fixture) cannotLogIn(u dbusers.User) {
 	}
 }
 
-func TestABindingsUserMayDoWhatItsPrivilegesSayAndNothingMore(t *testing.T) {
-	for _, e := range engines {
-		t.Run(e.name, func(t *testing.T) {
-			f := newFixture(t, e)
-			_, owner := f.create("osb_owner1", dbusers.Owner)
-			_, other := f.create("osb_owner2", dbusers.Owner)
-			_, rw := f.create("osb_rw", dbusers.ReadWrite)
-			_, ro := f.create("osb_ro", dbusers.ReadOnly)
-			// The master's table in the application's schema, made after the
-			// users: the default privileges cover it.
-			f.may("the master", f.master, "CREATE TABLE app.items (id int)")
-			f.may("the master", f.master, "INSERT INTO app.items VALUES (1)")
+func aBindingsUserMayDoWhatItsPrivilegesSayAndNothingMore(t *testing.T, f *fixture) {
+	_, owner := f.create("osb_owner1", dbusers.Owner)
+	_, other := f.create("osb_owner2", dbusers.Owner)
+	_, rw := f.create("osb_rw", dbusers.ReadWrite)
+	_, ro := f.create("osb_ro", dbusers.ReadOnly)
+	// The master's table in the application's schema, made after the
+	// users: the default privileges cover it.
+	f.may("the master", f.master, "CREATE TABLE app.items (id int)")
+	f.may("the master", f.master, "INSERT INTO app.items VALUES (1)")
 
-			f.may("an owner", owner, "CREATE TABLE osb_owner1.notes (id int)")
-			f.may("an owner", owner, "INSERT INTO osb_owner1.notes VALUES (1)")
-			if who, err := e.owner(f.ctx, f.s, "osb_owner1", "notes"); err != nil || (who != "" && who != "osb_owner1") {
-				t.Errorf("the owner's table belongs to %q (%v), want osb_owner1", who, err)
-			}
-			f.mayNot("an owner", owner, "SELECT * FROM app.items")
-			f.mayNot("an owner", owner, "CREATE TABLE app.mine (id int)")
-			f.mayNot("another owner", other, "SELECT * FROM osb_owner1.notes")
-			f.mayNot("another owner", other, "CREATE TABLE osb_owner1.theirs (id int)")
-
-			f.may("readwrite", rw, "SELECT * FROM app.items")
-			f.may("readwrite", rw, "INSERT INTO app.items VALUES (2)")
-			f.may("readwrite", rw, "UPDATE app.items SET id = 3 WHERE id = 2")
-			f.may("readwrite", rw, "DELETE FROM app.items WHERE id = 3")
-			f.mayNot("readwrite", rw, "CREATE TABLE app.mine (id int)")
-			f.mayNot("readwrite", rw, "DROP TABLE app.items")
-			f.mayNot("readwrite", rw, "CREATE TABLE osb_owner1.mine (id int)")
-			f.mayNot("readwrite", rw, "SELECT * FROM osb_owner1.notes")
-
-			f.may("readonly", ro, "SELECT * FROM app.items")
-			f.mayNot("readonly", ro, "INSERT INTO app.items VALUES (4)")
-			f.mayNot("readonly", ro, "DELETE FROM app.items")
-			f.mayNot("readonly", ro, "CREATE TABLE app.mine (id int)")
-			f.mayNot("readonly", ro, "SELECT * FROM osb_owner1.notes")
-		})
+	f.may("an owner", owner, "CREATE TABLE osb_owner1.notes (id int)")
+	f.may("an owner", owner, "INSERT INTO osb_owner1.notes VALUES (1)")
+	if who, err := f.e.owner(f.ctx, f.s, "osb_owner1", "notes"); err != nil || (who != "" && who != "osb_owner1") {
+		t.Errorf("the owner's table belongs to %q (%v), want osb_owner1", who, err)
 	}
+	f.mayNot("an owner", owner, "SELECT * FROM app.items")
+	f.mayNot("an owner", owner, "CREATE TABLE app.mine (id int)")
+	f.mayNot("another owner", other, "SELECT * FROM osb_owner1.notes")
+	f.mayNot("another owner", other, "CREATE TABLE osb_owner1.theirs (id int)")
+
+	f.may("readwrite", rw, "SELECT * FROM app.items")
+	f.may("readwrite", rw, "INSERT INTO app.items VALUES (2)")
+	f.may("readwrite", rw, "UPDATE app.items SET id = 3 WHERE id = 2")
+	f.may("readwrite", rw, "DELETE FROM app.items WHERE id = 3")
+	f.mayNot("readwrite", rw, "CREATE TABLE app.mine (id int)")
+	f.mayNot("readwrite", rw, "DROP TABLE app.items")
+	f.mayNot("readwrite", rw, "CREATE TABLE osb_owner1.mine (id int)")
+	f.mayNot("readwrite", rw, "SELECT * FROM osb_owner1.notes")
+
+	f.may("readonly", ro, "SELECT * FROM app.items")
+	f.mayNot("readonly", ro, "INSERT INTO app.items VALUES (4)")
+	f.mayNot("readonly", ro, "DELETE FROM app.items")
+	f.mayNot("readonly", ro, "CREATE TABLE app.mine (id int)")
+	f.mayNot("readonly", ro, "SELECT * FROM osb_owner1.notes")
 }
 
-func TestAnOwnersNameIsNoPatternOfOtherDatabases(t *testing.T) {
+func anOwnersNameIsNoPatternOfOtherDatabases(t *testing.T, f *fixture) {
 	// In a MySQL GRANT, _ matches any character: a grant on osb_a.* unescaped
 	// would also grant on osbxa.
-	for _, e := range engines {
-		t.Run(e.name, func(t *testing.T) {
-			f := newFixture(t, e)
-			_, owner := f.create("osb_a", dbusers.Owner)
-			if e.name == "mariadb" {
-				f.may("the master", f.master, "CREATE DATABASE osbxa")
-			} else {
-				f.may("the master", f.master, "CREATE SCHEMA osbxa")
-			}
-			f.mayNot("the owner of osb_a", owner, "CREATE TABLE osbxa.t (id int)")
-		})
+	_, owner := f.create("osb_a", dbusers.Owner)
+	if f.e.name == "mariadb" {
+		f.may("the master", f.master, "CREATE DATABASE osbxa")
+	} else {
+		f.may("the master", f.master, "CREATE SCHEMA osbxa")
+	}
+	f.mayNot("the owner of osb_a", owner, "CREATE TABLE osbxa.t (id int)")
+}
+
+func unbindDropsTheUserWithWhatItOwns(t *testing.T, f *fixture) {
+	u, s := f.create("osb_gone", dbusers.Owner)
+	f.may("the owner", s, "CREATE TABLE osb_gone.notes (id int)")
+	if err := f.users.Delete(f.ctx, u.Name, dbusers.Drop); err != nil {
+		t.Fatal(err)
+	}
+	f.mayNot("an unbound user's open session", s, "SELECT 1")
+	f.cannotLogIn(u)
+	f.mayNot("the master", f.master, "SELECT * FROM osb_gone.notes")
+	if err := f.users.Delete(f.ctx, u.Name, dbusers.Drop); err != nil {
+		t.Errorf("a delete sent again: %v", err)
 	}
 }
 
-func TestUnbindDropsTheUserWithWhatItOwns(t *testing.T) {
-	for _, e := range engines {
-		t.Run(e.name, func(t *testing.T) {
-			f := newFixture(t, e)
-			u, s := f.create("osb_gone", dbusers.Owner)
-			f.may("the owner", s, "CREATE TABLE osb_gone.notes (id int)")
-			if err := f.users.Delete(f.ctx, u.Name, dbusers.Drop); err != nil {
-				t.Fatal(err)
-			}
-			f.mayNot("an unbound user's open session", s, "SELECT 1")
-			f.cannotLogIn(u)
-			f.mayNot("the master", f.master, "SELECT * FROM osb_gone.notes")
-			if err := f.users.Delete(f.ctx, u.Name, dbusers.Drop); err != nil {
-				t.Errorf("a delete sent again: %v", err)
-			}
-		})
+func unbindWithReassignKeepsTheDataForTheMaster(t *testing.T, f *fixture) {
+	u, s := f.create("osb_kept", dbusers.Owner)
+	f.may("the owner", s, "CREATE TABLE osb_kept.notes (id int)")
+	f.may("the owner", s, "INSERT INTO osb_kept.notes VALUES (7)")
+	if err := f.users.Delete(f.ctx, u.Name, dbusers.Reassign); err != nil {
+		t.Fatal(err)
+	}
+	f.cannotLogIn(u)
+	f.may("the master", f.master, "SELECT * FROM osb_kept.notes WHERE id = 7")
+	if who, err := f.e.owner(f.ctx, f.s, "osb_kept", "notes"); err != nil || (who != "" && who != f.s.MasterUser) {
+		t.Errorf("the table belongs to %q (%v), want the master", who, err)
 	}
 }
 
-func TestUnbindWithReassignKeepsTheDataForTheMaster(t *testing.T) {
-	for _, e := range engines {
-		t.Run(e.name, func(t *testing.T) {
-			f := newFixture(t, e)
-			u, s := f.create("osb_kept", dbusers.Owner)
-			f.may("the owner", s, "CREATE TABLE osb_kept.notes (id int)")
-			f.may("the owner", s, "INSERT INTO osb_kept.notes VALUES (7)")
-			if err := f.users.Delete(f.ctx, u.Name, dbusers.Reassign); err != nil {
-				t.Fatal(err)
-			}
-			f.cannotLogIn(u)
-			f.may("the master", f.master, "SELECT * FROM osb_kept.notes WHERE id = 7")
-			if who, err := e.owner(f.ctx, f.s, "osb_kept", "notes"); err != nil || (who != "" && who != f.s.MasterUser) {
-				t.Errorf("the table belongs to %q (%v), want the master", who, err)
-			}
-		})
+func rotationLeavesThePredecessorWorkingUntilItsUnbind(t *testing.T, f *fixture) {
+	old, oldSession := f.create("osb_old", dbusers.ReadWrite)
+	f.may("the master", f.master, "CREATE TABLE app.rotation (id int)")
+	_, next := f.create("osb_next", dbusers.ReadWrite)
+	f.may("the predecessor", oldSession, "INSERT INTO app.rotation VALUES (1)")
+	f.may("the successor", next, "INSERT INTO app.rotation VALUES (2)")
+	if err := f.users.Delete(f.ctx, old.Name, dbusers.Drop); err != nil {
+		t.Fatal(err)
+	}
+	f.cannotLogIn(old)
+	f.may("the successor", next, "INSERT INTO app.rotation VALUES (3)")
+	f.may("the master", f.master, "DELETE FROM app.rotation WHERE id = 2")
+}
+
+func aCreateSentAgainBringsTheUserToItsPasswordAndPrivileges(t *testing.T, f *fixture) {
+	u, first := f.create("osb_again", dbusers.ReadWrite)
+	f.may("the master", f.master, "CREATE TABLE app.again (id int)")
+	f.may("readwrite", first, "INSERT INTO app.again VALUES (1)")
+	again := dbusers.User{Name: u.Name, Password: "another-password", Privileges: dbusers.ReadOnly}
+	if err := f.users.Create(f.ctx, again); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.users.Create(f.ctx, again); err != nil {
+		t.Fatalf("the same create sent again: %v", err)
+	}
+	f.cannotLogIn(u)
+	s, err := f.e.login(f.ctx, f.s, again.Name, string(again.Password))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.close()
+	f.may("readonly", s, "SELECT * FROM app.again")
+	f.mayNot("readonly after readwrite", s, "INSERT INTO app.again VALUES (2)")
+}
+
+func aDeleteOfAUserNeverMadeChangesNothing(t *testing.T, f *fixture) {
+	for _, mode := range []dbusers.OnDelete{dbusers.Drop, dbusers.Reassign} {
+		if err := f.users.Delete(f.ctx, "osb_never", mode); err != nil {
+			t.Errorf("delete (%s): %v", mode, err)
+		}
 	}
 }
 
-func TestRotationLeavesThePredecessorWorkingUntilItsUnbind(t *testing.T) {
-	for _, e := range engines {
-		t.Run(e.name, func(t *testing.T) {
-			f := newFixture(t, e)
-			old, oldSession := f.create("osb_old", dbusers.ReadWrite)
-			f.may("the master", f.master, "CREATE TABLE app.items (id int)")
-			_, next := f.create("osb_next", dbusers.ReadWrite)
-			f.may("the predecessor", oldSession, "INSERT INTO app.items VALUES (1)")
-			f.may("the successor", next, "INSERT INTO app.items VALUES (2)")
-			if err := f.users.Delete(f.ctx, old.Name, dbusers.Drop); err != nil {
-				t.Fatal(err)
-			}
-			f.cannotLogIn(old)
-			f.may("the successor", next, "INSERT INTO app.items VALUES (3)")
-			f.may("the master", f.master, "DELETE FROM app.items WHERE id = 2")
-		})
+func namesAndModesThatNoStatementMayCarryAreRefused(t *testing.T, f *fixture) {
+	for _, name := range []string{"", "Osb", "osb-x", `osb"; DROP ROLE app_admin; --`, "osb`x", strings.Repeat("a", 33)} {
+		u := dbusers.User{Name: name, Password: "x", Privileges: dbusers.Owner}
+		if err := f.users.Create(f.ctx, u); err == nil {
+			t.Errorf("create %q: no error", name)
+		}
+		if err := f.users.Delete(f.ctx, name, dbusers.Drop); err == nil {
+			t.Errorf("delete %q: no error", name)
+		}
 	}
-}
-
-func TestACreateSentAgainBringsTheUserToItsPasswordAndPrivileges(t *testing.T) {
-	for _, e := range engines {
-		t.Run(e.name, func(t *testing.T) {
-			f := newFixture(t, e)
-			u, first := f.create("osb_again", dbusers.ReadWrite)
-			f.may("the master", f.master, "CREATE TABLE app.items (id int)")
-			f.may("readwrite", first, "INSERT INTO app.items VALUES (1)")
-			again := dbusers.User{Name: u.Name, Password: "another-password", Privileges: dbusers.ReadOnly}
-			if err := f.users.Create(f.ctx, again); err != nil {
-				t.Fatal(err)
-			}
-			if err := f.users.Create(f.ctx, again); err != nil {
-				t.Fatalf("the same create sent again: %v", err)
-			}
-			f.cannotLogIn(u)
-			s, err := e.login(f.ctx, f.s, again.Name, string(again.Password))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer s.close()
-			f.may("readonly", s, "SELECT * FROM app.items")
-			f.mayNot("readonly after readwrite", s, "INSERT INTO app.items VALUES (2)")
-		})
+	if err := f.users.Create(f.ctx, dbusers.User{Name: "osb_x", Password: "x", Privileges: "admin"}); err == nil {
+		t.Error("privileges admin: no error")
 	}
-}
-
-func TestADeleteOfAUserNeverMadeChangesNothing(t *testing.T) {
-	for _, e := range engines {
-		t.Run(e.name, func(t *testing.T) {
-			f := newFixture(t, e)
-			for _, mode := range []dbusers.OnDelete{dbusers.Drop, dbusers.Reassign} {
-				if err := f.users.Delete(f.ctx, "osb_never", mode); err != nil {
-					t.Errorf("delete (%s): %v", mode, err)
-				}
-			}
-		})
-	}
-}
-
-func TestNamesAndModesThatNoStatementMayCarryAreRefused(t *testing.T) {
-	for _, e := range engines {
-		t.Run(e.name, func(t *testing.T) {
-			f := newFixture(t, e)
-			for _, name := range []string{"", "Osb", "osb-x", `osb"; DROP ROLE app_admin; --`, "osb`x", strings.Repeat("a", 33)} {
-				u := dbusers.User{Name: name, Password: "x", Privileges: dbusers.Owner}
-				if err := f.users.Create(f.ctx, u); err == nil {
-					t.Errorf("create %q: no error", name)
-				}
-				if err := f.users.Delete(f.ctx, name, dbusers.Drop); err == nil {
-					t.Errorf("delete %q: no error", name)
-				}
-			}
-			if err := f.users.Create(f.ctx, dbusers.User{Name: "osb_x", Password: "x", Privileges: "admin"}); err == nil {
-				t.Error("privileges admin: no error")
-			}
-			if err := f.users.Delete(f.ctx, "osb_x", "cascade"); err == nil {
-				t.Error("on delete cascade: no error")
-			}
-		})
+	if err := f.users.Delete(f.ctx, "osb_x", "cascade"); err == nil {
+		t.Error("on delete cascade: no error")
 	}
 }
 
@@ -360,5 +319,32 @@ func TestUserNamesAreStablePerStackAndValid(t *testing.T) {
 	}
 	if got := fmt.Sprint(dbusers.Password("secret")); got != "[REDACTED]" {
 		t.Errorf("a password prints as %q", got)
+	}
+}
+
+// scenarios run, each, on one server per engine that TestDatabaseUsers starts
+// (a server's start is most of a scenario's time).
+var scenarios = []struct {
+	name string
+	run  func(*testing.T, *fixture)
+}{
+	{"a binding's user may do what its privileges say and nothing more", aBindingsUserMayDoWhatItsPrivilegesSayAndNothingMore},
+	{"an owner's name is no pattern of other databases", anOwnersNameIsNoPatternOfOtherDatabases},
+	{"unbind drops the user with what it owns", unbindDropsTheUserWithWhatItOwns},
+	{"unbind with reassign keeps the data for the master", unbindWithReassignKeepsTheDataForTheMaster},
+	{"rotation leaves the predecessor working until its unbind", rotationLeavesThePredecessorWorkingUntilItsUnbind},
+	{"a create sent again brings the user to its password and privileges", aCreateSentAgainBringsTheUserToItsPasswordAndPrivileges},
+	{"a delete of a user never made changes nothing", aDeleteOfAUserNeverMadeChangesNothing},
+	{"names and modes that no statement may carry are refused", namesAndModesThatNoStatementMayCarryAreRefused},
+}
+
+func TestDatabaseUsers(t *testing.T) {
+	for _, e := range engines {
+		t.Run(e.name, func(t *testing.T) {
+			s := e.start(t)
+			for _, sc := range scenarios {
+				t.Run(sc.name, func(t *testing.T) { sc.run(t, newFixture(t, e, s)) })
+			}
+		})
 	}
 }

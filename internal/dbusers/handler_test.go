@@ -32,7 +32,7 @@ type handlerFixture struct {
 
 func newHandlerFixture(t *testing.T, e engine) *handlerFixture {
 	t.Helper()
-	f := newFixture(t, e)
+	f := newFixture(t, e, e.start(t))
 	cfg := mototest.Config(t, "eu-west-1")
 	h := &handlerFixture{fixture: f, sm: secretsmanager.NewFromConfig(cfg),
 		s3: s3.NewFromConfig(cfg, func(o *s3.Options) { o.UsePathStyle = true }), bucket: mototest.Name("cfn-answers")}
