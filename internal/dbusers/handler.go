@@ -244,6 +244,9 @@ func ParseProperties(raw map[string]any) (Properties, error) {
 	if err := CheckMode(p.OnDelete); err != nil {
 		return p, err
 	}
+	if p.Engine != "postgres" && p.Engine != "mysql" {
+		return p, fmt.Errorf("engine %q: want postgres or mysql", p.Engine)
+	}
 	switch p.Privileges {
 	case Owner, ReadWrite, ReadOnly:
 	default:

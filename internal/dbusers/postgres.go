@@ -171,38 +171,45 @@ func (p *Postgres) Delete(ctx context.Context, name string, mode OnDelete) error
 	if err := CheckMode(mode); err != nil {
 		return err
 	}
+	// No new session first (committed), then none left: the unbound app
+	// loses its access now, not when it next disconnects.
+	var exists bool
 	err := pgx.BeginFunc(ctx, p.conn, func(tx pgx.Tx) error {
 		if err := lock(ctx, tx); err != nil {
 			return err
 		}
-		exists, err := roleExists(ctx, tx, name)
-		if err != nil || !exists {
+		var err error
+		if exists, err = roleExists(ctx, tx, name); err != nil || !exists {
 			return err
 		}
-		// No new session first, then none left: the unbound app loses its
-		// access now, not when it next disconnects.
-		steps := []stmt{
+		return run(ctx, tx, []stmt{
 			{"GRANT %I TO CURRENT_USER", []any{name}},
 			{"ALTER ROLE %I WITH NOLOGIN", []any{name}},
-		}
-		if err := run(ctx, tx, steps); err != nil {
-			return err
-		}
-		if _, err := tx.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
-			WHERE usename = $1 AND pid <> pg_backend_pid()`, name); err != nil {
-			return fmt.Errorf("end the user's sessions: %w", err)
-		}
-		steps = nil
-		if mode == Reassign {
-			steps = append(steps, stmt{"REASSIGN OWNED BY %I TO CURRENT_USER", []any{name}})
-		}
-		// CASCADE: another user's view of a dropped table must not keep the
-		// unbind failing forever.
-		steps = append(steps,
-			stmt{"DROP OWNED BY %I CASCADE", []any{name}},
-			stmt{"DROP ROLE %I", []any{name}})
-		return run(ctx, tx, steps)
+		})
 	})
+	if err == nil && exists {
+		if _, err = p.conn.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+			WHERE usename = $1 AND pid <> pg_backend_pid()`, name); err != nil {
+			err = fmt.Errorf("end the user's sessions: %w", err)
+		}
+	}
+	if err == nil && exists {
+		err = pgx.BeginFunc(ctx, p.conn, func(tx pgx.Tx) error {
+			if err := lock(ctx, tx); err != nil {
+				return err
+			}
+			var steps []stmt
+			if mode == Reassign {
+				steps = append(steps, stmt{"REASSIGN OWNED BY %I TO CURRENT_USER", []any{name}})
+			}
+			// CASCADE: another user's view of a dropped table must not keep
+			// the unbind failing forever.
+			steps = append(steps,
+				stmt{"DROP OWNED BY %I CASCADE", []any{name}},
+				stmt{"DROP ROLE %I", []any{name}})
+			return run(ctx, tx, steps)
+		})
+	}
 	if err != nil {
 		return fmt.Errorf("delete postgres user %s: %w", name, err)
 	}
