@@ -20,7 +20,7 @@ ASL_VALIDATOR := infra/_cli/node_modules/.bin/asl-validator
 export CDK_DISABLE_CLI_TELEMETRY := true
 
 .DEFAULT_GOAL := help
-.PHONY: help run ops test lint unit fuzz-short fuzz infra bench build synth deploy sandbox sandbox-deploy
+.PHONY: help run ops test lint unit fuzz-short fuzz infra bench build synth deploy sandbox sandbox-deploy dbservers
 
 help: ## List the targets.
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-14s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -40,7 +40,7 @@ test: lint unit fuzz-short infra ## Everything CI runs: lint, every test (race d
 # -timeout 30m is a safety net for a hung test: on a busy machine a package is slower (internal/app
 # crashes ~1,000 brokers), which go test's default 10 minutes would fail.
 # The sandbox's tests (internal/sandbox) synthesize the stack with the CDK CLI.
-unit: $(CDK) ## Every Go test with the race detector, with a moto_server (DynamoDB, Step Functions) started for them.
+unit: $(CDK) dbservers ## Every Go test with the race detector, with a moto_server (DynamoDB, Step Functions) started for them.
 	$(GO) run ./internal/mototest/withmoto -- $(GO) test -race -count=1 -timeout 30m ./...
 
 fuzz-short: ## Fuzz the whole HTTP surface (FuzzHTTP) for 20 s; its seed corpus runs in `unit` too.
@@ -94,3 +94,18 @@ sandbox-deploy: $(if $(TEMPLATE),,synth) ## Deploy a new bundle (CATALOG=... or 
 
 deploy: build $(CDK) ## Deploy to your credentials' account and region (run infra/_cli/node_modules/.bin/cdk bootstrap once first).
 	$(CDK) deploy -c catalog=$(CATALOG)
+
+# The database servers internal/dbtest starts for the tests (Debian's packages, which their
+# tests name): installed with apt-get where missing, with sudo unless root. Nothing is started
+# here, and apt's own service start is not needed: each test starts its own server.
+dbservers: ## Install the servers the tests start (postgresql 15, mariadb-server 10.11, redis-server 7.0) where missing.
+	@missing=""; \
+	{ command -v initdb >/dev/null || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; } || missing="$$missing postgresql"; \
+	command -v mariadb-install-db >/dev/null || missing="$$missing mariadb-server"; \
+	command -v redis-server >/dev/null || missing="$$missing redis-server"; \
+	if [ -n "$$missing" ]; then \
+		sudo=""; [ "$$(id -u)" = 0 ] || sudo=sudo; \
+		echo "installing$$missing with apt-get"; \
+		$$sudo apt-get update -q && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -q --no-install-recommends $$missing; \
+	fi
+

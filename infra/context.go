@@ -108,6 +108,12 @@ func PropsFromContext(node constructs.Node) (BrokerStackProps, error) {
 	p.APIReservedConcurrency = c.concurrency(ContextAPIReservedConcurrency)
 	p.WorkerReservedConcurrency = c.concurrency(ContextWorkerReservedConcurrency)
 	p.WorkerTasksPerPlan = c.concurrency(ContextWorkerTasksPerPlan)
+	p.DatabaseUserCodeDir = c.string(ContextDatabaseUserCode)
+	if vpcs, err := parseDatabaseUserVPCs(c.list(ContextDatabaseUserVPCs)); err != nil {
+		c.errs = append(c.errs, err)
+	} else {
+		p.DatabaseUserVPCs = vpcs
+	}
 	if err := errors.Join(c.errs...); err != nil {
 		return BrokerStackProps{}, fmt.Errorf("cdk context: %w", err)
 	}

@@ -178,6 +178,12 @@ type BrokerStackProps struct {
 	// the example services only: for a template that needs more.
 	ServiceRolePolicyARNs []string
 
+	// DatabaseUserVPCs are the VPCs where the Custom::DatabaseUser function
+	// runs (infra/dbuser.go), and DatabaseUserCodeDir its asset directory
+	// (default dist/dbuser). None: no such function.
+	DatabaseUserVPCs    []DatabaseUserVPC
+	DatabaseUserCodeDir string
+
 	// ReaperInterval is how often EventBridge Scheduler runs the reaper
 	// (the worker's step "reap"), which repairs operations whose execution
 	// ended without a result and starts the cleanups no execution runs: the
@@ -266,6 +272,7 @@ func (p BrokerStackProps) withDefaults() (BrokerStackProps, error) {
 	setDefault(&p.LogRetentionDays, DefaultLogRetentionDays)
 	setDefault(&p.ReaperInterval, DefaultReaperInterval)
 	setDefault(&p.StackPrefix, deploy.DefaultStackPrefix)
+	setDefault(&p.DatabaseUserCodeDir, DefaultDatabaseUserCodeDir)
 
 	var errs []error
 	if p.ThrottleRateLimit < 0 || p.ThrottleBurstLimit < 0 {

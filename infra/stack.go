@@ -79,6 +79,9 @@ func NewBrokerStack(scope constructs.Construct, id string, props *BrokerStackPro
 	if err != nil {
 		return nil, fmt.Errorf("stack %s: %w", id, err)
 	}
+	if err := checkDatabaseUserAsset(p); err != nil {
+		return nil, fmt.Errorf("stack %s: %w", id, err)
+	}
 
 	stack := awscdk.NewStack(scope, &id, &p.StackProps)
 	if err := checkStateMachineNames(stack, workflows); err != nil {
@@ -89,6 +92,7 @@ func NewBrokerStack(scope constructs.Construct, id string, props *BrokerStackPro
 		return nil, fmt.Errorf("stack %s: %w", id, err)
 	}
 	b.functions()
+	b.databaseUsers()
 	b.grantDriverNeeds(manifest)
 	b.stateMachines(workflows)
 	b.reaper()

@@ -1,0 +1,170 @@
+package infra
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsec2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
+	"github.com/aws/jsii-runtime-go"
+
+	"github.com/serverless-osb/broker/infra/servicerole"
+)
+
+// DatabaseUserVPC is a VPC the catalog's database plans name: the stack
+// deploys the Custom::DatabaseUser function (functions/dbuser) there, named
+// PREFIX-dbuser-<vpc id>, which those plans fix as DatabaseUserFunction.
+type DatabaseUserVPC struct {
+	VpcID string
+	// SubnetIDs are private subnets of the VPC that reach the databases,
+	// Secrets Manager and S3.
+	SubnetIDs []string
+}
+
+// ContextDatabaseUserVPCs lists the VPCs, comma-separated (or a list in
+// cdk.json), each VPC_ID=SUBNET_ID+SUBNET_ID.
+const (
+	ContextDatabaseUserVPCs = "databaseUserVpcs"
+	// ContextDatabaseUserCode is the dbuser function's asset directory.
+	ContextDatabaseUserCode = "databaseUserCode"
+)
+
+// DefaultDatabaseUserCodeDir is where make build puts the dbuser bundle.
+const DefaultDatabaseUserCodeDir = "dist/dbuser"
+
+var (
+	vpcID    = regexp.MustCompile(`^vpc-[0-9a-f]{8,17}$`)
+	subnetID = regexp.MustCompile(`^subnet-[0-9a-f]{8,17}$`)
+)
+
+// parseDatabaseUserVPCs reads VPC_ID=SUBNET_ID+SUBNET_ID items.
+func parseDatabaseUserVPCs(items []string) ([]DatabaseUserVPC, error) {
+	var vpcs []DatabaseUserVPC
+	seen := map[string]bool{}
+	for _, item := range items {
+		vpc, subnets, ok := strings.Cut(item, "=")
+		if !ok || !vpcID.MatchString(vpc) {
+			return nil, fmt.Errorf("%s: %q: want VPC_ID=SUBNET_ID+SUBNET_ID (vpc-0123456789abcdef0=subnet-…+subnet-…)", ContextDatabaseUserVPCs, item)
+		}
+		if seen[vpc] {
+			return nil, fmt.Errorf("%s: %s is named twice", ContextDatabaseUserVPCs, vpc)
+		}
+		seen[vpc] = true
+		v := DatabaseUserVPC{VpcID: vpc, SubnetIDs: strings.Split(subnets, "+")}
+		for _, s := range v.SubnetIDs {
+			if !subnetID.MatchString(s) {
+				return nil, fmt.Errorf("%s: %q: %q is not a subnet id", ContextDatabaseUserVPCs, item, s)
+			}
+		}
+		vpcs = append(vpcs, v)
+	}
+	return vpcs, nil
+}
+
+// DatabaseUserFunctionName is the function's name in a VPC.
+func DatabaseUserFunctionName(prefix, vpc string) string {
+	return strings.ToLower(prefix) + "-dbuser-" + vpc
+}
+
+// reasonENIs is why the dbuser role's network interface statement names "*".
+const reasonENIs = "A function in a VPC makes and deletes its network interfaces through Lambda, which needs " +
+	"ec2:CreateNetworkInterface, DescribeNetworkInterfaces, DeleteNetworkInterface, AssignPrivateIpAddresses and " +
+	"UnassignPrivateIpAddresses; DescribeNetworkInterfaces supports no resource-level permission, and the interfaces' " +
+	"ids are made at run time (the managed AWSLambdaVPCAccessExecutionRole grants the same on \"*\")."
+
+// reasonBindingSecrets is why the dbuser role reads and writes PREFIX-*.
+const reasonBindingSecrets = "The binding stacks' secrets, named after the binding stack (PREFIX-…-db-user), made " +
+	"at run time: the function reads the password the stack generated and writes the user's name beside it."
+
+// reasonMasterSecrets is why the dbuser role reads rds!db-*.
+const reasonMasterSecrets = "RDS names the master secrets it manages rds!db-<uuid>; the condition on the tag RDS " +
+	"gives each (its database's ARN) keeps them to this deployment's databases (PREFIX-…)."
+
+// databaseUsers deploys the Custom::DatabaseUser function in each VPC the
+// props name, with one role: the master secrets of this deployment's
+// databases (by RDS's tag), the binding secrets (PREFIX-*), its network
+// interfaces, its log group. Nothing when no VPC is named.
+func (b *builder) databaseUsers() {
+	if len(b.props.DatabaseUserVPCs) == 0 {
+		return
+	}
+	role := b.lambdaRole("DatabaseUserRole", "The broker's Custom::DatabaseUser functions: binding users of its databases.")
+	logs := b.logGroup("DatabaseUserLogs", nil)
+	prefix := b.props.StackPrefix
+	master := servicerole.ARN{Service: "secretsmanager", Resource: "secret:rds!db-*"}
+	bindings := servicerole.ARN{Service: "secretsmanager", Resource: "secret:" + prefix + "-*"}
+	role.AddToPrincipalPolicy(logsStatement(logs.LogGroupArn()))
+	role.AddToPrincipalPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Sid: jsii.String("ReadTheMasterSecrets"), Actions: jsii.Strings("secretsmanager:GetSecretValue"),
+		Resources: &[]*string{token(b.stack, master)},
+		Conditions: &map[string]any{"StringLike": map[string]any{
+			servicerole.DatabaseSecretTag: token(b.stack, servicerole.DatabasesARN(prefix)),
+		}},
+	}))
+	role.AddToPrincipalPolicy(statement("ReadAndWriteTheBindingSecrets",
+		[]string{"secretsmanager:GetSecretValue", "secretsmanager:PutSecretValue"}, token(b.stack, bindings)))
+	role.AddToPrincipalPolicy(statement("NetworkInterfaces", []string{"ec2:CreateNetworkInterface",
+		"ec2:DescribeNetworkInterfaces", "ec2:DeleteNetworkInterface", "ec2:AssignPrivateIpAddresses",
+		"ec2:UnassignPrivateIpAddresses"}, jsii.String("*")))
+	suppress(role,
+		rule("AwsSolutions-IAM5", reasonXRay+" "+reasonENIs, "Resource::*"),
+		rule("AwsSolutions-IAM5", reasonMasterSecrets, master.Nag()),
+		rule("AwsSolutions-IAM5", reasonBindingSecrets, bindings.Nag()))
+
+	for _, v := range b.props.DatabaseUserVPCs {
+		id := "DatabaseUser" + strings.TrimPrefix(v.VpcID, "vpc-")
+		// Out to the databases and to HTTPS (Secrets Manager, S3 for
+		// CloudFormation's answer); nothing in.
+		egress := []any{}
+		for _, port := range []float64{443, 5432, 3306} {
+			egress = append(egress, &awsec2.CfnSecurityGroup_EgressProperty{IpProtocol: jsii.String("tcp"),
+				FromPort: jsii.Number(port), ToPort: jsii.Number(port), CidrIp: jsii.String("0.0.0.0/0"),
+				Description: jsii.String(fmt.Sprintf("tcp %v", port))})
+		}
+		group := awsec2.NewCfnSecurityGroup(b.stack, jsii.String(id+"SecurityGroup"), &awsec2.CfnSecurityGroupProps{
+			// No apostrophe: EC2 refuses one in a description.
+			GroupDescription: jsii.String("The serverless-osb Custom::DatabaseUser function in " + v.VpcID +
+				": the security groups of its databases admit this one on their port."),
+			VpcId:               jsii.String(v.VpcID),
+			SecurityGroupEgress: &egress,
+		})
+		fn := b.function(id+"Function", functionSpec{
+			description: "Custom::DatabaseUser in " + v.VpcID + ": makes and drops the database users of bindings.",
+			codeDir:     b.props.DatabaseUserCodeDir,
+			memoryMB:    DefaultMemoryMB,
+			timeout:     60 * time.Second,
+			role:        role,
+			logs:        logs,
+			env:         map[string]*string{},
+		})
+		cfn := fn.Node().DefaultChild().(awslambda.CfnFunction)
+		cfn.SetFunctionName(jsii.String(DatabaseUserFunctionName(prefix, v.VpcID)))
+		cfn.SetVpcConfig(&awslambda.CfnFunction_VpcConfigProperty{
+			SubnetIds:        jsii.Strings(v.SubnetIDs...),
+			SecurityGroupIds: &[]*string{group.AttrGroupId()},
+		})
+		awscdk.NewCfnOutput(b.stack, jsii.String(id+"SecurityGroupId"), &awscdk.CfnOutputProps{
+			Description: jsii.String("The security group of the Custom::DatabaseUser function in " + v.VpcID +
+				": give it to the database plans of that VPC (their instances admit it)."),
+			Value: group.AttrGroupId(),
+		})
+	}
+}
+
+// checkDatabaseUserAsset makes sure the dbuser bundle is built when a VPC
+// needs it.
+func checkDatabaseUserAsset(p BrokerStackProps) error {
+	if len(p.DatabaseUserVPCs) == 0 {
+		return nil
+	}
+	if _, err := os.Stat(filepath.Join(p.DatabaseUserCodeDir, "bootstrap")); err != nil {
+		return fmt.Errorf("the Custom::DatabaseUser function's asset: %w (make build writes it)", err)
+	}
+	return nil
+}
