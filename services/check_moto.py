@@ -82,6 +82,8 @@ class Aws:
         self.ddb = boto3.client("dynamodb", **kw)
         self.rds = boto3.client("rds", **kw)
         self.sm = boto3.client("secretsmanager", **kw)
+        self.sns = boto3.client("sns", **kw)
+        self.kinesis = boto3.client("kinesis", **kw)
 
     def create(self, name, body, params=None):
         self.cfn.create_stack(
@@ -177,6 +179,12 @@ def main():
             dbs = aws.rds.describe_db_instances()["DBInstances"]
             return any(d["Endpoint"]["Address"] == out.get("Host") for d in dbs)
 
+        def topic_exists(out):
+            return out.get("TopicArn") in [t["TopicArn"] for t in aws.sns.list_topics()["Topics"]]
+
+        def stream_exists(out):
+            return out.get("StreamName") in aws.kinesis.list_streams()["StreamNames"]
+
         round_trip(aws, "s3-bucket", {"Versioning": "Enabled"}, {}, bucket_exists)
         round_trip(aws, "s3-bucket", {"Encryption": "SSE-KMS"}, {"Access": "ReadOnly"}, bucket_exists)
         round_trip(aws, "sqs-queue", {}, {}, queue_exists)
@@ -187,6 +195,12 @@ def main():
                    {"HashKeyName": "pk", "SortKeyName": "sk", "SortKeyType": "N",
                     "TimeToLiveAttribute": "expires_at"},
                    {"Access": "ReadOnly"}, table_exists)
+        round_trip(aws, "sns-topic", {}, {}, topic_exists)
+        round_trip(aws, "sns-topic", {"DisplayName": "Orders"},
+                   {"Access": "PublishAndSubscribe", "RawMessageDelivery": "true"}, topic_exists)
+        round_trip(aws, "kinesis-stream", {}, {}, stream_exists)
+        round_trip(aws, "kinesis-stream", {"StreamMode": "PROVISIONED", "ShardCount": "2"},
+                   {"Access": "ReadOnly"}, stream_exists)
 
         # RDS: moto refuses the MasterUserSecret.SecretArn attribute.
         body = (HERE / "rds-postgresql" / "instance.yaml").read_text()
