@@ -114,6 +114,21 @@ func (c awsClients) examples() []exampleService {
 				}
 				return ok, err
 			}},
+		{service: "aws-rds-postgresql", plan: "micro",
+			params:      map[string]any{"DatabaseName": "orders", "BackupRetentionPeriod": 3},
+			credentials: append([]string{"host", "port", "database_name", "secret_arn"}, common...),
+			exists: func(ctx context.Context, creds map[string]any) (bool, error) {
+				return c.moto.databaseExists(ctx, fmt.Sprint(creds["host"]), fmt.Sprint(creds["secret_arn"]))
+			}},
+		{service: "aws-rds-mysql", plan: "micro",
+			params:      map[string]any{"DatabaseName": "orders", "EngineVersion": "8.0"},
+			credentials: append([]string{"host", "port", "database_name", "secret_arn"}, common...),
+			exists: func(ctx context.Context, creds map[string]any) (bool, error) {
+				if creds["port"] != "3306" {
+					return false, fmt.Errorf("port %v, want MySQL's 3306", creds["port"])
+				}
+				return c.moto.databaseExists(ctx, fmt.Sprint(creds["host"]), fmt.Sprint(creds["secret_arn"]))
+			}},
 		{service: "aws-kinesis-stream", plan: "on-demand",
 			credentials: append([]string{"stream_name", "stream_arn"}, common...),
 			exists: func(ctx context.Context, creds map[string]any) (bool, error) {
@@ -187,8 +202,8 @@ func TestClientDrivesTheExampleServicesOnMoto(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(cat.Services) != 6 {
-		t.Fatalf("the example catalog has %d services, want 6 (S3, SQS, DynamoDB, RDS, SNS, Kinesis)", len(cat.Services))
+	if len(cat.Services) != 7 {
+		t.Fatalf("the example catalog has %d services, want 7 (S3, SQS, DynamoDB, RDS for PostgreSQL, SNS, Kinesis, RDS for MySQL)", len(cat.Services))
 	}
 
 	t.Run("a bind naming a parameter the RDS plan leaves to its outputs is refused with 400, naming it and what the plan accepts", func(t *testing.T) {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 )
 
@@ -92,4 +93,28 @@ func queueExists(ctx context.Context, c *sqs.Client, queueURL string) (bool, err
 	}
 	_, err := c.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(queueURL)})
 	return notFound(err)
+}
+
+// databaseExists asks moto's RDS for the DB instance whose endpoint is
+// host (moto's host names start with the instance's identifier), and says
+// whether the master secret whose ARN the binding hands out exists with
+// it: a database without its secret, or a secret that outlived its
+// database, is an error.
+func (m motoAPI) databaseExists(ctx context.Context, host, secretARN string) (bool, error) {
+	id, _, _ := strings.Cut(host, ".")
+	form := url.Values{"Action": {"DescribeDBInstances"}, "Version": {"2014-10-31"}, "DBInstanceIdentifier": {id}}
+	_, err := m.call(ctx, "rds", "application/x-www-form-urlencoded", "", []byte(form.Encode()))
+	db, err := notFound(err)
+	if err != nil {
+		return false, err
+	}
+	_, err = secretsmanager.NewFromConfig(m.cfg).DescribeSecret(ctx, &secretsmanager.DescribeSecretInput{SecretId: aws.String(secretARN)})
+	secret, err := notFound(err)
+	if err != nil {
+		return false, err
+	}
+	if db != secret {
+		return false, fmt.Errorf("the database %s exists: %v, its master secret %s: %v", id, db, secretARN, secret)
+	}
+	return db, nil
 }

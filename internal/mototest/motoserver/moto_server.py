@@ -1,4 +1,4 @@
-# moto_server 5.2.1 with nine fixes.
+# moto_server 5.2.1 with ten fixes.
 #
 # 1. A second StartExecution fails with HTTP 500
 # ("cannot pickle '_thread.RLock'", moto issue 10077) because StartExecution
@@ -312,6 +312,41 @@ def _user_from_cloudformation_with_boundary(cls, resource_name, cloudformation_j
 
 
 _IAMUser.create_from_cloudformation_json = classmethod(_user_from_cloudformation_with_boundary)
+
+# 10. moto's CloudFormation makes an AWS::RDS::DBInstance without reading
+# ManageMasterUserPassword, so RDS's managed master secret is never made, and
+# refuses Fn::GetAtt MasterUserSecret.SecretArn, which the RDS templates
+# output. Its RDS API makes that secret (rds!db-…, deleted with the database);
+# have CloudFormation's path make it too, and answer its ARN.
+from moto.rds.models import DBInstance as _DBInstance  # noqa: E402
+from moto.rds.models import MasterUserSecret as _MasterUserSecret  # noqa: E402
+
+_db_from_cloudformation = _DBInstance.create_from_cloudformation_json.__func__
+_db_cfn_attribute = _DBInstance.get_cfn_attribute
+_db_has_cfn_attr = _DBInstance.has_cfn_attr.__func__
+
+
+def _db_from_cloudformation_with_secret(cls, resource_name, cloudformation_json, account_id, region_name, **kwargs):
+    database = _db_from_cloudformation(cls, resource_name, cloudformation_json, account_id, region_name, **kwargs)
+    if str(cloudformation_json.get("Properties", {}).get("ManageMasterUserPassword")).lower() == "true":
+        database.manage_master_user_password = True
+        database.master_user_secret = _MasterUserSecret(database, None)
+    return database
+
+
+def _db_cfn_attribute_with_secret(self, attribute_name):
+    if attribute_name == "MasterUserSecret.SecretArn" and getattr(self, "manage_master_user_password", False):
+        return self.master_user_secret.secret_arn
+    return _db_cfn_attribute(self, attribute_name)
+
+
+def _db_has_cfn_attr_with_secret(cls, attr):
+    return attr == "MasterUserSecret.SecretArn" or _db_has_cfn_attr(cls, attr)
+
+
+_DBInstance.create_from_cloudformation_json = classmethod(_db_from_cloudformation_with_secret)
+_DBInstance.get_cfn_attribute = _db_cfn_attribute_with_secret
+_DBInstance.has_cfn_attr = classmethod(_db_has_cfn_attr_with_secret)
 
 from moto.server import main  # noqa: E402
 
