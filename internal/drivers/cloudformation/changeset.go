@@ -138,7 +138,7 @@ func (d *Driver) startUpdate(ctx context.Context, c broker.Change, s *Settings, 
 
 func (d *Driver) changeSetStep(ctx context.Context, c broker.Change, s *Settings, rec *record, stack *types.Stack, busy *bool) (bool, error) {
 	if rec.ChangeSet == "" {
-		in, err := d.changeSetInput(c, s, rec, stack)
+		in, err := d.changeSetInput(ctx, c, s, rec, stack)
 		if err != nil {
 			return false, err
 		}
@@ -233,7 +233,7 @@ func moves(c broker.Change) bool {
 // changeSetInput is the change set of an update: the plan's current
 // template when the update moves the instance to it, else the stack's own
 // template; in both, a parameter the update does not set keeps its value.
-func (d *Driver) changeSetInput(c broker.Change, s *Settings, rec *record, stack *types.Stack) (*cfn.CreateChangeSetInput, error) {
+func (d *Driver) changeSetInput(ctx context.Context, c broker.Change, s *Settings, rec *record, stack *types.Stack) (*cfn.CreateChangeSetInput, error) {
 	var given map[string]string
 	if c.Operation.Target != nil {
 		var err error
@@ -254,7 +254,11 @@ func (d *Driver) changeSetInput(c broker.Change, s *Settings, rec *record, stack
 		in.RoleARN = aws.String(d.Deployment.RoleARN)
 	}
 	if moves(c) {
-		in.TemplateBody = aws.String(s.Template.Body)
+		body, url, err := d.templateSource(ctx, s.Template)
+		if err != nil {
+			return nil, err
+		}
+		in.TemplateBody, in.TemplateURL = body, url
 		in.Parameters = updateParameters(s.Template, merge(s.Template, given, s.Parameters, d.deployed(s.Template)), stack.Parameters)
 		return in, nil
 	}

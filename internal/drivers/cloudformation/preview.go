@@ -42,7 +42,7 @@ func (d *Driver) Preview(ctx context.Context, c broker.Change) (broker.Preview, 
 	if inProgress(stack.StackStatus) {
 		return broker.Preview{}, fmt.Errorf("preview of stack %s: the stack is busy (%s)", rec.StackName, stack.StackStatus)
 	}
-	in, err := d.changeSetInput(c, s, &rec, stack)
+	in, err := d.changeSetInput(ctx, c, s, &rec, stack)
 	if err != nil {
 		var f *broker.Failure
 		if errors.As(err, &f) {
