@@ -45,6 +45,8 @@ func (b *builder) grantDriverNeeds(m deploy.Manifest) {
 	if b.serviceRole != nil {
 		values[deploy.ServiceRoleARN] = *b.serviceRole.RoleArn()
 		values[deploy.PermissionsBoundaryARN] = *b.boundary.ManagedPolicyArn()
+		values[deploy.TemplateBucket] = *b.templateBucket.BucketName()
+		values[deploy.TemplateBucketARN] = *b.templateBucket.BucketArn()
 	}
 	roles := map[deploy.Function]awsiam.Role{deploy.API: b.apiRole, deploy.Worker: b.workerRole}
 	functions := map[deploy.Function]awslambda.Function{deploy.API: b.api, deploy.Worker: b.worker}

@@ -220,9 +220,14 @@ func serviceStackARNs(t *testing.T, prefix string) []target {
 				tags: map[string]string{"aws:cloudformation:stack-name": stack}})
 		case "AWS::IAM::User":
 			out = append(out, target{arn: targetARN("iam", "", "user/serverless-osb/"+generatedName(stack, r.LogicalID, false))})
+		case "AWS::SNS::Topic":
+			out = append(out, target{arn: targetARN("sns", testRegion, generatedName(stack, r.LogicalID, false))})
+		case "AWS::Kinesis::Stream":
+			out = append(out, target{arn: targetARN("kinesis", testRegion, "stream/"+generatedName(stack, r.LogicalID, false))})
 		}
 	}
-	for _, k := range []string{"AWS::S3::Bucket", "AWS::SQS::Queue", "AWS::DynamoDB::Table", "AWS::RDS::DBInstance", "AWS::IAM::User"} {
+	for _, k := range []string{"AWS::S3::Bucket", "AWS::SQS::Queue", "AWS::DynamoDB::Table", "AWS::RDS::DBInstance", "AWS::IAM::User",
+		"AWS::SNS::Topic", "AWS::Kinesis::Stream"} {
 		if !kinds[k] {
 			t.Errorf("no bundled template makes a %s: the check would miss it", k)
 		}

@@ -47,6 +47,9 @@ const (
 	reasonFrontDoorLogs = "Every request the front door forwards is in the HTTP API's JSON access log; the ones the web " +
 		"ACL blocks are counted in its CloudWatch metrics and sampled by WAF. A CloudFront log bucket would add a " +
 		"standing S3 bucket and its own access logs for nothing more."
+	reasonTemplateBucketLogs = "The bucket holds only the service stacks' templates over 51,200 bytes, which the worker " +
+		"writes and CloudFormation reads with the worker's credentials; CloudTrail records both calls, and server " +
+		"access logs would need a standing log bucket of their own."
 	reasonDefaultCertificate = "Without a custom domain the distribution serves *.cloudfront.net with CloudFront's " +
 		"default certificate, whose minimum protocol CloudFront fixes (TLSv1); with domainName and certificateArn the " +
 		"stack sets TLSv1.2_2021."
@@ -75,6 +78,7 @@ func (b *builder) suppressNagFindings() {
 	b.suppressDeclaredWildcards()
 	if b.serviceRole != nil {
 		b.suppressServiceRoleWildcards()
+		suppress(b.templateBucket, rule("AwsSolutions-S1", reasonTemplateBucketLogs))
 	}
 	suppress(b.secret, rule("AwsSolutions-SMG4", reasonRotation))
 	for _, route := range append([]awsapigatewayv2.HttpRoute{b.route}, b.pollRoutes...) {
@@ -96,6 +100,9 @@ func (b *builder) suppressNagFindings() {
 func (b *builder) suppressDeclaredWildcards() {
 	nag := map[string]string{deploy.Partition: "<AWS::Partition>", deploy.Region: "<AWS::Region>",
 		deploy.Account: "<AWS::AccountId>", deploy.StackPrefix: b.props.StackPrefix}
+	if b.templateBucket != nil {
+		nag[deploy.TemplateBucketARN] = "<" + *b.stack.GetLogicalId(b.templateBucket.Node().DefaultChild().(awscdk.CfnElement)) + ".Arn>"
+	}
 	roles := map[deploy.Function]awsiam.Role{deploy.API: b.apiRole, deploy.Worker: b.workerRole}
 	for _, d := range b.needs.Drivers {
 		for _, s := range d.Needs.Statements {

@@ -178,7 +178,8 @@ func TestPermissionsBoundary(t *testing.T) {
 				t.Errorf("statement %v, want condition %v", s, want)
 			}
 			text := jsonString(s["Resource"])
-			if !strings.Contains(text, ":osb-*") && !strings.Contains(text, "table/osb-*") && !strings.Contains(text, "secret:rds!db-*") {
+			if !strings.Contains(text, ":osb-*") && !strings.Contains(text, "table/osb-*") && !strings.Contains(text, "stream/osb-*") &&
+				!strings.Contains(text, "secret:rds!db-*") {
 				t.Errorf("%s is granted on %s, not the broker's resources", s["Sid"], text)
 			}
 			for _, a := range actions(s) {

@@ -5,6 +5,7 @@ import (
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awss3"
 	"github.com/aws/jsii-runtime-go"
 
 	"github.com/serverless-osb/broker/infra/servicerole"
@@ -116,4 +117,15 @@ func (b *builder) services() {
 		props.ManagedPolicies = &managed
 	}
 	b.serviceRole = awsiam.NewRole(b.stack, jsii.String("ServiceRole"), props)
+	// Templates over 51,200 bytes reach CloudFormation from here
+	// (TemplateURL), which reads them with the worker's credentials: the
+	// worker alone may write and read them (its declared statements), over
+	// TLS only. Kept when the stack goes (CDK's default for a bucket), as
+	// the service stacks may outlive it.
+	b.templateBucket = awss3.NewBucket(b.stack, jsii.String("ServiceTemplates"), &awss3.BucketProps{
+		BlockPublicAccess: awss3.BlockPublicAccess_BLOCK_ALL(),
+		Encryption:        awss3.BucketEncryption_S3_MANAGED,
+		EnforceSSL:        jsii.Bool(true),
+		ObjectOwnership:   awss3.ObjectOwnership_BUCKET_OWNER_ENFORCED,
+	})
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awskms"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awss3"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssecretsmanager"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsstepfunctions"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -193,7 +194,10 @@ type builder struct {
 	serviceRole awsiam.Role
 	// boundary is the permissions boundary of the IAM identities the
 	// service stacks make.
-	boundary            awsiam.ManagedPolicy
+	boundary awsiam.ManagedPolicy
+	// templateBucket holds the service stacks' templates over
+	// CloudFormation's TemplateBody limit, made with the service role.
+	templateBucket      awss3.Bucket
 	apiLogs, workerLogs awslogs.LogGroup
 	api, worker         awslambda.Function
 

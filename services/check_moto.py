@@ -14,8 +14,8 @@ gone.
 Needs moto[server] (which brings boto3). Prints one line per check and ends
 with "N passed, N failed"; exits 1 when a check failed.
 
-moto 5.2.1 cannot create the RDS template as it is (it has no
-MasterUserSecret.SecretArn attribute), so for rds-postgresql the script checks
+moto 5.2.1 cannot create the RDS templates as they are (it has no
+MasterUserSecret.SecretArn attribute), so for rds-postgresql and rds-mysql the script checks
 that documented refusal, then creates the template without that one output and
 binds it to a stand-in Secrets Manager secret. See README.md, "Checked in moto".
 """
@@ -82,6 +82,8 @@ class Aws:
         self.ddb = boto3.client("dynamodb", **kw)
         self.rds = boto3.client("rds", **kw)
         self.sm = boto3.client("secretsmanager", **kw)
+        self.sns = boto3.client("sns", **kw)
+        self.kinesis = boto3.client("kinesis", **kw)
 
     def create(self, name, body, params=None):
         self.cfn.create_stack(
@@ -177,6 +179,12 @@ def main():
             dbs = aws.rds.describe_db_instances()["DBInstances"]
             return any(d["Endpoint"]["Address"] == out.get("Host") for d in dbs)
 
+        def topic_exists(out):
+            return out.get("TopicArn") in [t["TopicArn"] for t in aws.sns.list_topics()["Topics"]]
+
+        def stream_exists(out):
+            return out.get("StreamName") in aws.kinesis.list_streams()["StreamNames"]
+
         round_trip(aws, "s3-bucket", {"Versioning": "Enabled"}, {}, bucket_exists)
         round_trip(aws, "s3-bucket", {"Encryption": "SSE-KMS"}, {"Access": "ReadOnly"}, bucket_exists)
         round_trip(aws, "sqs-queue", {}, {}, queue_exists)
@@ -187,26 +195,33 @@ def main():
                    {"HashKeyName": "pk", "SortKeyName": "sk", "SortKeyType": "N",
                     "TimeToLiveAttribute": "expires_at"},
                    {"Access": "ReadOnly"}, table_exists)
+        round_trip(aws, "sns-topic", {}, {}, topic_exists)
+        round_trip(aws, "sns-topic", {"DisplayName": "Orders"},
+                   {"Access": "PublishAndSubscribe", "RawMessageDelivery": "true"}, topic_exists)
+        round_trip(aws, "kinesis-stream", {}, {}, stream_exists)
+        round_trip(aws, "kinesis-stream", {"StreamMode": "PROVISIONED", "ShardCount": "2"},
+                   {"Access": "ReadOnly"}, stream_exists)
 
         # RDS: moto refuses the MasterUserSecret.SecretArn attribute.
-        body = (HERE / "rds-postgresql" / "instance.yaml").read_text()
-        try:
-            aws.create("osb-rds-as-is", body)
-            refused = False
-            aws.delete("osb-rds-as-is")
-        except aws.cfn.exceptions.ClientError as err:
-            refused = "MasterUserSecret.SecretArn" in str(err)
-        check(refused, "rds-postgresql: moto refuses MasterUserSecret.SecretArn (known moto gap; "
-                       "if this fails, moto learnt it: drop the workaround below)")
-        start = body.index("  MasterUserSecretArn:\n")
-        stripped = body[:start] + body[body.index("  DashboardUrl:\n"):]
-        secret = aws.sm.create_secret(
-            Name="rds!db-stand-in",
-            SecretString=json.dumps({"username": "app_admin", "password": "stand-in"}),
-        )["ARN"]
-        round_trip(aws, "rds-postgresql", {}, {}, db_exists, instance_body=stripped,
-                   extra_binding_params={"MasterUserSecretArn": secret})
-        aws.sm.delete_secret(SecretId=secret, ForceDeleteWithoutRecovery=True)
+        for service in ("rds-postgresql", "rds-mysql"):
+            body = (HERE / service / "instance.yaml").read_text()
+            try:
+                aws.create(f"osb-{service}-as-is", body)
+                refused = False
+                aws.delete(f"osb-{service}-as-is")
+            except aws.cfn.exceptions.ClientError as err:
+                refused = "MasterUserSecret.SecretArn" in str(err)
+            check(refused, f"{service}: moto refuses MasterUserSecret.SecretArn (known moto gap; "
+                           "if this fails, moto learnt it: drop the workaround below)")
+            start = body.index("  MasterUserSecretArn:\n")
+            stripped = body[:start] + body[body.index("  DashboardUrl:\n"):]
+            secret = aws.sm.create_secret(
+                Name=f"rds!db-stand-in-{service}",
+                SecretString=json.dumps({"username": "app_admin", "password": "stand-in"}),
+            )["ARN"]
+            round_trip(aws, service, {}, {}, db_exists, instance_body=stripped,
+                       extra_binding_params={"MasterUserSecretArn": secret})
+            aws.sm.delete_secret(SecretId=secret, ForceDeleteWithoutRecovery=True)
     finally:
         if proc:
             proc.terminate()

@@ -48,6 +48,19 @@ func Boundary(prefix string) []Statement {
 			Reason:    reasonBoundary,
 		},
 		{
+			Sid:       "PublishToTheTopics",
+			Actions:   []string{"sns:Publish", "sns:GetTopicAttributes"},
+			Resources: []ARN{{Service: "sns", Resource: prefix + "-*"}},
+			Reason:    reasonBoundary,
+		},
+		{
+			Sid: "UseTheStreams",
+			Actions: []string{"kinesis:DescribeStream", "kinesis:DescribeStreamSummary", "kinesis:ListShards",
+				"kinesis:PutRecord", "kinesis:PutRecords", "kinesis:GetShardIterator", "kinesis:GetRecords"},
+			Resources: []ARN{{Service: "kinesis", Resource: "stream/" + prefix + "-*"}},
+			Reason:    reasonBoundary,
+		},
+		{
 			// RDS names its master secrets rds!db-<uuid>, whatever the
 			// database, and tags each with its database's ARN: the tag
 			// narrows the name's pattern to this deployment's databases.

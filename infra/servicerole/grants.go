@@ -110,6 +110,32 @@ func grants(prefix string, boundary any) []Statement {
 			Reason:    reasonGeneratedNames,
 		},
 		{
+			// The topics, their policies, and the bindings' subscriptions
+			// (whose ARNs are their topic's and a suffix).
+			Sid: "Topics",
+			Actions: []string{
+				"sns:CreateTopic", "sns:DeleteTopic", "sns:GetTopicAttributes", "sns:SetTopicAttributes",
+				"sns:GetDataProtectionPolicy", "sns:ListSubscriptionsByTopic",
+				"sns:TagResource", "sns:UntagResource", "sns:ListTagsForResource",
+				"sns:Subscribe", "sns:Unsubscribe", "sns:GetSubscriptionAttributes", "sns:SetSubscriptionAttributes",
+			},
+			Resources: []ARN{regional("sns", prefix+"-*")},
+			Reason:    reasonGeneratedNames,
+		},
+		{
+			Sid: "Streams",
+			Actions: []string{
+				"kinesis:CreateStream", "kinesis:DeleteStream", "kinesis:DescribeStreamSummary",
+				"kinesis:UpdateShardCount", "kinesis:UpdateStreamMode",
+				"kinesis:IncreaseStreamRetentionPeriod", "kinesis:DecreaseStreamRetentionPeriod",
+				"kinesis:StartStreamEncryption", "kinesis:StopStreamEncryption",
+				"kinesis:AddTagsToStream", "kinesis:RemoveTagsFromStream", "kinesis:ListTagsForStream",
+				"kinesis:TagResource", "kinesis:UntagResource", "kinesis:ListTagsForResource",
+			},
+			Resources: []ARN{regional("kinesis", "stream/"+prefix+"-*")},
+			Reason:    reasonGeneratedNames,
+		},
+		{
 			// What needs no boundary condition: reading, tagging, keys,
 			// and taking permissions away (DeleteUserPolicy also removes
 			// the policies of users made before the boundary existed).

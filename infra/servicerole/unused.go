@@ -75,6 +75,24 @@ var Unused = join(
 	unused("AWS::IAM::Policy", "inline policies of groups", []string{"Groups"},
 		"iam:GetGroupPolicy", "iam:PutGroupPolicy", "iam:DeleteGroupPolicy"),
 
+	// AWS::SNS::Topic and AWS::SNS::Subscription: the topic's and the
+	// subscriptions' features that pass a role to SNS or set a policy the
+	// templates do not.
+	unused("AWS::SNS::Topic", "delivery status logging, which passes a role to SNS", []string{"DeliveryStatusLogging"},
+		"iam:GetRole", "iam:PassRole"),
+	unused("AWS::SNS::Topic", "a data protection policy", []string{"DataProtectionPolicy"},
+		"sns:PutDataProtectionPolicy"),
+	unused("AWS::SNS::Subscription", "Amazon Data Firehose subscriptions, which pass a role to SNS", []string{"SubscriptionRoleArn"},
+		"iam:GetRole", "iam:PassRole"),
+
+	// AWS::Kinesis::Stream.
+	unused("AWS::Kinesis::Stream", "shard-level (enhanced) metrics", []string{"DesiredShardLevelMetrics"},
+		"kinesis:EnableEnhancedMonitoring", "kinesis:DisableEnhancedMonitoring"),
+	unused("AWS::Kinesis::Stream", "records larger than 1 MiB", []string{"MaxRecordSizeInKiB"},
+		"kinesis:UpdateMaxRecordSize"),
+	unused("AWS::Kinesis::Stream", "warm throughput", []string{"WarmThroughputMiBps", "WarmThroughputObject"},
+		"kinesis:UpdateStreamWarmThroughput"),
+
 	// AWS::RDS::DBInstance.
 	unused("AWS::RDS::DBInstance", "IAM roles for the database, Enhanced Monitoring, or a directory domain, which pass a role to RDS",
 		[]string{"AssociatedRoles", "MonitoringRoleArn", "DomainIAMRoleName"},

@@ -38,6 +38,9 @@ type exampleService struct {
 	// exists says whether the instance's resource exists in AWS (moto),
 	// found from the binding's credentials.
 	exists func(ctx context.Context, creds map[string]any) (bool, error)
+	// bindingExists, when set, says whether what the binding's stack made
+	// besides its user (the SNS binding's queue) exists.
+	bindingExists func(ctx context.Context, creds map[string]any) (bool, error)
 }
 
 // awsClients reach moto.
@@ -47,15 +50,18 @@ type awsClients struct {
 	ddb *dynamodb.Client
 	iam *iam.Client
 	cfn *cloudformation.Client
+	// moto reaches the APIs the module has no client for.
+	moto motoAPI
 }
 
 func newAWSClients(cfg aws.Config) awsClients {
 	return awsClients{
-		s3:  s3.NewFromConfig(cfg, func(o *s3.Options) { o.UsePathStyle = true }),
-		sqs: sqs.NewFromConfig(cfg),
-		ddb: dynamodb.NewFromConfig(cfg),
-		iam: iam.NewFromConfig(cfg),
-		cfn: cloudformation.NewFromConfig(cfg),
+		s3:   s3.NewFromConfig(cfg, func(o *s3.Options) { o.UsePathStyle = true }),
+		sqs:  sqs.NewFromConfig(cfg),
+		ddb:  dynamodb.NewFromConfig(cfg),
+		iam:  iam.NewFromConfig(cfg),
+		cfn:  cloudformation.NewFromConfig(cfg),
+		moto: motoAPI{cfg: cfg},
 	}
 }
 
@@ -86,6 +92,48 @@ func (c awsClients) examples() []exampleService {
 			exists: func(ctx context.Context, creds map[string]any) (bool, error) {
 				_, err := c.ddb.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(fmt.Sprint(creds["table_name"]))})
 				return notFound(err)
+			}},
+		{service: "aws-sns-topic", plan: "standard",
+			params:      map[string]any{"DisplayName": "Orders", "TracingConfig": "Active"},
+			bindParams:  map[string]any{"Access": "PublishAndSubscribe", "RawMessageDelivery": true},
+			credentials: append([]string{"topic_name", "topic_arn", "queue_url", "queue_arn"}, common...),
+			exists: func(ctx context.Context, creds map[string]any) (bool, error) {
+				return c.moto.topicExists(ctx, fmt.Sprint(creds["topic_arn"]))
+			},
+			bindingExists: func(ctx context.Context, creds map[string]any) (bool, error) {
+				return queueExists(ctx, c.sqs, fmt.Sprint(creds["queue_url"]))
+			}},
+		{service: "aws-kinesis-stream", plan: "provisioned",
+			params:      map[string]any{"ShardCount": 2, "RetentionPeriodHours": 48},
+			bindParams:  map[string]any{"Access": "WriteOnly"},
+			credentials: append([]string{"stream_name", "stream_arn"}, common...),
+			exists: func(ctx context.Context, creds map[string]any) (bool, error) {
+				shards, ok, err := c.moto.streamShards(ctx, fmt.Sprint(creds["stream_name"]))
+				if ok && err == nil && shards != 2 {
+					return false, fmt.Errorf("the stream has %d shards, want the provision's ShardCount 2", shards)
+				}
+				return ok, err
+			}},
+		{service: "aws-rds-postgresql", plan: "micro",
+			params:      map[string]any{"DatabaseName": "orders", "BackupRetentionPeriod": 3},
+			credentials: append([]string{"host", "port", "database_name", "secret_arn"}, common...),
+			exists: func(ctx context.Context, creds map[string]any) (bool, error) {
+				return c.moto.databaseExists(ctx, fmt.Sprint(creds["host"]), fmt.Sprint(creds["secret_arn"]))
+			}},
+		{service: "aws-rds-mysql", plan: "micro",
+			params:      map[string]any{"DatabaseName": "orders", "EngineVersion": "8.0"},
+			credentials: append([]string{"host", "port", "database_name", "secret_arn"}, common...),
+			exists: func(ctx context.Context, creds map[string]any) (bool, error) {
+				if creds["port"] != "3306" {
+					return false, fmt.Errorf("port %v, want MySQL's 3306", creds["port"])
+				}
+				return c.moto.databaseExists(ctx, fmt.Sprint(creds["host"]), fmt.Sprint(creds["secret_arn"]))
+			}},
+		{service: "aws-kinesis-stream", plan: "on-demand",
+			credentials: append([]string{"stream_name", "stream_arn"}, common...),
+			exists: func(ctx context.Context, creds map[string]any) (bool, error) {
+				_, ok, err := c.moto.streamShards(ctx, fmt.Sprint(creds["stream_name"]))
+				return ok, err
 			}},
 	}
 }
@@ -154,8 +202,8 @@ func TestClientDrivesTheExampleServicesOnMoto(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(cat.Services) != 4 {
-		t.Fatalf("the example catalog has %d services, want 4 (S3, SQS, DynamoDB, RDS)", len(cat.Services))
+	if len(cat.Services) != 7 {
+		t.Fatalf("the example catalog has %d services, want 7 (S3, SQS, DynamoDB, RDS for PostgreSQL, SNS, Kinesis, RDS for MySQL)", len(cat.Services))
 	}
 
 	t.Run("a bind naming a parameter the RDS plan leaves to its outputs is refused with 400, naming it and what the plan accepts", func(t *testing.T) {
@@ -173,7 +221,7 @@ func TestClientDrivesTheExampleServicesOnMoto(t *testing.T) {
 	})
 
 	for _, ex := range cloud.examples() {
-		t.Run(ex.service+" goes through its whole lifecycle", func(t *testing.T) {
+		t.Run(ex.service+" "+ex.plan+" goes through its whole lifecycle", func(t *testing.T) {
 			service, plan := planOf(t, b, ex.service, ex.plan)
 			e := &e2e{t: t, c: c, service: service}
 			instanceID, bindingID := uuid.NewString(), uuid.NewString()
@@ -239,6 +287,11 @@ func TestClientDrivesTheExampleServicesOnMoto(t *testing.T) {
 			if ok, err := cloud.accessKeyExists(ctx, key); err != nil || !ok {
 				t.Fatalf("no IAM user under /serverless-osb/ holds the binding's key %s (%v)", key, err)
 			}
+			if ex.bindingExists != nil {
+				if ok, err := ex.bindingExists(ctx, creds); err != nil || !ok {
+					t.Fatalf("what the binding's stack made for %s does not exist (%v)", ex.service, err)
+				}
+			}
 			if n := len(stacksNamed(ctx, t, cloud.cfn, prefix)); n != 2 {
 				t.Errorf("%d stacks after bind, want the instance's and the binding's", n)
 			}
@@ -280,6 +333,11 @@ func TestClientDrivesTheExampleServicesOnMoto(t *testing.T) {
 			}
 			if ok, err := cloud.accessKeyExists(ctx, key); err != nil || ok {
 				t.Fatalf("the binding's key %s outlived the unbind (%v)", key, err)
+			}
+			if ex.bindingExists != nil {
+				if ok, err := ex.bindingExists(ctx, creds); err != nil || ok {
+					t.Fatalf("what the binding's stack made for %s outlived the unbind (%v)", ex.service, err)
+				}
 			}
 			if ok, err := cloud.accessKeyExists(ctx, nextKey); err != nil || !ok {
 				t.Fatalf("the successor's key %s went with its predecessor's unbind (%v)", nextKey, err)

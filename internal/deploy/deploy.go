@@ -56,10 +56,17 @@ const (
 	// only a kind that declares ServiceRole may name them.
 	ServiceRoleARN         = "${ServiceRoleArn}"
 	PermissionsBoundaryARN = "${PermissionsBoundaryArn}"
+	// TemplateBucket and TemplateBucketARN are the name and ARN of the
+	// bucket the stack makes beside the service role, where the service
+	// stacks' templates over CloudFormation's TemplateBody limit go: only
+	// a kind that declares ServiceRole may name them too.
+	TemplateBucket    = "${TemplateBucket}"
+	TemplateBucketARN = "${TemplateBucketArn}"
 )
 
 // Placeholders lists them.
-var Placeholders = []string{Partition, Region, Account, StackPrefix, ServiceRoleARN, PermissionsBoundaryARN}
+var Placeholders = []string{Partition, Region, Account, StackPrefix, ServiceRoleARN, PermissionsBoundaryARN,
+	TemplateBucket, TemplateBucketARN}
 
 // ARN is the ARN of resource (its type and name, as the service writes
 // them) of service in the stack's partition, Region and account.
@@ -160,7 +167,7 @@ func (m Manifest) Check() error {
 				switch {
 				case !slices.Contains(Placeholders, p):
 					errs = append(errs, fmt.Errorf("driver %s: %s: %s is no placeholder; they are %s", d.Name, where, p, strings.Join(Placeholders, ", ")))
-				case (p == ServiceRoleARN || p == PermissionsBoundaryARN) && !d.Needs.ServiceRole:
+				case slices.Contains([]string{ServiceRoleARN, PermissionsBoundaryARN, TemplateBucket, TemplateBucketARN}, p) && !d.Needs.ServiceRole:
 					errs = append(errs, fmt.Errorf("driver %s: %s: %s names the service role, which the driver does not declare it needs", d.Name, where, p))
 				}
 			}

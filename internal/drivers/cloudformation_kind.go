@@ -7,11 +7,14 @@ import (
 	"os"
 
 	awscfn "github.com/aws/aws-sdk-go-v2/service/cloudformation"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/sts"
 
 	"github.com/serverless-osb/broker/internal/broker"
 	"github.com/serverless-osb/broker/internal/catalog"
 	"github.com/serverless-osb/broker/internal/deploy"
 	"github.com/serverless-osb/broker/internal/drivers/cloudformation"
+	envname "github.com/serverless-osb/broker/internal/env"
 )
 
 // cloudformationKind is the driver that makes each instance, and each
@@ -55,6 +58,14 @@ func cloudformationKind() Kind {
 			}
 			d := cloudformation.New(awscfn.NewFromConfig(cfg), env.Resources, dep, env.Logger)
 			d.Clients, d.Roles, d.Getenv = cloudformation.NewClients(cfg), roles, getenv
+			d.Templates = &cloudformation.Templates{
+				// An endpoint of one's own (moto, locally) serves buckets
+				// by path, not by host name.
+				S3:      s3.NewFromConfig(cfg, func(o *s3.Options) { o.UsePathStyle = cfg.BaseEndpoint != nil }),
+				Account: sts.NewFromConfig(cfg),
+				Region:  cfg.Region,
+				Bucket:  getenv(envname.TemplateBucket),
+			}
 			return d, nil
 		},
 		Ready: func(settings any, env Env) error {

@@ -77,6 +77,12 @@ const (
 	// declares the parameter PermissionsBoundaryArn. Empty (locally): the
 	// parameter keeps its default.
 	PermissionsBoundaryARN = "BROKER_PERMISSIONS_BOUNDARY_ARN"
+	// TemplateBucket names the S3 bucket where the cloudformation driver
+	// puts a template over CloudFormation's 51,200-byte TemplateBody limit,
+	// by its digest, and hands CloudFormation its URL (worker function).
+	// Empty (locally): the driver makes a bucket of its own on first need,
+	// serverless-osb-templates-<account>-<region>.
+	TemplateBucket = "BROKER_TEMPLATE_BUCKET"
 	// MaxTasksPerPlan bounds the calls each plan's Tasks make to its
 	// backend at once (worker function): leases on the table
 	// (broker.Slots), so that one slow or hanging backend holds at most
@@ -106,7 +112,7 @@ const (
 // set (infra's tests hold it to that).
 func Names() []string {
 	return []string{Table, SealingKeyARN, SealedOnly, MetricsNamespace, LogLevel, OperationStateMachineARN, CleanupStateMachineARN,
-		UpgradeStateMachineARN, SecretARN, OriginSecretARN, CFNRoleARN, StackPrefix, PermissionsBoundaryARN, MaxTasksPerPlan, Region, TaskRoot, Catalog, DynamoDBEndpoint}
+		UpgradeStateMachineARN, SecretARN, OriginSecretARN, CFNRoleARN, StackPrefix, PermissionsBoundaryARN, TemplateBucket, MaxTasksPerPlan, Region, TaskRoot, Catalog, DynamoDBEndpoint}
 }
 
 // StateMachineARN is the variable holding the ARN of the state machine of

@@ -17,6 +17,7 @@ import (
 	cfn "github.com/aws/aws-sdk-go-v2/service/cloudformation"
 	cfntypes "github.com/aws/aws-sdk-go-v2/service/cloudformation/types"
 	"github.com/aws/smithy-go"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
 
 	"github.com/serverless-osb/broker/internal/catalog"
 	cfndriver "github.com/serverless-osb/broker/internal/drivers/cloudformation"
@@ -112,8 +113,16 @@ func tryTemplate(ctx context.Context, client *cfn.Client, name string, s *cfndri
 	out, err := client.CreateStack(ctx, in)
 	if err != nil {
 		var ae smithy.APIError
-		if errors.As(err, &ae) && ae.ErrorCode() != "InternalFailure" {
+		var re *smithyhttp.ResponseError
+		switch {
+		case errors.As(err, &ae) && ae.ErrorCode() != "InternalFailure":
 			return "moto refuses its instance template: " + ae.ErrorMessage(), nil
+		case errors.As(err, &re) && re.HTTPStatusCode() == http.StatusInternalServerError:
+			// moto's CloudFormation fails so on a resource type or an
+			// attribute it does not have (ElastiCache, OpenSearch, Aurora
+			// clusters), and makes nothing.
+			return "moto's CloudFormation fails on its instance template (HTTP 500: a resource type or attribute it does not have: " +
+				strings.Join(templateTypes(s), ", ") + ")", nil
 		}
 		return "", err
 	}
@@ -187,4 +196,17 @@ func (sb *Sandbox) refuseUnrunnable(w http.ResponseWriter, r *http.Request, path
 		"The plan %s of %s cannot run in this sandbox: %s. Nothing was made. The sandbox runs on moto, which plays AWS here; "+
 			"the plan runs on AWS. Choose another plan to try here.", p.Plan, p.Service, strings.TrimSuffix(p.Reason, "."))})
 	return true
+}
+
+// templateTypes lists, sorted, the resource types of the plan's instance
+// template.
+func templateTypes(s *cfndriver.Settings) []string {
+	var types []string
+	for _, r := range s.Template.Declared {
+		if !slices.Contains(types, r.Type) {
+			types = append(types, r.Type)
+		}
+	}
+	slices.Sort(types)
+	return types
 }

@@ -15,6 +15,8 @@ import (
 	dbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/iam"
 	"github.com/aws/aws-sdk-go-v2/service/kms"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/aws/aws-sdk-go-v2/service/sfn"
 	sfntypes "github.com/aws/aws-sdk-go-v2/service/sfn/types"
@@ -26,12 +28,14 @@ type clients struct {
 	dynamodb *dynamodb.Client
 	iam      *iam.Client
 	kms      *kms.Client
+	s3       *s3.Client
 	secrets  *secretsmanager.Client
 	sfn      *sfn.Client
 }
 
 func newClients(cfg aws.Config) clients {
 	return clients{dynamodb: dynamodb.NewFromConfig(cfg), iam: iam.NewFromConfig(cfg), kms: kms.NewFromConfig(cfg),
+		s3:      s3.NewFromConfig(cfg, func(o *s3.Options) { o.UsePathStyle = true }),
 		secrets: secretsmanager.NewFromConfig(cfg), sfn: sfn.NewFromConfig(cfg)}
 }
 
@@ -60,6 +64,7 @@ var makers = map[string]maker{
 	"AWS::StepFunctions::StateMachine": makeStateMachine,
 	"AWS::Lambda::Function":            makeFunction,
 	"AWS::Logs::LogGroup":              makeLogGroup,
+	"AWS::S3::Bucket":                  makeBucket,
 	"AWS::Scheduler::Schedule":         makeSchedule,
 	"AWS::ApiGatewayV2::Api":           makeHTTPAPI,
 	"AWS::ApiGatewayV2::Route":         makeRoute,
@@ -514,4 +519,26 @@ func makeStage(_ context.Context, sb *Sandbox, _ string, props map[string]any) (
 		sb.stagePrefix = "/" + url.PathEscape(name)
 	}
 	return made{ref: name}, nil
+}
+
+// makeBucket makes a bucket (the service templates' bucket), named as
+// CloudFormation names an unnamed one, in lower case: an S3 ARN has no
+// Region nor account, which a stand-in's would have, and IAM refuses such
+// an ARN in a policy.
+func makeBucket(ctx context.Context, sb *Sandbox, logicalID string, props map[string]any) (made, error) {
+	name := str(props, "BucketName")
+	if name == "" {
+		name = sb.physicalName(logicalID, 63, true)
+	}
+	in := &s3.CreateBucketInput{Bucket: aws.String(name)}
+	if sb.region != "us-east-1" {
+		in.CreateBucketConfiguration = &s3types.CreateBucketConfiguration{LocationConstraint: s3types.BucketLocationConstraint(sb.region)}
+	}
+	if _, err := sb.clients.s3.CreateBucket(ctx, in); err != nil {
+		return made{}, err
+	}
+	return made{ref: name, attrs: map[string]string{
+		"Arn":        "arn:aws:s3:::" + name,
+		"DomainName": name + ".s3.amazonaws.com",
+	}}, nil
 }

@@ -181,6 +181,19 @@ func testCatalog(dir string) (string, error) {
 		"plans": []any{map[string]any{"id": functionPlan, "name": "function-async-plan", "description": "Asynchronous changes, done by the function.",
 			"broker": map[string]any{"driver": "function", "mode": "async", "url": functionFront.URL(), "secret_file": secret, "timeout": 5, "retry_after": 1}}},
 	})
+	// A plan moto's CloudFormation cannot make (it has no ElastiCache),
+	// which the sandbox must refuse at once (plans_test.go).
+	if err := os.MkdirAll(filepath.Join(out, "moto-cannot"), 0o755); err != nil {
+		return "", err
+	}
+	if err := os.WriteFile(filepath.Join(out, "moto-cannot", "instance.yaml"), []byte(cacheTemplate), 0o600); err != nil {
+		return "", err
+	}
+	services = append(services, map[string]any{
+		"id": cacheService, "name": "moto-cannot-run", "description": "A serverless cache, which moto's CloudFormation cannot make.",
+		"bindable": false, "plans": []any{map[string]any{"id": cachePlan, "name": "cache", "description": "A Valkey serverless cache.",
+			"broker": map[string]any{"driver": "cloudformation", "template": "moto-cannot/instance.yaml", "retry_after": 1}}},
+	})
 	data, err := yaml.Marshal(map[string]any{"services": services})
 	if err != nil {
 		return "", err
@@ -204,7 +217,25 @@ const (
 	// The demo's asynchronous plan with a maximum polling duration of 1 s.
 	shortService = "2b9c5d1e-7a43-4f0e-9c61-3d8e5f0a7b24"
 	shortPlan    = "9e4f2a6b-1c38-4d7a-8b05-6f3e2d1c0a98"
+	// A service whose stack moto cannot make.
+	cacheService = "6d0e4b8a-3f1c-4a2e-9b7d-5c8f1e2a4d60"
+	cachePlan    = "1a7c9e3b-5d2f-4b8a-8e6c-0f4d2b9a7c13"
 )
+
+// cacheTemplate is the instance template of cacheService: moto 5.2.1's
+// CloudFormation has no AWS::ElastiCache::ServerlessCache, and fails on it.
+const cacheTemplate = `AWSTemplateFormatVersion: "2010-09-09"
+Description: A serverless Valkey cache, which moto's CloudFormation cannot make.
+Resources:
+  Cache:
+    Type: AWS::ElastiCache::ServerlessCache
+    Properties:
+      Engine: valkey
+      ServerlessCacheName: !Sub "${AWS::StackName}-cache"
+Outputs:
+  Endpoint:
+    Value: !GetAtt Cache.Endpoint.Address
+`
 
 type e2e struct {
 	t *testing.T
@@ -249,7 +280,7 @@ func TestTheDemoCatalogsLifecycles(t *testing.T) {
 	})
 	t.Run("the catalog is the bundled one", func(t *testing.T) {
 		cat, err := e.c.GetCatalog()
-		if err != nil || len(cat.Services) != 7 || len(cat.Services[0].Plans) != 3 {
+		if err != nil || len(cat.Services) != 11 || len(cat.Services[0].Plans) != 3 {
 			t.Fatalf("catalog: %+v %v", cat, err)
 		}
 	})

@@ -264,7 +264,11 @@ func (d *Driver) changeSetInput(ctx context.Context, c broker.Change, s *Setting
 		in.RoleARN = aws.String(d.Deployment.RoleARN)
 	}
 	if moves(c) {
-		in.TemplateBody = aws.String(s.Template.Body)
+		body, url, err := d.templateSource(ctx, s.Template)
+		if err != nil {
+			return nil, err
+		}
+		in.TemplateBody, in.TemplateURL = body, url
 		values := merge(s.Template, given, s.Parameters, d.deployed(s.Template))
 		defaults, err := d.newDefaults(ctx, c, s.Template, values, stack)
 		if err != nil {

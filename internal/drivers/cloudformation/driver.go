@@ -97,11 +97,14 @@ type Driver struct {
 	API        API
 	Resources  broker.Resources
 	Deployment Deployment
-	Logger     *slog.Logger
-	Now        func() time.Time
-	Clients    *Clients
-	Roles      Roles
-	Getenv     func(string) string
+	// Templates hands CloudFormation the templates over MaxTemplateBody
+	// through S3; nil, such a template fails its operation.
+	Templates *Templates
+	Logger    *slog.Logger
+	Now       func() time.Time
+	Clients   *Clients
+	Roles     Roles
+	Getenv    func(string) string
 }
 
 var _ broker.Driver = (*Driver)(nil)
@@ -318,9 +321,14 @@ func (d *Driver) create(ctx context.Context, c broker.Change, s *Settings, name 
 
 // startCreate asks CloudFormation for the stack, once.
 func (d *Driver) startCreate(ctx context.Context, c broker.Change, s *Settings, t *Template, name string, rec *record) error {
+	body, url, err := d.templateSource(ctx, t)
+	if err != nil {
+		return err
+	}
 	in := &cfn.CreateStackInput{
 		StackName:          aws.String(rec.StackName),
-		TemplateBody:       aws.String(t.Body),
+		TemplateBody:       body,
+		TemplateURL:        url,
 		Capabilities:       capabilities,
 		ClientRequestToken: aws.String(rec.Token),
 		// Every stack the broker makes denies replacing or deleting what

@@ -55,6 +55,16 @@ func Needs(roles Roles) deploy.Needs {
 			{Function: deploy.Worker, Sid: "ReadServiceStacks",
 				Actions:   []string{"cloudformation:DescribeStacks", "cloudformation:DescribeStackEvents", "cloudformation:DescribeStackResources"},
 				Resources: stacks, WildcardReason: whyStacks},
+			// A template over CloudFormation's TemplateBody limit goes
+			// to the stack's bucket under its digest (templates.go), and
+			// CloudFormation reads it back with the worker's credentials.
+			// ListBucket makes a missing key a 404, not a 403.
+			{Function: deploy.Worker, Sid: "ServiceTemplates",
+				Actions: []string{"s3:GetObject", "s3:PutObject"}, Resources: []string{deploy.TemplateBucketARN + "/templates/*"},
+				WildcardReason: "The templates over 51,200 bytes are kept in the broker stack's own bucket, each under templates/ " +
+					"and its SHA-256 digest, which the worker computes: the pattern is that folder of that bucket and nothing else."},
+			{Function: deploy.Worker, Sid: "FindServiceTemplates",
+				Actions: []string{"s3:ListBucket"}, Resources: []string{deploy.TemplateBucketARN}},
 			{Function: deploy.Worker, Sid: "PassServiceRole",
 				Actions: []string{"iam:PassRole"}, Resources: []string{deploy.ServiceRoleARN},
 				Conditions: map[string]map[string]string{"StringEquals": {"iam:PassedToService": "cloudformation.amazonaws.com"}}},
@@ -63,6 +73,7 @@ func Needs(roles Roles) deploy.Needs {
 			{Function: deploy.Worker, Name: env.CFNRoleARN, Value: deploy.ServiceRoleARN},
 			{Function: deploy.Worker, Name: env.StackPrefix, Value: deploy.StackPrefix},
 			{Function: deploy.Worker, Name: env.PermissionsBoundaryARN, Value: deploy.PermissionsBoundaryARN},
+			{Function: deploy.Worker, Name: env.TemplateBucket, Value: deploy.TemplateBucket},
 		},
 	}
 	// In a target account the worker does the same, through the role it

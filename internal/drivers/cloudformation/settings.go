@@ -20,9 +20,10 @@ import (
 	"github.com/serverless-osb/broker/internal/cfnregistry"
 )
 
-// MaxTemplateBody is CreateStack's and UpdateStack's limit on TemplateBody,
-// in bytes. A larger template would have to be uploaded to S3 and named by
-// TemplateURL, which this driver does not do.
+// MaxTemplateBody is CreateStack's and CreateChangeSet's limit on
+// TemplateBody, in bytes. The driver hands a larger template (up to
+// MaxTemplateURLBody) to CloudFormation from S3, as TemplateURL
+// (templates.go).
 const MaxTemplateBody = 51200
 
 // DefaultRetryAfter is how long the broker waits between checks of a stack
@@ -105,7 +106,8 @@ func (s *Settings) AcceptedParameters(k catalog.SchemaKind) []string {
 type Template struct {
 	// Path is the file, as the catalog names it (for messages).
 	Path string
-	// Body is sent as TemplateBody, as written.
+	// Body is sent as TemplateBody, as written, or, over MaxTemplateBody,
+	// put in S3 and named by TemplateURL.
 	Body string
 	// Parameters are the parameters the template declares, by name.
 	Parameters map[string]Parameter
@@ -335,9 +337,9 @@ func readTemplate(key, path, dir string) (*Template, error) {
 		}
 		return nil, catalog.Settingf(key, "cannot read %s (relative to %s): %v", path, where, err)
 	}
-	if len(body) > MaxTemplateBody {
-		return nil, catalog.Settingf(key, "%s is %d bytes; CloudFormation takes a template body of at most %d bytes (the driver sends it as TemplateBody, not from S3): shorten it, for example by removing comments and descriptions",
-			path, len(body), MaxTemplateBody)
+	if len(body) > MaxTemplateURLBody {
+		return nil, catalog.Settingf(key, "%s is %d bytes; CloudFormation takes a template of at most %d bytes (from S3, as TemplateURL; at most %d as TemplateBody): shorten it, for example by removing comments and descriptions, or split it into nested stacks",
+			path, len(body), MaxTemplateURLBody, MaxTemplateBody)
 	}
 	t, err := parseTemplate(body)
 	if err != nil {

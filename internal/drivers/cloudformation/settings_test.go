@@ -228,7 +228,7 @@ func TestConfigureReadsTheShippedServices(t *testing.T) {
 }
 
 func TestConfigureRefuses(t *testing.T) {
-	big := instanceTemplate + "# " + strings.Repeat("x", MaxTemplateBody) + "\n"
+	big := instanceTemplate + "# " + strings.Repeat("x", MaxTemplateURLBody) + "\n"
 	dir := templateDir(t, map[string]string{
 		"instance.yaml":     instanceTemplate,
 		"binding.json":      bindingTemplate,
@@ -265,8 +265,8 @@ func TestConfigureRefuses(t *testing.T) {
 			config: map[string]any{"template": "nope.yaml"}, key: "template", contains: []string{"cannot read nope.yaml", dir, "no such file"}},
 		{name: "a directory is not a template",
 			config: map[string]any{"template": "directory"}, key: "template", contains: []string{"cannot read directory"}},
-		{name: "a template over 51,200 bytes is refused, saying it is sent as TemplateBody",
-			config: map[string]any{"template": "big.yaml"}, key: "template", contains: []string{"big.yaml is", "at most 51200 bytes", "TemplateBody"}},
+		{name: "a template over 1,000,000 bytes, more than CloudFormation reads even from S3, is refused",
+			config: map[string]any{"template": "big.yaml"}, key: "template", contains: []string{"big.yaml is", "at most 1000000 bytes", "TemplateURL"}},
 		{name: "YAML that does not parse is refused",
 			config: map[string]any{"template": "broken.yaml"}, key: "template", contains: []string{"broken.yaml is not a usable CloudFormation template", "not valid YAML"}},
 		{name: "JSON that does not parse is refused",

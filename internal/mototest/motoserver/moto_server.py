@@ -1,4 +1,4 @@
-# moto_server 5.2.1 with fourteen fixes.
+# moto_server 5.2.1 with fifteen fixes.
 #
 # 1. A second StartExecution fails with HTTP 500
 # ("cannot pickle '_thread.RLock'", moto issue 10077) because StartExecution
@@ -613,6 +613,42 @@ def _stack_update_tagged(self, *args, **kwargs):
 Stack.create_resources = _create_resources_tagged
 CloudFormationBackend.execute_change_set = _execute_change_set_tagged
 Stack.update = _stack_update_tagged
+
+
+# 15. moto's CloudFormation makes an AWS::RDS::DBInstance without reading
+# ManageMasterUserPassword, so RDS's managed master secret is never made, and
+# refuses Fn::GetAtt MasterUserSecret.SecretArn, which the RDS templates
+# output. Its RDS API makes that secret (rds!db-…, deleted with the database);
+# have CloudFormation's path make it too, and answer its ARN.
+from moto.rds.models import DBInstance as _DBInstance  # noqa: E402
+from moto.rds.models import MasterUserSecret as _MasterUserSecret  # noqa: E402
+
+_db_from_cloudformation = _DBInstance.create_from_cloudformation_json.__func__
+_db_cfn_attribute = _DBInstance.get_cfn_attribute
+_db_has_cfn_attr = _DBInstance.has_cfn_attr.__func__
+
+
+def _db_from_cloudformation_with_secret(cls, resource_name, cloudformation_json, account_id, region_name, **kwargs):
+    database = _db_from_cloudformation(cls, resource_name, cloudformation_json, account_id, region_name, **kwargs)
+    if str(cloudformation_json.get("Properties", {}).get("ManageMasterUserPassword")).lower() == "true":
+        database.manage_master_user_password = True
+        database.master_user_secret = _MasterUserSecret(database, None)
+    return database
+
+
+def _db_cfn_attribute_with_secret(self, attribute_name):
+    if attribute_name == "MasterUserSecret.SecretArn" and getattr(self, "manage_master_user_password", False):
+        return self.master_user_secret.secret_arn
+    return _db_cfn_attribute(self, attribute_name)
+
+
+def _db_has_cfn_attr_with_secret(cls, attr):
+    return attr == "MasterUserSecret.SecretArn" or _db_has_cfn_attr(cls, attr)
+
+
+_DBInstance.create_from_cloudformation_json = classmethod(_db_from_cloudformation_with_secret)
+_DBInstance.get_cfn_attribute = _db_cfn_attribute_with_secret
+_DBInstance.has_cfn_attr = classmethod(_db_has_cfn_attr_with_secret)
 
 from moto.server import main  # noqa: E402
 

@@ -809,8 +809,8 @@ func TestRoleReport(t *testing.T) {
     Type: AWS::S3::Bucket
     Properties:
       ReplicationConfiguration: {Role: arn:aws:iam::123456789012:role/r, Rules: []}
-  Topic:
-    Type: AWS::SNS::Topic
+  Broker:
+    Type: AWS::MQ::Broker
 `
 		for name, text := range map[string]string{"catalog.yaml": catalog, "mine/instance.yaml": template} {
 			p := filepath.Join(dir, filepath.FromSlash(name))
@@ -829,8 +829,8 @@ func TestRoleReport(t *testing.T) {
 			"missing AWS::S3::Bucket, create handler: s3:PutBucketReplication (for Bucket (AWS::S3::Bucket, in mine/instance.yaml))",
 			"missing AWS::S3::Bucket, create handler: iam:PassRole",
 			"missing iam:PassRole: Bucket (AWS::S3::Bucket, in mine/instance.yaml) sets ReplicationConfiguration",
-			"no registry data for type AWS::SNS::Topic (Topic (AWS::SNS::Topic, in mine/instance.yaml)); check its schema",
-			"aws-sns-topic.json",
+			"no registry data for type AWS::MQ::Broker (Broker (AWS::MQ::Broker, in mine/instance.yaml)); check its schema",
+			"aws-mq-broker.json",
 		} {
 			if !strings.Contains(out.String(), want) {
 				t.Errorf("report\n%s\nsays not %q", out.String(), want)

@@ -1,0 +1,156 @@
+package cloudformation
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"path"
+	"strings"
+	"sync"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
+	"github.com/aws/aws-sdk-go-v2/service/sts"
+
+	"github.com/serverless-osb/broker/internal/broker"
+	"github.com/serverless-osb/broker/internal/env"
+)
+
+// MaxTemplateURLBody is CloudFormation's limit on a template it reads from
+// S3 (TemplateURL): 1 MB. A template over MaxTemplateBody goes that way.
+const MaxTemplateURLBody = 1_000_000
+
+// S3API is the part of S3 the driver calls to hand CloudFormation a
+// template over MaxTemplateBody.
+type S3API interface {
+	HeadObject(ctx context.Context, in *s3.HeadObjectInput, optFns ...func(*s3.Options)) (*s3.HeadObjectOutput, error)
+	PutObject(ctx context.Context, in *s3.PutObjectInput, optFns ...func(*s3.Options)) (*s3.PutObjectOutput, error)
+	CreateBucket(ctx context.Context, in *s3.CreateBucketInput, optFns ...func(*s3.Options)) (*s3.CreateBucketOutput, error)
+}
+
+// AccountAPI tells the account the driver runs in, which names the bucket
+// it makes for itself.
+type AccountAPI interface {
+	GetCallerIdentity(ctx context.Context, in *sts.GetCallerIdentityInput, optFns ...func(*sts.Options)) (*sts.GetCallerIdentityOutput, error)
+}
+
+var (
+	_ S3API      = (*s3.Client)(nil)
+	_ AccountAPI = (*sts.Client)(nil)
+)
+
+// Templates puts the templates over MaxTemplateBody in a bucket, each under
+// its digest (templates/sha256-<hex>.yaml: never overwritten, so a stack's
+// URL always names what it was made from), and names their URL. Deployed,
+// the bucket is the broker stack's (env.TemplateBucket); locally, with no
+// bucket named, the driver makes one of its own on first need,
+// serverless-osb-templates-<account>-<region>: outside every stack prefix's
+// pattern, so no binding's boundary reaches it.
+type Templates struct {
+	S3      S3API
+	Account AccountAPI
+	Region  string
+	// Bucket is the bucket's name; empty, the driver's own, made on
+	// first need.
+	Bucket string
+
+	mu     sync.Mutex
+	bucket string // the bucket in use, once known (and made)
+}
+
+// URL puts t in the bucket, unless it is there already, and returns the
+// URL CloudFormation reads it from.
+func (ts *Templates) URL(ctx context.Context, t *Template) (string, error) {
+	bucket, err := ts.bucketName(ctx)
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256([]byte(t.Body))
+	ext := path.Ext(t.Path)
+	if ext == "" {
+		ext = ".template"
+	}
+	key := "templates/sha256-" + hex.EncodeToString(sum[:]) + ext
+	if _, err := ts.S3.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(bucket), Key: aws.String(key)}); err != nil {
+		if !isNoSuchKey(err) {
+			return "", fmt.Errorf("look for %s in %s: %w", key, bucket, err)
+		}
+		if _, err := ts.S3.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String(key),
+			Body: strings.NewReader(t.Body), ContentType: aws.String("text/plain")}); err != nil {
+			return "", fmt.Errorf("put %s in %s: %w", key, bucket, err)
+		}
+	}
+	return fmt.Sprintf("https://%s.s3.%s.%s/%s", bucket, ts.Region, urlSuffix(ts.Region), key), nil
+}
+
+// bucketName is the bucket in use: the one named, or the driver's own,
+// made once per process (CreateBucket of a bucket the account owns
+// already is a success).
+func (ts *Templates) bucketName(ctx context.Context) (string, error) {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	if ts.bucket != "" {
+		return ts.bucket, nil
+	}
+	if ts.Bucket != "" {
+		ts.bucket = ts.Bucket
+		return ts.bucket, nil
+	}
+	if ts.Account == nil || ts.Region == "" {
+		return "", errors.New("no bucket for templates: set " + env.TemplateBucket)
+	}
+	id, err := ts.Account.GetCallerIdentity(ctx, &sts.GetCallerIdentityInput{})
+	if err != nil {
+		return "", fmt.Errorf("find the account to name the templates' bucket after: %w", err)
+	}
+	name := "serverless-osb-templates-" + aws.ToString(id.Account) + "-" + ts.Region
+	in := &s3.CreateBucketInput{Bucket: aws.String(name)}
+	if ts.Region != "us-east-1" {
+		in.CreateBucketConfiguration = &s3types.CreateBucketConfiguration{LocationConstraint: s3types.BucketLocationConstraint(ts.Region)}
+	}
+	if _, err := ts.S3.CreateBucket(ctx, in); err != nil {
+		var owned *s3types.BucketAlreadyOwnedByYou
+		if !errors.As(err, &owned) {
+			return "", fmt.Errorf("make the templates' bucket %s: %w", name, err)
+		}
+	}
+	ts.bucket = name
+	return name, nil
+}
+
+// isNoSuchKey says whether a HeadObject found no object (S3 answers a HEAD
+// with a bare 404).
+func isNoSuchKey(err error) bool {
+	var nf *s3types.NotFound
+	var nk *s3types.NoSuchKey
+	return errors.As(err, &nf) || errors.As(err, &nk)
+}
+
+// urlSuffix is the domain of the Region's partition.
+func urlSuffix(region string) string {
+	if strings.HasPrefix(region, "cn-") {
+		return "amazonaws.com.cn"
+	}
+	return "amazonaws.com"
+}
+
+// templateSource is how a call hands CloudFormation t: its body, or, past
+// MaxTemplateBody, its URL in the templates' bucket.
+func (d *Driver) templateSource(ctx context.Context, t *Template) (body, url *string, err error) {
+	if len(t.Body) <= MaxTemplateBody {
+		return aws.String(t.Body), nil, nil
+	}
+	if d.Templates == nil {
+		return nil, nil, &broker.Failure{Description: fmt.Sprintf(
+			"The template %s is over %d bytes, so CloudFormation must read it from S3, and the broker has no bucket for templates; the platform operator must give it one.",
+			t.Path, MaxTemplateBody)}
+	}
+	u, err := d.Templates.URL(ctx, t)
+	if err != nil {
+		return nil, nil, classify("put the template in S3", err)
+	}
+	return nil, aws.String(u), nil
+}
