@@ -146,7 +146,7 @@ func TestOpsSaysWhichBrokerItReads(t *testing.T) {
 		empty := t.TempDir()
 		apptest.Start(t, empty).Stop()
 		stdout, stderr, err := ops(t, "--data", empty, "instances")
-		if err != nil || strings.TrimSpace(stdout) != strings.Join(strings.Fields("INSTANCE  SERVICE  PLAN  STATE  VERSION  DIGEST  BEHIND"), "  ") {
+		if err != nil || strings.TrimSpace(stdout) != strings.Join(strings.Fields("INSTANCE  SERVICE  PLAN  STATE  VERSION  DIGEST  BEHIND  ACCOUNT  REGION  MAPPING"), "  ") {
 			t.Errorf("ops instances on a broker with none: %v\n%s%s", err, stdout, stderr)
 		}
 	})

@@ -101,17 +101,9 @@ func placedCatalog(t *testing.T, dir string, placement map[string]any) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, f := range []string{"s3-bucket/instance.yaml", "s3-bucket/binding.yaml"} {
-		body, err := os.ReadFile(filepath.Join(root, "services", f))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.MkdirAll(filepath.Join(dir, filepath.Dir(f)), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, f), body, 0o644); err != nil {
-			t.Fatal(err)
-		}
+	// Every template of the service: its plans name them all.
+	if err := os.CopyFS(filepath.Join(dir, "s3-bucket"), os.DirFS(filepath.Join(root, "services", "s3-bucket"))); err != nil {
+		t.Fatal(err)
 	}
 	path := filepath.Join(dir, "catalog.yaml")
 	if err := os.WriteFile(path, out, 0o644); err != nil {
