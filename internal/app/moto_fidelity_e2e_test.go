@@ -31,17 +31,7 @@ func TestADeprovisionNeverSucceedsWhileItsBucketStaysOnMoto(t *testing.T) {
 	cfn := cloudformation.NewFromConfig(cfg)
 	s3c := s3.NewFromConfig(cfg, func(o *s3.Options) { o.UsePathStyle = true })
 	prefix := "osbdp" + strings.ReplaceAll(uuid.NewString()[:8], "-", "")
-	catalogPath, _ := shippedServices(t)
-	b := apptest.StartWith(t, apptest.Options{Dir: t.TempDir(), Catalog: catalogPath, ReapInterval: -1,
-		AWS: func(context.Context) (aws.Config, error) { return cfg, nil },
-		Getenv: func(k string) string {
-			if k == "BROKER_STACK_PREFIX" {
-				return prefix
-			}
-			return ""
-		},
-		Sleep: func(ctx context.Context, _ time.Duration) {},
-	})
+	b := shippedOnMoto(t, cfg, prefix)
 	service, plan := planOf(t, b, "aws-s3-bucket", "standard")
 	e := &e2e{t: t, c: client(t, b.URL), service: service}
 	id := uuid.NewString()
@@ -96,17 +86,7 @@ func TestAnUpdatesTagsReachTheQueueOnMoto(t *testing.T) {
 	cfn := cloudformation.NewFromConfig(cfg)
 	q := sqs.NewFromConfig(cfg)
 	prefix := "osbtg" + strings.ReplaceAll(uuid.NewString()[:8], "-", "")
-	catalogPath, _ := shippedServices(t)
-	b := apptest.StartWith(t, apptest.Options{Dir: t.TempDir(), Catalog: catalogPath, ReapInterval: -1,
-		AWS: func(context.Context) (aws.Config, error) { return cfg, nil },
-		Getenv: func(k string) string {
-			if k == "BROKER_STACK_PREFIX" {
-				return prefix
-			}
-			return ""
-		},
-		Sleep: func(ctx context.Context, _ time.Duration) {},
-	})
+	b := shippedOnMoto(t, cfg, prefix)
 	service, plan := planOf(t, b, "aws-sqs-queue", "standard")
 	e := &e2e{t: t, c: client(t, b.URL), service: service}
 	id := uuid.NewString()
@@ -146,4 +126,21 @@ func TestAnUpdatesTagsReachTheQueueOnMoto(t *testing.T) {
 	if got := queueTags(); got[cfndriver.TagInstanceName] != "orders-eu" || got[cfndriver.TagInstanceID] != id {
 		t.Errorf("after the update the queue's tags are %v, want %s orders-eu", got, cfndriver.TagInstanceName)
 	}
+}
+
+// shippedOnMoto is a local broker of the shipped example services on
+// moto (cfg), its stacks named with prefix, whose waits take no time.
+func shippedOnMoto(t *testing.T, cfg aws.Config, prefix string) *apptest.Broker {
+	t.Helper()
+	catalogPath, _ := shippedServices(t)
+	return apptest.StartWith(t, apptest.Options{Dir: t.TempDir(), Catalog: catalogPath, ReapInterval: -1,
+		AWS: func(context.Context) (aws.Config, error) { return cfg, nil },
+		Getenv: func(k string) string {
+			if k == "BROKER_STACK_PREFIX" {
+				return prefix
+			}
+			return ""
+		},
+		Sleep: func(ctx context.Context, _ time.Duration) {},
+	})
 }

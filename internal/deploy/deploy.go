@@ -172,6 +172,21 @@ func (m Manifest) Check() error {
 				}
 			}
 		}
+		// values checks a statement's resources and conditions: known
+		// placeholders, and a reason for every wildcard.
+		values := func(where string, s Statement) {
+			for _, r := range s.Resources {
+				known(where, r)
+				if strings.Contains(r, "*") && s.WildcardReason == "" {
+					errs = append(errs, fmt.Errorf("driver %s: %s: resource %s has a wildcard: say why it is as narrow as it can be (WildcardReason)", d.Name, where, r))
+				}
+			}
+			for _, byKey := range s.Conditions {
+				for _, v := range byKey {
+					known(where, v)
+				}
+			}
+		}
 		for _, s := range d.Needs.Statements {
 			where := fmt.Sprintf("statement %q", s.Sid)
 			if !slices.Contains(Functions, s.Function) {
@@ -187,34 +202,14 @@ func (m Manifest) Check() error {
 				errs = append(errs, fmt.Errorf("driver %s: %s: driver %s has a statement of the %s function with that Sid", d.Name, where, other, s.Function))
 			}
 			sids[s.Function][s.Sid] = d.Name
-			for _, r := range s.Resources {
-				known(where, r)
-				if strings.Contains(r, "*") && s.WildcardReason == "" {
-					errs = append(errs, fmt.Errorf("driver %s: %s: resource %s has a wildcard: say why it is as narrow as it can be (WildcardReason)", d.Name, where, r))
-				}
-			}
-			for _, byKey := range s.Conditions {
-				for _, v := range byKey {
-					known(where, v)
-				}
-			}
+			values(where, s)
 		}
 		for _, s := range d.Needs.InTargets {
 			where := fmt.Sprintf("target statement %q", s.Sid)
 			if s.Sid == "" || len(s.Actions) == 0 || len(s.Resources) == 0 {
 				errs = append(errs, fmt.Errorf("driver %s: %s: a statement needs a Sid, actions and resources", d.Name, where))
 			}
-			for _, r := range s.Resources {
-				known(where, r)
-				if strings.Contains(r, "*") && s.WildcardReason == "" {
-					errs = append(errs, fmt.Errorf("driver %s: %s: resource %s has a wildcard: say why it is as narrow as it can be (WildcardReason)", d.Name, where, r))
-				}
-			}
-			for _, byKey := range s.Conditions {
-				for _, v := range byKey {
-					known(where, v)
-				}
-			}
+			values(where, s)
 		}
 		for _, a := range d.Needs.LogAlarms {
 			if !slices.Contains(Functions, a.Function) || !alarmIDPattern.MatchString(a.ID) || a.Message == "" || a.Description == "" {
