@@ -134,6 +134,9 @@ func (b *builder) suppressServiceRoleWildcards() {
 		serviceRole = append(serviceRole, rule("AwsSolutions-IAM4", reasonOperatorPolicies, awsManaged...))
 	}
 	suppress(b.serviceRole, serviceRole...)
+	for _, p := range b.serviceRoleGrants {
+		suppress(p, wildcardRules(servicerole.Grants(b.props.StackPrefix, nil))...)
+	}
 }
 
 // ignoreRedundantRoleDependency tells cfn-lint not to warn (W3005) that

@@ -12,29 +12,53 @@ import (
 // a deployment whose service role's policy is longer fails at that role.
 const roleInlinePolicyLimit = 10240
 
-// TestServiceRolePolicyFitsIAMsQuota resolves the service role's inline
+// managedPolicyLimit is IAM's quota on a managed policy's characters,
+// whitespace aside, and managedPoliciesPerRole its default quota on the
+// managed policies a role may have (the same page).
+const (
+	managedPolicyLimit     = 6144
+	managedPoliciesPerRole = 10
+)
+
+// TestServiceRolePolicyFitsIAMsQuota resolves the service role's own
 // policies as CloudFormation would in the longest Region name and with the
-// boundary's ARN at its longest likely length, and counts them as IAM does.
-// Each service's grants add to it: the day they would not fit, the grants
-// must move to managed policies (6,144 characters each, 10 a role).
+// boundary's ARN at its longest likely length, and counts them as IAM does:
+// its inline policies together (none since its grants outgrew them) within
+// IAM's 10,240 characters, each managed policy of its grants within 6,144,
+// and few enough managed policies to leave the operator room for theirs.
 func TestServiceRolePolicyFitsIAMsQuota(t *testing.T) {
-	role := cloudFormationRole(t, broker.json)
-	policies, _ := role["Properties"].(object)["Policies"].([]any)
-	if len(policies) == 0 {
-		t.Fatal("the service role has no inline policy")
-	}
-	total := 0
-	for _, p := range policies {
-		doc, err := json.Marshal(resolveForSize(p.(object)["PolicyDocument"]))
-		if err != nil {
-			t.Fatal(err)
-		}
-		total += len(doc) + len(p.(object)["PolicyName"].(string))
-	}
-	t.Logf("the service role's inline policies: %d of %d characters", total, roleInlinePolicyLimit)
-	if total > roleInlinePolicyLimit {
-		t.Errorf("the service role's inline policies take %d characters, over IAM's %d: move statements to managed policies",
-			total, roleInlinePolicyLimit)
+	for name, template := range map[string]map[string]any{"the broker's": broker.json, "a target account's": targetTemplate(t)} {
+		t.Run(name, func(t *testing.T) {
+			id, _ := cloudFormationRoleID(t, template)
+			policies := rolePolicies(template, id)
+			if len(policies) == 0 {
+				t.Fatal("the service role has no policy of its own")
+			}
+			inline, managed := 0, 0
+			for _, p := range policies {
+				doc, err := json.Marshal(resolveForSize(p.document))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !p.managed {
+					inline += len(doc) + len(p.name)
+					continue
+				}
+				managed++
+				t.Logf("the service role's managed policy %s: %d of %d characters", p.name, len(doc), managedPolicyLimit)
+				if len(doc) > managedPolicyLimit {
+					t.Errorf("managed policy %s takes %d characters, over IAM's %d: fewer statements a policy (grantsPerPolicy)",
+						p.name, len(doc), managedPolicyLimit)
+				}
+			}
+			if inline > roleInlinePolicyLimit {
+				t.Errorf("the service role's inline policies take %d characters, over IAM's %d", inline, roleInlinePolicyLimit)
+			}
+			if managed > managedPoliciesPerRole/2 {
+				t.Errorf("the service role has %d managed policies of its own, which leaves the operator %d of IAM's default %d",
+					managed, managedPoliciesPerRole-managed, managedPoliciesPerRole)
+			}
+		})
 	}
 }
 

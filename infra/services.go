@@ -6,6 +6,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awss3"
+	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
 
 	"github.com/serverless-osb/broker/infra/servicerole"
@@ -64,12 +65,37 @@ func conditionValues(stack awscdk.Stack, byKey map[string]any) map[string]any {
 	return out
 }
 
+// grantsPerPolicy is how many statements each managed policy of
+// grantsAsManagedPolicies holds: the largest statements (a service's
+// grants, about 1,000 characters) keep 9 of them under a managed policy's
+// 6,144 characters (TestServiceRolePolicyFitsIAMsQuota proves it).
+const grantsPerPolicy = 9
+
+// grantsAsManagedPolicies attaches statements to role as customer managed
+// policies named id1, id2, …, of at most grantsPerPolicy statements each,
+// and returns them. A role's inline policies share one quota of 10,240
+// characters, which the service role's grants outgrew; a role may have 10
+// managed policies (20 on request), of 6,144 characters each.
+func grantsAsManagedPolicies(scope constructs.Construct, id string, role awsiam.IRole, statements []awsiam.PolicyStatement, description string) []awsiam.ManagedPolicy {
+	var out []awsiam.ManagedPolicy
+	for i := 0; i*grantsPerPolicy < len(statements); i++ {
+		chunk := statements[i*grantsPerPolicy : min((i+1)*grantsPerPolicy, len(statements))]
+		out = append(out, awsiam.NewManagedPolicy(scope, jsii.String(fmt.Sprintf("%s%d", id, i+1)), &awsiam.ManagedPolicyProps{
+			Description: jsii.String(fmt.Sprintf("%s, part %d.", description, i+1)),
+			Statements:  &chunk,
+			Roles:       &[]awsiam.IRole{role},
+		}))
+	}
+	return out
+}
+
 // services defines the role CloudFormation creates, updates and deletes
 // every service stack under (a driver that declares it needs the service
 // role is told its ARN through its declared environment), so that the
 // broker's functions never hold the services' permissions: its own
-// permissions (servicerole.Grants, inline, so that it has them from the
-// moment it exists) and the managed policies the operator adds; and the
+// permissions (servicerole.Grants, in managed policies of its own, which
+// the stack makes before any service stack can be made: the worker runs
+// once the deployment is done) and the managed policies the operator adds; and the
 // permissions boundary every IAM identity those stacks make carries. What
 // the functions may do with the stacks and the role is the driver's
 // declaration (grantDriverNeeds).
@@ -109,14 +135,13 @@ func (b *builder) services() {
 		Description: jsii.String("CloudFormation's role for the stacks of the broker's service instances and bindings (" +
 			b.props.StackPrefix + "-*): what the services' templates create, nothing else."),
 		AssumedBy: awsiam.NewServicePrincipal(jsii.String("cloudformation.amazonaws.com"), nil),
-		InlinePolicies: &map[string]awsiam.PolicyDocument{
-			"ServiceStacks": awsiam.NewPolicyDocument(&awsiam.PolicyDocumentProps{Statements: &statements}),
-		},
 	}
 	if len(managed) > 0 {
 		props.ManagedPolicies = &managed
 	}
 	b.serviceRole = awsiam.NewRole(b.stack, jsii.String("ServiceRole"), props)
+	b.serviceRoleGrants = grantsAsManagedPolicies(b.stack, "ServiceStacks", b.serviceRole, statements,
+		"What CloudFormation may do for the broker's service stacks ("+b.props.StackPrefix+"-*)")
 	// Templates over 51,200 bytes reach CloudFormation from here
 	// (TemplateURL), which reads them with the worker's credentials: the
 	// worker alone may write and read them (its declared statements), over

@@ -31,14 +31,14 @@ func regional(service, resource string) object {
 }
 
 // serviceRoleStatements are the statements of the CloudFormation service
-// role's inline policies in template, by Sid.
+// role's own policies in template (its inline policies and the managed
+// policies of the template attached to it), by Sid.
 func serviceRoleStatements(t *testing.T, template map[string]any) map[string]object {
 	t.Helper()
-	role := cloudFormationRole(t, template)
+	id, _ := cloudFormationRoleID(t, template)
 	found := map[string]object{}
-	policies, _ := role["Properties"].(object)["Policies"].([]any)
-	for _, p := range policies {
-		for _, s := range p.(object)["PolicyDocument"].(object)["Statement"].([]any) {
+	for _, doc := range rolePolicies(template, id) {
+		for _, s := range doc.document["Statement"].([]any) {
 			s := s.(object)
 			sid, _ := s["Sid"].(string)
 			if _, dup := found[sid]; dup || sid == "" {
@@ -48,30 +48,70 @@ func serviceRoleStatements(t *testing.T, template map[string]any) map[string]obj
 		}
 	}
 	if len(found) == 0 {
-		t.Fatal("the service role has no inline statement")
+		t.Fatal("the service role has no statement of its own")
 	}
 	return found
+}
+
+// rolePolicy is a policy document of a role: inline (named), or a managed
+// policy of the template attached to it (managed, its logical id).
+type rolePolicy struct {
+	name     string
+	managed  bool
+	document object
+}
+
+// rolePolicies are the inline policies of role id in template, then the
+// managed policies of the template that name it in their Roles.
+func rolePolicies(template map[string]any, id string) []rolePolicy {
+	resources := template["Resources"].(object)
+	var out []rolePolicy
+	for _, p := range asList(resources[id].(object)["Properties"].(object)["Policies"]) {
+		out = append(out, rolePolicy{name: mapOf(p)["PolicyName"].(string), document: mapOf(p)["PolicyDocument"].(object)})
+	}
+	for _, pid := range slices.Sorted(maps.Keys(resources)) {
+		r := resources[pid].(object)
+		if r["Type"] != "AWS::IAM::ManagedPolicy" {
+			continue
+		}
+		props := r["Properties"].(object)
+		for _, role := range asList(props["Roles"]) {
+			if ref, _ := mapOf(role)["Ref"].(string); ref == id {
+				out = append(out, rolePolicy{name: pid, managed: true, document: props["PolicyDocument"].(object)})
+			}
+		}
+	}
+	return out
 }
 
 // cloudFormationRole is the one role of template that CloudFormation
 // assumes.
 func cloudFormationRole(t *testing.T, template map[string]any) object {
 	t.Helper()
-	var roles []object
-	for _, r := range template["Resources"].(object) {
+	_, role := cloudFormationRoleID(t, template)
+	return role
+}
+
+// cloudFormationRoleID is the logical id of the one role of template that
+// CloudFormation assumes, and the role.
+func cloudFormationRoleID(t *testing.T, template map[string]any) (string, object) {
+	t.Helper()
+	var ids []string
+	resources := template["Resources"].(object)
+	for id, r := range resources {
 		r := r.(object)
 		if r["Type"] != "AWS::IAM::Role" {
 			continue
 		}
 		text, _ := json.Marshal(r["Properties"].(object)["AssumeRolePolicyDocument"])
 		if strings.Contains(string(text), "cloudformation.amazonaws.com") {
-			roles = append(roles, r)
+			ids = append(ids, id)
 		}
 	}
-	if len(roles) != 1 {
-		t.Fatalf("%d roles that CloudFormation assumes, want 1", len(roles))
+	if len(ids) != 1 {
+		t.Fatalf("%d roles that CloudFormation assumes, want 1", len(ids))
 	}
-	return roles[0]
+	return ids[0], resources[ids[0]].(object)
 }
 
 func TestServiceRole(t *testing.T) {

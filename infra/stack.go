@@ -192,6 +192,8 @@ type builder struct {
 	// serviceRole is CloudFormation's role for the service stacks, made
 	// when a driver needs it.
 	serviceRole awsiam.Role
+	// serviceRoleGrants hold the service role's own grants.
+	serviceRoleGrants []awsiam.ManagedPolicy
 	// boundary is the permissions boundary of the IAM identities the
 	// service stacks make.
 	boundary awsiam.ManagedPolicy

@@ -116,10 +116,9 @@ func NewTargetStack(scope constructs.Construct, id string, props *TargetStackPro
 		Description: jsii.String("CloudFormation's role for the stacks of the broker's service instances and bindings (" +
 			p.StackPrefix + "-*) in this account: what the services' templates create, nothing else."),
 		AssumedBy: awsiam.NewServicePrincipal(jsii.String("cloudformation.amazonaws.com"), nil),
-		InlinePolicies: &map[string]awsiam.PolicyDocument{
-			"ServiceStacks": awsiam.NewPolicyDocument(&awsiam.PolicyDocumentProps{Statements: &grants}),
-		},
 	})
+	serviceRoleGrants := grantsAsManagedPolicies(stack, "ServiceStacks", serviceRole, grants,
+		"What CloudFormation may do for the broker's service stacks ("+p.StackPrefix+"-*) in this account")
 
 	values := map[string]string{
 		deploy.Partition: *stack.Partition(), deploy.Region: *stack.Region(), deploy.Account: *stack.Account(),
@@ -143,6 +142,9 @@ func NewTargetStack(scope constructs.Construct, id string, props *TargetStackPro
 
 	suppress(boundaryPolicy, wildcardRules(servicerole.Boundary(p.StackPrefix))...)
 	suppress(serviceRole, wildcardRules(servicerole.Grants(p.StackPrefix, nil))...)
+	for _, g := range serviceRoleGrants {
+		suppress(g, wildcardRules(servicerole.Grants(p.StackPrefix, nil))...)
+	}
 	nag := map[string]string{deploy.Partition: "<AWS::Partition>", deploy.Region: "<AWS::Region>",
 		deploy.Account: "<AWS::AccountId>", deploy.StackPrefix: p.StackPrefix}
 	for _, s := range inTargets {

@@ -243,6 +243,10 @@ func (d *Driver) at(ctx context.Context, p *Place) (*Driver, error) {
 	placed := *d
 	placed.API = api
 	placed.Logger = d.Logger.With("region", p.Region, "account", p.Account)
+	// The templates' bucket is the broker's own, which CloudFormation in
+	// another account or Region, under the role assumed there, does not
+	// read: a template over the TemplateBody limit is not placed.
+	placed.Templates, placed.placed = nil, true
 	if p.RoleARN != "" {
 		placed.Deployment.RoleARN, placed.Deployment.BoundaryARN = role.ServiceRoleARN, role.BoundaryARN
 	}

@@ -105,6 +105,9 @@ type Driver struct {
 	Clients   *Clients
 	Roles     Roles
 	Getenv    func(string) string
+	// placed: this is a copy of the driver for another account or Region
+	// (at).
+	placed bool
 }
 
 var _ broker.Driver = (*Driver)(nil)

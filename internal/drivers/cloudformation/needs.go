@@ -77,9 +77,14 @@ func Needs(roles Roles) deploy.Needs {
 		},
 	}
 	// In a target account the worker does the same, through the role it
-	// assumes there, under that account's service role; and counts the
-	// broker's stacks there for a pool (pool.go).
-	n.InTargets = append(slices.Clone(n.Statements), deploy.Statement{Function: deploy.Worker, Sid: "CountServiceStacks",
+	// assumes there, under that account's service role, but for the
+	// templates' bucket, which is the broker's own (a template over the
+	// TemplateBody limit is not placed in another account: templates.go);
+	// and counts the broker's stacks there for a pool (pool.go).
+	inTargets := slices.DeleteFunc(slices.Clone(n.Statements), func(s deploy.Statement) bool {
+		return s.Sid == "ServiceTemplates" || s.Sid == "FindServiceTemplates"
+	})
+	n.InTargets = append(inTargets, deploy.Statement{Function: deploy.Worker, Sid: "CountServiceStacks",
 		Actions: []string{"cloudformation:ListStacks"}, Resources: []string{"*"},
 		WildcardReason: "ListStacks supports no resource-level permissions: IAM only grants it on \"*\"; the driver counts the stacks named PREFIX-… among them, to place an instance of a pool where there is room."})
 	if len(roles) > 0 {

@@ -143,6 +143,11 @@ func (d *Driver) templateSource(ctx context.Context, t *Template) (body, url *st
 	if len(t.Body) <= MaxTemplateBody {
 		return aws.String(t.Body), nil, nil
 	}
+	if d.placed {
+		return nil, nil, &broker.Failure{Description: fmt.Sprintf(
+			"The template %s is over %d bytes, so CloudFormation must read it from S3; the broker's bucket for templates is not read from the account and Region the plan places its instances in, so such a template cannot be placed there yet.",
+			t.Path, MaxTemplateBody)}
+	}
 	if d.Templates == nil {
 		return nil, nil, &broker.Failure{Description: fmt.Sprintf(
 			"The template %s is over %d bytes, so CloudFormation must read it from S3, and the broker has no bucket for templates; the platform operator must give it one.",
