@@ -192,7 +192,7 @@ func testCatalog(dir string) (string, error) {
 	services = append(services, map[string]any{
 		"id": cacheService, "name": "moto-cannot-run", "description": "A serverless cache, which moto's CloudFormation cannot make.",
 		"bindable": false, "plans": []any{map[string]any{"id": cachePlan, "name": "cache", "description": "A Valkey serverless cache.",
-			"broker": map[string]any{"driver": "cloudformation", "template": "moto-cannot/instance.yaml", "retry_after": 1}}},
+			"broker": map[string]any{"driver": "cloudformation", "mode": "async-only", "template": "moto-cannot/instance.yaml", "retry_after": 1}}},
 	})
 	data, err := yaml.Marshal(map[string]any{"services": services})
 	if err != nil {
