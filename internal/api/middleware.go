@@ -89,7 +89,8 @@ func requestLog(logger *slog.Logger, next http.Handler) http.Handler {
 		}
 		rec := &statusRecorder{ResponseWriter: w}
 		next.ServeHTTP(rec, r.WithContext(ctx))
-		attrs := []slog.Attr{slog.String("method", truncate(r.Method, 16))}
+		attrs := make([]slog.Attr, 0, 8) // method, route or path, status, duration, the ids, the user, the identity
+		attrs = append(attrs, slog.String("method", truncate(r.Method, 16)))
 		switch {
 		case ri.route != "":
 			attrs = append(attrs, slog.String("route", ri.route))
@@ -99,9 +100,9 @@ func requestLog(logger *slog.Logger, next http.Handler) http.Handler {
 		attrs = append(attrs, slog.Int("status", rec.status), slog.Int64("duration_ms", time.Since(start).Milliseconds()))
 		if ri.authenticated {
 			// These are in the context of later lines, not of this one.
-			for k, v := range map[string]string{"instance_id": ri.instanceID, "binding_id": ri.bindingID, "user": ri.user} {
-				if v != "" {
-					attrs = append(attrs, slog.String(k, v))
+			for _, a := range [...]slog.Attr{slog.String("instance_id", ri.instanceID), slog.String("binding_id", ri.bindingID), slog.String("user", ri.user)} {
+				if a.Value.String() != "" {
+					attrs = append(attrs, a)
 				}
 			}
 			if id := r.Header.Get(HeaderRequestIdentity); id != "" {

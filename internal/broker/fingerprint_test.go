@@ -1,8 +1,11 @@
 package broker
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/serverless-osb/broker/internal/catalog"
@@ -175,6 +178,43 @@ func TestFingerprintsKeepTheirStoredValues(t *testing.T) {
 	for kind, w := range want {
 		if got[kind] != w {
 			t.Errorf("the %s fingerprint changed: %s, was %s", kind, got[kind], w)
+		}
+	}
+}
+
+// fingerprintBefore is Fingerprint as it was written first, one Write and
+// one json.Marshal per value: the fingerprints stored with every instance,
+// binding and operation are its, so Fingerprint must give the same.
+func fingerprintBefore(values ...any) string {
+	h := sha256.New()
+	for _, v := range values {
+		if raw, ok := v.(json.RawMessage); ok {
+			v = canonical(raw)
+		}
+		b, _ := json.Marshal(v)
+		h.Write(b)
+		h.Write([]byte{0})
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+func TestFingerprintIsTheSameAsStored(t *testing.T) {
+	long := strings.Repeat("a-long-value-", 60) // past the stack buffer
+	cases := [][]any{
+		{"deprovision"},
+		{"svc", "plan", "org", "space", json.RawMessage(`{}`), ""},
+		{"svc", "plan", "org", "space", json.RawMessage(nil), "1.0.0"},
+		{"svc", "plan", "org", "space", json.RawMessage(`null`), "1.0.0"},
+		{"svc", "plan", "org", "space", json.RawMessage(`{ }`), "1.0.0"},
+		{"svc", "plan", "org", "space", json.RawMessage(`{"b":[1,2], "a":"<&>"}`), "1.0.0"},
+		{"svc", "plan", "org", "space", json.RawMessage(`not json`), "1.0.0"},
+		{"bind", "a \"quoted\" \\ value", "<html>&", "a<b", "a>b", "a&b", "tab\there", "new\nline", "\x7f", "é ü 日本", "\u2028", "\xff\xfe", ""},
+		{"update", "plan", json.RawMessage(`{"x":1}`), json.RawMessage(`{"platform":"cf"}`), &MaintenanceInfo{Version: "2.0.0"}},
+		{long, json.RawMessage(`{"k":"` + long + `"}`), nil, 3, true},
+	}
+	for _, c := range cases {
+		if got, want := Fingerprint(c...), fingerprintBefore(c...); got != want {
+			t.Errorf("Fingerprint(%q) = %s, want %s as stored", c, got, want)
 		}
 	}
 }

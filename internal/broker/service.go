@@ -163,16 +163,40 @@ func (b *Broker) finished(op Operation, state OperationState, description string
 // Fingerprint hashes the canonical JSON of the values that make two requests
 // "identical" in the OSB sense.
 func Fingerprint(values ...any) string {
-	h := sha256.New()
+	// The hash of the values' encodings, each followed by a zero byte,
+	// gathered on the stack: the same bytes as one Write per encoding.
+	var onStack [512]byte
+	b := onStack[:0]
 	for _, v := range values {
 		if raw, ok := v.(json.RawMessage); ok {
+			if len(raw) == 0 || string(raw) == "{}" || string(raw) == "null" {
+				b = append(b, "{}\x00"...) // what canonical makes of them, without decoding
+				continue
+			}
 			v = canonical(raw)
 		}
-		b, _ := json.Marshal(v)
-		h.Write(b)
-		h.Write([]byte{0})
+		if s, ok := v.(string); ok && plainJSONString(s) {
+			b = append(append(append(b, '"'), s...), '"')
+		} else {
+			enc, _ := json.Marshal(v)
+			b = append(b, enc...)
+		}
+		b = append(b, 0)
 	}
-	return hex.EncodeToString(h.Sum(nil))
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+// plainJSONString says whether json.Marshal encodes s as s in quotes:
+// printable ASCII that it neither escapes nor, as HTML, rewrites.
+func plainJSONString(s string) bool {
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c < 0x20 || c >= 0x7f, c == '"', c == '\\', c == '<', c == '>', c == '&':
+			return false
+		}
+	}
+	return true
 }
 
 // canonical decodes JSON so that re-encoding sorts keys and drops spacing;

@@ -12,16 +12,39 @@ package jsonenc
 import (
 	"bytes"
 	"encoding/json"
+	"sync"
 )
+
+// encoder is a buffer with its Encoder, kept between calls: a new one per
+// call grew its buffer from nothing, a few allocations for every item the
+// store writes.
+type encoder struct {
+	buf bytes.Buffer
+	enc *json.Encoder
+}
+
+var encoders = sync.Pool{New: func() any {
+	e := &encoder{}
+	e.enc = json.NewEncoder(&e.buf)
+	e.enc.SetEscapeHTML(false)
+	return e
+}}
+
+// maxPooled keeps a buffer that one large value grew out of the pool.
+const maxPooled = 64 << 10
 
 // Marshal returns the compact JSON encoding of v, without HTML escaping and
 // without a trailing newline.
 func Marshal(v any) ([]byte, error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
+	e := encoders.Get().(*encoder)
+	defer func() {
+		if e.buf.Cap() <= maxPooled {
+			e.buf.Reset()
+			encoders.Put(e)
+		}
+	}()
+	if err := e.enc.Encode(v); err != nil {
 		return nil, err
 	}
-	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+	return bytes.Clone(bytes.TrimSuffix(e.buf.Bytes(), []byte("\n"))), nil
 }

@@ -74,7 +74,14 @@ func (h contextHandler) Enabled(ctx context.Context, level slog.Level) bool {
 }
 
 func (h contextHandler) Handle(ctx context.Context, r slog.Record) error {
-	attrs := make([]slog.Attr, 0, r.NumAttrs())
+	fromCtx, _ := ctx.Value(ctxKey{}).([]slog.Attr)
+	// One slice for all the attributes of the innermost scope out, so that
+	// a line without groups (nearly every one) copies them once.
+	n := r.NumAttrs() + len(fromCtx)
+	for _, sc := range h.scopes {
+		n += len(sc.attrs)
+	}
+	attrs := make([]slog.Attr, 0, n)
 	r.Attrs(func(a slog.Attr) bool {
 		attrs = append(attrs, a)
 		return true
@@ -82,10 +89,9 @@ func (h contextHandler) Handle(ctx context.Context, r slog.Record) error {
 	// Build from the innermost group out; the context's attributes belong
 	// to the top level.
 	for i := len(h.scopes) - 1; i >= 0; i-- {
-		attrs = slices.Concat(h.scopes[i].attrs, attrs)
+		attrs = slices.Insert(attrs, 0, h.scopes[i].attrs...)
 		if i == 0 {
-			fromCtx, _ := ctx.Value(ctxKey{}).([]slog.Attr)
-			attrs = slices.Concat(fromCtx, attrs)
+			attrs = slices.Insert(attrs, 0, fromCtx...)
 		}
 		attrs = unique(attrs)
 		if i > 0 && len(attrs) > 0 {
@@ -133,11 +139,18 @@ func unique(attrs []slog.Attr) []slog.Attr {
 		}
 	}
 	inline(attrs)
-	seen := make(map[string]bool, len(flat))
-	out := make([]slog.Attr, 0, len(flat))
+	// Keep the last of each key, in place: walking back, the kept ones
+	// gather at the end of flat, behind the one being read. A line has a
+	// dozen attributes or so, which a scan of those kept tells apart
+	// faster than a map; a long one gets the map.
+	var seen map[string]bool
+	if len(flat) > maxScanned {
+		seen = make(map[string]bool, len(flat))
+	}
+	kept := len(flat)
 	for i := len(flat) - 1; i >= 0; i-- {
 		a := flat[i]
-		if seen[a.Key] {
+		if seen != nil && seen[a.Key] || seen == nil && hasKey(flat[kept:], a.Key) {
 			continue
 		}
 		if a.Value.Kind() == slog.KindGroup {
@@ -147,9 +160,23 @@ func unique(attrs []slog.Attr) []slog.Attr {
 			}
 			a.Value = slog.GroupValue(members...)
 		}
-		seen[a.Key] = true
-		out = append(out, a)
+		if seen != nil {
+			seen[a.Key] = true
+		}
+		kept--
+		flat[kept] = a
 	}
-	slices.Reverse(out)
-	return out
+	return flat[kept:]
+}
+
+// maxScanned is the most attributes unique tells apart by scanning.
+const maxScanned = 32
+
+func hasKey(attrs []slog.Attr, key string) bool {
+	for _, a := range attrs {
+		if a.Key == key {
+			return true
+		}
+	}
+	return false
 }

@@ -12,7 +12,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"slices"
 )
 
@@ -102,6 +101,49 @@ func Parse(data []byte) (Sealed, error) {
 		return Sealed{}, fmt.Errorf("parse sealed value: %w", err)
 	}
 	return s, nil
+}
+
+// isSealed says whether Parse reads data.
+func isSealed(data []byte) bool {
+	_, ok := parseSealed(data)
+	return ok
+}
+
+// parseSealed is Parse without building the error that says why not: the
+// store asks it of every value it reads or writes, and most are not
+// sealed (a fingerprint, parameters in clear).
+func parseSealed(data []byte) (Sealed, bool) {
+	if !startsObject(data) {
+		return Sealed{}, false
+	}
+	var s Sealed
+	if json.Unmarshal(data, &s) != nil || !s.wellFormed() {
+		return Sealed{}, false
+	}
+	return s, true
+}
+
+// isSealedString is isSealed for a value kept as a string (a fingerprint),
+// copied to bytes only when it may be sealed.
+func isSealedString(data string) bool { return startsObject(data) && isSealed([]byte(data)) }
+
+// startsObject says whether data's first byte, after JSON's whitespace,
+// opens an object: only a JSON object decodes into a Sealed, and anything
+// else (a fingerprint's hex, null, a string) fails there.
+func startsObject[T string | []byte](data T) bool {
+	i := 0
+	for i < len(data) && (data[i] == ' ' || data[i] == '\t' || data[i] == '\n' || data[i] == '\r') {
+		i++
+	}
+	return i < len(data) && data[i] == '{'
+}
+
+// wellFormed says whether check finds nothing wrong, without the error.
+func (s Sealed) wellFormed() bool {
+	return s.Version == Version && (s.Alg == AlgLocal || s.Alg == AlgKMS) && s.KeyID != "" &&
+		!(s.Alg == AlgKMS && len(s.DataKey) == 0) &&
+		!(s.Alg == AlgLocal && (len(s.DataKey) != 0 || s.KMSContext != nil)) &&
+		len(s.Nonce) == nonceSize && len(s.Ciphertext) >= tagSize
 }
 
 // check verifies the shape of s, before any key is looked up.
@@ -211,27 +253,48 @@ func checkContext(s Sealed, ec map[string]string) error {
 // additionalData is what AES-GCM authenticates besides the ciphertext:
 // the envelope's header and the item's encryption context.
 func additionalData(s Sealed, ec map[string]string) []byte {
-	var b []byte
+	b := make([]byte, 0, 128+len(s.KeyID)+len(s.DataKey))
 	b = appendField(b, []byte("serverless-osb/sealing"))
 	b = binary.AppendUvarint(b, uint64(s.Version))
 	b = appendField(b, []byte(s.Alg))
 	b = appendField(b, []byte(s.KeyID))
 	b = appendField(b, s.DataKey)
-	b = appendField(b, canonical(s.KMSContext))
-	b = appendField(b, canonical(ec))
-	return b
+	b = appendCanonicalField(b, s.KMSContext)
+	return appendCanonicalField(b, ec)
 }
 
 // canonical encodes an encryption context as one byte string, the same
 // for equal maps and different for different ones: entries sorted by key,
 // each string prefixed by its length.
 func canonical(ec map[string]string) []byte {
-	b := binary.AppendUvarint(nil, uint64(len(ec)))
-	for _, k := range slices.Sorted(maps.Keys(ec)) {
-		b = appendField(b, []byte(k))
-		b = appendField(b, []byte(ec[k]))
+	return appendCanonical(nil, ec)
+}
+
+// maxSortedOnStack covers every context the broker builds (at most four
+// entries), so that sorting their keys allocates nothing.
+const maxSortedOnStack = 8
+
+func appendCanonical(b []byte, ec map[string]string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(ec)))
+	var onStack [maxSortedOnStack]string
+	keys := onStack[:0]
+	for k := range ec {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		b = appendString(b, k)
+		b = appendString(b, ec[k])
 	}
 	return b
+}
+
+// appendCanonicalField appends canonical(ec) as appendField would, without
+// building it apart first: its length prefix, then its bytes.
+func appendCanonicalField(b []byte, ec map[string]string) []byte {
+	var onStack [256]byte
+	c := appendCanonical(onStack[:0], ec)
+	return appendField(b, c)
 }
 
 func appendField(b, field []byte) []byte {
@@ -239,7 +302,14 @@ func appendField(b, field []byte) []byte {
 	return append(b, field...)
 }
 
+func appendString(b []byte, field string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(field)))
+	return append(b, field...)
+}
+
 func contextDigest(ec map[string]string) []byte {
-	sum := sha256.Sum256(append([]byte("serverless-osb/sealing context\x00"), canonical(ec)...))
+	var onStack [256]byte
+	b := append(onStack[:0], "serverless-osb/sealing context\x00"...)
+	sum := sha256.Sum256(appendCanonical(b, ec))
 	return sum[:digestSize]
 }

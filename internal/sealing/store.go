@@ -89,19 +89,20 @@ func (s *Store) now() time.Time {
 	return time.Now()
 }
 
-// inClear is what reading what, a value found in clear, returns: nil while
+// inClear is what reading a value found in clear, named by what, returns: nil while
 // the store accepts values in clear (neither SealedOnly nor the mode
 // refuses them), else an error naming it. A plan's parameters and
 // fingerprints (plan not empty) are refused by the mode only when it
 // records the plan among those it sealed: a plan marked sensitive after
-// the last re-seal pass still has values in clear.
-func (s *Store) inClear(ctx context.Context, what, plan string) error {
+// the last re-seal pass still has values in clear. The name is built only
+// for an error: most reads find values in clear and accept them.
+func (s *Store) inClear(ctx context.Context, plan string, what func() string) error {
 	if s.SealedOnly && (plan == "" || s.sensitive(plan)) {
 		// Sealed-only is the deployments' default: on one upgraded from a
 		// broker that stored values in clear, this is the line that says
 		// what to do.
 		return fmt.Errorf("%s: %w (%s=true: if the value dates from before sealing, run `ops reseal`, "+
-			"or deploy with sealedOnly=false until it has run)", what, ErrStoredInClear, env.SealedOnly)
+			"or deploy with sealedOnly=false until it has run)", what(), ErrStoredInClear, env.SealedOnly)
 	}
 	refuses := func(m broker.SealingMode) bool {
 		return m.SealedOnly && (plan == "" || slices.Contains(m.SensitivePlans, plan))
@@ -117,7 +118,7 @@ func (s *Store) inClear(ctx context.Context, what, plan string) error {
 	if !refuses(m) && (at.IsZero() || !now.Before(at.Add(maxAge))) {
 		read, err := s.SealingMode(ctx)
 		if err != nil {
-			return fmt.Errorf("%s is in clear, and the sealing mode is unknown: %w", what, err)
+			return fmt.Errorf("%s is in clear, and the sealing mode is unknown: %w", what(), err)
 		}
 		s.mu.Lock()
 		// A mode that refused once is kept: deleting the item does not
@@ -130,7 +131,7 @@ func (s *Store) inClear(ctx context.Context, what, plan string) error {
 		s.mu.Unlock()
 	}
 	if refuses(m) {
-		return fmt.Errorf("%s: %w", what, ErrStoredInClear)
+		return fmt.Errorf("%s: %w", what(), ErrStoredInClear)
 	}
 	return nil
 }
@@ -143,12 +144,34 @@ func recordContext(instanceID, name string) map[string]string {
 	return map[string]string{"instance_id": instanceID, "record": name}
 }
 
-func parametersContext(instanceID, bindingID, operationID string) map[string]string {
-	return requestContext("parameters", instanceID, bindingID, operationID)
+func parametersContext(instanceID, bindingID, operationID string) requestItem {
+	return requestItem{"parameters", instanceID, bindingID, operationID}
 }
 
-func fingerprintContext(instanceID, bindingID, operationID string) map[string]string {
-	return requestContext("fingerprint", instanceID, bindingID, operationID)
+func fingerprintContext(instanceID, bindingID, operationID string) requestItem {
+	return requestItem{"fingerprint", instanceID, bindingID, operationID}
+}
+
+// requestItem names a request's field and its item: the instance, the
+// binding, or the operation. Most such fields are stored in clear (their
+// plan's parameters are not secret), so its encryption context is built
+// only to seal or open one.
+type requestItem struct{ field, instanceID, bindingID, operationID string }
+
+// context binds the field to its item.
+func (r requestItem) context() map[string]string {
+	return requestContext(r.field, r.instanceID, r.bindingID, r.operationID)
+}
+
+// describe names the item, for errors.
+func (r requestItem) describe() string {
+	switch {
+	case r.bindingID != "":
+		return "binding " + r.bindingID + " of instance " + r.instanceID
+	case r.operationID != "":
+		return "operation " + r.operationID + " of instance " + r.instanceID
+	}
+	return "instance " + r.instanceID
 }
 
 // requestContext binds a request's field to its item: the instance, the
@@ -169,29 +192,30 @@ func (s *Store) sensitive(planID string) bool { return slices.Contains(s.Sensiti
 // sealParameters seals the parameters of an item of planID when the plan
 // says they may hold secrets, or when they look like a sealed value, so
 // that opening them gives back exactly what the platform sent.
-func (s *Store) sealParameters(ctx context.Context, planID string, params json.RawMessage, ec map[string]string) (json.RawMessage, error) {
+func (s *Store) sealParameters(ctx context.Context, planID string, params json.RawMessage, item requestItem) (json.RawMessage, error) {
 	if len(params) == 0 || !(isSealed(params) || s.sensitive(planID)) {
 		return params, nil
 	}
-	sealed, err := s.seal(ctx, params, ec)
+	sealed, err := s.seal(ctx, params, item.context())
 	if err != nil {
-		return nil, fmt.Errorf("seal the parameters of %s: %w", describe(ec), err)
+		return nil, fmt.Errorf("seal the parameters of %s: %w", item.describe(), err)
 	}
 	return sealed, nil
 }
 
 // openParameters opens sealed parameters of an item of planID in place;
 // parameters in clear are refused when the sealing mode refuses the plan's.
-func (s *Store) openParameters(ctx context.Context, planID string, params *json.RawMessage, ec map[string]string) error {
-	if !isSealed(*params) {
+func (s *Store) openParameters(ctx context.Context, planID string, params *json.RawMessage, item requestItem) error {
+	sealed, ok := parseSealed(*params)
+	if !ok {
 		if len(*params) == 0 || string(*params) == "null" {
 			return nil
 		}
-		return s.inClear(ctx, "the parameters of "+describe(ec), planID)
+		return s.inClear(ctx, planID, func() string { return "the parameters of " + item.describe() })
 	}
-	plain, err := s.open(ctx, *params, ec)
+	plain, err := s.Sealer.Open(ctx, sealed, item.context())
 	if err != nil {
-		return fmt.Errorf("open the parameters of %s: %w", describe(ec), err)
+		return fmt.Errorf("open the parameters of %s: %w", item.describe(), err)
 	}
 	*params = plain
 	return nil
@@ -203,13 +227,13 @@ func (s *Store) openParameters(ctx context.Context, planID string, params *json.
 // trying values. Sealed, it is opened on read like the parameters, so the
 // broker still compares fingerprints in clear, in memory; no key beyond
 // the sealing one is needed, and with KMS the cached data key opens it.
-func (s *Store) sealFingerprint(ctx context.Context, planID string, fp *string, ec map[string]string) error {
-	if *fp == "" || !s.sensitive(planID) || isSealed(json.RawMessage(*fp)) {
+func (s *Store) sealFingerprint(ctx context.Context, planID string, fp *string, item requestItem) error {
+	if *fp == "" || !s.sensitive(planID) || isSealedString(*fp) {
 		return nil
 	}
-	sealed, err := s.seal(ctx, []byte(*fp), ec)
+	sealed, err := s.seal(ctx, []byte(*fp), item.context())
 	if err != nil {
-		return fmt.Errorf("seal the fingerprint of %s: %w", describe(ec), err)
+		return fmt.Errorf("seal the fingerprint of %s: %w", item.describe(), err)
 	}
 	*fp = string(sealed)
 	return nil
@@ -217,30 +241,19 @@ func (s *Store) sealFingerprint(ctx context.Context, planID string, fp *string, 
 
 // openFingerprint opens a sealed fingerprint of an item of planID in
 // place; one in clear is refused when the sealing mode refuses the plan's.
-func (s *Store) openFingerprint(ctx context.Context, planID string, fp *string, ec map[string]string) error {
+func (s *Store) openFingerprint(ctx context.Context, planID string, fp *string, item requestItem) error {
 	if *fp == "" {
 		return nil
 	}
-	if !isSealed(json.RawMessage(*fp)) {
-		return s.inClear(ctx, "the fingerprint of "+describe(ec), planID)
+	if !isSealedString(*fp) {
+		return s.inClear(ctx, planID, func() string { return "the fingerprint of " + item.describe() })
 	}
-	plain, err := s.open(ctx, json.RawMessage(*fp), ec)
+	plain, err := s.open(ctx, json.RawMessage(*fp), item.context())
 	if err != nil {
-		return fmt.Errorf("open the fingerprint of %s: %w", describe(ec), err)
+		return fmt.Errorf("open the fingerprint of %s: %w", item.describe(), err)
 	}
 	*fp = string(plain)
 	return nil
-}
-
-// describe names the item of a parameters context, for errors.
-func describe(ec map[string]string) string {
-	switch {
-	case ec["binding_id"] != "":
-		return "binding " + ec["binding_id"] + " of instance " + ec["instance_id"]
-	case ec["operation_id"] != "":
-		return "operation " + ec["operation_id"] + " of instance " + ec["instance_id"]
-	}
-	return "instance " + ec["instance_id"]
 }
 
 func (s *Store) sealInstance(ctx context.Context, inst broker.Instance) (broker.Instance, error) {
@@ -346,7 +359,9 @@ func (s *Store) openBinding(ctx context.Context, b *broker.Binding) error {
 		if len(b.Credentials) == 0 {
 			return nil
 		}
-		return s.inClear(ctx, fmt.Sprintf("the credentials of binding %s of instance %s", b.ID, b.InstanceID), "")
+		return s.inClear(ctx, "", func() string {
+			return fmt.Sprintf("the credentials of binding %s of instance %s", b.ID, b.InstanceID)
+		})
 	}
 	plain, err := s.open(ctx, b.Sealed, credentialsContext(b.InstanceID, b.ID))
 	if err != nil {
@@ -375,23 +390,19 @@ func (s *Store) SealData(ctx context.Context, instanceID, name string, data json
 // openData opens a record's data in place; data that is not sealed (stored
 // before sealing was on) is left as it is, unless the store is sealed only.
 func (s *Store) openData(ctx context.Context, what, instanceID, name string, data *json.RawMessage) error {
-	if !isSealed(*data) {
+	sealed, ok := parseSealed(*data)
+	if !ok {
 		if len(*data) == 0 || string(*data) == "null" {
 			return nil
 		}
-		return s.inClear(ctx, fmt.Sprintf("the data of %s %s of instance %s", what, name, instanceID), "")
+		return s.inClear(ctx, "", func() string { return fmt.Sprintf("the data of %s %s of instance %s", what, name, instanceID) })
 	}
-	plain, err := s.open(ctx, *data, recordContext(instanceID, name))
+	plain, err := s.Sealer.Open(ctx, sealed, recordContext(instanceID, name))
 	if err != nil {
 		return fmt.Errorf("open record %s of %s: %w", name, instanceID, err)
 	}
 	*data = plain
 	return nil
-}
-
-func isSealed(data json.RawMessage) bool {
-	_, err := Parse(data)
-	return err == nil
 }
 
 func (s *Store) seal(ctx context.Context, plain []byte, ec map[string]string) (json.RawMessage, error) {

@@ -3,7 +3,6 @@ package local
 import (
 	"context"
 	"encoding/json"
-	"maps"
 	"strconv"
 	"sync"
 	"time"
@@ -42,9 +41,9 @@ func (x *execution) attemptMap(ctx context.Context, st *state, input any, entere
 		if st.itemSelector == nil {
 			continue
 		}
-		ic := maps.Clone(c)
-		ic["Map"] = map[string]any{"Item": map[string]any{"Index": json.Number(strconv.Itoa(i)), "Value": item}}
-		if inputs[i], serr = st.itemSelector.eval(eff, ic); serr != nil {
+		ic := *c
+		ic.mapItem = map[string]any{"Index": json.Number(strconv.Itoa(i)), "Value": item}
+		if inputs[i], serr = st.itemSelector.eval(eff, &ic); serr != nil {
 			return nil, serr
 		}
 	}

@@ -189,6 +189,9 @@ func (p path) lookup(doc any) (any, bool) {
 // context object for "$$" paths.
 func (p path) lookupIn(input, contextObject any) (any, bool) {
 	if p.context {
+		if c, ok := contextObject.(*stateContext); ok {
+			return c.lookup(p)
+		}
 		return p.lookup(contextObject)
 	}
 	return p.lookup(input)

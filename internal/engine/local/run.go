@@ -188,25 +188,90 @@ func (x *execution) end(status broker.ExecutionStatus, output any, errName, caus
 	}
 }
 
-// contextObject is "$$" for a state.
-func (x *execution) contextObject(st *state, entered time.Time, retries int) map[string]any {
-	return map[string]any{
-		"Execution": map[string]any{
-			"Id":        "arn:aws:states:local:000000000000:execution:" + string(x.workflow) + ":" + x.name,
-			"Name":      x.name,
-			"Input":     x.input,
-			"StartTime": formatTime(x.started),
-		},
-		"State": map[string]any{
-			"Name":        st.name,
-			"EnteredTime": formatTime(entered),
-			"RetryCount":  json.Number(strconv.Itoa(retries)),
-		},
-		"StateMachine": map[string]any{
-			"Id":   "arn:aws:states:local:000000000000:stateMachine:" + string(x.workflow),
-			"Name": string(x.workflow),
-		},
+// contextObject is "$$" for a state. A Task's Parameters name one of its
+// fields ($$.Execution.Name), so it builds a field only when a path asks
+// for it, not the whole object for every state.
+func (x *execution) contextObject(st *state, entered time.Time, retries int) *stateContext {
+	return &stateContext{x: x, st: st, entered: entered, retries: retries}
+}
+
+// stateContext is the context object of one state.
+type stateContext struct {
+	x       *execution
+	st      *state
+	entered time.Time
+	retries int
+	// mapItem is $$.Map.Item in a Map's ItemSelector; nil elsewhere.
+	mapItem map[string]any
+}
+
+// lookup resolves a "$$" path: the paths that load name a field of
+// contextFields, so only that field is built.
+func (c *stateContext) lookup(p path) (any, bool) {
+	if len(p.steps) < 2 || p.steps[0].index >= 0 || p.steps[1].index >= 0 {
+		return p.lookup(c.object())
 	}
+	v, ok := c.field(p.steps[0].field, p.steps[1].field)
+	if !ok {
+		return nil, false
+	}
+	return path{steps: p.steps[2:]}.lookup(v)
+}
+
+// field is $$.<group>.<name>.
+func (c *stateContext) field(group, name string) (any, bool) {
+	x := c.x
+	switch group {
+	case "Execution":
+		switch name {
+		case "Id":
+			return "arn:aws:states:local:000000000000:execution:" + string(x.workflow) + ":" + x.name, true
+		case "Name":
+			return x.name, true
+		case "Input":
+			return x.input, true
+		case "StartTime":
+			return formatTime(x.started), true
+		}
+	case "State":
+		switch name {
+		case "Name":
+			return c.st.name, true
+		case "EnteredTime":
+			return formatTime(c.entered), true
+		case "RetryCount":
+			return json.Number(strconv.Itoa(c.retries)), true
+		}
+	case "StateMachine":
+		switch name {
+		case "Id":
+			return "arn:aws:states:local:000000000000:stateMachine:" + string(x.workflow), true
+		case "Name":
+			return string(x.workflow), true
+		}
+	case "Map":
+		if name == "Item" && c.mapItem != nil {
+			return c.mapItem, true
+		}
+	}
+	return nil, false
+}
+
+// object is the whole context object, as maps.
+func (c *stateContext) object() map[string]any {
+	o := map[string]any{}
+	for group, names := range contextFields {
+		m := map[string]any{}
+		for name := range names {
+			if v, ok := c.field(group, name); ok {
+				m[name] = v
+			}
+		}
+		if len(m) > 0 {
+			o[group] = m
+		}
+	}
+	return o
 }
 
 // formatTime writes times the way the context object has them.
@@ -264,7 +329,7 @@ func (x *execution) runState(ctx context.Context, st *state, input any, entered 
 	return stepResult{next: next, output: out}
 }
 
-func (x *execution) choose(st *state, input any, c map[string]any) (string, *stateError) {
+func (x *execution) choose(st *state, input any, c *stateContext) (string, *stateError) {
 	for _, r := range st.choices {
 		ok, err := r.eval(input, c)
 		if err != nil {
@@ -414,7 +479,7 @@ func (x *execution) attemptTask(ctx context.Context, st *state, input any, enter
 // output is the output of a Task or a Map state from its input and its
 // result: ResultSelector (with the context object c), ResultPath,
 // OutputPath.
-func (st *state) output(input, result any, c map[string]any) (any, *stateError) {
+func (st *state) output(input, result any, c *stateContext) (any, *stateError) {
 	if st.resultSelector != nil {
 		var serr *stateError
 		if result, serr = st.resultSelector.eval(result, c); serr != nil {
