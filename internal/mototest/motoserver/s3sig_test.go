@@ -21,7 +21,7 @@ import (
 // client percent-encodes (a listing's delimiter=%2F, as `aws s3 ls
 // s3://BUCKET` sends, a prefix or key with a space, "+", "=", "&" or a
 // non-ASCII letter) are checked against the signature the client made (the
-// fixes' fifteenth): moto refused each with SignatureDoesNotMatch, whatever
+// fixes' sixteenth): moto refused each with SignatureDoesNotMatch, whatever
 // the keys.
 func TestS3AcceptsWhatItsClientsSignUnderIAMEnforcement(t *testing.T) {
 	ctx, cancel := waittest.Context(t)
