@@ -9,6 +9,7 @@ import (
 
 	"github.com/serverless-osb/broker/internal/app/apptest"
 	"github.com/serverless-osb/broker/internal/store/storetest"
+	"github.com/serverless-osb/broker/internal/broker"
 	"github.com/serverless-osb/broker/internal/waittest"
 )
 
@@ -523,6 +524,21 @@ func TestBindingStatusCodes(t *testing.T) {
 		bid := f.id("b")
 		bind := f.do(http.MethodPut, bindingPath(id, bid)+"?accepts_incomplete=true", bindBody(f.asyncPlan, map[string]any{"duration_seconds": 60}))
 		check(t, "bind", bind, expect{status: 202})
+		// The bind's first Task has made its credentials (the demo's record):
+		// the unbind then has something to delete, which takes the binding's
+		// 60 s, rather than nothing, which it would finish at once.
+		waittest.Until(t, func() error {
+			snap, err := f.b.Local.Store.Load(t.Context(), id, "", bid)
+			if err != nil {
+				return err
+			}
+			for _, r := range snap.Records {
+				if r.Name == broker.BindingRecord(bid) {
+					return nil
+				}
+			}
+			return fmt.Errorf("the bind of %s has not begun", bid)
+		})
 		unbind := f.do(http.MethodDelete, bindingPath(id, bid)+"?accepts_incomplete=true&"+f.deleteQuery(f.asyncPlan), nil)
 		check(t, "unbind", unbind, expect{status: 202})
 		halted := f.do(http.MethodGet, bindingPath(id, bid)+"/last_operation?operation="+bind.Str("operation"), nil)
