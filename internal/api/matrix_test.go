@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/serverless-osb/broker/internal/app/apptest"
-	"github.com/serverless-osb/broker/internal/store/storetest"
 	"github.com/serverless-osb/broker/internal/broker"
+	"github.com/serverless-osb/broker/internal/store/storetest"
 	"github.com/serverless-osb/broker/internal/waittest"
 )
 
