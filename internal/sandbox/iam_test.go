@@ -1,6 +1,7 @@
 package sandbox_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -21,7 +22,25 @@ import (
 // credentials' password.
 func rawBind(t *testing.T, sb *sandbox.Sandbox, instance, binding, body string) string {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodPut, sb.URL+"/v2/service_instances/"+instance+"/service_bindings/"+binding, strings.NewReader(body))
+	status, data := putRaw(t, sb, "/v2/service_instances/"+instance+"/service_bindings/"+binding, []byte(body))
+	if status != http.StatusCreated {
+		t.Fatalf("bind %s/%s: %d %s", instance, binding, status, data)
+	}
+	var r struct {
+		Credentials map[string]any `json:"credentials"`
+	}
+	if err := json.Unmarshal([]byte(data), &r); err != nil {
+		t.Fatal(err)
+	}
+	p, _ := r.Credentials["password"].(string)
+	return p
+}
+
+// putRaw sends PUT rawPath (escaped as it is) with body to sb's broker as
+// its platform does, and returns the answer's status and body.
+func putRaw(t *testing.T, sb *sandbox.Sandbox, rawPath string, body []byte) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPut, sb.URL+rawPath, bytes.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,17 +53,7 @@ func rawBind(t *testing.T, sb *sandbox.Sandbox, instance, binding, body string) 
 	}
 	defer resp.Body.Close()
 	data, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusCreated {
-		t.Fatalf("bind %s/%s: %d %s", instance, binding, resp.StatusCode, data)
-	}
-	var r struct {
-		Credentials map[string]any `json:"credentials"`
-	}
-	if err := json.Unmarshal(data, &r); err != nil {
-		t.Fatal(err)
-	}
-	p, _ := r.Credentials["password"].(string)
-	return p
+	return resp.StatusCode, string(data)
 }
 
 // withoutAction writes a copy of the template, beside it (its assets are

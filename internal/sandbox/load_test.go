@@ -1,9 +1,7 @@
 package sandbox_test
 
 import (
-	"bytes"
 	"encoding/json"
-	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -21,20 +19,7 @@ import (
 // and body.
 func provisionRaw(t *testing.T, rawPath string, body []byte) (int, string) {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodPut, shared.URL+rawPath, bytes.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.SetBasicAuth(shared.Username, shared.Password)
-	req.Header.Set("X-Broker-API-Version", "2.17")
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	data, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(data)
+	return putRaw(t, shared, rawPath, body)
 }
 
 // provisionBody is a provision of the demo's synchronous plan whose
