@@ -5,6 +5,7 @@
 package motoserver
 
 import (
+	"bytes"
 	_ "embed"
 	"fmt"
 	"net"
@@ -128,31 +129,55 @@ func Start(o Options) (*Server, error) {
 		s.Stop()
 		return nil, err
 	}
-	port, err := freePort()
-	if err != nil {
-		s.Stop()
-		return nil, err
-	}
-	s.Endpoint = fmt.Sprintf("http://127.0.0.1:%d", port)
-	s.LogPath = o.LogPath
-	if s.LogPath == "" {
-		s.LogPath = filepath.Join(os.TempDir(), fmt.Sprintf("moto-%d.log", port))
-	}
-	if s.log, err = os.Create(s.LogPath); err != nil {
-		s.Stop()
-		return nil, err
-	}
-	s.cmd = exec.Command(python, path, "-H", "127.0.0.1", "-p", fmt.Sprint(port))
-	s.cmd.Stdout, s.cmd.Stderr = s.log, s.log
-	s.cmd.Env = append(os.Environ(), o.Env...)
-	s.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
-	if o.Outlive {
-		s.cmd.SysProcAttr.Pdeathsig = 0
-	}
-	if err := s.cmd.Start(); err != nil {
+	// A free port can be taken by another process before moto binds it:
+	// then moto exits saying so, and another port is tried. Until moto says
+	// it listens, whatever answers on the port may be another server (a
+	// moto with IAM enforced answered the configuration 401).
+	for attempt := 1; ; attempt++ {
+		port, err := pickPort()
+		if err != nil {
+			s.Stop()
+			return nil, err
+		}
+		s.Endpoint = fmt.Sprintf("http://127.0.0.1:%d", port)
+		s.LogPath = o.LogPath
+		if s.LogPath == "" {
+			s.LogPath = filepath.Join(os.TempDir(), fmt.Sprintf("moto-%d.log", port))
+		}
+		if s.log, err = os.Create(s.LogPath); err != nil {
+			s.Stop()
+			return nil, err
+		}
+		s.cmd = exec.Command(python, path, "-H", "127.0.0.1", "-p", fmt.Sprint(port))
+		s.cmd.Stdout, s.cmd.Stderr = s.log, s.log
+		s.cmd.Env = append(os.Environ(), o.Env...)
+		s.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
+		if o.Outlive {
+			s.cmd.SysProcAttr.Pdeathsig = 0
+		}
+		if err := s.cmd.Start(); err != nil {
+			s.cmd = nil
+			s.Stop()
+			return nil, fmt.Errorf("start moto_server: %w", err)
+		}
+		listening, err := waitListening(s.LogPath, port, readyTimeout)
+		if err != nil {
+			s.Stop()
+			return nil, fmt.Errorf("%w (moto's log: %s)", err, s.LogPath)
+		}
+		if listening {
+			break
+		}
+		// The port was taken: end this server, keep the script, try again.
+		_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGTERM)
+		_, _ = s.cmd.Process.Wait()
 		s.cmd = nil
-		s.Stop()
-		return nil, fmt.Errorf("start moto_server: %w", err)
+		s.log.Close()
+		s.log = nil
+		if attempt == maxPortAttempts {
+			s.Stop()
+			return nil, fmt.Errorf("moto_server found every port it was given taken, %d times (moto's log: %s)", attempt, s.LogPath)
+		}
 	}
 	if err := waitReady(s.Endpoint, readyTimeout); err != nil {
 		s.Stop()
@@ -192,6 +217,35 @@ func ensureMoto(python string) error {
 	}
 	return nil
 }
+
+// maxPortAttempts bounds the ports Start tries when each is taken before
+// moto binds it.
+const maxPortAttempts = 10
+
+// waitListening waits until moto's log says it listens on port (true) or
+// that the port is taken (false).
+func waitListening(logPath string, port int, timeout time.Duration) (bool, error) {
+	listening := fmt.Sprintf("Running on http://127.0.0.1:%d", port)
+	deadline := time.Now().Add(timeout)
+	for poll := time.Millisecond; ; poll = min(2*poll, 50*time.Millisecond) {
+		data, err := os.ReadFile(logPath)
+		if err != nil {
+			return false, err
+		}
+		switch {
+		case bytes.Contains(data, []byte(listening)):
+			return true, nil
+		case bytes.Contains(data, []byte("Address already in use")), bytes.Contains(data, []byte("is in use by another program")):
+			return false, nil
+		case time.Now().After(deadline):
+			return false, fmt.Errorf("moto_server did not say it listens on port %d within %s", port, timeout)
+		}
+		time.Sleep(poll)
+	}
+}
+
+// pickPort is freePort; a test makes it hand out a taken port.
+var pickPort = freePort
 
 func freePort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
