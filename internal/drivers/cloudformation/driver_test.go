@@ -76,6 +76,13 @@ func newHarness(t *testing.T, withBinding bool) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return harnessOf(t, s, Deployment{StackPrefix: "osb", RoleARN: "arn:aws:iam::123456789012:role/cfn"})
+}
+
+// harnessOf is the driver of deployment dep over a named fake of
+// CloudFormation (fakeStacks) and a bolt store, with settings s.
+func harnessOf(t *testing.T, s *Settings, dep Deployment) *harness {
+	t.Helper()
 	st, err := bolt.Open(filepath.Join(t.TempDir(), "db"))
 	if err != nil {
 		t.Fatal(err)
@@ -84,8 +91,7 @@ func newHarness(t *testing.T, withBinding bool) *harness {
 	logs := &bytes.Buffer{}
 	fake := newFakeStacks()
 	store := &flakyResources{Resources: st}
-	d := New(fake, store, Deployment{StackPrefix: "osb", RoleARN: "arn:aws:iam::123456789012:role/cfn"},
-		slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	d := New(fake, store, dep, slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	return &harness{t: t, cfn: fake, store: store, repo: st, driver: d, settings: s, logs: logs, ctx: context.Background()}
 }
 

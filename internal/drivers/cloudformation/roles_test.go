@@ -1,11 +1,8 @@
 package cloudformation
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
-	"log/slog"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -14,7 +11,6 @@ import (
 
 	"github.com/serverless-osb/broker/internal/broker"
 	"github.com/serverless-osb/broker/internal/catalog"
-	"github.com/serverless-osb/broker/internal/store/bolt"
 )
 
 // servicesDir holds the example services, whose S3 templates these tests
@@ -167,18 +163,8 @@ func roleHarness(t *testing.T) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := bolt.Open(filepath.Join(t.TempDir(), "db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	logs := &bytes.Buffer{}
-	fake := newFakeStacks()
-	store := &flakyResources{Resources: st}
-	d := New(fake, store, Deployment{StackPrefix: "osb", RoleARN: "arn:aws:iam::123456789012:role/cfn",
-		BoundaryARN: "arn:aws:iam::123456789012:policy/osb-boundary"},
-		slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
-	return &harness{t: t, cfn: fake, store: store, repo: st, driver: d, settings: s, logs: logs, ctx: context.Background()}
+	return harnessOf(t, s, Deployment{StackPrefix: "osb", RoleARN: "arn:aws:iam::123456789012:role/cfn",
+		BoundaryARN: "arn:aws:iam::123456789012:policy/osb-boundary"})
 }
 
 // roleProvisioned runs a provision of the S3 instance template to its end.
