@@ -244,11 +244,18 @@ func moves(c broker.Change) bool {
 // but one the user never set that moves to the template's new default
 // (newDefaults).
 func (d *Driver) changeSetInput(ctx context.Context, c broker.Change, s *Settings, rec *record, stack *types.Stack) (*cfn.CreateChangeSetInput, error) {
+	in, _, err := d.changeSetInputWithDefaults(ctx, c, s, rec, stack)
+	return in, err
+}
+
+// changeSetInputWithDefaults is changeSetInput and the new defaults it
+// gives, which a preview lists.
+func (d *Driver) changeSetInputWithDefaults(ctx context.Context, c broker.Change, s *Settings, rec *record, stack *types.Stack) (*cfn.CreateChangeSetInput, map[string]defaultChange, error) {
 	var given map[string]string
 	if c.Operation.Target != nil {
 		var err error
 		if given, err = requestParameters(c.Operation.Target.Parameters, s.Template, s.AcceptedParameters(catalog.InstanceUpdate)); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	in := &cfn.CreateChangeSetInput{
@@ -266,19 +273,19 @@ func (d *Driver) changeSetInput(ctx context.Context, c broker.Change, s *Setting
 	if moves(c) {
 		body, url, err := d.templateSource(ctx, s.Template)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		in.TemplateBody, in.TemplateURL = body, url
 		values := merge(s.Template, given, s.Parameters, d.deployed(s.Template))
 		defaults, err := d.newDefaults(ctx, c, s.Template, values, stack)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		for k, ch := range defaults {
 			values[k] = ch.To
 		}
 		in.Parameters = updateParameters(s.Template, values, stack.Parameters)
-		return in, nil
+		return in, defaults, nil
 	}
 	in.UsePreviousTemplate = aws.Bool(true)
 	had := map[string]bool{}
@@ -300,12 +307,12 @@ func (d *Driver) changeSetInput(ctx context.Context, c broker.Change, s *Setting
 			if mi := c.Instance.MaintenanceInfo; mi != nil {
 				version = "version " + mi.Version
 			}
-			return nil, &broker.Failure{Description: fmt.Sprintf(
+			return nil, nil, &broker.Failure{Description: fmt.Sprintf(
 				"The parameter %s is not one of the template the service instance runs (the plan's %s); upgrade the instance first (an update with the plan's maintenance_info), then set it.",
 				k, version), InstanceUsable: broker.Bool(true)}
 		}
 	}
-	return in, nil
+	return in, nil, nil
 }
 
 // describeChangeSet reads a change set with all its changes; nil when it

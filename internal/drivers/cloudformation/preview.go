@@ -45,7 +45,7 @@ func (d *Driver) Preview(ctx context.Context, c broker.Change) (broker.Preview, 
 	if inProgress(stack.StackStatus) {
 		return broker.Preview{}, fmt.Errorf("preview of stack %s: the stack is busy (%s)", rec.StackName, stack.StackStatus)
 	}
-	in, err := d.changeSetInput(ctx, c, s, &rec, stack)
+	in, defaults, err := d.changeSetInputWithDefaults(ctx, c, s, &rec, stack)
 	if err != nil {
 		var f *broker.Failure
 		if errors.As(err, &f) {
@@ -89,14 +89,8 @@ func (d *Driver) Preview(ctx context.Context, c broker.Change) (broker.Preview, 
 			}
 			return broker.Preview{Refused: "CloudFormation could not work out the update of the service instance's stack (the platform operator finds its reason in the broker's log)."}, nil
 		}
-		p := broker.Preview{Changes: changeLines(cs.Changes)}
-		if moves(c) {
-			defaults, err := d.newDefaults(ctx, c, s.Template, merge(s.Template, s.Parameters, d.deployed(s.Template)), stack)
-			if err != nil {
-				return broker.Preview{}, err
-			}
-			p.Changes = append(p.Changes, defaultLines(defaults)...)
-		}
+		// The new defaults the change set itself was made with.
+		p := broker.Preview{Changes: append(changeLines(cs.Changes), defaultLines(defaults)...)}
 		f, err := d.refusal(ctx, c, s, stack, cs.Changes, in.Parameters)
 		if err != nil {
 			return broker.Preview{}, err
