@@ -9,7 +9,6 @@ package dbtest
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"os/user"
@@ -17,7 +16,9 @@ import (
 	"strconv"
 	"syscall"
 	"testing"
+	"time"
 
+	"github.com/serverless-osb/broker/internal/serverport"
 	"github.com/serverless-osb/broker/internal/waittest"
 )
 
@@ -111,19 +112,39 @@ func (p *process) runOnce(log string, name string, args ...string) {
 	}
 }
 
-// start starts the server.
-func (p *process) start(log string, name string, args ...string) {
+// start starts the server on a free port that it is known to listen on
+// (serverport), its log in a fresh log file each attempt; args gives the
+// program and its arguments for a port. It returns the port.
+func (p *process) start(log string, signs serverport.Signs, args func(port int) (string, []string)) int {
 	p.tb.Helper()
-	p.cmd = p.command(log, name, args...)
-	if err := p.cmd.Start(); err != nil {
-		p.tb.Fatalf("start %s: %v", name, err)
+	port, err := serverport.Start(signs, startTimeout, func(port int) (serverport.Server, error) {
+		_ = os.Remove(filepath.Join(p.dir, log))
+		name, argv := args(port)
+		p.cmd = p.command(log, name, argv...)
+		if err := p.cmd.Start(); err != nil {
+			return serverport.Server{}, fmt.Errorf("start %s: %w", name, err)
+		}
+		ended := make(chan struct{})
+		p.ended = ended
+		go func(cmd *exec.Cmd) {
+			_ = cmd.Wait()
+			close(ended)
+		}(p.cmd)
+		return serverport.Server{Log: filepath.Join(p.dir, log), Ended: ended, Stop: p.end}, nil
+	})
+	if err != nil {
+		p.tb.Fatal(err)
 	}
-	p.ended = make(chan struct{})
-	go func() {
-		_ = p.cmd.Wait()
-		close(p.ended)
-	}()
+	return port
 }
+
+// startTimeout bounds the wait for a server to say it listens: only a safety
+// net, far beyond what a busy machine needs.
+const startTimeout = 5 * time.Minute
+
+// portTaken is what PostgreSQL, MariaDB and redis-server log when their
+// port is taken.
+var portTaken = []string{"Address already in use"}
 
 func (p *process) logText(log string) string {
 	b, _ := os.ReadFile(filepath.Join(p.dir, log))
@@ -132,11 +153,17 @@ func (p *process) logText(log string) string {
 
 // stop ends the server and removes its folder.
 func (p *process) stop() {
+	p.end()
+	os.RemoveAll(p.dir)
+}
+
+// end ends the server, if one runs.
+func (p *process) end() {
 	if p.ended != nil {
 		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGTERM)
 		<-p.ended
+		p.ended = nil
 	}
-	os.RemoveAll(p.dir)
 }
 
 // ready waits until connect succeeds; the server's log is in the failure.
@@ -155,14 +182,4 @@ func (p *process) ready(log string, connect func(context.Context) error) {
 		}
 		return nil
 	})
-}
-
-func freePort(tb testing.TB) int {
-	tb.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }

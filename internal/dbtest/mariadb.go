@@ -11,6 +11,7 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
+	"github.com/serverless-osb/broker/internal/serverport"
 	"github.com/serverless-osb/broker/internal/waittest"
 )
 
@@ -36,12 +37,16 @@ func MariaDB(tb testing.TB) Server {
 	}
 	p.runOnce("install.log", install, append([]string{"--no-defaults", "--datadir=" + data,
 		"--auth-root-authentication-method=normal", "--skip-test-db"}, account...)...)
-	port := freePort(tb)
 	socket := filepath.Join(p.dir, "mysqld.sock")
-	p.start("mariadbd.log", mariadbd, append([]string{"--no-defaults", "--datadir=" + data,
-		"--bind-address=127.0.0.1", "--port=" + strconv.Itoa(port), "--socket=" + socket,
-		"--pid-file=" + filepath.Join(p.dir, "mysqld.pid"), "--skip-log-bin",
-		"--innodb-buffer-pool-size=16M", "--innodb-flush-log-at-trx-commit=0"}, account...)...)
+	// Its own log (a fresh one each attempt) says it is ready once it
+	// listens on its port.
+	signs := serverport.Signs{Listening: func(int) string { return "ready for connections" }, Taken: portTaken}
+	port := p.start("mariadbd.log", signs, func(port int) (string, []string) {
+		return mariadbd, append([]string{"--no-defaults", "--datadir=" + data,
+			"--bind-address=127.0.0.1", "--port=" + strconv.Itoa(port), "--socket=" + socket,
+			"--pid-file=" + filepath.Join(p.dir, "mysqld.pid"), "--skip-log-bin",
+			"--innodb-buffer-pool-size=16M", "--innodb-flush-log-at-trx-commit=0"}, account...)
+	})
 
 	root := mysql.NewConfig()
 	root.User, root.Net, root.Addr = "root", "unix", socket

@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/serverless-osb/broker/internal/serverport"
 	"github.com/serverless-osb/broker/internal/waittest"
 )
 
@@ -36,9 +37,14 @@ func Postgres(tb testing.TB) Server {
 	data := filepath.Join(p.dir, "data")
 	p.runOnce("initdb.log", initdb, "-D", data, "-U", "postgres", "--pwfile", pwfile,
 		"--auth-local=trust", "--auth-host=scram-sha-256", "-E", "UTF8", "--no-sync")
-	port := freePort(tb)
-	p.start("postgres.log", postgres, "-D", data, "-h", "127.0.0.1", "-p", strconv.Itoa(port),
-		"-k", p.dir, "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off")
+	signs := serverport.Signs{
+		Listening: func(port int) string { return fmt.Sprintf(`listening on IPv4 address "127.0.0.1", port %d`, port) },
+		Taken:     portTaken,
+	}
+	port := p.start("postgres.log", signs, func(port int) (string, []string) {
+		return postgres, []string{"-D", data, "-h", "127.0.0.1", "-p", strconv.Itoa(port),
+			"-k", p.dir, "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off"}
+	})
 	s := Server{Host: "127.0.0.1", Port: port, Database: database, MasterUser: masterUser, MasterPassword: masterPassword}
 
 	super := Server{Host: s.Host, Port: port, Database: "postgres", MasterUser: "postgres", MasterPassword: superPassword}

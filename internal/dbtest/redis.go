@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/serverless-osb/broker/internal/serverport"
 )
 
 // Redis starts a redis-server (7.0: the ACLs Valkey keeps) for tb, with
@@ -19,11 +21,16 @@ func Redis(tb testing.TB) Server {
 	tb.Helper()
 	server := find(tb, "redis-server", "redis-server", "/usr/bin")
 	p := newProcess(tb, "redis")
-	port := freePort(tb)
-	p.start("redis.log", server, "--bind", "127.0.0.1", "--port", strconv.Itoa(port), "--dir", p.dir,
-		"--save", "", "--appendonly", "no", "--protected-mode", "no",
-		// DEBUG allowed, so that only the ACL refuses it to a binding.
-		"--enable-debug-command", "yes")
+	// Its own log (a fresh one each attempt) says it is ready once it
+	// listens on its port ("Running mode=standalone, port=N." comes before
+	// it binds the port).
+	signs := serverport.Signs{Listening: func(int) string { return "Ready to accept connections" }, Taken: portTaken}
+	port := p.start("redis.log", signs, func(port int) (string, []string) {
+		return server, []string{"--bind", "127.0.0.1", "--port", strconv.Itoa(port), "--dir", p.dir,
+			"--save", "", "--appendonly", "no", "--protected-mode", "no",
+			// DEBUG allowed, so that only the ACL refuses it to a binding.
+			"--enable-debug-command", "yes"}
+	})
 	s := Server{Host: "127.0.0.1", Port: port}
 	p.ready("redis.log", func(ctx context.Context) error {
 		c, err := RedisConnect(s)

@@ -5,10 +5,8 @@
 package motoserver
 
 import (
-	"bytes"
 	_ "embed"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -16,6 +14,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/serverless-osb/broker/internal/serverport"
 )
 
 //go:embed moto_server.py
@@ -129,24 +129,19 @@ func Start(o Options) (*Server, error) {
 		s.Stop()
 		return nil, err
 	}
-	// A free port can be taken by another process before moto binds it:
-	// then moto exits saying so, and another port is tried. Until moto says
-	// it listens, whatever answers on the port may be another server (a
-	// moto with IAM enforced answered the configuration 401).
-	for attempt := 1; ; attempt++ {
-		port, err := pickPort()
-		if err != nil {
-			s.Stop()
-			return nil, err
-		}
+	// Until moto says it listens, whatever answers on its port may be
+	// another server (a moto with IAM enforced answered the configuration
+	// 401): serverport waits for moto's own word, and tries another port when
+	// moto finds its port taken.
+	_, err = serverport.Start(motoSigns, readyTimeout, func(port int) (serverport.Server, error) {
 		s.Endpoint = fmt.Sprintf("http://127.0.0.1:%d", port)
 		s.LogPath = o.LogPath
 		if s.LogPath == "" {
 			s.LogPath = filepath.Join(os.TempDir(), fmt.Sprintf("moto-%d.log", port))
 		}
+		var err error
 		if s.log, err = os.Create(s.LogPath); err != nil {
-			s.Stop()
-			return nil, err
+			return serverport.Server{}, err
 		}
 		s.cmd = exec.Command(python, path, "-H", "127.0.0.1", "-p", fmt.Sprint(port))
 		s.cmd.Stdout, s.cmd.Stderr = s.log, s.log
@@ -157,27 +152,20 @@ func Start(o Options) (*Server, error) {
 		}
 		if err := s.cmd.Start(); err != nil {
 			s.cmd = nil
-			s.Stop()
-			return nil, fmt.Errorf("start moto_server: %w", err)
+			return serverport.Server{}, fmt.Errorf("start moto_server: %w", err)
 		}
-		listening, err := waitListening(s.LogPath, port, readyTimeout)
-		if err != nil {
-			s.Stop()
-			return nil, fmt.Errorf("%w (moto's log: %s)", err, s.LogPath)
-		}
-		if listening {
-			break
-		}
-		// The port was taken: end this server, keep the script, try again.
-		_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGTERM)
-		_, _ = s.cmd.Process.Wait()
-		s.cmd = nil
-		s.log.Close()
-		s.log = nil
-		if attempt == maxPortAttempts {
-			s.Stop()
-			return nil, fmt.Errorf("moto_server found every port it was given taken, %d times (moto's log: %s)", attempt, s.LogPath)
-		}
+		// The port was taken: end this server, keep the script.
+		return serverport.Server{Log: s.LogPath, Stop: func() {
+			_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGTERM)
+			_, _ = s.cmd.Process.Wait()
+			s.cmd = nil
+			s.log.Close()
+			s.log = nil
+		}}, nil
+	})
+	if err != nil {
+		s.Stop()
+		return nil, fmt.Errorf("moto_server: %w", err)
 	}
 	if err := waitReady(s.Endpoint, readyTimeout); err != nil {
 		s.Stop()
@@ -218,42 +206,10 @@ func ensureMoto(python string) error {
 	return nil
 }
 
-// maxPortAttempts bounds the ports Start tries when each is taken before
-// moto binds it.
-const maxPortAttempts = 10
-
-// waitListening waits until moto's log says it listens on port (true) or
-// that the port is taken (false).
-func waitListening(logPath string, port int, timeout time.Duration) (bool, error) {
-	listening := fmt.Sprintf("Running on http://127.0.0.1:%d", port)
-	deadline := time.Now().Add(timeout)
-	for poll := time.Millisecond; ; poll = min(2*poll, 50*time.Millisecond) {
-		data, err := os.ReadFile(logPath)
-		if err != nil {
-			return false, err
-		}
-		switch {
-		case bytes.Contains(data, []byte(listening)):
-			return true, nil
-		case bytes.Contains(data, []byte("Address already in use")), bytes.Contains(data, []byte("is in use by another program")):
-			return false, nil
-		case time.Now().After(deadline):
-			return false, fmt.Errorf("moto_server did not say it listens on port %d within %s", port, timeout)
-		}
-		time.Sleep(poll)
-	}
-}
-
-// pickPort is freePort; a test makes it hand out a taken port.
-var pickPort = freePort
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+// motoSigns are what moto's server (werkzeug) logs.
+var motoSigns = serverport.Signs{
+	Listening: func(port int) string { return fmt.Sprintf("Running on http://127.0.0.1:%d", port) },
+	Taken:     []string{"Address already in use", "is in use by another program"},
 }
 
 // readyTimeout bounds the wait for moto_server to start: only a safety net,

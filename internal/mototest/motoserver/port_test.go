@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/serverless-osb/broker/internal/serverport"
 )
 
 // TestStartTriesAnotherPortWhenItsPortIsTaken: a port found free can be
@@ -21,13 +23,14 @@ func TestStartTriesAnotherPortWhenItsPortIsTaken(t *testing.T) {
 	defer other.Close()
 	taken := other.Listener.Addr().(*net.TCPAddr).Port
 	calls := 0
-	pickPort = func() (int, error) {
+	pick := serverport.Pick
+	serverport.Pick = func() (int, error) {
 		if calls++; calls == 1 {
 			return taken, nil
 		}
-		return freePort()
+		return pick()
 	}
-	defer func() { pickPort = freePort }()
+	defer func() { serverport.Pick = pick }()
 
 	s, err := Start(Options{})
 	if err != nil {
