@@ -26,8 +26,8 @@ import (
 )
 
 // An RDS database added to the DynamoDB example for the conditional case:
-// its EngineVersion is a property the resource specification marks
-// "Conditional" (a change may replace the database).
+// its PerformanceInsightsKMSKeyId replaces the database when it names
+// another key (the CloudFormation User Guide).
 const guardDatabase = `
   Database:
     Type: AWS::RDS::DBInstance
@@ -38,6 +38,8 @@ const guardDatabase = `
       AllocatedStorage: "20"
       MasterUsername: osb
       MasterUserPassword: not-a-secret-0
+      EnablePerformanceInsights: true
+      PerformanceInsightsKMSKeyId: alias/insights-a
 `
 
 // TestUpgradesThatLoseDataAreRefusedOnMoto: moto's change sets never
@@ -109,13 +111,13 @@ func TestUpgradesThatLoseDataAreRefusedOnMoto(t *testing.T) {
 			change:      [2]string{"    Properties:\n      BucketEncryption:", "    Properties:\n      BucketName: !Sub \"${AWS::StackName}-renamed\"\n      BucketEncryption:"},
 			data:        object,
 			want:        []string{"would replace the resource Bucket (AWS::S3::Bucket)", "BucketName", "Nothing was changed."}},
-		{name: "a database's conditional property changed (RDS EngineVersion)",
+		{name: "a database's conditional property changed (RDS PerformanceInsightsKMSKeyId)",
 			service: "aws-dynamodb-table", plan: "on-demand", template: "dynamodb-table/instance.yaml",
 			versionText: "First release of the DynamoDB table template.",
 			before:      [2]string{"\nOutputs:\n", guardDatabase + "\nOutputs:\n"},
-			change:      [2]string{`EngineVersion: "16.3"`, `EngineVersion: "16.4"`},
+			change:      [2]string{`alias/insights-a`, `alias/insights-b`},
 			data:        item,
-			want:        []string{"may replace the resource Database (AWS::RDS::DBInstance)", "EngineVersion", "Nothing was changed."}},
+			want:        []string{"may replace the resource Database (AWS::RDS::DBInstance)", "PerformanceInsightsKMSKeyId", "Nothing was changed."}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name+" is refused, the stack and its data unchanged", func(t *testing.T) {

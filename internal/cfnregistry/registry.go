@@ -47,8 +47,13 @@ type Schema struct {
 	// "Immutable" (a change replaces the resource; the registry schema does
 	// not always list them as create-only: DynamoDB's KeySchema) or
 	// "Conditional" (a change may replace it), from update-behaviour.json.
-	Immutable   []string `json:"immutable,omitempty"`
-	Conditional []string `json:"conditional,omitempty"`
+	// The specification's Conditional also covers "Some interruptions"
+	// (an RDS instance's EngineVersion: updated in place, with a restart),
+	// so Conditional keeps only what the CloudFormation User Guide says
+	// may be replaced; ConditionalSource says where that was read.
+	Immutable         []string `json:"immutable,omitempty"`
+	Conditional       []string `json:"conditional,omitempty"`
+	ConditionalSource string   `json:"conditional_source,omitempty"`
 }
 
 // Property is what the broker keeps of a property's JSON schema: where its
@@ -229,6 +234,8 @@ func load() (map[string]Schema, error) {
 			return nil, fmt.Errorf("update-behaviour.json: %s has no registry schema here", b.TypeName)
 		case b.Source == "":
 			return nil, fmt.Errorf("update-behaviour.json: %s says not where its update behaviour comes from", b.TypeName)
+		case len(b.Conditional) > 0 && b.ConditionalSource == "":
+			return nil, fmt.Errorf("update-behaviour.json: %s lists conditional properties without saying where the User Guide says they may replace (conditional_source)", b.TypeName)
 		}
 		for _, p := range append(slices.Clone(b.Immutable), b.Conditional...) {
 			if _, ok := s.Properties[p]; !ok {

@@ -212,7 +212,11 @@ func TestUpdateOf(t *testing.T) {
 	}{
 		{"a create-only property of the registry replaces", schemas["AWS::S3::Bucket"], "BucketName", UpdateReplaces},
 		{"an immutable property of the resource specification that the registry leaves out replaces", schemas["AWS::DynamoDB::Table"], "KeySchema", UpdateReplaces},
-		{"a conditional property of the resource specification may replace", schemas["AWS::RDS::DBInstance"], "EngineVersion", UpdateMayReplace},
+		{"a property the User Guide says may replace may replace", schemas["AWS::RDS::DBInstance"], "PerformanceInsightsKMSKeyId", UpdateMayReplace},
+		// The resource specification marks it Conditional; the User Guide
+		// says "Some interruptions": a major version upgrade in place.
+		{"a database's engine version updates in place", schemas["AWS::RDS::DBInstance"], "EngineVersion", UpdateInPlace},
+		{"a database's backup retention updates in place", schemas["AWS::RDS::DBInstance"], "BackupRetentionPeriod", UpdateInPlace},
 		{"a mutable property updates in place", schemas["AWS::DynamoDB::Table"], "TimeToLiveSpecification", UpdateInPlace},
 		{"a nested create-only property replaces", nested, "Storage/Engine", UpdateReplaces},
 		{"its parent's other properties do not", nested, "Storage/Size", UpdateInPlace},

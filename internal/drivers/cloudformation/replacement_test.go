@@ -52,6 +52,7 @@ Resources:
 `
 	const rds = `Parameters:
   Version: {Type: String}
+  InsightsKey: {Type: String}
 Resources:
   Database:
     Type: AWS::RDS::DBInstance
@@ -59,6 +60,8 @@ Resources:
       Engine: postgres
       EngineVersion: !Ref Version
       DBInstanceClass: db.t3.micro
+      EnablePerformanceInsights: true
+      PerformanceInsightsKMSKeyId: !Ref InsightsKey
 `
 	const nested = `Parameters:
   Engine: {Type: String}
@@ -103,9 +106,13 @@ Resources:
 		{name: "a resource the plan allows to go is not reported",
 			oldBody: bucket, newBody: bucket, oldParams: map[string]any{"Name": "a"}, newParams: map[string]any{"Name": "b"},
 			held: func(id, _ string) bool { return id != "Bucket" }},
-		{name: "a conditional property changed (RDS EngineVersion) may replace the database",
-			oldBody: rds, newBody: rds, oldParams: map[string]any{"Version": "16.3"}, newParams: map[string]any{"Version": "16.4"},
-			want: []replacementChange{{LogicalID: "Database", Type: "AWS::RDS::DBInstance", MayReplace: []string{"EngineVersion"}}}},
+		{name: "a conditional property changed (RDS PerformanceInsightsKMSKeyId) may replace the database",
+			oldBody: rds, newBody: rds, oldParams: map[string]any{"Version": "16", "InsightsKey": "alias/a"}, newParams: map[string]any{"Version": "16", "InsightsKey": "alias/b"},
+			want: []replacementChange{{LogicalID: "Database", Type: "AWS::RDS::DBInstance", MayReplace: []string{"PerformanceInsightsKMSKeyId"}}}},
+		// The RDS examples' major version upgrade: "Some interruptions",
+		// though the resource specification says Conditional.
+		{name: "a database's engine version upgraded loses nothing",
+			oldBody: rds, newBody: rds, oldParams: map[string]any{"Version": "16", "InsightsKey": "alias/a"}, newParams: map[string]any{"Version": "17", "InsightsKey": "alias/a"}},
 		{name: "a logical id the new template no longer declares is removed",
 			oldBody: bucket, newBody: strings.Replace(bucket, "  Bucket:\n", "  Renamed:\n", 1),
 			want: []replacementChange{{LogicalID: "Bucket", Type: "AWS::S3::Bucket", Removed: true}}},
