@@ -137,8 +137,11 @@ func (d *Driver) startUpdate(ctx context.Context, c broker.Change, s *Settings, 
 }
 
 func (d *Driver) changeSetStep(ctx context.Context, c broker.Change, s *Settings, rec *record, stack *types.Stack, busy *bool) (bool, error) {
+	// The template the stack runs is read once a step, for the new
+	// defaults and the guard alike.
+	running := d.runningTemplate(stack)
 	if rec.ChangeSet == "" {
-		in, err := d.changeSetInput(ctx, c, s, rec, stack)
+		in, _, err := d.changeSetInputWithDefaults(ctx, c, s, rec, running)
 		if err != nil {
 			return false, err
 		}
@@ -189,11 +192,11 @@ func (d *Driver) changeSetStep(ctx context.Context, c broker.Change, s *Settings
 			InstanceUsable: broker.Bool(true), UpdateRepeatable: broker.Bool(false)}
 	}
 
-	in, err := d.changeSetInput(ctx, c, s, rec, stack)
+	in, _, err := d.changeSetInputWithDefaults(ctx, c, s, rec, running)
 	if err != nil {
 		return false, err
 	}
-	f, err := d.refusal(ctx, c, s, stack, cs.Changes, in.Parameters)
+	f, err := d.refusal(ctx, c, s, running, cs.Changes, in.Parameters)
 	if err != nil {
 		return false, err
 	}
@@ -238,19 +241,13 @@ func moves(c broker.Change) bool {
 	return c.Operation.Target != nil && c.Operation.Target.MovesTemplate(c.Instance)
 }
 
-// changeSetInput is the change set of an update: the plan's current
-// template when the update moves the instance to it, else the stack's own
-// template; in both, a parameter the update does not set keeps its value,
-// but one the user never set that moves to the template's new default
-// (newDefaults).
-func (d *Driver) changeSetInput(ctx context.Context, c broker.Change, s *Settings, rec *record, stack *types.Stack) (*cfn.CreateChangeSetInput, error) {
-	in, _, err := d.changeSetInputWithDefaults(ctx, c, s, rec, stack)
-	return in, err
-}
-
-// changeSetInputWithDefaults is changeSetInput and the new defaults it
-// gives, which a preview lists.
-func (d *Driver) changeSetInputWithDefaults(ctx context.Context, c broker.Change, s *Settings, rec *record, stack *types.Stack) (*cfn.CreateChangeSetInput, map[string]defaultChange, error) {
+// changeSetInputWithDefaults is the change set of an update: the plan's
+// current template when the update moves the instance to it, else the
+// stack's own template; in both, a parameter the update does not set keeps
+// its value, but one the user never set that moves to the template's new
+// default (newDefaults), which it returns too, for a preview to list.
+func (d *Driver) changeSetInputWithDefaults(ctx context.Context, c broker.Change, s *Settings, rec *record, running *running) (*cfn.CreateChangeSetInput, map[string]defaultChange, error) {
+	stack := running.stack
 	var given map[string]string
 	if c.Operation.Target != nil {
 		var err error
@@ -277,7 +274,7 @@ func (d *Driver) changeSetInputWithDefaults(ctx context.Context, c broker.Change
 		}
 		in.TemplateBody, in.TemplateURL = body, url
 		values := merge(s.Template, given, s.Parameters, d.deployed(s.Template))
-		defaults, err := d.newDefaults(ctx, c, s.Template, values, stack)
+		defaults, err := d.newDefaults(ctx, c, s.Template, values, running)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -356,10 +353,11 @@ func (d *Driver) deleteChangeSet(ctx context.Context, rec *record, stack *types.
 // either opinion: the change set's (changes), or the two templates'
 // (templateRefusal, with params, the update's parameters); nil when
 // neither says so.
-func (d *Driver) refusal(ctx context.Context, c broker.Change, s *Settings, stack *types.Stack, changes []types.Change, params []types.Parameter) (*broker.Failure, error) {
+func (d *Driver) refusal(ctx context.Context, c broker.Change, s *Settings, running *running, changes []types.Change, params []types.Parameter) (*broker.Failure, error) {
+	stack := running.stack
 	// Without the stack's template the second opinion cannot be had: try
 	// again rather than judge by the change set alone.
-	current, err := d.currentTemplate(ctx, stack)
+	current, err := running.template(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -549,13 +547,32 @@ func union(a, b map[string]any) map[string]any {
 	return out
 }
 
-// currentTemplate reads the template the stack runs.
-func (d *Driver) currentTemplate(ctx context.Context, stack *types.Stack) (*Template, error) {
-	out, err := d.API.GetTemplate(ctx, &cfn.GetTemplateInput{StackName: stack.StackId, TemplateStage: types.TemplateStageOriginal})
+// running is a stack as described, and the template it runs, read from
+// CloudFormation at most once (a Task that makes an update's input and
+// judges its change set needs it for both).
+type running struct {
+	d     *Driver
+	stack *types.Stack
+	t     *Template
+}
+
+func (d *Driver) runningTemplate(stack *types.Stack) *running { return &running{d: d, stack: stack} }
+
+// template reads the template the stack runs, the first time.
+func (r *running) template(ctx context.Context) (*Template, error) {
+	if r.t != nil {
+		return r.t, nil
+	}
+	out, err := r.d.API.GetTemplate(ctx, &cfn.GetTemplateInput{StackName: r.stack.StackId, TemplateStage: types.TemplateStageOriginal})
 	if err != nil {
 		return nil, classify("read the stack's template", err)
 	}
-	return parseTemplate([]byte(aws.ToString(out.TemplateBody)))
+	t, err := parseTemplate([]byte(aws.ToString(out.TemplateBody)))
+	if err != nil {
+		return nil, err
+	}
+	r.t = t
+	return t, nil
 }
 
 // noChanges: a change set of an update that would change nothing.

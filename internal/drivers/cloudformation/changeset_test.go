@@ -181,3 +181,31 @@ func TestNoStackOrChangeSetAcknowledgesMacros(t *testing.T) {
 		}
 	}
 }
+
+// An upgrade that gives a parameter no one set its new default reads the
+// template the stack runs for the new defaults and for the guard: once a
+// step, not once for each (it was read three times: the change set's input,
+// that input made again at its check, and the guard).
+func TestAnUpgradeReadsTheRunningTemplateOnce(t *testing.T) {
+	h := newHarness(t, false)
+	h.provisioned()
+	stack := h.cfn.get(h.instanceStack())
+	// The stack runs an older template whose Settings default was another,
+	// at that default.
+	stack.template = strings.Replace(instanceTemplate, `Default: "{}"`, `Default: "{\"v\":1}"`, 1)
+	stack.stack.Parameters = append(stack.stack.Parameters, types.Parameter{ParameterKey: aws.String("Settings"), ParameterValue: aws.String(`{"v":1}`)})
+	c := h.change(broker.KindUpdate, "op-upgrade")
+	c.Operation.Target = &broker.Target{MaintenanceInfo: &broker.MaintenanceInfo{Version: "2.0.0"}}
+	if _, err := h.driver.Begin(h.ctx, h.fresh(c)); err != nil {
+		t.Fatal(err)
+	}
+	if n := h.cfn.count("ExecuteChangeSet"); n != 1 {
+		t.Fatalf("%d ExecuteChangeSet calls, want the upgrade executed", n)
+	}
+	if got := params(h.cfn.changeSetInputs[0].Parameters)["Settings"]; got != "{}" {
+		t.Errorf("Settings %q, want the new default {}", got)
+	}
+	if n := h.cfn.count("GetTemplate"); n != 1 {
+		t.Errorf("%d GetTemplate calls in one step, want 1", n)
+	}
+}

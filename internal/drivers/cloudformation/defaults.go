@@ -8,7 +8,6 @@ import (
 	"slices"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/cloudformation/types"
 
 	"github.com/serverless-osb/broker/internal/broker"
 )
@@ -26,7 +25,8 @@ type defaultChange struct{ From, To string }
 // any value other than the old Default (set by a request whose parameters
 // a later update replaced, or fixed by an older plan). A user who set the
 // old Default itself, in a request since replaced, gets the new one.
-func (d *Driver) newDefaults(ctx context.Context, c broker.Change, t *Template, values map[string]string, stack *types.Stack) (map[string]defaultChange, error) {
+func (d *Driver) newDefaults(ctx context.Context, c broker.Change, t *Template, values map[string]string, running *running) (map[string]defaultChange, error) {
+	stack := running.stack
 	set := map[string]bool{}
 	for k := range values {
 		set[k] = true
@@ -53,7 +53,7 @@ func (d *Driver) newDefaults(ctx context.Context, c broker.Change, t *Template, 
 	if len(candidates) == 0 {
 		return nil, nil
 	}
-	old, err := d.currentTemplate(ctx, stack)
+	old, err := running.template(ctx)
 	if err != nil {
 		return nil, err
 	}

@@ -45,7 +45,8 @@ func (d *Driver) Preview(ctx context.Context, c broker.Change) (broker.Preview, 
 	if inProgress(stack.StackStatus) {
 		return broker.Preview{}, fmt.Errorf("preview of stack %s: the stack is busy (%s)", rec.StackName, stack.StackStatus)
 	}
-	in, defaults, err := d.changeSetInputWithDefaults(ctx, c, s, &rec, stack)
+	running := d.runningTemplate(stack)
+	in, defaults, err := d.changeSetInputWithDefaults(ctx, c, s, &rec, running)
 	if err != nil {
 		var f *broker.Failure
 		if errors.As(err, &f) {
@@ -91,7 +92,7 @@ func (d *Driver) Preview(ctx context.Context, c broker.Change) (broker.Preview, 
 		}
 		// The new defaults the change set itself was made with.
 		p := broker.Preview{Changes: append(changeLines(cs.Changes), defaultLines(defaults)...)}
-		f, err := d.refusal(ctx, c, s, stack, cs.Changes, in.Parameters)
+		f, err := d.refusal(ctx, c, s, running, cs.Changes, in.Parameters)
 		if err != nil {
 			return broker.Preview{}, err
 		}
