@@ -1,6 +1,7 @@
 package dbtest
 
 import (
+	"fmt"
 	"net"
 	"testing"
 
@@ -66,36 +67,42 @@ func TestAServerWhosePortIsTakenTakesAnother(t *testing.T) {
 			t.Fatalf("the test's server holds the other server's table (%d, %v)", n, err)
 		}
 	})
-	t.Run("mariadb", func(t *testing.T) {
-		taken := listening(t)
-		calls := firstPortTaken(t, taken)
-		s := MariaDB(t)
-		if *calls < 2 || s.Port == taken {
-			t.Fatalf("the server is on port %d after %d ports, want another than the taken %d", s.Port, *calls, taken)
-		}
-		db, err := MySQLConnect(s, s.MasterUser, s.MasterPassword, s.Database)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer db.Close()
-		if err := db.Ping(); err != nil {
-			t.Fatal(err)
-		}
-	})
-	t.Run("redis", func(t *testing.T) {
-		taken := listening(t)
-		calls := firstPortTaken(t, taken)
-		s := Redis(t)
-		if *calls < 2 || s.Port == taken {
-			t.Fatalf("the server is on port %d after %d ports, want another than the taken %d", s.Port, *calls, taken)
-		}
-		c, err := RedisConnect(s)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		if got, err := c.Do("PING"); err != nil || got != "PONG" {
-			t.Fatalf("PING = %q, %v", got, err)
-		}
-	})
+	// MariaDB and redis-server with their first port held by a listener.
+	for _, server := range []struct {
+		name  string
+		start func(testing.TB) Server
+		ping  func(Server) error
+	}{
+		{"mariadb", MariaDB, func(s Server) error {
+			db, err := MySQLConnect(s, s.MasterUser, s.MasterPassword, s.Database)
+			if err != nil {
+				return err
+			}
+			defer db.Close()
+			return db.Ping()
+		}},
+		{"redis", Redis, func(s Server) error {
+			c, err := RedisConnect(s)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			if got, err := c.Do("PING"); err != nil || got != "PONG" {
+				return fmt.Errorf("PING = %q, %v", got, err)
+			}
+			return nil
+		}},
+	} {
+		t.Run(server.name, func(t *testing.T) {
+			taken := listening(t)
+			calls := firstPortTaken(t, taken)
+			s := server.start(t)
+			if *calls < 2 || s.Port == taken {
+				t.Fatalf("the server is on port %d after %d ports, want another than the taken %d", s.Port, *calls, taken)
+			}
+			if err := server.ping(s); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
 }
