@@ -3,7 +3,7 @@ package servicerole
 // Reasons of the binding roles' wildcards.
 const (
 	reasonRoles = "Binding templates of role plans make one IAM role per binding under the path /serverless-osb/ " +
-		"(services/s3-bucket/binding-role.yaml), named by CloudFormation after the binding's stack (PREFIX-…): this " +
+		"(services/*/binding-role.yaml), named by CloudFormation after the binding's stack (PREFIX-…): this " +
 		"pattern is those roles and no other IAM identity. Managed policies are not granted; a role comes into being, and " +
 		"gets a policy, only under the boundary."
 	reasonProfiles = "IAM Roles Anywhere names a profile by an id it makes up (profile/<uuid>), which CloudFormation " +

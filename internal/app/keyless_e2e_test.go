@@ -63,11 +63,13 @@ func TestARolePlanBindsAppsAloneThroughTheOSBClient(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The S3 role plan's setting: the first after its binding template.
 	const commented = "# trust_anchor_arn: arn:aws:rolesanywhere:REGION:ACCOUNT:trust-anchor/ID"
-	if strings.Count(string(text), commented) != 1 {
-		t.Fatalf("%s does not show the trust anchor's setting once", catalogPath)
+	head, tail, ok := strings.Cut(string(text), "binding_template: s3-bucket/binding-role.yaml")
+	if !ok || !strings.Contains(tail, commented) {
+		t.Fatalf("%s does not show the S3 role plan's trust anchor setting", catalogPath)
 	}
-	text = []byte(strings.Replace(string(text), commented,
+	text = []byte(head + "binding_template: s3-bucket/binding-role.yaml" + strings.Replace(tail, commented,
 		"trust_anchor_arn: arn:aws:rolesanywhere:us-east-1:123456789012:trust-anchor/4e3d2c1b-a098-4765-b432-10fedcba9876", 1))
 	const version = `version: "1.0.0"
           description: First release of the S3 bucket template.`

@@ -26,7 +26,8 @@ import (
 //
 // Values are compared after what can be worked out is: Refs to parameters
 // (with the values each side gives), Fn::If on the conditions, Fn::Sub,
-// Fn::Join, Fn::Select and Fn::Split of known values, AWS::NoValue. What
+// Fn::Join, Fn::Select, Fn::Split and Fn::FindInMap of known values,
+// AWS::NoValue. What
 // cannot (a resource's Ref or GetAtt, a pseudo parameter, an import, a
 // NoEcho parameter CloudFormation masks) stays as its expression, so two
 // sides are equal only when they say the same thing: a changed expression
@@ -308,6 +309,21 @@ func (s templateSide) call(fn string, args any, replaced map[string]bool) any {
 					out = append(out, p)
 				}
 				return out
+			}
+		}
+	case "Fn::FindInMap":
+		a, _ := args.([]any)
+		if len(a) == 3 {
+			mappings, _ := s.doc["Mappings"].(map[string]any)
+			name, nok := s.resolve(a[0], replaced).(string)
+			top, tok := s.resolve(a[1], replaced).(string)
+			second, sok := s.resolve(a[2], replaced).(string)
+			if m, _ := mappings[name].(map[string]any); nok && tok && sok && m != nil {
+				if inner, _ := m[top].(map[string]any); inner != nil {
+					if v, ok := inner[second]; ok {
+						return s.resolve(v, replaced)
+					}
+				}
 			}
 		}
 	case "Fn::Select":

@@ -218,7 +218,7 @@ func TestRoleBindings(t *testing.T) {
 		for k, v := range got {
 			values.Parameters[k] = v
 		}
-		outs := values.outputs(t, readTemplateNode(t, roleTemplate))
+		outs := values.outputs(t, readTemplateNode(t, filepath.Join("..", "..", "..", "services", "s3-bucket", "binding-role.yaml")))
 		var kv []string
 		for k, v := range outs {
 			kv = append(kv, k, v)

@@ -20,8 +20,16 @@ import (
 // Cloud Foundry's Diego makes them and as IAM Roles Anywhere maps them to
 // principal tags (docs/app-identity.md).
 
-// roleTemplate is the example role binding template.
-var roleTemplate = filepath.Join("..", "..", "..", "services", "s3-bucket", "binding-role.yaml")
+// roleTemplates are the example services' role binding templates: each
+// trusts the same way, whatever it grants.
+func roleTemplates(t *testing.T) []string {
+	t.Helper()
+	paths, err := filepath.Glob(filepath.Join("..", "..", "..", "services", "*", "binding-role.yaml"))
+	if err != nil || len(paths) < 3 {
+		t.Fatalf("role binding templates %v (%v), want S3's, SQS's and DynamoDB's at least", paths, err)
+	}
+	return paths
+}
 
 const (
 	boundApp    = "3a6f2c1e-5b7d-4e8f-9a0b-1c2d3e4f5a6b"
@@ -117,9 +125,9 @@ type statement struct {
 
 // trustPolicy is the Role's AssumeRolePolicyDocument for a binding of app
 // under anchor.
-func trustPolicy(t *testing.T, app, anchor string) []statement {
+func trustPolicy(t *testing.T, template, app, anchor string) []statement {
 	t.Helper()
-	doc := readTemplateNode(t, roleTemplate)
+	doc := readTemplateNode(t, template)
 	node := nodeAt(doc, "Resources", "Role", "Properties", "AssumeRolePolicyDocument")
 	if node == nil {
 		t.Fatal("the role has no trust policy")
@@ -229,7 +237,13 @@ func like(pattern, s string) bool {
 }
 
 func TestTheRoleTrustsTheBoundAppsCertificatesAlone(t *testing.T) {
-	policy := trustPolicy(t, boundApp, trustAnchor)
+	for _, template := range roleTemplates(t) {
+		t.Run(filepath.Base(filepath.Dir(template)), func(t *testing.T) { roleTrustsTheBoundAppAlone(t, template) })
+	}
+}
+
+func roleTrustsTheBoundAppAlone(t *testing.T, template string) {
+	policy := trustPolicy(t, template, boundApp, trustAnchor)
 	units := func(org, space, app string) []string {
 		return []string{"organization:" + org, "space:" + space, "app:" + app}
 	}
@@ -303,7 +317,7 @@ func TestTheRoleTrustsTheBoundAppsCertificatesAlone(t *testing.T) {
 		}
 	})
 	t.Run("the profile maps the subject's CN and OU, which the condition reads", func(t *testing.T) {
-		doc := readTemplateNode(t, roleTemplate)
+		doc := readTemplateNode(t, template)
 		v, err := templateValues{}.eval(nodeAt(doc, "Resources", "Profile", "Properties", "AttributeMappings"))
 		if err != nil {
 			t.Fatal(err)
