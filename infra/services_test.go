@@ -401,8 +401,10 @@ func TestServiceStacksFromContext(t *testing.T) {
 		for sid, want := range map[string]any{
 			"Buckets": arn("arn:", partition, ":s3:::team-a-*"),
 			"Queues":  regional("sqs", "Team-A-*"),
-			"Databases": []any{regional("rds", "db:team-a-*"), regional("rds", "snapshot:team-a-*"),
-				regional("rds", "subgrp:team-a-*")},
+			"Databases": []any{regional("rds", "cluster-snapshot:team-a-*"), regional("rds", "cluster:team-a-*"),
+				regional("rds", "db:team-a-*"), regional("rds", "snapshot:team-a-*"), regional("rds", "subgrp:team-a-*")},
+			"BindingSecrets":        regional("secretsmanager", "secret:Team-A-*"),
+			"DatabaseUserFunctions": regional("lambda", "function:team-a-dbuser-*"),
 		} {
 			if got := statements[sid]["Resource"]; !jsonEqual(got, want) {
 				t.Errorf("%s is granted on %v, want %v", sid, got, want)
