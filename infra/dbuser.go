@@ -86,6 +86,10 @@ const reasonBindingSecrets = "The binding stacks' secrets, named after the bindi
 const reasonMasterSecrets = "RDS names the master secrets it manages rds!db-<uuid>; the condition on the tag RDS " +
 	"gives each (its database's ARN) keeps them to this deployment's databases (PREFIX-…)."
 
+// reasonClusterMasterSecrets is why the dbuser role reads rds!cluster-*.
+const reasonClusterMasterSecrets = "RDS names the master secrets it manages for Aurora clusters rds!cluster-<uuid>; the " +
+	"condition on the tag RDS gives each (its cluster's ARN) keeps them to this deployment's clusters (PREFIX-…)."
+
 // databaseUsers deploys the Custom::DatabaseUser function in each VPC the
 // props name, with one role: the master secrets of this deployment's
 // databases (by RDS's tag), the binding secrets (PREFIX-*), its network
@@ -98,6 +102,7 @@ func (b *builder) databaseUsers() {
 	logs := b.logGroup("DatabaseUserLogs", nil)
 	prefix := b.props.StackPrefix
 	master := servicerole.ARN{Service: "secretsmanager", Resource: "secret:rds!db-*"}
+	clusterMaster := servicerole.ARN{Service: "secretsmanager", Resource: "secret:rds!cluster-*"}
 	bindings := servicerole.ARN{Service: "secretsmanager", Resource: "secret:" + prefix + "-*"}
 	role.AddToPrincipalPolicy(logsStatement(logs.LogGroupArn()))
 	role.AddToPrincipalPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
@@ -105,6 +110,13 @@ func (b *builder) databaseUsers() {
 		Resources: &[]*string{token(b.stack, master)},
 		Conditions: &map[string]any{"StringLike": map[string]any{
 			servicerole.DatabaseSecretTag: token(b.stack, servicerole.DatabasesARN(prefix)),
+		}},
+	}))
+	role.AddToPrincipalPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Sid: jsii.String("ReadTheClusterMasterSecrets"), Actions: jsii.Strings("secretsmanager:GetSecretValue"),
+		Resources: &[]*string{token(b.stack, clusterMaster)},
+		Conditions: &map[string]any{"StringLike": map[string]any{
+			servicerole.ClusterSecretTag: token(b.stack, servicerole.ClustersARN(prefix)),
 		}},
 	}))
 	role.AddToPrincipalPolicy(statement("ReadAndWriteTheBindingSecrets",
@@ -115,6 +127,7 @@ func (b *builder) databaseUsers() {
 	suppress(role,
 		rule("AwsSolutions-IAM5", reasonXRay+" "+reasonENIs, "Resource::*"),
 		rule("AwsSolutions-IAM5", reasonMasterSecrets, master.Nag()),
+		rule("AwsSolutions-IAM5", reasonClusterMasterSecrets, clusterMaster.Nag()),
 		rule("AwsSolutions-IAM5", reasonBindingSecrets, bindings.Nag()))
 
 	for _, v := range b.props.DatabaseUserVPCs {

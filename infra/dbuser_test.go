@@ -65,7 +65,8 @@ func TestADatabaseUserFunctionRunsInEachVPCNamed(t *testing.T) {
 	t.Run("its role reads the master secrets by RDS's tag and the binding secrets by the prefix", func(t *testing.T) {
 		all := strings.Join(policies, "\n")
 		for _, want := range []string{`"Sid":"ReadTheMasterSecrets"`, `secret:rds!db-*`, `aws:rds:primaryDBInstanceArn`,
-			`:db:osb-*`, `"Sid":"ReadAndWriteTheBindingSecrets"`, `secret:osb-*`, `secretsmanager:PutSecretValue`} {
+			`:db:osb-*`, `"Sid":"ReadTheClusterMasterSecrets"`, `secret:rds!cluster-*`, `aws:rds:primaryDBClusterArn`, `:cluster:osb-*`,
+			`"Sid":"ReadAndWriteTheBindingSecrets"`, `secret:osb-*`, `secretsmanager:PutSecretValue`} {
 			if !strings.Contains(all, want) {
 				t.Errorf("the policies lack %s", want)
 			}

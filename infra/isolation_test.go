@@ -213,6 +213,17 @@ func serviceStackARNs(t *testing.T, prefix string) []target {
 				target{arn: targetARN("rds", testRegion, "snapshot:"+generatedName(stack, r.LogicalID, true)+"-snapshot-abc")},
 				target{arn: targetARN("secretsmanager", testRegion, "secret:rds!db-0a1b2c3d-4e5f-6789-abcd-ef0123456789-AbCdEf"),
 					tags: map[string]string{"aws:rds:primaryDBInstanceArn": db}})
+		case "AWS::RDS::DBCluster":
+			cluster := targetARN("rds", testRegion, "cluster:"+generatedName(stack, r.LogicalID, true))
+			out = append(out, target{arn: cluster},
+				target{arn: targetARN("rds", testRegion, "cluster-snapshot:"+generatedName(stack, r.LogicalID, true)+"-snapshot-abc")},
+				target{arn: targetARN("secretsmanager", testRegion, "secret:rds!cluster-0a1b2c3d-4e5f-6789-abcd-ef0123456789-AbCdEf"),
+					tags: map[string]string{"aws:rds:primaryDBClusterArn": cluster}})
+		case "AWS::SecretsManager::Secret":
+			// The binding templates name their secret after the stack.
+			out = append(out, target{arn: targetARN("secretsmanager", testRegion, "secret:"+stack+"-db-user-AbCdEf")})
+		case "Custom::DatabaseUser":
+			out = append(out, target{arn: targetARN("lambda", testRegion, "function:"+DatabaseUserFunctionName(prefix, "vpc-0123456789abcdef0"))})
 		case "AWS::RDS::DBSubnetGroup":
 			out = append(out, target{arn: targetARN("rds", testRegion, "subgrp:"+generatedName(stack, r.LogicalID, true))})
 		case "AWS::EC2::SecurityGroup":
@@ -227,7 +238,7 @@ func serviceStackARNs(t *testing.T, prefix string) []target {
 		}
 	}
 	for _, k := range []string{"AWS::S3::Bucket", "AWS::SQS::Queue", "AWS::DynamoDB::Table", "AWS::RDS::DBInstance", "AWS::IAM::User",
-		"AWS::SNS::Topic", "AWS::Kinesis::Stream"} {
+		"AWS::SNS::Topic", "AWS::Kinesis::Stream", "AWS::RDS::DBCluster", "AWS::SecretsManager::Secret", "Custom::DatabaseUser"} {
 		if !kinds[k] {
 			t.Errorf("no bundled template makes a %s: the check would miss it", k)
 		}
@@ -290,8 +301,9 @@ func allowStatements(template map[string]any) []allow {
 }
 
 // exempt are the actions whose Allow on another deployment's ARN gives
-// nothing: CreateSecurityGroup makes a new group, whose id EC2 makes up.
-var exempt = []string{"ec2:CreateSecurityGroup"}
+// nothing: CreateSecurityGroup makes a new group, whose id EC2 makes up;
+// GetRandomPassword names no resource (it returns random characters).
+var exempt = []string{"ec2:CreateSecurityGroup", "secretsmanager:GetRandomPassword"}
 
 // creationKeys are condition keys that only a request creating the resource
 // carries: a statement on one of them never applies to an existing resource.

@@ -181,17 +181,27 @@ func TestServiceRole(t *testing.T) {
 			[]string{"iam:DeleteUserPermissionsBoundary", "iam:DeleteRolePermissionsBoundary"}, "*", nil},
 		{"the boundary policy is not changed", "KeepTheBoundary",
 			[]string{"iam:CreatePolicyVersion", "iam:SetDefaultPolicyVersion", "iam:DeletePolicy"}, boundary, nil},
-		{"databases, their subnet groups and final snapshots, only when named after the broker's stacks", "Databases",
+		{"databases, Aurora clusters, their subnet groups and final snapshots, only when named after the broker's stacks", "Databases",
 			[]string{"rds:CreateDBInstance", "rds:ModifyDBInstance", "rds:DeleteDBInstance", "rds:CreateDBSnapshot",
-				"rds:CreateDBSubnetGroup", "rds:DeleteDBSubnetGroup", "rds:AddTagsToResource"},
-			[]any{rds("db:osb-*"), rds("snapshot:osb-*"), rds("subgrp:osb-*")}, nil},
-		{"a database may use the engine's default groups", "DatabaseDefaultGroups",
-			[]string{"rds:CreateDBInstance", "rds:ModifyDBInstance"},
-			[]any{rds("og:default:*"), rds("pg:default.*"), rds("subgrp:default")}, nil},
+				"rds:CreateDBSubnetGroup", "rds:DeleteDBSubnetGroup", "rds:AddTagsToResource",
+				"rds:CreateDBCluster", "rds:ModifyDBCluster", "rds:DeleteDBCluster", "rds:CreateDBClusterSnapshot", "rds:EnableHttpEndpoint"},
+			[]any{rds("cluster-snapshot:osb-*"), rds("cluster:osb-*"), rds("db:osb-*"), rds("snapshot:osb-*"), rds("subgrp:osb-*")}, nil},
+		{"a database or cluster may use the engine's default groups", "DatabaseDefaultGroups",
+			[]string{"rds:CreateDBInstance", "rds:ModifyDBInstance", "rds:CreateDBCluster", "rds:ModifyDBCluster"},
+			[]any{rds("cluster-pg:default.*"), rds("og:default:*"), rds("pg:default.*"), rds("subgrp:default")}, nil},
 		{"RDS may create the master user's secret, and only a secret of RDS's, tag only those of the broker's databases", "DatabaseSecrets",
 			[]string{"secretsmanager:CreateSecret", "secretsmanager:TagResource"},
 			regional("secretsmanager", "secret:rds!db-*"),
 			object{"StringLikeIfExists": object{"secretsmanager:ResourceTag/aws:rds:primaryDBInstanceArn": rds("db:osb-*")}}},
+		{"RDS may create an Aurora cluster's master secret, and only a secret of RDS's, tag only those of the broker's clusters", "ClusterSecrets",
+			[]string{"secretsmanager:CreateSecret", "secretsmanager:TagResource"},
+			regional("secretsmanager", "secret:rds!cluster-*"),
+			object{"StringLikeIfExists": object{"secretsmanager:ResourceTag/aws:rds:primaryDBClusterArn": rds("cluster:osb-*")}}},
+		{"the binding stacks' own secrets, only when named after the broker's stacks", "BindingSecrets",
+			[]string{"secretsmanager:CreateSecret", "secretsmanager:DeleteSecret", "secretsmanager:GetSecretValue", "secretsmanager:TagResource"},
+			regional("secretsmanager", "secret:osb-*"), nil},
+		{"the broker's Custom::DatabaseUser functions, and no other function, are invoked", "DatabaseUserFunctions",
+			[]string{"lambda:InvokeFunction"}, regional("lambda", "function:osb-dbuser-*"), nil},
 		{"RDS's service-linked role, and no other role, may be created", "RdsServiceLinkedRole",
 			[]string{"iam:CreateServiceLinkedRole"},
 			arn("arn:", partition, ":iam::", account, ":role/aws-service-role/rds.amazonaws.com/AWSServiceRoleForRDS"),
@@ -268,6 +278,11 @@ func TestServiceRole(t *testing.T) {
 				continue
 			}
 			for _, a := range actions(s) {
+				// GetRandomPassword reads nothing: it returns random
+				// characters, and names no resource.
+				if a == "secretsmanager:GetRandomPassword" {
+					continue
+				}
 				if _, name, _ := strings.Cut(a, ":"); !strings.HasPrefix(name, "Describe") && !strings.HasPrefix(name, "List") {
 					t.Errorf("%s grants %s on *", sid, a)
 				}
@@ -386,8 +401,10 @@ func TestServiceStacksFromContext(t *testing.T) {
 		for sid, want := range map[string]any{
 			"Buckets": arn("arn:", partition, ":s3:::team-a-*"),
 			"Queues":  regional("sqs", "Team-A-*"),
-			"Databases": []any{regional("rds", "db:team-a-*"), regional("rds", "snapshot:team-a-*"),
-				regional("rds", "subgrp:team-a-*")},
+			"Databases": []any{regional("rds", "cluster-snapshot:team-a-*"), regional("rds", "cluster:team-a-*"),
+				regional("rds", "db:team-a-*"), regional("rds", "snapshot:team-a-*"), regional("rds", "subgrp:team-a-*")},
+			"BindingSecrets":        regional("secretsmanager", "secret:Team-A-*"),
+			"DatabaseUserFunctions": regional("lambda", "function:team-a-dbuser-*"),
 		} {
 			if got := statements[sid]["Resource"]; !jsonEqual(got, want) {
 				t.Errorf("%s is granted on %v, want %v", sid, got, want)

@@ -79,6 +79,16 @@ func Boundary(prefix string) []Statement {
 // secret it manages for a DB instance: the instance's ARN.
 const DatabaseSecretTag = "secretsmanager:ResourceTag/aws:rds:primaryDBInstanceArn"
 
+// ClusterSecretTag is the condition key of the tag RDS puts on the master
+// secret it manages for an Aurora DB cluster: the cluster's ARN.
+const ClusterSecretTag = "secretsmanager:ResourceTag/aws:rds:primaryDBClusterArn"
+
+// ClustersARN is the pattern of the DB clusters of the stacks named
+// "prefix-…".
+func ClustersARN(prefix string) ARN {
+	return ARN{Service: "rds", Resource: "cluster:" + strings.ToLower(prefix) + "-*"}
+}
+
 // DatabasesARN is the pattern of the DB instances of the stacks named
 // "prefix-…": RDS identifiers are in lower case.
 func DatabasesARN(prefix string) ARN {

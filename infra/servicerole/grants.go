@@ -15,6 +15,11 @@ const (
 		"a request the key's own service makes (kms:ViaService): no other key, the broker's own (denied besides) included."
 	reasonListAliases = "kms:ListAliases, which the table's handler calls to find the AWS managed key, supports no " +
 		"resource-level permissions (https://docs.aws.amazon.com/service-authorization/latest/reference/list_awskeymanagementservice.html)."
+	reasonManagedClusterSecrets = "ManageMasterUserPassword on an Aurora cluster: RDS creates the master user's secret, " +
+		"named rds!cluster-<uuid> by RDS, with the caller's permissions; this pattern is the secrets RDS manages for DB " +
+		"clusters, and the condition on the tag RDS gives each (its cluster's ARN) keeps other deployments' clusters' out."
+	reasonDatabaseUserFunctions = "The broker's Custom::DatabaseUser functions, one per VPC, named PREFIX-dbuser-<vpc id> " +
+		"(infra/dbuser.go), in lower case: the binding templates name them in their ServiceToken."
 	reasonBoundaryChanges = "Nothing the stacks make may take a permissions boundary off an IAM identity, whichever " +
 		"identity it is: without one, a user or role could be given any permission."
 )
@@ -174,21 +179,27 @@ func grants(prefix string, boundary any) []Statement {
 			Everywhere: true,
 		},
 		{
+			// DB instances, and the Aurora clusters whose instances are
+			// authorized on their cluster too.
 			Sid: "Databases",
 			Actions: []string{
 				"rds:CreateDBInstance", "rds:ModifyDBInstance", "rds:RebootDBInstance", "rds:DeleteDBInstance",
 				"rds:DescribeDBInstances", "rds:CreateDBSnapshot",
 				"rds:CreateDBSubnetGroup", "rds:ModifyDBSubnetGroup", "rds:DeleteDBSubnetGroup", "rds:DescribeDBSubnetGroups",
 				"rds:AddTagsToResource", "rds:RemoveTagsFromResource", "rds:ListTagsForResource",
+				"rds:CreateDBCluster", "rds:ModifyDBCluster", "rds:DeleteDBCluster", "rds:CreateDBClusterSnapshot",
+				"rds:EnableHttpEndpoint", "rds:DisableHttpEndpoint",
 			},
-			Resources: []ARN{rds("db:" + lower + "-*"), rds("subgrp:" + lower + "-*"), rds("snapshot:" + lower + "-*")},
-			Reason:    reasonGeneratedNamesLower,
+			Resources: []ARN{rds("db:" + lower + "-*"), rds("subgrp:" + lower + "-*"), rds("snapshot:" + lower + "-*"),
+				rds("cluster:" + lower + "-*"), rds("cluster-snapshot:" + lower + "-*")},
+			Reason: reasonGeneratedNamesLower,
 		},
 		{
-			Sid:       "DatabaseDefaultGroups",
-			Actions:   []string{"rds:CreateDBInstance", "rds:ModifyDBInstance"},
-			Resources: []ARN{rds("pg:default.*"), rds("og:default:*"), rds("subgrp:default")},
-			Reason:    reasonDefaultGroups,
+			Sid:     "DatabaseDefaultGroups",
+			Actions: []string{"rds:CreateDBInstance", "rds:ModifyDBInstance", "rds:CreateDBCluster", "rds:ModifyDBCluster"},
+			Resources: []ARN{rds("pg:default.*"), rds("og:default:*"), rds("subgrp:default"),
+				rds("cluster-pg:default.*")},
+			Reason: reasonDefaultGroups,
 		},
 		{
 			// RDS tags the secret with its database's ARN: an existing
@@ -201,6 +212,37 @@ func grants(prefix string, boundary any) []Statement {
 				"StringLikeIfExists": map[string]any{DatabaseSecretTag: DatabasesARN(prefix)},
 			},
 			Reason: reasonManagedSecrets,
+		},
+		{
+			// Aurora names a cluster's master secret rds!cluster-<uuid> and
+			// tags it with the cluster's ARN, as DatabaseSecrets above.
+			Sid:       "ClusterSecrets",
+			Actions:   []string{"secretsmanager:CreateSecret", "secretsmanager:TagResource"},
+			Resources: []ARN{regional("secretsmanager", "secret:rds!cluster-*")},
+			Conditions: map[string]any{
+				"StringLikeIfExists": map[string]any{ClusterSecretTag: ClustersARN(prefix)},
+			},
+			Reason: reasonManagedClusterSecrets,
+		},
+		{
+			// The binding stacks' own secrets (a database user's password),
+			// named after the stack.
+			Sid: "BindingSecrets",
+			Actions: []string{
+				"secretsmanager:CreateSecret", "secretsmanager:DeleteSecret", "secretsmanager:DescribeSecret",
+				"secretsmanager:GetSecretValue", "secretsmanager:UpdateSecret",
+				"secretsmanager:TagResource", "secretsmanager:UntagResource",
+			},
+			Resources: []ARN{regional("secretsmanager", "secret:"+prefix+"-*")},
+			Reason:    reasonGeneratedNames,
+		},
+		{
+			// Custom::DatabaseUser: CloudFormation invokes the broker's
+			// function of the database's VPC with this role.
+			Sid:       "DatabaseUserFunctions",
+			Actions:   []string{"lambda:InvokeFunction"},
+			Resources: []ARN{regional("lambda", "function:"+lower+"-dbuser-*")},
+			Reason:    reasonDatabaseUserFunctions,
 		},
 		{
 			// The table (SSEType KMS) is encrypted with DynamoDB's AWS
@@ -279,7 +321,9 @@ func grants(prefix string, boundary any) []Statement {
 				"ec2:DescribeSubnets", "ec2:DescribeVpcAttribute", "ec2:DescribeVpcs",
 				"rds:DescribeDBClusters", "rds:DescribeDBClusterSnapshots", "rds:DescribeDBEngineVersions",
 				"rds:DescribeDBInstanceAutomatedBackups", "rds:DescribeDBParameterGroups", "rds:DescribeDBSnapshots",
-				"rds:DescribeEvents",
+				"rds:DescribeEvents", "rds:DescribeDBClusterAutomatedBackups", "rds:DescribeGlobalClusters",
+				// A generated password, asked for before any secret exists.
+				"secretsmanager:GetRandomPassword",
 			},
 			Everywhere: true,
 			Reason:     reasonDescribe,

@@ -75,8 +75,9 @@ const (
 	reasonSnapshots = "DeletionPolicy Snapshot: CloudFormation names a database's final snapshot after the stack " +
 		"(PREFIX-…-snapshot-…, in lower case), so this pattern is the final snapshots of the broker's databases."
 	reasonDefaultGroups = "A database created without a parameter or option group gets the engine's default ones " +
-		"(default.postgres17, default:postgres-17), whose names follow the engine version; only those defaults, which " +
-		"CreateDBInstance and ModifyDBInstance may name, and neither is modified."
+		"(default.postgres17, default:postgres-17, and an Aurora cluster's default.aurora-postgresql17), whose names " +
+		"follow the engine version; only those defaults, which CreateDBInstance, ModifyDBInstance, CreateDBCluster and " +
+		"ModifyDBCluster may name, and none is modified."
 	reasonManagedSecrets = "ManageMasterUserPassword: RDS creates the master user's secret, named rds!db-<uuid> by " +
 		"RDS, with the caller's permissions; this pattern is the secrets RDS manages for DB instances and nothing else, " +
 		"and the condition on the tag RDS gives each (its database's ARN) keeps those of other deployments' databases out."
@@ -86,5 +87,6 @@ const (
 	reasonDescribe = "Read-only Describe actions that CloudFormation's resource handlers call to check and wait for " +
 		"their resources: EC2's Describe actions support no resource-level permissions, nor do RDS's DescribeEvents " +
 		"and DescribeDBEngineVersions; the other RDS ones read resources not named after the stack (default parameter " +
-		"groups, automated backups ab-…) (https://docs.aws.amazon.com/service-authorization/latest/reference/list_amazonec2.html, list_amazonrds.html)."
+		"groups, automated backups ab-…, global clusters) (https://docs.aws.amazon.com/service-authorization/latest/reference/list_amazonec2.html, list_amazonrds.html); " +
+		"Secrets Manager's GetRandomPassword, which the binding secrets' handler calls, names no resource."
 )

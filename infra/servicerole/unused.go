@@ -110,6 +110,24 @@ var Unused = join(
 		[]string{"AutomaticBackupReplicationRegion", "AutomaticBackupReplicationKmsKeyId", "AutomaticBackupReplicationRetentionPeriod"},
 		"rds:StartDBInstanceAutomatedBackupsReplication", "rds:StopDBInstanceAutomatedBackupsReplication"),
 
+	// AWS::RDS::DBCluster: Aurora Serverless v2 clusters, made new, alone.
+	unused("AWS::RDS::DBCluster", "IAM roles for the cluster, Enhanced Monitoring, or a directory domain, which pass a role to RDS",
+		[]string{"AssociatedRoles", "MonitoringRoleArn", "DomainIAMRoleName"},
+		"iam:PassRole"),
+	unused("AWS::RDS::DBCluster", "IAM roles for the cluster (S3 import, Lambda...)", []string{"AssociatedRoles"},
+		"rds:AddRoleToDBCluster", "rds:RemoveRoleFromDBCluster"),
+	unused("AWS::RDS::DBCluster", "a cluster restored from a snapshot", []string{"SnapshotIdentifier"},
+		"rds:RestoreDBClusterFromSnapshot"),
+	unused("AWS::RDS::DBCluster", "a cluster restored to a point in time or cloned",
+		[]string{"RestoreType", "RestoreToTime", "UseLatestRestorableTime", "SourceDBClusterIdentifier", "SourceDbClusterResourceId"},
+		"rds:RestoreDBClusterToPointInTime"),
+	unused("AWS::RDS::DBCluster", "Aurora global databases", []string{"GlobalClusterIdentifier"},
+		"rds:RemoveFromGlobalCluster"),
+
+	// AWS::SecretsManager::Secret: the binding stacks' password secrets.
+	unused("AWS::SecretsManager::Secret", "secrets replicated to other Regions", []string{"ReplicaRegions"},
+		"secretsmanager:ReplicateSecretToRegions", "secretsmanager:RemoveRegionsFromReplication"),
+
 	// AWS::IAM::Role and AWS::RolesAnywhere::Profile: roles.go.
 	rolesUnused,
 )

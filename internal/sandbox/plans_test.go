@@ -116,24 +116,30 @@ func TestTheFIFOPlanRunsOnMoto(t *testing.T) {
 
 // TestPlansMotoCannotRunAreRefusedAtOnce: the sandbox finds at start that
 // moto cannot make the suite's cache plan (its CloudFormation has no
-// ElastiCache, and answers 500) and only that one, and a provision of it gets a
+// ElastiCache, and answers 500) and the Aurora plans (no AWS::RDS::DBCluster),
+// and only those, and a provision of the cache plan gets a
 // 422 at once naming the plan and moto's reason, with nothing made; a
 // caller without the broker's credentials still gets the broker's 401.
 func TestPlansMotoCannotRunAreRefusedAtOnce(t *testing.T) {
 	ctx, cancel := waittest.Context(t)
 	defer cancel()
 	c := client(t, shared)
+	// What each plan moto cannot run has that moto lacks, by service.
+	lacks := map[string]string{"moto-cannot-run": "AWS::ElastiCache::ServerlessCache",
+		"aws-aurora-postgresql": "AWS::RDS::DBCluster", "aws-aurora-mysql": "AWS::RDS::DBCluster"}
 	var names []string
 	for _, p := range shared.Unrunnable() {
 		names = append(names, p.Service+"/"+p.Plan)
-		if !strings.Contains(p.Reason, "AWS::ElastiCache::ServerlessCache") {
-			t.Errorf("%s: the reason does not name what moto lacks: %s", p.Plan, p.Reason)
+		if !strings.Contains(p.Reason, lacks[p.Service]) {
+			t.Errorf("%s of %s: the reason does not name what moto lacks (%s): %s", p.Plan, p.Service, lacks[p.Service], p.Reason)
 		}
 	}
 	slices.Sort(names)
-	// Every example service runs on moto with the project's fixes (the
-	// RDS ones since fix 15); the suite's catalog adds one that cannot.
-	if want := []string{"moto-cannot-run/cache"}; !slices.Equal(names, want) {
+	// Every other example service runs on moto with the project's fixes
+	// (the RDS ones since fix 15); the suite's catalog adds one that cannot.
+	if want := []string{"aws-aurora-mysql/serverless-dev", "aws-aurora-mysql/serverless-standard",
+		"aws-aurora-postgresql/serverless-dev", "aws-aurora-postgresql/serverless-standard",
+		"moto-cannot-run/cache"}; !slices.Equal(names, want) {
 		t.Errorf("the sandbox cannot run %v, want %v", names, want)
 	}
 

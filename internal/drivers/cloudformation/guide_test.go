@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -18,9 +19,10 @@ import (
 // as files rather than through the catalog's code: every property of a
 // plan's schema is a parameter of the template it reaches, and the schema
 // checks its values at least as strictly as the template does (so a user's
-// mistake is a 400 naming the parameter, not a failed stack); every
-// parameter and output of each template is named in its service's section
-// of the guide; and every section says what the service needs of the
+// mistake is a 400 naming the parameter, not a failed stack); every value a
+// plan fixes (parameters, binding_parameters) is one its template accepts;
+// every parameter and output of each template of a service's folder (the
+// plans' and the others it offers) is named in its section of the guide; and every section says what the service needs of the
 // network, what it costs and how long a create and a delete take.
 func TestTheGuideAndTheCatalogMatchTheTemplates(t *testing.T) {
 	const dir = "../../../services"
@@ -38,8 +40,10 @@ func TestTheGuideAndTheCatalogMatchTheTemplates(t *testing.T) {
 					ServiceBinding  struct{ Create struct{ Parameters schema } }         `yaml:"service_binding"`
 				}
 				Broker struct {
-					Template        string
-					BindingTemplate string `yaml:"binding_template"`
+					Template          string
+					BindingTemplate   string         `yaml:"binding_template"`
+					Parameters        map[string]any `yaml:"parameters"`
+					BindingParameters map[string]any `yaml:"binding_parameters"`
 				}
 			}
 		}
@@ -69,6 +73,21 @@ func TestTheGuideAndTheCatalogMatchTheTemplates(t *testing.T) {
 				{"update", p.Schemas.ServiceInstance.Update.Parameters, instance},
 				{"bind", p.Schemas.ServiceBinding.Create.Parameters, binding},
 			} {
+				fixed := p.Broker.Parameters
+				if c.request == "bind" {
+					fixed = p.Broker.BindingParameters
+				}
+				for name, value := range fixed {
+					where := fmt.Sprintf("%s %s, fixed %s parameter %s", svc.Name, p.Name, c.request, name)
+					decl, ok := c.template.Parameters[name]
+					if !ok {
+						t.Errorf("%s: the template has no such parameter", where)
+						continue
+					}
+					if problem := decl.refuses(fmt.Sprint(value)); problem != "" {
+						t.Errorf("%s: %s", where, problem)
+					}
+				}
 				for name, prop := range c.schema.Properties {
 					where := fmt.Sprintf("%s %s, %s schema, %s", svc.Name, p.Name, c.request, name)
 					decl, ok := c.template.Parameters[name]
@@ -95,8 +114,15 @@ func TestTheGuideAndTheCatalogMatchTheTemplates(t *testing.T) {
 			t.Errorf("services/README.md has no section ### %s", folder)
 			continue
 		}
-		for _, file := range []string{"instance.yaml", "binding.yaml"} {
-			tmpl := readGuideTemplate(t, filepath.Join(dir, folder, file))
+		// Every template of the folder: the plans' own and the others
+		// it offers (binding-user.yaml, binding-role.yaml).
+		files, err := filepath.Glob(filepath.Join(dir, folder, "*.yaml"))
+		if err != nil || len(files) < 2 {
+			t.Fatalf("%s: templates %v %v", folder, files, err)
+		}
+		for _, path := range files {
+			file := filepath.Base(path)
+			tmpl := readGuideTemplate(t, path)
 			for name := range tmpl.Parameters {
 				if name != BoundaryParameter && !strings.Contains(section, "`"+name+"`") {
 					t.Errorf("services/README.md, ### %s, does not name %s's parameter %s", folder, file, name)
@@ -157,6 +183,29 @@ func readGuideTemplate(t *testing.T, file string) guideTemplate {
 		t.Fatalf("%s: %v", file, err)
 	}
 	return tmpl
+}
+
+// refuses says why CloudFormation would refuse value for the parameter
+// (its AllowedValues, bounds or pattern), or "".
+func (decl guideParameter) refuses(value string) string {
+	if len(decl.AllowedValues) > 0 && !slices.ContainsFunc(decl.AllowedValues, func(v any) bool { return fmt.Sprint(v) == value }) {
+		return fmt.Sprintf("%q is not among the template's AllowedValues %v", value, decl.AllowedValues)
+	}
+	if decl.Type == "Number" {
+		n, err := strconv.ParseFloat(value, 64)
+		switch {
+		case err != nil:
+			return fmt.Sprintf("%q is not a number", value)
+		case decl.MinValue != nil && n < *decl.MinValue:
+			return fmt.Sprintf("%v is below the template's MinValue %v", n, *decl.MinValue)
+		case decl.MaxValue != nil && n > *decl.MaxValue:
+			return fmt.Sprintf("%v is above the template's MaxValue %v", n, *decl.MaxValue)
+		}
+	}
+	if decl.AllowedPattern != "" && !regexp.MustCompile(`^(?:`+decl.AllowedPattern+`)$`).MatchString(value) {
+		return fmt.Sprintf("%q does not match the template's AllowedPattern %s", value, decl.AllowedPattern)
+	}
+	return ""
 }
 
 // laxerThan lists where the property lets through a value the template
