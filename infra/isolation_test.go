@@ -224,10 +224,16 @@ func serviceStackARNs(t *testing.T, prefix string) []target {
 			out = append(out, target{arn: targetARN("sns", testRegion, generatedName(stack, r.LogicalID, false))})
 		case "AWS::Kinesis::Stream":
 			out = append(out, target{arn: targetARN("kinesis", testRegion, "stream/"+generatedName(stack, r.LogicalID, false))})
+		case "AWS::OpenSearchService::Domain":
+			out = append(out, target{arn: targetARN("es", testRegion, "domain/"+generatedName(stack, r.LogicalID, true))})
+		case "AWS::SecretsManager::Secret":
+			// Named after the stack (Name: ${AWS::StackName}-…), with
+			// Secrets Manager's suffix.
+			out = append(out, target{arn: targetARN("secretsmanager", testRegion, "secret:"+stack+"-search-user-AbCdEf")})
 		}
 	}
 	for _, k := range []string{"AWS::S3::Bucket", "AWS::SQS::Queue", "AWS::DynamoDB::Table", "AWS::RDS::DBInstance", "AWS::IAM::User",
-		"AWS::SNS::Topic", "AWS::Kinesis::Stream"} {
+		"AWS::SNS::Topic", "AWS::Kinesis::Stream", "AWS::OpenSearchService::Domain", "AWS::SecretsManager::Secret"} {
 		if !kinds[k] {
 			t.Errorf("no bundled template makes a %s: the check would miss it", k)
 		}
@@ -290,8 +296,9 @@ func allowStatements(template map[string]any) []allow {
 }
 
 // exempt are the actions whose Allow on another deployment's ARN gives
-// nothing: CreateSecurityGroup makes a new group, whose id EC2 makes up.
-var exempt = []string{"ec2:CreateSecurityGroup"}
+// nothing: CreateSecurityGroup makes a new group, whose id EC2 makes up;
+// GetRandomPassword returns a random string, touching no resource.
+var exempt = []string{"ec2:CreateSecurityGroup", "secretsmanager:GetRandomPassword"}
 
 // creationKeys are condition keys that only a request creating the resource
 // carries: a statement on one of them never applies to an existing resource.

@@ -232,6 +232,20 @@ func TestServiceRole(t *testing.T) {
 		{"reads, changes, tags and deletion only on the profiles of the broker's stacks", "ManageStackBindingProfiles",
 			[]string{"rolesanywhere:GetProfile", "rolesanywhere:DeleteProfile", "rolesanywhere:PutAttributeMapping", "rolesanywhere:UntagResource"},
 			profiles, object{"StringLike": object{"aws:ResourceTag/aws:cloudformation:stack-name": "osb-*"}}},
+		{"search domains are made, changed, tagged and deleted only when named after the broker's stacks (in lower case)", "SearchDomains",
+			[]string{"es:CreateDomain", "es:UpdateDomain", "es:UpgradeDomain", "es:DeleteDomain", "es:AddTags", "es:RemoveTags"},
+			regional("es", "domain/osb-*"), nil},
+		{"OpenSearch Service's service-linked role, and no other role, may be created", "SearchServiceLinkedRole",
+			[]string{"iam:CreateServiceLinkedRole"},
+			arn("arn:", partition, ":iam::", account, ":role/aws-service-role/opensearchservice.amazonaws.com/AWSServiceRoleForAmazonOpenSearchService"),
+			object{"StringEquals": object{"iam:AWSServiceName": "opensearchservice.amazonaws.com"}}},
+		{"secrets are made, read, changed and deleted only when named after the broker's stacks", "StackSecrets",
+			[]string{"secretsmanager:CreateSecret", "secretsmanager:GetSecretValue", "secretsmanager:DeleteSecret", "secretsmanager:TagResource"},
+			regional("secretsmanager", "secret:osb-*"), nil},
+		{"a secret's generated password, which names no resource", "GenerateSecretPasswords",
+			[]string{"secretsmanager:GetRandomPassword"}, "*", nil},
+		{"the bindings' custom resources invoke the broker's dbuser functions, and no other function", "InvokeDatabaseUserFunctions",
+			[]string{"lambda:InvokeFunction"}, regional("lambda", "function:osb-dbuser-*"), nil},
 		{"what the resource handlers describe, read-only", "Describe",
 			[]string{"ec2:DescribeSecurityGroups", "ec2:DescribeSubnets", "ec2:DescribeVpcs", "rds:DescribeEvents", "rds:DescribeDBEngineVersions"},
 			"*", nil},
@@ -268,6 +282,10 @@ func TestServiceRole(t *testing.T) {
 				continue
 			}
 			for _, a := range actions(s) {
+				// GetRandomPassword names no resource and reads nothing.
+				if a == "secretsmanager:GetRandomPassword" {
+					continue
+				}
 				if _, name, _ := strings.Cut(a, ":"); !strings.HasPrefix(name, "Describe") && !strings.HasPrefix(name, "List") {
 					t.Errorf("%s grants %s on *", sid, a)
 				}

@@ -15,6 +15,13 @@ const (
 		"a request the key's own service makes (kms:ViaService): no other key, the broker's own (denied besides) included."
 	reasonListAliases = "kms:ListAliases, which the table's handler calls to find the AWS managed key, supports no " +
 		"resource-level permissions (https://docs.aws.amazon.com/service-authorization/latest/reference/list_awskeymanagementservice.html)."
+	reasonDatabaseUserFunctions = "One Custom::DatabaseUser function per VPC the catalog's plans name, each named " +
+		"PREFIX-dbuser-<vpc id> by the broker's stack."
+	reasonStackSecrets = "The templates name their secrets after their stack (PREFIX-…-search-master, PREFIX-…-search-user), " +
+		"and Secrets Manager adds a random suffix to each secret's ARN."
+	reasonRandomPassword = "secretsmanager:GetRandomPassword, which the secret's handlers call for GenerateSecretString, " +
+		"supports no resource-level permissions (https://docs.aws.amazon.com/service-authorization/latest/reference/list_awssecretsmanager.html): " +
+		"it returns a random string and reads or changes nothing."
 	reasonBoundaryChanges = "Nothing the stacks make may take a permissions boundary off an IAM identity, whichever " +
 		"identity it is: without one, a user or role could be given any permission."
 )
@@ -283,6 +290,56 @@ func grants(prefix string, boundary any) []Statement {
 			},
 			Everywhere: true,
 			Reason:     reasonDescribe,
+		},
+		{
+			// The search domains (services/opensearch): CloudFormation names
+			// them from the stack, in lower case (3 to 28 characters).
+			Sid: "SearchDomains",
+			Actions: []string{
+				"es:CreateDomain", "es:DescribeDomain", "es:DescribeDomainChangeProgress",
+				"es:UpdateDomain", "es:UpgradeDomain", "es:DeleteDomain",
+				"es:AddTags", "es:RemoveTags", "es:ListTags",
+			},
+			Resources: []ARN{regional("es", "domain/"+lower+"-*")},
+			Reason:    reasonGeneratedNamesLower,
+		},
+		{
+			// OpenSearch Service makes its service-linked role, which puts a
+			// domain's network interfaces in the VPC, with the first VPC
+			// domain of the account; this is that role only.
+			Sid:       "SearchServiceLinkedRole",
+			Actions:   []string{"iam:CreateServiceLinkedRole"},
+			Resources: []ARN{{Service: "iam", Resource: "role/aws-service-role/opensearchservice.amazonaws.com/AWSServiceRoleForAmazonOpenSearchService", Regionless: true}},
+			Conditions: map[string]any{
+				"StringEquals": map[string]any{"iam:AWSServiceName": "opensearchservice.amazonaws.com"},
+			},
+		},
+		{
+			// The secrets the templates name after their stack: a search
+			// domain's master secret and its bindings' secrets.
+			Sid: "StackSecrets",
+			Actions: []string{
+				"secretsmanager:CreateSecret", "secretsmanager:DescribeSecret", "secretsmanager:GetSecretValue",
+				"secretsmanager:UpdateSecret", "secretsmanager:DeleteSecret",
+				"secretsmanager:TagResource", "secretsmanager:UntagResource",
+			},
+			Resources: []ARN{regional("secretsmanager", "secret:"+prefix+"-*")},
+			Reason:    reasonStackSecrets,
+		},
+		{
+			Sid:        "GenerateSecretPasswords",
+			Actions:    []string{"secretsmanager:GetRandomPassword"},
+			Everywhere: true,
+			Reason:     reasonRandomPassword,
+		},
+		{
+			// The bindings' Custom::DatabaseUser resources: CloudFormation
+			// invokes the broker's per-VPC function (PREFIX-dbuser-<vpc>,
+			// infra/dbuser.go) with this role.
+			Sid:       "InvokeDatabaseUserFunctions",
+			Actions:   []string{"lambda:InvokeFunction"},
+			Resources: []ARN{regional("lambda", "function:"+lower+"-dbuser-*")},
+			Reason:    reasonDatabaseUserFunctions,
 		},
 		{
 			Sid:        "ListKeyAliases",

@@ -110,6 +110,10 @@ var Unused = join(
 		[]string{"AutomaticBackupReplicationRegion", "AutomaticBackupReplicationKmsKeyId", "AutomaticBackupReplicationRetentionPeriod"},
 		"rds:StartDBInstanceAutomatedBackupsReplication", "rds:StopDBInstanceAutomatedBackupsReplication"),
 
+	// AWS::SecretsManager::Secret.
+	unused("AWS::SecretsManager::Secret", "replicas of the secret in other Regions", []string{"ReplicaRegions"},
+		"secretsmanager:ReplicateSecretToRegions", "secretsmanager:RemoveRegionsFromReplication"),
+
 	// AWS::IAM::Role and AWS::RolesAnywhere::Profile: roles.go.
 	rolesUnused,
 )
