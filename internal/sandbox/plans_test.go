@@ -116,7 +116,8 @@ func TestTheFIFOPlanRunsOnMoto(t *testing.T) {
 
 // TestPlansMotoCannotRunAreRefusedAtOnce: the sandbox finds at start that
 // moto cannot make the suite's cache plan (its CloudFormation has no
-// ElastiCache, and answers 500) and only that one, and a provision of it gets a
+// ElastiCache, and answers 500) and the example OpenSearch plans (no
+// OpenSearch Service either), and only those, and a provision of one gets a
 // 422 at once naming the plan and moto's reason, with nothing made; a
 // caller without the broker's credentials still gets the broker's 401.
 func TestPlansMotoCannotRunAreRefusedAtOnce(t *testing.T) {
@@ -124,16 +125,17 @@ func TestPlansMotoCannotRunAreRefusedAtOnce(t *testing.T) {
 	defer cancel()
 	c := client(t, shared)
 	var names []string
+	lacks := map[string]string{"moto-cannot-run": "AWS::ElastiCache::ServerlessCache", "aws-opensearch": "AWS::OpenSearchService::Domain"}
 	for _, p := range shared.Unrunnable() {
 		names = append(names, p.Service+"/"+p.Plan)
-		if !strings.Contains(p.Reason, "AWS::ElastiCache::ServerlessCache") {
+		if !strings.Contains(p.Reason, lacks[p.Service]) || lacks[p.Service] == "" {
 			t.Errorf("%s: the reason does not name what moto lacks: %s", p.Plan, p.Reason)
 		}
 	}
 	slices.Sort(names)
-	// Every example service runs on moto with the project's fixes (the
-	// RDS ones since fix 15); the suite's catalog adds one that cannot.
-	if want := []string{"moto-cannot-run/cache"}; !slices.Equal(names, want) {
+	// Every other example service runs on moto with the project's fixes
+	// (the RDS ones since fix 15); the suite's catalog adds one that cannot.
+	if want := []string{"aws-opensearch/medium-ha", "aws-opensearch/small", "moto-cannot-run/cache"}; !slices.Equal(names, want) {
 		t.Errorf("the sandbox cannot run %v, want %v", names, want)
 	}
 
