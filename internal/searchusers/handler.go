@@ -35,7 +35,8 @@ type Properties struct {
 	// generated; the handler adds the user's name and the endpoint.
 	SecretArn  string
 	Privileges Privileges
-	// IndexPattern is what readwrite and readonly users reach (default *).
+	// IndexPattern is what readwrite and readonly users reach (default
+	// DefaultIndexPattern).
 	IndexPattern string
 }
 
@@ -59,7 +60,7 @@ func ParseProperties(raw map[string]any) (Properties, error) {
 		p.Privileges = dbusers.ReadWrite
 	}
 	if p.IndexPattern == "" {
-		p.IndexPattern = "*"
+		p.IndexPattern = DefaultIndexPattern
 	}
 	for _, k := range []struct{ name, value string }{{"Host", p.Host}, {"Port", p.Port},
 		{"MasterSecretArn", p.MasterSecretArn}, {"SecretArn", p.SecretArn}} {

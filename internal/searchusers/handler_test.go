@@ -51,7 +51,7 @@ func newFixture(t *testing.T) *fixture {
 		"Port":            port,
 		"MasterSecretArn": f.secret("osb-i1-search-master", string(master)),
 		"Privileges":      "readwrite",
-		"IndexPattern":    "*",
+		"IndexPattern":    "app-*",
 	}
 	// The fake's certificate is the test server's: its client trusts it.
 	f.handler = &searchusers.Handler{Secrets: f.sm, HTTP: f.plugin.server.Client()}
@@ -136,7 +136,7 @@ func TestABindMakesAUserWithItsOwnRole(t *testing.T) {
 		}
 		got := f.plugin.snapshot(name)
 		for _, want := range []string{`"password":"` + password + `"`,
-			`role {"cluster_permissions":["cluster_composite_ops"],"index_permissions":[{"index_patterns":["*"],"allowed_actions":["crud","create_index"]}]`,
+			`role {"cluster_permissions":["cluster_composite_ops"],"index_permissions":[{"index_patterns":["app-*"],"allowed_actions":["crud","create_index"]}]`,
 			`mapping {"users":["` + name + `"]}`} {
 			if !strings.Contains(got, want) {
 				t.Errorf("the plugin holds %s\nwant it to hold %s", got, want)
@@ -151,7 +151,7 @@ func TestABindMakesAUserWithItsOwnRole(t *testing.T) {
 		if p, _ := u.User.Password(); u.Scheme != "https" || u.User.Username() != name || p != password || u.Host != f.props["Host"].(string)+":"+f.props["Port"].(string) {
 			t.Errorf("uri %s", u.Redacted())
 		}
-		if data[dbusers.AttributeUsername] != name || data[dbusers.AttributePassword] != password || data[searchusers.AttributeIndexPattern] != "*" {
+		if data[dbusers.AttributeUsername] != name || data[dbusers.AttributePassword] != password || data[searchusers.AttributeIndexPattern] != "app-*" {
 			t.Errorf("attributes %v", data)
 		}
 	})
@@ -166,20 +166,21 @@ func TestABindMakesAUserWithItsOwnRole(t *testing.T) {
 			t.Errorf("secret %v", s)
 		}
 	})
-	t.Run("readwrite writes and reads any index, creating it, and deletes none", func(t *testing.T) {
+	t.Run("readwrite writes and reads the application's indices, creating them, and deletes none", func(t *testing.T) {
 		for _, c := range []struct {
 			method, path string
 			want         int
 		}{
-			{http.MethodPut, "/orders/_doc/1", http.StatusOK},
-			{http.MethodGet, "/orders/_search", http.StatusOK},
-			{http.MethodDelete, "/orders", http.StatusForbidden},
+			{http.MethodPut, "/app-orders/_doc/1", http.StatusOK},
+			{http.MethodGet, "/app-orders/_search", http.StatusOK},
+			{http.MethodDelete, "/app-orders", http.StatusForbidden},
+			{http.MethodPut, "/billing/_doc/1", http.StatusForbidden},
 		} {
 			if got := f.as(name, password, c.method, c.path); got != c.want {
 				t.Errorf("%s %s: %d, want %d", c.method, c.path, got, c.want)
 			}
 		}
-		if got := f.as(name, "Wrong-Pa55word!", http.MethodGet, "/orders/_search"); got != http.StatusUnauthorized {
+		if got := f.as(name, "Wrong-Pa55word!", http.MethodGet, "/app-orders/_search"); got != http.StatusUnauthorized {
 			t.Errorf("a wrong password: %d, want 401", got)
 		}
 	})
@@ -194,7 +195,7 @@ func TestEachPrivilegeAllowsWhatItSays(t *testing.T) {
 	t.Run("readonly reads, and writes nothing", func(t *testing.T) {
 		const password = "Read1-Pa55word?"
 		name, data := f.create(f.binding("osb-i1-ro", "readonly", password))
-		if data[searchusers.AttributeIndexPattern] != "*" {
+		if data[searchusers.AttributeIndexPattern] != "app-*" {
 			t.Errorf("index pattern %v", data[searchusers.AttributeIndexPattern])
 		}
 		if got := f.as(name, password, http.MethodGet, "/app-logs/_search"); got != http.StatusOK {
@@ -233,13 +234,27 @@ func TestEachPrivilegeAllowsWhatItSays(t *testing.T) {
 	t.Run("a plan's pattern bounds readwrite", func(t *testing.T) {
 		const password = "Pat1-Pa55word?"
 		b := f.binding("osb-i1-pat", "readwrite", password)
-		b.props["IndexPattern"] = "app-*"
+		b.props["IndexPattern"] = "billing-*"
 		name, _ := f.create(b)
-		if got := f.as(name, password, http.MethodPut, "/app-logs/_doc/4"); got != http.StatusOK {
+		if got := f.as(name, password, http.MethodPut, "/billing-2026/_doc/4"); got != http.StatusOK {
 			t.Errorf("a write in the pattern: %d, want 200", got)
 		}
-		if got := f.as(name, password, http.MethodPut, "/billing/_doc/1"); got != http.StatusForbidden {
+		if got := f.as(name, password, http.MethodPut, "/app-logs/_doc/5"); got != http.StatusForbidden {
 			t.Errorf("a write outside the pattern: %d, want 403", got)
+		}
+	})
+	t.Run("neither readwrite nor readonly reaches an owner binding's indices", func(t *testing.T) {
+		const ownerPassword, rwPassword, roPassword = "Own2-Pa55word?", "Rw2-Pa55word?", "Ro2-Pa55word?"
+		owner, _ := f.create(f.binding("osb-i1-own2", "owner", ownerPassword))
+		if got := f.as(owner, ownerPassword, http.MethodPut, "/"+owner+"-private/_doc/1"); got != http.StatusOK {
+			t.Fatalf("the owner's write: %d", got)
+		}
+		rw, _ := f.create(f.binding("osb-i1-rw2", "readwrite", rwPassword))
+		ro, _ := f.create(f.binding("osb-i1-ro2", "readonly", roPassword))
+		for _, u := range []struct{ name, password string }{{rw, rwPassword}, {ro, roPassword}} {
+			if got := f.as(u.name, u.password, http.MethodGet, "/"+owner+"-private/_search"); got != http.StatusForbidden {
+				t.Errorf("%s read the owner's index: %d, want 403", u.name, got)
+			}
 		}
 	})
 }
@@ -259,7 +274,7 @@ func TestBindingsKeepToTheirOwnUsers(t *testing.T) {
 		if after := f.plugin.snapshot(firstName); after != before {
 			t.Errorf("the first binding's user changed:\n%s\nto\n%s", before, after)
 		}
-		if got := f.as(firstName, first.password, http.MethodPut, "/orders/_doc/1"); got != http.StatusOK {
+		if got := f.as(firstName, first.password, http.MethodPut, "/app-orders/_doc/1"); got != http.StatusOK {
 			t.Errorf("the first user's write: %d", got)
 		}
 	})
@@ -275,13 +290,13 @@ func TestBindingsKeepToTheirOwnUsers(t *testing.T) {
 		if got := f.plugin.names(); !slices.Equal(got, slices.Sorted(slices.Values([]string{masterUser, firstName}))) {
 			t.Errorf("users %v, want the master and the first binding's", got)
 		}
-		if got := f.as(secondName, second.password, http.MethodGet, "/orders/_search"); got != http.StatusUnauthorized {
+		if got := f.as(secondName, second.password, http.MethodGet, "/app-orders/_search"); got != http.StatusUnauthorized {
 			t.Errorf("the unbound user: %d, want 401", got)
 		}
-		if got := f.as(firstName, first.password, http.MethodGet, "/orders/_search"); got != http.StatusOK {
+		if got := f.as(firstName, first.password, http.MethodGet, "/app-orders/_search"); got != http.StatusOK {
 			t.Errorf("the remaining user's read: %d", got)
 		}
-		if got := f.as(masterUser, masterPassword, http.MethodDelete, "/orders"); got != http.StatusOK {
+		if got := f.as(masterUser, masterPassword, http.MethodDelete, "/app-orders"); got != http.StatusOK {
 			t.Errorf("the master: %d, want 200 (its mappings untouched)", got)
 		}
 	})
@@ -361,6 +376,9 @@ func TestBadRequestsFailWithTheirReason(t *testing.T) {
 		{"Privileges", "admin", "privileges"},
 		{"IndexPattern", "/.*/", "index pattern"},
 		{"IndexPattern", "_all", "index pattern"},
+		{"IndexPattern", "*", "index pattern"},
+		{"IndexPattern", "o*", "owner bindings"},
+		{"IndexPattern", "osb_0123-*", "owner bindings"},
 		{"Host", "evil.example/path", "host"},
 		{"Port", "0", "port"},
 	} {

@@ -33,15 +33,30 @@ const AttributeIndexPattern = "IndexPattern"
 // Privileges are dbusers': owner, readwrite, readonly.
 type Privileges = dbusers.Privileges
 
-// indexPattern is a plan's IndexPattern: lower-case names, digits, _ - and
-// the * wildcard (index names are lower case; this refuses the plugin's
-// regular expressions, /…/, and a leading _ or -).
-var indexPattern = regexp.MustCompile(`^[a-z0-9*][a-z0-9_*-]{0,99}$`)
+// DefaultIndexPattern is the application's indices when the plan names
+// none, as the database users' application schema is app.
+const DefaultIndexPattern = "app-*"
 
-// CheckIndexPattern refuses a pattern the template would refuse.
+// indexPattern is a plan's IndexPattern: lower-case names, digits, _ - and
+// the * wildcard, starting with a letter or a digit (index names are lower
+// case; this refuses the plugin's regular expressions, /…/, and * alone).
+var indexPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9_*-]{0,99}$`)
+
+// ownerPrefix starts every binding user's name, hence every owner's
+// indices.
+const ownerPrefix = "osb_"
+
+// CheckIndexPattern refuses a pattern the template would refuse, and one
+// that could match an owner's indices (<user>-*, the user osb_…): a
+// readwrite or readonly binding reaches the application's indices, never
+// another binding's own.
 func CheckIndexPattern(p string) error {
 	if !indexPattern.MatchString(p) {
-		return fmt.Errorf("index pattern %q: want lower-case letters, digits, _, - or *, not starting with _ or -", p)
+		return fmt.Errorf("index pattern %q: want lower-case letters, digits, _, - or *, starting with a letter or a digit", p)
+	}
+	literal, _, wild := strings.Cut(p, "*")
+	if strings.HasPrefix(literal, ownerPrefix) || (wild && strings.HasPrefix(ownerPrefix, literal)) {
+		return fmt.Errorf("index pattern %q could match the indices of owner bindings (%s…): give one that cannot, app-* say", p, ownerPrefix)
 	}
 	return nil
 }
