@@ -233,7 +233,7 @@ func TestServiceRole(t *testing.T) {
 			[]string{"rolesanywhere:GetProfile", "rolesanywhere:DeleteProfile", "rolesanywhere:PutAttributeMapping", "rolesanywhere:UntagResource"},
 			profiles, object{"StringLike": object{"aws:ResourceTag/aws:cloudformation:stack-name": "osb-*"}}},
 		{"search domains are made, changed, tagged and deleted only when named after the broker's stacks (in lower case)", "SearchDomains",
-			[]string{"es:CreateDomain", "es:UpdateDomain", "es:UpgradeDomain", "es:DeleteDomain", "es:AddTags", "es:RemoveTags"},
+			[]string{"es:CreateDomain", "es:UpdateDomainConfig", "es:UpgradeDomain", "es:DeleteDomain", "es:AddTags", "es:RemoveTags"},
 			regional("es", "domain/osb-*"), nil},
 		{"OpenSearch Service's service-linked role, and no other role, may be created", "SearchServiceLinkedRole",
 			[]string{"iam:CreateServiceLinkedRole"},

@@ -297,7 +297,7 @@ func grants(prefix string, boundary any) []Statement {
 			Sid: "SearchDomains",
 			Actions: []string{
 				"es:CreateDomain", "es:DescribeDomain", "es:DescribeDomainChangeProgress",
-				"es:UpdateDomain", "es:UpgradeDomain", "es:DeleteDomain",
+				"es:UpdateDomainConfig", "es:UpgradeDomain", "es:DeleteDomain",
 				"es:AddTags", "es:RemoveTags", "es:ListTags",
 			},
 			Resources: []ARN{regional("es", "domain/"+lower+"-*")},
