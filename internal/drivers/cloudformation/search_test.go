@@ -218,4 +218,19 @@ func TestSearchBindings(t *testing.T) {
 			}
 		}
 	})
+
+	t.Run("a deprovision keeps the domain, the secret that opens it and the security group its interfaces use; an unbind keeps nothing", func(t *testing.T) {
+		instance := readTemplateNode(t, filepath.Join(servicesDir, "opensearch", "instance.yaml"))
+		for _, id := range []string{"Domain", "MasterSecret", "SecurityGroup"} {
+			for _, policy := range []string{"DeletionPolicy", "UpdateReplacePolicy"} {
+				if n := nodeAt(instance, "Resources", id, policy); n == nil || n.Value != "Retain" {
+					t.Errorf("the instance's %s has no %s Retain", id, policy)
+				}
+			}
+		}
+		binding := readTemplateNode(t, filepath.Join(servicesDir, "opensearch", "binding.yaml"))
+		if n := nodeAt(binding, "Resources", "Secret", "DeletionPolicy"); n == nil || n.Value != "Delete" {
+			t.Error("the binding's secret is not deleted with it")
+		}
+	})
 }
