@@ -235,10 +235,12 @@ func serviceStackARNs(t *testing.T, prefix string) []target {
 			out = append(out, target{arn: targetARN("sns", testRegion, generatedName(stack, r.LogicalID, false))})
 		case "AWS::Kinesis::Stream":
 			out = append(out, target{arn: targetARN("kinesis", testRegion, "stream/"+generatedName(stack, r.LogicalID, false))})
+		case "AWS::OpenSearchService::Domain":
+			out = append(out, target{arn: targetARN("es", testRegion, "domain/"+generatedName(stack, r.LogicalID, true))})
 		}
 	}
 	for _, k := range []string{"AWS::S3::Bucket", "AWS::SQS::Queue", "AWS::DynamoDB::Table", "AWS::RDS::DBInstance", "AWS::IAM::User",
-		"AWS::SNS::Topic", "AWS::Kinesis::Stream", "AWS::RDS::DBCluster", "AWS::SecretsManager::Secret", "Custom::DatabaseUser"} {
+		"AWS::SNS::Topic", "AWS::Kinesis::Stream", "AWS::RDS::DBCluster", "AWS::OpenSearchService::Domain", "AWS::SecretsManager::Secret", "Custom::DatabaseUser"} {
 		if !kinds[k] {
 			t.Errorf("no bundled template makes a %s: the check would miss it", k)
 		}

@@ -1,6 +1,7 @@
 // Command dbuser is the handler of the binding templates' Custom::DatabaseUser
 // (internal/dbusers): CloudFormation invokes it, in the database's VPC, to
-// make a binding's database user and to drop it at unbind.
+// make a binding's database user and to drop it at unbind; with the Engine
+// opensearch, a search domain's user (internal/searchusers).
 package main
 
 import (
@@ -9,13 +10,17 @@ import (
 	"crypto/x509"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
+	"time"
 
+	"github.com/aws/aws-lambda-go/cfn"
 	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 
 	"github.com/serverless-osb/broker/internal/dbusers"
+	"github.com/serverless-osb/broker/internal/searchusers"
 )
 
 // caBundle is the RDS certificate bundle, beside the bootstrap when the
@@ -38,6 +43,15 @@ func main() {
 		t.InsecureSkipVerify = true
 		log.Warn("no RDS certificate bundle: database servers' certificates are not verified", "file", caBundle)
 	}
-	h := &dbusers.Handler{Secrets: secretsmanager.NewFromConfig(cfg), TLS: t, Log: log}
-	lambda.Start(h.Respond)
+	secrets := secretsmanager.NewFromConfig(cfg)
+	h := &dbusers.Handler{Secrets: secrets, TLS: t, Log: log}
+	// The domains' certificates are public ones: the system's roots verify
+	// them.
+	search := &searchusers.Handler{Secrets: secrets, HTTP: &http.Client{Timeout: 30 * time.Second}, Log: log}
+	lambda.Start(func(ctx context.Context, e cfn.Event) error {
+		if searchusers.Is(e) {
+			return search.Respond(ctx, e)
+		}
+		return h.Respond(ctx, e)
+	})
 }

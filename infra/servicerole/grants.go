@@ -225,8 +225,9 @@ func grants(prefix string, boundary any) []Statement {
 			Reason: reasonManagedClusterSecrets,
 		},
 		{
-			// The binding stacks' own secrets (a database user's password),
-			// named after the stack.
+			// The secrets the templates name after their stack: a binding's
+			// password (a database's or a search domain's user), a search
+			// domain's master secret.
 			Sid: "BindingSecrets",
 			Actions: []string{
 				"secretsmanager:CreateSecret", "secretsmanager:DeleteSecret", "secretsmanager:DescribeSecret",
@@ -327,6 +328,29 @@ func grants(prefix string, boundary any) []Statement {
 			},
 			Everywhere: true,
 			Reason:     reasonDescribe,
+		},
+		{
+			// The search domains (services/opensearch): CloudFormation names
+			// them from the stack, in lower case (3 to 28 characters).
+			Sid: "SearchDomains",
+			Actions: []string{
+				"es:CreateDomain", "es:DescribeDomain", "es:DescribeDomainChangeProgress",
+				"es:UpdateDomainConfig", "es:UpgradeDomain", "es:DeleteDomain",
+				"es:AddTags", "es:RemoveTags", "es:ListTags",
+			},
+			Resources: []ARN{regional("es", "domain/"+lower+"-*")},
+			Reason:    reasonGeneratedNamesLower,
+		},
+		{
+			// OpenSearch Service makes its service-linked role, which puts a
+			// domain's network interfaces in the VPC, with the first VPC
+			// domain of the account; this is that role only.
+			Sid:       "SearchServiceLinkedRole",
+			Actions:   []string{"iam:CreateServiceLinkedRole"},
+			Resources: []ARN{{Service: "iam", Resource: "role/aws-service-role/opensearchservice.amazonaws.com/AWSServiceRoleForAmazonOpenSearchService", Regionless: true}},
+			Conditions: map[string]any{
+				"StringEquals": map[string]any{"iam:AWSServiceName": "opensearchservice.amazonaws.com"},
+			},
 		},
 		{
 			Sid:        "ListKeyAliases",

@@ -38,3 +38,21 @@ func TestAStatementForOneTypeGrantsNothingToAnother(t *testing.T) {
 		}
 	})
 }
+
+func TestTheSearchDomainsUpdateIsAuthorizedAsIAMNamesIt(t *testing.T) {
+	// The registry lists es:UpdateDomain, which IAM does not know (cfn-lint
+	// refuses it in a policy); UpdateDomainConfig authorizes the call.
+	if got := IAMAction("es:UpdateDomain"); got != "es:UpdateDomainConfig" {
+		t.Errorf("IAMAction(es:UpdateDomain) = %s", got)
+	}
+	policy := Policy{{Sid: "SearchDomains", Scoped: true, Actions: []string{"es:CreateDomain", "es:DescribeDomain",
+		"es:DescribeDomainChangeProgress", "es:UpdateDomainConfig", "es:UpgradeDomain", "es:DeleteDomain",
+		"es:AddTags", "es:RemoveTags", "es:ListTags"}}}
+	r, err := Check([]Resource{{File: "opensearch/instance.yaml", LogicalID: "Domain", Type: "AWS::OpenSearchService::Domain"}}, policy, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Missing) != 0 {
+		t.Errorf("missing %v", r.Missing)
+	}
+}

@@ -9,8 +9,11 @@ import (
 // authorizedAs are the names the registry lists that are API operations,
 // not IAM actions: IAM authorizes each as the action given (S3 authorizes
 // deleting a bucket configuration as putting it; the S3 API reference's
-// "Permissions" of each operation).
+// "Permissions" of each operation; OpenSearch Service's UpdateDomainConfig,
+// which its domain's registry schema lists as es:UpdateDomain, no IAM
+// action).
 var authorizedAs = map[string]string{
+	"es:updatedomain":                       "es:UpdateDomainConfig",
 	"s3:deletebucketencryption":             "s3:PutEncryptionConfiguration",
 	"s3:deletebucketlifecycle":              "s3:PutLifecycleConfiguration",
 	"s3:deletebucketcors":                   "s3:PutBucketCORS",
