@@ -177,11 +177,12 @@ func TestAuroraLifecycles(t *testing.T) {
 				wantCredentials := broker.Credentials{"host": writer, "reader_host": reader, "port": tt.port, "database_name": "app",
 					"username": user, "password": password, "uri": values.Attributes["DatabaseUser.Uri"],
 					"jdbc_url":    fmt.Sprintf(tt.jdbc, writer, user, password),
-					"cluster_arn": clusterArn, "secret_arn": values.Parameters["Secret"], "region": region,
-					// Every instance output but the dashboard reaches a
-					// binding (services/README.md): the master secret's
-					// ARN, which no identity of the binding may read.
-					"master_user_secret_arn": masterArn}
+					"cluster_arn": clusterArn, "secret_arn": values.Parameters["Secret"], "region": region}
+				// The master secret's ARN, an instance output the template
+				// keeps private, reaches the binding's function alone.
+				if got := params(h.cfn.get(stack).create.Parameters)["MasterUserSecretArn"]; got != masterArn {
+					t.Errorf("the binding stack's MasterUserSecretArn %q, want %q", got, masterArn)
+				}
 				if !maps.Equal(p.Credentials, wantCredentials) {
 					t.Errorf("credentials\n%v\nwant\n%v", p.Credentials, wantCredentials)
 				}

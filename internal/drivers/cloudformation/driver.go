@@ -214,7 +214,7 @@ func (d *Driver) advance(ctx context.Context, c broker.Change, begin bool) (brok
 		return d.update(ctx, c, s)
 	case broker.KindBind:
 		if s.BindingTemplate == nil {
-			return d.sharedCredentials(ctx, c)
+			return d.sharedCredentials(ctx, c, s)
 		}
 		return d.create(ctx, c, s, bindingRecord(c.BindingID()), begin)
 	}
@@ -301,7 +301,7 @@ func (d *Driver) create(ctx context.Context, c broker.Change, s *Settings, name 
 			if err != nil {
 				return broker.Progress{}, err
 			}
-			return broker.Progress{Done: true, Credentials: credentials(inst.Outputs, out)}, nil
+			return broker.Progress{Done: true, Credentials: credentials(inst.Outputs, out, s.Template.PrivateOutputs)}, nil
 		}
 		rec.Outputs, rec.Complete, rec.Created, rec.StackID = out, true, true, aws.ToString(stack.StackId)
 		if err := d.put(ctx, c.Instance.ID, name, rec); err != nil {
@@ -572,7 +572,7 @@ func (d *Driver) startedWith(ctx context.Context, stack *types.Stack, tok string
 
 // sharedCredentials are a binding's credentials when the plan has no
 // binding template: the instance's outputs.
-func (d *Driver) sharedCredentials(ctx context.Context, c broker.Change) (broker.Progress, error) {
+func (d *Driver) sharedCredentials(ctx context.Context, c broker.Change, s *Settings) (broker.Progress, error) {
 	inst, found, err := d.get(c, instanceRecord)
 	if err != nil {
 		return broker.Progress{}, err
@@ -580,7 +580,7 @@ func (d *Driver) sharedCredentials(ctx context.Context, c broker.Change) (broker
 	if !found || !inst.Created {
 		return broker.Progress{}, &broker.Failure{Description: "The service instance has no complete stack on record, so it cannot be bound."}
 	}
-	return broker.Progress{Done: true, Credentials: credentials(inst.Outputs, nil)}, nil
+	return broker.Progress{Done: true, Credentials: credentials(inst.Outputs, nil, s.Template.PrivateOutputs)}, nil
 }
 
 // deleteStacks deletes the stacks of the named records; done when every

@@ -175,12 +175,12 @@ func outputs(s *types.Stack) map[string]string {
 }
 
 // credentials are a binding's credentials: the instance's outputs but the
-// dashboard URL, then the binding stack's outputs, which win; names in
-// snake_case.
-func credentials(instance, binding map[string]string) broker.Credentials {
+// dashboard URL and those its template keeps private, then the binding
+// stack's outputs, which win; names in snake_case.
+func credentials(instance, binding map[string]string, private []string) broker.Credentials {
 	c := broker.Credentials{}
 	for _, k := range slices.Sorted(maps.Keys(instance)) {
-		if k != DashboardOutput {
+		if k != DashboardOutput && !slices.Contains(private, k) {
 			c[snakeCase(k)] = instance[k]
 		}
 	}

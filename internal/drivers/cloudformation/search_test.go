@@ -156,7 +156,9 @@ func TestSearchBindings(t *testing.T) {
 			"uri":           "https://osb_0123456789abcdef01234567:Gen3rated-Pa55word%3F@" + searchEndpoint + ":443",
 			"index_pattern": "osb_0123456789abcdef01234567-*", "region": "eu-west-1",
 			"secret_arn": "arn:aws:secretsmanager:eu-west-1:123456789012:secret:" + h.bindingStack() + "-search-user-XyZ123",
-			"domain_arn": searchDomain, "master_user_secret_arn": searchMaster}
+			// Not the master secret's ARN: the instance template keeps it
+			// private (its Metadata), for the binding's function alone.
+			"domain_arn": searchDomain}
 		if len(creds) != len(wantCredentials) {
 			t.Errorf("credentials %v, want %v", creds, wantCredentials)
 		}

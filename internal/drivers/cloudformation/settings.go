@@ -118,6 +118,11 @@ type Template struct {
 	Declared []Resource
 	// Outputs are the names of the template's outputs, sorted.
 	Outputs []string
+	// PrivateOutputs are outputs of an instance template that no binding's
+	// credentials carry (a master secret's ARN, which a binding template
+	// takes as a parameter for the broker's function alone): the
+	// template's Metadata, serverless-osb: {private_outputs: [NAME, ...]}.
+	PrivateOutputs []string
 	// Macros are the macros the template runs: its top-level Transform
 	// (a name or a list of names) and each Fn::Transform (!Transform) it
 	// holds, as "Transform NAME" and "Fn::Transform at PATH".
@@ -458,7 +463,51 @@ func parseTemplate(body []byte) (*Template, error) {
 		}
 		t.Outputs = slices.Sorted(maps.Keys(outputs))
 	}
+	private, err := privateOutputs(doc["Metadata"], t.Outputs)
+	if err != nil {
+		return nil, err
+	}
+	t.PrivateOutputs = private
 	return t, nil
+}
+
+// MetadataKey is the key of a template's Metadata section that the broker
+// reads.
+const MetadataKey = "serverless-osb"
+
+// privateOutputs reads Metadata's serverless-osb: {private_outputs: [...]},
+// each an output the template declares.
+func privateOutputs(metadata any, outputs []string) ([]string, error) {
+	m, _ := metadata.(map[string]any)
+	ours, ok := m[MetadataKey]
+	if !ok {
+		return nil, nil
+	}
+	section, ok := ours.(map[string]any)
+	if !ok {
+		return nil, fmt.Errorf("its Metadata's %s must be a mapping, got %s", MetadataKey, catalog.Describe(ours))
+	}
+	var out []string
+	for k, v := range section {
+		if k != "private_outputs" {
+			return nil, fmt.Errorf("its Metadata's %s has %s; the broker reads private_outputs only", MetadataKey, k)
+		}
+		list, ok := v.([]any)
+		if !ok {
+			return nil, fmt.Errorf("its Metadata's %s.private_outputs must be a list of output names, got %s", MetadataKey, catalog.Describe(v))
+		}
+		for _, e := range list {
+			name, ok := e.(string)
+			switch {
+			case !ok:
+				return nil, fmt.Errorf("its Metadata's %s.private_outputs must be output names, got %s", MetadataKey, catalog.Describe(e))
+			case !slices.Contains(outputs, name):
+				return nil, fmt.Errorf("its Metadata's %s.private_outputs names %q, which is not one of its outputs (%s)", MetadataKey, name, strings.Join(outputs, ", "))
+			}
+			out = append(out, name)
+		}
+	}
+	return out, nil
 }
 
 // macros lists the macros doc (parsed from body) runs: its Transform

@@ -248,6 +248,8 @@ func TestConfigureRefuses(t *testing.T) {
 		"macros.json":       `{"Transform": ["AWS::LanguageExtensions", "MyMacro"], "Resources": {"B": {"Type": "AWS::SNS::Topic", "Properties": {"Tags": [{"Fn::Transform": {"Name": "Tags"}}]}}}}`,
 		"include.yaml":      "Resources:\n  B:\n    Type: AWS::SNS::Topic\n    Properties:\n      Fn::Transform: {Name: AWS::Include, Parameters: {Location: s3://b/k}}\n",
 		"tagged.yaml":       "Resources:\n  B:\n    Type: AWS::SNS::Topic\n    Properties:\n      TopicName: !Transform {Name: MyMacro, Parameters: {}}\n",
+		"private.yaml":      "Metadata:\n  serverless-osb: {private_outputs: [Secret]}\nResources:\n  B: {Type: AWS::SNS::Topic}\nOutputs:\n  Arn: {Value: x}\n",
+		"private-key.yaml":  "Metadata:\n  serverless-osb: {private: [Arn]}\nResources:\n  B: {Type: AWS::SNS::Topic}\nOutputs:\n  Arn: {Value: x}\n",
 	})
 	ok := map[string]any{"Owner": "team-a"} // supplies instance.yaml's required parameter
 	cases := []struct {
@@ -257,6 +259,10 @@ func TestConfigureRefuses(t *testing.T) {
 		key      string
 		contains []string
 	}{
+		{name: "a private output the template does not declare is refused",
+			config: map[string]any{"template": "private.yaml"}, key: "template", contains: []string{"private_outputs names \"Secret\"", "not one of its outputs"}},
+		{name: "a key of the broker's Metadata it does not read is refused",
+			config: map[string]any{"template": "private-key.yaml"}, key: "template", contains: []string{"Metadata's serverless-osb has private", "private_outputs only"}},
 		{name: "a missing template setting is refused and the message shows the form",
 			config: map[string]any{}, key: "template", contains: []string{"is missing", "template: services/s3-bucket/instance.yaml"}},
 		{name: "a template that is not a string is refused",
