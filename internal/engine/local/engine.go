@@ -83,12 +83,14 @@ var (
 
 var bucketExecutions = []byte("executions")
 
-// Engine runs executions, each in its own goroutine. It is safe for
+// Engine runs executions, each in its own goroutine but while it waits in a
+// long Wait: then it parks, with only a timer (see parkFor). It is safe for
 // concurrent use.
 //
 // What it stores is a cache of what the broker's durable records imply: an
 // execution's record (its state, the input of that state, its history) is
-// kept in memory while this process runs it, and written to bbolt with the
+// kept in memory while this process runs it (not while it is parked), and
+// written to bbolt with the
 // next commit of the file, whoever makes it (groupcommit.Later), so the
 // engine adds no fsync of its own. A crash may lose the last transitions,
 // or an execution whose start was never written: Resume then runs an
@@ -104,6 +106,9 @@ type Engine struct {
 	log    *slog.Logger
 	now    func() time.Time
 	sleep  func(ctx context.Context, d time.Duration)
+	// parks says long Waits park their execution (parkFor): when the
+	// engine's own timers wait, not a test's Sleep.
+	parks bool
 
 	base   context.Context
 	cancel context.CancelCauseFunc
@@ -112,8 +117,11 @@ type Engine struct {
 	mu     sync.Mutex
 	closed bool
 	runs   map[string]context.CancelCauseFunc // running executions by name
+	// parked are the executions waiting without a goroutine, by name: the
+	// timer that runs each again.
+	parked map[string]*time.Timer
 	// live are the records of the executions this process runs, and of
-	// those that ended here and are not written yet, by name.
+	// those that ended or parked here and are not written yet, by name.
 	live map[string]*record
 	// dirty are the names whose live record is newer than the stored one,
 	// with the generation of their last change; flushing says a write of
@@ -170,6 +178,8 @@ func New(opts Options) (*Engine, error) {
 		now:    opts.Now,
 		sleep:  opts.Sleep,
 		runs:   map[string]context.CancelCauseFunc{},
+		parked: map[string]*time.Timer{},
+		parks:  opts.Sleep == nil,
 	}
 	if e.log == nil {
 		e.log = slog.New(slog.DiscardHandler)
@@ -329,13 +339,13 @@ func (e *Engine) scheduleLocked() {
 	})
 }
 
-// forgetLocked drops the live record of an execution that ended and is
-// written; e.mu is held.
+// forgetLocked drops the live record of an execution that no goroutine
+// runs (it ended, parked, or the engine closes) once it is written: the
+// stored record is then the same; e.mu is held.
 func (e *Engine) forgetLocked(name string) {
-	r := e.live[name]
 	_, dirty := e.dirty[name]
 	_, running := e.runs[name]
-	if r != nil && r.Status != broker.ExecutionRunning && !dirty && !running {
+	if !dirty && !running {
 		delete(e.live, name)
 	}
 }
@@ -524,6 +534,10 @@ func (e *Engine) Stop(ctx context.Context, name, cause string) error {
 	if cancel := e.runs[name]; cancel != nil {
 		cancel(errStopped)
 	}
+	if t := e.parked[name]; t != nil {
+		t.Stop()
+		delete(e.parked, name)
+	}
 	e.mu.Unlock()
 	return nil
 }
@@ -568,6 +582,9 @@ func (e *Engine) Resume(ctx context.Context) error {
 		if _, ok := e.live[r.Name]; ok {
 			continue
 		}
+		if _, ok := e.parked[r.Name]; ok {
+			continue
+		}
 		e.log.InfoContext(ctx, "execution resumed", "execution", r.Name, "workflow", string(r.Workflow), "state", r.State)
 		e.live[r.Name] = &r
 		e.spawnLocked(def, r)
@@ -583,6 +600,10 @@ func (e *Engine) Close() error {
 	e.mu.Lock()
 	e.closed = true
 	e.cancel(errClosing)
+	for name, t := range e.parked {
+		t.Stop() // the execution stays RUNNING in its Wait, for Resume
+		delete(e.parked, name)
+	}
 	e.mu.Unlock()
 	e.wg.Wait()
 	if err := e.commit.Flush(); err != nil {
@@ -598,9 +619,13 @@ func (e *Engine) spawnLocked(def *Definition, r record) {
 	e.wg.Add(1)
 	go func() {
 		defer e.wg.Done()
+		var parkFor time.Duration
 		defer func() {
 			e.mu.Lock()
 			delete(e.runs, r.Name)
+			if parkFor > 0 && !e.closed {
+				e.parked[r.Name] = time.AfterFunc(parkFor, func() { e.wake(r.Name) })
+			}
 			e.forgetLocked(r.Name)
 			e.mu.Unlock()
 			cancel(nil)
@@ -614,6 +639,33 @@ func (e *Engine) spawnLocked(def *Definition, r record) {
 			ctx, stop = context.WithDeadlineCause(ctx, deadline, errExecutionTimeout)
 			defer stop()
 		}
-		e.execute(ctx, def, r)
+		parkFor = e.execute(ctx, def, r)
 	}()
+}
+
+// wake runs a parked execution again from its record, which says it is in
+// its Wait; runWait then waits for what is left, if anything.
+func (e *Engine) wake(name string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if _, ok := e.parked[name]; !ok || e.closed {
+		return // stopped, or the engine closed
+	}
+	delete(e.parked, name)
+	r := e.live[name]
+	if r == nil {
+		stored, err := e.stored(name)
+		if err != nil {
+			// It stays RUNNING in its Wait: the next start resumes it.
+			e.log.Error("cannot read a parked execution; it waits until resumed", "execution", name, "error", err.Error())
+			return
+		}
+		r = &stored
+	}
+	def := e.defs[r.Workflow]
+	if r.Status != broker.ExecutionRunning || def == nil {
+		return
+	}
+	e.live[name] = r
+	e.spawnLocked(def, *r)
 }
