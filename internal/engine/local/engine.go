@@ -624,7 +624,9 @@ func (e *Engine) spawnLocked(def *Definition, r record) {
 			e.mu.Lock()
 			delete(e.runs, r.Name)
 			if parkFor > 0 && !e.closed {
-				e.parked[r.Name] = time.AfterFunc(parkFor, func() { e.wake(r.Name) })
+				// The timer holds the name alone, not the record.
+				name := r.Name
+				e.parked[name] = time.AfterFunc(parkFor, func() { e.wake(name) })
 			}
 			e.forgetLocked(r.Name)
 			e.mu.Unlock()

@@ -540,13 +540,23 @@ func (st *state) output(input, result any, c *stateContext) (any, *stateError) {
 // invoke calls the worker under the Task's timeout, once a slot is free
 // (Options.MaxTasks). The call runs in its own goroutine so that a timeout
 // or a stop takes effect at once even if the worker is slow to notice;
-// Close still waits for it.
+// Close still waits for it. That goroutine starts only with its slot: a
+// burst's queued Tasks hold one goroutine each, not two.
 func (x *execution) invoke(ctx context.Context, st *state, payload json.RawMessage) (any, *stateError) {
 	tctx, cancel := ctx, context.CancelFunc(func() {})
 	if st.timeout > 0 {
 		tctx, cancel = context.WithTimeoutCause(ctx, st.timeout, errTaskTimeout)
 	}
 	defer cancel()
+	timedOut := &stateError{name: errorTimeout, cause: "the task ran longer than its TimeoutSeconds (" + st.timeout.String() + ")"}
+	select {
+	case x.e.tasks <- struct{}{}:
+	case <-tctx.Done():
+		if ctx.Err() != nil {
+			return nil, nil // the caller sees ctx and stops
+		}
+		return nil, timedOut
+	}
 	type answer struct {
 		out json.RawMessage
 		err error
@@ -555,17 +565,10 @@ func (x *execution) invoke(ctx context.Context, st *state, payload json.RawMessa
 	x.e.wg.Add(1)
 	go func() {
 		defer x.e.wg.Done()
-		select {
-		case x.e.tasks <- struct{}{}:
-		case <-tctx.Done():
-			answers <- answer{nil, context.Cause(tctx)}
-			return
-		}
 		out, err := x.callWorker(tctx, st, payload)
 		<-x.e.tasks
 		answers <- answer{out, err}
 	}()
-	timedOut := &stateError{name: errorTimeout, cause: "the task ran longer than its TimeoutSeconds (" + st.timeout.String() + ")"}
 	select {
 	case <-tctx.Done():
 		if ctx.Err() != nil {
