@@ -9,6 +9,14 @@
 // connections already open (as a platform's client pool keeps them), and
 // beside the same burst of catalog reads, which do no store work: what the
 // machine allows at all.
+//
+// Each figure is printed beside its target (issue 32), and the peer's
+// figure where the issue measured one: a broker on brokerapi v13 with
+// bbolt, the same catalog and validator, measured on this machine on
+// 2026-11-28 (not run here). The broker's memory is read three times: after
+// a tenth of the provisions, after all of them (a run ten times longer: it
+// must not grow with the run, as the executions still in flight wait
+// parked), and at the end, once the broker is idle after the bursts.
 package main
 
 import (
@@ -35,6 +43,15 @@ import (
 )
 
 const password = "load-password"
+
+// The issue's figures (issue 32, 2026-11-28, this machine): today's
+// throughput, and the peer's RSS after its load run.
+const (
+	issueThroughput = 2275 // 202s per second, 8 clients
+	peerRSS         = 36.7 // MiB
+	peerThroughput  = 1279
+	burstRatio      = 1.5 // a burst of provisions' p99 over the catalog reads'
+)
 
 func main() {
 	clients := flag.Int("clients", 8, "clients sending provisions one after another")
@@ -110,39 +127,58 @@ func run(ctx context.Context, binary string, clients, n, burst int) error {
 		return time.Since(start), err
 	}
 
-	// Steady: clients send n provisions, one after another each.
-	cpu0 := cpuTime(pid)
-	start := time.Now()
-	var next atomic.Int64
-	lat := make([]time.Duration, n)
-	errs := make(chan error, clients)
-	var wg sync.WaitGroup
-	for range clients {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := int(next.Add(1)) - 1
-				if i >= n {
-					return
+	// Steady: clients send n provisions, one after another each; the
+	// broker's memory is read after the first tenth (once it is idle) and
+	// at the end, ten times as long.
+	var (
+		next      atomic.Int64
+		lat       = make([]time.Duration, n)
+		elapsed   time.Duration
+		cpu       time.Duration
+		memTenth  mem
+		tenthDone bool
+	)
+	steady := func(upTo int) error {
+		cpu0 := cpuTime(pid)
+		start := time.Now()
+		errs := make(chan error, clients)
+		var wg sync.WaitGroup
+		for range clients {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for {
+					i := int(next.Add(1)) - 1
+					if i >= upTo {
+						next.Add(-1)
+						return
+					}
+					d, err := provision(c, i, "steady-")
+					if err != nil {
+						errs <- err
+						return
+					}
+					lat[i] = d
 				}
-				d, err := provision(c, i, "steady-")
-				if err != nil {
-					errs <- err
-					return
-				}
-				lat[i] = d
-			}
-		}()
+			}()
+		}
+		wg.Wait()
+		elapsed += time.Since(start)
+		cpu += cpuTime(pid) - cpu0
+		close(errs)
+		return <-errs
 	}
-	wg.Wait()
-	elapsed := time.Since(start)
-	cpu := cpuTime(pid) - cpu0
-	close(errs)
-	if err := <-errs; err != nil {
+	if n >= 10 {
+		if err := steady(n / 10); err != nil {
+			return err
+		}
+		memTenth, tenthDone = settled(ctx, pid), true
+	}
+	if err := steady(n); err != nil {
 		return err
 	}
-	rss, hwm := memory(pid)
+	memSteady := settled(ctx, pid)
+	_, hwm := memory(pid)
 
 	// Bursts: many requests at once, first each on a new connection, then
 	// on connections already open; provisions, and catalog reads (no store
@@ -158,6 +194,7 @@ func run(ctx context.Context, binary string, clients, n, burst int) error {
 		{"catalog reads on connections already open (the floor)", false, catalog},
 	}
 	var rows []string
+	var p99s []time.Duration
 	for k, b := range bursts {
 		bc := &client{base: c.base, http: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: burst}}}
 		if !b.fresh {
@@ -172,21 +209,88 @@ func run(ctx context.Context, binary string, clients, n, burst int) error {
 		if err != nil {
 			return err
 		}
-		rows = append(rows, fmt.Sprintf("| %d %s: latency p50 / p99, all answered in | %s / %s, %s |", burst, b.name,
-			pct(res.lat, 50), pct(res.lat, 99), res.elapsed.Round(time.Millisecond)))
+		p99s = append(p99s, pct(res.lat, 99))
+		target := ""
+		if k%2 == 1 { // the catalog reads: the provisions' p99 over theirs
+			ratio := float64(p99s[k-1]) / float64(p99s[k])
+			target = fmt.Sprintf("provisions' p99 %.2f× this (target ≤ %.1f×: %s)", ratio, burstRatio, verdict(ratio <= burstRatio))
+		}
+		rows = append(rows, fmt.Sprintf("| %d %s: latency p50 / p99, all answered in | %s / %s, %s | %s | |", burst, b.name,
+			pct(res.lat, 50), pct(res.lat, 99), res.elapsed.Round(time.Millisecond), target))
 	}
+	memEnd := settled(ctx, pid)
 	_, hwm2 := memory(pid)
 
-	fmt.Printf("Local broker (the `make run` binary, bbolt with fsync on every commit), asynchronous provisions, 127.0.0.1:\n\n")
-	fmt.Printf("| figure | value |\n| --- | ---: |\n")
-	fmt.Printf("| %d provisions by %d clients: 202s per second | %.0f |\n", n, clients, float64(n)/elapsed.Seconds())
-	fmt.Printf("| their latency p50 / p99 | %s / %s |\n", pct(lat, 50), pct(lat, 99))
-	fmt.Printf("| broker CPU per provision (user + system) | %.2f ms |\n", float64(cpu.Microseconds())/1000/float64(n))
+	rate := float64(n) / elapsed.Seconds()
+	fmt.Printf("Local broker (the `make run` binary, bbolt with fsync on every commit), asynchronous provisions, 127.0.0.1.\n")
+	fmt.Printf("Peer: a broker on brokerapi v13 with bbolt, same catalog and validator, issue 32's run (2026-11-28, this machine; not run here).\n\n")
+	fmt.Printf("| figure | ours | target | peer |\n| --- | ---: | --- | ---: |\n")
+	fmt.Printf("| %d provisions by %d clients: 202s per second | %.0f | ≥ %d (issue 32's run): %s | %d |\n",
+		n, clients, rate, issueThroughput, verdict(rate >= issueThroughput), peerThroughput)
+	fmt.Printf("| their latency p50 / p99 | %s / %s | | |\n", pct(lat, 50), pct(lat, 99))
+	fmt.Printf("| broker CPU per provision (user + system) | %.2f ms | the peer's | |\n", float64(cpu.Microseconds())/1000/float64(n))
+	limit := peerRSS * 1.1
+	fmt.Printf("| broker RSS after the %d provisions (anonymous + file: the binary and bbolt's mapped file) | %s | ≤ %.1f MiB (peer + 10%%): %s | %.1f MiB |\n",
+		n, memSteady, limit, verdict(memSteady.rss() <= limit), peerRSS)
+	if tenthDone {
+		// The executions still in flight are live data, and wait parked;
+		// what grows with the run is bbolt's mapped file (the data).
+		fmt.Printf("| broker RSS after the first %d (a run ten times shorter) | %s | anonymous memory not grown by the run ten times longer: %s | |\n",
+			n/10, memTenth, verdict(memSteady.anon <= memTenth.anon*1.25+4))
+	}
 	for _, r := range rows {
 		fmt.Println(r)
 	}
-	fmt.Printf("| broker RSS after the clients / peak after the bursts | %.1f MiB / %.1f MiB |\n", rss, max(hwm, hwm2))
+	fmt.Printf("| broker RSS at the end (idle after the bursts) / peak | %s / %.1f MiB | | |\n", memEnd, max(hwm, hwm2))
 	return nil
+}
+
+func verdict(ok bool) string {
+	if ok {
+		return "met"
+	}
+	return "NOT met"
+}
+
+// mem is a process's resident memory, in MiB: anonymous (heap, stacks)
+// and file-backed (its binary's pages and bbolt's mapped file).
+type mem struct{ anon, file float64 }
+
+func (m mem) rss() float64 { return m.anon + m.file }
+
+func (m mem) String() string {
+	return fmt.Sprintf("%.1f MiB (%.1f + %.1f)", m.rss(), m.anon, m.file)
+}
+
+// settled reads a process's memory once it is idle: when its CPU time
+// stops moving (the executions a run started have run their first Tasks and
+// parked), or after 30 s.
+func settled(ctx context.Context, pid int) mem {
+	deadline := time.Now().Add(30 * time.Second)
+	for last := cpuTime(pid); time.Now().Before(deadline) && ctx.Err() == nil; {
+		time.Sleep(250 * time.Millisecond)
+		now := cpuTime(pid)
+		if now-last <= 10*time.Millisecond {
+			break
+		}
+		last = now
+	}
+	var m mem
+	data, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	for _, line := range strings.Split(string(data), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 2 {
+			continue
+		}
+		kb, _ := strconv.ParseFloat(f[1], 64)
+		switch f[0] {
+		case "RssAnon:":
+			m.anon = kb / 1024
+		case "RssFile:", "RssShmem:":
+			m.file += kb / 1024
+		}
+	}
+	return m
 }
 
 type burstResult struct {
