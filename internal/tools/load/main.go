@@ -203,6 +203,9 @@ func run(ctx context.Context, binary string, clients, n, burst int) error {
 				return err
 			}
 		}
+		// Each burst starts on an idle broker: not beside the Tasks the
+		// one before started, which would weigh on whichever comes next.
+		settled(ctx, pid)
 		tag := fmt.Sprintf("burst%d-", k)
 		res, err := bc.burst(ctx, burst, func(i int) (time.Duration, error) { return b.send(bc, i, tag) })
 		bc.http.CloseIdleConnections()
