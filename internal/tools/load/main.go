@@ -57,38 +57,97 @@ func main() {
 	clients := flag.Int("clients", 8, "clients sending provisions one after another")
 	n := flag.Int("n", 4000, "provisions the clients send in all")
 	burst := flag.Int("burst", 1000, "provisions sent at once in the burst phase")
-	limit := flag.Duration("timeout", 3*time.Minute, "the whole run's limit")
+	limit := flag.Duration("timeout", 5*time.Minute, "the whole run's limit")
 	binary := flag.String("binary", "", "the broker binary (default: build ./functions/api)")
+	peerBinary := flag.String("peer", "", "the peer binary (default: build ./bench/peer; \"none\": print the issue's peer figures)")
 	flag.Parse()
 	ctx, cancel := context.WithTimeout(context.Background(), *limit)
 	defer cancel()
-	if err := run(ctx, *binary, *clients, *n, *burst); err != nil {
+	if err := measureBoth(ctx, *binary, *peerBinary, *clients, *n, *burst); err != nil {
 		fmt.Fprintln(os.Stderr, "load:", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, binary string, clients, n, burst int) error {
-	dir, err := os.MkdirTemp("", "osb-load-")
+// measureBoth measures our broker, then the peer on the same load, and
+// prints both. A peer that cannot be built is reported, and the issue's
+// figures printed in its place.
+func measureBoth(ctx context.Context, binary, peerBinary string, clients, n, burst int) error {
+	dir, err := os.MkdirTemp("", "osb-load-bin-")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(dir)
 	if binary == "" {
 		binary = filepath.Join(dir, "api")
-		build := exec.CommandContext(ctx, "go", "build", "-o", binary, "./functions/api")
-		build.Stdout, build.Stderr = os.Stderr, os.Stderr
-		if err := build.Run(); err != nil {
-			return fmt.Errorf("build: %w", err)
+		if err := goBuild(ctx, ".", binary, "./functions/api"); err != nil {
+			return err
 		}
 	}
-	addr, err := freeAddr()
+	var peerErr error
+	if peerBinary == "" {
+		peerBinary = filepath.Join(dir, "peer")
+		// The peer is its own module (bench/peer/go.mod), built from its
+		// own directory.
+		peerErr = goBuild(ctx, "bench/peer", peerBinary, ".")
+	}
+	ours, err := run(ctx, binary, clients, n, burst)
 	if err != nil {
 		return err
+	}
+	var peer *result
+	switch {
+	case peerBinary == "none":
+	case peerErr != nil:
+		fmt.Fprintf(os.Stderr, "load: the peer could not be built (%v); the issue's figures stand in for it\n", peerErr)
+	default:
+		if peer, err = run(ctx, peerBinary, clients, n, burst); err != nil {
+			return fmt.Errorf("peer: %w", err)
+		}
+	}
+	report(ours, peer, clients, n, burst)
+	return nil
+}
+
+func goBuild(ctx context.Context, dir, out, pkg string) error {
+	build := exec.CommandContext(ctx, "go", "build", "-o", out, pkg)
+	build.Dir = dir
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		return fmt.Errorf("build %s in %s: %w", pkg, dir, err)
+	}
+	return nil
+}
+
+// result is one broker's figures.
+type result struct {
+	rate               float64 // 202s per second
+	p50, p99           time.Duration
+	cpuPer             time.Duration
+	tenth, steady, end mem
+	tenthDone          bool
+	peak               float64
+	bursts             []burstFigures
+}
+
+type burstFigures struct {
+	name          string
+	p50, p99, all time.Duration
+}
+
+func run(ctx context.Context, binary string, clients, n, burst int) (*result, error) {
+	dir, err := os.MkdirTemp("", "osb-load-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	addr, err := freeAddr()
+	if err != nil {
+		return nil, err
 	}
 	logFile, err := os.Create(filepath.Join(dir, "broker.log"))
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer logFile.Close()
 	cmd := exec.CommandContext(ctx, binary)
@@ -96,7 +155,7 @@ func run(ctx context.Context, binary string, clients, n, burst int) error {
 		"BROKER_PASSWORD="+password, "BROKER_CATALOG=catalog.yaml", "BROKER_STATEMACHINES=statemachines")
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("start the broker: %w", err)
+		return nil, fmt.Errorf("start the broker: %w", err)
 	}
 	defer func() {
 		_ = cmd.Process.Signal(syscall.SIGTERM)
@@ -104,12 +163,12 @@ func run(ctx context.Context, binary string, clients, n, burst int) error {
 	}()
 	c := &client{base: "http://" + addr, http: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: burst + clients}}}
 	if err := c.waitReady(ctx); err != nil {
-		return err
+		return nil, err
 	}
 	pid := cmd.Process.Pid
 	service, plan, err := c.plan(ctx, "fake-async-plan")
 	if err != nil {
-		return err
+		return nil, err
 	}
 	body := func() []byte {
 		return fmt.Appendf(nil, `{"service_id":%q,"plan_id":%q,"organization_guid":"o","space_guid":"s","parameters":{"duration_seconds":600}}`, service, plan)
@@ -170,12 +229,12 @@ func run(ctx context.Context, binary string, clients, n, burst int) error {
 	}
 	if n >= 10 {
 		if err := steady(n / 10); err != nil {
-			return err
+			return nil, err
 		}
 		memTenth, tenthDone = settled(ctx, pid), true
 	}
 	if err := steady(n); err != nil {
-		return err
+		return nil, err
 	}
 	memSteady := settled(ctx, pid)
 	_, hwm := memory(pid)
@@ -193,14 +252,13 @@ func run(ctx context.Context, binary string, clients, n, burst int) error {
 		{"provisions on connections already open", false, provision},
 		{"catalog reads on connections already open (the floor)", false, catalog},
 	}
-	var rows []string
-	var p99s []time.Duration
+	r := &result{}
 	for k, b := range bursts {
 		bc := &client{base: c.base, http: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: burst}}}
 		if !b.fresh {
 			// Open burst connections and leave them idle in the pool.
 			if _, err := bc.burst(ctx, burst, func(i int) (time.Duration, error) { return catalog(bc, i, "") }); err != nil {
-				return err
+				return nil, err
 			}
 		}
 		// Each burst starts on an idle broker: not beside the Tasks the
@@ -210,43 +268,80 @@ func run(ctx context.Context, binary string, clients, n, burst int) error {
 		res, err := bc.burst(ctx, burst, func(i int) (time.Duration, error) { return b.send(bc, i, tag) })
 		bc.http.CloseIdleConnections()
 		if err != nil {
-			return err
+			return nil, err
 		}
-		p99s = append(p99s, pct(res.lat, 99))
-		target := ""
-		if k%2 == 1 { // the catalog reads: the provisions' p99 over theirs
-			ratio := float64(p99s[k-1]) / float64(p99s[k])
-			target = fmt.Sprintf("provisions' p99 %.2f× this (target ≤ %.1f×: %s)", ratio, burstRatio, verdict(ratio <= burstRatio))
-		}
-		rows = append(rows, fmt.Sprintf("| %d %s: latency p50 / p99, all answered in | %s / %s, %s | %s | |", burst, b.name,
-			pct(res.lat, 50), pct(res.lat, 99), res.elapsed.Round(time.Millisecond), target))
+		r.bursts = append(r.bursts, burstFigures{name: b.name, p50: pct(res.lat, 50), p99: pct(res.lat, 99), all: res.elapsed})
 	}
-	memEnd := settled(ctx, pid)
+	r.end = settled(ctx, pid)
 	_, hwm2 := memory(pid)
+	r.rate = float64(n) / elapsed.Seconds()
+	r.p50, r.p99 = pct(lat, 50), pct(lat, 99)
+	r.cpuPer = cpu / time.Duration(n)
+	r.tenth, r.steady, r.tenthDone = memTenth, memSteady, tenthDone
+	r.peak = max(hwm, hwm2)
+	return r, nil
+}
 
-	rate := float64(n) / elapsed.Seconds()
-	fmt.Printf("Local broker (the `make run` binary, bbolt with fsync on every commit), asynchronous provisions, 127.0.0.1.\n")
-	fmt.Printf("Peer: a broker on brokerapi v13 with bbolt, same catalog and validator, issue 32's run (2026-11-28, this machine; not run here).\n\n")
+// report prints our figures beside their targets and the peer's: measured
+// in this run, or else the issue's.
+func report(ours, peer *result, clients, n, burst int) {
+	fmt.Printf("Asynchronous provisions on 127.0.0.1, bbolt with an fsync per commit. Ours: the `make run` binary.\n")
+	peerCell := func(f func(r *result) string, issue string) string {
+		if peer != nil {
+			return f(peer)
+		}
+		return issue
+	}
+	if peer != nil {
+		fmt.Printf("Peer: bench/peer (brokerapi v13 with bbolt, the same catalog and validator), the same load just after ours.\n\n")
+	} else {
+		fmt.Printf("Peer: issue 32's figures (brokerapi v13 with bbolt, the same catalog and validator, 2026-11-28, this machine), not run here.\n\n")
+	}
 	fmt.Printf("| figure | ours | target | peer |\n| --- | ---: | --- | ---: |\n")
-	fmt.Printf("| %d provisions by %d clients: 202s per second | %.0f | ≥ %d (issue 32's run): %s | %d |\n",
-		n, clients, rate, issueThroughput, verdict(rate >= issueThroughput), peerThroughput)
-	fmt.Printf("| their latency p50 / p99 | %s / %s | | |\n", pct(lat, 50), pct(lat, 99))
-	fmt.Printf("| broker CPU per provision (user + system) | %.2f ms | the peer's | |\n", float64(cpu.Microseconds())/1000/float64(n))
+	rateTarget := float64(issueThroughput)
+	fmt.Printf("| %d provisions by %d clients: 202s per second | %.0f | ≥ %d (issue 32's run): %s | %s |\n",
+		n, clients, ours.rate, issueThroughput, verdict(ours.rate >= rateTarget),
+		peerCell(func(r *result) string { return fmt.Sprintf("%.0f", r.rate) }, strconv.Itoa(peerThroughput)))
+	fmt.Printf("| their latency p50 / p99 | %s / %s | | %s |\n", ours.p50, ours.p99,
+		peerCell(func(r *result) string { return fmt.Sprintf("%s / %s", r.p50, r.p99) }, ""))
+	cpuTarget, cpuVerdict := "the peer's", ""
+	if peer != nil {
+		cpuVerdict = ": " + verdict(ours.cpuPer <= peer.cpuPer)
+	}
+	fmt.Printf("| broker CPU per provision (user + system) | %s | %s%s | %s |\n", ms(ours.cpuPer), cpuTarget, cpuVerdict,
+		peerCell(func(r *result) string { return ms(r.cpuPer) }, "about ours"))
 	limit := peerRSS * 1.1
-	fmt.Printf("| broker RSS after the %d provisions (anonymous + file: the binary and bbolt's mapped file) | %s | ≤ %.1f MiB (peer + 10%%): %s | %.1f MiB |\n",
-		n, memSteady, limit, verdict(memSteady.rss() <= limit), peerRSS)
-	if tenthDone {
+	if peer != nil {
+		limit = peer.steady.rss() * 1.1
+	}
+	fmt.Printf("| RSS after the %d provisions, idle (anonymous + file-backed: the binary, bbolt's mapped file) | %s | ≤ %.1f MiB (peer + 10%%): %s | %s |\n",
+		n, ours.steady, limit, verdict(ours.steady.rss() <= limit),
+		peerCell(func(r *result) string { return r.steady.String() }, fmt.Sprintf("%.1f MiB", peerRSS)))
+	if ours.tenthDone {
 		// The executions still in flight are live data, and wait parked;
 		// what grows with the run is bbolt's mapped file (the data).
-		fmt.Printf("| broker RSS after the first %d (a run ten times shorter) | %s | anonymous memory not grown by the run ten times longer: %s | |\n",
-			n/10, memTenth, verdict(memSteady.anon <= memTenth.anon*1.25+4))
+		fmt.Printf("| RSS after the first %d, idle (the run ten times shorter) | %s | anonymous memory not grown by the run ten times longer: %s | %s |\n",
+			n/10, ours.tenth, verdict(ours.steady.anon <= ours.tenth.anon*1.25+4),
+			peerCell(func(r *result) string { return r.tenth.String() }, ""))
 	}
-	for _, r := range rows {
-		fmt.Println(r)
+	for k, b := range ours.bursts {
+		target := ""
+		if k%2 == 1 { // the catalog reads: the provisions' p99 over theirs
+			ratio := float64(ours.bursts[k-1].p99) / float64(b.p99)
+			target = fmt.Sprintf("provisions' p99 %.2f× this (target ≤ %.1f×: %s)", ratio, burstRatio, verdict(ratio <= burstRatio))
+		}
+		fmt.Printf("| %d %s: latency p50 / p99, all answered in | %s / %s, %s | %s | %s |\n", burst, b.name,
+			b.p50, b.p99, b.all.Round(time.Millisecond), target,
+			peerCell(func(r *result) string {
+				pb := r.bursts[k]
+				return fmt.Sprintf("%s / %s, %s", pb.p50, pb.p99, pb.all.Round(time.Millisecond))
+			}, ""))
 	}
-	fmt.Printf("| broker RSS at the end (idle after the bursts) / peak | %s / %.1f MiB | | |\n", memEnd, max(hwm, hwm2))
-	return nil
+	fmt.Printf("| RSS at the end, idle after the bursts / peak | %s / %.1f MiB | | %s |\n", ours.end, ours.peak,
+		peerCell(func(r *result) string { return fmt.Sprintf("%s / %.1f MiB", r.end, r.peak) }, ""))
 }
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d.Microseconds())/1000) }
 
 func verdict(ok bool) string {
 	if ok {
