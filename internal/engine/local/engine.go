@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -129,6 +130,9 @@ type Engine struct {
 	dirty    map[string]uint64
 	gen      uint64
 	flushing bool
+	// forgets counts the live records dropped (forgetLocked): Start reads
+	// the file before it takes mu, and again if one was dropped meanwhile.
+	forgets atomic.Uint64
 }
 
 var _ broker.Engine = (*Engine)(nil)
@@ -345,8 +349,9 @@ func (e *Engine) scheduleLocked() {
 func (e *Engine) forgetLocked(name string) {
 	_, dirty := e.dirty[name]
 	_, running := e.runs[name]
-	if !dirty && !running {
+	if _, live := e.live[name]; live && !dirty && !running {
 		delete(e.live, name)
+		e.forgets.Add(1)
 	}
 }
 
@@ -405,31 +410,41 @@ func (e *Engine) Start(ctx context.Context, workflow broker.Workflow, name strin
 		History:        []string{def.startAt},
 	}
 
+	// The stored record is read before e.mu is taken: a burst of Starts
+	// queued on e.mu behind each other's reads of the file. A record that
+	// left memory for the file since (forgets moved) is read again.
+	forgets := e.forgets.Load()
+	stored, storedErr := e.stored(name)
 	e.mu.Lock()
-	defer e.mu.Unlock()
 	if e.closed {
+		e.mu.Unlock()
 		return ErrClosed
 	}
 	old, ok := e.live[name]
 	if !ok {
-		stored, err := e.stored(name)
+		if e.forgets.Load() != forgets {
+			stored, storedErr = e.stored(name)
+		}
 		switch {
-		case errors.Is(err, broker.ErrExecutionNotFound):
-		case err != nil:
-			return fmt.Errorf("start %s: %w", name, err)
+		case errors.Is(storedErr, broker.ErrExecutionNotFound):
+		case storedErr != nil:
+			e.mu.Unlock()
+			return fmt.Errorf("start %s: %w", name, storedErr)
 		default:
 			old, ok = &stored, true
 		}
 	}
 	if ok {
+		e.mu.Unlock()
 		if old.Workflow != workflow || !bytes.Equal(old.Input, canonical) {
 			return fmt.Errorf("start %s: %w", name, broker.ErrExecutionExists)
 		}
 		return nil
 	}
 	e.setLocked(&rec)
-	e.log.InfoContext(ctx, "execution started", "execution", name, "workflow", string(workflow))
 	e.spawnLocked(def, rec)
+	e.mu.Unlock()
+	e.log.InfoContext(ctx, "execution started", "execution", name, "workflow", string(workflow))
 	return nil
 }
 
