@@ -1,6 +1,7 @@
 package local
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -74,10 +75,15 @@ func (e *Engine) execute(ctx context.Context, def *Definition, r record) (parkFo
 		x.end(broker.ExecutionFailed, nil, errorRuntime, "stored input is not JSON")
 		return 0
 	}
-	input, err := decodeValue(r.StateInput)
-	if err != nil {
-		x.end(broker.ExecutionFailed, nil, errorRuntime, "stored state input is not JSON")
-		return 0
+	// A new execution's state input is its input: decoded once, the one
+	// value shared, as every state treats its values as immutable (a
+	// ResultPath copies what it changes).
+	input := x.input
+	if !bytes.Equal(r.StateInput, r.Input) {
+		if input, err = decodeValue(r.StateInput); err != nil {
+			x.end(broker.ExecutionFailed, nil, errorRuntime, "stored state input is not JSON")
+			return 0
+		}
 	}
 	name, entered := r.State, r.StateEnteredAt
 	for {
