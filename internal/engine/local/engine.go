@@ -528,6 +528,19 @@ func (e *Engine) Stop(ctx context.Context, name, cause string) error {
 		stopped = true
 		return nil
 	}
+	// A parked execution is stopped as a live one: its timer first, so that
+	// it cannot wake from the stored record while that is rewritten.
+	e.mu.Lock()
+	if t := e.parked[name]; t != nil {
+		t.Stop()
+		delete(e.parked, name)
+		if _, ok := e.live[name]; !ok {
+			if r, err := e.stored(name); err == nil {
+				e.live[name] = &r
+			}
+		}
+	}
+	e.mu.Unlock()
 	// A live execution is stopped in memory (written with the next commit);
 	// one stored by an earlier process, at once.
 	err := e.change(name, abort)
@@ -548,10 +561,6 @@ func (e *Engine) Stop(ctx context.Context, name, cause string) error {
 	e.mu.Lock()
 	if cancel := e.runs[name]; cancel != nil {
 		cancel(errStopped)
-	}
-	if t := e.parked[name]; t != nil {
-		t.Stop()
-		delete(e.parked, name)
 	}
 	e.mu.Unlock()
 	return nil
@@ -638,7 +647,7 @@ func (e *Engine) spawnLocked(def *Definition, r record) {
 		defer func() {
 			e.mu.Lock()
 			delete(e.runs, r.Name)
-			if parkFor > 0 && !e.closed {
+			if live := e.live[r.Name]; parkFor > 0 && !e.closed && live != nil && live.Status == broker.ExecutionRunning {
 				// The timer holds the name alone, not the record.
 				name := r.Name
 				e.parked[name] = time.AfterFunc(parkFor, func() { e.wake(name) })
