@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -83,12 +84,14 @@ var (
 
 var bucketExecutions = []byte("executions")
 
-// Engine runs executions, each in its own goroutine. It is safe for
+// Engine runs executions, each in its own goroutine but while it waits in a
+// long Wait: then it parks, with only a timer (see parkFor). It is safe for
 // concurrent use.
 //
 // What it stores is a cache of what the broker's durable records imply: an
 // execution's record (its state, the input of that state, its history) is
-// kept in memory while this process runs it, and written to bbolt with the
+// kept in memory while this process runs it (not while it is parked), and
+// written to bbolt with the
 // next commit of the file, whoever makes it (groupcommit.Later), so the
 // engine adds no fsync of its own. A crash may lose the last transitions,
 // or an execution whose start was never written: Resume then runs an
@@ -104,6 +107,9 @@ type Engine struct {
 	log    *slog.Logger
 	now    func() time.Time
 	sleep  func(ctx context.Context, d time.Duration)
+	// parks says long Waits park their execution (parkFor): when the
+	// engine's own timers wait, not a test's Sleep.
+	parks bool
 
 	base   context.Context
 	cancel context.CancelCauseFunc
@@ -112,8 +118,11 @@ type Engine struct {
 	mu     sync.Mutex
 	closed bool
 	runs   map[string]context.CancelCauseFunc // running executions by name
+	// parked are the executions waiting without a goroutine, by name: the
+	// timer that runs each again.
+	parked map[string]*time.Timer
 	// live are the records of the executions this process runs, and of
-	// those that ended here and are not written yet, by name.
+	// those that ended or parked here and are not written yet, by name.
 	live map[string]*record
 	// dirty are the names whose live record is newer than the stored one,
 	// with the generation of their last change; flushing says a write of
@@ -121,6 +130,9 @@ type Engine struct {
 	dirty    map[string]uint64
 	gen      uint64
 	flushing bool
+	// forgets counts the live records dropped (forgetLocked): Start reads
+	// the file before it takes mu, and again if one was dropped meanwhile.
+	forgets atomic.Uint64
 }
 
 var _ broker.Engine = (*Engine)(nil)
@@ -170,6 +182,8 @@ func New(opts Options) (*Engine, error) {
 		now:    opts.Now,
 		sleep:  opts.Sleep,
 		runs:   map[string]context.CancelCauseFunc{},
+		parked: map[string]*time.Timer{},
+		parks:  opts.Sleep == nil,
 	}
 	if e.log == nil {
 		e.log = slog.New(slog.DiscardHandler)
@@ -329,14 +343,15 @@ func (e *Engine) scheduleLocked() {
 	})
 }
 
-// forgetLocked drops the live record of an execution that ended and is
-// written; e.mu is held.
+// forgetLocked drops the live record of an execution that no goroutine
+// runs (it ended, parked, or the engine closes) once it is written: the
+// stored record is then the same; e.mu is held.
 func (e *Engine) forgetLocked(name string) {
-	r := e.live[name]
 	_, dirty := e.dirty[name]
 	_, running := e.runs[name]
-	if r != nil && r.Status != broker.ExecutionRunning && !dirty && !running {
+	if _, live := e.live[name]; live && !dirty && !running {
 		delete(e.live, name)
+		e.forgets.Add(1)
 	}
 }
 
@@ -395,31 +410,41 @@ func (e *Engine) Start(ctx context.Context, workflow broker.Workflow, name strin
 		History:        []string{def.startAt},
 	}
 
+	// The stored record is read before e.mu is taken: a burst of Starts
+	// queued on e.mu behind each other's reads of the file. A record that
+	// left memory for the file since (forgets moved) is read again.
+	forgets := e.forgets.Load()
+	stored, storedErr := e.stored(name)
 	e.mu.Lock()
-	defer e.mu.Unlock()
 	if e.closed {
+		e.mu.Unlock()
 		return ErrClosed
 	}
 	old, ok := e.live[name]
 	if !ok {
-		stored, err := e.stored(name)
+		if e.forgets.Load() != forgets {
+			stored, storedErr = e.stored(name)
+		}
 		switch {
-		case errors.Is(err, broker.ErrExecutionNotFound):
-		case err != nil:
-			return fmt.Errorf("start %s: %w", name, err)
+		case errors.Is(storedErr, broker.ErrExecutionNotFound):
+		case storedErr != nil:
+			e.mu.Unlock()
+			return fmt.Errorf("start %s: %w", name, storedErr)
 		default:
 			old, ok = &stored, true
 		}
 	}
 	if ok {
+		e.mu.Unlock()
 		if old.Workflow != workflow || !bytes.Equal(old.Input, canonical) {
 			return fmt.Errorf("start %s: %w", name, broker.ErrExecutionExists)
 		}
 		return nil
 	}
 	e.setLocked(&rec)
-	e.log.InfoContext(ctx, "execution started", "execution", name, "workflow", string(workflow))
 	e.spawnLocked(def, rec)
+	e.mu.Unlock()
+	e.log.InfoContext(ctx, "execution started", "execution", name, "workflow", string(workflow))
 	return nil
 }
 
@@ -503,6 +528,19 @@ func (e *Engine) Stop(ctx context.Context, name, cause string) error {
 		stopped = true
 		return nil
 	}
+	// A parked execution is stopped as a live one: its timer first, so that
+	// it cannot wake from the stored record while that is rewritten.
+	e.mu.Lock()
+	if t := e.parked[name]; t != nil {
+		t.Stop()
+		delete(e.parked, name)
+		if _, ok := e.live[name]; !ok {
+			if r, err := e.stored(name); err == nil {
+				e.live[name] = &r
+			}
+		}
+	}
+	e.mu.Unlock()
 	// A live execution is stopped in memory (written with the next commit);
 	// one stored by an earlier process, at once.
 	err := e.change(name, abort)
@@ -568,6 +606,9 @@ func (e *Engine) Resume(ctx context.Context) error {
 		if _, ok := e.live[r.Name]; ok {
 			continue
 		}
+		if _, ok := e.parked[r.Name]; ok {
+			continue
+		}
 		e.log.InfoContext(ctx, "execution resumed", "execution", r.Name, "workflow", string(r.Workflow), "state", r.State)
 		e.live[r.Name] = &r
 		e.spawnLocked(def, r)
@@ -583,6 +624,10 @@ func (e *Engine) Close() error {
 	e.mu.Lock()
 	e.closed = true
 	e.cancel(errClosing)
+	for name, t := range e.parked {
+		t.Stop() // the execution stays RUNNING in its Wait, for Resume
+		delete(e.parked, name)
+	}
 	e.mu.Unlock()
 	e.wg.Wait()
 	if err := e.commit.Flush(); err != nil {
@@ -598,9 +643,15 @@ func (e *Engine) spawnLocked(def *Definition, r record) {
 	e.wg.Add(1)
 	go func() {
 		defer e.wg.Done()
+		var parkFor time.Duration
 		defer func() {
 			e.mu.Lock()
 			delete(e.runs, r.Name)
+			if live := e.live[r.Name]; parkFor > 0 && !e.closed && live != nil && live.Status == broker.ExecutionRunning {
+				// The timer holds the name alone, not the record.
+				name := r.Name
+				e.parked[name] = time.AfterFunc(parkFor, func() { e.wake(name) })
+			}
 			e.forgetLocked(r.Name)
 			e.mu.Unlock()
 			cancel(nil)
@@ -614,6 +665,33 @@ func (e *Engine) spawnLocked(def *Definition, r record) {
 			ctx, stop = context.WithDeadlineCause(ctx, deadline, errExecutionTimeout)
 			defer stop()
 		}
-		e.execute(ctx, def, r)
+		parkFor = e.execute(ctx, def, r)
 	}()
+}
+
+// wake runs a parked execution again from its record, which says it is in
+// its Wait; runWait then waits for what is left, if anything.
+func (e *Engine) wake(name string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if _, ok := e.parked[name]; !ok || e.closed {
+		return // stopped, or the engine closed
+	}
+	delete(e.parked, name)
+	r := e.live[name]
+	if r == nil {
+		stored, err := e.stored(name)
+		if err != nil {
+			// It stays RUNNING in its Wait: the next start resumes it.
+			e.log.Error("cannot read a parked execution; it waits until resumed", "execution", name, "error", err.Error())
+			return
+		}
+		r = &stored
+	}
+	def := e.defs[r.Workflow]
+	if r.Status != broker.ExecutionRunning || def == nil {
+		return
+	}
+	e.live[name] = r
+	e.spawnLocked(def, *r)
 }

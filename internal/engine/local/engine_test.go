@@ -538,3 +538,61 @@ func TestMaxTasksBoundsTheWorkerCallsInFlight(t *testing.T) {
 		t.Errorf("%d worker calls were in flight at once, want at most 1", m)
 	}
 }
+
+// TestAWaitingExecutionHoldsNoGoroutine is not parallel: it counts
+// goroutines. An execution spends most of its life in a Wait (for a
+// driver's change to be done); the broker under load holds thousands, and
+// each held a goroutine, its stack and its contexts for the whole wait.
+func TestAWaitingExecutionHoldsNoGoroutine(t *testing.T) {
+	const n = 300
+	defs := definitions(t, map[broker.Workflow]string{"w": waitThenTask})
+	calls := &countingInvoker{}
+	e := newEngine(t, local.Options{Definitions: defs, Invoke: calls.Invoke})
+	before := runtime.NumGoroutine()
+	for i := range n {
+		start(t, e, "w", fmt.Sprintf("run-%d", i), `{"wait":3600}`)
+	}
+	for i := range n {
+		waitInState(t, e, fmt.Sprintf("run-%d", i), "W")
+	}
+	waittest.Until(t, func() error {
+		if g := runtime.NumGoroutine(); g > before+n/10 {
+			return fmt.Errorf("%d goroutines with %d executions waiting, %d before they started", g, n, before)
+		}
+		return nil
+	})
+
+	// A parked execution is still RUNNING, stops as any other, and stays
+	// stopped.
+	if x, err := e.Describe(context.Background(), "run-0"); err != nil || x.Status != broker.ExecutionRunning {
+		t.Fatalf("Describe(run-0) = %s, %v; want RUNNING", x.Status, err)
+	}
+	if err := e.Stop(context.Background(), "run-0", "user asked"); err != nil {
+		t.Fatalf("Stop = %v", err)
+	}
+	if x, _ := e.Describe(context.Background(), "run-0"); x.Status != broker.ExecutionAborted || x.Cause != "user asked" {
+		t.Errorf("after Stop: %s %q, want ABORTED %q", x.Status, x.Cause, "user asked")
+	}
+	if got := calls.n.Load(); got != 0 {
+		t.Errorf("%d worker calls while every execution waits an hour, want 0", got)
+	}
+}
+
+func TestAParkedExecutionContinuesWhenItsWaitEnds(t *testing.T) {
+	t.Parallel()
+	calls := &countingInvoker{}
+	e := newEngine(t, local.Options{Definitions: definitions(t, map[broker.Workflow]string{"w": waitThenTask}), Invoke: calls.Invoke})
+	// One second is the shortest Wait that parks; the engine's own timer
+	// ends it (no Sleep option).
+	start(t, e, "w", "run-1", `{"wait":1}`)
+	x := waitEnded(t, e, "run-1")
+	if x.Status != broker.ExecutionSucceeded {
+		t.Fatalf("status %s (%s: %s), want SUCCEEDED", x.Status, x.Error, x.Cause)
+	}
+	if got, want := history(t, e, "run-1"), []string{"W", "T", "Done"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("states entered = %q, want %q", got, want)
+	}
+	if got := calls.n.Load(); got != 1 {
+		t.Errorf("%d worker calls, want 1", got)
+	}
+}

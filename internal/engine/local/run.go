@@ -1,6 +1,7 @@
 package local
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -53,10 +54,11 @@ type stepResult struct {
 	caught string
 }
 
-// execute runs an execution from the state recorded in r until it ends or
-// ctx is cancelled. Each transition is made only if the execution is still
-// RUNNING in its live record, so nothing is recorded after Stop.
-func (e *Engine) execute(ctx context.Context, def *Definition, r record) {
+// execute runs an execution from the state recorded in r until it ends, ctx
+// is cancelled, or it enters a Wait it parks for (see parkFor): then it returns
+// how long the Wait has left. Each transition is made only if the execution
+// is still RUNNING in its live record, so nothing is recorded after Stop.
+func (e *Engine) execute(ctx context.Context, def *Definition, r record) (parkFor time.Duration) {
 	x := &execution{
 		e:        e,
 		def:      def,
@@ -71,12 +73,17 @@ func (e *Engine) execute(ctx context.Context, def *Definition, r record) {
 	x.input, err = decodeValue(r.Input)
 	if err != nil {
 		x.end(broker.ExecutionFailed, nil, errorRuntime, "stored input is not JSON")
-		return
+		return 0
 	}
-	input, err := decodeValue(r.StateInput)
-	if err != nil {
-		x.end(broker.ExecutionFailed, nil, errorRuntime, "stored state input is not JSON")
-		return
+	// A new execution's state input is its input: decoded once, the one
+	// value shared, as every state treats its values as immutable (a
+	// ResultPath copies what it changes).
+	input := x.input
+	if !bytes.Equal(r.StateInput, r.Input) {
+		if input, err = decodeValue(r.StateInput); err != nil {
+			x.end(broker.ExecutionFailed, nil, errorRuntime, "stored state input is not JSON")
+			return 0
+		}
 	}
 	name, entered := r.State, r.StateEnteredAt
 	for {
@@ -84,14 +91,19 @@ func (e *Engine) execute(ctx context.Context, def *Definition, r record) {
 		if st == nil {
 			// Only a definition changed under a resumed execution gets here.
 			x.end(broker.ExecutionFailed, nil, errorRuntime, "state "+strconv.Quote(name)+" is not in the definition")
-			return
+			return 0
 		}
 		x.log.Debug("state running", "state", name)
 		x.state = name
+		if st.typ == typeWait {
+			if d := x.parkFor(ctx, st, input, entered); d > 0 {
+				return d
+			}
+		}
 		res := x.runState(ctx, st, input, entered)
 		if ctx.Err() != nil {
 			x.interrupted(ctx)
-			return
+			return 0
 		}
 		if res.caught != "" {
 			x.setCaught(res.caught)
@@ -99,17 +111,47 @@ func (e *Engine) execute(ctx context.Context, def *Definition, r record) {
 		switch {
 		case res.err != nil:
 			x.end(broker.ExecutionFailed, nil, res.err.name, res.err.cause)
-			return
+			return 0
 		case res.next == "":
 			x.end(broker.ExecutionSucceeded, res.output, "", "")
-			return
+			return 0
 		}
 		entered = e.now()
 		if !x.transition(res.next, res.output, entered) {
-			return
+			return 0
 		}
 		name, input = res.next, res.output
 	}
+}
+
+// parkAfter is the shortest Wait an execution parks for: a shorter one
+// costs less in its goroutine than in a timer and a read of its record.
+const parkAfter = time.Second
+
+// parkFor is how long the execution would wait in Wait state st, if it is
+// to park rather than wait in its goroutine: when the engine waits with its
+// own timers (Options.Sleep unset) and the wait is at least parkAfter. A
+// parked execution holds no goroutine, stack or context while it waits (an
+// execution waits for most of its life: for a driver's change to be done),
+// and its record leaves memory once written; a timer runs it again from
+// that record (spawnLocked). The wait ends early at the execution's
+// timeout, which the execution then meets as it would have in its Wait.
+func (x *execution) parkFor(ctx context.Context, st *state, input any, entered time.Time) time.Duration {
+	if !x.e.parks || ctx.Err() != nil {
+		return 0
+	}
+	_, until, serr := x.waitUntil(st, input, entered)
+	if serr != nil {
+		return 0 // runWait reports it
+	}
+	d := until.Sub(x.e.now())
+	if deadline, ok := ctx.Deadline(); ok {
+		d = min(d, time.Until(deadline))
+	}
+	if d < parkAfter {
+		return 0
+	}
+	return d
 }
 
 // interrupted handles a cancelled context: a timed-out execution is
@@ -348,33 +390,9 @@ func (x *execution) choose(st *state, input any, c *stateContext) (string, *stat
 // runWait waits until the time the state says, counted from when the state
 // was entered, so that a resumed Wait only waits for what is left.
 func (x *execution) runWait(ctx context.Context, st *state, input any, entered time.Time) stepResult {
-	eff, serr := st.inputPath.selectFrom(input)
+	eff, until, serr := x.waitUntil(st, input, entered)
 	if serr != nil {
 		return stepResult{err: serr}
-	}
-	c := x.contextObject(st, entered, 0)
-	var until time.Time
-	switch w := st.wait; {
-	case w.hasSeconds:
-		until = entered.Add(w.seconds)
-	case w.hasTimestamp:
-		until = w.timestamp
-	case w.secondsPath != nil:
-		v, _ := w.secondsPath.lookupIn(eff, c)
-		n, ok := v.(json.Number)
-		s, err := n.Int64()
-		if !ok || err != nil || s < 0 || s > maxSeconds {
-			return stepResult{err: runtimeError("The SecondsPath parameter does not reference a valid integer: %s", w.secondsPath.text)}
-		}
-		until = entered.Add(time.Duration(s) * time.Second)
-	case w.timestampPath != nil:
-		v, _ := w.timestampPath.lookupIn(eff, c)
-		s, _ := v.(string)
-		t, err := time.Parse(time.RFC3339, s)
-		if err != nil {
-			return stepResult{err: runtimeError("The TimestampPath parameter does not reference a valid ISO-8601 timestamp: %s", w.timestampPath.text)}
-		}
-		until = t
 	}
 	x.e.sleep(ctx, until.Sub(x.e.now()))
 	if ctx.Err() != nil {
@@ -385,6 +403,38 @@ func (x *execution) runWait(ctx context.Context, st *state, input any, entered t
 		return stepResult{err: serr}
 	}
 	return stepResult{next: st.next, output: out}
+}
+
+// waitUntil is a Wait state's effective input and the time it waits until.
+func (x *execution) waitUntil(st *state, input any, entered time.Time) (eff any, until time.Time, serr *stateError) {
+	eff, serr = st.inputPath.selectFrom(input)
+	if serr != nil {
+		return nil, until, serr
+	}
+	c := x.contextObject(st, entered, 0)
+	switch w := st.wait; {
+	case w.hasSeconds:
+		until = entered.Add(w.seconds)
+	case w.hasTimestamp:
+		until = w.timestamp
+	case w.secondsPath != nil:
+		v, _ := w.secondsPath.lookupIn(eff, c)
+		n, ok := v.(json.Number)
+		s, err := n.Int64()
+		if !ok || err != nil || s < 0 || s > maxSeconds {
+			return nil, until, runtimeError("The SecondsPath parameter does not reference a valid integer: %s", w.secondsPath.text)
+		}
+		until = entered.Add(time.Duration(s) * time.Second)
+	case w.timestampPath != nil:
+		v, _ := w.timestampPath.lookupIn(eff, c)
+		s, _ := v.(string)
+		t, err := time.Parse(time.RFC3339, s)
+		if err != nil {
+			return nil, until, runtimeError("The TimestampPath parameter does not reference a valid ISO-8601 timestamp: %s", w.timestampPath.text)
+		}
+		until = t
+	}
+	return eff, until, nil
 }
 
 // runTask runs a Task: it calls the worker, retries as Retry says, and
@@ -496,13 +546,23 @@ func (st *state) output(input, result any, c *stateContext) (any, *stateError) {
 // invoke calls the worker under the Task's timeout, once a slot is free
 // (Options.MaxTasks). The call runs in its own goroutine so that a timeout
 // or a stop takes effect at once even if the worker is slow to notice;
-// Close still waits for it.
+// Close still waits for it. That goroutine starts only with its slot: a
+// burst's queued Tasks hold one goroutine each, not two.
 func (x *execution) invoke(ctx context.Context, st *state, payload json.RawMessage) (any, *stateError) {
 	tctx, cancel := ctx, context.CancelFunc(func() {})
 	if st.timeout > 0 {
 		tctx, cancel = context.WithTimeoutCause(ctx, st.timeout, errTaskTimeout)
 	}
 	defer cancel()
+	timedOut := &stateError{name: errorTimeout, cause: "the task ran longer than its TimeoutSeconds (" + st.timeout.String() + ")"}
+	select {
+	case x.e.tasks <- struct{}{}:
+	case <-tctx.Done():
+		if ctx.Err() != nil {
+			return nil, nil // the caller sees ctx and stops
+		}
+		return nil, timedOut
+	}
 	type answer struct {
 		out json.RawMessage
 		err error
@@ -511,17 +571,10 @@ func (x *execution) invoke(ctx context.Context, st *state, payload json.RawMessa
 	x.e.wg.Add(1)
 	go func() {
 		defer x.e.wg.Done()
-		select {
-		case x.e.tasks <- struct{}{}:
-		case <-tctx.Done():
-			answers <- answer{nil, context.Cause(tctx)}
-			return
-		}
 		out, err := x.callWorker(tctx, st, payload)
 		<-x.e.tasks
 		answers <- answer{out, err}
 	}()
-	timedOut := &stateError{name: errorTimeout, cause: "the task ran longer than its TimeoutSeconds (" + st.timeout.String() + ")"}
 	select {
 	case <-tctx.Done():
 		if ctx.Err() != nil {

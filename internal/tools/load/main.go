@@ -9,6 +9,14 @@
 // connections already open (as a platform's client pool keeps them), and
 // beside the same burst of catalog reads, which do no store work: what the
 // machine allows at all.
+//
+// Each figure is printed beside its target (issue 32), and the peer's
+// figure where the issue measured one: a broker on brokerapi v13 with
+// bbolt, the same catalog and validator, measured on this machine on
+// 2026-11-28 (not run here). The broker's memory is read three times: after
+// a tenth of the provisions, after all of them (a run ten times longer: it
+// must not grow with the run, as the executions still in flight wait
+// parked), and at the end, once the broker is idle after the bursts.
 package main
 
 import (
@@ -36,42 +44,110 @@ import (
 
 const password = "load-password"
 
+// The issue's figures (issue 32, 2026-11-28, this machine): today's
+// throughput, and the peer's RSS after its load run.
+const (
+	issueThroughput = 2275 // 202s per second, 8 clients
+	peerRSS         = 36.7 // MiB
+	peerThroughput  = 1279
+	burstRatio      = 1.5 // a burst of provisions' p99 over the catalog reads'
+)
+
 func main() {
 	clients := flag.Int("clients", 8, "clients sending provisions one after another")
 	n := flag.Int("n", 4000, "provisions the clients send in all")
 	burst := flag.Int("burst", 1000, "provisions sent at once in the burst phase")
-	limit := flag.Duration("timeout", 3*time.Minute, "the whole run's limit")
+	limit := flag.Duration("timeout", 5*time.Minute, "the whole run's limit")
 	binary := flag.String("binary", "", "the broker binary (default: build ./functions/api)")
+	peerBinary := flag.String("peer", "", "the peer binary (default: build ./bench/peer; \"none\": print the issue's peer figures)")
 	flag.Parse()
 	ctx, cancel := context.WithTimeout(context.Background(), *limit)
 	defer cancel()
-	if err := run(ctx, *binary, *clients, *n, *burst); err != nil {
+	if err := measureBoth(ctx, *binary, *peerBinary, *clients, *n, *burst); err != nil {
 		fmt.Fprintln(os.Stderr, "load:", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, binary string, clients, n, burst int) error {
-	dir, err := os.MkdirTemp("", "osb-load-")
+// measureBoth measures our broker, then the peer on the same load, and
+// prints both. A peer that cannot be built is reported, and the issue's
+// figures printed in its place.
+func measureBoth(ctx context.Context, binary, peerBinary string, clients, n, burst int) error {
+	dir, err := os.MkdirTemp("", "osb-load-bin-")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(dir)
 	if binary == "" {
 		binary = filepath.Join(dir, "api")
-		build := exec.CommandContext(ctx, "go", "build", "-o", binary, "./functions/api")
-		build.Stdout, build.Stderr = os.Stderr, os.Stderr
-		if err := build.Run(); err != nil {
-			return fmt.Errorf("build: %w", err)
+		if err := goBuild(ctx, ".", binary, "./functions/api"); err != nil {
+			return err
 		}
 	}
-	addr, err := freeAddr()
+	var peerErr error
+	if peerBinary == "" {
+		peerBinary = filepath.Join(dir, "peer")
+		// The peer is its own module (bench/peer/go.mod), built from its
+		// own directory.
+		peerErr = goBuild(ctx, "bench/peer", peerBinary, ".")
+	}
+	ours, err := run(ctx, binary, clients, n, burst)
 	if err != nil {
 		return err
+	}
+	var peer *result
+	switch {
+	case peerBinary == "none":
+	case peerErr != nil:
+		fmt.Fprintf(os.Stderr, "load: the peer could not be built (%v); the issue's figures stand in for it\n", peerErr)
+	default:
+		if peer, err = run(ctx, peerBinary, clients, n, burst); err != nil {
+			return fmt.Errorf("peer: %w", err)
+		}
+	}
+	report(ours, peer, clients, n, burst)
+	return nil
+}
+
+func goBuild(ctx context.Context, dir, out, pkg string) error {
+	build := exec.CommandContext(ctx, "go", "build", "-o", out, pkg)
+	build.Dir = dir
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		return fmt.Errorf("build %s in %s: %w", pkg, dir, err)
+	}
+	return nil
+}
+
+// result is one broker's figures.
+type result struct {
+	rate               float64 // 202s per second
+	p50, p99           time.Duration
+	cpuPer             time.Duration
+	tenth, steady, end mem
+	tenthDone          bool
+	peak               float64
+	bursts             []burstFigures
+}
+
+type burstFigures struct {
+	name          string
+	p50, p99, all time.Duration
+}
+
+func run(ctx context.Context, binary string, clients, n, burst int) (*result, error) {
+	dir, err := os.MkdirTemp("", "osb-load-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	addr, err := freeAddr()
+	if err != nil {
+		return nil, err
 	}
 	logFile, err := os.Create(filepath.Join(dir, "broker.log"))
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer logFile.Close()
 	cmd := exec.CommandContext(ctx, binary)
@@ -79,7 +155,7 @@ func run(ctx context.Context, binary string, clients, n, burst int) error {
 		"BROKER_PASSWORD="+password, "BROKER_CATALOG=catalog.yaml", "BROKER_STATEMACHINES=statemachines")
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("start the broker: %w", err)
+		return nil, fmt.Errorf("start the broker: %w", err)
 	}
 	defer func() {
 		_ = cmd.Process.Signal(syscall.SIGTERM)
@@ -87,12 +163,12 @@ func run(ctx context.Context, binary string, clients, n, burst int) error {
 	}()
 	c := &client{base: "http://" + addr, http: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: burst + clients}}}
 	if err := c.waitReady(ctx); err != nil {
-		return err
+		return nil, err
 	}
 	pid := cmd.Process.Pid
 	service, plan, err := c.plan(ctx, "fake-async-plan")
 	if err != nil {
-		return err
+		return nil, err
 	}
 	body := func() []byte {
 		return fmt.Appendf(nil, `{"service_id":%q,"plan_id":%q,"organization_guid":"o","space_guid":"s","parameters":{"duration_seconds":600}}`, service, plan)
@@ -110,39 +186,58 @@ func run(ctx context.Context, binary string, clients, n, burst int) error {
 		return time.Since(start), err
 	}
 
-	// Steady: clients send n provisions, one after another each.
-	cpu0 := cpuTime(pid)
-	start := time.Now()
-	var next atomic.Int64
-	lat := make([]time.Duration, n)
-	errs := make(chan error, clients)
-	var wg sync.WaitGroup
-	for range clients {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := int(next.Add(1)) - 1
-				if i >= n {
-					return
+	// Steady: clients send n provisions, one after another each; the
+	// broker's memory is read after the first tenth (once it is idle) and
+	// at the end, ten times as long.
+	var (
+		next      atomic.Int64
+		lat       = make([]time.Duration, n)
+		elapsed   time.Duration
+		cpu       time.Duration
+		memTenth  mem
+		tenthDone bool
+	)
+	steady := func(upTo int) error {
+		cpu0 := cpuTime(pid)
+		start := time.Now()
+		errs := make(chan error, clients)
+		var wg sync.WaitGroup
+		for range clients {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for {
+					i := int(next.Add(1)) - 1
+					if i >= upTo {
+						next.Add(-1)
+						return
+					}
+					d, err := provision(c, i, "steady-")
+					if err != nil {
+						errs <- err
+						return
+					}
+					lat[i] = d
 				}
-				d, err := provision(c, i, "steady-")
-				if err != nil {
-					errs <- err
-					return
-				}
-				lat[i] = d
-			}
-		}()
+			}()
+		}
+		wg.Wait()
+		elapsed += time.Since(start)
+		cpu += cpuTime(pid) - cpu0
+		close(errs)
+		return <-errs
 	}
-	wg.Wait()
-	elapsed := time.Since(start)
-	cpu := cpuTime(pid) - cpu0
-	close(errs)
-	if err := <-errs; err != nil {
-		return err
+	if n >= 10 {
+		if err := steady(n / 10); err != nil {
+			return nil, err
+		}
+		memTenth, tenthDone = settled(ctx, pid), true
 	}
-	rss, hwm := memory(pid)
+	if err := steady(n); err != nil {
+		return nil, err
+	}
+	memSteady := settled(ctx, pid)
+	_, hwm := memory(pid)
 
 	// Bursts: many requests at once, first each on a new connection, then
 	// on connections already open; provisions, and catalog reads (no store
@@ -157,36 +252,143 @@ func run(ctx context.Context, binary string, clients, n, burst int) error {
 		{"provisions on connections already open", false, provision},
 		{"catalog reads on connections already open (the floor)", false, catalog},
 	}
-	var rows []string
+	r := &result{}
 	for k, b := range bursts {
 		bc := &client{base: c.base, http: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: burst}}}
 		if !b.fresh {
 			// Open burst connections and leave them idle in the pool.
 			if _, err := bc.burst(ctx, burst, func(i int) (time.Duration, error) { return catalog(bc, i, "") }); err != nil {
-				return err
+				return nil, err
 			}
 		}
+		// Each burst starts on an idle broker: not beside the Tasks the
+		// one before started, which would weigh on whichever comes next.
+		settled(ctx, pid)
 		tag := fmt.Sprintf("burst%d-", k)
 		res, err := bc.burst(ctx, burst, func(i int) (time.Duration, error) { return b.send(bc, i, tag) })
 		bc.http.CloseIdleConnections()
 		if err != nil {
-			return err
+			return nil, err
 		}
-		rows = append(rows, fmt.Sprintf("| %d %s: latency p50 / p99, all answered in | %s / %s, %s |", burst, b.name,
-			pct(res.lat, 50), pct(res.lat, 99), res.elapsed.Round(time.Millisecond)))
+		r.bursts = append(r.bursts, burstFigures{name: b.name, p50: pct(res.lat, 50), p99: pct(res.lat, 99), all: res.elapsed})
 	}
+	r.end = settled(ctx, pid)
 	_, hwm2 := memory(pid)
+	r.rate = float64(n) / elapsed.Seconds()
+	r.p50, r.p99 = pct(lat, 50), pct(lat, 99)
+	r.cpuPer = cpu / time.Duration(n)
+	r.tenth, r.steady, r.tenthDone = memTenth, memSteady, tenthDone
+	r.peak = max(hwm, hwm2)
+	return r, nil
+}
 
-	fmt.Printf("Local broker (the `make run` binary, bbolt with fsync on every commit), asynchronous provisions, 127.0.0.1:\n\n")
-	fmt.Printf("| figure | value |\n| --- | ---: |\n")
-	fmt.Printf("| %d provisions by %d clients: 202s per second | %.0f |\n", n, clients, float64(n)/elapsed.Seconds())
-	fmt.Printf("| their latency p50 / p99 | %s / %s |\n", pct(lat, 50), pct(lat, 99))
-	fmt.Printf("| broker CPU per provision (user + system) | %.2f ms |\n", float64(cpu.Microseconds())/1000/float64(n))
-	for _, r := range rows {
-		fmt.Println(r)
+// report prints our figures beside their targets and the peer's: measured
+// in this run, or else the issue's.
+func report(ours, peer *result, clients, n, burst int) {
+	fmt.Printf("Asynchronous provisions on 127.0.0.1, bbolt with an fsync per commit. Ours: the `make run` binary.\n")
+	peerCell := func(f func(r *result) string, issue string) string {
+		if peer != nil {
+			return f(peer)
+		}
+		return issue
 	}
-	fmt.Printf("| broker RSS after the clients / peak after the bursts | %.1f MiB / %.1f MiB |\n", rss, max(hwm, hwm2))
-	return nil
+	if peer != nil {
+		fmt.Printf("Peer: bench/peer (brokerapi v13 with bbolt, the same catalog and validator), the same load just after ours.\n\n")
+	} else {
+		fmt.Printf("Peer: issue 32's figures (brokerapi v13 with bbolt, the same catalog and validator, 2026-11-28, this machine), not run here.\n\n")
+	}
+	fmt.Printf("| figure | ours | target | peer |\n| --- | ---: | --- | ---: |\n")
+	rateTarget := float64(issueThroughput)
+	fmt.Printf("| %d provisions by %d clients: 202s per second | %.0f | ≥ %d (issue 32's run): %s | %s |\n",
+		n, clients, ours.rate, issueThroughput, verdict(ours.rate >= rateTarget),
+		peerCell(func(r *result) string { return fmt.Sprintf("%.0f", r.rate) }, strconv.Itoa(peerThroughput)))
+	fmt.Printf("| their latency p50 / p99 | %s / %s | | %s |\n", ours.p50, ours.p99,
+		peerCell(func(r *result) string { return fmt.Sprintf("%s / %s", r.p50, r.p99) }, ""))
+	cpuTarget, cpuVerdict := "the peer's", ""
+	if peer != nil {
+		cpuVerdict = ": " + verdict(ours.cpuPer <= peer.cpuPer)
+	}
+	fmt.Printf("| broker CPU per provision (user + system) | %s | %s%s | %s |\n", ms(ours.cpuPer), cpuTarget, cpuVerdict,
+		peerCell(func(r *result) string { return ms(r.cpuPer) }, "about ours"))
+	limit := peerRSS * 1.1
+	if peer != nil {
+		limit = peer.steady.rss() * 1.1
+	}
+	fmt.Printf("| RSS after the %d provisions, idle (anonymous + file-backed: the binary, bbolt's mapped file) | %s | ≤ %.1f MiB (peer + 10%%): %s | %s |\n",
+		n, ours.steady, limit, verdict(ours.steady.rss() <= limit),
+		peerCell(func(r *result) string { return r.steady.String() }, fmt.Sprintf("%.1f MiB", peerRSS)))
+	if ours.tenthDone {
+		// The executions still in flight are live data, and wait parked;
+		// what grows with the run is bbolt's mapped file (the data).
+		fmt.Printf("| RSS after the first %d, idle (the run ten times shorter) | %s | anonymous memory not grown by the run ten times longer: %s | %s |\n",
+			n/10, ours.tenth, verdict(ours.steady.anon <= ours.tenth.anon*1.25+4),
+			peerCell(func(r *result) string { return r.tenth.String() }, ""))
+	}
+	for k, b := range ours.bursts {
+		target := ""
+		if k%2 == 1 { // the catalog reads: the provisions' p99 over theirs
+			ratio := float64(ours.bursts[k-1].p99) / float64(b.p99)
+			target = fmt.Sprintf("provisions' p99 %.2f× this (target ≤ %.1f×: %s)", ratio, burstRatio, verdict(ratio <= burstRatio))
+		}
+		fmt.Printf("| %d %s: latency p50 / p99, all answered in | %s / %s, %s | %s | %s |\n", burst, b.name,
+			b.p50, b.p99, b.all.Round(time.Millisecond), target,
+			peerCell(func(r *result) string {
+				pb := r.bursts[k]
+				return fmt.Sprintf("%s / %s, %s", pb.p50, pb.p99, pb.all.Round(time.Millisecond))
+			}, ""))
+	}
+	fmt.Printf("| RSS at the end, idle after the bursts / peak | %s / %.1f MiB | | %s |\n", ours.end, ours.peak,
+		peerCell(func(r *result) string { return fmt.Sprintf("%s / %.1f MiB", r.end, r.peak) }, ""))
+}
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d.Microseconds())/1000) }
+
+func verdict(ok bool) string {
+	if ok {
+		return "met"
+	}
+	return "NOT met"
+}
+
+// mem is a process's resident memory, in MiB: anonymous (heap, stacks)
+// and file-backed (its binary's pages and bbolt's mapped file).
+type mem struct{ anon, file float64 }
+
+func (m mem) rss() float64 { return m.anon + m.file }
+
+func (m mem) String() string {
+	return fmt.Sprintf("%.1f MiB (%.1f + %.1f)", m.rss(), m.anon, m.file)
+}
+
+// settled reads a process's memory once it is idle: when its CPU time
+// stops moving (the executions a run started have run their first Tasks and
+// parked), or after 30 s.
+func settled(ctx context.Context, pid int) mem {
+	deadline := time.Now().Add(30 * time.Second)
+	for last := cpuTime(pid); time.Now().Before(deadline) && ctx.Err() == nil; {
+		time.Sleep(250 * time.Millisecond)
+		now := cpuTime(pid)
+		if now-last <= 10*time.Millisecond {
+			break
+		}
+		last = now
+	}
+	var m mem
+	data, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	for _, line := range strings.Split(string(data), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 2 {
+			continue
+		}
+		kb, _ := strconv.ParseFloat(f[1], 64)
+		switch f[0] {
+		case "RssAnon:":
+			m.anon = kb / 1024
+		case "RssFile:", "RssShmem:":
+			m.file += kb / 1024
+		}
+	}
+	return m
 }
 
 type burstResult struct {
