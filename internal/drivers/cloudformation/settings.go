@@ -387,13 +387,22 @@ func (t *Template) checkBoundaries() error {
 // values) or JSON.
 func parseTemplate(body []byte) (*Template, error) {
 	var doc map[string]any
+	var node *yaml.Node // the YAML's nodes, which keep its tags; nil for JSON
 	if trimmed := bytes.TrimSpace(body); len(trimmed) > 0 && trimmed[0] == '{' {
 		if err := json.Unmarshal(trimmed, &doc); err != nil {
 			return nil, fmt.Errorf("not valid JSON: %v", err)
 		}
 	} else {
+		// Parsed once, into nodes, then decoded from them: parsing is most of
+		// a template's cost, and every template is read at the functions'
+		// start.
+		node = &yaml.Node{}
+		err := yaml.Unmarshal(body, node)
 		var v any
-		if err := yaml.Unmarshal(body, &v); err != nil {
+		if err == nil && node.Kind != 0 {
+			err = node.Decode(&v)
+		}
+		if err != nil {
 			return nil, fmt.Errorf("not valid YAML: %s", strings.TrimPrefix(err.Error(), "yaml: "))
 		}
 		m, ok := v.(map[string]any)
@@ -403,7 +412,7 @@ func parseTemplate(body []byte) (*Template, error) {
 		doc = m
 	}
 	t := &Template{Body: string(body), Parameters: map[string]Parameter{}}
-	t.Macros = macros(doc, body)
+	t.Macros = macros(doc, node)
 
 	resources, ok := doc["Resources"].(map[string]any)
 	if !ok || len(resources) == 0 {
@@ -461,10 +470,11 @@ func parseTemplate(body []byte) (*Template, error) {
 	return t, nil
 }
 
-// macros lists the macros doc (parsed from body) runs: its Transform
-// section, string or list, and every Fn::Transform, long form or, in YAML,
-// the !Transform tag that reading the body as plain values loses.
-func macros(doc map[string]any, body []byte) []string {
+// macros lists the macros doc (decoded from node, the YAML's nodes, or
+// from JSON when node is nil) runs: its Transform section, string or list,
+// and every Fn::Transform, long form or, in YAML, the !Transform tag that
+// reading the body as plain values loses.
+func macros(doc map[string]any, node *yaml.Node) []string {
 	var out []string
 	switch v := doc["Transform"].(type) {
 	case nil:
@@ -492,8 +502,7 @@ func macros(doc map[string]any, body []byte) []string {
 			}
 		}
 	}
-	var node yaml.Node
-	if bytes.HasPrefix(bytes.TrimSpace(body), []byte("{")) || yaml.Unmarshal(body, &node) != nil {
+	if node == nil {
 		for _, k := range slices.Sorted(maps.Keys(doc)) {
 			if k != "Transform" {
 				walk(doc[k], k)
@@ -533,7 +542,7 @@ func macros(doc map[string]any, body []byte) []string {
 			}
 		}
 	}
-	tagged(&node, "")
+	tagged(node, "")
 	return out
 }
 
