@@ -12,8 +12,8 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/santhosh-tekuri/jsonschema/v6"
-	"github.com/santhosh-tekuri/jsonschema/v6/kind"
+	"github.com/serverless-osb/broker/internal/jsonschema"
+	"github.com/serverless-osb/broker/internal/jsonschema/kind"
 )
 
 // Violation is one way parameters break a plan's schema.

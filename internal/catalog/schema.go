@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/santhosh-tekuri/jsonschema/v6"
+	"github.com/serverless-osb/broker/internal/jsonschema"
 
 	"github.com/serverless-osb/broker/internal/jsonenc"
 )
