@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"gopkg.in/yaml.v3"
@@ -341,7 +342,7 @@ func readTemplate(key, path, dir string) (*Template, error) {
 		return nil, catalog.Settingf(key, "%s is %d bytes; CloudFormation takes a template of at most %d bytes (from S3, as TemplateURL; at most %d as TemplateBody): shorten it, for example by removing comments and descriptions, or split it into nested stacks",
 			path, len(body), MaxTemplateURLBody, MaxTemplateBody)
 	}
-	t, err := parseTemplate(body)
+	t, err := parsedTemplate(body)
 	if err != nil {
 		return nil, catalog.Settingf(key, "%s is not a usable CloudFormation template: %v", path, err)
 	}
@@ -354,6 +355,26 @@ func readTemplate(key, path, dir string) (*Template, error) {
 		return nil, catalog.Settingf(key, "%s: %v", path, err)
 	}
 	return t, nil
+}
+
+// parsed holds the templates read so far, by body: a catalog names most
+// templates from several plans, and each is parsed once at start.
+var parsed sync.Map // string → *Template
+
+// parsedTemplate is parseTemplate(body), parsed once per body: a copy of
+// the first parse (its maps and slices shared, and never written after it).
+func parsedTemplate(body []byte) (*Template, error) {
+	if t, ok := parsed.Load(string(body)); ok {
+		cp := *t.(*Template)
+		return &cp, nil
+	}
+	t, err := parseTemplate(body)
+	if err != nil {
+		return nil, err
+	}
+	parsed.Store(string(body), t)
+	cp := *t
+	return &cp, nil
 }
 
 // checkBoundaries refuses an IAM user or role without the permissions
