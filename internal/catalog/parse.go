@@ -32,8 +32,8 @@ var (
 const maxSchemaBytes = 64 << 10
 
 // parse turns YAML into a checked catalog; see Parse.
-func parse(source string, data []byte) (*Catalog, error) {
-	ck := &checker{source: source, owners: map[ownerKey]string{}}
+func parse(source string, data []byte, lazy bool) (*Catalog, error) {
+	ck := &checker{source: source, owners: map[ownerKey]string{}, lazy: lazy}
 
 	var raw any
 	if err := yaml.Unmarshal(data, &raw); err != nil {
@@ -119,6 +119,9 @@ type checker struct {
 	// to the path of the first thing that used it.
 	owners   map[ownerKey]string
 	compiled int // schemas compiled so far, to name each one
+	// lazy leaves each parameters schema to be compiled on its first use
+	// (LoadChecked).
+	lazy bool
 }
 
 // ownerKey is an id of some kind; see checker.unique.
