@@ -191,7 +191,8 @@ func Load(path string) (*Catalog, error) {
 // check is made but the compilation of the plans' parameters schemas
 // against their drafts' metaschemas, which waits for each schema's first
 // use. Compiling them all was most of a Lambda function's start, before
-// its first answer, for schemas most containers never use.
+// its first answer, for schemas most containers never use. It reads the
+// catalog's pre-parsed form (Preparse) when one made from it is beside it.
 func LoadChecked(path string) (*Catalog, error) {
 	return load(path, true)
 }
@@ -201,7 +202,12 @@ func load(path string, lazy bool) (*Catalog, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read catalog: %w", err)
 	}
-	c, err := parse(filepath.Base(path), data, lazy)
+	var c *Catalog
+	if lazy {
+		c, err = loadPreparsed(path, data)
+	} else {
+		c, err = parse(filepath.Base(path), data, false)
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -311,5 +312,66 @@ func TestLoadCheckedCompilesOnFirstUse(t *testing.T) {
 	var pe *ParameterError
 	if err == nil || errors.As(err, &pe) || !strings.Contains(err.Error(), "the catalog's schema does not compile") {
 		t.Errorf("ValidateParameters() error = %v, want the schema's compile error", err)
+	}
+}
+
+// The pre-parsed catalog make build bundles (Preparse) is the YAML's: the
+// functions read it (LoadChecked) and get the catalog Load makes of the
+// YAML; one made from another YAML is not read.
+func TestThePreparsedCatalogIsTheYAMLs(t *testing.T) {
+	for _, src := range []string{shippedCatalog, "../../services/catalog.yaml"} {
+		data, err := os.ReadFile(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pre, err := Preparse("catalog.yaml", data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		path := filepath.Join(t.TempDir(), "catalog.yaml")
+		if err := os.WriteFile(path, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path+PreparsedSuffix, pre, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := readPreparsed(path+PreparsedSuffix, data); !ok {
+			t.Fatalf("%s: LoadChecked would not read the pre-parsed catalog", src)
+		}
+		if _, ok := readPreparsed(path+PreparsedSuffix, append(slices.Clone(data), '\n')); ok {
+			t.Errorf("%s: a pre-parsed catalog made from another YAML would be read", src)
+		}
+		want, err := Load(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := LoadChecked(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got.JSON(), want.JSON()) || got.ETag() != want.ETag() {
+			t.Errorf("%s: the pre-parsed catalog serves another catalog", src)
+		}
+		if len(got.Services()) != len(want.Services()) {
+			t.Fatalf("%s: %d services, want %d", src, len(got.Services()), len(want.Services()))
+		}
+		for i, s := range want.Services() {
+			gs := got.Services()[i]
+			if len(gs.Plans) != len(s.Plans) {
+				t.Fatalf("%s: service %s has %d plans, want %d", src, s.ID, len(gs.Plans), len(s.Plans))
+			}
+			for j, p := range s.Plans {
+				a, b := *p, *gs.Plans[j]
+				a.schemas, b.schemas = [numSchemaKinds]*paramSchema{}, [numSchemaKinds]*paramSchema{}
+				if !reflect.DeepEqual(a, b) {
+					t.Errorf("%s: plan %s is\n%+v\nfrom the pre-parsed catalog, want\n%+v", src, p.ID, b, a)
+				}
+			}
+			a, b := *s, *gs
+			a.Plans, b.Plans = nil, nil
+			if !reflect.DeepEqual(a, b) {
+				t.Errorf("%s: service %s is %+v from the pre-parsed catalog, want %+v", src, s.ID, b, a)
+			}
+		}
 	}
 }
