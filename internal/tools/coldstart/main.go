@@ -18,6 +18,7 @@
 // the repository's root:
 //
 //	go run ./internal/tools/coldstart [-catalog services/catalog.yaml] [-runs 15]
+//	go run ./internal/tools/coldstart -bundle DIR [-runs 15]   (one api bundle's cold starts only)
 package main
 
 import (
@@ -63,7 +64,18 @@ const (
 func main() {
 	catalog := flag.String("catalog", "services/catalog.yaml", "the catalog to bundle (the deployed broker's)")
 	runs := flag.Int("runs", 15, "cold starts to time")
+	bundle := flag.String("bundle", "", "only time the cold starts of this api bundle, built for this machine (to compare two builds turn about)")
 	flag.Parse()
+	if *bundle != "" {
+		times, err := coldStarts(*bundle, *runs)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "coldstart:", err)
+			os.Exit(1)
+		}
+		slices.Sort(times)
+		fmt.Printf("%s: median %.2f ms of %d (%.2f–%.2f)\n", *bundle, ms(times[len(times)/2]), len(times), ms(times[0]), ms(times[len(times)-1]))
+		return
+	}
 	if err := run(*catalog, *runs); err != nil {
 		fmt.Fprintln(os.Stderr, "coldstart:", err)
 		os.Exit(1)
