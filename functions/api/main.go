@@ -1,9 +1,15 @@
+//go:build !lambda.norpc
+
 // Command api serves the OSB API. Under the Lambda runtime it answers API
 // Gateway HTTP API events on DynamoDB and Step Functions (see
 // internal/app/lambda.go for its environment). Run locally (`make run`) it
 // is a complete broker on 127.0.0.1 with an embedded store and an
 // in-process workflow engine; see the README for its environment variables.
 // `api ops ...` is the operator command (see internal/app/ops.go).
+//
+// The Lambda build (-tags lambda.norpc, as make build builds it) is
+// lambda.go instead: the api function alone, without the local broker and
+// the operator command, which its cold start and bundle would only carry.
 package main
 
 import (

@@ -98,6 +98,10 @@ type LambdaConfig struct {
 	CredentialsMaxAge time.Duration
 	// Now tells the time (the credentials' age); nil means time.Now.
 	Now func() time.Time
+	// CatalogChecked says the catalog is the one make build checked and
+	// bundled: its parameters schemas are compiled on first use
+	// (catalog.LoadChecked), not at start. On in the functions only.
+	CatalogChecked bool
 }
 
 // InLambda reports whether the process runs under the Lambda runtime.
@@ -215,7 +219,7 @@ func NewLambdaAPI(ctx context.Context) (http.Handler, error) {
 		return nil, err
 	}
 	logger := logging.New(os.Stdout, c.LogLevel)
-	c.Metrics, c.Tracing = functionMetrics(c, logger), true
+	c.Metrics, c.Tracing, c.CatalogChecked = functionMetrics(c, logger), true, true
 	return BuildLambdaAPI(ctx, c, logger)
 }
 
@@ -230,7 +234,7 @@ func NewWorker(ctx context.Context) (func(context.Context, json.RawMessage) (jso
 	logger := logging.New(os.Stdout, c.LogLevel)
 	log.SetFlags(0)
 	log.SetOutput(runtimeLog{logger})
-	c.Metrics, c.Tracing = functionMetrics(c, logger), true
+	c.Metrics, c.Tracing, c.CatalogChecked = functionMetrics(c, logger), true, true
 	return BuildWorker(ctx, c, logger)
 }
 
@@ -351,7 +355,11 @@ func loadAWSConfig(ctx context.Context, c LambdaConfig, logger *slog.Logger) (aw
 // buildBroker loads the catalog and makes the broker on the DynamoDB store,
 // with the drivers the catalog's plans name; its engine is the caller's.
 func buildBroker(ctx context.Context, c LambdaConfig, awsCfg aws.Config, logger *slog.Logger) (*catalog.Catalog, *broker.Broker, error) {
-	cat, err := catalog.Load(c.CatalogPath)
+	load := catalog.Load
+	if c.CatalogChecked {
+		load = catalog.LoadChecked
+	}
+	cat, err := load(c.CatalogPath)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -12,8 +12,8 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/santhosh-tekuri/jsonschema/v6"
-	"github.com/santhosh-tekuri/jsonschema/v6/kind"
+	"github.com/serverless-osb/broker/internal/jsonschema"
+	"github.com/serverless-osb/broker/internal/jsonschema/kind"
 )
 
 // Violation is one way parameters break a plan's schema.
@@ -76,7 +76,13 @@ func (p *Plan) ValidateParameters(k SchemaKind, params json.RawMessage) error {
 	if err != nil {
 		return newParameterError([]Violation{{Field: "parameters", Reason: "must be a JSON object; this is not valid JSON"}})
 	}
-	err = ps.schema.Validate(doc)
+	sch, err := ps.schema()
+	if err != nil {
+		// Only a catalog loaded with LoadChecked compiles here, and the
+		// build compiled the same catalog: its bundle was changed since.
+		return fmt.Errorf("validate parameters against %s: the catalog's schema does not compile: %w", k, err)
+	}
+	err = sch.Validate(doc)
 	if err == nil {
 		return nil
 	}

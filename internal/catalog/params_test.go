@@ -1,9 +1,15 @@
 package catalog
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -232,4 +238,140 @@ func TestSchemaProperties(t *testing.T) {
 			t.Errorf("SchemaProperties(create) of a plan without schemas = %v, want nil", got)
 		}
 	})
+}
+
+// A catalog loaded with LoadChecked (the functions', which the build
+// checked) compiles each parameters schema on its first use, and answers
+// every parameters document exactly as Load's.
+func TestLoadCheckedValidatesAsLoad(t *testing.T) {
+	docs := []string{``, `{}`, `[]`, `{"x": 1}`, `not json`, `{"size": "huge", "name": 5, "tags": [1, 2], "enabled": "yes"}`}
+	for _, path := range []string{shippedCatalog, "../../services/catalog.yaml"} {
+		eager, err := Load(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lazy, err := LoadChecked(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(eager.JSON(), lazy.JSON()) {
+			t.Errorf("%s: LoadChecked serves another catalog", path)
+		}
+		checked, refused := 0, 0
+		for i, s := range eager.Services() {
+			for j, p := range s.Plans {
+				lp := lazy.Services()[i].Plans[j]
+				for k := range numSchemaKinds {
+					if p.schemas[k] == nil {
+						continue
+					}
+					checked++
+					// Every property set to a value of each JSON type, too.
+					ds := slices.Clone(docs)
+					for _, name := range p.schemas[k].properties(p.schemas[k].url) {
+						for _, v := range []string{`null`, `true`, `7`, `-1.5`, `"x"`, `[]`, `{}`} {
+							ds = append(ds, fmt.Sprintf(`{%q: %s}`, name, v))
+						}
+					}
+					for _, d := range ds {
+						want, got := p.ValidateParameters(k, json.RawMessage(d)), lp.ValidateParameters(k, json.RawMessage(d))
+						if want != nil {
+							refused++
+						}
+						if fmt.Sprint(got) != fmt.Sprint(want) {
+							t.Errorf("%s: plan %s, %s, parameters %s: LoadChecked's answer %v, Load's %v", path, p.ID, k, d, got, want)
+						}
+					}
+				}
+			}
+		}
+		if checked == 0 || refused == 0 {
+			t.Errorf("%s: %d parameters schemas compared, %d documents refused: nothing to compare", path, checked, refused)
+		}
+	}
+}
+
+// LoadChecked leaves the compilation to the first use: a schema that does
+// not compile (which Load refuses, and so the build) is found then.
+func TestLoadCheckedCompilesOnFirstUse(t *testing.T) {
+	c := smallCatalog()
+	demoSchemaOf(c)["properties"].(map[string]any)["fail"] = map[string]any{"type": "text"}
+	path := filepath.Join(t.TempDir(), "catalog.yaml")
+	if err := os.WriteFile(path, toYAML(t, c), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(path); err == nil {
+		t.Fatal("Load() accepted a schema that does not compile")
+	}
+	cat, err := LoadChecked(path)
+	if err != nil {
+		t.Fatalf("LoadChecked() error = %v", err)
+	}
+	_, plan := cat.PlanByID(plan(c, 0, 0)["id"].(string))
+	err = plan.ValidateParameters(InstanceCreate, json.RawMessage(`{}`))
+	var pe *ParameterError
+	if err == nil || errors.As(err, &pe) || !strings.Contains(err.Error(), "the catalog's schema does not compile") {
+		t.Errorf("ValidateParameters() error = %v, want the schema's compile error", err)
+	}
+}
+
+// The pre-parsed catalog make build bundles (Preparse) is the YAML's: the
+// functions read it (LoadChecked) and get the catalog Load makes of the
+// YAML; one made from another YAML is not read.
+func TestThePreparsedCatalogIsTheYAMLs(t *testing.T) {
+	for _, src := range []string{shippedCatalog, "../../services/catalog.yaml"} {
+		data, err := os.ReadFile(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pre, err := Preparse("catalog.yaml", data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		path := filepath.Join(t.TempDir(), "catalog.yaml")
+		if err := os.WriteFile(path, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path+PreparsedSuffix, pre, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := readPreparsed(path+PreparsedSuffix, data); !ok {
+			t.Fatalf("%s: LoadChecked would not read the pre-parsed catalog", src)
+		}
+		if _, ok := readPreparsed(path+PreparsedSuffix, append(slices.Clone(data), '\n')); ok {
+			t.Errorf("%s: a pre-parsed catalog made from another YAML would be read", src)
+		}
+		want, err := Load(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := LoadChecked(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got.JSON(), want.JSON()) || got.ETag() != want.ETag() {
+			t.Errorf("%s: the pre-parsed catalog serves another catalog", src)
+		}
+		if len(got.Services()) != len(want.Services()) {
+			t.Fatalf("%s: %d services, want %d", src, len(got.Services()), len(want.Services()))
+		}
+		for i, s := range want.Services() {
+			gs := got.Services()[i]
+			if len(gs.Plans) != len(s.Plans) {
+				t.Fatalf("%s: service %s has %d plans, want %d", src, s.ID, len(gs.Plans), len(s.Plans))
+			}
+			for j, p := range s.Plans {
+				a, b := *p, *gs.Plans[j]
+				a.schemas, b.schemas = [numSchemaKinds]*paramSchema{}, [numSchemaKinds]*paramSchema{}
+				if !reflect.DeepEqual(a, b) {
+					t.Errorf("%s: plan %s is\n%+v\nfrom the pre-parsed catalog, want\n%+v", src, p.ID, b, a)
+				}
+			}
+			a, b := *s, *gs
+			a.Plans, b.Plans = nil, nil
+			if !reflect.DeepEqual(a, b) {
+				t.Errorf("%s: service %s is %+v from the pre-parsed catalog, want %+v", src, s.ID, b, a)
+			}
+		}
+	}
 }

@@ -32,9 +32,17 @@ var (
 const maxSchemaBytes = 64 << 10
 
 // parse turns YAML into a checked catalog; see Parse.
-func parse(source string, data []byte) (*Catalog, error) {
-	ck := &checker{source: source, owners: map[ownerKey]string{}}
+func parse(source string, data []byte, lazy bool) (*Catalog, error) {
+	ck := &checker{source: source, owners: map[ownerKey]string{}, lazy: lazy}
+	doc, ok := ck.decode(data)
+	if !ok {
+		return nil, ck.err()
+	}
+	return ck.catalog(doc)
+}
 
+// decode reads YAML into JSON values (normalize), reporting what it cannot.
+func (ck *checker) decode(data []byte) (any, bool) {
 	var raw any
 	if err := yaml.Unmarshal(data, &raw); err != nil {
 		var te *yaml.TypeError
@@ -45,17 +53,19 @@ func parse(source string, data []byte) (*Catalog, error) {
 		} else {
 			ck.problem("", "not valid YAML: %s", strings.TrimPrefix(err.Error(), "yaml: "))
 		}
-		return nil, ck.err()
+		return nil, false
 	}
 	if raw == nil {
 		ck.problem("", `is empty; a catalog is a mapping with a "services" list`)
-		return nil, ck.err()
+		return nil, false
 	}
 	doc := ck.normalize("", raw)
-	if len(ck.problems) > 0 {
-		return nil, ck.err()
-	}
+	return doc, len(ck.problems) == 0
+}
 
+// catalog checks a decoded catalog and builds it.
+func (ck *checker) catalog(doc any) (*Catalog, error) {
+	source := ck.source
 	root, ok := doc.(map[string]any)
 	if !ok {
 		ck.problem("", `must be a mapping with a "services" list, got %s`, Describe(doc))
@@ -119,6 +129,9 @@ type checker struct {
 	// to the path of the first thing that used it.
 	owners   map[ownerKey]string
 	compiled int // schemas compiled so far, to name each one
+	// lazy leaves each parameters schema to be compiled on its first use
+	// (LoadChecked).
+	lazy bool
 }
 
 // ownerKey is an id of some kind; see checker.unique.

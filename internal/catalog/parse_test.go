@@ -433,3 +433,25 @@ func TestGoodCatalogs(t *testing.T) {
 		})
 	}
 }
+
+// The validator compiles a draft's metaschema on its first use rather
+// than at package init (internal/jsonschema): each draft the catalog
+// allows must still check a schema against its own metaschema.
+func TestEveryDraftChecksSchemasAgainstItsMetaschema(t *testing.T) {
+	for _, draft := range []string{"http://json-schema.org/draft-04/schema#", "http://json-schema.org/draft-06/schema#",
+		"http://json-schema.org/draft-07/schema#", "https://json-schema.org/draft/2019-09/schema", "https://json-schema.org/draft/2020-12/schema"} {
+		t.Run(draft, func(t *testing.T) {
+			c := smallCatalog()
+			demoSchemaOf(c)["$schema"] = draft
+			if _, err := Parse("good.yaml", toYAML(t, c)); err != nil {
+				t.Fatalf("Parse() error = %v", err)
+			}
+			demoSchemaOf(c)["properties"].(map[string]any)["fail"] = map[string]any{"type": "text"}
+			_, err := Parse("bad.yaml", toYAML(t, c))
+			want := "schemas.service_instance.create.parameters.properties.fail.type: "
+			if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "(not a valid JSON Schema)") {
+				t.Errorf("Parse() error = %v, want one at %s… (not a valid JSON Schema)", err, want)
+			}
+		})
+	}
+}

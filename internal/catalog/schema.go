@@ -7,8 +7,9 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
-	"github.com/santhosh-tekuri/jsonschema/v6"
+	"github.com/serverless-osb/broker/internal/jsonschema"
 
 	"github.com/serverless-osb/broker/internal/jsonenc"
 )
@@ -55,11 +56,12 @@ var knownDrafts = []string{
 	"json-schema.org/draft/2020-12/schema",
 }
 
-// paramSchema is a compiled parameters schema.
+// paramSchema is a parameters schema, compiled at load or, in a catalog
+// loaded with LoadChecked, on its first use.
 type paramSchema struct {
 	url    string // the name it was compiled under
 	doc    any    // the schema as JSON values, to list its properties in messages
-	schema *jsonschema.Schema
+	schema func() (*jsonschema.Schema, error)
 }
 
 // schemas checks a plan's schemas object and compiles the schemas in it.
@@ -133,13 +135,15 @@ func (ck *checker) compile(p string, doc map[string]any) *paramSchema {
 	}
 	ck.compiled++
 	url := fmt.Sprintf("mem:///schema-%d.json", ck.compiled)
-	c := jsonschema.NewCompiler()
-	c.UseLoader(noLoader{})
-	if err := c.AddResource(url, jdoc); err != nil {
-		ck.problem(p, "is not a valid JSON Schema: %v", err)
+	if ck.lazy {
+		return &paramSchema{url: url, doc: jdoc, schema: sync.OnceValues(func() (*jsonschema.Schema, error) { return compileSchema(url, jdoc) })}
+	}
+	sch, err := compileSchema(url, jdoc)
+	var re *resourceError
+	if errors.As(err, &re) {
+		ck.problem(p, "is not a valid JSON Schema: %v", re.err)
 		return nil
 	}
-	sch, err := c.Compile(url)
 	if err != nil {
 		var sve *jsonschema.SchemaValidationError
 		var ve *jsonschema.ValidationError
@@ -154,7 +158,22 @@ func (ck *checker) compile(p string, doc map[string]any) *paramSchema {
 		ck.problem(p, "is not a valid JSON Schema: %s", strings.ReplaceAll(err.Error(), url, ""))
 		return nil
 	}
-	return &paramSchema{url: url, doc: jdoc, schema: sch}
+	return &paramSchema{url: url, doc: jdoc, schema: func() (*jsonschema.Schema, error) { return sch, nil }}
+}
+
+// resourceError is a schema the compiler refused to take at all.
+type resourceError struct{ err error }
+
+func (e *resourceError) Error() string { return e.err.Error() }
+
+// compileSchema compiles doc, named url, loading nothing else.
+func compileSchema(url string, doc any) (*jsonschema.Schema, error) {
+	c := jsonschema.NewCompiler()
+	c.UseLoader(noLoader{})
+	if err := c.AddResource(url, doc); err != nil {
+		return nil, &resourceError{err}
+	}
+	return c.Compile(url)
 }
 
 // localRefs reports every reference that does not point into the schema

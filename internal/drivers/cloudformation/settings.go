@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"gopkg.in/yaml.v3"
@@ -346,7 +347,7 @@ func readTemplate(key, path, dir string) (*Template, error) {
 		return nil, catalog.Settingf(key, "%s is %d bytes; CloudFormation takes a template of at most %d bytes (from S3, as TemplateURL; at most %d as TemplateBody): shorten it, for example by removing comments and descriptions, or split it into nested stacks",
 			path, len(body), MaxTemplateURLBody, MaxTemplateBody)
 	}
-	t, err := parseTemplate(body)
+	t, err := parsedTemplate(body)
 	if err != nil {
 		return nil, catalog.Settingf(key, "%s is not a usable CloudFormation template: %v", path, err)
 	}
@@ -359,6 +360,26 @@ func readTemplate(key, path, dir string) (*Template, error) {
 		return nil, catalog.Settingf(key, "%s: %v", path, err)
 	}
 	return t, nil
+}
+
+// parsed holds the templates read so far, by body: a catalog names most
+// templates from several plans, and each is parsed once at start.
+var parsed sync.Map // string → *Template
+
+// parsedTemplate is parseTemplate(body), parsed once per body: a copy of
+// the first parse (its maps and slices shared, and never written after it).
+func parsedTemplate(body []byte) (*Template, error) {
+	if t, ok := parsed.Load(string(body)); ok {
+		cp := *t.(*Template)
+		return &cp, nil
+	}
+	t, err := parseTemplate(body)
+	if err != nil {
+		return nil, err
+	}
+	parsed.Store(string(body), t)
+	cp := *t
+	return &cp, nil
 }
 
 // checkBoundaries refuses an IAM user or role without the permissions
@@ -392,13 +413,22 @@ func (t *Template) checkBoundaries() error {
 // values) or JSON.
 func parseTemplate(body []byte) (*Template, error) {
 	var doc map[string]any
+	var node *yaml.Node // the YAML's nodes, which keep its tags; nil for JSON
 	if trimmed := bytes.TrimSpace(body); len(trimmed) > 0 && trimmed[0] == '{' {
 		if err := json.Unmarshal(trimmed, &doc); err != nil {
 			return nil, fmt.Errorf("not valid JSON: %v", err)
 		}
 	} else {
+		// Parsed once, into nodes, then decoded from them: parsing is most of
+		// a template's cost, and every template is read at the functions'
+		// start.
+		node = &yaml.Node{}
+		err := yaml.Unmarshal(body, node)
 		var v any
-		if err := yaml.Unmarshal(body, &v); err != nil {
+		if err == nil && node.Kind != 0 {
+			err = node.Decode(&v)
+		}
+		if err != nil {
 			return nil, fmt.Errorf("not valid YAML: %s", strings.TrimPrefix(err.Error(), "yaml: "))
 		}
 		m, ok := v.(map[string]any)
@@ -408,7 +438,7 @@ func parseTemplate(body []byte) (*Template, error) {
 		doc = m
 	}
 	t := &Template{Body: string(body), Parameters: map[string]Parameter{}}
-	t.Macros = macros(doc, body)
+	t.Macros = macros(doc, node)
 
 	resources, ok := doc["Resources"].(map[string]any)
 	if !ok || len(resources) == 0 {
@@ -510,10 +540,11 @@ func privateOutputs(metadata any, outputs []string) ([]string, error) {
 	return out, nil
 }
 
-// macros lists the macros doc (parsed from body) runs: its Transform
-// section, string or list, and every Fn::Transform, long form or, in YAML,
-// the !Transform tag that reading the body as plain values loses.
-func macros(doc map[string]any, body []byte) []string {
+// macros lists the macros doc (decoded from node, the YAML's nodes, or
+// from JSON when node is nil) runs: its Transform section, string or list,
+// and every Fn::Transform, long form or, in YAML, the !Transform tag that
+// reading the body as plain values loses.
+func macros(doc map[string]any, node *yaml.Node) []string {
 	var out []string
 	switch v := doc["Transform"].(type) {
 	case nil:
@@ -541,8 +572,7 @@ func macros(doc map[string]any, body []byte) []string {
 			}
 		}
 	}
-	var node yaml.Node
-	if bytes.HasPrefix(bytes.TrimSpace(body), []byte("{")) || yaml.Unmarshal(body, &node) != nil {
+	if node == nil {
 		for _, k := range slices.Sorted(maps.Keys(doc)) {
 			if k != "Transform" {
 				walk(doc[k], k)
@@ -582,7 +612,7 @@ func macros(doc map[string]any, body []byte) []string {
 			}
 		}
 	}
-	tagged(&node, "")
+	tagged(node, "")
 	return out
 }
 

@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/serverless-osb/broker/internal/catalog"
@@ -160,19 +161,28 @@ func shownURL(raw string) string {
 	return u.String()
 }
 
+// The patterns are compiled on a function plan's first check, not at
+// package init: every cold start of both functions paid for them (the
+// bounded repetitions make large programs), whether or not the catalog has
+// a function plan.
+
 // functionPattern is what a plan may name a Lambda function by: its name,
 // or its ARN, each with an optional qualifier. IAM grants the broker the
 // function as named, so the partial ARNs that Lambda also takes are not
 // accepted: a name is read as a function of the broker's account and Region.
-var functionPattern = regexp.MustCompile(`^(arn:aws[a-z-]*:lambda:[a-z]{2}(-[a-z]+)+-[0-9]:[0-9]{12}:function:)?[A-Za-z0-9_-]{1,64}(:(\$LATEST|[A-Za-z0-9_-]{1,128}))?$`)
+var functionPattern = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^(arn:aws[a-z-]*:lambda:[a-z]{2}(-[a-z]+)+-[0-9]:[0-9]{12}:function:)?[A-Za-z0-9_-]{1,64}(:(\$LATEST|[A-Za-z0-9_-]{1,128}))?$`)
+})
 
 // secretARNPattern is a Secrets Manager secret's complete ARN, which ends
 // with the six characters Secrets Manager adds to the name: IAM grants the
 // broker exactly that secret, and a partial ARN would need a wildcard.
-var secretARNPattern = regexp.MustCompile(`^arn:aws[a-z-]*:secretsmanager:[a-z]{2}(-[a-z]+)+-[0-9]:[0-9]{12}:secret:[A-Za-z0-9/_+=.@-]+-[A-Za-z0-9]{6}$`)
+var secretARNPattern = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^arn:aws[a-z-]*:secretsmanager:[a-z]{2}(-[a-z]+)+-[0-9]:[0-9]{12}:secret:[A-Za-z0-9/_+=.@-]+-[A-Za-z0-9]{6}$`)
+})
 
 // envPattern is a variable's name.
-var envPattern = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+var envPattern = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`) })
 
 // Configure checks a plan's settings (its broker block without driver,
 // mode and deprovision); paths are relative to dir, the catalog's folder.
@@ -221,7 +231,7 @@ func Configure(_ *catalog.Plan, config map[string]any, dir string) (*Settings, e
 	case !hasFn && !hasURL:
 		return nil, catalog.Settingf(KeyFunction, "is missing; name the plan's target: a Lambda function (%s: my-service-broker or its ARN) or an HTTPS endpoint (%s: https://…)", KeyFunction, KeyURL)
 	case hasFn:
-		if !functionPattern.MatchString(fn) {
+		if !functionPattern().MatchString(fn) {
 			return nil, catalog.Settingf(KeyFunction, "%q is not a Lambda function's name or ARN (NAME, NAME:ALIAS, or arn:aws:lambda:REGION:ACCOUNT:function:NAME[:ALIAS])", fn)
 		}
 		if len(secretKeys) > 0 {
@@ -238,12 +248,12 @@ func Configure(_ *catalog.Plan, config map[string]any, dir string) (*Settings, e
 			return nil, catalog.Settingf(secretKeys[1], "name the secret once: %s, %s or %s, not %s", KeySecretEnv, KeySecretFile, KeySecretARN,
 				strings.Join(secretKeys, " and "))
 		case hasARN:
-			if !secretARNPattern.MatchString(arn) {
+			if !secretARNPattern().MatchString(arn) {
 				return nil, catalog.Settingf(KeySecretARN, "%q is not a Secrets Manager secret's complete ARN (arn:aws:secretsmanager:REGION:ACCOUNT:secret:NAME-XXXXXX, as the console shows it)", arn)
 			}
 			s.Target.SecretARN = arn
 		case hasEnv:
-			if !envPattern.MatchString(env) {
+			if !envPattern().MatchString(env) {
 				return nil, catalog.Settingf(KeySecretEnv, "%q is not a variable's name", env)
 			}
 			s.Target.SecretEnv = env

@@ -10,7 +10,9 @@
 // -tags lambda.norpc -trimpath -ldflags='-s -w'; catalog.yaml is the catalog
 // given, and beside it, at the same path relative to it, is every file its
 // plans' driver settings read (drivers.Files: the CloudFormation templates),
-// since the functions load the catalog from their own folder; deploy.json
+// since the functions load the catalog from their own folder;
+// catalog.yaml.json is its values pre-parsed (catalog.Preparse), which the
+// functions read rather than parse the YAML at start; deploy.json
 // is the catalog's deploy.Manifest (drivers.Manifest: those files, and
 // what each driver the catalog uses needs of the stack), which the CDK
 // stack reads to grant and set exactly that. The zips are
@@ -67,6 +69,7 @@ var Lambda = Target{GOOS: "linux", GOARCH: "arm64"}
 const (
 	bootstrapName = "bootstrap"
 	catalogName   = "catalog.yaml"
+	preparsedName = catalogName + catalog.PreparsedSuffix
 	manifestName  = deploy.ManifestName
 )
 
@@ -223,6 +226,11 @@ func Build(c Config) ([]Size, error) {
 		return nil, fmt.Errorf("catalog %s: %w", c.Catalog, err)
 	}
 	files[catalogName] = catalogText
+	// The functions read the catalog's values from it rather than parse
+	// the YAML at start (catalog.LoadChecked).
+	if files[preparsedName], err = catalog.Preparse(catalogName, catalogText); err != nil {
+		return nil, fmt.Errorf("catalog %s: %w", c.Catalog, err)
+	}
 	if files[manifestName], err = m.Encode(); err != nil {
 		return nil, err
 	}
@@ -267,7 +275,7 @@ func BundlePath(name string) (string, error) {
 		return "", fmt.Errorf("file %q: a catalog's files must be under its folder, named by a relative path that stays in it", name)
 	}
 	p = filepath.Clean(p)
-	if top, _, _ := strings.Cut(filepath.ToSlash(p), "/"); top == bootstrapName || top == catalogName || top == manifestName {
+	if top, _, _ := strings.Cut(filepath.ToSlash(p), "/"); top == bootstrapName || top == catalogName || top == preparsedName || top == manifestName {
 		return "", fmt.Errorf("file %q: it would collide with the bundle's own %s", name, top)
 	}
 	return p, nil

@@ -116,10 +116,15 @@ func TestTheLambdaBundles(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			preparsed, err := os.ReadFile(filepath.Join(out, fn, "catalog.yaml.json"))
+			if err != nil {
+				t.Fatal(err)
+			}
 			checkZip(t, path, map[string]zipEntry{
-				"bootstrap":    {mode: 0o755, data: bootstrap},
-				"catalog.yaml": {mode: 0o644, data: catalog},
-				"deploy.json":  {mode: 0o644, data: manifest},
+				"bootstrap":         {mode: 0o755, data: bootstrap},
+				"catalog.yaml":      {mode: 0o644, data: catalog},
+				"catalog.yaml.json": {mode: 0o644, data: preparsed},
+				"deploy.json":       {mode: 0o644, data: manifest},
 			})
 		})
 	}
@@ -586,6 +591,7 @@ func TestBundlePath(t *testing.T) {
 		{"a file named catalog.yaml is refused: it would replace the catalog", "catalog.yaml", "", "collide with the bundle's own catalog.yaml"},
 		{"a file under a folder named bootstrap is refused", "bootstrap/instance.yaml", "", "collide with the bundle's own bootstrap"},
 		{"a file named deploy.json is refused: it would replace the manifest", "deploy.json", "", "collide with the bundle's own deploy.json"},
+		{"a file named catalog.yaml.json is refused: it would replace the pre-parsed catalog", "catalog.yaml.json", "", "collide with the bundle's own catalog.yaml.json"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -608,7 +614,7 @@ func TestBundlePath(t *testing.T) {
 func TestBuildBundlesTheCatalogsFiles(t *testing.T) {
 	catalogDir := t.TempDir()
 	files := map[string][]byte{
-		"catalog.yaml":                   []byte("# the catalog\n"),
+		"catalog.yaml":                   []byte("services: [] # the catalog\n"),
 		"s3-bucket/instance.yaml":        []byte("# the bucket\n"),
 		"s3-bucket/binding.yaml":         []byte("# the bucket's user\n"),
 		"teams/data/queue/instance.yaml": []byte("# a queue, deeper\n"),
@@ -651,9 +657,14 @@ func TestBuildBundlesTheCatalogsFiles(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			preparsed, err := os.ReadFile(filepath.Join(c.Out, fn, "catalog.yaml.json"))
+			if err != nil {
+				t.Fatal(err)
+			}
 			want := map[string]zipEntry{
-				"bootstrap":    {mode: 0o755, data: bootstrap},
-				"catalog.yaml": {mode: 0o644, data: files["catalog.yaml"]},
+				"bootstrap":         {mode: 0o755, data: bootstrap},
+				"catalog.yaml":      {mode: 0o644, data: files["catalog.yaml"]},
+				"catalog.yaml.json": {mode: 0o644, data: preparsed},
 			}
 			manifest, err := os.ReadFile(filepath.Join(c.Out, fn, "deploy.json"))
 			if err != nil {

@@ -1,0 +1,97 @@
+package catalog
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strconv"
+
+	"github.com/serverless-osb/broker/internal/jsonenc"
+)
+
+// PreparsedSuffix names a catalog's pre-parsed form, beside it: make build
+// bundles catalog.yaml.json with catalog.yaml (Preparse), and LoadChecked
+// reads it instead of parsing the YAML, which was most of what is left of
+// loading a checked catalog.
+const PreparsedSuffix = ".json"
+
+// preparsed is the pre-parsed form: the YAML's values as JSON, and the
+// digest of the YAML it was made from, so that a stale one is never read.
+type preparsed struct {
+	Source  string `json:"source_sha256"`
+	Catalog any    `json:"catalog"`
+}
+
+// Preparse returns the pre-parsed form of the YAML catalog data (named
+// source in errors): what LoadChecked reads, from the file named by the
+// catalog's path and PreparsedSuffix, instead of parsing data.
+func Preparse(source string, data []byte) ([]byte, error) {
+	ck := &checker{source: source, owners: map[ownerKey]string{}}
+	doc, ok := ck.decode(data)
+	if !ok {
+		return nil, ck.err()
+	}
+	return jsonenc.Marshal(preparsed{Source: digest(data), Catalog: doc})
+}
+
+func digest(data []byte) string {
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:])
+}
+
+// readPreparsed returns the values of the pre-parsed form of data, from
+// path, if it is there and was made from data.
+func readPreparsed(path string, data []byte) (any, bool) {
+	body, err := os.ReadFile(path)
+	if err != nil {
+		return nil, false
+	}
+	d := json.NewDecoder(bytes.NewReader(body))
+	d.UseNumber()
+	var p preparsed
+	if d.Decode(&p) != nil || p.Source != digest(data) {
+		return nil, false
+	}
+	return yamlNumbers(p.Catalog), true
+}
+
+// yamlNumbers turns JSON's numbers into what yaml.v3 decodes the same
+// numbers into: int, uint64 beyond it, float64 for the rest.
+func yamlNumbers(v any) any {
+	switch v := v.(type) {
+	case map[string]any:
+		for k, e := range v {
+			v[k] = yamlNumbers(e)
+		}
+	case []any:
+		for i, e := range v {
+			v[i] = yamlNumbers(e)
+		}
+	case json.Number:
+		if n, err := strconv.ParseInt(string(v), 10, 0); err == nil {
+			return int(n)
+		}
+		if n, err := strconv.ParseUint(string(v), 10, 64); err == nil {
+			return n
+		}
+		f, _ := v.Float64()
+		return f
+	}
+	return v
+}
+
+// loadPreparsed is LoadChecked's parse of data, read from path: its
+// pre-parsed form when there is one made from data, else the YAML.
+func loadPreparsed(path string, data []byte) (*Catalog, error) {
+	ck := &checker{source: filepath.Base(path), owners: map[ownerKey]string{}, lazy: true}
+	doc, ok := readPreparsed(path+PreparsedSuffix, data)
+	if !ok {
+		if doc, ok = ck.decode(data); !ok {
+			return nil, ck.err()
+		}
+	}
+	return ck.catalog(doc)
+}
