@@ -232,6 +232,28 @@ func TestServiceRole(t *testing.T) {
 		{"reads, changes, tags and deletion only on the profiles of the broker's stacks", "ManageStackBindingProfiles",
 			[]string{"rolesanywhere:GetProfile", "rolesanywhere:DeleteProfile", "rolesanywhere:PutAttributeMapping", "rolesanywhere:UntagResource"},
 			profiles, object{"StringLike": object{"aws:ResourceTag/aws:cloudformation:stack-name": "osb-*"}}},
+		{"caches, their user groups, users and final snapshots, only when named after the broker's stacks (in lower case)", "Caches",
+			[]string{"elasticache:CreateServerlessCache", "elasticache:DeleteServerlessCache", "elasticache:CreateServerlessCacheSnapshot",
+				"elasticache:CreateUserGroup", "elasticache:ModifyUserGroup", "elasticache:CreateUser", "elasticache:DeleteUser",
+				"elasticache:AddTagsToResource"},
+			[]any{regional("elasticache", "replicationgroup:osb-*"), regional("elasticache", "serverlesscache:osb-*"),
+				regional("elasticache", "serverlesscachesnapshot:osb-*"), regional("elasticache", "user:osb-*"),
+				regional("elasticache", "usergroup:osb-*")}, nil},
+		{"a serverless cache may put its endpoints in the account's VPCs", "CacheEndpoints",
+			[]string{"ec2:CreateVpcEndpoint"}, []any{securityGroups, regional("ec2", "subnet/*"), regional("ec2", "vpc-endpoint/*"), regional("ec2", "vpc/*")}, nil},
+		{"a new cache endpoint may be tagged as it is created", "TagNewCacheEndpoints",
+			[]string{"ec2:CreateTags"}, regional("ec2", "vpc-endpoint/*"), object{"StringEquals": object{"ec2:CreateAction": "CreateVpcEndpoint"}}},
+		{"ElastiCache's service-linked role, and no other role, may be created", "ElastiCacheServiceLinkedRole",
+			[]string{"iam:CreateServiceLinkedRole"},
+			arn("arn:", partition, ":iam::", account, ":role/aws-service-role/elasticache.amazonaws.com/AWSServiceRoleForElastiCache"),
+			object{"StringEquals": object{"iam:AWSServiceName": "elasticache.amazonaws.com"}}},
+		{"the caches' users' secrets, only when named after the broker's stacks", "CacheSecrets",
+			[]string{"secretsmanager:CreateSecret", "secretsmanager:GetSecretValue", "secretsmanager:DeleteSecret", "secretsmanager:TagResource"},
+			regional("secretsmanager", "secret:osb-*"), nil},
+		{"a secret's password is generated, which names no resource", "GenerateSecretPasswords",
+			[]string{"secretsmanager:GetRandomPassword"}, "*", nil},
+		{"the broker's cache user function, and no other, is invoked", "CacheUserFunction",
+			[]string{"lambda:InvokeFunction"}, regional("lambda", "function:osb-cacheuser"), nil},
 		{"what the resource handlers describe, read-only", "Describe",
 			[]string{"ec2:DescribeSecurityGroups", "ec2:DescribeSubnets", "ec2:DescribeVpcs", "rds:DescribeEvents", "rds:DescribeDBEngineVersions"},
 			"*", nil},
@@ -268,7 +290,10 @@ func TestServiceRole(t *testing.T) {
 				continue
 			}
 			for _, a := range actions(s) {
-				if _, name, _ := strings.Cut(a, ":"); !strings.HasPrefix(name, "Describe") && !strings.HasPrefix(name, "List") {
+				// GetRandomPassword returns random characters, and names
+				// no resource.
+				if _, name, _ := strings.Cut(a, ":"); !strings.HasPrefix(name, "Describe") && !strings.HasPrefix(name, "List") &&
+					a != "secretsmanager:GetRandomPassword" {
 					t.Errorf("%s grants %s on *", sid, a)
 				}
 			}
@@ -287,7 +312,7 @@ func TestServiceRole(t *testing.T) {
 			}
 		}
 	})
-	t.Run("IAM actions touch only the binding users, the binding roles and RDS's service-linked role: no other role, no group or managed policy", func(t *testing.T) {
+	t.Run("IAM actions touch only the binding users, the binding roles and RDS's and ElastiCache's service-linked roles: no other role, no group or managed policy", func(t *testing.T) {
 		roleSids := []string{"BindingRoles", "BoundedBindingRoles", "PassBindingRolesToRolesAnywhere"}
 		for sid, s := range statements {
 			if s["Effect"] == "Deny" {

@@ -136,6 +136,79 @@ func grants(prefix string, boundary any) []Statement {
 			Reason:    reasonGeneratedNames,
 		},
 		{
+			// The Valkey caches, their user groups, their users (the
+			// default user and the bindings'), and their final snapshots,
+			// all named after the stacks, in lower case. The user group's
+			// delete handler detaches it from replication groups, of which
+			// the templates make none.
+			Sid: "Caches",
+			Actions: []string{
+				"elasticache:CreateServerlessCache", "elasticache:DescribeServerlessCaches",
+				"elasticache:ModifyServerlessCache", "elasticache:DeleteServerlessCache",
+				"elasticache:CreateServerlessCacheSnapshot",
+				"elasticache:CreateUserGroup", "elasticache:DescribeUserGroups", "elasticache:ModifyUserGroup",
+				"elasticache:DeleteUserGroup", "elasticache:ModifyReplicationGroup",
+				"elasticache:CreateUser", "elasticache:DescribeUsers", "elasticache:ModifyUser", "elasticache:DeleteUser",
+				"elasticache:AddTagsToResource", "elasticache:RemoveTagsFromResource", "elasticache:ListTagsForResource",
+			},
+			Resources: []ARN{regional("elasticache", "serverlesscache:"+lower+"-*"), regional("elasticache", "usergroup:"+lower+"-*"),
+				regional("elasticache", "user:"+lower+"-*"), regional("elasticache", "serverlesscachesnapshot:"+lower+"-*"),
+				regional("elasticache", "replicationgroup:"+lower+"-*")},
+			Reason: reasonGeneratedNamesLower,
+		},
+		{
+			// A serverless cache puts an endpoint in each of its subnets.
+			Sid:       "CacheEndpoints",
+			Actions:   []string{"ec2:CreateVpcEndpoint"},
+			Resources: []ARN{regional("ec2", "vpc-endpoint/*"), regional("ec2", "vpc/*"), regional("ec2", "subnet/*"), securityGroups},
+			Reason:    reasonCacheEndpoints,
+		},
+		{
+			Sid:       "TagNewCacheEndpoints",
+			Actions:   []string{"ec2:CreateTags"},
+			Resources: []ARN{regional("ec2", "vpc-endpoint/*")},
+			Conditions: map[string]any{
+				"StringEquals": map[string]any{"ec2:CreateAction": "CreateVpcEndpoint"},
+			},
+			Reason: reasonCacheEndpoints,
+		},
+		{
+			// ElastiCache creates its service-linked role with the first
+			// cache of the account; this is that role only.
+			Sid:       "ElastiCacheServiceLinkedRole",
+			Actions:   []string{"iam:CreateServiceLinkedRole"},
+			Resources: []ARN{{Service: "iam", Resource: "role/aws-service-role/elasticache.amazonaws.com/AWSServiceRoleForElastiCache", Regionless: true}},
+			Conditions: map[string]any{
+				"StringEquals": map[string]any{"iam:AWSServiceName": "elasticache.amazonaws.com"},
+			},
+		},
+		{
+			// The cache's default user's and the cache bindings' secrets,
+			// named after their stacks; CloudFormation reads them to resolve
+			// the users' passwords ({{resolve:secretsmanager:…}}).
+			Sid: "CacheSecrets",
+			Actions: []string{
+				"secretsmanager:CreateSecret", "secretsmanager:DescribeSecret", "secretsmanager:GetSecretValue",
+				"secretsmanager:UpdateSecret", "secretsmanager:DeleteSecret",
+				"secretsmanager:TagResource", "secretsmanager:UntagResource",
+			},
+			Resources: []ARN{regional("secretsmanager", "secret:"+prefix+"-*")},
+			Reason:    reasonGeneratedNames,
+		},
+		{
+			Sid:        "GenerateSecretPasswords",
+			Actions:    []string{"secretsmanager:GetRandomPassword"},
+			Everywhere: true,
+			Reason:     reasonRandomPassword,
+		},
+		{
+			// Custom::CacheUserGroupMember: the broker's function.
+			Sid:       "CacheUserFunction",
+			Actions:   []string{"lambda:InvokeFunction"},
+			Resources: []ARN{regional("lambda", "function:"+lower+"-cacheuser")},
+			For:       []string{"Custom::CacheUserGroupMember"},
+		},
+		{
 			// What needs no boundary condition: reading, tagging, keys,
 			// and taking permissions away (DeleteUserPolicy also removes
 			// the policies of users made before the boundary existed).
