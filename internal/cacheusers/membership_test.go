@@ -142,9 +142,13 @@ func (f fakeSecrets) GetSecretValue(_ context.Context, in *secretsmanager.GetSec
 
 const group = "osb-cache-1a2b3c4d5e"
 
-func secretOf(user string) string { return "arn:aws:secretsmanager:us-east-1:123456789012:secret:" + user }
+func secretOf(user string) string {
+	return "arn:aws:secretsmanager:us-east-1:123456789012:secret:" + user
+}
 
-func passwordOf(user string) string { return "Pw0" + strings.ReplaceAll(user, "-", "") + "xxxxxxxxxxxxxxxx" }
+func passwordOf(user string) string {
+	return "Pw0" + strings.ReplaceAll(user, "-", "") + "xxxxxxxxxxxxxxxx"
+}
 
 func membership(groups *fakeUserGroups, users ...string) (*cacheusers.Membership, *bytes.Buffer) {
 	secrets := fakeSecrets{}

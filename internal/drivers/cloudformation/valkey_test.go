@@ -3,9 +3,9 @@ package cloudformation
 import (
 	"encoding/json"
 	"maps"
-	"slices"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/service/cloudformation/types"
