@@ -224,10 +224,27 @@ func serviceStackARNs(t *testing.T, prefix string) []target {
 			out = append(out, target{arn: targetARN("sns", testRegion, generatedName(stack, r.LogicalID, false))})
 		case "AWS::Kinesis::Stream":
 			out = append(out, target{arn: targetARN("kinesis", testRegion, "stream/"+generatedName(stack, r.LogicalID, false))})
+		// The Valkey templates name their cache, user group and users
+		// after the instance's stack (ElastiCache keeps them in lower
+		// case), their secrets after their own stack.
+		case "AWS::ElastiCache::ServerlessCache":
+			out = append(out, target{arn: targetARN("elasticache", testRegion, "serverlesscache:"+strings.ToLower(instance))},
+				target{arn: targetARN("elasticache", testRegion, "serverlesscachesnapshot:"+strings.ToLower(instance)+"-final")})
+		case "AWS::ElastiCache::UserGroup":
+			out = append(out, target{arn: targetARN("elasticache", testRegion, "usergroup:"+strings.ToLower(instance))})
+		case "AWS::ElastiCache::User":
+			user := strings.ToLower(instance) + "-default"
+			if stack == binding {
+				user = strings.ToLower(instance) + "-0123456789ab"
+			}
+			out = append(out, target{arn: targetARN("elasticache", testRegion, "user:"+user)})
+		case "AWS::SecretsManager::Secret":
+			out = append(out, target{arn: targetARN("secretsmanager", testRegion, "secret:"+stack+"-cache-user-AbCdEf")})
 		}
 	}
 	for _, k := range []string{"AWS::S3::Bucket", "AWS::SQS::Queue", "AWS::DynamoDB::Table", "AWS::RDS::DBInstance", "AWS::IAM::User",
-		"AWS::SNS::Topic", "AWS::Kinesis::Stream"} {
+		"AWS::SNS::Topic", "AWS::Kinesis::Stream", "AWS::ElastiCache::ServerlessCache", "AWS::ElastiCache::User",
+		"AWS::SecretsManager::Secret"} {
 		if !kinds[k] {
 			t.Errorf("no bundled template makes a %s: the check would miss it", k)
 		}
@@ -290,8 +307,9 @@ func allowStatements(template map[string]any) []allow {
 }
 
 // exempt are the actions whose Allow on another deployment's ARN gives
-// nothing: CreateSecurityGroup makes a new group, whose id EC2 makes up.
-var exempt = []string{"ec2:CreateSecurityGroup"}
+// nothing: CreateSecurityGroup makes a new group, whose id EC2 makes up;
+// GetRandomPassword names no resource (it answers random characters).
+var exempt = []string{"ec2:CreateSecurityGroup", "secretsmanager:GetRandomPassword"}
 
 // creationKeys are condition keys that only a request creating the resource
 // carries: a statement on one of them never applies to an existing resource.

@@ -157,11 +157,21 @@ func grants(prefix string, boundary any) []Statement {
 			Reason: reasonGeneratedNamesLower,
 		},
 		{
-			// A serverless cache puts an endpoint in each of its subnets.
+			// A serverless cache puts an endpoint in each of its subnets...
 			Sid:       "CacheEndpoints",
 			Actions:   []string{"ec2:CreateVpcEndpoint"},
-			Resources: []ARN{regional("ec2", "vpc-endpoint/*"), regional("ec2", "vpc/*"), regional("ec2", "subnet/*"), securityGroups},
+			Resources: []ARN{regional("ec2", "vpc-endpoint/*"), regional("ec2", "vpc/*"), regional("ec2", "subnet/*")},
 			Reason:    reasonCacheEndpoints,
+		},
+		{
+			// ...in the security group of the cache's stack, and no other.
+			Sid:       "CacheEndpointsInStackSecurityGroups",
+			Actions:   []string{"ec2:CreateVpcEndpoint"},
+			Resources: []ARN{securityGroups},
+			Conditions: map[string]any{
+				"StringLike": map[string]any{"aws:ResourceTag/aws:cloudformation:stack-name": prefix + "-*"},
+			},
+			Reason: reasonCacheEndpoints,
 		},
 		{
 			Sid:       "TagNewCacheEndpoints",
