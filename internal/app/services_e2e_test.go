@@ -202,8 +202,8 @@ func TestClientDrivesTheExampleServicesOnMoto(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(cat.Services) != 7 {
-		t.Fatalf("the example catalog has %d services, want 7 (S3, SQS, DynamoDB, RDS for PostgreSQL, SNS, Kinesis, RDS for MySQL)", len(cat.Services))
+	if len(cat.Services) != 8 {
+		t.Fatalf("the example catalog has %d services, want 8 (S3, SQS, DynamoDB, RDS for PostgreSQL, SNS, Kinesis, RDS for MySQL, ElastiCache for Valkey)", len(cat.Services))
 	}
 
 	t.Run("a bind naming a parameter the RDS plan leaves to its outputs is refused with 400, naming it and what the plan accepts", func(t *testing.T) {
