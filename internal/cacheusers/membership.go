@@ -129,9 +129,15 @@ func (m *Membership) Handle(ctx context.Context, e cfn.Event) (string, map[strin
 		return e.PhysicalResourceID, nil, fmt.Errorf("request type %q: want Create, Update or Delete", e.RequestType)
 	}
 	// An update to another group or user is a new membership: CloudFormation
-	// deletes the old one (its old physical id) after this succeeds.
+	// deletes the old one (its old physical id) after this succeeds. A
+	// create that fails names the membership all the same, so that the
+	// rollback's delete takes out a user whose change went through before
+	// the failure (and finds nothing to do otherwise).
 	id := memberID(p.UserGroupID, p.UserID)
 	if err := m.join(ctx, p.UserGroupID, p.UserID); err != nil {
+		if e.RequestType == cfn.RequestCreate {
+			return id, nil, err
+		}
 		return e.PhysicalResourceID, nil, err
 	}
 	data, err := m.credentials(ctx, p)

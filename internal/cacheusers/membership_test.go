@@ -3,9 +3,12 @@ package cacheusers_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync"
@@ -277,9 +280,39 @@ func TestABindWaitsOutABusyGroup(t *testing.T) {
 			}
 		}
 		m, _ := membership(groups, user)
-		_, _, err := m.Handle(ctx, event(cfn.RequestCreate, user, ""))
+		id, _, err := m.Handle(ctx, event(cfn.RequestCreate, user, ""))
 		if err == nil || !strings.Contains(err.Error(), "the group stayed modifying") || !errors.Is(err, context.Canceled) {
 			t.Fatalf("err %v, want one saying the group stayed modifying", err)
+		}
+		// So that the rollback's delete takes out what a change made
+		// before the failure.
+		if id != group+"/"+user {
+			t.Errorf("the failed create's physical id is %q, want the membership's", id)
+		}
+	})
+	t.Run("a create whose change went through before it failed is undone by the rollback's delete", func(t *testing.T) {
+		groups := newFakeUserGroups(50, user)
+		groups.group(group, "active")
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		groups.onDescribe = func(n int) {
+			if n == 5 {
+				cancel() // the function's time runs out while the group adds the user
+			}
+		}
+		m, _ := membership(groups, user)
+		id, _, err := m.Handle(ctx, event(cfn.RequestCreate, user, ""))
+		if err == nil || groups.modified != 1 {
+			t.Fatalf("err %v after %d changes, want a failure after the one change", err, groups.modified)
+		}
+		groups.mu.Lock()
+		groups.groups[group].describesLeft, groups.onDescribe = 1, nil // the change completes
+		groups.mu.Unlock()
+		if _, _, err := m.Handle(context.Background(), event(cfn.RequestDelete, user, id)); err != nil {
+			t.Fatal(err)
+		}
+		if got := groups.members(group); len(got) != 0 {
+			t.Errorf("after the rollback the group holds %v, want nobody", got)
 		}
 	})
 }
@@ -334,5 +367,48 @@ func TestABindFailsClearly(t *testing.T) {
 				t.Fatalf("err %v, want one saying %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// Respond is the function's handler: it answers CloudFormation's URL with
+// the result, and a failure's reason, which names no password.
+func TestRespondAnswersCloudFormation(t *testing.T) {
+	user := userID(4)
+	answers := make(chan map[string]any, 2)
+	cfnURL := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var body map[string]any
+		if r.Method != http.MethodPut || json.NewDecoder(r.Body).Decode(&body) != nil {
+			t.Errorf("%s with a body that is not JSON", r.Method)
+		}
+		answers <- body
+	}))
+	defer cfnURL.Close()
+
+	groups := newFakeUserGroups(1, user)
+	groups.group(group, "active")
+	m, logs := membership(groups, user)
+	e := event(cfn.RequestCreate, user, "")
+	e.ResponseURL = cfnURL.URL
+	if err := m.Respond(context.Background(), e); err != nil {
+		t.Fatal(err)
+	}
+	got := <-answers
+	data, _ := got["Data"].(map[string]any)
+	if got["Status"] != "SUCCESS" || got["PhysicalResourceId"] != group+"/"+user || data["Password"] != passwordOf(user) || data["Username"] != user {
+		t.Errorf("answer %v", got)
+	}
+
+	e = event(cfn.RequestCreate, user, "")
+	e.ResponseURL = cfnURL.URL
+	e.ResourceProperties["UserGroupId"] = "osb-gone"
+	if err := m.Respond(context.Background(), e); err != nil {
+		t.Fatal(err)
+	}
+	got = <-answers
+	if got["Status"] != "FAILED" || !strings.Contains(fmt.Sprint(got["Reason"]), "user group osb-gone does not exist") || got["Data"] != nil {
+		t.Errorf("answer %v, want FAILED saying the group does not exist", got)
+	}
+	if strings.Contains(logs.String(), passwordOf(user)) || !strings.Contains(logs.String(), `"msg":"cache user group request failed"`) {
+		t.Errorf("logs:\n%s", logs)
 	}
 }
