@@ -237,10 +237,25 @@ func serviceStackARNs(t *testing.T, prefix string) []target {
 			out = append(out, target{arn: targetARN("kinesis", testRegion, "stream/"+generatedName(stack, r.LogicalID, false))})
 		case "AWS::OpenSearchService::Domain":
 			out = append(out, target{arn: targetARN("es", testRegion, "domain/"+generatedName(stack, r.LogicalID, true))})
+		// The Valkey templates name their cache, user group and users
+		// after the instance's stack (ElastiCache keeps them in lower
+		// case), their secrets after their own stack.
+		case "AWS::ElastiCache::ServerlessCache":
+			out = append(out, target{arn: targetARN("elasticache", testRegion, "serverlesscache:"+strings.ToLower(instance))},
+				target{arn: targetARN("elasticache", testRegion, "serverlesscachesnapshot:"+strings.ToLower(instance)+"-final")})
+		case "AWS::ElastiCache::UserGroup":
+			out = append(out, target{arn: targetARN("elasticache", testRegion, "usergroup:"+strings.ToLower(instance))})
+		case "AWS::ElastiCache::User":
+			user := strings.ToLower(instance) + "-default"
+			if stack == binding {
+				user = strings.ToLower(instance) + "-0123456789ab"
+			}
+			out = append(out, target{arn: targetARN("elasticache", testRegion, "user:"+user)})
 		}
 	}
 	for _, k := range []string{"AWS::S3::Bucket", "AWS::SQS::Queue", "AWS::DynamoDB::Table", "AWS::RDS::DBInstance", "AWS::IAM::User",
-		"AWS::SNS::Topic", "AWS::Kinesis::Stream", "AWS::RDS::DBCluster", "AWS::OpenSearchService::Domain", "AWS::SecretsManager::Secret", "Custom::DatabaseUser"} {
+		"AWS::SNS::Topic", "AWS::Kinesis::Stream", "AWS::RDS::DBCluster", "AWS::OpenSearchService::Domain",
+		"AWS::ElastiCache::ServerlessCache", "AWS::ElastiCache::User", "AWS::SecretsManager::Secret", "Custom::DatabaseUser"} {
 		if !kinds[k] {
 			t.Errorf("no bundled template makes a %s: the check would miss it", k)
 		}

@@ -184,6 +184,13 @@ type BrokerStackProps struct {
 	DatabaseUserVPCs    []DatabaseUserVPC
 	DatabaseUserCodeDir string
 
+	// CacheUsers deploys the Custom::CacheUserGroupMember function
+	// (infra/cacheuser.go), which a catalog with the ElastiCache for Valkey
+	// plans needs, and CacheUserCodeDir is its asset directory (default
+	// dist/cacheuser).
+	CacheUsers       bool
+	CacheUserCodeDir string
+
 	// ReaperInterval is how often EventBridge Scheduler runs the reaper
 	// (the worker's step "reap"), which repairs operations whose execution
 	// ended without a result and starts the cleanups no execution runs: the
@@ -273,6 +280,7 @@ func (p BrokerStackProps) withDefaults() (BrokerStackProps, error) {
 	setDefault(&p.ReaperInterval, DefaultReaperInterval)
 	setDefault(&p.StackPrefix, deploy.DefaultStackPrefix)
 	setDefault(&p.DatabaseUserCodeDir, DefaultDatabaseUserCodeDir)
+	setDefault(&p.CacheUserCodeDir, DefaultCacheUserCodeDir)
 
 	var errs []error
 	if p.ThrottleRateLimit < 0 || p.ThrottleBurstLimit < 0 {

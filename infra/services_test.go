@@ -249,6 +249,25 @@ func TestServiceRole(t *testing.T) {
 			[]string{"iam:CreateServiceLinkedRole"},
 			arn("arn:", partition, ":iam::", account, ":role/aws-service-role/opensearchservice.amazonaws.com/AWSServiceRoleForAmazonOpenSearchService"),
 			object{"StringEquals": object{"iam:AWSServiceName": "opensearchservice.amazonaws.com"}}},
+		{"caches, their user groups, users and final snapshots, only when named after the broker's stacks (in lower case)", "Caches",
+			[]string{"elasticache:CreateServerlessCache", "elasticache:DeleteServerlessCache", "elasticache:CreateServerlessCacheSnapshot",
+				"elasticache:CreateUserGroup", "elasticache:ModifyUserGroup", "elasticache:CreateUser", "elasticache:DeleteUser",
+				"elasticache:AddTagsToResource"},
+			[]any{regional("elasticache", "replicationgroup:osb-*"), regional("elasticache", "serverlesscache:osb-*"),
+				regional("elasticache", "serverlesscachesnapshot:osb-*"), regional("elasticache", "user:osb-*"),
+				regional("elasticache", "usergroup:osb-*")}, nil},
+		{"a serverless cache may put its endpoints in the account's VPCs", "CacheEndpoints",
+			[]string{"ec2:CreateVpcEndpoint"}, []any{regional("ec2", "subnet/*"), regional("ec2", "vpc-endpoint/*"), regional("ec2", "vpc/*")}, nil},
+		{"in the security groups of the broker's stacks only", "CacheEndpointsInStackSecurityGroups",
+			[]string{"ec2:CreateVpcEndpoint"}, securityGroups, object{"StringLike": object{"aws:ResourceTag/aws:cloudformation:stack-name": "osb-*"}}},
+		{"a new cache endpoint may be tagged as it is created", "TagNewCacheEndpoints",
+			[]string{"ec2:CreateTags"}, regional("ec2", "vpc-endpoint/*"), object{"StringEquals": object{"ec2:CreateAction": "CreateVpcEndpoint"}}},
+		{"ElastiCache's service-linked role, and no other role, may be created", "ElastiCacheServiceLinkedRole",
+			[]string{"iam:CreateServiceLinkedRole"},
+			arn("arn:", partition, ":iam::", account, ":role/aws-service-role/elasticache.amazonaws.com/AWSServiceRoleForElastiCache"),
+			object{"StringEquals": object{"iam:AWSServiceName": "elasticache.amazonaws.com"}}},
+		{"the broker's cache user function, and no other, is invoked", "CacheUserFunction",
+			[]string{"lambda:InvokeFunction"}, regional("lambda", "function:osb-cacheuser"), nil},
 		{"what the resource handlers describe, read-only", "Describe",
 			[]string{"ec2:DescribeSecurityGroups", "ec2:DescribeSubnets", "ec2:DescribeVpcs", "rds:DescribeEvents", "rds:DescribeDBEngineVersions"},
 			"*", nil},
@@ -309,7 +328,7 @@ func TestServiceRole(t *testing.T) {
 			}
 		}
 	})
-	t.Run("IAM actions touch only the binding users, the binding roles and RDS's service-linked role: no other role, no group or managed policy", func(t *testing.T) {
+	t.Run("IAM actions touch only the binding users, the binding roles and RDS's and ElastiCache's service-linked roles: no other role, no group or managed policy", func(t *testing.T) {
 		roleSids := []string{"BindingRoles", "BoundedBindingRoles", "PassBindingRolesToRolesAnywhere"}
 		for sid, s := range statements {
 			if s["Effect"] == "Deny" {

@@ -83,6 +83,9 @@ func NewBrokerStack(scope constructs.Construct, id string, props *BrokerStackPro
 	if err := checkDatabaseUserAsset(p); err != nil {
 		return nil, fmt.Errorf("stack %s: %w", id, err)
 	}
+	if err := checkCacheUserAsset(p); err != nil {
+		return nil, fmt.Errorf("stack %s: %w", id, err)
+	}
 
 	stack := awscdk.NewStack(scope, &id, &p.StackProps)
 	if err := checkStateMachineNames(stack, workflows); err != nil {
@@ -94,6 +97,7 @@ func NewBrokerStack(scope constructs.Construct, id string, props *BrokerStackPro
 	}
 	b.functions()
 	b.databaseUsers()
+	b.cacheUsers()
 	b.grantDriverNeeds(manifest)
 	b.stateMachines(workflows)
 	b.reaper()

@@ -141,6 +141,70 @@ func grants(prefix string, boundary any) []Statement {
 			Reason:    reasonGeneratedNames,
 		},
 		{
+			// The Valkey caches, their user groups, their users (the
+			// default user and the bindings'), and their final snapshots,
+			// all named after the stacks, in lower case. The user group's
+			// delete handler detaches it from replication groups, of which
+			// the templates make none.
+			Sid: "Caches",
+			Actions: []string{
+				"elasticache:CreateServerlessCache", "elasticache:DescribeServerlessCaches",
+				"elasticache:ModifyServerlessCache", "elasticache:DeleteServerlessCache",
+				"elasticache:CreateServerlessCacheSnapshot",
+				"elasticache:CreateUserGroup", "elasticache:DescribeUserGroups", "elasticache:ModifyUserGroup",
+				"elasticache:DeleteUserGroup", "elasticache:ModifyReplicationGroup",
+				"elasticache:CreateUser", "elasticache:DescribeUsers", "elasticache:ModifyUser", "elasticache:DeleteUser",
+				"elasticache:AddTagsToResource", "elasticache:RemoveTagsFromResource", "elasticache:ListTagsForResource",
+			},
+			Resources: []ARN{regional("elasticache", "serverlesscache:"+lower+"-*"), regional("elasticache", "usergroup:"+lower+"-*"),
+				regional("elasticache", "user:"+lower+"-*"), regional("elasticache", "serverlesscachesnapshot:"+lower+"-*"),
+				regional("elasticache", "replicationgroup:"+lower+"-*")},
+			Reason: reasonGeneratedNamesLower,
+		},
+		{
+			// A serverless cache puts an endpoint in each of its subnets...
+			Sid:       "CacheEndpoints",
+			Actions:   []string{"ec2:CreateVpcEndpoint"},
+			Resources: []ARN{regional("ec2", "vpc-endpoint/*"), regional("ec2", "vpc/*"), regional("ec2", "subnet/*")},
+			Reason:    reasonCacheEndpoints,
+		},
+		{
+			// ...in the security group of the cache's stack, and no other.
+			Sid:       "CacheEndpointsInStackSecurityGroups",
+			Actions:   []string{"ec2:CreateVpcEndpoint"},
+			Resources: []ARN{securityGroups},
+			Conditions: map[string]any{
+				"StringLike": map[string]any{"aws:ResourceTag/aws:cloudformation:stack-name": prefix + "-*"},
+			},
+			Reason: reasonCacheEndpoints,
+		},
+		{
+			Sid:       "TagNewCacheEndpoints",
+			Actions:   []string{"ec2:CreateTags"},
+			Resources: []ARN{regional("ec2", "vpc-endpoint/*")},
+			Conditions: map[string]any{
+				"StringEquals": map[string]any{"ec2:CreateAction": "CreateVpcEndpoint"},
+			},
+			Reason: reasonCacheEndpoints,
+		},
+		{
+			// ElastiCache creates its service-linked role with the first
+			// cache of the account; this is that role only.
+			Sid:       "ElastiCacheServiceLinkedRole",
+			Actions:   []string{"iam:CreateServiceLinkedRole"},
+			Resources: []ARN{{Service: "iam", Resource: "role/aws-service-role/elasticache.amazonaws.com/AWSServiceRoleForElastiCache", Regionless: true}},
+			Conditions: map[string]any{
+				"StringEquals": map[string]any{"iam:AWSServiceName": "elasticache.amazonaws.com"},
+			},
+		},
+		{
+			// Custom::CacheUserGroupMember: the broker's function.
+			Sid:       "CacheUserFunction",
+			Actions:   []string{"lambda:InvokeFunction"},
+			Resources: []ARN{regional("lambda", "function:"+lower+"-cacheuser")},
+			For:       []string{"Custom::CacheUserGroupMember"},
+		},
+		{
 			// What needs no boundary condition: reading, tagging, keys,
 			// and taking permissions away (DeleteUserPolicy also removes
 			// the policies of users made before the boundary existed).
@@ -226,8 +290,9 @@ func grants(prefix string, boundary any) []Statement {
 		},
 		{
 			// The secrets the templates name after their stack: a binding's
-			// password (a database's or a search domain's user), a search
-			// domain's master secret.
+			// password (a database's, a search domain's or a cache's user), a
+			// search domain's master secret, a cache's default user's; which
+			// CloudFormation reads to resolve {{resolve:secretsmanager:…}}.
 			Sid: "BindingSecrets",
 			Actions: []string{
 				"secretsmanager:CreateSecret", "secretsmanager:DeleteSecret", "secretsmanager:DescribeSecret",

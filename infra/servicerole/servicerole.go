@@ -84,6 +84,9 @@ const (
 	reasonSecurityGroups = "EC2 names security groups by id (sg-…), which CloudFormation only learns once the group " +
 		"exists. Creating one needs the VPC and the new group's ARN; every other action is allowed only on groups " +
 		"carrying CloudFormation's tag aws:cloudformation:stack-name = PREFIX-…, that is, the broker's stacks' groups."
+	reasonCacheEndpoints = "A serverless cache makes a VPC endpoint in each of its subnets, whose id (vpce-…) EC2 " +
+		"makes up; creating one names the VPC, the subnets and the security group, which the cache's stack takes as " +
+		"parameters. The tag is only the one given when the endpoint is created."
 	reasonDescribe = "Read-only Describe actions that CloudFormation's resource handlers call to check and wait for " +
 		"their resources: EC2's Describe actions support no resource-level permissions, nor do RDS's DescribeEvents " +
 		"and DescribeDBEngineVersions; the other RDS ones read resources not named after the stack (default parameter " +

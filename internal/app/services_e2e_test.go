@@ -204,7 +204,7 @@ func TestClientDrivesTheExampleServicesOnMoto(t *testing.T) {
 	}
 	// Every example service runs here, but those moto's CloudFormation
 	// cannot make, which their tests drive over a named fake.
-	notOnMoto := map[string]string{"aws-opensearch": "TestSearchBindings",
+	notOnMoto := map[string]string{"aws-opensearch": "TestSearchBindings", "aws-elasticache-valkey": "TestTheValkeyTemplatesThroughTheDriver",
 		"aws-aurora-postgresql": "TestAuroraLifecycles", "aws-aurora-mysql": "TestAuroraLifecycles"}
 	covered := map[string]bool{}
 	for _, ex := range cloud.examples() {

@@ -25,8 +25,10 @@ const (
 )
 
 // Prefixes are generated or fixed by the operator, never a user's text, and
-// hold no glob character: a letter, then letters, digits, _ or -.
-var prefixPattern = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,39}$`)
+// hold no glob character: a letter, then letters, digits, _ or -. A
+// binding's user is named after its cache's user group and its stack (at
+// most 53 characters, services/elasticache-valkey/binding.yaml).
+var prefixPattern = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,62}$`)
 
 // AccessString is the ACL rules of a binding's user: user is the user's name
 // (an owner's keys are under "<user>:"), app the application's prefix (its
@@ -36,7 +38,7 @@ var prefixPattern = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,39}$`)
 func AccessString(p Privileges, user, app string) (string, error) {
 	for what, v := range map[string]string{"user": user, "application prefix": app} {
 		if !prefixPattern.MatchString(v) {
-			return "", fmt.Errorf("%s %q: want a lower-case letter, then up to 39 lower-case letters, digits, _ or -", what, v)
+			return "", fmt.Errorf("%s %q: want a lower-case letter, then up to 62 lower-case letters, digits, _ or -", what, v)
 		}
 	}
 	var rules []string

@@ -234,3 +234,25 @@ func TestUpdateOf(t *testing.T) {
 		t.Errorf("update-behaviour.json is not read onto AWS::SQS::Queue: %+v", s.Immutable)
 	}
 }
+
+// A custom resource has no registry schema; its handwritten entry says what
+// CloudFormation needs of the stack's role for it: to invoke its function.
+func TestACustomResourceNeedsItsFunctionInvoked(t *testing.T) {
+	s, err := Schemas()
+	if err != nil {
+		t.Fatal(err)
+	}
+	member, ok := s["Custom::CacheUserGroupMember"]
+	if !ok || member.Source == "" {
+		t.Fatalf("no entry, or one without its source, for Custom::CacheUserGroupMember: %+v", member)
+	}
+	for _, h := range []string{"create", "update", "delete"} {
+		if got := member.Actions(h); !slices.Equal(got, []string{"lambda:InvokeFunction"}) {
+			t.Errorf("%s handler: %v, want lambda:InvokeFunction", h, got)
+		}
+	}
+	r, err := Check([]Resource{{LogicalID: "Membership", Type: "Custom::CacheUserGroupMember"}}, Policy{}, nil, nil)
+	if err != nil || len(r.Unknown) != 0 || len(r.Missing) != 3 {
+		t.Errorf("a policy granting nothing: %+v %v, want lambda:InvokeFunction missing for each handler", r, err)
+	}
+}

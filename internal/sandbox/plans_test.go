@@ -115,10 +115,10 @@ func TestTheFIFOPlanRunsOnMoto(t *testing.T) {
 }
 
 // TestPlansMotoCannotRunAreRefusedAtOnce: the sandbox finds at start that
-// moto cannot make the suite's cache plan (its CloudFormation has no
-// ElastiCache, and answers 500), the Aurora plans (no AWS::RDS::DBCluster)
-// and the example OpenSearch plans (no OpenSearch Service either), and only
-// those, and a provision of the cache plan gets a
+// ElastiCache, and answers 500), the example Valkey plans (ElastiCache
+// again), the Aurora plans (no AWS::RDS::DBCluster) and the example
+// OpenSearch plans (no OpenSearch Service either), and only those, and a
+// provision of the cache plan gets a
 // 422 at once naming the plan and moto's reason, with nothing made; a
 // caller without the broker's credentials still gets the broker's 401.
 func TestPlansMotoCannotRunAreRefusedAtOnce(t *testing.T) {
@@ -128,7 +128,7 @@ func TestPlansMotoCannotRunAreRefusedAtOnce(t *testing.T) {
 	// What each plan moto cannot run has that moto lacks, by service.
 	lacks := map[string]string{"moto-cannot-run": "AWS::ElastiCache::ServerlessCache",
 		"aws-aurora-postgresql": "AWS::RDS::DBCluster", "aws-aurora-mysql": "AWS::RDS::DBCluster",
-		"aws-opensearch": "AWS::OpenSearchService::Domain"}
+		"aws-opensearch": "AWS::OpenSearchService::Domain", "aws-elasticache-valkey": "AWS::ElastiCache::ServerlessCache"}
 	var names []string
 	for _, p := range shared.Unrunnable() {
 		names = append(names, p.Service+"/"+p.Plan)
@@ -141,6 +141,7 @@ func TestPlansMotoCannotRunAreRefusedAtOnce(t *testing.T) {
 	// (the RDS ones since fix 15); the suite's catalog adds one that cannot.
 	if want := []string{"aws-aurora-mysql/serverless-dev", "aws-aurora-mysql/serverless-standard",
 		"aws-aurora-postgresql/serverless-dev", "aws-aurora-postgresql/serverless-standard",
+		"aws-elasticache-valkey/small", "aws-elasticache-valkey/standard",
 		"aws-opensearch/medium-ha", "aws-opensearch/small", "moto-cannot-run/cache"}; !slices.Equal(names, want) {
 		t.Errorf("the sandbox cannot run %v, want %v", names, want)
 	}

@@ -4,6 +4,7 @@
 //	dist/api/bootstrap     dist/api/catalog.yaml     dist/api/deploy.json     dist/api/<templates>     dist/api.zip
 //	dist/worker/bootstrap  dist/worker/catalog.yaml  dist/worker/deploy.json  dist/worker/<templates>  dist/worker.zip
 //	dist/dbuser/bootstrap  dist/dbuser/catalog.yaml  dist/dbuser/deploy.json  dist/dbuser/<templates>  dist/dbuser.zip
+//	dist/cacheuser/bootstrap  dist/cacheuser/catalog.yaml  dist/cacheuser/deploy.json  dist/cacheuser/<templates>  dist/cacheuser.zip
 //
 // Each bootstrap is cross-compiled (for -arch, default arm64: Lambda's; the
 // sandbox builds for the machine it runs on) with CGO off and
@@ -52,7 +53,7 @@ import (
 )
 
 // Functions are the Lambda functions, each built from ./functions/<name>.
-var Functions = []string{"api", "worker", "dbuser"}
+var Functions = []string{"api", "worker", "dbuser", "cacheuser"}
 
 // MaxZipBytes is the size a bundle must stay under (10 MB): far below
 // Lambda's 50 MB limit for a direct upload, it catches a dependency that
