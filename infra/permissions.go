@@ -11,12 +11,14 @@ import (
 )
 
 // itemActions are the DynamoDB actions internal/store/dynamo performs:
-// GetItem (also what TransactGetItems needs per item), PutItem, DeleteItem,
-// UpdateItem and ConditionCheckItem (also what TransactWriteItems needs per
-// item), and Query (on the table and the InProgress index). Neither Scan
-// (but the worker's, listInstancesAction) nor a batch action, nor any
-// table management action.
+// GetItem (also what TransactGetItems needs per item), BatchGetItem (a
+// Load's keys, at half a TransactGetItems' read units), PutItem,
+// DeleteItem, UpdateItem and ConditionCheckItem (also what
+// TransactWriteItems needs per item), and Query (on the table and its
+// indexes). Neither Scan (but the worker's, listInstancesAction) nor a
+// batch write, nor any table management action.
 var itemActions = []string{
+	"dynamodb:BatchGetItem",
 	"dynamodb:ConditionCheckItem",
 	"dynamodb:DeleteItem",
 	"dynamodb:GetItem",

@@ -360,11 +360,11 @@ func TestStackPermissions(t *testing.T) {
 	executions := []any{executionsARN("ServerlessOsb-cleanup"), executionsARN("ServerlessOsb-operation"), executionsARN("ServerlessOsb-upgrade")}
 	serviceRole := object{"Fn::GetAtt": []any{logicalID(t, "ServiceRole"), "Arn"}}
 	serviceStacks := regional("cloudformation", "stack/osb-*/*")
-	// What internal/store/dynamo calls (GetItem, PutItem, DeleteItem, Query,
-	// and TransactWriteItems and TransactGetItems, which IAM authorizes per
+	// What internal/store/dynamo calls (GetItem, BatchGetItem, PutItem,
+	// DeleteItem, Query, and TransactWriteItems and TransactGetItems, which IAM authorizes per
 	// item as PutItem, UpdateItem, DeleteItem, ConditionCheckItem and
 	// GetItem), and what DynamoDB does with the key for it.
-	items := []string{"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:ConditionCheckItem", "dynamodb:Query"}
+	items := []string{"dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:ConditionCheckItem", "dynamodb:Query"}
 	keyUse := []string{"kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey", "kms:DescribeKey"}
 	tests := []struct {
 		name      string
