@@ -27,9 +27,11 @@ var itemActions = []string{
 	"dynamodb:UpdateItem",
 }
 
-// listInstancesAction is what the dynamo store's ListInstances calls (a
-// projected, filtered Scan of the table): the worker's, for the Plan Task
-// of a fleet upgrade, which lists the instances of the campaign's plans.
+// listInstancesAction is what the dynamo store's ListInstances calls for
+// a listing of every plan (a projected, filtered Scan of the table): the
+// worker's, for the Plan Task of a fleet upgrade of all plans (a campaign
+// that names its plans Queries the ByPlan index and reads the instances
+// in a BatchGetItem, item actions).
 // The api lists none (ops instances runs with the operator's
 // credentials).
 const listInstancesAction = "dynamodb:Scan"

@@ -30,7 +30,7 @@ func TestStackResources(t *testing.T) {
 			"TimeToLiveSpecification":          object{"AttributeName": "expires_at_epoch", "Enabled": true},
 			"DeletionProtectionEnabled":        true,
 		}},
-		{"the table has the sparse index InProgress on inprogress and SK with every attribute", "AWS::DynamoDB::Table", object{
+		{"the table has the sparse index InProgress on inprogress and SK with every attribute, and ByPlan on plan_id and SK with the keys", "AWS::DynamoDB::Table", object{
 			"GlobalSecondaryIndexes": []any{object{
 				"IndexName": "InProgress",
 				"KeySchema": []any{
@@ -38,6 +38,13 @@ func TestStackResources(t *testing.T) {
 					object{"AttributeName": "SK", "KeyType": "RANGE"},
 				},
 				"Projection": object{"ProjectionType": "ALL"},
+			}, object{
+				"IndexName": "ByPlan",
+				"KeySchema": []any{
+					object{"AttributeName": "plan_id", "KeyType": "HASH"},
+					object{"AttributeName": "SK", "KeyType": "RANGE"},
+				},
+				"Projection": object{"ProjectionType": "KEYS_ONLY"},
 			}},
 		}},
 		{"the table is encrypted with the stack's customer-managed key", "AWS::DynamoDB::Table", object{
@@ -345,6 +352,7 @@ func TestStackOutputs(t *testing.T) {
 func TestStackPermissions(t *testing.T) {
 	table := object{"Fn::GetAtt": []any{logicalID(t, "Table"), "Arn"}}
 	index := object{"Fn::Join": []any{"", []any{table, "/index/InProgress"}}}
+	byPlan := object{"Fn::Join": []any{"", []any{table, "/index/ByPlan"}}}
 	key := object{"Fn::GetAtt": []any{logicalID(t, "TableKey"), "Arn"}}
 	throughDynamoDB := object{"StringEquals": object{"kms:ViaService": object{"Fn::Join": []any{"", []any{
 		"dynamodb.", object{"Ref": "AWS::Region"}, ".", object{"Ref": "AWS::URLSuffix"},
@@ -373,8 +381,8 @@ func TestStackPermissions(t *testing.T) {
 		resource  any
 		condition any
 	}{
-		{"the api function reads and writes the table's items, with the actions the dynamo store calls and no more", "ApiRole", items, []any{table, index}, nil},
-		{"the worker function reads and writes the table's items, with the actions the dynamo store calls and no more", "WorkerRole", items, []any{table, index}, nil},
+		{"the api function reads and writes the table's items, with the actions the dynamo store calls and no more", "ApiRole", items, []any{table, byPlan, index}, nil},
+		{"the worker function reads and writes the table's items, with the actions the dynamo store calls and no more", "WorkerRole", items, []any{table, byPlan, index}, nil},
 		{"the api function uses the table's key, through DynamoDB only", "ApiRole", keyUse, key, throughDynamoDB},
 		{"the worker function uses the table's key, through DynamoDB only", "WorkerRole", keyUse, key, throughDynamoDB},
 		{"the api function seals and opens secrets with the sealing key, in the sealing context only", "ApiRole", []string{"kms:Decrypt", "kms:GenerateDataKey"}, sealKey, sealingContext},

@@ -17,6 +17,7 @@ package bolt
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -35,6 +36,11 @@ import (
 const (
 	itemsBucket      = "items"
 	inProgressBucket = "operations_in_progress"
+	// byPlanBucket indexes the instances by plan, as the table's ByPlan
+	// index does: key plan id + NUL + instance id, no value. An instance
+	// write touches it only when the instance is new, leaves the plan or
+	// is deleted, so a write that keeps the plan writes no more pages.
+	byPlanBucket = "instances_by_plan"
 )
 
 // lockTimeout bounds how long Open waits for the file lock that another
@@ -93,7 +99,15 @@ func NewShared(c *groupcommit.Committer) (*Store, error) {
 				return err
 			}
 		}
-		return nil
+		if tx.Bucket([]byte(byPlanBucket)) != nil {
+			return nil
+		}
+		// A file from before the index: filled once, from its instances.
+		byPlan, err := tx.CreateBucket([]byte(byPlanBucket))
+		if err != nil {
+			return err
+		}
+		return indexPlans(tx.Bucket([]byte(itemsBucket)), byPlan)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("open store %s: create buckets: %w", db.Path(), err)
@@ -150,9 +164,9 @@ func isOperationKey(key []byte) bool {
 	return ok && bytes.HasPrefix(pkPart, []byte("i#")) && bytes.HasPrefix(skPart, []byte("op#"))
 }
 
-// tx is one transaction's view of the two buckets.
+// tx is one transaction's view of the store's buckets.
 type tx struct {
-	items, inProgress *bbolt.Bucket
+	items, inProgress, byPlan *bbolt.Bucket
 }
 
 func (s *Store) view(ctx context.Context, fn func(tx) error) error {
@@ -182,7 +196,7 @@ func (s *Store) update(ctx context.Context, fn func(tx) error) error {
 }
 
 func buckets(t *bbolt.Tx) tx {
-	return tx{items: t.Bucket([]byte(itemsBucket)), inProgress: t.Bucket([]byte(inProgressBucket))}
+	return tx{items: t.Bucket([]byte(itemsBucket)), inProgress: t.Bucket([]byte(inProgressBucket)), byPlan: t.Bucket([]byte(byPlanBucket))}
 }
 
 func (t tx) instance(id string) (*broker.Instance, error) {
@@ -197,8 +211,61 @@ func (t tx) operation(instanceID, id string) (*broker.Operation, error) {
 	return get(t.items, operationKey(instanceID, id), operationItem.operation)
 }
 
+// putInstance writes an instance and keeps the plan index in step.
 func (t tx) putInstance(i broker.Instance) error {
-	return put(t.items, instanceKey(i.ID), newInstanceItem(i))
+	key := instanceKey(i.ID)
+	old, found, err := storedPlan(key, t.items.Get(key))
+	if err != nil {
+		return err
+	}
+	if err := put(t.items, key, newInstanceItem(i)); err != nil {
+		return err
+	}
+	if found && old == i.PlanID {
+		return nil
+	}
+	if found {
+		if err := t.byPlan.Delete(planKey(old, i.ID)); err != nil {
+			return err
+		}
+	}
+	return t.byPlan.Put(planKey(i.PlanID, i.ID), nil)
+}
+
+// planKey is an instance's key in the plan index.
+func planKey(planID, instanceID string) []byte { return []byte(planID + sep + instanceID) }
+
+// storedPlan is the plan of the stored instance item value, if any.
+func storedPlan(key, value []byte) (string, bool, error) {
+	if value == nil {
+		return "", false, nil
+	}
+	var it struct {
+		PlanID string `json:"plan_id"`
+	}
+	if err := json.Unmarshal(value, &it); err != nil {
+		return "", false, fmt.Errorf("decode item %q: %w", key, err)
+	}
+	return it.PlanID, true, nil
+}
+
+// indexPlans fills the plan index from the instance items.
+func indexPlans(items, byPlan *bbolt.Bucket) error {
+	c := items.Cursor()
+	for k, v := c.Seek([]byte("i#")); k != nil && bytes.HasPrefix(k, []byte("i#")); k, v = c.Next() {
+		pkPart, skPart, _ := bytes.Cut(k, []byte(sep))
+		if string(skPart) != "instance" {
+			continue
+		}
+		plan, _, err := storedPlan(k, v)
+		if err != nil {
+			return err
+		}
+		if err := byPlan.Put(planKey(plan, string(pkPart[len("i#"):])), nil); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (t tx) putBinding(b broker.Binding) error {
@@ -254,7 +321,17 @@ func (t tx) deleteInstance(id string) error {
 	for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
 		keys = append(keys, bytes.Clone(k))
 	}
-	keys = append(keys, instanceKey(id))
+	key := instanceKey(id)
+	plan, found, err := storedPlan(key, t.items.Get(key))
+	if err != nil {
+		return err
+	}
+	if found {
+		if err := t.byPlan.Delete(planKey(plan, id)); err != nil {
+			return err
+		}
+	}
+	keys = append(keys, key)
 	for _, k := range keys {
 		if err := t.items.Delete(k); err != nil {
 			return err
