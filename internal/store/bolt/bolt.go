@@ -17,7 +17,6 @@ package bolt
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -36,11 +35,6 @@ import (
 const (
 	itemsBucket      = "items"
 	inProgressBucket = "operations_in_progress"
-	// byPlanBucket indexes the instances by plan, as the table's ByPlan
-	// index does: key plan id + NUL + instance id, no value. An instance
-	// write touches it only when the instance is new, leaves the plan or
-	// is deleted, so a write that keeps the plan writes no more pages.
-	byPlanBucket = "instances_by_plan"
 )
 
 // lockTimeout bounds how long Open waits for the file lock that another
@@ -57,6 +51,8 @@ type Store struct {
 	commit *groupcommit.Committer
 	// owned is set when Open created db: Close closes it then, and only then.
 	owned bool
+	// plans is the table's ByPlan index, in memory (plans.go).
+	plans planIndex
 }
 
 var _ broker.Store = (*Store)(nil)
@@ -68,7 +64,9 @@ func Open(path string) (*Store, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
-	db, err := bbolt.Open(path, 0o600, &bbolt.Options{Timeout: lockTimeout})
+	// No freelist written with every commit (one page less per commit, and
+	// more as the file grows): bbolt rebuilds it when it opens the file.
+	db, err := bbolt.Open(path, 0o600, &bbolt.Options{Timeout: lockTimeout, NoFreelistSync: true, FreelistType: bbolt.FreelistMapType})
 	if errors.Is(err, bolterrors.ErrTimeout) {
 		return nil, fmt.Errorf("open store %s: %w (waited %s; is another broker running on this data dir?)",
 			path, ErrLocked, lockTimeout)
@@ -99,20 +97,16 @@ func NewShared(c *groupcommit.Committer) (*Store, error) {
 				return err
 			}
 		}
-		if tx.Bucket([]byte(byPlanBucket)) != nil {
-			return nil
-		}
-		// A file from before the index: filled once, from its instances.
-		byPlan, err := tx.CreateBucket([]byte(byPlanBucket))
-		if err != nil {
-			return err
-		}
-		return indexPlans(tx.Bucket([]byte(itemsBucket)), byPlan)
+		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("open store %s: create buckets: %w", db.Path(), err)
 	}
-	return &Store{db: db, commit: c}, nil
+	s := &Store{db: db, commit: c}
+	if err := db.View(func(t *bbolt.Tx) error { return s.plans.fill(t.Bucket([]byte(itemsBucket))) }); err != nil {
+		return nil, fmt.Errorf("open store %s: index the plans: %w", db.Path(), err)
+	}
+	return s, nil
 }
 
 // Close closes the file when Open opened it; a DB passed to New is left to
@@ -164,9 +158,13 @@ func isOperationKey(key []byte) bool {
 	return ok && bytes.HasPrefix(pkPart, []byte("i#")) && bytes.HasPrefix(skPart, []byte("op#"))
 }
 
-// tx is one transaction's view of the store's buckets.
+// tx is one transaction's view of the store's buckets, and, in an update,
+// of the plan index: the instances' moves between plans it makes, which
+// the index takes once the transaction is committed.
 type tx struct {
-	items, inProgress, byPlan *bbolt.Bucket
+	items, inProgress *bbolt.Bucket
+	plans             *planIndex
+	moves             *[]planMove
 }
 
 func (s *Store) view(ctx context.Context, fn func(tx) error) error {
@@ -185,18 +183,27 @@ func (s *Store) update(ctx context.Context, fn func(tx) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	return s.commit.Update(func(t *bbolt.Tx) error {
-		err := fn(buckets(t))
+	var moves []planMove
+	err := s.commit.Update(func(t *bbolt.Tx) error {
+		// fn may run again (groupcommit): only its last run's moves count.
+		moves = moves[:0]
+		b := buckets(t)
+		b.plans, b.moves = &s.plans, &moves
+		err := fn(b)
 		var c *broker.ConflictError
 		if errors.As(err, &c) || errors.Is(err, broker.ErrNotFound) {
 			return groupcommit.Reject(err)
 		}
 		return err
 	})
+	if err == nil && len(moves) > 0 {
+		s.plans.apply(moves)
+	}
+	return err
 }
 
 func buckets(t *bbolt.Tx) tx {
-	return tx{items: t.Bucket([]byte(itemsBucket)), inProgress: t.Bucket([]byte(inProgressBucket)), byPlan: t.Bucket([]byte(byPlanBucket))}
+	return tx{items: t.Bucket([]byte(itemsBucket)), inProgress: t.Bucket([]byte(inProgressBucket))}
 }
 
 func (t tx) instance(id string) (*broker.Instance, error) {
@@ -211,61 +218,22 @@ func (t tx) operation(instanceID, id string) (*broker.Operation, error) {
 	return get(t.items, operationKey(instanceID, id), operationItem.operation)
 }
 
-// putInstance writes an instance and keeps the plan index in step.
+// putInstance writes an instance, and its move to its plan when the plan
+// index has it under another or not at all.
 func (t tx) putInstance(i broker.Instance) error {
-	key := instanceKey(i.ID)
-	old, found, err := storedPlan(key, t.items.Get(key))
-	if err != nil {
+	if err := put(t.items, instanceKey(i.ID), newInstanceItem(i)); err != nil {
 		return err
 	}
-	if err := put(t.items, key, newInstanceItem(i)); err != nil {
-		return err
-	}
-	if found && old == i.PlanID {
-		return nil
-	}
-	if found {
-		if err := t.byPlan.Delete(planKey(old, i.ID)); err != nil {
-			return err
-		}
-	}
-	return t.byPlan.Put(planKey(i.PlanID, i.ID), nil)
-}
-
-// planKey is an instance's key in the plan index.
-func planKey(planID, instanceID string) []byte { return []byte(planID + sep + instanceID) }
-
-// storedPlan is the plan of the stored instance item value, if any.
-func storedPlan(key, value []byte) (string, bool, error) {
-	if value == nil {
-		return "", false, nil
-	}
-	var it struct {
-		PlanID string `json:"plan_id"`
-	}
-	if err := json.Unmarshal(value, &it); err != nil {
-		return "", false, fmt.Errorf("decode item %q: %w", key, err)
-	}
-	return it.PlanID, true, nil
-}
-
-// indexPlans fills the plan index from the instance items.
-func indexPlans(items, byPlan *bbolt.Bucket) error {
-	c := items.Cursor()
-	for k, v := c.Seek([]byte("i#")); k != nil && bytes.HasPrefix(k, []byte("i#")); k, v = c.Next() {
-		pkPart, skPart, _ := bytes.Cut(k, []byte(sep))
-		if string(skPart) != "instance" {
-			continue
-		}
-		plan, _, err := storedPlan(k, v)
-		if err != nil {
-			return err
-		}
-		if err := byPlan.Put(planKey(plan, string(pkPart[len("i#"):])), nil); err != nil {
-			return err
-		}
-	}
+	t.move(i.ID, i.PlanID)
 	return nil
+}
+
+// move records that the instance is now of plan ("" once deleted), when
+// the plan index does not say so already.
+func (t tx) move(instanceID, plan string) {
+	if t.moves != nil && !t.plans.has(instanceID, plan) {
+		*t.moves = append(*t.moves, planMove{instanceID, plan})
+	}
 }
 
 func (t tx) putBinding(b broker.Binding) error {
@@ -321,17 +289,8 @@ func (t tx) deleteInstance(id string) error {
 	for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
 		keys = append(keys, bytes.Clone(k))
 	}
-	key := instanceKey(id)
-	plan, found, err := storedPlan(key, t.items.Get(key))
-	if err != nil {
-		return err
-	}
-	if found {
-		if err := t.byPlan.Delete(planKey(plan, id)); err != nil {
-			return err
-		}
-	}
-	keys = append(keys, key)
+	keys = append(keys, instanceKey(id))
+	t.move(id, "")
 	for _, k := range keys {
 		if err := t.items.Delete(k); err != nil {
 			return err

@@ -184,9 +184,8 @@ func (s *Store) ListInProgress(ctx context.Context) ([]broker.Operation, error) 
 }
 
 // ListInstances returns a page of the instances f selects, in the order of
-// their ids (bytes), and the next page's token. With a plan it reads that
-// plan's entries in the plan index (the table's ByPlan) and their
-// instances; without one, a cursor that visits each instance's partition
+// their ids (bytes), and the next page's token. With a plan it reads the
+// instances the plan index (plans.go) has under that plan; without one, a cursor that visits each instance's partition
 // once, reading its instance item and seeking past the rest (its
 // bindings, operations and records).
 func (s *Store) ListInstances(ctx context.Context, f broker.InstanceFilter, page string) ([]broker.Instance, string, error) {
@@ -213,14 +212,8 @@ func (s *Store) ListInstances(ctx context.Context, f broker.InstanceFilter, page
 				return true, nil
 			}
 			if f.PlanID != "" {
-				prefix := []byte(f.PlanID + sep)
-				start := prefix
-				if after != "" {
-					start = append(planKey(f.PlanID, after), 0)
-				}
-				c := t.byPlan.Cursor()
-				for k, _ := c.Seek(start); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
-					if more, err := each(string(k[len(prefix):])); !more || err != nil {
+				for _, id := range s.plans.after(f.PlanID, after) {
+					if more, err := each(id); !more || err != nil {
 						return err
 					}
 				}
