@@ -23,11 +23,13 @@ import (
 // itemsRead counts the DynamoDB items that reads look at, as DynamoDB
 // charges them: each key a GetItem, BatchGetItem or TransactGetItems asks
 // for (found or not), and each item a Query or Scan reads before its
-// filter (ScannedCount, as moto reports it); and the read units the reads
-// consumed, as moto reports them (ReturnConsumedCapacity, which it asks
-// for every read): a GetItem 0.5 (moto's, whether consistent or not;
-// DynamoDB charges a consistent one 1), a Query or Scan 1, a BatchGetItem
-// 1 per key, a TransactGetItems 2 per key.
+// filter (ScannedCount, as moto reports it); and the read units DynamoDB
+// charges for them (its pricing of strongly consistent reads of items
+// under 4 KB, as the broker's are): a GetItem 1, a BatchGetItem 1 a key,
+// a TransactGetItems 2 a key, a Query or Scan 1 for each started 4 KB it
+// reads (these read far less: 1), found or not. Not moto's
+// ConsumedCapacity, which charges a GetItem 0.5 whether consistent or
+// not, and a TransactGetItems only for the items it finds.
 type itemsRead struct {
 	mu    sync.Mutex
 	n     int
@@ -37,50 +39,23 @@ type itemsRead struct {
 func (r *itemsRead) Register(stack *middleware.Stack) error {
 	return stack.Initialize.Add(middleware.InitializeMiddlewareFunc("CountItemsRead",
 		func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
-			total := types.ReturnConsumedCapacityTotal
-			switch p := in.Parameters.(type) {
-			case *dynamodb.QueryInput:
-				p.ReturnConsumedCapacity = total
-			case *dynamodb.ScanInput:
-				p.ReturnConsumedCapacity = total
-			case *dynamodb.GetItemInput:
-				p.ReturnConsumedCapacity = total
-			case *dynamodb.BatchGetItemInput:
-				p.ReturnConsumedCapacity = total
-			case *dynamodb.TransactGetItemsInput:
-				p.ReturnConsumedCapacity = total
-			}
 			out, md, err := next.HandleInitialize(ctx, in)
 			n, units := 0, 0.0
-			add := func(cs ...types.ConsumedCapacity) {
-				for _, c := range cs {
-					units += aws.ToFloat64(c.CapacityUnits)
-				}
-			}
 			switch o := out.Result.(type) {
 			case *dynamodb.QueryOutput:
-				n = int(o.ScannedCount)
-				if o.ConsumedCapacity != nil {
-					add(*o.ConsumedCapacity)
-				}
+				n, units = int(o.ScannedCount), 1
 			case *dynamodb.ScanOutput:
-				n = int(o.ScannedCount)
-				if o.ConsumedCapacity != nil {
-					add(*o.ConsumedCapacity)
-				}
+				n, units = int(o.ScannedCount), 1
 			case *dynamodb.GetItemOutput:
-				n = 1
-				if o.ConsumedCapacity != nil {
-					add(*o.ConsumedCapacity)
-				}
+				n, units = 1, 1
 			case *dynamodb.BatchGetItemOutput:
 				for _, ka := range in.Parameters.(*dynamodb.BatchGetItemInput).RequestItems {
 					n += len(ka.Keys)
 				}
-				add(o.ConsumedCapacity...)
+				units = float64(n)
 			case *dynamodb.TransactGetItemsOutput:
 				n = len(in.Parameters.(*dynamodb.TransactGetItemsInput).TransactItems)
-				add(o.ConsumedCapacity...)
+				units = float64(2 * n)
 			}
 			r.mu.Lock()
 			r.n += n
@@ -304,7 +279,7 @@ func TestItemsReadDoNotGrowWithHistory(t *testing.T) {
 				name, grown[name].items, history, 2*history, fresh[name].items)
 		}
 	}
-	t.Logf("DynamoDB items read and read units consumed (moto's units), on a fresh instance and on one with %d bindings, their records and %d finished operations "+
+	t.Logf("DynamoDB items read and read units charged, on a fresh instance and on one with %d bindings, their records and %d finished operations "+
 		"(target: the same on both):\n"+
 		"| request or Task | fresh: items, read units | with history: items, read units |\n| --- | ---: | ---: |\n%s", history, 2*history, report.String())
 }
