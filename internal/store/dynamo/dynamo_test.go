@@ -403,7 +403,7 @@ func TestCalls(t *testing.T) {
 				err = fmt.Errorf("Load gave %+v", snap)
 			}
 			return err
-		}, map[string]int{"TransactGetItems": 1, "Query": 4}}, // a deprovision's: whole
+		}, map[string]int{"BatchGetItem": 1, "Query": 4}}, // a deprovision's: whole
 		{"UpdateOperation with record changes (one transaction)", func() error {
 			return s.UpdateOperation(ctx, dep, broker.RecordChanges{Save: []broker.Resource{{InstanceID: "i-1", Name: "progress"}}})
 		}, map[string]int{"TransactWriteItems": 1}},
