@@ -15,8 +15,10 @@ import (
 // Load's keys, at half a TransactGetItems' read units), PutItem,
 // DeleteItem, UpdateItem and ConditionCheckItem (also what
 // TransactWriteItems needs per item), and Query (on the table and its
-// indexes). Neither Scan (but the worker's, listInstancesAction) nor a
-// batch write, nor any table management action.
+// indexes: the worker's fleet upgrade lists a plan's instances by the
+// ByPlan index). Neither Scan (ops instances without a plan scans, with
+// the operator's credentials) nor a batch write, nor any table
+// management action.
 var itemActions = []string{
 	"dynamodb:BatchGetItem",
 	"dynamodb:ConditionCheckItem",
@@ -26,15 +28,6 @@ var itemActions = []string{
 	"dynamodb:Query",
 	"dynamodb:UpdateItem",
 }
-
-// listInstancesAction is what the dynamo store's ListInstances calls for
-// a listing of every plan (a projected, filtered Scan of the table): the
-// worker's, for the Plan Task of a fleet upgrade of all plans (a campaign
-// that names its plans Queries the ByPlan index and reads the instances
-// in a BatchGetItem, item actions).
-// The api lists none (ops instances runs with the operator's
-// credentials).
-const listInstancesAction = "dynamodb:Scan"
 
 // tableKeyActions are what DynamoDB does with the table's customer-managed
 // key on behalf of a caller reading and writing items.
@@ -111,7 +104,6 @@ func (b *builder) permissions() {
 		role.AddToPrincipalPolicy(b.sealingStatement("OpenValuesSealedUnderTheTableKey", []string{"kms:Decrypt"}, b.key))
 	}
 	b.sealingKeyPolicy()
-	b.workerRole.AddToPrincipalPolicy(statement("ListInstances", []string{listInstancesAction}, b.table.TableArn()))
 	b.apiRole.AddToPrincipalPolicy(logsStatement(b.apiLogs.LogGroupArn()))
 	b.workerRole.AddToPrincipalPolicy(logsStatement(b.workerLogs.LogGroupArn()))
 
