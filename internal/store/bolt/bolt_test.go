@@ -262,6 +262,10 @@ func TestPlanIndexFilledOnOpen(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// A partition without its instance, between two instances.
+	if err := s.PutResource(t.Context(), broker.Resource{InstanceID: "i-2a", Name: "r", Data: json.RawMessage(`{}`)}); err != nil {
+		t.Fatal(err)
+	}
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}

@@ -32,24 +32,29 @@ type planIndex struct {
 // planMove is an instance now of Plan, "" once deleted.
 type planMove struct{ InstanceID, Plan string }
 
-// fill indexes the instance items of items.
+// fill indexes the instance items of items, visiting each instance's
+// partition once: its instance item, then a seek past the rest.
 func (p *planIndex) fill(items *bbolt.Bucket) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.plan, p.ids = map[string]string{}, map[string]map[string]struct{}{}
 	c := items.Cursor()
-	for k, v := c.Seek([]byte("i#")); k != nil && bytes.HasPrefix(k, []byte("i#")); k, v = c.Next() {
-		pkPart, skPart, _ := bytes.Cut(k, []byte(sep))
-		if string(skPart) != "instance" {
-			continue
+	for k, _ := c.Seek([]byte("i#")); k != nil && bytes.HasPrefix(k, []byte("i#")); {
+		cut, _, _ := bytes.Cut(k[len("i#"):], []byte(sep))
+		id := string(cut)
+		k, _ = c.Seek(partitionEnd(id))
+		key := instanceKey(id)
+		v := items.Get(key)
+		if v == nil {
+			continue // a partition without its instance (a deprovisioned one's operations)
 		}
 		var it struct {
 			PlanID string `json:"plan_id"`
 		}
 		if err := json.Unmarshal(v, &it); err != nil {
-			return fmt.Errorf("decode item %q: %w", k, err)
+			return fmt.Errorf("decode item %q: %w", key, err)
 		}
-		p.set(string(pkPart[len("i#"):]), it.PlanID)
+		p.set(id, it.PlanID)
 	}
 	return nil
 }
