@@ -11,12 +11,16 @@ import (
 )
 
 // itemActions are the DynamoDB actions internal/store/dynamo performs:
-// GetItem (also what TransactGetItems needs per item), PutItem, DeleteItem,
-// UpdateItem and ConditionCheckItem (also what TransactWriteItems needs per
-// item), and Query (on the table and the InProgress index). Neither Scan
-// (but the worker's, listInstancesAction) nor a batch action, nor any
-// table management action.
+// GetItem (also what TransactGetItems needs per item), BatchGetItem (a
+// Load's keys, at half a TransactGetItems' read units), PutItem,
+// DeleteItem, UpdateItem and ConditionCheckItem (also what
+// TransactWriteItems needs per item), and Query (on the table and its
+// indexes: the worker's fleet upgrade lists a plan's instances by the
+// ByPlan index). Neither Scan (ops instances without a plan scans, with
+// the operator's credentials) nor a batch write, nor any table
+// management action.
 var itemActions = []string{
+	"dynamodb:BatchGetItem",
 	"dynamodb:ConditionCheckItem",
 	"dynamodb:DeleteItem",
 	"dynamodb:GetItem",
@@ -24,13 +28,6 @@ var itemActions = []string{
 	"dynamodb:Query",
 	"dynamodb:UpdateItem",
 }
-
-// listInstancesAction is what the dynamo store's ListInstances calls (a
-// projected, filtered Scan of the table): the worker's, for the Plan Task
-// of a fleet upgrade, which lists the instances of the campaign's plans.
-// The api lists none (ops instances runs with the operator's
-// credentials).
-const listInstancesAction = "dynamodb:Scan"
 
 // tableKeyActions are what DynamoDB does with the table's customer-managed
 // key on behalf of a caller reading and writing items.
@@ -107,7 +104,6 @@ func (b *builder) permissions() {
 		role.AddToPrincipalPolicy(b.sealingStatement("OpenValuesSealedUnderTheTableKey", []string{"kms:Decrypt"}, b.key))
 	}
 	b.sealingKeyPolicy()
-	b.workerRole.AddToPrincipalPolicy(statement("ListInstances", []string{listInstancesAction}, b.table.TableArn()))
 	b.apiRole.AddToPrincipalPolicy(logsStatement(b.apiLogs.LogGroupArn()))
 	b.workerRole.AddToPrincipalPolicy(logsStatement(b.workerLogs.LogGroupArn()))
 

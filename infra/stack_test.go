@@ -30,7 +30,7 @@ func TestStackResources(t *testing.T) {
 			"TimeToLiveSpecification":          object{"AttributeName": "expires_at_epoch", "Enabled": true},
 			"DeletionProtectionEnabled":        true,
 		}},
-		{"the table has the sparse index InProgress on inprogress and SK with every attribute", "AWS::DynamoDB::Table", object{
+		{"the table has the sparse index InProgress on inprogress and SK with every attribute, and ByPlan on plan_id and SK with the keys", "AWS::DynamoDB::Table", object{
 			"GlobalSecondaryIndexes": []any{object{
 				"IndexName": "InProgress",
 				"KeySchema": []any{
@@ -38,6 +38,13 @@ func TestStackResources(t *testing.T) {
 					object{"AttributeName": "SK", "KeyType": "RANGE"},
 				},
 				"Projection": object{"ProjectionType": "ALL"},
+			}, object{
+				"IndexName": "ByPlan",
+				"KeySchema": []any{
+					object{"AttributeName": "plan_id", "KeyType": "HASH"},
+					object{"AttributeName": "SK", "KeyType": "RANGE"},
+				},
+				"Projection": object{"ProjectionType": "KEYS_ONLY"},
 			}},
 		}},
 		{"the table is encrypted with the stack's customer-managed key", "AWS::DynamoDB::Table", object{
@@ -345,6 +352,7 @@ func TestStackOutputs(t *testing.T) {
 func TestStackPermissions(t *testing.T) {
 	table := object{"Fn::GetAtt": []any{logicalID(t, "Table"), "Arn"}}
 	index := object{"Fn::Join": []any{"", []any{table, "/index/InProgress"}}}
+	byPlan := object{"Fn::Join": []any{"", []any{table, "/index/ByPlan"}}}
 	key := object{"Fn::GetAtt": []any{logicalID(t, "TableKey"), "Arn"}}
 	throughDynamoDB := object{"StringEquals": object{"kms:ViaService": object{"Fn::Join": []any{"", []any{
 		"dynamodb.", object{"Ref": "AWS::Region"}, ".", object{"Ref": "AWS::URLSuffix"},
@@ -360,11 +368,11 @@ func TestStackPermissions(t *testing.T) {
 	executions := []any{executionsARN("ServerlessOsb-cleanup"), executionsARN("ServerlessOsb-operation"), executionsARN("ServerlessOsb-upgrade")}
 	serviceRole := object{"Fn::GetAtt": []any{logicalID(t, "ServiceRole"), "Arn"}}
 	serviceStacks := regional("cloudformation", "stack/osb-*/*")
-	// What internal/store/dynamo calls (GetItem, PutItem, DeleteItem, Query,
-	// and TransactWriteItems and TransactGetItems, which IAM authorizes per
+	// What internal/store/dynamo calls (GetItem, BatchGetItem, PutItem,
+	// DeleteItem, Query, and TransactWriteItems and TransactGetItems, which IAM authorizes per
 	// item as PutItem, UpdateItem, DeleteItem, ConditionCheckItem and
 	// GetItem), and what DynamoDB does with the key for it.
-	items := []string{"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:ConditionCheckItem", "dynamodb:Query"}
+	items := []string{"dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:ConditionCheckItem", "dynamodb:Query"}
 	keyUse := []string{"kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey", "kms:DescribeKey"}
 	tests := []struct {
 		name      string
@@ -373,8 +381,8 @@ func TestStackPermissions(t *testing.T) {
 		resource  any
 		condition any
 	}{
-		{"the api function reads and writes the table's items, with the actions the dynamo store calls and no more", "ApiRole", items, []any{table, index}, nil},
-		{"the worker function reads and writes the table's items, with the actions the dynamo store calls and no more", "WorkerRole", items, []any{table, index}, nil},
+		{"the api function reads and writes the table's items, with the actions the dynamo store calls and no more", "ApiRole", items, []any{table, byPlan, index}, nil},
+		{"the worker function reads and writes the table's items, with the actions the dynamo store calls and no more", "WorkerRole", items, []any{table, byPlan, index}, nil},
 		{"the api function uses the table's key, through DynamoDB only", "ApiRole", keyUse, key, throughDynamoDB},
 		{"the worker function uses the table's key, through DynamoDB only", "WorkerRole", keyUse, key, throughDynamoDB},
 		{"the api function seals and opens secrets with the sealing key, in the sealing context only", "ApiRole", []string{"kms:Decrypt", "kms:GenerateDataKey"}, sealKey, sealingContext},
@@ -387,7 +395,6 @@ func TestStackPermissions(t *testing.T) {
 		{"the api function describes and stops the workflows' executions", "ApiRole", []string{"states:DescribeExecution", "states:StopExecution"}, executions, nil},
 		{"the worker function starts executions of the workflows, named by the ARNs it is given", "WorkerRole", []string{"states:StartExecution"},
 			[]any{stateMachineARN("ServerlessOsb-cleanup"), stateMachineARN("ServerlessOsb-operation"), stateMachineARN("ServerlessOsb-upgrade")}, nil},
-		{"the worker function lists the instances (a Scan of the table, not of its index) for a fleet upgrade's plan", "WorkerRole", []string{"dynamodb:Scan"}, table, nil},
 		{"the worker function describes and stops the workflows' executions", "WorkerRole", []string{"states:DescribeExecution", "states:StopExecution"}, executions, nil},
 		{"the api function writes its own logs", "ApiRole", []string{"logs:CreateLogStream", "logs:PutLogEvents"}, object{"Fn::GetAtt": []any{logicalID(t, "ApiLogs"), "Arn"}}, nil},
 		{"the worker function writes its own logs", "WorkerRole", []string{"logs:CreateLogStream", "logs:PutLogEvents"}, object{"Fn::GetAtt": []any{logicalID(t, "WorkerLogs"), "Arn"}}, nil},
@@ -430,6 +437,8 @@ func TestStackPermissions(t *testing.T) {
 		prefix string
 	}{
 		{"the worker function reads no secret", "WorkerRole", "secretsmanager:"},
+		{"the worker function scans no table: a fleet upgrade lists its plans' instances by the ByPlan index", "WorkerRole", "dynamodb:Scan"},
+		{"the api function scans no table", "ApiRole", "dynamodb:Scan"},
 		{"the worker function invokes no function", "WorkerRole", "lambda:"},
 		{"the api function invokes no function", "ApiRole", "lambda:"},
 		{"the api function touches no stack", "ApiRole", "cloudformation:"},

@@ -163,12 +163,12 @@ func TestAPICallsPerEndpoint(t *testing.T) {
 		{"update (sync)", http.MethodPatch, "/v2/service_instances/s1", fmt.Sprintf(`{"service_id":%q,"parameters":{"duration_seconds":1}}`, svc), 200,
 			map[string]int{"DynamoDB.GetItem": 1, "DynamoDB.Query": 2, "DynamoDB.TransactWriteItems": 2}},
 		{"bind (sync)", http.MethodPut, "/v2/service_instances/s1/service_bindings/b1", bind(syncPlan), 201,
-			map[string]int{"DynamoDB.TransactGetItems": 1, "DynamoDB.Query": 2, "DynamoDB.TransactWriteItems": 1}},
+			map[string]int{"DynamoDB.BatchGetItem": 1, "DynamoDB.Query": 2, "DynamoDB.TransactWriteItems": 1}},
 		{"fetch binding", http.MethodGet, "/v2/service_instances/s1/service_bindings/b1", "", 200, map[string]int{"DynamoDB.GetItem": 1}},
 		{"last_operation (binding)", http.MethodGet, "/v2/service_instances/s1/service_bindings/b1/last_operation", "", 200,
 			map[string]int{"DynamoDB.GetItem": 2}},
 		{"unbind (sync)", http.MethodDelete, "/v2/service_instances/s1/service_bindings/b1?" + del(syncPlan), "", 200,
-			map[string]int{"DynamoDB.TransactGetItems": 1, "DynamoDB.Query": 2, "DynamoDB.TransactWriteItems": 2}},
+			map[string]int{"DynamoDB.BatchGetItem": 1, "DynamoDB.Query": 2, "DynamoDB.TransactWriteItems": 2}},
 		// A deprovision reads the whole instance: its bindings' keys and
 		// every record, two Queries.
 		{"deprovision (sync)", http.MethodDelete, "/v2/service_instances/s1?" + del(syncPlan), "", 200,
@@ -243,9 +243,9 @@ func TestAPICallsPerTask(t *testing.T) {
 		}
 		return operationOf(body)
 	}
-	read, readWrite, readTransact := map[string]int{"DynamoDB.TransactGetItems": 1, "DynamoDB.Query": 2},
-		map[string]int{"DynamoDB.TransactGetItems": 1, "DynamoDB.Query": 2, "DynamoDB.PutItem": 1},
-		map[string]int{"DynamoDB.TransactGetItems": 1, "DynamoDB.Query": 2, "DynamoDB.TransactWriteItems": 1}
+	read, readWrite, readTransact := map[string]int{"DynamoDB.BatchGetItem": 1, "DynamoDB.Query": 2},
+		map[string]int{"DynamoDB.BatchGetItem": 1, "DynamoDB.Query": 2, "DynamoDB.PutItem": 1},
+		map[string]int{"DynamoDB.BatchGetItem": 1, "DynamoDB.Query": 2, "DynamoDB.TransactWriteItems": 1}
 
 	op := accepted("t1", `{"duration_seconds":60}`)
 	failing := accepted("t2", `{"duration_seconds":1,"fail":true}`)

@@ -260,15 +260,23 @@ func count(n int) []int {
 	return out
 }
 
-// planInstances lists the instances of the plans o names (all plans with
-// a maintenance_info for All).
+// planInstances lists the instances of the plans o names (for All, every
+// plan of the catalog with a maintenance_info, the only plans it
+// upgrades: hasPlan), a plan at a time, so that a store reads those
+// plans' instances and not the others' (the table's ByPlan index).
 func (b *Broker) planInstances(ctx context.Context, o CampaignOptions) ([]Instance, error) {
 	var filters []InstanceFilter
 	for _, id := range o.PlanIDs {
 		filters = append(filters, InstanceFilter{PlanID: id})
 	}
 	if o.All {
-		filters = []InstanceFilter{{}}
+		for _, s := range b.Catalog.Services() {
+			for _, p := range s.Plans {
+				if p.MaintenanceInfo != nil {
+					filters = append(filters, InstanceFilter{PlanID: p.ID})
+				}
+			}
+		}
 	}
 	var out []Instance
 	for _, f := range filters {

@@ -218,7 +218,8 @@ func stackTemplate(ctx context.Context, t *testing.T, instance string) string {
 // the upgrade, each followed with `ops upgrade status` until it ends. ops
 // finds the broker from the stack's outputs and starts the upgrade state
 // machine on moto's Step Functions, whose Tasks run the worker under its
-// role: Plan lists the instances (a Scan), the lanes claim and upgrade
+// role: Plan lists the plan's instances (a Query of the table's ByPlan
+// index and a BatchGetItem), the lanes claim and upgrade
 // them (change sets, the stack policy), Tally and Finish end it.
 func TestAFleetUpgradeThroughOps(t *testing.T) {
 	ctx, cancel := waittest.Context(t)

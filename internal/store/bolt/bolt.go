@@ -51,6 +51,8 @@ type Store struct {
 	commit *groupcommit.Committer
 	// owned is set when Open created db: Close closes it then, and only then.
 	owned bool
+	// plans is the table's ByPlan index, in memory (plans.go).
+	plans planIndex
 }
 
 var _ broker.Store = (*Store)(nil)
@@ -62,7 +64,9 @@ func Open(path string) (*Store, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
-	db, err := bbolt.Open(path, 0o600, &bbolt.Options{Timeout: lockTimeout})
+	// No freelist written with every commit (one page less per commit, and
+	// more as the file grows): bbolt rebuilds it when it opens the file.
+	db, err := bbolt.Open(path, 0o600, &bbolt.Options{Timeout: lockTimeout, NoFreelistSync: true, FreelistType: bbolt.FreelistMapType})
 	if errors.Is(err, bolterrors.ErrTimeout) {
 		return nil, fmt.Errorf("open store %s: %w (waited %s; is another broker running on this data dir?)",
 			path, ErrLocked, lockTimeout)
@@ -98,7 +102,11 @@ func NewShared(c *groupcommit.Committer) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open store %s: create buckets: %w", db.Path(), err)
 	}
-	return &Store{db: db, commit: c}, nil
+	s := &Store{db: db, commit: c}
+	if err := db.View(func(t *bbolt.Tx) error { return s.plans.fill(t.Bucket([]byte(itemsBucket))) }); err != nil {
+		return nil, fmt.Errorf("open store %s: index the plans: %w", db.Path(), err)
+	}
+	return s, nil
 }
 
 // Close closes the file when Open opened it; a DB passed to New is left to
@@ -150,9 +158,13 @@ func isOperationKey(key []byte) bool {
 	return ok && bytes.HasPrefix(pkPart, []byte("i#")) && bytes.HasPrefix(skPart, []byte("op#"))
 }
 
-// tx is one transaction's view of the two buckets.
+// tx is one transaction's view of the store's buckets, and, in an update,
+// of the plan index: the instances' moves between plans it makes, which
+// the index takes once the transaction is committed.
 type tx struct {
 	items, inProgress *bbolt.Bucket
+	plans             *planIndex
+	moves             *[]planMove
 }
 
 func (s *Store) view(ctx context.Context, fn func(tx) error) error {
@@ -171,14 +183,23 @@ func (s *Store) update(ctx context.Context, fn func(tx) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	return s.commit.Update(func(t *bbolt.Tx) error {
-		err := fn(buckets(t))
+	var moves []planMove
+	err := s.commit.Update(func(t *bbolt.Tx) error {
+		// fn may run again (groupcommit): only its last run's moves count.
+		moves = moves[:0]
+		b := buckets(t)
+		b.plans, b.moves = &s.plans, &moves
+		err := fn(b)
 		var c *broker.ConflictError
 		if errors.As(err, &c) || errors.Is(err, broker.ErrNotFound) {
 			return groupcommit.Reject(err)
 		}
 		return err
 	})
+	if err == nil && len(moves) > 0 {
+		s.plans.apply(moves)
+	}
+	return err
 }
 
 func buckets(t *bbolt.Tx) tx {
@@ -197,8 +218,22 @@ func (t tx) operation(instanceID, id string) (*broker.Operation, error) {
 	return get(t.items, operationKey(instanceID, id), operationItem.operation)
 }
 
+// putInstance writes an instance, and its move to its plan when the plan
+// index has it under another or not at all.
 func (t tx) putInstance(i broker.Instance) error {
-	return put(t.items, instanceKey(i.ID), newInstanceItem(i))
+	if err := put(t.items, instanceKey(i.ID), newInstanceItem(i)); err != nil {
+		return err
+	}
+	t.move(i.ID, i.PlanID)
+	return nil
+}
+
+// move records that the instance is now of plan ("" once deleted), when
+// the plan index does not say so already.
+func (t tx) move(instanceID, plan string) {
+	if t.moves != nil && !t.plans.has(instanceID, plan) {
+		*t.moves = append(*t.moves, planMove{instanceID, plan})
+	}
 }
 
 func (t tx) putBinding(b broker.Binding) error {
@@ -255,6 +290,7 @@ func (t tx) deleteInstance(id string) error {
 		keys = append(keys, bytes.Clone(k))
 	}
 	keys = append(keys, instanceKey(id))
+	t.move(id, "")
 	for _, k := range keys {
 		if err := t.items.Delete(k); err != nil {
 			return err

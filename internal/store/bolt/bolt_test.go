@@ -246,3 +246,40 @@ func TestData(t *testing.T) {
 		}
 	})
 }
+
+// TestPlanIndexFilledOnOpen: the plan index, in memory, is filled from the
+// file's instances when it is opened (a file written before the index, or
+// by an earlier run), so that ListInstances of a plan lists the instances
+// the file holds.
+func TestPlanIndexFilledOnOpen(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "broker.db")
+	s := open(t, path)
+	now := time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
+	for _, c := range []struct{ id, plan string }{{"i-1", "p-1"}, {"i-2", "p-2"}, {"i-3", "p-1"}} {
+		op := broker.Operation{ID: "prov-" + c.id, InstanceID: c.id, Kind: broker.KindProvision, State: broker.OperationInProgress, CreatedAt: now}
+		inst := broker.Instance{ID: c.id, InstanceRequest: broker.InstanceRequest{ServiceID: "s", PlanID: c.plan}, State: broker.InstanceProvisioning, Op: op.ID, CreatedAt: now}
+		if err := s.CreateInstance(t.Context(), inst, op, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A partition without its instance, between two instances.
+	if err := s.PutResource(t.Context(), broker.Resource{InstanceID: "i-2a", Name: "r", Data: json.RawMessage(`{}`)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = open(t, path)
+	defer s.Close()
+	list, next, err := s.ListInstances(t.Context(), broker.InstanceFilter{PlanID: "p-1"}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, inst := range list {
+		ids = append(ids, inst.ID)
+	}
+	if !reflect.DeepEqual(ids, []string{"i-1", "i-3"}) || next != "" {
+		t.Errorf("instances of p-1 after opening: %v, next %q; want [i-1 i-3]", ids, next)
+	}
+}

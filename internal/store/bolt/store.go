@@ -184,15 +184,41 @@ func (s *Store) ListInProgress(ctx context.Context) ([]broker.Operation, error) 
 }
 
 // ListInstances returns a page of the instances f selects, in the order of
-// their ids (bytes), and the next page's token: a cursor that visits each
-// instance's partition once, reading its instance item and seeking past
-// the rest (its bindings, operations and records).
+// their ids (bytes), and the next page's token. With a plan it reads the
+// instances the plan index (plans.go) has under that plan; without one, a cursor that visits each instance's partition
+// once, reading its instance item and seeking past the rest (its
+// bindings, operations and records).
 func (s *Store) ListInstances(ctx context.Context, f broker.InstanceFilter, page string) ([]broker.Instance, string, error) {
 	after, err := broker.InstancePageAfter(page)
 	list := []broker.Instance{}
 	next := ""
 	if err == nil {
 		err = s.view(ctx, func(t tx) error {
+			// each lists the instance id unless the page is full.
+			each := func(id string) (bool, error) {
+				inst, err := t.instance(id)
+				if err != nil {
+					return false, err
+				}
+				if inst == nil || !f.Selects(*inst) {
+					return true, nil
+				}
+				if len(list) == broker.InstancePageSize {
+					next = broker.InstancePageToken(list[len(list)-1].ID)
+					return false, nil
+				}
+				inst.Parameters, inst.Fingerprint = nil, ""
+				list = append(list, *inst)
+				return true, nil
+			}
+			if f.PlanID != "" {
+				for _, id := range s.plans.after(f.PlanID, after) {
+					if more, err := each(id); !more || err != nil {
+						return err
+					}
+				}
+				return nil
+			}
 			c := t.items.Cursor()
 			start := []byte("i#")
 			if after != "" {
@@ -201,19 +227,9 @@ func (s *Store) ListInstances(ctx context.Context, f broker.InstanceFilter, page
 			for k, _ := c.Seek(start); k != nil && bytes.HasPrefix(k, []byte("i#")); k, _ = c.Seek(start) {
 				id, _, _ := bytes.Cut(k[len("i#"):], []byte(sep))
 				start = partitionEnd(string(id))
-				inst, err := t.instance(string(id))
-				if err != nil {
+				if more, err := each(string(id)); !more || err != nil {
 					return err
 				}
-				if inst == nil || !f.Selects(*inst) {
-					continue
-				}
-				if len(list) == broker.InstancePageSize {
-					next = broker.InstancePageToken(list[len(list)-1].ID)
-					return nil
-				}
-				inst.Parameters, inst.Fingerprint = nil, ""
-				list = append(list, *inst)
 			}
 			return nil
 		})

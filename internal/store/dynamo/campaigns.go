@@ -101,7 +101,7 @@ type campaignInstanceItem struct {
 	CampaignID  string    `dynamodbav:"campaign_id"`
 	InstanceID  string    `dynamodbav:"instance_id"`
 	ServiceID   string    `dynamodbav:"service_id"`
-	PlanID      string    `dynamodbav:"plan_id"`
+	PlanID      string    `dynamodbav:"plan_id,omitempty"`
 	Order       int       `dynamodbav:"order"`
 	Canary      bool      `dynamodbav:"canary,omitempty"`
 	Deferred    bool      `dynamodbav:"deferred,omitempty"`

@@ -207,7 +207,7 @@ func TestClientOptions(t *testing.T) {
 func TestCreateTable(t *testing.T) {
 	e := newEnv(t)
 	ctx := t.Context()
-	t.Run("creates the keys, on-demand billing, the in-progress index and time to live", func(t *testing.T) {
+	t.Run("creates the keys, on-demand billing, the in-progress and by-plan indexes and time to live", func(t *testing.T) {
 		d, err := e.client.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(e.table)})
 		must(t, err, "DescribeTable")
 		table := d.Table
@@ -217,13 +217,20 @@ func TestCreateTable(t *testing.T) {
 		if table.BillingModeSummary == nil || table.BillingModeSummary.BillingMode != types.BillingModePayPerRequest {
 			t.Errorf("billing mode: got %+v, want PAY_PER_REQUEST", table.BillingModeSummary)
 		}
-		if len(table.GlobalSecondaryIndexes) != 1 {
-			t.Fatalf("indexes: got %d, want 1", len(table.GlobalSecondaryIndexes))
+		want := map[string]string{
+			"InProgress": "inprogress:HASH SK:RANGE " + string(types.ProjectionTypeAll),
+			"ByPlan":     "plan_id:HASH SK:RANGE " + string(types.ProjectionTypeKeysOnly),
 		}
-		gsi := table.GlobalSecondaryIndexes[0]
-		if aws.ToString(gsi.IndexName) != "InProgress" || keySchema(gsi.KeySchema) != "inprogress:HASH SK:RANGE" ||
-			gsi.Projection == nil || gsi.Projection.ProjectionType != types.ProjectionTypeAll {
-			t.Errorf("index: got %s %s %+v", aws.ToString(gsi.IndexName), keySchema(gsi.KeySchema), gsi.Projection)
+		got := map[string]string{}
+		for _, gsi := range table.GlobalSecondaryIndexes {
+			projection := ""
+			if gsi.Projection != nil {
+				projection = string(gsi.Projection.ProjectionType)
+			}
+			got[aws.ToString(gsi.IndexName)] = keySchema(gsi.KeySchema) + " " + projection
+		}
+		if !maps.Equal(got, want) {
+			t.Errorf("indexes: got %v, want %v", got, want)
 		}
 		ttl, err := e.client.DescribeTimeToLive(ctx, &dynamodb.DescribeTimeToLiveInput{TableName: aws.String(e.table)})
 		must(t, err, "DescribeTimeToLive")
@@ -396,7 +403,7 @@ func TestCalls(t *testing.T) {
 				err = fmt.Errorf("Load gave %+v", snap)
 			}
 			return err
-		}, map[string]int{"TransactGetItems": 1, "Query": 4}}, // a deprovision's: whole
+		}, map[string]int{"BatchGetItem": 1, "Query": 4}}, // a deprovision's: whole
 		{"UpdateOperation with record changes (one transaction)", func() error {
 			return s.UpdateOperation(ctx, dep, broker.RecordChanges{Save: []broker.Resource{{InstanceID: "i-1", Name: "progress"}}})
 		}, map[string]int{"TransactWriteItems": 1}},

@@ -56,7 +56,7 @@ type instanceItem struct {
 	SK               string               `dynamodbav:"SK"`
 	ID               string               `dynamodbav:"id"`
 	ServiceID        string               `dynamodbav:"service_id"`
-	PlanID           string               `dynamodbav:"plan_id"`
+	PlanID           string               `dynamodbav:"plan_id,omitempty"`
 	OrganizationGUID string               `dynamodbav:"organization_guid,omitempty"`
 	SpaceGUID        string               `dynamodbav:"space_guid,omitempty"`
 	Parameters       jsonText             `dynamodbav:"parameters,omitempty"`
@@ -93,7 +93,7 @@ type bindingItem struct {
 	InstanceID    string         `dynamodbav:"instance_id"`
 	ID            string         `dynamodbav:"id"`
 	ServiceID     string         `dynamodbav:"service_id"`
-	PlanID        string         `dynamodbav:"plan_id"`
+	PlanID        string         `dynamodbav:"plan_id,omitempty"`
 	AppGUID       string         `dynamodbav:"app_guid,omitempty"`
 	BindResource  jsonText       `dynamodbav:"bind_resource,omitempty"`
 	Parameters    jsonText       `dynamodbav:"parameters,omitempty"`
@@ -136,7 +136,7 @@ type operationItem struct {
 	Detail           string    `dynamodbav:"detail,omitempty"`
 	Fingerprint      string    `dynamodbav:"fingerprint"`
 	Async            bool      `dynamodbav:"async"`
-	PlanID           string    `dynamodbav:"plan_id"`
+	PlanID           string    `dynamodbav:"plan_id,omitempty"`
 	Target           jsonText  `dynamodbav:"target,omitempty"` // a targetText
 	RetryAfter       int64     `dynamodbav:"retry_after"`      // nanoseconds
 	InstanceUsable   *bool     `dynamodbav:"instance_usable,omitempty"`
@@ -177,7 +177,7 @@ type detachedItem struct {
 	InstanceID     string    `dynamodbav:"instance_id"`
 	Name           string    `dynamodbav:"name"`
 	Data           jsonText  `dynamodbav:"data"` // missing data is "null"
-	PlanID         string    `dynamodbav:"plan_id"`
+	PlanID         string    `dynamodbav:"plan_id,omitempty"`
 	OperationID    string    `dynamodbav:"operation_id"`
 	Reason         string    `dynamodbav:"reason"`
 	State          string    `dynamodbav:"state"`

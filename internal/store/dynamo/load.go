@@ -3,7 +3,9 @@ package dynamo
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
@@ -49,11 +51,11 @@ const skRecordsEnd = "r$"
 
 // Load reads the instance, the operation and the binding asked for (or the
 // operation's binding) and the binding's record by key, in one
-// TransactGetItems, and, at the same time, the instance's own records: two
+// BatchGetItem, and, at the same time, the instance's own records: two
 // consistent Queries of the key ranges around its bindings' records. Its
 // items read do not grow with the instance's bindings or operations. A
 // Task knows only its operation: the operation's binding and its record
-// are then a second TransactGetItems. A deprovision's snapshot is whole.
+// are then a second BatchGetItem. A deprovision's snapshot is whole.
 func (s *Store) Load(ctx context.Context, instanceID, operationID, bindingID string) (broker.Snapshot, error) {
 	return s.load(ctx, instanceID, operationID, bindingID, false)
 }
@@ -234,10 +236,15 @@ func (q *pendingQuery) wait() ([]item, error) {
 
 // getItems reads the items at keys of the table, consistently, and
 // returns those that exist by SK (every key of one Load has the same PK):
-// one GetItem for one key, else one TransactGetItems, which reads them all
-// at one point in time and needs no permission but GetItem's (a
-// BatchGetItem would need its own, which the functions' roles do not
-// grant). At most 100 keys.
+// one GetItem for one key, else one BatchGetItem, whose consistent read of
+// a key costs one read unit where a TransactGetItems' costs two. The batch
+// reads each item consistently but not all at one point in time, which
+// Load never needed: its records' Queries were never read with the keys,
+// and every write that follows a Load is conditional on the versions and
+// states it read (the instance's version, which every binding operation
+// moves, the binding's, the operation's state), so a write made from
+// items read at different moments fails its condition rather than
+// overwrite a change it did not see. At most 100 keys.
 func (s *Store) getItems(ctx context.Context, keys []item) (map[string]item, error) {
 	out := make(map[string]item, len(keys))
 	if len(keys) == 1 {
@@ -250,22 +257,45 @@ func (s *Store) getItems(ctx context.Context, keys []item) (map[string]item, err
 		}
 		return out, nil
 	}
-	in := &dynamodb.TransactGetItemsInput{TransactItems: make([]types.TransactGetItem, len(keys))}
-	for i, k := range keys {
-		in.TransactItems[i] = types.TransactGetItem{Get: &types.Get{TableName: s.table, Key: k}}
-	}
-	var got *dynamodb.TransactGetItemsOutput
-	err := retryConflicts(ctx, func() (err error) {
-		got, err = s.client.TransactGetItems(ctx, in)
-		return err
-	})
-	if err != nil {
-		return nil, err
-	}
-	for _, r := range got.Responses {
-		if len(r.Item) > 0 {
-			out[keyPart(r.Item, attrSK)] = r.Item
+	table := aws.ToString(s.table)
+	in := &dynamodb.BatchGetItemInput{RequestItems: map[string]types.KeysAndAttributes{
+		table: {Keys: keys, ConsistentRead: aws.Bool(true)},
+	}}
+	// DynamoDB may leave keys unprocessed (throttling, a response over
+	// 16 MB): they are asked again, after a pause that grows.
+	for attempt := 0; ; attempt++ {
+		got, err := s.client.BatchGetItem(ctx, in)
+		if err != nil {
+			return nil, err
 		}
+		for _, it := range got.Responses[table] {
+			out[keyPart(it, attrSK)] = it
+		}
+		left, ok := got.UnprocessedKeys[table]
+		if !ok || len(left.Keys) == 0 {
+			return out, nil
+		}
+		if err := pauseUnprocessed(ctx, attempt); err != nil {
+			return nil, err
+		}
+		in.RequestItems = map[string]types.KeysAndAttributes{table: left}
 	}
-	return out, nil
+}
+
+// pauseUnprocessed waits before asking again for the keys a BatchGetItem
+// left unprocessed, as retryConflicts waits between transactions, and
+// gives up as it does.
+func pauseUnprocessed(ctx context.Context, attempt int) error {
+	if attempt+1 == conflictAttempts {
+		return fmt.Errorf("keys left unprocessed after %d attempts", attempt+1)
+	}
+	limit := min(conflictBackoff<<(attempt+1), conflictMaxSleep)
+	timer := time.NewTimer(limit/2 + rand.N(limit/2))
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-timer.C:
+		return nil
+	}
 }

@@ -16,6 +16,7 @@ const (
 	attrExpiresAt   = schema.ExpiresAt
 	indexInProgress = schema.IndexInProgress
 	inProgressValue = schema.InProgressValue
+	indexByPlan     = schema.IndexByPlan
 )
 
 // createTableInput is the CreateTable request for a table of shape s named

@@ -250,7 +250,15 @@ func TestStoredItems(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			for _, d := range diffItems(got, stored) {
+			want := stored
+			if v, ok := stored["plan_id"].(*types.AttributeValueMemberS); ok && v.Value == "" {
+				// An empty plan is no longer written: plan_id is the key of
+				// the ByPlan index, which cannot be an empty string. It
+				// reads back alike (above).
+				want = maps.Clone(stored)
+				delete(want, "plan_id")
+			}
+			for _, d := range diffItems(got, want) {
 				t.Error(d)
 			}
 		})

@@ -158,6 +158,68 @@ var listCases = []testCase{
 			t.Errorf("ListInstances of a page token it never gave: got %v, want %v", err, broker.ErrBadPage)
 		}
 	}},
+	{"ListInstances of a plan pages through its instances only, and follows an instance that moves to another plan or goes", func(t *testing.T, newStore NewStore) {
+		s := newStore(t)
+		// More than a page of the plan, beside instances of another plan
+		// with bindings and operations of their own.
+		want := map[string]bool{}
+		for i := range broker.InstancePageSize + 2 {
+			id := fmt.Sprintf("i-%03d", i)
+			inst := newInstance(id, "")
+			inst.PlanID, inst.State, inst.Version = "plan-large", broker.InstanceReady, 1
+			must(t, s.CreateInstance(t.Context(), inst, finished(newOperation(id, "prov-"+id, broker.KindProvision, at(0)), broker.OperationSucceeded), &broker.Settled{}), "CreateInstance "+id)
+			want[id] = true
+		}
+		for i := range 3 {
+			id := fmt.Sprintf("other-%d", i)
+			provision(t, s, id)
+			bind(t, s, id, "b-"+id)
+		}
+		// One moves to plan-large, one leaves it, one is deprovisioned.
+		moved, up := startInstanceOp(t, s, *getInstance(t, s, "other-0"), broker.KindUpdate)
+		moved.PlanID, moved.State, moved.Op, moved.Version = "plan-large", broker.InstanceReady, "", moved.Version+1
+		must(t, s.FinishOperation(t.Context(), broker.Finish{Op: finished(up, broker.OperationSucceeded), Instance: &moved}), "move other-0")
+		want["other-0"] = true
+		left, up := startInstanceOp(t, s, *getInstance(t, s, "i-001"), broker.KindUpdate)
+		left.PlanID, left.State, left.Op, left.Version = "plan-small", broker.InstanceReady, "", left.Version+1
+		must(t, s.FinishOperation(t.Context(), broker.Finish{Op: finished(up, broker.OperationSucceeded), Instance: &left}), "move i-001")
+		delete(want, "i-001")
+		_, dep := startInstanceOp(t, s, *getInstance(t, s, "i-002"), broker.KindDeprovision)
+		must(t, s.FinishOperation(t.Context(), broker.Finish{Op: finished(dep, broker.OperationSucceeded), DeleteInstance: true}), "deprovision i-002")
+		delete(want, "i-002")
+
+		got := map[string]bool{}
+		page, pages := "", 0
+		for {
+			list, next, err := s.ListInstances(t.Context(), broker.InstanceFilter{PlanID: "plan-large"}, page)
+			must(t, err, fmt.Sprintf("ListInstances page %d", pages))
+			pages++
+			for _, inst := range list {
+				if got[inst.ID] {
+					t.Errorf("instance %s listed twice", inst.ID)
+				}
+				if inst.PlanID != "plan-large" || inst.Parameters != nil || inst.Fingerprint != "" {
+					t.Errorf("instance %s listed with plan %s, parameters %s, fingerprint %q", inst.ID, inst.PlanID, inst.Parameters, inst.Fingerprint)
+				}
+				got[inst.ID] = true
+			}
+			if page = next; page == "" || pages > 3 {
+				break
+			}
+		}
+		if pages < 2 {
+			t.Errorf("listed %d instances in %d page: want more than one page", len(got), pages)
+		}
+		equal(t, "instances of plan-large", got, want)
+		list, _, err := s.ListInstances(t.Context(), broker.InstanceFilter{PlanID: "plan-small"}, "")
+		must(t, err, "ListInstances of plan-small")
+		small := []string{}
+		for _, inst := range list {
+			small = append(small, inst.ID)
+		}
+		slices.Sort(small)
+		equal(t, "instances of plan-small", small, []string{"i-001", "other-1", "other-2"})
+	}},
 }
 
 var resourceCases = []testCase{

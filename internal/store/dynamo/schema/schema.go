@@ -21,6 +21,12 @@ const (
 	ExpiresAt       = "expires_at_epoch"
 	IndexInProgress = "InProgress"
 	InProgressValue = "1"
+	// PlanID is the plan of an instance item (and of the bindings,
+	// operations and other items that carry it), the hash key of the
+	// index IndexByPlan, whose range key is SK: the instances of a plan
+	// are its items with SK "instance".
+	PlanID      = "plan_id"
+	IndexByPlan = "ByPlan"
 )
 
 // TableSchema is the shape of the store's table: its keys, its indexes and
@@ -54,6 +60,16 @@ type Index struct {
 //   - the sparse index InProgress: hash key inprogress, which only an
 //     operation in progress carries, range key SK, every attribute
 //     projected, so that the reaper reads exactly those operations;
+//   - the index ByPlan: hash key plan_id, range key SK, keys only, so that
+//     ops instances --plan and a fleet upgrade's Plan Task read the
+//     instances of the plans they name (plan_id = P and SK = instance)
+//     and nothing else. Every item that carries plan_id (an instance, a
+//     binding, an operation, a detached record, a campaign's item) is in
+//     it, keys only: an index write when such an item is created or
+//     deleted or its plan changes, none when other attributes change.
+//     Its keys are attributes every item has always had, so DynamoDB
+//     fills it for an existing table when the index is added (backfill),
+//     with no migration of the items;
 //   - time to live on expires_at_epoch, which finished operations carry.
 func Table() TableSchema {
 	str := func(name string) KeyAttribute { return KeyAttribute{Name: name, Type: types.ScalarAttributeTypeS} }
@@ -65,6 +81,11 @@ func Table() TableSchema {
 			HashKey:    str(InProgress),
 			RangeKey:   str(SK),
 			Projection: types.ProjectionTypeAll,
+		}, {
+			Name:       IndexByPlan,
+			HashKey:    str(PlanID),
+			RangeKey:   str(SK),
+			Projection: types.ProjectionTypeKeysOnly,
 		}},
 		TimeToLive: ExpiresAt,
 	}
