@@ -19,7 +19,7 @@ func synthesizedPolicy(t *testing.T, template map[string]any) cfnregistry.Policy
 	t.Helper()
 	// What each statement serves is servicerole's word, by Sid.
 	forSid := map[string][]string{}
-	for _, s := range servicerole.Grants("osb", nil) {
+	for _, s := range append(servicerole.Grants("osb", nil), servicerole.DatabaseUserGrants("osb")...) {
 		forSid[s.Sid] = s.For
 	}
 	var p cfnregistry.Policy

@@ -112,6 +112,9 @@ var Unused = join(
 
 	// AWS::IAM::Role and AWS::RolesAnywhere::Profile: roles.go.
 	rolesUnused,
+
+	// AWS::SecretsManager::Secret: dbusers.go.
+	databaseUsersUnused,
 )
 
 // Withheld are the actions a handler of the example templates' types lists

@@ -131,7 +131,12 @@ func RoleReport(w io.Writer, path string) error {
 	if err != nil {
 		return err
 	}
-	policy := servicerole.Policy(servicerole.Grants("osb", "the boundary"))
+	grants := servicerole.Grants("osb", "the boundary")
+	if cat, err := catalog.Load(path); err == nil && len(cat.Networks()) > 0 {
+		// The stack deploys the dbuser functions, and grants these with them.
+		grants = append(grants, servicerole.DatabaseUserGrants("osb")...)
+	}
+	policy := servicerole.Policy(grants)
 	r, err := cfnregistry.Check(resources, policy, servicerole.Unused, slices.Concat(servicerole.Refused, servicerole.Withheld))
 	if err != nil {
 		return err
