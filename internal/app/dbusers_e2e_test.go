@@ -293,6 +293,11 @@ func TestClientBindsDatabaseUsersOnMoto(t *testing.T) {
 			if err := dbusers.CheckName(fmt.Sprint(creds["username"])); err != nil || creds["password"] == "" || creds["uri"] == "" {
 				t.Fatalf("the credentials hold no database user of the binding's: %v", keysOf(creds))
 			}
+			for _, k := range []string{"host", "port", "database_name", "uri"} {
+				if v, _ := creds[k].(string); v == "" {
+					t.Errorf("the credentials lack %s, which apps connect with (have %v)", k, keysOf(creds))
+				}
+			}
 			for _, leaked := range []string{"access_key_id", "secret_access_key", "master_username", "master_password"} {
 				if _, ok := creds[leaked]; ok {
 					t.Errorf("the credentials hand out %s", leaked)
