@@ -111,8 +111,6 @@ func PropsFromContext(node constructs.Node) (BrokerStackProps, error) {
 	p.DatabaseUserCodeDir = c.string(ContextDatabaseUserCode)
 	if vpcs, err := parseDatabaseUserVPCs(c.list(ContextDatabaseUserVPCs)); err != nil {
 		c.errs = append(c.errs, err)
-	} else if vpcs, err = catalogNetworks(p.CatalogPath, vpcs); err != nil {
-		c.errs = append(c.errs, err)
 	} else {
 		p.DatabaseUserVPCs = vpcs
 	}
