@@ -20,7 +20,7 @@ ASL_VALIDATOR := infra/_cli/node_modules/.bin/asl-validator
 export CDK_DISABLE_CLI_TELEMETRY := true
 
 .DEFAULT_GOAL := help
-.PHONY: help run ops test lint unit fuzz-short fuzz infra bench build synth deploy sandbox sandbox-deploy dbservers
+.PHONY: help run ops test lint unit fuzz-short fuzz infra bench build synth deploy sandbox sandbox-deploy dbservers rds-ca-bundle
 
 help: ## List the targets.
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-14s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -110,3 +110,10 @@ dbservers: ## Install the servers the tests start (postgresql 15, mariadb-server
 		$$sudo apt-get update -q && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -q --no-install-recommends $$missing; \
 	fi
 
+
+# The RDS certificate bundle the dbuser function verifies databases with (AWS's global bundle,
+# every Region's CAs), which make build puts beside its bootstrap; without it the function
+# refuses every database. Fetched over HTTPS from AWS's trust store; commit it to pin it.
+rds-ca-bundle: ## Fetch the RDS certificate bundle into functions/dbuser/rds-ca-bundle.pem (make build bundles it with the dbuser function).
+	curl -fsSL --proto '=https' --tlsv1.2 -o functions/dbuser/rds-ca-bundle.pem https://truststore.pki.rds.amazonaws.com/global/global-bundle.pem
+	@grep -c 'BEGIN CERTIFICATE' functions/dbuser/rds-ca-bundle.pem | sed 's/$$/ certificates in functions\/dbuser\/rds-ca-bundle.pem/'

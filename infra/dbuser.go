@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -15,6 +16,8 @@ import (
 	"github.com/aws/jsii-runtime-go"
 
 	"github.com/serverless-osb/broker/infra/servicerole"
+	"github.com/serverless-osb/broker/internal/catalog"
+	"github.com/serverless-osb/broker/internal/deploy"
 )
 
 // DatabaseUserVPC is a VPC the catalog's database plans name: the stack
@@ -25,6 +28,36 @@ type DatabaseUserVPC struct {
 	// SubnetIDs are private subnets of the VPC that reach the databases,
 	// Secrets Manager and S3.
 	SubnetIDs []string
+	// SecurityGroupIDs are the catalog's networks' client security groups
+	// in the VPC, which the function joins beside its own: the databases
+	// admit their members on their port.
+	SecurityGroupIDs []string
+}
+
+// catalogNetworks adds to vpcs (the databaseUserVpcs context's) the VPCs
+// of the catalog's networks (catalog.yaml's top-level networks), where the
+// catalog's database plans run their Custom::DatabaseUser function: the
+// catalog is the one place that says where databases live. Two networks
+// in one VPC share its function, in the first one's subnets.
+func catalogNetworks(path string, vpcs []DatabaseUserVPC) ([]DatabaseUserVPC, error) {
+	if path == "" {
+		return vpcs, nil
+	}
+	cat, err := catalog.Load(path)
+	if err != nil {
+		return nil, err
+	}
+	for _, n := range cat.Networks() {
+		i := slices.IndexFunc(vpcs, func(v DatabaseUserVPC) bool { return v.VpcID == n.VpcID })
+		if i < 0 {
+			vpcs = append(vpcs, DatabaseUserVPC{VpcID: n.VpcID, SubnetIDs: n.SubnetIDs})
+			i = len(vpcs) - 1
+		}
+		if g := n.ClientSecurityGroupID; g != "" && !slices.Contains(vpcs[i].SecurityGroupIDs, g) {
+			vpcs[i].SecurityGroupIDs = append(vpcs[i].SecurityGroupIDs, g)
+		}
+	}
+	return vpcs, nil
 }
 
 // ContextDatabaseUserVPCs lists the VPCs, comma-separated (or a list in
@@ -65,11 +98,6 @@ func parseDatabaseUserVPCs(items []string) ([]DatabaseUserVPC, error) {
 		vpcs = append(vpcs, v)
 	}
 	return vpcs, nil
-}
-
-// DatabaseUserFunctionName is the function's name in a VPC.
-func DatabaseUserFunctionName(prefix, vpc string) string {
-	return strings.ToLower(prefix) + "-dbuser-" + vpc
 }
 
 // reasonENIs is why the dbuser role's network interface statement names "*".
@@ -156,11 +184,12 @@ func (b *builder) databaseUsers() {
 			logs:        logs,
 			env:         map[string]*string{},
 		})
+		groups := append([]*string{group.AttrGroupId()}, *jsii.Strings(v.SecurityGroupIDs...)...)
 		cfn := fn.Node().DefaultChild().(awslambda.CfnFunction)
-		cfn.SetFunctionName(jsii.String(DatabaseUserFunctionName(prefix, v.VpcID)))
+		cfn.SetFunctionName(jsii.String(deploy.DatabaseUserFunctionName(prefix, v.VpcID)))
 		cfn.SetVpcConfig(&awslambda.CfnFunction_VpcConfigProperty{
 			SubnetIds:        jsii.Strings(v.SubnetIDs...),
-			SecurityGroupIds: &[]*string{group.AttrGroupId()},
+			SecurityGroupIds: &groups,
 		})
 		awscdk.NewCfnOutput(b.stack, jsii.String(id+"SecurityGroupId"), &awscdk.CfnOutputProps{
 			Description: jsii.String("The security group of the Custom::DatabaseUser function in " + v.VpcID +

@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
 	"github.com/aws/jsii-runtime-go"
 
+	"github.com/serverless-osb/broker/internal/deploy"
 	"github.com/serverless-osb/broker/internal/drivers/cloudformation"
 )
 
@@ -223,7 +224,7 @@ func serviceStackARNs(t *testing.T, prefix string) []target {
 			// The binding templates name their secret after the stack.
 			out = append(out, target{arn: targetARN("secretsmanager", testRegion, "secret:"+stack+"-db-user-AbCdEf")})
 		case "Custom::DatabaseUser":
-			out = append(out, target{arn: targetARN("lambda", testRegion, "function:"+DatabaseUserFunctionName(prefix, "vpc-0123456789abcdef0"))})
+			out = append(out, target{arn: targetARN("lambda", testRegion, "function:"+deploy.DatabaseUserFunctionName(prefix, "vpc-0123456789abcdef0"))})
 		case "AWS::RDS::DBSubnetGroup":
 			out = append(out, target{arn: targetARN("rds", testRegion, "subgrp:"+generatedName(stack, r.LogicalID, true))})
 		case "AWS::EC2::SecurityGroup":

@@ -123,7 +123,7 @@ func (b *builder) suppressDeclaredWildcards() {
 // boundary's wildcards are as they are.
 func (b *builder) suppressServiceRoleWildcards() {
 	suppress(b.boundary, wildcardRules(servicerole.Boundary(b.props.StackPrefix))...)
-	serviceRole := wildcardRules(servicerole.Grants(b.props.StackPrefix, nil))
+	serviceRole := wildcardRules(b.serviceRoleStatements(nil))
 	var awsManaged []any
 	for _, arn := range b.props.ServiceRolePolicyARNs {
 		if strings.Contains(arn, ":iam::aws:policy/") {
@@ -135,7 +135,7 @@ func (b *builder) suppressServiceRoleWildcards() {
 	}
 	suppress(b.serviceRole, serviceRole...)
 	for _, p := range b.serviceRoleGrants {
-		suppress(p, wildcardRules(servicerole.Grants(b.props.StackPrefix, nil))...)
+		suppress(p, wildcardRules(b.serviceRoleStatements(nil))...)
 	}
 }
 

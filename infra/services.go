@@ -110,7 +110,7 @@ func (b *builder) services() {
 		Statements: &boundary,
 	})
 	var statements []awsiam.PolicyStatement
-	for _, s := range servicerole.Grants(b.props.StackPrefix, b.boundary.ManagedPolicyArn()) {
+	for _, s := range b.serviceRoleStatements(b.boundary.ManagedPolicyArn()) {
 		statements = append(statements, policyStatement(b.stack, s))
 	}
 	// The boundary itself may not be changed: it is what the conditions
@@ -153,4 +153,9 @@ func (b *builder) services() {
 		EnforceSSL:        jsii.Bool(true),
 		ObjectOwnership:   awss3.ObjectOwnership_BUCKET_OWNER_ENFORCED,
 	})
+}
+
+// serviceRoleStatements are the service role's grants (servicerole.Grants).
+func (b *builder) serviceRoleStatements(boundary any) []servicerole.Statement {
+	return servicerole.Grants(b.props.StackPrefix, boundary)
 }

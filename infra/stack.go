@@ -80,6 +80,10 @@ func NewBrokerStack(scope constructs.Construct, id string, props *BrokerStackPro
 	if err != nil {
 		return nil, fmt.Errorf("stack %s: %w", id, err)
 	}
+	// The catalog's networks add the VPCs of their dbuser functions.
+	if p.DatabaseUserVPCs, err = catalogNetworks(p.CatalogPath, p.DatabaseUserVPCs); err != nil {
+		return nil, fmt.Errorf("stack %s: %w", id, err)
+	}
 	if err := checkDatabaseUserAsset(p); err != nil {
 		return nil, fmt.Errorf("stack %s: %w", id, err)
 	}

@@ -6,8 +6,6 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -23,10 +21,6 @@ import (
 	"github.com/serverless-osb/broker/internal/searchusers"
 )
 
-// caBundle is the RDS certificate bundle, beside the bootstrap when the
-// build put it there.
-const caBundle = "rds-ca-bundle.pem"
-
 func main() {
 	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
 	cfg, err := config.LoadDefaultConfig(context.Background())
@@ -34,17 +28,17 @@ func main() {
 		fmt.Fprintln(os.Stderr, "serverless-osb dbuser:", err)
 		os.Exit(1)
 	}
-	t := &tls.Config{MinVersion: tls.VersionTLS12}
-	if pem, err := os.ReadFile(caBundle); err == nil {
-		t.RootCAs = x509.NewCertPool()
-		t.RootCAs.AppendCertsFromPEM(pem)
-	} else {
-		// Encrypted still, but the server is not authenticated.
-		t.InsecureSkipVerify = true
-		log.Warn("no RDS certificate bundle: database servers' certificates are not verified", "file", caBundle)
-	}
 	secrets := secretsmanager.NewFromConfig(cfg)
-	h := &dbusers.Handler{Secrets: secrets, TLS: t, Log: log}
+	h := &dbusers.Handler{Secrets: secrets, Log: log}
+	// Without the bundle the handler refuses to connect rather than send
+	// the master's password to a server it cannot authenticate.
+	if pem, err := os.ReadFile(dbusers.BundleFile); err != nil {
+		h.Unavailable = dbusers.ErrNoBundle
+		log.Error("no RDS certificate bundle: every request fails", "file", dbusers.BundleFile)
+	} else if h.TLS, err = dbusers.VerifyingTLS(pem); err != nil {
+		h.Unavailable = fmt.Errorf("%s: %w", dbusers.BundleFile, err)
+		log.Error("the RDS certificate bundle is unusable: every request fails", "file", dbusers.BundleFile)
+	}
 	// The domains' certificates are public ones: the system's roots verify
 	// them.
 	search := &searchusers.Handler{Secrets: secrets, HTTP: &http.Client{Timeout: 30 * time.Second}, Log: log}

@@ -134,6 +134,8 @@ var Unused = join(
 
 	// AWS::IAM::Role and AWS::RolesAnywhere::Profile: roles.go.
 	rolesUnused,
+
+	// AWS::SecretsManager::Secret: dbusers.go.
 )
 
 // Withheld are the actions a handler of the example templates' types lists

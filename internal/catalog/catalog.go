@@ -54,6 +54,12 @@ type Settings struct {
 	// DefaultOutageBudget; always shorter than maximum_polling_duration,
 	// after which the reaper stops the operation).
 	OutageBudget time.Duration
+	// Network is where the plan's resources live (broker.network, or the
+	// catalog's default network); nil when neither. NetworkNamed says the
+	// plan named it, so that a driver whose templates take no network can
+	// refuse the setting rather than ignore it.
+	Network      *Network
+	NetworkNamed bool
 	// Config holds the driver's own settings: every other key of the block,
 	// as decoded from YAML (nil when there are none). The driver checks
 	// them when the broker starts.
@@ -160,6 +166,7 @@ type Catalog struct {
 	Dir string
 
 	services  []*Service
+	networks  []*Network
 	byService map[string]*Service
 	byPlan    map[string]planEntry
 	json      []byte

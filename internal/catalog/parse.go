@@ -3,6 +3,7 @@ package catalog
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"regexp"
 	"slices"
@@ -72,16 +73,20 @@ func (ck *checker) catalog(doc any) (*Catalog, error) {
 		return nil, ck.err()
 	}
 	for _, k := range sortedKeys(root) {
-		if k != "services" {
-			ck.problem(field("", k), `unknown top-level key; the catalog has only "services" (broker settings go in each plan's "broker" block)`)
+		if k != "services" && k != "networks" {
+			ck.problem(field("", k), `unknown top-level key; the catalog has "services" and "networks" (broker settings go in each plan's "broker" block)`)
 		}
 	}
+	ck.nets = ck.networks(root)
 	list, ok := ck.list(root, "", "services", true)
 	if !ok {
 		return nil, ck.err()
 	}
 
 	c := &Catalog{Source: source, byService: map[string]*Service{}, byPlan: map[string]planEntry{}}
+	for _, name := range slices.Sorted(maps.Keys(ck.nets)) {
+		c.networks = append(c.networks, ck.nets[name])
+	}
 	names := map[string]string{} // offering name -> path of its offering
 	for i, v := range list {
 		p := index("services", i)
@@ -132,6 +137,8 @@ type checker struct {
 	// lazy leaves each parameters schema to be compiled on its first use
 	// (LoadChecked).
 	lazy bool
+	// nets are the catalog's networks, by name, which plans resolve.
+	nets map[string]*Network
 }
 
 // ownerKey is an id of some kind; see checker.unique.
@@ -306,6 +313,7 @@ func (ck *checker) settings(p string, plan map[string]any) Settings {
 			ck.problem(field(bp, "deprovision"), "%q is not a deprovision mode; use %s or %s", d, DeprovisionWait, DeprovisionDetach)
 		}
 	}
+	ck.network(&st, b, ck.nets)
 	st.SensitiveParameters, _ = ck.boolean(b, bp, "sensitive_parameters", false)
 	st.OutageBudget = ck.duration(b, bp, "outage_budget")
 	st.CredentialLifetime = ck.duration(b, bp, "credential_lifetime")
@@ -323,7 +331,7 @@ func (ck *checker) settings(p string, plan map[string]any) Settings {
 
 // brokerKeys are the broker block's keys that are the broker's; every
 // other key is the driver's.
-var brokerKeys = []string{"driver", "mode", "deprovision", "credential_lifetime", "credential_renewal", "sensitive_parameters", "outage_budget"}
+var brokerKeys = []string{"driver", "mode", "deprovision", "credential_lifetime", "credential_renewal", "sensitive_parameters", "outage_budget", "network"}
 
 // outageBudget checks a plan's outage_budget against its
 // maximum_polling_duration, after which the reaper stops an operation (the

@@ -268,7 +268,7 @@ func TestBadCatalogs(t *testing.T) {
 			`bad.yaml: services: is required (a list)`},
 		{"an unknown top-level key is refused",
 			func(c catalog) { c["service"] = []any{} },
-			`bad.yaml: service: unknown top-level key; the catalog has only "services"`},
+			`bad.yaml: service: unknown top-level key; the catalog has "services" and "networks"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -247,7 +247,7 @@ func Check(resources []Resource, policy Policy, unused []Unused, refused []Refus
 		}
 	}
 	for _, t := range types {
-		s, ok := schemas[t]
+		s, ok := schemaOf(schemas, t)
 		if !ok || len(s.Handlers) == 0 {
 			r.Unknown = append(r.Unknown, byType[t][0])
 			continue
@@ -289,7 +289,7 @@ func Excess(policy Policy, types []string, extra []Extra) ([]string, error) {
 	}
 	needed := map[string]bool{}
 	for _, t := range types {
-		s, ok := schemas[t]
+		s, ok := schemaOf(schemas, t)
 		if !ok {
 			return nil, fmt.Errorf("%s: no kept schema", t)
 		}

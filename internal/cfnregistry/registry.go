@@ -28,6 +28,38 @@ var schemaFiles embed.FS
 // needs none of its actions.
 var StackHandlers = []string{"create", "read", "update", "delete"}
 
+// CustomResource is the schema of every custom resource type (Custom::NAME,
+// AWS::CloudFormation::CustomResource): the registry has none, and
+// CloudFormation's one call for each is to invoke the function its
+// ServiceToken names, with the stack's credentials (its service role's
+// when it has one), on create, update and delete (the CloudFormation
+// User Guide, "Lambda-backed custom resources"). An SNS ServiceToken
+// would need sns:Publish instead; the broker's templates name functions.
+var CustomResource = Schema{
+	TypeName: "AWS::CloudFormation::CustomResource",
+	Source:   "the CloudFormation User Guide, Lambda-backed custom resources: the stack's role invokes the ServiceToken's function",
+	Handlers: map[string]Handler{
+		"create": {Permissions: []string{"lambda:InvokeFunction"}},
+		"update": {Permissions: []string{"lambda:InvokeFunction"}},
+		"delete": {Permissions: []string{"lambda:InvokeFunction"}},
+	},
+}
+
+// IsCustom says whether typ is a custom resource type.
+func IsCustom(typ string) bool {
+	return strings.HasPrefix(typ, "Custom::") || typ == CustomResource.TypeName
+}
+
+// schemaOf is typ's schema among schemas, CustomResource for a custom
+// type.
+func schemaOf(schemas map[string]Schema, typ string) (Schema, bool) {
+	if IsCustom(typ) {
+		return CustomResource, true
+	}
+	s, ok := schemas[typ]
+	return s, ok
+}
+
 // Schema is what the broker keeps of one resource type's registry schema.
 type Schema struct {
 	TypeName string             `json:"typeName"`

@@ -256,3 +256,28 @@ func TestACustomResourceNeedsItsFunctionInvoked(t *testing.T) {
 		t.Errorf("a policy granting nothing: %+v %v, want lambda:InvokeFunction missing for each handler", r, err)
 	}
 }
+
+// TestACustomDatabaseUserNeedsItsFunctionInvoked: a Custom:: type is known
+// (not Unknown), and what its stack's role needs is lambda:InvokeFunction,
+// on create, update and delete.
+func TestACustomDatabaseUserNeedsItsFunctionInvoked(t *testing.T) {
+	user := Resource{File: "binding-user.yaml", LogicalID: "DatabaseUser", Type: "Custom::DatabaseUser", Properties: []string{"ServiceToken"}}
+	r, err := Check([]Resource{user}, Policy{{Sid: "Other", Actions: []string{"secretsmanager:*"}, Scoped: true}}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var missing []string
+	for _, m := range r.Missing {
+		missing = append(missing, m.Handler+" "+m.Action)
+	}
+	if len(r.Unknown) > 0 || !slices.Equal(missing, []string{"create lambda:InvokeFunction", "update lambda:InvokeFunction", "delete lambda:InvokeFunction"}) {
+		t.Errorf("unknown %v, missing %v", r.Unknown, missing)
+	}
+	granted := Policy{{Sid: "InvokeDatabaseUserFunctions", Actions: []string{"lambda:InvokeFunction"}, Scoped: true}}
+	if r, _ := Check([]Resource{user}, granted, nil, nil); len(r.Missing)+len(r.Unknown) > 0 {
+		t.Errorf("with the grant: %+v", r)
+	}
+	if excess, err := Excess(granted, []string{"Custom::DatabaseUser"}, nil); err != nil || len(excess) > 0 {
+		t.Errorf("excess %v %v", excess, err)
+	}
+}

@@ -57,9 +57,13 @@ type SecretsAPI interface {
 // Handler answers CloudFormation's requests for Custom::DatabaseUser.
 type Handler struct {
 	Secrets SecretsAPI
-	// TLS is how the handler reaches databases; nil only in tests.
+	// TLS is how the handler reaches databases (VerifyingTLS); nil only in
+	// tests on loopback.
 	TLS *tls.Config
-	Log *slog.Logger
+	// Unavailable, when set, is why the handler reaches no database
+	// (ErrNoBundle): every request that would connect fails with it.
+	Unavailable error
+	Log         *slog.Logger
 }
 
 // Open connects to the database p names, as its master.
@@ -86,6 +90,11 @@ func (h *Handler) Handle(ctx context.Context, e cfn.Event) (string, map[string]a
 	// holds another id) made nothing to delete, whatever its properties.
 	if e.RequestType == cfn.RequestDelete && CheckName(e.PhysicalResourceID) != nil {
 		return e.PhysicalResourceID, nil, nil
+	}
+	// Nor did a create the handler could not try: no user name, so that
+	// the rollback's delete is the no-op above.
+	if e.RequestType == cfn.RequestCreate && h.Unavailable != nil {
+		return "", nil, h.Unavailable
 	}
 	p, err := ParseProperties(e.ResourceProperties)
 	if err != nil {
@@ -186,6 +195,9 @@ func (h *Handler) delete(ctx context.Context, name string, p Properties) error {
 
 // master reads the master's credentials.
 func (h *Handler) master(ctx context.Context, p Properties) (Conn, error) {
+	if h.Unavailable != nil {
+		return Conn{}, h.Unavailable
+	}
 	var s bindingSecret
 	if err := h.readSecret(ctx, p.MasterSecretArn, &s); err != nil {
 		return Conn{}, fmt.Errorf("read the master secret: %w", err)

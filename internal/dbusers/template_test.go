@@ -11,7 +11,7 @@ import (
 )
 
 // The binding templates that use the custom resource, from this folder.
-var userTemplates = []string{"../../services/rds-postgresql/binding-user.yaml",
+var userTemplates = []string{"../../services/rds-postgresql/binding-user.yaml", "../../services/rds-mysql/binding-user.yaml",
 	"../../services/aurora-postgresql/binding.yaml", "../../services/aurora-mysql/binding.yaml"}
 
 // template is what the contract test reads of a template: its parameters'

@@ -3,6 +3,7 @@ package deploy
 import (
 	"fmt"
 	"regexp"
+	"strings"
 )
 
 // HeaderOriginVerify carries the origin secret that the stack's front door
@@ -41,4 +42,12 @@ func CheckStackPrefix(p string) error {
 		return fmt.Errorf("%q must start with a letter and hold only letters, digits and hyphens (CloudFormation's rule for stack names)", p)
 	}
 	return nil
+}
+
+// DatabaseUserFunctionName is the name of the broker's Custom::DatabaseUser
+// function in a VPC (functions/dbuser): infra deploys one in each VPC the
+// catalog's networks name, and the CloudFormation driver passes its name
+// to the binding templates that make a database user per binding.
+func DatabaseUserFunctionName(prefix, vpcID string) string {
+	return strings.ToLower(prefix) + "-dbuser-" + vpcID
 }

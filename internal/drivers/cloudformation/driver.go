@@ -368,7 +368,8 @@ func (d *Driver) startCreate(ctx context.Context, c broker.Change, s *Settings, 
 		// Users' values first, so that neither they nor the plan can
 		// point a binding at another instance's resources, nor at
 		// another app.
-		in.Parameters = createParameters(merge(t, given, s.BindingParameters, inst.Outputs, d.deployed(t), role))
+		in.Parameters = createParameters(merge(t, given, s.BindingParameters, inst.Outputs, d.deployed(t), role,
+			databaseUserFunction(d.Deployment.StackPrefix, s, t)))
 		in.Tags = bindingTags(c, rec.CreatedBy)
 	}
 

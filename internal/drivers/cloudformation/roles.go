@@ -51,7 +51,7 @@ var roleParameters = []string{AppGUIDParameter, TrustAnchorParameter}
 // Configure refuses a template that declares a role parameter on a plan
 // that is not a role plan.
 func driverSupplied(name string) bool {
-	return name == BoundaryParameter || slices.Contains(roleParameters, name)
+	return name == BoundaryParameter || slices.Contains(roleParameters, name) || name == DatabaseUserFunctionParameter
 }
 
 // configureCredentials reads binding_credentials and trust_anchor_arn, and
@@ -113,8 +113,9 @@ func configureCredentials(config map[string]any, s *Settings) error {
 }
 
 var roleParameterMeaning = map[string]string{
-	AppGUIDParameter:     "the bound app's GUID (the bind request's app_guid)",
-	TrustAnchorParameter: "the plan's " + KeyTrustAnchorARN,
+	AppGUIDParameter:              "the bound app's GUID (the bind request's app_guid)",
+	TrustAnchorParameter:          "the plan's " + KeyTrustAnchorARN,
+	DatabaseUserFunctionParameter: "the broker's Custom::DatabaseUser function in the plan's network's VPC",
 }
 
 // Warning is what the operator should know of the plan at start

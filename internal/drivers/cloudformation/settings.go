@@ -83,6 +83,9 @@ type Settings struct {
 	// Placement says where the plan's instances live; nil: in the
 	// broker's own account and Region (placement.go).
 	Placement *Placement
+	// Network is the network whose VPC, subnets and client rules the
+	// plan's templates are fixed to; nil when they take none (network.go).
+	Network *catalog.Network
 	// digest is PlanDigest, computed once by Configure.
 	digest string
 	// BindingCredentials is what a binding hands out: CredentialsAccessKey
@@ -254,6 +257,9 @@ func Configure(plan *catalog.Plan, config map[string]any, dir string) (*Settings
 	}
 
 	if s.Placement, err = configurePlacement(plan, config); err != nil {
+		return nil, err
+	}
+	if err := configureNetwork(plan, s); err != nil {
 		return nil, err
 	}
 	s.Accepted = map[catalog.SchemaKind][]string{}
@@ -736,6 +742,8 @@ func properties(k catalog.SchemaKind, accepted map[catalog.SchemaKind][]string, 
 		case t.Parameters[name].Type == "":
 			problems = append(problems, catalog.PlanFieldf(field, "the %s %s declares no parameter %s, so the broker could not pass it on; it declares %s",
 				templateKey, t.Path, name, list(slices.Sorted(maps.Keys(t.Parameters)))))
+		case isFixed && isNetworkParameter(name):
+			problems = append(problems, catalog.PlanFieldf(field, "the plan's network fixes %s (the catalog's networks, broker.network), which users cannot override; remove it from the schema", name))
 		case isFixed:
 			problems = append(problems, catalog.PlanFieldf(field, "the plan fixes %s (broker.%s.%s), which users cannot override; remove it from the schema, or from %s to let users set it",
 				name, fixedKey, name, fixedKey))

@@ -1,4 +1,4 @@
-# moto_server 5.2.1 with sixteen fixes.
+# moto_server 5.2.1 with eighteen fixes.
 #
 # 1. A second StartExecution fails with HTTP 500
 # ("cannot pickle '_thread.RLock'", moto issue 10077) because StartExecution
@@ -682,6 +682,183 @@ def _s3_iam_request_as_signed(self, *args, path, **kwargs):
 
 
 S3IAMRequest.__init__ = _s3_iam_request_as_signed
+
+# 17. moto's CloudFormation has no model for AWS::SecretsManager::Secret: it
+# skips the resource ("No Moto CloudFormation support"), so a template's
+# secret is never made and its Ref is its logical id. Make it as Secrets
+# Manager would: Name (or a generated name), GenerateSecretString's
+# password under GenerateStringKey in SecretStringTemplate (or
+# SecretString), the Ref its ARN; deleted with the stack, at once.
+from moto.core.common_models import CloudFormationModel  # noqa: E402
+from moto.secretsmanager.models import secretsmanager_backends  # noqa: E402
+
+
+def _flag(v):
+    return str(v).lower() == "true"
+
+
+class _CfnSecret(CloudFormationModel):
+    # moto's models register under the service their module names.
+    __module__ = "moto.secretsmanager.models"
+
+    def __init__(self, account_id, region_name, arn):
+        self.account_id, self.region_name, self.arn = account_id, region_name, arn
+
+    @staticmethod
+    def cloudformation_name_type():
+        return "Name"
+
+    @staticmethod
+    def cloudformation_type():
+        return "AWS::SecretsManager::Secret"
+
+    @property
+    def physical_resource_id(self):
+        return self.arn
+
+    @classmethod
+    def create_from_cloudformation_json(cls, resource_name, cloudformation_json, account_id, region_name, **kwargs):
+        props = cloudformation_json.get("Properties", {})
+        backend = secretsmanager_backends[account_id][region_name]
+        value = props.get("SecretString")
+        gen = props.get("GenerateSecretString")
+        if gen is not None:
+            password = json.loads(backend.get_random_password(
+                password_length=int(gen.get("PasswordLength", 32)),
+                exclude_characters=gen.get("ExcludeCharacters", ""),
+                exclude_numbers=_flag(gen.get("ExcludeNumbers")),
+                exclude_punctuation=_flag(gen.get("ExcludePunctuation")),
+                exclude_uppercase=_flag(gen.get("ExcludeUppercase")),
+                exclude_lowercase=_flag(gen.get("ExcludeLowercase")),
+                include_space=_flag(gen.get("IncludeSpace")),
+                require_each_included_type=_flag(gen.get("RequireEachIncludedType", "true"))))["RandomPassword"]
+            if gen.get("GenerateStringKey"):
+                template = json.loads(gen.get("SecretStringTemplate") or "{}")
+                template[gen["GenerateStringKey"]] = password
+                value = json.dumps(template)
+            else:
+                value = password
+        out = json.loads(backend.create_secret(
+            name=props.get("Name") or resource_name, secret_string=value, secret_binary=None,
+            description=props.get("Description"), tags=props.get("Tags"), kms_key_id=props.get("KmsKeyId"),
+            client_request_token=None, replica_regions=[], force_overwrite=False))
+        return cls(account_id, region_name, out["ARN"])
+
+    def delete(self, account_id, region_name):
+        secretsmanager_backends[account_id][region_name].delete_secret(self.arn, None, True)
+
+
+# 18. moto's CloudFormation answers a Lambda-backed custom resource
+# (Custom::NAME) by invoking the ServiceToken's function through Docker,
+# which is not here, with a ResponseURL at host.docker.internal:5000, and
+# leaves the stack CREATE_IN_PROGRESS until a SUCCESS reaches it; it sends
+# no Delete, and ignores a FAILED answer. When the function in moto's
+# Lambda has the environment variable MOTO_CUSTOM_RESOURCE_URL (a test
+# sets it: a named fake of Lambda that runs the real handler), send the
+# Create and the Delete to that URL, as CloudFormation's event (the
+# ResponseURL this server's own), the Delete waiting for its answer as
+# CloudFormation does; keep the PhysicalResourceId a SUCCESS answers (the
+# Delete names it); a FAILED answer fails the stack, with its Reason.
+import urllib.request  # noqa: E402
+
+from moto.awslambda import lambda_backends  # noqa: E402
+from moto.awslambda_simple.models import lambda_simple_backends  # noqa: E402
+from moto.cloudformation import custom_model as _custom_model  # noqa: E402
+from moto.cloudformation import responses as _cfn_responses  # noqa: E402
+from moto.cloudformation.models import cloudformation_backends  # noqa: E402
+
+
+def _own_address():
+    args = sys.argv[1:]
+    host = args[args.index("-H") + 1] if "-H" in args else "127.0.0.1"
+    port = args[args.index("-p") + 1] if "-p" in args else "5000"
+    return f"http://{host}:{port}"
+
+
+def _custom_resource_url(account_id, region_name, service_token):
+    # Configured not to use Docker (mototest does), moto serves Lambda from
+    # awslambda_simple's backends, where CloudFormation does not look.
+    for backends in (lambda_simple_backends, lambda_backends):
+        try:
+            fn = backends[account_id][region_name].get_function(service_token)
+        except Exception:  # noqa: BLE001 - not in this backend
+            continue
+        return (fn.environment_vars or {}).get("MOTO_CUSTOM_RESOURCE_URL")
+    return None
+
+
+def _send_custom_event(url, event):
+    req = urllib.request.Request(url, data=json.dumps(event).encode(), method="POST",
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=120) as resp:
+        resp.read()
+
+
+_custom_create = _custom_model.CustomModel.create_from_cloudformation_json
+_deleting = {}
+
+
+def _custom_create_to_url(cls, resource_name, cloudformation_json, account_id, region_name, **kwargs):
+    properties = cloudformation_json["Properties"]
+    url = _custom_resource_url(account_id, region_name, properties["ServiceToken"])
+    if not url:
+        return _custom_create.__func__(cls, resource_name, cloudformation_json, account_id, region_name, **kwargs)
+    stack_id = kwargs["StackId"]
+    resource = cls(region_name, str(mock_random.uuid4()), kwargs["LogicalId"], resource_name)
+    resource.event = {
+        "ServiceToken": properties["ServiceToken"],
+        "ResponseURL": f"{_own_address()}/cloudformation_{region_name}/cfnresponse?stack={stack_id}",
+        "StackId": stack_id, "LogicalResourceId": kwargs["LogicalId"], "ResourceType": kwargs["ResourceType"],
+        "ResourceProperties": properties,
+    }
+    resource.url, resource.account_id, resource.stack_id = url, account_id, stack_id
+    cloudformation_backends[account_id][region_name].get_stack(stack_id).add_custom_resource(resource)
+    event = dict(resource.event, RequestType="Create", RequestId=resource.request_id)
+    threading.Thread(target=_send_custom_event, args=(url, event), daemon=True).start()
+    return resource
+
+
+def _custom_delete(self, account_id, region_name):
+    url = getattr(self, "url", None)
+    if not url:
+        return
+    event = dict(self.event, RequestType="Delete", RequestId=str(mock_random.uuid4()),
+                 PhysicalResourceId=getattr(self, "answered_id", None) or self.resource_name)
+    # moto takes the stack off its list before it deletes its resources:
+    # the answer finds the resource here.
+    _deleting[(self.stack_id, self.logical_id)] = self
+    try:
+        _send_custom_event(url, event)
+    finally:
+        _deleting.pop((self.stack_id, self.logical_id), None)
+    if getattr(self, "delete_failure", None):
+        raise RuntimeError(self.delete_failure)
+
+
+def _process_cfn_response_kept(self):
+    deleted = _deleting.get((self._get_param("StackId"), self._get_param("LogicalResourceId")))
+    if deleted is not None:
+        if self._get_param("Status") != "SUCCESS":
+            deleted.delete_failure = self._get_param("Reason")
+        return 200, {"status": 200}, json.dumps("{}")
+    stack = self.cloudformation_backend.get_stack(self._get_param("StackId"))
+    resource = stack.get_custom_resource(self._get_param("LogicalResourceId"))
+    if self._get_param("Status") == "SUCCESS":
+        resource.answered_id = self._get_param("PhysicalResourceId")
+        resource.set_data(self._get_param("Data") or {})
+        stack.verify_readiness()
+    else:
+        stack.status = "ROLLBACK_COMPLETE"
+        stack.status_reason = self._get_param("Reason")
+        stack._add_stack_event("CREATE_FAILED", resource_status_reason=self._get_param("Reason"))
+    return 200, {"status": 200}, json.dumps("{}")
+
+
+from moto.moto_api._internal import mock_random  # noqa: E402
+
+_custom_model.CustomModel.create_from_cloudformation_json = classmethod(_custom_create_to_url)
+_custom_model.CustomModel.delete = _custom_delete
+_cfn_responses.CloudFormationResponse.process_cfn_response = _process_cfn_response_kept
 
 from moto.server import main  # noqa: E402
 

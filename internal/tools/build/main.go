@@ -47,6 +47,7 @@ import (
 	"github.com/serverless-osb/broker/infra/servicerole"
 	"github.com/serverless-osb/broker/internal/catalog"
 	"github.com/serverless-osb/broker/internal/cfnregistry"
+	"github.com/serverless-osb/broker/internal/dbusers"
 	"github.com/serverless-osb/broker/internal/deploy"
 	"github.com/serverless-osb/broker/internal/drivers"
 	"github.com/serverless-osb/broker/internal/drivers/cloudformation"
@@ -252,6 +253,11 @@ func Build(c Config) ([]Size, error) {
 		if err := writeFiles(dir, files); err != nil {
 			return sizes, fmt.Errorf("%s: %w", fn, err)
 		}
+		if fn == "dbuser" {
+			if err := bundleRDSCertificates(c.Root, dir); err != nil {
+				return sizes, err
+			}
+		}
 		zipPath := filepath.Join(out, fn+".zip")
 		n, err := WriteZip(zipPath, dir)
 		if err != nil {
@@ -263,6 +269,29 @@ func Build(c Config) ([]Size, error) {
 		}
 	}
 	return sizes, errors.Join(tooLarge...)
+}
+
+// RDSBundleSource is where make rds-ca-bundle puts the RDS certificate
+// bundle, which the dbuser function verifies database servers with.
+const RDSBundleSource = "functions/dbuser/" + dbusers.BundleFile
+
+// bundleRDSCertificates copies the RDS certificate bundle, when fetched,
+// beside the dbuser function's bootstrap. Without it the function is
+// built all the same (a catalog without networks never calls it), and
+// refuses to connect to any database (dbusers.ErrNoBundle).
+func bundleRDSCertificates(root, dir string) error {
+	pem, err := os.ReadFile(filepath.Join(root, RDSBundleSource))
+	if errors.Is(err, fs.ErrNotExist) {
+		fmt.Fprintf(os.Stderr, "build: %s is missing (make rds-ca-bundle fetches it): the dbuser function will refuse every database\n", RDSBundleSource)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if _, err := dbusers.VerifyingTLS(pem); err != nil {
+		return fmt.Errorf("%s: %w", RDSBundleSource, err)
+	}
+	return os.WriteFile(filepath.Join(dir, dbusers.BundleFile), pem, 0o644)
 }
 
 // BundlePath is where in a bundle the catalog's file name goes: the same

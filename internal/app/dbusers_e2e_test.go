@@ -1,0 +1,395 @@
+package app_test
+
+import (
+	"archive/zip"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/cfn"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/cloudformation"
+	"github.com/aws/aws-sdk-go-v2/service/iam"
+	"github.com/aws/aws-sdk-go-v2/service/lambda"
+	lambdatypes "github.com/aws/aws-sdk-go-v2/service/lambda/types"
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
+	"github.com/google/uuid"
+	osb "sigs.k8s.io/go-open-service-broker-client/v2"
+
+	"github.com/serverless-osb/broker/internal/app/apptest"
+	"github.com/serverless-osb/broker/internal/dbtest"
+	"github.com/serverless-osb/broker/internal/dbusers"
+	"github.com/serverless-osb/broker/internal/deploy"
+	cfndriver "github.com/serverless-osb/broker/internal/drivers/cloudformation"
+	"github.com/serverless-osb/broker/internal/mototest"
+	"github.com/serverless-osb/broker/internal/osbtest"
+	"github.com/serverless-osb/broker/internal/waittest"
+)
+
+// networkTemplate makes, in moto, the VPC the catalog's network names.
+const networkTemplate = `{
+  "Resources": {
+    "Vpc": {"Type": "AWS::EC2::VPC", "Properties": {"CidrBlock": "10.9.0.0/16"}},
+    "A": {"Type": "AWS::EC2::Subnet", "Properties": {"VpcId": {"Ref": "Vpc"}, "CidrBlock": "10.9.1.0/24", "AvailabilityZone": "us-east-1a"}},
+    "B": {"Type": "AWS::EC2::Subnet", "Properties": {"VpcId": {"Ref": "Vpc"}, "CidrBlock": "10.9.2.0/24", "AvailabilityZone": "us-east-1b"}},
+    "Apps": {"Type": "AWS::EC2::SecurityGroup", "Properties": {"GroupDescription": "apps", "VpcId": {"Ref": "Vpc"}}}
+  },
+  "Outputs": {
+    "VpcId": {"Value": {"Ref": "Vpc"}},
+    "SubnetIds": {"Value": {"Fn::Join": [",", [{"Ref": "A"}, {"Ref": "B"}]]}},
+    "GroupId": {"Value": {"Fn::GetAtt": ["Apps", "GroupId"]}}
+  }
+}`
+
+// databaseUsersCatalog is services/ copied, its catalog given the network
+// (its default) and its RDS plans' bindings made by the database-user
+// templates, as docs/aws-services.md says to switch them.
+func databaseUsersCatalog(t *testing.T, vpc, subnets, group string) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "services")
+	if err := os.CopyFS(dir, os.DirFS(filepath.Join(repoRoot(t), "services"))); err != nil {
+		t.Fatal(err)
+	}
+	text, err := os.ReadFile(filepath.Join(dir, "catalog.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	catalog := string(text)
+	const bindingSchema = `
+          service_binding:
+            create:
+              parameters:
+                $schema: "http://json-schema.org/draft-04/schema#"
+                type: object
+                additionalProperties: false
+                properties:
+                  Privileges: {type: string, enum: [owner, readwrite, readonly]}`
+	for _, engine := range []string{"postgresql", "mysql"} {
+		catalog = strings.ReplaceAll(catalog, "binding_template: rds-"+engine+"/binding.yaml", "binding_template: rds-"+engine+"/binding-user.yaml")
+	}
+	for _, anchor := range []string{"schemas: &rds-schemas", "schemas: &mysql-schemas"} {
+		catalog = strings.Replace(catalog, anchor, anchor+bindingSchema, 1)
+	}
+	// A new binding template is a new version of the plan (the lock file
+	// refuses it unannounced).
+	for _, engine := range []string{"PostgreSQL", "MySQL"} {
+		catalog = strings.Replace(catalog, `version: "1.0.0"
+          description: First release of the RDS `+engine+` template.`, `version: "2.0.0"
+          description: Each new binding is a database user of its own; bindings made before keep the master secret until unbound.`, 1)
+	}
+	networks := fmt.Sprintf("networks:\n  apps:\n    default: true\n    vpc_id: %s\n    subnet_ids: [%s]\n    client_security_group_id: %s\n",
+		vpc, strings.ReplaceAll(subnets, ",", ", "), group)
+	path := filepath.Join(dir, "catalog.yaml")
+	if err := os.WriteFile(path, []byte(networks+catalog), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func repoRoot(t *testing.T) string {
+	t.Helper()
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			t.Fatal("no go.mod above the test's folder")
+		}
+		dir = parent
+	}
+}
+
+// fakeDatabaseUserFunction is a named fake of Lambda for the broker's
+// Custom::DatabaseUser function: moto's CloudFormation sends it each
+// request (moto_server.py's fix 18) and it runs the real handler
+// (dbusers.Handler.Respond) against a real server, which answers moto at
+// the ResponseURL. What cannot be real here is mapped, and named: the
+// database moto's RDS "made" is the loopback server of its engine (its
+// endpoint and port replaced, as DNS would), and its master secret, which
+// moto filled with a password of its own, gets that server's master's.
+type fakeDatabaseUserFunction struct {
+	t       *testing.T
+	servers map[string]dbtest.Server // by the Engine property
+	sm      *secretsmanager.Client
+	handler *dbusers.Handler
+	mu      sync.Mutex
+	events  []string // "Create osb_…", "Delete osb_…"
+}
+
+func (f *fakeDatabaseUserFunction) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	var e cfn.Event
+	if err := json.NewDecoder(r.Body).Decode(&e); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	engine, _ := e.ResourceProperties["Engine"].(string)
+	s, ok := f.servers[engine]
+	if !ok {
+		http.Error(w, "no server for engine "+engine, http.StatusBadRequest)
+		return
+	}
+	ctx := r.Context()
+	if arn, _ := e.ResourceProperties["MasterSecretArn"].(string); arn != "" {
+		master, _ := json.Marshal(map[string]string{"username": s.MasterUser, "password": s.MasterPassword})
+		if _, err := f.sm.PutSecretValue(ctx, &secretsmanager.PutSecretValueInput{SecretId: aws.String(arn), SecretString: aws.String(string(master))}); err != nil {
+			f.t.Errorf("the fake cannot give moto's master secret the server's credentials: %v", err)
+		}
+	}
+	e.ResourceProperties["Host"], e.ResourceProperties["Port"] = s.Host, strconv.Itoa(s.Port)
+	if err := f.handler.Respond(ctx, e); err != nil {
+		f.t.Errorf("the handler could not answer moto: %v", err)
+	}
+	f.mu.Lock()
+	f.events = append(f.events, string(e.RequestType))
+	f.mu.Unlock()
+	w.WriteHeader(http.StatusOK)
+}
+
+// TestClientBindsDatabaseUsersOnMoto drives an RDS PostgreSQL and an RDS
+// MySQL instance of a catalog whose RDS plans make a user per binding, in
+// its network, through the real OSB client, on moto: the instance's stack
+// is in the network's VPC (the plan fixed it), each binding is a database
+// user of its own that logs in to a real server (PostgreSQL 15, MariaDB
+// 10.11) and holds no AWS key and no master credential, a rotation makes
+// another user while the predecessor still works, an unbind drops its
+// user, and the deprovision leaves nothing. Real: moto's CloudFormation,
+// RDS, Secrets Manager, EC2; the handler; the servers. Fake, named:
+// fakeDatabaseUserFunction, for Lambda's running of the handler.
+func TestClientBindsDatabaseUsersOnMoto(t *testing.T) {
+	cfg := mototest.Config(t, "us-east-1")
+	cloud := newAWSClients(cfg)
+	ctx, cancel := waittest.Context(t)
+	defer cancel()
+	prefix := "osbdb" + strings.ReplaceAll(uuid.NewString()[:8], "-", "")
+
+	network := "net-" + prefix
+	if _, err := cloud.cfn.CreateStack(ctx, &cloudformation.CreateStackInput{StackName: aws.String(network), TemplateBody: aws.String(networkTemplate)}); err != nil {
+		t.Fatal(err)
+	}
+	described, err := cloud.cfn.DescribeStacks(ctx, &cloudformation.DescribeStacksInput{StackName: aws.String(network)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, o := range described.Stacks[0].Outputs {
+		out[aws.ToString(o.OutputKey)] = aws.ToString(o.OutputValue)
+	}
+
+	sm := secretsmanager.NewFromConfig(cfg)
+	fake := &fakeDatabaseUserFunction{t: t, sm: sm, handler: &dbusers.Handler{Secrets: sm, Log: slog.New(slog.NewJSONHandler(os.Stderr, nil))},
+		servers: map[string]dbtest.Server{"postgres": dbtest.Postgres(t), "mysql": dbtest.MariaDB(t)}}
+	l, err := listenLoopback(t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: fake, ReadHeaderTimeout: 10 * time.Second}
+	go srv.Serve(l)
+	t.Cleanup(func() { srv.Close() })
+	registerFunction(ctx, t, cfg, deploy.DatabaseUserFunctionName(prefix, out["VpcId"]), "http://"+l.Addr().String()+"/")
+
+	b := apptest.StartWith(t, apptest.Options{
+		Catalog: databaseUsersCatalog(t, out["VpcId"], out["SubnetIds"], out["GroupId"]),
+		AWS:     func(context.Context) (aws.Config, error) { return cfg, nil },
+		Getenv: func(k string) string {
+			if k == "BROKER_STACK_PREFIX" {
+				return prefix
+			}
+			return ""
+		},
+		Sleep: func(ctx context.Context, _ time.Duration) {},
+	})
+	c := client(t, b.URL)
+
+	for _, tt := range []struct{ service, engine string }{{"aws-rds-postgresql", "postgres"}, {"aws-rds-mysql", "mysql"}} {
+		t.Run(tt.service, func(t *testing.T) {
+			service, plan := planOf(t, b, tt.service, "micro")
+			e := &e2e{t: t, c: c, service: service}
+			server := fake.servers[tt.engine]
+			instanceID := uuid.NewString()
+			r := e.provision(instanceID, plan, true, map[string]any{"DatabaseName": "app"})
+			if state, desc := e.poll(instanceID, r.OperationKey); state != osb.StateSucceeded {
+				t.Fatalf("provision ended %s: %s", state, desc)
+			}
+			stack, err := cloud.cfn.DescribeStacks(ctx, &cloudformation.DescribeStacksInput{StackName: aws.String(cfndriver.InstanceStackName(prefix, instanceID))})
+			if err != nil {
+				t.Fatal(err)
+			}
+			params := map[string]string{}
+			for _, p := range stack.Stacks[0].Parameters {
+				params[aws.ToString(p.ParameterKey)] = aws.ToString(p.ParameterValue)
+			}
+			if params["VpcId"] != out["VpcId"] || params["SubnetIds"] != out["SubnetIds"] || params["ClientSecurityGroupId"] != out["GroupId"] {
+				t.Errorf("the instance's stack is not in the plan's network: %v", params)
+			}
+
+			bind := func(id string, body map[string]any) map[string]any {
+				t.Helper()
+				rr := b.Do(apptest.Request{Method: http.MethodPut,
+					Path: "/v2/service_instances/" + instanceID + "/service_bindings/" + id + "?accepts_incomplete=true", Body: body})
+				if rr.Status != http.StatusAccepted {
+					t.Fatalf("bind: %d %s", rr.Status, rr.Raw)
+				}
+				op := osb.OperationKey(rr.Str("operation"))
+				if state := e.pollBinding(instanceID, id, &op); state != osb.StateSucceeded {
+					lo := b.Do(apptest.Request{Method: http.MethodGet,
+						Path: "/v2/service_instances/" + instanceID + "/service_bindings/" + id + "/last_operation?operation=" + string(op)})
+					var reasons []string
+					all, _ := cloud.cfn.ListStacks(ctx, &cloudformation.ListStacksInput{})
+					for _, s := range all.StackSummaries {
+						if !strings.HasPrefix(aws.ToString(s.StackName), prefix) {
+							continue
+						}
+						ev, _ := cloud.cfn.DescribeStackEvents(ctx, &cloudformation.DescribeStackEventsInput{StackName: s.StackId})
+						for _, e := range ev.StackEvents {
+							if e.ResourceStatusReason != nil {
+								reasons = append(reasons, aws.ToString(e.LogicalResourceId)+": "+aws.ToString(e.ResourceStatusReason))
+							}
+						}
+					}
+					t.Fatalf("bind ended %s: %s (the stacks' events: %v)", state, lo.Raw, reasons)
+				}
+				got, err := c.GetBinding(&osb.GetBindingRequest{InstanceID: instanceID, BindingID: id})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return got.Credentials
+			}
+			logsIn := func(creds map[string]any) error {
+				user, password := fmt.Sprint(creds["username"]), fmt.Sprint(creds["password"])
+				if tt.engine == "postgres" {
+					conn, err := dbtest.PgConnect(ctx, server, user, password)
+					if err == nil {
+						conn.Close(ctx)
+					}
+					return err
+				}
+				db, err := dbtest.MySQLConnect(server, user, password, server.Database)
+				if err == nil {
+					err = db.PingContext(ctx)
+					db.Close()
+				}
+				return err
+			}
+
+			first := uuid.NewString()
+			creds := bind(first, map[string]any{"service_id": service, "plan_id": plan, "parameters": map[string]any{"Privileges": "readwrite"},
+				"bind_resource": map[string]any{"app_guid": "app-1"}})
+			if err := dbusers.CheckName(fmt.Sprint(creds["username"])); err != nil || creds["password"] == "" || creds["uri"] == "" {
+				t.Fatalf("the credentials hold no database user of the binding's: %v", keysOf(creds))
+			}
+			for _, k := range []string{"host", "port", "database_name", "uri"} {
+				if v, _ := creds[k].(string); v == "" {
+					t.Errorf("the credentials lack %s, which apps connect with (have %v)", k, keysOf(creds))
+				}
+			}
+			for _, leaked := range []string{"access_key_id", "secret_access_key", "master_username", "master_password"} {
+				if _, ok := creds[leaked]; ok {
+					t.Errorf("the credentials hand out %s", leaked)
+				}
+			}
+			if strings.Contains(fmt.Sprint(creds), server.MasterPassword) {
+				t.Error("the credentials hold the master's password")
+			}
+			if err := logsIn(creds); err != nil {
+				t.Fatalf("the binding's user cannot log in: %v", err)
+			}
+
+			second := uuid.NewString()
+			next := bind(second, map[string]any{"service_id": service, "plan_id": plan, "predecessor_binding_id": first})
+			if next["username"] == creds["username"] {
+				t.Fatalf("the rotation handed out the predecessor's user %v", creds["username"])
+			}
+			for _, c := range []map[string]any{creds, next} {
+				if err := logsIn(c); err != nil {
+					t.Fatalf("after the rotation, %v cannot log in: %v", c["username"], err)
+				}
+			}
+
+			unbind := func(id string) {
+				t.Helper()
+				ur, err := c.Unbind(&osb.UnbindRequest{InstanceID: instanceID, BindingID: id, ServiceID: service, PlanID: plan, AcceptsIncomplete: true})
+				if err != nil {
+					t.Fatalf("unbind: %v", err)
+				}
+				if state := e.pollBinding(instanceID, id, ur.OperationKey); state != osbtest.Gone && state != osb.StateSucceeded {
+					t.Fatalf("unbind ended %s", state)
+				}
+			}
+			unbind(first)
+			if err := logsIn(creds); err == nil {
+				t.Errorf("the unbound user %v still logs in", creds["username"])
+			}
+			if err := logsIn(next); err != nil {
+				t.Errorf("the successor went with its predecessor's unbind: %v", err)
+			}
+			unbind(second)
+			if err := logsIn(next); err == nil {
+				t.Errorf("the unbound successor %v still logs in", next["username"])
+			}
+			dr, err := c.DeprovisionInstance(&osb.DeprovisionRequest{InstanceID: instanceID, ServiceID: service, PlanID: plan, AcceptsIncomplete: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if state, desc := e.poll(instanceID, dr.OperationKey); state != osbtest.Gone && state != osb.StateSucceeded {
+				t.Fatalf("deprovision ended %s: %s", state, desc)
+			}
+			for _, s := range stacksNamed(ctx, t, cloud.cfn, prefix) {
+				if strings.HasPrefix(s, cfndriver.InstanceStackName(prefix, instanceID)) {
+					t.Errorf("the stack %s outlived the deprovision", s)
+				}
+			}
+		})
+	}
+}
+
+func keysOf(m map[string]any) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
+
+func listenLoopback(t *testing.T) (net.Listener, error) {
+	t.Helper()
+	return net.Listen("tcp", "127.0.0.1:0")
+}
+
+// registerFunction makes, in moto's Lambda, the function the binding
+// templates' ServiceToken names, with the fake's URL, where moto sends
+// the requests (fix 18).
+func registerFunction(ctx context.Context, t *testing.T, cfg aws.Config, name, url string) {
+	t.Helper()
+	role, err := iam.NewFromConfig(cfg).CreateRole(ctx, &iam.CreateRoleInput{RoleName: aws.String(name),
+		AssumeRolePolicyDocument: aws.String(`{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":{"Service":"lambda.amazonaws.com"},"Action":"sts:AssumeRole"}]}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var code bytes.Buffer
+	z := zip.NewWriter(&code)
+	w, _ := z.Create("bootstrap")
+	_, _ = w.Write([]byte("#!/bin/sh\nexit 1\n"))
+	_ = z.Close()
+	if _, err := lambda.NewFromConfig(cfg).CreateFunction(ctx, &lambda.CreateFunctionInput{FunctionName: aws.String(name),
+		Role: role.Role.Arn, Runtime: lambdatypes.RuntimeProvidedal2023, Handler: aws.String("bootstrap"),
+		Code:        &lambdatypes.FunctionCode{ZipFile: code.Bytes()},
+		Environment: &lambdatypes.Environment{Variables: map[string]string{"MOTO_CUSTOM_RESOURCE_URL": url}}}); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,162 @@
+package catalog
+
+import (
+	"regexp"
+	"slices"
+)
+
+// Network is where a plan's databases, caches and search domains live: a
+// VPC, its subnets, and who may connect. The catalog's top-level networks
+// name them; a plan picks one with broker.network, or takes the one marked
+// default. The CloudFormation driver fixes the templates' VpcId, SubnetIds,
+// ClientCidr and ClientSecurityGroupId from it (users cannot set them),
+// and the broker's stack deploys a Custom::DatabaseUser function in each
+// network's VPC (infra).
+type Network struct {
+	// Name is the network's key in the catalog.
+	Name string
+	// VpcID and SubnetIDs (at least two, in different Availability Zones)
+	// are where the resources go.
+	VpcID     string
+	SubnetIDs []string
+	// ClientCIDR and ClientSecurityGroupID admit applications (and the
+	// Custom::DatabaseUser function) on the resource's port; at least one
+	// is set.
+	ClientCIDR            string
+	ClientSecurityGroupID string
+	// Default says that plans which name no network take this one.
+	Default bool
+}
+
+// networkKeys are a network's keys.
+var networkKeys = []string{"vpc_id", "subnet_ids", "client_cidr", "client_security_group_id", "default"}
+
+var (
+	networkName   = regexp.MustCompile(`^[a-z][a-z0-9-]{0,31}$`)
+	vpcPattern    = regexp.MustCompile(`^vpc-[0-9a-f]{8,17}$`)
+	subnetPattern = regexp.MustCompile(`^subnet-[0-9a-f]{8,17}$`)
+	groupPattern  = regexp.MustCompile(`^sg-[0-9a-f]{8,17}$`)
+	cidrPattern   = regexp.MustCompile(`^(25[0-5]|2[0-4][0-9]|1?[0-9]?[0-9])(\.(25[0-5]|2[0-4][0-9]|1?[0-9]?[0-9])){3}/([0-9]|[12][0-9]|3[0-2])$`)
+)
+
+// Networks are the catalog's networks, sorted by name.
+func (c *Catalog) Networks() []*Network { return c.networks }
+
+// networks checks the top-level networks mapping.
+func (ck *checker) networks(root map[string]any) map[string]*Network {
+	out := map[string]*Network{}
+	m, ok := ck.object(root, "", "networks")
+	if !ok {
+		return out
+	}
+	var defaults []string
+	for _, name := range sortedKeys(m) {
+		p := field("networks", name)
+		if !networkName.MatchString(name) {
+			ck.problem(p, "a network's name is a lower-case letter, then up to 31 lower-case letters, digits or hyphens")
+			continue
+		}
+		obj, ok := m[name].(map[string]any)
+		if !ok {
+			ck.problem(p, "must be an object (vpc_id, subnet_ids, client_cidr, client_security_group_id, default), got %s", Describe(m[name]))
+			continue
+		}
+		for _, k := range sortedKeys(obj) {
+			if !slices.Contains(networkKeys, k) {
+				ck.problem(field(p, k), "unknown key; a network has vpc_id, subnet_ids, client_cidr, client_security_group_id and default")
+			}
+		}
+		n := &Network{Name: name}
+		n.VpcID = ck.str(obj, p, "vpc_id", true)
+		if n.VpcID != "" && !vpcPattern.MatchString(n.VpcID) {
+			ck.problem(field(p, "vpc_id"), "%q is not a VPC id (vpc-0123456789abcdef0)", n.VpcID)
+		}
+		if _, present := obj["subnet_ids"]; !present {
+			ck.problem(field(p, "subnet_ids"), "is required: at least two private subnets of the VPC, in different Availability Zones")
+		}
+		n.SubnetIDs = ck.stringList(obj, p, "subnet_ids")
+		for i, s := range n.SubnetIDs {
+			if !subnetPattern.MatchString(s) {
+				ck.problem(index(field(p, "subnet_ids"), i), "%q is not a subnet id (subnet-0123456789abcdef0)", s)
+			}
+			if slices.Index(n.SubnetIDs, s) != i {
+				ck.problem(index(field(p, "subnet_ids"), i), "%s is named twice", s)
+			}
+		}
+		if _, present := obj["subnet_ids"]; present && len(n.SubnetIDs) < 2 {
+			ck.problem(field(p, "subnet_ids"), "names %d subnets; RDS and the other services want at least two, in different Availability Zones", len(n.SubnetIDs))
+		}
+		n.ClientCIDR = ck.str(obj, p, "client_cidr", false)
+		if n.ClientCIDR != "" && !cidrPattern.MatchString(n.ClientCIDR) {
+			ck.problem(field(p, "client_cidr"), "%q is not an IPv4 CIDR (10.0.0.0/16)", n.ClientCIDR)
+		}
+		n.ClientSecurityGroupID = ck.str(obj, p, "client_security_group_id", false)
+		if n.ClientSecurityGroupID != "" && !groupPattern.MatchString(n.ClientSecurityGroupID) {
+			ck.problem(field(p, "client_security_group_id"), "%q is not a security group id (sg-0123456789abcdef0)", n.ClientSecurityGroupID)
+		}
+		if _, cidr := obj["client_cidr"]; !cidr {
+			if _, group := obj["client_security_group_id"]; !group {
+				ck.problem(p, "admits no client: give client_cidr (the range your applications connect from), client_security_group_id (a security group they are members of), or both; without either nothing could reach its databases")
+			}
+		}
+		n.Default, _ = ck.boolean(obj, p, "default", false)
+		if n.Default {
+			defaults = append(defaults, name)
+		}
+		out[name] = n
+	}
+	if len(defaults) > 1 {
+		ck.problem("networks", "%s are all marked default; at most one network is the default of plans that name none", quoteList(defaults))
+	}
+	return out
+}
+
+// network resolves a plan's broker.network: the network it names, or the
+// catalog's default (which a plan whose templates take no network
+// ignores).
+func (ck *checker) network(st *Settings, b map[string]any, networks map[string]*Network) {
+	if _, ok := b["network"]; !ok {
+		for _, n := range networks {
+			if n.Default {
+				st.Network = n
+			}
+		}
+		return
+	}
+	name := ck.str(b, st.Path, "network", true)
+	if name == "" {
+		return
+	}
+	n, ok := networks[name]
+	if !ok {
+		names := slices.Sorted(func(yield func(string) bool) {
+			for k := range networks {
+				if !yield(k) {
+					return
+				}
+			}
+		})
+		if len(names) == 0 {
+			ck.problem(field(st.Path, "network"), "names the network %q, but the catalog has no networks; declare it under the top-level networks", name)
+			return
+		}
+		ck.problem(field(st.Path, "network"), "names the network %q, which the catalog does not declare; it declares %s", name, quoteList(names))
+		return
+	}
+	st.Network, st.NetworkNamed = n, true
+}
+
+func quoteList(names []string) string {
+	out := ""
+	for i, n := range names {
+		switch {
+		case i == 0:
+		case i == len(names)-1:
+			out += " and "
+		default:
+			out += ", "
+		}
+		out += n
+	}
+	return out
+}

@@ -1,0 +1,141 @@
+package cloudformation
+
+import (
+	"slices"
+	"strings"
+
+	"github.com/serverless-osb/broker/internal/catalog"
+	"github.com/serverless-osb/broker/internal/deploy"
+)
+
+// The template parameters a plan's network fixes (services/README.md,
+// "Network placement"): every template of a service in a VPC takes them,
+// under these names.
+const (
+	VpcIDParameter                 = "VpcId"
+	SubnetIDsParameter             = "SubnetIds"
+	ClientCIDRParameter            = "ClientCidr"
+	ClientSecurityGroupIDParameter = "ClientSecurityGroupId"
+	// DatabaseUserFunctionParameter names the broker's Custom::DatabaseUser
+	// function in the network's VPC, which a binding template that makes a
+	// database user per binding calls; the driver passes it at bind.
+	DatabaseUserFunctionParameter = "DatabaseUserFunction"
+)
+
+var networkParameters = []string{VpcIDParameter, SubnetIDsParameter, ClientCIDRParameter, ClientSecurityGroupIDParameter}
+
+// values are the template parameters n fixes.
+func networkValues(n *catalog.Network) map[string]string {
+	return map[string]string{
+		VpcIDParameter:                 n.VpcID,
+		SubnetIDsParameter:             strings.Join(n.SubnetIDs, ","),
+		ClientCIDRParameter:            n.ClientCIDR,
+		ClientSecurityGroupIDParameter: n.ClientSecurityGroupID,
+	}
+}
+
+// takesNetwork says whether t declares any network parameter.
+func takesNetwork(t *Template) bool {
+	if t == nil {
+		return false
+	}
+	for _, name := range networkParameters {
+		if _, ok := t.Parameters[name]; ok {
+			return true
+		}
+	}
+	return false
+}
+
+// configureNetwork fixes the templates' network parameters from the plan's
+// network (broker.network, or the catalog's default): the plan may not fix
+// them itself, nor a schema name them (checkSchemas, as for any fixed
+// parameter). A plan that names a network its templates do not take is
+// refused; the default network passes by a plan whose templates take none,
+// and by a placed plan (its VPCs are another account's or Region's). A
+// binding template that declares DatabaseUserFunction needs a network: the
+// function runs in its VPC.
+func configureNetwork(plan *catalog.Plan, s *Settings) error {
+	var n *catalog.Network
+	named := false
+	if plan != nil {
+		n, named = plan.Settings.Network, plan.Settings.NetworkNamed
+	}
+	_, usersFunction := bindingParameter(s, DatabaseUserFunctionParameter)
+	takes := takesNetwork(s.Template) || takesNetwork(s.BindingTemplate)
+	switch {
+	case n != nil && named && s.Placement != nil:
+		return catalog.Settingf("network", "the plan is placed (%s) in another account or Region, whose VPCs the catalog's networks cannot name; remove network, or the placement", KeyPlacement)
+	case n != nil && named && !takes && !usersFunction:
+		return catalog.Settingf("network", "names the network %s, but the plan's templates declare none of %s nor %s; remove network, or use templates that take it",
+			n.Name, list(networkParameters), DatabaseUserFunctionParameter)
+	case n != nil && (s.Placement != nil || (!takes && !usersFunction)):
+		n = nil // the default network is for plans that take one
+	}
+	if usersFunction && n == nil {
+		return catalog.Settingf(KeyBindingTemplate, "%s declares %s, the broker's Custom::DatabaseUser function in the database's VPC, which runs in the plan's network: name one (broker.network) from the catalog's top-level networks, or mark one default",
+			s.BindingTemplate.Path, DatabaseUserFunctionParameter)
+	}
+	if n == nil {
+		return nil
+	}
+	if s.Parameters == nil {
+		s.Parameters = map[string]string{}
+	}
+	values := networkValues(n)
+	for _, pair := range []struct {
+		t     *Template
+		fixed map[string]string
+		key   string
+	}{{s.Template, s.Parameters, KeyParameters}, {s.BindingTemplate, s.BindingParameters, KeyBindingParameters}} {
+		if pair.t == nil {
+			continue
+		}
+		for _, name := range networkParameters {
+			if _, ok := pair.t.Parameters[name]; !ok {
+				continue
+			}
+			if _, ok := pair.fixed[name]; ok {
+				return catalog.Settingf(pair.key+"."+name, "the plan's network %s fixes %s; remove it here (or change the network in the catalog's networks)", n.Name, name)
+			}
+		}
+	}
+	for _, name := range networkParameters {
+		if _, ok := s.Template.Parameters[name]; ok {
+			s.Parameters[name] = values[name]
+		}
+		if s.BindingTemplate != nil {
+			if _, ok := s.BindingTemplate.Parameters[name]; ok {
+				if s.BindingParameters == nil {
+					s.BindingParameters = map[string]string{}
+				}
+				s.BindingParameters[name] = values[name]
+			}
+		}
+	}
+	s.Network = n
+	return nil
+}
+
+// bindingParameter says whether the binding template declares name.
+func bindingParameter(s *Settings, name string) (Parameter, bool) {
+	if s.BindingTemplate == nil {
+		return Parameter{}, false
+	}
+	p, ok := s.BindingTemplate.Parameters[name]
+	return p, ok
+}
+
+// isNetworkParameter says whether name is one a network fixes.
+func isNetworkParameter(name string) bool { return slices.Contains(networkParameters, name) }
+
+// databaseUserFunction is the DatabaseUserFunction value for template t
+// of a plan with settings s under the deployment's stack prefix: the
+// function infra deploys in the network's VPC. None when t does not
+// declare the parameter.
+func databaseUserFunction(prefix string, s *Settings, t *Template) map[string]string {
+	if _, ok := t.Parameters[DatabaseUserFunctionParameter]; !ok || s == nil || s.Network == nil {
+		return nil
+	}
+	return map[string]string{DatabaseUserFunctionParameter: deploy.DatabaseUserFunctionName(prefix, s.Network.VpcID)}
+}

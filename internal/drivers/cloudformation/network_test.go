@@ -1,0 +1,216 @@
+package cloudformation
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/cloudformation/types"
+
+	"github.com/serverless-osb/broker/internal/broker"
+	"github.com/serverless-osb/broker/internal/catalog"
+)
+
+// networkCatalog is a catalog with two networks (other is the default)
+// and one plan whose broker block is the given YAML (indented for it).
+func networkCatalog(t *testing.T, broker string) *catalog.Plan {
+	t.Helper()
+	doc := `networks:
+  main:
+    vpc_id: vpc-0123456789abcdef0
+    subnet_ids: [subnet-0123456789abcdef0, subnet-0123456789abcdef1]
+    client_cidr: 10.0.0.0/16
+    client_security_group_id: sg-0123456789abcdef0
+  other:
+    default: true
+    vpc_id: vpc-0fedcba9876543210
+    subnet_ids: [subnet-0fedcba9876543210, subnet-0fedcba9876543211]
+    client_cidr: 10.1.0.0/16
+services:
+  - id: 9a8f4c43-0000-4000-8000-000000000001
+    name: pg
+    description: databases
+    bindable: true
+    plans:
+      - id: 9a8f4c43-0000-4000-8000-000000000002
+        name: micro
+        description: a database
+        schemas:
+          service_instance:
+            create: {parameters: {$schema: "http://json-schema.org/draft-04/schema#", type: object, properties: {AllocatedStorage: {}}}}
+            update: {parameters: {$schema: "http://json-schema.org/draft-04/schema#", type: object, properties: {AllocatedStorage: {}}}}
+          service_binding:
+            create: {parameters: {$schema: "http://json-schema.org/draft-04/schema#", type: object, properties: {Privileges: {}}}}
+        broker:
+` + broker
+	cat, err := catalog.Parse("catalog.yaml", []byte(doc))
+	if err != nil {
+		t.Fatalf("parse test catalog: %v\n%s", err, doc)
+	}
+	return cat.Services()[0].Plans[0]
+}
+
+const rdsPlan = `          driver: cloudformation
+          template: rds-postgresql/instance.yaml
+          binding_template: rds-postgresql/binding-user.yaml
+          binding_parameters: {Schema: app, OnDelete: drop}
+`
+
+// TestThePlansNetworkFixesTheTemplatesNetworkParameters: a plan's network
+// (named, or the catalog's default) becomes the instance template's VpcId,
+// SubnetIds, ClientCidr and ClientSecurityGroupId, and the binding
+// template's DatabaseUserFunction is the function infra deploys in its VPC;
+// a user cannot set any of them.
+func TestThePlansNetworkFixesTheTemplatesNetworkParameters(t *testing.T) {
+	for _, tt := range []struct {
+		name, broker                        string
+		vpc, subnets, cidr, group, function string
+	}{
+		{"named", rdsPlan + "          network: main\n", "vpc-0123456789abcdef0", "subnet-0123456789abcdef0,subnet-0123456789abcdef1",
+			"10.0.0.0/16", "sg-0123456789abcdef0", "osb-dbuser-vpc-0123456789abcdef0"},
+		{"the default", rdsPlan, "vpc-0fedcba9876543210", "subnet-0fedcba9876543210,subnet-0fedcba9876543211",
+			"10.1.0.0/16", "", "osb-dbuser-vpc-0fedcba9876543210"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			plan := networkCatalog(t, tt.broker)
+			s, err := Configure(plan, plan.Settings.Config, "../../../services")
+			if err != nil {
+				t.Fatal(err)
+			}
+			h := harnessOf(t, s, Deployment{StackPrefix: "osb", RoleARN: "arn:aws:iam::123456789012:role/cfn"})
+			c := h.change(broker.KindProvision, "op-provision")
+			c.Instance.Parameters = []byte(`{"AllocatedStorage":30}`)
+			c.Plan = plan
+			if _, err := h.driver.Begin(h.ctx, h.fresh(c)); err != nil {
+				t.Fatal(err)
+			}
+			got := stackParameters(h, h.instanceStack())
+			want := map[string]string{"VpcId": tt.vpc, "SubnetIds": tt.subnets, "ClientCidr": tt.cidr, "ClientSecurityGroupId": tt.group, "AllocatedStorage": "30"}
+			for k, v := range want {
+				if got[k] != v {
+					t.Errorf("the instance stack's %s = %q, want %q (all: %v)", k, got[k], v, got)
+				}
+			}
+			h.cfn.outputs(h.instanceStack(), "Host", "db.example", "Port", "5432", "DatabaseName", "app",
+				"MasterUserSecretArn", "arn:aws:secretsmanager:us-east-1:123456789012:secret:rds!db-1")
+			h.cfn.set(h.instanceStack(), types.StackStatusCreateComplete, "")
+			if p, err := h.driver.Check(h.ctx, h.fresh(c)); err != nil || !p.Done {
+				t.Fatalf("provision check: %+v %v", p, err)
+			}
+			b := h.change(broker.KindBind, "op-bind")
+			b.Plan = plan
+			b.Binding.Parameters = []byte(`{"Privileges":"readonly"}`)
+			if _, err := h.driver.Begin(h.ctx, h.fresh(b)); err != nil {
+				t.Fatal(err)
+			}
+			got = stackParameters(h, h.bindingStack())
+			if got["DatabaseUserFunction"] != tt.function || got["Privileges"] != "readonly" || got["Host"] != "db.example" {
+				t.Errorf("the binding stack's parameters are %v, want DatabaseUserFunction %s", got, tt.function)
+			}
+		})
+	}
+}
+
+func stackParameters(h *harness, name string) map[string]string {
+	h.t.Helper()
+	h.cfn.mu.Lock()
+	defer h.cfn.mu.Unlock()
+	s := h.cfn.find(name)
+	if s == nil {
+		h.t.Fatalf("no stack %s", name)
+	}
+	out := map[string]string{}
+	for _, p := range s.create.Parameters {
+		out[aws.ToString(p.ParameterKey)] = aws.ToString(p.ParameterValue)
+	}
+	return out
+}
+
+// TestConfigureRefusesWhatTheNetworkFixes: the network's parameters are
+// the catalog's alone, and a template that needs a network gets one.
+func TestConfigureRefusesWhatTheNetworkFixes(t *testing.T) {
+	for _, tt := range []struct {
+		name, broker, want string
+		schema             string // replaces the instance create schema's properties
+	}{
+		{"the plan fixing VpcId itself", rdsPlan + "          network: main\n          parameters: {VpcId: vpc-0123456789abcdef1}\n",
+			"parameters.VpcId: the plan's network main fixes VpcId; remove it here", ""},
+		{"the plan fixing the function itself", strings.Replace(rdsPlan, "{Schema: app,", "{DatabaseUserFunction: mine, Schema: app,", 1),
+			"binding_parameters.DatabaseUserFunction: DatabaseUserFunction is the broker's Custom::DatabaseUser function in the plan's network's VPC, which the driver passes itself", ""},
+		{"a schema naming SubnetIds", rdsPlan, "schemas.service_instance.create.parameters.properties.SubnetIds: the plan's network fixes SubnetIds", "{AllocatedStorage: {}, SubnetIds: {}}"},
+		{"a plan naming a network its templates do not take", "          driver: cloudformation\n          template: s3-bucket/instance.yaml\n          binding_template: s3-bucket/binding.yaml\n          network: main\n",
+			"network: names the network main, but the plan's templates declare none of VpcId, SubnetIds, ClientCidr and ClientSecurityGroupId nor DatabaseUserFunction", ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			broker := tt.broker
+			plan := networkCatalog(t, broker)
+			if tt.schema != "" {
+				plan = networkCatalogWithSchema(t, broker, tt.schema)
+			}
+			_, err := Configure(plan, plan.Settings.Config, "../../../services")
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("Configure() = %v, want an error with %q", err, tt.want)
+			}
+		})
+	}
+
+	t.Run("a binding template that makes database users, without a network", func(t *testing.T) {
+		cat, err := catalog.Parse("catalog.yaml", []byte(`services:
+  - id: 9a8f4c43-0000-4000-8000-000000000001
+    name: pg
+    description: databases
+    bindable: true
+    plans:
+      - id: 9a8f4c43-0000-4000-8000-000000000002
+        name: micro
+        description: a database
+        schemas:
+          service_instance:
+            create: {parameters: {$schema: "http://json-schema.org/draft-04/schema#", type: object, properties: {}}}
+          service_binding:
+            create: {parameters: {$schema: "http://json-schema.org/draft-04/schema#", type: object, properties: {}}}
+        broker:
+`+rdsPlan))
+		if err != nil {
+			t.Fatal(err)
+		}
+		plan := cat.Services()[0].Plans[0]
+		_, err = Configure(plan, plan.Settings.Config, "../../../services")
+		want := "binding_template: rds-postgresql/binding-user.yaml declares DatabaseUserFunction, the broker's Custom::DatabaseUser function in the database's VPC, which runs in the plan's network: name one (broker.network)"
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Configure() = %v, want an error with %q", err, want)
+		}
+	})
+}
+
+func networkCatalogWithSchema(t *testing.T, broker, props string) *catalog.Plan {
+	t.Helper()
+	doc := `networks:
+  main:
+    default: true
+    vpc_id: vpc-0123456789abcdef0
+    subnet_ids: [subnet-0123456789abcdef0, subnet-0123456789abcdef1]
+    client_cidr: 10.0.0.0/16
+services:
+  - id: 9a8f4c43-0000-4000-8000-000000000001
+    name: pg
+    description: databases
+    bindable: true
+    plans:
+      - id: 9a8f4c43-0000-4000-8000-000000000002
+        name: micro
+        description: a database
+        schemas:
+          service_instance:
+            create: {parameters: {$schema: "http://json-schema.org/draft-04/schema#", type: object, properties: ` + props + `}}
+            update: {parameters: {$schema: "http://json-schema.org/draft-04/schema#", type: object, properties: {}}}
+          service_binding:
+            create: {parameters: {$schema: "http://json-schema.org/draft-04/schema#", type: object, properties: {}}}
+        broker:
+` + broker
+	cat, err := catalog.Parse("catalog.yaml", []byte(doc))
+	if err != nil {
+		t.Fatalf("parse test catalog: %v\n%s", err, doc)
+	}
+	return cat.Services()[0].Plans[0]
+}
