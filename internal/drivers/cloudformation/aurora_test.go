@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -15,14 +16,41 @@ import (
 	"github.com/serverless-osb/broker/internal/catalog"
 )
 
-// auroraPlan is a plan of services/catalog.yaml, by service and plan name,
-// with its broker block and the catalog's directory.
-func auroraPlan(t *testing.T, service, plan string) (*catalog.Plan, map[string]any, string) {
+// shippedNetwork is the network an operator declares in the shipped
+// catalog (its default) before its VPC services' bindings can be made.
+const shippedNetwork = `networks:
+  apps:
+    default: true
+    vpc_id: vpc-0123456789abcdef0
+    subnet_ids: [subnet-0123456789abcdef0, subnet-0123456789abcdef1]
+    client_security_group_id: sg-0123456789abcdef0
+`
+
+// shippedNetworkParameters are what the driver fixes from shippedNetwork.
+var shippedNetworkParameters = map[string]string{"VpcId": "vpc-0123456789abcdef0",
+	"SubnetIds": "subnet-0123456789abcdef0,subnet-0123456789abcdef1", "ClientCidr": "", "ClientSecurityGroupId": "sg-0123456789abcdef0"}
+
+// shippedCatalogWithNetwork is services/catalog.yaml with shippedNetwork.
+func shippedCatalogWithNetwork(t *testing.T) *catalog.Catalog {
 	t.Helper()
-	cat, err := catalog.Load(filepath.Join(servicesDir, "catalog.yaml"))
+	path := filepath.Join(servicesDir, "catalog.yaml")
+	text, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
+	cat, err := catalog.Parse(path, append([]byte(shippedNetwork), text...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cat.Dir = servicesDir
+	return cat
+}
+
+// auroraPlan is a plan of services/catalog.yaml (with shippedNetwork), by
+// service and plan name, with its broker block and the catalog's directory.
+func auroraPlan(t *testing.T, service, plan string) (*catalog.Plan, map[string]any, string) {
+	t.Helper()
+	cat := shippedCatalogWithNetwork(t)
 	for _, s := range cat.Services() {
 		if s.Name != service {
 			continue
@@ -95,9 +123,6 @@ func TestAuroraLifecycles(t *testing.T) {
 			if !plan.BindingRotatable || config[KeyTemplate] != tt.folder+"/instance.yaml" || config[KeyBindingTemplate] != tt.folder+"/binding.yaml" {
 				t.Fatalf("the plan's broker block %v, rotatable %v", config, plan.BindingRotatable)
 			}
-			// The operator names the database user function of the
-			// plan's VPC, as the catalog's comment says.
-			config[KeyBindingParameters] = map[string]any{"DatabaseUserFunction": function}
 			s, err := Configure(plan, config, dir)
 			if err != nil {
 				t.Fatal(err)
@@ -122,6 +147,7 @@ func TestAuroraLifecycles(t *testing.T) {
 			created := params(h.cfn.get(h.instanceStack()).create.Parameters)
 			want := maps.Clone(tt.fixed)
 			maps.Copy(want, tt.want)
+			maps.Copy(want, shippedNetworkParameters)
 			if !maps.Equal(created, want) {
 				t.Errorf("instance parameters %v, want %v", created, want)
 			}

@@ -53,8 +53,9 @@ func takesNetwork(t *Template) bool {
 // parameter). A plan that names a network its templates do not take is
 // refused; the default network passes by a plan whose templates take none,
 // and by a placed plan (its VPCs are another account's or Region's). A
-// binding template that declares DatabaseUserFunction needs a network: the
-// function runs in its VPC.
+// binding template that declares DatabaseUserFunction needs a network (the
+// function runs in its VPC): without one, every bind is refused (CheckBind)
+// and the broker warns at start.
 func configureNetwork(plan *catalog.Plan, s *Settings) error {
 	var n *catalog.Network
 	named := false
@@ -73,8 +74,10 @@ func configureNetwork(plan *catalog.Plan, s *Settings) error {
 		n = nil // the default network is for plans that take one
 	}
 	if usersFunction && n == nil {
-		return catalog.Settingf(KeyBindingTemplate, "%s declares %s, the broker's Custom::DatabaseUser function in the database's VPC, which runs in the plan's network: name one (broker.network) from the catalog's top-level networks, or mark one default",
-			s.BindingTemplate.Path, DatabaseUserFunctionParameter)
+		// As a role plan without its trust anchor: the broker starts,
+		// warns, and refuses every bind (CheckBind) until the operator
+		// gives the plan a network.
+		s.UsersWithoutNetwork = true
 	}
 	if n == nil {
 		return nil

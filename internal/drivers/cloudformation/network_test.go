@@ -1,6 +1,7 @@
 package cloudformation
 
 import (
+	"errors"
 	"strings"
 	"testing"
 
@@ -154,7 +155,10 @@ func TestConfigureRefusesWhatTheNetworkFixes(t *testing.T) {
 		})
 	}
 
-	t.Run("a binding template that makes database users, without a network", func(t *testing.T) {
+	// As a role plan without its trust anchor: the broker starts (the
+	// shipped catalog's Aurora and OpenSearch plans have no network until
+	// the operator gives them one), warns, and refuses every bind.
+	t.Run("a binding template that makes database users, without a network, starts, warns, and refuses every bind", func(t *testing.T) {
 		cat, err := catalog.Parse("catalog.yaml", []byte(`services:
   - id: 9a8f4c43-0000-4000-8000-000000000001
     name: pg
@@ -175,10 +179,17 @@ func TestConfigureRefusesWhatTheNetworkFixes(t *testing.T) {
 			t.Fatal(err)
 		}
 		plan := cat.Services()[0].Plans[0]
-		_, err = Configure(plan, plan.Settings.Config, "../../../services")
-		want := "binding_template: rds-postgresql/binding-user.yaml declares DatabaseUserFunction, the broker's Custom::DatabaseUser function in the database's VPC, which runs in the plan's network: name one (broker.network)"
-		if err == nil || !strings.Contains(err.Error(), want) {
-			t.Errorf("Configure() = %v, want an error with %q", err, want)
+		s, err := Configure(plan, plan.Settings.Config, "../../../services")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if w := s.Warning(); !strings.Contains(w, "rds-postgresql/binding-user.yaml declares DatabaseUserFunction") || !strings.Contains(w, "every bind is refused") {
+			t.Errorf("warning %q", w)
+		}
+		err = s.CheckBind(broker.BindingRequest{AppGUID: "3a6f2c1e-5b7d-4e8f-9a0b-1c2d3e4f5a6b"})
+		var e *broker.Error
+		if !errors.As(err, &e) || e.Code != broker.CodeUnprocessable || !strings.Contains(e.Description, "Ask the platform operator to set the plan's network") {
+			t.Errorf("CheckBind() = %v, want 422 asking for the plan's network", err)
 		}
 	})
 }

@@ -122,6 +122,10 @@ var roleParameterMeaning = map[string]string{
 // (drivers.Kind.Warning), empty when nothing: a role plan without its
 // trust anchor refuses every bind until the operator names one.
 func (s *Settings) Warning() string {
+	if s.UsersWithoutNetwork {
+		return fmt.Sprintf("the plan's bindings are users its broker's database user function makes (%s declares %s), but the plan has no network, in whose VPC the function runs: every bind is refused until the platform operator gives it one (the catalog's networks:, the plan's broker.network)",
+			s.BindingTemplate.Path, DatabaseUserFunctionParameter)
+	}
 	if s.BindingCredentials != CredentialsRole || s.TrustAnchorARN != "" {
 		return ""
 	}
@@ -134,7 +138,8 @@ var _ broker.BindChecker = (*Settings)(nil)
 // CheckBind refuses, before anything is written, a bind that a role plan
 // cannot make: one without the app it binds (a service key: OSB's
 // RequiresApp), one whose app GUID is not a Cloud Foundry GUID, and any
-// while the plan names no trust anchor.
+// while the plan names no trust anchor; and any bind of a plan whose
+// bindings need the database user function but which has no network.
 func (s *Settings) CheckBind(r broker.BindingRequest) error {
 	if e := s.bindRefusal(r); e != nil {
 		return e
@@ -143,6 +148,10 @@ func (s *Settings) CheckBind(r broker.BindingRequest) error {
 }
 
 func (s *Settings) bindRefusal(r broker.BindingRequest) *broker.Error {
+	if s.UsersWithoutNetwork {
+		return broker.Errorf(broker.CodeUnprocessable,
+			"The plan's bindings are users of their own that the broker makes inside the service's network, but the platform operator has not given the plan a network yet, so no binding can be made. Ask the platform operator to set the plan's network (the catalog's networks).")
+	}
 	if s.BindingCredentials != CredentialsRole {
 		return nil
 	}

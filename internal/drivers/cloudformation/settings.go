@@ -95,6 +95,10 @@ type Settings struct {
 	// every bind is refused).
 	BindingCredentials string
 	TrustAnchorARN     string
+	// UsersWithoutNetwork: the binding template declares the database user
+	// function's parameter, but the plan has no network to run it in;
+	// every bind is refused until it has one.
+	UsersWithoutNetwork bool
 }
 
 // AcceptedParameters lists the parameters users may set on a request of
