@@ -28,9 +28,11 @@ import (
 	osb "sigs.k8s.io/go-open-service-broker-client/v2"
 
 	"github.com/serverless-osb/broker/internal/app/apptest"
+	catalogpkg "github.com/serverless-osb/broker/internal/catalog"
 	"github.com/serverless-osb/broker/internal/dbtest"
 	"github.com/serverless-osb/broker/internal/dbusers"
 	"github.com/serverless-osb/broker/internal/deploy"
+	"github.com/serverless-osb/broker/internal/drivers"
 	cfndriver "github.com/serverless-osb/broker/internal/drivers/cloudformation"
 	"github.com/serverless-osb/broker/internal/mototest"
 	"github.com/serverless-osb/broker/internal/osbtest"
@@ -92,6 +94,19 @@ func databaseUsersCatalog(t *testing.T, vpc, subnets, group string) string {
 		vpc, strings.ReplaceAll(subnets, ",", ", "), group)
 	path := filepath.Join(dir, "catalog.yaml")
 	if err := os.WriteFile(path, []byte(networks+catalog), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// The default network is fixed in every plan that takes one (the
+	// Aurora, OpenSearch and Valkey plans too): a deployment made with it
+	// from the start, whose lock file make build writes anew.
+	if err := os.Remove(drivers.LockPath(path)); err != nil {
+		t.Fatal(err)
+	}
+	cat, err := catalogpkg.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := drivers.WriteLock(cat, path); err != nil {
 		t.Fatal(err)
 	}
 	return path
