@@ -1,4 +1,4 @@
-# moto_server 5.2.1 with sixteen fixes.
+# moto_server 5.2.1 with seventeen fixes.
 #
 # 1. A second StartExecution fails with HTTP 500
 # ("cannot pickle '_thread.RLock'", moto issue 10077) because StartExecution
@@ -682,6 +682,27 @@ def _s3_iam_request_as_signed(self, *args, path, **kwargs):
 
 
 S3IAMRequest.__init__ = _s3_iam_request_as_signed
+
+# 17. A role that moto's CloudFormation makes keeps each of its inline
+# policies (Policies) as the template's mapping, not as JSON text, and
+# with IAM enforcement on, every call of a session of that role fails with
+# HTTP 500 (KeyError 'policy_document') where moto reads the policy: the
+# target stack's role, which the broker assumes in a target account. Read
+# such a mapping as the document it is.
+import json  # noqa: E402
+
+from moto.iam.access_control import IAMPolicy  # noqa: E402
+
+_iam_policy_init = IAMPolicy.__init__
+
+
+def _iam_policy_of_mapping(self, policy):
+    if isinstance(policy, dict) and "policy_document" not in policy:
+        policy = json.dumps(policy)
+    _iam_policy_init(self, policy)
+
+
+IAMPolicy.__init__ = _iam_policy_of_mapping
 
 from moto.server import main  # noqa: E402
 
