@@ -319,7 +319,7 @@ func TestTheDemoCatalogsLifecycles(t *testing.T) {
 	})
 	t.Run("the catalog is the bundled one", func(t *testing.T) {
 		cat, err := e.c.GetCatalog()
-		if err != nil || len(cat.Services) != 11 || len(cat.Services[0].Plans) != 3 {
+		if err != nil || len(cat.Services) != 12 || len(cat.Services[0].Plans) != 3 {
 			t.Fatalf("catalog: %+v %v", cat, err)
 		}
 	})
