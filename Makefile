@@ -87,8 +87,15 @@ SANDBOX_DIR ?= .sandbox
 KEEP ?=
 # ENVIRONMENTS=N: execution environments each function may run at once (default 4), as Lambda's concurrency.
 ENVIRONMENTS ?=
-sandbox: $(if $(TEMPLATE),,synth) ## The stack `make deploy` deploys, on 127.0.0.1 (BROKER_ADDR): moto, the functions under the Lambda emulator, IAM enforced; CATALOG=..., TEMPLATE=cdk.out/X.template.json, KEEP=1 keeps its state across runs.
-	$(GO) build -o bin/sandbox ./internal/tools/sandbox && exec bin/sandbox -template $(or $(TEMPLATE),cdk.out) -dir $(SANDBOX_DIR) $(if $(KEEP),-keep) $(if $(ENVIRONMENTS),-environments $(ENVIRONMENTS))
+# TARGET_ACCOUNT=222222222222 (with TARGET_REGION, TARGET_EXTERNAL_ID): the account of the catalog's placement,
+# where `make sandbox` deploys the target stack (cdk synth -c target=true) as a platform team does.
+TARGET_ACCOUNT ?=
+TARGET_REGION ?=
+TARGET_EXTERNAL_ID ?=
+sandbox: $(if $(TEMPLATE),,synth) ## The stack `make deploy` deploys, on 127.0.0.1 (BROKER_ADDR): moto, the functions under the Lambda emulator, IAM enforced; CATALOG=..., TEMPLATE=cdk.out/X.template.json, KEEP=1 keeps its state across runs, TARGET_ACCOUNT=... deploys the target stack there.
+	$(if $(TARGET_ACCOUNT),$(CDK) synth -c target=true -q -o cdk.out.target &&) \
+	$(GO) build -o bin/sandbox ./internal/tools/sandbox && exec bin/sandbox -template $(or $(TEMPLATE),cdk.out) -dir $(SANDBOX_DIR) $(if $(KEEP),-keep) $(if $(ENVIRONMENTS),-environments $(ENVIRONMENTS)) \
+	  $(if $(TARGET_ACCOUNT),-target-template cdk.out.target -target-account $(TARGET_ACCOUNT) -target-region "$(TARGET_REGION)" -target-external-id "$(TARGET_EXTERNAL_ID)")
 
 sandbox-deploy: $(if $(TEMPLATE),,synth) ## Deploy a new bundle (CATALOG=... or TEMPLATE=...) into the running sandbox, as `make deploy` updates the stack: the functions' code and configuration replaced, the table and the stacks kept.
 	$(GO) run ./internal/tools/sandbox -deploy -template $(or $(TEMPLATE),cdk.out) -dir $(SANDBOX_DIR)

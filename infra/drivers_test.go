@@ -321,6 +321,10 @@ func TestStackLetsTheWorkerAssumeExactlyTheCatalogsTargetRoles(t *testing.T) {
 		retired  = "arn:aws:iam::444444444444:role/osb-target"
 		pool1    = "arn:aws:iam::555555555555:role/osb-target"
 		pool2    = "arn:aws:iam::666666666666:role/osb-target"
+		vault    = "arn:aws:iam::777777777777:role/osb-target"
+		// pool2's external id is in a secret given by its whole ARN,
+		// vault's in one given by its name (in the broker's account).
+		pool2Secret = "arn:aws:secretsmanager:eu-west-1:111111111111:secret:osb/pool-2-AbC123"
 	)
 	tmp := t.TempDir()
 	for _, f := range []string{"s3-bucket/instance.yaml", "s3-bucket/binding.yaml"} {
@@ -362,7 +366,8 @@ func TestStackLetsTheWorkerAssumeExactlyTheCatalogsTargetRoles(t *testing.T) {
               space-ledger: {region: eu-central-1, role_arn: "` + ledger + `", external_id_env: LEDGER_EXTERNAL_ID}
               space-pooled:
                 region: eu-west-1
-                pool: [{role_arn: "` + pool1 + `", external_id: pool-1}, {role_arn: "` + pool2 + `", external_id: pool-2}]
+                pool: [{role_arn: "` + pool1 + `", external_id: pool-1}, {role_arn: "` + pool2 + `", external_id_secret: "` + pool2Secret + `"}]
+              space-vault: {region: eu-west-1, role_arn: "` + vault + `", external_id_secret: osb/vault-external-id}
             default: {region: eu-west-1, role_arn: "` + payments + `", external_id: payments-7f3a}
             retired:
               - {role_arn: "` + retired + `", external_id: old-7f3a}
@@ -374,7 +379,7 @@ func TestStackLetsTheWorkerAssumeExactlyTheCatalogsTargetRoles(t *testing.T) {
 
 	t.Run("the worker may assume exactly the roles the placement names, once each", func(t *testing.T) {
 		got := statementsAllowing(t, template, "WorkerRole", "sts:AssumeRole")
-		if want := []any{payments, ledger, retired, pool1, pool2}; len(got) != 1 || !jsonEqual(got[0]["Resource"], want) || !jsonEqual(got[0]["Action"], "sts:AssumeRole") {
+		if want := []any{payments, ledger, retired, pool1, pool2, vault}; len(got) != 1 || !jsonEqual(got[0]["Resource"], want) || !jsonEqual(got[0]["Action"], "sts:AssumeRole") {
 			t.Fatalf("sts:AssumeRole statements %v, want one on %v", got, want)
 		}
 	})
@@ -382,6 +387,36 @@ func TestStackLetsTheWorkerAssumeExactlyTheCatalogsTargetRoles(t *testing.T) {
 		got := statementsAllowing(t, template, "ApiRole", "sts:AssumeRole")
 		if len(got) != 1 || !jsonEqual(got[0]["Resource"], []any{pool1, pool2}) {
 			t.Fatalf("sts:AssumeRole statements %v, want one on %s and %s", got, pool1, pool2)
+		}
+	})
+	t.Run("the worker may read exactly the secrets that hold external ids, the api those of the pool", func(t *testing.T) {
+		// The api reads the broker's own credentials too (ReadCredentials).
+		bySid := func(role, sid string) []object {
+			var out []object
+			for _, s := range statementsAllowing(t, template, role, "secretsmanager:GetSecretValue") {
+				if s["Sid"] == sid {
+					out = append(out, s)
+				}
+			}
+			return out
+		}
+		got := bySid("WorkerRole", "ReadExternalIds")
+		if len(got) != 1 || !jsonEqual(got[0]["Action"], "secretsmanager:GetSecretValue") {
+			t.Fatalf("ReadExternalIds statements of the worker %v, want one allowing secretsmanager:GetSecretValue", got)
+		}
+		if n := len(statementsAllowing(t, template, "WorkerRole", "secretsmanager:")); n != 1 {
+			t.Errorf("%d statements of the worker allow Secrets Manager, want 1", n)
+		}
+		resources, _ := got[0]["Resource"].([]any)
+		byName := object{"Fn::Join": []any{"", []any{"arn:", object{"Ref": "AWS::Partition"}, ":secretsmanager:", object{"Ref": "AWS::Region"}, ":",
+			object{"Ref": "AWS::AccountId"}, ":secret:osb/vault-external-id-??????"}}}
+		if len(resources) != 2 || !slices.ContainsFunc(resources, func(r any) bool { return jsonEqual(r, pool2Secret) }) ||
+			!slices.ContainsFunc(resources, func(r any) bool { return jsonEqual(r, byName) }) {
+			t.Errorf("the worker reads %v, want %v and %s", got[0]["Resource"], byName, pool2Secret)
+		}
+		api := bySid("ApiRole", "ReadPoolExternalIds")
+		if len(api) != 1 || !jsonEqual(api[0]["Resource"], pool2Secret) {
+			t.Errorf("ReadPoolExternalIds statements of the api %v, want one on %s", api, pool2Secret)
 		}
 	})
 	t.Run("the api function is told the stack prefix, which it counts a pool's stacks by", func(t *testing.T) {

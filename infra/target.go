@@ -7,6 +7,7 @@ import (
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awss3"
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
 	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
@@ -48,9 +49,10 @@ func targetBoundaryName(prefix string) string    { return "serverless-osb-target
 // NewTargetStack defines the target stack: the role the broker assumes
 // here (trusting the broker's worker and api roles only, with the
 // external id; allowed what the worker does on the broker's stacks and
-// nothing else), and the CloudFormation service role the stacks are made
+// nothing else), the CloudFormation service role the stacks are made
 // under, with the same grants and permissions boundary as the broker's
-// own. Nothing else. cdk-nag checks it as the broker's stack.
+// own, and the bucket of their templates over the TemplateBody limit.
+// Nothing else. cdk-nag checks it as the broker's stack.
 func NewTargetStack(scope constructs.Construct, id string, props *TargetStackProps) (awscdk.Stack, error) {
 	if props == nil {
 		props = &TargetStackProps{}
@@ -120,10 +122,25 @@ func NewTargetStack(scope constructs.Construct, id string, props *TargetStackPro
 	serviceRoleGrants := grantsAsManagedPolicies(stack, "ServiceStacks", serviceRole, grants,
 		"What CloudFormation may do for the broker's service stacks ("+p.StackPrefix+"-*) in this account")
 
+	// The templates over CloudFormation's TemplateBody limit of the stacks
+	// made here: CloudFormation reads a TemplateURL with the caller's
+	// credentials (the target role's), from a bucket in the stack's
+	// Region, so they are put here, in the bucket the driver finds by its
+	// name (deploy.TargetTemplateBucket).
+	templates := awss3.NewBucket(stack, jsii.String("ServiceTemplates"), &awss3.BucketProps{
+		BucketName:        jsii.String(deploy.TargetTemplateBucket(p.StackPrefix, *stack.Account(), *stack.Region())),
+		BlockPublicAccess: awss3.BlockPublicAccess_BLOCK_ALL(),
+		Encryption:        awss3.BucketEncryption_S3_MANAGED,
+		EnforceSSL:        jsii.Bool(true),
+		ObjectOwnership:   awss3.ObjectOwnership_BUCKET_OWNER_ENFORCED,
+	})
+	suppress(templates, rule("AwsSolutions-S1", reasonTemplateBucketLogs))
+
 	values := map[string]string{
 		deploy.Partition: *stack.Partition(), deploy.Region: *stack.Region(), deploy.Account: *stack.Account(),
 		deploy.StackPrefix: p.StackPrefix, deploy.ServiceRoleARN: *serviceRole.RoleArn(),
 		deploy.PermissionsBoundaryARN: *boundaryPolicy.ManagedPolicyArn(),
+		deploy.TemplateBucket:         *templates.BucketName(), deploy.TemplateBucketARN: *templates.BucketArn(),
 	}
 	var worked []awsiam.PolicyStatement
 	for _, s := range inTargets {
@@ -146,7 +163,8 @@ func NewTargetStack(scope constructs.Construct, id string, props *TargetStackPro
 		suppress(g, wildcardRules(servicerole.Grants(p.StackPrefix, nil))...)
 	}
 	nag := map[string]string{deploy.Partition: "<AWS::Partition>", deploy.Region: "<AWS::Region>",
-		deploy.Account: "<AWS::AccountId>", deploy.StackPrefix: p.StackPrefix}
+		deploy.Account: "<AWS::AccountId>", deploy.StackPrefix: p.StackPrefix,
+		deploy.TemplateBucketARN: "<" + *stack.GetLogicalId(templates.Node().DefaultChild().(awscdk.CfnElement)) + ".Arn>"}
 	for _, s := range inTargets {
 		var wildcards []any
 		for _, r := range s.Resources {
@@ -160,7 +178,7 @@ func NewTargetStack(scope constructs.Construct, id string, props *TargetStackPro
 	}
 
 	for name, v := range map[string]*string{"TargetRoleArn": target.RoleArn(), "ServiceRoleArn": serviceRole.RoleArn(),
-		"PermissionsBoundaryArn": boundaryPolicy.ManagedPolicyArn()} {
+		"PermissionsBoundaryArn": boundaryPolicy.ManagedPolicyArn(), "TemplateBucketName": templates.BucketName()} {
 		awscdk.NewCfnOutput(stack, jsii.String(name), &awscdk.CfnOutputProps{Value: v})
 	}
 	return stack, nil

@@ -43,17 +43,51 @@ func TestTargetStack(t *testing.T) {
 		return nil
 	}
 
-	t.Run("it makes two roles and the boundary, nothing else", func(t *testing.T) {
+	t.Run("it makes two roles, the boundary and the templates' bucket, nothing else", func(t *testing.T) {
 		var types []string
 		for _, r := range resources {
 			types = append(types, r.(object)["Type"].(string))
 		}
 		slices.Sort(types)
 		// The managed policies: the boundary, and the service role's
-		// grants (grantsAsManagedPolicies).
+		// grants (grantsAsManagedPolicies); the bucket's policy enforces
+		// TLS.
 		types = slices.Compact(types)
-		if want := []string{"AWS::IAM::ManagedPolicy", "AWS::IAM::Role"}; !slices.Equal(types, want) || len(byType("AWS::IAM::Role")) != 2 {
-			t.Errorf("resources of types %v (%d roles), want %v (2 roles)", types, len(byType("AWS::IAM::Role")), want)
+		if want := []string{"AWS::IAM::ManagedPolicy", "AWS::IAM::Role", "AWS::S3::Bucket", "AWS::S3::BucketPolicy"}; !slices.Equal(types, want) ||
+			len(byType("AWS::IAM::Role")) != 2 || len(byType("AWS::S3::Bucket")) != 1 {
+			t.Errorf("resources of types %v (%d roles, %d buckets), want %v (2 roles, 1 bucket)", types, len(byType("AWS::IAM::Role")), len(byType("AWS::S3::Bucket")), want)
+		}
+	})
+	t.Run("the templates' bucket has the name the driver finds it by, and the role reaches its templates only", func(t *testing.T) {
+		var bucketID string
+		var bucket object
+		for id, r := range byType("AWS::S3::Bucket") {
+			bucketID, bucket = id, r["Properties"].(object)
+		}
+		want := object{"Fn::Join": []any{"", []any{"osb-tpl-osb-", object{"Ref": "AWS::AccountId"}, "-", object{"Ref": "AWS::Region"}}}}
+		if !jsonEqual(bucket["BucketName"], want) {
+			t.Errorf("bucket name %v, want %v (deploy.TargetTemplateBucket)", bucket["BucketName"], want)
+		}
+		policy := role("TargetRole")["Policies"].([]any)[0].(object)["PolicyDocument"].(object)["Statement"].([]any)
+		found := 0
+		for _, s := range policy {
+			s := s.(object)
+			switch s["Sid"] {
+			case "ServiceTemplates":
+				found++
+				want := object{"Fn::Join": []any{"", []any{object{"Fn::GetAtt": []any{bucketID, "Arn"}}, "/templates/*"}}}
+				if !jsonEqual(s["Resource"], want) || !jsonEqual(s["Action"], []any{"s3:GetObject", "s3:PutObject"}) {
+					t.Errorf("ServiceTemplates: %v on %v, want s3:GetObject and s3:PutObject on %v", s["Action"], s["Resource"], want)
+				}
+			case "FindServiceTemplates":
+				found++
+				if !jsonEqual(s["Resource"], object{"Fn::GetAtt": []any{bucketID, "Arn"}}) {
+					t.Errorf("FindServiceTemplates on %v, want the bucket", s["Resource"])
+				}
+			}
+		}
+		if found != 2 {
+			t.Errorf("%d of the statements ServiceTemplates and FindServiceTemplates", found)
 		}
 	})
 	t.Run("it is a plain template: its parameters are its own, and it checks no CDK bootstrap", func(t *testing.T) {
@@ -96,7 +130,8 @@ func TestTargetStack(t *testing.T) {
 				}
 			}
 		}
-		want := []string{"ChangeServiceStacks", "TagServiceStacks", "ChangeSetsOfServiceStacks", "ReadServiceStacks", "PassServiceRole", "CountServiceStacks"}
+		want := []string{"ChangeServiceStacks", "TagServiceStacks", "ChangeSetsOfServiceStacks", "ReadServiceStacks",
+			"ServiceTemplates", "FindServiceTemplates", "PassServiceRole", "CountServiceStacks"}
 		if !slices.Equal(sids, want) {
 			t.Errorf("statements %v, want %v", sids, want)
 		}

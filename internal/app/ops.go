@@ -29,12 +29,12 @@ import (
 // OpsUsage is the operator command's help.
 const OpsUsage = `usage: go run ./functions/api ops [--json] [--verbose] [--data DIR | --stack NAME] [--catalog FILE] COMMAND
 
-  instances [--service ID] [--plan ID] [--behind]
+  instances [--service ID] [--plan ID] [--behind] [--moved]
                     the instances (of the service, of the plan), each with the version of
                     its plan it runs (maintenance_info version, plan digest) and whether it
                     is behind the catalog's; --behind lists only those; and the account and
                     Region it lives in, CHANGED when its plan's placement now puts new
-                    instances elsewhere (it stays where it is)
+                    instances elsewhere (it stays where it is); --moved lists only those
   operations        operations in progress, with those overdue marked STUCK
   operation INSTANCE_ID [OPERATION_ID]
                     the instance's operations (finished ones are kept 7 days), each with
@@ -115,6 +115,7 @@ func RunOps(ctx context.Context, args []string, out, errOut io.Writer) error {
 	service := fs.String("service", "", "")
 	plan := fs.String("plan", "", "")
 	behind := fs.Bool("behind", false, "")
+	moved := fs.Bool("moved", false, "")
 	// Flags may come before or after the command (ops reap --json);
 	// upgrade parses its own, after its name.
 	var positional, upgradeArgs []string
@@ -158,14 +159,14 @@ func RunOps(ctx context.Context, args []string, out, errOut io.Writer) error {
 		return usageError("unknown command %q", args[0])
 	case len(args) != 1:
 		return usageError("%s takes no argument", args[0])
-	case args[0] != "instances" && (*service != "" || *plan != "" || *behind):
-		return usageError("--service, --plan and --behind go with instances, not %s", args[0])
+	case args[0] != "instances" && (*service != "" || *plan != "" || *behind || *moved):
+		return usageError("--service, --plan, --behind and --moved go with instances, not %s", args[0])
 	}
 	if *stack != "" && *data != "" {
 		return usageError("--data is the local broker's, --stack a deployed one's: give one")
 	}
 	if args[0] == "instances" {
-		args = append(args, instancesArgs(*service, *plan, *behind)...)
+		args = append(args, instancesArgs(*service, *plan, *behind, *moved)...)
 	}
 	if args[0] == "audit" {
 		// IAM and CloudFormation only: no broker to build.
@@ -544,7 +545,7 @@ func shortDigest(d string) string {
 
 // instancesArgs are the arguments of ops instances that RunOps hands to
 // Ops, which opsInstances reads back.
-func instancesArgs(service, plan string, behind bool) []string {
+func instancesArgs(service, plan string, behind, moved bool) []string {
 	var args []string
 	if service != "" {
 		args = append(args, "--service="+service)
@@ -554,6 +555,9 @@ func instancesArgs(service, plan string, behind bool) []string {
 	}
 	if behind {
 		args = append(args, "--behind")
+	}
+	if moved {
+		args = append(args, "--moved")
 	}
 	return args
 }
@@ -567,8 +571,9 @@ func opsInstances(ctx context.Context, b *broker.Broker, args []string) ([]insta
 	fs.StringVar(&f.ServiceID, "service", "", "")
 	fs.StringVar(&f.PlanID, "plan", "", "")
 	behindOnly := fs.Bool("behind", false, "")
+	movedOnly := fs.Bool("moved", false, "")
 	if err := fs.Parse(args); err != nil || fs.NArg() > 0 {
-		return nil, usageError("instances takes --service ID, --plan ID and --behind")
+		return nil, usageError("instances takes --service ID, --plan ID, --behind and --moved")
 	}
 	list := []instanceVersion{}
 	for page := ""; ; {
@@ -588,7 +593,7 @@ func opsInstances(ctx context.Context, b *broker.Broker, args []string) ([]insta
 			if ok {
 				l.Place = &place
 			}
-			if l.Behind || !*behindOnly {
+			if (l.Behind || !*behindOnly) && (!*movedOnly || (l.Place != nil && l.Place.Moved)) {
 				list = append(list, l)
 			}
 		}

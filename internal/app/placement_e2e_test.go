@@ -312,6 +312,29 @@ func TestClientDrivesAnInstancePlacedInAnotherAccountOnMoto(t *testing.T) {
 		if n := len(stacks(moved)); n != 1 {
 			t.Errorf("%d stacks in the account the mapping now names, want the new instance's", n)
 		}
+		// ops instances --moved lists the instances whose mapping changed,
+		// and not the new one, which is where the mapping says.
+		for args, want := range map[string][]string{"instances": {instanceID, id}, "instances --moved": {instanceID}} {
+			var out bytes.Buffer
+			if err := app.OpsJSON(ctx, b.Local.Broker, strings.Fields(args), &out); err != nil {
+				t.Fatal(err)
+			}
+			var list []struct {
+				ID string `json:"instance_id"`
+			}
+			if err := json.Unmarshal(out.Bytes(), &list); err != nil {
+				t.Fatalf("%v: %s", err, out.String())
+			}
+			var got []string
+			for _, l := range list {
+				got = append(got, l.ID)
+			}
+			slices.Sort(got)
+			slices.Sort(want)
+			if !slices.Equal(got, want) {
+				t.Errorf("ops %s listed %v, want %v", args, got, want)
+			}
+		}
 		dr, err := c.DeprovisionInstance(&osb.DeprovisionRequest{InstanceID: id, ServiceID: service, PlanID: plan, AcceptsIncomplete: true})
 		if err != nil {
 			t.Fatalf("deprovision: %v", err)

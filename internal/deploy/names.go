@@ -51,3 +51,14 @@ func CheckStackPrefix(p string) error {
 func DatabaseUserFunctionName(prefix, vpcID string) string {
 	return strings.ToLower(prefix) + "-dbuser-" + vpcID
 }
+
+// TargetTemplateBucket names the bucket the target stack makes in each
+// target account and Region, where the broker puts the templates over
+// CloudFormation's TemplateBody limit of the stacks it makes there: the
+// driver finds it by this name, which holds the stack prefix (two brokers
+// may share an account), the account and the Region (bucket names are
+// global), lower-cased as S3 wants, and stays within S3's 63 characters
+// (8 + 20 + 1 + 12 + 1 + 14 at most).
+func TargetTemplateBucket(prefix, account, region string) string {
+	return "osb-tpl-" + strings.ToLower(prefix) + "-" + account + "-" + region
+}

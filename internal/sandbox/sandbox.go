@@ -75,6 +75,9 @@ type Config struct {
 	// starts afresh. A kept run listens for the Invoke API where the
 	// first did (moto invokes there).
 	Keep bool
+	// Targets are the target accounts of the catalog's placement, where
+	// the sandbox deploys the target stack (target.go).
+	Targets []Target
 }
 
 // Sandbox is a running stack.
@@ -259,6 +262,11 @@ func Start(ctx context.Context, c Config) (sb *Sandbox, err error) {
 	}
 	if err := sb.checkPlans(ctx); err != nil {
 		return sb, err
+	}
+	if kept == nil {
+		if err := sb.deployTargets(ctx); err != nil {
+			return sb, err
+		}
 	}
 	// From here on, every call needs credentials whose policies allow it.
 	if kept == nil {

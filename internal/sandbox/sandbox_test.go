@@ -31,6 +31,9 @@ var (
 	manifest deploy.Manifest
 	// catalogPath is the suite's catalog, the templates beside it.
 	catalogPath string
+	// target is the account (and Region) of the placed plan, where the
+	// sandbox deploys the target stack.
+	target = sandbox.Target{Account: "222222222222", Region: "eu-west-1", ExternalID: "sandbox-target-7f3a"}
 )
 
 func TestMain(m *testing.M) {
@@ -70,8 +73,13 @@ func runTests(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "the drivers' declarations:", err)
 		return 1
 	}
+	// The target stack, for the placed plan's account.
+	if target.Template, err = sandbox.SynthesizeTarget(ctx, sandbox.Synthesis{Root: "../..", Catalog: catalog, Out: dir}); err != nil {
+		fmt.Fprintln(os.Stderr, "synthesize the target stack:", err)
+		return 1
+	}
 	shared, err = sandbox.Start(ctx, sandbox.Config{Template: template, Dir: filepath.Join(dir, "sandbox"),
-		ScheduleInterval: 3 * time.Second, Log: os.Stderr})
+		ScheduleInterval: 3 * time.Second, Log: os.Stderr, Targets: []sandbox.Target{target}})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "start the sandbox:", err)
 		return 1
@@ -182,6 +190,32 @@ func testCatalog(dir string) (string, error) {
 		"plans": []any{map[string]any{"id": functionPlan, "name": "function-async-plan", "description": "Asynchronous changes, done by the function.",
 			"broker": map[string]any{"driver": "function", "mode": "async", "url": functionFront.URL(), "secret_file": secret, "timeout": 5, "retry_after": 1}}},
 	})
+	// The S3 service with a plan placed in the target account and Region,
+	// where the sandbox deploys the target stack (placement_test.go).
+	for _, svc := range services {
+		if svc := svc.(map[string]any); svc["id"] == s3Service {
+			data, err := yaml.Marshal(svc)
+			if err != nil {
+				return "", err
+			}
+			var placed map[string]any
+			if err := yaml.Unmarshal(data, &placed); err != nil {
+				return "", err
+			}
+			plan := placed["plans"].([]any)[0].(map[string]any)
+			plan["id"], plan["name"] = placedPlan, "placed"
+			plan["broker"].(map[string]any)["placement"] = map[string]any{
+				"region": target.Region, "role_arn": "arn:aws:iam::" + target.Account + ":role/serverless-osb-target-" + deploy.DefaultStackPrefix,
+				"external_id":              target.ExternalID,
+				"service_role_arn":         "arn:aws:iam::" + target.Account + ":role/serverless-osb-target-cfn-" + deploy.DefaultStackPrefix,
+				"permissions_boundary_arn": "arn:aws:iam::" + target.Account + ":policy/serverless-osb-target-boundary-" + deploy.DefaultStackPrefix,
+			}
+			placed["plans"] = []any{plan}
+			placed["id"], placed["name"] = placedService, "placed-s3-bucket"
+			services = append(services, placed)
+			break
+		}
+	}
 	// A plan moto's CloudFormation cannot make (it has no ElastiCache),
 	// which the sandbox must refuse at once (plans_test.go).
 	if err := os.MkdirAll(filepath.Join(out, "moto-cannot"), 0o755); err != nil {
@@ -218,6 +252,11 @@ const (
 	// The demo's asynchronous plan with a maximum polling duration of 1 s.
 	shortService = "2b9c5d1e-7a43-4f0e-9c61-3d8e5f0a7b24"
 	shortPlan    = "9e4f2a6b-1c38-4d7a-8b05-6f3e2d1c0a98"
+	// The example S3 service, and its copy whose plan is placed in the
+	// target account.
+	s3Service     = "319021a7-ff81-4506-bf4c-07545d1bfc47"
+	placedService = "8c3f1a2e-6b4d-4e7f-9a15-2d0c7e9b3f48"
+	placedPlan    = "4e7a9c1b-3d5f-4a8e-b2c6-9f0d1e3a5b72"
 	// A service whose stack moto cannot make.
 	cacheService = "6d0e4b8a-3f1c-4a2e-9b7d-5c8f1e2a4d60"
 	cachePlan    = "1a7c9e3b-5d2f-4b8a-8e6c-0f4d2b9a7c13"

@@ -13,9 +13,12 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials/stscreds"
 	cfn "github.com/aws/aws-sdk-go-v2/service/cloudformation"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/aws/aws-sdk-go-v2/service/sts"
 
 	"github.com/serverless-osb/broker/internal/broker"
+	"github.com/serverless-osb/broker/internal/deploy"
 )
 
 // Place is where a stack lives, as its record keeps it: the Region, and
@@ -36,10 +39,11 @@ func placeOf(t Target, home string) *Place {
 
 // Role is what the broker knows of a role it assumes, from the catalog.
 type Role struct {
-	ExternalID     ExternalID
-	ExternalIDEnv  string
-	ServiceRoleARN string
-	BoundaryARN    string
+	ExternalID       ExternalID
+	ExternalIDEnv    string
+	ExternalIDSecret string
+	ServiceRoleARN   string
+	BoundaryARN      string
 	// Pooled: an account of a pool, whose stacks the api function counts
 	// at a provision request (CheckRoom).
 	Pooled bool
@@ -59,9 +63,10 @@ func RolesOf(settings []*Settings) (Roles, error) {
 			if t.RoleARN == "" {
 				continue
 			}
-			r := Role{ExternalID: t.ExternalID, ExternalIDEnv: t.ExternalIDEnv, ServiceRoleARN: t.ServiceRoleARN, BoundaryARN: t.BoundaryARN}
+			r := Role{ExternalID: t.ExternalID, ExternalIDEnv: t.ExternalIDEnv, ExternalIDSecret: t.ExternalIDSecret,
+				ServiceRoleARN: t.ServiceRoleARN, BoundaryARN: t.BoundaryARN}
 			prev, ok := roles[t.RoleARN]
-			if ok && (prev.ExternalID != r.ExternalID || prev.ExternalIDEnv != r.ExternalIDEnv ||
+			if ok && (prev.ExternalID != r.ExternalID || prev.ExternalIDEnv != r.ExternalIDEnv || prev.ExternalIDSecret != r.ExternalIDSecret ||
 				prev.ServiceRoleARN != r.ServiceRoleARN || prev.BoundaryARN != r.BoundaryARN) {
 				return nil, fmt.Errorf("the catalog names the role %s in two plans with different external ids, service roles or boundaries; give it the same ones everywhere", t.RoleARN)
 			}
@@ -86,10 +91,34 @@ type Clients struct {
 	// NewAPI makes a client from a configuration; cfn.NewFromConfig
 	// unless a test says.
 	NewAPI func(aws.Config) API
+	// NewS3 makes the S3 client of a target account's templates' bucket;
+	// s3.NewFromConfig unless a test says.
+	NewS3 func(aws.Config) S3API
+	// Secrets reads the external ids kept in Secrets Manager, with the
+	// broker's own credentials; secretsmanager.NewFromConfig(Base) unless
+	// a test says.
+	Secrets SecretsAPI
 
-	mu    sync.Mutex
-	creds map[credentialsKey]*aws.CredentialsCache
-	apis  map[clientKey]API
+	mu      sync.Mutex
+	creds   map[credentialsKey]*aws.CredentialsCache
+	apis    map[clientKey]API
+	s3s     map[clientKey]S3API
+	secrets map[string]secretValue
+}
+
+// SecretsAPI is the part of Secrets Manager the driver calls to read an
+// external id.
+type SecretsAPI interface {
+	GetSecretValue(ctx context.Context, in *secretsmanager.GetSecretValueInput, optFns ...func(*secretsmanager.Options)) (*secretsmanager.GetSecretValueOutput, error)
+}
+
+var _ SecretsAPI = (*secretsmanager.Client)(nil)
+
+// secretValue is an external id read from Secrets Manager, and when it is
+// to be read again.
+type secretValue struct {
+	id      ExternalID
+	expires time.Time
 }
 
 type credentialsKey struct{ role, externalID string }
@@ -101,7 +130,8 @@ type clientKey struct {
 
 // NewClients returns the clients of places reached from base.
 func NewClients(base aws.Config) *Clients {
-	return &Clients{Base: base, STS: sts.NewFromConfig(base), NewAPI: func(c aws.Config) API { return cfn.NewFromConfig(c) }}
+	return &Clients{Base: base, STS: sts.NewFromConfig(base), NewAPI: func(c aws.Config) API { return cfn.NewFromConfig(c) },
+		Secrets: secretsmanager.NewFromConfig(base)}
 }
 
 // credentialsWindow is how long before they expire the role's credentials
@@ -121,26 +151,10 @@ const assumedDuration = time.Hour
 // It has the role's credentials first, so that a refused AssumeRole fails
 // here, as a *broker.Failure that names the role and the likely causes.
 func (c *Clients) For(ctx context.Context, region, role string, externalID ExternalID) (API, error) {
-	key := clientKey{credentialsKey{role, string(externalID)}, firstOf(region, c.Base.Region)}
 	c.mu.Lock()
-	if c.apis == nil {
-		c.apis, c.creds = map[clientKey]API{}, map[credentialsKey]*aws.CredentialsCache{}
-	}
+	key, cfg, creds := c.configFor(region, role, externalID)
 	api, ok := c.apis[key]
-	creds := c.creds[key.credentialsKey]
 	if !ok {
-		cfg := c.Base.Copy()
-		cfg.Region = key.region
-		if role != "" {
-			if creds == nil {
-				id := string(externalID)
-				creds = aws.NewCredentialsCache(stscreds.NewAssumeRoleProvider(c.STS, role, func(o *stscreds.AssumeRoleOptions) {
-					o.ExternalID, o.RoleSessionName, o.Duration = aws.String(id), roleSessionName, assumedDuration
-				}), func(o *aws.CredentialsCacheOptions) { o.ExpiryWindow = credentialsWindow })
-				c.creds[key.credentialsKey] = creds
-			}
-			cfg.Credentials = creds
-		}
 		api = c.NewAPI(cfg)
 		c.apis[key] = api
 	}
@@ -153,6 +167,56 @@ func (c *Clients) For(ctx context.Context, region, role string, externalID Exter
 		}
 	}
 	return api, nil
+}
+
+// S3For is the S3 client of a Region reached through role with
+// externalID, with the credentials For keeps: what puts a template over
+// MaxTemplateBody in the target account's bucket.
+func (c *Clients) S3For(region, role string, externalID ExternalID) S3API {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	key, cfg, _ := c.configFor(region, role, externalID)
+	if c.s3s == nil {
+		c.s3s = map[clientKey]S3API{}
+	}
+	client, ok := c.s3s[key]
+	if !ok {
+		newS3 := c.NewS3
+		if newS3 == nil {
+			newS3 = func(cfg aws.Config) S3API {
+				// An endpoint of one's own (moto) serves buckets by path.
+				return s3.NewFromConfig(cfg, func(o *s3.Options) { o.UsePathStyle = cfg.BaseEndpoint != nil })
+			}
+		}
+		client = newS3(cfg)
+		c.s3s[key] = client
+	}
+	return client
+}
+
+// configFor is the configuration of a place, and the role's credentials
+// (nil: the broker's own), made once per role and external id; c.mu is
+// held.
+func (c *Clients) configFor(region, role string, externalID ExternalID) (clientKey, aws.Config, *aws.CredentialsCache) {
+	key := clientKey{credentialsKey{role, string(externalID)}, firstOf(region, c.Base.Region)}
+	if c.apis == nil {
+		c.apis, c.creds = map[clientKey]API{}, map[credentialsKey]*aws.CredentialsCache{}
+	}
+	cfg := c.Base.Copy()
+	cfg.Region = key.region
+	if role == "" {
+		return key, cfg, nil
+	}
+	creds := c.creds[key.credentialsKey]
+	if creds == nil {
+		id := string(externalID)
+		creds = aws.NewCredentialsCache(stscreds.NewAssumeRoleProvider(c.STS, role, func(o *stscreds.AssumeRoleOptions) {
+			o.ExternalID, o.RoleSessionName, o.Duration = aws.String(id), roleSessionName, assumedDuration
+		}), func(o *aws.CredentialsCacheOptions) { o.ExpiryWindow = credentialsWindow })
+		c.creds[key.credentialsKey] = creds
+	}
+	cfg.Credentials = creds
+	return key, cfg, creds
 }
 
 // assumeRoleError is a failed AssumeRole as the Driver port wants it: a
@@ -169,6 +233,49 @@ func assumeRoleError(role string, err error) error {
 	// Throttling, 5xx, no answer: STS's outage, which the operation waits
 	// out (unreachable names STS, the innermost service).
 	return unreachable("assume the role "+role, err)
+}
+
+// ExternalIDOf reads the external id a secret holds (its SecretString,
+// without surrounding white space), with the broker's own credentials,
+// and keeps it as long as the role's credentials last: a rotated id is
+// seen within the hour, and every other use costs no call. Its errors
+// name the secret and never its value.
+func (c *Clients) ExternalIDOf(ctx context.Context, role, secret string) (ExternalID, error) {
+	now := time.Now()
+	c.mu.Lock()
+	v, ok := c.secrets[secret]
+	c.mu.Unlock()
+	if ok && now.Before(v.expires) {
+		return v.id, nil
+	}
+	if c.Secrets == nil {
+		return "", &broker.Failure{Description: fmt.Sprintf("The external id of the role %s is to be in the secret %s, and this broker is not set up to read secrets.", role, secret)}
+	}
+	out, err := c.Secrets.GetSecretValue(ctx, &secretsmanager.GetSecretValueInput{SecretId: aws.String(secret)})
+	if err != nil {
+		code, _, ok := apiError(err)
+		if ok && (code == "ResourceNotFoundException" || code == "AccessDeniedException" || code == "AccessDenied" ||
+			code == "DecryptionFailure" || code == "InvalidRequestException") {
+			return "", &broker.Failure{Description: fmt.Sprintf(
+				"The broker could not read the external id of the role %s from the secret %s (Secrets Manager answered %s): the secret must exist in the Region and account the catalog names (its ARN, or its name in the broker's own), hold the external id as its text, and be readable by the broker's roles (the broker's stack grants the secrets its catalog names; a secret under a customer managed key needs kms:Decrypt too). Ask the platform operator to check the secret and the plan's placement.",
+				role, secret, code)}
+		}
+		return "", unreachable("read the secret "+secret, err)
+	}
+	id := ExternalID(strings.TrimSpace(aws.ToString(out.SecretString)))
+	if len(id) < 2 || len(id) > 1224 || !externalIDPattern.MatchString(string(id)) {
+		// Never quote it, as anywhere else.
+		return "", &broker.Failure{Description: fmt.Sprintf(
+			"The secret %s, which holds the external id of the role %s, does not hold one STS accepts: its text must be 2 to 1224 letters, digits or the characters _+=,.@:/-. Ask the platform operator to put the external id in it.",
+			secret, role)}
+	}
+	c.mu.Lock()
+	if c.secrets == nil {
+		c.secrets = map[string]secretValue{}
+	}
+	c.secrets[secret] = secretValue{id: id, expires: now.Add(assumedDuration)}
+	c.mu.Unlock()
+	return id, nil
 }
 
 // homeRegion is the broker's own Region, where a stack without a place
@@ -235,6 +342,12 @@ func (d *Driver) at(ctx context.Context, p *Place) (*Driver, error) {
 					p.RoleARN, role.ExternalIDEnv)}
 			}
 		}
+		if role.ExternalIDSecret != "" {
+			var err error
+			if externalID, err = d.Clients.ExternalIDOf(ctx, p.RoleARN, role.ExternalIDSecret); err != nil {
+				return nil, err
+			}
+		}
 	}
 	api, err := d.Clients.For(ctx, p.Region, p.RoleARN, externalID)
 	if err != nil {
@@ -243,13 +356,19 @@ func (d *Driver) at(ctx context.Context, p *Place) (*Driver, error) {
 	placed := *d
 	placed.API = api
 	placed.Logger = d.Logger.With("region", p.Region, "account", p.Account)
-	// The templates' bucket is the broker's own, which CloudFormation in
-	// another account or Region, under the role assumed there, does not
-	// read: a template over the TemplateBody limit is not placed.
-	placed.Templates, placed.placed = nil, true
 	if p.RoleARN != "" {
 		placed.Deployment.RoleARN, placed.Deployment.BoundaryARN = role.ServiceRoleARN, role.BoundaryARN
+		// CloudFormation reads a TemplateURL with the caller's
+		// credentials, here the assumed role's, which reach no bucket of
+		// the broker's account: a template over the TemplateBody limit
+		// goes to the bucket the target stack makes in the stack's own
+		// account and Region, under a name the driver knows.
+		region := firstOf(p.Region, d.homeRegion())
+		placed.Templates = &Templates{S3: d.Clients.S3For(region, p.RoleARN, externalID), Region: region,
+			Bucket: deploy.TargetTemplateBucket(d.Deployment.StackPrefix, p.Account, region), ExpectedOwner: p.Account}
 	}
+	// In the broker's own account, another Region's stack reads the
+	// broker's bucket with the broker's credentials (templates.go).
 	return &placed, nil
 }
 

@@ -105,9 +105,6 @@ type Driver struct {
 	Clients   *Clients
 	Roles     Roles
 	Getenv    func(string) string
-	// placed: this is a copy of the driver for another account or Region
-	// (at).
-	placed bool
 }
 
 var _ broker.Driver = (*Driver)(nil)

@@ -2,7 +2,9 @@ package cloudformation
 
 import (
 	"maps"
+	"regexp"
 	"slices"
+	"strings"
 
 	"github.com/serverless-osb/broker/internal/deploy"
 	"github.com/serverless-osb/broker/internal/env"
@@ -61,7 +63,7 @@ func Needs(roles Roles) deploy.Needs {
 			// ListBucket makes a missing key a 404, not a 403.
 			{Function: deploy.Worker, Sid: "ServiceTemplates",
 				Actions: []string{"s3:GetObject", "s3:PutObject"}, Resources: []string{deploy.TemplateBucketARN + "/templates/*"},
-				WildcardReason: "The templates over 51,200 bytes are kept in the broker stack's own bucket, each under templates/ " +
+				WildcardReason: "The templates over 51,200 bytes are kept in the stack's own bucket (the broker stack's; in a target account, the target stack's), each under templates/ " +
 					"and its SHA-256 digest, which the worker computes: the pattern is that folder of that bucket and nothing else."},
 			{Function: deploy.Worker, Sid: "FindServiceTemplates",
 				Actions: []string{"s3:ListBucket"}, Resources: []string{deploy.TemplateBucketARN}},
@@ -77,19 +79,37 @@ func Needs(roles Roles) deploy.Needs {
 		},
 	}
 	// In a target account the worker does the same, through the role it
-	// assumes there, under that account's service role, but for the
-	// templates' bucket, which is the broker's own (a template over the
-	// TemplateBody limit is not placed in another account: templates.go);
-	// and counts the broker's stacks there for a pool (pool.go).
-	inTargets := slices.DeleteFunc(slices.Clone(n.Statements), func(s deploy.Statement) bool {
-		return s.Sid == "ServiceTemplates" || s.Sid == "FindServiceTemplates"
-	})
+	// assumes there, under that account's service role, with the
+	// templates' bucket the target stack makes there (CloudFormation
+	// reads a TemplateURL with the assumed role's credentials:
+	// deploy.TargetTemplateBucket); and counts the broker's stacks there
+	// for a pool (pool.go).
+	inTargets := slices.Clone(n.Statements)
 	n.InTargets = append(inTargets, deploy.Statement{Function: deploy.Worker, Sid: "CountServiceStacks",
 		Actions: []string{"cloudformation:ListStacks"}, Resources: []string{"*"},
 		WildcardReason: "ListStacks supports no resource-level permissions: IAM only grants it on \"*\"; the driver counts the stacks named PREFIX-… among them, to place an instance of a pool where there is room."})
 	if len(roles) > 0 {
 		n.Statements = append(n.Statements, deploy.Statement{Function: deploy.Worker, Sid: "AssumeTargetRoles",
 			Actions: []string{"sts:AssumeRole"}, Resources: slices.Sorted(maps.Keys(roles))})
+	}
+	// The external ids kept in Secrets Manager are read where the roles
+	// are assumed: the worker reads every one, the api those of a pool's
+	// roles; nothing else of Secrets Manager.
+	var secrets, pooledSecrets []string
+	for _, r := range roles {
+		if r.ExternalIDSecret == "" {
+			continue
+		}
+		secrets = append(secrets, secretResources(r.ExternalIDSecret)...)
+		if r.Pooled {
+			pooledSecrets = append(pooledSecrets, secretResources(r.ExternalIDSecret)...)
+		}
+	}
+	const whySecrets = "A secret's ARN ends with six characters Secrets Manager makes up; a catalog that names a secret by its name, " +
+		"or by its ARN without them, is granted that secret's ARN with those six characters left open (-??????), which is that secret only."
+	if len(secrets) > 0 {
+		n.Statements = append(n.Statements, deploy.Statement{Function: deploy.Worker, Sid: "ReadExternalIds",
+			Actions: []string{"secretsmanager:GetSecretValue"}, Resources: sortedUnique(secrets), WildcardReason: whySecrets})
 	}
 	// The api function counts the stacks of a pool's accounts at a
 	// provision request, to refuse one with 422 when every account is
@@ -99,6 +119,10 @@ func Needs(roles Roles) deploy.Needs {
 		if r.Pooled {
 			pooled = append(pooled, arn)
 		}
+	}
+	if len(pooledSecrets) > 0 {
+		n.Statements = append(n.Statements, deploy.Statement{Function: deploy.API, Sid: "ReadPoolExternalIds",
+			Actions: []string{"secretsmanager:GetSecretValue"}, Resources: sortedUnique(pooledSecrets), WildcardReason: whySecrets})
 	}
 	if len(pooled) > 0 {
 		slices.Sort(pooled)
@@ -110,4 +134,26 @@ func Needs(roles Roles) deploy.Needs {
 			Description: "A pool of accounts of a placement holds 90% or more of the stacks its accounts may hold (their max_share of their stack_quota): add an account to the pool before provisions are refused with 422 (the worker's log line \"" + PoolNearlyFull + "\" names the Region)."})
 	}
 	return n
+}
+
+// secretFullARN is a secret's ARN with the six characters Secrets Manager
+// adds to its name.
+var secretFullARN = regexp.MustCompile(`^arn:[^:]+:secretsmanager:[^:]*:[0-9]{12}:secret:.+-[A-Za-z0-9]{6}$`)
+
+// secretResources is what IAM grants a secret by: its ARN when the
+// catalog gives it whole; the ARN of a name (in the broker's Region and
+// account) or of a partial ARN, with the six characters open.
+func secretResources(secret string) []string {
+	switch {
+	case secretFullARN.MatchString(secret):
+		return []string{secret}
+	case strings.HasPrefix(secret, "arn:"):
+		return []string{secret + "-??????"}
+	}
+	return []string{deploy.ARN("secretsmanager", "secret:"+secret+"-??????")}
+}
+
+func sortedUnique(s []string) []string {
+	slices.Sort(s)
+	return slices.Compact(s)
 }

@@ -26,6 +26,7 @@ const (
 	keyRoleARN         = "role_arn"
 	keyExternalID      = "external_id"
 	keyExternalIDEnv   = "external_id_env"
+	keyExternalIDSec   = "external_id_secret"
 	keyServiceRoleARN  = "service_role_arn"
 	keyBoundaryARN     = "permissions_boundary_arn"
 	keyBy              = "by"
@@ -40,8 +41,8 @@ const (
 )
 
 var (
-	targetKeys    = []string{keyRegion, keyRoleARN, keyExternalID, keyExternalIDEnv, keyServiceRoleARN, keyBoundaryARN, keyPool, keyStackQuota, keyMaxShare}
-	roleKeys      = []string{keyRoleARN, keyExternalID, keyExternalIDEnv, keyServiceRoleARN, keyBoundaryARN}
+	targetKeys    = []string{keyRegion, keyRoleARN, keyExternalID, keyExternalIDEnv, keyExternalIDSec, keyServiceRoleARN, keyBoundaryARN, keyPool, keyStackQuota, keyMaxShare}
+	roleKeys      = []string{keyRoleARN, keyExternalID, keyExternalIDEnv, keyExternalIDSec, keyServiceRoleARN, keyBoundaryARN}
 	placementKeys = append(slices.Clone(targetKeys), keyBy, keyMap, keyDefault, keyRegions, keyRegionParameter, keyRetired)
 )
 
@@ -64,6 +65,10 @@ var (
 	// checked apart (a regexp repeats at most 1000 times).
 	externalIDPattern = regexp.MustCompile(`^[\w+=,.@:/-]+$`)
 	envNamePattern    = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	// A secret of Secrets Manager, by ARN (of any Region and account) or
+	// by name (the broker's Region and account).
+	secretARNPattern  = regexp.MustCompile(`^arn:aws[a-z-]*:secretsmanager:[a-z0-9-]+:[0-9]{12}:secret:[\w/+=.@-]{1,512}$`)
+	secretNamePattern = regexp.MustCompile(`^[\w/+=.@-]{1,512}$`)
 )
 
 // ExternalID is the external id the broker gives STS when it assumes a
@@ -89,9 +94,12 @@ type Target struct {
 	// empty: the broker's own account, with its own credentials.
 	RoleARN string
 	// ExternalID, or ExternalIDEnv (the variable that holds it where the
-	// broker runs), is given to STS with the role.
-	ExternalID    ExternalID
-	ExternalIDEnv string
+	// broker runs), or ExternalIDSecret (the Secrets Manager secret, ARN
+	// or name, that holds it, read at first use), is given to STS with the
+	// role.
+	ExternalID       ExternalID
+	ExternalIDEnv    string
+	ExternalIDSecret string
 	// ServiceRoleARN is the CloudFormation service role of the target's
 	// account that its stacks are made under, and BoundaryARN the
 	// permissions boundary its templates' IAM identities get; both in the
@@ -195,7 +203,7 @@ func configurePlacement(plan *catalog.Plan, config map[string]any) (*Placement, 
 	}
 	m, ok := v.(map[string]any)
 	if !ok {
-		return nil, catalog.Settingf(KeyPlacement, "must be a mapping (region, role_arn, external_id or external_id_env; or by, map and default), got %s", catalog.Describe(v))
+		return nil, catalog.Settingf(KeyPlacement, "must be a mapping (region, role_arn, external_id, external_id_env or external_id_secret; or by, map and default), got %s", catalog.Describe(v))
 	}
 	for _, k := range slices.Sorted(maps.Keys(m)) {
 		if !slices.Contains(placementKeys, k) {
@@ -383,14 +391,27 @@ func target(key string, v any, allowed []string) (Target, error) {
 	if t.ExternalIDEnv != "" && !envNamePattern.MatchString(t.ExternalIDEnv) {
 		return t, catalog.Settingf(key+"."+keyExternalIDEnv, "%q is not an environment variable's name", t.ExternalIDEnv)
 	}
+	if t.ExternalIDSecret, err = str(keyExternalIDSec); err != nil {
+		return t, err
+	}
+	if t.ExternalIDSecret != "" && !secretARNPattern.MatchString(t.ExternalIDSecret) && !secretNamePattern.MatchString(t.ExternalIDSecret) {
+		return t, catalog.Settingf(key+"."+keyExternalIDSec, "%q is neither a secret's ARN (arn:aws:secretsmanager:<region>:<account>:secret:<name>) nor a secret's name (letters, digits and /_+=.@-)", t.ExternalIDSecret)
+	}
+	var ways []string
+	for k, v := range map[string]string{keyExternalID: id, keyExternalIDEnv: t.ExternalIDEnv, keyExternalIDSec: t.ExternalIDSecret} {
+		if v != "" {
+			ways = append(ways, k)
+		}
+	}
+	slices.Sort(ways)
 	switch {
-	case id != "" && t.ExternalIDEnv != "":
-		return t, catalog.Settingf(key+"."+keyExternalID, "is set with %s: give the external id one way", keyExternalIDEnv)
-	case t.RoleARN == "" && (id != "" || t.ExternalIDEnv != ""):
+	case len(ways) > 1:
+		return t, catalog.Settingf(key+"."+ways[0], "is set with %s: give the external id one way", strings.Join(ways[1:], " and "))
+	case t.RoleARN == "" && len(ways) > 0:
 		return t, catalog.Settingf(key+"."+keyRoleARN, "is missing: an external id goes with the role the broker assumes")
-	case t.RoleARN != "" && id == "" && t.ExternalIDEnv == "":
-		return t, catalog.Settingf(key+"."+keyExternalID, "is missing: the broker assumes %s with an external id, which the role's trust policy requires (so that no one else can point a broker at it); set %s, or %s to name the variable that holds it",
-			t.RoleARN, keyExternalID, keyExternalIDEnv)
+	case t.RoleARN != "" && len(ways) == 0:
+		return t, catalog.Settingf(key+"."+keyExternalID, "is missing: the broker assumes %s with an external id, which the role's trust policy requires (so that no one else can point a broker at it); set %s, or %s to name the variable that holds it, or %s to name the Secrets Manager secret that holds it",
+			t.RoleARN, keyExternalID, keyExternalIDEnv, keyExternalIDSec)
 	}
 	if t.ServiceRoleARN, err = str(keyServiceRoleARN); err != nil {
 		return t, err
@@ -522,7 +543,7 @@ func (p *Placement) checkRoles() error {
 }
 
 func sameRole(a, b Target) bool {
-	return a.ExternalID == b.ExternalID && a.ExternalIDEnv == b.ExternalIDEnv &&
+	return a.ExternalID == b.ExternalID && a.ExternalIDEnv == b.ExternalIDEnv && a.ExternalIDSecret == b.ExternalIDSecret &&
 		a.ServiceRoleARN == b.ServiceRoleARN && a.BoundaryARN == b.BoundaryARN
 }
 

@@ -56,6 +56,10 @@ type Templates struct {
 	// Bucket is the bucket's name; empty, the driver's own, made on
 	// first need.
 	Bucket string
+	// ExpectedOwner, when set, is the account the bucket must belong to:
+	// a bucket of that name in another account (names are global, and a
+	// target account's is known) is refused, not written to.
+	ExpectedOwner string
 
 	mu     sync.Mutex
 	bucket string // the bucket in use, once known (and made)
@@ -74,12 +78,16 @@ func (ts *Templates) URL(ctx context.Context, t *Template) (string, error) {
 		ext = ".template"
 	}
 	key := "templates/sha256-" + hex.EncodeToString(sum[:]) + ext
-	if _, err := ts.S3.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(bucket), Key: aws.String(key)}); err != nil {
+	var owner *string
+	if ts.ExpectedOwner != "" {
+		owner = aws.String(ts.ExpectedOwner)
+	}
+	if _, err := ts.S3.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(bucket), Key: aws.String(key), ExpectedBucketOwner: owner}); err != nil {
 		if !isNoSuchKey(err) {
 			return "", fmt.Errorf("look for %s in %s: %w", key, bucket, err)
 		}
 		if _, err := ts.S3.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String(key),
-			Body: strings.NewReader(t.Body), ContentType: aws.String("text/plain")}); err != nil {
+			Body: strings.NewReader(t.Body), ContentType: aws.String("text/plain"), ExpectedBucketOwner: owner}); err != nil {
 			return "", fmt.Errorf("put %s in %s: %w", key, bucket, err)
 		}
 	}
@@ -143,17 +151,18 @@ func (d *Driver) templateSource(ctx context.Context, t *Template) (body, url *st
 	if len(t.Body) <= MaxTemplateBody {
 		return aws.String(t.Body), nil, nil
 	}
-	if d.placed {
-		return nil, nil, &broker.Failure{Description: fmt.Sprintf(
-			"The template %s is over %d bytes, so CloudFormation must read it from S3; the broker's bucket for templates is not read from the account and Region the plan places its instances in, so such a template cannot be placed there yet.",
-			t.Path, MaxTemplateBody)}
-	}
 	if d.Templates == nil {
 		return nil, nil, &broker.Failure{Description: fmt.Sprintf(
 			"The template %s is over %d bytes, so CloudFormation must read it from S3, and the broker has no bucket for templates; the platform operator must give it one.",
 			t.Path, MaxTemplateBody)}
 	}
 	u, err := d.Templates.URL(ctx, t)
+	// PutObject models no NoSuchBucket: its code says it.
+	if code, _, ok := apiError(err); ok && code == "NoSuchBucket" && d.Templates.Bucket != "" {
+		return nil, nil, &broker.Failure{Description: fmt.Sprintf(
+			"The template %s is over %d bytes, so CloudFormation must read it from S3, and the bucket for templates %s does not exist in the account and Region the stack is made in; the platform operator must deploy the target stack there (its current version makes the bucket).",
+			t.Path, MaxTemplateBody, d.Templates.Bucket)}
+	}
 	if err != nil {
 		return nil, nil, classify("put the template in S3", err)
 	}

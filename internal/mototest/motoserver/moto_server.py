@@ -1,4 +1,4 @@
-# moto_server 5.2.1 with eighteen fixes.
+# moto_server 5.2.1 with nineteen fixes.
 #
 # 1. A second StartExecution fails with HTTP 500
 # ("cannot pickle '_thread.RLock'", moto issue 10077) because StartExecution
@@ -859,6 +859,27 @@ from moto.moto_api._internal import mock_random  # noqa: E402
 _custom_model.CustomModel.create_from_cloudformation_json = classmethod(_custom_create_to_url)
 _custom_model.CustomModel.delete = _custom_delete
 _cfn_responses.CloudFormationResponse.process_cfn_response = _process_cfn_response_kept
+
+# 19. A role that moto's CloudFormation makes keeps each of its inline
+# policies (Policies) as the template's mapping, not as JSON text, and
+# with IAM enforcement on, every call of a session of that role fails with
+# HTTP 500 (KeyError 'policy_document') where moto reads the policy: the
+# target stack's role, which the broker assumes in a target account. Read
+# such a mapping as the document it is.
+import json  # noqa: E402
+
+from moto.iam.access_control import IAMPolicy  # noqa: E402
+
+_iam_policy_init = IAMPolicy.__init__
+
+
+def _iam_policy_of_mapping(self, policy):
+    if isinstance(policy, dict) and "policy_document" not in policy:
+        policy = json.dumps(policy)
+    _iam_policy_init(self, policy)
+
+
+IAMPolicy.__init__ = _iam_policy_of_mapping
 
 from moto.server import main  # noqa: E402
 

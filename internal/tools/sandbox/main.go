@@ -27,9 +27,22 @@ func main() {
 	flag.DurationVar(&c.ScheduleInterval, "schedule-interval", 30*time.Second, "how often the template's schedules (the reaper) run")
 	flag.IntVar(&c.Environments, "environments", sandbox.DefaultEnvironments, "execution environments each function may run at once (as Lambda's concurrency; a reserved concurrency in the template lowers it)")
 	flag.BoolVar(&c.Keep, "keep", false, "take up the state (moto, still running) a run with -keep left in -dir, and keep it when stopped (make sandbox KEEP=1)")
+	var target sandbox.Target
+	flag.StringVar(&target.Template, "target-template", "cdk.out.target", "the target stack's template (cdk synth -c target=true), or the folder holding it, deployed into -target-account")
+	flag.StringVar(&target.Account, "target-account", "", "the account of the catalog's placement, where the sandbox deploys the target stack (make sandbox TARGET_ACCOUNT=...)")
+	flag.StringVar(&target.Region, "target-region", "", "the Region of the placement, where the target stack goes (default the sandbox's)")
+	flag.StringVar(&target.ExternalID, "target-external-id", "", "the external id the target role requires: the catalog's for it")
 	deploy := flag.Bool("deploy", false, "deploy -template into the sandbox running in -dir, as cdk deploy updates the stack (make sandbox-deploy), and exit")
 	flag.Parse()
 	c.Addr = cmp.Or(os.Getenv("BROKER_ADDR"), "127.0.0.1:8080")
+	if target.Account != "" {
+		var err error
+		if target.Template, err = template(target.Template); err != nil {
+			fmt.Fprintln(os.Stderr, "sandbox:", err)
+			os.Exit(1)
+		}
+		c.Targets = []sandbox.Target{target}
+	}
 	c.Log = os.Stderr
 	if *deploy {
 		err := deployTo(c)

@@ -1,0 +1,162 @@
+package sandbox_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials/stscreds"
+	"github.com/aws/aws-sdk-go-v2/service/cloudformation"
+	cfntypes "github.com/aws/aws-sdk-go-v2/service/cloudformation/types"
+	"github.com/aws/aws-sdk-go-v2/service/iam"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/sts"
+	osb "sigs.k8s.io/go-open-service-broker-client/v2"
+
+	"github.com/serverless-osb/broker/internal/deploy"
+	"github.com/serverless-osb/broker/internal/osbtest"
+	"github.com/serverless-osb/broker/internal/waittest"
+)
+
+// stacksOf names the live stacks of an account and Region tagged with the
+// instance.
+func stacksOf(ctx context.Context, t *testing.T, cfg aws.Config, instance string) []string {
+	t.Helper()
+	var names []string
+	p := cloudformation.NewDescribeStacksPaginator(cloudformation.NewFromConfig(cfg), &cloudformation.DescribeStacksInput{})
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range page.Stacks {
+			if s.StackStatus != cfntypes.StackStatusDeleteComplete &&
+				slices.ContainsFunc(s.Tags, func(tag cfntypes.Tag) bool { return aws.ToString(tag.Value) == instance }) {
+				names = append(names, aws.ToString(s.StackName))
+			}
+		}
+	}
+	return names
+}
+
+// bucketsOf lists an account's buckets (S3 lists only the caller's own).
+func bucketsOf(ctx context.Context, t *testing.T, cfg aws.Config) []string {
+	t.Helper()
+	out, err := s3.NewFromConfig(cfg, func(o *s3.Options) { o.UsePathStyle = true }).ListBuckets(ctx, &s3.ListBucketsInput{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, b := range out.Buckets {
+		names = append(names, aws.ToString(b.Name))
+	}
+	return names
+}
+
+// TestAPlacedInstanceLivesInTheTargetAccount: the sandbox deployed the
+// target stack into a second account of moto (IAM enforced there as in the
+// broker's); the real OSB client provisions, binds, unbinds and
+// deprovisions an S3 instance of the plan placed there. The worker
+// assumes the target stack's role (with the catalog's external id) and
+// makes the stacks under that account's service role: the stacks, the
+// bucket and the binding's user exist in that account and Region only,
+// and are gone after. What the target role does not grant is refused
+// there, so every call the broker made there was one its grants allow.
+func TestAPlacedInstanceLivesInTheTargetAccount(t *testing.T) {
+	ctx, cancel := waittest.Context(t)
+	defer cancel()
+	c := client(t, shared)
+	e := &e2e{t: t, c: c}
+	home, there := shared.Admin, shared.TargetAdmin(target)
+	homeInRegion := home.Copy()
+	homeInRegion.Region = target.Region
+	instance, binding := "placed-s3", "placedb-s3"
+
+	r, err := c.ProvisionInstance(&osb.ProvisionRequest{InstanceID: instance, ServiceID: placedService, PlanID: placedPlan,
+		OrganizationGUID: "org", SpaceGUID: "space", AcceptsIncomplete: true, Parameters: map[string]any{"Versioning": "Enabled"}})
+	if err != nil || !r.Async {
+		t.Fatalf("provision: %+v %v", r, err)
+	}
+	if state, desc := e.pollService(instance, placedService, r.OperationKey); state != osb.StateSucceeded {
+		t.Fatalf("provision ended %s: %s", state, desc)
+	}
+	if got := stacksOf(ctx, t, there, instance); len(got) != 1 {
+		t.Fatalf("stacks %v in account %s, %s, want the instance's", got, target.Account, target.Region)
+	}
+	br, err := c.Bind(&osb.BindRequest{InstanceID: instance, BindingID: binding, ServiceID: placedService, PlanID: placedPlan,
+		AcceptsIncomplete: true, BindResource: &osb.BindResource{AppGUID: ptr("app-1")}})
+	if err != nil || !br.Async {
+		t.Fatalf("bind: %+v %v", br, err)
+	}
+	if state := e.pollBinding(instance, binding, br.OperationKey); state != osb.StateSucceeded {
+		t.Fatalf("bind ended %s", state)
+	}
+	got, err := c.GetBinding(&osb.GetBindingRequest{InstanceID: instance, BindingID: binding})
+	if err != nil {
+		t.Fatalf("fetch binding: %v", err)
+	}
+	bucket, key := fmt.Sprint(got.Credentials["bucket_name"]), fmt.Sprint(got.Credentials["access_key_id"])
+
+	t.Run("the stacks, the bucket and the binding's user are in the target account only", func(t *testing.T) {
+		if got := stacksOf(ctx, t, there, instance); len(got) != 2 {
+			t.Errorf("stacks %v in the target account, want the instance's and the binding's", got)
+		}
+		for _, cfg := range []aws.Config{home, homeInRegion} {
+			if got := stacksOf(ctx, t, cfg, instance); len(got) != 0 {
+				t.Errorf("stacks %v in the broker's account, %s", got, cfg.Region)
+			}
+		}
+		if !slices.Contains(bucketsOf(ctx, t, there), bucket) || slices.Contains(bucketsOf(ctx, t, home), bucket) {
+			t.Errorf("the bucket %s is not in the target account's buckets only", bucket)
+		}
+		used, err := iam.NewFromConfig(there).GetAccessKeyLastUsed(ctx, &iam.GetAccessKeyLastUsedInput{AccessKeyId: aws.String(key)})
+		if err != nil {
+			t.Fatalf("the binding's access key in the target account: %v", err)
+		}
+		user := aws.ToString(used.UserName)
+		if _, err := iam.NewFromConfig(home).GetUser(ctx, &iam.GetUserInput{UserName: aws.String(user)}); err == nil {
+			t.Errorf("the binding's user %s is in the broker's account too", user)
+		}
+	})
+
+	ur, err := c.Unbind(&osb.UnbindRequest{InstanceID: instance, BindingID: binding, ServiceID: placedService, PlanID: placedPlan, AcceptsIncomplete: true})
+	if err != nil {
+		t.Fatalf("unbind: %v", err)
+	}
+	if state := e.pollBinding(instance, binding, ur.OperationKey); state != osbtest.Gone && state != osb.StateSucceeded {
+		t.Fatalf("unbind ended %s", state)
+	}
+	dr, err := c.DeprovisionInstance(&osb.DeprovisionRequest{InstanceID: instance, ServiceID: placedService, PlanID: placedPlan, AcceptsIncomplete: true})
+	if err != nil {
+		t.Fatalf("deprovision: %v", err)
+	}
+	if state, desc := e.pollService(instance, placedService, dr.OperationKey); state != osbtest.Gone && state != osb.StateSucceeded {
+		t.Fatalf("deprovision ended %s: %s", state, desc)
+	}
+	t.Run("after deprovision, nothing of it is left there", func(t *testing.T) {
+		if got := stacksOf(ctx, t, there, instance); len(got) != 0 {
+			t.Errorf("stacks %v outlived the deprovision", got)
+		}
+		if slices.Contains(bucketsOf(ctx, t, there), bucket) {
+			t.Errorf("the bucket %s outlived the deprovision", bucket)
+		}
+	})
+
+	t.Run("IAM is enforced in the target account: the target role may do what it grants, and nothing else", func(t *testing.T) {
+		role := "arn:aws:iam::" + target.Account + ":role/serverless-osb-target-" + deploy.DefaultStackPrefix
+		cfg := home.Copy()
+		cfg.Region = target.Region
+		cfg.Credentials = aws.NewCredentialsCache(stscreds.NewAssumeRoleProvider(sts.NewFromConfig(home), role,
+			func(o *stscreds.AssumeRoleOptions) { o.ExternalID = aws.String(target.ExternalID) }))
+		if _, err := cloudformation.NewFromConfig(cfg).ListStacks(ctx, &cloudformation.ListStacksInput{}); err != nil {
+			t.Errorf("ListStacks, which the target role grants: %v", err)
+		}
+		_, err := s3.NewFromConfig(cfg, func(o *s3.Options) { o.UsePathStyle = true }).ListBuckets(ctx, &s3.ListBucketsInput{})
+		if err == nil || !strings.Contains(err.Error(), "AccessDenied") {
+			t.Errorf("ListBuckets, which the target role does not grant: %v, want AccessDenied", err)
+		}
+	})
+}
