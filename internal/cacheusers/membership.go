@@ -19,6 +19,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/elasticache"
 	ectypes "github.com/aws/aws-sdk-go-v2/service/elasticache/types"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
+
+	"github.com/serverless-osb/broker/internal/cfnresource"
 )
 
 // MemberResourceType is the custom resource that puts a binding's user in
@@ -275,33 +277,9 @@ func (m *Membership) log() *slog.Logger {
 	return slog.Default()
 }
 
-// respondMargin is kept of the function's time to answer CloudFormation,
-// which otherwise waits an hour for an answer that never comes.
-const respondMargin = 10 * time.Second
-
 // Respond runs Handle and sends its answer to CloudFormation's URL: the
 // Lambda function's handler. The reason sent and logged is the error's,
 // which names no password.
 func (m *Membership) Respond(ctx context.Context, e cfn.Event) error {
-	if deadline, ok := ctx.Deadline(); ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithDeadline(ctx, deadline.Add(-respondMargin))
-		defer cancel()
-	}
-	r := cfn.NewResponse(&e)
-	var err error
-	r.PhysicalResourceID, r.Data, err = m.Handle(ctx, e)
-	r.Status = cfn.StatusSuccess
-	if err != nil {
-		r.Status, r.Reason = cfn.StatusFailed, err.Error()
-		m.log().ErrorContext(ctx, "cache user group request failed", "request", string(e.RequestType),
-			"logical_id", e.LogicalResourceID, "stack_id", e.StackID, "error", err.Error())
-	}
-	if r.PhysicalResourceID == "" {
-		r.PhysicalResourceID = e.RequestID
-	}
-	if sendErr := r.Send(); sendErr != nil {
-		return fmt.Errorf("answer CloudFormation: %w", sendErr)
-	}
-	return nil
+	return cfnresource.Respond(ctx, e, m.log(), "cache user group", m.Handle)
 }

@@ -15,6 +15,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	smtypes "github.com/aws/aws-sdk-go-v2/service/secretsmanager/types"
+
+	"github.com/serverless-osb/broker/internal/cfnresource"
 )
 
 // ResourceType is the custom resource's type in the binding templates.
@@ -271,20 +273,5 @@ func ParseProperties(raw map[string]any) (Properties, error) {
 // Lambda function's handler. The reason sent and logged is the error's,
 // which names no password.
 func (h *Handler) Respond(ctx context.Context, e cfn.Event) error {
-	r := cfn.NewResponse(&e)
-	var err error
-	r.PhysicalResourceID, r.Data, err = h.Handle(ctx, e)
-	r.Status = cfn.StatusSuccess
-	if err != nil {
-		r.Status, r.Reason = cfn.StatusFailed, err.Error()
-		h.log().ErrorContext(ctx, "database user request failed", "request", string(e.RequestType),
-			"logical_id", e.LogicalResourceID, "stack_id", e.StackID, "error", err.Error())
-	}
-	if r.PhysicalResourceID == "" {
-		r.PhysicalResourceID = e.RequestID
-	}
-	if sendErr := r.Send(); sendErr != nil {
-		return fmt.Errorf("answer CloudFormation: %w", sendErr)
-	}
-	return nil
+	return cfnresource.Respond(ctx, e, h.log(), "database user", h.Handle)
 }

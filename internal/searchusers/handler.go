@@ -20,6 +20,8 @@ import (
 	smtypes "github.com/aws/aws-sdk-go-v2/service/secretsmanager/types"
 
 	"github.com/serverless-osb/broker/internal/dbusers"
+
+	"github.com/serverless-osb/broker/internal/cfnresource"
 )
 
 // Properties are the custom resource's properties for Engine opensearch
@@ -314,20 +316,5 @@ func (h *Handler) log() *slog.Logger {
 // Respond runs Handle and sends its answer to CloudFormation's URL. The
 // reason sent and logged is the error's, which names no password.
 func (h *Handler) Respond(ctx context.Context, e cfn.Event) error {
-	r := cfn.NewResponse(&e)
-	var err error
-	r.PhysicalResourceID, r.Data, err = h.Handle(ctx, e)
-	r.Status = cfn.StatusSuccess
-	if err != nil {
-		r.Status, r.Reason = cfn.StatusFailed, err.Error()
-		h.log().ErrorContext(ctx, "search user request failed", "request", string(e.RequestType),
-			"logical_id", e.LogicalResourceID, "stack_id", e.StackID, "error", err.Error())
-	}
-	if r.PhysicalResourceID == "" {
-		r.PhysicalResourceID = e.RequestID
-	}
-	if sendErr := r.Send(); sendErr != nil {
-		return fmt.Errorf("answer CloudFormation: %w", sendErr)
-	}
-	return nil
+	return cfnresource.Respond(ctx, e, h.log(), "search user", h.Handle)
 }
