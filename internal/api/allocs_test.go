@@ -21,19 +21,8 @@ import (
 // allocations, not a time, so it holds on a busy machine. Under -race
 // sync.Pool keeps fewer of its values, hence bounds of their own.
 func TestAllocationsPerRequest(t *testing.T) {
-	br := apptest.Start(t, "")
+	br, serve := localBroker(t)
 	service, plan := br.Plan("fake-plan")
-	serve := func(method, path string, body []byte, want int) {
-		req := httptest.NewRequest(method, path, bytes.NewReader(body))
-		req.SetBasicAuth(apptest.Username, apptest.Password)
-		req.Header.Set(api.HeaderAPIVersion, "2.17")
-		req.Header.Set("Content-Type", "application/json")
-		rec := httptest.NewRecorder()
-		br.Local.Handler.ServeHTTP(rec, req)
-		if rec.Code != want {
-			t.Fatalf("%s %s: %d, want %d: %s", method, path, rec.Code, want, rec.Body)
-		}
-	}
 	provision := fmt.Appendf(nil, `{"service_id":%q,"plan_id":%q,"organization_guid":"o","space_guid":"s","parameters":{}}`, service, plan)
 	bind := fmt.Appendf(nil, `{"service_id":%q,"plan_id":%q,"bind_resource":{"app_guid":"app"}}`, service, plan)
 	serve(http.MethodPut, "/v2/service_instances/bound", provision, http.StatusCreated)
@@ -68,5 +57,23 @@ func TestAllocationsPerRequest(t *testing.T) {
 				t.Errorf("%.0f allocations per request, want at most %.0f", got, c.most)
 			}
 		})
+	}
+}
+
+// localBroker is the local broker (bolt, the demo driver) and a function
+// that serves it one request in process, failing t on another status than
+// want.
+func localBroker(t *testing.T) (*apptest.Broker, func(method, path string, body []byte, want int)) {
+	br := apptest.Start(t, "")
+	return br, func(method, path string, body []byte, want int) {
+		req := httptest.NewRequest(method, path, bytes.NewReader(body))
+		req.SetBasicAuth(apptest.Username, apptest.Password)
+		req.Header.Set(api.HeaderAPIVersion, "2.17")
+		req.Header.Set("Content-Type", "application/json")
+		rec := httptest.NewRecorder()
+		br.Local.Handler.ServeHTTP(rec, req)
+		if rec.Code != want {
+			t.Fatalf("%s %s: %d, want %d: %s", method, path, rec.Code, want, rec.Body)
+		}
 	}
 }

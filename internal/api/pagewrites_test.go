@@ -1,14 +1,9 @@
 package api_test
 
 import (
-	"bytes"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"testing"
-
-	"github.com/serverless-osb/broker/internal/api"
-	"github.com/serverless-osb/broker/internal/app/apptest"
 )
 
 // TestPageWritesPerRequest pins the bbolt pages one request writes on the
@@ -20,19 +15,8 @@ import (
 // was one of them); the peer on brokerapi with bbolt, 5.1 and 5.1
 // (docs/performance.md).
 func TestPageWritesPerRequest(t *testing.T) {
-	br := apptest.Start(t, "")
+	br, serve := localBroker(t)
 	service, plan := br.Plan("fake-plan")
-	serve := func(method, path string, body []byte, want int) {
-		req := httptest.NewRequest(method, path, bytes.NewReader(body))
-		req.SetBasicAuth(apptest.Username, apptest.Password)
-		req.Header.Set(api.HeaderAPIVersion, "2.17")
-		req.Header.Set("Content-Type", "application/json")
-		rec := httptest.NewRecorder()
-		br.Local.Handler.ServeHTTP(rec, req)
-		if rec.Code != want {
-			t.Fatalf("%s %s: %d, want %d: %s", method, path, rec.Code, want, rec.Body)
-		}
-	}
 	db := br.Local.Committer.DB()
 	written := func() int64 { st := db.Stats(); return st.TxStats.GetWrite() }
 	provision := fmt.Appendf(nil, `{"service_id":%q,"plan_id":%q,"organization_guid":"o","space_guid":"s","parameters":{}}`, service, plan)
