@@ -171,26 +171,12 @@ func (s *Store) getListed(ctx context.Context, keys []item) (map[string]item, er
 	if err != nil {
 		return nil, fmt.Errorf("build expression: %w", err)
 	}
-	table := aws.ToString(s.table)
-	in := &dynamodb.BatchGetItemInput{RequestItems: map[string]types.KeysAndAttributes{table: {
-		Keys: keys, ConsistentRead: aws.Bool(true), ProjectionExpression: e.Projection(), ExpressionAttributeNames: e.Names(),
-	}}}
 	out := make(map[string]item, len(keys))
-	for attempt := 0; ; attempt++ {
-		got, err := s.client.BatchGetItem(ctx, in)
-		if err != nil {
-			return nil, err
-		}
-		for _, it := range got.Responses[table] {
-			out[keyPart(it, attrPK)] = it
-		}
-		left, ok := got.UnprocessedKeys[table]
-		if !ok || len(left.Keys) == 0 {
-			return out, nil
-		}
-		if err := pauseUnprocessed(ctx, attempt); err != nil {
-			return nil, err
-		}
-		in.RequestItems = map[string]types.KeysAndAttributes{table: left}
+	err = s.batchGet(ctx, types.KeysAndAttributes{
+		Keys: keys, ConsistentRead: aws.Bool(true), ProjectionExpression: e.Projection(), ExpressionAttributeNames: e.Names(),
+	}, func(it item) { out[keyPart(it, attrPK)] = it })
+	if err != nil {
+		return nil, err
 	}
+	return out, nil
 }

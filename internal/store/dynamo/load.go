@@ -257,26 +257,32 @@ func (s *Store) getItems(ctx context.Context, keys []item) (map[string]item, err
 		}
 		return out, nil
 	}
+	err := s.batchGet(ctx, types.KeysAndAttributes{Keys: keys, ConsistentRead: aws.Bool(true)}, func(it item) {
+		out[keyPart(it, attrSK)] = it
+	})
+	return out, err
+}
+
+// batchGet reads keys (with their projection) in BatchGetItems, handing
+// each item read to got. DynamoDB may leave keys unprocessed (throttling,
+// a response over 16 MB): they are asked again, after a pause that grows.
+func (s *Store) batchGet(ctx context.Context, keys types.KeysAndAttributes, got func(item)) error {
 	table := aws.ToString(s.table)
-	in := &dynamodb.BatchGetItemInput{RequestItems: map[string]types.KeysAndAttributes{
-		table: {Keys: keys, ConsistentRead: aws.Bool(true)},
-	}}
-	// DynamoDB may leave keys unprocessed (throttling, a response over
-	// 16 MB): they are asked again, after a pause that grows.
+	in := &dynamodb.BatchGetItemInput{RequestItems: map[string]types.KeysAndAttributes{table: keys}}
 	for attempt := 0; ; attempt++ {
-		got, err := s.client.BatchGetItem(ctx, in)
+		out, err := s.client.BatchGetItem(ctx, in)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		for _, it := range got.Responses[table] {
-			out[keyPart(it, attrSK)] = it
+		for _, it := range out.Responses[table] {
+			got(it)
 		}
-		left, ok := got.UnprocessedKeys[table]
+		left, ok := out.UnprocessedKeys[table]
 		if !ok || len(left.Keys) == 0 {
-			return out, nil
+			return nil
 		}
 		if err := pauseUnprocessed(ctx, attempt); err != nil {
-			return nil, err
+			return err
 		}
 		in.RequestItems = map[string]types.KeysAndAttributes{table: left}
 	}
