@@ -6,11 +6,15 @@ package cfnresource
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
 
 	"github.com/aws/aws-lambda-go/cfn"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 )
 
 // Margin is kept of the function's time to answer CloudFormation: a
@@ -48,6 +52,25 @@ func Respond(ctx context.Context, e cfn.Event, log *slog.Logger, what string, ha
 	}
 	if sendErr := r.Send(); sendErr != nil {
 		return fmt.Errorf("answer CloudFormation: %w", sendErr)
+	}
+	return nil
+}
+
+// SecretReader is the part of Secrets Manager a handler reads its
+// credentials with.
+type SecretReader interface {
+	GetSecretValue(ctx context.Context, in *secretsmanager.GetSecretValueInput, optFns ...func(*secretsmanager.Options)) (*secretsmanager.GetSecretValueOutput, error)
+}
+
+// ReadSecret decodes the JSON object of the secret arn into into; the
+// error names no part of the value.
+func ReadSecret(ctx context.Context, r SecretReader, arn string, into any) error {
+	out, err := r.GetSecretValue(ctx, &secretsmanager.GetSecretValueInput{SecretId: aws.String(arn)})
+	if err != nil {
+		return err
+	}
+	if json.Unmarshal([]byte(aws.ToString(out.SecretString)), into) != nil {
+		return errors.New("the secret's value is not a JSON object of the expected fields")
 	}
 	return nil
 }

@@ -217,15 +217,7 @@ func (h *Handler) master(ctx context.Context, p Properties) (Conn, error) {
 }
 
 func (h *Handler) readSecret(ctx context.Context, arn string, into *bindingSecret) error {
-	out, err := h.Secrets.GetSecretValue(ctx, &secretsmanager.GetSecretValueInput{SecretId: aws.String(arn)})
-	if err != nil {
-		return err
-	}
-	// The error names no part of the value.
-	if json.Unmarshal([]byte(aws.ToString(out.SecretString)), into) != nil {
-		return errors.New("the secret's value is not a JSON object of strings")
-	}
-	return nil
+	return cfnresource.ReadSecret(ctx, h.Secrets, arn, into)
 }
 
 func (h *Handler) log() *slog.Logger {
