@@ -100,7 +100,13 @@ sandbox: $(if $(TEMPLATE),,synth) ## The stack `make deploy` deploys, on 127.0.0
 sandbox-deploy: $(if $(TEMPLATE),,synth) ## Deploy a new bundle (CATALOG=... or TEMPLATE=...) into the running sandbox, as `make deploy` updates the stack: the functions' code and configuration replaced, the table and the stacks kept.
 	$(GO) run ./internal/tools/sandbox -deploy -template $(or $(TEMPLATE),cdk.out) -dir $(SANDBOX_DIR)
 
-deploy: build $(CDK) ## Deploy to your credentials' account and region (run infra/_cli/node_modules/.bin/cdk bootstrap once first).
+# The RDS certificate bundle the dbuser function verifies databases with: fetched by the first
+# deploy (a function without it refuses every database), kept after; make rds-ca-bundle renews it.
+RDS_CA_BUNDLE := functions/dbuser/rds-ca-bundle.pem
+$(RDS_CA_BUNDLE):
+	$(MAKE) rds-ca-bundle
+
+deploy: $(RDS_CA_BUNDLE) build $(CDK) ## Deploy to your credentials' account and region (run infra/_cli/node_modules/.bin/cdk bootstrap once first; the first deploy fetches the RDS certificate bundle).
 	$(CDK) deploy -c catalog=$(CATALOG)
 
 # The database servers internal/dbtest starts for the tests (Debian's packages, which their
