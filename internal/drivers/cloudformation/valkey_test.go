@@ -67,7 +67,7 @@ func TestTheValkeyTemplatesThroughTheDriver(t *testing.T) {
 			// Ref of the user group and of the cache is their id, the stack's name.
 			iv.Parameters["UserGroup"], iv.Parameters["Cache"] = instance, instance
 			doc := readTemplateNode(t, instanceTemplate)
-			withNodeDefaults(doc, iv.Parameters)
+			iv.Parameters = withDefaults(h.settings.Template, iv.Parameters)
 			iv.conditions(t, doc)
 			h.cfn.outputs(instance, flat(iv.outputs(t, doc))...)
 			h.cfn.set(instance, types.StackStatusCreateComplete, "")
@@ -99,7 +99,7 @@ func TestTheValkeyTemplatesThroughTheDriver(t *testing.T) {
 				bv.Parameters[k] = v
 			}
 			bdoc := readTemplateNode(t, bindingTemplate)
-			withNodeDefaults(bdoc, bv.Parameters)
+			bv.Parameters = withDefaults(h.settings.BindingTemplate, bv.Parameters)
 			bv.conditions(t, bdoc)
 			user := evalString(t, bv, nodeAt(bdoc, "Resources", "User", "Properties", "UserId"))
 			if name := evalString(t, bv, nodeAt(bdoc, "Resources", "User", "Properties", "UserName")); name != user {
@@ -180,20 +180,6 @@ func TestTheValkeyTemplatesThroughTheDriver(t *testing.T) {
 				t.Errorf("%d stacks left", n)
 			}
 		})
-	}
-}
-
-// withNodeDefaults adds the template's defaults of the parameters the driver
-// left to CloudFormation.
-func withNodeDefaults(doc *yaml.Node, params map[string]string) {
-	section := nodeAt(doc, "Parameters")
-	for i := 0; section != nil && i+1 < len(section.Content); i += 2 {
-		name := section.Content[i].Value
-		if d := nodeAt(section.Content[i+1], "Default"); d != nil {
-			if _, set := params[name]; !set {
-				params[name] = d.Value
-			}
-		}
 	}
 }
 
