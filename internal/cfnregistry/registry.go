@@ -249,11 +249,6 @@ func load() (map[string]Schema, error) {
 	for _, h := range handwritten {
 		s, ok := out[h.TypeName]
 		switch {
-		case !ok && strings.HasPrefix(h.TypeName, "Custom::") && h.Source != "":
-			// A custom resource has no registry schema: what CloudFormation
-			// needs of the stack's role for it is its handwritten entry.
-			out[h.TypeName] = h
-			continue
 		case !ok:
 			return nil, fmt.Errorf("handwritten.json: %s has no registry schema here", h.TypeName)
 		case len(s.Handlers) > 0:
