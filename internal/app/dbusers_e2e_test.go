@@ -55,8 +55,8 @@ const networkTemplate = `{
 }`
 
 // databaseUsersCatalog is services/ copied, its catalog given the network
-// (its default) and its RDS plans' bindings made by the database-user
-// templates, as docs/aws-services.md says to switch them.
+// (its default), as docs/aws-services.md says an operator does: the RDS
+// plans' bindings are database users, which need it.
 func databaseUsersCatalog(t *testing.T, vpc, subnets, group string) string {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "services")
@@ -68,28 +68,6 @@ func databaseUsersCatalog(t *testing.T, vpc, subnets, group string) string {
 		t.Fatal(err)
 	}
 	catalog := string(text)
-	const bindingSchema = `
-          service_binding:
-            create:
-              parameters:
-                $schema: "http://json-schema.org/draft-04/schema#"
-                type: object
-                additionalProperties: false
-                properties:
-                  Privileges: {type: string, enum: [owner, readwrite, readonly]}`
-	for _, engine := range []string{"postgresql", "mysql"} {
-		catalog = strings.ReplaceAll(catalog, "binding_template: rds-"+engine+"/binding.yaml", "binding_template: rds-"+engine+"/binding-user.yaml")
-	}
-	for _, anchor := range []string{"schemas: &rds-schemas", "schemas: &mysql-schemas"} {
-		catalog = strings.Replace(catalog, anchor, anchor+bindingSchema, 1)
-	}
-	// A new binding template is a new version of the plan (the lock file
-	// refuses it unannounced).
-	for _, engine := range []string{"PostgreSQL", "MySQL"} {
-		catalog = strings.Replace(catalog, `version: "1.0.0"
-          description: First release of the RDS `+engine+` template.`, `version: "2.0.0"
-          description: Each new binding is a database user of its own; bindings made before keep the master secret until unbound.`, 1)
-	}
 	networks := fmt.Sprintf("networks:\n  apps:\n    default: true\n    vpc_id: %s\n    subnet_ids: [%s]\n    client_security_group_id: %s\n",
 		vpc, strings.ReplaceAll(subnets, ",", ", "), group)
 	path := filepath.Join(dir, "catalog.yaml")
@@ -252,6 +230,18 @@ func TestClientBindsDatabaseUsersOnMoto(t *testing.T) {
 			if params["VpcId"] != out["VpcId"] || params["SubnetIds"] != out["SubnetIds"] || params["ClientSecurityGroupId"] != out["GroupId"] {
 				t.Errorf("the instance's stack is not in the plan's network: %v", params)
 			}
+			// The database and its master secret, in moto; the secret's ARN is
+			// the instance's private output, which no binding is handed.
+			outputs := map[string]string{}
+			for _, o := range stack.Stacks[0].Outputs {
+				outputs[aws.ToString(o.OutputKey)] = aws.ToString(o.OutputValue)
+			}
+			database := func() (bool, error) {
+				return cloud.moto.databaseExists(ctx, outputs["Host"], outputs["MasterUserSecretArn"])
+			}
+			if ok, err := database(); err != nil || !ok {
+				t.Fatalf("the database the instance's outputs name does not exist in moto (%v)", err)
+			}
 
 			bind := func(id string, body map[string]any) map[string]any {
 				t.Helper()
@@ -313,13 +303,13 @@ func TestClientBindsDatabaseUsersOnMoto(t *testing.T) {
 					t.Errorf("the credentials lack %s, which apps connect with (have %v)", k, keysOf(creds))
 				}
 			}
-			for _, leaked := range []string{"access_key_id", "secret_access_key", "master_username", "master_password"} {
+			for _, leaked := range []string{"access_key_id", "secret_access_key", "master_username", "master_password", "master_user_secret_arn"} {
 				if _, ok := creds[leaked]; ok {
 					t.Errorf("the credentials hand out %s", leaked)
 				}
 			}
-			if strings.Contains(fmt.Sprint(creds), server.MasterPassword) {
-				t.Error("the credentials hold the master's password")
+			if strings.Contains(fmt.Sprint(creds), server.MasterPassword) || strings.Contains(fmt.Sprint(creds), outputs["MasterUserSecretArn"]) {
+				t.Error("the credentials hold the master's password or its secret's ARN")
 			}
 			if err := logsIn(creds); err != nil {
 				t.Fatalf("the binding's user cannot log in: %v", err)
@@ -368,6 +358,9 @@ func TestClientBindsDatabaseUsersOnMoto(t *testing.T) {
 				if strings.HasPrefix(s, cfndriver.InstanceStackName(prefix, instanceID)) {
 					t.Errorf("the stack %s outlived the deprovision", s)
 				}
+			}
+			if ok, err := database(); err != nil || ok {
+				t.Errorf("the database outlived the deprovision (%v)", err)
 			}
 		})
 	}
