@@ -30,6 +30,7 @@ import (
 	"github.com/serverless-osb/broker/internal/engine/sfn"
 	"github.com/serverless-osb/broker/internal/logging"
 	"github.com/serverless-osb/broker/internal/mototest"
+	"github.com/serverless-osb/broker/internal/steps"
 	"github.com/serverless-osb/broker/internal/store/dynamo"
 )
 
@@ -53,6 +54,7 @@ type callsBroker struct {
 	table   string
 	demo    *demo.Driver
 	broker  *broker.Broker
+	engine  *sfn.Engine
 	handler http.Handler
 	catalog *catalog.Catalog
 }
@@ -94,7 +96,38 @@ func newCallsBroker(t *testing.T, also ...func(*middleware.Stack) error) callsBr
 	d := demo.New()
 	b := broker.New(cat, store, engine, drivers.Single(cat, d), logger)
 	handler := api.New(api.Config{Broker: b, Catalog: cat, Credentials: []api.Credential{{Username: "u", Password: "p"}}, Logger: logger})
-	return callsBroker{counter: counter, store: store, ddb: ddb, table: table, demo: d, broker: b, handler: handler, catalog: cat}
+	return callsBroker{counter: counter, store: store, ddb: ddb, table: table, demo: d, broker: b, engine: engine, handler: handler, catalog: cat}
+}
+
+// input is the input the engine holds for the execution of an operation.
+func (c callsBroker) input(t *testing.T, operationID string) json.RawMessage {
+	t.Helper()
+	x, err := c.engine.Describe(context.Background(), operationID)
+	if err != nil {
+		t.Fatalf("describe %s: %v", operationID, err)
+	}
+	return x.Input
+}
+
+// task runs one Task of an operation's execution through the worker's
+// handler, with the payload statemachines/operation.asl.json gives it:
+// the step, the operation (the execution's name), its instance, and the
+// execution's input (nil: a payload of a workflow that did not pass it).
+func (c callsBroker) task(step, instanceID, operationID string, input json.RawMessage) (steps.Progress, error) {
+	payload := map[string]any{"step": step, "operation_id": operationID, "instance_id": instanceID}
+	if input != nil {
+		payload["execution_input"] = input
+	}
+	in, err := json.Marshal(payload)
+	if err != nil {
+		return steps.Progress{}, err
+	}
+	out, err := steps.New(c.broker).Handle(context.Background(), in)
+	var p steps.Progress
+	if err == nil && step != steps.StepFinish && step != steps.StepRecordFailure {
+		err = json.Unmarshal(out, &p)
+	}
+	return p, err
 }
 
 // do serves one request and returns its status, body and the calls it made.
@@ -157,18 +190,18 @@ func TestAPICallsPerEndpoint(t *testing.T) {
 			map[string]int{"DynamoDB.GetItem": 2}},
 		{"fetch instance", http.MethodGet, "/v2/service_instances/s1", "", 200, map[string]int{"DynamoDB.GetItem": 1}},
 		// A change reads its instance (and binding) by key and the
-		// instance's records from the two key ranges around its bindings'
-		// records: three calls made at once (Load), whose items do not
-		// grow with the instance's bindings and operations.
+		// instance's records from the key range above its bindings'
+		// records: two calls made at once (Load), whose items do not grow
+		// with the instance's bindings and operations.
 		{"update (sync)", http.MethodPatch, "/v2/service_instances/s1", fmt.Sprintf(`{"service_id":%q,"parameters":{"duration_seconds":1}}`, svc), 200,
-			map[string]int{"DynamoDB.GetItem": 1, "DynamoDB.Query": 2, "DynamoDB.TransactWriteItems": 2}},
+			map[string]int{"DynamoDB.GetItem": 1, "DynamoDB.Query": 1, "DynamoDB.TransactWriteItems": 2}},
 		{"bind (sync)", http.MethodPut, "/v2/service_instances/s1/service_bindings/b1", bind(syncPlan), 201,
-			map[string]int{"DynamoDB.BatchGetItem": 1, "DynamoDB.Query": 2, "DynamoDB.TransactWriteItems": 1}},
+			map[string]int{"DynamoDB.BatchGetItem": 1, "DynamoDB.Query": 1, "DynamoDB.TransactWriteItems": 1}},
 		{"fetch binding", http.MethodGet, "/v2/service_instances/s1/service_bindings/b1", "", 200, map[string]int{"DynamoDB.GetItem": 1}},
 		{"last_operation (binding)", http.MethodGet, "/v2/service_instances/s1/service_bindings/b1/last_operation", "", 200,
 			map[string]int{"DynamoDB.GetItem": 2}},
 		{"unbind (sync)", http.MethodDelete, "/v2/service_instances/s1/service_bindings/b1?" + del(syncPlan), "", 200,
-			map[string]int{"DynamoDB.BatchGetItem": 1, "DynamoDB.Query": 2, "DynamoDB.TransactWriteItems": 2}},
+			map[string]int{"DynamoDB.BatchGetItem": 1, "DynamoDB.Query": 1, "DynamoDB.TransactWriteItems": 2}},
 		// A deprovision reads the whole instance: its bindings' keys and
 		// every record, two Queries.
 		{"deprovision (sync)", http.MethodDelete, "/v2/service_instances/s1?" + del(syncPlan), "", 200,
@@ -216,14 +249,17 @@ func dynamoCalls(calls map[string]int) map[string]int {
 }
 
 // TestAPICallsPerTask counts the DynamoDB calls of each Task of the
-// operation workflow: one read of what the step needs (Load: the
-// operation and its instance by key, and the instance's records from two
-// key ranges, three calls made at once), and at most one conditional
-// write or transaction. The Finish Task reads the operation alone, which
-// the Check before it has normally finished.
+// operation workflow, run through the worker's handler with the payload the
+// workflow gives it: one read of what the step needs (Load: the operation,
+// its instance and, for a binding operation, the binding that the
+// execution's input names, by key, and the instance's records from the
+// key range above its bindings' records, two calls made at once), and at most one conditional write or
+// transaction. The Finish Task reads the operation alone, which the Check
+// before it has normally finished. A Task of an execution started before
+// its input named the binding reads the operation first: one BatchGetItem
+// more.
 func TestAPICallsPerTask(t *testing.T) {
 	cb := newCallsBroker(t)
-	ctx := context.Background()
 	var svc, plan string
 	for _, s := range cb.catalog.Services() {
 		for _, p := range s.Plans {
@@ -234,58 +270,107 @@ func TestAPICallsPerTask(t *testing.T) {
 	}
 	clock := time.Now().UTC()
 	cb.demo.Now = func() time.Time { return clock }
-	accepted := func(id, params string) string {
+	accepted := func(method, path, body string) string {
 		t.Helper()
-		code, body, _ := cb.do(http.MethodPut, "/v2/service_instances/"+id+"?accepts_incomplete=true",
-			fmt.Sprintf(`{"service_id":%q,"plan_id":%q,"organization_guid":"o","space_guid":"s","parameters":%s}`, svc, plan, params))
+		code, got, _ := cb.do(method, path, body)
 		if code != http.StatusAccepted {
-			t.Fatalf("provision %s: %d %s", id, code, body)
+			t.Fatalf("%s %s: %d %s", method, path, code, got)
 		}
-		return operationOf(body)
+		return operationOf(got)
 	}
-	read, readWrite, readTransact := map[string]int{"DynamoDB.BatchGetItem": 1, "DynamoDB.Query": 2},
-		map[string]int{"DynamoDB.BatchGetItem": 1, "DynamoDB.Query": 2, "DynamoDB.PutItem": 1},
-		map[string]int{"DynamoDB.BatchGetItem": 1, "DynamoDB.Query": 2, "DynamoDB.TransactWriteItems": 1}
+	provision := func(id, params string) string {
+		return accepted(http.MethodPut, "/v2/service_instances/"+id+"?accepts_incomplete=true",
+			fmt.Sprintf(`{"service_id":%q,"plan_id":%q,"organization_guid":"o","space_guid":"s","parameters":%s}`, svc, plan, params))
+	}
+	bind := func(id string) string {
+		return accepted(http.MethodPut, "/v2/service_instances/t1/service_bindings/"+id+"?accepts_incomplete=true",
+			fmt.Sprintf(`{"service_id":%q,"plan_id":%q,"parameters":{"duration_seconds":60}}`, svc, plan))
+	}
+	read, readWrite, readTransact := map[string]int{"DynamoDB.BatchGetItem": 1, "DynamoDB.Query": 1},
+		map[string]int{"DynamoDB.BatchGetItem": 1, "DynamoDB.Query": 1, "DynamoDB.PutItem": 1},
+		map[string]int{"DynamoDB.BatchGetItem": 1, "DynamoDB.Query": 1, "DynamoDB.TransactWriteItems": 1}
+	// A read that knows only the operation: its binding after it.
+	readAfter := map[string]int{"DynamoDB.BatchGetItem": 2, "DynamoDB.Query": 1, "DynamoDB.TransactWriteItems": 1}
+	// A deprovision's: the instance and its operation by key, its
+	// bindings' keys and every record.
+	readWhole := map[string]int{"DynamoDB.BatchGetItem": 1, "DynamoDB.Query": 2, "DynamoDB.TransactWriteItems": 1}
 
-	op := accepted("t1", `{"duration_seconds":60}`)
-	failing := accepted("t2", `{"duration_seconds":1,"fail":true}`)
-	b := cb.broker
-	steps := []struct {
+	op := provision("t1", `{"duration_seconds":60}`)
+	failing := provision("t2", `{"duration_seconds":1,"fail":true}`)
+	var bindOp, oldBindOp, deprovisionOp string
+	type step struct {
 		name string
 		run  func() error
 		want map[string]int
-	}{
-		{"begin (progress and the driver's record)", func() error { _, err := b.BeginTask(ctx, "t1", op); return err }, readTransact},
-		{"check, not done (progress)", func() error {
-			p, err := b.CheckTask(ctx, "t1", op)
-			if err == nil && p.Done {
-				err = fmt.Errorf("done after no time")
+	}
+	// run is a Task that must answer done (or not).
+	run := func(name, stepName, instanceID string, opID *string, done bool, oldInput func() json.RawMessage, want map[string]int) step {
+		return step{name, func() error {
+			var input json.RawMessage
+			if oldInput != nil {
+				input = oldInput()
+			} else {
+				input = cb.input(t, *opID)
+			}
+			cb.counter.Take() // the engine's describe is the test's, not the Task's
+			p, err := cb.task(stepName, instanceID, *opID, input)
+			if err == nil && stepName != steps.StepFinish && p.Done != done {
+				err = fmt.Errorf("done %v, want %v", p.Done, done)
 			}
 			return err
-		}, readWrite},
-		{"check, done (the outcome)", func() error {
-			clock = clock.Add(time.Hour)
-			p, err := b.CheckTask(ctx, "t1", op)
-			if err == nil && !p.Done {
-				err = fmt.Errorf("not done after an hour")
-			}
-			return err
-		}, readTransact},
-		{"finish of a finished operation", func() error { return b.FinishTask(ctx, "t1", op) }, map[string]int{"DynamoDB.GetItem": 1}},
-		{"begin of a change that will fail", func() error { _, err := b.BeginTask(ctx, "t2", failing); return err }, readTransact},
+		}, want}
+	}
+	later := func() error { clock = clock.Add(time.Hour); return nil }
+	start := func(id *string, f func() string) func() error { return func() error { *id = f(); return nil } }
+	// An input as executions were started with before it named the
+	// binding; and no input at all, as a workflow before this one passed.
+	oldInput := func() json.RawMessage { return json.RawMessage(`{"instance_id":"t1"}`) }
+	noInput := func() json.RawMessage { return nil }
+	tasks := []step{
+		run("begin (progress and the driver's record)", steps.StepBegin, "t1", &op, false, nil, readTransact),
+		run("check, not done (progress)", steps.StepCheck, "t1", &op, false, nil, readWrite),
+		{"", later, nil},
+		run("check, done (the outcome)", steps.StepCheck, "t1", &op, true, nil, readTransact),
+		run("finish of a finished operation", steps.StepFinish, "t1", &op, true, nil, map[string]int{"DynamoDB.GetItem": 1}),
+		run("begin of a change that will fail", steps.StepBegin, "t2", &failing, false, nil, readTransact),
+		{"", later, nil},
 		{"check that fails", func() error {
-			clock = clock.Add(time.Hour)
-			if _, err := b.CheckTask(ctx, "t2", failing); !errors.As(err, new(*broker.Failure)) {
-				return fmt.Errorf("got %v, want a failure", err)
+			input := cb.input(t, failing)
+			cb.counter.Take()
+			if _, err := cb.task(steps.StepCheck, "t2", failing, input); !errors.As(err, new(*steps.PermanentError)) {
+				return fmt.Errorf("got %v, want a permanent failure", err)
 			}
 			return nil
 		}, read},
 		{"record_failure (the outcome and the detached record)", func() error {
-			return b.RecordFailure(ctx, "t2", failing, "The provision failed.")
+			input := cb.input(t, failing)
+			cb.counter.Take()
+			_, err := cb.task(steps.StepRecordFailure, "t2", failing, input)
+			return err
 		}, readTransact},
+		// A binding operation's Tasks read the binding its input names
+		// with the instance and the operation.
+		{"", start(&bindOp, func() string { return bind("b1") }), nil},
+		run("bind's begin", steps.StepBegin, "t1", &bindOp, false, nil, readTransact),
+		{"", later, nil},
+		run("bind's check, done", steps.StepCheck, "t1", &bindOp, true, nil, readTransact),
+		{"", start(&oldBindOp, func() string { return bind("b2") }), nil},
+		run("bind's begin, from an input without the binding", steps.StepBegin, "t1", &oldBindOp, false, oldInput, readAfter),
+		{"", later, nil},
+		run("bind's check, from a workflow that passed no input", steps.StepCheck, "t1", &oldBindOp, true, noInput, readAfter),
+		{"", start(&deprovisionOp, func() string {
+			return accepted(http.MethodDelete, "/v2/service_instances/t1?accepts_incomplete=true&service_id="+svc+"&plan_id="+plan, "")
+		}), nil},
+		run("deprovision's begin (the whole instance)", steps.StepBegin, "t1", &deprovisionOp, false, nil, readWhole),
 	}
 	var report strings.Builder
-	for _, s := range steps {
+	for _, s := range tasks {
+		if s.name == "" {
+			if err := s.run(); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
 		cb.counter.Take()
 		if err := s.run(); err != nil {
 			t.Fatalf("%s: %v", s.name, err)
@@ -296,8 +381,8 @@ func TestAPICallsPerTask(t *testing.T) {
 			t.Errorf("%s made %s, want %s", s.name, format(calls), format(s.want))
 		}
 	}
-	if lo, body, _ := cb.do(http.MethodGet, "/v2/service_instances/t1/last_operation?operation="+op, ""); lo != 200 || !strings.Contains(body, `"succeeded"`) {
-		t.Errorf("last_operation of t1: %d %s", lo, body)
+	if lo, body, _ := cb.do(http.MethodGet, "/v2/service_instances/t1/service_bindings/b2/last_operation?operation="+oldBindOp, ""); lo != 200 || !strings.Contains(body, `"succeeded"`) {
+		t.Errorf("last_operation of b2: %d %s", lo, body)
 	}
 	if lo, body, _ := cb.do(http.MethodGet, "/v2/service_instances/t2/last_operation?operation="+failing, ""); lo != 200 || !strings.Contains(body, `"failed"`) {
 		t.Errorf("last_operation of t2: %d %s", lo, body)

@@ -18,6 +18,7 @@ import (
 	"github.com/aws/smithy-go/middleware"
 
 	"github.com/serverless-osb/broker/internal/broker"
+	"github.com/serverless-osb/broker/internal/steps"
 )
 
 // itemsRead counts the DynamoDB items that reads look at, as DynamoDB
@@ -110,7 +111,6 @@ func TestItemsReadDoNotGrowWithHistory(t *testing.T) {
 	}
 	clock := time.Now().UTC()
 	cb.demo.Now = func() time.Time { return clock }
-	b := cb.broker
 	take := func() reading {
 		n, units := items.TakeBoth()
 		return reading{n, units}
@@ -124,22 +124,24 @@ func TestItemsReadDoNotGrowWithHistory(t *testing.T) {
 		}
 		return got
 	}
-	// tasks runs an asynchronous operation's Tasks to its end, as the
-	// workflow would, and returns the items each read.
+	// tasks runs an asynchronous operation's Tasks to its end through the
+	// worker's handler, as the workflow would, and returns the items each
+	// read.
 	tasks := func(instanceID, op string) []reading {
 		t.Helper()
 		var read []reading
+		input := cb.input(t, op)
 		items.Take()
-		if _, err := b.BeginTask(ctx, instanceID, op); err != nil {
+		if _, err := cb.task(steps.StepBegin, instanceID, op, input); err != nil {
 			t.Fatalf("begin %s: %v", op, err)
 		}
 		read = append(read, take())
 		clock = clock.Add(time.Hour)
-		if p, err := b.CheckTask(ctx, instanceID, op); err != nil || !p.Done {
+		if p, err := cb.task(steps.StepCheck, instanceID, op, input); err != nil || !p.Done {
 			t.Fatalf("check %s: %+v %v, want done", op, p, err)
 		}
 		read = append(read, take())
-		if err := b.FinishTask(ctx, instanceID, op); err != nil {
+		if _, err := cb.task(steps.StepFinish, instanceID, op, input); err != nil {
 			t.Fatalf("finish %s: %v", op, err)
 		}
 		return append(read, take())

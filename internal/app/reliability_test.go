@@ -46,9 +46,17 @@ func TestEveryStepIsIdempotent(t *testing.T) {
 	// retry or a restarted execution would.
 	run := func(t *testing.T, instanceID, opID string) {
 		t.Helper()
-		twice(t, "begin", func() error { _, err := br.BeginTask(ctx, instanceID, opID); return err })
-		twice(t, "check", func() error { _, err := br.CheckTask(ctx, instanceID, opID); return err })
-		twice(t, "finish", func() error { return br.FinishTask(ctx, instanceID, opID) })
+		twice(t, "begin", func() error {
+			_, err := br.BeginTask(ctx, broker.OperationTask{InstanceID: instanceID, OperationID: opID})
+			return err
+		})
+		twice(t, "check", func() error {
+			_, err := br.CheckTask(ctx, broker.OperationTask{InstanceID: instanceID, OperationID: opID})
+			return err
+		})
+		twice(t, "finish", func() error {
+			return br.FinishTask(ctx, broker.OperationTask{InstanceID: instanceID, OperationID: opID})
+		})
 	}
 	// accepted creates an operation the way the API does, then stops its
 	// execution so that only this test runs its steps.
@@ -91,8 +99,13 @@ func TestEveryStepIsIdempotent(t *testing.T) {
 
 	op = accepted(t, http.MethodPatch, "/v2/service_instances/idem?accepts_incomplete=true",
 		map[string]any{"service_id": service, "parameters": map[string]any{"duration_seconds": 30, "fail": true}})
-	twice(t, "begin", func() error { _, err := br.BeginTask(ctx, "idem", op); return err })
-	twice(t, "record failure", func() error { return br.RecordFailure(ctx, "idem", op, "failed on purpose") })
+	twice(t, "begin", func() error {
+		_, err := br.BeginTask(ctx, broker.OperationTask{InstanceID: "idem", OperationID: op})
+		return err
+	})
+	twice(t, "record failure", func() error {
+		return br.RecordFailure(ctx, broker.OperationTask{InstanceID: "idem", OperationID: op}, "failed on purpose")
+	})
 	failed, _ := store.GetOperation(ctx, "idem", op)
 	if inst, _ := store.GetInstance(ctx, "idem"); failed.State != broker.OperationFailed || inst.State != broker.InstanceReady || inst.Op != "" {
 		t.Fatalf("after a failed update recorded twice: op %+v, instance %+v", failed, inst)

@@ -145,7 +145,7 @@ func (b *Broker) reapOperation(ctx context.Context, op Operation) reapAction {
 			b.halt(ctx, op.ID, "the operation outlived its maximum polling duration")
 		}
 		description := fmt.Sprintf("The %s did not complete within %s and was stopped; try again.", op.Kind, limit)
-		if err := b.RecordFailure(ctx, op.InstanceID, op.ID, description); err != nil {
+		if err := b.RecordFailure(ctx, TaskOf(op), description); err != nil {
 			b.Logger.ErrorContext(ctx, "reap: record failure", "error", err.Error())
 			return reapNothing
 		}

@@ -91,7 +91,7 @@ func TestDeprovision(t *testing.T) {
 				// The halted provision's Check, had its execution gone on,
 				// finds nothing to do.
 				before := h.snapshotJSON("i-1")
-				if p, err := h.b.CheckTask(ctx, "i-1", h.givenOp); err != nil || !p.Done {
+				if p, err := h.b.CheckTask(ctx, broker.OperationTask{InstanceID: "i-1", OperationID: h.givenOp}); err != nil || !p.Done {
 					t.Fatalf("check of the halted provision: %+v %v, want done", p, err)
 				}
 				if after := h.snapshotJSON("i-1"); after != before {

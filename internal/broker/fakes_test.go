@@ -758,18 +758,18 @@ func (h *harness) bindingAsync(id, bindingID, plan string) string {
 // succeeds: Begin, then Check until done, then Finish.
 func (h *harness) task(id, op string) {
 	h.t.Helper()
-	p, err := h.b.BeginTask(ctx, id, op)
+	p, err := h.b.BeginTask(ctx, broker.OperationTask{InstanceID: id, OperationID: op})
 	for range 10 {
 		if err != nil {
 			h.t.Fatalf("task of %s: %v", op, err)
 		}
 		if p.Done {
-			if err := h.b.FinishTask(ctx, id, op); err != nil {
+			if err := h.b.FinishTask(ctx, broker.OperationTask{InstanceID: id, OperationID: op}); err != nil {
 				h.t.Fatalf("finish %s: %v", op, err)
 			}
 			return
 		}
-		p, err = h.b.CheckTask(ctx, id, op)
+		p, err = h.b.CheckTask(ctx, broker.OperationTask{InstanceID: id, OperationID: op})
 	}
 	h.t.Fatalf("task of %s: not done after 10 checks", op)
 }
@@ -777,7 +777,7 @@ func (h *harness) task(id, op string) {
 // mustBegin runs the Begin Task and fails the test on an error.
 func (h *harness) mustBegin(id, op string) broker.TaskProgress {
 	h.t.Helper()
-	p, err := h.b.BeginTask(ctx, id, op)
+	p, err := h.b.BeginTask(ctx, broker.OperationTask{InstanceID: id, OperationID: op})
 	if err != nil {
 		h.t.Fatalf("begin %s: %v", op, err)
 	}

@@ -105,36 +105,36 @@ func waitFor(d time.Duration) TaskProgress { return TaskProgress{RetryAfter: Ret
 
 // BeginTask runs the Begin Task of an operation: it starts the change and,
 // when the change is done at once, finishes the operation.
-func (b *Broker) BeginTask(ctx context.Context, instanceID, operationID string) (TaskProgress, error) {
-	return b.advanceTask(ctx, instanceID, operationID, true)
+func (b *Broker) BeginTask(ctx context.Context, t OperationTask) (TaskProgress, error) {
+	return b.advanceTask(ctx, t, true)
 }
 
 // CheckTask runs the Check Task: it asks how the change is going and
 // finishes the operation once it is done.
-func (b *Broker) CheckTask(ctx context.Context, instanceID, operationID string) (TaskProgress, error) {
-	return b.advanceTask(ctx, instanceID, operationID, false)
+func (b *Broker) CheckTask(ctx context.Context, t OperationTask) (TaskProgress, error) {
+	return b.advanceTask(ctx, t, false)
 }
 
 // FinishTask runs the Finish Task: it finishes an operation whose change is
 // done (BeginTask and CheckTask normally have).
-func (b *Broker) FinishTask(ctx context.Context, instanceID, operationID string) error {
+func (b *Broker) FinishTask(ctx context.Context, t OperationTask) error {
 	// Normally finished already: then the operation is all it reads.
-	op, err := b.Store.GetOperation(ctx, instanceID, operationID)
+	op, err := b.Store.GetOperation(ctx, t.InstanceID, t.OperationID)
 	switch {
 	case errors.Is(err, ErrNotFound) || (err == nil && op.Finished()):
 		return nil
 	case err != nil:
-		return fmt.Errorf("finish %s: %w", operationID, err)
+		return fmt.Errorf("finish %s: %w", t.OperationID, err)
 	}
-	p, err := b.advanceTask(ctx, instanceID, operationID, false)
+	p, err := b.advanceTask(ctx, TaskOf(op), false)
 	if err == nil && !p.Done {
-		return fmt.Errorf("finish %s: the change is not done yet", operationID)
+		return fmt.Errorf("finish %s: the change is not done yet", t.OperationID)
 	}
 	return err
 }
 
-func (b *Broker) advanceTask(ctx context.Context, instanceID, operationID string, begin bool) (TaskProgress, error) {
-	f, err := b.loadFlight(ctx, instanceID, operationID)
+func (b *Broker) advanceTask(ctx context.Context, t OperationTask, begin bool) (TaskProgress, error) {
+	f, err := b.loadFlight(ctx, t)
 	if err != nil || f == nil {
 		// A finished operation (halted, repaired) has nothing left to do.
 		return TaskProgress{Done: true}, err
@@ -179,12 +179,12 @@ func (b *Broker) advanceTask(ctx context.Context, instanceID, operationID string
 	return waitFor(p.RetryAfter), nil
 }
 
-// loadFlight reads an operation and what it concerns (Load). It returns
-// nil when the operation is missing or finished.
-func (b *Broker) loadFlight(ctx context.Context, instanceID, operationID string) (*flight, error) {
-	snap, err := b.Store.Load(ctx, instanceID, operationID, "")
+// loadFlight reads an operation and what it concerns (loadTask). It
+// returns nil when the operation is missing or finished.
+func (b *Broker) loadFlight(ctx context.Context, t OperationTask) (*flight, error) {
+	snap, err := b.loadTask(ctx, t)
 	if err != nil {
-		return nil, fmt.Errorf("load operation %s: %w", operationID, err)
+		return nil, fmt.Errorf("load operation %s: %w", t.OperationID, err)
 	}
 	if snap.Operation == nil || snap.Operation.Finished() {
 		return nil, nil
@@ -194,6 +194,30 @@ func (b *Broker) loadFlight(ctx context.Context, instanceID, operationID string)
 		return nil, &Failure{Description: fmt.Sprintf("The binding of operation %s no longer exists.", op.ID)}
 	}
 	return b.newFlight(op, snap)
+}
+
+// loadTask reads what a Task of t needs (Load), in one round trip when t
+// carries what its execution's input adds: the operation's binding is read
+// with it, and a deprovision's whole snapshot by LoadWhole. Without it (an
+// execution started before the input had it), the store reads the
+// operation first. An operation other than t says (an input that does not
+// match it) is read again as it is.
+func (b *Broker) loadTask(ctx context.Context, t OperationTask) (Snapshot, error) {
+	whole := t.Kind == KindDeprovision
+	var snap Snapshot
+	var err error
+	if whole {
+		snap, err = b.Store.LoadWhole(ctx, t.InstanceID, t.OperationID)
+	} else {
+		snap, err = b.Store.Load(ctx, t.InstanceID, t.OperationID, t.BindingID)
+	}
+	if err != nil || !t.knows() || snap.Operation == nil {
+		return snap, err
+	}
+	if op := snap.Operation; op.BindingID != t.BindingID || Whole(op) != whole {
+		return b.Store.Load(ctx, t.InstanceID, t.OperationID, "")
+	}
+	return snap, nil
 }
 
 // newFlight makes the change of op from what snap holds. The change runs
@@ -382,7 +406,7 @@ func (b *Broker) runSync(ctx context.Context, op Operation, snap Snapshot) (Fini
 			// again (the driver may have written records itself).
 			if err = b.recordProgress(ctx, f, p); err == nil {
 				if err = b.sleep(ctx, p.RetryAfter); err == nil {
-					f, err = b.loadFlight(ctx, op.InstanceID, op.ID)
+					f, err = b.loadFlight(ctx, TaskOf(op))
 					if err == nil && f == nil {
 						err = ErrTakenOver
 					}
@@ -425,7 +449,7 @@ func (b *Broker) runSync(ctx context.Context, op Operation, snap Snapshot) (Fini
 	// again first: the driver may have written records itself, and they are
 	// leftovers to detach.
 	rctx := context.WithoutCancel(ctx)
-	if rerr := b.RecordFailed(rctx, op.InstanceID, op.ID, recorded); rerr != nil {
+	if rerr := b.RecordFailed(rctx, TaskOf(op), recorded); rerr != nil {
 		// This error is logged: a permanent failure is named, not quoted,
 		// since its description may repeat request input.
 		cause := err
@@ -440,7 +464,7 @@ func (b *Broker) runSync(ctx context.Context, op Operation, snap Snapshot) (Fini
 // abandon records the failure of a synchronous operation that its request
 // cannot run, and returns err.
 func (b *Broker) abandon(ctx context.Context, op Operation, err error) error {
-	if rerr := b.RecordFailure(context.WithoutCancel(ctx), op.InstanceID, op.ID, GenericFailure); rerr != nil {
+	if rerr := b.RecordFailure(context.WithoutCancel(ctx), TaskOf(op), GenericFailure); rerr != nil {
 		return fmt.Errorf("%w (and recording the failure: %w)", err, rerr)
 	}
 	return err
@@ -451,7 +475,7 @@ func (b *Broker) abandon(ctx context.Context, op Operation, err error) error {
 // a record before the call that failed.
 func (b *Broker) stepAgain(ctx context.Context, f **flight, again, begin bool) (Progress, error) {
 	if again {
-		nf, err := b.loadFlight(ctx, (*f).op.InstanceID, (*f).op.ID)
+		nf, err := b.loadFlight(ctx, TaskOf((*f).op))
 		switch {
 		case err != nil:
 			return Progress{}, err

@@ -21,6 +21,15 @@ func CheckIDs(ids ...string) error {
 	return nil
 }
 
+// CheckResource checks a PutResource call: the ids, and the record's name
+// (CheckRecordName).
+func CheckResource(r Resource) error {
+	if err := CheckIDs(r.InstanceID, r.Name); err != nil {
+		return err
+	}
+	return CheckRecordName(r.Name)
+}
+
 func sameInstance(op Operation, instanceID string) error {
 	if op.InstanceID != instanceID {
 		return fmt.Errorf("operation %s is recorded under instance %q, not %q", op.ID, op.InstanceID, instanceID)
@@ -173,6 +182,9 @@ func (r RecordChanges) check(instanceID string) error {
 	for _, s := range r.Save {
 		if s.InstanceID != instanceID {
 			return fmt.Errorf("record %s is of instance %s, not %s", s.Name, s.InstanceID, instanceID)
+		}
+		if err := CheckRecordName(s.Name); err != nil {
+			return err
 		}
 		names = append(names, s.Name)
 	}

@@ -203,7 +203,7 @@ func (b *Broker) repairNow(ctx context.Context, op Operation) (_ Operation, rest
 		}
 		b.Logger.WarnContext(ctx, "repair: execution ended without a result", "status", string(exec.Status), "error_name", exec.Error)
 	}
-	if err := b.RecordFailed(ctx, op.InstanceID, op.ID, Failure{Description: description, Detail: detail}); err != nil {
+	if err := b.RecordFailed(ctx, TaskOf(op), Failure{Description: description, Detail: detail}); err != nil {
 		b.Logger.ErrorContext(ctx, "repair: record failure", "error", err.Error())
 		return op, false
 	}

@@ -177,8 +177,8 @@ func (b *Broker) logEnd(ctx context.Context, op Operation, reason string) {
 
 // RecordFailure records an operation's failure with a description for the
 // user, as RecordFailed does with no detail for the operator.
-func (b *Broker) RecordFailure(ctx context.Context, instanceID, operationID, description string) error {
-	return b.RecordFailed(ctx, instanceID, operationID, Failure{Description: description})
+func (b *Broker) RecordFailure(ctx context.Context, t OperationTask, description string) error {
+	return b.RecordFailed(ctx, t, Failure{Description: description})
 }
 
 // RecordFailed records an operation's failure as the driver reported it:
@@ -190,10 +190,10 @@ func (b *Broker) RecordFailure(ctx context.Context, instanceID, operationID, des
 // reported the failure. A failed update also keeps what the driver said of
 // the instance (Failure.InstanceUsable, Failure.UpdateRepeatable). A
 // missing or finished operation has nothing to record.
-func (b *Broker) RecordFailed(ctx context.Context, instanceID, operationID string, f Failure) error {
-	snap, err := b.Store.Load(ctx, instanceID, operationID, "")
+func (b *Broker) RecordFailed(ctx context.Context, t OperationTask, f Failure) error {
+	snap, err := b.loadTask(ctx, t)
 	if err != nil {
-		return fmt.Errorf("record failure of %s: %w", operationID, err)
+		return fmt.Errorf("record failure of %s: %w", t.OperationID, err)
 	}
 	if snap.Operation == nil || snap.Operation.Finished() {
 		return nil

@@ -49,7 +49,7 @@ func TestOutages(t *testing.T) {
 		op := h.provisioning("i-1", planAsync, "")
 		h.mustBegin("i-1", op)
 		h.clock.advance(15 * time.Second)
-		p, err := h.b.CheckTask(ctx, "i-1", op)
+		p, err := h.b.CheckTask(ctx, broker.OperationTask{InstanceID: "i-1", OperationID: op})
 		if err != nil || p.Done || p.RetryAfter != 5 {
 			t.Fatalf("check: %+v %v, want not done, again in 5 s", p, err)
 		}
@@ -60,7 +60,7 @@ func TestOutages(t *testing.T) {
 		if o.Description != "Creating." || o.InOutage() || o.OutageAttempts != 0 || o.OutageInBegin {
 			t.Fatalf("operation %+v, want the driver's description and no outage", o)
 		}
-		if p, err := h.b.CheckTask(ctx, "i-1", op); err != nil || !p.Done {
+		if p, err := h.b.CheckTask(ctx, broker.OperationTask{InstanceID: "i-1", OperationID: op}); err != nil || !p.Done {
 			t.Fatalf("check: %+v %v, want done", p, err)
 		}
 		if calls := h.driver.Calls(); calls[len(calls)-1] != "check provision" {
@@ -76,7 +76,7 @@ func TestOutages(t *testing.T) {
 		h.mustBegin("i-1", op)
 		var waits []int
 		for range 7 {
-			p, err := h.b.CheckTask(ctx, "i-1", op)
+			p, err := h.b.CheckTask(ctx, broker.OperationTask{InstanceID: "i-1", OperationID: op})
 			if err != nil {
 				t.Fatalf("check: %v", err)
 			}
@@ -114,7 +114,7 @@ func TestOutages(t *testing.T) {
 				t.Fatal("still waiting after 20 tries")
 			}
 			var p broker.TaskProgress
-			if p, err = h.b.CheckTask(ctx, "i-1", op); err == nil {
+			if p, err = h.b.CheckTask(ctx, broker.OperationTask{InstanceID: "i-1", OperationID: op}); err == nil {
 				if at := h.clock.Now().Add(time.Duration(p.RetryAfter) * time.Second); at.After(since.Add(30*time.Minute + time.Second)) {
 					t.Fatalf("the next try at %s, after the budget's end", at)
 				}
@@ -147,7 +147,7 @@ func TestOutages(t *testing.T) {
 		wantState(t, h.op("i-1", op), broker.OperationInProgress, "The service's backend is unreachable; retrying, attempt 1, next in 15 seconds.")
 		h.driver.on("begin", broker.KindProvision, fails("The quota is exhausted."))
 		var f *broker.Failure
-		if _, err := h.b.CheckTask(ctx, "i-1", op); !errors.As(err, &f) || f.Description != "The quota is exhausted." {
+		if _, err := h.b.CheckTask(ctx, broker.OperationTask{InstanceID: "i-1", OperationID: op}); !errors.As(err, &f) || f.Description != "The quota is exhausted." {
 			t.Fatalf("check: %v, want the driver's failure", err)
 		}
 	})

@@ -56,7 +56,7 @@ func TestProvision(t *testing.T) {
 				if op.State != broker.OperationInProgress || !op.Async {
 					t.Fatalf("operation %+v, want asynchronous, in progress", op)
 				}
-				want := []started{{Workflow: broker.WorkflowOperation, Name: res.Operation, Input: `{"instance_id":"i-1"}`}}
+				want := []started{{Workflow: broker.WorkflowOperation, Name: res.Operation, Input: `{"instance_id":"i-1","kind":"provision"}`}}
 				if got := h.engine.Started(); !slices.Equal(got, want) {
 					t.Fatalf("started %+v, want %+v: the execution is named after the operation", got, want)
 				}

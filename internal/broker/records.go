@@ -59,16 +59,32 @@ const bindingRecordPrefix = "binding-"
 // records, an instance's change only the instance's, not the bindings'
 // (Load reads only those; a deprovision's change has every record), so
 // that a change costs the same on an instance with many bindings; a driver
-// therefore names no instance record with this prefix.
+// therefore names no instance record with this prefix, nor one that sorts
+// before it (CheckRecordName): the instance's own records are then the
+// one key range above the bindings', which a store reads in one call.
 func BindingRecord(bindingID string) string { return bindingRecordPrefix + bindingID }
 
 // BindingRecords are the bounds of the bindings' record names, for a
 // store to read around them: every name n that IsBindingRecord has
-// BindingRecordsFrom <= n < BindingRecordsTo, in byte order.
+// BindingRecordsFrom <= n < BindingRecordsTo, in byte order, and every
+// other record's name is BindingRecordsTo or above (CheckRecordName).
 const (
 	BindingRecordsFrom = bindingRecordPrefix
 	BindingRecordsTo   = "binding." // '.' follows '-'
 )
+
+// CheckRecordName refuses the name of a record to be written that sorts
+// before the bindings' records ("a-1", "Stack", "backup"): every name
+// the drivers have ever given sorts after them ("instance", "stack"), so
+// that a store reads an instance's own records in one key range, above
+// the bindings', rather than two around them.
+func CheckRecordName(name string) error {
+	if name < BindingRecordsFrom {
+		return fmt.Errorf("record name %q sorts before the bindings' records (%q): name an instance's record from %q on, in byte order (\"instance\", \"stack\")",
+			name, BindingRecordsFrom, BindingRecordsTo)
+	}
+	return nil
+}
 
 // IsBindingRecord reports whether the record called name is a binding's.
 func IsBindingRecord(name string) bool { return strings.HasPrefix(name, bindingRecordPrefix) }

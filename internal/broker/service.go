@@ -88,7 +88,33 @@ const (
 // input (execution names are idempotent only for identical input).
 type WorkflowInput struct {
 	InstanceID string `json:"instance_id"`
+	// BindingID (a binding operation's binding) and Kind are what a Task
+	// needs, besides its operation (the execution's name), to name every
+	// key it reads, so that it reads them in one round trip (OperationTask).
+	// An execution started before they were in the input has neither: its
+	// Tasks read them from the operation first.
+	BindingID string        `json:"binding_id,omitempty"`
+	Kind      OperationKind `json:"kind,omitempty"`
 }
+
+// OperationTask names the operation a Task of the operation workflow works
+// on: its instance and id, and what its execution's input says of it
+// besides (WorkflowInput), empty for an execution started without it.
+type OperationTask struct {
+	InstanceID, OperationID string
+	// BindingID is a binding operation's binding; Kind the operation's
+	// kind. A Task reads them from the operation when they are empty.
+	BindingID string
+	Kind      OperationKind
+}
+
+// TaskOf is the OperationTask of op, all of it known.
+func TaskOf(op Operation) OperationTask {
+	return OperationTask{InstanceID: op.InstanceID, OperationID: op.ID, BindingID: op.BindingID, Kind: op.Kind}
+}
+
+// knows reports whether t carries what the execution's input adds.
+func (t OperationTask) knows() bool { return t.Kind != "" }
 
 // newOperation returns an in-progress operation record.
 func (b *Broker) newOperation(kind OperationKind, instanceID, bindingID, planID string, async bool) Operation {
@@ -138,7 +164,7 @@ func syncError(op Operation, err error) error {
 // the execution again under the same name.
 func (b *Broker) start(ctx context.Context, op Operation) {
 	ctx = logging.With(ctx, op.LogAttrs()...)
-	input, _ := json.Marshal(WorkflowInput{InstanceID: op.InstanceID})
+	input, _ := json.Marshal(WorkflowInput{InstanceID: op.InstanceID, BindingID: op.BindingID, Kind: op.Kind})
 	if err := b.Engine.Start(ctx, WorkflowOperation, op.ID, input); err != nil {
 		b.Logger.ErrorContext(ctx, "start workflow", "error", err.Error())
 	}

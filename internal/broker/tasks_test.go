@@ -65,7 +65,7 @@ func TestTasks(t *testing.T) {
 				if p := h.mustBegin("i-1", op); p.RetryAfter != 2 {
 					t.Fatalf("after 1.5 s: %+v, want 2", p)
 				}
-				if p, err := h.b.CheckTask(ctx, "i-1", op); err != nil || p.RetryAfter != 1 {
+				if p, err := h.b.CheckTask(ctx, broker.OperationTask{InstanceID: "i-1", OperationID: op}); err != nil || p.RetryAfter != 1 {
 					t.Fatalf("after 0 s: %+v %v, want 1", p, err)
 				}
 			},
@@ -95,14 +95,14 @@ func TestTasks(t *testing.T) {
 					t.Fatalf("operation %+v, want waiting for a turn, no outage", o)
 				}
 				held()
-				if p, err := h.b.CheckTask(ctx, "i-1", op); err != nil || p.Done {
+				if p, err := h.b.CheckTask(ctx, broker.OperationTask{InstanceID: "i-1", OperationID: op}); err != nil || p.Done {
 					t.Fatalf("check: %+v %v", p, err)
 				}
 				if calls := h.driver.Calls(); !slices.Equal(calls, []string{"begin provision"}) {
 					t.Fatalf("driver calls %v, want the begin the first Task did not make", calls)
 				}
 				h.driver.on("check", broker.KindProvision, done())
-				if p, err := h.b.CheckTask(ctx, "i-1", op); err != nil || !p.Done {
+				if p, err := h.b.CheckTask(ctx, broker.OperationTask{InstanceID: "i-1", OperationID: op}); err != nil || !p.Done {
 					t.Fatalf("check: %+v %v", p, err)
 				}
 				if calls := h.driver.Calls(); !slices.Equal(calls, []string{"begin provision", "check provision"}) {
@@ -136,12 +136,12 @@ func TestTasks(t *testing.T) {
 				op := h.provisioning("i-1", planAsync, "")
 				h.mustBegin("i-1", op)
 				for i, want := range []bool{false, true} {
-					if p, err := h.b.CheckTask(ctx, "i-1", op); err != nil || p.Done != want {
+					if p, err := h.b.CheckTask(ctx, broker.OperationTask{InstanceID: "i-1", OperationID: op}); err != nil || p.Done != want {
 						t.Fatalf("check %d: %+v %v, want done=%v", i+1, p, err, want)
 					}
 				}
 				wantState(t, h.op("i-1", op), broker.OperationSucceeded, "")
-				if err := h.b.FinishTask(ctx, "i-1", op); err != nil {
+				if err := h.b.FinishTask(ctx, broker.OperationTask{InstanceID: "i-1", OperationID: op}); err != nil {
 					t.Fatalf("finish after the check finished it: %v", err)
 				}
 			},
@@ -167,7 +167,7 @@ func TestTasks(t *testing.T) {
 		{
 			name: "a Task of an operation that does not exist has nothing to do",
 			test: func(t *testing.T, h *harness) {
-				if p, err := h.b.BeginTask(ctx, "i-1", "op-999"); err != nil || !p.Done {
+				if p, err := h.b.BeginTask(ctx, broker.OperationTask{InstanceID: "i-1", OperationID: "op-999"}); err != nil || !p.Done {
 					t.Fatalf("%+v %v, want done", p, err)
 				}
 				if calls := h.driver.Calls(); len(calls) != 0 {
@@ -182,7 +182,7 @@ func TestTasks(t *testing.T) {
 				h.driver.on("check", broker.KindProvision, running("", time.Second))
 				op := h.provisioning("i-1", planAsync, "")
 				h.mustBegin("i-1", op)
-				if err := h.b.FinishTask(ctx, "i-1", op); err == nil {
+				if err := h.b.FinishTask(ctx, broker.OperationTask{InstanceID: "i-1", OperationID: op}); err == nil {
 					t.Fatal("finish of a change not done: no error")
 				}
 				if o := h.op("i-1", op); o.State != broker.OperationInProgress {
@@ -195,7 +195,7 @@ func TestTasks(t *testing.T) {
 			test: func(t *testing.T, h *harness) {
 				h.driver.on("begin", broker.KindProvision, fails("The quota is exhausted."))
 				op := h.provisioning("i-1", planAsync, "")
-				_, err := h.b.BeginTask(ctx, "i-1", op)
+				_, err := h.b.BeginTask(ctx, broker.OperationTask{InstanceID: "i-1", OperationID: op})
 				var f *broker.Failure
 				if !errors.As(err, &f) || f.Description != "The quota is exhausted." {
 					t.Fatalf("begin: %v, want the driver's failure", err)
@@ -212,7 +212,7 @@ func TestTasks(t *testing.T) {
 				op := h.provisioning("i-1", planAsync, "")
 				h.mustBegin("i-1", op)
 				h.writes.reset()
-				if err := h.b.RecordFailure(ctx, "i-1", op, "The quota is exhausted."); err != nil {
+				if err := h.b.RecordFailure(ctx, broker.OperationTask{InstanceID: "i-1", OperationID: op}, "The quota is exhausted."); err != nil {
 					t.Fatal(err)
 				}
 				if w := h.writes.since(); !slices.Equal(w, []string{"FinishOperation"}) {
@@ -240,7 +240,7 @@ func TestTasks(t *testing.T) {
 				h.task("i-1", op)
 				before := h.snapshotJSON("i-1")
 				h.writes.reset()
-				if err := h.b.RecordFailure(ctx, "i-1", op, "late"); err != nil {
+				if err := h.b.RecordFailure(ctx, broker.OperationTask{InstanceID: "i-1", OperationID: op}, "late"); err != nil {
 					t.Fatal(err)
 				}
 				if after := h.snapshotJSON("i-1"); after != before {
@@ -258,7 +258,7 @@ func TestTasks(t *testing.T) {
 				op := h.provisioning("i-1", planAsync, "")
 				h.mustBegin("i-1", op)
 				for range 2 {
-					if err := h.b.RecordFailure(ctx, "i-1", op, "The quota is exhausted."); err != nil {
+					if err := h.b.RecordFailure(ctx, broker.OperationTask{InstanceID: "i-1", OperationID: op}, "The quota is exhausted."); err != nil {
 						t.Fatal(err)
 					}
 				}
@@ -273,7 +273,7 @@ func TestTasks(t *testing.T) {
 		{
 			name: "RecordFailure of an operation that does not exist changes nothing",
 			test: func(t *testing.T, h *harness) {
-				if err := h.b.RecordFailure(ctx, "i-1", "op-999", "late"); err != nil {
+				if err := h.b.RecordFailure(ctx, broker.OperationTask{InstanceID: "i-1", OperationID: "op-999"}, "late"); err != nil {
 					t.Fatal(err)
 				}
 				if inst, ops := h.instance("i-1"), h.ops("i-1"); inst != nil || len(ops) != 0 {
@@ -285,7 +285,7 @@ func TestTasks(t *testing.T) {
 			name: "RecordFailure without a description says which kind of operation failed",
 			test: func(t *testing.T, h *harness) {
 				op := h.provisioning("i-1", planAsync, "")
-				if err := h.b.RecordFailure(ctx, "i-1", op, ""); err != nil {
+				if err := h.b.RecordFailure(ctx, broker.OperationTask{InstanceID: "i-1", OperationID: op}, ""); err != nil {
 					t.Fatal(err)
 				}
 				wantState(t, h.op("i-1", op), broker.OperationFailed, "The provision failed.")
@@ -302,7 +302,7 @@ func TestTasks(t *testing.T) {
 						}
 					}
 				}
-				if p, err := h.b.BeginTask(ctx, "i-1", op); err != nil || !p.Done {
+				if p, err := h.b.BeginTask(ctx, broker.OperationTask{InstanceID: "i-1", OperationID: op}); err != nil || !p.Done {
 					t.Fatalf("begin: %+v %v, want done: the operation is over", p, err)
 				}
 				if inst := h.instance("i-1"); inst != nil {
@@ -310,6 +310,31 @@ func TestTasks(t *testing.T) {
 				}
 				wantState(t, h.op("i-1", op), broker.OperationFailed, "halted")
 				wantNames(t, "records", h.recordNames("i-1"), nil)
+			},
+		},
+		{
+			name: "a Task whose execution's input names another binding or kind than its operation's works on its operation's binding",
+			test: func(t *testing.T, h *harness) {
+				h.ready("i-1", planAsync)
+				h.bound("i-1", "b-2", planAsync)
+				h.driver.on("begin", broker.KindBind, running("Binding.", 5*time.Second))
+				op := h.bindingAsync("i-1", "b-1", planAsync)
+				for _, wrong := range []broker.OperationTask{
+					{InstanceID: "i-1", OperationID: op, BindingID: "b-2", Kind: broker.KindBind},
+					{InstanceID: "i-1", OperationID: op, Kind: broker.KindDeprovision},
+				} {
+					var bound []string
+					h.driver.hook = func(step string, c broker.Change) { bound = append(bound, c.BindingID()) }
+					if _, err := h.b.BeginTask(ctx, wrong); err != nil {
+						t.Fatalf("begin with %+v: %v", wrong, err)
+					}
+					if !slices.Equal(bound, []string{"b-1"}) {
+						t.Fatalf("with %+v the driver changed %v, want b-1", wrong, bound)
+					}
+				}
+				if bd := h.binding("i-1", "b-2"); bd.State != broker.BindingReady || bd.Op != "" {
+					t.Fatalf("binding b-2 %+v, want untouched", bd)
+				}
 			},
 		},
 		{

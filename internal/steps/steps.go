@@ -59,6 +59,11 @@ type Payload struct {
 	Step        string `json:"step"`
 	OperationID string `json:"operation_id,omitempty"`
 	InstanceID  string `json:"instance_id,omitempty"`
+	// ExecutionInput is the operation workflow's execution's input
+	// ($$.Execution.Input), whose binding and kind let a Task read in one
+	// round trip (broker.OperationTask); absent from the payloads of a
+	// workflow that predates it.
+	ExecutionInput *broker.WorkflowInput `json:"execution_input,omitempty"`
 	// DetachedID names the detached resource of a cleanup step.
 	DetachedID string `json:"detached_id,omitempty"`
 	// CampaignID names the fleet upgrade of an upgrade step; Options are
@@ -94,6 +99,16 @@ func (p Payload) LogAttrs() []slog.Attr {
 		}
 	}
 	return attrs
+}
+
+// operationTask is the operation that an operation step's payload names.
+func (p Payload) operationTask() broker.OperationTask {
+	t := broker.OperationTask{InstanceID: p.InstanceID, OperationID: p.OperationID}
+	// An input of another instance (it cannot be) names nothing of this one.
+	if in := p.ExecutionInput; in != nil && in.InstanceID == p.InstanceID {
+		t.BindingID, t.Kind = in.BindingID, in.Kind
+	}
+	return t
 }
 
 // Progress is the output of begin, check and cleanup_delete, which the
@@ -158,16 +173,16 @@ func (n needs) lacks(p Payload) string {
 func New(b *broker.Broker) *Steps {
 	return &Steps{Broker: b, steps: map[string]step{
 		StepBegin: {needsOperation, func(ctx context.Context, s *Steps, p Payload) (any, error) {
-			return progress(s.Broker.BeginTask(ctx, p.InstanceID, p.OperationID))
+			return progress(s.Broker.BeginTask(ctx, p.operationTask()))
 		}},
 		StepCheck: {needsOperation, func(ctx context.Context, s *Steps, p Payload) (any, error) {
-			return progress(s.Broker.CheckTask(ctx, p.InstanceID, p.OperationID))
+			return progress(s.Broker.CheckTask(ctx, p.operationTask()))
 		}},
 		StepFinish: {needsOperation, func(ctx context.Context, s *Steps, p Payload) (any, error) {
-			return nothing(s.Broker.FinishTask(ctx, p.InstanceID, p.OperationID))
+			return nothing(s.Broker.FinishTask(ctx, p.operationTask()))
 		}},
 		StepRecordFailure: {needsOperation, func(ctx context.Context, s *Steps, p Payload) (any, error) {
-			return nothing(s.Broker.RecordFailed(ctx, p.InstanceID, p.OperationID, Caught(p.Error, p.Cause)))
+			return nothing(s.Broker.RecordFailed(ctx, p.operationTask(), Caught(p.Error, p.Cause)))
 		}},
 		StepCleanupDelete: {needsDetached, func(ctx context.Context, s *Steps, p Payload) (any, error) {
 			return progress(s.Broker.CleanupDeleteTask(ctx, p.DetachedID))

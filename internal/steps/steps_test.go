@@ -10,6 +10,7 @@ import (
 	"go/parser"
 	"go/token"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"reflect"
 	"strconv"
@@ -363,4 +364,59 @@ func taggedFields(typ reflect.Type, checked map[reflect.Type]bool) []string {
 		tagged = append(tagged, taggedFields(f.Type, checked)...)
 	}
 	return tagged
+}
+
+// TestTheOperationWorkflowsInputReachesItsTasks: the input an operation's
+// execution is started with names its binding and kind, every Task of
+// statemachines/operation.asl.json passes it on, and the broker is given
+// them, so that a Task reads in one round trip; a payload without them (a
+// workflow or an execution from before) or with another instance's input
+// gives the broker the operation alone, which it reads the old way.
+func TestTheOperationWorkflowsInputReachesItsTasks(t *testing.T) {
+	input, err := json.Marshal(broker.WorkflowInput{InstanceID: "i-1", BindingID: "b-1", Kind: broker.KindBind})
+	const want = `{"instance_id":"i-1","binding_id":"b-1","kind":"bind"}`
+	if err != nil || string(input) != want {
+		t.Fatalf("input %s (%v), want %s", input, err, want)
+	}
+	def, err := os.ReadFile(filepath.Join("..", "..", "statemachines", "operation.asl.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var asl struct {
+		States map[string]struct {
+			Type       string
+			Parameters struct{ Payload map[string]any }
+		}
+	}
+	if err := json.Unmarshal(def, &asl); err != nil {
+		t.Fatal(err)
+	}
+	for name, st := range asl.States {
+		if st.Type == "Task" && st.Parameters.Payload["execution_input.$"] != "$$.Execution.Input" {
+			t.Errorf("Task %s passes execution_input %v, want $$.Execution.Input", name, st.Parameters.Payload["execution_input.$"])
+		}
+	}
+	for _, tt := range []struct {
+		name, payload string
+		want          broker.OperationTask
+	}{
+		{"the execution's input names the binding and kind", `{"step":"begin","operation_id":"op-1","instance_id":"i-1","execution_input":` + want + `}`,
+			broker.OperationTask{InstanceID: "i-1", OperationID: "op-1", BindingID: "b-1", Kind: broker.KindBind}},
+		{"an input from before it named them names neither", `{"step":"begin","operation_id":"op-1","instance_id":"i-1","execution_input":{"instance_id":"i-1"}}`,
+			broker.OperationTask{InstanceID: "i-1", OperationID: "op-1"}},
+		{"a payload without the input names neither", `{"step":"begin","operation_id":"op-1","instance_id":"i-1"}`,
+			broker.OperationTask{InstanceID: "i-1", OperationID: "op-1"}},
+		{"another instance's input names nothing of this one", `{"step":"begin","operation_id":"op-1","instance_id":"i-2","execution_input":` + want + `}`,
+			broker.OperationTask{InstanceID: "i-2", OperationID: "op-1"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var p Payload
+			if err := json.Unmarshal([]byte(tt.payload), &p); err != nil {
+				t.Fatal(err)
+			}
+			if got := p.operationTask(); got != tt.want {
+				t.Errorf("the broker is given %+v, want %+v", got, tt.want)
+			}
+		})
+	}
 }

@@ -511,7 +511,7 @@ func (s *Store) FinishOperation(ctx context.Context, f broker.Finish) error {
 
 // PutResource writes a resource record unconditionally.
 func (s *Store) PutResource(ctx context.Context, r broker.Resource) error {
-	err := broker.CheckIDs(r.InstanceID, r.Name)
+	err := broker.CheckResource(r)
 	if err == nil {
 		err = s.update(ctx, func(t tx) error { return t.putResource(r) })
 	}

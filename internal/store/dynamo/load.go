@@ -19,16 +19,11 @@ import (
 type item = map[string]types.AttributeValue
 
 // The key ranges of an instance's records (SK r#<name>) that Load reads.
-// The bindings' records (r#binding-<id>) sit among the instance's own, so
-// the instance's are two ranges, around them.
+// The bindings' records (r#binding-<id>) sort before every other record
+// (broker.CheckRecordName), so the instance's own are one range, above
+// them.
 
-func ownRecordsBelow(sk expression.KeyBuilder) expression.KeyConditionBuilder {
-	// Inclusive: a record named "binding-" alone, which no driver names,
-	// is the bindings' (Load drops it here).
-	return sk.Between(expression.Value(skResource("")), expression.Value(skResource(broker.BindingRecordsFrom)))
-}
-
-func ownRecordsAbove(sk expression.KeyBuilder) expression.KeyConditionBuilder {
+func ownRecords(sk expression.KeyBuilder) expression.KeyConditionBuilder {
 	return sk.Between(expression.Value(skResource(broker.BindingRecordsTo)), expression.Value(skRecordsEnd))
 }
 
@@ -51,11 +46,12 @@ const skRecordsEnd = "r$"
 
 // Load reads the instance, the operation and the binding asked for (or the
 // operation's binding) and the binding's record by key, in one
-// BatchGetItem, and, at the same time, the instance's own records: two
-// consistent Queries of the key ranges around its bindings' records. Its
-// items read do not grow with the instance's bindings or operations. A
-// Task knows only its operation: the operation's binding and its record
-// are then a second BatchGetItem. A deprovision's snapshot is whole.
+// BatchGetItem, and, at the same time, the instance's own records: one
+// consistent Query of the key range above its bindings' records. Its
+// items read do not grow with the instance's bindings or operations.
+// Without the binding's id, the operation's binding and its record are a
+// second BatchGetItem once the operation is read. A deprovision's snapshot
+// is whole.
 func (s *Store) Load(ctx context.Context, instanceID, operationID, bindingID string) (broker.Snapshot, error) {
 	return s.load(ctx, instanceID, operationID, bindingID, false)
 }
@@ -80,10 +76,10 @@ func (s *Store) loadItems(ctx context.Context, instanceID, operationID, bindingI
 	if err := broker.CheckLoad(instanceID, operationID, bindingID); err != nil {
 		return snap, err
 	}
-	var below, above, bindingKeys, all *pendingQuery
+	var own, bindingKeys, all *pendingQuery
 	// Every query is waited for, whatever fails first, once cancelled.
 	defer func() {
-		for _, q := range []*pendingQuery{below, above, bindingKeys, all} {
+		for _, q := range []*pendingQuery{own, bindingKeys, all} {
 			q.wait()
 		}
 	}()
@@ -93,8 +89,7 @@ func (s *Store) loadItems(ctx context.Context, instanceID, operationID, bindingI
 		all = s.queryAsync(ctx, instanceID, allRecords, false)
 		bindingKeys = s.queryAsync(ctx, instanceID, bindings, true)
 	} else {
-		below = s.queryAsync(ctx, instanceID, ownRecordsBelow, false)
-		above = s.queryAsync(ctx, instanceID, ownRecordsAbove, false)
+		own = s.queryAsync(ctx, instanceID, ownRecords, false)
 	}
 
 	keys := []item{instanceKey(instanceID)}
@@ -153,25 +148,15 @@ func (s *Store) loadItems(ctx context.Context, instanceID, operationID, bindingI
 			snap.BindingIDs = append(snap.BindingIDs, strings.TrimPrefix(keyPart(it, attrSK), skBinding("")))
 		}
 	}
-	// The records in name order: below the bindings', theirs (the one
-	// binding's, or every binding's in a whole snapshot), above. A record
-	// named "binding-" alone, which no driver names, is the bindings'.
+	// The records in name order: the bindings' (the one binding's, or
+	// every binding's in a whole snapshot), then the instance's own.
 	records, err := all.wait()
 	if err != nil {
 		return snap, err
 	}
-	lower, err := below.wait()
+	upper, err := own.wait()
 	if err != nil {
 		return snap, err
-	}
-	upper, err := above.wait()
-	if err != nil {
-		return snap, err
-	}
-	for _, it := range lower {
-		if !broker.IsBindingRecord(strings.TrimPrefix(keyPart(it, attrSK), skResource(""))) {
-			records = append(records, it)
-		}
 	}
 	records = append(append(records, mid...), upper...)
 	for _, it := range records {

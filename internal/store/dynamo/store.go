@@ -402,7 +402,7 @@ func (s *Store) deleteAhead(ctx context.Context, op broker.Operation, e broker.E
 
 // PutResource writes a resource record unconditionally: one PutItem.
 func (s *Store) PutResource(ctx context.Context, r broker.Resource) error {
-	err := broker.CheckIDs(r.InstanceID, r.Name)
+	err := broker.CheckResource(r)
 	if err == nil {
 		var item map[string]types.AttributeValue
 		if item, err = encode(newResourceItem(r)); err == nil {

@@ -14,10 +14,11 @@ var loadCases = []testCase{
 		provision(t, s, "i-1")
 		b1 := bind(t, s, "i-1", "b-1")
 		b2, bindOp := startBind(t, s, "i-1", "b-2")
-		// Records named on both sides of the bindings' records.
-		r, low := newResource("i-1", "r-1"), newResource("i-1", "a-1")
+		// Records named above the bindings' records, one at their edge
+		// (none sorts before them: broker.CheckRecordName).
+		r, edge := newResource("i-1", "r-1"), newResource("i-1", broker.BindingRecordsTo+"x")
 		putResource(t, s, r)
-		putResource(t, s, low)
+		putResource(t, s, edge)
 		r1, r2 := newResource("i-1", broker.BindingRecord("b-1")), newResource("i-1", broker.BindingRecord("b-2"))
 		putResource(t, s, r1)
 		putResource(t, s, r2)
@@ -29,24 +30,24 @@ var loadCases = []testCase{
 		snap, err := s.Load(t.Context(), "i-1", bindOp.ID, "")
 		must(t, err, "Load of a bind")
 		equal(t, "with the operation: the snapshot (and the records of its binding, not of the others)", snap, broker.Snapshot{
-			Instance: inst, Operation: &bindOp, Binding: &b2, Records: []broker.Resource{low, r2, r}})
+			Instance: inst, Operation: &bindOp, Binding: &b2, Records: []broker.Resource{r2, edge, r}})
 
 		snap, err = s.Load(t.Context(), "i-1", "", "b-1")
 		must(t, err, "Load of a binding")
-		equal(t, "with a binding: the snapshot", snap, broker.Snapshot{Instance: inst, Binding: &b1, Records: []broker.Resource{low, r1, r}})
+		equal(t, "with a binding: the snapshot", snap, broker.Snapshot{Instance: inst, Binding: &b1, Records: []broker.Resource{r1, edge, r}})
 
 		snap, err = s.Load(t.Context(), "i-1", "", "b-9")
 		must(t, err, "Load of a binding that does not exist")
-		equal(t, "with a missing binding: the instance's records", snap, broker.Snapshot{Instance: inst, Records: []broker.Resource{low, r}})
+		equal(t, "with a missing binding: the instance's records", snap, broker.Snapshot{Instance: inst, Records: []broker.Resource{edge, r}})
 
 		snap, err = s.Load(t.Context(), "i-1", "", "")
 		must(t, err, "Load of the instance")
-		equal(t, "alone: the snapshot (the instance's own records)", snap, broker.Snapshot{Instance: inst, Records: []broker.Resource{low, r}})
+		equal(t, "alone: the snapshot (the instance's own records)", snap, broker.Snapshot{Instance: inst, Records: []broker.Resource{edge, r}})
 
 		snap, err = s.LoadWhole(t.Context(), "i-1", "")
 		must(t, err, "LoadWhole of the instance")
 		equal(t, "whole: the snapshot (every binding's id, every record)", snap, broker.Snapshot{Instance: inst, BindingIDs: []string{"b-1", "b-2"},
-			Records: []broker.Resource{low, r1, r2, r}})
+			Records: []broker.Resource{r1, r2, edge, r}})
 
 		snap, err = s.Load(t.Context(), "i-1", "prov-i-2", "b-3")
 		must(t, err, "Load of another instance's operation and binding")

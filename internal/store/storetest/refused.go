@@ -99,6 +99,10 @@ func CheckRefusedCalls(t *testing.T, s broker.Store, around func(calls func())) 
 			return s.UpdateDetached(ctx, broker.Detached{ID: "d\x001", InstanceID: "i-1", Name: "r"}, 0)
 		}},
 		{"a delete of an empty detached id", func() error { return s.DeleteDetached(ctx, "") }},
+		{"a record named before the bindings' records", func() error { return s.PutResource(ctx, newResource("i-1", "a-1")) }},
+		{"a progress update saving a record named before the bindings' records", func() error {
+			return s.UpdateOperation(ctx, prov, broker.RecordChanges{Save: []broker.Resource{newResource("i-1", "Stack")}})
+		}},
 	}
 	before := snapshot(t, s)
 	run := func() {
