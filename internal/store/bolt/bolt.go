@@ -1,7 +1,9 @@
 // Package bolt is the embedded Store: instances, bindings, operations,
 // driver resources and detached resources in one bbolt file, so that `make run` needs no cloud
 // account. It keeps the same items as the DynamoDB table (see DESIGN.md):
-// bucket "items", key PK + "\x00" + SK, value the item's JSON. A second
+// bucket "items", key PK + "\x00" + SK, value the item's JSON, but for the
+// SKs of the instance and of its bindings' records, which layout.go places
+// so that one change's items lie together. A second
 // bucket indexes the operations in progress for ListInProgress. Each kind of
 // item has a storage type of this package (item.go), whose json tags name
 // its fields in the file; the domain's json tags play no part.
@@ -94,13 +96,13 @@ func NewShared(c *groupcommit.Committer) (*Store, error) {
 	err := db.Update(func(tx *bbolt.Tx) error {
 		for _, name := range []string{itemsBucket, inProgressBucket} {
 			if _, err := tx.CreateBucketIfNotExists([]byte(name)); err != nil {
-				return err
+				return fmt.Errorf("create bucket %s: %w", name, err)
 			}
 		}
-		return nil
+		return migrate(tx)
 	})
 	if err != nil {
-		return nil, fmt.Errorf("open store %s: create buckets: %w", db.Path(), err)
+		return nil, fmt.Errorf("open store %s: %w", db.Path(), err)
 	}
 	s := &Store{db: db, commit: c}
 	if err := db.View(func(t *bbolt.Tx) error { return s.plans.fill(t.Bucket([]byte(itemsBucket))) }); err != nil {
@@ -131,18 +133,12 @@ const sep = "\x00"
 
 func pk(instanceID string) string { return "i#" + instanceID + sep }
 
-func instanceKey(instanceID string) []byte { return []byte(pk(instanceID) + "instance") }
-
 func bindingKey(instanceID, bindingID string) []byte {
 	return []byte(pk(instanceID) + "b#" + bindingID)
 }
 
 func operationKey(instanceID, operationID string) []byte {
 	return []byte(pk(instanceID) + "op#" + operationID)
-}
-
-func resourceKey(instanceID, name string) []byte {
-	return []byte(pk(instanceID) + "r#" + name)
 }
 
 // pkDetached is the partition of the detached resources, outside every
@@ -201,6 +197,7 @@ func (s *Store) update(ctx context.Context, fn func(tx) error) error {
 	}
 	return err
 }
+
 
 func buckets(t *bbolt.Tx) tx {
 	return tx{items: t.Bucket([]byte(itemsBucket)), inProgress: t.Bucket([]byte(inProgressBucket))}
@@ -281,13 +278,15 @@ func scan[I, D any](b *bbolt.Bucket, prefix string, domain func(I) D) ([]D, erro
 
 // deleteInstance deletes an instance and its bindings. Its operations stay
 // (last_operation reads them after a deprovision) and so do its resources,
-// which belong to drivers.
+// which belong to drivers, its bindings' records among its bindings.
 func (t tx) deleteInstance(id string) error {
 	prefix := []byte(pk(id) + "b#")
 	var keys [][]byte
 	c := t.items.Cursor()
 	for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
-		keys = append(keys, bytes.Clone(k))
+		if !isBindingRecordKey(k[len(prefix):]) {
+			keys = append(keys, bytes.Clone(k))
+		}
 	}
 	keys = append(keys, instanceKey(id))
 	t.move(id, "")

@@ -102,7 +102,7 @@ func TestData(t *testing.T) {
 		}
 	})
 
-	t.Run("items are keyed as the DynamoDB table keys them", func(t *testing.T) {
+	t.Run("items are keyed as the DynamoDB table keys them, but the instance after its operations and a binding's record beside the binding", func(t *testing.T) {
 		s := open(t, filepath.Join(t.TempDir(), "broker.db"))
 		defer s.Close()
 		ctx := t.Context()
@@ -126,8 +126,10 @@ func TestData(t *testing.T) {
 		if err := s.CreateBinding(ctx, broker.Binding{InstanceID: "i-1", ID: "b-1", Op: bindOp.ID}, bindOp, nil); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.PutResource(ctx, broker.Resource{InstanceID: "i-1", Name: "db"}); err != nil {
-			t.Fatal(err)
+		for _, name := range []string{"db", broker.BindingRecord("b-1")} {
+			if err := s.PutResource(ctx, broker.Resource{InstanceID: "i-1", Name: name}); err != nil {
+				t.Fatal(err)
+			}
 		}
 
 		var keys []string
@@ -150,7 +152,7 @@ func TestData(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := []string{"detached\x00d-1", "i#i-1\x00b#b-1", "i#i-1\x00instance", "i#i-1\x00op#detach-d-1", "i#i-1\x00op#op-1", "i#i-1\x00op#op-2", "i#i-1\x00r#db"}
+		want := []string{"detached\x00d-1", "i#i-1\x00b#b-1", "i#i-1\x00b#b-1\x00r", "i#i-1\x00op#detach-d-1", "i#i-1\x00op#op-1", "i#i-1\x00op#op-2", "i#i-1\x00p#instance", "i#i-1\x00r#db"}
 		if strings.Join(keys, "|") != strings.Join(want, "|") {
 			t.Errorf("keys: got %q, want %q", keys, want)
 		}
