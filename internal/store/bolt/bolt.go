@@ -198,9 +198,20 @@ func (s *Store) update(ctx context.Context, fn func(tx) error) error {
 	return err
 }
 
+// itemsFillPercent is how full bbolt leaves a page it splits (its
+// default, 0.5, leaves it half full). An instance's new operations all go
+// to the end of its operations (UUIDv7 ids), and a new binding's items
+// come two at once (the binding and its record): with pages split half
+// full, nearly every bind and provision split a page, one more page
+// written. At 0.9 a bind on an instance with hundreds of bindings writes
+// 7.2 pages, not 8.0 (7.9, not 9.0, with random binding ids), a
+// synchronous provision 5.0, not 5.6 (TestPageWritesPerRequest).
+const itemsFillPercent = 0.9
 
 func buckets(t *bbolt.Tx) tx {
-	return tx{items: t.Bucket([]byte(itemsBucket)), inProgress: t.Bucket([]byte(inProgressBucket))}
+	items := t.Bucket([]byte(itemsBucket))
+	items.FillPercent = itemsFillPercent
+	return tx{items: items, inProgress: t.Bucket([]byte(inProgressBucket))}
 }
 
 func (t tx) instance(id string) (*broker.Instance, error) {
