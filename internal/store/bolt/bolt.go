@@ -3,8 +3,8 @@
 // account. It keeps the same items as the DynamoDB table (see DESIGN.md):
 // bucket "items", key PK + "\x00" + SK, value the item's JSON, but for the
 // SKs of the instance and of its bindings' records, which layout.go places
-// so that one change's items lie together. A second
-// bucket indexes the operations in progress for ListInProgress. Each kind of
+// so that one change's items lie together, and a key beside each operation
+// in progress for ListInProgress. Each kind of
 // item has a storage type of this package (item.go), whose json tags name
 // its fields in the file; the domain's json tags play no part.
 //
@@ -33,11 +33,9 @@ import (
 )
 
 // Bucket names. The local workflow engine keeps its own bucket
-// ("executions") in a shared file; this package never touches it.
-const (
-	itemsBucket      = "items"
-	inProgressBucket = "operations_in_progress"
-)
+// ("executions") in a shared file; this package never touches it. Layout 1
+// also had a bucket "operations_in_progress" (layout.go).
+const itemsBucket = "items"
 
 // lockTimeout bounds how long Open waits for the file lock that another
 // process holds: a second broker on the same data dir fails fast.
@@ -94,10 +92,8 @@ func New(db *bbolt.DB) (*Store, error) { return NewShared(groupcommit.New(db)) }
 func NewShared(c *groupcommit.Committer) (*Store, error) {
 	db := c.DB()
 	err := db.Update(func(tx *bbolt.Tx) error {
-		for _, name := range []string{itemsBucket, inProgressBucket} {
-			if _, err := tx.CreateBucketIfNotExists([]byte(name)); err != nil {
-				return fmt.Errorf("create bucket %s: %w", name, err)
-			}
+		if _, err := tx.CreateBucketIfNotExists([]byte(itemsBucket)); err != nil {
+			return fmt.Errorf("create bucket %s: %w", itemsBucket, err)
 		}
 		return migrate(tx)
 	})
@@ -158,9 +154,9 @@ func isOperationKey(key []byte) bool {
 // of the plan index: the instances' moves between plans it makes, which
 // the index takes once the transaction is committed.
 type tx struct {
-	items, inProgress *bbolt.Bucket
-	plans             *planIndex
-	moves             *[]planMove
+	items *bbolt.Bucket
+	plans *planIndex
+	moves *[]planMove
 }
 
 func (s *Store) view(ctx context.Context, fn func(tx) error) error {
@@ -211,7 +207,7 @@ const itemsFillPercent = 0.9
 func buckets(t *bbolt.Tx) tx {
 	items := t.Bucket([]byte(itemsBucket))
 	items.FillPercent = itemsFillPercent
-	return tx{items: items, inProgress: t.Bucket([]byte(inProgressBucket))}
+	return tx{items: items}
 }
 
 func (t tx) instance(id string) (*broker.Instance, error) {
@@ -248,16 +244,16 @@ func (t tx) putBinding(b broker.Binding) error {
 	return put(t.items, bindingKey(b.InstanceID, b.ID), newBindingItem(b))
 }
 
-// putOperation writes an operation and keeps the in-progress index in step.
+// putOperation writes an operation and its in-progress key while it is in
+// progress (layout.go).
 func (t tx) putOperation(op broker.Operation) error {
-	key := operationKey(op.InstanceID, op.ID)
-	if err := put(t.items, key, newOperationItem(op)); err != nil {
+	if err := put(t.items, operationKey(op.InstanceID, op.ID), newOperationItem(op)); err != nil {
 		return err
 	}
 	if op.Finished() {
-		return t.inProgress.Delete(key)
+		return t.items.Delete(inProgressKey(op.InstanceID, op.ID))
 	}
-	return t.inProgress.Put(key, nil)
+	return t.items.Put(inProgressKey(op.InstanceID, op.ID), nil)
 }
 
 func (t tx) putResource(r broker.Resource) error {

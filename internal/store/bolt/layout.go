@@ -16,6 +16,7 @@ import (
 //	b#<binding_id>          a binding
 //	b#<binding_id> NUL r    that binding's record (broker.BindingRecord)
 //	op#<operation_id>       an operation (UUIDv7 ids: the newest last)
+//	op$<operation_id>       (empty) the operation is in progress
 //	p#instance              the instance
 //	r#<name>                the instance's own records
 //
@@ -23,10 +24,12 @@ import (
 // beside its record, the instance beside its newest operations. A commit
 // writes every leaf it changes with each branch above it (bbolt's
 // TxStats.Write, docs/performance.md): a bind used to change four leaves
-// (binding, instance, operation, record), now two. Layout 1 (until
+// (binding, instance, operation, record), now two; an asynchronous
+// provision wrote a second bucket's, now one leaf. Layout 1 (until
 // 7b0e725) kept a binding's record at r#binding-<id> and the instance at
-// SK "instance", as DynamoDB does; Open moves such a file's items
-// (migrate).
+// SK "instance", as DynamoDB does, and the keys of the operations in
+// progress in a bucket of their own ("operations_in_progress"); Open moves
+// such a file's items (migrate).
 const (
 	layoutBucket = "layout"
 	layoutKey    = "version"
@@ -35,8 +38,26 @@ const (
 	layoutVersion = "2"
 )
 
-// instanceSK sorts after every "op#…" and before every "r#…".
+// inProgressSK prefixes the in-progress keys: after every "op#…" ('$'
+// follows '#'), before the instance.
+const inProgressSK = "op$"
+
+// instanceSK sorts after every "op…" and before every "r#…".
 const instanceSK = "p#instance"
+
+// layout1InProgress is layout 1's bucket of the operations in progress,
+// keyed by the operations' keys.
+const layout1InProgress = "operations_in_progress"
+
+func inProgressKey(instanceID, operationID string) []byte {
+	return []byte(pk(instanceID) + inProgressSK + operationID)
+}
+
+// inProgressKeyOf is the in-progress key of the operation at key.
+func inProgressKeyOf(operationKey []byte) []byte {
+	pkPart, sk, _ := bytes.Cut(operationKey, []byte(sep))
+	return []byte(string(pkPart) + sep + inProgressSK + string(sk[len("op#"):]))
+}
 
 // bindingRecordSuffix follows a binding's key in its record's.
 const bindingRecordSuffix = sep + "r"
@@ -97,11 +118,33 @@ func migrate(tx *bbolt.Tx) error {
 	if err != nil {
 		return fmt.Errorf("migrate to key layout %s: %w", layoutVersion, err)
 	}
+	var inProgress [][]byte
+	if b := tx.Bucket([]byte(layout1InProgress)); b != nil {
+		err = b.ForEach(func(k, _ []byte) error {
+			if isOperationKey(k) {
+				inProgress = append(inProgress, inProgressKeyOf(k))
+			}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("migrate to key layout %s: %w", layoutVersion, err)
+		}
+	}
 	for _, m := range moves {
 		if err := items.Delete(m.from); err != nil {
 			return fmt.Errorf("migrate to key layout %s: %w", layoutVersion, err)
 		}
 		if err := items.Put(m.to, m.value); err != nil {
+			return fmt.Errorf("migrate to key layout %s: %w", layoutVersion, err)
+		}
+	}
+	for _, k := range inProgress {
+		if err := items.Put(k, nil); err != nil {
+			return fmt.Errorf("migrate to key layout %s: %w", layoutVersion, err)
+		}
+	}
+	if tx.Bucket([]byte(layout1InProgress)) != nil {
+		if err := tx.DeleteBucket([]byte(layout1InProgress)); err != nil {
 			return fmt.Errorf("migrate to key layout %s: %w", layoutVersion, err)
 		}
 	}

@@ -88,6 +88,9 @@ func TestLayout1FileIsMoved(t *testing.T) {
 			if v := string(tx.Bucket([]byte(layoutBucket)).Get([]byte(layoutKey))); v != layoutVersion {
 				t.Errorf("layout version %q, want %q", v, layoutVersion)
 			}
+			if tx.Bucket([]byte(layout1InProgress)) != nil {
+				t.Errorf("bucket %s of layout 1 left", layout1InProgress)
+			}
 			return tx.Bucket([]byte(itemsBucket)).ForEach(func(k, _ []byte) error {
 				if _, sk, _ := strings.Cut(string(k), sep); sk == "instance" || strings.HasPrefix(sk, "r#binding-") {
 					t.Errorf("key %q of layout 1 left", k)

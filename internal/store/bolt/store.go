@@ -160,22 +160,33 @@ func (s *Store) ListOperations(ctx context.Context, instanceID string) ([]broker
 	return ops, nil
 }
 
-// ListInProgress returns every operation in progress, oldest first, from the
-// index that putOperation maintains.
+// ListInProgress returns every operation in progress, oldest first: each
+// instance's partition holds the in-progress keys of its operations in one
+// key range (layout.go), which a cursor visits, seeking from one partition
+// to the next; the reaper's and Recover's read grows with the instances,
+// not with their history.
 func (s *Store) ListInProgress(ctx context.Context) ([]broker.Operation, error) {
 	ops := []broker.Operation{}
 	err := s.view(ctx, func(t tx) error {
-		return t.inProgress.ForEach(func(k, _ []byte) error {
-			op, err := get(t.items, k, operationItem.operation)
-			if err != nil {
-				return err
+		c := t.items.Cursor()
+		start := []byte("i#")
+		for k, _ := c.Seek(start); k != nil && bytes.HasPrefix(k, []byte("i#")); k, _ = c.Seek(start) {
+			cut, _, _ := bytes.Cut(k[len("i#"):], []byte(sep))
+			id := string(cut)
+			prefix := []byte(pk(id) + inProgressSK)
+			for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
+				op, err := t.operation(id, string(k[len(prefix):]))
+				if err != nil {
+					return err
+				}
+				if op == nil {
+					return fmt.Errorf("in-progress key %q names a missing operation", k)
+				}
+				ops = append(ops, *op)
 			}
-			if op == nil {
-				return fmt.Errorf("index names missing operation %q", k)
-			}
-			ops = append(ops, *op)
-			return nil
-		})
+			start = partitionEnd(id)
+		}
+		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("list operations in progress: %w", err)

@@ -74,7 +74,7 @@ func TestStoredItems(t *testing.T) {
 				return err
 			}
 		}
-		inProgress, err := tx.CreateBucket([]byte(inProgressBucket))
+		inProgress, err := tx.CreateBucket([]byte(layout1InProgress))
 		if err != nil {
 			return err
 		}
