@@ -155,6 +155,9 @@ func isOperationKey(key []byte) bool {
 // the index takes once the transaction is committed.
 type tx struct {
 	items *bbolt.Bucket
+	// cur serves the transaction's reads by key (get): bbolt's Get makes
+	// a cursor, and grows its stack, for each.
+	cur   *bbolt.Cursor
 	plans *planIndex
 	moves *[]planMove
 }
@@ -207,19 +210,19 @@ const itemsFillPercent = 0.9
 func buckets(t *bbolt.Tx) tx {
 	items := t.Bucket([]byte(itemsBucket))
 	items.FillPercent = itemsFillPercent
-	return tx{items: items}
+	return tx{items: items, cur: items.Cursor()}
 }
 
 func (t tx) instance(id string) (*broker.Instance, error) {
-	return get(t.items, instanceKey(id), instanceItem.instance)
+	return get(t, instanceKey(id), instanceItem.instance)
 }
 
 func (t tx) binding(instanceID, id string) (*broker.Binding, error) {
-	return get(t.items, bindingKey(instanceID, id), bindingItem.binding)
+	return get(t, bindingKey(instanceID, id), bindingItem.binding)
 }
 
 func (t tx) operation(instanceID, id string) (*broker.Operation, error) {
-	return get(t.items, operationKey(instanceID, id), operationItem.operation)
+	return get(t, operationKey(instanceID, id), operationItem.operation)
 }
 
 // putInstance writes an instance, and its move to its plan when the plan
@@ -261,11 +264,20 @@ func (t tx) putResource(r broker.Resource) error {
 }
 
 func (t tx) detached(id string) (*broker.Detached, error) {
-	return get(t.items, detachedKey(id), detachedItem.detached)
+	return get(t, detachedKey(id), detachedItem.detached)
 }
 
 func (t tx) putDetached(d broker.Detached) error {
 	return put(t.items, detachedKey(d.ID), newDetachedItem(d))
+}
+
+// value is the value at key, nil when there is none.
+func (t tx) value(key []byte) []byte {
+	k, v := t.cur.Seek(key)
+	if !bytes.Equal(k, key) {
+		return nil
+	}
+	return v
 }
 
 // scan decodes every item whose key starts with prefix, in key order.

@@ -104,7 +104,7 @@ func (s *Store) DeleteExpiredOperations(ctx context.Context, now time.Time) (int
 			if !isOperationKey(k) {
 				return nil
 			}
-			op, err := get(t.items, k, operationItem.operation)
+			op, err := get(t, k, operationItem.operation)
 			if err != nil {
 				return err
 			}

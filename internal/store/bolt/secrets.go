@@ -109,7 +109,7 @@ func (s *Store) ReplaceSecret(ctx context.Context, secret broker.StoredSecret, s
 			b.Sealed, b.Credentials = sealed, nil
 			return t.putBinding(*b)
 		case broker.SecretRecord:
-			r, err := get(t.items, resourceKey(secret.InstanceID, secret.Name), resourceItem.resource)
+			r, err := get(t, resourceKey(secret.InstanceID, secret.Name), resourceItem.resource)
 			if err != nil {
 				return err
 			}

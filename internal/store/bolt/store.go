@@ -108,7 +108,7 @@ func (s *Store) load(ctx context.Context, instanceID, operationID, bindingID str
 // holds nothing else) and bindingID's by its key; when whole, every
 // binding's too, and the bindings' ids, from the bindings' key range.
 func (t tx) records(instanceID, bindingID string, whole bool) (bindingIDs []string, out []broker.Resource, err error) {
-	c := t.items.Cursor()
+	c := t.cur // no get while it iterates
 	if whole {
 		prefix := []byte(pk(instanceID) + "b#")
 		for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
@@ -123,7 +123,7 @@ func (t tx) records(instanceID, bindingID string, whole bool) (bindingIDs []stri
 			out = append(out, r)
 		}
 	} else if bindingID != "" {
-		r, err := get(t.items, resourceKey(instanceID, broker.BindingRecord(bindingID)), resourceItem.resource)
+		r, err := get(t, resourceKey(instanceID, broker.BindingRecord(bindingID)), resourceItem.resource)
 		if err != nil {
 			return nil, nil, err
 		}
