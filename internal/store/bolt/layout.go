@@ -33,8 +33,8 @@ import (
 const (
 	layoutBucket = "layout"
 	layoutKey    = "version"
-	// layoutVersion is the layout this code writes; 0 is layout 1, a file
-	// written before there was a version.
+	// layoutVersion is the layout this code writes; a file without a
+	// version is of layout 1, written before there was one.
 	layoutVersion = "2"
 )
 
