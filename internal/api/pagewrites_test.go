@@ -12,8 +12,11 @@ import (
 // the file's writes, not a time, the same on a busy machine. On f925401 a
 // synchronous provision wrote 6.6 pages and a bind on an instance with
 // hundreds of bindings 10.8 (the freelist, rewritten with every commit,
-// was one of them); the peer on brokerapi with bbolt, 5.1 and 5.1
-// (docs/performance.md).
+// was one of them); on 7b0e725 5.28 and 9.70 (a bind changed four leaves:
+// its binding, the instance, its operation, its record); the peer on
+// brokerapi with bbolt, 5.1 and 5.1 (docs/performance.md). The bolt key
+// layout of internal/store/bolt/layout.go puts a binding's record beside
+// it and the instance beside its newest operations: 5.005 and 7.21.
 func TestPageWritesPerRequest(t *testing.T) {
 	br, serve := localBroker(t)
 	service, plan := br.Plan("fake-plan")
@@ -29,10 +32,10 @@ func TestPageWritesPerRequest(t *testing.T) {
 		most  float64
 		serve func(i int)
 	}{
-		{"a synchronous provision writes at most 6 pages", 6, func(i int) {
+		{"a synchronous provision writes at most 5.1 pages, the peer's", 5.1, func(i int) {
 			serve(http.MethodPut, fmt.Sprintf("/v2/service_instances/sync-%d", i), provision, http.StatusCreated)
 		}},
-		{"a synchronous bind writes at most 10 pages", 10, func(i int) {
+		{"a synchronous bind writes at most 7.5 pages", 7.5, func(i int) {
 			serve(http.MethodPut, fmt.Sprintf("/v2/service_instances/bound/service_bindings/b-%d", i), bind, http.StatusCreated)
 		}},
 	} {
@@ -44,7 +47,7 @@ func TestPageWritesPerRequest(t *testing.T) {
 			got := float64(written()-before) / n
 			t.Logf("%.2f pages written per request", got)
 			if got > c.most {
-				t.Errorf("%.2f pages written per request, want at most %.0f", got, c.most)
+				t.Errorf("%.2f pages written per request, want at most %g", got, c.most)
 			}
 		})
 	}

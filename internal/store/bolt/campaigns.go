@@ -119,7 +119,7 @@ func (s *Store) CreateCampaign(ctx context.Context, c broker.Campaign, items []b
 	err := broker.CheckCampaign(c, items)
 	if err == nil {
 		err = s.update(ctx, func(t tx) error {
-			cur, err := get(t.items, campaignKey(c.ID), campaignItem.campaign)
+			cur, err := get(t, campaignKey(c.ID), campaignItem.campaign)
 			if err != nil {
 				return err
 			}
@@ -154,7 +154,7 @@ func (s *Store) LoadCampaign(ctx context.Context, id string) (broker.Campaign, [
 	err := broker.CheckIDs(id)
 	if err == nil {
 		err = s.view(ctx, func(t tx) (err error) {
-			if c, err = get(t.items, campaignKey(id), campaignItem.campaign); err != nil || c == nil {
+			if c, err = get(t, campaignKey(id), campaignItem.campaign); err != nil || c == nil {
 				return err
 			}
 			items, err = scan(t.items, campaignPK(id)+"i#", campaignInstanceItem.item)
@@ -177,7 +177,7 @@ func (s *Store) GetCampaignItem(ctx context.Context, campaignID, instanceID stri
 	err := broker.CheckIDs(campaignID, instanceID)
 	if err == nil {
 		err = s.view(ctx, func(t tx) (err error) {
-			it, err = get(t.items, campaignItemKey(campaignID, instanceID), campaignInstanceItem.item)
+			it, err = get(t, campaignItemKey(campaignID, instanceID), campaignInstanceItem.item)
 			return err
 		})
 	}
@@ -196,7 +196,7 @@ func (s *Store) UpdateCampaignItem(ctx context.Context, it, read broker.Campaign
 	err := broker.CheckCampaignItem(it, read)
 	if err == nil {
 		err = s.update(ctx, func(t tx) error {
-			cur, err := get(t.items, campaignItemKey(it.CampaignID, it.InstanceID), campaignInstanceItem.item)
+			cur, err := get(t, campaignItemKey(it.CampaignID, it.InstanceID), campaignInstanceItem.item)
 			if err != nil {
 				return err
 			}
@@ -223,7 +223,7 @@ func (s *Store) EndCampaign(ctx context.Context, c broker.Campaign) error {
 	err := broker.CheckIDs(c.ID)
 	if err == nil {
 		err = s.update(ctx, func(t tx) error {
-			cur, err := get(t.items, campaignKey(c.ID), campaignItem.campaign)
+			cur, err := get(t, campaignKey(c.ID), campaignItem.campaign)
 			if err != nil {
 				return err
 			}
@@ -268,7 +268,7 @@ func (s *Store) SetCampaignExpiry(ctx context.Context, id string, at time.Time) 
 	err := broker.CheckIDs(id)
 	if err == nil {
 		err = s.update(ctx, func(t tx) error {
-			c, err := get(t.items, campaignKey(id), func(it campaignItem) campaignItem { return it })
+			c, err := get(t, campaignKey(id), func(it campaignItem) campaignItem { return it })
 			switch {
 			case err != nil:
 				return err

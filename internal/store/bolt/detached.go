@@ -104,7 +104,7 @@ func (s *Store) DeleteExpiredOperations(ctx context.Context, now time.Time) (int
 			if !isOperationKey(k) {
 				return nil
 			}
-			op, err := get(t.items, k, operationItem.operation)
+			op, err := get(t, k, operationItem.operation)
 			if err != nil {
 				return err
 			}
@@ -122,7 +122,7 @@ func (s *Store) DeleteExpiredOperations(ctx context.Context, now time.Time) (int
 			}
 			// A finished operation is not indexed; deleting its key keeps
 			// the index from ever naming a missing record.
-			if err := t.inProgress.Delete(k); err != nil {
+			if err := t.items.Delete(inProgressKeyOf(k)); err != nil {
 				return err
 			}
 		}

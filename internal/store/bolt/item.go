@@ -302,8 +302,8 @@ func decode[I, D any](key, value []byte, domain func(I) D) (D, error) {
 }
 
 // get decodes the item at key, or returns nil when there is none.
-func get[I, D any](b *bbolt.Bucket, key []byte, domain func(I) D) (*D, error) {
-	v := b.Get(key)
+func get[I, D any](t tx, key []byte, domain func(I) D) (*D, error) {
+	v := t.value(key)
 	if v == nil {
 		return nil, nil
 	}

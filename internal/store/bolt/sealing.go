@@ -34,7 +34,7 @@ func (it sealingItem) mode() broker.SealingMode {
 func (s *Store) SealingMode(ctx context.Context) (broker.SealingMode, error) {
 	var m *broker.SealingMode
 	err := s.view(ctx, func(t tx) (err error) {
-		m, err = get(t.items, sealingKey, sealingItem.mode)
+		m, err = get(t, sealingKey, sealingItem.mode)
 		return err
 	})
 	if err != nil {

@@ -33,6 +33,13 @@ func (s *Store) StoredSecrets(ctx context.Context, fn func(broker.StoredSecret) 
 				}
 				all = append(all, broker.StoredSecret{Kind: broker.SecretDetached, InstanceID: d.InstanceID, Name: d.Name,
 					DetachedID: d.ID, Value: d.Data})
+			case bytes.HasPrefix(skPart, []byte("b#")) && isBindingRecordKey(skPart),
+				bytes.HasPrefix(skPart, []byte("r#")):
+				r, err := decode(k, v, resourceItem.resource)
+				if err != nil {
+					return err
+				}
+				all = append(all, broker.StoredSecret{Kind: broker.SecretRecord, InstanceID: r.InstanceID, Name: r.Name, Value: r.Data})
 			case bytes.HasPrefix(skPart, []byte("b#")):
 				b, err := decode(k, v, bindingItem.binding)
 				if err != nil {
@@ -42,7 +49,7 @@ func (s *Store) StoredSecrets(ctx context.Context, fn func(broker.StoredSecret) 
 					all = append(all, secret)
 				}
 				all = append(all, b.RequestSecrets()...)
-			case string(skPart) == "instance" && bytes.HasPrefix(pkPart, []byte("i#")):
+			case string(skPart) == instanceSK && bytes.HasPrefix(pkPart, []byte("i#")):
 				inst, err := decode(k, v, instanceItem.instance)
 				if err != nil {
 					return err
@@ -54,12 +61,6 @@ func (s *Store) StoredSecrets(ctx context.Context, fn func(broker.StoredSecret) 
 					return err
 				}
 				all = append(all, op.RequestSecrets()...)
-			case bytes.HasPrefix(skPart, []byte("r#")):
-				r, err := decode(k, v, resourceItem.resource)
-				if err != nil {
-					return err
-				}
-				all = append(all, broker.StoredSecret{Kind: broker.SecretRecord, InstanceID: r.InstanceID, Name: r.Name, Value: r.Data})
 			}
 			return nil
 		})
@@ -108,7 +109,7 @@ func (s *Store) ReplaceSecret(ctx context.Context, secret broker.StoredSecret, s
 			b.Sealed, b.Credentials = sealed, nil
 			return t.putBinding(*b)
 		case broker.SecretRecord:
-			r, err := get(t.items, resourceKey(secret.InstanceID, secret.Name), resourceItem.resource)
+			r, err := get(t, resourceKey(secret.InstanceID, secret.Name), resourceItem.resource)
 			if err != nil {
 				return err
 			}

@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"slices"
 
-	"go.etcd.io/bbolt"
-
 	"github.com/serverless-osb/broker/internal/broker"
 )
 
@@ -96,14 +94,7 @@ func (s *Store) load(ctx context.Context, instanceID, operationID, bindingID str
 					return err
 				}
 			}
-			c := t.items.Cursor()
-			if whole {
-				prefix := []byte(pk(instanceID) + "b#")
-				for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
-					snap.BindingIDs = append(snap.BindingIDs, string(k[len(prefix):]))
-				}
-			}
-			snap.Records, err = t.records(c, instanceID, bindingID, whole)
+			snap.BindingIDs, snap.Records, err = t.records(instanceID, bindingID, whole)
 			return err
 		})
 	}
@@ -113,34 +104,44 @@ func (s *Store) load(ctx context.Context, instanceID, operationID, bindingID str
 	return snap, nil
 }
 
-// records reads an instance's records, by name: every one when whole,
-// else those RecordFor keeps for bindingID, skipping the other bindings'
-// (a key range of their own) with one seek.
-func (t tx) records(c *bbolt.Cursor, instanceID, bindingID string, whole bool) ([]broker.Resource, error) {
-	var out []broker.Resource
-	prefix := []byte(pk(instanceID) + "r#")
-	bindings := []byte(pk(instanceID) + "r#" + broker.BindingRecordsFrom)
-	for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
-		if !whole && bytes.HasPrefix(k, bindings) {
-			if bindingID != "" {
-				if r, err := get(t.items, resourceKey(instanceID, broker.BindingRecord(bindingID)), resourceItem.resource); err != nil {
-					return nil, err
-				} else if r != nil {
-					out = append(out, *r)
-				}
+// records reads an instance's records, by name: its own (a key range that
+// holds nothing else) and bindingID's by its key; when whole, every
+// binding's too, and the bindings' ids, from the bindings' key range.
+func (t tx) records(instanceID, bindingID string, whole bool) (bindingIDs []string, out []broker.Resource, err error) {
+	c := t.cur // no get while it iterates
+	if whole {
+		prefix := []byte(pk(instanceID) + "b#")
+		for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
+			if !isBindingRecordKey(k[len(prefix):]) {
+				bindingIDs = append(bindingIDs, string(k[len(prefix):]))
+				continue
 			}
-			k, v = c.Seek([]byte(pk(instanceID) + "r#" + broker.BindingRecordsTo))
-			if k == nil || !bytes.HasPrefix(k, prefix) {
-				break
+			r, err := decode(k, v, resourceItem.resource)
+			if err != nil {
+				return nil, nil, err
 			}
+			out = append(out, r)
 		}
+	} else if bindingID != "" {
+		r, err := get(t, resourceKey(instanceID, broker.BindingRecord(bindingID)), resourceItem.resource)
+		if err != nil {
+			return nil, nil, err
+		}
+		if r != nil {
+			out = append(out, *r)
+		}
+	}
+	prefix := []byte(pk(instanceID) + "r#")
+	for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
 		r, err := decode(k, v, resourceItem.resource)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		out = append(out, r)
 	}
-	return out, nil
+	// By name, as the records' keys sorted them in layout 1.
+	slices.SortFunc(out, func(a, b broker.Resource) int { return cmp.Compare(a.Name, b.Name) })
+	return bindingIDs, out, nil
 }
 
 // ListOperations returns the operations under an instance, its bindings'
@@ -159,22 +160,33 @@ func (s *Store) ListOperations(ctx context.Context, instanceID string) ([]broker
 	return ops, nil
 }
 
-// ListInProgress returns every operation in progress, oldest first, from the
-// index that putOperation maintains.
+// ListInProgress returns every operation in progress, oldest first: each
+// instance's partition holds the in-progress keys of its operations in one
+// key range (layout.go), which a cursor visits, seeking from one partition
+// to the next; the reaper's and Recover's read grows with the instances,
+// not with their history.
 func (s *Store) ListInProgress(ctx context.Context) ([]broker.Operation, error) {
 	ops := []broker.Operation{}
 	err := s.view(ctx, func(t tx) error {
-		return t.inProgress.ForEach(func(k, _ []byte) error {
-			op, err := get(t.items, k, operationItem.operation)
-			if err != nil {
-				return err
+		c := t.items.Cursor()
+		start := []byte("i#")
+		for k, _ := c.Seek(start); k != nil && bytes.HasPrefix(k, []byte("i#")); k, _ = c.Seek(start) {
+			cut, _, _ := bytes.Cut(k[len("i#"):], []byte(sep))
+			id := string(cut)
+			prefix := []byte(pk(id) + inProgressSK)
+			for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
+				op, err := t.operation(id, string(k[len(prefix):]))
+				if err != nil {
+					return err
+				}
+				if op == nil {
+					return fmt.Errorf("in-progress key %q names a missing operation", k)
+				}
+				ops = append(ops, *op)
 			}
-			if op == nil {
-				return fmt.Errorf("index names missing operation %q", k)
-			}
-			ops = append(ops, *op)
-			return nil
-		})
+			start = partitionEnd(id)
+		}
+		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("list operations in progress: %w", err)

@@ -1,7 +1,9 @@
 package bolt
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"reflect"
@@ -18,13 +20,14 @@ import (
 )
 
 // storedItems are the items of itemtest.Cases as the store wrote them up to
-// commit d3c8482, where an item was the domain struct's JSON. The data
-// directories of `make run` hold items in this form: the store must read
-// them, and write the same.
+// commit d3c8482, where an item was the domain struct's JSON, at their keys
+// of layout 1 (layout.go). The data directories of `make run` hold items in
+// this form: the store must read them once it has moved them to its
+// layout, and write the same values (at the key moved, when it moved).
 var storedItems = []storedItem{
-	{"instance with every field", "i#i-1\x00instance",
+	{"instance with every field", "i#i-1\x00instance", // moved to i#i-1\x00p#instance
 		`{"id":"i-1","service_id":"svc-1","plan_id":"plan-1","organization_guid":"org-1","space_guid":"space-1","parameters":{"z":1,"a":[1,2.50],"big":123456789012345678901234567890123456789012,"html":"<a&b>"},"context":{"platform":"cloudfoundry","z":{"y":null}},"maintenance_info":{"version":"1.2.0","description":"first"},"plan_digest":"sha256:d1","dashboard_url":"https://dashboard.example.com/i-1?a=1&b=<2>","metadata":{"labels":{"empty":"","none":null,"team":"blue"},"attributes":{"count":3,"list":["a",2,false],"nested":{"k":"v"},"on":true,"weight":1.5}},"state":"updating","op":"op-2","last_op":"op-2","binding_ops":2,"fingerprint":"fp-i-1","version":7,"created_at":"2025-03-01T12:00:00.123456789Z","updated_at":"2025-03-01T12:01:00.123456789Z"}`},
-	{"instance with few fields", "i#i-2\x00instance",
+	{"instance with few fields", "i#i-2\x00instance", // moved to i#i-2\x00p#instance
 		`{"id":"i-2","service_id":"","plan_id":"","metadata":{},"state":"ready","binding_ops":0,"fingerprint":"","version":0,"created_at":"0001-01-01T00:00:00Z","updated_at":"0001-01-01T00:00:00Z"}`},
 	{"binding with every field", "i#i-1\x00b#b-1",
 		`{"instance_id":"i-1","id":"b-1","service_id":"svc-1","plan_id":"plan-1","app_guid":"app-1","bind_resource":{"app_guid":"app-1","route":"r"},"parameters":{"role":"reader","n":10},"context":{"platform":"cloudfoundry"},"state":"ready","credentials":{"extra":{"x":null},"hosts":["a","b"],"port":5432,"tls":true,"user":"u"},"endpoints":[{"host":"db.example.com","ports":["5432","5433"],"protocol":"tcp"},{"host":"other.example.com","ports":[]},{"host":"third.example.com","ports":null}],"sealed":{"alg":"A256GCM","ct":"Y3Q=","ctx":"Y3R4","kec":{"instance_id":"i-1"},"kid":"k-1","nonce":"bm9uY2U=","v":1},"predecessor_id":"b-0","expires_at":"2025-03-02T12:00:00.123456789Z","renew_before":"2025-03-02T00:00:00.123456789Z","op":"op-3","last_op":"op-3","fingerprint":"fp-b-1","version":3,"created_at":"2025-03-01T12:00:00.123456789Z","updated_at":"2025-03-01T12:00:01.123456789Z"}`},
@@ -50,19 +53,41 @@ var storedItems = []storedItem{
 
 type storedItem struct{ name, key, value string }
 
+// movedKeys are the keys of layout 1 that layout 2 moved.
+var movedKeys = map[string]string{"i#i-1\x00instance": "i#i-1\x00p#instance", "i#i-2\x00instance": "i#i-2\x00p#instance"}
+
 func TestStoredItems(t *testing.T) {
-	old := openStore(t)
-	err := old.db.Update(func(tx *bbolt.Tx) error {
-		for _, item := range storedItems {
-			if err := tx.Bucket([]byte(itemsBucket)).Put([]byte(item.key), []byte(item.value)); err != nil {
-				return err
-			}
-		}
-		return tx.Bucket([]byte(inProgressBucket)).Put(operationKey("i-1", "op-2"), nil)
-	})
+	// A file of layout 1, written as bbolt.Open and the store's buckets
+	// left it, then opened by the store.
+	path := filepath.Join(t.TempDir(), "broker.db")
+	db, err := bbolt.Open(path, 0o600, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
+	err = db.Update(func(tx *bbolt.Tx) error {
+		items, err := tx.CreateBucket([]byte(itemsBucket))
+		if err != nil {
+			return err
+		}
+		for _, item := range storedItems {
+			if err := items.Put([]byte(item.key), []byte(item.value)); err != nil {
+				return err
+			}
+		}
+		inProgress, err := tx.CreateBucket([]byte(layout1InProgress))
+		if err != nil {
+			return err
+		}
+		return inProgress.Put([]byte("i#i-1\x00op#op-2"), nil)
+	})
+	if err := errors.Join(err, db.Close()); err != nil {
+		t.Fatal(err)
+	}
+	old, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { old.Close() })
 	for _, c := range itemtest.Cases() {
 		i := slices.IndexFunc(storedItems, func(item storedItem) bool { return item.name == c.Name })
 		if i < 0 {
@@ -89,8 +114,9 @@ func TestStoredItems(t *testing.T) {
 				got = string(tx.Bucket([]byte(itemsBucket)).Get(key))
 				return nil
 			})
-			if err != nil || string(key) != stored.key || got != stored.value {
-				t.Errorf("got %q: %s (%v)\nwant %q: %s", key, got, err, stored.key, stored.value)
+			want := cmp.Or(movedKeys[stored.key], stored.key)
+			if err != nil || string(key) != want || got != stored.value {
+				t.Errorf("got %q: %s (%v)\nwant %q: %s", key, got, err, want, stored.value)
 			}
 		})
 	}

@@ -1,0 +1,201 @@
+package bolt
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"go.etcd.io/bbolt"
+
+	"github.com/serverless-osb/broker/internal/broker"
+	"github.com/serverless-osb/broker/internal/store/storetest"
+)
+
+// TestLayout1FileIsMoved opens testdata/layout1.db, a file that the store of
+// 7b0e725 wrote (its putInstance, putBinding, putOperation, putResource and
+// putDetached of layout1Items, in one update, on bbolt v1.4.3), and finds
+// every item where the store now reads it.
+func TestLayout1FileIsMoved(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("testdata", "layout1.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "broker.db")
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	insts, bindings, ops, records, detached := layout1Items()
+	check := func(t *testing.T, s *Store) {
+		ctx := t.Context()
+		for _, want := range insts {
+			if got, err := s.GetInstance(ctx, want.ID); err != nil || !reflect.DeepEqual(got, want) {
+				t.Errorf("instance %s: got %+v, %v; want %+v", want.ID, got, err, want)
+			}
+		}
+		for _, want := range bindings {
+			if got, err := s.GetBinding(ctx, want.InstanceID, want.ID); err != nil || !reflect.DeepEqual(got, want) {
+				t.Errorf("binding %s: got %+v, %v; want %+v", want.ID, got, err, want)
+			}
+		}
+		for _, want := range ops {
+			if got, err := s.GetOperation(ctx, want.InstanceID, want.ID); err != nil || !reflect.DeepEqual(got, want) {
+				t.Errorf("operation %s: got %+v, %v; want %+v", want.ID, got, err, want)
+			}
+		}
+		for _, want := range records {
+			if got, err := storetest.Record(ctx, s, want.InstanceID, want.Name); err != nil || !reflect.DeepEqual(got, want) {
+				t.Errorf("record %s/%s: got %+v, %v; want %+v", want.InstanceID, want.Name, got, err, want)
+			}
+		}
+		for _, want := range detached {
+			if got, err := s.GetDetached(ctx, want.ID); err != nil || !reflect.DeepEqual(got, want) {
+				t.Errorf("detached %s: got %+v, %v; want %+v", want.ID, got, err, want)
+			}
+		}
+		inProgress, err := s.ListInProgress(ctx)
+		if ids := opIDs(inProgress); err != nil || !slices.Equal(ids, []string{"op-b2", "op-i2"}) {
+			t.Errorf("in progress: got %q, %v; want op-b2, op-i2", ids, err)
+		}
+		listed, _, err := s.ListInstances(ctx, broker.InstanceFilter{}, "")
+		if err != nil || len(listed) != 2 || listed[0].ID != "i-1" || listed[1].ID != "i-2" {
+			t.Errorf("instances listed: got %+v, %v; want i-1, i-2", listed, err)
+		}
+		listed, _, err = s.ListInstances(ctx, broker.InstanceFilter{PlanID: "plan-small"}, "")
+		if err != nil || len(listed) != 2 {
+			t.Errorf("instances of plan-small: got %+v, %v; want i-1, i-2", listed, err)
+		}
+		listedOps, err := s.ListOperations(ctx, "i-1")
+		if ids := opIDs(listedOps); err != nil || !slices.Equal(ids, []string{"op-i1", "op-b1", "op-b2"}) {
+			t.Errorf("operations of i-1: got %q, %v", ids, err)
+		}
+		snap, err := s.Load(ctx, "i-1", "op-b1", "")
+		if names := recordNames(snap.Records); err != nil || snap.Binding == nil || snap.Binding.ID != "b-1" ||
+			!slices.Equal(names, []string{"binding-b-1", "db", "zone"}) {
+			t.Errorf("Load of op-b1: binding %+v, records %q, %v; want b-1 with binding-b-1, db, zone", snap.Binding, names, err)
+		}
+		snap, err = s.LoadWhole(ctx, "i-1", "op-i1")
+		if names := recordNames(snap.Records); err != nil || !slices.Equal(snap.BindingIDs, []string{"b-1", "b-2"}) ||
+			!slices.Equal(names, []string{"binding-b-1", "binding-b-2", "db", "zone"}) {
+			t.Errorf("LoadWhole: bindings %q, records %q, %v; want b-1, b-2 and every record", snap.BindingIDs, names, err)
+		}
+		err = s.db.View(func(tx *bbolt.Tx) error {
+			if v := string(tx.Bucket([]byte(layoutBucket)).Get([]byte(layoutKey))); v != layoutVersion {
+				t.Errorf("layout version %q, want %q", v, layoutVersion)
+			}
+			if tx.Bucket([]byte(layout1InProgress)) != nil {
+				t.Errorf("bucket %s of layout 1 left", layout1InProgress)
+			}
+			return tx.Bucket([]byte(itemsBucket)).ForEach(func(k, _ []byte) error {
+				if _, sk, _ := strings.Cut(string(k), sep); sk == "instance" || strings.HasPrefix(sk, "r#binding-") {
+					t.Errorf("key %q of layout 1 left", k)
+				}
+				return nil
+			})
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	s, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Run("every item is found", func(t *testing.T) { check(t, s) })
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	t.Run("and found again once the file is opened again", func(t *testing.T) {
+		s, err := Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		check(t, s)
+	})
+	t.Run("a file of a later layout is refused", func(t *testing.T) {
+		db, err := bbolt.Open(path, 0o600, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = db.Update(func(tx *bbolt.Tx) error { return tx.Bucket([]byte(layoutBucket)).Put([]byte(layoutKey), []byte("3")) })
+		if err := errors.Join(err, db.Close()); err != nil {
+			t.Fatal(err)
+		}
+		s, err := Open(path)
+		if err == nil {
+			s.Close()
+			t.Fatal("Open succeeded, want the layout refused")
+		}
+		if !strings.Contains(err.Error(), "key layout 3") {
+			t.Errorf("got %q, want it to name key layout 3", err)
+		}
+	})
+}
+
+func opIDs(ops []broker.Operation) []string {
+	var ids []string
+	for _, op := range ops {
+		ids = append(ids, op.ID)
+	}
+	return ids
+}
+
+func recordNames(rs []broker.Resource) []string {
+	var names []string
+	for _, r := range rs {
+		names = append(names, r.Name)
+	}
+	return names
+}
+
+// layout1Items are the items of testdata/layout1.db, a file that the store
+// of 7b0e725 wrote in the first key layout (PK + NUL + SK, a binding's
+// record at r#binding-<id>, the instance at SK "instance"): two instances,
+// one with two bindings, their operations (finished and in progress),
+// records (the instance's own and the bindings'), and a detached record.
+func layout1Items() ([]broker.Instance, []broker.Binding, []broker.Operation, []broker.Resource, []broker.Detached) {
+	at := func(s int) time.Time { return time.Date(2026, 11, 1, 12, 0, s, 123456789, time.UTC) }
+	op := func(instanceID, bindingID, id string, kind broker.OperationKind, state broker.OperationState, s int) broker.Operation {
+		o := broker.Operation{ID: id, InstanceID: instanceID, BindingID: bindingID, Kind: kind, State: state,
+			Fingerprint: "fp-" + id, PlanID: "plan-small", CreatedAt: at(s), UpdatedAt: at(s), NextCheckAt: at(s + 30)}
+		if state != broker.OperationInProgress {
+			o.FinishedAt, o.ExpiresAt, o.Description = at(s+1), at(s+7*86400), "done"
+		}
+		return o
+	}
+	inst := func(id, opID string, state broker.InstanceState, bindingOps int) broker.Instance {
+		return broker.Instance{ID: id, InstanceRequest: broker.InstanceRequest{ServiceID: "svc-1", PlanID: "plan-small",
+			OrganizationGUID: "org-1", SpaceGUID: "space-1", Parameters: json.RawMessage(`{"size":3}`)},
+			State: state, LastOp: opID, BindingOps: bindingOps, Fingerprint: "fp-" + id, Version: 4, CreatedAt: at(0), UpdatedAt: at(5)}
+	}
+	i2 := inst("i-2", "op-i2", broker.InstanceProvisioning, 0)
+	i2.Op = "op-i2"
+	bd := func(id, opID string, state broker.BindingState) broker.Binding {
+		return broker.Binding{InstanceID: "i-1", ID: id, BindingRequest: broker.BindingRequest{ServiceID: "svc-1", PlanID: "plan-small", AppGUID: "app-" + id},
+			State: state, Credentials: map[string]any{"user": "u-" + id}, LastOp: opID, Fingerprint: "fp-" + id, Version: 1, CreatedAt: at(2), UpdatedAt: at(3)}
+	}
+	b2 := bd("b-2", "op-b2", broker.BindingCreating)
+	b2.Op = "op-b2"
+	rec := func(instanceID, name string) broker.Resource {
+		return broker.Resource{InstanceID: instanceID, Name: name, Data: json.RawMessage(`{"name":"` + name + `"}`), UpdatedAt: at(4)}
+	}
+	return []broker.Instance{inst("i-1", "op-i1", broker.InstanceReady, 1), i2},
+		[]broker.Binding{bd("b-1", "op-b1", broker.BindingReady), b2},
+		[]broker.Operation{
+			op("i-1", "", "op-i1", broker.KindProvision, broker.OperationSucceeded, 0),
+			op("i-1", "b-1", "op-b1", broker.KindBind, broker.OperationSucceeded, 2),
+			op("i-1", "b-2", "op-b2", broker.KindBind, broker.OperationInProgress, 3),
+			op("i-2", "", "op-i2", broker.KindProvision, broker.OperationInProgress, 6),
+			op("gone", "", "op-gone", broker.KindDeprovision, broker.OperationSucceeded, 1),
+		},
+		[]broker.Resource{rec("i-1", "db"), rec("i-1", "binding-b-1"), rec("i-1", "binding-b-2"), rec("i-1", "zone"), rec("i-2", "db")},
+		[]broker.Detached{{ID: "d-1", InstanceID: "gone", Name: "db", Data: json.RawMessage(`{"name":"db"}`), PlanID: "plan-small",
+			OperationID: "op-gone", Reason: "deprovision", State: broker.DetachedPending, CreatedAt: at(1), UpdatedAt: at(1)}}
+}
