@@ -2,11 +2,13 @@ package infra
 
 import (
 	"encoding/json"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
 	"github.com/aws/jsii-runtime-go"
 	"gopkg.in/yaml.v3"
@@ -18,7 +20,8 @@ import (
 // Custom::CacheUserGroupMember) and no context value asking for it, has the
 // function: named PREFIX-cacheuser, as the binding template calls it, in no
 // VPC, under a role that may change only this deployment's caches' user
-// groups and read only its binding secrets; cdk-nag clean.
+// groups and read only its binding secrets; cdk-nag clean. Without the
+// function's bundle the synthesis fails, saying why.
 func TestTheShippedCatalogGetsTheCacheUserFunction(t *testing.T) {
 	var tpl struct {
 		Resources map[string]struct {
@@ -71,6 +74,19 @@ func TestTheShippedCatalogGetsTheCacheUserFunction(t *testing.T) {
 			if strings.Contains(policies[0], never) && !(never == `"Resource":"*"` && strings.Contains(policies[0], "xray:")) {
 				t.Errorf("the policy grants %s: %s", never, policies[0])
 			}
+		}
+	})
+	t.Run("without its bundle the synthesis fails, saying to run make build", func(t *testing.T) {
+		context := maps.Clone(broker.context)
+		context[ContextCacheUserCode] = filepath.Join(t.TempDir(), "cacheuser")
+		app := awscdk.NewApp(&awscdk.AppProps{Context: &context})
+		props, err := PropsFromContext(app.Node())
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = NewBrokerStack(app, "NoCacheUserBundle", &props)
+		if err == nil || !strings.Contains(err.Error(), "Custom::CacheUserGroupMember") || !strings.Contains(err.Error(), "make build") {
+			t.Errorf("error %v, want one naming Custom::CacheUserGroupMember and make build", err)
 		}
 	})
 	t.Run("no AwsSolutions rule fails or warns unsuppressed on it", func(t *testing.T) {
