@@ -12,16 +12,14 @@ import (
 	"github.com/aws/jsii-runtime-go"
 
 	"github.com/serverless-osb/broker/infra/servicerole"
+	"github.com/serverless-osb/broker/internal/deploy"
 )
 
-// ContextCacheUsers ("true") deploys the Custom::CacheUserGroupMember
-// function (functions/cacheuser), named PREFIX-cacheuser, which the
-// ElastiCache for Valkey binding template calls; ContextCacheUserCode is
-// its asset directory.
-const (
-	ContextCacheUsers    = "cacheUsers"
-	ContextCacheUserCode = "cacheUserCode"
-)
+// ContextCacheUserCode is the asset directory of the
+// Custom::CacheUserGroupMember function (functions/cacheuser), named
+// PREFIX-cacheuser, which the ElastiCache for Valkey binding template
+// calls. No context value deploys it: the catalog does (cacheUsers).
+const ContextCacheUserCode = "cacheUserCode"
 
 // DefaultCacheUserCodeDir is where make build puts the cacheuser bundle.
 const DefaultCacheUserCodeDir = "dist/cacheuser"
@@ -35,13 +33,14 @@ const reasonCacheUsers = "The caches' user groups and users, and the binding sta
 	"stacks (PREFIX-…), made at run time: the function puts a binding's user in its cache's group, takes it out, and " +
 	"reads the password the binding's stack generated."
 
-// cacheUsers deploys the Custom::CacheUserGroupMember function when the
-// props ask for it: in no VPC (ElastiCache's and Secrets Manager's APIs are
+// cacheUsers deploys the Custom::CacheUserGroupMember function when a plan's
+// template declares that resource (needed: the catalog's manifest says so,
+// deploy.Needs.CustomResources), and only then: in no VPC (ElastiCache's and Secrets Manager's APIs are
 // public endpoints), with a role that may change the user groups of this
 // deployment's caches (PREFIX-*), with its users, and read the binding
 // secrets (PREFIX-*).
-func (b *builder) cacheUsers() {
-	if !b.props.CacheUsers {
+func (b *builder) cacheUsers(needed bool) {
+	if !needed {
 		return
 	}
 	prefix := b.props.StackPrefix
@@ -81,13 +80,13 @@ func (b *builder) cacheUsers() {
 }
 
 // checkCacheUserAsset makes sure the cacheuser bundle is built when the
-// function is deployed.
-func checkCacheUserAsset(p BrokerStackProps) error {
-	if !p.CacheUsers {
+// function is deployed (needed).
+func checkCacheUserAsset(p BrokerStackProps, needed bool) error {
+	if !needed {
 		return nil
 	}
 	if _, err := os.Stat(filepath.Join(p.CacheUserCodeDir, "bootstrap")); err != nil {
-		return fmt.Errorf("the Custom::CacheUserGroupMember function's asset: %w (make build writes it)", err)
+		return fmt.Errorf("the catalog's templates declare %s, whose function's asset is missing: %w (make build writes it)", deploy.CacheUserGroupMember, err)
 	}
 	return nil
 }

@@ -109,7 +109,6 @@ func PropsFromContext(node constructs.Node) (BrokerStackProps, error) {
 	p.WorkerReservedConcurrency = c.concurrency(ContextWorkerReservedConcurrency)
 	p.WorkerTasksPerPlan = c.concurrency(ContextWorkerTasksPerPlan)
 	p.DatabaseUserCodeDir = c.string(ContextDatabaseUserCode)
-	p.CacheUsers = c.boolean(ContextCacheUsers)
 	p.CacheUserCodeDir = c.string(ContextCacheUserCode)
 	if vpcs, err := parseDatabaseUserVPCs(c.list(ContextDatabaseUserVPCs)); err != nil {
 		c.errs = append(c.errs, err)

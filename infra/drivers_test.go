@@ -275,8 +275,16 @@ func resourceWithPrefix(t *testing.T, template map[string]any, prefix string) ob
 // deploy.json instead of the one their build would write.
 func synthCatalog(t *testing.T, id, catalogPath string, manifest []byte) (awscdk.Stack, map[string]any) {
 	t.Helper()
+	return synthCatalogWith(t, id, catalogPath, manifest, nil)
+}
+
+// synthCatalogWith is synthCatalog with the context values extra beside
+// cdk.json's.
+func synthCatalogWith(t *testing.T, id, catalogPath string, manifest []byte, extra map[string]any) (awscdk.Stack, map[string]any) {
+	t.Helper()
 	tmp := filepath.Dir(catalogPath)
 	context := maps.Clone(broker.context)
+	maps.Copy(context, extra)
 	context[ContextCatalog] = catalogPath
 	for key, name := range map[string]string{ContextAPICode: "api", ContextWorkerCode: "worker"} {
 		dir := filepath.Join(tmp, name)

@@ -15,6 +15,13 @@ import (
 // each runs.
 var brokerFunctions = map[string]app.Function{"ApiFunction": app.FunctionAPI, "WorkerFunction": app.FunctionWorker}
 
+// handlerFunctions are the stack's other Lambda functions, which run no
+// app function but a custom resource's handler, and read no variable: why
+// the stack as cdk.json configures it has each.
+var handlerFunctions = map[string]string{
+	"CacheUserFunction": "functions/cacheuser, Custom::CacheUserGroupMember, which the shipped catalog's Valkey binding template declares",
+}
+
 // setByLambda are the variables the functions read that Lambda sets, not
 // the stack.
 var setByLambda = []string{env.Region, env.TaskRoot}
@@ -31,12 +38,23 @@ func TestFunctionsEnvironmentIsTheApps(t *testing.T) {
 		for id := range brokerFunctions {
 			want[logicalID(t, id)] = true
 		}
+		for id := range handlerFunctions {
+			want[logicalID(t, id)] = true
+		}
 		for id := range resources(t, "AWS::Lambda::Function") {
 			if !want[id] {
 				t.Errorf("%s is a Lambda function this test does not know: say which app function it runs", id)
 			}
 		}
 	})
+	for _, id := range slices.Sorted(maps.Keys(handlerFunctions)) {
+		t.Run("the "+id+" is set no variable", func(t *testing.T) {
+			environment, _ := properties(t, id)["Environment"].(object)
+			if vars, _ := environment["Variables"].(object); len(vars) > 0 {
+				t.Errorf("%s (%s) is set %v", id, handlerFunctions[id], vars)
+			}
+		})
+	}
 	for _, id := range slices.Sorted(maps.Keys(brokerFunctions)) {
 		fn := brokerFunctions[id]
 		vars := properties(t, id)["Environment"].(object)["Variables"].(object)

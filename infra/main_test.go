@@ -68,7 +68,8 @@ func runTests(m *testing.M) (code int, err error) {
 	// read and list them (TestStackPassesCDKNag). cdk synth keeps the flag.
 	context["@aws-cdk/core:annotationsInValidationReport"] = false
 	catalogPath, _ := context[ContextCatalog].(string)
-	for key, name := range map[string]string{ContextAPICode: "api", ContextWorkerCode: "worker"} {
+	// The shipped catalog's Valkey plans get the cacheuser function.
+	for key, name := range map[string]string{ContextAPICode: "api", ContextWorkerCode: "worker", ContextCacheUserCode: "cacheuser"} {
 		dir := filepath.Join(tmp, name)
 		if err := dummyAsset(dir, catalogPath); err != nil {
 			return 0, err

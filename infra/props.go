@@ -184,11 +184,10 @@ type BrokerStackProps struct {
 	DatabaseUserVPCs    []DatabaseUserVPC
 	DatabaseUserCodeDir string
 
-	// CacheUsers deploys the Custom::CacheUserGroupMember function
-	// (infra/cacheuser.go), which a catalog with the ElastiCache for Valkey
-	// plans needs, and CacheUserCodeDir is its asset directory (default
-	// dist/cacheuser).
-	CacheUsers       bool
+	// CacheUserCodeDir is the asset directory (default dist/cacheuser) of
+	// the Custom::CacheUserGroupMember function (infra/cacheuser.go), which
+	// the stack deploys when a plan's template declares that resource (the
+	// ElastiCache for Valkey plans: the catalog's manifest says so).
 	CacheUserCodeDir string
 
 	// ReaperInterval is how often EventBridge Scheduler runs the reaper

@@ -87,7 +87,10 @@ func NewBrokerStack(scope constructs.Construct, id string, props *BrokerStackPro
 	if err := checkDatabaseUserAsset(p); err != nil {
 		return nil, fmt.Errorf("stack %s: %w", id, err)
 	}
-	if err := checkCacheUserAsset(p); err != nil {
+	// The catalog's templates say whether the Custom::CacheUserGroupMember
+	// function is needed: a Valkey bind fails at CloudFormation without it.
+	cacheUsers := manifest.CustomResource(deploy.CacheUserGroupMember)
+	if err := checkCacheUserAsset(p, cacheUsers); err != nil {
 		return nil, fmt.Errorf("stack %s: %w", id, err)
 	}
 
@@ -101,7 +104,7 @@ func NewBrokerStack(scope constructs.Construct, id string, props *BrokerStackPro
 	}
 	b.functions()
 	b.databaseUsers()
-	b.cacheUsers()
+	b.cacheUsers(cacheUsers)
 	b.grantDriverNeeds(manifest)
 	b.stateMachines(workflows)
 	b.reaper()

@@ -186,8 +186,9 @@ func TestStackRetainsData(t *testing.T) {
 		})
 	}
 	t.Run("every log group keeps its events 30 days", func(t *testing.T) {
-		// The api's, the worker's, the access log, and one per workflow.
-		check(t, func() { broker.template.ResourceCountIs(jsii.String("AWS::Logs::LogGroup"), jsii.Number(6)) })
+		// The api's, the worker's, the access log, one per workflow, and
+		// the cacheuser function's (the shipped catalog's Valkey plans).
+		check(t, func() { broker.template.ResourceCountIs(jsii.String("AWS::Logs::LogGroup"), jsii.Number(7)) })
 		check(t, func() {
 			broker.template.AllResourcesProperties(jsii.String("AWS::Logs::LogGroup"), object{"RetentionInDays": 30})
 		})
@@ -470,7 +471,10 @@ func TestStackPermissionsAreNarrow(t *testing.T) {
 		"logs:CreateLogDelivery", "logs:GetLogDelivery", "logs:UpdateLogDelivery", "logs:DeleteLogDelivery",
 		"logs:ListLogDeliveries", "logs:PutResourcePolicy", "logs:DescribeResourcePolicies", "logs:DescribeLogGroups",
 	}
-	roles := []string{"ApiRole", "WorkerRole", "OperationStateMachine/Role", "CleanupStateMachine/Role", "UpgradeStateMachine/Role"}
+	// CacheUserRole: the shipped catalog's Valkey plans need the
+	// cacheuser function (TestTheShippedCatalogGetsTheCacheUserFunction).
+	roles := []string{"ApiRole", "WorkerRole", "OperationStateMachine/Role", "CleanupStateMachine/Role", "UpgradeStateMachine/Role",
+		"CacheUserRole"}
 	var all []object
 	for _, role := range roles {
 		all = append(all, roleStatements(t, role)...)

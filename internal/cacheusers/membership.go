@@ -21,6 +21,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 
 	"github.com/serverless-osb/broker/internal/cfnresource"
+	"github.com/serverless-osb/broker/internal/deploy"
 )
 
 // MemberResourceType is the custom resource that puts a binding's user in
@@ -29,7 +30,7 @@ import (
 // owns: were the binding stacks to set it, every bind would update the
 // instance's stack; the function changes the group itself instead, one user
 // at a time (ModifyUserGroup's UserIdsToAdd and UserIdsToRemove).
-const MemberResourceType = "Custom::CacheUserGroupMember"
+const MemberResourceType = deploy.CacheUserGroupMember
 
 // The attributes the binding template reads with Fn::GetAtt.
 const (

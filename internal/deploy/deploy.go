@@ -120,7 +120,17 @@ type Needs struct {
 	// LogAlarms are alarms on a log line of a function: the stack counts
 	// the lines whose message is Message and alarms at the first.
 	LogAlarms []LogAlarm `json:"log_alarms,omitempty"`
+	// CustomResources are the custom resource types (Custom::NAME) the
+	// plans' templates declare, sorted: the stack deploys the broker's
+	// function of each one it has (CacheUserGroupMember), and only then.
+	CustomResources []string `json:"custom_resources,omitempty"`
 }
+
+// CacheUserGroupMember is the custom resource a binding template declares
+// to put its cache user in its cache's user group (internal/cacheusers):
+// the stack deploys its function, PREFIX-cacheuser, when a plan's
+// template declares one.
+const CacheUserGroupMember = "Custom::CacheUserGroupMember"
 
 // LogAlarm is an alarm on the log lines of Function whose message (slog's
 // "msg") is Message; ID names it in the stack (letters and digits).
@@ -153,11 +163,18 @@ func (m Manifest) ServiceRole() bool {
 	return slices.ContainsFunc(m.Drivers, func(d Driver) bool { return d.Needs.ServiceRole })
 }
 
+// CustomResource says whether a plan's template declares the custom
+// resource type typ (Needs.CustomResources).
+func (m Manifest) CustomResource(typ string) bool {
+	return slices.ContainsFunc(m.Drivers, func(d Driver) bool { return slices.Contains(d.Needs.CustomResources, typ) })
+}
+
 // Check says what is wrong with m, every problem at once: a statement of
 // no function, without a Sid, an action or a resource, with a Sid
 // another statement of its function has, or with a wildcard resource and
 // no reason for it; a placeholder that is not one,
-// or that names the service role that its kind does not ask for.
+// or that names the service role that its kind does not ask for; a custom
+// resource type that is not Custom::NAME.
 func (m Manifest) Check() error {
 	var errs []error
 	sids := map[Function]map[string]string{}
@@ -216,6 +233,11 @@ func (m Manifest) Check() error {
 				errs = append(errs, fmt.Errorf("driver %s: log alarm %q: an alarm needs an id of letters and digits, a function, a message and a description", d.Name, a.ID))
 			}
 		}
+		for _, t := range d.Needs.CustomResources {
+			if !customResourcePattern.MatchString(t) {
+				errs = append(errs, fmt.Errorf("driver %s: custom resource %q: want a type Custom::NAME", d.Name, t))
+			}
+		}
 		for _, v := range d.Needs.Env {
 			if !slices.Contains(Functions, v.Function) {
 				errs = append(errs, fmt.Errorf("driver %s: variable %s: no function %q", d.Name, v.Name, v.Function))
@@ -229,6 +251,9 @@ func (m Manifest) Check() error {
 var (
 	placeholderPattern = regexp.MustCompile(`\$\{[^}]*\}`)
 	alarmIDPattern     = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9]*$`)
+	// customResourcePattern is CloudFormation's rule for a custom
+	// resource's type name.
+	customResourcePattern = regexp.MustCompile(`^Custom::[A-Za-z0-9_@-]{1,60}$`)
 )
 
 // Fill replaces each placeholder of s by its value; values holds one for

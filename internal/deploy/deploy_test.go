@@ -19,6 +19,8 @@ func TestCheck(t *testing.T) {
 		{"a wildcard without its reason is refused", []Driver{{Name: "a", Needs: Needs{Statements: []Statement{with(func(s *Statement) { s.Resources = []string{ARN("s3", "*")} })}}}}, "WildcardReason"},
 		{"a Sid two drivers give one function's statements is refused", []Driver{{Name: "a", Needs: Needs{Statements: []Statement{ok}}}, {Name: "b", Needs: Needs{Statements: []Statement{ok}}}}, "driver a has a statement"},
 		{"a statement of no function is refused", []Driver{{Name: "a", Needs: Needs{Statements: []Statement{with(func(s *Statement) { s.Function = "reaper" })}}}}, `no function "reaper"`},
+		{"a custom resource type passes", []Driver{{Name: "a", Needs: Needs{CustomResources: []string{CacheUserGroupMember}}}}, ""},
+		{"a custom resource type that is not Custom::NAME is refused", []Driver{{Name: "a", Needs: Needs{CustomResources: []string{"AWS::S3::Bucket"}}}}, "want a type Custom::NAME"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -78,8 +78,11 @@ func cloudformationKind() Kind {
 		// A catalog whose plans name one role with different settings is
 		// refused here too, when the bundle is built.
 		Needs: func(plans []Configured) deploy.Needs {
-			roles, _ := cloudformation.RolesOf(cloudformationSettings(plans))
-			return cloudformation.Needs(roles)
+			settings := cloudformationSettings(plans)
+			roles, _ := cloudformation.RolesOf(settings)
+			n := cloudformation.Needs(roles)
+			n.CustomResources = cloudformation.CustomResources(settings)
+			return n
 		},
 		// A role plan without its trust anchor refuses every bind.
 		Warning: func(settings any) string { return settings.(*cloudformation.Settings).Warning() },

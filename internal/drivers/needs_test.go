@@ -1,6 +1,8 @@
 package drivers
 
 import (
+	"os"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"testing"
@@ -38,10 +40,14 @@ func TestManifestDeclaresWhatTheCatalogsDriversNeed(t *testing.T) {
 		grants      []grant
 		env         []deploy.Variable
 		serviceRole bool
+		// customResources are the Custom:: types the templates declare,
+		// whose functions the stack deploys.
+		customResources []string
 	}{
 		{name: "the demo needs nothing", cat: loadCatalog(t, "", "driver: demo\nmode: async"), drivers: []string{"demo"}},
 		{name: "cloudformation plans need the service role, the worker's calls on the prefix's stacks, and its environment",
 			cat: services, drivers: []string{"cloudformation"}, serviceRole: true,
+			customResources: []string{deploy.CacheUserGroupMember, "Custom::DatabaseUser"},
 			grants: []grant{
 				{deploy.Worker, "ChangeServiceStacks", []string{"cloudformation:CreateStack", "cloudformation:DeleteStack", "cloudformation:CreateChangeSet", "cloudformation:ContinueUpdateRollback"}, []string{stacks}},
 				{deploy.Worker, "TagServiceStacks", []string{"cloudformation:TagResource", "cloudformation:UntagResource"}, []string{stacks}},
@@ -86,6 +92,7 @@ func TestManifestDeclaresWhatTheCatalogsDriversNeed(t *testing.T) {
 			var names []string
 			var grants []grant
 			var vars []deploy.Variable
+			var types []string
 			serviceRole := false
 			for _, d := range m.Drivers {
 				names = append(names, d.Name)
@@ -94,6 +101,7 @@ func TestManifestDeclaresWhatTheCatalogsDriversNeed(t *testing.T) {
 				}
 				vars = append(vars, d.Needs.Env...)
 				serviceRole = serviceRole || d.Needs.ServiceRole
+				types = append(types, d.Needs.CustomResources...)
 			}
 			if !slices.Equal(names, tt.drivers) {
 				t.Errorf("drivers %v, want %v", names, tt.drivers)
@@ -107,8 +115,36 @@ func TestManifestDeclaresWhatTheCatalogsDriversNeed(t *testing.T) {
 			if serviceRole != tt.serviceRole || m.ServiceRole() != tt.serviceRole {
 				t.Errorf("service role %v, want %v", serviceRole, tt.serviceRole)
 			}
+			if !slices.Equal(types, tt.customResources) {
+				t.Errorf("custom resources %v, want %v", types, tt.customResources)
+			}
 		})
 	}
+	t.Run("cloudformation plans whose templates declare no custom resource declare none", func(t *testing.T) {
+		dir := t.TempDir()
+		template := "Resources:\n  Queue:\n    Type: AWS::SQS::Queue\nOutputs:\n  QueueUrl:\n    Value: !Ref Queue\n"
+		if err := os.WriteFile(filepath.Join(dir, "instance.yaml"), []byte(template), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		catalogPath := filepath.Join(dir, "catalog.yaml")
+		if err := os.WriteFile(catalogPath, []byte("services:\n  - id: q\n    name: q\n    description: d\n    bindable: false\n    plans:\n"+
+			"      - id: p\n        name: p\n        description: d\n        broker:\n          driver: cloudformation\n          mode: async-only\n"+
+			"          template: instance.yaml\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		cat, err := catalog.Load(catalogPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := Manifest(cat)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(m.Drivers) != 1 || m.Drivers[0].Name != "cloudformation" || len(m.Drivers[0].Needs.CustomResources) != 0 ||
+			m.CustomResource(deploy.CacheUserGroupMember) {
+			t.Errorf("manifest %+v, want the cloudformation driver with no custom resource", m)
+		}
+	})
 	t.Run("the manifest lists the files the settings read", func(t *testing.T) {
 		m, err := Manifest(services)
 		if err != nil {

@@ -50,8 +50,11 @@ func Synthesize(ctx context.Context, s Synthesis) (string, error) {
 		return "", err
 	}
 	assembly := filepath.Join(out, "cdk.out")
+	// Every bundle the build wrote: the stack deploys the dbuser and
+	// cacheuser functions when the catalog needs them.
 	if err := run(ctx, root, []string{"CDK_DISABLE_CLI_TELEMETRY=true"}, cdk, "synth", "-q", "-o", assembly,
-		"-c", "catalog="+catalog, "-c", "apiCode="+filepath.Join(dist, "api"), "-c", "workerCode="+filepath.Join(dist, "worker")); err != nil {
+		"-c", "catalog="+catalog, "-c", "apiCode="+filepath.Join(dist, "api"), "-c", "workerCode="+filepath.Join(dist, "worker"),
+		"-c", "databaseUserCode="+filepath.Join(dist, "dbuser"), "-c", "cacheUserCode="+filepath.Join(dist, "cacheuser")); err != nil {
 		return "", err
 	}
 	matches, err := filepath.Glob(filepath.Join(assembly, "*.template.json"))

@@ -136,6 +136,27 @@ func Needs(roles Roles) deploy.Needs {
 	return n
 }
 
+// CustomResources are the custom resource types (Custom::NAME) the
+// plans' instance and binding templates declare, each once, sorted: the
+// stack deploys the broker's handler of each it has (Needs.CustomResources),
+// so that a catalog whose templates call one gets it, and another does not.
+func CustomResources(plans []*Settings) []string {
+	var types []string
+	for _, s := range plans {
+		for _, t := range []*Template{s.Template, s.BindingTemplate} {
+			if t == nil {
+				continue
+			}
+			for _, r := range t.Declared {
+				if strings.HasPrefix(r.Type, "Custom::") {
+					types = append(types, r.Type)
+				}
+			}
+		}
+	}
+	return sortedUnique(types)
+}
+
 // secretFullARN is a secret's ARN with the six characters Secrets Manager
 // adds to its name.
 var secretFullARN = regexp.MustCompile(`^arn:[^:]+:secretsmanager:[^:]*:[0-9]{12}:secret:.+-[A-Za-z0-9]{6}$`)
