@@ -17,10 +17,11 @@ import (
 	smtypes "github.com/aws/aws-sdk-go-v2/service/secretsmanager/types"
 
 	"github.com/serverless-osb/broker/internal/cfnresource"
+	"github.com/serverless-osb/broker/internal/deploy"
 )
 
 // ResourceType is the custom resource's type in the binding templates.
-const ResourceType = "Custom::DatabaseUser"
+const ResourceType = deploy.DatabaseUser
 
 // The attributes a template reads with Fn::GetAtt.
 const (

@@ -132,6 +132,15 @@ type Needs struct {
 // template declares one.
 const CacheUserGroupMember = "Custom::CacheUserGroupMember"
 
+// DatabaseUser is the custom resource a binding template declares for a
+// database (or search) user of its own (internal/dbusers): the stack
+// deploys its function in each of the catalog's networks' VPCs.
+const DatabaseUser = "Custom::DatabaseUser"
+
+// BrokerHandled are the custom resources whose functions the broker's
+// stack deploys, in its own account and Region only.
+var BrokerHandled = []string{CacheUserGroupMember, DatabaseUser}
+
 // LogAlarm is an alarm on the log lines of Function whose message (slog's
 // "msg") is Message; ID names it in the stack (letters and digits).
 type LogAlarm struct {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/serverless-osb/broker/internal/broker"
 	"github.com/serverless-osb/broker/internal/catalog"
+	"github.com/serverless-osb/broker/internal/deploy"
 )
 
 // KeyPlacement is the broker block's key that says where a plan's
@@ -673,4 +674,28 @@ func (p *Placement) Ready(getenv func(string) string) error {
 // refusal is a request the placement has no place for, in words for users.
 func refusal(format string, args ...any) *broker.Failure {
 	return &broker.Failure{Description: fmt.Sprintf(format, args...)}
+}
+
+// checkPlacedHandlers refuses a placed plan whose templates declare a
+// custom resource the broker's own functions answer (a binding's database
+// or cache user): CloudFormation calls a custom resource's function in
+// the stack's own account and Region, where the broker deploys none (the
+// target stack is a plain template, without code), so every such stack
+// would fail there.
+func checkPlacedHandlers(s *Settings) error {
+	if s.Placement == nil {
+		return nil
+	}
+	for _, t := range []*Template{s.Template, s.BindingTemplate} {
+		if t == nil {
+			continue
+		}
+		for _, r := range t.Declared {
+			if slices.Contains(deploy.BrokerHandled, r.Type) {
+				return catalog.Settingf(KeyPlacement, "%s declares %s, whose function the broker's stack deploys in the broker's own account and Region only, and CloudFormation calls it in the stack's: a plan placed in another account or Region cannot make it; remove the placement, or use a template without it",
+					t.Path, r.Type)
+			}
+		}
+	}
+	return nil
 }

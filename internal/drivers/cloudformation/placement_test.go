@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/serverless-osb/broker/internal/broker"
 	"github.com/serverless-osb/broker/internal/catalog"
+	"github.com/serverless-osb/broker/internal/deploy"
 )
 
 const (
@@ -532,4 +534,53 @@ func TestAPoolPlacesWhereThereIsRoom(t *testing.T) {
 			t.Errorf("CheckRoom: %v, want 422", err)
 		}
 	})
+}
+
+// TestAPlacedPlanCannotCallTheBrokersFunctions: every shipped plan whose
+// templates declare a custom resource the broker's own functions answer
+// (a binding's database, search or cache user) is refused once placed in
+// another Region or account, naming the template, the type and the way
+// out, since CloudFormation would call a function the broker deploys only
+// at home; the plans without one may be placed.
+func TestAPlacedPlanCannotCallTheBrokersFunctions(t *testing.T) {
+	cat, err := catalog.Load("../../../services/catalog.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused := map[string]bool{}
+	for _, svc := range cat.Services() {
+		for _, plan := range svc.Plans {
+			config := maps.Clone(plan.Settings.Config)
+			if config[KeyTemplate] == nil {
+				continue // another driver's plan
+			}
+			home, err := Configure(plan, config, "../../../services")
+			if err != nil {
+				t.Fatalf("%s/%s: %v", svc.Name, plan.Name, err)
+			}
+			handled := ""
+			for _, tpl := range []*Template{home.Template, home.BindingTemplate} {
+				for _, r := range tpl.Declared {
+					if slices.Contains(deploy.BrokerHandled, r.Type) {
+						handled = r.Type
+					}
+				}
+			}
+			config[KeyPlacement] = map[string]any{"region": "eu-west-1"}
+			_, err = Configure(plan, config, "../../../services")
+			switch {
+			case handled == "" && err != nil:
+				t.Errorf("%s/%s declares no broker-handled resource, but its placement is refused: %v", svc.Name, plan.Name, err)
+			case handled != "" && (err == nil || !strings.Contains(err.Error(), "declares "+handled) || !strings.Contains(err.Error(), "remove the placement")):
+				t.Errorf("%s/%s declares %s; placed, Configure = %v, want it refused naming the type", svc.Name, plan.Name, handled, err)
+			case handled != "":
+				refused[svc.Name] = true
+			}
+		}
+	}
+	for _, svc := range []string{"aws-rds-postgresql", "aws-rds-mysql", "aws-aurora-postgresql", "aws-aurora-mysql", "aws-opensearch", "aws-elasticache-valkey"} {
+		if !refused[svc] {
+			t.Errorf("no plan of %s was refused placed", svc)
+		}
+	}
 }

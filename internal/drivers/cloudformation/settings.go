@@ -266,6 +266,9 @@ func Configure(plan *catalog.Plan, config map[string]any, dir string) (*Settings
 	if err := configureNetwork(plan, s); err != nil {
 		return nil, err
 	}
+	if err := checkPlacedHandlers(s); err != nil {
+		return nil, err
+	}
 	s.Accepted = map[catalog.SchemaKind][]string{}
 	for _, k := range []catalog.SchemaKind{catalog.InstanceCreate, catalog.InstanceUpdate, catalog.BindingCreate} {
 		if plan != nil {
