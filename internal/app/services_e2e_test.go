@@ -121,7 +121,7 @@ func (c awsClients) examples() []exampleService {
 				return c.moto.databaseExists(ctx, fmt.Sprint(creds["host"]), fmt.Sprint(creds["secret_arn"]))
 			}},
 		{service: "aws-rds-mysql", plan: "micro",
-			params:      map[string]any{"DatabaseName": "orders", "EngineVersion": "8.0"},
+			params:      map[string]any{"DatabaseName": "orders", "EngineVersion": "8.4"},
 			credentials: append([]string{"host", "port", "database_name", "secret_arn"}, common...),
 			exists: func(ctx context.Context, creds map[string]any) (bool, error) {
 				if creds["port"] != "3306" {
