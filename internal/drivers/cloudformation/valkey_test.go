@@ -146,10 +146,11 @@ func TestTheValkeyTemplatesThroughTheDriver(t *testing.T) {
 				prefix = user
 			}
 			// The binding's outputs, and the instance's the binding does not
-			// override (but the console's URL).
+			// override (but the console's URL, and the user group and the
+			// cache's name, which are private).
 			wantCreds := broker.Credentials{"host": host, "port": "6379", "tls": "true", "username": user, "password": password,
 				"uri": uri, "key_prefix": prefix, "secret_arn": bv.Parameters["Secret"],
-				"reader_host": host, "reader_port": "6380", "cache_name": instance, "user_group_id": instance}
+				"reader_host": host, "reader_port": "6380"}
 			if got, want := slices.Sorted(maps.Keys(p.Credentials)), slices.Sorted(maps.Keys(wantCreds)); !slices.Equal(got, want) {
 				t.Errorf("credentials %v, want %v", got, want)
 			}
