@@ -279,7 +279,9 @@ func BuildLambdaAPI(ctx context.Context, c LambdaConfig, logger *slog.Logger) (h
 			return nil, err
 		}
 	}
-	cat, b, err := buildBroker(ctx, c, awsCfg, logger)
+	// The api changes no stack (its CloudFormation plans are async-only),
+	// and its bootstrap links no client that would.
+	cat, b, err := buildBroker(ctx, c, awsCfg, drivers.AdmitStacks, logger)
 	if err != nil {
 		return nil, err
 	}
@@ -296,7 +298,7 @@ func BuildWorker(ctx context.Context, c LambdaConfig, logger *slog.Logger) (func
 	if err != nil {
 		return nil, err
 	}
-	cat, b, err := buildBroker(ctx, c, awsCfg, logger)
+	cat, b, err := buildBroker(ctx, c, awsCfg, drivers.RunStacks, logger)
 	if err != nil {
 		return nil, err
 	}
@@ -353,8 +355,9 @@ func loadAWSConfig(ctx context.Context, c LambdaConfig, logger *slog.Logger) (aw
 }
 
 // buildBroker loads the catalog and makes the broker on the DynamoDB store,
-// with the drivers the catalog's plans name; its engine is the caller's.
-func buildBroker(ctx context.Context, c LambdaConfig, awsCfg aws.Config, logger *slog.Logger) (*catalog.Catalog, *broker.Broker, error) {
+// with the drivers the catalog's plans name, the CloudFormation driver's
+// stacks as the caller runs them; its engine is the caller's.
+func buildBroker(ctx context.Context, c LambdaConfig, awsCfg aws.Config, stacks drivers.Stacks, logger *slog.Logger) (*catalog.Catalog, *broker.Broker, error) {
 	load := catalog.Load
 	if c.CatalogChecked {
 		load = catalog.LoadChecked
@@ -381,7 +384,7 @@ func buildBroker(ctx context.Context, c LambdaConfig, awsCfg aws.Config, logger 
 			warnUnsealed(ctx, table, logger)
 		}
 	}
-	set, err := drivers.Build(ctx, cat, drivers.Env{Resources: store, Logger: logger, Getenv: os.Getenv,
+	set, err := drivers.Build(ctx, cat, drivers.Env{Resources: store, Logger: logger, Getenv: os.Getenv, Stacks: stacks,
 		AWS: func(context.Context) (aws.Config, error) { return awsCfg, nil }})
 	if err != nil {
 		return nil, nil, err

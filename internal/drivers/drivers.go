@@ -40,6 +40,13 @@ type Env struct {
 	// sets it): a driver that needs what all its plans say together (the
 	// roles the CloudFormation driver assumes) reads them here.
 	Plans []Configured
+	// Stacks is what the CloudFormation driver does with stacks: RunStacks
+	// changes them (the worker and the local broker), AdmitStacks only
+	// answers a request (the api function, whose bootstrap then links no
+	// client that changes a stack). A catalog with a cloudformation plan
+	// needs one: a function that set none would fail at start rather than
+	// link both.
+	Stacks Stacks
 }
 
 // Kind is one driver a plan may name in its broker block.

@@ -532,4 +532,26 @@ func TestAPoolPlacesWhereThereIsRoom(t *testing.T) {
 			t.Errorf("CheckRoom: %v, want 422", err)
 		}
 	})
+	t.Run("the api function's driver refuses the request alike, names the same leftovers, and changes no stack", func(t *testing.T) {
+		h, payments, ledger := pooledHarness(t, 1)
+		payments.add("osb-a", types.StackStatusCreateComplete)
+		ledger.add("osb-b", types.StackStatusCreateComplete)
+		a := Admit(h.driver)
+		c := h.change(broker.KindProvision, "op-1")
+		var be *broker.Error
+		if err := a.CheckRoom(h.ctx, c.Instance.InstanceRequest, h.settings); !errors.As(err, &be) || be.Code != broker.CodeUnprocessable ||
+			!strings.Contains(be.Description, "(1, 1 stacks)") {
+			t.Errorf("CheckRoom: %v, want 422 naming the counts", err)
+		}
+		want, _ := h.driver.Leftovers(h.ctx, c)
+		if got, err := a.Leftovers(h.ctx, c); err != nil || !slices.Equal(got, want) {
+			t.Errorf("Leftovers = %v, %v; want %v", got, err, want)
+		}
+		if _, err := a.Begin(h.ctx, h.fresh(c)); err == nil || errors.As(err, new(*broker.Failure)) {
+			t.Errorf("Begin: %v, want a transient refusal", err)
+		}
+		if payments.get(h.instanceStack()) != nil || ledger.get(h.instanceStack()) != nil {
+			t.Error("the api's driver made a stack")
+		}
+	})
 }
