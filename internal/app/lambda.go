@@ -264,7 +264,7 @@ func functionMetrics(c LambdaConfig, logger *slog.Logger) *metrics.Writer {
 
 // BuildLambdaAPI builds the api function's handler from c.
 func BuildLambdaAPI(ctx context.Context, c LambdaConfig, logger *slog.Logger) (http.Handler, error) {
-	awsCfg, err := loadAWSConfig(ctx, c, logger)
+	awsCfg, err := functionConfig(c, logger)
 	if err != nil {
 		return nil, err
 	}
@@ -294,7 +294,7 @@ func BuildLambdaAPI(ctx context.Context, c LambdaConfig, logger *slog.Logger) (h
 
 // BuildWorker builds the worker function's handler from c.
 func BuildWorker(ctx context.Context, c LambdaConfig, logger *slog.Logger) (func(context.Context, json.RawMessage) (json.RawMessage, error), error) {
-	awsCfg, err := loadAWSConfig(ctx, c, logger)
+	awsCfg, err := functionConfig(c, logger)
 	if err != nil {
 		return nil, err
 	}
@@ -341,11 +341,27 @@ func (c LambdaConfig) stateMachines() map[broker.Workflow]string {
 	return m
 }
 
+// loadAWSConfig is the whole configuration chain (profiles, SSO), for
+// the operator's command; the functions read their environment alone
+// (functionConfig).
 func loadAWSConfig(ctx context.Context, c LambdaConfig, logger *slog.Logger) (aws.Config, error) {
 	cfg, err := awsconfig.LoadDefaultConfig(ctx, awsconfig.WithRegion(c.Store.Region))
 	if err != nil {
 		return aws.Config{}, fmt.Errorf("load AWS configuration: %w", err)
 	}
+	return instrumented(cfg, c, logger)
+}
+
+// functionConfig is a function's AWS configuration (functionAWSConfig).
+func functionConfig(c LambdaConfig, logger *slog.Logger) (aws.Config, error) {
+	cfg, err := functionAWSConfig(c.Store.Region)
+	if err != nil {
+		return aws.Config{}, fmt.Errorf("load AWS configuration: %w", err)
+	}
+	return instrumented(cfg, c, logger)
+}
+
+func instrumented(cfg aws.Config, c LambdaConfig, logger *slog.Logger) (aws.Config, error) {
 	if c.Tracing {
 		if err := tracing.Instrument(&cfg, logger); err != nil {
 			return aws.Config{}, err

@@ -850,9 +850,35 @@ func TestRoleReport(t *testing.T) {
 	})
 }
 
-// TestTheAPIBootstrapLinksNoStackChanges builds the api's and the
-// worker's bootstraps as make build does, but with their symbol tables,
-// and reads what each links. The api changes no stack (the CloudFormation
+// linked builds ./functions/<fn> for Lambda as make build does (with
+// tags), but keeping its symbol table, and returns the names it links.
+func linked(t *testing.T, fn string, tags string) map[string]bool {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "bootstrap")
+	cmd := exec.Command("go", "build", "-tags", tags, "-trimpath", "-ldflags=-w", "-o", bin, "./functions/"+fn)
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "GOOS="+Lambda.GOOS, "GOARCH="+Lambda.GOARCH, "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build %s: %v\n%s", fn, err, out)
+	}
+	f, err := elf.Open(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	syms, err := f.Symbols()
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]bool{}
+	for _, s := range syms {
+		names[s.Name] = true
+	}
+	return names
+}
+
+// TestTheAPIBootstrapLinksNoStackChanges reads what the api's and the
+// worker's bootstraps link. The api changes no stack (the CloudFormation
 // plans are async-only: the worker runs them), so no code that creates,
 // updates or deletes one, or puts a template in a bucket, may be in it:
 // that code and its SDK clients were a third of its bundle. The worker
@@ -870,30 +896,7 @@ func TestTheAPIBootstrapLinksNoStackChanges(t *testing.T) {
 	// What the api does call of CloudFormation: a pool's stacks counted at
 	// a provision (CheckRoom).
 	counts := "github.com/aws/aws-sdk-go-v2/service/cloudformation.(*Client).ListStacks"
-	linked := func(fn string) map[string]bool {
-		bin := filepath.Join(t.TempDir(), "bootstrap")
-		cmd := exec.Command("go", "build", "-tags", "lambda.norpc", "-trimpath", "-ldflags=-w", "-o", bin, "./functions/"+fn)
-		cmd.Dir = root
-		cmd.Env = append(os.Environ(), "GOOS="+Lambda.GOOS, "GOARCH="+Lambda.GOARCH, "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("go build %s: %v\n%s", fn, err, out)
-		}
-		f, err := elf.Open(bin)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer f.Close()
-		syms, err := f.Symbols()
-		if err != nil {
-			t.Fatal(err)
-		}
-		names := map[string]bool{}
-		for _, s := range syms {
-			names[s.Name] = true
-		}
-		return names
-	}
-	api, worker := linked("api"), linked("worker")
+	api, worker := linked(t, "api", "lambda.norpc"), linked(t, "worker", "lambda.norpc")
 	for _, name := range changes {
 		if api[name] {
 			t.Errorf("the api's bootstrap links %s, which only the worker runs", name)
@@ -904,5 +907,36 @@ func TestTheAPIBootstrapLinksNoStackChanges(t *testing.T) {
 	}
 	if !api[counts] {
 		t.Errorf("the api's bootstrap does not link %s, which counts a pool's stacks", counts)
+	}
+}
+
+// TestTheFunctionsLinkNoCredentialSourceButTheirs: a function has its
+// role's credentials in its environment, and the api's and the worker's
+// bootstraps read them there (app.functionAWSConfig), without the SDK's
+// default chain: its shared files, SSO and SSO OIDC clients, web identity
+// and instance metadata were a tenth of each. The operator's command (the
+// api built without lambda.norpc) loads the whole chain, which shows the
+// names checked are the right ones.
+func TestTheFunctionsLinkNoCredentialSourceButTheirs(t *testing.T) {
+	chain := []string{
+		"github.com/aws/aws-sdk-go-v2/config.LoadDefaultConfig",
+		"github.com/aws/aws-sdk-go-v2/service/sso.(*Client).GetRoleCredentials",
+		"github.com/aws/aws-sdk-go-v2/service/ssooidc.(*Client).CreateToken",
+		"github.com/aws/aws-sdk-go-v2/feature/ec2/imds.New",
+		"github.com/aws/aws-sdk-go-v2/service/sts.(*Client).AssumeRoleWithWebIdentity",
+	}
+	ops := linked(t, "api", "")
+	for _, fn := range []string{"api", "worker"} {
+		names := linked(t, fn, "lambda.norpc")
+		for _, name := range chain {
+			if names[name] {
+				t.Errorf("the %s's bootstrap links %s, which a function never uses", fn, name)
+			}
+		}
+	}
+	for _, name := range chain {
+		if !ops[name] {
+			t.Errorf("the operator's command does not link %s: is the name right?", name)
+		}
 	}
 }
