@@ -38,11 +38,11 @@ func functionAWSConfig(region string) (aws.Config, error) {
 		Logger:      logging.NewStandardLogger(os.Stderr),
 		// The clients read the per-service endpoints (AWS_ENDPOINT_URL_DYNAMODB)
 		// and their other settings from it.
-		ConfigSources:               []any{env},
-		AppID:                       env.AppID,
-		RetryMaxAttempts:            env.RetryMaxAttempts,
-		RetryMode:                   env.RetryMode,
-		DefaultsMode:                env.DefaultsMode,
+		ConfigSources:    []any{env},
+		AppID:            env.AppID,
+		RetryMaxAttempts: env.RetryMaxAttempts,
+		RetryMode:        env.RetryMode,
+		DefaultsMode:     env.DefaultsMode,
 		// The defaults LoadDefaultConfig gives what no variable sets.
 		AccountIDEndpointMode:       cmp.Or(env.AccountIDEndpointMode, aws.AccountIDEndpointModePreferred),
 		RequestChecksumCalculation:  cmp.Or(env.RequestChecksumCalculation, aws.RequestChecksumCalculationWhenSupported),
