@@ -1,3 +1,5 @@
+//go:build !osb_without_cloudformation
+
 package drivers
 
 import (
@@ -68,12 +70,6 @@ func cloudformationKind() Kind {
 		},
 	}
 }
-
-// Stacks builds the CloudFormation driver for where it runs (Env.Stacks).
-// Its signature names no type of the driver's own: a type that a func
-// type reachable from an interface names keeps every method an interface
-// call names, Begin's whole call tree included.
-type Stacks func(ctx context.Context, env Env) (broker.Driver, error)
 
 // RunStacks is the driver that creates, updates and deletes stacks, with
 // the bucket that templates over CloudFormation's body limit go through.

@@ -8,7 +8,9 @@
 //
 // Each bootstrap is cross-compiled (for -arch, default arm64: Lambda's; the
 // sandbox builds for the machine it runs on) with CGO off and
-// -tags lambda.norpc -trimpath -ldflags='-s -w'; catalog.yaml is the catalog
+// -tags lambda.norpc -trimpath -buildvcs=false -ldflags='-s -w', and the
+// tags that leave out the drivers the catalog names in no plan
+// (drivers.WithoutTags); catalog.yaml is the catalog
 // given, and beside it, at the same path relative to it, is every file its
 // plans' driver settings read (drivers.Files: the CloudFormation templates),
 // since the functions load the catalog from their own folder;
@@ -236,6 +238,13 @@ func Build(c Config) ([]Size, error) {
 	if files[manifestName], err = m.Encode(); err != nil {
 		return nil, err
 	}
+	// The bootstraps leave out the drivers the catalog names in no plan,
+	// and the SDK clients only those call.
+	var used []string
+	for _, d := range m.Drivers {
+		used = append(used, d.Name)
+	}
+	tags := append([]string{"lambda.norpc"}, drivers.WithoutTags(used)...)
 	var sizes []Size
 	var tooLarge []error
 	for _, fn := range Functions {
@@ -247,7 +256,7 @@ func Build(c Config) ([]Size, error) {
 			return sizes, err
 		}
 		bootstrap := filepath.Join(dir, bootstrapName)
-		if err := compile(c.Root, "./functions/"+fn, bootstrap, c.Target); err != nil {
+		if err := compile(c.Root, "./functions/"+fn, bootstrap, c.Target, tags); err != nil {
 			return sizes, fmt.Errorf("%s: %w", fn, err)
 		}
 		if err := writeFiles(dir, files); err != nil {
@@ -345,14 +354,14 @@ func writeFiles(dir string, files map[string][]byte) error {
 	return nil
 }
 
-// compile builds pkg (relative to root) into bin for target, as Lambda
-// runs it.
-func compile(root, pkg, bin string, target Target) error {
+// compile builds pkg (relative to root) into bin for target with tags,
+// as Lambda runs it.
+func compile(root, pkg, bin string, target Target, tags []string) error {
 	bin, err := filepath.Abs(bin)
 	if err != nil {
 		return err
 	}
-	cmd := exec.Command("go", "build", "-tags", "lambda.norpc", "-trimpath", "-ldflags=-s -w", "-o", bin, pkg)
+	cmd := exec.Command("go", "build", "-tags", strings.Join(tags, ","), "-trimpath", "-buildvcs=false", "-ldflags=-s -w", "-o", bin, pkg)
 	cmd.Dir = root
 	cmd.Env = append(os.Environ(), "GOOS="+target.GOOS, "GOARCH="+target.GOARCH, "CGO_ENABLED=0")
 	var stderr bytes.Buffer

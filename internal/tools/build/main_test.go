@@ -72,7 +72,9 @@ func TestTheLambdaBundles(t *testing.T) {
 			// -ldflags is not recorded under -trimpath: its effect is
 			// checked in the ELF file instead.
 			want := map[string]string{"GOOS": "linux", "GOARCH": "arm64", "CGO_ENABLED": "0",
-				"-tags": "lambda.norpc", "-trimpath": "true"}
+				// The demo catalog names neither the cloudformation nor the
+				// function driver: the bootstraps leave both out.
+				"-tags": "lambda.norpc,osb_without_cloudformation,osb_without_function", "-trimpath": "true"}
 			got := map[string]string{}
 			for _, s := range info.Settings {
 				got[s.Key] = s.Value
@@ -730,6 +732,24 @@ func TestTheDeployedCatalogBundlesItsTemplates(t *testing.T) {
 		t.Fatalf("make build of %s fails: %v", deployedCatalog, err)
 	}
 	for _, fn := range Functions {
+		t.Run(fn+"'s bootstrap has the cloudformation driver, and not the function driver unless the catalog names it", func(t *testing.T) {
+			info, err := buildinfo.ReadFile(filepath.Join(out, fn, "bootstrap"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var tags []string
+			for _, s := range info.Settings {
+				if s.Key == "-tags" {
+					tags = strings.Split(s.Value, ",")
+				}
+			}
+			if slices.Contains(tags, "osb_without_cloudformation") {
+				t.Errorf("tags %v leave out the cloudformation driver, which %s names", tags, deployedCatalog)
+			}
+			if names := bytes.Contains(text, []byte("driver: function")); names == slices.Contains(tags, "osb_without_function") {
+				t.Errorf("tags %v; %s names the function driver: %v", tags, deployedCatalog, names)
+			}
+		})
 		t.Run(fn+".zip holds every template the catalog names, at its path relative to the catalog", func(t *testing.T) {
 			zr, err := zip.OpenReader(filepath.Join(out, fn+".zip"))
 			if err != nil {
@@ -884,6 +904,15 @@ func linked(t *testing.T, fn string, tags string) map[string]bool {
 // that code and its SDK clients were a third of its bundle. The worker
 // links them all, which shows the names checked are the right ones.
 func TestTheAPIBootstrapLinksNoStackChanges(t *testing.T) {
+	t.Run("nor, built without the function driver, the Lambda client", func(t *testing.T) {
+		invoke := "github.com/aws/aws-sdk-go-v2/service/lambda.(*Client).Invoke"
+		if linked(t, "api", "lambda.norpc,osb_without_function")[invoke] {
+			t.Errorf("the api's bootstrap built without the function driver links %s", invoke)
+		}
+		if !linked(t, "api", "lambda.norpc")[invoke] {
+			t.Errorf("the api's bootstrap with the function driver does not link %s: is the name right?", invoke)
+		}
+	})
 	changes := []string{
 		"github.com/serverless-osb/broker/internal/drivers/cloudformation.(*Driver).Begin",
 		"github.com/serverless-osb/broker/internal/drivers/cloudformation.(*Driver).Cleanup",
