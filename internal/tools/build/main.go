@@ -14,7 +14,8 @@
 // given, and beside it, at the same path relative to it, is every file its
 // plans' driver settings read (drivers.Files: the CloudFormation templates),
 // since the functions load the catalog from their own folder;
-// catalog.yaml.json is its values pre-parsed (catalog.Preparse), which the
+// catalog.yaml.json is its values pre-parsed (catalog.Preparse), and
+// <template>.json each template's (cloudformation.Preparse), which the
 // functions read rather than parse the YAML at start; deploy.json
 // is the catalog's deploy.Manifest (drivers.Manifest: those files, and
 // what each driver the catalog uses needs of the stack), which the CDK
@@ -34,11 +35,13 @@ package main
 import (
 	"archive/zip"
 	"bytes"
+	"compress/flate"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -229,6 +232,15 @@ func Build(c Config) ([]Size, error) {
 	if err != nil {
 		return nil, fmt.Errorf("catalog %s: %w", c.Catalog, err)
 	}
+	// The functions read each template's values from its pre-parsed form
+	// rather than parse the YAML at start (cloudformation.Preparse).
+	for _, p := range slices.Sorted(maps.Keys(files)) {
+		pre, err := cloudformation.Preparse(files[p])
+		if _, taken := files[p+cloudformation.PreparsedSuffix]; err != nil || pre == nil || taken {
+			continue
+		}
+		files[p+cloudformation.PreparsedSuffix] = pre
+	}
 	files[catalogName] = catalogText
 	// The functions read the catalog's values from it rather than parse
 	// the YAML at start (catalog.LoadChecked).
@@ -384,6 +396,11 @@ var zipTime = time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC)
 func WriteZip(path, dir string) (int64, error) {
 	var buf bytes.Buffer
 	zw := zip.NewWriter(&buf)
+	// The smallest deflate: the bundle is written once per build and
+	// downloaded at every cold start's code fetch.
+	zw.RegisterCompressor(zip.Deflate, func(w io.Writer) (io.WriteCloser, error) {
+		return flate.NewWriter(w, flate.BestCompression)
+	})
 	err := filepath.WalkDir(dir, func(file string, e fs.DirEntry, err error) error {
 		if err != nil || e.IsDir() {
 			return err
