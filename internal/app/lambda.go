@@ -264,7 +264,7 @@ func functionMetrics(c LambdaConfig, logger *slog.Logger) *metrics.Writer {
 
 // BuildLambdaAPI builds the api function's handler from c.
 func BuildLambdaAPI(ctx context.Context, c LambdaConfig, logger *slog.Logger) (http.Handler, error) {
-	awsCfg, err := loadAWSConfig(ctx, c, logger)
+	awsCfg, err := functionConfig(c, logger)
 	if err != nil {
 		return nil, err
 	}
@@ -279,7 +279,9 @@ func BuildLambdaAPI(ctx context.Context, c LambdaConfig, logger *slog.Logger) (h
 			return nil, err
 		}
 	}
-	cat, b, err := buildBroker(ctx, c, awsCfg, logger)
+	// The api changes no stack (its CloudFormation plans are async-only),
+	// and its bootstrap links no client that would.
+	cat, b, err := buildBroker(ctx, c, awsCfg, drivers.AdmitStacks, logger)
 	if err != nil {
 		return nil, err
 	}
@@ -292,11 +294,11 @@ func BuildLambdaAPI(ctx context.Context, c LambdaConfig, logger *slog.Logger) (h
 
 // BuildWorker builds the worker function's handler from c.
 func BuildWorker(ctx context.Context, c LambdaConfig, logger *slog.Logger) (func(context.Context, json.RawMessage) (json.RawMessage, error), error) {
-	awsCfg, err := loadAWSConfig(ctx, c, logger)
+	awsCfg, err := functionConfig(c, logger)
 	if err != nil {
 		return nil, err
 	}
-	cat, b, err := buildBroker(ctx, c, awsCfg, logger)
+	cat, b, err := buildBroker(ctx, c, awsCfg, drivers.RunStacks, logger)
 	if err != nil {
 		return nil, err
 	}
@@ -339,11 +341,27 @@ func (c LambdaConfig) stateMachines() map[broker.Workflow]string {
 	return m
 }
 
+// loadAWSConfig is the whole configuration chain (profiles, SSO), for
+// the operator's command; the functions read their environment alone
+// (functionConfig).
 func loadAWSConfig(ctx context.Context, c LambdaConfig, logger *slog.Logger) (aws.Config, error) {
 	cfg, err := awsconfig.LoadDefaultConfig(ctx, awsconfig.WithRegion(c.Store.Region))
 	if err != nil {
 		return aws.Config{}, fmt.Errorf("load AWS configuration: %w", err)
 	}
+	return instrumented(cfg, c, logger)
+}
+
+// functionConfig is a function's AWS configuration (functionAWSConfig).
+func functionConfig(c LambdaConfig, logger *slog.Logger) (aws.Config, error) {
+	cfg, err := functionAWSConfig(c.Store.Region)
+	if err != nil {
+		return aws.Config{}, fmt.Errorf("load AWS configuration: %w", err)
+	}
+	return instrumented(cfg, c, logger)
+}
+
+func instrumented(cfg aws.Config, c LambdaConfig, logger *slog.Logger) (aws.Config, error) {
 	if c.Tracing {
 		if err := tracing.Instrument(&cfg, logger); err != nil {
 			return aws.Config{}, err
@@ -353,8 +371,9 @@ func loadAWSConfig(ctx context.Context, c LambdaConfig, logger *slog.Logger) (aw
 }
 
 // buildBroker loads the catalog and makes the broker on the DynamoDB store,
-// with the drivers the catalog's plans name; its engine is the caller's.
-func buildBroker(ctx context.Context, c LambdaConfig, awsCfg aws.Config, logger *slog.Logger) (*catalog.Catalog, *broker.Broker, error) {
+// with the drivers the catalog's plans name, the CloudFormation driver's
+// stacks as the caller runs them; its engine is the caller's.
+func buildBroker(ctx context.Context, c LambdaConfig, awsCfg aws.Config, stacks drivers.Stacks, logger *slog.Logger) (*catalog.Catalog, *broker.Broker, error) {
 	load := catalog.Load
 	if c.CatalogChecked {
 		load = catalog.LoadChecked
@@ -381,7 +400,7 @@ func buildBroker(ctx context.Context, c LambdaConfig, awsCfg aws.Config, logger 
 			warnUnsealed(ctx, table, logger)
 		}
 	}
-	set, err := drivers.Build(ctx, cat, drivers.Env{Resources: store, Logger: logger, Getenv: os.Getenv,
+	set, err := drivers.Build(ctx, cat, drivers.Env{Resources: store, Logger: logger, Getenv: os.Getenv, Stacks: stacks,
 		AWS: func(context.Context) (aws.Config, error) { return awsCfg, nil }})
 	if err != nil {
 		return nil, nil, err

@@ -254,7 +254,8 @@ func build(ctx context.Context, c LocalConfig, cat *catalog.Catalog, db *bbolt.D
 	if c.Wrap != nil && c.Wrap.Store != nil {
 		store = c.Wrap.Store(store)
 	}
-	set, err := drivers.Build(ctx, cat, drivers.Env{Resources: store, AWS: c.awsConfig(), Getenv: c.Getenv, Logger: logger})
+	set, err := drivers.Build(ctx, cat, drivers.Env{Resources: store, AWS: c.awsConfig(), Getenv: c.Getenv, Logger: logger,
+		Stacks: drivers.RunStacks})
 	if err != nil {
 		return nil, err
 	}

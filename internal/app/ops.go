@@ -20,6 +20,7 @@ import (
 
 	"github.com/serverless-osb/broker/internal/broker"
 	"github.com/serverless-osb/broker/internal/deploy"
+	"github.com/serverless-osb/broker/internal/drivers"
 	"github.com/serverless-osb/broker/internal/engine/sfn"
 	"github.com/serverless-osb/broker/internal/env"
 	"github.com/serverless-osb/broker/internal/sealing"
@@ -287,7 +288,7 @@ func opsBroker(ctx context.Context, t opsTarget, say io.Writer, logger *slog.Log
 		if err != nil {
 			return nil, nil, err
 		}
-		_, b, err := buildBroker(ctx, c, awsCfg, logger)
+		_, b, err := buildBroker(ctx, c, awsCfg, drivers.RunStacks, logger)
 		if err != nil {
 			return nil, nil, err
 		}

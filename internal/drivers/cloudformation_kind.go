@@ -1,3 +1,5 @@
+//go:build !osb_without_cloudformation
+
 package drivers
 
 import (
@@ -6,6 +8,7 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	awscfn "github.com/aws/aws-sdk-go-v2/service/cloudformation"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/sts"
@@ -37,36 +40,10 @@ func cloudformationKind() Kind {
 			return s, nil
 		},
 		New: func(ctx context.Context, env Env) (broker.Driver, error) {
-			getenv := env.Getenv
-			if getenv == nil {
-				getenv = os.Getenv
+			if env.Stacks == nil {
+				return nil, errors.New("no drivers.Env.Stacks: RunStacks where stacks change (the worker, the local broker), AdmitStacks in the api function")
 			}
-			dep, err := cloudformation.DeploymentFromEnv(getenv)
-			if err != nil {
-				return nil, err
-			}
-			if env.AWS == nil {
-				return nil, errors.New("no AWS configuration to reach CloudFormation with")
-			}
-			cfg, err := env.AWS(ctx)
-			if err != nil {
-				return nil, fmt.Errorf("load the AWS configuration: %w", err)
-			}
-			roles, err := cloudformation.RolesOf(cloudformationSettings(env.Plans))
-			if err != nil {
-				return nil, err
-			}
-			d := cloudformation.New(awscfn.NewFromConfig(cfg), env.Resources, dep, env.Logger)
-			d.Clients, d.Roles, d.Getenv = cloudformation.NewClients(cfg), roles, getenv
-			d.Templates = &cloudformation.Templates{
-				// An endpoint of one's own (moto, locally) serves buckets
-				// by path, not by host name.
-				S3:      s3.NewFromConfig(cfg, func(o *s3.Options) { o.UsePathStyle = cfg.BaseEndpoint != nil }),
-				Account: sts.NewFromConfig(cfg),
-				Region:  cfg.Region,
-				Bucket:  getenv(envname.TemplateBucket),
-			}
-			return d, nil
+			return env.Stacks(ctx, env)
 		},
 		Ready: func(settings any, env Env) error {
 			s, ok := settings.(*cloudformation.Settings)
@@ -95,6 +72,62 @@ func cloudformationKind() Kind {
 			return files
 		},
 	}
+}
+
+// RunStacks is the driver that creates, updates and deletes stacks, with
+// the bucket that templates over CloudFormation's body limit go through.
+func RunStacks(ctx context.Context, env Env) (broker.Driver, error) {
+	d, cfg, getenv, err := newCloudFormation(ctx, env)
+	if err != nil {
+		return nil, err
+	}
+	d.Templates = &cloudformation.Templates{
+		// An endpoint of one's own (moto, locally) serves buckets by
+		// path, not by host name.
+		S3:      s3.NewFromConfig(cfg, func(o *s3.Options) { o.UsePathStyle = cfg.BaseEndpoint != nil }),
+		Account: sts.NewFromConfig(cfg),
+		Region:  cfg.Region,
+		Bucket:  getenv(envname.TemplateBucket),
+	}
+	return d, nil
+}
+
+// AdmitStacks is the driver as the api function runs it
+// (cloudformation.Admission): it counts a pool's stacks at a provision
+// and changes none.
+func AdmitStacks(ctx context.Context, env Env) (broker.Driver, error) {
+	d, _, _, err := newCloudFormation(ctx, env)
+	if err != nil {
+		return nil, err
+	}
+	return cloudformation.Admit(d), nil
+}
+
+// newCloudFormation is the driver with its clients and roles, and the AWS
+// configuration and getenv it was made with.
+func newCloudFormation(ctx context.Context, env Env) (*cloudformation.Driver, aws.Config, func(string) string, error) {
+	getenv := env.Getenv
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	dep, err := cloudformation.DeploymentFromEnv(getenv)
+	if err != nil {
+		return nil, aws.Config{}, nil, err
+	}
+	if env.AWS == nil {
+		return nil, aws.Config{}, nil, errors.New("no AWS configuration to reach CloudFormation with")
+	}
+	cfg, err := env.AWS(ctx)
+	if err != nil {
+		return nil, aws.Config{}, nil, fmt.Errorf("load the AWS configuration: %w", err)
+	}
+	roles, err := cloudformation.RolesOf(cloudformationSettings(env.Plans))
+	if err != nil {
+		return nil, aws.Config{}, nil, err
+	}
+	d := cloudformation.New(awscfn.NewFromConfig(cfg), env.Resources, dep, env.Logger)
+	d.Clients, d.Roles, d.Getenv = cloudformation.NewClients(cfg), roles, getenv
+	return d, cfg, getenv, nil
 }
 
 // cloudformationSettings are the CloudFormation settings of plans.

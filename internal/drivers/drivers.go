@@ -40,6 +40,13 @@ type Env struct {
 	// sets it): a driver that needs what all its plans say together (the
 	// roles the CloudFormation driver assumes) reads them here.
 	Plans []Configured
+	// Stacks is what the CloudFormation driver does with stacks: RunStacks
+	// changes them (the worker and the local broker), AdmitStacks only
+	// answers a request (the api function, whose bootstrap then links no
+	// client that changes a stack). A catalog with a cloudformation plan
+	// needs one: a function that set none would fail at start rather than
+	// link both.
+	Stacks Stacks
 }
 
 // Kind is one driver a plan may name in its broker block.
@@ -76,6 +83,12 @@ type Kind struct {
 	Warning func(settings any) string
 }
 
+// Stacks builds the CloudFormation driver for where it runs (Env.Stacks).
+// Its signature names no type of the driver's own: a type that a func
+// type reachable from an interface names keeps every method an interface
+// call names, Begin's whole call tree included.
+type Stacks func(ctx context.Context, env Env) (broker.Driver, error)
+
 // Configured is one plan of a catalog and its parsed settings.
 type Configured struct {
 	Plan     *catalog.Plan
@@ -88,6 +101,40 @@ const Default = "demo"
 // Kinds are the drivers, by name. This is the only list of them.
 func Kinds() []Kind {
 	return []Kind{demoKind(), cloudformationKind(), functionKind()}
+}
+
+// Omittable are the kinds a bootstrap may be built without, with the
+// build tag osb_without_<name>: the build leaves out those its catalog
+// names in no plan, and with them the SDK clients only they call (the
+// function driver's Lambda client in a bundle of CloudFormation plans).
+var Omittable = []string{"cloudformation", "function"}
+
+// WithoutTags are the build tags that leave out of a bootstrap every
+// omittable kind that none of used names.
+func WithoutTags(used []string) []string {
+	var tags []string
+	for _, name := range Omittable {
+		if !slices.Contains(used, name) {
+			tags = append(tags, "osb_without_"+name)
+		}
+	}
+	return tags
+}
+
+// omitted is a kind this bootstrap was built without (WithoutTags): a
+// plan that names it is refused at start, saying how to build one with it.
+func omitted(name string) Kind {
+	return Kind{
+		Name: name,
+		Configure: func(*catalog.Plan, map[string]any, string) (any, error) {
+			return nil, catalog.Settingf("driver", "this bootstrap was built without the %s driver, for a catalog that names it in no plan; build the bundles from this catalog (make build)", name)
+		},
+		New: func(context.Context, Env) (broker.Driver, error) { return nil, errOmitted(name) },
+	}
+}
+
+func errOmitted(name string) error {
+	return fmt.Errorf("this bootstrap was built without the %s driver (build tag osb_without_%s)", name, name)
 }
 
 // Names lists the drivers' names, for messages.

@@ -2,6 +2,7 @@ package drivers
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -221,5 +222,28 @@ func TestAFunctionPlanOnProtocolOneIsWarnedAboutAtStart(t *testing.T) {
 	}
 	if want := []string{"plan-a/pa"}; !slices.Equal(warned, want) {
 		t.Errorf("warned about %v, want %v (the HTTP plan on protocol 1, once): %s", warned, want, logs)
+	}
+}
+
+// TestWithoutTags: a bootstrap leaves out the omittable drivers its
+// catalog names in no plan, and refuses at start, saying how to build
+// one, a catalog that names one it left out.
+func TestWithoutTags(t *testing.T) {
+	for _, tt := range []struct {
+		used []string
+		want []string
+	}{
+		{[]string{"demo"}, []string{"osb_without_cloudformation", "osb_without_function"}},
+		{[]string{"cloudformation"}, []string{"osb_without_function"}},
+		{[]string{"cloudformation", "demo", "function"}, nil},
+	} {
+		if got := WithoutTags(tt.used); !slices.Equal(got, tt.want) {
+			t.Errorf("WithoutTags(%v) = %v, want %v", tt.used, got, tt.want)
+		}
+	}
+	_, err := omitted("function").Configure(nil, nil, "")
+	var se *catalog.SettingError
+	if !errors.As(err, &se) || se.Key != "driver" || !strings.Contains(se.Problem, "built without the function driver") || !strings.Contains(se.Problem, "make build") {
+		t.Errorf("an omitted driver's plan: %v", err)
 	}
 }

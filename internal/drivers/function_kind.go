@@ -1,3 +1,5 @@
+//go:build !osb_without_function
+
 package drivers
 
 import (

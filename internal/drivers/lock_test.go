@@ -94,7 +94,7 @@ func TestLock(t *testing.T) {
 			t.Fatalf("lock %+v %v", lock.Plans["66facbde-e025-420b-99d7-41ac8c6f0db8"], err)
 		}
 		// Start checks the lock before it builds any driver.
-		if _, err := Build(t.Context(), load(t, path), Env{}); err == nil || !strings.Contains(err.Error(), "no AWS configuration") {
+		if _, err := Build(t.Context(), load(t, path), Env{Stacks: RunStacks}); err == nil || !strings.Contains(err.Error(), "no AWS configuration") {
 			t.Fatalf("start: %v", err)
 		}
 	})

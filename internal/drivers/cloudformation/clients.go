@@ -311,14 +311,34 @@ func (d *Driver) placeFor(ctx context.Context, c broker.Change, s *Settings, bin
 }
 
 // at is the driver as it acts in place p: its CloudFormation client
-// there, and the service role and boundary of p's account. No place, or
-// the broker's own account and Region, is d itself.
+// there, the service role and boundary of p's account, and the bucket its
+// templates go through. No place, or the broker's own account and Region,
+// is d itself.
 func (d *Driver) at(ctx context.Context, p *Place) (*Driver, error) {
+	placed, externalID, err := d.reach(ctx, p)
+	if err != nil || placed == d || p.RoleARN == "" {
+		return placed, err
+	}
+	// CloudFormation reads a TemplateURL with the caller's credentials,
+	// here the assumed role's, which reach no bucket of the broker's
+	// account: a template over the TemplateBody limit goes to the bucket
+	// the target stack makes in the stack's own account and Region, under
+	// a name the driver knows.
+	region := firstOf(p.Region, d.homeRegion())
+	placed.Templates = &Templates{S3: d.Clients.S3For(region, p.RoleARN, externalID), Region: region,
+		Bucket: deploy.TargetTemplateBucket(d.Deployment.StackPrefix, p.Account, region), ExpectedOwner: p.Account}
+	return placed, nil
+}
+
+// reach is at without the templates' bucket: what counting a pool's
+// stacks needs (the api function's CheckRoom, which then links no S3
+// client), with the external id it reached p's role with.
+func (d *Driver) reach(ctx context.Context, p *Place) (*Driver, ExternalID, error) {
 	if p == nil || (p.RoleARN == "" && (p.Region == "" || p.Region == d.homeRegion())) {
-		return d, nil
+		return d, "", nil
 	}
 	if d.Clients == nil {
-		return nil, &broker.Failure{Description: fmt.Sprintf(
+		return nil, "", &broker.Failure{Description: fmt.Sprintf(
 			"The stack is in Region %s of account %s, which this broker is not set up to reach.", p.Region, firstOf(p.Account, "(the broker's)"))}
 	}
 	var role Role
@@ -326,7 +346,7 @@ func (d *Driver) at(ctx context.Context, p *Place) (*Driver, error) {
 	if p.RoleARN != "" {
 		var ok bool
 		if role, ok = d.Roles[p.RoleARN]; !ok {
-			return nil, &broker.Failure{Description: fmt.Sprintf(
+			return nil, "", &broker.Failure{Description: fmt.Sprintf(
 				"The stack is in account %s, reached through the role %s, which the catalog no longer names: the broker needs the role's external id, and may assume only the roles its catalog names. Ask the platform operator to keep a placement with that role in the catalog while instances live there.",
 				p.Account, p.RoleARN)}
 		}
@@ -337,7 +357,7 @@ func (d *Driver) at(ctx context.Context, p *Place) (*Driver, error) {
 				getenv = os.Getenv
 			}
 			if externalID = ExternalID(getenv(role.ExternalIDEnv)); externalID == "" {
-				return nil, &broker.Failure{Description: fmt.Sprintf(
+				return nil, "", &broker.Failure{Description: fmt.Sprintf(
 					"The external id of the role %s is to be in the variable %s, which is not set where the broker runs. Ask the platform operator to set it.",
 					p.RoleARN, role.ExternalIDEnv)}
 			}
@@ -345,31 +365,23 @@ func (d *Driver) at(ctx context.Context, p *Place) (*Driver, error) {
 		if role.ExternalIDSecret != "" {
 			var err error
 			if externalID, err = d.Clients.ExternalIDOf(ctx, p.RoleARN, role.ExternalIDSecret); err != nil {
-				return nil, err
+				return nil, "", err
 			}
 		}
 	}
 	api, err := d.Clients.For(ctx, p.Region, p.RoleARN, externalID)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	placed := *d
 	placed.API = api
 	placed.Logger = d.Logger.With("region", p.Region, "account", p.Account)
 	if p.RoleARN != "" {
 		placed.Deployment.RoleARN, placed.Deployment.BoundaryARN = role.ServiceRoleARN, role.BoundaryARN
-		// CloudFormation reads a TemplateURL with the caller's
-		// credentials, here the assumed role's, which reach no bucket of
-		// the broker's account: a template over the TemplateBody limit
-		// goes to the bucket the target stack makes in the stack's own
-		// account and Region, under a name the driver knows.
-		region := firstOf(p.Region, d.homeRegion())
-		placed.Templates = &Templates{S3: d.Clients.S3For(region, p.RoleARN, externalID), Region: region,
-			Bucket: deploy.TargetTemplateBucket(d.Deployment.StackPrefix, p.Account, region), ExpectedOwner: p.Account}
 	}
 	// In the broker's own account, another Region's stack reads the
 	// broker's bucket with the broker's credentials (templates.go).
-	return &placed, nil
+	return &placed, externalID, nil
 }
 
 var _ broker.Placed = (*Driver)(nil)

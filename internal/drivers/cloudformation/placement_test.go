@@ -63,6 +63,16 @@ func TestPlacementSettings(t *testing.T) {
 		{name: "a secret that is neither an ARN nor a name is refused", placement: map[string]any{"role_arn": paymentsRole,
 			"external_id_secret": "arn:aws:s3:::bucket/key"},
 			want: "placement.external_id_secret: \"arn:aws:s3:::bucket/key\" is neither a secret's ARN"},
+		{name: "a secret's name may be 512 characters long", placement: map[string]any{"role_arn": paymentsRole,
+			"external_id_secret": strings.Repeat("n", 512)}},
+		{name: "a secret's name of 513 characters is refused", placement: map[string]any{"role_arn": paymentsRole,
+			"external_id_secret": strings.Repeat("n", 513)},
+			want: "placement.external_id_secret: \"nnn"},
+		{name: "a secret's ARN may name 512 characters", placement: map[string]any{"role_arn": paymentsRole,
+			"external_id_secret": "arn:aws:secretsmanager:eu-west-1:111111111111:secret:" + strings.Repeat("n", 512)}},
+		{name: "a secret's ARN naming 513 characters is refused", placement: map[string]any{"role_arn": paymentsRole,
+			"external_id_secret": "arn:aws:secretsmanager:eu-west-1:111111111111:secret:" + strings.Repeat("n", 513)},
+			want: "is neither a secret's ARN"},
 		{name: "a secret without a role is refused", placement: map[string]any{"external_id_secret": "osb/payments"},
 			want: "placement.role_arn: is missing: an external id goes with the role"},
 		{name: "a map by space with a default is valid", placement: map[string]any{"by": "space",
@@ -532,6 +542,28 @@ func TestAPoolPlacesWhereThereIsRoom(t *testing.T) {
 		var be *broker.Error
 		if err := h.driver.CheckRoom(h.ctx, c.Instance.InstanceRequest, h.settings); !errors.As(err, &be) || be.Code != broker.CodeUnprocessable {
 			t.Errorf("CheckRoom: %v, want 422", err)
+		}
+	})
+	t.Run("the api function's driver refuses the request alike, names the same leftovers, and changes no stack", func(t *testing.T) {
+		h, payments, ledger := pooledHarness(t, 1)
+		payments.add("osb-a", types.StackStatusCreateComplete)
+		ledger.add("osb-b", types.StackStatusCreateComplete)
+		a := Admit(h.driver)
+		c := h.change(broker.KindProvision, "op-1")
+		var be *broker.Error
+		if err := a.CheckRoom(h.ctx, c.Instance.InstanceRequest, h.settings); !errors.As(err, &be) || be.Code != broker.CodeUnprocessable ||
+			!strings.Contains(be.Description, "(1, 1 stacks)") {
+			t.Errorf("CheckRoom: %v, want 422 naming the counts", err)
+		}
+		want, _ := h.driver.Leftovers(h.ctx, c)
+		if got, err := a.Leftovers(h.ctx, c); err != nil || !slices.Equal(got, want) {
+			t.Errorf("Leftovers = %v, %v; want %v", got, err, want)
+		}
+		if _, err := a.Begin(h.ctx, h.fresh(c)); err == nil || errors.As(err, new(*broker.Failure)) {
+			t.Errorf("Begin: %v, want a transient refusal", err)
+		}
+		if payments.get(h.instanceStack()) != nil || ledger.get(h.instanceStack()) != nil {
+			t.Error("the api's driver made a stack")
 		}
 	})
 }

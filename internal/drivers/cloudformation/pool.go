@@ -27,7 +27,7 @@ func (d *Driver) choose(ctx context.Context, t Target) (Target, error) {
 	var counts []string
 	for i, m := range t.Pool {
 		m.Region = t.Region
-		placed, err := d.at(ctx, placeOf(m, d.homeRegion()))
+		placed, _, err := d.reach(ctx, placeOf(m, d.homeRegion()))
 		if err != nil {
 			return Target{}, err
 		}

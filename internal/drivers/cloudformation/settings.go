@@ -360,7 +360,7 @@ func readTemplate(key, path, dir string) (*Template, error) {
 		return nil, catalog.Settingf(key, "%s is %d bytes; CloudFormation takes a template of at most %d bytes (from S3, as TemplateURL; at most %d as TemplateBody): shorten it, for example by removing comments and descriptions, or split it into nested stacks",
 			path, len(body), MaxTemplateURLBody, MaxTemplateBody)
 	}
-	t, err := parsedTemplate(body)
+	t, err := parsedTemplate(full, body)
 	if err != nil {
 		return nil, catalog.Settingf(key, "%s is not a usable CloudFormation template: %v", path, err)
 	}
@@ -381,14 +381,19 @@ var parsed sync.Map // string → *Template
 
 // parsedTemplate is parseTemplate(body), parsed once per body: a copy of
 // the first parse (its maps and slices shared, and never written after it).
-func parsedTemplate(body []byte) (*Template, error) {
+// The first is read from the pre-parsed form beside file when the build
+// made one from body (Preparse).
+func parsedTemplate(file string, body []byte) (*Template, error) {
 	if t, ok := parsed.Load(string(body)); ok {
 		cp := *t.(*Template)
 		return &cp, nil
 	}
-	t, err := parseTemplate(body)
-	if err != nil {
-		return nil, err
+	t, ok := readPreparsed(file, body)
+	if !ok {
+		var err error
+		if t, err = parseTemplate(body); err != nil {
+			return nil, err
+		}
 	}
 	parsed.Store(string(body), t)
 	cp := *t

@@ -8,11 +8,14 @@
 //
 // Each bootstrap is cross-compiled (for -arch, default arm64: Lambda's; the
 // sandbox builds for the machine it runs on) with CGO off and
-// -tags lambda.norpc -trimpath -ldflags='-s -w'; catalog.yaml is the catalog
+// -tags lambda.norpc -trimpath -buildvcs=false -ldflags='-s -w', and the
+// tags that leave out the drivers the catalog names in no plan
+// (drivers.WithoutTags); catalog.yaml is the catalog
 // given, and beside it, at the same path relative to it, is every file its
 // plans' driver settings read (drivers.Files: the CloudFormation templates),
 // since the functions load the catalog from their own folder;
-// catalog.yaml.json is its values pre-parsed (catalog.Preparse), which the
+// catalog.yaml.json is its values pre-parsed (catalog.Preparse), and
+// <template>.json each template's (cloudformation.Preparse), which the
 // functions read rather than parse the YAML at start; deploy.json
 // is the catalog's deploy.Manifest (drivers.Manifest: those files, and
 // what each driver the catalog uses needs of the stack), which the CDK
@@ -32,11 +35,13 @@ package main
 import (
 	"archive/zip"
 	"bytes"
+	"compress/flate"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -227,6 +232,15 @@ func Build(c Config) ([]Size, error) {
 	if err != nil {
 		return nil, fmt.Errorf("catalog %s: %w", c.Catalog, err)
 	}
+	// The functions read each template's values from its pre-parsed form
+	// rather than parse the YAML at start (cloudformation.Preparse).
+	for _, p := range slices.Sorted(maps.Keys(files)) {
+		pre, err := cloudformation.Preparse(files[p])
+		if _, taken := files[p+cloudformation.PreparsedSuffix]; err != nil || pre == nil || taken {
+			continue
+		}
+		files[p+cloudformation.PreparsedSuffix] = pre
+	}
 	files[catalogName] = catalogText
 	// The functions read the catalog's values from it rather than parse
 	// the YAML at start (catalog.LoadChecked).
@@ -236,6 +250,13 @@ func Build(c Config) ([]Size, error) {
 	if files[manifestName], err = m.Encode(); err != nil {
 		return nil, err
 	}
+	// The bootstraps leave out the drivers the catalog names in no plan,
+	// and the SDK clients only those call.
+	var used []string
+	for _, d := range m.Drivers {
+		used = append(used, d.Name)
+	}
+	tags := append([]string{"lambda.norpc"}, drivers.WithoutTags(used)...)
 	var sizes []Size
 	var tooLarge []error
 	for _, fn := range Functions {
@@ -247,7 +268,7 @@ func Build(c Config) ([]Size, error) {
 			return sizes, err
 		}
 		bootstrap := filepath.Join(dir, bootstrapName)
-		if err := compile(c.Root, "./functions/"+fn, bootstrap, c.Target); err != nil {
+		if err := compile(c.Root, "./functions/"+fn, bootstrap, c.Target, tags); err != nil {
 			return sizes, fmt.Errorf("%s: %w", fn, err)
 		}
 		if err := writeFiles(dir, files); err != nil {
@@ -345,14 +366,14 @@ func writeFiles(dir string, files map[string][]byte) error {
 	return nil
 }
 
-// compile builds pkg (relative to root) into bin for target, as Lambda
-// runs it.
-func compile(root, pkg, bin string, target Target) error {
+// compile builds pkg (relative to root) into bin for target with tags,
+// as Lambda runs it.
+func compile(root, pkg, bin string, target Target, tags []string) error {
 	bin, err := filepath.Abs(bin)
 	if err != nil {
 		return err
 	}
-	cmd := exec.Command("go", "build", "-tags", "lambda.norpc", "-trimpath", "-ldflags=-s -w", "-o", bin, pkg)
+	cmd := exec.Command("go", "build", "-tags", strings.Join(tags, ","), "-trimpath", "-buildvcs=false", "-ldflags=-s -w", "-o", bin, pkg)
 	cmd.Dir = root
 	cmd.Env = append(os.Environ(), "GOOS="+target.GOOS, "GOARCH="+target.GOARCH, "CGO_ENABLED=0")
 	var stderr bytes.Buffer
@@ -375,6 +396,11 @@ var zipTime = time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC)
 func WriteZip(path, dir string) (int64, error) {
 	var buf bytes.Buffer
 	zw := zip.NewWriter(&buf)
+	// The smallest deflate: the bundle is written once per build and
+	// downloaded at every cold start's code fetch.
+	zw.RegisterCompressor(zip.Deflate, func(w io.Writer) (io.WriteCloser, error) {
+		return flate.NewWriter(w, flate.BestCompression)
+	})
 	err := filepath.WalkDir(dir, func(file string, e fs.DirEntry, err error) error {
 		if err != nil || e.IsDir() {
 			return err

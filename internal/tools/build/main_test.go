@@ -72,7 +72,9 @@ func TestTheLambdaBundles(t *testing.T) {
 			// -ldflags is not recorded under -trimpath: its effect is
 			// checked in the ELF file instead.
 			want := map[string]string{"GOOS": "linux", "GOARCH": "arm64", "CGO_ENABLED": "0",
-				"-tags": "lambda.norpc", "-trimpath": "true"}
+				// The demo catalog names neither the cloudformation nor the
+				// function driver: the bootstraps leave both out.
+				"-tags": "lambda.norpc,osb_without_cloudformation,osb_without_function", "-trimpath": "true"}
 			got := map[string]string{}
 			for _, s := range info.Settings {
 				got[s.Key] = s.Value
@@ -730,6 +732,24 @@ func TestTheDeployedCatalogBundlesItsTemplates(t *testing.T) {
 		t.Fatalf("make build of %s fails: %v", deployedCatalog, err)
 	}
 	for _, fn := range Functions {
+		t.Run(fn+"'s bootstrap has the cloudformation driver, and not the function driver unless the catalog names it", func(t *testing.T) {
+			info, err := buildinfo.ReadFile(filepath.Join(out, fn, "bootstrap"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var tags []string
+			for _, s := range info.Settings {
+				if s.Key == "-tags" {
+					tags = strings.Split(s.Value, ",")
+				}
+			}
+			if slices.Contains(tags, "osb_without_cloudformation") {
+				t.Errorf("tags %v leave out the cloudformation driver, which %s names", tags, deployedCatalog)
+			}
+			if names := bytes.Contains(text, []byte("driver: function")); names == slices.Contains(tags, "osb_without_function") {
+				t.Errorf("tags %v; %s names the function driver: %v", tags, deployedCatalog, names)
+			}
+		})
 		t.Run(fn+".zip holds every template the catalog names, at its path relative to the catalog", func(t *testing.T) {
 			zr, err := zip.OpenReader(filepath.Join(out, fn+".zip"))
 			if err != nil {
@@ -848,4 +868,104 @@ func TestRoleReport(t *testing.T) {
 			}
 		}
 	})
+}
+
+// linked builds ./functions/<fn> for Lambda as make build does (with
+// tags), but keeping its symbol table, and returns the names it links.
+func linked(t *testing.T, fn string, tags string) map[string]bool {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "bootstrap")
+	cmd := exec.Command("go", "build", "-tags", tags, "-trimpath", "-ldflags=-w", "-o", bin, "./functions/"+fn)
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "GOOS="+Lambda.GOOS, "GOARCH="+Lambda.GOARCH, "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build %s: %v\n%s", fn, err, out)
+	}
+	f, err := elf.Open(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	syms, err := f.Symbols()
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]bool{}
+	for _, s := range syms {
+		names[s.Name] = true
+	}
+	return names
+}
+
+// TestTheAPIBootstrapLinksNoStackChanges reads what the api's and the
+// worker's bootstraps link. The api changes no stack (the CloudFormation
+// plans are async-only: the worker runs them), so no code that creates,
+// updates or deletes one, or puts a template in a bucket, may be in it:
+// that code and its SDK clients were a third of its bundle. The worker
+// links them all, which shows the names checked are the right ones.
+func TestTheAPIBootstrapLinksNoStackChanges(t *testing.T) {
+	t.Run("nor, built without the function driver, the Lambda client", func(t *testing.T) {
+		invoke := "github.com/aws/aws-sdk-go-v2/service/lambda.(*Client).Invoke"
+		if linked(t, "api", "lambda.norpc,osb_without_function")[invoke] {
+			t.Errorf("the api's bootstrap built without the function driver links %s", invoke)
+		}
+		if !linked(t, "api", "lambda.norpc")[invoke] {
+			t.Errorf("the api's bootstrap with the function driver does not link %s: is the name right?", invoke)
+		}
+	})
+	changes := []string{
+		"github.com/serverless-osb/broker/internal/drivers/cloudformation.(*Driver).Begin",
+		"github.com/serverless-osb/broker/internal/drivers/cloudformation.(*Driver).Cleanup",
+		"github.com/aws/aws-sdk-go-v2/service/cloudformation.(*Client).CreateStack",
+		"github.com/aws/aws-sdk-go-v2/service/cloudformation.(*Client).DeleteStack",
+		"github.com/aws/aws-sdk-go-v2/service/cloudformation.(*Client).CreateChangeSet",
+		"github.com/aws/aws-sdk-go-v2/service/s3.NewFromConfig",
+		"github.com/aws/aws-sdk-go-v2/service/s3.(*Client).PutObject",
+	}
+	// What the api does call of CloudFormation: a pool's stacks counted at
+	// a provision (CheckRoom).
+	counts := "github.com/aws/aws-sdk-go-v2/service/cloudformation.(*Client).ListStacks"
+	api, worker := linked(t, "api", "lambda.norpc"), linked(t, "worker", "lambda.norpc")
+	for _, name := range changes {
+		if api[name] {
+			t.Errorf("the api's bootstrap links %s, which only the worker runs", name)
+		}
+		if !worker[name] {
+			t.Errorf("the worker's bootstrap does not link %s: is the name right?", name)
+		}
+	}
+	if !api[counts] {
+		t.Errorf("the api's bootstrap does not link %s, which counts a pool's stacks", counts)
+	}
+}
+
+// TestTheFunctionsLinkNoCredentialSourceButTheirs: a function has its
+// role's credentials in its environment, and the api's and the worker's
+// bootstraps read them there (app.functionAWSConfig), without the SDK's
+// default chain: its shared files, SSO and SSO OIDC clients, web identity
+// and instance metadata were a tenth of each. The operator's command (the
+// api built without lambda.norpc) loads the whole chain, which shows the
+// names checked are the right ones.
+func TestTheFunctionsLinkNoCredentialSourceButTheirs(t *testing.T) {
+	chain := []string{
+		"github.com/aws/aws-sdk-go-v2/config.LoadDefaultConfig",
+		"github.com/aws/aws-sdk-go-v2/service/sso.(*Client).GetRoleCredentials",
+		"github.com/aws/aws-sdk-go-v2/service/ssooidc.(*Client).CreateToken",
+		"github.com/aws/aws-sdk-go-v2/feature/ec2/imds.New",
+		"github.com/aws/aws-sdk-go-v2/service/sts.(*Client).AssumeRoleWithWebIdentity",
+	}
+	ops := linked(t, "api", "")
+	for _, fn := range []string{"api", "worker"} {
+		names := linked(t, fn, "lambda.norpc")
+		for _, name := range chain {
+			if names[name] {
+				t.Errorf("the %s's bootstrap links %s, which a function never uses", fn, name)
+			}
+		}
+	}
+	for _, name := range chain {
+		if !ops[name] {
+			t.Errorf("the operator's command does not link %s: is the name right?", name)
+		}
+	}
 }

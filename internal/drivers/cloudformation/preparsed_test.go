@@ -1,0 +1,95 @@
+package cloudformation
+
+import (
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// TestThePreparsedTemplateIsTheYAMLs: every shipped template has a
+// pre-parsed form (the build bundles it beside the template), read back
+// as what parsing its YAML gives, and only for the body it was made from.
+func TestThePreparsedTemplateIsTheYAMLs(t *testing.T) {
+	paths, err := filepath.Glob(filepath.Join("..", "..", "..", "services", "*", "*.yaml"))
+	if err != nil || len(paths) < 10 {
+		t.Fatalf("the shipped templates: %v, %v", paths, err)
+	}
+	for _, path := range paths {
+		body, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := parseTemplate(body)
+		if err != nil {
+			continue // not a template (a catalog)
+		}
+		pre, err := Preparse(body)
+		if err != nil || pre == nil {
+			t.Errorf("%s has no pre-parsed form (%v): the functions would parse its YAML at start", path, err)
+			continue
+		}
+		got, ok := decodePreparsed(pre, body)
+		if !ok || !reflect.DeepEqual(got, want) {
+			t.Errorf("%s: the pre-parsed form reads back as %+v, not as its YAML %+v", path, got, want)
+		}
+		if _, ok := decodePreparsed(pre, append(body, "\n# changed\n"...)); ok {
+			t.Errorf("%s: the pre-parsed form is read for a body it was not made from", path)
+		}
+	}
+}
+
+// TestConfigureReadsThePreparsedTemplate: beside a template, its
+// pre-parsed form is what Configure reads (here one made from the same
+// body that says otherwise, which shows which was read); a stale one, or
+// one of a float JSON would not keep, is not.
+func TestConfigureReadsThePreparsedTemplate(t *testing.T) {
+	dir := t.TempDir()
+	body := []byte(strings.Replace(instanceTemplate, "Resources:", "# read pre-parsed\nResources:", 1))
+	pre, err := Preparse(body)
+	if err != nil || pre == nil {
+		t.Fatalf("Preparse: %v, %v", pre, err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "instance.yaml"), body, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	said := strings.Replace(string(pre), `"Outputs":[`, `"Outputs":["FromThePreparsedForm",`, 1)
+	if said == string(pre) {
+		t.Fatalf("the pre-parsed form has no Outputs to mark: %s", pre)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "instance.yaml"+PreparsedSuffix), []byte(said), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tpl, err := readTemplate(KeyTemplate, "instance.yaml", dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tpl.Outputs) == 0 || tpl.Outputs[0] != "FromThePreparsedForm" || tpl.Body != string(body) || tpl.Path != "instance.yaml" {
+		t.Errorf("read %+v: not the pre-parsed form with the YAML's body", tpl)
+	}
+
+	stale := append(body, "\n# edited after the build\n"...)
+	if err := os.WriteFile(filepath.Join(dir, "instance.yaml"), stale, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if tpl, err := readTemplate(KeyTemplate, "instance.yaml", dir); err != nil || len(tpl.Outputs) > 0 && tpl.Outputs[0] == "FromThePreparsedForm" {
+		t.Errorf("a stale pre-parsed form was read: %+v, %v", tpl, err)
+	}
+
+	whole := []byte(strings.Replace(instanceTemplate, "Resources:", "Metadata:\n  Ratio: 1.0\nResources:\n  Ratio:\n    Type: AWS::SNS::Topic\n    Properties:\n      Weight: 2.0", 1))
+	if pre, err := Preparse(whole); err != nil || pre != nil {
+		if got, ok := decodePreparsed(pre, whole); !ok || !reflect.DeepEqual(got.Declared, mustParse(t, whole).Declared) {
+			t.Errorf("a template with a whole float got a pre-parsed form that reads back otherwise: %s", pre)
+		}
+	}
+}
+
+func mustParse(t *testing.T, body []byte) *Template {
+	t.Helper()
+	tpl, err := parseTemplate(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tpl
+}

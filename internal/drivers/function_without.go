@@ -1,0 +1,5 @@
+//go:build osb_without_function
+
+package drivers
+
+func functionKind() Kind { return omitted("function") }
