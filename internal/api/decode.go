@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/serverless-osb/broker/internal/broker"
+	"github.com/serverless-osb/broker/internal/jsonenc"
 )
 
 // decodeBody reads a JSON object into v; serve bounds the body to
@@ -82,6 +83,11 @@ func asObject(name string, raw json.RawMessage) (json.RawMessage, error) {
 	}
 	if t[0] != '{' {
 		return nil, badRequest("The field %q must be a JSON object.", name)
+	}
+	// Most objects are already what re-encoding makes (compact, keys
+	// sorted, once, in lower case): kept as they are, without decoding.
+	if jsonenc.Canonical(t, jsonenc.CanonicalOptions{LowerKeys: true}) {
+		return json.RawMessage(t), nil
 	}
 	dec := json.NewDecoder(bytes.NewReader(t))
 	dec.UseNumber()
