@@ -269,5 +269,5 @@ func canonicalJSON(data []byte) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return json.Marshal(v)
+	return marshalValue(v)
 }

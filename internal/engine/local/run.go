@@ -165,7 +165,7 @@ func (x *execution) interrupted(ctx context.Context) {
 
 // transition records that the execution entered state next with input.
 func (x *execution) transition(next string, input any, at time.Time) bool {
-	data, err := json.Marshal(input)
+	data, err := marshalValue(input)
 	if err != nil {
 		x.end(broker.ExecutionFailed, nil, errorRuntime, "state output cannot be encoded: "+err.Error())
 		return false
@@ -201,7 +201,7 @@ func (x *execution) end(status broker.ExecutionStatus, output any, errName, caus
 	var data json.RawMessage
 	if status == broker.ExecutionSucceeded {
 		var err error
-		if data, err = json.Marshal(output); err != nil {
+		if data, err = marshalValue(output); err != nil {
 			status, errName, cause = broker.ExecutionFailed, errorRuntime, "output cannot be encoded: "+err.Error()
 		}
 	}
@@ -511,7 +511,7 @@ func (x *execution) attemptTask(ctx context.Context, st *state, input any, enter
 	if serr != nil {
 		return nil, serr
 	}
-	payload, err := json.Marshal(params.(map[string]any)["Payload"])
+	payload, err := marshalValue(params.(map[string]any)["Payload"])
 	if err != nil {
 		return nil, runtimeError("the Payload cannot be encoded: %v", err)
 	}
@@ -554,14 +554,17 @@ func (x *execution) invoke(ctx context.Context, st *state, payload json.RawMessa
 		tctx, cancel = context.WithTimeoutCause(ctx, st.timeout, errTaskTimeout)
 	}
 	defer cancel()
-	timedOut := &stateError{name: errorTimeout, cause: "the task ran longer than its TimeoutSeconds (" + st.timeout.String() + ")"}
+	// Built only when the Task times out: most never do.
+	timedOut := func() *stateError {
+		return &stateError{name: errorTimeout, cause: "the task ran longer than its TimeoutSeconds (" + st.timeout.String() + ")"}
+	}
 	select {
 	case x.e.tasks <- struct{}{}:
 	case <-tctx.Done():
 		if ctx.Err() != nil {
 			return nil, nil // the caller sees ctx and stops
 		}
-		return nil, timedOut
+		return nil, timedOut()
 	}
 	type answer struct {
 		out json.RawMessage
@@ -580,11 +583,11 @@ func (x *execution) invoke(ctx context.Context, st *state, payload json.RawMessa
 		if ctx.Err() != nil {
 			return nil, nil // the caller sees ctx and stops
 		}
-		return nil, timedOut
+		return nil, timedOut()
 	case a := <-answers:
 		if a.err != nil {
 			if ctx.Err() == nil && errors.Is(context.Cause(tctx), errTaskTimeout) {
-				return nil, timedOut
+				return nil, timedOut()
 			}
 			return nil, &stateError{name: errorName(a.err), cause: a.err.Error()}
 		}
