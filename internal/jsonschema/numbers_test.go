@@ -46,7 +46,9 @@ func TestIntWithinAgreesWithTheRationals(t *testing.T) {
 							if fast && !want {
 								t.Errorf("n %d, min %q max %q xmin %q xmax %q multipleOf %q: the short way passes what the long way refuses", n, min, max, xmin, xmax, mul)
 							}
-							integral := func(b string) bool { return b == "" || b == "-3" || b == "0" || b == "2" || b == "5" || b == "1" || b == "3" }
+							integral := func(b string) bool {
+								return b == "" || b == "-3" || b == "0" || b == "2" || b == "5" || b == "1" || b == "3"
+							}
 							if want && !fast && integral(min) && integral(max) && integral(xmin) && integral(xmax) && (mul == "" || mul == "1" || mul == "3") {
 								t.Errorf("n %d, min %q max %q xmin %q xmax %q multipleOf %q: integer bounds met, but the short way is not taken", n, min, max, xmin, xmax, mul)
 							}
