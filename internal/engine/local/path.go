@@ -269,5 +269,5 @@ func canonicalJSON(data []byte) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return marshalValue(v)
+	return jsonenc.MarshalValue(v)
 }

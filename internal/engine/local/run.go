@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/serverless-osb/broker/internal/broker"
+	"github.com/serverless-osb/broker/internal/jsonenc"
 )
 
 // execution is what a running execution's goroutine knows about it.
@@ -165,7 +166,7 @@ func (x *execution) interrupted(ctx context.Context) {
 
 // transition records that the execution entered state next with input.
 func (x *execution) transition(next string, input any, at time.Time) bool {
-	data, err := marshalValue(input)
+	data, err := jsonenc.MarshalValue(input)
 	if err != nil {
 		x.end(broker.ExecutionFailed, nil, errorRuntime, "state output cannot be encoded: "+err.Error())
 		return false
@@ -201,7 +202,7 @@ func (x *execution) end(status broker.ExecutionStatus, output any, errName, caus
 	var data json.RawMessage
 	if status == broker.ExecutionSucceeded {
 		var err error
-		if data, err = marshalValue(output); err != nil {
+		if data, err = jsonenc.MarshalValue(output); err != nil {
 			status, errName, cause = broker.ExecutionFailed, errorRuntime, "output cannot be encoded: "+err.Error()
 		}
 	}
@@ -511,7 +512,7 @@ func (x *execution) attemptTask(ctx context.Context, st *state, input any, enter
 	if serr != nil {
 		return nil, serr
 	}
-	payload, err := marshalValue(params.(map[string]any)["Payload"])
+	payload, err := jsonenc.MarshalValue(params.(map[string]any)["Payload"])
 	if err != nil {
 		return nil, runtimeError("the Payload cannot be encoded: %v", err)
 	}

@@ -1,4 +1,4 @@
-package local
+package jsonenc
 
 import (
 	"encoding/json"
@@ -6,14 +6,15 @@ import (
 	"unicode/utf8"
 )
 
-// marshalValue is json.Marshal of a state's value (what decodeValue and the
-// intrinsics make: maps, lists, strings, json.Number, booleans, nil), byte
-// for byte, without reflection: encoding/json walks a map[string]any
-// through reflect, a few allocations per key, and every transition and
-// Task payload encodes one. Anything else, and any string that needs an
-// escape, is handed to json.Marshal as it is, so that the output stays
+// MarshalValue is json.Marshal (with its HTML escaping, unlike Marshal) of
+// a value decoded into any (maps, lists, strings, json.Number, booleans,
+// nil), byte for byte, without reflection: encoding/json walks a
+// map[string]any through reflect, a few allocations per key, and the local
+// engine encodes one for every transition and Task payload, the sealing
+// store a binding's credentials. Anything else, and any string that needs
+// an escape, is handed to json.Marshal as it is, so that the output stays
 // json.Marshal's (FuzzMarshalValue compares them).
-func marshalValue(v any) ([]byte, error) {
+func MarshalValue(v any) ([]byte, error) {
 	return appendValue(make([]byte, 0, 128), v)
 }
 
@@ -27,7 +28,7 @@ func appendValue(b []byte, v any) ([]byte, error) {
 		}
 		return append(b, "false"...), nil
 	case string:
-		return appendString(b, v)
+		return appendStdString(b, v)
 	case json.Number:
 		if v != "" && plainNumber(string(v)) {
 			return append(b, v...), nil
@@ -48,7 +49,7 @@ func appendValue(b []byte, v any) ([]byte, error) {
 				b = append(b, ',')
 			}
 			var err error
-			if b, err = appendString(b, k); err != nil {
+			if b, err = appendStdString(b, k); err != nil {
 				return nil, err
 			}
 			b = append(b, ':')
@@ -80,10 +81,10 @@ func appendValue(b []byte, v any) ([]byte, error) {
 	return append(b, data...), nil
 }
 
-// appendString writes s quoted when json.Marshal would write it unescaped
+// appendStdString writes s quoted when json.Marshal would write it unescaped
 // (it escapes control characters, ", \, <, >, &, U+2028, U+2029 and invalid
 // UTF-8), else what json.Marshal writes.
-func appendString(b []byte, s string) ([]byte, error) {
+func appendStdString(b []byte, s string) ([]byte, error) {
 	for i := 0; i < len(s); {
 		c := s[i]
 		if c < utf8.RuneSelf {

@@ -1,4 +1,4 @@
-package local
+package jsonenc
 
 import (
 	"bytes"
@@ -13,8 +13,8 @@ var marshalSeeds = []string{
 	"{\"invalid\":\"\xff\"}", `{"B":1,"a":2,"_":3,"":4}`,
 }
 
-// TestMarshalValueIsJSONMarshal: what marshalValue writes is what
-// json.Marshal writes, for values decoded as the engine decodes them and a
+// TestMarshalValueIsJSONMarshal: what MarshalValue writes is what
+// json.Marshal writes, for values decoded as the local engine decodes them and a
 // few it builds itself.
 func TestMarshalValueIsJSONMarshal(t *testing.T) {
 	for _, s := range marshalSeeds {
@@ -23,9 +23,9 @@ func TestMarshalValueIsJSONMarshal(t *testing.T) {
 	for _, v := range []any{json.Number(""), json.Number("01"), 1.5, 3, map[string]string{"a": "<"}, []any(nil), map[string]any(nil),
 		map[string]any{"n": json.Number("12"), "f": 2.0, "l": []string{"x"}}} {
 		want, werr := json.Marshal(v)
-		got, gerr := marshalValue(v)
+		got, gerr := MarshalValue(v)
 		if !bytes.Equal(got, want) || (werr == nil) != (gerr == nil) {
-			t.Errorf("marshalValue(%#v) = %q, %v; json.Marshal: %q, %v", v, got, gerr, want, werr)
+			t.Errorf("MarshalValue(%#v) = %q, %v; json.Marshal: %q, %v", v, got, gerr, want, werr)
 		}
 	}
 }
@@ -38,9 +38,9 @@ func checkMarshalValue(t *testing.T, data []byte) {
 		return
 	}
 	want, werr := json.Marshal(v)
-	got, gerr := marshalValue(v)
+	got, gerr := MarshalValue(v)
 	if !bytes.Equal(got, want) || (werr == nil) != (gerr == nil) {
-		t.Errorf("marshalValue of %q = %q, %v; json.Marshal: %q, %v", data, got, gerr, want, werr)
+		t.Errorf("MarshalValue of %q = %q, %v; json.Marshal: %q, %v", data, got, gerr, want, werr)
 	}
 }
 
