@@ -66,9 +66,11 @@ func (e *Engine) execute(ctx context.Context, def *Definition, r record) (parkFo
 		name:     r.Name,
 		workflow: r.Workflow,
 		started:  r.StartedAt,
-		log:      e.log.With("execution", r.Name, "workflow", string(r.Workflow)),
-		state:    r.State,
-		caught:   r.Caught,
+		// The handler's WithAttrs rather than Logger.With: the same
+		// attributes without boxing each in an interface first.
+		log:    slog.New(e.log.Handler().WithAttrs([]slog.Attr{slog.String("execution", r.Name), slog.String("workflow", string(r.Workflow))})),
+		state:  r.State,
+		caught: r.Caught,
 	}
 	var err error
 	x.input, err = decodeValue(r.Input)
@@ -94,7 +96,7 @@ func (e *Engine) execute(ctx context.Context, def *Definition, r record) (parkFo
 			x.end(broker.ExecutionFailed, nil, errorRuntime, "state "+strconv.Quote(name)+" is not in the definition")
 			return 0
 		}
-		x.log.Debug("state running", "state", name)
+		x.debug("state running", name)
 		x.state = name
 		if st.typ == typeWait {
 			if d := x.parkFor(ctx, st, input, entered); d > 0 {
@@ -189,8 +191,14 @@ func (x *execution) transition(next string, input any, at time.Time) bool {
 		x.log.Error("cannot record transition; execution paused until resumed", "state", next, "error", err.Error())
 		return false
 	}
-	x.log.Debug("state entered", "state", next)
+	x.debug("state entered", next)
 	return true
+}
+
+// debug logs msg with the state's name at debug level, building nothing
+// when that level is off.
+func (x *execution) debug(msg, state string) {
+	x.log.LogAttrs(context.Background(), slog.LevelDebug, msg, slog.String("state", state))
 }
 
 // end records the end of the execution, if it is still running. Its log
