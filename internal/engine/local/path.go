@@ -245,6 +245,9 @@ func setSteps(text string, doc any, steps []step, value any) (any, error) {
 // decodeValue decodes one JSON value, numbers kept as json.Number so that
 // they come out as they went in.
 func decodeValue(data []byte) (any, error) {
+	if v, ok := decodeCompact(data); ok {
+		return v, nil
+	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
 	var v any
