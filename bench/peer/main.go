@@ -42,38 +42,13 @@ func main() {
 }
 
 func run() error {
-	cat, err := catalog.Load(cmp.Or(os.Getenv("BROKER_CATALOG"), "catalog.yaml"))
-	if err != nil {
-		return err
-	}
-	var served struct {
-		Services []domain.Service `json:"services"`
-	}
-	if err := json.Unmarshal(cat.JSON(), &served); err != nil {
-		return fmt.Errorf("catalog: %w", err)
-	}
-	dir := cmp.Or(os.Getenv("BROKER_DATA_DIR"), ".data-peer")
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return err
-	}
-	db, err := bbolt.Open(filepath.Join(dir, "peer.db"), 0o600, &bbolt.Options{Timeout: time.Second})
-	if err != nil {
-		return err
-	}
-	defer db.Close()
-	if err := db.Update(func(tx *bbolt.Tx) error {
-		for _, b := range []string{"instances", "operations", "bindings"} {
-			if _, err := tx.CreateBucketIfNotExists([]byte(b)); err != nil {
-				return err
-			}
-		}
-		return nil
-	}); err != nil {
-		return err
-	}
 	logger := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	creds := brokerapi.BrokerCredentials{Username: cmp.Or(os.Getenv("BROKER_USERNAME"), "broker"), Password: os.Getenv("BROKER_PASSWORD")}
-	handler := brokerapi.New(&peer{cat: cat, services: served.Services, db: db}, logger, creds)
+	handler, closeDB, err := newHandler(cmp.Or(os.Getenv("BROKER_CATALOG"), "catalog.yaml"), cmp.Or(os.Getenv("BROKER_DATA_DIR"), ".data-peer"), logger, creds)
+	if err != nil {
+		return err
+	}
+	defer closeDB()
 	server := &http.Server{Addr: cmp.Or(os.Getenv("BROKER_ADDR"), "127.0.0.1:8080"), Handler: handler, ReadHeaderTimeout: 10 * time.Second}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -85,6 +60,41 @@ func run() error {
 		return err
 	}
 	return nil
+}
+
+// newHandler is the peer's HTTP handler on the catalog at catalogPath and
+// a bbolt file in dir, and the function that closes that file; the
+// in-process benchmarks (main_test.go) call it as run does.
+func newHandler(catalogPath, dir string, logger *slog.Logger, creds brokerapi.BrokerCredentials) (http.Handler, func() error, error) {
+	cat, err := catalog.Load(catalogPath)
+	if err != nil {
+		return nil, nil, err
+	}
+	var served struct {
+		Services []domain.Service `json:"services"`
+	}
+	if err := json.Unmarshal(cat.JSON(), &served); err != nil {
+		return nil, nil, fmt.Errorf("catalog: %w", err)
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, nil, err
+	}
+	db, err := bbolt.Open(filepath.Join(dir, "peer.db"), 0o600, &bbolt.Options{Timeout: time.Second})
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := db.Update(func(tx *bbolt.Tx) error {
+		for _, b := range []string{"instances", "operations", "bindings"} {
+			if _, err := tx.CreateBucketIfNotExists([]byte(b)); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		_ = db.Close()
+		return nil, nil, err
+	}
+	return brokerapi.New(&peer{cat: cat, services: served.Services, db: db}, logger, creds), db.Close, nil
 }
 
 type peer struct {

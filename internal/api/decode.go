@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/serverless-osb/broker/internal/broker"
+	"github.com/serverless-osb/broker/internal/jsonenc"
 )
 
 // decodeBody reads a JSON object into v; serve bounds the body to
@@ -28,6 +29,14 @@ func decodeBody(r *http.Request, v any) error {
 	}
 	if len(bytes.TrimSpace(data)) == 0 {
 		return badRequest("The request body is empty; send a JSON object.")
+	}
+	// One valid JSON value (the usual body) decodes as the Decoder below
+	// would, without the Decoder and its buffer.
+	if json.Valid(data) {
+		if err := json.Unmarshal(data, v); err != nil {
+			return jsonError(err)
+		}
+		return nil
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	if err := dec.Decode(v); err != nil {
@@ -82,6 +91,11 @@ func asObject(name string, raw json.RawMessage) (json.RawMessage, error) {
 	}
 	if t[0] != '{' {
 		return nil, badRequest("The field %q must be a JSON object.", name)
+	}
+	// Most objects are already what re-encoding makes (compact, keys
+	// sorted, once, in lower case): kept as they are, without decoding.
+	if jsonenc.Canonical(t, jsonenc.CanonicalOptions{LowerKeys: true}) {
+		return json.RawMessage(t), nil
 	}
 	dec := json.NewDecoder(bytes.NewReader(t))
 	dec.UseNumber()

@@ -16,6 +16,8 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/serverless-osb/broker/internal/jsonenc"
+
 	"github.com/serverless-osb/broker/internal/catalog"
 	"github.com/serverless-osb/broker/internal/logging"
 )
@@ -197,6 +199,11 @@ func Fingerprint(values ...any) string {
 		if raw, ok := v.(json.RawMessage); ok {
 			if len(raw) == 0 || string(raw) == "{}" || string(raw) == "null" {
 				b = append(b, "{}\x00"...) // what canonical makes of them, without decoding
+				continue
+			}
+			// An object already as canonical makes it is hashed as it is.
+			if jsonenc.Canonical(raw, jsonenc.CanonicalOptions{EscapeHTML: true, Float64: true}) {
+				b = append(append(b, raw...), 0)
 				continue
 			}
 			v = canonical(raw)

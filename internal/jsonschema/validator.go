@@ -512,6 +512,13 @@ func (vd *validator) strValidate(str string) {
 
 func (vd *validator) numValidate(v any) {
 	s := vd.sch
+	// An integer held to integer bounds (a count, a size, a duration: most
+	// numbers a catalog constrains) is compared as an int64, without the
+	// big.Rat and its formatting below; anything else, and every error,
+	// goes the long way.
+	if n, ok := int64Of(v); ok && intWithin(n, s) {
+		return
+	}
 
 	var numVal *big.Rat
 	num := func() *big.Rat {
@@ -972,4 +979,52 @@ type ValidationError struct {
 type ErrorKind interface {
 	KeywordPath() []string
 	LocalizedString(*message.Printer) string
+}
+
+// int64Of is v when it is an integer that an int64 holds.
+func int64Of(v any) (int64, bool) {
+	switch v := v.(type) {
+	case json.Number:
+		n, err := strconv.ParseInt(string(v), 10, 64)
+		return n, err == nil
+	case int:
+		return int64(v), true
+	case int64:
+		return v, true
+	}
+	return 0, false
+}
+
+// intWithin says whether n meets every bound of s, when each bound s has is
+// an integer that an int64 holds; false means "check it the long way".
+func intWithin(n int64, s *Schema) bool {
+	bound := func(r *big.Rat) (int64, bool) {
+		if r == nil {
+			return 0, true
+		}
+		if !r.IsInt() || !r.Num().IsInt64() {
+			return 0, false
+		}
+		return r.Num().Int64(), true
+	}
+	checks := [...]struct {
+		r  *big.Rat
+		ok func(b int64) bool
+	}{
+		{s.Minimum, func(b int64) bool { return n >= b }},
+		{s.Maximum, func(b int64) bool { return n <= b }},
+		{s.ExclusiveMinimum, func(b int64) bool { return n > b }},
+		{s.ExclusiveMaximum, func(b int64) bool { return n < b }},
+		{s.MultipleOf, func(b int64) bool { return b > 0 && n%b == 0 }},
+	}
+	for _, c := range checks {
+		if c.r == nil {
+			continue
+		}
+		b, ok := bound(c.r)
+		if !ok || !c.ok(b) {
+			return false
+		}
+	}
+	return true
 }

@@ -81,7 +81,7 @@ func (h contextHandler) Handle(ctx context.Context, r slog.Record) error {
 	for _, sc := range h.scopes {
 		n += len(sc.attrs)
 	}
-	attrs := make([]slog.Attr, 0, n)
+	attrs := make([]slog.Attr, 0, n) // uniqueOwned works in it
 	r.Attrs(func(a slog.Attr) bool {
 		attrs = append(attrs, a)
 		return true
@@ -93,9 +93,9 @@ func (h contextHandler) Handle(ctx context.Context, r slog.Record) error {
 		if i == 0 {
 			attrs = slices.Insert(attrs, 0, fromCtx...)
 		}
-		attrs = unique(attrs)
+		attrs = uniqueOwned(attrs)
 		if i > 0 && len(attrs) > 0 {
-			attrs = []slog.Attr{{Key: h.scopes[i].group, Value: slog.GroupValue(attrs...)}}
+			attrs = []slog.Attr{{Key: h.scopes[i].group, Value: slog.GroupValue(slices.Clone(attrs)...)}}
 		}
 	}
 	out := slog.NewRecord(r.Time, r.Level, r.Message, r.PC)
@@ -125,20 +125,30 @@ func (h contextHandler) WithGroup(name string) slog.Handler {
 // handler would), applies itself within groups, and leaves out what the
 // JSON handler would leave out: attributes without a key, empty groups.
 func unique(attrs []slog.Attr) []slog.Attr {
-	flat := make([]slog.Attr, 0, len(attrs))
-	var inline func([]slog.Attr)
-	inline = func(as []slog.Attr) {
-		for _, a := range as {
+	return keepLast(appendInlined(make([]slog.Attr, 0, len(attrs)), attrs))
+}
+
+// uniqueOwned is unique of attrs that are the caller's to overwrite: unless
+// they hold a group to inline, the result is built in attrs rather than in
+// a new slice.
+func uniqueOwned(attrs []slog.Attr) []slog.Attr {
+	if slices.ContainsFunc(attrs, inlined) {
+		return unique(attrs)
+	}
+	// Only drops attributes: never writes ahead of what it reads.
+	flat := attrs[:0]
+	for _, a := range attrs {
+		if a.Key != "" {
 			a.Value = a.Value.Resolve()
-			switch {
-			case a.Value.Kind() == slog.KindGroup && a.Key == "":
-				inline(a.Value.Group())
-			case a.Key != "":
-				flat = append(flat, a)
-			}
+			flat = append(flat, a)
 		}
 	}
-	inline(attrs)
+	return keepLast(flat)
+}
+
+// keepLast keeps the last attribute of each key in flat (unique within
+// groups), in flat.
+func keepLast(flat []slog.Attr) []slog.Attr {
 	// Keep the last of each key, in place: walking back, the kept ones
 	// gather at the end of flat, behind the one being read. A line has a
 	// dozen attributes or so, which a scan of those kept tells apart
@@ -167,6 +177,27 @@ func unique(attrs []slog.Attr) []slog.Attr {
 		flat[kept] = a
 	}
 	return flat[kept:]
+}
+
+// appendInlined appends attrs to flat, resolved, with the members of each
+// group without a key in its place and what has no key left out.
+func appendInlined(flat, attrs []slog.Attr) []slog.Attr {
+	for _, a := range attrs {
+		a.Value = a.Value.Resolve()
+		switch {
+		case a.Value.Kind() == slog.KindGroup && a.Key == "":
+			flat = appendInlined(flat, a.Value.Group())
+		case a.Key != "":
+			flat = append(flat, a)
+		}
+	}
+	return flat
+}
+
+// inlined says whether unique inlines a, or may (a value not yet resolved):
+// a group without a key.
+func inlined(a slog.Attr) bool {
+	return a.Key == "" && (a.Value.Kind() == slog.KindGroup || a.Value.Kind() == slog.KindLogValuer)
 }
 
 // maxScanned is the most attributes unique tells apart by scanning.

@@ -113,7 +113,7 @@ func isSealed(data []byte) bool {
 // store asks it of every value it reads or writes, and most are not
 // sealed (a fingerprint, parameters in clear).
 func parseSealed(data []byte) (Sealed, bool) {
-	if !startsObject(data) {
+	if len(data) < minSealedLen || !startsObject(data) {
 		return Sealed{}, false
 	}
 	var s Sealed
@@ -122,6 +122,12 @@ func parseSealed(data []byte) (Sealed, bool) {
 	}
 	return s, true
 }
+
+// minSealedLen is the length of the shortest JSON text that wellFormed
+// accepts: the fields it needs, each at its shortest (base64 of a 12-byte
+// nonce, of a 16-byte tag). Anything shorter (parameters `{}`, a small
+// object in clear) is not sealed, known without decoding it.
+var minSealedLen = len(`{"v":1,"alg":"A256GCM","kid":"k","nonce":"AAAAAAAAAAAAAAAA","ct":"AAAAAAAAAAAAAAAAAAAAAA=="}`)
 
 // isSealedString is isSealed for a value kept as a string (a fingerprint),
 // copied to bytes only when it may be sealed.

@@ -136,3 +136,19 @@ func mustJSON(t *testing.T, v any) []byte {
 	}
 	return data
 }
+
+// TestTheShortestSealedValueIsNotTooShort: parseSealed refuses, without
+// decoding, anything shorter than minSealedLen; the shortest text that is
+// well formed has that length, and is accepted.
+func TestTheShortestSealedValueIsNotTooShort(t *testing.T) {
+	shortest := `{"v":1,"alg":"A256GCM","kid":"k","nonce":"AAAAAAAAAAAAAAAA","ct":"AAAAAAAAAAAAAAAAAAAAAA=="}`
+	if len(shortest) != minSealedLen {
+		t.Fatalf("minSealedLen is %d, the shortest well-formed value %d bytes", minSealedLen, len(shortest))
+	}
+	if _, ok := parseSealed([]byte(shortest)); !ok {
+		t.Errorf("parseSealed(%s) = false, want true", shortest)
+	}
+	if _, ok := parseSealed([]byte(shortest[:len(shortest)-1])); ok {
+		t.Errorf("parseSealed of a value cut short = true")
+	}
+}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/serverless-osb/broker/internal/broker"
 	"github.com/serverless-osb/broker/internal/env"
+	"github.com/serverless-osb/broker/internal/jsonenc"
 )
 
 // Store seals what a broker.Store keeps that may be secret, before it
@@ -332,7 +333,7 @@ func (s *Store) SealBinding(ctx context.Context, b broker.Binding) (broker.Bindi
 	if len(b.Credentials) == 0 {
 		return b, nil
 	}
-	plain, err := json.Marshal(b.Credentials)
+	plain, err := jsonenc.MarshalValue(map[string]any(b.Credentials))
 	if err != nil {
 		return b, fmt.Errorf("seal the credentials of binding %s: %w", b.ID, err)
 	}

@@ -444,7 +444,7 @@ func (e *Engine) Start(ctx context.Context, workflow broker.Workflow, name strin
 	e.setLocked(&rec)
 	e.spawnLocked(def, rec)
 	e.mu.Unlock()
-	e.log.InfoContext(ctx, "execution started", "execution", name, "workflow", string(workflow))
+	e.log.LogAttrs(ctx, slog.LevelInfo, "execution started", slog.String("execution", name), slog.String("workflow", string(workflow)))
 	return nil
 }
 

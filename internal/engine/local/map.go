@@ -151,6 +151,6 @@ func (x *execution) enterInIteration(name string) {
 		return nil
 	})
 	if err == nil {
-		x.log.Debug("state entered", "state", name)
+		x.debug("state entered", name)
 	}
 }

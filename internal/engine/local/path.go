@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode"
+
+	"github.com/serverless-osb/broker/internal/jsonenc"
 )
 
 // path is a JSONPath of the subset this engine supports: "$" or "$$"
@@ -243,6 +245,9 @@ func setSteps(text string, doc any, steps []step, value any) (any, error) {
 // decodeValue decodes one JSON value, numbers kept as json.Number so that
 // they come out as they went in.
 func decodeValue(data []byte) (any, error) {
+	if v, ok := decodeCompact(data); ok {
+		return v, nil
+	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
 	var v any
@@ -258,9 +263,14 @@ func decodeValue(data []byte) (any, error) {
 // canonicalJSON re-encodes a JSON text with sorted keys and no spaces, so
 // that two inputs can be compared.
 func canonicalJSON(data []byte) ([]byte, error) {
+	// An input already canonical (a workflow's, `{"instance_id":…}`) is
+	// kept, copied: the caller may reuse its bytes.
+	if jsonenc.Canonical(data, jsonenc.CanonicalOptions{EscapeHTML: true}) {
+		return bytes.Clone(data), nil
+	}
 	v, err := decodeValue(data)
 	if err != nil {
 		return nil, err
 	}
-	return json.Marshal(v)
+	return jsonenc.MarshalValue(v)
 }

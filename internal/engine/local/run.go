@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/serverless-osb/broker/internal/broker"
+	"github.com/serverless-osb/broker/internal/jsonenc"
 )
 
 // execution is what a running execution's goroutine knows about it.
@@ -65,9 +66,11 @@ func (e *Engine) execute(ctx context.Context, def *Definition, r record) (parkFo
 		name:     r.Name,
 		workflow: r.Workflow,
 		started:  r.StartedAt,
-		log:      e.log.With("execution", r.Name, "workflow", string(r.Workflow)),
-		state:    r.State,
-		caught:   r.Caught,
+		// The handler's WithAttrs rather than Logger.With: the same
+		// attributes without boxing each in an interface first.
+		log:    slog.New(e.log.Handler().WithAttrs([]slog.Attr{slog.String("execution", r.Name), slog.String("workflow", string(r.Workflow))})),
+		state:  r.State,
+		caught: r.Caught,
 	}
 	var err error
 	x.input, err = decodeValue(r.Input)
@@ -93,7 +96,7 @@ func (e *Engine) execute(ctx context.Context, def *Definition, r record) (parkFo
 			x.end(broker.ExecutionFailed, nil, errorRuntime, "state "+strconv.Quote(name)+" is not in the definition")
 			return 0
 		}
-		x.log.Debug("state running", "state", name)
+		x.debug("state running", name)
 		x.state = name
 		if st.typ == typeWait {
 			if d := x.parkFor(ctx, st, input, entered); d > 0 {
@@ -165,7 +168,7 @@ func (x *execution) interrupted(ctx context.Context) {
 
 // transition records that the execution entered state next with input.
 func (x *execution) transition(next string, input any, at time.Time) bool {
-	data, err := json.Marshal(input)
+	data, err := jsonenc.MarshalValue(input)
 	if err != nil {
 		x.end(broker.ExecutionFailed, nil, errorRuntime, "state output cannot be encoded: "+err.Error())
 		return false
@@ -188,8 +191,14 @@ func (x *execution) transition(next string, input any, at time.Time) bool {
 		x.log.Error("cannot record transition; execution paused until resumed", "state", next, "error", err.Error())
 		return false
 	}
-	x.log.Debug("state entered", "state", next)
+	x.debug("state entered", next)
 	return true
+}
+
+// debug logs msg with the state's name at debug level, building nothing
+// when that level is off.
+func (x *execution) debug(msg, state string) {
+	x.log.LogAttrs(context.Background(), slog.LevelDebug, msg, slog.String("state", state))
 }
 
 // end records the end of the execution, if it is still running. Its log
@@ -201,7 +210,7 @@ func (x *execution) end(status broker.ExecutionStatus, output any, errName, caus
 	var data json.RawMessage
 	if status == broker.ExecutionSucceeded {
 		var err error
-		if data, err = json.Marshal(output); err != nil {
+		if data, err = jsonenc.MarshalValue(output); err != nil {
 			status, errName, cause = broker.ExecutionFailed, errorRuntime, "output cannot be encoded: "+err.Error()
 		}
 	}
@@ -511,7 +520,7 @@ func (x *execution) attemptTask(ctx context.Context, st *state, input any, enter
 	if serr != nil {
 		return nil, serr
 	}
-	payload, err := json.Marshal(params.(map[string]any)["Payload"])
+	payload, err := jsonenc.MarshalValue(params.(map[string]any)["Payload"])
 	if err != nil {
 		return nil, runtimeError("the Payload cannot be encoded: %v", err)
 	}
@@ -554,14 +563,17 @@ func (x *execution) invoke(ctx context.Context, st *state, payload json.RawMessa
 		tctx, cancel = context.WithTimeoutCause(ctx, st.timeout, errTaskTimeout)
 	}
 	defer cancel()
-	timedOut := &stateError{name: errorTimeout, cause: "the task ran longer than its TimeoutSeconds (" + st.timeout.String() + ")"}
+	// Built only when the Task times out: most never do.
+	timedOut := func() *stateError {
+		return &stateError{name: errorTimeout, cause: "the task ran longer than its TimeoutSeconds (" + st.timeout.String() + ")"}
+	}
 	select {
 	case x.e.tasks <- struct{}{}:
 	case <-tctx.Done():
 		if ctx.Err() != nil {
 			return nil, nil // the caller sees ctx and stops
 		}
-		return nil, timedOut
+		return nil, timedOut()
 	}
 	type answer struct {
 		out json.RawMessage
@@ -580,11 +592,11 @@ func (x *execution) invoke(ctx context.Context, st *state, payload json.RawMessa
 		if ctx.Err() != nil {
 			return nil, nil // the caller sees ctx and stops
 		}
-		return nil, timedOut
+		return nil, timedOut()
 	case a := <-answers:
 		if a.err != nil {
 			if ctx.Err() == nil && errors.Is(context.Cause(tctx), errTaskTimeout) {
-				return nil, timedOut
+				return nil, timedOut()
 			}
 			return nil, &stateError{name: errorName(a.err), cause: a.err.Error()}
 		}
