@@ -55,20 +55,21 @@ func readPreparsed(path string, data []byte) (any, bool) {
 	if d.Decode(&p) != nil || p.Source != digest(data) {
 		return nil, false
 	}
-	return yamlNumbers(p.Catalog), true
+	return YAMLNumbers(p.Catalog), true
 }
 
-// yamlNumbers turns JSON's numbers into what yaml.v3 decodes the same
-// numbers into: int, uint64 beyond it, float64 for the rest.
-func yamlNumbers(v any) any {
+// YAMLNumbers turns the json.Numbers of a value decoded with UseNumber
+// into what yaml.v3 decodes the same numbers into: int, uint64 beyond it,
+// float64 for the rest (a pre-parsed file reads back as its YAML).
+func YAMLNumbers(v any) any {
 	switch v := v.(type) {
 	case map[string]any:
 		for k, e := range v {
-			v[k] = yamlNumbers(e)
+			v[k] = YAMLNumbers(e)
 		}
 	case []any:
 		for i, e := range v {
-			v[i] = yamlNumbers(e)
+			v[i] = YAMLNumbers(e)
 		}
 	case json.Number:
 		if n, err := strconv.ParseInt(string(v), 10, 0); err == nil {

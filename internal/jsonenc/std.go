@@ -116,6 +116,13 @@ func appendMarshalled(b []byte, v any) ([]byte, error) {
 // plainNumber checks JSON's number grammar, which json.Marshal checks of a
 // json.Number before writing it as it is.
 func plainNumber(s string) bool {
+	return NumberPrefix(s) == len(s)
+}
+
+// NumberPrefix is the length of the JSON number s starts with (its
+// grammar: a sign, no leading zeros, a fraction and an exponent with
+// digits), or -1 when it starts with none.
+func NumberPrefix[S ~string | ~[]byte](s S) int {
 	i := 0
 	if i < len(s) && s[i] == '-' {
 		i++
@@ -128,7 +135,7 @@ func plainNumber(s string) bool {
 			i++
 		}
 	default:
-		return false
+		return -1
 	}
 	if i < len(s) && s[i] == '.' {
 		i++
@@ -137,7 +144,7 @@ func plainNumber(s string) bool {
 			i++
 		}
 		if i == j {
-			return false
+			return -1
 		}
 	}
 	if i < len(s) && (s[i] == 'e' || s[i] == 'E') {
@@ -150,8 +157,8 @@ func plainNumber(s string) bool {
 			i++
 		}
 		if i == j {
-			return false
+			return -1
 		}
 	}
-	return i == len(s)
+	return i
 }

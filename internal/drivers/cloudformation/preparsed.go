@@ -7,7 +7,8 @@ import (
 	"encoding/json"
 	"os"
 	"reflect"
-	"strconv"
+
+	"github.com/serverless-osb/broker/internal/catalog"
 )
 
 // PreparsedSuffix names a template's pre-parsed form, beside it: make
@@ -75,33 +76,9 @@ func decodePreparsed(data, body []byte) (*Template, bool) {
 	t.Body = string(body)
 	for i := range t.Declared {
 		if t.Declared[i].Properties != nil {
-			t.Declared[i].Properties = yamlNumbers(t.Declared[i].Properties).(map[string]any)
+			t.Declared[i].Properties = catalog.YAMLNumbers(t.Declared[i].Properties).(map[string]any)
 		}
 	}
 	return t, true
 }
 
-// yamlNumbers turns JSON's numbers into what yaml.v3 decodes the same
-// numbers into: int, uint64 beyond it, float64 for the rest.
-func yamlNumbers(v any) any {
-	switch v := v.(type) {
-	case map[string]any:
-		for k, e := range v {
-			v[k] = yamlNumbers(e)
-		}
-	case []any:
-		for i, e := range v {
-			v[i] = yamlNumbers(e)
-		}
-	case json.Number:
-		if n, err := strconv.ParseInt(string(v), 10, 0); err == nil {
-			return int(n)
-		}
-		if n, err := strconv.ParseUint(string(v), 10, 64); err == nil {
-			return n
-		}
-		f, _ := v.Float64()
-		return f
-	}
-	return v
-}

@@ -520,7 +520,13 @@ func checkPayloads(t *testing.T, s *Script, name string) {
 			t.Errorf("call %d: payload is not a JSON object: %v", i+1, err)
 			continue
 		}
-		want := map[string]any{"step": a.Step, "operation_id": name, "instance_id": "i-1"}
+		// Every Task also carries the execution's input (execution_input),
+		// which names what its read needs (broker.WorkflowInput).
+		var input map[string]any
+		if err := json.Unmarshal([]byte(operationInput), &input); err != nil {
+			t.Fatal(err)
+		}
+		want := map[string]any{"step": a.Step, "operation_id": name, "instance_id": "i-1", "execution_input": input}
 		if a.Step == StepRecordFailure {
 			want["error"] = last.Error
 			cause, _ := got["cause"].(string)

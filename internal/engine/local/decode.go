@@ -3,6 +3,8 @@ package local
 import (
 	"encoding/json"
 	"unicode/utf8"
+
+	"github.com/serverless-osb/broker/internal/jsonenc"
 )
 
 // decodeCompact is decodeValue's short way for the texts the engine meets
@@ -134,44 +136,11 @@ func (d *compactDecoder) literal(lit string) bool {
 
 // number reads JSON's number grammar into a json.Number.
 func (d *compactDecoder) number() (any, bool) {
-	s, i := d.data, d.i
-	start := i
-	if s[i] == '-' {
-		i++
-	}
-	switch {
-	case i < len(s) && s[i] == '0':
-		i++
-	case i < len(s) && s[i] >= '1' && s[i] <= '9':
-		for i < len(s) && s[i] >= '0' && s[i] <= '9' {
-			i++
-		}
-	default:
+	n := jsonenc.NumberPrefix(d.data[d.i:])
+	if n < 0 {
 		return nil, false
 	}
-	if i < len(s) && s[i] == '.' {
-		i++
-		j := i
-		for i < len(s) && s[i] >= '0' && s[i] <= '9' {
-			i++
-		}
-		if i == j {
-			return nil, false
-		}
-	}
-	if i < len(s) && (s[i] == 'e' || s[i] == 'E') {
-		i++
-		if i < len(s) && (s[i] == '+' || s[i] == '-') {
-			i++
-		}
-		j := i
-		for i < len(s) && s[i] >= '0' && s[i] <= '9' {
-			i++
-		}
-		if i == j {
-			return nil, false
-		}
-	}
-	d.i = i
-	return json.Number(s[start:i]), true
+	start := d.i
+	d.i += n
+	return json.Number(d.data[start:d.i]), true
 }
