@@ -81,4 +81,3 @@ func decodePreparsed(data, body []byte) (*Template, bool) {
 	}
 	return t, true
 }
-
