@@ -70,7 +70,7 @@ bench: ## Benchmarks: the handler on bolt (ns/op, allocs/op beside the allocatio
 	$(GO) run ./internal/tools/load
 	$(GO) run ./internal/tools/coldstart
 
-build: ## The Lambda bundles: dist/api.zip and dist/worker.zip (linux/arm64, with the catalog CATALOG, default services/catalog.yaml, and its templates).
+build: ## The Lambda bundles: dist/api.zip, dist/worker.zip, dist/dbuser.zip and dist/cacheuser.zip (linux/arm64, with the catalog CATALOG, default services/catalog.yaml, and its templates).
 	$(GO) run ./internal/tools/build -catalog $(CATALOG)
 
 $(CDK): infra/_cli/package.json infra/_cli/package-lock.json
