@@ -116,6 +116,24 @@ func (ck *checker) compile(p string, doc map[string]any) *paramSchema {
 		ck.problem(field(p, "$schema"), `%q is not a JSON Schema draft; use "http://json-schema.org/draft-04/schema#" (or draft-06, draft-07, 2019-09, 2020-12)`, s)
 	}
 	ck.localRefs(p, doc)
+	if ck.lazy && len(ck.problems) == before {
+		// The build checked the catalog (size, draft, a valid schema):
+		// its JSON form is made at the schema's first use, as its
+		// compilation is. Its properties are read from doc as it is.
+		ck.compiled++
+		url := fmt.Sprintf("mem:///schema-%d.json", ck.compiled)
+		return &paramSchema{url: url, doc: doc, schema: sync.OnceValues(func() (*jsonschema.Schema, error) {
+			body, err := jsonenc.Marshal(doc)
+			if err != nil {
+				return nil, err
+			}
+			jdoc, err := jsonschema.UnmarshalJSON(bytes.NewReader(body))
+			if err != nil {
+				return nil, err
+			}
+			return compileSchema(url, jdoc)
+		})}
+	}
 	body, err := jsonenc.Marshal(doc)
 	if err != nil {
 		ck.problem(p, "cannot be encoded as JSON: %v", err)
@@ -135,9 +153,6 @@ func (ck *checker) compile(p string, doc map[string]any) *paramSchema {
 	}
 	ck.compiled++
 	url := fmt.Sprintf("mem:///schema-%d.json", ck.compiled)
-	if ck.lazy {
-		return &paramSchema{url: url, doc: jdoc, schema: sync.OnceValues(func() (*jsonschema.Schema, error) { return compileSchema(url, jdoc) })}
-	}
 	sch, err := compileSchema(url, jdoc)
 	var re *resourceError
 	if errors.As(err, &re) {
