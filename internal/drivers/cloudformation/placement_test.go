@@ -591,11 +591,9 @@ func TestAPlacedPlanCannotCallTheBrokersFunctions(t *testing.T) {
 				t.Fatalf("%s/%s: %v", svc.Name, plan.Name, err)
 			}
 			handled := ""
-			for _, tpl := range []*Template{home.Template, home.BindingTemplate} {
-				for _, r := range tpl.Declared {
-					if slices.Contains(deploy.BrokerHandled, r.Type) {
-						handled = r.Type
-					}
+			for _, typ := range CustomResources([]*Settings{home}) {
+				if slices.Contains(deploy.BrokerHandled, typ) {
+					handled = typ
 				}
 			}
 			config[KeyPlacement] = map[string]any{"region": "eu-west-1"}
