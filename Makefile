@@ -20,7 +20,7 @@ ASL_VALIDATOR := infra/_cli/node_modules/.bin/asl-validator
 export CDK_DISABLE_CLI_TELEMETRY := true
 
 .DEFAULT_GOAL := help
-.PHONY: help run ops test lint unit fuzz-short fuzz infra bench build synth deploy sandbox sandbox-deploy dbservers rds-ca-bundle
+.PHONY: help run ops test lint unit fuzz-short fuzz infra bench build synth deploy sandbox sandbox-deploy target-assets dbservers rds-ca-bundle
 
 help: ## List the targets.
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-14s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -79,6 +79,17 @@ $(CDK): infra/_cli/package.json infra/_cli/package-lock.json
 
 synth: build $(CDK) ## The CloudFormation template in cdk.out/: offline, no AWS credentials, cdk-nag enforced.
 	$(CDK) synth -c catalog=$(CATALOG) -q -o cdk.out
+
+# The bundles of the broker's custom resource functions, where the target stack's HandlerCodeBucket
+# parameter finds them: under the SHA-256 digest of each zip (deploy.HandlerCodeKey), as the target
+# template synthesized from the same dist/ names them. AWS is the aws CLI (its credentials, its Region).
+AWS ?= aws
+target-assets: ## Upload dist/dbuser.zip and dist/cacheuser.zip (make build's) to BUCKET, the bucket the target stacks' HandlerCodeBucket parameter names (in their Region; every target account may read it).
+	@test -n "$(BUCKET)" || { echo 'make target-assets: BUCKET=... names the bucket'; exit 2; }
+	@for f in dbuser cacheuser; do \
+	  test -f dist/$$f.zip || { echo "make target-assets: dist/$$f.zip is missing: run make build first"; exit 2; }; \
+	  $(AWS) s3 cp dist/$$f.zip "s3://$(BUCKET)/serverless-osb/$$(sha256sum dist/$$f.zip | cut -c1-64)/$$f.zip" || exit 1; \
+	done
 
 # A template `make sandbox` runs as it is (with the assets beside it) instead of synthesizing one.
 TEMPLATE ?=

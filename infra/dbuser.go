@@ -32,13 +32,17 @@ type DatabaseUserVPC struct {
 	// in the VPC, which the function joins beside its own: the databases
 	// admit their members on their port.
 	SecurityGroupIDs []string
+	// condition, in the target stack, deploys the VPC's function only in
+	// its network's account and Region (targetHandlers); nil at home.
+	condition awscdk.CfnCondition
 }
 
 // catalogNetworks adds to vpcs (the databaseUserVpcs context's) the VPCs
 // of the catalog's networks (catalog.yaml's top-level networks), where the
 // catalog's database plans run their Custom::DatabaseUser function: the
 // catalog is the one place that says where databases live. Two networks
-// in one VPC share its function, in the first one's subnets.
+// in one VPC share its function, in the first one's subnets. A network in
+// another account and Region is the target stack's.
 func catalogNetworks(path string, vpcs []DatabaseUserVPC) ([]DatabaseUserVPC, error) {
 	if path == "" {
 		return vpcs, nil
@@ -48,6 +52,9 @@ func catalogNetworks(path string, vpcs []DatabaseUserVPC) ([]DatabaseUserVPC, er
 		return nil, err
 	}
 	for _, n := range cat.Networks() {
+		if n.Placed() {
+			continue // another account's: the target stack's (targetDatabaseUsers)
+		}
 		i := slices.IndexFunc(vpcs, func(v DatabaseUserVPC) bool { return v.VpcID == n.VpcID })
 		if i < 0 {
 			vpcs = append(vpcs, DatabaseUserVPC{VpcID: n.VpcID, SubnetIDs: n.SubnetIDs})
@@ -123,6 +130,12 @@ const reasonClusterMasterSecrets = "RDS names the master secrets it manages for 
 // databases (by RDS's tag), the binding secrets (PREFIX-*), its network
 // interfaces, its log group. Nothing when no VPC is named.
 func (b *builder) databaseUsers() {
+	b.databaseUsersOn(nil)
+}
+
+// databaseUsersOn is databaseUsers with the shared role and log group on
+// the condition anyVPC (nil: none), and each VPC's resources on its own.
+func (b *builder) databaseUsersOn(anyVPC awscdk.CfnCondition) {
 	if len(b.props.DatabaseUserVPCs) == 0 {
 		return
 	}
@@ -157,6 +170,7 @@ func (b *builder) databaseUsers() {
 		rule("AwsSolutions-IAM5", reasonMasterSecrets, master.Nag()),
 		rule("AwsSolutions-IAM5", reasonClusterMasterSecrets, clusterMaster.Nag()),
 		rule("AwsSolutions-IAM5", reasonBindingSecrets, bindings.Nag()))
+	onCondition(anyVPC, role, logs)
 
 	for _, v := range b.props.DatabaseUserVPCs {
 		id := "DatabaseUser" + strings.TrimPrefix(v.VpcID, "vpc-")
@@ -191,11 +205,15 @@ func (b *builder) databaseUsers() {
 			SubnetIds:        jsii.Strings(v.SubnetIDs...),
 			SecurityGroupIds: &groups,
 		})
-		awscdk.NewCfnOutput(b.stack, jsii.String(id+"SecurityGroupId"), &awscdk.CfnOutputProps{
+		out := awscdk.NewCfnOutput(b.stack, jsii.String(id+"SecurityGroupId"), &awscdk.CfnOutputProps{
 			Description: jsii.String("The security group of the Custom::DatabaseUser function in " + v.VpcID +
 				": give it to the database plans of that VPC (their instances admit it)."),
 			Value: group.AttrGroupId(),
 		})
+		if v.condition != nil {
+			onCondition(v.condition, group, fn)
+			out.SetCondition(v.condition)
+		}
 	}
 }
 

@@ -187,6 +187,10 @@ type builder struct {
 	stack     awscdk.Stack
 	props     BrokerStackProps
 	retention awslogs.RetentionDays
+	// code, when set, is a function's code from its asset directory: the
+	// target stack's come from a bucket (targetHandlers), the broker's are
+	// CDK assets.
+	code func(codeDir string) awslambda.Code
 
 	// key encrypts the table at rest; sealKey seals the secrets the table
 	// keeps (internal/sealing): two keys, so that one can be rotated or
@@ -419,7 +423,7 @@ func (b *builder) function(id string, s functionSpec) awslambda.Function {
 		Runtime:      awslambda.Runtime_PROVIDED_AL2023(),
 		Architecture: awslambda.Architecture_ARM_64(),
 		Handler:      jsii.String("bootstrap"),
-		Code:         awslambda.Code_FromAsset(&s.codeDir, nil),
+		Code:         b.functionCode(s.codeDir),
 		MemorySize:   jsii.Number(s.memoryMB),
 		Timeout:      awscdk.Duration_Seconds(jsii.Number(s.timeout.Seconds())),
 		Tracing:      awslambda.Tracing_ACTIVE,
@@ -432,6 +436,13 @@ func (b *builder) function(id string, s functionSpec) awslambda.Function {
 	}
 	ignoreRedundantRoleDependency(fn)
 	return fn
+}
+
+func (b *builder) functionCode(dir string) awslambda.Code {
+	if b.code != nil {
+		return b.code(dir)
+	}
+	return awslambda.Code_FromAsset(&dir, nil)
 }
 
 // lambdaRole is a role that Lambda assumes and that has no permission yet:

@@ -28,6 +28,12 @@ type TargetStackProps struct {
 	// StackPrefix is the broker's: the stacks it makes here are named
 	// PREFIX-…, as at home. Default deploy.DefaultStackPrefix.
 	StackPrefix string
+	// DatabaseUserCodeDir and CacheUserCodeDir are the asset directories
+	// of the broker's custom resource functions, beside which make build
+	// writes their zips: the target stack names the zips' keys in the
+	// operator's bucket (targetHandlers). Defaults: dist/dbuser and
+	// dist/cacheuser.
+	DatabaseUserCodeDir, CacheUserCodeDir string
 }
 
 // The target stack's parameters: the broker's roles it trusts, and the
@@ -63,6 +69,12 @@ func NewTargetStack(scope constructs.Construct, id string, props *TargetStackPro
 	}
 	if p.StackPrefix == "" {
 		p.StackPrefix = deploy.DefaultStackPrefix
+	}
+	if p.DatabaseUserCodeDir == "" {
+		p.DatabaseUserCodeDir = DefaultDatabaseUserCodeDir
+	}
+	if p.CacheUserCodeDir == "" {
+		p.CacheUserCodeDir = DefaultCacheUserCodeDir
 	}
 	if err := deploy.CheckStackPrefix(p.StackPrefix); err != nil {
 		return nil, fmt.Errorf("stack %s: stackPrefix: %w", id, err)
@@ -177,6 +189,10 @@ func NewTargetStack(scope constructs.Construct, id string, props *TargetStackPro
 		}
 	}
 
+	if err := targetHandlers(stack, p, manifest); err != nil {
+		return nil, fmt.Errorf("stack %s: %w", id, err)
+	}
+
 	for name, v := range map[string]*string{"TargetRoleArn": target.RoleArn(), "ServiceRoleArn": serviceRole.RoleArn(),
 		"PermissionsBoundaryArn": boundaryPolicy.ManagedPolicyArn(), "TemplateBucketName": templates.BucketName()} {
 		awscdk.NewCfnOutput(stack, jsii.String(name), &awscdk.CfnOutputProps{Value: v})
@@ -193,7 +209,8 @@ const ContextTarget = "target"
 // manifest) and the stack prefix, as the broker's stack reads them.
 func TargetPropsFromContext(node constructs.Node) (TargetStackProps, bool, error) {
 	c := &contextReader{node: node}
-	p := TargetStackProps{WorkerCodeDir: c.string(ContextWorkerCode), StackPrefix: c.string(ContextStackPrefix)}
+	p := TargetStackProps{WorkerCodeDir: c.string(ContextWorkerCode), StackPrefix: c.string(ContextStackPrefix),
+		DatabaseUserCodeDir: c.string(ContextDatabaseUserCode), CacheUserCodeDir: c.string(ContextCacheUserCode)}
 	target := c.boolean(ContextTarget)
 	if err := errors.Join(c.errs...); err != nil {
 		return p, false, fmt.Errorf("cdk context: %w", err)

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -25,6 +26,7 @@ import (
 	lambdatypes "github.com/aws/aws-sdk-go-v2/service/lambda/types"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/google/uuid"
+	"gopkg.in/yaml.v3"
 	osb "sigs.k8s.io/go-open-service-broker-client/v2"
 
 	"github.com/serverless-osb/broker/internal/app/apptest"
@@ -59,24 +61,38 @@ const networkTemplate = `{
 // plans' bindings are database users, which need it.
 func databaseUsersCatalog(t *testing.T, vpc, subnets, group string) string {
 	t.Helper()
+	return servicesCatalogWith(t, func(doc map[string]any) {
+		doc["networks"] = map[string]any{"apps": map[string]any{"default": true, "vpc_id": vpc,
+			"subnet_ids": strings.Split(subnets, ","), "client_security_group_id": group}}
+	})
+}
+
+// servicesCatalogWith is services/ copied, its catalog changed by edit,
+// with the lock file make build writes for it anew: the network is fixed
+// in every plan that takes one (the Aurora, OpenSearch and Valkey plans
+// too), a deployment made with it from the start.
+func servicesCatalogWith(t *testing.T, edit func(doc map[string]any)) string {
+	t.Helper()
 	dir := filepath.Join(t.TempDir(), "services")
 	if err := os.CopyFS(dir, os.DirFS(filepath.Join(repoRoot(t), "services"))); err != nil {
 		t.Fatal(err)
 	}
-	text, err := os.ReadFile(filepath.Join(dir, "catalog.yaml"))
+	path := filepath.Join(dir, "catalog.yaml")
+	text, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	catalog := string(text)
-	networks := fmt.Sprintf("networks:\n  apps:\n    default: true\n    vpc_id: %s\n    subnet_ids: [%s]\n    client_security_group_id: %s\n",
-		vpc, strings.ReplaceAll(subnets, ",", ", "), group)
-	path := filepath.Join(dir, "catalog.yaml")
-	if err := os.WriteFile(path, []byte(networks+catalog), 0o644); err != nil {
+	var doc map[string]any
+	if err := yaml.Unmarshal(text, &doc); err != nil {
 		t.Fatal(err)
 	}
-	// The default network is fixed in every plan that takes one (the
-	// Aurora, OpenSearch and Valkey plans too): a deployment made with it
-	// from the start, whose lock file make build writes anew.
+	edit(doc)
+	if text, err = yaml.Marshal(doc); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, text, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	if err := os.Remove(drivers.LockPath(path)); err != nil {
 		t.Fatal(err)
 	}
@@ -363,6 +379,165 @@ func TestClientBindsDatabaseUsersOnMoto(t *testing.T) {
 				t.Errorf("the database outlived the deprovision (%v)", err)
 			}
 		})
+	}
+}
+
+// TestClientBindsDatabaseUsersOfAPlacedPlanOnMoto: an RDS PostgreSQL plan
+// placed in a second account of moto, in another Region, with the
+// catalog's network there, binds database users through the real OSB
+// client: the instance's and the binding's stacks are in that account (none
+// at home), in that network, and CloudFormation there calls the
+// Custom::DatabaseUser function of that account (the one the target stack
+// deploys, PREFIX-dbuser-VPC), whose user logs in to a real PostgreSQL
+// and is gone after its unbind; the deprovision leaves nothing. Real:
+// moto's STS, CloudFormation, RDS, Secrets Manager, EC2 in both accounts;
+// the handler; the server. Fake, named: fakeDatabaseUserFunction, for
+// Lambda's running of the handler in the target account.
+func TestClientBindsDatabaseUsersOfAPlacedPlanOnMoto(t *testing.T) {
+	ctx, cancel := waittest.Context(t)
+	defer cancel()
+	base := mototest.Config(t, "us-east-1")
+	home := newAccount(ctx, t, base, "", "us-east-1")
+	data := newAccount(ctx, t, base, otherAccountID(), "eu-west-1")
+	prefix := "osbpdb" + strings.ReplaceAll(uuid.NewString()[:8], "-", "")
+
+	network := "net-" + prefix
+	body := strings.ReplaceAll(networkTemplate, "us-east-1", "eu-west-1")
+	if _, err := data.clients.cfn.CreateStack(ctx, &cloudformation.CreateStackInput{StackName: aws.String(network), TemplateBody: aws.String(body)}); err != nil {
+		t.Fatal(err)
+	}
+	described, err := data.clients.cfn.DescribeStacks(ctx, &cloudformation.DescribeStacksInput{StackName: aws.String(network)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, o := range described.Stacks[0].Outputs {
+		out[aws.ToString(o.OutputKey)] = aws.ToString(o.OutputValue)
+	}
+
+	// The function of the data account: it reads and writes that account's
+	// secrets, as the target stack's does there.
+	sm := secretsmanager.NewFromConfig(data.cfg)
+	fake := &fakeDatabaseUserFunction{t: t, sm: sm, handler: &dbusers.Handler{Secrets: sm, Log: slog.New(slog.NewJSONHandler(os.Stderr, nil))},
+		servers: map[string]dbtest.Server{"postgres": dbtest.Postgres(t)}}
+	l, err := listenLoopback(t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: fake, ReadHeaderTimeout: 10 * time.Second}
+	go srv.Serve(l)
+	t.Cleanup(func() { srv.Close() })
+	registerFunction(ctx, t, data.cfg, deploy.DatabaseUserFunctionName(prefix, out["VpcId"]), "http://"+l.Addr().String()+"/")
+
+	catalog := servicesCatalogWith(t, func(doc map[string]any) {
+		doc["networks"] = map[string]any{"data": map[string]any{"account": data.id, "region": data.region, "vpc_id": out["VpcId"],
+			"subnet_ids": strings.Split(out["SubnetIds"], ","), "client_security_group_id": out["GroupId"]}}
+		for _, s := range doc["services"].([]any) {
+			if s := s.(map[string]any); s["name"] == "aws-rds-postgresql" {
+				for _, p := range s["plans"].([]any) {
+					b := p.(map[string]any)["broker"].(map[string]any)
+					b["network"] = "data"
+					b["placement"] = map[string]any{"region": data.region, "role_arn": data.role, "external_id_env": "DATA_EXTERNAL_ID"}
+				}
+			}
+		}
+	})
+	b := apptest.StartWith(t, apptest.Options{
+		Catalog: catalog,
+		AWS:     func(context.Context) (aws.Config, error) { return base, nil },
+		Getenv: func(k string) string {
+			return map[string]string{"BROKER_STACK_PREFIX": prefix, "DATA_EXTERNAL_ID": "test-external-id"}[k]
+		},
+		Sleep: func(ctx context.Context, _ time.Duration) {},
+	})
+	c := client(t, b.URL)
+	service, plan := planOf(t, b, "aws-rds-postgresql", "micro")
+	e := &e2e{t: t, c: c, service: service}
+	server := fake.servers["postgres"]
+	instanceID := uuid.NewString()
+	r := e.provision(instanceID, plan, true, map[string]any{"DatabaseName": "app"})
+	if state, desc := e.poll(instanceID, r.OperationKey); state != osb.StateSucceeded {
+		t.Fatalf("provision ended %s: %s", state, desc)
+	}
+	stack, err := data.clients.cfn.DescribeStacks(ctx, &cloudformation.DescribeStacksInput{StackName: aws.String(cfndriver.InstanceStackName(prefix, instanceID))})
+	if err != nil {
+		t.Fatalf("the instance's stack is not in the data account: %v", err)
+	}
+	params, outputs := map[string]string{}, map[string]string{}
+	for _, p := range stack.Stacks[0].Parameters {
+		params[aws.ToString(p.ParameterKey)] = aws.ToString(p.ParameterValue)
+	}
+	for _, o := range stack.Stacks[0].Outputs {
+		outputs[aws.ToString(o.OutputKey)] = aws.ToString(o.OutputValue)
+	}
+	if params["VpcId"] != out["VpcId"] || params["ClientSecurityGroupId"] != out["GroupId"] {
+		t.Errorf("the instance's stack is not in the data account's network: %v", params)
+	}
+	if ok, err := data.clients.moto.databaseExists(ctx, outputs["Host"], outputs["MasterUserSecretArn"]); err != nil || !ok {
+		t.Fatalf("the database the instance's outputs name does not exist in the data account (%v)", err)
+	}
+
+	bindingID := uuid.NewString()
+	rr := b.Do(apptest.Request{Method: http.MethodPut,
+		Path: "/v2/service_instances/" + instanceID + "/service_bindings/" + bindingID + "?accepts_incomplete=true",
+		Body: map[string]any{"service_id": service, "plan_id": plan, "parameters": map[string]any{"Privileges": "readwrite"},
+			"bind_resource": map[string]any{"app_guid": "app-1"}}})
+	if rr.Status != http.StatusAccepted {
+		t.Fatalf("bind: %d %s", rr.Status, rr.Raw)
+	}
+	op := osb.OperationKey(rr.Str("operation"))
+	if state := e.pollBinding(instanceID, bindingID, &op); state != osb.StateSucceeded {
+		t.Fatalf("bind ended %s", state)
+	}
+	got, err := c.GetBinding(&osb.GetBindingRequest{InstanceID: instanceID, BindingID: bindingID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	creds := got.Credentials
+	user, password := fmt.Sprint(creds["username"]), fmt.Sprint(creds["password"])
+	if err := dbusers.CheckName(user); err != nil {
+		t.Fatalf("the credentials hold no database user of the binding's: %v", keysOf(creds))
+	}
+	logsIn := func() error {
+		conn, err := dbtest.PgConnect(ctx, server, user, password)
+		if err == nil {
+			conn.Close(ctx)
+		}
+		return err
+	}
+	if err := logsIn(); err != nil {
+		t.Fatalf("the binding's user cannot log in: %v", err)
+	}
+	ur, err := c.Unbind(&osb.UnbindRequest{InstanceID: instanceID, BindingID: bindingID, ServiceID: service, PlanID: plan, AcceptsIncomplete: true})
+	if err != nil {
+		t.Fatalf("unbind: %v", err)
+	}
+	if state := e.pollBinding(instanceID, bindingID, ur.OperationKey); state != osbtest.Gone && state != osb.StateSucceeded {
+		t.Fatalf("unbind ended %s", state)
+	}
+	if err := logsIn(); err == nil {
+		t.Errorf("the unbound user %s still logs in", user)
+	}
+	dr, err := c.DeprovisionInstance(&osb.DeprovisionRequest{InstanceID: instanceID, ServiceID: service, PlanID: plan, AcceptsIncomplete: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if state, desc := e.poll(instanceID, dr.OperationKey); state != osbtest.Gone && state != osb.StateSucceeded {
+		t.Fatalf("deprovision ended %s: %s", state, desc)
+	}
+	fake.mu.Lock()
+	events := slices.Clone(fake.events)
+	fake.mu.Unlock()
+	if !slices.Equal(events, []string{"Create", "Delete"}) {
+		t.Errorf("the data account's function got %v, want the binding's Create and Delete", events)
+	}
+	for _, a := range []account{home, data} {
+		if left := stacksNamed(ctx, t, a.clients.cfn, prefix); len(left) != 0 {
+			t.Errorf("stacks left in account %q: %v", a.id, left)
+		}
+	}
+	if ok, err := data.clients.moto.databaseExists(ctx, outputs["Host"], outputs["MasterUserSecretArn"]); err != nil || ok {
+		t.Errorf("the database outlived the deprovision (%v)", err)
 	}
 }
 

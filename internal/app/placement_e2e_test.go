@@ -40,6 +40,7 @@ import (
 // policies nor external ids).
 type account struct {
 	id, region, role string
+	cfg              aws.Config
 	clients          awsClients
 }
 
@@ -57,7 +58,7 @@ func newAccount(ctx context.Context, t *testing.T, base aws.Config, id, region s
 			t.Fatalf("moto's AssumeRole into %s gave %v, %v: want that account's credentials", a.role, who, err)
 		}
 	}
-	a.clients = newAWSClients(cfg)
+	a.cfg, a.clients = cfg, newAWSClients(cfg)
 	return a
 }
 

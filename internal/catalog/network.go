@@ -26,16 +26,29 @@ type Network struct {
 	ClientSecurityGroupID string
 	// Default says that plans which name no network take this one.
 	Default bool
+	// Account and Region, both or neither, are where the VPC is when it is
+	// not the broker's own account and Region: a network for the plans a
+	// placement puts there (their stacks are made there, and the target
+	// stack deploys the Custom::DatabaseUser function in its VPC); only a
+	// plan placed in that account and Region may take it. Neither: the
+	// broker's, where the broker's stack deploys that function.
+	Account, Region string
 }
 
+// Placed says whether the network is in another account and Region than
+// the broker's (Account and Region).
+func (n *Network) Placed() bool { return n != nil && n.Account != "" }
+
 // networkKeys are a network's keys.
-var networkKeys = []string{"vpc_id", "subnet_ids", "client_cidr", "client_security_group_id", "default"}
+var networkKeys = []string{"vpc_id", "subnet_ids", "client_cidr", "client_security_group_id", "default", "account", "region"}
 
 var (
 	networkName   = regexp.MustCompile(`^[a-z][a-z0-9-]{0,31}$`)
 	vpcPattern    = regexp.MustCompile(`^vpc-[0-9a-f]{8,17}$`)
 	subnetPattern = regexp.MustCompile(`^subnet-[0-9a-f]{8,17}$`)
 	groupPattern  = regexp.MustCompile(`^sg-[0-9a-f]{8,17}$`)
+	accountID     = regexp.MustCompile(`^[0-9]{12}$`)
+	regionName    = regexp.MustCompile(`^[a-z]{2}(-[a-z]+)+-[0-9]{1,2}$`)
 	cidrPattern   = regexp.MustCompile(`^(25[0-5]|2[0-4][0-9]|1?[0-9]?[0-9])(\.(25[0-5]|2[0-4][0-9]|1?[0-9]?[0-9])){3}/([0-9]|[12][0-9]|3[0-2])$`)
 )
 
@@ -58,12 +71,12 @@ func (ck *checker) networks(root map[string]any) map[string]*Network {
 		}
 		obj, ok := m[name].(map[string]any)
 		if !ok {
-			ck.problem(p, "must be an object (vpc_id, subnet_ids, client_cidr, client_security_group_id, default), got %s", Describe(m[name]))
+			ck.problem(p, "must be an object (vpc_id, subnet_ids, client_cidr, client_security_group_id, default, account, region), got %s", Describe(m[name]))
 			continue
 		}
 		for _, k := range sortedKeys(obj) {
 			if !slices.Contains(networkKeys, k) {
-				ck.problem(field(p, k), "unknown key; a network has vpc_id, subnet_ids, client_cidr, client_security_group_id and default")
+				ck.problem(field(p, k), "unknown key; a network has vpc_id, subnet_ids, client_cidr, client_security_group_id, default, account and region")
 			}
 		}
 		n := &Network{Name: name}
@@ -99,7 +112,23 @@ func (ck *checker) networks(root map[string]any) map[string]*Network {
 				ck.problem(p, "admits no client: give client_cidr (the range your applications connect from), client_security_group_id (a security group they are members of), or both; without either nothing could reach its databases")
 			}
 		}
+		n.Account = ck.str(obj, p, "account", false)
+		if n.Account != "" && !accountID.MatchString(n.Account) {
+			ck.problem(field(p, "account"), "%q is not an account id (12 digits)", n.Account)
+		}
+		n.Region = ck.str(obj, p, "region", false)
+		if n.Region != "" && !regionName.MatchString(n.Region) {
+			ck.problem(field(p, "region"), "%q is not a Region name (eu-west-1)", n.Region)
+		}
+		_, account := obj["account"]
+		_, region := obj["region"]
+		if account != region {
+			ck.problem(p, "names its account or its Region without the other: a network in another place than the broker's names both (where the VPC is), a network beside the broker neither")
+		}
 		n.Default, _ = ck.boolean(obj, p, "default", false)
+		if n.Default && n.Placed() {
+			ck.problem(field(p, "default"), "a network in another account and Region (%s, %s) serves only the plans placed there, which name it: it cannot be the default of every plan", n.Account, n.Region)
+		}
 		if n.Default {
 			defaults = append(defaults, name)
 		}

@@ -24,7 +24,9 @@ func TestPlansTakeTheirNetworkFromTheCatalog(t *testing.T) {
 	other := goodNetwork()
 	other["default"] = true
 	delete(other, "client_security_group_id")
-	c["networks"] = map[string]any{"main": goodNetwork(), "shared": other}
+	away := goodNetwork()
+	away["account"], away["region"] = "123456789012", "eu-west-1"
+	c["networks"] = map[string]any{"main": goodNetwork(), "shared": other, "away": away}
 	plan(c, 0, 0)["broker"] = map[string]any{"driver": "demo", "network": "main"}
 	plan(c, 0, 1)["broker"] = map[string]any{"driver": "demo"}
 	cat, err := Parse("good.yaml", toYAML(t, c))
@@ -35,8 +37,11 @@ func TestPlansTakeTheirNetworkFromTheCatalog(t *testing.T) {
 	for _, n := range cat.Networks() {
 		names = append(names, n.Name)
 	}
-	if !slices.Equal(names, []string{"main", "shared"}) {
-		t.Fatalf("Networks() = %v, want main and shared", names)
+	if !slices.Equal(names, []string{"away", "main", "shared"}) {
+		t.Fatalf("Networks() = %v, want away, main and shared", names)
+	}
+	if a := cat.Networks()[0]; a.Account != "123456789012" || a.Region != "eu-west-1" || !a.Placed() || cat.Networks()[1].Placed() {
+		t.Errorf("away = %+v (placed %v), main placed %v: want away in 123456789012, eu-west-1 and main at home", a, a.Placed(), cat.Networks()[1].Placed())
 	}
 	named, byDefault := cat.Services()[0].Plans[0].Settings, cat.Services()[0].Plans[1].Settings
 	if named.Network == nil || named.Network.Name != "main" || !named.NetworkNamed {
@@ -88,6 +93,16 @@ func TestBadNetworks(t *testing.T) {
 			`bad.yaml: networks.main: admits no client: give client_cidr`},
 		{"an unknown key", with(func(n obj) { n["subnets"] = []any{} }),
 			`bad.yaml: networks.main.subnets: unknown key; a network has vpc_id, subnet_ids`},
+		{"an account that is not one", with(func(n obj) { n["account"], n["region"] = "1234", "eu-west-1" }),
+			`bad.yaml: networks.main.account: "1234" is not an account id (12 digits)`},
+		{"a Region that is not one", with(func(n obj) { n["account"], n["region"] = "123456789012", "Ireland" }),
+			`bad.yaml: networks.main.region: "Ireland" is not a Region name`},
+		{"an account without its Region", with(func(n obj) { n["account"] = "123456789012" }),
+			`bad.yaml: networks.main: names its account or its Region without the other`},
+		{"a Region without its account", with(func(n obj) { n["region"] = "eu-west-1" }),
+			`bad.yaml: networks.main: names its account or its Region without the other`},
+		{"a default in another account", with(func(n obj) { n["account"], n["region"], n["default"] = "123456789012", "eu-west-1", true }),
+			`bad.yaml: networks.main.default: a network in another account and Region (123456789012, eu-west-1) serves only the plans placed there`},
 		{"a name with capitals", func(c obj) { c["networks"] = obj{"Main": goodNetwork()} },
 			`bad.yaml: networks.Main: a network's name is a lower-case letter`},
 		{"two defaults", func(c obj) {

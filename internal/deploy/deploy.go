@@ -124,6 +124,12 @@ type Needs struct {
 	// plans' templates declare, sorted: the stack deploys the broker's
 	// function of each one it has (CacheUserGroupMember), and only then.
 	CustomResources []string `json:"custom_resources,omitempty"`
+	// InTargetCustomResources are those of them the templates of plans
+	// placed in another account declare, sorted: the target stack deploys
+	// the broker's function of each there (the Custom::DatabaseUser
+	// function in the VPC of each of the catalog's networks in another
+	// account), from the code bucket its operator names.
+	InTargetCustomResources []string `json:"in_target_custom_resources,omitempty"`
 }
 
 // CacheUserGroupMember is the custom resource a binding template declares
@@ -138,7 +144,8 @@ const CacheUserGroupMember = "Custom::CacheUserGroupMember"
 const DatabaseUser = "Custom::DatabaseUser"
 
 // BrokerHandled are the custom resources whose functions the broker's
-// stack deploys, in its own account and Region only.
+// stack deploys in its own account and Region, and the target stack in
+// the accounts of placements.
 var BrokerHandled = []string{CacheUserGroupMember, DatabaseUser}
 
 // LogAlarm is an alarm on the log lines of Function whose message (slog's
@@ -176,6 +183,12 @@ func (m Manifest) ServiceRole() bool {
 // resource type typ (Needs.CustomResources).
 func (m Manifest) CustomResource(typ string) bool {
 	return slices.ContainsFunc(m.Drivers, func(d Driver) bool { return slices.Contains(d.Needs.CustomResources, typ) })
+}
+
+// InTargetCustomResource says whether a placed plan's template declares
+// the custom resource type typ (Needs.InTargetCustomResources).
+func (m Manifest) InTargetCustomResource(typ string) bool {
+	return slices.ContainsFunc(m.Drivers, func(d Driver) bool { return slices.Contains(d.Needs.InTargetCustomResources, typ) })
 }
 
 // Check says what is wrong with m, every problem at once: a statement of
@@ -242,7 +255,7 @@ func (m Manifest) Check() error {
 				errs = append(errs, fmt.Errorf("driver %s: log alarm %q: an alarm needs an id of letters and digits, a function, a message and a description", d.Name, a.ID))
 			}
 		}
-		for _, t := range d.Needs.CustomResources {
+		for _, t := range append(slices.Clone(d.Needs.CustomResources), d.Needs.InTargetCustomResources...) {
 			if !customResourcePattern.MatchString(t) {
 				errs = append(errs, fmt.Errorf("driver %s: custom resource %q: want a type Custom::NAME", d.Name, t))
 			}

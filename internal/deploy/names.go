@@ -52,6 +52,15 @@ func DatabaseUserFunctionName(prefix, vpcID string) string {
 	return strings.ToLower(prefix) + "-dbuser-" + vpcID
 }
 
+// HandlerCodeKey is where the target stack finds the bundle of one of the
+// broker's custom resource functions (dbuser, cacheuser) in the bucket its
+// operator names (HandlerCodeBucket): under the SHA-256 digest (hex) of
+// the bundle's zip, so that a new build is a new key and an old target
+// stack keeps finding its own; `make target-assets` uploads them there.
+func HandlerCodeKey(function, digest string) string {
+	return "serverless-osb/" + digest + "/" + function + ".zip"
+}
+
 // TargetTemplateBucket names the bucket the target stack makes in each
 // target account and Region, where the broker puts the templates over
 // CloudFormation's TemplateBody limit of the stacks it makes there: the

@@ -59,6 +59,7 @@ func cloudformationKind() Kind {
 			roles, _ := cloudformation.RolesOf(settings)
 			n := cloudformation.Needs(roles)
 			n.CustomResources = cloudformation.CustomResources(settings)
+			n.InTargetCustomResources = cloudformation.InTargetCustomResources(settings)
 			return n
 		},
 		// A role plan without its trust anchor refuses every bind.

@@ -157,6 +157,21 @@ func CustomResources(plans []*Settings) []string {
 	return sortedUnique(types)
 }
 
+// InTargetCustomResources are the custom resource types the templates of
+// the plans placed in accounts of their own declare, each once, sorted:
+// the target stack deploys the broker's handler of each
+// (Needs.InTargetCustomResources). A placement in the broker's own
+// account has none (checkPlacedHandlers).
+func InTargetCustomResources(plans []*Settings) []string {
+	var placed []*Settings
+	for _, s := range plans {
+		if s.Placement != nil {
+			placed = append(placed, s)
+		}
+	}
+	return CustomResources(placed)
+}
+
 // secretFullARN is a secret's ARN with the six characters Secrets Manager
 // adds to its name.
 var secretFullARN = regexp.MustCompile(`^arn:[^:]+:secretsmanager:[^:]*:[0-9]{12}:secret:.+-[A-Za-z0-9]{6}$`)

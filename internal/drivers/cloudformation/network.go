@@ -52,10 +52,12 @@ func takesNetwork(t *Template) bool {
 // them itself, nor a schema name them (checkSchemas, as for any fixed
 // parameter). A plan that names a network its templates do not take is
 // refused; the default network passes by a plan whose templates take none,
-// and by a placed plan (its VPCs are another account's or Region's). A
-// binding template that declares DatabaseUserFunction needs a network (the
-// function runs in its VPC): without one, every bind is refused (CheckBind)
-// and the broker warns at start.
+// and by a placed plan (the default is the broker's own). A placed plan
+// names a network in the account and Region it is placed in, and only a
+// placed plan names a network in another account and Region
+// (placedNetwork). A binding template that declares DatabaseUserFunction
+// needs a network (the function runs in its VPC): without one, every bind
+// is refused (CheckBind) and the broker warns at start.
 func configureNetwork(plan *catalog.Plan, s *Settings) error {
 	var n *catalog.Network
 	named := false
@@ -65,13 +67,15 @@ func configureNetwork(plan *catalog.Plan, s *Settings) error {
 	_, usersFunction := bindingParameter(s, DatabaseUserFunctionParameter)
 	takes := takesNetwork(s.Template) || takesNetwork(s.BindingTemplate)
 	switch {
-	case n != nil && named && s.Placement != nil:
-		return catalog.Settingf("network", "the plan is placed (%s) in another account or Region, whose VPCs the catalog's networks cannot name; remove network, or the placement", KeyPlacement)
 	case n != nil && named && !takes && !usersFunction:
 		return catalog.Settingf("network", "names the network %s, but the plan's templates declare none of %s nor %s; remove network, or use templates that take it",
 			n.Name, list(networkParameters), DatabaseUserFunctionParameter)
+	case n != nil && named:
+		if err := placedNetwork(n, s.Placement); err != nil {
+			return err
+		}
 	case n != nil && (s.Placement != nil || (!takes && !usersFunction)):
-		n = nil // the default network is for plans that take one
+		n = nil // the default network is for plans beside the broker that take one
 	}
 	if usersFunction && n == nil {
 		// As a role plan without its trust anchor: the broker starts,
@@ -117,6 +121,47 @@ func configureNetwork(plan *catalog.Plan, s *Settings) error {
 		}
 	}
 	s.Network = n
+	return nil
+}
+
+// placedNetwork refuses a network that is not where the plan's stacks are
+// made: one in another account and Region (Network.Placed) for a plan that
+// is not placed there, and one beside the broker for a placed plan. A
+// placed plan's network is in the account and Region of every place its
+// placement may choose (the retired ones too, whose instances still bind),
+// since the plan has one network: a placement over several accounts or
+// Regions cannot take one.
+func placedNetwork(n *catalog.Network, p *Placement) error {
+	if p == nil {
+		if n.Placed() {
+			return catalog.Settingf("network", "names the network %s, which is in account %s, %s, but the plan is not placed there: its stacks are made beside the broker. Place the plan there (%s with the role of account %s and region %s), or name a network beside the broker (one without account and region)",
+				n.Name, n.Account, n.Region, KeyPlacement, n.Account, n.Region)
+		}
+		return nil
+	}
+	if !n.Placed() {
+		return catalog.Settingf("network", "names the network %s, which is beside the broker, but the plan is placed (%s) in another account or Region: name a network of the account and Region it is placed in (a network with account and region), or remove network",
+			n.Name, KeyPlacement)
+	}
+	for _, r := range p.Regions {
+		if r != n.Region {
+			return catalog.Settingf(KeyPlacement+"."+keyRegions, "lets users choose %s, but the plan's network %s is in %s: a plan with a network is placed in that network's Region only", r, n.Name, n.Region)
+		}
+	}
+	for _, t := range p.Targets() {
+		switch {
+		case t.Account() == "":
+			return catalog.Settingf(KeyPlacement, "has a place in the broker's own account (no role_arn), but the plan's network %s is in account %s: a plan with a network is placed in that network's account only", n.Name, n.Account)
+		case t.Account() != n.Account:
+			return catalog.Settingf(KeyPlacement, "has a place in account %s (%s), but the plan's network %s is in account %s: a plan with a network is placed in that network's account only", t.Account(), t.RoleARN, n.Name, n.Account)
+		case t.Region != n.Region:
+			region := t.Region
+			if region == "" {
+				region = "the broker's own Region (it names none)"
+			}
+			return catalog.Settingf(KeyPlacement, "has a place in %s, but the plan's network %s is in %s: name region %s in the placement", region, n.Name, n.Region, n.Region)
+		}
+	}
 	return nil
 }
 

@@ -27,6 +27,12 @@ func networkCatalog(t *testing.T, broker string) *catalog.Plan {
     vpc_id: vpc-0fedcba9876543210
     subnet_ids: [subnet-0fedcba9876543210, subnet-0fedcba9876543211]
     client_cidr: 10.1.0.0/16
+  away:
+    account: "111111111111"
+    region: eu-west-1
+    vpc_id: vpc-0aaaaaaaaaaaaaaa0
+    subnet_ids: [subnet-0aaaaaaaaaaaaaaa0, subnet-0aaaaaaaaaaaaaaa1]
+    client_security_group_id: sg-0aaaaaaaaaaaaaaa0
 services:
   - id: 9a8f4c43-0000-4000-8000-000000000001
     name: pg
@@ -192,6 +198,63 @@ func TestConfigureRefusesWhatTheNetworkFixes(t *testing.T) {
 			t.Errorf("CheckBind() = %v, want 422 asking for the plan's network", err)
 		}
 	})
+}
+
+// TestAPlacedPlansNetworkIsWhereItIsPlaced: a network in another account
+// and Region serves the plans placed there, and only those; a placed plan
+// takes no network beside the broker (the default passes it by), and its
+// every place is in its network's account and Region.
+func TestAPlacedPlansNetworkIsWhereItIsPlaced(t *testing.T) {
+	const away = "          placement: {role_arn: \"arn:aws:iam::111111111111:role/serverless-osb-target-osb\", external_id: x-12345, region: eu-west-1}\n"
+	t.Run("placed there, with the network there", func(t *testing.T) {
+		plan := networkCatalog(t, rdsPlan+"          network: away\n"+away)
+		s, err := Configure(plan, plan.Settings.Config, "../../../services")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.Network == nil || s.Network.Name != "away" || s.Parameters["VpcId"] != "vpc-0aaaaaaaaaaaaaaa0" ||
+			s.Parameters["ClientSecurityGroupId"] != "sg-0aaaaaaaaaaaaaaa0" || s.UsersWithoutNetwork {
+			t.Errorf("network %+v, parameters %v, users without network %v: want away's", s.Network, s.Parameters, s.UsersWithoutNetwork)
+		}
+		if got := databaseUserFunction("osb", s, s.BindingTemplate); got[DatabaseUserFunctionParameter] != "osb-dbuser-vpc-0aaaaaaaaaaaaaaa0" {
+			t.Errorf("DatabaseUserFunction = %v, want the function in away's VPC", got)
+		}
+	})
+	t.Run("placed there, without a network: the default is the broker's, so binds wait for one", func(t *testing.T) {
+		plan := networkCatalog(t, rdsPlan+away)
+		s, err := Configure(plan, plan.Settings.Config, "../../../services")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.Network != nil || !s.UsersWithoutNetwork || !strings.Contains(s.Warning(), "for a placed plan, a network with the account and region it is placed in") {
+			t.Errorf("network %+v, warning %q: want none, and a warning asking for a network where it is placed", s.Network, s.Warning())
+		}
+	})
+	for _, tt := range []struct{ name, broker, want string }{
+		{"not placed, with a network in another account", rdsPlan + "          network: away\n",
+			"network: names the network away, which is in account 111111111111, eu-west-1, but the plan is not placed there"},
+		{"placed, with a network beside the broker", rdsPlan + "          network: main\n" + away,
+			"network: names the network main, which is beside the broker, but the plan is placed (placement) in another account or Region"},
+		{"placed in another account than the network's", rdsPlan + "          network: away\n" + strings.Replace(away, "111111111111", "222222222222", 1),
+			"placement: has a place in account 222222222222 (arn:aws:iam::222222222222:role/serverless-osb-target-osb), but the plan's network away is in account 111111111111"},
+		{"placed in another Region than the network's", rdsPlan + "          network: away\n" + strings.Replace(away, "eu-west-1", "eu-central-1", 1),
+			"placement: has a place in eu-central-1, but the plan's network away is in eu-west-1: name region eu-west-1 in the placement"},
+		{"placed in the network's account, in the broker's Region", rdsPlan + "          network: away\n" + strings.Replace(away, ", region: eu-west-1", "", 1),
+			"placement: has a place in the broker's own Region (it names none), but the plan's network away is in eu-west-1"},
+		{"placed with Regions users choose among", rdsPlan + "          network: away\n" +
+			"          placement: {role_arn: \"arn:aws:iam::111111111111:role/serverless-osb-target-osb\", external_id: x-12345, region: eu-west-1, regions: [eu-west-1, eu-central-1]}\n",
+			"placement.regions: lets users choose eu-central-1, but the plan's network away is in eu-west-1"},
+		{"placed in the broker's own account, another Region", rdsPlan + "          placement: {region: eu-west-1}\n",
+			"placement: has a place in the broker's own account but another Region (eu-west-1), and rds-postgresql/binding-user.yaml declares Custom::DatabaseUser"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			plan := networkCatalog(t, tt.broker)
+			_, err := Configure(plan, plan.Settings.Config, "../../../services")
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("Configure() = %v, want an error with %q", err, tt.want)
+			}
+		})
+	}
 }
 
 func networkCatalogWithSchema(t *testing.T, broker, props string) *catalog.Plan {

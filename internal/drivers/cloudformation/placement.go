@@ -691,11 +691,14 @@ func refusal(format string, args ...any) *broker.Failure {
 }
 
 // checkPlacedHandlers refuses a placed plan whose templates declare a
-// custom resource the broker's own functions answer (a binding's database
-// or cache user): CloudFormation calls a custom resource's function in
-// the stack's own account and Region, where the broker deploys none (the
-// target stack is a plain template, without code), so every such stack
-// would fail there.
+// custom resource the broker's own functions answer (a binding's database,
+// search or cache user) where no function can answer it: CloudFormation
+// calls a custom resource's function in the stack's own account and
+// Region, and outside the broker's own the target stack deploys them
+// (infra, from the manifest's InTargetCustomResources), so every place of
+// the plan is an account with a role (and its target stack). The database
+// user's function is in the plan's network's VPC, which configureNetwork
+// holds to the places.
 func checkPlacedHandlers(s *Settings) error {
 	if s.Placement == nil {
 		return nil
@@ -705,9 +708,14 @@ func checkPlacedHandlers(s *Settings) error {
 			continue
 		}
 		for _, r := range t.Declared {
-			if slices.Contains(deploy.BrokerHandled, r.Type) {
-				return catalog.Settingf(KeyPlacement, "%s declares %s, whose function the broker's stack deploys in the broker's own account and Region only, and CloudFormation calls it in the stack's: a plan placed in another account or Region cannot make it; remove the placement, or use a template without it",
-					t.Path, r.Type)
+			if !slices.Contains(deploy.BrokerHandled, r.Type) {
+				continue
+			}
+			for _, place := range s.Placement.Targets() {
+				if place.RoleARN == "" {
+					return catalog.Settingf(KeyPlacement, "has a place in the broker's own account but another Region (%s), and %s declares %s, whose function the broker deploys in its own Region and the target stack in other accounts: no function could answer it there; place the plan in an account with the target stack (role_arn), or use a template without it",
+						place.Region, t.Path, r.Type)
+				}
 			}
 		}
 	}

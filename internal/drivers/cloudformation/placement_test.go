@@ -568,18 +568,19 @@ func TestAPoolPlacesWhereThereIsRoom(t *testing.T) {
 	})
 }
 
-// TestAPlacedPlanCannotCallTheBrokersFunctions: every shipped plan whose
-// templates declare a custom resource the broker's own functions answer
-// (a binding's database, search or cache user) is refused once placed in
-// another Region or account, naming the template, the type and the way
-// out, since CloudFormation would call a function the broker deploys only
-// at home; the plans without one may be placed.
-func TestAPlacedPlanCannotCallTheBrokersFunctions(t *testing.T) {
+// TestPlacedPlansCallTheBrokersFunctionsWhereTheyArePlaced: every shipped
+// plan whose templates declare a custom resource the broker's functions
+// answer (a database, search or cache user) may be placed in an account
+// with the target stack, which deploys those functions there; its
+// database users wait for a network there. Placed in the broker's own
+// account in another Region, where no function is, it is refused, naming
+// the type.
+func TestPlacedPlansCallTheBrokersFunctionsWhereTheyArePlaced(t *testing.T) {
 	cat, err := catalog.Load("../../../services/catalog.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	refused := map[string]bool{}
+	placed := map[string]bool{}
 	for _, svc := range cat.Services() {
 		for _, plan := range svc.Plans {
 			config := maps.Clone(plan.Settings.Config)
@@ -601,16 +602,24 @@ func TestAPlacedPlanCannotCallTheBrokersFunctions(t *testing.T) {
 			switch {
 			case handled == "" && err != nil:
 				t.Errorf("%s/%s declares no broker-handled resource, but its placement is refused: %v", svc.Name, plan.Name, err)
-			case handled != "" && (err == nil || !strings.Contains(err.Error(), "declares "+handled) || !strings.Contains(err.Error(), "remove the placement")):
-				t.Errorf("%s/%s declares %s; placed, Configure = %v, want it refused naming the type", svc.Name, plan.Name, handled, err)
+			case handled != "" && (err == nil || !strings.Contains(err.Error(), "declares "+handled) || !strings.Contains(err.Error(), "role_arn")):
+				t.Errorf("%s/%s declares %s; placed in the broker's account, another Region, Configure = %v, want it refused naming the type", svc.Name, plan.Name, handled, err)
+			}
+			config[KeyPlacement] = map[string]any{"region": "eu-west-1", "role_arn": "arn:aws:iam::111111111111:role/serverless-osb-target-osb", "external_id": "x-12345"}
+			s, err := Configure(plan, config, "../../../services")
+			switch {
+			case err != nil:
+				t.Errorf("%s/%s placed in an account with the target stack: %v", svc.Name, plan.Name, err)
+			case handled == deploy.DatabaseUser && (!s.UsersWithoutNetwork || !strings.Contains(s.Warning(), "it is placed in")):
+				t.Errorf("%s/%s placed without a network: warning %q, want binds refused until it has a network where it is placed", svc.Name, plan.Name, s.Warning())
 			case handled != "":
-				refused[svc.Name] = true
+				placed[svc.Name] = true
 			}
 		}
 	}
 	for _, svc := range []string{"aws-rds-postgresql", "aws-rds-mysql", "aws-aurora-postgresql", "aws-aurora-mysql", "aws-opensearch", "aws-elasticache-valkey"} {
-		if !refused[svc] {
-			t.Errorf("no plan of %s was refused placed", svc)
+		if !placed[svc] {
+			t.Errorf("no plan of %s was placed", svc)
 		}
 	}
 }

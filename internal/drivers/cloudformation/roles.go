@@ -123,7 +123,7 @@ var roleParameterMeaning = map[string]string{
 // trust anchor refuses every bind until the operator names one.
 func (s *Settings) Warning() string {
 	if s.UsersWithoutNetwork {
-		return fmt.Sprintf("the plan's bindings are users its broker's database user function makes (%s declares %s), but the plan has no network, in whose VPC the function runs: every bind is refused until the platform operator gives it one (the catalog's networks:, the plan's broker.network)",
+		return fmt.Sprintf("the plan's bindings are users its broker's database user function makes (%s declares %s), but the plan has no network, in whose VPC the function runs: every bind is refused until the platform operator gives it one (the catalog's networks:, the plan's broker.network; for a placed plan, a network with the account and region it is placed in)",
 			s.BindingTemplate.Path, DatabaseUserFunctionParameter)
 	}
 	if s.BindingCredentials != CredentialsRole || s.TrustAnchorARN != "" {
@@ -150,7 +150,7 @@ func (s *Settings) CheckBind(r broker.BindingRequest) error {
 func (s *Settings) bindRefusal(r broker.BindingRequest) *broker.Error {
 	if s.UsersWithoutNetwork {
 		return broker.Errorf(broker.CodeUnprocessable,
-			"The plan's bindings are users of their own that the broker makes inside the service's network, but the platform operator has not given the plan a network yet, so no binding can be made. Ask the platform operator to set the plan's network (the catalog's networks).")
+			"The plan's bindings are users of their own that the broker makes inside the service's network, but the platform operator has not given the plan a network yet, so no binding can be made. Ask the platform operator to set the plan's network (the catalog's networks; for a plan placed in another account, a network there).")
 	}
 	if s.BindingCredentials != CredentialsRole {
 		return nil

@@ -758,7 +758,10 @@ class _CfnSecret(CloudFormationModel):
 # Create and the Delete to that URL, as CloudFormation's event (the
 # ResponseURL this server's own), the Delete waiting for its answer as
 # CloudFormation does; keep the PhysicalResourceId a SUCCESS answers (the
-# Delete names it); a FAILED answer fails the stack, with its Reason.
+# Delete names it); a FAILED answer fails the stack, with its Reason. The
+# answer carries no credentials (CloudFormation's is a presigned URL): its
+# stack is found in the account and Region its StackId names, so that a
+# stack of another account (a placed plan's) gets its answer too.
 import urllib.request  # noqa: E402
 
 from moto.awslambda import lambda_backends  # noqa: E402
@@ -841,7 +844,10 @@ def _process_cfn_response_kept(self):
         if self._get_param("Status") != "SUCCESS":
             deleted.delete_failure = self._get_param("Reason")
         return 200, {"status": 200}, json.dumps("{}")
-    stack = self.cloudformation_backend.get_stack(self._get_param("StackId"))
+    stack_id = self._get_param("StackId")
+    parts = stack_id.split(":")
+    backend = cloudformation_backends[parts[4]][parts[3]] if len(parts) > 5 else self.cloudformation_backend
+    stack = backend.get_stack(stack_id)
     resource = stack.get_custom_resource(self._get_param("LogicalResourceId"))
     if self._get_param("Status") == "SUCCESS":
         resource.answered_id = self._get_param("PhysicalResourceId")
