@@ -3,6 +3,7 @@ package sandbox_test
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -159,4 +160,49 @@ func TestAPlacedInstanceLivesInTheTargetAccount(t *testing.T) {
 			t.Errorf("ListBuckets, which the target role does not grant: %v, want AccessDenied", err)
 		}
 	})
+}
+
+// TestTheTargetStackHasTheFunctionsOfItsPlacedPlans: the suite's catalog
+// places a Valkey plan in the target account, whose bindings' cache users
+// the cacheuser function makes, so the target stack the sandbox deployed
+// there (moto's CloudFormation, with the functions' bundles in a bucket of
+// that account, as `make target-assets` puts them, under the keys the
+// template names: a missing one fails the stack) made that function under
+// the name the binding template calls, with a role of that account; it
+// made no database user function, since no network of the catalog is in
+// that account.
+func TestTheTargetStackHasTheFunctionsOfItsPlacedPlans(t *testing.T) {
+	ctx, cancel := waittest.Context(t)
+	defer cancel()
+	there := shared.TargetAdmin(target)
+	stacks := cloudformation.NewFromConfig(there)
+	out, err := stacks.DescribeStackResources(ctx, &cloudformation.DescribeStackResourcesInput{StackName: aws.String(targetStackName(t))})
+	if err != nil {
+		t.Fatalf("the target stack's resources: %v", err)
+	}
+	var functions, roles []string
+	for _, r := range out.StackResources {
+		switch aws.ToString(r.ResourceType) {
+		case "AWS::Lambda::Function":
+			functions = append(functions, aws.ToString(r.PhysicalResourceId))
+		case "AWS::IAM::Role":
+			roles = append(roles, aws.ToString(r.LogicalResourceId))
+		}
+	}
+	want := strings.ToLower(deploy.DefaultStackPrefix) + "-cacheuser"
+	if !slices.ContainsFunc(functions, func(f string) bool { return strings.HasSuffix(f, want) }) {
+		t.Errorf("the target stack's functions are %v, want %s", functions, want)
+	}
+	if slices.ContainsFunc(functions, func(f string) bool { return strings.Contains(f, "-dbuser-") }) {
+		t.Errorf("a database user function among %v, without a network in the account", functions)
+	}
+	if !slices.ContainsFunc(roles, func(r string) bool { return strings.HasPrefix(r, "CacheUserRole") }) {
+		t.Errorf("the target stack's roles are %v, want the cacheuser function's", roles)
+	}
+}
+
+// targetStackName is the target stack's name: its template's.
+func targetStackName(t *testing.T) string {
+	t.Helper()
+	return strings.TrimSuffix(filepath.Base(target.Template), ".template.json")
 }

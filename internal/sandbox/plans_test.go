@@ -128,7 +128,8 @@ func TestPlansMotoCannotRunAreRefusedAtOnce(t *testing.T) {
 	// What each plan moto cannot run has that moto lacks, by service.
 	lacks := map[string]string{"moto-cannot-run": "AWS::ElastiCache::ServerlessCache",
 		"aws-aurora-postgresql": "AWS::RDS::DBCluster", "aws-aurora-mysql": "AWS::RDS::DBCluster",
-		"aws-opensearch": "AWS::OpenSearchService::Domain", "aws-elasticache-valkey": "AWS::ElastiCache::ServerlessCache"}
+		"aws-opensearch": "AWS::OpenSearchService::Domain", "aws-elasticache-valkey": "AWS::ElastiCache::ServerlessCache",
+		"placed-valkey": "AWS::ElastiCache::ServerlessCache"}
 	var names []string
 	for _, p := range shared.Unrunnable() {
 		names = append(names, p.Service+"/"+p.Plan)
@@ -138,11 +139,12 @@ func TestPlansMotoCannotRunAreRefusedAtOnce(t *testing.T) {
 	}
 	slices.Sort(names)
 	// Every other example service runs on moto with the project's fixes
-	// (the RDS ones since fix 15); the suite's catalog adds one that cannot.
+	// (the RDS ones since fix 15); the suite's catalog adds one that cannot,
+	// and a placed copy of the Valkey service (placement_test.go).
 	if want := []string{"aws-aurora-mysql/serverless-dev", "aws-aurora-mysql/serverless-standard",
 		"aws-aurora-postgresql/serverless-dev", "aws-aurora-postgresql/serverless-standard",
 		"aws-elasticache-valkey/small", "aws-elasticache-valkey/standard",
-		"aws-opensearch/medium-ha", "aws-opensearch/small", "moto-cannot-run/cache"}; !slices.Equal(names, want) {
+		"aws-opensearch/medium-ha", "aws-opensearch/small", "moto-cannot-run/cache", "placed-valkey/placed"}; !slices.Equal(names, want) {
 		t.Errorf("the sandbox cannot run %v, want %v", names, want)
 	}
 

@@ -216,6 +216,34 @@ func testCatalog(dir string) (string, error) {
 			break
 		}
 	}
+	// The Valkey service with a plan placed there too: its bindings' cache
+	// users are the cacheuser function's, which the target stack then
+	// deploys in that account (placement_test.go). moto cannot make its
+	// cache: the sandbox refuses its provisions (plans_test.go).
+	for _, svc := range services {
+		if svc := svc.(map[string]any); svc["name"] == "aws-elasticache-valkey" {
+			data, err := yaml.Marshal(svc)
+			if err != nil {
+				return "", err
+			}
+			var placed map[string]any
+			if err := yaml.Unmarshal(data, &placed); err != nil {
+				return "", err
+			}
+			plan := placed["plans"].([]any)[0].(map[string]any)
+			plan["id"], plan["name"] = placedCachePlan, "placed"
+			plan["broker"].(map[string]any)["placement"] = map[string]any{
+				"region": target.Region, "role_arn": "arn:aws:iam::" + target.Account + ":role/serverless-osb-target-" + deploy.DefaultStackPrefix,
+				"external_id":              target.ExternalID,
+				"service_role_arn":         "arn:aws:iam::" + target.Account + ":role/serverless-osb-target-cfn-" + deploy.DefaultStackPrefix,
+				"permissions_boundary_arn": "arn:aws:iam::" + target.Account + ":policy/serverless-osb-target-boundary-" + deploy.DefaultStackPrefix,
+			}
+			placed["plans"] = []any{plan}
+			placed["id"], placed["name"] = placedCacheService, "placed-valkey"
+			services = append(services, placed)
+			break
+		}
+	}
 	// A plan moto's CloudFormation cannot make (it has no ElastiCache),
 	// which the sandbox must refuse at once (plans_test.go).
 	if err := os.MkdirAll(filepath.Join(out, "moto-cannot"), 0o755); err != nil {
@@ -257,6 +285,9 @@ const (
 	s3Service     = "319021a7-ff81-4506-bf4c-07545d1bfc47"
 	placedService = "8c3f1a2e-6b4d-4e7f-9a15-2d0c7e9b3f48"
 	placedPlan    = "4e7a9c1b-3d5f-4a8e-b2c6-9f0d1e3a5b72"
+	// The Valkey service's copy whose plan is placed there too.
+	placedCacheService = "5d2e8b4a-9c1f-4e6d-a3b7-0f8e2c4d6a19"
+	placedCachePlan    = "b7c3e9a1-4f2d-4b8e-9a6c-1d3f5e7a9b20"
 	// A service whose stack moto cannot make.
 	cacheService = "6d0e4b8a-3f1c-4a2e-9b7d-5c8f1e2a4d60"
 	cachePlan    = "1a7c9e3b-5d2f-4b8a-8e6c-0f4d2b9a7c13"

@@ -1,7 +1,10 @@
 package sandbox
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -14,7 +17,11 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/cloudformation"
 	cfntypes "github.com/aws/aws-sdk-go-v2/service/cloudformation/types"
 	"github.com/aws/aws-sdk-go-v2/service/iam"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/aws-sdk-go-v2/service/sts"
+
+	"github.com/serverless-osb/broker/internal/deploy"
 )
 
 // Target is a target account of the catalog's placement: the sandbox
@@ -32,7 +39,18 @@ type Target struct {
 	// ExternalID is the external id the target role requires: the
 	// catalog's for that role.
 	ExternalID string
+	// HandlerCode is the folder of the bundles (make build's dist/:
+	// dbuser.zip, cacheuser.zip) the target stack's functions run, when
+	// its template declares HandlerCodeBucket: the sandbox puts them in a
+	// bucket of the target account, as `make target-assets` does, and
+	// names it. Default: dist beside the template's folder's parent
+	// (SynthesizeTarget's Out/dist).
+	HandlerCode string
 }
+
+// handlerCodeBucket is the target stack's parameter naming the bucket of
+// its functions' bundles (infra.TargetParamHandlerCodeBucket).
+const handlerCodeBucket = "HandlerCodeBucket"
 
 // targetAdminRole is the role the sandbox makes in each target account
 // for tests and operators to look there once IAM is enforced (TargetAdmin).
@@ -53,7 +71,8 @@ func SynthesizeTarget(ctx context.Context, s Synthesis) (string, error) {
 	assembly := filepath.Join(out, "cdk.out.target")
 	cdk := filepath.Join(root, "infra", "_cli", "node_modules", ".bin", "cdk")
 	if err := run(ctx, root, []string{"CDK_DISABLE_CLI_TELEMETRY=true"}, cdk, "synth", "-q", "-o", assembly,
-		"-c", "target=true", "-c", "workerCode="+filepath.Join(out, "dist", "worker")); err != nil {
+		"-c", "target=true", "-c", "workerCode="+filepath.Join(out, "dist", "worker"),
+		"-c", "databaseUserCode="+filepath.Join(out, "dist", "dbuser"), "-c", "cacheUserCode="+filepath.Join(out, "dist", "cacheuser")); err != nil {
 		return "", err
 	}
 	matches, err := filepath.Glob(filepath.Join(assembly, "*.template.json"))
@@ -106,13 +125,24 @@ func (sb *Sandbox) deployTargets(ctx context.Context) error {
 func (sb *Sandbox) deployTarget(ctx context.Context, cfg aws.Config, t Target, body, worker, api string) error {
 	client := cloudformation.NewFromConfig(cfg)
 	name := strings.TrimSuffix(filepath.Base(t.Template), ".template.json")
+	params := []cfntypes.Parameter{
+		{ParameterKey: aws.String("BrokerWorkerRoleArn"), ParameterValue: aws.String(worker)},
+		{ParameterKey: aws.String("BrokerApiRoleArn"), ParameterValue: aws.String(api)},
+		{ParameterKey: aws.String("ExternalId"), ParameterValue: aws.String(t.ExternalID)},
+	}
+	var declared struct{ Parameters map[string]any }
+	if err := json.Unmarshal([]byte(body), &declared); err != nil {
+		return fmt.Errorf("the target stack's template: %w", err)
+	}
+	if _, ok := declared.Parameters[handlerCodeBucket]; ok {
+		bucket, err := sb.putHandlerCode(ctx, cfg, t)
+		if err != nil {
+			return err
+		}
+		params = append(params, cfntypes.Parameter{ParameterKey: aws.String(handlerCodeBucket), ParameterValue: aws.String(bucket)})
+	}
 	_, err := client.CreateStack(ctx, &cloudformation.CreateStackInput{StackName: aws.String(name), TemplateBody: aws.String(body),
-		Capabilities: []cfntypes.Capability{cfntypes.CapabilityCapabilityNamedIam},
-		Parameters: []cfntypes.Parameter{
-			{ParameterKey: aws.String("BrokerWorkerRoleArn"), ParameterValue: aws.String(worker)},
-			{ParameterKey: aws.String("BrokerApiRoleArn"), ParameterValue: aws.String(api)},
-			{ParameterKey: aws.String("ExternalId"), ParameterValue: aws.String(t.ExternalID)},
-		}})
+		Capabilities: []cfntypes.Capability{cfntypes.CapabilityCapabilityNamedIam}, Parameters: params})
 	if err != nil {
 		return fmt.Errorf("create the target stack %s: %w", name, err)
 	}
@@ -136,6 +166,39 @@ func (sb *Sandbox) deployTarget(ctx context.Context, cfg aws.Config, t Target, b
 			return fmt.Errorf("the target stack %s: still %s after a minute", name, s.StackStatus)
 		}
 	}
+}
+
+// putHandlerCode makes a bucket in the target account and Region and puts
+// the functions' bundles there under the keys the target template names
+// (deploy.HandlerCodeKey), as `make target-assets BUCKET=…` does; it
+// returns the bucket's name.
+func (sb *Sandbox) putHandlerCode(ctx context.Context, cfg aws.Config, t Target) (string, error) {
+	dir := t.HandlerCode
+	if dir == "" {
+		dir = filepath.Join(filepath.Dir(filepath.Dir(t.Template)), "dist")
+	}
+	bucket := "osb-handlers-" + t.Account + "-" + cfg.Region
+	client := s3.NewFromConfig(cfg, func(o *s3.Options) { o.UsePathStyle = true })
+	in := &s3.CreateBucketInput{Bucket: aws.String(bucket)}
+	if cfg.Region != "us-east-1" {
+		in.CreateBucketConfiguration = &s3types.CreateBucketConfiguration{LocationConstraint: s3types.BucketLocationConstraint(cfg.Region)}
+	}
+	if _, err := client.CreateBucket(ctx, in); err != nil {
+		return "", fmt.Errorf("the bucket of the functions' code: %w", err)
+	}
+	for _, name := range []string{"dbuser", "cacheuser"} {
+		zip, err := os.ReadFile(filepath.Join(dir, name+".zip"))
+		if err != nil {
+			return "", fmt.Errorf("the target stack's functions: %w (make build writes it)", err)
+		}
+		sum := sha256.Sum256(zip)
+		key := deploy.HandlerCodeKey(name, hex.EncodeToString(sum[:]))
+		if _, err := client.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String(key), Body: bytes.NewReader(zip)}); err != nil {
+			return "", fmt.Errorf("put %s: %w", key, err)
+		}
+	}
+	sb.logf("the target stack's functions' code in account %s: s3://%s", t.Account, bucket)
+	return bucket, nil
 }
 
 // targetConfig reaches target account t through its role (a role name),
