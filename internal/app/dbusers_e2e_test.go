@@ -383,61 +383,78 @@ func TestClientBindsDatabaseUsersOnMoto(t *testing.T) {
 }
 
 // TestClientBindsDatabaseUsersOfAPlacedPlanOnMoto: an RDS PostgreSQL plan
-// placed in a second account of moto, in another Region, with the
-// catalog's network there, binds database users through the real OSB
-// client: the instance's and the binding's stacks are in that account (none
-// at home), in that network, and CloudFormation there calls the
-// Custom::DatabaseUser function of that account (the one the target stack
-// deploys, PREFIX-dbuser-VPC), whose user logs in to a real PostgreSQL
-// and is gone after its unbind; the deprovision leaves nothing. Real:
-// moto's STS, CloudFormation, RDS, Secrets Manager, EC2 in both accounts;
-// the handler; the server. Fake, named: fakeDatabaseUserFunction, for
-// Lambda's running of the handler in the target account.
+// placed by space in two other accounts of moto, in another Region, with a
+// network of the catalog in each (network: a list, one per place), binds
+// database users through the real OSB client: each instance's stacks are in
+// its space's account (none at home), in that account's network, and
+// CloudFormation there calls that account's Custom::DatabaseUser function
+// (the one the target stack deploys in that network's VPC,
+// PREFIX-dbuser-VPC), whose user logs in to a real PostgreSQL and is gone
+// after its unbind; the deprovisions leave nothing. Real: moto's STS,
+// CloudFormation, RDS, Secrets Manager, EC2 in every account; the handler;
+// the server. Fake, named: fakeDatabaseUserFunction, for Lambda's running
+// of the handler in each target account.
 func TestClientBindsDatabaseUsersOfAPlacedPlanOnMoto(t *testing.T) {
 	ctx, cancel := waittest.Context(t)
 	defer cancel()
 	base := mototest.Config(t, "us-east-1")
 	home := newAccount(ctx, t, base, "", "us-east-1")
-	data := newAccount(ctx, t, base, otherAccountID(), "eu-west-1")
 	prefix := "osbpdb" + strings.ReplaceAll(uuid.NewString()[:8], "-", "")
+	server := dbtest.Postgres(t)
 
-	network := "net-" + prefix
-	body := strings.ReplaceAll(networkTemplate, "us-east-1", "eu-west-1")
-	if _, err := data.clients.cfn.CreateStack(ctx, &cloudformation.CreateStackInput{StackName: aws.String(network), TemplateBody: aws.String(body)}); err != nil {
-		t.Fatal(err)
+	// Each data account: its network, and its function, which reads and
+	// writes that account's secrets, as the target stack's does there.
+	type dataAccount struct {
+		account
+		space string
+		net   map[string]string
+		fake  *fakeDatabaseUserFunction
 	}
-	described, err := data.clients.cfn.DescribeStacks(ctx, &cloudformation.DescribeStacksInput{StackName: aws.String(network)})
-	if err != nil {
-		t.Fatal(err)
+	var data []dataAccount
+	for _, space := range []string{"space-a", "space-b"} {
+		a := dataAccount{account: newAccount(ctx, t, base, otherAccountID(), "eu-west-1"), space: space, net: map[string]string{}}
+		name := "net-" + prefix
+		body := strings.ReplaceAll(networkTemplate, "us-east-1", "eu-west-1")
+		if _, err := a.clients.cfn.CreateStack(ctx, &cloudformation.CreateStackInput{StackName: aws.String(name), TemplateBody: aws.String(body)}); err != nil {
+			t.Fatal(err)
+		}
+		described, err := a.clients.cfn.DescribeStacks(ctx, &cloudformation.DescribeStacksInput{StackName: aws.String(name)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range described.Stacks[0].Outputs {
+			a.net[aws.ToString(o.OutputKey)] = aws.ToString(o.OutputValue)
+		}
+		sm := secretsmanager.NewFromConfig(a.cfg)
+		a.fake = &fakeDatabaseUserFunction{t: t, sm: sm, handler: &dbusers.Handler{Secrets: sm, Log: slog.New(slog.NewJSONHandler(os.Stderr, nil))},
+			servers: map[string]dbtest.Server{"postgres": server}}
+		l, err := listenLoopback(t)
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := &http.Server{Handler: a.fake, ReadHeaderTimeout: 10 * time.Second}
+		go srv.Serve(l)
+		t.Cleanup(func() { srv.Close() })
+		registerFunction(ctx, t, a.cfg, deploy.DatabaseUserFunctionName(prefix, a.net["VpcId"]), "http://"+l.Addr().String()+"/")
+		data = append(data, a)
 	}
-	out := map[string]string{}
-	for _, o := range described.Stacks[0].Outputs {
-		out[aws.ToString(o.OutputKey)] = aws.ToString(o.OutputValue)
-	}
-
-	// The function of the data account: it reads and writes that account's
-	// secrets, as the target stack's does there.
-	sm := secretsmanager.NewFromConfig(data.cfg)
-	fake := &fakeDatabaseUserFunction{t: t, sm: sm, handler: &dbusers.Handler{Secrets: sm, Log: slog.New(slog.NewJSONHandler(os.Stderr, nil))},
-		servers: map[string]dbtest.Server{"postgres": dbtest.Postgres(t)}}
-	l, err := listenLoopback(t)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{Handler: fake, ReadHeaderTimeout: 10 * time.Second}
-	go srv.Serve(l)
-	t.Cleanup(func() { srv.Close() })
-	registerFunction(ctx, t, data.cfg, deploy.DatabaseUserFunctionName(prefix, out["VpcId"]), "http://"+l.Addr().String()+"/")
 
 	catalog := servicesCatalogWith(t, func(doc map[string]any) {
-		doc["networks"] = map[string]any{"data": map[string]any{"account": data.id, "region": data.region, "vpc_id": out["VpcId"],
-			"subnet_ids": strings.Split(out["SubnetIds"], ","), "client_security_group_id": out["GroupId"]}}
+		networks, places, names := map[string]any{}, map[string]any{}, []any{}
+		for i, a := range data {
+			name := fmt.Sprintf("data-%d", i)
+			networks[name] = map[string]any{"account": a.id, "region": a.region, "vpc_id": a.net["VpcId"],
+				"subnet_ids": strings.Split(a.net["SubnetIds"], ","), "client_security_group_id": a.net["GroupId"]}
+			places[a.space] = map[string]any{"region": a.region, "role_arn": a.role, "external_id_env": "DATA_EXTERNAL_ID"}
+			names = append(names, name)
+		}
+		doc["networks"] = networks
 		for _, s := range doc["services"].([]any) {
 			if s := s.(map[string]any); s["name"] == "aws-rds-postgresql" {
 				for _, p := range s["plans"].([]any) {
 					b := p.(map[string]any)["broker"].(map[string]any)
-					b["network"] = "data"
-					b["placement"] = map[string]any{"region": data.region, "role_arn": data.role, "external_id_env": "DATA_EXTERNAL_ID"}
+					b["network"] = names
+					b["placement"] = map[string]any{"by": "space", "map": places}
 				}
 			}
 		}
@@ -453,91 +470,103 @@ func TestClientBindsDatabaseUsersOfAPlacedPlanOnMoto(t *testing.T) {
 	c := client(t, b.URL)
 	service, plan := planOf(t, b, "aws-rds-postgresql", "micro")
 	e := &e2e{t: t, c: c, service: service}
-	server := fake.servers["postgres"]
-	instanceID := uuid.NewString()
-	r := e.provision(instanceID, plan, true, map[string]any{"DatabaseName": "app"})
-	if state, desc := e.poll(instanceID, r.OperationKey); state != osb.StateSucceeded {
-		t.Fatalf("provision ended %s: %s", state, desc)
-	}
-	stack, err := data.clients.cfn.DescribeStacks(ctx, &cloudformation.DescribeStacksInput{StackName: aws.String(cfndriver.InstanceStackName(prefix, instanceID))})
-	if err != nil {
-		t.Fatalf("the instance's stack is not in the data account: %v", err)
-	}
-	params, outputs := map[string]string{}, map[string]string{}
-	for _, p := range stack.Stacks[0].Parameters {
-		params[aws.ToString(p.ParameterKey)] = aws.ToString(p.ParameterValue)
-	}
-	for _, o := range stack.Stacks[0].Outputs {
-		outputs[aws.ToString(o.OutputKey)] = aws.ToString(o.OutputValue)
-	}
-	if params["VpcId"] != out["VpcId"] || params["ClientSecurityGroupId"] != out["GroupId"] {
-		t.Errorf("the instance's stack is not in the data account's network: %v", params)
-	}
-	if ok, err := data.clients.moto.databaseExists(ctx, outputs["Host"], outputs["MasterUserSecretArn"]); err != nil || !ok {
-		t.Fatalf("the database the instance's outputs name does not exist in the data account (%v)", err)
-	}
 
-	bindingID := uuid.NewString()
-	rr := b.Do(apptest.Request{Method: http.MethodPut,
-		Path: "/v2/service_instances/" + instanceID + "/service_bindings/" + bindingID + "?accepts_incomplete=true",
-		Body: map[string]any{"service_id": service, "plan_id": plan, "parameters": map[string]any{"Privileges": "readwrite"},
-			"bind_resource": map[string]any{"app_guid": "app-1"}}})
-	if rr.Status != http.StatusAccepted {
-		t.Fatalf("bind: %d %s", rr.Status, rr.Raw)
+	for _, a := range data {
+		t.Run(a.space, func(t *testing.T) {
+			instanceID := uuid.NewString()
+			r, err := c.ProvisionInstance(&osb.ProvisionRequest{InstanceID: instanceID, ServiceID: service, PlanID: plan, AcceptsIncomplete: true,
+				OrganizationGUID: "org-1", SpaceGUID: a.space, Parameters: map[string]any{"DatabaseName": "app"},
+				Context: map[string]any{"platform": "cloudfoundry", "organization_guid": "org-1", "space_guid": a.space}})
+			if err != nil {
+				t.Fatalf("provision: %v", err)
+			}
+			if state, desc := e.poll(instanceID, r.OperationKey); state != osb.StateSucceeded {
+				t.Fatalf("provision ended %s: %s", state, desc)
+			}
+			stack, err := a.clients.cfn.DescribeStacks(ctx, &cloudformation.DescribeStacksInput{StackName: aws.String(cfndriver.InstanceStackName(prefix, instanceID))})
+			if err != nil {
+				t.Fatalf("the instance's stack is not in its space's account: %v", err)
+			}
+			params, outputs := map[string]string{}, map[string]string{}
+			for _, p := range stack.Stacks[0].Parameters {
+				params[aws.ToString(p.ParameterKey)] = aws.ToString(p.ParameterValue)
+			}
+			for _, o := range stack.Stacks[0].Outputs {
+				outputs[aws.ToString(o.OutputKey)] = aws.ToString(o.OutputValue)
+			}
+			if params["VpcId"] != a.net["VpcId"] || params["SubnetIds"] != a.net["SubnetIds"] || params["ClientSecurityGroupId"] != a.net["GroupId"] {
+				t.Errorf("the instance's stack is not in its account's network %v: %v", a.net, params)
+			}
+			if ok, err := a.clients.moto.databaseExists(ctx, outputs["Host"], outputs["MasterUserSecretArn"]); err != nil || !ok {
+				t.Fatalf("the database the instance's outputs name does not exist in its account (%v)", err)
+			}
+
+			bindingID := uuid.NewString()
+			rr := b.Do(apptest.Request{Method: http.MethodPut,
+				Path: "/v2/service_instances/" + instanceID + "/service_bindings/" + bindingID + "?accepts_incomplete=true",
+				Body: map[string]any{"service_id": service, "plan_id": plan, "parameters": map[string]any{"Privileges": "readwrite"},
+					"bind_resource": map[string]any{"app_guid": "app-1"}}})
+			if rr.Status != http.StatusAccepted {
+				t.Fatalf("bind: %d %s", rr.Status, rr.Raw)
+			}
+			op := osb.OperationKey(rr.Str("operation"))
+			if state := e.pollBinding(instanceID, bindingID, &op); state != osb.StateSucceeded {
+				t.Fatalf("bind ended %s", state)
+			}
+			got, err := c.GetBinding(&osb.GetBindingRequest{InstanceID: instanceID, BindingID: bindingID})
+			if err != nil {
+				t.Fatal(err)
+			}
+			user, password := fmt.Sprint(got.Credentials["username"]), fmt.Sprint(got.Credentials["password"])
+			if err := dbusers.CheckName(user); err != nil {
+				t.Fatalf("the credentials hold no database user of the binding's: %v", keysOf(got.Credentials))
+			}
+			logsIn := func() error {
+				conn, err := dbtest.PgConnect(ctx, server, user, password)
+				if err == nil {
+					conn.Close(ctx)
+				}
+				return err
+			}
+			if err := logsIn(); err != nil {
+				t.Fatalf("the binding's user cannot log in: %v", err)
+			}
+			ur, err := c.Unbind(&osb.UnbindRequest{InstanceID: instanceID, BindingID: bindingID, ServiceID: service, PlanID: plan, AcceptsIncomplete: true})
+			if err != nil {
+				t.Fatalf("unbind: %v", err)
+			}
+			if state := e.pollBinding(instanceID, bindingID, ur.OperationKey); state != osbtest.Gone && state != osb.StateSucceeded {
+				t.Fatalf("unbind ended %s", state)
+			}
+			if err := logsIn(); err == nil {
+				t.Errorf("the unbound user %s still logs in", user)
+			}
+			dr, err := c.DeprovisionInstance(&osb.DeprovisionRequest{InstanceID: instanceID, ServiceID: service, PlanID: plan, AcceptsIncomplete: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if state, desc := e.poll(instanceID, dr.OperationKey); state != osbtest.Gone && state != osb.StateSucceeded {
+				t.Fatalf("deprovision ended %s: %s", state, desc)
+			}
+			a.fake.mu.Lock()
+			events := slices.Clone(a.fake.events)
+			a.fake.mu.Unlock()
+			if !slices.Equal(events, []string{"Create", "Delete"}) {
+				t.Errorf("the function of the instance's account got %v, want its binding's Create and Delete", events)
+			}
+			if ok, err := a.clients.moto.databaseExists(ctx, outputs["Host"], outputs["MasterUserSecretArn"]); err != nil || ok {
+				t.Errorf("the database outlived the deprovision (%v)", err)
+			}
+		})
 	}
-	op := osb.OperationKey(rr.Str("operation"))
-	if state := e.pollBinding(instanceID, bindingID, &op); state != osb.StateSucceeded {
-		t.Fatalf("bind ended %s", state)
+	accounts := []account{home}
+	for _, a := range data {
+		accounts = append(accounts, a.account)
 	}
-	got, err := c.GetBinding(&osb.GetBindingRequest{InstanceID: instanceID, BindingID: bindingID})
-	if err != nil {
-		t.Fatal(err)
-	}
-	creds := got.Credentials
-	user, password := fmt.Sprint(creds["username"]), fmt.Sprint(creds["password"])
-	if err := dbusers.CheckName(user); err != nil {
-		t.Fatalf("the credentials hold no database user of the binding's: %v", keysOf(creds))
-	}
-	logsIn := func() error {
-		conn, err := dbtest.PgConnect(ctx, server, user, password)
-		if err == nil {
-			conn.Close(ctx)
-		}
-		return err
-	}
-	if err := logsIn(); err != nil {
-		t.Fatalf("the binding's user cannot log in: %v", err)
-	}
-	ur, err := c.Unbind(&osb.UnbindRequest{InstanceID: instanceID, BindingID: bindingID, ServiceID: service, PlanID: plan, AcceptsIncomplete: true})
-	if err != nil {
-		t.Fatalf("unbind: %v", err)
-	}
-	if state := e.pollBinding(instanceID, bindingID, ur.OperationKey); state != osbtest.Gone && state != osb.StateSucceeded {
-		t.Fatalf("unbind ended %s", state)
-	}
-	if err := logsIn(); err == nil {
-		t.Errorf("the unbound user %s still logs in", user)
-	}
-	dr, err := c.DeprovisionInstance(&osb.DeprovisionRequest{InstanceID: instanceID, ServiceID: service, PlanID: plan, AcceptsIncomplete: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if state, desc := e.poll(instanceID, dr.OperationKey); state != osbtest.Gone && state != osb.StateSucceeded {
-		t.Fatalf("deprovision ended %s: %s", state, desc)
-	}
-	fake.mu.Lock()
-	events := slices.Clone(fake.events)
-	fake.mu.Unlock()
-	if !slices.Equal(events, []string{"Create", "Delete"}) {
-		t.Errorf("the data account's function got %v, want the binding's Create and Delete", events)
-	}
-	for _, a := range []account{home, data} {
+	for _, a := range accounts {
 		if left := stacksNamed(ctx, t, a.clients.cfn, prefix); len(left) != 0 {
 			t.Errorf("stacks left in account %q: %v", a.id, left)
 		}
-	}
-	if ok, err := data.clients.moto.databaseExists(ctx, outputs["Host"], outputs["MasterUserSecretArn"]); err != nil || ok {
-		t.Errorf("the database outlived the deprovision (%v)", err)
 	}
 }
 

@@ -60,6 +60,10 @@ type Settings struct {
 	// refuse the setting rather than ignore it.
 	Network      *Network
 	NetworkNamed bool
+	// Networks, when broker.network is a list, are the networks it names,
+	// one per account and Region of a placed plan's places (the driver
+	// picks the one of each instance's place); Network is then nil.
+	Networks []*Network
 	// Config holds the driver's own settings: every other key of the block,
 	// as decoded from YAML (nil when there are none). The driver checks
 	// them when the broker starts.

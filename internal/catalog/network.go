@@ -1,6 +1,7 @@
 package catalog
 
 import (
+	"maps"
 	"regexp"
 	"slices"
 )
@@ -140,11 +141,14 @@ func (ck *checker) networks(root map[string]any) map[string]*Network {
 	return out
 }
 
-// network resolves a plan's broker.network: the network it names, or the
+// network resolves a plan's broker.network: the network it names, the
+// networks a list names (a placed plan's, one per account and Region of
+// its places: the driver checks them against the placement), or the
 // catalog's default (which a plan whose templates take no network
 // ignores).
 func (ck *checker) network(st *Settings, b map[string]any, networks map[string]*Network) {
-	if _, ok := b["network"]; !ok {
+	v, ok := b["network"]
+	if !ok {
 		for _, n := range networks {
 			if n.Default {
 				st.Network = n
@@ -152,27 +156,58 @@ func (ck *checker) network(st *Settings, b map[string]any, networks map[string]*
 		}
 		return
 	}
-	name := ck.str(b, st.Path, "network", true)
-	if name == "" {
-		return
-	}
-	n, ok := networks[name]
-	if !ok {
-		names := slices.Sorted(func(yield func(string) bool) {
-			for k := range networks {
-				if !yield(k) {
-					return
-				}
-			}
-		})
-		if len(names) == 0 {
-			ck.problem(field(st.Path, "network"), "names the network %q, but the catalog has no networks; declare it under the top-level networks", name)
+	key := field(st.Path, "network")
+	if list, isList := v.([]any); isList {
+		if len(list) == 0 {
+			ck.problem(key, "names no network; name one, or a list of the networks of a placed plan's places")
 			return
 		}
-		ck.problem(field(st.Path, "network"), "names the network %q, which the catalog does not declare; it declares %s", name, quoteList(names))
+		places := map[string]string{}
+		for i, e := range list {
+			name, _ := e.(string)
+			n := ck.namedNetwork(index(key, i), name, e, networks)
+			if n == nil {
+				continue
+			}
+			if !n.Placed() {
+				ck.problem(index(key, i), "names the network %s, which is beside the broker: a list names the networks of a placed plan's places, each with account and region; name a network beside the broker alone", name)
+				continue
+			}
+			place := n.Account + " " + n.Region
+			if other, taken := places[place]; taken {
+				ck.problem(index(key, i), "names the network %s, in account %s, %s, where %s is too: one network per place", name, n.Account, n.Region, other)
+				continue
+			}
+			places[place] = name
+			st.Networks = append(st.Networks, n)
+		}
+		st.NetworkNamed = true
 		return
 	}
-	st.Network, st.NetworkNamed = n, true
+	name, _ := v.(string)
+	if n := ck.namedNetwork(key, name, v, networks); n != nil {
+		st.Network, st.NetworkNamed = n, true
+	}
+}
+
+// namedNetwork is the network name (the value v at key) names, or nil
+// after saying what is wrong.
+func (ck *checker) namedNetwork(key, name string, v any, networks map[string]*Network) *Network {
+	if name == "" {
+		ck.problem(key, "must be the name of a network of the catalog's networks (or a list of them), got %s", Describe(v))
+		return nil
+	}
+	n, ok := networks[name]
+	if ok {
+		return n
+	}
+	names := slices.Sorted(maps.Keys(networks))
+	if len(names) == 0 {
+		ck.problem(key, "names the network %q, but the catalog has no networks; declare it under the top-level networks", name)
+		return nil
+	}
+	ck.problem(key, "names the network %q, which the catalog does not declare; it declares %s", name, quoteList(names))
+	return nil
 }
 
 func quoteList(names []string) string {

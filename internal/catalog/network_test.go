@@ -54,6 +54,22 @@ func TestPlansTakeTheirNetworkFromTheCatalog(t *testing.T) {
 	if byDefault.Network == nil || byDefault.Network.Name != "shared" || byDefault.NetworkNamed {
 		t.Errorf("the plan naming none got %+v (named %v), want the default shared", byDefault.Network, byDefault.NetworkNamed)
 	}
+	t.Run("a list: the networks of a placed plan's places", func(t *testing.T) {
+		c := smallCatalog()
+		a, b := goodNetwork(), goodNetwork()
+		a["account"], a["region"] = "111111111111", "eu-west-1"
+		b["account"], b["region"] = "222222222222", "eu-west-1"
+		c["networks"] = map[string]any{"a": a, "b": b}
+		plan(c, 0, 0)["broker"] = map[string]any{"driver": "demo", "network": []any{"b", "a"}}
+		cat, err := Parse("good.yaml", toYAML(t, c))
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := cat.Services()[0].Plans[0].Settings
+		if len(st.Networks) != 2 || st.Networks[0].Name != "b" || st.Networks[1].Name != "a" || st.Network != nil || !st.NetworkNamed {
+			t.Errorf("Networks %v, Network %v, named %v: want b and a, as listed", st.Networks, st.Network, st.NetworkNamed)
+		}
+	})
 	if body := string(cat.JSON()); strings.Contains(body, "vpc-0123456789abcdef0") || strings.Contains(body, "network") {
 		t.Errorf("the served catalog shows the networks: %s", body)
 	}
@@ -114,6 +130,27 @@ func TestBadNetworks(t *testing.T) {
 			c["networks"] = obj{"main": goodNetwork()}
 			plan(c, 0, 0)["broker"] = obj{"driver": "demo", "network": "mian"}
 		}, `bad.yaml: services[0].plans[0].broker.network: names the network "mian", which the catalog does not declare; it declares main`},
+		{"a list naming a network beside the broker", func(c obj) {
+			away := goodNetwork()
+			away["account"], away["region"] = "111111111111", "eu-west-1"
+			c["networks"] = obj{"main": goodNetwork(), "away": away}
+			plan(c, 0, 0)["broker"] = obj{"driver": "demo", "network": []any{"away", "main"}}
+		}, `bad.yaml: services[0].plans[0].broker.network[1]: names the network main, which is beside the broker: a list names the networks of a placed plan's places`},
+		{"a list naming two networks of one place", func(c obj) {
+			a, b := goodNetwork(), goodNetwork()
+			a["account"], a["region"] = "111111111111", "eu-west-1"
+			b["account"], b["region"] = "111111111111", "eu-west-1"
+			c["networks"] = obj{"a": a, "b": b}
+			plan(c, 0, 0)["broker"] = obj{"driver": "demo", "network": []any{"a", "b"}}
+		}, `bad.yaml: services[0].plans[0].broker.network[1]: names the network b, in account 111111111111, eu-west-1, where a is too: one network per place`},
+		{"an empty list", func(c obj) {
+			c["networks"] = obj{"main": goodNetwork()}
+			plan(c, 0, 0)["broker"] = obj{"driver": "demo", "network": []any{}}
+		}, `bad.yaml: services[0].plans[0].broker.network: names no network`},
+		{"a list naming a network the catalog lacks", func(c obj) {
+			c["networks"] = obj{"main": goodNetwork()}
+			plan(c, 0, 0)["broker"] = obj{"driver": "demo", "network": []any{"mian"}}
+		}, `bad.yaml: services[0].plans[0].broker.network[0]: names the network "mian", which the catalog does not declare`},
 		{"a plan naming a network in a catalog without any", func(c obj) {
 			plan(c, 0, 0)["broker"] = obj{"driver": "demo", "network": "main"}
 		}, `bad.yaml: services[0].plans[0].broker.network: names the network "main", but the catalog has no networks`},

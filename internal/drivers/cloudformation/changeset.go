@@ -273,7 +273,11 @@ func (d *Driver) changeSetInputWithDefaults(ctx context.Context, c broker.Change
 			return nil, nil, err
 		}
 		in.TemplateBody, in.TemplateURL = body, url
-		values := merge(s.Template, given, s.Parameters, d.deployed(s.Template))
+		net, err := s.networkAt(rec.Place)
+		if err != nil {
+			return nil, nil, err
+		}
+		values := merge(s.Template, given, s.Parameters, networkAtPlace(s.Template, net), d.deployed(s.Template))
 		defaults, err := d.newDefaults(ctx, c, s.Template, values, running)
 		if err != nil {
 			return nil, nil, err

@@ -344,7 +344,11 @@ func (d *Driver) startCreate(ctx context.Context, c broker.Change, s *Settings, 
 		if err != nil {
 			return err
 		}
-		in.Parameters = createParameters(merge(t, given, s.Parameters, d.deployed(t)))
+		net, err := s.networkAt(rec.Place)
+		if err != nil {
+			return err
+		}
+		in.Parameters = createParameters(merge(t, given, s.Parameters, networkAtPlace(t, net), d.deployed(t)))
 		in.Tags = instanceTags(c, rec.CreatedBy)
 	} else {
 		inst, found, err := d.get(c, instanceRecord)
@@ -365,8 +369,12 @@ func (d *Driver) startCreate(ctx context.Context, c broker.Change, s *Settings, 
 		// Users' values first, so that neither they nor the plan can
 		// point a binding at another instance's resources, nor at
 		// another app.
-		in.Parameters = createParameters(merge(t, given, s.BindingParameters, inst.Outputs, d.deployed(t), role,
-			databaseUserFunction(d.Deployment.StackPrefix, s, t)))
+		net, err := s.networkAt(inst.Place)
+		if err != nil {
+			return err
+		}
+		in.Parameters = createParameters(merge(t, given, s.BindingParameters, networkAtPlace(t, net), inst.Outputs, d.deployed(t), role,
+			databaseUserFunction(d.Deployment.StackPrefix, net, t)))
 		in.Tags = bindingTags(c, rec.CreatedBy)
 	}
 

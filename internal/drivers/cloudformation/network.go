@@ -1,9 +1,12 @@
 package cloudformation
 
 import (
+	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
+	"github.com/serverless-osb/broker/internal/broker"
 	"github.com/serverless-osb/broker/internal/catalog"
 	"github.com/serverless-osb/broker/internal/deploy"
 )
@@ -60,19 +63,35 @@ func takesNetwork(t *Template) bool {
 // is refused (CheckBind) and the broker warns at start.
 func configureNetwork(plan *catalog.Plan, s *Settings) error {
 	var n *catalog.Network
+	var nets []*catalog.Network
 	named := false
 	if plan != nil {
-		n, named = plan.Settings.Network, plan.Settings.NetworkNamed
+		n, nets, named = plan.Settings.Network, plan.Settings.Networks, plan.Settings.NetworkNamed
 	}
 	_, usersFunction := bindingParameter(s, DatabaseUserFunctionParameter)
 	takes := takesNetwork(s.Template) || takesNetwork(s.BindingTemplate)
 	switch {
+	case len(nets) > 0 && !takes && !usersFunction:
+		return catalog.Settingf("network", "names the networks %s, but the plan's templates declare none of %s nor %s; remove network, or use templates that take it",
+			names(nets), list(networkParameters), DatabaseUserFunctionParameter)
+	case len(nets) > 0:
+		byPlace, err := placedNetworks(nets, s.Placement)
+		if err != nil {
+			return err
+		}
+		// The first fixes the parameters as a network does (so that the
+		// checks of what users and the plan may set are the same); each
+		// instance's stacks take its place's (networkAt).
+		n, s.PlaceNetworks = nets[0], byPlace
 	case n != nil && named && !takes && !usersFunction:
 		return catalog.Settingf("network", "names the network %s, but the plan's templates declare none of %s nor %s; remove network, or use templates that take it",
 			n.Name, list(networkParameters), DatabaseUserFunctionParameter)
 	case n != nil && named:
 		if err := placedNetwork(n, s.Placement); err != nil {
 			return err
+		}
+		if s.Placement != nil {
+			s.PlaceNetworks = map[string]*catalog.Network{placeKey(n.Account, n.Region): n}
 		}
 	case n != nil && (s.Placement != nil || (!takes && !usersFunction)):
 		n = nil // the default network is for plans beside the broker that take one
@@ -127,10 +146,9 @@ func configureNetwork(plan *catalog.Plan, s *Settings) error {
 // placedNetwork refuses a network that is not where the plan's stacks are
 // made: one in another account and Region (Network.Placed) for a plan that
 // is not placed there, and one beside the broker for a placed plan. A
-// placed plan's network is in the account and Region of every place its
-// placement may choose (the retired ones too, whose instances still bind),
-// since the plan has one network: a placement over several accounts or
-// Regions cannot take one.
+// placed plan's one network is in the account and Region of every place its
+// placement may choose (placesOf); a placement over several takes a list,
+// a network per place (placedNetworks).
 func placedNetwork(n *catalog.Network, p *Placement) error {
 	if p == nil {
 		if n.Placed() {
@@ -143,26 +161,163 @@ func placedNetwork(n *catalog.Network, p *Placement) error {
 		return catalog.Settingf("network", "names the network %s, which is beside the broker, but the plan is placed (%s) in another account or Region: name a network of the account and Region it is placed in (a network with account and region), or remove network",
 			n.Name, KeyPlacement)
 	}
-	for _, r := range p.Regions {
-		if r != n.Region {
-			return catalog.Settingf(KeyPlacement+"."+keyRegions, "lets users choose %s, but the plan's network %s is in %s: a plan with a network is placed in that network's Region only", r, n.Name, n.Region)
-		}
+	places, err := placesOf(p)
+	if err != nil {
+		return err
 	}
-	for _, t := range p.Targets() {
-		switch {
-		case t.Account() == "":
-			return catalog.Settingf(KeyPlacement, "has a place in the broker's own account (no role_arn), but the plan's network %s is in account %s: a plan with a network is placed in that network's account only", n.Name, n.Account)
-		case t.Account() != n.Account:
-			return catalog.Settingf(KeyPlacement, "has a place in account %s (%s), but the plan's network %s is in account %s: a plan with a network is placed in that network's account only", t.Account(), t.RoleARN, n.Name, n.Account)
-		case t.Region != n.Region:
-			region := t.Region
-			if region == "" {
-				region = "the broker's own Region (it names none)"
-			}
-			return catalog.Settingf(KeyPlacement, "has a place in %s, but the plan's network %s is in %s: name region %s in the placement", region, n.Name, n.Region, n.Region)
+	for _, pl := range places {
+		if pl.account != n.Account || pl.region != n.Region {
+			return catalog.Settingf(pl.key, "places instances in account %s, %s, but the plan's network %s is in account %s, %s: name a network per place (network: a list of them), or place the plan in its network's account and Region only",
+				pl.account, pl.region, n.Name, n.Account, n.Region)
 		}
 	}
 	return nil
+}
+
+// placedNetworks checks a placed plan's list of networks, one per place:
+// every place its placement may choose has one (its account and Region),
+// and every network is a place's. It returns them by place (placeKey).
+func placedNetworks(list []*catalog.Network, p *Placement) (map[string]*catalog.Network, error) {
+	if p == nil {
+		return nil, catalog.Settingf("network", "names a list of networks (%s), one per place of a placed plan, but the plan is not placed: name one network beside the broker", names(list))
+	}
+	byPlace := map[string]*catalog.Network{}
+	for _, n := range list {
+		byPlace[placeKey(n.Account, n.Region)] = n // the catalog checked each is placed, one per place
+	}
+	places, err := placesOf(p)
+	if err != nil {
+		return nil, err
+	}
+	used := map[string]bool{}
+	for _, pl := range places {
+		k := placeKey(pl.account, pl.region)
+		if byPlace[k] == nil {
+			return nil, catalog.Settingf(pl.key, "places instances in account %s, %s, where none of the plan's networks (%s) is: add one there to the catalog's networks and to the plan's network list",
+				pl.account, pl.region, names(list))
+		}
+		used[k] = true
+	}
+	for _, n := range list {
+		if !used[placeKey(n.Account, n.Region)] {
+			return nil, catalog.Settingf("network", "names the network %s, in account %s, %s, where the placement puts no instance: remove it from the list, or place instances there",
+				n.Name, n.Account, n.Region)
+		}
+	}
+	return byPlace, nil
+}
+
+// place is an account and Region a placement may put instances in, and
+// the key of the catalog that says so.
+type place struct{ key, account, region string }
+
+// placesOf lists every account and Region p may put an instance in: each
+// target's (the retired ones too, whose instances still bind), in each
+// Region users may choose. Each is an account of its own with a Region
+// named (its database user function is the target stack's there): a
+// place in the broker's own account, or in the broker's own Region, is
+// refused.
+func placesOf(p *Placement) ([]place, error) {
+	type keyed struct {
+		key string
+		t   Target
+	}
+	var targets []keyed
+	for i, t := range p.Retired {
+		targets = append(targets, keyed{fmt.Sprintf("%s.%s[%d]", KeyPlacement, keyRetired, i), t})
+	}
+	if p.By == "" {
+		targets = append(targets, keyed{KeyPlacement, p.Target})
+	}
+	for _, k := range slices.Sorted(maps.Keys(p.Map)) {
+		targets = append(targets, keyed{KeyPlacement + "." + keyMap + "." + k, p.Map[k]})
+	}
+	if p.Default != nil {
+		targets = append(targets, keyed{KeyPlacement + "." + keyDefault, *p.Default})
+	}
+	var out []place
+	for _, kt := range targets {
+		members := []keyed{kt}
+		if len(kt.t.Pool) > 0 {
+			members = nil
+			for i, m := range kt.t.Pool {
+				m.Region = kt.t.Region
+				members = append(members, keyed{fmt.Sprintf("%s.%s[%d]", kt.key, keyPool, i), m})
+			}
+		}
+		for _, m := range members {
+			t := m.t
+			if t.Account() == "" {
+				return nil, catalog.Settingf(m.key, "is in the broker's own account (no role_arn), where the plan's networks cannot be: a plan with a network is placed in the accounts of its networks")
+			}
+			if t.Region == "" {
+				return nil, catalog.Settingf(m.key, "is in account %s in the broker's own Region (it names none): name the region of the plan's network there", t.Account())
+			}
+			for _, r := range append([]string{t.Region}, p.Regions...) {
+				key := m.key
+				if r != t.Region {
+					key = KeyPlacement + "." + keyRegions
+				}
+				if !slices.ContainsFunc(out, func(x place) bool { return x.account == t.Account() && x.region == r }) {
+					out = append(out, place{key: key, account: t.Account(), region: r})
+				}
+			}
+		}
+	}
+	return out, nil
+}
+
+// placeKey is the key of PlaceNetworks.
+func placeKey(account, region string) string { return account + " " + region }
+
+// networkAt is the network of the stacks of an instance in place p: the
+// plan's place network there, or its one network.
+func (s *Settings) networkAt(p *Place) (*catalog.Network, error) {
+	if s == nil || len(s.PlaceNetworks) == 0 {
+		return s.networkOrNil(), nil
+	}
+	if p != nil {
+		if n := s.PlaceNetworks[placeKey(p.Account, p.Region)]; n != nil {
+			return n, nil
+		}
+	}
+	where := "the broker's own account"
+	if p != nil {
+		where = fmt.Sprintf("account %s, %s", p.Account, p.Region)
+	}
+	return nil, &broker.Failure{Description: fmt.Sprintf(
+		"The plan names no network in %s, where the service instance is, so its stacks there cannot be made. Ask the platform operator to add one to the plan's networks.", where),
+		InstanceUsable: broker.Bool(true)}
+}
+
+func (s *Settings) networkOrNil() *catalog.Network {
+	if s == nil {
+		return nil
+	}
+	return s.Network
+}
+
+// networkAtPlace are the values network n (an instance's: networkAt)
+// fixes among t's parameters.
+func networkAtPlace(t *Template, n *catalog.Network) map[string]string {
+	if n == nil || t == nil {
+		return nil
+	}
+	out := map[string]string{}
+	for k, v := range networkValues(n) {
+		if _, ok := t.Parameters[k]; ok {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+func names(list []*catalog.Network) string {
+	var out []string
+	for _, n := range list {
+		out = append(out, n.Name)
+	}
+	return strings.Join(out, ", ")
 }
 
 // bindingParameter says whether the binding template declares name.
@@ -178,12 +333,12 @@ func bindingParameter(s *Settings, name string) (Parameter, bool) {
 func isNetworkParameter(name string) bool { return slices.Contains(networkParameters, name) }
 
 // databaseUserFunction is the DatabaseUserFunction value for template t
-// of a plan with settings s under the deployment's stack prefix: the
-// function infra deploys in the network's VPC. None when t does not
-// declare the parameter.
-func databaseUserFunction(prefix string, s *Settings, t *Template) map[string]string {
-	if _, ok := t.Parameters[DatabaseUserFunctionParameter]; !ok || s == nil || s.Network == nil {
+// of a plan whose instance's network is n, under the deployment's stack
+// prefix: the function infra deploys in the network's VPC. None when t
+// does not declare the parameter.
+func databaseUserFunction(prefix string, n *catalog.Network, t *Template) map[string]string {
+	if _, ok := t.Parameters[DatabaseUserFunctionParameter]; !ok || n == nil {
 		return nil
 	}
-	return map[string]string{DatabaseUserFunctionParameter: deploy.DatabaseUserFunctionName(prefix, s.Network.VpcID)}
+	return map[string]string{DatabaseUserFunctionParameter: deploy.DatabaseUserFunctionName(prefix, n.VpcID)}
 }

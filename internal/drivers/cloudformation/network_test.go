@@ -33,6 +33,12 @@ func networkCatalog(t *testing.T, broker string) *catalog.Plan {
     vpc_id: vpc-0aaaaaaaaaaaaaaa0
     subnet_ids: [subnet-0aaaaaaaaaaaaaaa0, subnet-0aaaaaaaaaaaaaaa1]
     client_security_group_id: sg-0aaaaaaaaaaaaaaa0
+  away2:
+    account: "222222222222"
+    region: eu-west-1
+    vpc_id: vpc-0bbbbbbbbbbbbbbb0
+    subnet_ids: [subnet-0bbbbbbbbbbbbbbb0, subnet-0bbbbbbbbbbbbbbb1]
+    client_security_group_id: sg-0bbbbbbbbbbbbbbb0
 services:
   - id: 9a8f4c43-0000-4000-8000-000000000001
     name: pg
@@ -206,6 +212,9 @@ func TestConfigureRefusesWhatTheNetworkFixes(t *testing.T) {
 // every place is in its network's account and Region.
 func TestAPlacedPlansNetworkIsWhereItIsPlaced(t *testing.T) {
 	const away = "          placement: {role_arn: \"arn:aws:iam::111111111111:role/serverless-osb-target-osb\", external_id: x-12345, region: eu-west-1}\n"
+	const bySpace = "          placement:\n            by: space\n            map:\n" +
+		"              s1: {role_arn: \"arn:aws:iam::111111111111:role/serverless-osb-target-osb\", external_id: x-12345, region: eu-west-1}\n" +
+		"              s2: {role_arn: \"arn:aws:iam::222222222222:role/serverless-osb-target-osb\", external_id: y-12345, region: eu-west-1}\n"
 	t.Run("placed there, with the network there", func(t *testing.T) {
 		plan := networkCatalog(t, rdsPlan+"          network: away\n"+away)
 		s, err := Configure(plan, plan.Settings.Config, "../../../services")
@@ -216,8 +225,32 @@ func TestAPlacedPlansNetworkIsWhereItIsPlaced(t *testing.T) {
 			s.Parameters["ClientSecurityGroupId"] != "sg-0aaaaaaaaaaaaaaa0" || s.UsersWithoutNetwork {
 			t.Errorf("network %+v, parameters %v, users without network %v: want away's", s.Network, s.Parameters, s.UsersWithoutNetwork)
 		}
-		if got := databaseUserFunction("osb", s, s.BindingTemplate); got[DatabaseUserFunctionParameter] != "osb-dbuser-vpc-0aaaaaaaaaaaaaaa0" {
+		if got := databaseUserFunction("osb", s.Network, s.BindingTemplate); got[DatabaseUserFunctionParameter] != "osb-dbuser-vpc-0aaaaaaaaaaaaaaa0" {
 			t.Errorf("DatabaseUserFunction = %v, want the function in away's VPC", got)
+		}
+	})
+	t.Run("placed in two accounts, a network in each", func(t *testing.T) {
+		plan := networkCatalog(t, rdsPlan+"          network: [away2, away]\n"+bySpace)
+		s, err := Configure(plan, plan.Settings.Config, "../../../services")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tt := range []struct{ account, vpc string }{{"111111111111", "vpc-0aaaaaaaaaaaaaaa0"}, {"222222222222", "vpc-0bbbbbbbbbbbbbbb0"}} {
+			n, err := s.networkAt(&Place{Account: tt.account, Region: "eu-west-1"})
+			if err != nil || n.VpcID != tt.vpc {
+				t.Errorf("the network of an instance in %s is %+v (%v), want the one of %s", tt.account, n, err, tt.vpc)
+				continue
+			}
+			if got := networkAtPlace(s.Template, n); got["VpcId"] != tt.vpc || got["SubnetIds"] == "" {
+				t.Errorf("its instance stack's network parameters %v, want %s's", got, tt.vpc)
+			}
+			if got := databaseUserFunction("osb", n, s.BindingTemplate); got[DatabaseUserFunctionParameter] != "osb-dbuser-"+tt.vpc {
+				t.Errorf("its binding's DatabaseUserFunction %v, want the function in %s", got, tt.vpc)
+			}
+		}
+		var f *broker.Failure
+		if _, err := s.networkAt(&Place{Account: "333333333333", Region: "eu-west-1"}); !errors.As(err, &f) || !strings.Contains(f.Description, "account 333333333333, eu-west-1") {
+			t.Errorf("an instance in a place without a network: %v, want a failure naming the place", err)
 		}
 	})
 	t.Run("placed there, without a network: the default is the broker's, so binds wait for one", func(t *testing.T) {
@@ -236,14 +269,20 @@ func TestAPlacedPlansNetworkIsWhereItIsPlaced(t *testing.T) {
 		{"placed, with a network beside the broker", rdsPlan + "          network: main\n" + away,
 			"network: names the network main, which is beside the broker, but the plan is placed (placement) in another account or Region"},
 		{"placed in another account than the network's", rdsPlan + "          network: away\n" + strings.Replace(away, "111111111111", "222222222222", 1),
-			"placement: has a place in account 222222222222 (arn:aws:iam::222222222222:role/serverless-osb-target-osb), but the plan's network away is in account 111111111111"},
+			"placement: places instances in account 222222222222, eu-west-1, but the plan's network away is in account 111111111111, eu-west-1: name a network per place (network: a list of them)"},
 		{"placed in another Region than the network's", rdsPlan + "          network: away\n" + strings.Replace(away, "eu-west-1", "eu-central-1", 1),
-			"placement: has a place in eu-central-1, but the plan's network away is in eu-west-1: name region eu-west-1 in the placement"},
+			"placement: places instances in account 111111111111, eu-central-1, but the plan's network away is in account 111111111111, eu-west-1"},
 		{"placed in the network's account, in the broker's Region", rdsPlan + "          network: away\n" + strings.Replace(away, ", region: eu-west-1", "", 1),
-			"placement: has a place in the broker's own Region (it names none), but the plan's network away is in eu-west-1"},
+			"placement: is in account 111111111111 in the broker's own Region (it names none): name the region of the plan's network there"},
 		{"placed with Regions users choose among", rdsPlan + "          network: away\n" +
 			"          placement: {role_arn: \"arn:aws:iam::111111111111:role/serverless-osb-target-osb\", external_id: x-12345, region: eu-west-1, regions: [eu-west-1, eu-central-1]}\n",
-			"placement.regions: lets users choose eu-central-1, but the plan's network away is in eu-west-1"},
+			"placement.regions: places instances in account 111111111111, eu-central-1, but the plan's network away is in account 111111111111, eu-west-1"},
+		{"a list, on a plan that is not placed", rdsPlan + "          network: [away, away2]\n",
+			"network: names a list of networks (away, away2), one per place of a placed plan, but the plan is not placed"},
+		{"a list without a network of a place", rdsPlan + "          network: [away]\n" + bySpace,
+			"placement.map.s2: places instances in account 222222222222, eu-west-1, where none of the plan's networks (away) is"},
+		{"a list with a network of no place", rdsPlan + "          network: [away, away2]\n" + away,
+			"network: names the network away2, in account 222222222222, eu-west-1, where the placement puts no instance"},
 		{"placed in the broker's own account, another Region", rdsPlan + "          placement: {region: eu-west-1}\n",
 			"placement: has a place in the broker's own account but another Region (eu-west-1), and rds-postgresql/binding-user.yaml declares Custom::DatabaseUser"},
 	} {

@@ -85,7 +85,11 @@ type Settings struct {
 	Placement *Placement
 	// Network is the network whose VPC, subnets and client rules the
 	// plan's templates are fixed to; nil when they take none (network.go).
-	Network *catalog.Network
+	// For a placed plan, PlaceNetworks are its networks by place (account
+	// and Region: placeKey), and each instance's stacks take the one of
+	// its place (networkAt); Network is then the first one.
+	Network       *catalog.Network
+	PlaceNetworks map[string]*catalog.Network
 	// digest is PlanDigest, computed once by Configure.
 	digest string
 	// BindingCredentials is what a binding hands out: CredentialsAccessKey

@@ -30,8 +30,17 @@ func planDigest(s *Settings) string {
 		// The trust anchor a role plan's bindings trust is what its
 		// binding stacks are made with, as a fixed parameter is.
 		TrustAnchorARN string `json:"trust_anchor_arn,omitempty"`
+		// A placed plan's networks by place fix its stacks' network
+		// parameters as Parameters do, each in its place.
+		PlaceNetworks map[string]map[string]string `json:"place_networks,omitempty"`
 	}{Template: s.Template.Body, Parameters: s.Parameters, BindingParameters: s.BindingParameters,
 		AllowReplacement: s.AllowReplacement, TrustAnchorARN: s.TrustAnchorARN}
+	if len(s.PlaceNetworks) > 1 {
+		v.PlaceNetworks = map[string]map[string]string{}
+		for k, n := range s.PlaceNetworks {
+			v.PlaceNetworks[k] = networkValues(n)
+		}
+	}
 	if s.BindingTemplate != nil {
 		v.BindingTemplate = s.BindingTemplate.Body
 	}
