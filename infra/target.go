@@ -1,6 +1,7 @@
 package infra
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"strings"
@@ -44,7 +45,15 @@ const (
 	TargetParamWorkerRole = "BrokerWorkerRoleArn"
 	TargetParamAPIRole    = "BrokerApiRoleArn"
 	TargetParamExternalID = "ExternalId"
+	// TargetParamIdentityRegion names the Region whose target stack makes
+	// the account's roles and boundary (empty: this one); the stacks of
+	// the account's other Regions make only their buckets and functions.
+	TargetParamIdentityRegion = "IdentityRegion"
 )
+
+// reasonTemplateBuckets is why the target role's ListBucket ends in "*".
+const reasonTemplateBuckets = "The target stacks' buckets of templates, one per Region of the account " +
+	"(osb-tpl-PREFIX-ACCOUNT-REGION): the role is the account's, and reaches the bucket of each Region it makes stacks in."
 
 // The names of the target stack's IAM resources, so that a catalog names
 // the same ARN in every account (arn:aws:iam::<account>:role/<name>).
@@ -148,11 +157,14 @@ func NewTargetStack(scope constructs.Construct, id string, props *TargetStackPro
 	})
 	suppress(templates, rule("AwsSolutions-S1", reasonTemplateBucketLogs))
 
+	// The role is the account's, used from every Region the account's
+	// stacks are in: it reaches each Region's bucket of templates.
+	bucketsOfTheAccount := "arn:" + *stack.Partition() + ":s3:::" + deploy.TargetTemplateBucket(p.StackPrefix, *stack.Account(), "*")
 	values := map[string]string{
 		deploy.Partition: *stack.Partition(), deploy.Region: *stack.Region(), deploy.Account: *stack.Account(),
 		deploy.StackPrefix: p.StackPrefix, deploy.ServiceRoleARN: *serviceRole.RoleArn(),
 		deploy.PermissionsBoundaryARN: *boundaryPolicy.ManagedPolicyArn(),
-		deploy.TemplateBucket:         *templates.BucketName(), deploy.TemplateBucketARN: *templates.BucketArn(),
+		deploy.TemplateBucket:         *templates.BucketName(), deploy.TemplateBucketARN: bucketsOfTheAccount,
 	}
 	var worked []awsiam.PolicyStatement
 	for _, s := range inTargets {
@@ -176,17 +188,35 @@ func NewTargetStack(scope constructs.Construct, id string, props *TargetStackPro
 	}
 	nag := map[string]string{deploy.Partition: "<AWS::Partition>", deploy.Region: "<AWS::Region>",
 		deploy.Account: "<AWS::AccountId>", deploy.StackPrefix: p.StackPrefix,
-		deploy.TemplateBucketARN: "<" + *stack.GetLogicalId(templates.Node().DefaultChild().(awscdk.CfnElement)) + ".Arn>"}
+		deploy.TemplateBucketARN: "arn:<AWS::Partition>:s3:::" + deploy.TargetTemplateBucket(p.StackPrefix, "<AWS::AccountId>", "*")}
 	for _, s := range inTargets {
 		var wildcards []any
 		for _, r := range s.Resources {
-			if strings.Contains(r, "*") {
+			if strings.Contains(deploy.Fill(r, nag), "*") {
 				wildcards = append(wildcards, "Resource::"+deploy.Fill(r, nag))
 			}
 		}
 		if len(wildcards) > 0 {
-			suppress(target, rule("AwsSolutions-IAM5", s.WildcardReason, wildcards...))
+			suppress(target, rule("AwsSolutions-IAM5", cmp.Or(s.WildcardReason, reasonTemplateBuckets), wildcards...))
 		}
+	}
+
+	// IAM names are the account's, not a Region's: the roles and the
+	// boundary are made by the stack of one Region of the account (where
+	// IdentityRegion is empty, or names it), the buckets and functions by
+	// every Region's.
+	identityRegion := awscdk.NewCfnParameter(stack, jsii.String(TargetParamIdentityRegion), &awscdk.CfnParameterProps{Type: jsii.String("String"),
+		Default: jsii.String(""), AllowedPattern: jsii.String(`^([a-z]{2}(-[a-z]+)+-[0-9]{1,2})?$`),
+		Description: jsii.String("The Region whose target stack makes this account's roles and permissions boundary (IAM names are the account's): " +
+			"empty in the first (or only) Region you deploy to, that Region's name in every other Region of the account (for a StackSet, the same name in all)."),
+	})
+	makesIdentities := awscdk.NewCfnCondition(stack, jsii.String("MakesIdentities"), &awscdk.CfnConditionProps{
+		Expression: awscdk.Fn_ConditionOr(awscdk.Fn_ConditionEquals(identityRegion.ValueAsString(), jsii.String("")),
+			awscdk.Fn_ConditionEquals(identityRegion.ValueAsString(), awscdk.Aws_REGION())),
+	})
+	onCondition(makesIdentities, boundaryPolicy, serviceRole, target)
+	for _, g := range serviceRoleGrants {
+		onCondition(makesIdentities, g)
 	}
 
 	if err := targetHandlers(stack, p, manifest); err != nil {
@@ -194,9 +224,10 @@ func NewTargetStack(scope constructs.Construct, id string, props *TargetStackPro
 	}
 
 	for name, v := range map[string]*string{"TargetRoleArn": target.RoleArn(), "ServiceRoleArn": serviceRole.RoleArn(),
-		"PermissionsBoundaryArn": boundaryPolicy.ManagedPolicyArn(), "TemplateBucketName": templates.BucketName()} {
-		awscdk.NewCfnOutput(stack, jsii.String(name), &awscdk.CfnOutputProps{Value: v})
+		"PermissionsBoundaryArn": boundaryPolicy.ManagedPolicyArn()} {
+		awscdk.NewCfnOutput(stack, jsii.String(name), &awscdk.CfnOutputProps{Value: v, Condition: makesIdentities})
 	}
+	awscdk.NewCfnOutput(stack, jsii.String("TemplateBucketName"), &awscdk.CfnOutputProps{Value: templates.BucketName()})
 	return stack, nil
 }
 

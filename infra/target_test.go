@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
@@ -58,11 +59,10 @@ func TestTargetStack(t *testing.T) {
 			t.Errorf("resources of types %v (%d roles, %d buckets), want %v (2 roles, 1 bucket)", types, len(byType("AWS::IAM::Role")), len(byType("AWS::S3::Bucket")), want)
 		}
 	})
-	t.Run("the templates' bucket has the name the driver finds it by, and the role reaches its templates only", func(t *testing.T) {
-		var bucketID string
+	t.Run("the templates' bucket has the name the driver finds it by, and the role reaches the templates of the account's buckets only", func(t *testing.T) {
 		var bucket object
-		for id, r := range byType("AWS::S3::Bucket") {
-			bucketID, bucket = id, r["Properties"].(object)
+		for _, r := range byType("AWS::S3::Bucket") {
+			bucket = r["Properties"].(object)
 		}
 		want := object{"Fn::Join": []any{"", []any{"osb-tpl-osb-", object{"Ref": "AWS::AccountId"}, "-", object{"Ref": "AWS::Region"}}}}
 		if !jsonEqual(bucket["BucketName"], want) {
@@ -75,14 +75,16 @@ func TestTargetStack(t *testing.T) {
 			switch s["Sid"] {
 			case "ServiceTemplates":
 				found++
-				want := object{"Fn::Join": []any{"", []any{object{"Fn::GetAtt": []any{bucketID, "Arn"}}, "/templates/*"}}}
+				// Every Region's bucket of the account: the role is the
+				// account's (IdentityRegion).
+				want := object{"Fn::Join": []any{"", []any{"arn:", object{"Ref": "AWS::Partition"}, ":s3:::osb-tpl-osb-", object{"Ref": "AWS::AccountId"}, "-*/templates/*"}}}
 				if !jsonEqual(s["Resource"], want) || !jsonEqual(s["Action"], []any{"s3:GetObject", "s3:PutObject"}) {
 					t.Errorf("ServiceTemplates: %v on %v, want s3:GetObject and s3:PutObject on %v", s["Action"], s["Resource"], want)
 				}
 			case "FindServiceTemplates":
 				found++
-				if !jsonEqual(s["Resource"], object{"Fn::GetAtt": []any{bucketID, "Arn"}}) {
-					t.Errorf("FindServiceTemplates on %v, want the bucket", s["Resource"])
+				if want := (object{"Fn::Join": []any{"", []any{"arn:", object{"Ref": "AWS::Partition"}, ":s3:::osb-tpl-osb-", object{"Ref": "AWS::AccountId"}, "-*"}}}); !jsonEqual(s["Resource"], want) {
+					t.Errorf("FindServiceTemplates on %v, want the account's buckets %v", s["Resource"], want)
 				}
 			}
 		}
@@ -92,7 +94,7 @@ func TestTargetStack(t *testing.T) {
 	})
 	t.Run("it is a plain template: its parameters are its own, and it checks no CDK bootstrap", func(t *testing.T) {
 		params := slices.Sorted(maps.Keys(template["Parameters"].(object)))
-		if want := []string{TargetParamAPIRole, TargetParamWorkerRole, TargetParamExternalID}; !slices.Equal(params, want) {
+		if want := []string{TargetParamAPIRole, TargetParamWorkerRole, TargetParamExternalID, TargetParamIdentityRegion}; !slices.Equal(params, want) {
 			t.Errorf("parameters %v, want %v", params, want)
 		}
 		if rules, ok := template["Rules"]; ok {
@@ -152,6 +154,26 @@ func TestTargetStack(t *testing.T) {
 		}
 		if role("ServiceRole")["RoleName"] != "serverless-osb-target-cfn-osb" || role("TargetRole")["RoleName"] != "serverless-osb-target-osb" {
 			t.Errorf("role names %v and %v", role("ServiceRole")["RoleName"], role("TargetRole")["RoleName"])
+		}
+	})
+	t.Run("one Region's stack of an account makes its roles and boundary, every Region's its bucket", func(t *testing.T) {
+		for id, r := range resources {
+			r := r.(object)
+			typ := r["Type"].(string)
+			identity := strings.HasPrefix(typ, "AWS::IAM::")
+			if identity != (r["Condition"] == "MakesIdentities") {
+				t.Errorf("%s (%s) has the condition %v; want MakesIdentities on the IAM resources only", id, typ, r["Condition"])
+			}
+		}
+		cond, _ := json.Marshal(template["Conditions"].(object)["MakesIdentities"])
+		if want := `{"Fn::Or":[{"Fn::Equals":[{"Ref":"IdentityRegion"},""]},{"Fn::Equals":[{"Ref":"IdentityRegion"},{"Ref":"AWS::Region"}]}]}`; string(cond) != want {
+			t.Errorf("MakesIdentities is %s, want %s", cond, want)
+		}
+		outputs := template["Outputs"].(object)
+		for _, name := range []string{"TargetRoleArn", "ServiceRoleArn", "PermissionsBoundaryArn"} {
+			if outputs[name].(object)["Condition"] != "MakesIdentities" {
+				t.Errorf("the output %s is not under MakesIdentities", name)
+			}
 		}
 	})
 	t.Run("cdk-nag finds nothing", func(t *testing.T) {

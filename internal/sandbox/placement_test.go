@@ -2,7 +2,9 @@ package sandbox_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -205,4 +207,70 @@ func TestTheTargetStackHasTheFunctionsOfItsPlacedPlans(t *testing.T) {
 func targetStackName(t *testing.T) string {
 	t.Helper()
 	return strings.TrimSuffix(filepath.Base(target.Template), ".template.json")
+}
+
+// TestTheTargetStackGoesInASecondRegionOfTheAccount: the target stack
+// deployed again in another Region of the target account, naming the
+// first as IdentityRegion (as a StackSet over two Regions does), makes
+// that Region's bucket of templates and none of the account's roles and
+// boundary, which the first Region's stack made (IAM names are the
+// account's: made twice, the second stack would fail).
+func TestTheTargetStackGoesInASecondRegionOfTheAccount(t *testing.T) {
+	ctx, cancel := waittest.Context(t)
+	defer cancel()
+	there := shared.TargetAdmin(target)
+	second := there.Copy()
+	second.Region = "ap-southeast-2"
+	body, err := os.ReadFile(target.Template)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := cloudformation.NewFromConfig(second)
+	name := targetStackName(t)
+	params := []cfntypes.Parameter{
+		{ParameterKey: aws.String("BrokerWorkerRoleArn"), ParameterValue: aws.String("arn:aws:iam::123456789012:role/worker")},
+		{ParameterKey: aws.String("BrokerApiRoleArn"), ParameterValue: aws.String("arn:aws:iam::123456789012:role/api")},
+		{ParameterKey: aws.String("ExternalId"), ParameterValue: aws.String(target.ExternalID)},
+		{ParameterKey: aws.String("IdentityRegion"), ParameterValue: aws.String(target.Region)},
+	}
+	var declared struct{ Parameters map[string]any }
+	if err := json.Unmarshal(body, &declared); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := declared.Parameters["HandlerCodeBucket"]; ok {
+		// The first Region's bucket of the functions' code: moto's Lambda
+		// reads code from any Region of the account's S3.
+		params = append(params, cfntypes.Parameter{ParameterKey: aws.String("HandlerCodeBucket"),
+			ParameterValue: aws.String("osb-handlers-" + target.Account + "-" + target.Region)})
+	}
+	if _, err := client.CreateStack(ctx, &cloudformation.CreateStackInput{StackName: aws.String(name), TemplateBody: aws.String(string(body)),
+		Capabilities: []cfntypes.Capability{cfntypes.CapabilityCapabilityNamedIam}, Parameters: params}); err != nil {
+		t.Fatalf("create the target stack in %s: %v", second.Region, err)
+	}
+	var stack cfntypes.Stack
+	waittest.Until(t, func() error {
+		out, err := client.DescribeStacks(ctx, &cloudformation.DescribeStacksInput{StackName: aws.String(name)})
+		if err != nil {
+			return err
+		}
+		if stack = out.Stacks[0]; strings.HasSuffix(string(stack.StackStatus), "_IN_PROGRESS") {
+			return fmt.Errorf("the target stack in %s is still %s", second.Region, stack.StackStatus)
+		}
+		return nil
+	})
+	if stack.StackStatus != cfntypes.StackStatusCreateComplete {
+		t.Fatalf("the target stack in %s: %s: %s", second.Region, stack.StackStatus, aws.ToString(stack.StackStatusReason))
+	}
+	out, err := client.DescribeStackResources(ctx, &cloudformation.DescribeStackResourcesInput{StackName: aws.String(name)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range out.StackResources {
+		if typ := aws.ToString(r.ResourceType); strings.HasPrefix(typ, "AWS::IAM::") && !strings.HasPrefix(aws.ToString(r.LogicalResourceId), "CacheUser") {
+			t.Errorf("the second Region's stack made %s (%s), the account's", aws.ToString(r.LogicalResourceId), typ)
+		}
+	}
+	if bucket := deploy.TargetTemplateBucket(deploy.DefaultStackPrefix, target.Account, second.Region); !slices.Contains(bucketsOf(ctx, t, second), bucket) {
+		t.Errorf("no bucket %s in the second Region", bucket)
+	}
 }
