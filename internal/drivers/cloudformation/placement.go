@@ -713,7 +713,7 @@ func checkPlacedHandlers(s *Settings) error {
 			}
 			for _, place := range s.Placement.Targets() {
 				if place.RoleARN == "" {
-					return catalog.Settingf(KeyPlacement, "has a place in the broker's own account but another Region (%s), and %s declares %s, whose function the broker deploys in its own Region and the target stack in other accounts: no function could answer it there; place the plan in an account with the target stack (role_arn), or use a template without it",
+					return catalog.Settingf(KeyPlacement, "has a place in the broker's own account but another Region (%s), and %s declares %s, whose function the broker deploys in its own Region and the target stack where it is deployed: no function could answer it there; deploy the target stack in that Region (of the broker's own account too) and place the plan with its role (role_arn), or use a template without it",
 						place.Region, t.Path, r.Type)
 				}
 			}
