@@ -11,7 +11,6 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
 	"github.com/aws/jsii-runtime-go"
-	"gopkg.in/yaml.v3"
 )
 
 // TestTheShippedCatalogGetsTheCacheUserFunction: the stack as cdk.json
@@ -129,36 +128,18 @@ func TestACatalogWithoutValkeyPlansGetsNoCacheUserFunction(t *testing.T) {
 	}
 	// The shipped catalog, with its templates, less the Valkey service.
 	withoutValkey := func(t *testing.T) string {
-		dir := t.TempDir()
-		if err := os.CopyFS(dir, os.DirFS("services")); err != nil {
-			t.Fatal(err)
-		}
-		text, err := os.ReadFile("services/catalog.yaml")
-		if err != nil {
-			t.Fatal(err)
-		}
-		var cat map[string]any
-		if err := yaml.Unmarshal(text, &cat); err != nil {
-			t.Fatal(err)
-		}
-		var kept []any
-		for _, s := range cat["services"].([]any) {
-			if s.(map[string]any)["name"] != "aws-elasticache-valkey" {
-				kept = append(kept, s)
+		return shippedCatalogWith(t, func(cat map[string]any) {
+			var kept []any
+			for _, s := range cat["services"].([]any) {
+				if s.(map[string]any)["name"] != "aws-elasticache-valkey" {
+					kept = append(kept, s)
+				}
 			}
-		}
-		if len(kept) != len(cat["services"].([]any))-1 {
-			t.Fatal("the shipped catalog has no service aws-elasticache-valkey")
-		}
-		cat["services"] = kept
-		if text, err = yaml.Marshal(cat); err != nil {
-			t.Fatal(err)
-		}
-		path := filepath.Join(dir, "catalog.yaml")
-		if err := os.WriteFile(path, text, 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return path
+			if len(kept) != len(cat["services"].([]any))-1 {
+				t.Fatal("the shipped catalog has no service aws-elasticache-valkey")
+			}
+			cat["services"] = kept
+		})
 	}
 	for _, c := range []struct {
 		name    string

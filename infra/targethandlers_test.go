@@ -18,10 +18,9 @@ import (
 	"github.com/serverless-osb/broker/internal/deploy"
 )
 
-// placedCatalog is the shipped catalog, with its templates, whose RDS
-// PostgreSQL plans are placed in account 111111111111, eu-west-1, with a
-// network there, and whose Valkey plans are placed there too.
-func placedCatalog(t *testing.T) string {
+// shippedCatalogWith writes the shipped catalog, changed by edit, beside
+// a copy of its templates, and returns its path.
+func shippedCatalogWith(t *testing.T, edit func(cat map[string]any)) string {
 	t.Helper()
 	dir := t.TempDir()
 	if err := os.CopyFS(dir, os.DirFS("services")); err != nil {
@@ -35,29 +34,7 @@ func placedCatalog(t *testing.T) string {
 	if err := yaml.Unmarshal(text, &cat); err != nil {
 		t.Fatal(err)
 	}
-	cat["networks"] = map[string]any{"data": map[string]any{"account": "111111111111", "region": "eu-west-1",
-		"vpc_id": "vpc-0aaaaaaaaaaaaaaa0", "subnet_ids": []any{"subnet-0aaaaaaaaaaaaaaa0", "subnet-0aaaaaaaaaaaaaaa1"},
-		"client_security_group_id": "sg-0aaaaaaaaaaaaaaa0"}}
-	placement := map[string]any{"role_arn": "arn:aws:iam::111111111111:role/serverless-osb-target-osb", "external_id": "data-12345", "region": "eu-west-1"}
-	placed := 0
-	for _, s := range cat["services"].([]any) {
-		s := s.(map[string]any)
-		name := s["name"]
-		if name != "aws-rds-postgresql" && name != "aws-elasticache-valkey" {
-			continue
-		}
-		for _, p := range s["plans"].([]any) {
-			b := p.(map[string]any)["broker"].(map[string]any)
-			b["placement"] = placement
-			if name == "aws-rds-postgresql" {
-				b["network"] = "data"
-			}
-			placed++
-		}
-	}
-	if placed < 2 {
-		t.Fatalf("placed %d plans of the shipped catalog, want its RDS PostgreSQL and Valkey plans", placed)
-	}
+	edit(cat)
 	if text, err = yaml.Marshal(cat); err != nil {
 		t.Fatal(err)
 	}
@@ -66,6 +43,38 @@ func placedCatalog(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return path
+}
+
+// placedCatalog is the shipped catalog, with its templates, whose RDS
+// PostgreSQL plans are placed in account 111111111111, eu-west-1, with a
+// network there, and whose Valkey plans are placed there too.
+func placedCatalog(t *testing.T) string {
+	t.Helper()
+	return shippedCatalogWith(t, func(cat map[string]any) {
+		cat["networks"] = map[string]any{"data": map[string]any{"account": "111111111111", "region": "eu-west-1",
+			"vpc_id": "vpc-0aaaaaaaaaaaaaaa0", "subnet_ids": []any{"subnet-0aaaaaaaaaaaaaaa0", "subnet-0aaaaaaaaaaaaaaa1"},
+			"client_security_group_id": "sg-0aaaaaaaaaaaaaaa0"}}
+		placement := map[string]any{"role_arn": "arn:aws:iam::111111111111:role/serverless-osb-target-osb", "external_id": "data-12345", "region": "eu-west-1"}
+		placed := 0
+		for _, s := range cat["services"].([]any) {
+			s := s.(map[string]any)
+			name := s["name"]
+			if name != "aws-rds-postgresql" && name != "aws-elasticache-valkey" {
+				continue
+			}
+			for _, p := range s["plans"].([]any) {
+				b := p.(map[string]any)["broker"].(map[string]any)
+				b["placement"] = placement
+				if name == "aws-rds-postgresql" {
+					b["network"] = "data"
+				}
+				placed++
+			}
+		}
+		if placed < 2 {
+			t.Fatalf("placed %d plans of the shipped catalog, want its RDS PostgreSQL and Valkey plans", placed)
+		}
+	})
 }
 
 // handlerBundles writes dummy bundles of the dbuser and cacheuser

@@ -191,58 +191,24 @@ func testCatalog(dir string) (string, error) {
 			"broker": map[string]any{"driver": "function", "mode": "async", "url": functionFront.URL(), "secret_file": secret, "timeout": 5, "retry_after": 1}}},
 	})
 	// The S3 service with a plan placed in the target account and Region,
-	// where the sandbox deploys the target stack (placement_test.go).
-	for _, svc := range services {
-		if svc := svc.(map[string]any); svc["id"] == s3Service {
-			data, err := yaml.Marshal(svc)
-			if err != nil {
-				return "", err
-			}
-			var placed map[string]any
-			if err := yaml.Unmarshal(data, &placed); err != nil {
-				return "", err
-			}
-			plan := placed["plans"].([]any)[0].(map[string]any)
-			plan["id"], plan["name"] = placedPlan, "placed"
-			plan["broker"].(map[string]any)["placement"] = map[string]any{
-				"region": target.Region, "role_arn": "arn:aws:iam::" + target.Account + ":role/serverless-osb-target-" + deploy.DefaultStackPrefix,
-				"external_id":              target.ExternalID,
-				"service_role_arn":         "arn:aws:iam::" + target.Account + ":role/serverless-osb-target-cfn-" + deploy.DefaultStackPrefix,
-				"permissions_boundary_arn": "arn:aws:iam::" + target.Account + ":policy/serverless-osb-target-boundary-" + deploy.DefaultStackPrefix,
-			}
-			placed["plans"] = []any{plan}
-			placed["id"], placed["name"] = placedService, "placed-s3-bucket"
-			services = append(services, placed)
-			break
-		}
-	}
-	// The Valkey service with a plan placed there too: its bindings' cache
+	// where the sandbox deploys the target stack (placement_test.go); and
+	// the Valkey service with a plan placed there too: its bindings' cache
 	// users are the cacheuser function's, which the target stack then
-	// deploys in that account (placement_test.go). moto cannot make its
-	// cache: the sandbox refuses its provisions (plans_test.go).
-	for _, svc := range services {
-		if svc := svc.(map[string]any); svc["name"] == "aws-elasticache-valkey" {
-			data, err := yaml.Marshal(svc)
-			if err != nil {
-				return "", err
-			}
-			var placed map[string]any
-			if err := yaml.Unmarshal(data, &placed); err != nil {
-				return "", err
-			}
-			plan := placed["plans"].([]any)[0].(map[string]any)
-			plan["id"], plan["name"] = placedCachePlan, "placed"
-			plan["broker"].(map[string]any)["placement"] = map[string]any{
-				"region": target.Region, "role_arn": "arn:aws:iam::" + target.Account + ":role/serverless-osb-target-" + deploy.DefaultStackPrefix,
-				"external_id":              target.ExternalID,
-				"service_role_arn":         "arn:aws:iam::" + target.Account + ":role/serverless-osb-target-cfn-" + deploy.DefaultStackPrefix,
-				"permissions_boundary_arn": "arn:aws:iam::" + target.Account + ":policy/serverless-osb-target-boundary-" + deploy.DefaultStackPrefix,
-			}
-			placed["plans"] = []any{plan}
-			placed["id"], placed["name"] = placedCacheService, "placed-valkey"
-			services = append(services, placed)
-			break
+	// deploys in that account. moto cannot make its cache: the sandbox
+	// refuses its provisions (plans_test.go).
+	for _, p := range []struct{ from, service, plan, name string }{
+		{s3Service, placedService, placedPlan, "placed-s3-bucket"},
+		{valkeyService, placedCacheService, placedCachePlan, "placed-valkey"},
+	} {
+		placed, err := placedCopy(services, p.from)
+		if err != nil {
+			return "", err
 		}
+		plan := placed["plans"].([]any)[0].(map[string]any)
+		plan["id"], plan["name"] = p.plan, "placed"
+		placed["plans"] = []any{plan}
+		placed["id"], placed["name"] = p.service, p.name
+		services = append(services, placed)
 	}
 	// A plan moto's CloudFormation cannot make (it has no ElastiCache),
 	// which the sandbox must refuse at once (plans_test.go).
@@ -265,6 +231,34 @@ func testCatalog(dir string) (string, error) {
 	return path, os.WriteFile(path, data, 0o600)
 }
 
+// placedCopy is a copy of the service whose id is id, each of its plans
+// placed in the target account and Region (with the target stack's roles
+// and boundary).
+func placedCopy(services []any, id string) (map[string]any, error) {
+	for _, svc := range services {
+		if svc := svc.(map[string]any); svc["id"] == id {
+			data, err := yaml.Marshal(svc)
+			if err != nil {
+				return nil, err
+			}
+			var placed map[string]any
+			if err := yaml.Unmarshal(data, &placed); err != nil {
+				return nil, err
+			}
+			for _, plan := range placed["plans"].([]any) {
+				plan.(map[string]any)["broker"].(map[string]any)["placement"] = map[string]any{
+					"region": target.Region, "role_arn": "arn:aws:iam::" + target.Account + ":role/serverless-osb-target-" + deploy.DefaultStackPrefix,
+					"external_id":              target.ExternalID,
+					"service_role_arn":         "arn:aws:iam::" + target.Account + ":role/serverless-osb-target-cfn-" + deploy.DefaultStackPrefix,
+					"permissions_boundary_arn": "arn:aws:iam::" + target.Account + ":policy/serverless-osb-target-boundary-" + deploy.DefaultStackPrefix,
+				}
+			}
+			return placed, nil
+		}
+	}
+	return nil, fmt.Errorf("the catalog has no service %s to place", id)
+}
+
 // client is the real OSB client, pointed at a sandbox.
 func client(t *testing.T, sb *sandbox.Sandbox) osb.Client {
 	t.Helper()
@@ -283,6 +277,7 @@ const (
 	// The example S3 service, and its copy whose plan is placed in the
 	// target account.
 	s3Service     = "319021a7-ff81-4506-bf4c-07545d1bfc47"
+	valkeyService = "b809d601-bd94-4ba5-af1e-7ab6db938300"
 	placedService = "8c3f1a2e-6b4d-4e7f-9a15-2d0c7e9b3f48"
 	placedPlan    = "4e7a9c1b-3d5f-4a8e-b2c6-9f0d1e3a5b72"
 	// The Valkey service's copy whose plan is placed there too.
