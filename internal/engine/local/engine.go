@@ -62,6 +62,14 @@ type Options struct {
 	// Sleep waits for d or until ctx is done, for Wait states and between
 	// retries. Default: a timer. Tests may replace it to record delays.
 	Sleep func(ctx context.Context, d time.Duration)
+	// Restarted names the workflows whose missing executions the caller
+	// starts again under the same name (the broker's operations and
+	// cleanups: Broker.Recover, the reaper). A new execution of one is
+	// written only once it leaves its first state, parks, ends or the
+	// engine closes, not while that state runs: its first Task's own
+	// commit then carries no record that the next commit rewrites, and a
+	// crash meanwhile loses a start that the caller makes again.
+	Restarted []broker.Workflow
 }
 
 // DefaultMaxTasks is Options.MaxTasks when zero: 4 × GOMAXPROCS.
@@ -83,6 +91,16 @@ var (
 )
 
 var bucketExecutions = []byte("executions")
+
+// executions is the bucket of executions in tx, to write. Its pages split
+// 90% full, not half: most executions are named by UUIDv7 operation ids,
+// so new records go to the end of the bucket, and a page split half full
+// is split again by the next few (one leaf and branch more to write).
+func executions(tx *bbolt.Tx) *bbolt.Bucket {
+	b := tx.Bucket(bucketExecutions)
+	b.FillPercent = 0.9
+	return b
+}
 
 // Engine runs executions, each in its own goroutine but while it waits in a
 // long Wait: then it parks, with only a timer (see parkFor). It is safe for
@@ -110,6 +128,8 @@ type Engine struct {
 	// parks says long Waits park their execution (parkFor): when the
 	// engine's own timers wait, not a test's Sleep.
 	parks bool
+	// restarted are Options.Restarted.
+	restarted map[broker.Workflow]bool
 
 	base   context.Context
 	cancel context.CancelCauseFunc
@@ -185,6 +205,12 @@ func New(opts Options) (*Engine, error) {
 		parked: map[string]*time.Timer{},
 		parks:  opts.Sleep == nil,
 	}
+	for _, w := range opts.Restarted {
+		if e.restarted == nil {
+			e.restarted = map[broker.Workflow]bool{}
+		}
+		e.restarted[w] = true
+	}
 	if e.log == nil {
 		e.log = slog.New(slog.DiscardHandler)
 	}
@@ -255,7 +281,7 @@ var errEnded = errors.New("execution has ended")
 // nothing.
 func (e *Engine) update(name string, change func(r *record) error) error {
 	return e.commit.Update(func(tx *bbolt.Tx) error {
-		b := tx.Bucket(bucketExecutions)
+		b := executions(tx)
 		r, err := getRecord(b, name)
 		if err == nil {
 			err = change(&r)
@@ -313,13 +339,16 @@ func (e *Engine) scheduleLocked() {
 		batch = batch[:0]
 		for name, gen := range e.dirty {
 			if r := e.live[name]; r != nil {
+				if e.unwrittenStartLocked(r) {
+					continue // written once it moves on (spawnLocked's exit schedules it)
+				}
 				records = append(records, *r)
 				batch = append(batch, written{name, gen})
 			}
 		}
 		e.flushing = false
 		e.mu.Unlock()
-		b := tx.Bucket(bucketExecutions)
+		b := executions(tx)
 		for _, r := range records {
 			if err := putRecord(b, r); err != nil {
 				return err
@@ -341,6 +370,17 @@ func (e *Engine) scheduleLocked() {
 			}
 		}
 	})
+}
+
+// unwrittenStartLocked says r is a new execution of a restarted workflow
+// (Options.Restarted) still in its first state in this process's goroutine:
+// its record is not written yet; e.mu is held.
+func (e *Engine) unwrittenStartLocked(r *record) bool {
+	if !e.restarted[r.Workflow] || e.closed || len(r.History) != 1 || r.Status != broker.ExecutionRunning {
+		return false
+	}
+	_, running := e.runs[r.Name]
+	return running
 }
 
 // forgetLocked drops the live record of an execution that no goroutine
@@ -651,6 +691,11 @@ func (e *Engine) spawnLocked(def *Definition, r record) {
 				// The timer holds the name alone, not the record.
 				name := r.Name
 				e.parked[name] = time.AfterFunc(parkFor, func() { e.wake(name) })
+			}
+			if _, dirty := e.dirty[r.Name]; dirty {
+				// A start left unwritten while it ran (unwrittenStartLocked)
+				// goes with the next commit now.
+				e.scheduleLocked()
 			}
 			e.forgetLocked(r.Name)
 			e.mu.Unlock()
