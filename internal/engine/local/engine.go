@@ -67,8 +67,11 @@ type Options struct {
 	// cleanups: Broker.Recover, the reaper). A new execution of one is
 	// written only once it leaves its first state, parks, ends or the
 	// engine closes, not while that state runs: its first Task's own
-	// commit then carries no record that the next commit rewrites, and a
-	// crash meanwhile loses a start that the caller makes again.
+	// commit then carries no record that the next commit rewrites. And
+	// their records are written together, batchRecords at a time or once
+	// the first has waited batchAge (holdLocked), not each with the next
+	// commit: a crash meanwhile loses what the caller starts again, and
+	// Resume runs an execution again from an earlier state.
 	Restarted []broker.Workflow
 }
 
@@ -110,8 +113,9 @@ func executions(tx *bbolt.Tx) *bbolt.Bucket {
 // execution's record (its state, the input of that state, its history) is
 // kept in memory while this process runs it (not while it is parked), and
 // written to bbolt with the
-// next commit of the file, whoever makes it (groupcommit.Later), so the
-// engine adds no fsync of its own. A crash may lose the last transitions,
+// next commit of the file, whoever makes it (groupcommit.Later), or a later
+// one for a restarted workflow's (Options.Restarted), so the engine adds no
+// fsync of its own. A crash may lose the last transitions,
 // or an execution whose start was never written: Resume then runs an
 // execution again from an earlier state (every Task is idempotent), and the
 // broker starts again, under the same name, an operation's execution that
@@ -150,6 +154,9 @@ type Engine struct {
 	dirty    map[string]uint64
 	gen      uint64
 	flushing bool
+	// heldSince is when the records of restarted workflows that wait to
+	// be written together (holdLocked) began to wait; zero when none do.
+	heldSince time.Time
 	// forgets counts the live records dropped (forgetLocked): Start reads
 	// the file before it takes mu, and again if one was dropped meanwhile.
 	forgets atomic.Uint64
@@ -337,17 +344,27 @@ func (e *Engine) scheduleLocked() {
 		e.mu.Lock()
 		var records []record
 		batch = batch[:0]
+		hold := e.holdLocked()
 		for name, gen := range e.dirty {
 			if r := e.live[name]; r != nil {
 				if e.unwrittenStartLocked(r) {
 					continue // written once it moves on (spawnLocked's exit schedules it)
+				}
+				if hold && e.restarted[r.Workflow] {
+					continue
 				}
 				records = append(records, *r)
 				batch = append(batch, written{name, gen})
 			}
 		}
 		e.flushing = false
+		if hold {
+			e.scheduleLocked() // the next commit looks again
+		}
 		e.mu.Unlock()
+		if len(records) == 0 {
+			return nil
+		}
 		b := executions(tx)
 		for _, r := range records {
 			if err := putRecord(b, r); err != nil {
@@ -370,6 +387,35 @@ func (e *Engine) scheduleLocked() {
 			}
 		}
 	})
+}
+
+// Records of restarted workflows (Options.Restarted) wait to be written
+// together: until batchRecords are to write, or the first of them has
+// waited batchAge, or the engine closes. Adjacent (UUIDv7 names), they
+// share the leaf and branches each commit of the executions' tree writes.
+const (
+	batchRecords = 16
+	batchAge     = time.Second
+)
+
+// holdLocked says this commit leaves the dirty records of restarted
+// workflows for a later one, and notes since when they wait; e.mu is held.
+func (e *Engine) holdLocked() bool {
+	n := 0
+	for name := range e.dirty {
+		if r := e.live[name]; r != nil && e.restarted[r.Workflow] && !e.unwrittenStartLocked(r) {
+			n++
+		}
+	}
+	now := e.now()
+	if n == 0 || n >= batchRecords || e.closed || (!e.heldSince.IsZero() && now.Sub(e.heldSince) >= batchAge) {
+		e.heldSince = time.Time{}
+		return false
+	}
+	if e.heldSince.IsZero() {
+		e.heldSince = now
+	}
+	return true
 }
 
 // unwrittenStartLocked says r is a new execution of a restarted workflow

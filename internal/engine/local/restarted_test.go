@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"go.etcd.io/bbolt"
 
@@ -93,17 +95,15 @@ func TestARestartedWorkflowsExecutionIsWrittenOnceItLeavesItsFirstState(t *testi
 			if got := waittest.Recv(t, seen, "the first Task's commit"); got != c.inTask {
 				t.Errorf("the first Task's commit wrote the execution in state %q, want %q", got, c.inTask)
 			}
-			// Parked in its Wait of an hour, it is written with the next
-			// commit, whoever makes it.
-			waittest.Until(t, func() error {
-				if err := commit.Flush(); err != nil {
-					t.Fatal(err)
-				}
-				if got := storedState(t, db, "run-1"); got != "W" {
-					return fmt.Errorf("the execution is stored in state %q, want W once it parks", got)
-				}
-				return nil
-			})
+			// In its Wait of an hour, it is written by the time the engine
+			// closes.
+			waitInState(t, e, "run-1", "W")
+			if err := e.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if got := storedState(t, db, "run-1"); got != "W" {
+				t.Errorf("the execution is stored in state %q, want W", got)
+			}
 		})
 	}
 
@@ -134,14 +134,16 @@ func TestARestartedWorkflowsExecutionIsWrittenOnceItLeavesItsFirstState(t *testi
 		}
 	})
 
-	t.Run("one that parks in its first state is written with the next commit", func(t *testing.T) {
+	t.Run("one that parks in its first state is written by a later commit, without another change", func(t *testing.T) {
 		t.Parallel()
 		db := openDB(t, filepath.Join(t.TempDir(), "engine.db"))
 		commit := groupcommit.New(db)
-		e := newEngine(t, local.Options{DB: db, Committer: commit, Restarted: []broker.Workflow{"w"},
+		clock := &movingClock{}
+		e := newEngine(t, local.Options{DB: db, Committer: commit, Restarted: []broker.Workflow{"w"}, Now: clock.Now,
 			Definitions: definitions(t, map[broker.Workflow]string{"w": waitThenTask}), Invoke: (&countingInvoker{}).Invoke})
 		start(t, e, "w", "run-1", `{"wait":3600}`)
 		waittest.Until(t, func() error {
+			clock.Move(local.BatchAge) // it waits alone to be written
 			if err := commit.Flush(); err != nil {
 				t.Fatal(err)
 			}
@@ -150,5 +152,79 @@ func TestARestartedWorkflowsExecutionIsWrittenOnceItLeavesItsFirstState(t *testi
 			}
 			return nil
 		})
+	})
+}
+
+// movingClock is a clock that stands still until moved.
+type movingClock struct{ at atomic.Int64 }
+
+func (c *movingClock) Now() time.Time       { return time.Unix(0, c.at.Load()) }
+func (c *movingClock) Move(d time.Duration) { c.at.Add(int64(d)) }
+
+func TestRestartedWorkflowsRecordsAreWrittenTogether(t *testing.T) {
+	t.Parallel()
+	db := openDB(t, filepath.Join(t.TempDir(), "engine.db"))
+	commit := groupcommit.New(db)
+	clock := &movingClock{}
+	clock.Move(time.Hour)
+	e := newEngine(t, local.Options{DB: db, Committer: commit, Restarted: []broker.Workflow{"w"}, Now: clock.Now,
+		Definitions: definitions(t, map[broker.Workflow]string{"w": taskThenWait}), Invoke: (&countingInvoker{}).Invoke})
+	// inWait starts the executions named and waits for each to be in its
+	// Wait of an hour, then commits.
+	inWait := func(names ...string) {
+		t.Helper()
+		for _, name := range names {
+			start(t, e, "w", name, `{}`)
+			waitInState(t, e, name, "W")
+		}
+		if err := commit.Flush(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stored := func(names ...string) (n int) {
+		for _, name := range names {
+			if storedState(t, db, name) != "" {
+				n++
+			}
+		}
+		return n
+	}
+	var first []string
+	for i := range local.BatchRecords - 1 {
+		first = append(first, fmt.Sprint("run-", i))
+	}
+	last := fmt.Sprint("run-", local.BatchRecords-1)
+
+	inWait(first...)
+	if n := stored(first...); n != 0 {
+		t.Fatalf("%d of %d records written before there were %d to write together", n, len(first), local.BatchRecords)
+	}
+	inWait(last)
+	if n := stored(append(first, last)...); n != local.BatchRecords {
+		t.Fatalf("%d of %d records written with the %dth", n, local.BatchRecords, local.BatchRecords)
+	}
+
+	t.Run("a record that waits alone is written by the first commit once it has waited BatchAge", func(t *testing.T) {
+		inWait("alone")
+		if stored("alone") != 0 {
+			t.Fatal("a record alone was written at once")
+		}
+		clock.Move(local.BatchAge)
+		if err := commit.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		if stored("alone") != 1 {
+			t.Fatalf("a record that waited %s is not written", local.BatchAge)
+		}
+	})
+
+	t.Run("the records that wait are written when the engine closes", func(t *testing.T) {
+		inWait("at-close")
+		if err := e.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if got := storedState(t, db, "at-close"); got != "W" {
+			t.Fatalf("after Close the execution is stored in state %q, want W", got)
+		}
 	})
 }
