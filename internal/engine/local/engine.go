@@ -154,6 +154,12 @@ type Engine struct {
 	dirty    map[string]uint64
 	gen      uint64
 	flushing bool
+	// flushFn and flushedFn are flush and flushed, made once; records and
+	// batch are the flush's, kept for the next.
+	flushFn   func(*bbolt.Tx) error
+	flushedFn func(error)
+	records   []record
+	batch     []written
 	// heldSince is when the records of restarted workflows that wait to
 	// be written together (holdLocked) began to wait; zero when none do.
 	heldSince time.Time
@@ -212,6 +218,7 @@ func New(opts Options) (*Engine, error) {
 		parked: map[string]*time.Timer{},
 		parks:  opts.Sleep == nil,
 	}
+	e.flushFn, e.flushedFn = e.flush, e.flushed
 	for _, w := range opts.Restarted {
 		if e.restarted == nil {
 			e.restarted = map[broker.Workflow]bool{}
@@ -335,58 +342,71 @@ func (e *Engine) scheduleLocked() {
 		return
 	}
 	e.flushing = true
-	type written struct {
-		name string
-		gen  uint64
+	e.commit.Later(e.flushFn, e.flushedFn)
+}
+
+// written is a record a flush writes: its name and the generation of its
+// change it writes.
+type written struct {
+	name string
+	gen  uint64
+}
+
+// flush writes the dirty records in tx, the next commit's (scheduleLocked).
+// One flush is under way at a time, and the commit tells its outcome
+// (flushed) before the next commit runs the next, so the two share the
+// engine's batch.
+func (e *Engine) flush(tx *bbolt.Tx) error {
+	e.mu.Lock()
+	clear(e.records)
+	records, batch := e.records[:0], e.batch[:0]
+	hold := e.holdLocked()
+	for name, gen := range e.dirty {
+		if r := e.live[name]; r != nil {
+			if e.unwrittenStartLocked(r) {
+				continue // written once it moves on (spawnLocked's exit schedules it)
+			}
+			if hold && e.restarted[r.Workflow] {
+				continue
+			}
+			records = append(records, *r)
+			batch = append(batch, written{name, gen})
+		}
 	}
-	var batch []written
-	e.commit.Later(func(tx *bbolt.Tx) error {
-		e.mu.Lock()
-		var records []record
-		batch = batch[:0]
-		hold := e.holdLocked()
-		for name, gen := range e.dirty {
-			if r := e.live[name]; r != nil {
-				if e.unwrittenStartLocked(r) {
-					continue // written once it moves on (spawnLocked's exit schedules it)
-				}
-				if hold && e.restarted[r.Workflow] {
-					continue
-				}
-				records = append(records, *r)
-				batch = append(batch, written{name, gen})
-			}
-		}
-		e.flushing = false
-		if hold {
-			e.scheduleLocked() // the next commit looks again
-		}
-		e.mu.Unlock()
-		if len(records) == 0 {
-			return nil
-		}
-		b := executions(tx)
-		for _, r := range records {
-			if err := putRecord(b, r); err != nil {
-				return err
-			}
-		}
+	e.records, e.batch = records, batch
+	e.flushing = false
+	if hold {
+		e.scheduleLocked() // the next commit looks again
+	}
+	e.mu.Unlock()
+	if len(records) == 0 {
 		return nil
-	}, func(err error) {
-		e.mu.Lock()
-		defer e.mu.Unlock()
-		if err != nil {
-			e.log.Error("cannot record executions; they are written with the next commit", "error", err.Error())
-			e.scheduleLocked()
-			return
+	}
+	b := executions(tx)
+	for _, r := range records {
+		if err := putRecord(b, r); err != nil {
+			return err
 		}
-		for _, w := range batch {
-			if e.dirty[w.name] == w.gen {
-				delete(e.dirty, w.name)
-				e.forgetLocked(w.name)
-			}
+	}
+	return nil
+}
+
+// flushed takes the outcome of a flush: the records it wrote are clean, and
+// those of executions no goroutine runs leave memory.
+func (e *Engine) flushed(err error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if err != nil {
+		e.log.Error("cannot record executions; they are written with the next commit", "error", err.Error())
+		e.scheduleLocked()
+		return
+	}
+	for _, w := range e.batch {
+		if e.dirty[w.name] == w.gen {
+			delete(e.dirty, w.name)
+			e.forgetLocked(w.name)
 		}
-	})
+	}
 }
 
 // Records of restarted workflows (Options.Restarted) wait to be written
