@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -318,7 +317,8 @@ func (e *Engine) change(name string, fn func(r *record) error) error {
 		return broker.ErrExecutionNotFound
 	}
 	next := *r
-	next.History = slices.Clone(r.History)
+	// Room for the state a transition appends: one allocation, not two.
+	next.History = append(make([]string, 0, len(r.History)+1), r.History...)
 	if err := fn(&next); err != nil {
 		return err
 	}
@@ -462,11 +462,17 @@ func (e *Engine) forgetLocked(name string) {
 }
 
 func getRecord(b *bbolt.Bucket, name string) (record, error) {
-	var r record
 	data := b.Get([]byte(name))
 	if data == nil {
-		return r, broker.ErrExecutionNotFound
+		return record{}, broker.ErrExecutionNotFound
 	}
+	return decodeRecord(name, data)
+}
+
+// decodeRecord is getRecord's decoding, apart so that a name not found
+// (every new execution's Start) allocates no record.
+func decodeRecord(name string, data []byte) (record, error) {
+	var r record
 	if err := json.Unmarshal(data, &r); err != nil {
 		return r, fmt.Errorf("decode execution %s: %w", name, err)
 	}
