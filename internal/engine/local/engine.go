@@ -165,6 +165,11 @@ type Engine struct {
 	// forgets counts the live records dropped (forgetLocked): Start reads
 	// the file before it takes mu, and again if one was dropped meanwhile.
 	forgets atomic.Uint64
+	// greatest holds, by its first byte, the greatest name that may be on
+	// file: every name the file held when New opened it, and every name
+	// started since. Start reads the file only for a name at or below it:
+	// an operation's, named by a new UUIDv7 id, is above.
+	greatest [256]string
 }
 
 var _ broker.Engine = (*Engine)(nil)
@@ -192,9 +197,14 @@ func New(opts Options) (*Engine, error) {
 	if len(defs) == 0 {
 		return nil, errors.New("local engine: no workflow (set Dir or Definitions)")
 	}
+	var greatest [256]string
 	if err := opts.DB.Update(func(tx *bbolt.Tx) error {
-		_, err := tx.CreateBucketIfNotExists(bucketExecutions)
-		return err
+		b, err := tx.CreateBucketIfNotExists(bucketExecutions)
+		if err != nil {
+			return err
+		}
+		greatest = greatestNames(b)
+		return nil
 	}); err != nil {
 		return nil, fmt.Errorf("local engine: create bucket: %w", err)
 	}
@@ -217,6 +227,7 @@ func New(opts Options) (*Engine, error) {
 		parked: map[string]*time.Timer{},
 		parks:  opts.Sleep == nil,
 	}
+	e.greatest = greatest
 	e.flushFn, e.flushedFn = e.flush, e.flushed
 	for _, w := range opts.Restarted {
 		if e.restarted == nil {
@@ -235,6 +246,31 @@ func New(opts Options) (*Engine, error) {
 	}
 	e.base, e.cancel = context.WithCancelCause(context.Background())
 	return e, nil
+}
+
+// greatestNames is the greatest name in b of each first byte: one seek per
+// first byte there is.
+func greatestNames(b *bbolt.Bucket) (greatest [256]string) {
+	c := b.Cursor()
+	for k, _ := c.First(); k != nil; {
+		first := k[0]
+		var next []byte
+		if first < 0xff {
+			next, _ = c.Seek([]byte{first + 1})
+		}
+		var last []byte
+		if next == nil {
+			last, _ = c.Last()
+		} else {
+			last, _ = c.Prev()
+		}
+		greatest[first] = string(last)
+		if next == nil {
+			break
+		}
+		k, _ = c.Seek(next)
+	}
+	return greatest
 }
 
 func sleep(ctx context.Context, d time.Duration) {
@@ -524,9 +560,16 @@ func (e *Engine) Start(ctx context.Context, workflow broker.Workflow, name strin
 
 	// The stored record is read before e.mu is taken: a burst of Starts
 	// queued on e.mu behind each other's reads of the file. A record that
-	// left memory for the file since (forgets moved) is read again.
+	// left memory for the file since (forgets moved) is read again. A name
+	// that cannot be on file (greatest) is not read.
 	forgets := e.forgets.Load()
-	stored, storedErr := e.stored(name)
+	e.mu.Lock()
+	mayBeStored := name <= e.greatest[name[0]]
+	e.mu.Unlock()
+	stored, storedErr := record{}, error(broker.ErrExecutionNotFound)
+	if mayBeStored {
+		stored, storedErr = e.stored(name)
+	}
 	e.mu.Lock()
 	if e.closed {
 		e.mu.Unlock()
@@ -552,6 +595,9 @@ func (e *Engine) Start(ctx context.Context, workflow broker.Workflow, name strin
 			return fmt.Errorf("start %s: %w", name, broker.ErrExecutionExists)
 		}
 		return nil
+	}
+	if name > e.greatest[name[0]] {
+		e.greatest[name[0]] = name
 	}
 	e.setLocked(&rec)
 	e.spawnLocked(def, rec)
