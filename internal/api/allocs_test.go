@@ -47,7 +47,10 @@ func TestAllocationsPerRequest(t *testing.T) {
 		{"a synchronous provision allocates at most 245 times (280 under -race)", most(245, 280), func(i int) {
 			serve(http.MethodPut, fmt.Sprintf("/v2/service_instances/sync-%d", i), provision, http.StatusCreated)
 		}},
-		{"an asynchronous provision allocates at most 560 times (650 under -race)", most(560, 650), func(i int) {
+		// 981785a: 512 to 513 (593 to 620 under -race); the local engine's
+		// records written once and together, and its logger made on first
+		// use: 466 to 468 (531 to 536).
+		{"an asynchronous provision allocates at most 490 times (575 under -race)", most(490, 575), func(i int) {
 			serve(http.MethodPut, fmt.Sprintf("/v2/service_instances/async-%d?accepts_incomplete=true", i), async, http.StatusAccepted)
 		}},
 		{"a synchronous bind allocates at most 420 times (480 under -race)", most(420, 480), func(i int) {

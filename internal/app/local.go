@@ -272,7 +272,13 @@ func build(ctx context.Context, c LocalConfig, cat *catalog.Catalog, db *bbolt.D
 	b.Sleep = c.Sleep
 	b.Slots = broker.NewMemorySlots(cmp.Or(c.MaxTasksPerPlan, local.DefaultMaxTasks()/4))
 	st := steps.New(b)
-	eng, err := local.New(local.Options{Dir: c.StateMachines, DB: db, Committer: commit, Invoke: st.Handle, Logger: logger, Sleep: c.Sleep, Now: c.Now})
+	// The broker starts an operation's or a cleanup's missing execution
+	// again (Recover, the reaper), so the engine need not write one before
+	// its first Task's end: an asynchronous 202's execution is written once.
+	// An upgrade's next execution is started by the one before it, which
+	// nothing starts again: its start is written with the next commit.
+	eng, err := local.New(local.Options{Dir: c.StateMachines, DB: db, Committer: commit, Invoke: st.Handle, Logger: logger, Sleep: c.Sleep, Now: c.Now,
+		Restarted: []broker.Workflow{broker.WorkflowOperation, broker.WorkflowCleanup}})
 	if err != nil {
 		return nil, err
 	}

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -62,6 +61,17 @@ type Options struct {
 	// Sleep waits for d or until ctx is done, for Wait states and between
 	// retries. Default: a timer. Tests may replace it to record delays.
 	Sleep func(ctx context.Context, d time.Duration)
+	// Restarted names the workflows whose missing executions the caller
+	// starts again under the same name (the broker's operations and
+	// cleanups: Broker.Recover, the reaper). A new execution of one is
+	// written only once it leaves its first state, parks, ends or the
+	// engine closes, not while that state runs: its first Task's own
+	// commit then carries no record that the next commit rewrites. And
+	// their records are written together, batchRecords at a time or once
+	// the first has waited batchAge (holdLocked), not each with the next
+	// commit: a crash meanwhile loses what the caller starts again, and
+	// Resume runs an execution again from an earlier state.
+	Restarted []broker.Workflow
 }
 
 // DefaultMaxTasks is Options.MaxTasks when zero: 4 × GOMAXPROCS.
@@ -84,6 +94,16 @@ var (
 
 var bucketExecutions = []byte("executions")
 
+// executions is the bucket of executions in tx, to write. Its pages split
+// 90% full, not half: most executions are named by UUIDv7 operation ids,
+// so new records go to the end of the bucket, and a page split half full
+// is split again by the next few (one leaf and branch more to write).
+func executions(tx *bbolt.Tx) *bbolt.Bucket {
+	b := tx.Bucket(bucketExecutions)
+	b.FillPercent = 0.9
+	return b
+}
+
 // Engine runs executions, each in its own goroutine but while it waits in a
 // long Wait: then it parks, with only a timer (see parkFor). It is safe for
 // concurrent use.
@@ -92,8 +112,9 @@ var bucketExecutions = []byte("executions")
 // execution's record (its state, the input of that state, its history) is
 // kept in memory while this process runs it (not while it is parked), and
 // written to bbolt with the
-// next commit of the file, whoever makes it (groupcommit.Later), so the
-// engine adds no fsync of its own. A crash may lose the last transitions,
+// next commit of the file, whoever makes it (groupcommit.Later), or a later
+// one for a restarted workflow's (Options.Restarted), so the engine adds no
+// fsync of its own. A crash may lose the last transitions,
 // or an execution whose start was never written: Resume then runs an
 // execution again from an earlier state (every Task is idempotent), and the
 // broker starts again, under the same name, an operation's execution that
@@ -110,6 +131,8 @@ type Engine struct {
 	// parks says long Waits park their execution (parkFor): when the
 	// engine's own timers wait, not a test's Sleep.
 	parks bool
+	// restarted are Options.Restarted.
+	restarted map[broker.Workflow]bool
 
 	base   context.Context
 	cancel context.CancelCauseFunc
@@ -130,9 +153,23 @@ type Engine struct {
 	dirty    map[string]uint64
 	gen      uint64
 	flushing bool
+	// flushFn and flushedFn are flush and flushed, made once; records and
+	// batch are the flush's, kept for the next.
+	flushFn   func(*bbolt.Tx) error
+	flushedFn func(error)
+	records   []record
+	batch     []written
+	// heldSince is when the records of restarted workflows that wait to
+	// be written together (holdLocked) began to wait; zero when none do.
+	heldSince time.Time
 	// forgets counts the live records dropped (forgetLocked): Start reads
 	// the file before it takes mu, and again if one was dropped meanwhile.
 	forgets atomic.Uint64
+	// greatest holds, by its first byte, the greatest name that may be on
+	// file: every name the file held when New opened it, and every name
+	// started since. Start reads the file only for a name at or below it:
+	// an operation's, named by a new UUIDv7 id, is above.
+	greatest [256]string
 }
 
 var _ broker.Engine = (*Engine)(nil)
@@ -160,9 +197,14 @@ func New(opts Options) (*Engine, error) {
 	if len(defs) == 0 {
 		return nil, errors.New("local engine: no workflow (set Dir or Definitions)")
 	}
+	var greatest [256]string
 	if err := opts.DB.Update(func(tx *bbolt.Tx) error {
-		_, err := tx.CreateBucketIfNotExists(bucketExecutions)
-		return err
+		b, err := tx.CreateBucketIfNotExists(bucketExecutions)
+		if err != nil {
+			return err
+		}
+		greatest = greatestNames(b)
+		return nil
 	}); err != nil {
 		return nil, fmt.Errorf("local engine: create bucket: %w", err)
 	}
@@ -185,6 +227,14 @@ func New(opts Options) (*Engine, error) {
 		parked: map[string]*time.Timer{},
 		parks:  opts.Sleep == nil,
 	}
+	e.greatest = greatest
+	e.flushFn, e.flushedFn = e.flush, e.flushed
+	for _, w := range opts.Restarted {
+		if e.restarted == nil {
+			e.restarted = map[broker.Workflow]bool{}
+		}
+		e.restarted[w] = true
+	}
 	if e.log == nil {
 		e.log = slog.New(slog.DiscardHandler)
 	}
@@ -196,6 +246,31 @@ func New(opts Options) (*Engine, error) {
 	}
 	e.base, e.cancel = context.WithCancelCause(context.Background())
 	return e, nil
+}
+
+// greatestNames is the greatest name in b of each first byte: one seek per
+// first byte there is.
+func greatestNames(b *bbolt.Bucket) (greatest [256]string) {
+	c := b.Cursor()
+	for k, _ := c.First(); k != nil; {
+		first := k[0]
+		var next []byte
+		if first < 0xff {
+			next, _ = c.Seek([]byte{first + 1})
+		}
+		var last []byte
+		if next == nil {
+			last, _ = c.Last()
+		} else {
+			last, _ = c.Prev()
+		}
+		greatest[first] = string(last)
+		if next == nil {
+			break
+		}
+		k, _ = c.Seek(next)
+	}
+	return greatest
 }
 
 func sleep(ctx context.Context, d time.Duration) {
@@ -255,7 +330,7 @@ var errEnded = errors.New("execution has ended")
 // nothing.
 func (e *Engine) update(name string, change func(r *record) error) error {
 	return e.commit.Update(func(tx *bbolt.Tx) error {
-		b := tx.Bucket(bucketExecutions)
+		b := executions(tx)
 		r, err := getRecord(b, name)
 		if err == nil {
 			err = change(&r)
@@ -278,7 +353,8 @@ func (e *Engine) change(name string, fn func(r *record) error) error {
 		return broker.ErrExecutionNotFound
 	}
 	next := *r
-	next.History = slices.Clone(r.History)
+	// Room for the state a transition appends: one allocation, not two.
+	next.History = append(make([]string, 0, len(r.History)+1), r.History...)
 	if err := fn(&next); err != nil {
 		return err
 	}
@@ -302,45 +378,111 @@ func (e *Engine) scheduleLocked() {
 		return
 	}
 	e.flushing = true
-	type written struct {
-		name string
-		gen  uint64
+	e.commit.Later(e.flushFn, e.flushedFn)
+}
+
+// written is a record a flush writes: its name and the generation of its
+// change it writes.
+type written struct {
+	name string
+	gen  uint64
+}
+
+// flush writes the dirty records in tx, the next commit's (scheduleLocked).
+// One flush is under way at a time, and the commit tells its outcome
+// (flushed) before the next commit runs the next, so the two share the
+// engine's batch.
+func (e *Engine) flush(tx *bbolt.Tx) error {
+	e.mu.Lock()
+	clear(e.records)
+	records, batch := e.records[:0], e.batch[:0]
+	hold := e.holdLocked()
+	for name, gen := range e.dirty {
+		if r := e.live[name]; r != nil {
+			if e.unwrittenStartLocked(r) {
+				continue // written once it moves on (spawnLocked's exit schedules it)
+			}
+			if hold && e.restarted[r.Workflow] {
+				continue
+			}
+			records = append(records, *r)
+			batch = append(batch, written{name, gen})
+		}
 	}
-	var batch []written
-	e.commit.Later(func(tx *bbolt.Tx) error {
-		e.mu.Lock()
-		var records []record
-		batch = batch[:0]
-		for name, gen := range e.dirty {
-			if r := e.live[name]; r != nil {
-				records = append(records, *r)
-				batch = append(batch, written{name, gen})
-			}
-		}
-		e.flushing = false
-		e.mu.Unlock()
-		b := tx.Bucket(bucketExecutions)
-		for _, r := range records {
-			if err := putRecord(b, r); err != nil {
-				return err
-			}
-		}
+	e.records, e.batch = records, batch
+	e.flushing = false
+	if hold {
+		e.scheduleLocked() // the next commit looks again
+	}
+	e.mu.Unlock()
+	if len(records) == 0 {
 		return nil
-	}, func(err error) {
-		e.mu.Lock()
-		defer e.mu.Unlock()
-		if err != nil {
-			e.log.Error("cannot record executions; they are written with the next commit", "error", err.Error())
-			e.scheduleLocked()
-			return
+	}
+	b := executions(tx)
+	for _, r := range records {
+		if err := putRecord(b, r); err != nil {
+			return err
 		}
-		for _, w := range batch {
-			if e.dirty[w.name] == w.gen {
-				delete(e.dirty, w.name)
-				e.forgetLocked(w.name)
-			}
+	}
+	return nil
+}
+
+// flushed takes the outcome of a flush: the records it wrote are clean, and
+// those of executions no goroutine runs leave memory.
+func (e *Engine) flushed(err error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if err != nil {
+		e.log.Error("cannot record executions; they are written with the next commit", "error", err.Error())
+		e.scheduleLocked()
+		return
+	}
+	for _, w := range e.batch {
+		if e.dirty[w.name] == w.gen {
+			delete(e.dirty, w.name)
+			e.forgetLocked(w.name)
 		}
-	})
+	}
+}
+
+// Records of restarted workflows (Options.Restarted) wait to be written
+// together: until batchRecords are to write, or the first of them has
+// waited batchAge, or the engine closes. Adjacent (UUIDv7 names), they
+// share the leaf and branches each commit of the executions' tree writes.
+const (
+	batchRecords = 16
+	batchAge     = time.Second
+)
+
+// holdLocked says this commit leaves the dirty records of restarted
+// workflows for a later one, and notes since when they wait; e.mu is held.
+func (e *Engine) holdLocked() bool {
+	n := 0
+	for name := range e.dirty {
+		if r := e.live[name]; r != nil && e.restarted[r.Workflow] && !e.unwrittenStartLocked(r) {
+			n++
+		}
+	}
+	now := e.now()
+	if n == 0 || n >= batchRecords || e.closed || (!e.heldSince.IsZero() && now.Sub(e.heldSince) >= batchAge) {
+		e.heldSince = time.Time{}
+		return false
+	}
+	if e.heldSince.IsZero() {
+		e.heldSince = now
+	}
+	return true
+}
+
+// unwrittenStartLocked says r is a new execution of a restarted workflow
+// (Options.Restarted) still in its first state in this process's goroutine:
+// its record is not written yet; e.mu is held.
+func (e *Engine) unwrittenStartLocked(r *record) bool {
+	if !e.restarted[r.Workflow] || e.closed || len(r.History) != 1 || r.Status != broker.ExecutionRunning {
+		return false
+	}
+	_, running := e.runs[r.Name]
+	return running
 }
 
 // forgetLocked drops the live record of an execution that no goroutine
@@ -356,11 +498,17 @@ func (e *Engine) forgetLocked(name string) {
 }
 
 func getRecord(b *bbolt.Bucket, name string) (record, error) {
-	var r record
 	data := b.Get([]byte(name))
 	if data == nil {
-		return r, broker.ErrExecutionNotFound
+		return record{}, broker.ErrExecutionNotFound
 	}
+	return decodeRecord(name, data)
+}
+
+// decodeRecord is getRecord's decoding, apart so that a name not found
+// (every new execution's Start) allocates no record.
+func decodeRecord(name string, data []byte) (record, error) {
+	var r record
 	if err := json.Unmarshal(data, &r); err != nil {
 		return r, fmt.Errorf("decode execution %s: %w", name, err)
 	}
@@ -412,9 +560,16 @@ func (e *Engine) Start(ctx context.Context, workflow broker.Workflow, name strin
 
 	// The stored record is read before e.mu is taken: a burst of Starts
 	// queued on e.mu behind each other's reads of the file. A record that
-	// left memory for the file since (forgets moved) is read again.
+	// left memory for the file since (forgets moved) is read again. A name
+	// that cannot be on file (greatest) is not read.
 	forgets := e.forgets.Load()
-	stored, storedErr := e.stored(name)
+	e.mu.Lock()
+	mayBeStored := name <= e.greatest[name[0]]
+	e.mu.Unlock()
+	stored, storedErr := record{}, error(broker.ErrExecutionNotFound)
+	if mayBeStored {
+		stored, storedErr = e.stored(name)
+	}
 	e.mu.Lock()
 	if e.closed {
 		e.mu.Unlock()
@@ -440,6 +595,9 @@ func (e *Engine) Start(ctx context.Context, workflow broker.Workflow, name strin
 			return fmt.Errorf("start %s: %w", name, broker.ErrExecutionExists)
 		}
 		return nil
+	}
+	if name > e.greatest[name[0]] {
+		e.greatest[name[0]] = name
 	}
 	e.setLocked(&rec)
 	e.spawnLocked(def, rec)
@@ -651,6 +809,11 @@ func (e *Engine) spawnLocked(def *Definition, r record) {
 				// The timer holds the name alone, not the record.
 				name := r.Name
 				e.parked[name] = time.AfterFunc(parkFor, func() { e.wake(name) })
+			}
+			if _, dirty := e.dirty[r.Name]; dirty {
+				// A start left unwritten while it ran (unwrittenStartLocked)
+				// goes with the next commit now.
+				e.scheduleLocked()
 			}
 			e.forgetLocked(r.Name)
 			e.mu.Unlock()

@@ -596,3 +596,41 @@ func TestAParkedExecutionContinuesWhenItsWaitEnds(t *testing.T) {
 		t.Errorf("%d worker calls, want 1", got)
 	}
 }
+
+func TestStartKnowsTheNamesAnEarlierProcessStored(t *testing.T) {
+	t.Parallel()
+	file := filepath.Join(t.TempDir(), "engine.db")
+	defs := definitions(t, map[broker.Workflow]string{"w": taskOnly})
+	// Names of several first bytes, each the greatest of its byte or not.
+	names := []string{"0a", "0b", "01a22340-2cde-78bd-8266-14d070f20072", "d1-1", "d1-2", "z"}
+	db1 := openDB(t, file)
+	e1 := newEngine(t, local.Options{DB: db1, Definitions: defs, Invoke: (&countingInvoker{}).Invoke})
+	for _, name := range names {
+		start(t, e1, "w", name, `{"n":1}`)
+		waitEnded(t, e1, name)
+	}
+	if err := e1.Close(); err != nil {
+		t.Fatal(err)
+	}
+	_ = db1.Close()
+
+	second := &countingInvoker{}
+	e2 := newEngine(t, local.Options{DB: openDB(t, file), Definitions: defs, Invoke: second.Invoke})
+	for _, name := range names {
+		// Another input first: were the stored one not found, it would
+		// start.
+		if err := e2.Start(context.Background(), "w", name, json.RawMessage(`{"n":2}`)); !errors.Is(err, broker.ErrExecutionExists) {
+			t.Errorf("Start(%s) again with another input = %v, want ErrExecutionExists", name, err)
+		}
+		if err := e2.Start(context.Background(), "w", name, json.RawMessage(`{"n":1}`)); err != nil {
+			t.Errorf("Start(%s) again with its input = %v, want nil", name, err)
+		}
+	}
+	if second.n.Load() != 0 {
+		t.Errorf("the worker was called %d times: a stored execution ran again", second.n.Load())
+	}
+	start(t, e2, "w", "d1-3", `{}`)
+	if x := waitEnded(t, e2, "d1-3"); x.Status != broker.ExecutionSucceeded {
+		t.Errorf("a new name beside stored ones: status %s, want SUCCEEDED", x.Status)
+	}
+}

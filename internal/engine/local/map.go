@@ -95,7 +95,7 @@ func (x *execution) iterate(ctx context.Context, st *state, inputs []any) ([]any
 					mu.Lock()
 					if failed == nil {
 						failed = serr
-						x.log.Warn("map iteration failed", "state", st.name, "index", i, "error_name", serr.name)
+						x.logger().Warn("map iteration failed", "state", st.name, "index", i, "error_name", serr.name)
 					}
 					mu.Unlock()
 					cancel()

@@ -23,7 +23,9 @@ type execution struct {
 	workflow broker.Workflow
 	input    any // the execution's input, for $$.Execution.Input
 	started  time.Time
-	log      *slog.Logger
+	// log is logger's, made once.
+	log     *slog.Logger
+	logOnce sync.Once
 	// state is the state the execution is in, or ended in.
 	state string
 
@@ -31,6 +33,18 @@ type execution struct {
 	mu sync.Mutex
 	// caught is the name of the last error a Catch handled (record.Caught).
 	caught string
+}
+
+// logger is the execution's logger, which names it on every line, made on
+// first use: most runs of an execution log debug lines alone, which debug
+// writes without it.
+func (x *execution) logger() *slog.Logger {
+	x.logOnce.Do(func() {
+		// The handler's WithAttrs rather than Logger.With: the same
+		// attributes without boxing each in an interface first.
+		x.log = slog.New(x.e.log.Handler().WithAttrs([]slog.Attr{slog.String("execution", x.name), slog.String("workflow", string(x.workflow))}))
+	})
+	return x.log
 }
 
 func (x *execution) setCaught(name string) {
@@ -66,11 +80,8 @@ func (e *Engine) execute(ctx context.Context, def *Definition, r record) (parkFo
 		name:     r.Name,
 		workflow: r.Workflow,
 		started:  r.StartedAt,
-		// The handler's WithAttrs rather than Logger.With: the same
-		// attributes without boxing each in an interface first.
-		log:    slog.New(e.log.Handler().WithAttrs([]slog.Attr{slog.String("execution", r.Name), slog.String("workflow", string(r.Workflow))})),
-		state:  r.State,
-		caught: r.Caught,
+		state:    r.State,
+		caught:   r.Caught,
 	}
 	var err error
 	x.input, err = decodeValue(r.Input)
@@ -188,17 +199,19 @@ func (x *execution) transition(next string, input any, at time.Time) bool {
 	case err != nil:
 		// The execution stays RUNNING at its previous state; Resume in the
 		// next process runs that state again.
-		x.log.Error("cannot record transition; execution paused until resumed", "state", next, "error", err.Error())
+		x.logger().Error("cannot record transition; execution paused until resumed", "state", next, "error", err.Error())
 		return false
 	}
 	x.debug("state entered", next)
 	return true
 }
 
-// debug logs msg with the state's name at debug level, building nothing
-// when that level is off.
+// debug logs msg with the execution's and the state's names at debug
+// level, building nothing when that level is off, nor the execution's
+// logger when it is on: the same line.
 func (x *execution) debug(msg, state string) {
-	x.log.LogAttrs(context.Background(), slog.LevelDebug, msg, slog.String("state", state))
+	x.e.log.LogAttrs(context.Background(), slog.LevelDebug, msg,
+		slog.String("execution", x.name), slog.String("workflow", string(x.workflow)), slog.String("state", state))
 }
 
 // end records the end of the execution, if it is still running. Its log
@@ -225,7 +238,7 @@ func (x *execution) end(status broker.ExecutionStatus, output any, errName, caus
 	switch {
 	case errors.Is(err, errEnded):
 	case err != nil:
-		x.log.Error("cannot record the end of the execution", "status", string(status), "error", err.Error())
+		x.logger().Error("cannot record the end of the execution", "status", string(status), "error", err.Error())
 	default:
 		attrs := []slog.Attr{slog.String("status", string(status)), slog.String("end_state", x.state)}
 		level := slog.LevelInfo
@@ -235,7 +248,7 @@ func (x *execution) end(status broker.ExecutionStatus, output any, errName, caus
 		if caught := x.lastCaught(); caught != "" {
 			attrs, level = append(attrs, slog.String("caught_error", caught)), slog.LevelWarn
 		}
-		x.log.LogAttrs(context.Background(), level, "execution ended", attrs...)
+		x.logger().LogAttrs(context.Background(), level, "execution ended", attrs...)
 	}
 }
 
@@ -467,7 +480,7 @@ func (x *execution) runRetrying(ctx context.Context, st *state, input any, attem
 		if serr == nil {
 			return stepResult{next: st.next, output: out}
 		}
-		x.log.Warn("state failed", "state", st.name, "error_name", serr.name, "retries", retries)
+		x.logger().Warn("state failed", "state", st.name, "error_name", serr.name, "retries", retries)
 		if serr.name == errorRuntime {
 			return stepResult{err: serr}
 		}
@@ -615,7 +628,7 @@ func (x *execution) invoke(ctx context.Context, st *state, payload json.RawMessa
 func (x *execution) callWorker(ctx context.Context, st *state, payload json.RawMessage) (out json.RawMessage, err error) {
 	defer func() {
 		if v := recover(); v != nil {
-			x.log.Error("worker panicked", "state", st.name)
+			x.logger().Error("worker panicked", "state", st.name)
 			out, err = nil, &panicError{value: v}
 		}
 	}()
