@@ -360,16 +360,20 @@ func (m mem) String() string {
 	return fmt.Sprintf("%.1f MiB (%.1f + %.1f)", m.rss(), m.anon, m.file)
 }
 
-// settled reads a process's memory once it is idle: when its CPU time
-// stops moving (the executions a run started have run their first Tasks and
-// parked), or after 30 s.
+// settled reads a process's memory once it is idle: when its CPU time has
+// stopped moving for a second and a half (the executions a run started
+// have run their first Tasks and parked, and what a broker does once quiet
+// is done: ours returns the heap's free memory after a second of quiet), or
+// after 30 s.
 func settled(ctx context.Context, pid int) mem {
 	deadline := time.Now().Add(30 * time.Second)
-	for last := cpuTime(pid); time.Now().Before(deadline) && ctx.Err() == nil; {
+	for last, still := cpuTime(pid), 0; still < 6 && time.Now().Before(deadline) && ctx.Err() == nil; {
 		time.Sleep(250 * time.Millisecond)
 		now := cpuTime(pid)
 		if now-last <= 10*time.Millisecond {
-			break
+			still++
+		} else {
+			still = 0
 		}
 		last = now
 	}
