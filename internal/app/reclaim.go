@@ -26,8 +26,10 @@ const (
 // reclaimer releases memory when the process goes quiet holding more heap
 // than its live objects need; see above.
 type reclaimer struct {
-	cpu               func() time.Duration
-	release           func()
+	cpu     func() time.Duration
+	release func()
+	// holds reports whether the heap holds more than it needs (holdsMore).
+	holds             func() bool
 	heap              []metrics.Sample
 	last, lastRelease time.Duration
 }
@@ -36,6 +38,7 @@ func newReclaimer() *reclaimer {
 	r := &reclaimer{cpu: processCPU, release: debug.FreeOSMemory, heap: []metrics.Sample{
 		{Name: "/memory/classes/heap/objects:bytes"}, {Name: "/memory/classes/heap/free:bytes"},
 		{Name: "/gc/heap/live:bytes"}}}
+	r.holds = r.holdsMore
 	r.last = r.cpu()
 	r.lastRelease = r.last
 	return r
@@ -66,7 +69,7 @@ func (r *reclaimer) tick() bool {
 	now := r.cpu()
 	quiet := now-r.last < reclaimQuiet
 	r.last = now
-	if !quiet || now-r.lastRelease < reclaimQuiet || !r.holdsMore() {
+	if !quiet || now-r.lastRelease < reclaimQuiet || !r.holds() {
 		return false
 	}
 	r.release()
