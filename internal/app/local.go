@@ -394,6 +394,11 @@ func RunLocal(ctx context.Context, out, logs io.Writer) error {
 	}
 	fmt.Fprintf(out, "try: curl -u %s:<password> -H 'X-Broker-API-Version: 2.17' %s/v2/catalog\n",
 		c.Credentials[len(c.Credentials)-1].Username, l.URL())
+	// The broker is the process: it gives back what its busy moments
+	// grew once it goes quiet (reclaim.go).
+	stopReclaim := make(chan struct{})
+	defer close(stopReclaim)
+	go newReclaimer().run(stopReclaim)
 	select {
 	case <-ctx.Done():
 	case err := <-l.done:

@@ -352,24 +352,55 @@ func verdict(ok bool) string {
 
 // mem is a process's resident memory, in MiB: anonymous (heap, stacks)
 // and file-backed (its binary's pages and bbolt's mapped file).
-type mem struct{ anon, file float64 }
+// Of the file-backed pages, binary are the broker's executable's and data
+// its bolt file's (smaps).
+type mem struct{ anon, file, binary, data float64 }
 
 func (m mem) rss() float64 { return m.anon + m.file }
 
 func (m mem) String() string {
-	return fmt.Sprintf("%.1f MiB (%.1f + %.1f)", m.rss(), m.anon, m.file)
+	return fmt.Sprintf("%.1f MiB (%.1f + %.1f: binary %.1f, bolt file %.1f)", m.rss(), m.anon, m.file, m.binary, m.data)
 }
 
-// settled reads a process's memory once it is idle: when its CPU time
-// stops moving (the executions a run started have run their first Tasks and
-// parked), or after 30 s.
+// mappedFiles reads how much of a process's binary and of its bolt file
+// (a *.db) is resident, in MiB, from /proc/PID/smaps.
+func mappedFiles(pid int) (binary, data float64) {
+	exe, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
+	smaps, _ := os.ReadFile(fmt.Sprintf("/proc/%d/smaps", pid))
+	var into *float64
+	for _, line := range strings.Split(string(smaps), "\n") {
+		f := strings.Fields(line)
+		switch {
+		case len(f) >= 5 && strings.Contains(f[0], "-") && !strings.HasSuffix(f[0], ":"):
+			// A mapping's header: address range, perms, offset, device, inode, path.
+			into = nil
+			if len(f) >= 6 && exe != "" && f[5] == exe {
+				into = &binary
+			} else if len(f) >= 6 && strings.HasSuffix(f[5], ".db") {
+				into = &data
+			}
+		case len(f) >= 2 && f[0] == "Rss:" && into != nil:
+			kb, _ := strconv.ParseFloat(f[1], 64)
+			*into += kb / 1024
+		}
+	}
+	return binary, data
+}
+
+// settled reads a process's memory once it is idle: when its CPU time has
+// stopped moving for a second and a half (the executions a run started
+// have run their first Tasks and parked, and what a broker does once quiet
+// is done: ours returns the heap's free memory after a second of quiet), or
+// after 30 s.
 func settled(ctx context.Context, pid int) mem {
 	deadline := time.Now().Add(30 * time.Second)
-	for last := cpuTime(pid); time.Now().Before(deadline) && ctx.Err() == nil; {
+	for last, still := cpuTime(pid), 0; still < 6 && time.Now().Before(deadline) && ctx.Err() == nil; {
 		time.Sleep(250 * time.Millisecond)
 		now := cpuTime(pid)
 		if now-last <= 10*time.Millisecond {
-			break
+			still++
+		} else {
+			still = 0
 		}
 		last = now
 	}
@@ -388,6 +419,7 @@ func settled(ctx context.Context, pid int) mem {
 			m.file += kb / 1024
 		}
 	}
+	m.binary, m.data = mappedFiles(pid)
 	return m
 }
 

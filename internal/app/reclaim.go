@@ -1,0 +1,98 @@
+package app
+
+import (
+	"runtime/debug"
+	"runtime/metrics"
+	"time"
+)
+
+// The local broker gives the heap's free memory back to the system once it
+// goes quiet after work. A burst of requests grows the heap, and the
+// runtime keeps what the burst freed until its next collection and
+// returns it slowly after that, so an idle broker held what its busiest
+// moment needed (docs/performance.md: about 60 MiB of anonymous memory,
+// idle after the load run's bursts, on a live heap of a few). A collection
+// and a release when quiet costs a few milliseconds of an otherwise idle
+// processor, and nothing while requests arrive.
+const (
+	// reclaimTick is how often the reclaimer looks; a quiet tick is one in
+	// which the process used less than reclaimQuiet of processor time, and
+	// a release needs that much work since the last one, so that an idle
+	// broker does not collect again and again.
+	reclaimTick  = 500 * time.Millisecond
+	reclaimQuiet = 10 * time.Millisecond
+)
+
+// reclaimer releases memory when the process goes quiet holding more heap
+// than its live objects need; see above.
+type reclaimer struct {
+	cpu     func() time.Duration
+	release func()
+	// holds reports whether the heap holds more than it needs (holdsMore).
+	holds             func() bool
+	heap              []metrics.Sample
+	last, lastRelease time.Duration
+}
+
+func newReclaimer() *reclaimer {
+	r := &reclaimer{cpu: processCPU, release: debug.FreeOSMemory, heap: []metrics.Sample{
+		{Name: "/memory/classes/heap/objects:bytes"}, {Name: "/memory/classes/heap/free:bytes"},
+		{Name: "/gc/heap/live:bytes"}}}
+	r.holds = r.holdsMore
+	r.last = r.cpu()
+	r.lastRelease = r.last
+	return r
+}
+
+// holdsMore reports whether the heap keeps in memory more than a quarter
+// and a MiB beyond its live objects (as of the last collection): its
+// objects not yet collected, and its free pages not yet returned. (The
+// unused room in spans that hold live objects cannot be returned.)
+func (r *reclaimer) holdsMore() bool {
+	metrics.Read(r.heap)
+	var held uint64
+	for _, s := range r.heap[:2] {
+		if s.Value.Kind() == metrics.KindUint64 {
+			held += s.Value.Uint64()
+		}
+	}
+	live := uint64(0)
+	if v := r.heap[2].Value; v.Kind() == metrics.KindUint64 {
+		live = v.Uint64()
+	}
+	return held > live+live/4+1<<20
+}
+
+// tick looks once: it releases when the tick was quiet after work and the
+// heap holds more than it needs, and reports whether it did.
+func (r *reclaimer) tick() bool {
+	now := r.cpu()
+	quiet := now-r.last < reclaimQuiet
+	r.last = now
+	if !quiet || now-r.lastRelease < reclaimQuiet || !r.holds() {
+		return false
+	}
+	r.release()
+	// The release's own collection is not work to release after.
+	r.last = r.cpu()
+	r.lastRelease = r.last
+	return true
+}
+
+// run ticks until stop is closed; where the process's processor time
+// cannot be read, it returns at once.
+func (r *reclaimer) run(stop <-chan struct{}) {
+	if r.cpu() < 0 {
+		return
+	}
+	t := time.NewTicker(reclaimTick)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+			r.tick()
+		}
+	}
+}

@@ -1,0 +1,8 @@
+//go:build !unix
+
+package app
+
+import "time"
+
+// processCPU cannot be read here: the reclaimer does not run.
+func processCPU() time.Duration { return -1 }
