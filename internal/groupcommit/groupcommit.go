@@ -183,11 +183,12 @@ func (c *Committer) commit(group []*call) {
 }
 
 // prepareAhead is how far past the file's last page prepare keeps the file
-// written: about 600 synchronous provisions of new items, written again
-// when half of it is used. Writing it costs one commit an fsync of
-// prepareAhead bytes more (a few milliseconds), once for hundreds of
-// commits that each save a block allocation.
-const prepareAhead = 1 << 20
+// written: about 150 synchronous provisions of new items, written again
+// when half of it is used. Writing it costs one commit an fsync of up to
+// 256 KiB more, once for dozens of commits that each save a block
+// allocation. (1 MiB did as well one writer at a time, worse with eight:
+// a longer stall for the group that carries it.)
+const prepareAhead = 256 << 10
 
 // zeros is what prepare writes.
 var zeros = make([]byte, 64<<10)
