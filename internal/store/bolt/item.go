@@ -304,6 +304,13 @@ func put(b *bbolt.Bucket, key []byte, item any) error {
 //	inst, err := decode(k, v, instanceItem.instance)
 func decode[I, D any](key, value []byte, domain func(I) D) (D, error) {
 	var it I
+	if r, ok := any(&it).(itemRead); ok {
+		if r.readJSON(value) {
+			return domain(it), nil
+		}
+		var zero I
+		it = zero
+	}
 	if err := json.Unmarshal(value, &it); err != nil {
 		var zero D
 		return zero, fmt.Errorf("decode item %q: %w", key, err)
