@@ -6,11 +6,18 @@
 // the group is one transaction, applied in arrival order, as if each had
 // committed alone in that order. A lone writer commits at once (unlike
 // bbolt's DB.Batch, which waits for company).
+//
+// The committer also keeps the file written ahead of its last page
+// (prepare): bbolt grows a file by truncating it, which leaves holes, and a
+// commit whose new pages fall in a hole makes the filesystem allocate
+// blocks in that commit's fsync, a journal commit that costs about as much
+// again as the fsync itself.
 package groupcommit
 
 import (
 	"errors"
 	"fmt"
+	"os"
 	"sync"
 	"sync/atomic"
 
@@ -25,6 +32,11 @@ type Committer struct {
 	queue   []*call
 	later   []*call
 	leading bool
+	// prepared is where the region that prepare wrote past the file's last
+	// page ends; only the leader, inside a transaction, reads or sets it.
+	prepared int64
+	// ahead is prepareAhead (0, for a benchmark's comparison: never).
+	ahead int64
 }
 
 type call struct {
@@ -62,7 +74,7 @@ func (c *Committer) Flush() error {
 
 // New returns the committer of db. Every writer of db goes through it, or
 // through db.Update, which it serialises with.
-func New(db *bbolt.DB) *Committer { return &Committer{db: db} }
+func New(db *bbolt.DB) *Committer { return &Committer{db: db, ahead: prepareAhead} }
 
 // Commits returns how many transactions the committer has committed.
 func (c *Committer) Commits() uint64 { return c.commits.Load() }
@@ -131,6 +143,9 @@ func (c *Committer) commit(group []*call) {
 	for len(group) > 0 {
 		failed := -1
 		err := c.db.Update(func(tx *bbolt.Tx) error {
+			if err := c.prepare(tx); err != nil {
+				return err
+			}
 			for i, cl := range group {
 				cl.err = safely(cl.fn, tx)
 				var r rejected
@@ -165,6 +180,50 @@ func (c *Committer) commit(group []*call) {
 		}
 		return
 	}
+}
+
+// prepareAhead is how far past the file's last page prepare keeps the file
+// written: about 150 synchronous provisions of new items, written again
+// when half of it is used. Writing it costs one commit an fsync of up to
+// 256 KiB more, once for dozens of commits that each save a block
+// allocation. (1 MiB did as well one writer at a time, worse with eight:
+// a longer stall for the group that carries it.)
+const prepareAhead = 256 << 10
+
+// zeros is what prepare writes.
+var zeros = make([]byte, 64<<10)
+
+// prepare writes zeros past the file's last page (tx.Size()), so that the
+// pages the next commits add are blocks the filesystem has already
+// allocated: their fsyncs then write data, not the filesystem's journal
+// too. It runs inside a read-write transaction, whose lock keeps every
+// other writer out, and before the transaction allocates anything: no
+// page past tx.Size() is in use, so the zeros overwrite nothing, and the
+// transaction's own new pages are written over them. The zeros reach the
+// disk with the transaction's fsync; a crash before that leaves them
+// unused past the last page, as bbolt's own truncation leaves holes.
+func (c *Committer) prepare(tx *bbolt.Tx) error {
+	end := tx.Size()
+	if c.ahead == 0 || end+c.ahead/2 <= c.prepared {
+		return nil
+	}
+	from, to := max(c.prepared, end), end+c.ahead
+	// bbolt does not share its file handle; this one writes the same file.
+	f, err := os.OpenFile(c.db.Path(), os.O_WRONLY, 0)
+	if err != nil {
+		return fmt.Errorf("write the file ahead of its pages: %w", err)
+	}
+	for off := from; off < to && err == nil; off += int64(len(zeros)) {
+		_, err = f.WriteAt(zeros[:min(int64(len(zeros)), to-off)], off)
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("write the file ahead of its pages: %w", err)
+	}
+	c.prepared = to
+	return nil
 }
 
 // PanicError is a transaction function's panic, returned to its writer

@@ -12,7 +12,7 @@ import (
 	"github.com/serverless-osb/broker/internal/waittest"
 )
 
-func open(t *testing.T) *Committer {
+func open(t testing.TB) *Committer {
 	t.Helper()
 	db, err := bbolt.Open(filepath.Join(t.TempDir(), "db"), 0o600, nil)
 	if err != nil {

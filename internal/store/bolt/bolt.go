@@ -254,7 +254,15 @@ func (t tx) putOperation(op broker.Operation) error {
 		return err
 	}
 	if op.Finished() {
-		return t.items.Delete(inProgressKey(op.InstanceID, op.ID))
+		// Most finished operations never had the key (a synchronous
+		// provision's or bind's): bbolt's Delete makes a cursor and
+		// grows its stack even to find none; the transaction's cursor
+		// looks first.
+		key := inProgressKey(op.InstanceID, op.ID)
+		if !t.has(key) {
+			return nil
+		}
+		return t.items.Delete(key)
 	}
 	return t.items.Put(inProgressKey(op.InstanceID, op.ID), nil)
 }
@@ -278,6 +286,13 @@ func (t tx) value(key []byte) []byte {
 		return nil
 	}
 	return v
+}
+
+// has reports whether there is a key (its value may be empty, as an
+// in-progress key's is).
+func (t tx) has(key []byte) bool {
+	k, _ := t.cur.Seek(key)
+	return bytes.Equal(k, key)
 }
 
 // scan decodes every item whose key starts with prefix, in key order.

@@ -279,8 +279,18 @@ func (it detachedItem) detached() broker.Detached {
 	}
 }
 
+// itemJSONSize holds a synchronous provision's instance, operation and
+// record (about 400 to 620 bytes) without growing.
+const itemJSONSize = 704
+
 // put writes a storage item at key.
 func put(b *bbolt.Bucket, key []byte, item any) error {
+	if it, ok := item.(itemJSON); ok {
+		// A buffer of its own: bbolt keeps the value until the commit.
+		if data, ok := it.appendJSON(make([]byte, 0, itemJSONSize)); ok {
+			return b.Put(key, data)
+		}
+	}
 	data, err := jsonenc.Marshal(item)
 	if err != nil {
 		return fmt.Errorf("encode item %q: %w", key, err)
@@ -294,6 +304,13 @@ func put(b *bbolt.Bucket, key []byte, item any) error {
 //	inst, err := decode(k, v, instanceItem.instance)
 func decode[I, D any](key, value []byte, domain func(I) D) (D, error) {
 	var it I
+	if r, ok := any(&it).(itemRead); ok {
+		if r.readJSON(value) {
+			return domain(it), nil
+		}
+		var zero I
+		it = zero
+	}
 	if err := json.Unmarshal(value, &it); err != nil {
 		var zero D
 		return zero, fmt.Errorf("decode item %q: %w", key, err)
