@@ -108,7 +108,6 @@ func configureNetwork(plan *catalog.Plan, s *Settings) error {
 	if s.Parameters == nil {
 		s.Parameters = map[string]string{}
 	}
-	values := networkValues(n)
 	for _, pair := range []struct {
 		t     *Template
 		fixed map[string]string
@@ -126,18 +125,12 @@ func configureNetwork(plan *catalog.Plan, s *Settings) error {
 			}
 		}
 	}
-	for _, name := range networkParameters {
-		if _, ok := s.Template.Parameters[name]; ok {
-			s.Parameters[name] = values[name]
+	maps.Copy(s.Parameters, networkAtPlace(s.Template, n))
+	if fixed := networkAtPlace(s.BindingTemplate, n); len(fixed) > 0 {
+		if s.BindingParameters == nil {
+			s.BindingParameters = map[string]string{}
 		}
-		if s.BindingTemplate != nil {
-			if _, ok := s.BindingTemplate.Parameters[name]; ok {
-				if s.BindingParameters == nil {
-					s.BindingParameters = map[string]string{}
-				}
-				s.BindingParameters[name] = values[name]
-			}
-		}
+		maps.Copy(s.BindingParameters, fixed)
 	}
 	s.Network = n
 	return nil
@@ -218,49 +211,22 @@ type place struct{ key, account, region string }
 // place in the broker's own account, or in the broker's own Region, is
 // refused.
 func placesOf(p *Placement) ([]place, error) {
-	type keyed struct {
-		key string
-		t   Target
-	}
-	var targets []keyed
-	for i, t := range p.Retired {
-		targets = append(targets, keyed{fmt.Sprintf("%s.%s[%d]", KeyPlacement, keyRetired, i), t})
-	}
-	if p.By == "" {
-		targets = append(targets, keyed{KeyPlacement, p.Target})
-	}
-	for _, k := range slices.Sorted(maps.Keys(p.Map)) {
-		targets = append(targets, keyed{KeyPlacement + "." + keyMap + "." + k, p.Map[k]})
-	}
-	if p.Default != nil {
-		targets = append(targets, keyed{KeyPlacement + "." + keyDefault, *p.Default})
-	}
 	var out []place
-	for _, kt := range targets {
-		members := []keyed{kt}
-		if len(kt.t.Pool) > 0 {
-			members = nil
-			for i, m := range kt.t.Pool {
-				m.Region = kt.t.Region
-				members = append(members, keyed{fmt.Sprintf("%s.%s[%d]", kt.key, keyPool, i), m})
-			}
+	for _, m := range p.keyedTargets() {
+		t := m.t
+		if t.Account() == "" {
+			return nil, catalog.Settingf(m.key, "is in the broker's own account (no role_arn), where the plan's networks cannot be: a plan with a network is placed in the accounts of its networks")
 		}
-		for _, m := range members {
-			t := m.t
-			if t.Account() == "" {
-				return nil, catalog.Settingf(m.key, "is in the broker's own account (no role_arn), where the plan's networks cannot be: a plan with a network is placed in the accounts of its networks")
+		if t.Region == "" {
+			return nil, catalog.Settingf(m.key, "is in account %s in the broker's own Region (it names none): name the region of the plan's network there", t.Account())
+		}
+		for _, r := range append([]string{t.Region}, p.Regions...) {
+			key := m.key
+			if r != t.Region {
+				key = KeyPlacement + "." + keyRegions
 			}
-			if t.Region == "" {
-				return nil, catalog.Settingf(m.key, "is in account %s in the broker's own Region (it names none): name the region of the plan's network there", t.Account())
-			}
-			for _, r := range append([]string{t.Region}, p.Regions...) {
-				key := m.key
-				if r != t.Region {
-					key = KeyPlacement + "." + keyRegions
-				}
-				if !slices.ContainsFunc(out, func(x place) bool { return x.account == t.Account() && x.region == r }) {
-					out = append(out, place{key: key, account: t.Account(), region: r})
-				}
+			if !slices.ContainsFunc(out, func(x place) bool { return x.account == t.Account() && x.region == r }) {
+				out = append(out, place{key: key, account: t.Account(), region: r})
 			}
 		}
 	}
@@ -273,8 +239,8 @@ func placeKey(account, region string) string { return account + " " + region }
 // networkAt is the network of the stacks of an instance in place p: the
 // plan's place network there, or its one network.
 func (s *Settings) networkAt(p *Place) (*catalog.Network, error) {
-	if s == nil || len(s.PlaceNetworks) == 0 {
-		return s.networkOrNil(), nil
+	if len(s.PlaceNetworks) == 0 {
+		return s.Network, nil
 	}
 	if p != nil {
 		if n := s.PlaceNetworks[placeKey(p.Account, p.Region)]; n != nil {
@@ -290,15 +256,8 @@ func (s *Settings) networkAt(p *Place) (*catalog.Network, error) {
 		InstanceUsable: broker.Bool(true)}
 }
 
-func (s *Settings) networkOrNil() *catalog.Network {
-	if s == nil {
-		return nil
-	}
-	return s.Network
-}
-
-// networkAtPlace are the values network n (an instance's: networkAt)
-// fixes among t's parameters.
+// networkAtPlace are the values network n (the plan's, or an instance's:
+// networkAt) fixes among t's parameters.
 func networkAtPlace(t *Template, n *catalog.Network) map[string]string {
 	if n == nil || t == nil {
 		return nil

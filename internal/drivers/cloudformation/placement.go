@@ -182,28 +182,49 @@ type Placement struct {
 // Targets lists every target the placement may choose, and the retired
 // ones.
 func (p *Placement) Targets() []Target {
+	var out []Target
+	for _, kt := range p.keyedTargets() {
+		out = append(out, kt.t)
+	}
+	return out
+}
+
+// keyedTarget is a target and the catalog key that names it.
+type keyedTarget struct {
+	key string
+	t   Target
+}
+
+// keyedTargets are Targets, each with its key (placement,
+// placement.map.K, placement.default, placement.retired[i], and
+// placement…pool[j] for each account of a pool, which takes its pool's
+// Region).
+func (p *Placement) keyedTargets() []keyedTarget {
 	if p == nil {
 		return nil
 	}
-	all := slices.Clone(p.Retired)
+	var all []keyedTarget
+	for i, t := range p.Retired {
+		all = append(all, keyedTarget{fmt.Sprintf("%s.%s[%d]", KeyPlacement, keyRetired, i), t})
+	}
 	if p.By == "" {
-		all = append(all, p.Target)
+		all = append(all, keyedTarget{KeyPlacement, p.Target})
 	}
 	for _, k := range slices.Sorted(maps.Keys(p.Map)) {
-		all = append(all, p.Map[k])
+		all = append(all, keyedTarget{KeyPlacement + "." + keyMap + "." + k, p.Map[k]})
 	}
 	if p.Default != nil {
-		all = append(all, *p.Default)
+		all = append(all, keyedTarget{KeyPlacement + "." + keyDefault, *p.Default})
 	}
-	var out []Target
-	for _, t := range all {
-		if len(t.Pool) == 0 {
-			out = append(out, t)
+	var out []keyedTarget
+	for _, kt := range all {
+		if len(kt.t.Pool) == 0 {
+			out = append(out, kt)
 			continue
 		}
-		for _, m := range t.Pool {
-			m.Region, m.pooled = t.Region, true
-			out = append(out, m)
+		for j, m := range kt.t.Pool {
+			m.Region, m.pooled = kt.t.Region, true
+			out = append(out, keyedTarget{fmt.Sprintf("%s.%s[%d]", kt.key, keyPool, j), m})
 		}
 	}
 	return out
@@ -707,15 +728,14 @@ func checkPlacedHandlers(s *Settings) error {
 		if t == nil {
 			continue
 		}
-		for _, r := range t.Declared {
-			if !slices.Contains(deploy.BrokerHandled, r.Type) {
-				continue
-			}
-			for _, place := range s.Placement.Targets() {
-				if place.RoleARN == "" {
-					return catalog.Settingf(KeyPlacement, "has a place in the broker's own account but another Region (%s), and %s declares %s, whose function the broker deploys in its own Region and the target stack where it is deployed: no function could answer it there; deploy the target stack in that Region (of the broker's own account too) and place the plan with its role (role_arn), or use a template without it",
-						place.Region, t.Path, r.Type)
-				}
+		i := slices.IndexFunc(t.Declared, func(r Resource) bool { return slices.Contains(deploy.BrokerHandled, r.Type) })
+		if i < 0 {
+			continue
+		}
+		for _, place := range s.Placement.Targets() {
+			if place.RoleARN == "" {
+				return catalog.Settingf(KeyPlacement, "has a place in the broker's own account but another Region (%s), and %s declares %s, whose function the broker deploys in its own Region and the target stack where it is deployed: no function could answer it there; deploy the target stack in that Region (of the broker's own account too) and place the plan with its role (role_arn), or use a template without it",
+					place.Region, t.Path, t.Declared[i].Type)
 			}
 		}
 	}
