@@ -32,9 +32,11 @@ type DatabaseUserVPC struct {
 	// in the VPC, which the function joins beside its own: the databases
 	// admit their members on their port.
 	SecurityGroupIDs []string
-	// condition, in the target stack, deploys the VPC's function only in
-	// its network's account and Region (targetHandlers); nil at home.
-	condition awscdk.CfnCondition
+	// account and region are the VPC's, in the target stack, where
+	// condition deploys its function only in them (targetNetworks); empty
+	// and nil at home.
+	account, region string
+	condition       awscdk.CfnCondition
 }
 
 // catalogNetworks adds to vpcs (the databaseUserVpcs context's) the VPCs
@@ -51,20 +53,30 @@ func catalogNetworks(path string, vpcs []DatabaseUserVPC) ([]DatabaseUserVPC, er
 	if err != nil {
 		return nil, err
 	}
+	var home []*catalog.Network
 	for _, n := range cat.Networks() {
-		if n.Placed() {
-			continue // another account's: the target stack's (targetDatabaseUsers)
+		if !n.Placed() { // another account's is the target stack's (targetNetworks)
+			home = append(home, n)
 		}
+	}
+	return vpcsOf(home, vpcs), nil
+}
+
+// vpcsOf adds to vpcs the VPCs of networks: two networks in one VPC share
+// its function, in the first one's subnets (and account and Region), a
+// member of each one's client security group.
+func vpcsOf(networks []*catalog.Network, vpcs []DatabaseUserVPC) []DatabaseUserVPC {
+	for _, n := range networks {
 		i := slices.IndexFunc(vpcs, func(v DatabaseUserVPC) bool { return v.VpcID == n.VpcID })
 		if i < 0 {
-			vpcs = append(vpcs, DatabaseUserVPC{VpcID: n.VpcID, SubnetIDs: n.SubnetIDs})
+			vpcs = append(vpcs, DatabaseUserVPC{VpcID: n.VpcID, SubnetIDs: n.SubnetIDs, account: n.Account, region: n.Region})
 			i = len(vpcs) - 1
 		}
 		if g := n.ClientSecurityGroupID; g != "" && !slices.Contains(vpcs[i].SecurityGroupIDs, g) {
 			vpcs[i].SecurityGroupIDs = append(vpcs[i].SecurityGroupIDs, g)
 		}
 	}
-	return vpcs, nil
+	return vpcs
 }
 
 // ContextDatabaseUserVPCs lists the VPCs, comma-separated (or a list in

@@ -1,13 +1,9 @@
 package infra
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
@@ -37,25 +33,19 @@ func targetNetworks(stack awscdk.Stack, catalogPath string) ([]DatabaseUserVPC, 
 	if err != nil {
 		return nil, err
 	}
-	var vpcs []DatabaseUserVPC
+	var placed []*catalog.Network
 	for _, n := range cat.Networks() {
-		if !n.Placed() {
-			continue // the broker's stack's
+		if n.Placed() { // the broker's stack deploys the others' (catalogNetworks)
+			placed = append(placed, n)
 		}
-		i := slices.IndexFunc(vpcs, func(v DatabaseUserVPC) bool { return v.VpcID == n.VpcID })
-		if i < 0 {
-			id := "In" + strings.TrimPrefix(n.VpcID, "vpc-")
-			vpcs = append(vpcs, DatabaseUserVPC{VpcID: n.VpcID, SubnetIDs: n.SubnetIDs,
-				condition: awscdk.NewCfnCondition(stack, jsii.String(id), &awscdk.CfnConditionProps{
-					Expression: awscdk.Fn_ConditionAnd(
-						awscdk.Fn_ConditionEquals(awscdk.Aws_ACCOUNT_ID(), jsii.String(n.Account)),
-						awscdk.Fn_ConditionEquals(awscdk.Aws_REGION(), jsii.String(n.Region))),
-				})})
-			i = len(vpcs) - 1
-		}
-		if g := n.ClientSecurityGroupID; g != "" && !slices.Contains(vpcs[i].SecurityGroupIDs, g) {
-			vpcs[i].SecurityGroupIDs = append(vpcs[i].SecurityGroupIDs, g)
-		}
+	}
+	vpcs := vpcsOf(placed, nil)
+	for i, v := range vpcs {
+		vpcs[i].condition = awscdk.NewCfnCondition(stack, jsii.String("In"+strings.TrimPrefix(v.VpcID, "vpc-")), &awscdk.CfnConditionProps{
+			Expression: awscdk.Fn_ConditionAnd(
+				awscdk.Fn_ConditionEquals(awscdk.Aws_ACCOUNT_ID(), jsii.String(v.account)),
+				awscdk.Fn_ConditionEquals(awscdk.Aws_REGION(), jsii.String(v.region))),
+		})
 	}
 	return vpcs, nil
 }
@@ -101,19 +91,14 @@ func onCondition(c awscdk.CfnCondition, of ...constructs.IConstruct) {
 	}
 }
 
-// bundleDigest is the SHA-256 digest (hex) of the zip make build writes
+// bundleKey is where the target stack finds the zip make build writes
 // beside a function's asset directory (dir + ".zip").
-func bundleDigest(dir string) (string, error) {
-	f, err := os.Open(filepath.Clean(dir) + ".zip")
+func bundleKey(function, dir string) (string, error) {
+	zip, err := os.ReadFile(filepath.Clean(dir) + ".zip")
 	if err != nil {
 		return "", fmt.Errorf("the function's bundle: %w (make build writes it)", err)
 	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return "", err
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
+	return deploy.HandlerCodeKey(function, zip), nil
 }
 
 // targetHandlers deploys in the target stack the broker's functions that
@@ -149,11 +134,11 @@ func targetHandlers(stack awscdk.Stack, p TargetStackProps, manifest deploy.Mani
 		if (f.name == "dbuser" && len(vpcs) == 0) || (f.name == "cacheuser" && !cache) {
 			continue
 		}
-		digest, err := bundleDigest(f.dir)
+		key, err := bundleKey(f.name, f.dir)
 		if err != nil {
 			return fmt.Errorf("%s: %w", f.name, err)
 		}
-		keys[filepath.Clean(f.dir)] = deploy.HandlerCodeKey(f.name, digest)
+		keys[filepath.Clean(f.dir)] = key
 	}
 	b := &builder{stack: stack, retention: retentions[DefaultLogRetentionDays],
 		props: BrokerStackProps{StackPrefix: p.StackPrefix, DatabaseUserVPCs: vpcs,

@@ -1,8 +1,6 @@
 package infra
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -92,8 +90,7 @@ func handlerBundles(t *testing.T) (dbuser, cacheuser string, keys map[string]str
 		if err := os.WriteFile(filepath.Join(dir, name+".zip"), zip, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		sum := sha256.Sum256(zip)
-		keys[name] = deploy.HandlerCodeKey(name, hex.EncodeToString(sum[:]))
+		keys[name] = deploy.HandlerCodeKey(name, zip)
 	}
 	return filepath.Join(dir, "dbuser"), filepath.Join(dir, "cacheuser"), keys
 }

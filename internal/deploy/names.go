@@ -1,6 +1,8 @@
 package deploy
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"regexp"
 	"strings"
@@ -52,13 +54,14 @@ func DatabaseUserFunctionName(prefix, vpcID string) string {
 	return strings.ToLower(prefix) + "-dbuser-" + vpcID
 }
 
-// HandlerCodeKey is where the target stack finds the bundle of one of the
-// broker's custom resource functions (dbuser, cacheuser) in the bucket its
-// operator names (HandlerCodeBucket): under the SHA-256 digest (hex) of
-// the bundle's zip, so that a new build is a new key and an old target
-// stack keeps finding its own; `make target-assets` uploads them there.
-func HandlerCodeKey(function, digest string) string {
-	return "serverless-osb/" + digest + "/" + function + ".zip"
+// HandlerCodeKey is where the target stack finds zip, the bundle of one of
+// the broker's custom resource functions (dbuser, cacheuser), in the
+// bucket its operator names (HandlerCodeBucket): under its SHA-256 digest
+// (hex), so that a new build is a new key and an old target stack keeps
+// finding its own; `make target-assets` uploads them there.
+func HandlerCodeKey(function string, zip []byte) string {
+	sum := sha256.Sum256(zip)
+	return "serverless-osb/" + hex.EncodeToString(sum[:]) + "/" + function + ".zip"
 }
 
 // TargetTemplateBucket names the bucket the target stack makes in each

@@ -3,8 +3,6 @@ package sandbox
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -191,8 +189,7 @@ func (sb *Sandbox) putHandlerCode(ctx context.Context, cfg aws.Config, t Target)
 		if err != nil {
 			return "", fmt.Errorf("the target stack's functions: %w (make build writes it)", err)
 		}
-		sum := sha256.Sum256(zip)
-		key := deploy.HandlerCodeKey(name, hex.EncodeToString(sum[:]))
+		key := deploy.HandlerCodeKey(name, zip)
 		if _, err := client.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String(key), Body: bytes.NewReader(zip)}); err != nil {
 			return "", fmt.Errorf("put %s: %w", key, err)
 		}
