@@ -81,10 +81,7 @@ func (ck *checker) networks(root map[string]any) map[string]*Network {
 			}
 		}
 		n := &Network{Name: name}
-		n.VpcID = ck.str(obj, p, "vpc_id", true)
-		if n.VpcID != "" && !vpcPattern.MatchString(n.VpcID) {
-			ck.problem(field(p, "vpc_id"), "%q is not a VPC id (vpc-0123456789abcdef0)", n.VpcID)
-		}
+		n.VpcID = ck.shaped(obj, p, "vpc_id", true, vpcPattern, "a VPC id (vpc-0123456789abcdef0)")
 		if _, present := obj["subnet_ids"]; !present {
 			ck.problem(field(p, "subnet_ids"), "is required: at least two private subnets of the VPC, in different Availability Zones")
 		}
@@ -100,27 +97,15 @@ func (ck *checker) networks(root map[string]any) map[string]*Network {
 		if _, present := obj["subnet_ids"]; present && len(n.SubnetIDs) < 2 {
 			ck.problem(field(p, "subnet_ids"), "names %d subnets; RDS and the other services want at least two, in different Availability Zones", len(n.SubnetIDs))
 		}
-		n.ClientCIDR = ck.str(obj, p, "client_cidr", false)
-		if n.ClientCIDR != "" && !cidrPattern.MatchString(n.ClientCIDR) {
-			ck.problem(field(p, "client_cidr"), "%q is not an IPv4 CIDR (10.0.0.0/16)", n.ClientCIDR)
-		}
-		n.ClientSecurityGroupID = ck.str(obj, p, "client_security_group_id", false)
-		if n.ClientSecurityGroupID != "" && !groupPattern.MatchString(n.ClientSecurityGroupID) {
-			ck.problem(field(p, "client_security_group_id"), "%q is not a security group id (sg-0123456789abcdef0)", n.ClientSecurityGroupID)
-		}
+		n.ClientCIDR = ck.shaped(obj, p, "client_cidr", false, cidrPattern, "an IPv4 CIDR (10.0.0.0/16)")
+		n.ClientSecurityGroupID = ck.shaped(obj, p, "client_security_group_id", false, groupPattern, "a security group id (sg-0123456789abcdef0)")
 		if _, cidr := obj["client_cidr"]; !cidr {
 			if _, group := obj["client_security_group_id"]; !group {
 				ck.problem(p, "admits no client: give client_cidr (the range your applications connect from), client_security_group_id (a security group they are members of), or both; without either nothing could reach its databases")
 			}
 		}
-		n.Account = ck.str(obj, p, "account", false)
-		if n.Account != "" && !accountID.MatchString(n.Account) {
-			ck.problem(field(p, "account"), "%q is not an account id (12 digits)", n.Account)
-		}
-		n.Region = ck.str(obj, p, "region", false)
-		if n.Region != "" && !regionName.MatchString(n.Region) {
-			ck.problem(field(p, "region"), "%q is not a Region name (eu-west-1)", n.Region)
-		}
+		n.Account = ck.shaped(obj, p, "account", false, accountID, "an account id (12 digits)")
+		n.Region = ck.shaped(obj, p, "region", false, regionName, "a Region name (eu-west-1)")
 		_, account := obj["account"]
 		_, region := obj["region"]
 		if account != region {
@@ -139,6 +124,16 @@ func (ck *checker) networks(root map[string]any) map[string]*Network {
 		ck.problem("networks", "%s are all marked default; at most one network is the default of plans that name none", quoteList(defaults))
 	}
 	return out
+}
+
+// shaped reads the string at key of obj (at path p), and says so when it
+// is not of the shape re matches: what it should be, and an example.
+func (ck *checker) shaped(obj map[string]any, p, key string, required bool, re *regexp.Regexp, what string) string {
+	v := ck.str(obj, p, key, required)
+	if v != "" && !re.MatchString(v) {
+		ck.problem(field(p, key), "%q is not %s", v, what)
+	}
+	return v
 }
 
 // network resolves a plan's broker.network: the network it names, the
