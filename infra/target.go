@@ -14,6 +14,7 @@ import (
 	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
 
 	"github.com/serverless-osb/broker/infra/servicerole"
+	"github.com/serverless-osb/broker/internal/catalog"
 	"github.com/serverless-osb/broker/internal/deploy"
 )
 
@@ -206,7 +207,7 @@ func NewTargetStack(scope constructs.Construct, id string, props *TargetStackPro
 	// IdentityRegion is empty, or names it), the buckets and functions by
 	// every Region's.
 	identityRegion := awscdk.NewCfnParameter(stack, jsii.String(TargetParamIdentityRegion), &awscdk.CfnParameterProps{Type: jsii.String("String"),
-		Default: jsii.String(""), AllowedPattern: jsii.String(`^([a-z]{2}(-[a-z]+)+-[0-9]{1,2})?$`),
+		Default: jsii.String(""), AllowedPattern: jsii.String(`^(` + catalog.RegionPattern + `)?$`),
 		Description: jsii.String("The Region whose target stack makes this account's roles and permissions boundary (IAM names are the account's): " +
 			"empty in the first (or only) Region you deploy to, that Region's name in every other Region of the account (for a StackSet, the same name in all)."),
 	})

@@ -43,13 +43,20 @@ func (n *Network) Placed() bool { return n != nil && n.Account != "" }
 // networkKeys are a network's keys.
 var networkKeys = []string{"vpc_id", "subnet_ids", "client_cidr", "client_security_group_id", "default", "account", "region"}
 
+// RegionPattern is the shape of every Region name (us-east-1, eu-central-2,
+// us-gov-west-1, cn-northwest-1, ap-southeast-5), unanchored: the catalog,
+// the driver's placements and the target stack's parameter check the same.
+const RegionPattern = `[a-z]{2}(-[a-z]+)+-[0-9]{1,2}`
+
+// RegionName matches a whole Region name.
+var RegionName = regexp.MustCompile(`^` + RegionPattern + `$`)
+
 var (
 	networkName   = regexp.MustCompile(`^[a-z][a-z0-9-]{0,31}$`)
 	vpcPattern    = regexp.MustCompile(`^vpc-[0-9a-f]{8,17}$`)
 	subnetPattern = regexp.MustCompile(`^subnet-[0-9a-f]{8,17}$`)
 	groupPattern  = regexp.MustCompile(`^sg-[0-9a-f]{8,17}$`)
 	accountID     = regexp.MustCompile(`^[0-9]{12}$`)
-	regionName    = regexp.MustCompile(`^[a-z]{2}(-[a-z]+)+-[0-9]{1,2}$`)
 	cidrPattern   = regexp.MustCompile(`^(25[0-5]|2[0-4][0-9]|1?[0-9]?[0-9])(\.(25[0-5]|2[0-4][0-9]|1?[0-9]?[0-9])){3}/([0-9]|[12][0-9]|3[0-2])$`)
 )
 
@@ -105,7 +112,7 @@ func (ck *checker) networks(root map[string]any) map[string]*Network {
 			}
 		}
 		n.Account = ck.shaped(obj, p, "account", false, accountID, "an account id (12 digits)")
-		n.Region = ck.shaped(obj, p, "region", false, regionName, "a Region name (eu-west-1)")
+		n.Region = ck.shaped(obj, p, "region", false, RegionName, "a Region name (eu-west-1)")
 		_, account := obj["account"]
 		_, region := obj["region"]
 		if account != region {

@@ -59,9 +59,6 @@ const (
 var byValues = []string{ByOrganization, BySpace, ByNamespace, BySubaccount}
 
 var (
-	// regionPattern is the shape of every Region name (us-east-1,
-	// eu-central-2, us-gov-west-1, cn-northwest-1, ap-southeast-5).
-	regionPattern = regexp.MustCompile(`^[a-z]{2}(-[a-z]+)+-[0-9]{1,2}$`)
 	// externalIDPattern is STS's characters; its length, 2 to 1224, is
 	// checked apart (a regexp repeats at most 1000 times).
 	externalIDPattern = regexp.MustCompile(`^[\w+=,.@:/-]+$`)
@@ -322,7 +319,7 @@ func regionList(m map[string]any) ([]string, error) {
 	var out []string
 	for i, e := range list {
 		s, ok := e.(string)
-		if !ok || !regionPattern.MatchString(s) {
+		if !ok || !catalog.RegionName.MatchString(s) {
 			return nil, catalog.Settingf(fmt.Sprintf("%s[%d]", key, i), "must be a Region name such as eu-west-1, got %s", catalog.Describe(e))
 		}
 		if slices.Contains(out, s) {
@@ -389,7 +386,7 @@ func target(key string, v any, allowed []string) (Target, error) {
 	if t.Region, err = str(keyRegion); err != nil {
 		return t, err
 	}
-	if t.Region != "" && !regionPattern.MatchString(t.Region) {
+	if t.Region != "" && !catalog.RegionName.MatchString(t.Region) {
 		return t, catalog.Settingf(key+"."+keyRegion, "%q is not a Region name; name one such as eu-west-1", t.Region)
 	}
 	if len(allowed) > 0 && !slices.Contains(allowed, t.Region) {
