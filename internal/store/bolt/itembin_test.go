@@ -40,6 +40,18 @@ func checkItemBin(t *testing.T, it itemJSON) (taken bool) {
 		if want := fromJSON.operation(); !reflect.DeepEqual(read, want) {
 			t.Fatalf("%T:\n got %+v\nwant %+v", it, read, want)
 		}
+	case instanceItem:
+		var fromJSON instanceItem
+		if err := json.Unmarshal(data, &fromJSON); err != nil {
+			t.Fatalf("%T: written in binary, where its JSON does not read back: %v", it, err)
+		}
+		read, err := decode([]byte("k"), got, instanceItem.instance)
+		if err != nil {
+			t.Fatalf("%T: %v", it, err)
+		}
+		if want := fromJSON.instance(); !reflect.DeepEqual(read, want) {
+			t.Fatalf("%T:\n got %+v\nwant %+v", it, read, want)
+		}
 	default:
 		t.Fatalf("%T: no check of its binary form", it)
 	}
@@ -56,17 +68,19 @@ func TestItemBinReadsAsItsJSON(t *testing.T) {
 		taken int
 	}{
 		// The operation with every field and the one with an empty target,
-		// with the flag set and not.
-		{"plain values are written in binary", "sync-1", "a <b> & c é", `{"a":[1,2.5e3,"x y"],"b":null}`, at, 4},
-		{"the zero time and empty strings and raw values too", "", "", "", time.Time{}, 4},
-		{"a quote, a control character and U+2028 too", "a\"\n\u2028b", "y", `{}`, at, 4},
-		{"a time of the year 1678 too", "x", "y", `{}`, time.Date(1678, 1, 1, 0, 0, 0, 0, time.UTC), 4},
-		// The empty target has no raw value, no string and no time.
-		{"raw JSON with spaces is left to JSON", "x", "y", `{"a": 1}`, at, 2},
-		{"invalid raw JSON too", "x", "y", `{"a":`, at, 2},
+		// with the flag set and not, and the two instances with the flag
+		// set (without it, they have metadata, left to JSON).
+		{"plain values are written in binary", "sync-1", "a <b> & c é", `{"a":[1,2.5e3,"x y"],"b":null}`, at, 6},
+		{"the zero time and empty strings and raw values too", "", "", "", time.Time{}, 6},
+		{"a quote, a control character and U+2028 too", "a\"\n\u2028b", "y", `{}`, at, 6},
+		{"a time of the year 1678 too", "x", "y", `{}`, time.Date(1678, 1, 1, 0, 0, 0, 0, time.UTC), 6},
+		// The empty target has no raw value, no string and no time; the
+		// instance with an id only, no raw value and no time.
+		{"raw JSON with spaces is left to JSON", "x", "y", `{"a": 1}`, at, 3},
+		{"invalid raw JSON too", "x", "y", `{"a":`, at, 3},
 		{"invalid UTF-8 too, in every item", "a\xffb", "y", `{}`, at, 0},
-		{"a time outside UTC too", "x", "y", `{}`, at.In(time.FixedZone("x", 3600)), 2},
-		{"a time past UnixNano's range too", "x", "y", `{}`, time.Date(2263, 1, 1, 0, 0, 0, 0, time.UTC), 2},
+		{"a time outside UTC too", "x", "y", `{}`, at.In(time.FixedZone("x", 3600)), 3},
+		{"a time past UnixNano's range too", "x", "y", `{}`, time.Date(2263, 1, 1, 0, 0, 0, 0, time.UTC), 3},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

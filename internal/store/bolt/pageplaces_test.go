@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"go.etcd.io/bbolt"
+
 	"github.com/serverless-osb/broker/internal/broker"
 )
 
@@ -81,4 +83,12 @@ func TestWherePagesGo(t *testing.T) {
 		provision(uuid())
 	}
 	count("synchronous provision", 300, func(int) { provision(uuid()) })
+	err := db.View(func(tx *bbolt.Tx) error {
+		st := tx.Bucket([]byte("items")).Stats()
+		t.Logf("the items: a tree of %d levels, %d branch pages, %d leaves, %d bytes in them", st.Depth, st.BranchPageN, st.LeafPageN, st.LeafInuse)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 }
