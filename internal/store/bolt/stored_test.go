@@ -1,6 +1,7 @@
 package bolt
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"errors"
@@ -116,8 +117,9 @@ func TestStoredItems(t *testing.T) {
 			})
 			want := cmp.Or(movedKeys[stored.key], stored.key)
 			if len(got) > 0 && got[0] == binMark {
-				// Operations and instances are written in binary now
-				// (itembin.go): the same item as the JSON stored before.
+				// Operations, instances, bindings and records are written
+				// in binary now (itembin.go): the same item as the JSON
+				// stored before.
 				if !sameItem(key, []byte(got), []byte(stored.value)) {
 					t.Errorf("%q: %x reads other than %s", key, got, stored.value)
 				}
@@ -255,15 +257,23 @@ func TestSealingModeItem(t *testing.T) {
 	}
 }
 
-// sameItem reports whether a and b, an operation's or an instance's
-// values at key, read alike.
+// sameItem reports whether a and b, the values at key, read alike.
 func sameItem(key, a, b []byte) bool {
-	if isOperationKey(key) {
-		x, err1 := decode(key, a, operationItem.operation)
-		y, err2 := decode(key, b, operationItem.operation)
-		return err1 == nil && err2 == nil && reflect.DeepEqual(x, y)
+	_, sk, _ := bytes.Cut(key, []byte(sep))
+	switch {
+	case isOperationKey(key):
+		return readAlike(key, a, b, operationItem.operation)
+	case string(sk) == instanceSK:
+		return readAlike(key, a, b, instanceItem.instance)
+	case bytes.HasPrefix(sk, []byte("b#")) && !isBindingRecordKey(sk):
+		return readAlike(key, a, b, bindingItem.binding)
+	default:
+		return readAlike(key, a, b, resourceItem.resource)
 	}
-	x, err1 := decode(key, a, instanceItem.instance)
-	y, err2 := decode(key, b, instanceItem.instance)
+}
+
+func readAlike[I, D any](key, a, b []byte, domain func(I) D) bool {
+	x, err1 := decode(key, a, domain)
+	y, err2 := decode(key, b, domain)
 	return err1 == nil && err2 == nil && reflect.DeepEqual(x, y)
 }
