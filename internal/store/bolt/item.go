@@ -21,7 +21,10 @@ import (
 // The names and the encoding are those the store has always written (the
 // domain structs' JSON, written by jsonenc), so that the items of existing
 // data directories read alike (TestStoredItems). Raw JSON (parameters,
-// context, a record's data...) is embedded as it is, compact.
+// context, a record's data...) is embedded as it is, compact. The items a
+// request writes (instance, binding, operation, record) are written in a
+// binary form now, about half the bytes (itembin.go), and JSON where it
+// does not take an item; both read back.
 
 type instanceItem struct {
 	ID               string               `json:"id"`
