@@ -129,3 +129,24 @@ func FuzzItemBin(f *testing.F) {
 		}
 	})
 }
+
+// FuzzItemBinRead reads any bytes after the binary form's mark as each
+// kind of item: an error or an item, never a panic (a damaged file).
+func FuzzItemBinRead(f *testing.F) {
+	at := time.Date(2026, 11, 28, 17, 0, 0, 1, time.UTC)
+	for _, it := range items("x", "y", []byte(`{"a":1}`), at, 3, true) {
+		if w, ok := it.(itemBin); ok {
+			if b, ok := w.appendBin(nil); ok {
+				f.Add(b)
+			}
+		}
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		data = append([]byte{binMark}, data...)
+		key := []byte("k")
+		_, _ = decode(key, data, operationItem.operation)
+		_, _ = decode(key, data, instanceItem.instance)
+		_, _ = decode(key, data, bindingItem.binding)
+		_, _ = decode(key, data, resourceItem.resource)
+	})
+}
