@@ -1,7 +1,8 @@
 // Package bolt is the embedded Store: instances, bindings, operations,
 // driver resources and detached resources in one bbolt file, so that `make run` needs no cloud
 // account. It keeps the same items as the DynamoDB table (see DESIGN.md):
-// bucket "items", key PK + "\x00" + SK, value the item's JSON, but for the
+// bucket "items", key PK + "\x00" + SK, value the item's JSON or binary
+// form (itembin.go: an instance's items, which every request writes), but for the
 // SKs of the instance and of its bindings' records, which layout.go places
 // so that one change's items lie together, and a key beside each operation
 // in progress for ListInProgress. Each kind of

@@ -139,8 +139,11 @@ func TestData(t *testing.T) {
 			}
 			return tx.Bucket([]byte("items")).ForEach(func(k, v []byte) error {
 				keys = append(keys, string(k))
-				if !json.Valid(v) && (len(v) > 0 || !strings.Contains(string(k), "\x00op$")) {
-					t.Errorf("item %q is not JSON: %s", k, v)
+				// An instance's items are in binary (itembin.go), an
+				// in-progress key empty.
+				binary := len(v) > 0 && v[0] == 0x01
+				if !json.Valid(v) && !binary && (len(v) > 0 || !strings.Contains(string(k), "\x00op$")) {
+					t.Errorf("item %q is neither JSON nor binary: %s", k, v)
 				}
 				return nil
 			})

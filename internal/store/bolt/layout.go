@@ -29,13 +29,17 @@ import (
 // 7b0e725) kept a binding's record at r#binding-<id> and the instance at
 // SK "instance", as DynamoDB does, and the keys of the operations in
 // progress in a bucket of their own ("operations_in_progress"); Open moves
-// such a file's items (migrate).
+// such a file's items (migrate). Layout 3 has layout 2's keys, and
+// values that may be in the binary form of itembin.go, which a broker of
+// layout 2 would not read: a file of layout 2 is of layout 3 as it is
+// (its JSON items read), and a broker of layout 2 refuses a file of
+// layout 3 rather than fail on its first binary item.
 const (
 	layoutBucket = "layout"
 	layoutKey    = "version"
 	// layoutVersion is the layout this code writes; a file without a
 	// version is of layout 1, written before there was one.
-	layoutVersion = "2"
+	layoutVersion = "3"
 )
 
 // inProgressSK prefixes the in-progress keys: after every "op#…" ('$'
@@ -78,7 +82,8 @@ func resourceKey(instanceID, name string) []byte {
 func isBindingRecordKey(sk []byte) bool { return bytes.IndexByte(sk, 0) >= 0 }
 
 // migrate moves the items of a file in layout 1 to this layout in tx, the
-// transaction that opens the store, and writes the layout's version: an
+// transaction that opens the store, and writes the layout's version (of a
+// file in layout 2, only the version): an
 // open that fails leaves the file as it was. A file of a later layout is
 // refused, not read wrongly.
 func migrate(tx *bbolt.Tx) error {
@@ -89,9 +94,11 @@ func migrate(tx *bbolt.Tx) error {
 	switch v := string(meta.Get([]byte(layoutKey))); v {
 	case layoutVersion:
 		return nil
+	case "2":
+		return meta.Put([]byte(layoutKey), []byte(layoutVersion))
 	case "":
 	default:
-		return fmt.Errorf("the file is in key layout %s, this broker reads layout %s: use a newer broker", v, layoutVersion)
+		return fmt.Errorf("the file is in layout %s, this broker reads layout %s: use a newer broker", v, layoutVersion)
 	}
 	items := tx.Bucket([]byte(itemsBucket))
 	type move struct{ from, to, value []byte }

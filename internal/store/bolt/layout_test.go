@@ -119,22 +119,35 @@ func TestLayout1FileIsMoved(t *testing.T) {
 		defer s.Close()
 		check(t, s)
 	})
-	t.Run("a file of a later layout is refused", func(t *testing.T) {
+	setLayout := func(t *testing.T, v string) {
+		t.Helper()
 		db, err := bbolt.Open(path, 0o600, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		err = db.Update(func(tx *bbolt.Tx) error { return tx.Bucket([]byte(layoutBucket)).Put([]byte(layoutKey), []byte("3")) })
+		err = db.Update(func(tx *bbolt.Tx) error { return tx.Bucket([]byte(layoutBucket)).Put([]byte(layoutKey), []byte(v)) })
 		if err := errors.Join(err, db.Close()); err != nil {
 			t.Fatal(err)
 		}
+	}
+	t.Run("a file of layout 2, whose items are JSON, is of layout 3 as it is", func(t *testing.T) {
+		setLayout(t, "2")
+		s, err := Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		check(t, s)
+	})
+	t.Run("a file of a later layout is refused", func(t *testing.T) {
+		setLayout(t, "4")
 		s, err := Open(path)
 		if err == nil {
 			s.Close()
 			t.Fatal("Open succeeded, want the layout refused")
 		}
-		if !strings.Contains(err.Error(), "key layout 3") {
-			t.Errorf("got %q, want it to name key layout 3", err)
+		if !strings.Contains(err.Error(), "layout 4") {
+			t.Errorf("got %q, want it to name layout 4", err)
 		}
 	})
 }

@@ -2,8 +2,6 @@ package bolt
 
 import (
 	"bytes"
-	"encoding/json"
-	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -48,13 +46,11 @@ func (p *planIndex) fill(items *bbolt.Bucket) error {
 		if v == nil {
 			continue // a partition without its instance (a deprovisioned one's operations)
 		}
-		var it struct {
-			PlanID string `json:"plan_id"`
+		inst, err := decode(key, v, instanceItem.instance)
+		if err != nil {
+			return err
 		}
-		if err := json.Unmarshal(v, &it); err != nil {
-			return fmt.Errorf("decode item %q: %w", key, err)
-		}
-		p.set(id, it.PlanID)
+		p.set(id, inst.PlanID)
 	}
 	return nil
 }

@@ -1,0 +1,152 @@
+package bolt
+
+import (
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/serverless-osb/broker/internal/jsonenc"
+)
+
+// checkItemBin fails t when an item's binary form reads back other than
+// its JSON does (jsonenc.Marshal, then json.Unmarshal: what the store
+// wrote and read before), or when its JSON fails where the binary form
+// did not.
+func checkItemBin(t *testing.T, it itemJSON) (taken bool) {
+	t.Helper()
+	w, ok := it.(itemBin)
+	if !ok {
+		return false
+	}
+	got, ok := w.appendBin(nil)
+	if !ok {
+		return false
+	}
+	data, err := jsonenc.Marshal(it)
+	if err != nil {
+		t.Fatalf("%T: written in binary, where jsonenc.Marshal fails: %v", it, err)
+	}
+	var read, want any
+	switch it := it.(type) {
+	case operationItem:
+		read, want, err = readBoth(got, data, operationItem.operation)
+	case instanceItem:
+		read, want, err = readBoth(got, data, instanceItem.instance)
+	case bindingItem:
+		read, want, err = readBoth(got, data, bindingItem.binding)
+	case resourceItem:
+		read, want, err = readBoth(got, data, resourceItem.resource)
+	default:
+		t.Fatalf("%T: no check of its binary form", it)
+	}
+	if err != nil {
+		t.Fatalf("%T: %v", it, err)
+	}
+	if !reflect.DeepEqual(read, want) {
+		t.Fatalf("%T:\n got %+v\nwant %+v", it, read, want)
+	}
+	return true
+}
+
+// readBoth reads an item from its binary form, bin, and from its JSON,
+// with json.Unmarshal, as the store read it before.
+func readBoth[I, D any](bin, data []byte, domain func(I) D) (fromBin, fromJSON D, err error) {
+	var it I
+	if err := json.Unmarshal(data, &it); err != nil {
+		return fromBin, fromJSON, fmt.Errorf("written in binary, where its JSON does not read back: %w", err)
+	}
+	fromBin, err = decode([]byte("k"), bin, domain)
+	return fromBin, domain(it), err
+}
+
+func TestItemBinReadsAsItsJSON(t *testing.T) {
+	at := time.Date(2026, 11, 28, 17, 0, 0, 120000000, time.UTC)
+	cases := []struct {
+		name  string
+		s, u  string
+		raw   string
+		at    time.Time
+		taken int
+	}{
+		// Of the 16 items, all but the binding with endpoints with the flag
+		// set; without it, the instances have metadata and the binding
+		// credentials in clear, left to JSON.
+		{"plain values are written in binary", "sync-1", "a <b> & c é", `{"a":[1,2.5e3,"x y"],"b":null}`, at, 11},
+		// A record's empty data, which JSON refuses, is left to it.
+		{"the zero time and empty strings and raw values too", "", "", "", time.Time{}, 9},
+		{"a quote, a control character and U+2028 too", "a\"\n\u2028b", "y", `{}`, at, 11},
+		{"a time of the year 1678 too", "x", "y", `{}`, time.Date(1678, 1, 1, 0, 0, 0, 0, time.UTC), 11},
+		// The items without a raw value and a time: the empty target, the
+		// instance with an id only (with the flag), the empty record.
+		{"raw JSON with spaces is left to JSON", "x", "y", `{"a": 1}`, at, 5},
+		{"invalid raw JSON too", "x", "y", `{"a":`, at, 5},
+		{"a time outside UTC too", "x", "y", `{}`, at.In(time.FixedZone("x", 3600)), 5},
+		{"a time past UnixNano's range too", "x", "y", `{}`, time.Date(2263, 1, 1, 0, 0, 0, 0, time.UTC), 5},
+		// The empty record alone has no string.
+		{"invalid UTF-8 too", "a\xffb", "y", `{}`, at, 2},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			taken := 0
+			for _, flag := range []bool{true, false} {
+				for _, it := range items(c.s, c.u, []byte(c.raw), c.at, 42, flag) {
+					if checkItemBin(t, it) {
+						taken++
+					}
+				}
+			}
+			if taken != c.taken {
+				t.Errorf("%d items written in binary, want %d", taken, c.taken)
+			}
+		})
+	}
+}
+
+func TestItemBinRefusesWhatItDidNotWrite(t *testing.T) {
+	for name, bad := range map[string][]byte{
+		"an unknown tag":                    {binMark, 0xff},
+		"a string longer than the item":     {binMark, opID, 9, 'a'},
+		"a time cut short":                  {binMark, opCreatedAt, 0x80},
+		"a target's field outside a target": {binMark, opTargetPlanID, 1, 'p'},
+	} {
+		if _, err := decode([]byte("k"), bad, operationItem.operation); err == nil {
+			t.Errorf("%s: read without an error", name)
+		}
+	}
+}
+
+func FuzzItemBin(f *testing.F) {
+	f.Add("sync-1", "a <b> & c", []byte(`{"a":[1,2]}`), int64(1764349200), int64(120000000), int64(3), true)
+	f.Add("a\"b", "\u2028", []byte(` {"a": 1}`), int64(-62135596800), int64(0), int64(-1), false)
+	f.Add("x", "y", []byte(nil), int64(253402300800), int64(1), int64(0), true)
+	f.Fuzz(func(t *testing.T, s, u string, raw []byte, sec, nsec, n int64, flag bool) {
+		for _, at := range []time.Time{time.Unix(sec, nsec).UTC(), time.Unix(sec, nsec)} {
+			for _, it := range items(s, u, raw, at, n, flag) {
+				checkItemBin(t, it)
+			}
+		}
+	})
+}
+
+// FuzzItemBinRead reads any bytes after the binary form's mark as each
+// kind of item: an error or an item, never a panic (a damaged file).
+func FuzzItemBinRead(f *testing.F) {
+	at := time.Date(2026, 11, 28, 17, 0, 0, 1, time.UTC)
+	for _, it := range items("x", "y", []byte(`{"a":1}`), at, 3, true) {
+		if w, ok := it.(itemBin); ok {
+			if b, ok := w.appendBin(nil); ok {
+				f.Add(b)
+			}
+		}
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		data = append([]byte{binMark}, data...)
+		key := []byte("k")
+		_, _ = decode(key, data, operationItem.operation)
+		_, _ = decode(key, data, instanceItem.instance)
+		_, _ = decode(key, data, bindingItem.binding)
+		_, _ = decode(key, data, resourceItem.resource)
+	})
+}

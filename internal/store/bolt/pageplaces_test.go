@@ -1,0 +1,94 @@
+package bolt_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"go.etcd.io/bbolt"
+
+	"github.com/serverless-osb/broker/internal/broker"
+)
+
+// TestWherePagesGo lists where the pages of synchronous provisions go,
+// commit by commit, with items the size of the demo broker's (`make run`'s
+// demo driver: an instance, its operation and a sealed record) and random
+// instance ids, as platforms make them, in a file of 2,000 instances. The
+// pages it finds in the trees are those bbolt counts (TxStats.Write, but
+// for the meta page); the figures it logs are docs/performance.md's.
+func TestWherePagesGo(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "broker.db")
+	s := open(t, path)
+	defer s.Close()
+	db := s.DB()
+	pageSize := db.Info().PageSize
+	rng := rand.New(rand.NewPCG(1, 2))
+	uuid := func() string {
+		return fmt.Sprintf("%08x-%04x-%04x-%04x-%012x", rng.Uint32(), rng.Uint32()&0xffff, rng.Uint32()&0xffff, rng.Uint32()&0xffff, rng.Uint64()&0xffffffffffff)
+	}
+	now := time.Date(2026, 11, 28, 12, 0, 0, 123456789, time.UTC)
+	fp := strings.Repeat("0956781685a518cf", 4)
+	sealed := json.RawMessage(`{"v":1,"alg":"A256GCM","kid":"k20261128T212712.353951045Z-14d3626e","ctx":"5MEBTXF0ZLw=","nonce":"9zItlJLuBIz9IfeC","ct":"` + strings.Repeat("twka/vJLJvEG+zrNGhHf", 12) + `"}`)
+	provision := func(id string) {
+		op := broker.Operation{ID: uuid(), InstanceID: id, Kind: broker.KindProvision, State: broker.OperationSucceeded,
+			Description: "The service instance was provisioned.", Fingerprint: fp, PlanID: uuid(),
+			CreatedAt: now, UpdatedAt: now, NextCheckAt: now, FinishedAt: now, ExpiresAt: now}
+		inst := broker.Instance{ID: id, InstanceRequest: broker.InstanceRequest{ServiceID: uuid(), PlanID: op.PlanID,
+			OrganizationGUID: "o", SpaceGUID: "s", Parameters: json.RawMessage(`{}`),
+			MaintenanceInfo: &broker.MaintenanceInfo{Version: "1.0.0", Description: "First release of the fake service."}},
+			DashboardURL: "https://demo.serverless-osb.invalid/instances/" + id, State: broker.InstanceReady, LastOp: op.ID,
+			Fingerprint: fp, Version: 3, CreatedAt: now, UpdatedAt: now}
+		rec := broker.Resource{InstanceID: id, Name: "instance", Data: sealed, UpdatedAt: now}
+		if err := s.CreateInstance(t.Context(), inst, op, &broker.Settled{Records: broker.RecordChanges{Save: []broker.Resource{rec}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	count := func(name string, n int, do func(i int)) {
+		t.Helper()
+		tally := map[string]int{}
+		before := readPageMap(t, path, pageSize)
+		writes := func() int64 { st := db.Stats(); return st.TxStats.GetWrite() }
+		w0 := writes()
+		for i := range n {
+			w := writes()
+			do(i)
+			after := readPageMap(t, path, pageSize)
+			found := 0
+			for _, p := range written(before, after) {
+				place, c, _ := strings.Cut(p, " ×")
+				var k int
+				fmt.Sscan(c, &k)
+				tally[place] += k
+				found += k
+			}
+			if got := writes() - w; got != int64(found)+1 {
+				t.Fatalf("%s %d: bbolt wrote %d pages, the trees hold %d new ones and a meta page", name, i, got, found)
+			}
+			before = after
+		}
+		var parts []string
+		for p, c := range tally {
+			parts = append(parts, fmt.Sprintf("%s %.2f", p, float64(c)/float64(n)))
+		}
+		slices.Sort(parts)
+		t.Logf("%s: %.2f pages a request (TxStats.Write, with the meta page): %s", name,
+			float64(writes()-w0)/float64(n), strings.Join(parts, ", "))
+	}
+	for range 2000 {
+		provision(uuid())
+	}
+	count("synchronous provision", 300, func(int) { provision(uuid()) })
+	err := db.View(func(tx *bbolt.Tx) error {
+		st := tx.Bucket([]byte("items")).Stats()
+		t.Logf("the items: a tree of %d levels, %d branch pages, %d leaves, %d bytes in them", st.Depth, st.BranchPageN, st.LeafPageN, st.LeafInuse)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
