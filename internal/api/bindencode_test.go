@@ -2,6 +2,7 @@ package api
 
 import (
 	"encoding/json"
+	"reflect"
 	"testing"
 	"time"
 
@@ -25,7 +26,10 @@ func TestBindAnswerIsJSONMarshal(t *testing.T) {
 		{Result: broker.ResultCreated, Endpoints: []broker.Endpoint{{Host: "h"}}, ExpiresAt: expires, RenewBefore: expires},
 		{Result: broker.ResultAccepted, Operation: "bind-<1>", Credentials: broker.Credentials{"u": "u"}},
 		{Result: broker.ResultAccepted, Operation: "bind-1"},
+		{Result: broker.ResultCreated, Credentials: broker.Credentials{"u": "u"}, ExpiresAt: time.Date(12026, 1, 2, 3, 4, 5, 678, time.FixedZone("x", -3600)), RenewBefore: time.Date(-1, 1, 1, 0, 0, 0, 0, time.UTC)},
+		{Result: broker.ResultAccepted, Operation: "bind-1", ExpiresAt: expires, RenewBefore: expires},
 		{Result: broker.ResultCreated, Credentials: broker.Credentials{"c": make(chan int)}},
+		{Result: broker.ResultCreated, Credentials: broker.Credentials{"c": make(chan int)}, ExpiresAt: expires, RenewBefore: expires},
 	} {
 		// The body as encodeBind built it before it encoded it itself.
 		want := bindingBody{Operation: res.Operation}
@@ -44,6 +48,8 @@ func TestBindAnswerIsJSONMarshal(t *testing.T) {
 			t.Errorf("encodeBind(%+v) wrote %s, though json.Marshal fails (%v): writeJSON must see the body", res, raw, wantErr)
 		case wantErr == nil && !encoded:
 			t.Errorf("encodeBind(%+v) left %T to json.Marshal, want it written", res, got)
+		case wantErr != nil && !reflect.DeepEqual(got, want):
+			t.Errorf("encodeBind(%+v) leaves %+v to writeJSON, want %+v", res, got, want)
 		case wantErr == nil && string(raw) != string(wantJSON):
 			t.Errorf("encodeBind(%+v) wrote\n%s\njson.Marshal gives\n%s", res, raw, wantJSON)
 		}
