@@ -45,12 +45,17 @@ func TestAllocationsPerRequest(t *testing.T) {
 		most  float64
 		serve func(i int)
 	}{
-		{"a synchronous provision allocates at most 228 times (250 under -race)", most(228, 250), func(i int) {
+		// 5811227: 220 (234 under -race); the sealed envelope read and
+		// written directly: 219.
+		{"a synchronous provision allocates at most 222 times (242 under -race)", most(222, 242), func(i int) {
 			serve(http.MethodPut, fmt.Sprintf("/v2/service_instances/sync-%d", i), provision, http.StatusCreated)
 		}},
 		// Before the asynchronous provision, whose executions' records the
 		// engine writes later (a second on, or 16 at a time): not in a bind's count.
-		{"a synchronous bind allocates at most 385 times (425 under -race)", most(385, 425), func(i int) {
+		// 5811227: 357; the sealed envelope read and written directly, and
+		// the answer's credentials and metadata without reflection: 333
+		// (360 under -race).
+		{"a synchronous bind allocates at most 338 times (385 under -race)", most(338, 385), func(i int) {
 			serve(http.MethodPut, fmt.Sprintf("/v2/service_instances/bound/service_bindings/b-%d", i), bind, http.StatusCreated)
 		}},
 		// 981785a: 512 to 513 (593 to 620 under -race); the local engine's

@@ -18,6 +18,10 @@ func MarshalValue(v any) ([]byte, error) {
 	return appendValue(make([]byte, 0, 128), v)
 }
 
+// AppendValue is MarshalValue appending to b: for an encoder that writes
+// an object around such values (a bind's answer around its credentials).
+func AppendValue(b []byte, v any) ([]byte, error) { return appendValue(b, v) }
+
 func appendValue(b []byte, v any) ([]byte, error) {
 	switch v := v.(type) {
 	case nil:

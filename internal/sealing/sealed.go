@@ -93,6 +93,12 @@ type Sealed struct {
 
 // Parse reads a Sealed from its JSON form, refusing other formats.
 func Parse(data []byte) (Sealed, error) {
+	if s, ok := readEnvelope(data); ok {
+		if err := s.check(); err != nil {
+			return Sealed{}, fmt.Errorf("parse sealed value: %w", err)
+		}
+		return s, nil
+	}
 	var s Sealed
 	if err := json.Unmarshal(data, &s); err != nil {
 		return Sealed{}, fmt.Errorf("parse sealed value: %w: %v", ErrFormat, err)
@@ -116,8 +122,8 @@ func parseSealed(data []byte) (Sealed, bool) {
 	if len(data) < minSealedLen || !startsObject(data) {
 		return Sealed{}, false
 	}
-	var s Sealed
-	if json.Unmarshal(data, &s) != nil || !s.wellFormed() {
+	s, ok := unmarshalSealed(data)
+	if !ok || !s.wellFormed() {
 		return Sealed{}, false
 	}
 	return s, true

@@ -411,7 +411,7 @@ func (s *Store) seal(ctx context.Context, plain []byte, ec map[string]string) (j
 	if err != nil {
 		return nil, err
 	}
-	return json.Marshal(sealed)
+	return marshalSealed(sealed)
 }
 
 func (s *Store) open(ctx context.Context, data json.RawMessage, ec map[string]string) ([]byte, error) {
