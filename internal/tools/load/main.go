@@ -60,7 +60,7 @@ func main() {
 	clients := flag.Int("clients", 8, "clients sending provisions one after another")
 	n := flag.Int("n", 4000, "provisions the clients send in all")
 	burst := flag.Int("burst", 1000, "provisions sent at once in the burst phase")
-	rounds := flag.Int("rounds", 5, "rounds of bursts, each a burst of provisions and one of catalog reads, on new connections and again on open ones")
+	rounds := flag.Int("rounds", 7, "rounds of bursts, each a burst of provisions and one of catalog reads, on new connections and again on open ones")
 	limit := flag.Duration("timeout", 5*time.Minute, "the whole run's limit")
 	binary := flag.String("binary", "", "the broker binary (default: build ./functions/api)")
 	peerBinary := flag.String("peer", "", "the peer binary (default: build ./bench/peer; \"none\": print the issue's peer figures)")
