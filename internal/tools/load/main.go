@@ -16,10 +16,11 @@
 // Each figure is printed beside its target (issue 32), and the peer's
 // figure where the issue measured one: a broker on brokerapi v13 with
 // bbolt, the same catalog and validator, measured on this machine on
-// 2026-11-28 (not run here). The broker's memory is read three times: after
+// 2026-11-28 (not run here). The broker's memory is read four times: after
 // a tenth of the provisions, after all of them (a run ten times longer: it
 // must not grow with the run, as the executions still in flight wait
-// parked), and at the end, once the broker is idle after the bursts.
+// parked), once idle after the first round of bursts (the same provisions
+// in all, whatever the rounds), and after the last round.
 package main
 
 import (
@@ -60,7 +61,7 @@ func main() {
 	clients := flag.Int("clients", 8, "clients sending provisions one after another")
 	n := flag.Int("n", 4000, "provisions the clients send in all")
 	burst := flag.Int("burst", 1000, "provisions sent at once in the burst phase")
-	rounds := flag.Int("rounds", 7, "rounds of bursts, each a burst of provisions and one of catalog reads, on new connections and again on open ones")
+	rounds := flag.Int("rounds", 5, "rounds of bursts, each a burst of provisions and one of catalog reads, on new connections and again on open ones")
 	limit := flag.Duration("timeout", 5*time.Minute, "the whole run's limit")
 	binary := flag.String("binary", "", "the broker binary (default: build ./functions/api)")
 	peerBinary := flag.String("peer", "", "the peer binary (default: build ./bench/peer; \"none\": print the issue's peer figures)")
@@ -132,6 +133,8 @@ type result struct {
 	tenthDone          bool
 	peak               float64
 	fresh, open        []round // the burst rounds, on new connections and on open ones
+	last               mem     // idle after all the rounds
+	total              int     // the provisions sent in all
 }
 
 type burstFigures struct{ p50, p99, all time.Duration }
@@ -295,6 +298,7 @@ func run(ctx context.Context, binary string, clients, n, burst, rounds int) (*re
 	// reads, one just after the other (in turn which first), and the ratio
 	// of their p99s is taken per round, then its median over the rounds.
 	r := &result{}
+	var hwm2 float64
 	for k := range rounds {
 		for _, fresh := range []bool{true, false} {
 			rd, err := burstRound(ctx, pid, c.base, burst, fresh, k, provision, catalog)
@@ -307,9 +311,17 @@ func run(ctx context.Context, binary string, clients, n, burst, rounds int) (*re
 				r.open = append(r.open, rd)
 			}
 		}
+		if k == 0 {
+			// The end figure as it was read when there was one round: after
+			// the same provisions in all, so that it compares across runs
+			// whatever their rounds. Each round adds the data of 2 bursts of
+			// provisions, which the last figure shows.
+			r.end = settled(ctx, pid)
+			_, hwm2 = memory(pid)
+		}
 	}
-	r.end = settled(ctx, pid)
-	_, hwm2 := memory(pid)
+	r.last = settled(ctx, pid)
+	r.total = n + 2*burst*rounds
 	r.rate = float64(n) / elapsed.Seconds()
 	r.p50, r.p99 = pct(lat, 50), pct(lat, 99)
 	r.cpuPer = cpu / time.Duration(n)
@@ -387,8 +399,11 @@ func report(ours, peer *result, clients, n, burst int) {
 				return fmt.Sprintf("%.2f× (%.2f to %.2f×)", m, lo, hi)
 			}, ""))
 	}
-	fmt.Printf("| RSS at the end, idle after the bursts / peak | %s / %.1f MiB | | %s |\n", ours.end, ours.peak,
+	fmt.Printf("| RSS idle after the first round of bursts (%d provisions in all) / peak by then | %s / %.1f MiB | | %s |\n",
+		n+2*burst, ours.end, ours.peak,
 		peerCell(func(r *result) string { return fmt.Sprintf("%s / %.1f MiB", r.end, r.peak) }, ""))
+	fmt.Printf("| RSS idle after all %d rounds (%d provisions in all: the data grows) | %s | | %s |\n",
+		len(ours.fresh), ours.total, ours.last, peerCell(func(r *result) string { return r.last.String() }, ""))
 }
 
 // burstCell is one kind of burst over the rounds: the medians of its p50,
