@@ -386,6 +386,8 @@ func RunLocal(ctx context.Context, out, logs io.Writer) error {
 		l.Close()
 		return err
 	}
+	// What start alone touched of the binary is not kept (startpages_linux.go).
+	releaseStartPages()
 	fmt.Fprintf(out, "serverless-osb is listening on %s (data in %s)\n", l.URL(), c.DataDir)
 	if c.GeneratedPassword {
 		last := c.Credentials[len(c.Credentials)-1]

@@ -4,19 +4,23 @@
 // latency of bursts of concurrent ones, and the CPU time and memory the
 // broker process used. `make bench` runs it; it prints a table.
 //
-// The clients run on the broker's machine and share its processors. Each
-// burst is measured twice, each request on a new connection and on
-// connections already open (as a platform's client pool keeps them), and
-// beside the same burst of catalog reads, which do no store work: what the
-// machine allows at all.
+// The clients run on the broker's machine and share its processors. The
+// bursts are measured each request on a new connection and on connections
+// already open (as a platform's client pool keeps them), and beside the
+// same burst of catalog reads, which do no store work: what the machine
+// allows at all. One burst's p99 moves with what else the machine runs, so
+// they are measured in rounds (-rounds), each a burst of provisions and one
+// of catalog reads, and the target's ratio is taken per round and printed
+// as its median over the rounds, with its range.
 //
 // Each figure is printed beside its target (issue 32), and the peer's
 // figure where the issue measured one: a broker on brokerapi v13 with
 // bbolt, the same catalog and validator, measured on this machine on
-// 2026-11-28 (not run here). The broker's memory is read three times: after
+// 2026-11-28 (not run here). The broker's memory is read four times: after
 // a tenth of the provisions, after all of them (a run ten times longer: it
 // must not grow with the run, as the executions still in flight wait
-// parked), and at the end, once the broker is idle after the bursts.
+// parked), once idle after the first round of bursts (the same provisions
+// in all, whatever the rounds), and after the last round.
 package main
 
 import (
@@ -57,13 +61,14 @@ func main() {
 	clients := flag.Int("clients", 8, "clients sending provisions one after another")
 	n := flag.Int("n", 4000, "provisions the clients send in all")
 	burst := flag.Int("burst", 1000, "provisions sent at once in the burst phase")
+	rounds := flag.Int("rounds", 5, "rounds of bursts, each a burst of provisions and one of catalog reads, on new connections and again on open ones")
 	limit := flag.Duration("timeout", 5*time.Minute, "the whole run's limit")
 	binary := flag.String("binary", "", "the broker binary (default: build ./functions/api)")
 	peerBinary := flag.String("peer", "", "the peer binary (default: build ./bench/peer; \"none\": print the issue's peer figures)")
 	flag.Parse()
 	ctx, cancel := context.WithTimeout(context.Background(), *limit)
 	defer cancel()
-	if err := measureBoth(ctx, *binary, *peerBinary, *clients, *n, *burst); err != nil {
+	if err := measureBoth(ctx, *binary, *peerBinary, *clients, *n, *burst, max(*rounds, 1)); err != nil {
 		fmt.Fprintln(os.Stderr, "load:", err)
 		os.Exit(1)
 	}
@@ -72,7 +77,7 @@ func main() {
 // measureBoth measures our broker, then the peer on the same load, and
 // prints both. A peer that cannot be built is reported, and the issue's
 // figures printed in its place.
-func measureBoth(ctx context.Context, binary, peerBinary string, clients, n, burst int) error {
+func measureBoth(ctx context.Context, binary, peerBinary string, clients, n, burst, rounds int) error {
 	dir, err := os.MkdirTemp("", "osb-load-bin-")
 	if err != nil {
 		return err
@@ -91,7 +96,7 @@ func measureBoth(ctx context.Context, binary, peerBinary string, clients, n, bur
 		// own directory.
 		peerErr = goBuild(ctx, "bench/peer", peerBinary, ".")
 	}
-	ours, err := run(ctx, binary, clients, n, burst)
+	ours, err := run(ctx, binary, clients, n, burst, rounds)
 	if err != nil {
 		return err
 	}
@@ -101,7 +106,7 @@ func measureBoth(ctx context.Context, binary, peerBinary string, clients, n, bur
 	case peerErr != nil:
 		fmt.Fprintf(os.Stderr, "load: the peer could not be built (%v); the issue's figures stand in for it\n", peerErr)
 	default:
-		if peer, err = run(ctx, peerBinary, clients, n, burst); err != nil {
+		if peer, err = run(ctx, peerBinary, clients, n, burst, rounds); err != nil {
 			return fmt.Errorf("peer: %w", err)
 		}
 	}
@@ -127,15 +132,61 @@ type result struct {
 	tenth, steady, end mem
 	tenthDone          bool
 	peak               float64
-	bursts             []burstFigures
+	fresh, open        []round // the burst rounds, on new connections and on open ones
+	last               mem     // idle after all the rounds
+	total              int     // the provisions sent in all
 }
 
-type burstFigures struct {
-	name          string
-	p50, p99, all time.Duration
+type burstFigures struct{ p50, p99, all time.Duration }
+
+// round is a burst of provisions and one of catalog reads sent just after
+// it (or just before: rounds take turns), each on an idle broker.
+type round struct{ prov, cat burstFigures }
+
+// ratio is the provisions' p99 over the catalog reads' of the same round.
+func (r round) ratio() float64 { return float64(r.prov.p99) / float64(r.cat.p99) }
+
+type sendFunc func(c *client, i int, tag string) (time.Duration, error)
+
+// burstRound measures one round: on new connections (fresh) each request
+// dials its own; otherwise a catalog burst first opens the connections and
+// leaves them idle in the pool, and both bursts reuse them.
+func burstRound(ctx context.Context, pid int, base string, n int, fresh bool, k int, provision, catalog sendFunc) (round, error) {
+	pool := func() *client {
+		return &client{base: base, http: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: n}}}
+	}
+	bc := pool()
+	if !fresh {
+		if _, err := bc.burst(ctx, n, func(i int) (time.Duration, error) { return catalog(bc, i, "") }); err != nil {
+			return round{}, err
+		}
+	}
+	defer func() { bc.http.CloseIdleConnections() }()
+	var rd round
+	one := func(send sendFunc, into *burstFigures, tag string) error {
+		if fresh {
+			bc.http.CloseIdleConnections()
+			bc = pool()
+		}
+		// Each burst starts on an idle broker: not beside the Tasks the
+		// one before started, which would weigh on whichever comes next.
+		settled(ctx, pid)
+		res, err := bc.burst(ctx, n, func(i int) (time.Duration, error) { return send(bc, i, tag) })
+		*into = burstFigures{p50: pct(res.lat, 50), p99: pct(res.lat, 99), all: res.elapsed}
+		return err
+	}
+	tag := fmt.Sprintf("burst%d-%t-", k, fresh)
+	first, second := func() error { return one(provision, &rd.prov, tag) }, func() error { return one(catalog, &rd.cat, "") }
+	if k%2 == 1 {
+		first, second = second, first
+	}
+	if err := first(); err != nil {
+		return round{}, err
+	}
+	return rd, second()
 }
 
-func run(ctx context.Context, binary string, clients, n, burst int) (*result, error) {
+func run(ctx context.Context, binary string, clients, n, burst, rounds int) (*result, error) {
 	dir, err := os.MkdirTemp("", "osb-load-")
 	if err != nil {
 		return nil, err
@@ -174,17 +225,17 @@ func run(ctx context.Context, binary string, clients, n, burst int) (*result, er
 		return fmt.Appendf(nil, `{"service_id":%q,"plan_id":%q,"organization_guid":"o","space_guid":"s","parameters":{"duration_seconds":600}}`, service, plan)
 	}
 
-	provision := func(c *client, i int, tag string) (time.Duration, error) {
+	provision := sendFunc(func(c *client, i int, tag string) (time.Duration, error) {
 		return c.provision(ctx, tag+strconv.Itoa(i), body())
-	}
-	catalog := func(c *client, _ int, _ string) (time.Duration, error) {
+	})
+	catalog := sendFunc(func(c *client, _ int, _ string) (time.Duration, error) {
 		start := time.Now()
 		code, data, err := c.do(ctx, http.MethodGet, "/v2/catalog", nil)
 		if err == nil && code != http.StatusOK {
 			err = fmt.Errorf("catalog: %d %s", code, data)
 		}
 		return time.Since(start), err
-	}
+	})
 
 	// Steady: clients send n provisions, one after another each; the
 	// broker's memory is read after the first tenth (once it is idle) and
@@ -239,41 +290,38 @@ func run(ctx context.Context, binary string, clients, n, burst int) (*result, er
 	memSteady := settled(ctx, pid)
 	_, hwm := memory(pid)
 
-	// Bursts: many requests at once, first each on a new connection, then
-	// on connections already open; provisions, and catalog reads (no store
-	// work) to show what the machine itself allows.
-	bursts := []struct {
-		name  string
-		fresh bool
-		send  func(c *client, i int, tag string) (time.Duration, error)
-	}{
-		{"provisions, each on a new connection", true, provision},
-		{"catalog reads, each on a new connection (the floor: no store work)", true, catalog},
-		{"provisions on connections already open", false, provision},
-		{"catalog reads on connections already open (the floor)", false, catalog},
-	}
+	// Bursts: many requests at once, each on a new connection and on
+	// connections already open; provisions, and catalog reads (no store
+	// work) to show what the machine itself allows. One burst's p99 moves
+	// with whatever else the machine runs at that moment, so each figure is
+	// taken over rounds: a round is a burst of provisions and one of catalog
+	// reads, one just after the other (in turn which first), and the ratio
+	// of their p99s is taken per round, then its median over the rounds.
 	r := &result{}
-	for k, b := range bursts {
-		bc := &client{base: c.base, http: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: burst}}}
-		if !b.fresh {
-			// Open burst connections and leave them idle in the pool.
-			if _, err := bc.burst(ctx, burst, func(i int) (time.Duration, error) { return catalog(bc, i, "") }); err != nil {
+	var hwm2 float64
+	for k := range rounds {
+		for _, fresh := range []bool{true, false} {
+			rd, err := burstRound(ctx, pid, c.base, burst, fresh, k, provision, catalog)
+			if err != nil {
 				return nil, err
 			}
+			if fresh {
+				r.fresh = append(r.fresh, rd)
+			} else {
+				r.open = append(r.open, rd)
+			}
 		}
-		// Each burst starts on an idle broker: not beside the Tasks the
-		// one before started, which would weigh on whichever comes next.
-		settled(ctx, pid)
-		tag := fmt.Sprintf("burst%d-", k)
-		res, err := bc.burst(ctx, burst, func(i int) (time.Duration, error) { return b.send(bc, i, tag) })
-		bc.http.CloseIdleConnections()
-		if err != nil {
-			return nil, err
+		if k == 0 {
+			// The end figure as it was read when there was one round: after
+			// the same provisions in all, so that it compares across runs
+			// whatever their rounds. Each round adds the data of 2 bursts of
+			// provisions, which the last figure shows.
+			r.end = settled(ctx, pid)
+			_, hwm2 = memory(pid)
 		}
-		r.bursts = append(r.bursts, burstFigures{name: b.name, p50: pct(res.lat, 50), p99: pct(res.lat, 99), all: res.elapsed})
 	}
-	r.end = settled(ctx, pid)
-	_, hwm2 := memory(pid)
+	r.last = settled(ctx, pid)
+	r.total = n + 2*burst*rounds
 	r.rate = float64(n) / elapsed.Seconds()
 	r.p50, r.p99 = pct(lat, 50), pct(lat, 99)
 	r.cpuPer = cpu / time.Duration(n)
@@ -324,21 +372,69 @@ func report(ours, peer *result, clients, n, burst int) {
 			n/10, ours.tenth, verdict(ours.steady.anon <= ours.tenth.anon*1.25+4),
 			peerCell(func(r *result) string { return r.tenth.String() }, ""))
 	}
-	for k, b := range ours.bursts {
-		target := ""
-		if k%2 == 1 { // the catalog reads: the provisions' p99 over theirs
-			ratio := float64(ours.bursts[k-1].p99) / float64(b.p99)
-			target = fmt.Sprintf("provisions' p99 %.2f× this (target ≤ %.1f×: %s)", ratio, burstRatio, verdict(ratio <= burstRatio))
+	for _, kind := range []struct {
+		conn   string
+		rounds func(r *result) []round
+	}{
+		{"each on a new connection", func(r *result) []round { return r.fresh }},
+		{"on connections already open", func(r *result) []round { return r.open }},
+	} {
+		rows := []struct {
+			what string
+			of   func(rd round) burstFigures
+		}{
+			{"provisions", func(rd round) burstFigures { return rd.prov }},
+			{"catalog reads (the floor: no store work)", func(rd round) burstFigures { return rd.cat }},
 		}
-		fmt.Printf("| %d %s: latency p50 / p99, all answered in | %s / %s, %s | %s | %s |\n", burst, b.name,
-			b.p50, b.p99, b.all.Round(time.Millisecond), target,
+		for _, row := range rows {
+			cell := func(r *result) string { return burstCell(kind.rounds(r), row.of) }
+			fmt.Printf("| %d %s %s, %d rounds: latency p50 / p99 (median over the rounds; p99's range), all answered in | %s | | %s |\n",
+				burst, row.what, kind.conn, len(kind.rounds(ours)), cell(ours), peerCell(cell, ""))
+		}
+		ratio, lo, hi := ratios(kind.rounds(ours))
+		fmt.Printf("| provisions' p99 over the catalog reads' of the same round, %s: median (range) | %.2f× (%.2f to %.2f×) | ≤ %.1f×: %s | %s |\n",
+			strings.TrimPrefix(kind.conn, "each "), ratio, lo, hi, burstRatio, verdict(ratio <= burstRatio),
 			peerCell(func(r *result) string {
-				pb := r.bursts[k]
-				return fmt.Sprintf("%s / %s, %s", pb.p50, pb.p99, pb.all.Round(time.Millisecond))
+				m, lo, hi := ratios(kind.rounds(r))
+				return fmt.Sprintf("%.2f× (%.2f to %.2f×)", m, lo, hi)
 			}, ""))
 	}
-	fmt.Printf("| RSS at the end, idle after the bursts / peak | %s / %.1f MiB | | %s |\n", ours.end, ours.peak,
+	fmt.Printf("| RSS idle after the first round of bursts (%d provisions in all) / peak by then | %s / %.1f MiB | | %s |\n",
+		n+2*burst, ours.end, ours.peak,
 		peerCell(func(r *result) string { return fmt.Sprintf("%s / %.1f MiB", r.end, r.peak) }, ""))
+	fmt.Printf("| RSS idle after all %d rounds (%d provisions in all: the data grows) | %s | | %s |\n",
+		len(ours.fresh), ours.total, ours.last, peerCell(func(r *result) string { return r.last.String() }, ""))
+}
+
+// burstCell is one kind of burst over the rounds: the medians of its p50,
+// p99 and time to the last answer, and the p99's range.
+func burstCell(rounds []round, of func(round) burstFigures) string {
+	var p50, p99, all []time.Duration
+	for _, rd := range rounds {
+		f := of(rd)
+		p50, p99, all = append(p50, f.p50), append(p99, f.p99), append(all, f.all)
+	}
+	return fmt.Sprintf("%s / %s (%s to %s), %s", median(p50), median(p99), slices.Min(p99), slices.Max(p99),
+		median(all).Round(time.Millisecond))
+}
+
+// ratios is the median of the rounds' ratios and their range.
+func ratios(rounds []round) (med, lo, hi float64) {
+	rs := make([]float64, len(rounds))
+	for i, rd := range rounds {
+		rs[i] = rd.ratio()
+	}
+	return median(rs), slices.Min(rs), slices.Max(rs)
+}
+
+// median is the middle value, or the mean of the two middle ones.
+func median[T time.Duration | float64](vs []T) T {
+	s := slices.Clone(vs)
+	slices.Sort(s)
+	if len(s)%2 == 0 {
+		return (s[len(s)/2-1] + s[len(s)/2]) / 2
+	}
+	return s[len(s)/2]
 }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d.Microseconds())/1000) }
