@@ -723,4 +723,12 @@ func TestDeleteEndedRemovesOnlyTheExecutionsThatEndedBefore(t *testing.T) {
 	if x := waitEnded(t, e2, "old-1"); x.Status != broker.ExecutionSucceeded {
 		t.Errorf("old-1 started again: %s", x.Status)
 	}
+	// An execution an earlier process left running, not resumed yet, is
+	// kept whatever the time; one that ended, not.
+	if n, err := e2.DeleteEnded(ctx, later.Add(time.Hour)); n != 1 || err != nil {
+		t.Errorf("DeleteEnded in a second process = %d, %v; want 1 (new), nil", n, err)
+	}
+	if x, err := e2.Describe(ctx, "running"); err != nil || x.Status != broker.ExecutionRunning {
+		t.Errorf("Describe(running) in a second process = %s, %v; want RUNNING, kept", x.Status, err)
+	}
 }
