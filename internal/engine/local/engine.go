@@ -774,6 +774,90 @@ func (e *Engine) Resume(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
+// deleteBatch bounds the records one commit of DeleteEnded removes, so that
+// the commits it makes stay as short as the broker's own.
+const deleteBatch = 256
+
+// DeleteEnded removes the stored records of the executions that ended
+// before before, and returns how many it removed: the file keeps what the
+// broker may still read (an operation's execution while the operation is
+// kept, a campaign's for `ops upgrade status`), not every execution it
+// ever ran. It reads the whole bucket, so callers run it seldom (the local
+// broker's reaper: hourly). An execution this process runs, or holds in
+// memory, is never removed, nor one stored as running (Resume's); a name
+// removed may be started again.
+func (e *Engine) DeleteEnded(ctx context.Context, before time.Time) (int, error) {
+	var names [][]byte
+	err := e.db.View(func(tx *bbolt.Tx) error {
+		return tx.Bucket(bucketExecutions).ForEach(func(k, v []byte) error {
+			if ended(v, before) {
+				names = append(names, bytes.Clone(k))
+			}
+			return ctx.Err()
+		})
+	})
+	if err != nil {
+		return 0, fmt.Errorf("delete ended executions: %w", err)
+	}
+	deleted := 0
+	for len(names) > 0 {
+		if err := ctx.Err(); err != nil {
+			return deleted, err
+		}
+		batch := names[:min(deleteBatch, len(names))]
+		names = names[len(batch):]
+		n := 0
+		err := e.commit.Update(func(tx *bbolt.Tx) error {
+			n = 0
+			b := executions(tx)
+			e.mu.Lock()
+			defer e.mu.Unlock()
+			for _, name := range batch {
+				if e.heldLocked(string(name)) {
+					continue
+				}
+				// Read again in this transaction: only a record that is
+				// still ended, and before, goes.
+				if v := b.Get(name); v == nil || !ended(v, before) {
+					continue
+				}
+				if err := b.Delete(name); err != nil {
+					return err
+				}
+				n++
+			}
+			return nil
+		})
+		if err != nil {
+			return deleted, fmt.Errorf("delete ended executions: %w", err)
+		}
+		deleted += n
+	}
+	return deleted, nil
+}
+
+// heldLocked says this process runs, parks or holds in memory the
+// execution name; e.mu is held.
+func (e *Engine) heldLocked(name string) bool {
+	_, live := e.live[name]
+	_, running := e.runs[name]
+	_, parked := e.parked[name]
+	return live || running || parked
+}
+
+// ended says the stored record data is of an execution that ended before
+// before. A record it cannot read is kept (Resume reports it).
+func ended(data []byte, before time.Time) bool {
+	var r struct {
+		Status    broker.ExecutionStatus `json:"status"`
+		StoppedAt time.Time              `json:"stopped_at"`
+	}
+	if json.Unmarshal(data, &r) != nil {
+		return false
+	}
+	return r.Status != broker.ExecutionRunning && !r.StoppedAt.IsZero() && r.StoppedAt.Before(before)
+}
+
 // Close stops every execution goroutine and waits for them, and for the
 // worker calls they made, to return, then writes every execution as it is.
 // Running executions stay RUNNING in the database, for Resume in the next

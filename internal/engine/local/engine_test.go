@@ -17,6 +17,7 @@ import (
 	"go.etcd.io/bbolt"
 
 	"github.com/serverless-osb/broker/internal/broker"
+	"github.com/serverless-osb/broker/internal/groupcommit"
 	"github.com/serverless-osb/broker/internal/engine/enginetest"
 	"github.com/serverless-osb/broker/internal/engine/local"
 	"github.com/serverless-osb/broker/internal/waittest"
@@ -632,5 +633,102 @@ func TestStartKnowsTheNamesAnEarlierProcessStored(t *testing.T) {
 	start(t, e2, "w", "d1-3", `{}`)
 	if x := waitEnded(t, e2, "d1-3"); x.Status != broker.ExecutionSucceeded {
 		t.Errorf("a new name beside stored ones: status %s, want SUCCEEDED", x.Status)
+	}
+}
+
+func TestDeleteEndedRemovesOnlyTheExecutionsThatEndedBefore(t *testing.T) {
+	t.Parallel()
+	file := filepath.Join(t.TempDir(), "engine.db")
+	db := openDB(t, file)
+	t0 := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	var now atomic.Pointer[time.Time]
+	now.Store(&t0)
+	commit := groupcommit.New(db)
+	// A Task of workflow "run" runs until the engine closes.
+	invoke := func(ctx context.Context, p json.RawMessage) (json.RawMessage, error) {
+		if strings.Contains(string(p), "run-on") {
+			<-ctx.Done()
+			return nil, ctx.Err()
+		}
+		return json.RawMessage(`{}`), nil
+	}
+	e := newEngine(t, local.Options{DB: db, Committer: commit, Invoke: invoke,
+		Definitions: definitions(t, map[broker.Workflow]string{"task": taskOnly, "run": strings.Replace(taskOnly, `"step": "t"`, `"step": "run-on"`, 1)}),
+		Now:         func() time.Time { return *now.Load() }})
+	ctx := context.Background()
+	for _, name := range []string{"old-1", "old-2"} {
+		start(t, e, "task", name, `{}`)
+		waitEnded(t, e, name)
+	}
+	start(t, e, "run", "running", `{}`) // never removed, however old
+	waitInState(t, e, "running", "T")
+	later := t0.Add(40 * 24 * time.Hour)
+	now.Store(&later)
+	start(t, e, "task", "new", `{}`)
+	waitEnded(t, e, "new")
+
+	// An ended execution is written with the next commit, and leaves memory
+	// once its goroutine is gone: until then it is held, and kept.
+	deleted := 0
+	waittest.Until(t, func() error {
+		if err := commit.Flush(); err != nil {
+			t.Fatalf("Flush = %v", err)
+		}
+		n, err := e.DeleteEnded(ctx, later.Add(-30*24*time.Hour))
+		if err != nil {
+			t.Fatalf("DeleteEnded = %v", err)
+		}
+		if deleted += n; deleted < 2 {
+			return fmt.Errorf("deleted %d of the 2 executions that ended before", deleted)
+		}
+		return nil
+	})
+	if deleted != 2 {
+		t.Errorf("deleted %d, want 2 (old-1, old-2)", deleted)
+	}
+	for _, name := range []string{"old-1", "old-2"} {
+		if _, err := e.Describe(ctx, name); !errors.Is(err, broker.ErrExecutionNotFound) {
+			t.Errorf("Describe(%s) after DeleteEnded = %v, want ErrExecutionNotFound", name, err)
+		}
+	}
+	if x, err := e.Describe(ctx, "running"); err != nil || x.Status != broker.ExecutionRunning {
+		t.Errorf("Describe(running) = %s, %v; want RUNNING, kept", x.Status, err)
+	}
+	if x, err := e.Describe(ctx, "new"); err != nil || x.Status != broker.ExecutionSucceeded {
+		t.Errorf("Describe(new) = %s, %v; want SUCCEEDED, kept (it ended after)", x.Status, err)
+	}
+	if n, err := e.DeleteEnded(ctx, later.Add(-30*24*time.Hour)); n != 0 || err != nil {
+		t.Errorf("DeleteEnded again = %d, %v; want 0, nil", n, err)
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	var stored []string
+	if err := db.View(func(tx *bbolt.Tx) error {
+		return tx.Bucket([]byte("executions")).ForEach(func(k, _ []byte) error {
+			stored = append(stored, string(k))
+			return nil
+		})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"new", "running"}; !reflect.DeepEqual(stored, want) {
+		t.Errorf("the file holds %q, want %q", stored, want)
+	}
+	// The name is free again, as Step Functions' is once its execution's
+	// history is gone.
+	e2 := newEngine(t, local.Options{DB: db, Invoke: (&countingInvoker{}).Invoke,
+		Definitions: definitions(t, map[broker.Workflow]string{"task": taskOnly})})
+	start(t, e2, "task", "old-1", `{"another":"input"}`)
+	if x := waitEnded(t, e2, "old-1"); x.Status != broker.ExecutionSucceeded {
+		t.Errorf("old-1 started again: %s", x.Status)
+	}
+	// An execution an earlier process left running, not resumed yet, is
+	// kept whatever the time; one that ended, not.
+	if n, err := e2.DeleteEnded(ctx, later.Add(time.Hour)); n != 1 || err != nil {
+		t.Errorf("DeleteEnded in a second process = %d, %v; want 1 (new), nil", n, err)
+	}
+	if x, err := e2.Describe(ctx, "running"); err != nil || x.Status != broker.ExecutionRunning {
+		t.Errorf("Describe(running) in a second process = %s, %v; want RUNNING, kept", x.Status, err)
 	}
 }
