@@ -303,7 +303,18 @@ func build(ctx context.Context, c LocalConfig, cat *catalog.Catalog, db *bbolt.D
 	return l, nil
 }
 
-// startReaper runs the reaper every interval until Close.
+// The local engine keeps an ended execution as long as the broker may read
+// it: an operation's while the operation is kept (broker.Retention), a
+// campaign's for `ops upgrade status` (broker.CampaignRetention). The reaper
+// deletes older ones every pruneEvery (its first run too): the deletion
+// reads the whole bucket.
+const (
+	endedRetention = max(broker.Retention, broker.CampaignRetention)
+	pruneEvery     = time.Hour
+)
+
+// startReaper runs the reaper every interval until Close, and has the engine
+// delete the executions that ended endedRetention ago every pruneEvery.
 func (l *Local) startReaper(interval time.Duration) {
 	if interval == 0 {
 		interval = 30 * time.Second
@@ -318,6 +329,7 @@ func (l *Local) startReaper(interval time.Duration) {
 		defer close(l.reaperDone)
 		t := time.NewTicker(interval)
 		defer t.Stop()
+		var pruned time.Time // when the reaper last deleted ended executions
 		for {
 			select {
 			case <-l.stopReaper:
@@ -327,6 +339,16 @@ func (l *Local) startReaper(interval time.Duration) {
 					l.logger.Error("reaper", "error", err.Error())
 				} else if rep != (broker.ReapReport{InProgress: rep.InProgress}) {
 					l.logger.Info("reaper ran", "report", fmt.Sprintf("%+v", rep))
+				}
+				// After the reap, which reads an ended execution of an
+				// operation or cleanup still in progress first.
+				if now := l.Broker.Now(); pruned.IsZero() || now.Sub(pruned) >= pruneEvery {
+					pruned = now
+					if n, err := l.Engine.DeleteEnded(context.Background(), now.Add(-endedRetention)); err != nil {
+						l.logger.Error("reaper: delete ended executions", "error", err.Error())
+					} else if n > 0 {
+						l.logger.Info("reaper: ended executions deleted", "count", n)
+					}
 				}
 			}
 		}
