@@ -140,7 +140,17 @@ func (w *bw) time(tag byte, t time.Time) {
 type br struct {
 	b   []byte
 	err error
+	// whole is the item copied into one string at the first string field
+	// read: every string field is a part of it, one allocation for them all
+	// rather than one each (data is the whole item, which b is the rest of).
+	// A part keeps the whole item in memory: whoever keeps a field for long
+	// (the plan index) clones it.
+	whole string
+	data  []byte
 }
+
+// newBR reads the binary item data.
+func newBR(data []byte) br { return br{b: data, data: data} }
 
 var errBinItem = errors.New("truncated binary item")
 
@@ -164,7 +174,17 @@ func (r *br) bytes() []byte {
 	return v
 }
 
-func (r *br) str() string { return string(r.bytes()) }
+func (r *br) str() string {
+	v := r.bytes()
+	if len(v) == 0 {
+		return ""
+	}
+	if r.whole == "" {
+		r.whole = string(r.data)
+	}
+	end := len(r.data) - len(r.b) // v ends where b now starts
+	return r.whole[end-len(v) : end]
+}
 
 // raw copies: bbolt's values live only as long as their transaction.
 func (r *br) raw() json.RawMessage {
@@ -266,7 +286,7 @@ func (it operationItem) appendBin(b []byte) ([]byte, bool) {
 }
 
 func (it *operationItem) readBin(data []byte) error {
-	r := br{b: data}
+	r := newBR(data)
 	for {
 		tag, ok := r.tag()
 		if !ok {
@@ -397,7 +417,7 @@ func (it instanceItem) appendBin(b []byte) ([]byte, bool) {
 }
 
 func (it *instanceItem) readBin(data []byte) error {
-	r := br{b: data}
+	r := newBR(data)
 	for {
 		tag, ok := r.tag()
 		if !ok {
@@ -502,7 +522,7 @@ func (it bindingItem) appendBin(b []byte) ([]byte, bool) {
 }
 
 func (it *bindingItem) readBin(data []byte) error {
-	r := br{b: data}
+	r := newBR(data)
 	for {
 		tag, ok := r.tag()
 		if !ok {
@@ -574,7 +594,7 @@ func (it resourceItem) appendBin(b []byte) ([]byte, bool) {
 }
 
 func (it *resourceItem) readBin(data []byte) error {
-	r := br{b: data}
+	r := newBR(data)
 	it.Data = json.RawMessage("null")
 	for {
 		tag, ok := r.tag()

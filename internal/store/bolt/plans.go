@@ -83,6 +83,18 @@ func (p *planIndex) set(instanceID, plan string) {
 	if plan == "" {
 		return
 	}
+	// The index outlives the items it was read from, whose string fields
+	// are parts of the whole item (br.str): it keeps copies of its own, one
+	// string per plan.
+	instanceID = strings.Clone(instanceID)
+	if ids := p.ids[plan]; ids != nil {
+		for id := range ids {
+			plan = p.plan[id] // the index's own copy
+			break
+		}
+	} else {
+		plan = strings.Clone(plan)
+	}
 	p.plan[instanceID] = plan
 	if p.ids[plan] == nil {
 		p.ids[plan] = map[string]struct{}{}
