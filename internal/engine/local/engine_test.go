@@ -17,9 +17,9 @@ import (
 	"go.etcd.io/bbolt"
 
 	"github.com/serverless-osb/broker/internal/broker"
-	"github.com/serverless-osb/broker/internal/groupcommit"
 	"github.com/serverless-osb/broker/internal/engine/enginetest"
 	"github.com/serverless-osb/broker/internal/engine/local"
+	"github.com/serverless-osb/broker/internal/groupcommit"
 	"github.com/serverless-osb/broker/internal/waittest"
 )
 
