@@ -218,3 +218,24 @@ func TestFingerprintIsTheSameAsStored(t *testing.T) {
 		}
 	}
 }
+
+// The request fingerprints append their fields without boxing them
+// (appendFingerprintString, appendFingerprintRaw): the same bytes as
+// Fingerprint of the same values, which is the stored one.
+func TestRequestFingerprintsAreTheStoredOnes(t *testing.T) {
+	long := strings.Repeat("a-long-value-", 60)
+	for _, s := range []string{"", "plain", "a \"quoted\" \\ value", "<html>&", "tab\there", "é 日本", "\u2028", "\xff\xfe", long} {
+		for _, raw := range []json.RawMessage{nil, json.RawMessage(`{}`), json.RawMessage(`null`), json.RawMessage(`{"b":[1,2], "a":"` + s + `"}`),
+			json.RawMessage(`"a string"`), json.RawMessage(`not json`), json.RawMessage(`{"k":"` + long + `"}`)} {
+			inst := Instance{InstanceRequest: InstanceRequest{ServiceID: s, PlanID: "plan", OrganizationGUID: s, SpaceGUID: "space",
+				Parameters: raw, MaintenanceInfo: &MaintenanceInfo{Version: s}}}
+			if got, want := inst.requestFingerprint(), fingerprintBefore(s, "plan", s, "space", raw, s); got != want {
+				t.Errorf("instance with %q and %s: %s, want %s", s, raw, got, want)
+			}
+			bd := Binding{BindingRequest: BindingRequest{ServiceID: "svc", PlanID: s, AppGUID: s, BindResource: raw, Parameters: raw, PredecessorID: s}}
+			if got, want := bd.requestFingerprint(), fingerprintBefore("bind", "svc", s, s, raw, raw, s); got != want {
+				t.Errorf("binding with %q and %s: %s, want %s", s, raw, got, want)
+			}
+		}
+	}
+}

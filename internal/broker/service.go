@@ -196,28 +196,55 @@ func Fingerprint(values ...any) string {
 	var onStack [512]byte
 	b := onStack[:0]
 	for _, v := range values {
-		if raw, ok := v.(json.RawMessage); ok {
-			if len(raw) == 0 || string(raw) == "{}" || string(raw) == "null" {
-				b = append(b, "{}\x00"...) // what canonical makes of them, without decoding
-				continue
-			}
-			// An object already as canonical makes it is hashed as it is.
-			if jsonenc.Canonical(raw, jsonenc.CanonicalOptions{EscapeHTML: true, Float64: true}) {
-				b = append(append(b, raw...), 0)
-				continue
-			}
-			v = canonical(raw)
-		}
-		if s, ok := v.(string); ok && plainJSONString(s) {
-			b = append(append(append(b, '"'), s...), '"')
-		} else {
-			enc, _ := json.Marshal(v)
-			b = append(b, enc...)
-		}
-		b = append(b, 0)
+		b = appendFingerprint(b, v)
 	}
+	return fingerprintSum(b)
+}
+
+// appendFingerprint appends what Fingerprint hashes of v: its canonical
+// JSON and a zero byte.
+func appendFingerprint(b []byte, v any) []byte {
+	switch v := v.(type) {
+	case json.RawMessage:
+		return appendFingerprintRaw(b, v)
+	case string:
+		return appendFingerprintString(b, v)
+	}
+	enc, _ := json.Marshal(v)
+	return append(append(b, enc...), 0)
+}
+
+// appendFingerprintString is appendFingerprint of a string, which a
+// request's fingerprint appends without boxing it in an interface (an
+// allocation each).
+func appendFingerprintString(b []byte, s string) []byte {
+	if plainJSONString(s) {
+		return append(append(append(b, '"'), s...), '"', 0)
+	}
+	enc, _ := json.Marshal(s)
+	return append(append(b, enc...), 0)
+}
+
+// appendFingerprintRaw is appendFingerprint of a JSON document.
+func appendFingerprintRaw(b []byte, raw json.RawMessage) []byte {
+	if len(raw) == 0 || string(raw) == "{}" || string(raw) == "null" {
+		return append(b, "{}\x00"...) // what canonical makes of them, without decoding
+	}
+	// An object already as canonical makes it is hashed as it is.
+	if jsonenc.Canonical(raw, jsonenc.CanonicalOptions{EscapeHTML: true, Float64: true}) {
+		return append(append(b, raw...), 0)
+	}
+	enc, _ := json.Marshal(canonical(raw))
+	return append(append(b, enc...), 0)
+}
+
+// fingerprintSum is the hex SHA-256 of what the appendFingerprint functions
+// gathered.
+func fingerprintSum(b []byte) string {
 	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:])
+	var hexSum [2 * sha256.Size]byte
+	hex.Encode(hexSum[:], sum[:])
+	return string(hexSum[:])
 }
 
 // plainJSONString says whether json.Marshal encodes s as s in quotes:
@@ -259,7 +286,13 @@ func (i Instance) requestFingerprint() string {
 	if i.MaintenanceInfo != nil {
 		version = i.MaintenanceInfo.Version
 	}
-	return Fingerprint(i.ServiceID, i.PlanID, i.OrganizationGUID, i.SpaceGUID, i.Parameters, version)
+	var onStack [512]byte
+	b := appendFingerprintString(onStack[:0], i.ServiceID)
+	b = appendFingerprintString(b, i.PlanID)
+	b = appendFingerprintString(b, i.OrganizationGUID)
+	b = appendFingerprintString(b, i.SpaceGUID)
+	b = appendFingerprintRaw(b, i.Parameters)
+	return fingerprintSum(appendFingerprintString(b, version))
 }
 
 // requestFingerprint identifies an update request: what it asks to change.
@@ -270,7 +303,14 @@ func (t Target) requestFingerprint() string {
 // requestFingerprint identifies the bind request that made a binding: the
 // context is left out, as for an instance.
 func (b Binding) requestFingerprint() string {
-	return Fingerprint("bind", b.ServiceID, b.PlanID, b.AppGUID, b.BindResource, b.Parameters, b.PredecessorID)
+	var onStack [512]byte
+	f := appendFingerprintString(onStack[:0], "bind")
+	f = appendFingerprintString(f, b.ServiceID)
+	f = appendFingerprintString(f, b.PlanID)
+	f = appendFingerprintString(f, b.AppGUID)
+	f = appendFingerprintRaw(f, b.BindResource)
+	f = appendFingerprintRaw(f, b.Parameters)
+	return fingerprintSum(appendFingerprintString(f, b.PredecessorID))
 }
 
 // SameJSON reports whether two JSON documents are equal after canonicalisation.
