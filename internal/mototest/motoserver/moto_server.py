@@ -435,8 +435,12 @@ def _start_execution_bounded(self, state_machine_arn, *args, **kwargs):
     with _executions_lock:
         execution = _start_execution_kept(self, state_machine_arn, *args, **kwargs)
         executions = self.describe_state_machine(state_machine_arn).executions
+        # The new execution is not counted, however soon it ends (a Pass
+        # machine may have ended already on a busy machine): the newest
+        # finished ones stay beside it.
         finished = [e for e in executions
-                    if getattr(e, "exec_status", None) is not None and e.status != "RUNNING"]
+                    if e is not execution
+                    and getattr(e, "exec_status", None) is not None and e.status != "RUNNING"]
         for old in sorted(finished, key=lambda e: e.start_date)[:max(0, len(finished) - _keep_finished)]:
             executions.remove(old)
     return execution
