@@ -118,6 +118,23 @@ func TestTheLocalBrokerLogsAtItsLevel(t *testing.T) {
 	}
 }
 
+// runLocal runs the `make run` broker (RunLocal) until the test ends, and
+// returns where it listens.
+func runLocal(t *testing.T) string {
+	t.Helper()
+	var out, logs apptest.SyncBuffer
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- app.RunLocal(ctx, &out, &logs) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("RunLocal: %v", err)
+		}
+	})
+	return waitForURL(t, &out, done)
+}
+
 var listening = regexp.MustCompile(`listening on (http://\S+)`)
 
 // waitForURL waits for RunLocal to say where it listens.

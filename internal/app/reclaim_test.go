@@ -1,7 +1,6 @@
 package app_test
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -11,7 +10,6 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/serverless-osb/broker/internal/app"
 	"github.com/serverless-osb/broker/internal/app/apptest"
 	"github.com/serverless-osb/broker/internal/waittest"
 )
@@ -25,17 +23,7 @@ import (
 // idle after the load run's bursts).
 func TestAnIdleLocalBrokerGivesBackWhatItsBurstFreed(t *testing.T) {
 	localEnv(t, "warn")
-	var out, logs apptest.SyncBuffer
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- app.RunLocal(ctx, &out, &logs) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("RunLocal: %v", err)
-		}
-	})
-	url := waitForURL(t, &out, done)
+	url := runLocal(t)
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 200}}
 	defer client.CloseIdleConnections()
 	send := func(method, path, body string) (int, []byte, error) {

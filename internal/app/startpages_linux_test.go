@@ -2,14 +2,12 @@ package app_test
 
 import (
 	"bufio"
-	"context"
 	"net/http"
 	"os"
 	"strconv"
 	"strings"
 	"testing"
 
-	"github.com/serverless-osb/broker/internal/app"
 	"github.com/serverless-osb/broker/internal/app/apptest"
 )
 
@@ -23,17 +21,7 @@ import (
 func TestTheLocalBrokerLetsGoOfThePagesOnlyItsStartTouched(t *testing.T) {
 	localEnv(t, "warn")
 	before := residentBinaryKiB(t)
-	var out, logs apptest.SyncBuffer
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- app.RunLocal(ctx, &out, &logs) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("RunLocal: %v", err)
-		}
-	})
-	url := waitForURL(t, &out, done)
+	url := runLocal(t)
 	req, err := http.NewRequest(http.MethodGet, url+"/v2/catalog", nil)
 	if err != nil {
 		t.Fatal(err)
