@@ -21,41 +21,64 @@ import (
 // copies of its pages, so a mapping with any (its Anonymous pages: written,
 // as a relocation would) is left alone: only clean file pages are let go.
 func releaseStartPages() {
-	exe, err := os.Readlink("/proc/self/exe")
+	mappings, err := binaryMappings()
 	if err != nil {
 		return
+	}
+	for _, m := range mappings {
+		if m.anonymousKiB == 0 {
+			_, _, _ = syscall.Syscall(syscall.SYS_MADVISE, uintptr(m.lo), uintptr(m.hi-m.lo), syscall.MADV_DONTNEED)
+		}
+	}
+}
+
+// binaryMapping is a read-only mapping of the process's own binary: its
+// address range, and how much of it is resident and how much of that the
+// process wrote (its own anonymous copies), from /proc/self/smaps.
+type binaryMapping struct {
+	lo, hi                    uint64
+	residentKiB, anonymousKiB int
+}
+
+// binaryMappings reads the process's read-only mappings of its own binary
+// from /proc/self/smaps.
+func binaryMappings() ([]binaryMapping, error) {
+	exe, err := os.Readlink("/proc/self/exe")
+	if err != nil {
+		return nil, err
 	}
 	f, err := os.Open("/proc/self/smaps")
 	if err != nil {
-		return
+		return nil, err
 	}
 	defer f.Close()
-	type span struct {
-		lo, hi uint64
-		clean  bool
-	}
-	var spans []span
+	var mappings []binaryMapping
+	var m *binaryMapping // the binary's mapping whose fields follow, if any
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
 		fields := strings.Fields(sc.Text())
 		switch {
 		case len(fields) >= 5 && !strings.HasSuffix(fields[0], ":"):
 			// A mapping's header: range, perms, offset, device, inode, path.
+			m = nil
 			lo, hi, _ := strings.Cut(fields[0], "-")
 			l, errLo := strconv.ParseUint(lo, 16, 64)
 			h, errHi := strconv.ParseUint(hi, 16, 64)
-			ours := len(fields) >= 6 && fields[5] == exe && !strings.Contains(fields[1], "w")
-			spans = append(spans, span{l, h, ours && errLo == nil && errHi == nil})
-		case len(fields) >= 2 && fields[0] == "Anonymous:" && fields[1] != "0" && len(spans) > 0:
-			spans[len(spans)-1].clean = false
+			if len(fields) >= 6 && fields[5] == exe && !strings.Contains(fields[1], "w") && errLo == nil && errHi == nil {
+				mappings = append(mappings, binaryMapping{lo: l, hi: h})
+				m = &mappings[len(mappings)-1]
+			}
+		case m != nil && len(fields) >= 2 && (fields[0] == "Rss:" || fields[0] == "Anonymous:"):
+			n, err := strconv.Atoi(fields[1])
+			if err != nil {
+				n = -1 // unreadable: count it as written, so it is never let go
+			}
+			if fields[0] == "Rss:" {
+				m.residentKiB = n
+			} else {
+				m.anonymousKiB = n
+			}
 		}
 	}
-	if sc.Err() != nil {
-		return
-	}
-	for _, s := range spans {
-		if s.clean {
-			_, _, _ = syscall.Syscall(syscall.SYS_MADVISE, uintptr(s.lo), uintptr(s.hi-s.lo), syscall.MADV_DONTNEED)
-		}
-	}
+	return mappings, sc.Err()
 }

@@ -1,13 +1,10 @@
 package app_test
 
 import (
-	"bufio"
 	"net/http"
-	"os"
-	"strconv"
-	"strings"
 	"testing"
 
+	"github.com/serverless-osb/broker/internal/app"
 	"github.com/serverless-osb/broker/internal/app/apptest"
 )
 
@@ -44,34 +41,11 @@ func TestTheLocalBrokerLetsGoOfThePagesOnlyItsStartTouched(t *testing.T) {
 }
 
 // residentBinaryKiB is how much of this process's binary's read-only
-// mappings is resident, from /proc/self/smaps.
+// mappings is resident.
 func residentBinaryKiB(t *testing.T) int {
 	t.Helper()
-	exe, err := os.Readlink("/proc/self/exe")
+	kib, err := app.ResidentBinaryKiB()
 	if err != nil {
-		t.Fatal(err)
-	}
-	f, err := os.Open("/proc/self/smaps")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	kib, ours := 0, false
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		switch {
-		case len(fields) >= 5 && !strings.HasSuffix(fields[0], ":"):
-			ours = len(fields) >= 6 && fields[5] == exe && !strings.Contains(fields[1], "w")
-		case ours && len(fields) >= 2 && fields[0] == "Rss:":
-			n, err := strconv.Atoi(fields[1])
-			if err != nil {
-				t.Fatal(err)
-			}
-			kib += n
-		}
-	}
-	if err := sc.Err(); err != nil {
 		t.Fatal(err)
 	}
 	if kib == 0 {
