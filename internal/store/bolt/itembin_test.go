@@ -63,13 +63,7 @@ func readBoth[I, D any](bin, data []byte, domain func(I) D) (fromBin, fromJSON D
 
 func TestItemBinReadsAsItsJSON(t *testing.T) {
 	at := time.Date(2026, 11, 28, 17, 0, 0, 120000000, time.UTC)
-	cases := []struct {
-		name  string
-		s, u  string
-		raw   string
-		at    time.Time
-		taken int
-	}{
+	cases := []itemCase{
 		// Of the 16 items, all but the binding with endpoints with the flag
 		// set; without it, the instances have metadata and the binding
 		// credentials in clear, left to JSON.
@@ -87,21 +81,7 @@ func TestItemBinReadsAsItsJSON(t *testing.T) {
 		// The empty record alone has no string.
 		{"invalid UTF-8 too", "a\xffb", "y", `{}`, at, 2},
 	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			taken := 0
-			for _, flag := range []bool{true, false} {
-				for _, it := range items(c.s, c.u, []byte(c.raw), c.at, 42, flag) {
-					if checkItemBin(t, it) {
-						taken++
-					}
-				}
-			}
-			if taken != c.taken {
-				t.Errorf("%d items written in binary, want %d", taken, c.taken)
-			}
-		})
-	}
+	runItemCases(t, cases, checkItemBin, "written in binary")
 }
 
 func TestItemBinRefusesWhatItDidNotWrite(t *testing.T) {

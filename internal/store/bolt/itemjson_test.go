@@ -40,6 +40,39 @@ func items(s, u string, raw []byte, at time.Time, n int64, flag bool) []itemJSON
 	}
 }
 
+// itemCase is a case of the item encoders' tests: the items made of its
+// values (items), with and without the flag, of which taken are written by
+// the encoder under test rather than left to another.
+type itemCase struct {
+	name  string
+	s, u  string
+	raw   string
+	at    time.Time
+	taken int
+}
+
+// runItemCases checks each case's items with check, which says whether
+// the encoder under test took the item, and counts them (how: "written
+// here", in the message).
+func runItemCases(t *testing.T, cases []itemCase, check func(*testing.T, itemJSON) bool, how string) {
+	t.Helper()
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			taken := 0
+			for _, flag := range []bool{true, false} {
+				for _, it := range items(c.s, c.u, []byte(c.raw), c.at, 42, flag) {
+					if check(t, it) {
+						taken++
+					}
+				}
+			}
+			if taken != c.taken {
+				t.Errorf("%d items %s, want %d", taken, how, c.taken)
+			}
+		})
+	}
+}
+
 // checkItemJSON fails t when an item's JSON is not jsonenc.Marshal's.
 func checkItemJSON(t *testing.T, it itemJSON) (taken bool) {
 	t.Helper()
@@ -59,13 +92,7 @@ func checkItemJSON(t *testing.T, it itemJSON) (taken bool) {
 
 func TestItemJSONIsJSONEncs(t *testing.T) {
 	at := time.Date(2026, 11, 28, 17, 0, 0, 120000000, time.UTC)
-	cases := []struct {
-		name  string
-		s, u  string
-		raw   string
-		at    time.Time
-		taken int
-	}{
+	cases := []itemCase{
 		// 11 of the 16 items have no map or endpoint.
 		{"plain values are written here", "sync-1", "a <b> & c é", `{"a":[1,2.5e3,"x y"],"b":null}`, at, 11},
 		// An empty raw value is left out, but for a record's data, which
@@ -84,21 +111,7 @@ func TestItemJSONIsJSONEncs(t *testing.T) {
 		{"a time outside UTC too", "x", "y", `{}`, at.In(time.FixedZone("x", 3600)), 5},
 		{"a year past 9999 too", "x", "y", `{}`, at.AddDate(9000, 0, 0), 5},
 	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			taken := 0
-			for _, flag := range []bool{true, false} {
-				for _, it := range items(c.s, c.u, []byte(c.raw), c.at, 42, flag) {
-					if checkItemJSON(t, it) {
-						taken++
-					}
-				}
-			}
-			if taken != c.taken {
-				t.Errorf("%d items written here, want %d", taken, c.taken)
-			}
-		})
-	}
+	runItemCases(t, cases, checkItemJSON, "written here")
 }
 
 func FuzzItemJSON(f *testing.F) {
