@@ -1,11 +1,12 @@
 // Package bolt is the embedded Store: instances, bindings, operations,
 // driver resources and detached resources in one bbolt file, so that `make run` needs no cloud
 // account. It keeps the same items as the DynamoDB table (see DESIGN.md):
-// bucket "items", key PK + "\x00" + SK, value the item's JSON or binary
-// form (itembin.go: an instance's items, which every request writes), but for the
-// SKs of the instance and of its bindings' records, which layout.go places
-// so that one change's items lie together, and a key beside each operation
-// in progress for ListInProgress. Each kind of
+// bucket "items", value the item's JSON or binary form (itembin.go: an
+// instance's items, which every request writes). An instance's items are
+// keyed by keys.go, in a partition of their own and in an order that keeps
+// one change's items together, in short keys; the other items by PK + "\x00"
+// + SK, as the table keys them. A key beside each operation in progress
+// serves ListInProgress. Each kind of
 // item has a storage type of this package (item.go), whose json tags name
 // its fields in the file; the domain's json tags play no part.
 //
@@ -123,33 +124,16 @@ func (s *Store) Close() error {
 // DB returns the underlying DB, to share the file with the local engine.
 func (s *Store) DB() *bbolt.DB { return s.db }
 
-// Keys: PK + "\x00" + SK, as the DynamoDB items are keyed. The NUL separator
-// keeps one instance's prefix from matching another's ("i#a\x00" is not a
-// prefix of "i#ab\x00..."); ids therefore must not contain NUL.
+// Keys outside the instances' partitions (keys.go): PK + "\x00" + SK, as
+// the DynamoDB items are keyed. The NUL separator keeps one partition's
+// prefix from matching another's; ids therefore must not contain NUL.
 const sep = "\x00"
 
-func pk(instanceID string) string { return "i#" + instanceID + sep }
-
-func bindingKey(instanceID, bindingID string) []byte {
-	return []byte(pk(instanceID) + "b#" + bindingID)
-}
-
-func operationKey(instanceID, operationID string) []byte {
-	return []byte(pk(instanceID) + "op#" + operationID)
-}
-
 // pkDetached is the partition of the detached resources, outside every
-// instance's ("i#...").
+// instance's.
 const pkDetached = "detached" + sep
 
 func detachedKey(id string) []byte { return []byte(pkDetached + id) }
-
-// isOperationKey reports whether key is an operation's: PK "i#<id>", SK
-// "op#<id>". Splitting at the first NUL is exact since ids hold none.
-func isOperationKey(key []byte) bool {
-	pkPart, skPart, ok := bytes.Cut(key, []byte(sep))
-	return ok && bytes.HasPrefix(pkPart, []byte("i#")) && bytes.HasPrefix(skPart, []byte("op#"))
-}
 
 // tx is one transaction's view of the store's buckets, and, in an update,
 // of the plan index: the instances' moves between plans it makes, which
@@ -297,10 +281,9 @@ func (t tx) has(key []byte) bool {
 }
 
 // scan decodes every item whose key starts with prefix, in key order.
-func scan[I, D any](b *bbolt.Bucket, prefix string, domain func(I) D) ([]D, error) {
+func scan[I, D any](b *bbolt.Bucket, p []byte, domain func(I) D) ([]D, error) {
 	out := []D{}
 	c := b.Cursor()
-	p := []byte(prefix)
 	for k, v := c.Seek(p); k != nil && bytes.HasPrefix(k, p); k, v = c.Next() {
 		d, err := decode(k, v, domain)
 		if err != nil {
@@ -315,11 +298,11 @@ func scan[I, D any](b *bbolt.Bucket, prefix string, domain func(I) D) ([]D, erro
 // (last_operation reads them after a deprovision) and so do its resources,
 // which belong to drivers, its bindings' records among its bindings.
 func (t tx) deleteInstance(id string) error {
-	prefix := []byte(pk(id) + "b#")
+	prefix := pkWith(id, skBinding)
 	var keys [][]byte
 	c := t.items.Cursor()
 	for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
-		if !isBindingRecordKey(k[len(prefix):]) {
+		if !isBindingRecordSK(k[len(prefix):]) {
 			keys = append(keys, bytes.Clone(k))
 		}
 	}

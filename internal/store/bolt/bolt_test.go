@@ -4,8 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"math/rand/v2"
 	"path/filepath"
 	"reflect"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -138,11 +142,12 @@ func TestData(t *testing.T) {
 				t.Error("the bucket of the operations in progress of layout 1 exists")
 			}
 			return tx.Bucket([]byte("items")).ForEach(func(k, v []byte) error {
-				keys = append(keys, string(k))
+				// Shown as layout 3 wrote them (keys.go).
+				keys = append(keys, bolt.ShowKey(k))
 				// An instance's items are in binary (itembin.go), an
 				// in-progress key empty.
 				binary := len(v) > 0 && v[0] == 0x01
-				if !json.Valid(v) && !binary && (len(v) > 0 || !strings.Contains(string(k), "\x00op$")) {
+				if !json.Valid(v) && !binary && (len(v) > 0 || !strings.Contains(bolt.ShowKey(k), `\x00op$`)) {
 					t.Errorf("item %q is neither JSON nor binary: %s", k, v)
 				}
 				return nil
@@ -155,6 +160,9 @@ func TestData(t *testing.T) {
 		// operations.
 		want := []string{"detached\x00d-1", "i#i-1\x00b#b-1", "i#i-1\x00b#b-1\x00r", "i#i-1\x00op#detach-d-1", "i#i-1\x00op#op-1", "i#i-1\x00op#op-2",
 			"i#i-1\x00op$op-2", "i#i-1\x00p#instance", "i#i-1\x00r#db"}
+		for i, k := range want {
+			want[i] = strconv.Quote(k)
+		}
 		if strings.Join(keys, "|") != strings.Join(want, "|") {
 			t.Errorf("keys: got %q, want %q", keys, want)
 		}
@@ -282,5 +290,58 @@ func TestPlanIndexFilledOnOpen(t *testing.T) {
 	}
 	if !reflect.DeepEqual(ids, []string{"i-1", "i-3"}) || next != "" {
 		t.Errorf("instances of p-1 after opening: %v, next %q; want [i-1 i-3]", ids, next)
+	}
+}
+
+// TestInstancePagesOfUUIDsAndOtherIDs: ListInstances pages the instances,
+// whose ids are UUIDs (16 bytes in their keys) and other text, in one
+// order, with or without a plan, each instance once, over pages of 100.
+func TestInstancePagesOfUUIDsAndOtherIDs(t *testing.T) {
+	s := open(t, filepath.Join(t.TempDir(), "broker.db"))
+	defer s.Close()
+	now := time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
+	rng := rand.New(rand.NewPCG(3, 4))
+	var ids []string
+	for i := range 250 {
+		id := fmt.Sprintf("%08x-%04x-4%03x-8%03x-%012x", rng.Uint32(), rng.Uint32()&0xffff, rng.Uint32()&0xfff, rng.Uint32()&0xfff, rng.Uint64()&0xffffffffffff)
+		switch i % 3 {
+		case 1:
+			id = strings.ToUpper(id)
+		case 2:
+			id = fmt.Sprintf("i-%03d", i)
+		}
+		ids = append(ids, id)
+		op := broker.Operation{ID: "prov-" + id, InstanceID: id, Kind: broker.KindProvision, State: broker.OperationInProgress, CreatedAt: now}
+		inst := broker.Instance{ID: id, InstanceRequest: broker.InstanceRequest{ServiceID: "s", PlanID: "p-1"}, State: broker.InstanceProvisioning, Op: op.ID, CreatedAt: now}
+		if err := s.CreateInstance(t.Context(), inst, op, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	all := func(f broker.InstanceFilter) []string {
+		var got []string
+		page := ""
+		for {
+			list, next, err := s.ListInstances(t.Context(), f, page)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, inst := range list {
+				got = append(got, inst.ID)
+			}
+			if next == "" {
+				return got
+			}
+			page = next
+		}
+	}
+	byKey, byPlan := all(broker.InstanceFilter{}), all(broker.InstanceFilter{PlanID: "p-1"})
+	if !slices.Equal(byKey, byPlan) {
+		t.Errorf("the pages without a plan and with one differ:\n%q\n%q", byKey, byPlan)
+	}
+	slices.Sort(ids)
+	sorted := slices.Clone(byKey)
+	slices.Sort(sorted)
+	if !slices.Equal(sorted, ids) {
+		t.Errorf("listed %d instances, want each of the %d once", len(byKey), len(ids))
 	}
 }

@@ -157,7 +157,7 @@ func (s *Store) LoadCampaign(ctx context.Context, id string) (broker.Campaign, [
 			if c, err = get(t, campaignKey(id), campaignItem.campaign); err != nil || c == nil {
 				return err
 			}
-			items, err = scan(t.items, campaignPK(id)+"i#", campaignInstanceItem.item)
+			items, err = scan(t.items, []byte(campaignPK(id)+"i#"), campaignInstanceItem.item)
 			return err
 		})
 	}
@@ -250,7 +250,7 @@ func (s *Store) EndCampaign(ctx context.Context, c broker.Campaign) error {
 func (s *Store) ListCampaigns(ctx context.Context) ([]broker.Campaign, error) {
 	var cs []broker.Campaign
 	err := s.view(ctx, func(t tx) (err error) {
-		cs, err = scan(t.items, pkCampaigns, campaignItem.campaign)
+		cs, err = scan(t.items, []byte(pkCampaigns), campaignItem.campaign)
 		return err
 	})
 	if err != nil {
@@ -282,7 +282,7 @@ func (s *Store) SetCampaignExpiry(ctx context.Context, id string, at time.Time) 
 			if err := put(t.items, campaignListKey(id), c); err != nil {
 				return err
 			}
-			items, err := scan(t.items, campaignPK(id)+"i#", func(it campaignInstanceItem) campaignInstanceItem { return it })
+			items, err := scan(t.items, []byte(campaignPK(id)+"i#"), func(it campaignInstanceItem) campaignInstanceItem { return it })
 			if err != nil {
 				return err
 			}

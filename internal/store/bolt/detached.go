@@ -33,7 +33,7 @@ func (s *Store) GetDetached(ctx context.Context, id string) (broker.Detached, er
 func (s *Store) ListDetached(ctx context.Context) ([]broker.Detached, error) {
 	var ds []broker.Detached
 	err := s.view(ctx, func(t tx) (err error) {
-		ds, err = scan(t.items, pkDetached, detachedItem.detached)
+		ds, err = scan(t.items, []byte(pkDetached), detachedItem.detached)
 		return err
 	})
 	if err != nil {

@@ -301,7 +301,7 @@ func put(b *bbolt.Bucket, key []byte, item any) error {
 	}
 	data, err := jsonenc.Marshal(item)
 	if err != nil {
-		return fmt.Errorf("encode item %q: %w", key, err)
+		return fmt.Errorf("encode item %s: %w", showKey(key), err)
 	}
 	return b.Put(key, data)
 }
@@ -316,7 +316,7 @@ func decode[I, D any](key, value []byte, domain func(I) D) (D, error) {
 		if r, ok := any(&it).(itemBinRead); ok {
 			if err := r.readBin(value[1:]); err != nil {
 				var zero D
-				return zero, fmt.Errorf("decode item %q: %w", key, err)
+				return zero, fmt.Errorf("decode item %s: %w", showKey(key), err)
 			}
 			return domain(it), nil
 		}
@@ -330,7 +330,7 @@ func decode[I, D any](key, value []byte, domain func(I) D) (D, error) {
 	}
 	if err := json.Unmarshal(value, &it); err != nil {
 		var zero D
-		return zero, fmt.Errorf("decode item %q: %w", key, err)
+		return zero, fmt.Errorf("decode item %s: %w", showKey(key), err)
 	}
 	return domain(it), nil
 }

@@ -10,82 +10,33 @@ import (
 	"github.com/serverless-osb/broker/internal/broker"
 )
 
-// The file's key layout. An instance's items are its partition, keys that
-// start with "i#<instance_id>" NUL, in this order:
-//
-//	b#<binding_id>          a binding
-//	b#<binding_id> NUL r    that binding's record (broker.BindingRecord)
-//	op#<operation_id>       an operation (UUIDv7 ids: the newest last)
-//	op$<operation_id>       (empty) the operation is in progress
-//	p#instance              the instance
-//	r#<name>                the instance's own records
-//
-// so that what one change writes lies together in the B-tree: a binding
-// beside its record, the instance beside its newest operations. A commit
-// writes every leaf it changes with each branch above it (bbolt's
-// TxStats.Write, docs/performance.md): a bind used to change four leaves
-// (binding, instance, operation, record), now two; an asynchronous
-// provision wrote a second bucket's, now one leaf. Layout 1 (until
-// 7b0e725) kept a binding's record at r#binding-<id> and the instance at
-// SK "instance", as DynamoDB does, and the keys of the operations in
-// progress in a bucket of their own ("operations_in_progress"); Open moves
-// such a file's items (migrate). Layout 3 has layout 2's keys, and
-// values that may be in the binary form of itembin.go, which a broker of
-// layout 2 would not read: a file of layout 2 is of layout 3 as it is
-// (its JSON items read), and a broker of layout 2 refuses a file of
-// layout 3 rather than fail on its first binary item.
+// The file's layouts. Layout 1 (until 7b0e725) kept a binding's record at
+// r#binding-<id> and the instance at SK "instance", as DynamoDB does, and
+// the keys of the operations in progress in a bucket of their own
+// ("operations_in_progress"). Layout 2 placed an instance's items in the
+// order keys.go gives them, with text keys ("i#<id>" NUL "b#<binding_id>",
+// "op#…", "op$…", "p#instance", "r#<name>"). Layout 3 has layout 2's keys
+// and values that may be in the binary form of itembin.go. Layout 4 has
+// layout 3's values and the short keys of keys.go. Open moves a file of
+// an earlier layout to this one (migrate), in the transaction that opens
+// it; a broker of layout 3 refuses a file of layout 4 ("use a newer
+// broker") rather than find none of its items.
 const (
 	layoutBucket = "layout"
 	layoutKey    = "version"
 	// layoutVersion is the layout this code writes; a file without a
 	// version is of layout 1, written before there was one.
-	layoutVersion = "3"
+	layoutVersion = "4"
 )
-
-// inProgressSK prefixes the in-progress keys: after every "op#…" ('$'
-// follows '#'), before the instance.
-const inProgressSK = "op$"
-
-// instanceSK sorts after every "op…" and before every "r#…".
-const instanceSK = "p#instance"
 
 // layout1InProgress is layout 1's bucket of the operations in progress,
 // keyed by the operations' keys.
 const layout1InProgress = "operations_in_progress"
 
-func inProgressKey(instanceID, operationID string) []byte {
-	return []byte(pk(instanceID) + inProgressSK + operationID)
-}
-
-// inProgressKeyOf is the in-progress key of the operation at key.
-func inProgressKeyOf(operationKey []byte) []byte {
-	pkPart, sk, _ := bytes.Cut(operationKey, []byte(sep))
-	return []byte(string(pkPart) + sep + inProgressSK + string(sk[len("op#"):]))
-}
-
-// bindingRecordSuffix follows a binding's key in its record's.
-const bindingRecordSuffix = sep + "r"
-
-func instanceKey(instanceID string) []byte { return []byte(pk(instanceID) + instanceSK) }
-
-// resourceKey is a binding's record's key beside the binding, any other
-// record's under r#.
-func resourceKey(instanceID, name string) []byte {
-	if id, ok := strings.CutPrefix(name, broker.BindingRecordsFrom); ok {
-		return []byte(pk(instanceID) + "b#" + id + bindingRecordSuffix)
-	}
-	return []byte(pk(instanceID) + "r#" + name)
-}
-
-// isBindingRecordKey reports whether sk, an instance's SK under "b#", is a
-// binding's record's rather than the binding's (ids hold no NUL).
-func isBindingRecordKey(sk []byte) bool { return bytes.IndexByte(sk, 0) >= 0 }
-
-// migrate moves the items of a file in layout 1 to this layout in tx, the
-// transaction that opens the store, and writes the layout's version (of a
-// file in layout 2, only the version): an
-// open that fails leaves the file as it was. A file of a later layout is
-// refused, not read wrongly.
+// migrate moves the items of a file in an earlier layout to this one in
+// tx, the transaction that opens the store, and writes the layout's
+// version: an open that fails leaves the file as it was. A file of a later
+// layout is refused, not read wrongly.
 func migrate(tx *bbolt.Tx) error {
 	meta, err := tx.CreateBucketIfNotExists([]byte(layoutBucket))
 	if err != nil {
@@ -94,27 +45,53 @@ func migrate(tx *bbolt.Tx) error {
 	switch v := string(meta.Get([]byte(layoutKey))); v {
 	case layoutVersion:
 		return nil
-	case "2":
-		return meta.Put([]byte(layoutKey), []byte(layoutVersion))
+	case "2", "3":
 	case "":
+		err = fromLayout1(tx)
 	default:
 		return fmt.Errorf("the file is in layout %s, this broker reads layout %s: use a newer broker", v, layoutVersion)
 	}
+	if err == nil {
+		err = fromLayout3(tx.Bucket([]byte(itemsBucket)))
+	}
+	if err != nil {
+		return fmt.Errorf("migrate to key layout %s: %w", layoutVersion, err)
+	}
+	return meta.Put([]byte(layoutKey), []byte(layoutVersion))
+}
+
+// move is an item that a migration moves to another key.
+type move struct{ from, to, value []byte }
+
+// apply moves the items.
+func apply(items *bbolt.Bucket, moves []move) error {
+	for _, m := range moves {
+		if err := items.Delete(m.from); err != nil {
+			return err
+		}
+		if err := items.Put(m.to, m.value); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// fromLayout1 moves a file's items from layout 1 to layout 3's keys.
+func fromLayout1(tx *bbolt.Tx) error {
 	items := tx.Bucket([]byte(itemsBucket))
-	type move struct{ from, to, value []byte }
 	var moves []move
-	err = items.ForEach(func(k, v []byte) error {
+	err := items.ForEach(func(k, v []byte) error {
 		pkPart, sk, ok := bytes.Cut(k, []byte(sep))
 		if !ok || !bytes.HasPrefix(pkPart, []byte("i#")) {
 			return nil
 		}
-		id := string(pkPart[len("i#"):])
+		partition := string(pkPart) + sep
 		var to []byte
 		switch {
 		case string(sk) == "instance":
-			to = instanceKey(id)
+			to = []byte(partition + "p#instance")
 		case bytes.HasPrefix(sk, []byte("r#"+broker.BindingRecordsFrom)):
-			to = resourceKey(id, string(sk[len("r#"):]))
+			to = []byte(partition + "b#" + string(sk[len("r#"+broker.BindingRecordsFrom):]) + sep + "r")
 		default:
 			return nil
 		}
@@ -123,37 +100,85 @@ func migrate(tx *bbolt.Tx) error {
 		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("migrate to key layout %s: %w", layoutVersion, err)
+		return err
 	}
 	var inProgress [][]byte
 	if b := tx.Bucket([]byte(layout1InProgress)); b != nil {
 		err = b.ForEach(func(k, _ []byte) error {
-			if isOperationKey(k) {
-				inProgress = append(inProgress, inProgressKeyOf(k))
+			// layout 1's "i#<id>" NUL "op#<id>" is layout 3's operation
+			// key; its in-progress key has "op$".
+			if pkPart, sk, ok := bytes.Cut(k, []byte(sep)); ok && bytes.HasPrefix(pkPart, []byte("i#")) && bytes.HasPrefix(sk, []byte("op#")) {
+				inProgress = append(inProgress, []byte(string(pkPart)+sep+"op$"+string(sk[len("op#"):])))
 			}
 			return nil
 		})
 		if err != nil {
-			return fmt.Errorf("migrate to key layout %s: %w", layoutVersion, err)
+			return err
 		}
 	}
-	for _, m := range moves {
-		if err := items.Delete(m.from); err != nil {
-			return fmt.Errorf("migrate to key layout %s: %w", layoutVersion, err)
-		}
-		if err := items.Put(m.to, m.value); err != nil {
-			return fmt.Errorf("migrate to key layout %s: %w", layoutVersion, err)
-		}
+	if err := apply(items, moves); err != nil {
+		return err
 	}
 	for _, k := range inProgress {
 		if err := items.Put(k, nil); err != nil {
-			return fmt.Errorf("migrate to key layout %s: %w", layoutVersion, err)
+			return err
 		}
 	}
 	if tx.Bucket([]byte(layout1InProgress)) != nil {
-		if err := tx.DeleteBucket([]byte(layout1InProgress)); err != nil {
-			return fmt.Errorf("migrate to key layout %s: %w", layoutVersion, err)
-		}
+		return tx.DeleteBucket([]byte(layout1InProgress))
 	}
-	return meta.Put([]byte(layoutKey), []byte(layoutVersion))
+	return nil
+}
+
+// fromLayout3 moves the items of a file in layout 2 or 3 to layout 4's
+// keys: every key of an instance's partition ("i#<id>" NUL SK) to its
+// short form. A key of no kind it knows stops the move, the file left as
+// it was, rather than lose an item.
+func fromLayout3(items *bbolt.Bucket) error {
+	var moves []move
+	err := items.ForEach(func(k, v []byte) error {
+		if !bytes.HasPrefix(k, []byte("i#")) {
+			return nil
+		}
+		to, ok := layout4Key(k)
+		if !ok {
+			return fmt.Errorf("key %q of layout 3 is of no kind this broker knows", k)
+		}
+		moves = append(moves, move{bytes.Clone(k), to, bytes.Clone(v)})
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	return apply(items, moves)
+}
+
+// layout4Key is the layout 4 key of a layout 3 key of an instance's
+// partition.
+func layout4Key(k []byte) ([]byte, bool) {
+	id, sk, ok := strings.Cut(string(k[len("i#"):]), sep)
+	if !ok {
+		return nil, false
+	}
+	switch {
+	case sk == "p#instance":
+		return instanceKey(id), true
+	case strings.HasPrefix(sk, "op$"):
+		return inProgressKey(id, sk[len("op$"):]), true
+	case strings.HasPrefix(sk, "op#"):
+		return operationKey(id, sk[len("op#"):]), true
+	case strings.HasPrefix(sk, "b#"):
+		bindingID, record, isRecord := strings.Cut(sk[len("b#"):], sep)
+		switch {
+		case !isRecord:
+			return bindingKey(id, bindingID), true
+		case record == "r":
+			return resourceKey(id, broker.BindingRecord(bindingID)), true
+		}
+	case strings.HasPrefix(sk, "r#"):
+		// As it was, whatever the name (resourceKey would move a
+		// "binding-…" name beside its binding, where layout 3 did not).
+		return append(pkWith(id, skRecord), sk[len("r#"):]...), true
+	}
+	return nil, false
 }

@@ -1,6 +1,7 @@
 package bolt
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"os"
@@ -22,7 +23,91 @@ import (
 // putDetached of layout1Items, in one update, on bbolt v1.4.3), and finds
 // every item where the store now reads it.
 func TestLayout1FileIsMoved(t *testing.T) {
-	data, err := os.ReadFile(filepath.Join("testdata", "layout1.db"))
+	path := testMovedFile(t, "layout1.db", func(id string) string { return id })
+	t.Run("a file of a later layout is refused", func(t *testing.T) {
+		setLayout(t, path, "5")
+		s, err := Open(path)
+		if err == nil {
+			s.Close()
+			t.Fatal("Open succeeded, want the layout refused")
+		}
+		if !strings.Contains(err.Error(), "layout 5") {
+			t.Errorf("got %q, want it to name layout 5", err)
+		}
+	})
+}
+
+// TestLayout3FileIsMoved opens testdata/layout3.db, a file that the store of
+// cb0ab17 wrote in layout 3 (text keys, binary values; then bbolt.Compact
+// made it smaller, the same items), with the items of
+// layout1Items under layout3IDs (UUIDs, an uppercase UUID, and other ids),
+// and finds every item where the store now reads it (layout 4: keys.go).
+func TestLayout3FileIsMoved(t *testing.T) {
+	path := testMovedFile(t, "layout3.db", layout3ID)
+	t.Run("the keys are layout 4's, short", func(t *testing.T) {
+		db, err := bbolt.Open(path, 0o600, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		err = db.View(func(tx *bbolt.Tx) error {
+			c := tx.Bucket([]byte(itemsBucket)).Cursor()
+			// i-1's operation op-i1: both ids UUIDs, 1+17+1+17 bytes.
+			want := operationKey(layout3ID("i-1"), layout3ID("op-i1"))
+			if k, v := c.Seek(want); !bytes.Equal(k, want) || len(k) != 36 || v == nil {
+				t.Errorf("operation key %q (%d bytes), want %q (36)", k, len(k), want)
+			}
+			for k, _ := c.First(); k != nil; k, _ = c.Next() {
+				if bytes.HasPrefix(k, []byte("i#")) {
+					t.Errorf("key %q of layout 3 left", k)
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// layout3IDs are the ids of layout1Items in testdata/layout3.db: i-1 and its
+// operations and first binding UUIDs (i-1's operations UUIDv7s, in the
+// order of their times), b-2 a UUID in uppercase (kept as text), i-2 and
+// its operation as they are.
+var layout3IDs = map[string]string{
+	"i-1":     "0e4bc3f0-6f2a-4c1e-9d3b-7a1f2e3d4c5b",
+	"b-1":     "5a7d2c1e-0b3f-4e6a-8c9d-1f2e3a4b5c6d",
+	"b-2":     "6B8E3D2F-1C40-4F7B-9DAE-2A3F4B5C6D7E",
+	"op-i1":   "01936f7e-0000-7000-8000-000000000001",
+	"op-b1":   "01936f7e-0002-7000-8000-000000000002",
+	"op-b2":   "01936f7e-0003-7000-8000-000000000003",
+	"op-gone": "01936f7e-0001-7000-8000-00000000000f",
+}
+
+func layout3ID(id string) string {
+	if u, ok := layout3IDs[id]; ok {
+		return u
+	}
+	return id
+}
+
+func setLayout(t *testing.T, path, v string) {
+	t.Helper()
+	db, err := bbolt.Open(path, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = db.Update(func(tx *bbolt.Tx) error { return tx.Bucket([]byte(layoutBucket)).Put([]byte(layoutKey), []byte(v)) })
+	if err := errors.Join(err, db.Close()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// testMovedFile opens a copy of testdata/name, a file of an earlier layout
+// that holds layout1Items(id), twice, and finds every item each time. It
+// returns the copy's path.
+func testMovedFile(t *testing.T, name string, id func(string) string) string {
+	data, err := os.ReadFile(filepath.Join("testdata", name))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -30,7 +115,7 @@ func TestLayout1FileIsMoved(t *testing.T) {
 	if err := os.WriteFile(path, data, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	insts, bindings, ops, records, detached := layout1Items()
+	insts, bindings, ops, records, detached := layout1Items(id)
 	check := func(t *testing.T, s *Store) {
 		ctx := t.Context()
 		for _, want := range insts {
@@ -59,29 +144,29 @@ func TestLayout1FileIsMoved(t *testing.T) {
 			}
 		}
 		inProgress, err := s.ListInProgress(ctx)
-		if ids := opIDs(inProgress); err != nil || !slices.Equal(ids, []string{"op-b2", "op-i2"}) {
+		if ids := opIDs(inProgress); err != nil || !slices.Equal(ids, []string{id("op-b2"), id("op-i2")}) {
 			t.Errorf("in progress: got %q, %v; want op-b2, op-i2", ids, err)
 		}
 		listed, _, err := s.ListInstances(ctx, broker.InstanceFilter{}, "")
-		if err != nil || len(listed) != 2 || listed[0].ID != "i-1" || listed[1].ID != "i-2" {
+		if err != nil || len(listed) != 2 || listed[0].ID != id("i-1") || listed[1].ID != id("i-2") {
 			t.Errorf("instances listed: got %+v, %v; want i-1, i-2", listed, err)
 		}
 		listed, _, err = s.ListInstances(ctx, broker.InstanceFilter{PlanID: "plan-small"}, "")
 		if err != nil || len(listed) != 2 {
 			t.Errorf("instances of plan-small: got %+v, %v; want i-1, i-2", listed, err)
 		}
-		listedOps, err := s.ListOperations(ctx, "i-1")
-		if ids := opIDs(listedOps); err != nil || !slices.Equal(ids, []string{"op-i1", "op-b1", "op-b2"}) {
+		listedOps, err := s.ListOperations(ctx, id("i-1"))
+		if ids := opIDs(listedOps); err != nil || !slices.Equal(ids, []string{id("op-i1"), id("op-b1"), id("op-b2")}) {
 			t.Errorf("operations of i-1: got %q, %v", ids, err)
 		}
-		snap, err := s.Load(ctx, "i-1", "op-b1", "")
-		if names := recordNames(snap.Records); err != nil || snap.Binding == nil || snap.Binding.ID != "b-1" ||
-			!slices.Equal(names, []string{"binding-b-1", "db", "zone"}) {
+		snap, err := s.Load(ctx, id("i-1"), id("op-b1"), "")
+		if names := recordNames(snap.Records); err != nil || snap.Binding == nil || snap.Binding.ID != id("b-1") ||
+			!slices.Equal(names, []string{"binding-" + id("b-1"), "db", "zone"}) {
 			t.Errorf("Load of op-b1: binding %+v, records %q, %v; want b-1 with binding-b-1, db, zone", snap.Binding, names, err)
 		}
-		snap, err = s.LoadWhole(ctx, "i-1", "op-i1")
-		if names := recordNames(snap.Records); err != nil || !slices.Equal(snap.BindingIDs, []string{"b-1", "b-2"}) ||
-			!slices.Equal(names, []string{"binding-b-1", "binding-b-2", "db", "zone"}) {
+		snap, err = s.LoadWhole(ctx, id("i-1"), id("op-i1"))
+		if names := recordNames(snap.Records); err != nil || !slices.Equal(snap.BindingIDs, []string{id("b-1"), id("b-2")}) ||
+			!slices.Equal(names, []string{"binding-" + id("b-1"), "binding-" + id("b-2"), "db", "zone"}) {
 			t.Errorf("LoadWhole: bindings %q, records %q, %v; want b-1, b-2 and every record", snap.BindingIDs, names, err)
 		}
 		err = s.db.View(func(tx *bbolt.Tx) error {
@@ -92,8 +177,8 @@ func TestLayout1FileIsMoved(t *testing.T) {
 				t.Errorf("bucket %s of layout 1 left", layout1InProgress)
 			}
 			return tx.Bucket([]byte(itemsBucket)).ForEach(func(k, _ []byte) error {
-				if _, sk, _ := strings.Cut(string(k), sep); sk == "instance" || strings.HasPrefix(sk, "r#binding-") {
-					t.Errorf("key %q of layout 1 left", k)
+				if bytes.HasPrefix(k, []byte("i#")) {
+					t.Errorf("key %q of an earlier layout left", k)
 				}
 				return nil
 			})
@@ -119,37 +204,7 @@ func TestLayout1FileIsMoved(t *testing.T) {
 		defer s.Close()
 		check(t, s)
 	})
-	setLayout := func(t *testing.T, v string) {
-		t.Helper()
-		db, err := bbolt.Open(path, 0o600, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		err = db.Update(func(tx *bbolt.Tx) error { return tx.Bucket([]byte(layoutBucket)).Put([]byte(layoutKey), []byte(v)) })
-		if err := errors.Join(err, db.Close()); err != nil {
-			t.Fatal(err)
-		}
-	}
-	t.Run("a file of layout 2, whose items are JSON, is of layout 3 as it is", func(t *testing.T) {
-		setLayout(t, "2")
-		s, err := Open(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer s.Close()
-		check(t, s)
-	})
-	t.Run("a file of a later layout is refused", func(t *testing.T) {
-		setLayout(t, "4")
-		s, err := Open(path)
-		if err == nil {
-			s.Close()
-			t.Fatal("Open succeeded, want the layout refused")
-		}
-		if !strings.Contains(err.Error(), "layout 4") {
-			t.Errorf("got %q, want it to name layout 4", err)
-		}
-	})
+	return path
 }
 
 func opIDs(ops []broker.Operation) []string {
@@ -173,10 +228,11 @@ func recordNames(rs []broker.Resource) []string {
 // record at r#binding-<id>, the instance at SK "instance"): two instances,
 // one with two bindings, their operations (finished and in progress),
 // records (the instance's own and the bindings'), and a detached record.
-func layout1Items() ([]broker.Instance, []broker.Binding, []broker.Operation, []broker.Resource, []broker.Detached) {
+func layout1Items(ids func(string) string) ([]broker.Instance, []broker.Binding, []broker.Operation, []broker.Resource, []broker.Detached) {
 	at := func(s int) time.Time { return time.Date(2026, 11, 1, 12, 0, s, 123456789, time.UTC) }
 	op := func(instanceID, bindingID, id string, kind broker.OperationKind, state broker.OperationState, s int) broker.Operation {
-		o := broker.Operation{ID: id, InstanceID: instanceID, BindingID: bindingID, Kind: kind, State: state,
+		id = ids(id)
+		o := broker.Operation{ID: id, InstanceID: ids(instanceID), BindingID: ids(bindingID), Kind: kind, State: state,
 			Fingerprint: "fp-" + id, PlanID: "plan-small", CreatedAt: at(s), UpdatedAt: at(s), NextCheckAt: at(s + 30)}
 		if state != broker.OperationInProgress {
 			o.FinishedAt, o.ExpiresAt, o.Description = at(s+1), at(s+7*86400), "done"
@@ -184,20 +240,22 @@ func layout1Items() ([]broker.Instance, []broker.Binding, []broker.Operation, []
 		return o
 	}
 	inst := func(id, opID string, state broker.InstanceState, bindingOps int) broker.Instance {
+		id = ids(id)
 		return broker.Instance{ID: id, InstanceRequest: broker.InstanceRequest{ServiceID: "svc-1", PlanID: "plan-small",
 			OrganizationGUID: "org-1", SpaceGUID: "space-1", Parameters: json.RawMessage(`{"size":3}`)},
-			State: state, LastOp: opID, BindingOps: bindingOps, Fingerprint: "fp-" + id, Version: 4, CreatedAt: at(0), UpdatedAt: at(5)}
+			State: state, LastOp: ids(opID), BindingOps: bindingOps, Fingerprint: "fp-" + id, Version: 4, CreatedAt: at(0), UpdatedAt: at(5)}
 	}
 	i2 := inst("i-2", "op-i2", broker.InstanceProvisioning, 0)
-	i2.Op = "op-i2"
+	i2.Op = ids("op-i2")
 	bd := func(id, opID string, state broker.BindingState) broker.Binding {
-		return broker.Binding{InstanceID: "i-1", ID: id, BindingRequest: broker.BindingRequest{ServiceID: "svc-1", PlanID: "plan-small", AppGUID: "app-" + id},
-			State: state, Credentials: map[string]any{"user": "u-" + id}, LastOp: opID, Fingerprint: "fp-" + id, Version: 1, CreatedAt: at(2), UpdatedAt: at(3)}
+		id = ids(id)
+		return broker.Binding{InstanceID: ids("i-1"), ID: id, BindingRequest: broker.BindingRequest{ServiceID: "svc-1", PlanID: "plan-small", AppGUID: "app-" + id},
+			State: state, Credentials: map[string]any{"user": "u-" + id}, LastOp: ids(opID), Fingerprint: "fp-" + id, Version: 1, CreatedAt: at(2), UpdatedAt: at(3)}
 	}
 	b2 := bd("b-2", "op-b2", broker.BindingCreating)
-	b2.Op = "op-b2"
+	b2.Op = ids("op-b2")
 	rec := func(instanceID, name string) broker.Resource {
-		return broker.Resource{InstanceID: instanceID, Name: name, Data: json.RawMessage(`{"name":"` + name + `"}`), UpdatedAt: at(4)}
+		return broker.Resource{InstanceID: ids(instanceID), Name: name, Data: json.RawMessage(`{"name":"` + name + `"}`), UpdatedAt: at(4)}
 	}
 	return []broker.Instance{inst("i-1", "op-i1", broker.InstanceReady, 1), i2},
 		[]broker.Binding{bd("b-1", "op-b1", broker.BindingReady), b2},
@@ -208,7 +266,7 @@ func layout1Items() ([]broker.Instance, []broker.Binding, []broker.Operation, []
 			op("i-2", "", "op-i2", broker.KindProvision, broker.OperationInProgress, 6),
 			op("gone", "", "op-gone", broker.KindDeprovision, broker.OperationSucceeded, 1),
 		},
-		[]broker.Resource{rec("i-1", "db"), rec("i-1", "binding-b-1"), rec("i-1", "binding-b-2"), rec("i-1", "zone"), rec("i-2", "db")},
-		[]broker.Detached{{ID: "d-1", InstanceID: "gone", Name: "db", Data: json.RawMessage(`{"name":"db"}`), PlanID: "plan-small",
-			OperationID: "op-gone", Reason: "deprovision", State: broker.DetachedPending, CreatedAt: at(1), UpdatedAt: at(1)}}
+		[]broker.Resource{rec("i-1", "db"), rec("i-1", "binding-"+ids("b-1")), rec("i-1", "binding-"+ids("b-2")), rec("i-1", "zone"), rec("i-2", "db")},
+		[]broker.Detached{{ID: "d-1", InstanceID: ids("gone"), Name: "db", Data: json.RawMessage(`{"name":"db"}`), PlanID: "plan-small",
+			OperationID: ids("op-gone"), Reason: "deprovision", State: broker.DetachedPending, CreatedAt: at(1), UpdatedAt: at(1)}}
 }

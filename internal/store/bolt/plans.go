@@ -1,7 +1,7 @@
 package bolt
 
 import (
-	"bytes"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -37,9 +37,11 @@ func (p *planIndex) fill(items *bbolt.Bucket) error {
 	defer p.mu.Unlock()
 	p.plan, p.ids = map[string]string{}, map[string]map[string]struct{}{}
 	c := items.Cursor()
-	for k, _ := c.Seek([]byte("i#")); k != nil && bytes.HasPrefix(k, []byte("i#")); {
-		cut, _, _ := bytes.Cut(k[len("i#"):], []byte(sep))
-		id := string(cut)
+	for k, _ := c.Seek(partitionsStart); inPartitions(k); {
+		id, _, ok := splitKey(k)
+		if !ok {
+			return fmt.Errorf("key %s is in no instance's partition", showKey(k))
+		}
 		k, _ = c.Seek(partitionEnd(id))
 		key := instanceKey(id)
 		v := items.Get(key)
@@ -102,16 +104,18 @@ func (p *planIndex) set(instanceID, plan string) {
 	p.ids[plan][instanceID] = struct{}{}
 }
 
-// after returns the ids of plan's instances above after, in byte order.
+// after returns the ids of plan's instances above after, in key order
+// (compareIDs).
 func (p *planIndex) after(plan, after string) []string {
 	p.mu.RLock()
 	out := make([]string, 0, len(p.ids[plan]))
 	for id := range p.ids[plan] {
-		if strings.Compare(id, after) > 0 {
+		if after == "" || compareIDs(id, after) > 0 {
 			out = append(out, id)
 		}
 	}
 	p.mu.RUnlock()
-	slices.Sort(out)
+	// In the order of their keys, as a listing without a plan.
+	slices.SortFunc(out, compareIDs)
 	return out
 }

@@ -21,26 +21,27 @@ func (s *Store) StoredSecrets(ctx context.Context, fn func(broker.StoredSecret) 
 	var all []broker.StoredSecret
 	err := s.view(ctx, func(t tx) error {
 		return t.items.ForEach(func(k, v []byte) error {
-			pkPart, skPart, ok := bytes.Cut(k, []byte(sep))
-			if !ok {
-				return nil
-			}
-			switch {
-			case string(pkPart)+sep == pkDetached:
+			if bytes.HasPrefix(k, []byte(pkDetached)) {
 				d, err := decode(k, v, detachedItem.detached)
 				if err != nil {
 					return err
 				}
 				all = append(all, broker.StoredSecret{Kind: broker.SecretDetached, InstanceID: d.InstanceID, Name: d.Name,
 					DetachedID: d.ID, Value: d.Data})
-			case bytes.HasPrefix(skPart, []byte("b#")) && isBindingRecordKey(skPart),
-				bytes.HasPrefix(skPart, []byte("r#")):
+				return nil
+			}
+			sk, ok := skOf(k)
+			if !ok || len(sk) == 0 {
+				return nil
+			}
+			switch {
+			case sk[0] == skBinding && isBindingRecordSK(sk[1:]), sk[0] == skRecord:
 				r, err := decode(k, v, resourceItem.resource)
 				if err != nil {
 					return err
 				}
 				all = append(all, broker.StoredSecret{Kind: broker.SecretRecord, InstanceID: r.InstanceID, Name: r.Name, Value: r.Data})
-			case bytes.HasPrefix(skPart, []byte("b#")):
+			case sk[0] == skBinding:
 				b, err := decode(k, v, bindingItem.binding)
 				if err != nil {
 					return err
@@ -49,7 +50,7 @@ func (s *Store) StoredSecrets(ctx context.Context, fn func(broker.StoredSecret) 
 					all = append(all, secret)
 				}
 				all = append(all, b.RequestSecrets()...)
-			case string(skPart) == instanceSK && bytes.HasPrefix(pkPart, []byte("i#")):
+			case isInstanceKey(k):
 				inst, err := decode(k, v, instanceItem.instance)
 				if err != nil {
 					return err

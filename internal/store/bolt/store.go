@@ -110,10 +110,14 @@ func (s *Store) load(ctx context.Context, instanceID, operationID, bindingID str
 func (t tx) records(instanceID, bindingID string, whole bool) (bindingIDs []string, out []broker.Resource, err error) {
 	c := t.cur // no get while it iterates
 	if whole {
-		prefix := []byte(pk(instanceID) + "b#")
+		prefix := pkWith(instanceID, skBinding)
 		for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
-			if !isBindingRecordKey(k[len(prefix):]) {
-				bindingIDs = append(bindingIDs, string(k[len(prefix):]))
+			id, record, ok := bindingSK(k[len(prefix):])
+			if !ok {
+				return nil, nil, fmt.Errorf("key %s is no binding's", showKey(k))
+			}
+			if !record {
+				bindingIDs = append(bindingIDs, id)
 				continue
 			}
 			r, err := decode(k, v, resourceItem.resource)
@@ -131,7 +135,7 @@ func (t tx) records(instanceID, bindingID string, whole bool) (bindingIDs []stri
 			out = append(out, *r)
 		}
 	}
-	prefix := []byte(pk(instanceID) + "r#")
+	prefix := pkWith(instanceID, skRecord)
 	for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
 		r, err := decode(k, v, resourceItem.resource)
 		if err != nil {
@@ -150,7 +154,7 @@ func (t tx) records(instanceID, bindingID string, whole bool) (bindingIDs []stri
 func (s *Store) ListOperations(ctx context.Context, instanceID string) ([]broker.Operation, error) {
 	var ops []broker.Operation
 	err := s.view(ctx, func(t tx) (err error) {
-		ops, err = scan(t.items, pk(instanceID)+"op#", operationItem.operation)
+		ops, err = scan(t.items, pkWith(instanceID, skOperation), operationItem.operation)
 		return err
 	})
 	if err != nil {
@@ -169,18 +173,24 @@ func (s *Store) ListInProgress(ctx context.Context) ([]broker.Operation, error) 
 	ops := []broker.Operation{}
 	err := s.view(ctx, func(t tx) error {
 		c := t.items.Cursor()
-		start := []byte("i#")
-		for k, _ := c.Seek(start); k != nil && bytes.HasPrefix(k, []byte("i#")); k, _ = c.Seek(start) {
-			cut, _, _ := bytes.Cut(k[len("i#"):], []byte(sep))
-			id := string(cut)
-			prefix := []byte(pk(id) + inProgressSK)
+		start := partitionsStart
+		for k, _ := c.Seek(start); inPartitions(k); k, _ = c.Seek(start) {
+			id, _, ok := splitKey(k)
+			if !ok {
+				return fmt.Errorf("key %s is in no instance's partition", showKey(k))
+			}
+			prefix := pkWith(id, skInProgress)
 			for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
-				op, err := t.operation(id, string(k[len(prefix):]))
+				opID, rest, ok := cutID(k[len(prefix):])
+				if !ok || len(rest) > 0 {
+					return fmt.Errorf("key %s is no operation's in progress", showKey(k))
+				}
+				op, err := t.operation(id, opID)
 				if err != nil {
 					return err
 				}
 				if op == nil {
-					return fmt.Errorf("in-progress key %q names a missing operation", k)
+					return fmt.Errorf("in-progress key %s names a missing operation", showKey(k))
 				}
 				ops = append(ops, *op)
 			}
@@ -196,7 +206,8 @@ func (s *Store) ListInProgress(ctx context.Context) ([]broker.Operation, error) 
 }
 
 // ListInstances returns a page of the instances f selects, in the order of
-// their ids (bytes), and the next page's token. With a plan it reads the
+// their keys (compareIDs: UUIDs first, then other ids, each by bytes), and
+// the next page's token. With a plan it reads the
 // instances the plan index (plans.go) has under that plan; without one, a cursor that visits each instance's partition
 // once, reading its instance item and seeking past the rest (its
 // bindings, operations and records).
@@ -232,14 +243,17 @@ func (s *Store) ListInstances(ctx context.Context, f broker.InstanceFilter, page
 				return nil
 			}
 			c := t.items.Cursor()
-			start := []byte("i#")
+			start := partitionsStart
 			if after != "" {
 				start = partitionEnd(after)
 			}
-			for k, _ := c.Seek(start); k != nil && bytes.HasPrefix(k, []byte("i#")); k, _ = c.Seek(start) {
-				id, _, _ := bytes.Cut(k[len("i#"):], []byte(sep))
-				start = partitionEnd(string(id))
-				if more, err := each(string(id)); !more || err != nil {
+			for k, _ := c.Seek(start); inPartitions(k); k, _ = c.Seek(start) {
+				id, _, ok := splitKey(k)
+				if !ok {
+					return fmt.Errorf("key %s is in no instance's partition", showKey(k))
+				}
+				start = partitionEnd(id)
+				if more, err := each(id); !more || err != nil {
 					return err
 				}
 			}
@@ -251,10 +265,6 @@ func (s *Store) ListInstances(ctx context.Context, f broker.InstanceFilter, page
 	}
 	return list, next, nil
 }
-
-// partitionEnd sorts after every key of the instance's partition and before
-// the next instance's (ids hold no NUL, and no key byte is 0xff in UTF-8).
-func partitionEnd(instanceID string) []byte { return []byte(pk(instanceID) + "\xff") }
 
 func sortOperations(ops []broker.Operation) {
 	slices.SortStableFunc(ops, func(a, b broker.Operation) int {

@@ -1,7 +1,6 @@
 package bolt
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"errors"
@@ -9,6 +8,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -125,8 +125,9 @@ func TestStoredItems(t *testing.T) {
 				}
 				got = stored.value
 			}
-			if err != nil || string(key) != want || got != stored.value {
-				t.Errorf("got %q: %s (%v)\nwant %q: %s", key, got, err, want, stored.value)
+			// The key's layout 4 form (keys.go), shown as layout 3 wrote it.
+			if err != nil || showKey(key) != strconv.Quote(want) || got != stored.value {
+				t.Errorf("got %s: %s (%v)\nwant %q: %s", showKey(key), got, err, want, stored.value)
 			}
 		})
 	}
@@ -259,13 +260,13 @@ func TestSealingModeItem(t *testing.T) {
 
 // sameItem reports whether a and b, the values at key, read alike.
 func sameItem(key, a, b []byte) bool {
-	_, sk, _ := bytes.Cut(key, []byte(sep))
+	sk, _ := skOf(key)
 	switch {
 	case isOperationKey(key):
 		return readAlike(key, a, b, operationItem.operation)
-	case string(sk) == instanceSK:
+	case isInstanceKey(key):
 		return readAlike(key, a, b, instanceItem.instance)
-	case bytes.HasPrefix(sk, []byte("b#")) && !isBindingRecordKey(sk):
+	case len(sk) > 0 && sk[0] == skBinding && !isBindingRecordSK(sk[1:]):
 		return readAlike(key, a, b, bindingItem.binding)
 	default:
 		return readAlike(key, a, b, resourceItem.resource)
