@@ -38,14 +38,24 @@ func TestTheLocalReaperDeletesExecutionsThatEndedLongAgo(t *testing.T) {
 		return r.Str("operation")
 	}
 	ctx := context.Background()
-	old := provision("pruned-old")
-	if x, err := b.Local.Engine.Describe(ctx, old); err != nil || x.Status != broker.ExecutionSucceeded {
-		t.Fatalf("the provision's execution %s: %s, %v", old, x.Status, err)
+	// The operation says succeeded once its last Task has written it; the
+	// execution ends just after.
+	succeeded := func(name string) {
+		t.Helper()
+		waittest.Until(t, func() error {
+			if x, err := b.Local.Engine.Describe(ctx, name); err != nil || x.Status != broker.ExecutionSucceeded {
+				return fmt.Errorf("the provision's execution %s: %s, %v; want SUCCEEDED", name, x.Status, err)
+			}
+			return nil
+		})
 	}
+	old := provision("pruned-old")
+	succeeded(old)
 
 	later := t0.Add(31 * 24 * time.Hour)
 	now.Store(&later)
 	recent := provision("pruned-new")
+	succeeded(recent)
 	// The reaper deletes hourly, by the broker's clock: an hour passes at
 	// each look, so that a deletion that ran while the record was still
 	// held in memory (written with a later commit) runs again.
