@@ -193,7 +193,7 @@ func OpenLocal(ctx context.Context, c LocalConfig, logger *slog.Logger) (*Local,
 	if err := os.MkdirAll(c.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("data directory: %w", err)
 	}
-	path := filepath.Join(c.DataDir, "broker.db")
+	path := dataFile(c.DataDir)
 	// No freelist written with every commit (one page less per commit, and
 	// more as the file grows): bbolt rebuilds it when it opens the file.
 	db, err := bbolt.Open(path, 0o600, &bbolt.Options{Timeout: time.Second, NoFreelistSync: true, FreelistType: bbolt.FreelistMapType})
@@ -409,7 +409,7 @@ func RunLocal(ctx context.Context, out, logs io.Writer) error {
 		return err
 	}
 	// What start alone touched of the binary is not kept (startpages_linux.go).
-	releaseStartPages()
+	releaseBinaryPages()
 	fmt.Fprintf(out, "serverless-osb is listening on %s (data in %s)\n", l.URL(), c.DataDir)
 	if c.GeneratedPassword {
 		last := c.Credentials[len(c.Credentials)-1]
@@ -422,7 +422,7 @@ func RunLocal(ctx context.Context, out, logs io.Writer) error {
 	// grew once it goes quiet (reclaim.go).
 	stopReclaim := make(chan struct{})
 	defer close(stopReclaim)
-	go newReclaimer().run(stopReclaim)
+	go newReclaimer(dataFile(c.DataDir)).run(stopReclaim)
 	select {
 	case <-ctx.Done():
 	case err := <-l.done:
@@ -451,3 +451,6 @@ func (c LocalConfig) awsConfig() func(context.Context) (aws.Config, error) {
 		return cfg, err
 	}
 }
+
+// dataFile is the local broker's bolt file in its data directory.
+func dataFile(dir string) string { return filepath.Join(dir, "broker.db") }

@@ -79,7 +79,7 @@ var errNoBrokerData = errors.New("no broker's data")
 // bolt file, ok false when the file has no record (written by a version
 // before the record, or by ops alone).
 func readStartRecord(dir string) (rec startRecord, ok bool, err error) {
-	path := filepath.Join(dir, "broker.db")
+	path := dataFile(dir)
 	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
 		return rec, false, fmt.Errorf("%w in %s (it holds no %s): %s", errNoBrokerData, dir, filepath.Base(path), opsFix)
 	}
@@ -163,7 +163,7 @@ func localOpsConfig(ctx context.Context, t opsTarget, say io.Writer) (LocalConfi
 // rather than on a broker with nothing in it. Data a broker wrote before
 // the start record existed holds instances.
 func refuseUnused(ctx context.Context, dir string) error {
-	s, err := boltstore.Open(filepath.Join(dir, "broker.db"))
+	s, err := boltstore.Open(dataFile(dir))
 	if err != nil {
 		return err
 	}

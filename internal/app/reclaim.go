@@ -7,8 +7,9 @@ import (
 )
 
 // The local broker gives the heap's free memory back to the system once it
-// goes quiet after work. A burst of requests grows the heap, and the
-// runtime keeps what the burst freed until its next collection and
+// goes quiet after work, and the pages of its binary and of its bolt file
+// that the work mapped (startpages_linux.go). A burst of requests grows the
+// heap, and the runtime keeps what the burst freed until its next collection and
 // returns it slowly after that, so an idle broker held what its busiest
 // moment needed (docs/performance.md: about 60 MiB of anonymous memory,
 // idle after the load run's bursts, on a live heap of a few). A collection
@@ -28,19 +29,25 @@ const (
 type reclaimer struct {
 	cpu     func() time.Duration
 	release func()
+	// releaseFiles lets go of the binary's and the bolt file's pages
+	// (releaseFilePages).
+	releaseFiles func()
 	// holds reports whether the heap holds more than it needs (holdsMore).
-	holds             func() bool
-	heap              []metrics.Sample
-	last, lastRelease time.Duration
+	holds                        func() bool
+	heap                         []metrics.Sample
+	last, lastRelease, lastFiles time.Duration
 }
 
-func newReclaimer() *reclaimer {
+// newReclaimer returns the reclaimer of a process whose bolt file is at
+// dataFile.
+func newReclaimer(dataFile string) *reclaimer {
 	r := &reclaimer{cpu: processCPU, release: debug.FreeOSMemory, heap: []metrics.Sample{
 		{Name: "/memory/classes/heap/objects:bytes"}, {Name: "/memory/classes/heap/free:bytes"},
 		{Name: "/gc/heap/live:bytes"}}}
 	r.holds = r.holdsMore
+	r.releaseFiles = func() { releaseFilePages("", dataFile) }
 	r.last = r.cpu()
-	r.lastRelease = r.last
+	r.lastRelease, r.lastFiles = r.last, r.last
 	return r
 }
 
@@ -63,20 +70,33 @@ func (r *reclaimer) holdsMore() bool {
 	return held > live+live/4+1<<20
 }
 
-// tick looks once: it releases when the tick was quiet after work and the
-// heap holds more than it needs, and reports whether it did.
+// tick looks once: at a quiet tick after work it lets go of the binary's
+// and the bolt file's pages, and of the heap's free memory when the heap
+// holds more than it needs; it reports whether it released the heap's.
 func (r *reclaimer) tick() bool {
 	now := r.cpu()
 	quiet := now-r.last < reclaimQuiet
 	r.last = now
-	if !quiet || now-r.lastRelease < reclaimQuiet || !r.holds() {
+	if !quiet {
 		return false
 	}
-	r.release()
-	// The release's own collection is not work to release after.
+	files := now-r.lastFiles >= reclaimQuiet
+	heap := now-r.lastRelease >= reclaimQuiet && r.holds()
+	if files {
+		r.releaseFiles()
+	}
+	if heap {
+		r.release()
+	}
+	// The releases' own work is not work to release after.
 	r.last = r.cpu()
-	r.lastRelease = r.last
-	return true
+	if files {
+		r.lastFiles = r.last
+	}
+	if heap {
+		r.lastRelease = r.last
+	}
+	return heap
 }
 
 // run ticks until stop is closed; where the process's processor time

@@ -2,6 +2,10 @@
 
 package app
 
-// releaseStartPages does nothing where the process's mappings cannot be
+// releaseBinaryPages does nothing where the process's mappings cannot be
 // read from /proc (startpages_linux.go).
-func releaseStartPages() {}
+func releaseBinaryPages() {}
+
+// releaseFilePages does nothing where the process's mappings cannot be
+// read from /proc (startpages_linux.go).
+func releaseFilePages(...string) {}
