@@ -55,6 +55,8 @@ type Store struct {
 	owned bool
 	// plans is the table's ByPlan index, in memory (plans.go).
 	plans planIndex
+	// progress is the set of operations in progress (progress.go).
+	progress progressIndex
 }
 
 var _ broker.Store = (*Store)(nil)
@@ -106,6 +108,9 @@ func NewShared(c *groupcommit.Committer) (*Store, error) {
 	if err := db.View(func(t *bbolt.Tx) error { return s.plans.fill(t.Bucket([]byte(itemsBucket))) }); err != nil {
 		return nil, fmt.Errorf("open store %s: index the plans: %w", db.Path(), err)
 	}
+	if err := db.View(func(t *bbolt.Tx) error { return s.progress.fill(t.Bucket([]byte(itemsBucket))) }); err != nil {
+		return nil, fmt.Errorf("open store %s: index the operations in progress: %w", db.Path(), err)
+	}
 	return s, nil
 }
 
@@ -145,6 +150,10 @@ type tx struct {
 	cur   *bbolt.Cursor
 	plans *planIndex
 	moves *[]planMove
+	// progress and progressMoves are as plans and moves, for the
+	// operations in progress (progress.go).
+	progress      *progressIndex
+	progressMoves *[]progressMove
 }
 
 func (s *Store) view(ctx context.Context, fn func(tx) error) error {
@@ -164,11 +173,13 @@ func (s *Store) update(ctx context.Context, fn func(tx) error) error {
 		return err
 	}
 	var moves []planMove
+	var progress []progressMove
 	err := s.commit.Update(func(t *bbolt.Tx) error {
 		// fn may run again (groupcommit): only its last run's moves count.
-		moves = moves[:0]
+		moves, progress = moves[:0], progress[:0]
 		b := buckets(t)
 		b.plans, b.moves = &s.plans, &moves
+		b.progress, b.progressMoves = &s.progress, &progress
 		err := fn(b)
 		var c *broker.ConflictError
 		if errors.As(err, &c) || errors.Is(err, broker.ErrNotFound) {
@@ -178,6 +189,9 @@ func (s *Store) update(ctx context.Context, fn func(tx) error) error {
 	})
 	if err == nil && len(moves) > 0 {
 		s.plans.apply(moves)
+	}
+	if err == nil && len(progress) > 0 {
+		s.progress.apply(progress)
 	}
 	return err
 }
@@ -220,6 +234,13 @@ func (t tx) putInstance(i broker.Instance) error {
 	return nil
 }
 
+// progressMove records that the operation is now in progress or not.
+func (t tx) progressMove(op progressOp, inProgress bool) {
+	if t.progressMoves != nil {
+		*t.progressMoves = append(*t.progressMoves, progressMove{op, inProgress})
+	}
+}
+
 // move records that the instance is now of plan ("" once deleted), when
 // the plan index does not say so already.
 func (t tx) move(instanceID, plan string) {
@@ -238,18 +259,20 @@ func (t tx) putOperation(op broker.Operation) error {
 	if err := put(t.items, operationKey(op.InstanceID, op.ID), newOperationItem(op)); err != nil {
 		return err
 	}
+	key := inProgressKey(op.InstanceID, op.ID)
 	if op.Finished() {
 		// Most finished operations never had the key (a synchronous
 		// provision's or bind's): bbolt's Delete makes a cursor and
 		// grows its stack even to find none; the transaction's cursor
 		// looks first.
-		key := inProgressKey(op.InstanceID, op.ID)
 		if !t.has(key) {
 			return nil
 		}
+		t.progressMove(progressOp{op.InstanceID, op.ID}, false)
 		return t.items.Delete(key)
 	}
-	return t.items.Put(inProgressKey(op.InstanceID, op.ID), nil)
+	t.progressMove(progressOp{op.InstanceID, op.ID}, true)
+	return t.items.Put(key, nil)
 }
 
 func (t tx) putResource(r broker.Resource) error {

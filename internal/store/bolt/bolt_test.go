@@ -22,7 +22,7 @@ import (
 	"github.com/serverless-osb/broker/internal/waittest"
 )
 
-func open(t *testing.T, path string) *bolt.Store {
+func open(t testing.TB, path string) *bolt.Store {
 	t.Helper()
 	s, err := bolt.Open(path)
 	if err != nil {
@@ -344,4 +344,59 @@ func TestInstancePagesOfUUIDsAndOtherIDs(t *testing.T) {
 	if !slices.Equal(sorted, ids) {
 		t.Errorf("listed %d instances, want each of the %d once", len(byKey), len(ids))
 	}
+}
+
+// TestTheOperationsInProgressAreIndexed: ListInProgress, which reads the
+// operations the index of those in progress names (progress.go), lists
+// every operation in progress and no other, as operations start and
+// finish, and again once the file is opened anew (the index filled from
+// the file's in-progress keys).
+func TestTheOperationsInProgressAreIndexed(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "broker.db")
+	s := open(t, path)
+	ctx := t.Context()
+	now := time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
+	want := map[string]bool{}
+	check := func(s *bolt.Store, when string) {
+		t.Helper()
+		ops, err := s.ListInProgress(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]bool{}
+		for _, op := range ops {
+			got[op.ID] = true
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("%s: in progress %v, want %v", when, got, want)
+		}
+	}
+	for i := range 40 {
+		id := fmt.Sprintf("%08x-0000-4000-8000-%012x", i*7919, i)
+		if i%3 == 0 {
+			id = fmt.Sprintf("i-%d", i)
+		}
+		op := broker.Operation{ID: fmt.Sprintf("01936f7e-%04x-7000-8000-%012x", i, i), InstanceID: id, Kind: broker.KindProvision,
+			State: broker.OperationInProgress, CreatedAt: now.Add(time.Duration(i) * time.Second)}
+		inst := broker.Instance{ID: id, InstanceRequest: broker.InstanceRequest{ServiceID: "s", PlanID: "p-1"}, State: broker.InstanceProvisioning, Op: op.ID, CreatedAt: now}
+		if err := s.CreateInstance(ctx, inst, op, nil); err != nil {
+			t.Fatal(err)
+		}
+		want[op.ID] = true
+		if i%4 != 0 {
+			op.State, op.FinishedAt = broker.OperationSucceeded, now
+			inst.State, inst.Op, inst.LastOp = broker.InstanceReady, "", op.ID
+			if err := s.FinishOperation(ctx, broker.Finish{Op: op, Instance: &inst}); err != nil {
+				t.Fatal(err)
+			}
+			delete(want, op.ID)
+		}
+		check(s, fmt.Sprintf("after instance %d", i))
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = open(t, path)
+	defer s.Close()
+	check(s, "once opened anew")
 }

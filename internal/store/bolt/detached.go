@@ -122,8 +122,13 @@ func (s *Store) DeleteExpiredOperations(ctx context.Context, now time.Time) (int
 			}
 			// A finished operation is not indexed; deleting its key keeps
 			// the index from ever naming a missing record.
-			if err := t.items.Delete(inProgressKeyOf(k)); err != nil {
-				return err
+			if ipk := inProgressKeyOf(k); t.has(ipk) {
+				id, sk, _ := splitKey(k)
+				opID, _, _ := cutID(sk[1:])
+				t.progressMove(progressOp{id, opID}, false)
+				if err := t.items.Delete(ipk); err != nil {
+					return err
+				}
 			}
 		}
 		removed = len(expired)

@@ -164,37 +164,28 @@ func (s *Store) ListOperations(ctx context.Context, instanceID string) ([]broker
 	return ops, nil
 }
 
-// ListInProgress returns every operation in progress, oldest first: each
-// instance's partition holds the in-progress keys of its operations in one
-// key range (layout.go), which a cursor visits, seeking from one partition
-// to the next; the reaper's and Recover's read grows with the instances,
-// not with their history.
+// ListInProgress returns every operation in progress, oldest first: those
+// the index of the operations in progress names (progress.go), each read
+// by its key, so that the reaper's and Recover's read grows with the
+// operations in progress, not with the instances or their history.
 func (s *Store) ListInProgress(ctx context.Context) ([]broker.Operation, error) {
 	ops := []broker.Operation{}
+	// Listed before the read begins: the index takes a write once it is
+	// committed, so each operation it names is in the read's view; one
+	// that finished since is not listed.
+	inProgress := s.progress.list()
 	err := s.view(ctx, func(t tx) error {
-		c := t.items.Cursor()
-		start := partitionsStart
-		for k, _ := c.Seek(start); inPartitions(k); k, _ = c.Seek(start) {
-			id, _, ok := splitKey(k)
-			if !ok {
-				return fmt.Errorf("key %s is in no instance's partition", showKey(k))
+		for _, p := range inProgress {
+			op, err := t.operation(p.InstanceID, p.ID)
+			if err != nil {
+				return err
 			}
-			prefix := pkWith(id, skInProgress)
-			for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
-				opID, rest, ok := cutID(k[len(prefix):])
-				if !ok || len(rest) > 0 {
-					return fmt.Errorf("key %s is no operation's in progress", showKey(k))
-				}
-				op, err := t.operation(id, opID)
-				if err != nil {
-					return err
-				}
-				if op == nil {
-					return fmt.Errorf("in-progress key %s names a missing operation", showKey(k))
-				}
+			if op == nil {
+				return fmt.Errorf("the operation %s of %s in progress is missing", p.ID, p.InstanceID)
+			}
+			if !op.Finished() {
 				ops = append(ops, *op)
 			}
-			start = partitionEnd(id)
 		}
 		return nil
 	})
