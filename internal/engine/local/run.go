@@ -210,6 +210,11 @@ func (x *execution) transition(next string, input any, at time.Time) bool {
 // level, building nothing when that level is off, nor the execution's
 // logger when it is on: the same line.
 func (x *execution) debug(msg, state string) {
+	// Asked first: LogAttrs's attributes escape, so building them costs an
+	// allocation even when the level is off.
+	if !x.e.log.Enabled(context.Background(), slog.LevelDebug) {
+		return
+	}
 	x.e.log.LogAttrs(context.Background(), slog.LevelDebug, msg,
 		slog.String("execution", x.name), slog.String("workflow", string(x.workflow)), slog.String("state", state))
 }
