@@ -338,7 +338,7 @@ func (e *Engine) update(name string, change func(r *record) error) error {
 		if err != nil {
 			return groupcommit.Reject(err)
 		}
-		return putRecord(b, r)
+		return putRecord(b, &r)
 	})
 }
 
@@ -419,8 +419,8 @@ func (e *Engine) flush(tx *bbolt.Tx) error {
 		return nil
 	}
 	b := executions(tx)
-	for _, r := range records {
-		if err := putRecord(b, r); err != nil {
+	for i := range records {
+		if err := putRecord(b, &records[i]); err != nil {
 			return err
 		}
 	}
@@ -515,12 +515,16 @@ func decodeRecord(name string, data []byte) (record, error) {
 	return r, nil
 }
 
-func putRecord(b *bbolt.Bucket, r record) error {
-	data, err := json.Marshal(r)
+// putRecord writes r under its name: record and name in one buffer (bbolt
+// copies the key, and keeps the value until the commit).
+func putRecord(b *bbolt.Bucket, r *record) error {
+	buf, err := appendRecord(make([]byte, 0, recordSize(r)+len(r.Name)), r)
 	if err != nil {
-		return fmt.Errorf("encode execution %s: %w", r.Name, err)
+		return err
 	}
-	return b.Put([]byte(r.Name), data)
+	n := len(buf)
+	buf = append(buf, r.Name...)
+	return b.Put(buf[n:], buf[:n:n])
 }
 
 // Start starts an execution of workflow, unless one with that name exists:
