@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -86,7 +87,6 @@ var (
 
 // Causes of the cancellation of an execution's context.
 var (
-	errStopped          = errors.New("execution stopped")
 	errClosing          = errors.New("engine closing")
 	errExecutionTimeout = errors.New("execution timed out")
 	errTaskTimeout      = errors.New("task timed out")
@@ -140,7 +140,7 @@ type Engine struct {
 
 	mu     sync.Mutex
 	closed bool
-	runs   map[string]context.CancelCauseFunc // running executions by name
+	runs   map[string]context.CancelFunc // running executions by name
 	// parked are the executions waiting without a goroutine, by name: the
 	// timer that runs each again.
 	parked map[string]*time.Timer
@@ -223,7 +223,7 @@ func New(opts Options) (*Engine, error) {
 		log:    opts.Logger,
 		now:    opts.Now,
 		sleep:  opts.Sleep,
-		runs:   map[string]context.CancelCauseFunc{},
+		runs:   map[string]context.CancelFunc{},
 		parked: map[string]*time.Timer{},
 		parks:  opts.Sleep == nil,
 	}
@@ -343,8 +343,14 @@ func (e *Engine) update(name string, change func(r *record) error) error {
 }
 
 // change applies fn to the live record of an execution this process runs,
-// to be written with the next commit; fn may return an error to change
-// nothing.
+// to be written with the next commit; fn may return an error, before it
+// changes anything, to change nothing.
+//
+// The record is changed in place, under e.mu, as every reader copies it
+// under e.mu (get, flush); its Name, Workflow and Input never change, which
+// Start reads after. A transition appends to its History in place: the
+// copies' Histories are shorter, and what they hold is never written again
+// (History hands out a clipped slice).
 func (e *Engine) change(name string, fn func(r *record) error) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -352,13 +358,10 @@ func (e *Engine) change(name string, fn func(r *record) error) error {
 	if r == nil {
 		return broker.ErrExecutionNotFound
 	}
-	next := *r
-	// Room for the state a transition appends: one allocation, not two.
-	next.History = append(make([]string, 0, len(r.History)+1), r.History...)
-	if err := fn(&next); err != nil {
+	if err := fn(r); err != nil {
 		return err
 	}
-	e.setLocked(&next)
+	e.setLocked(r)
 	return nil
 }
 
@@ -559,7 +562,9 @@ func (e *Engine) Start(ctx context.Context, workflow broker.Workflow, name strin
 		State:          def.startAt,
 		StateEnteredAt: now,
 		StateInput:     canonical,
-		History:        []string{def.startAt},
+		// Room for the states an operation's execution enters before it
+		// parks (Begin, Done?, Wait), which transitions append in place.
+		History: append(make([]string, 0, 4), def.startAt),
 	}
 
 	// The stored record is read before e.mu is taken: a burst of Starts
@@ -645,17 +650,20 @@ func (e *Engine) History(ctx context.Context, name string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	return r.History, nil
+	// Clipped: an append of the caller's must not write where the live
+	// record's next transition does.
+	return slices.Clip(r.History), nil
 }
 
 // get returns the live record of an execution, or else the stored one.
 func (e *Engine) get(name string) (record, error) {
 	e.mu.Lock()
-	r, ok := e.live[name]
-	e.mu.Unlock()
-	if ok {
-		return *r, nil
+	if r, ok := e.live[name]; ok {
+		live := *r // under e.mu: change writes the record in place
+		e.mu.Unlock()
+		return live, nil
 	}
+	e.mu.Unlock()
 	return e.stored(name)
 }
 
@@ -722,7 +730,7 @@ func (e *Engine) Stop(ctx context.Context, name, cause string) error {
 	}
 	e.mu.Lock()
 	if cancel := e.runs[name]; cancel != nil {
-		cancel(errStopped)
+		cancel()
 	}
 	e.mu.Unlock()
 	return nil
@@ -884,7 +892,17 @@ func (e *Engine) Close() error {
 
 // spawnLocked starts the goroutine of an execution; e.mu is held.
 func (e *Engine) spawnLocked(def *Definition, r record) {
-	runCtx, cancel := context.WithCancelCause(e.base)
+	// One context: the execution's deadline, when it has one, and its
+	// cancel (Stop), not one for each. The timeout counts from the start of
+	// the execution, across restarts.
+	var ctx context.Context
+	var cancel context.CancelFunc
+	if def.timeout > 0 {
+		deadline := time.Now().Add(def.timeout - e.now().Sub(r.StartedAt))
+		ctx, cancel = context.WithDeadlineCause(e.base, deadline, errExecutionTimeout)
+	} else {
+		ctx, cancel = context.WithCancel(e.base)
+	}
 	e.runs[r.Name] = cancel
 	e.wg.Add(1)
 	go func() {
@@ -905,17 +923,8 @@ func (e *Engine) spawnLocked(def *Definition, r record) {
 			}
 			e.forgetLocked(r.Name)
 			e.mu.Unlock()
-			cancel(nil)
+			cancel()
 		}()
-		ctx := runCtx
-		if def.timeout > 0 {
-			// The timeout counts from the start of the execution, across
-			// restarts.
-			deadline := time.Now().Add(def.timeout - e.now().Sub(r.StartedAt))
-			var stop context.CancelFunc
-			ctx, stop = context.WithDeadlineCause(ctx, deadline, errExecutionTimeout)
-			defer stop()
-		}
 		parkFor = e.execute(ctx, def, r)
 	}()
 }

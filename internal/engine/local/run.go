@@ -534,13 +534,21 @@ func (x *execution) attemptTask(ctx context.Context, st *state, input any, enter
 	if serr != nil {
 		return nil, serr
 	}
-	params, serr := st.parameters.eval(eff, c)
-	if serr != nil {
-		return nil, serr
-	}
-	payload, err := jsonenc.MarshalValue(params.(map[string]any)["Payload"])
-	if err != nil {
-		return nil, runtimeError("the Payload cannot be encoded: %v", err)
+	var payload []byte
+	if st.payload != nil {
+		// Encoded straight from the template, without its maps.
+		if payload, serr = st.payload.appendJSON(make([]byte, 0, 256), eff, c); serr != nil {
+			return nil, serr
+		}
+	} else {
+		params, serr := st.parameters.eval(eff, c)
+		if serr != nil {
+			return nil, serr
+		}
+		var err error
+		if payload, err = jsonenc.MarshalValue(params.(map[string]any)["Payload"]); err != nil {
+			return nil, runtimeError("the Payload cannot be encoded: %v", err)
+		}
 	}
 	res, serr := x.invoke(ctx, st, payload)
 	if serr != nil {

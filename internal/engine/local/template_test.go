@@ -1,0 +1,90 @@
+package local
+
+import (
+	"bytes"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/serverless-osb/broker/internal/jsonenc"
+)
+
+// TestAppendJSONIsMarshalValueOfEval checks that a Task's payload encoded
+// straight from its template is what encoding the template's value makes,
+// errors included.
+func TestAppendJSONIsMarshalValueOfEval(t *testing.T) {
+	input, err := decodeValue([]byte(`{"instance_id":"i-1","kind":"provision","n":[1,2.5,{"z":null,"a":true}],"s":"<a & b>\n","é":"ü"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := &execution{name: "0193a0b1-0000-7000-8000-000000000001", workflow: "operation", input: input, started: time.Unix(1764378123, 0)}
+	c := x.contextObject(&state{name: "Begin"}, time.Unix(1764378124, 0), 2)
+	for _, tmpl := range []string{
+		`{"step":"begin","operation_id.$":"$$.Execution.Name","instance_id.$":"$.instance_id","execution_input.$":"$$.Execution.Input"}`,
+		`{"b":1,"a-b":2,"a.$":"$.kind","a_b":[3,{"y.$":"$.n[2]","x":"lit"}],"A":{},"é.$":"$.é","s.$":"$.s","retries.$":"$$.State.RetryCount","t.$":"$$.State.EnteredTime"}`,
+		`{"whole.$":"$","empty":[],"nested":{"deep":{"deeper.$":"$.n"}}}`,
+		`{"missing.$":"$.nothing"}`,
+		`{"a":1,"missing.$":"$.n[7]"}`,
+	} {
+		var v any
+		if err := json.Unmarshal([]byte(tmpl), &v); err != nil {
+			t.Fatal(err)
+		}
+		l := &loader{}
+		tp := l.compile("S", "Payload", v)
+		if len(l.errs) > 0 {
+			t.Fatal(l.errs)
+		}
+		want, wantErr := tp.eval(input, c)
+		var wantJSON []byte
+		if wantErr == nil {
+			if wantJSON, err = jsonenc.MarshalValue(want); err != nil {
+				t.Fatal(err)
+			}
+		}
+		got, gotErr := tp.appendJSON(nil, input, c)
+		switch {
+		case (gotErr == nil) != (wantErr == nil):
+			t.Errorf("%s: error %v, eval's %v", tmpl, gotErr, wantErr)
+		case gotErr != nil && *gotErr != *wantErr:
+			t.Errorf("%s: error %+v, eval's %+v", tmpl, *gotErr, *wantErr)
+		case !bytes.Equal(got, wantJSON):
+			t.Errorf("%s:\nappendJSON %s\nMarshalValue %s", tmpl, got, wantJSON)
+		}
+	}
+}
+
+// TestTheOperationTasksEncodeTheirPayloadStraight checks that every Task
+// of the workflows has its payload encoded from its template (payloadOf):
+// their Parameters are a literal FunctionName and the Payload.
+func TestTheOperationTasksEncodeTheirPayloadStraight(t *testing.T) {
+	defs, err := LoadDir("../../../statemachines")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for w, d := range defs {
+		eachState(d, func(name string, st *state) {
+			if st.typ == typeTask {
+				n++
+				if st.payload == nil {
+					t.Errorf("%s: Task %s evaluates its Parameters whole", w, name)
+				}
+			}
+		})
+	}
+	if n == 0 {
+		t.Fatal("no Task found")
+	}
+}
+
+// eachState calls visit with every state of d, those of its Maps' processors
+// too.
+func eachState(d *Definition, visit func(name string, st *state)) {
+	for name, st := range d.states {
+		visit(name, st)
+		if st.processor != nil {
+			eachState(st.processor, visit)
+		}
+	}
+}
