@@ -60,8 +60,11 @@ type state struct {
 	// are literal (payloadOf); nil otherwise.
 	payload        *template
 	resultSelector *template
-	result         any
-	hasResult      bool
+	// payloadSelector is a Task's resultSelector reading the worker's
+	// answer itself (overPayload); nil when it reads more of the result.
+	payloadSelector *template
+	result          any
+	hasResult       bool
 
 	timeout time.Duration // Task; 0: none
 	retry   []retrier
@@ -664,6 +667,9 @@ func (l *loader) checkLambdaParameters(st *state, fields map[string]json.RawMess
 		l.fail(st.name, "Parameters.Payload", "is required: the worker's input must be explicit")
 	}
 	st.payload = payloadOf(st.parameters)
+	if st.resultSelector != nil {
+		st.payloadSelector = st.resultSelector.overPayload()
+	}
 }
 
 // objects decodes a field holding an array of JSON objects.

@@ -554,6 +554,18 @@ func (x *execution) attemptTask(ctx context.Context, st *state, input any, enter
 	if serr != nil {
 		return nil, serr
 	}
+	if st.payloadSelector != nil {
+		// The selector reads the answer alone: no Lambda result around it.
+		result, serr := st.payloadSelector.eval(res, c)
+		if serr != nil {
+			return nil, serr
+		}
+		out, serr := st.resultPath.apply(input, result)
+		if serr != nil {
+			return nil, serr
+		}
+		return st.outputPath.selectFrom(out)
+	}
 	return st.output(input, map[string]any{
 		"ExecutedVersion": "$LATEST",
 		"Payload":         res,

@@ -186,3 +186,42 @@ func appendPayloadValue(b []byte, v any) ([]byte, *stateError) {
 	}
 	return b, nil
 }
+
+// overPayload is a Task's ResultSelector made to read the worker's answer
+// itself rather than the Lambda result around it ({"ExecutedVersion",
+// "Payload", "StatusCode"}): every path of t that reads the result starts
+// with $.Payload, and loses that step. nil when a path reads anything else
+// of the result, which is then built. Its paths keep their text, for
+// their errors.
+func (t *template) overPayload() *template {
+	switch t.kind {
+	case templatePath:
+		p := t.path
+		if p.context {
+			return t
+		}
+		if len(p.steps) == 0 || p.steps[0].index >= 0 || p.steps[0].field != "Payload" {
+			return nil
+		}
+		p.steps = p.steps[1:]
+		return &template{kind: templatePath, path: p, field: t.field}
+	case templateObject:
+		out := &template{kind: templateObject, object: make([]templateField, len(t.object)), byName: t.byName}
+		for i, f := range t.object {
+			if f.value = f.value.overPayload(); f.value == nil {
+				return nil
+			}
+			out.object[i] = f
+		}
+		return out
+	case templateArray:
+		out := &template{kind: templateArray, array: make([]*template, len(t.array))}
+		for i, item := range t.array {
+			if out.array[i] = item.overPayload(); out.array[i] == nil {
+				return nil
+			}
+		}
+		return out
+	}
+	return t
+}

@@ -3,6 +3,7 @@ package local
 import (
 	"bytes"
 	"encoding/json"
+	"reflect"
 	"testing"
 	"time"
 
@@ -54,10 +55,11 @@ func TestAppendJSONIsMarshalValueOfEval(t *testing.T) {
 	}
 }
 
-// TestTheOperationTasksEncodeTheirPayloadStraight checks that every Task
-// of the workflows has its payload encoded from its template (payloadOf):
-// their Parameters are a literal FunctionName and the Payload.
-func TestTheOperationTasksEncodeTheirPayloadStraight(t *testing.T) {
+// TestEveryTaskOfTheWorkflowsTakesTheShortWays checks that every Task
+// of the workflows has its payload encoded from its template (payloadOf:
+// their Parameters are a literal FunctionName and the Payload) and its
+// ResultSelector, if any, reading the worker's answer alone (overPayload).
+func TestEveryTaskOfTheWorkflowsTakesTheShortWays(t *testing.T) {
 	defs, err := LoadDir("../../../statemachines")
 	if err != nil {
 		t.Fatal(err)
@@ -69,6 +71,9 @@ func TestTheOperationTasksEncodeTheirPayloadStraight(t *testing.T) {
 				n++
 				if st.payload == nil {
 					t.Errorf("%s: Task %s evaluates its Parameters whole", w, name)
+				}
+				if st.resultSelector != nil && st.payloadSelector == nil {
+					t.Errorf("%s: Task %s builds the Lambda result for its ResultSelector", w, name)
 				}
 			}
 		})
@@ -85,6 +90,60 @@ func eachState(d *Definition, visit func(name string, st *state)) {
 		visit(name, st)
 		if st.processor != nil {
 			eachState(st.processor, visit)
+		}
+	}
+}
+
+// TestAPayloadSelectorSelectsWhatItsResultSelectorDoes checks that a
+// ResultSelector made to read the worker's answer (overPayload) selects
+// what it selects from the Lambda result around that answer, errors
+// included, and that one reading more of the result is left as it is.
+func TestAPayloadSelectorSelectsWhatItsResultSelectorDoes(t *testing.T) {
+	x := &execution{name: "e-1", workflow: "operation", started: time.Unix(1764378123, 0)}
+	c := x.contextObject(&state{name: "Begin"}, time.Unix(1764378124, 0), 0)
+	compile := func(text string) *template {
+		var v any
+		if err := json.Unmarshal([]byte(text), &v); err != nil {
+			t.Fatal(err)
+		}
+		l := &loader{}
+		tp := l.compile("S", "ResultSelector", v)
+		if len(l.errs) > 0 {
+			t.Fatal(l.errs)
+		}
+		return tp
+	}
+	selectors := []string{
+		`{"done.$":"$.Payload.done","retry_after.$":"$.Payload.retry_after"}`,
+		`{"all.$":"$.Payload","first.$":"$.Payload.list[0]","lit":[1,{"name.$":"$$.Execution.Name","x.$":"$.Payload.done"}]}`,
+	}
+	answers := []string{`{"done":false,"retry_after":5}`, `{"done":true,"list":["a"]}`, `{"list":[]}`, `"text"`, `null`}
+	for _, sel := range selectors {
+		rs := compile(sel)
+		ps := rs.overPayload()
+		if ps == nil {
+			t.Fatalf("%s: no payload selector", sel)
+		}
+		for _, a := range answers {
+			res, err := decodeValue([]byte(a))
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, wantErr := rs.eval(map[string]any{"ExecutedVersion": "$LATEST", "Payload": res, "StatusCode": json.Number("200")}, c)
+			got, gotErr := ps.eval(res, c)
+			switch {
+			case (gotErr == nil) != (wantErr == nil):
+				t.Errorf("%s on %s: error %v, the ResultSelector's %v", sel, a, gotErr, wantErr)
+			case gotErr != nil && *gotErr != *wantErr:
+				t.Errorf("%s on %s: error %+v, the ResultSelector's %+v", sel, a, *gotErr, *wantErr)
+			case !reflect.DeepEqual(got, want):
+				t.Errorf("%s on %s: %v, the ResultSelector %v", sel, a, got, want)
+			}
+		}
+	}
+	for _, sel := range []string{`{"v.$":"$.ExecutedVersion"}`, `{"all.$":"$"}`, `{"p":{"code.$":"$.StatusCode"},"d.$":"$.Payload.done"}`} {
+		if compile(sel).overPayload() != nil {
+			t.Errorf("%s: made to read the answer alone", sel)
 		}
 	}
 }
