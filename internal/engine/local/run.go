@@ -7,6 +7,7 @@ import (
 	"errors"
 	"log/slog"
 	"math/rand/v2"
+	"reflect"
 	"strconv"
 	"sync"
 	"time"
@@ -100,6 +101,9 @@ func (e *Engine) execute(ctx context.Context, def *Definition, r record) (parkFo
 		}
 	}
 	name, entered := r.State, r.StateEnteredAt
+	// inputData is input encoded: a state that passes its input on as it
+	// is (a Choice) hands the next the same bytes, not a new encoding.
+	inputData := r.StateInput
 	for {
 		st := def.states[name]
 		if st == nil {
@@ -131,11 +135,36 @@ func (e *Engine) execute(ctx context.Context, def *Definition, r record) (parkFo
 			return 0
 		}
 		entered = e.now()
-		if !x.transition(res.next, res.output, entered) {
+		data := inputData
+		if !sameValue(res.output, input) {
+			var err error
+			if data, err = jsonenc.MarshalValue(res.output); err != nil {
+				x.end(broker.ExecutionFailed, nil, errorRuntime, "state output cannot be encoded: "+err.Error())
+				return 0
+			}
+		}
+		if !x.transition(res.next, data, entered) {
 			return 0
 		}
-		name, input = res.next, res.output
+		name, input, inputData = res.next, res.output, data
 	}
+}
+
+// sameValue says a and b are the same object or list (not equal: the
+// same), or both nil: values are never changed once made, so the same one
+// encodes the same. Anything else is not known to be the same.
+func sameValue(a, b any) bool {
+	switch a := a.(type) {
+	case map[string]any:
+		b, ok := b.(map[string]any)
+		return ok && a != nil && b != nil && reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer()
+	case []any:
+		b, ok := b.([]any)
+		return ok && len(a) == len(b) && len(a) > 0 && &a[0] == &b[0]
+	case nil:
+		return b == nil
+	}
+	return false
 }
 
 // parkAfter is the shortest Wait an execution parks for: a shorter one
@@ -177,14 +206,10 @@ func (x *execution) interrupted(ctx context.Context) {
 	}
 }
 
-// transition records that the execution entered state next with input.
-func (x *execution) transition(next string, input any, at time.Time) bool {
-	data, err := jsonenc.MarshalValue(input)
-	if err != nil {
-		x.end(broker.ExecutionFailed, nil, errorRuntime, "state output cannot be encoded: "+err.Error())
-		return false
-	}
-	err = x.e.change(x.name, func(r *record) error {
+// transition records that the execution entered state next with input,
+// encoded as data.
+func (x *execution) transition(next string, data json.RawMessage, at time.Time) bool {
+	err := x.e.change(x.name, func(r *record) error {
 		if r.Status != broker.ExecutionRunning {
 			return errEnded
 		}

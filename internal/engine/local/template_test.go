@@ -147,3 +147,22 @@ func TestAPayloadSelectorSelectsWhatItsResultSelectorDoes(t *testing.T) {
 		}
 	}
 }
+
+// TestSameValueIsIdentityNotEquality checks what lets a state that passes
+// its input on hand the next state the same encoding: only the same object
+// or list is the same.
+func TestSameValueIsIdentityNotEquality(t *testing.T) {
+	m, l := map[string]any{"a": "b"}, []any{"a"}
+	for _, c := range []struct {
+		a, b any
+		same bool
+	}{
+		{m, m, true}, {l, l, true}, {nil, nil, true},
+		{m, map[string]any{"a": "b"}, false}, {l, []any{"a"}, false}, {l[:0], l[:0], false},
+		{map[string]any(nil), map[string]any(nil), false}, {m, l, false}, {"s", "s", false}, {nil, m, false},
+	} {
+		if got := sameValue(c.a, c.b); got != c.same {
+			t.Errorf("sameValue(%v, %v) = %v, want %v", c.a, c.b, got, c.same)
+		}
+	}
+}
