@@ -642,13 +642,18 @@ func (x *execution) invoke(ctx context.Context, st *state, payload json.RawMessa
 		out json.RawMessage
 		err error
 	}
-	answers := make(chan answer, 1)
+	// Unbuffered (one allocation, not two): the call hands its answer over
+	// unless tctx is done, when nothing waits for it any more.
+	answers := make(chan answer)
 	x.e.wg.Add(1)
 	go func() {
 		defer x.e.wg.Done()
 		out, err := x.callWorker(tctx, st, payload)
 		<-x.e.tasks
-		answers <- answer{out, err}
+		select {
+		case answers <- answer{out, err}:
+		case <-tctx.Done():
+		}
 	}()
 	select {
 	case <-tctx.Done():
