@@ -553,7 +553,15 @@ func (e *Engine) Start(ctx context.Context, workflow broker.Workflow, name strin
 		return fmt.Errorf("start %s: input is not JSON: %w", name, err)
 	}
 	now := e.now()
-	rec := record{
+	// The live record and its History's first room in one allocation: the
+	// states an operation's execution enters before it parks (Begin, Done?,
+	// Wait), which transitions append in place.
+	live := &struct {
+		record
+		history [4]string
+	}{}
+	live.history[0] = def.startAt
+	live.record = record{
 		Name:           name,
 		Workflow:       workflow,
 		Input:          canonical,
@@ -562,10 +570,9 @@ func (e *Engine) Start(ctx context.Context, workflow broker.Workflow, name strin
 		State:          def.startAt,
 		StateEnteredAt: now,
 		StateInput:     canonical,
-		// Room for the states an operation's execution enters before it
-		// parks (Begin, Done?, Wait), which transitions append in place.
-		History: append(make([]string, 0, 4), def.startAt),
+		History:        live.history[:1],
 	}
+	rec := &live.record
 
 	// The stored record is read before e.mu is taken: a burst of Starts
 	// queued on e.mu behind each other's reads of the file. A record that
@@ -608,8 +615,8 @@ func (e *Engine) Start(ctx context.Context, workflow broker.Workflow, name strin
 	if name > e.greatest[name[0]] {
 		e.greatest[name[0]] = name
 	}
-	e.setLocked(&rec)
-	e.spawnLocked(def, rec)
+	e.setLocked(rec)
+	e.spawnLocked(def, *rec)
 	e.mu.Unlock()
 	e.log.LogAttrs(ctx, slog.LevelInfo, "execution started", slog.String("execution", name), slog.String("workflow", string(workflow)))
 	return nil
