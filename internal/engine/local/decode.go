@@ -15,6 +15,9 @@ import (
 // Decoder, its buffer and its scanner. ok is false for anything else, and
 // for texts nested deeper than maxCompactDepth: decodeValue then takes the
 // Decoder (FuzzDecodeCompact compares the two).
+//
+// Its strings are parts of one copy of data, made at its first string: one
+// allocation, not one per key and string.
 func decodeCompact(data []byte) (v any, ok bool) {
 	d := compactDecoder{data: data}
 	v, ok = d.value(0)
@@ -26,6 +29,8 @@ const maxCompactDepth = 64
 type compactDecoder struct {
 	data []byte
 	i    int
+	// text is data as a string, made at the first string read.
+	text string
 }
 
 func (d *compactDecoder) value(depth int) (any, bool) {
@@ -110,7 +115,10 @@ func (d *compactDecoder) str() (string, bool) {
 		switch {
 		case c == '"':
 			d.i = j + 1
-			return string(d.data[start:j]), true
+			if d.text == "" {
+				d.text = string(d.data)
+			}
+			return d.text[start:j], true
 		case c == '\\' || c < 0x20:
 			return "", false
 		case c < utf8.RuneSelf:

@@ -52,13 +52,19 @@ type state struct {
 	typ  string
 	next string // "" for a terminal state
 
-	inputPath      optionalPath
-	outputPath     optionalPath
-	resultPath     optionalPath
-	parameters     *template
+	inputPath  optionalPath
+	outputPath optionalPath
+	resultPath optionalPath
+	parameters *template
+	// payload is the Payload of a Task's Parameters whose other fields
+	// are literal (payloadOf); nil otherwise.
+	payload        *template
 	resultSelector *template
-	result         any
-	hasResult      bool
+	// payloadSelector is a Task's resultSelector reading the worker's
+	// answer itself (overPayload); nil when it reads more of the result.
+	payloadSelector *template
+	result          any
+	hasResult       bool
 
 	timeout time.Duration // Task; 0: none
 	retry   []retrier
@@ -406,6 +412,7 @@ func (l *loader) compile(state, field string, v any) *template {
 			seen[name] = true
 			t.object = append(t.object, templateField{name: name, value: value})
 		}
+		t.sortFields()
 		return t
 	case []any:
 		t := &template{kind: templateArray}
@@ -658,6 +665,10 @@ func (l *loader) checkLambdaParameters(st *state, fields map[string]json.RawMess
 	}
 	if !slices.Contains(names, "Payload") {
 		l.fail(st.name, "Parameters.Payload", "is required: the worker's input must be explicit")
+	}
+	st.payload = payloadOf(st.parameters)
+	if st.resultSelector != nil {
+		st.payloadSelector = st.resultSelector.overPayload()
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -86,7 +87,6 @@ var (
 
 // Causes of the cancellation of an execution's context.
 var (
-	errStopped          = errors.New("execution stopped")
 	errClosing          = errors.New("engine closing")
 	errExecutionTimeout = errors.New("execution timed out")
 	errTaskTimeout      = errors.New("task timed out")
@@ -140,7 +140,7 @@ type Engine struct {
 
 	mu     sync.Mutex
 	closed bool
-	runs   map[string]context.CancelCauseFunc // running executions by name
+	runs   map[string]context.CancelFunc // running executions by name
 	// parked are the executions waiting without a goroutine, by name: the
 	// timer that runs each again.
 	parked map[string]*time.Timer
@@ -223,7 +223,7 @@ func New(opts Options) (*Engine, error) {
 		log:    opts.Logger,
 		now:    opts.Now,
 		sleep:  opts.Sleep,
-		runs:   map[string]context.CancelCauseFunc{},
+		runs:   map[string]context.CancelFunc{},
 		parked: map[string]*time.Timer{},
 		parks:  opts.Sleep == nil,
 	}
@@ -338,13 +338,19 @@ func (e *Engine) update(name string, change func(r *record) error) error {
 		if err != nil {
 			return groupcommit.Reject(err)
 		}
-		return putRecord(b, r)
+		return putRecord(b, &r)
 	})
 }
 
 // change applies fn to the live record of an execution this process runs,
-// to be written with the next commit; fn may return an error to change
-// nothing.
+// to be written with the next commit; fn may return an error, before it
+// changes anything, to change nothing.
+//
+// The record is changed in place, under e.mu, as every reader copies it
+// under e.mu (get, flush); its Name, Workflow and Input never change, which
+// Start reads after. A transition appends to its History in place: the
+// copies' Histories are shorter, and what they hold is never written again
+// (History hands out a clipped slice).
 func (e *Engine) change(name string, fn func(r *record) error) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -352,13 +358,10 @@ func (e *Engine) change(name string, fn func(r *record) error) error {
 	if r == nil {
 		return broker.ErrExecutionNotFound
 	}
-	next := *r
-	// Room for the state a transition appends: one allocation, not two.
-	next.History = append(make([]string, 0, len(r.History)+1), r.History...)
-	if err := fn(&next); err != nil {
+	if err := fn(r); err != nil {
 		return err
 	}
-	e.setLocked(&next)
+	e.setLocked(r)
 	return nil
 }
 
@@ -419,8 +422,8 @@ func (e *Engine) flush(tx *bbolt.Tx) error {
 		return nil
 	}
 	b := executions(tx)
-	for _, r := range records {
-		if err := putRecord(b, r); err != nil {
+	for i := range records {
+		if err := putRecord(b, &records[i]); err != nil {
 			return err
 		}
 	}
@@ -515,12 +518,16 @@ func decodeRecord(name string, data []byte) (record, error) {
 	return r, nil
 }
 
-func putRecord(b *bbolt.Bucket, r record) error {
-	data, err := json.Marshal(r)
+// putRecord writes r under its name: record and name in one buffer (bbolt
+// copies the key, and keeps the value until the commit).
+func putRecord(b *bbolt.Bucket, r *record) error {
+	buf, err := appendRecord(make([]byte, 0, recordSize(r)+len(r.Name)), r)
 	if err != nil {
-		return fmt.Errorf("encode execution %s: %w", r.Name, err)
+		return err
 	}
-	return b.Put([]byte(r.Name), data)
+	n := len(buf)
+	buf = append(buf, r.Name...)
+	return b.Put(buf[n:], buf[:n:n])
 }
 
 // Start starts an execution of workflow, unless one with that name exists:
@@ -546,7 +553,15 @@ func (e *Engine) Start(ctx context.Context, workflow broker.Workflow, name strin
 		return fmt.Errorf("start %s: input is not JSON: %w", name, err)
 	}
 	now := e.now()
-	rec := record{
+	// The live record and its History's first room in one allocation: the
+	// states an operation's execution enters before it parks (Begin, Done?,
+	// Wait), which transitions append in place.
+	live := &struct {
+		record
+		history [4]string
+	}{}
+	live.history[0] = def.startAt
+	live.record = record{
 		Name:           name,
 		Workflow:       workflow,
 		Input:          canonical,
@@ -555,8 +570,9 @@ func (e *Engine) Start(ctx context.Context, workflow broker.Workflow, name strin
 		State:          def.startAt,
 		StateEnteredAt: now,
 		StateInput:     canonical,
-		History:        []string{def.startAt},
+		History:        live.history[:1],
 	}
+	rec := &live.record
 
 	// The stored record is read before e.mu is taken: a burst of Starts
 	// queued on e.mu behind each other's reads of the file. A record that
@@ -599,8 +615,8 @@ func (e *Engine) Start(ctx context.Context, workflow broker.Workflow, name strin
 	if name > e.greatest[name[0]] {
 		e.greatest[name[0]] = name
 	}
-	e.setLocked(&rec)
-	e.spawnLocked(def, rec)
+	e.setLocked(rec)
+	e.spawnLocked(def, *rec)
 	e.mu.Unlock()
 	e.log.LogAttrs(ctx, slog.LevelInfo, "execution started", slog.String("execution", name), slog.String("workflow", string(workflow)))
 	return nil
@@ -641,17 +657,20 @@ func (e *Engine) History(ctx context.Context, name string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	return r.History, nil
+	// Clipped: an append of the caller's must not write where the live
+	// record's next transition does.
+	return slices.Clip(r.History), nil
 }
 
 // get returns the live record of an execution, or else the stored one.
 func (e *Engine) get(name string) (record, error) {
 	e.mu.Lock()
-	r, ok := e.live[name]
-	e.mu.Unlock()
-	if ok {
-		return *r, nil
+	if r, ok := e.live[name]; ok {
+		live := *r // under e.mu: change writes the record in place
+		e.mu.Unlock()
+		return live, nil
 	}
+	e.mu.Unlock()
 	return e.stored(name)
 }
 
@@ -718,7 +737,7 @@ func (e *Engine) Stop(ctx context.Context, name, cause string) error {
 	}
 	e.mu.Lock()
 	if cancel := e.runs[name]; cancel != nil {
-		cancel(errStopped)
+		cancel()
 	}
 	e.mu.Unlock()
 	return nil
@@ -880,7 +899,17 @@ func (e *Engine) Close() error {
 
 // spawnLocked starts the goroutine of an execution; e.mu is held.
 func (e *Engine) spawnLocked(def *Definition, r record) {
-	runCtx, cancel := context.WithCancelCause(e.base)
+	// One context: the execution's deadline, when it has one, and its
+	// cancel (Stop), not one for each. The timeout counts from the start of
+	// the execution, across restarts.
+	var ctx context.Context
+	var cancel context.CancelFunc
+	if def.timeout > 0 {
+		deadline := time.Now().Add(def.timeout - e.now().Sub(r.StartedAt))
+		ctx, cancel = context.WithDeadlineCause(e.base, deadline, errExecutionTimeout)
+	} else {
+		ctx, cancel = context.WithCancel(e.base)
+	}
 	e.runs[r.Name] = cancel
 	e.wg.Add(1)
 	go func() {
@@ -901,17 +930,8 @@ func (e *Engine) spawnLocked(def *Definition, r record) {
 			}
 			e.forgetLocked(r.Name)
 			e.mu.Unlock()
-			cancel(nil)
+			cancel()
 		}()
-		ctx := runCtx
-		if def.timeout > 0 {
-			// The timeout counts from the start of the execution, across
-			// restarts.
-			deadline := time.Now().Add(def.timeout - e.now().Sub(r.StartedAt))
-			var stop context.CancelFunc
-			ctx, stop = context.WithDeadlineCause(ctx, deadline, errExecutionTimeout)
-			defer stop()
-		}
 		parkFor = e.execute(ctx, def, r)
 	}()
 }

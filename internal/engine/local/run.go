@@ -7,6 +7,7 @@ import (
 	"errors"
 	"log/slog"
 	"math/rand/v2"
+	"reflect"
 	"strconv"
 	"sync"
 	"time"
@@ -100,6 +101,9 @@ func (e *Engine) execute(ctx context.Context, def *Definition, r record) (parkFo
 		}
 	}
 	name, entered := r.State, r.StateEnteredAt
+	// inputData is input encoded: a state that passes its input on as it
+	// is (a Choice) hands the next the same bytes, not a new encoding.
+	inputData := r.StateInput
 	for {
 		st := def.states[name]
 		if st == nil {
@@ -131,11 +135,36 @@ func (e *Engine) execute(ctx context.Context, def *Definition, r record) (parkFo
 			return 0
 		}
 		entered = e.now()
-		if !x.transition(res.next, res.output, entered) {
+		data := inputData
+		if !sameValue(res.output, input) {
+			var err error
+			if data, err = jsonenc.MarshalValue(res.output); err != nil {
+				x.end(broker.ExecutionFailed, nil, errorRuntime, "state output cannot be encoded: "+err.Error())
+				return 0
+			}
+		}
+		if !x.transition(res.next, data, entered) {
 			return 0
 		}
-		name, input = res.next, res.output
+		name, input, inputData = res.next, res.output, data
 	}
+}
+
+// sameValue says a and b are the same object or list (not equal: the
+// same), or both nil: values are never changed once made, so the same one
+// encodes the same. Anything else is not known to be the same.
+func sameValue(a, b any) bool {
+	switch a := a.(type) {
+	case map[string]any:
+		b, ok := b.(map[string]any)
+		return ok && a != nil && b != nil && reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer()
+	case []any:
+		b, ok := b.([]any)
+		return ok && len(a) == len(b) && len(a) > 0 && &a[0] == &b[0]
+	case nil:
+		return b == nil
+	}
+	return false
 }
 
 // parkAfter is the shortest Wait an execution parks for: a shorter one
@@ -177,14 +206,10 @@ func (x *execution) interrupted(ctx context.Context) {
 	}
 }
 
-// transition records that the execution entered state next with input.
-func (x *execution) transition(next string, input any, at time.Time) bool {
-	data, err := jsonenc.MarshalValue(input)
-	if err != nil {
-		x.end(broker.ExecutionFailed, nil, errorRuntime, "state output cannot be encoded: "+err.Error())
-		return false
-	}
-	err = x.e.change(x.name, func(r *record) error {
+// transition records that the execution entered state next with input,
+// encoded as data.
+func (x *execution) transition(next string, data json.RawMessage, at time.Time) bool {
+	err := x.e.change(x.name, func(r *record) error {
 		if r.Status != broker.ExecutionRunning {
 			return errEnded
 		}
@@ -210,6 +235,11 @@ func (x *execution) transition(next string, input any, at time.Time) bool {
 // level, building nothing when that level is off, nor the execution's
 // logger when it is on: the same line.
 func (x *execution) debug(msg, state string) {
+	// Asked first: LogAttrs's attributes escape, so building them costs an
+	// allocation even when the level is off.
+	if !x.e.log.Enabled(context.Background(), slog.LevelDebug) {
+		return
+	}
 	x.e.log.LogAttrs(context.Background(), slog.LevelDebug, msg,
 		slog.String("execution", x.name), slog.String("workflow", string(x.workflow)), slog.String("state", state))
 }
@@ -529,17 +559,37 @@ func (x *execution) attemptTask(ctx context.Context, st *state, input any, enter
 	if serr != nil {
 		return nil, serr
 	}
-	params, serr := st.parameters.eval(eff, c)
-	if serr != nil {
-		return nil, serr
-	}
-	payload, err := jsonenc.MarshalValue(params.(map[string]any)["Payload"])
-	if err != nil {
-		return nil, runtimeError("the Payload cannot be encoded: %v", err)
+	var payload []byte
+	if st.payload != nil {
+		// Encoded straight from the template, without its maps.
+		if payload, serr = st.payload.appendJSON(make([]byte, 0, 256), eff, c); serr != nil {
+			return nil, serr
+		}
+	} else {
+		params, serr := st.parameters.eval(eff, c)
+		if serr != nil {
+			return nil, serr
+		}
+		var err error
+		if payload, err = jsonenc.MarshalValue(params.(map[string]any)["Payload"]); err != nil {
+			return nil, runtimeError("the Payload cannot be encoded: %v", err)
+		}
 	}
 	res, serr := x.invoke(ctx, st, payload)
 	if serr != nil {
 		return nil, serr
+	}
+	if st.payloadSelector != nil {
+		// The selector reads the answer alone: no Lambda result around it.
+		result, serr := st.payloadSelector.eval(res, c)
+		if serr != nil {
+			return nil, serr
+		}
+		out, serr := st.resultPath.apply(input, result)
+		if serr != nil {
+			return nil, serr
+		}
+		return st.outputPath.selectFrom(out)
 	}
 	return st.output(input, map[string]any{
 		"ExecutedVersion": "$LATEST",
@@ -592,13 +642,18 @@ func (x *execution) invoke(ctx context.Context, st *state, payload json.RawMessa
 		out json.RawMessage
 		err error
 	}
-	answers := make(chan answer, 1)
+	// Unbuffered (one allocation, not two): the call hands its answer over
+	// unless tctx is done, when nothing waits for it any more.
+	answers := make(chan answer)
 	x.e.wg.Add(1)
 	go func() {
 		defer x.e.wg.Done()
 		out, err := x.callWorker(tctx, st, payload)
 		<-x.e.tasks
-		answers <- answer{out, err}
+		select {
+		case answers <- answer{out, err}:
+		case <-tctx.Done():
+		}
 	}()
 	select {
 	case <-tctx.Done():
