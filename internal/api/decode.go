@@ -2,6 +2,7 @@ package api
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/serverless-osb/broker/internal/broker"
 	"github.com/serverless-osb/broker/internal/jsonenc"
+	"github.com/serverless-osb/broker/internal/logging"
 )
 
 // decodeBody reads a JSON object into v; serve bounds the body to
@@ -218,18 +220,17 @@ func pathIDs(r *http.Request) (instanceID, bindingID string, err error) {
 	return instanceID, bindingID, nil
 }
 
-// logIDs adds the ids that pathIDs validated to the request's context,
-// for later log lines.
-func logIDs(r *http.Request) *http.Request {
+// logIDs returns the request's context with the ids that pathIDs
+// validated added, for later log lines.
+func logIDs(r *http.Request) context.Context {
 	ri := info(r)
-	if ri.instanceID == "" {
-		return r
+	switch {
+	case ri.instanceID == "":
+		return r.Context()
+	case ri.bindingID == "":
+		return logging.With(r.Context(), slog.String("instance_id", ri.instanceID))
 	}
-	attrs := []slog.Attr{slog.String("instance_id", ri.instanceID)}
-	if ri.bindingID != "" {
-		attrs = append(attrs, slog.String("binding_id", ri.bindingID))
-	}
-	return annotate(r, attrs...)
+	return logging.With(r.Context(), slog.String("instance_id", ri.instanceID), slog.String("binding_id", ri.bindingID))
 }
 
 // query reads the query parameters: accepts_incomplete and the named

@@ -27,6 +27,24 @@ const (
 	HeaderOriginatingIdentity = "X-Broker-API-Originating-Identity"
 )
 
+// The OSB headers as net/http keys them (canonical form). They are read
+// and set through these, in the map, because Header.Get and Set would
+// build the canonical form of "API" in each name again on every call: an
+// allocation each.
+var (
+	keyAPIVersion          = http.CanonicalHeaderKey(HeaderAPIVersion)
+	keyRequestIdentity     = http.CanonicalHeaderKey(HeaderRequestIdentity)
+	keyOriginatingIdentity = http.CanonicalHeaderKey(HeaderOriginatingIdentity)
+)
+
+// header is h.Get(key) for a key in canonical form.
+func header(h http.Header, key string) string {
+	if v := h[key]; len(v) > 0 {
+		return v[0]
+	}
+	return ""
+}
+
 // MinMinorVersion is the oldest 2.x API version the broker accepts.
 const MinMinorVersion = 9
 
@@ -82,12 +100,17 @@ const maxLoggedBytes = 256
 func requestLog(logger *slog.Logger, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		ri := &requestInfo{}
+		// One allocation for both.
+		state := &struct {
+			info requestInfo
+			rec  statusRecorder
+		}{rec: statusRecorder{ResponseWriter: w}}
+		ri, rec := &state.info, &state.rec
 		ctx := context.WithValue(r.Context(), infoKey{}, ri)
-		if id := r.Header.Get(HeaderRequestIdentity); id != "" {
-			w.Header().Set(HeaderRequestIdentity, id)
+		id := header(r.Header, keyRequestIdentity)
+		if id != "" {
+			w.Header()[keyRequestIdentity] = []string{id}
 		}
-		rec := &statusRecorder{ResponseWriter: w}
 		next.ServeHTTP(rec, r.WithContext(ctx))
 		attrs := make([]slog.Attr, 0, 8) // method, route or path, status, duration, the ids, the user, the identity
 		attrs = append(attrs, slog.String("method", truncate(r.Method, 16)))
@@ -105,7 +128,7 @@ func requestLog(logger *slog.Logger, next http.Handler) http.Handler {
 					attrs = append(attrs, a)
 				}
 			}
-			if id := r.Header.Get(HeaderRequestIdentity); id != "" {
+			if id != "" {
 				attrs = append(attrs, slog.String("request_identity", truncate(id, maxLoggedBytes)))
 			}
 		}
@@ -194,7 +217,7 @@ func authenticate(h *handlers, creds CredentialSource, next http.Handler) http.H
 			return
 		}
 		info(r).authenticated = true
-		if id := r.Header.Get(HeaderRequestIdentity); id != "" {
+		if id := header(r.Header, keyRequestIdentity); id != "" {
 			r = annotate(r, slog.String("request_identity", truncate(id, maxLoggedBytes)))
 		}
 		next.ServeHTTP(w, r)
@@ -204,7 +227,7 @@ func authenticate(h *handlers, creds CredentialSource, next http.Handler) http.H
 // apiVersion accepts X-Broker-API-Version 2.x with x >= 9.
 func apiVersion(h *handlers, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		v := r.Header.Get(HeaderAPIVersion)
+		v := header(r.Header, keyAPIVersion)
 		if !supportedVersion(v) {
 			what := fmt.Sprintf("The API version %q is not supported", v)
 			if v == "" {
@@ -232,7 +255,7 @@ func supportedVersion(v string) bool {
 // ("<platform> <base64 JSON object>") and logs the user it names.
 func originatingIdentity(h *handlers, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		v := r.Header.Get(HeaderOriginatingIdentity)
+		v := header(r.Header, keyOriginatingIdentity)
 		if v == "" {
 			next.ServeHTTP(w, r)
 			return
