@@ -35,6 +35,9 @@ func decodeBody(r *http.Request, v any) error {
 	// One valid JSON value (the usual body) decodes as the Decoder below
 	// would, without the Decoder and its buffer.
 	if json.Valid(data) {
+		if f, ok := v.(fastBody); ok && f.readFast(data) {
+			return nil
+		}
 		if err := json.Unmarshal(data, v); err != nil {
 			return jsonError(err)
 		}
