@@ -18,8 +18,39 @@ type ctxKey struct{}
 // With returns a context whose log lines carry attrs too. An attr whose
 // key the context carries already replaces it.
 func With(ctx context.Context, attrs ...slog.Attr) context.Context {
-	prev, _ := ctx.Value(ctxKey{}).([]slog.Attr)
-	return context.WithValue(ctx, ctxKey{}, slices.Concat(prev, attrs))
+	prev := contextAttrs(ctx)
+	c := &attrsContext{Context: ctx}
+	if n := len(prev) + len(attrs); n <= len(c.held) {
+		c.attrs = append(append(c.held[:0:n], prev...), attrs...)
+	} else {
+		c.attrs = slices.Concat(prev, attrs)
+	}
+	return c
+}
+
+// attrsContext is a context that carries log attributes, with room for the
+// few a request's context gathers (its ids, its operation's): one
+// allocation where context.WithValue would take three (the context, the
+// attributes, and their slice put in an interface).
+type attrsContext struct {
+	context.Context
+	attrs []slog.Attr
+	held  [6]slog.Attr
+}
+
+func (c *attrsContext) Value(key any) any {
+	if _, ok := key.(ctxKey); ok {
+		return c
+	}
+	return c.Context.Value(key)
+}
+
+// contextAttrs returns the attributes With put in ctx.
+func contextAttrs(ctx context.Context) []slog.Attr {
+	if c, ok := ctx.Value(ctxKey{}).(*attrsContext); ok {
+		return c.attrs
+	}
+	return nil
 }
 
 // New returns a JSON logger writing to w at level.
@@ -74,14 +105,18 @@ func (h contextHandler) Enabled(ctx context.Context, level slog.Level) bool {
 }
 
 func (h contextHandler) Handle(ctx context.Context, r slog.Record) error {
-	fromCtx, _ := ctx.Value(ctxKey{}).([]slog.Attr)
+	fromCtx := contextAttrs(ctx)
 	// One slice for all the attributes of the innermost scope out, so that
 	// a line without groups (nearly every one) copies them once.
 	n := r.NumAttrs() + len(fromCtx)
 	for _, sc := range h.scopes {
 		n += len(sc.attrs)
 	}
-	attrs := make([]slog.Attr, 0, n) // uniqueOwned works in it
+	var held [16]slog.Attr // room for a line's attributes, on the stack
+	attrs := held[:0]      // uniqueHeld works in it
+	if n > len(held) {
+		attrs = make([]slog.Attr, 0, n)
+	}
 	r.Attrs(func(a slog.Attr) bool {
 		attrs = append(attrs, a)
 		return true
@@ -93,7 +128,7 @@ func (h contextHandler) Handle(ctx context.Context, r slog.Record) error {
 		if i == 0 {
 			attrs = slices.Insert(attrs, 0, fromCtx...)
 		}
-		attrs = uniqueOwned(attrs)
+		attrs = uniqueHeld(attrs)
 		if i > 0 && len(attrs) > 0 {
 			attrs = []slog.Attr{{Key: h.scopes[i].group, Value: slog.GroupValue(slices.Clone(attrs)...)}}
 		}
@@ -144,6 +179,29 @@ func uniqueOwned(attrs []slog.Attr) []slog.Attr {
 		}
 	}
 	return keepLast(flat)
+}
+
+// uniqueHeld is uniqueOwned(attrs), for attrs that may be on the caller's
+// stack: a line without groups or values yet to resolve (nearly every one)
+// is done in place, by code that lets attrs stay there (uniqueOwned,
+// recursive, would move them to the heap), and any other in a copy.
+func uniqueHeld(attrs []slog.Attr) []slog.Attr {
+	if len(attrs) > maxScanned {
+		return uniqueOwned(slices.Clone(attrs)) // keepLast's map
+	}
+	for _, a := range attrs {
+		if k := a.Value.Kind(); a.Key == "" || k == slog.KindGroup || k == slog.KindLogValuer {
+			return uniqueOwned(slices.Clone(attrs))
+		}
+	}
+	kept := len(attrs)
+	for i := len(attrs) - 1; i >= 0; i-- {
+		if a := attrs[i]; !hasKey(attrs[kept:], a.Key) {
+			kept--
+			attrs[kept] = a
+		}
+	}
+	return attrs[kept:]
 }
 
 // keepLast keeps the last attribute of each key in flat (unique within

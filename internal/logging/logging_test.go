@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
+	"io"
 	"log/slog"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/serverless-osb/broker/internal/logging"
 	"github.com/serverless-osb/broker/internal/logging/logtest"
@@ -146,5 +149,101 @@ func TestLevelFilters(t *testing.T) {
 	l.Warn("loud")
 	if strings.Contains(buf.String(), "quiet") || !strings.Contains(buf.String(), "loud") {
 		t.Fatalf("at warn: %s", buf.String())
+	}
+}
+
+// TestALineWithDistinctKeysIsTheJSONHandlers checks that a line whose keys
+// are all distinct is, byte for byte, what slog's JSON handler writes of
+// the context's attributes followed by the record's, however many the
+// context gathered over how many With calls, with groups and values to
+// resolve among them or not; and that a context With made still carries
+// its parent's values and cancellation.
+func TestALineWithDistinctKeysIsTheJSONHandlers(t *testing.T) {
+	type other struct{}
+	at := time.Date(2026, 11, 29, 1, 2, 3, 456789000, time.UTC)
+	attr := func(i int) slog.Attr { return slog.String(fmt.Sprintf("k%02d", i), fmt.Sprintf("v\"%d\"", i)) }
+	for _, c := range []struct {
+		name            string
+		withs, inRecord []int // attributes per With, in the record
+		extra           []slog.Attr
+	}{
+		{name: "none"},
+		{name: "a request's ids", withs: []int{2}, inRecord: []int{2}},
+		{name: "a request's and an operation's", withs: []int{2, 3}, inRecord: []int{2}},
+		{name: "more than a context holds", withs: []int{4, 4}, inRecord: []int{3}},
+		{name: "more than a line holds on the stack", withs: []int{10, 5}, inRecord: []int{6}},
+		{name: "more than are told apart by scanning", withs: []int{20, 10}, inRecord: []int{10}},
+		{name: "a group", withs: []int{2}, inRecord: []int{1}, extra: []slog.Attr{slog.Group("g", "a", 1, "b", "x")}},
+		{name: "a value to resolve", withs: []int{1}, extra: []slog.Attr{slog.Any("r", resolved("text"))}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			parent, cancel := context.WithCancel(context.WithValue(context.Background(), other{}, "kept"))
+			ctx, all, n := parent, []slog.Attr(nil), 0
+			for _, w := range c.withs {
+				var attrs []slog.Attr
+				for range w {
+					attrs = append(attrs, attr(n))
+					n++
+				}
+				ctx, all = logging.With(ctx, attrs...), append(all, attrs...)
+			}
+			r := slog.NewRecord(at, slog.LevelInfo, "m", 0)
+			for _, w := range c.inRecord {
+				for range w {
+					r.AddAttrs(attr(n))
+					all = append(all, attr(n))
+					n++
+				}
+			}
+			r.AddAttrs(c.extra...)
+			all = append(all, c.extra...)
+			want := slog.NewRecord(at, slog.LevelInfo, "m", 0)
+			want.AddAttrs(all...)
+
+			var got, std bytes.Buffer
+			if err := logging.New(&got, slog.LevelInfo).Handler().Handle(ctx, r); err != nil {
+				t.Fatal(err)
+			}
+			if err := slog.NewJSONHandler(&std, nil).Handle(ctx, want); err != nil {
+				t.Fatal(err)
+			}
+			if got.String() != std.String() {
+				t.Errorf("line\n%s want\n%s", got.String(), std.String())
+			}
+			if ctx.Value(other{}) != "kept" {
+				t.Errorf("the context lost its parent's value")
+			}
+			cancel()
+			if ctx.Err() == nil {
+				t.Errorf("the context was not cancelled with its parent")
+			}
+		})
+	}
+}
+
+type resolved string
+
+func (r resolved) LogValue() slog.Value { return slog.StringValue(string(r)) }
+
+// TestALineAndAWithAllocateOnce pins what a request's logging allocates:
+// a line whose attributes fit on the stack, nothing of its own (slog's
+// buffer is pooled), and a With of a request's few attributes one
+// allocation (cb0ab17: 1 and 3).
+func TestALineAndAWithAllocateOnce(t *testing.T) {
+	line := 0.0
+	if raceEnabled {
+		line = 1 // sync.Pool keeps fewer of slog's buffers
+	}
+	l := logging.New(io.Discard, slog.LevelInfo)
+	ctx := logging.With(context.Background(), slog.String("instance_id", "i"), slog.String("binding_id", "b"))
+	op := []slog.Attr{slog.String("operation_id", "o"), slog.String("instance_id", "i"), slog.String("binding_id", "b")}
+	if n := testing.AllocsPerRun(100, func() { _ = logging.With(ctx, op...) }); n != 1 {
+		t.Errorf("With allocates %.0f times, want 1", n)
+	}
+	ctx = logging.With(ctx, op...)
+	if n := testing.AllocsPerRun(100, func() {
+		l.LogAttrs(ctx, slog.LevelInfo, "operation finished", slog.String("kind", "bind"), slog.String("state", "succeeded"))
+	}); n > line {
+		t.Errorf("a line allocates %.0f times, want at most %.0f", n, line)
 	}
 }
