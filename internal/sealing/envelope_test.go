@@ -132,3 +132,22 @@ func TestEnvelopeAllocations(t *testing.T) {
 		t.Errorf("marshalSealed allocates %.0f times, want 1", n)
 	}
 }
+
+// TestLocalSealAndOpenAllocate pins what the local sealer allocates to seal
+// a binding's credentials and to open them: the context's digest, the
+// nonce, the additional data and the ciphertext in one allocation, the
+// additional data and the plaintext in one (cb0ab17: 4 and 3).
+func TestLocalSealAndOpenAllocate(t *testing.T) {
+	keys := localSealer(t)
+	plaintext, ec := []byte(`{"user":"u","password":"p"}`), bindingContext("i", "b")
+	sealed, err := keys.Seal(t.Context(), plaintext, ec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := testing.AllocsPerRun(100, func() { _, _ = keys.Seal(t.Context(), plaintext, ec) }); n > 1 {
+		t.Errorf("Seal allocates %.0f times, want 1", n)
+	}
+	if n := testing.AllocsPerRun(100, func() { _, _ = keys.Open(t.Context(), sealed, ec) }); n > 1 {
+		t.Errorf("Open allocates %.0f times, want 1", n)
+	}
+}
