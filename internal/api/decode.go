@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strings"
 
 	"github.com/serverless-osb/broker/internal/broker"
@@ -244,8 +245,11 @@ type query struct {
 }
 
 func parseQuery(r *http.Request, required []string, optional []string) (query, error) {
-	q := r.URL.Query()
-	out := query{values: map[string]string{}}
+	var q url.Values // nil for no query (a bind's, a provision's): no map
+	if r.URL.RawQuery != "" {
+		q = r.URL.Query()
+	}
+	var out query
 	switch v := q.Get("accepts_incomplete"); v {
 	case "", "false":
 	case "true":
@@ -265,6 +269,9 @@ func parseQuery(r *http.Request, required []string, optional []string) (query, e
 		default:
 			if err := checkID(name, vals[0]); err != nil {
 				return out, err
+			}
+			if out.values == nil {
+				out.values = map[string]string{}
 			}
 			out.values[name] = vals[0]
 		}

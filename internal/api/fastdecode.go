@@ -22,14 +22,15 @@ type fastBody interface {
 // string and raw fields that field names: field returns the string
 // field a key names, or the raw one, or neither (the key is not one of
 // the body's). The string fields point into one copy of data (of a body
-// of at most maxCopiedBody bytes; a copy each beyond), and the raw ones
-// into data itself.
+// of at most maxCopiedBody bytes; a copy each beyond), held in one slice
+// of four, and the raw ones into data itself.
 func fastFields(data []byte, field func(key []byte) (**string, *json.RawMessage)) bool {
 	i := skipSpace(data, 0)
 	if i == len(data) || data[i] != '{' {
 		return false
 	}
-	var text string // data as a string, made at the first string field
+	var text string   // data as a string, made at the first string field
+	var held []string // where the string fields point, a few at a time
 	for i = skipSpace(data, i+1); data[i] != '}'; {
 		end := plainStringEnd(data, i)
 		if end < 0 {
@@ -62,7 +63,11 @@ func fastFields(data []byte, field func(key []byte) (**string, *json.RawMessage)
 			default:
 				v = text[i+1 : vend-1]
 			}
-			*s = &v
+			if len(held) == cap(held) {
+				held = make([]string, 0, 4)
+			}
+			held = append(held, v)
+			*s = &held[len(held)-1]
 		}
 		if i = skipSpace(data, vend); data[i] == ',' {
 			i = skipSpace(data, i+1)

@@ -62,6 +62,21 @@ type requestInfo struct {
 
 type infoKey struct{}
 
+// requestState is the request log's context, which carries the
+// requestInfo, and its status recorder: one allocation for the three.
+type requestState struct {
+	context.Context
+	info requestInfo
+	rec  statusRecorder
+}
+
+func (s *requestState) Value(key any) any {
+	if _, ok := key.(infoKey); ok {
+		return &s.info
+	}
+	return s.Context.Value(key)
+}
+
 func info(r *http.Request) *requestInfo {
 	if i, ok := r.Context().Value(infoKey{}).(*requestInfo); ok {
 		return i
@@ -100,18 +115,13 @@ const maxLoggedBytes = 256
 func requestLog(logger *slog.Logger, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		// One allocation for both.
-		state := &struct {
-			info requestInfo
-			rec  statusRecorder
-		}{rec: statusRecorder{ResponseWriter: w}}
+		state := &requestState{Context: r.Context(), rec: statusRecorder{ResponseWriter: w}}
 		ri, rec := &state.info, &state.rec
-		ctx := context.WithValue(r.Context(), infoKey{}, ri)
 		id := header(r.Header, keyRequestIdentity)
 		if id != "" {
 			w.Header()[keyRequestIdentity] = []string{id}
 		}
-		next.ServeHTTP(rec, r.WithContext(ctx))
+		next.ServeHTTP(rec, r.WithContext(state))
 		attrs := make([]slog.Attr, 0, 8) // method, route or path, status, duration, the ids, the user, the identity
 		attrs = append(attrs, slog.String("method", truncate(r.Method, 16)))
 		switch {
