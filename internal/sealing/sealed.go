@@ -1,6 +1,7 @@
 package sealing
 
 import (
+	"bytes"
 	"context"
 	"crypto/aes"
 	"crypto/cipher"
@@ -119,7 +120,7 @@ func isSealed(data []byte) bool {
 // store asks it of every value it reads or writes, and most are not
 // sealed (a fingerprint, parameters in clear).
 func parseSealed(data []byte) (Sealed, bool) {
-	if len(data) < minSealedLen || !startsObject(data) {
+	if len(data) < minSealedLen || !startsObject(data) || !mayHoldNonce(data) {
 		return Sealed{}, false
 	}
 	s, ok := unmarshalSealed(data)
@@ -127,6 +128,28 @@ func parseSealed(data []byte) (Sealed, bool) {
 		return Sealed{}, false
 	}
 	return s, true
+}
+
+// mayHoldNonce says whether data may have the key "nonce", which a
+// well-formed Sealed needs: the five letters in any case (encoding/json
+// matches keys so, and no other character folds to one of them), or an
+// escape that may spell them. A larger object in clear (a record, the
+// parameters) is then known not to be sealed without decoding it.
+func mayHoldNonce(data []byte) bool {
+	if bytes.IndexByte(data, '\\') >= 0 {
+		return true
+	}
+	const nonce = "nonce"
+	for i := 0; i+len(nonce) <= len(data); i++ {
+		j := 0
+		for j < len(nonce) && data[i+j]|0x20 == nonce[j] { // ASCII letters only
+			j++
+		}
+		if j == len(nonce) {
+			return true
+		}
+	}
+	return false
 }
 
 // minSealedLen is the length of the shortest JSON text that wellFormed
