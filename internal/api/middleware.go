@@ -142,7 +142,7 @@ func requestLog(logger *slog.Logger, next http.Handler) http.Handler {
 				attrs = append(attrs, slog.String("request_identity", truncate(id, maxLoggedBytes)))
 			}
 		}
-		logger.LogAttrs(r.Context(), slog.LevelInfo, "request", attrs...)
+		logging.LogAttrs(r.Context(), logger, slog.LevelInfo, "request", attrs...)
 	})
 }
 

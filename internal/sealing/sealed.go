@@ -274,7 +274,7 @@ func sealWith(aead cipher.AEAD, s Sealed, plaintext []byte, ec map[string]string
 		return Sealed{}, fmt.Errorf("seal: nonce: %w", err)
 	}
 	buf = append(buf, ad...)
-	s.Ciphertext = aead.Seal(buf[len(buf):len(buf)], s.Nonce, plaintext, buf[digestSize+nonceSize:])
+	s.Ciphertext = aead.Seal(buf[len(buf):], s.Nonce, plaintext, buf[digestSize+nonceSize:])
 	return s, nil
 }
 
@@ -289,7 +289,7 @@ func openWith(aead cipher.AEAD, s Sealed, ec map[string]string) ([]byte, error) 
 	var onStack [adOnStack]byte
 	ad := appendAdditionalData(onStack[:0], s, ec)
 	buf := append(make([]byte, 0, len(ad)+max(len(s.Ciphertext)-aead.Overhead(), 0)), ad...)
-	plaintext, err := aead.Open(buf[len(buf):len(buf)], s.Nonce, s.Ciphertext, buf)
+	plaintext, err := aead.Open(buf[len(buf):], s.Nonce, s.Ciphertext, buf)
 	if err != nil {
 		return nil, fmt.Errorf("open %v: %w", s, ErrCorrupt)
 	}
@@ -305,12 +305,8 @@ func checkContext(s Sealed, ec map[string]string) error {
 	return nil
 }
 
-// additionalData is what AES-GCM authenticates besides the ciphertext:
+// appendAdditionalData appends what AES-GCM authenticates besides the ciphertext:
 // the envelope's header and the item's encryption context.
-func additionalData(s Sealed, ec map[string]string) []byte {
-	return appendAdditionalData(make([]byte, 0, 128+len(s.KeyID)+len(s.DataKey)), s, ec)
-}
-
 func appendAdditionalData(b []byte, s Sealed, ec map[string]string) []byte {
 	b = appendField(b, []byte("serverless-osb/sealing"))
 	b = binary.AppendUvarint(b, uint64(s.Version))
