@@ -3,6 +3,7 @@ package jsonenc
 import (
 	"bytes"
 	"encoding/json"
+	"math"
 	"testing"
 )
 
@@ -21,7 +22,9 @@ func TestMarshalValueIsJSONMarshal(t *testing.T) {
 		checkMarshalValue(t, []byte(s))
 	}
 	for _, v := range []any{json.Number(""), json.Number("01"), 1.5, 3, map[string]string{"a": "<"}, []any(nil), map[string]any(nil),
-		map[string]any{"n": json.Number("12"), "f": 2.0, "l": []string{"x"}}} {
+		map[string]any{"n": json.Number("12"), "f": 2.0, "l": []string{"x"}},
+		map[string]any{"port": 5432, "min": int64(math.MinInt64), "max": uint64(math.MaxUint64), "i32": int32(-7), "u": uint(9),
+			"list": []any{0, -1, int64(math.MaxInt64)}, "i8": int8(-8), "u16": uint16(16)}} {
 		want, werr := json.Marshal(v)
 		got, gerr := MarshalValue(v)
 		if !bytes.Equal(got, want) || (werr == nil) != (gerr == nil) {
