@@ -150,13 +150,14 @@ func (b bindingBody) encode(expires, renew time.Time) any {
 		}
 	}
 	if len(b.Endpoints) > 0 {
+		e, err := json.Marshal(b.Endpoints)
+		if err != nil {
+			return fallback()
+		}
 		if len(out) > 1 {
 			out = append(out, ',')
 		}
-		var err error
-		if out, err = appendEndpoints(append(out, `"endpoints":`...), b.Endpoints); err != nil {
-			return fallback()
-		}
+		out = append(append(out, `"endpoints":`...), e...)
 	}
 	if b.Operation != "" {
 		if len(out) > 1 {
@@ -168,47 +169,6 @@ func (b bindingBody) encode(expires, renew time.Time) any {
 		}
 	}
 	return json.RawMessage(append(out, '}'))
-}
-
-// appendEndpoints appends json.Marshal(es), without reflection: strings
-// (which jsonenc writes as encoding/json does) in a fixed shape.
-func appendEndpoints(out []byte, es []endpointBody) ([]byte, error) {
-	str := func(s string) (err error) {
-		out, err = jsonenc.AppendValue(out, s)
-		return err
-	}
-	out = append(out, '[')
-	for i, e := range es {
-		if i > 0 {
-			out = append(out, ',')
-		}
-		out = append(out, `{"host":`...)
-		if err := str(e.Host); err != nil {
-			return nil, err
-		}
-		if out = append(out, `,"ports":`...); e.Ports == nil {
-			out = append(out, "null"...)
-		} else {
-			out = append(out, '[')
-			for j, p := range e.Ports {
-				if j > 0 {
-					out = append(out, ',')
-				}
-				if err := str(p); err != nil {
-					return nil, err
-				}
-			}
-			out = append(out, ']')
-		}
-		if e.Protocol != "" {
-			out = append(out, `,"protocol":`...)
-			if err := str(e.Protocol); err != nil {
-				return nil, err
-			}
-		}
-		out = append(out, '}')
-	}
-	return append(out, ']'), nil
 }
 
 // decodeUnbind reads DELETE /v2/service_instances/:instance_id/service_bindings/:binding_id (unbind).

@@ -312,3 +312,16 @@ func FuzzLineIsTheJSONHandlers(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkRequestLine is the cost of a request's log line: its six
+// attributes and the two its context carries.
+func BenchmarkRequestLine(b *testing.B) {
+	l := logging.New(io.Discard, slog.LevelInfo)
+	ctx := logging.With(context.Background(), slog.String("instance_id", "i-0123456789"), slog.String("binding_id", "b-0123456789"))
+	attrs := []slog.Attr{slog.String("method", "PUT"), slog.String("route", "/v2/service_instances/{instance_id}/service_bindings/{binding_id}"),
+		slog.Int("status", 201), slog.Int64("duration_ms", 0), slog.String("instance_id", "i-0123456789"), slog.String("binding_id", "b-0123456789")}
+	b.ReportAllocs()
+	for b.Loop() {
+		logging.LogAttrs(ctx, l, slog.LevelInfo, "request", attrs...)
+	}
+}
