@@ -11,7 +11,7 @@ var marshalSeeds = []string{
 	`{}`, `[]`, `null`, `true`, `false`, `0`, `-1.5e+10`, `"x"`, `""`,
 	`{"b":1,"a":[1,"two",{"c":null,"d":true}],"é":"ü"}`, `{"html":"<a>&</a>","nl":"a\nb","q":"\"","bs":"\\"}`,
 	`{"ctl":"\u0001\u001f","ls":"\u2028\u2029","bad":"\ud800"}`, `{"instance_id":"i-1","Payload":{"x":[[],{}]}}`,
-	"{\"invalid\":\"\xff\"}", `{"B":1,"a":2,"_":3,"":4}`,
+	"{\"invalid\":\"\xff\"}", `{"bf":"\b\f\u007f\t\r","more":"a\u2029b\u0000"}`, `{"B":1,"a":2,"_":3,"":4}`,
 }
 
 // TestMarshalValueIsJSONMarshal: what MarshalValue writes is what
