@@ -176,7 +176,7 @@ func (m methods) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	slices.Sort(allowed)
 	w.Header().Set("Allow", strings.Join(allowed, ", "))
-	m.h.writeJSON(w, r, http.StatusMethodNotAllowed, errorBody{
+	m.h.writeJSON(r.Context(), w, http.StatusMethodNotAllowed, errorBody{
 		Description: fmt.Sprintf("%s is not allowed on %s; use %s.", r.Method, r.URL.Path, strings.Join(allowed, " or "))})
 }
 

@@ -24,6 +24,7 @@ func TestBindAnswerIsJSONMarshal(t *testing.T) {
 		{Result: broker.ResultCreated, Credentials: broker.Credentials{"u": "u"}, Endpoints: []broker.Endpoint{{Host: "h", Ports: []string{"1"}, Protocol: "tcp"}}},
 		{Result: broker.ResultCreated, Credentials: broker.Credentials{"u": "u"}, ExpiresAt: expires, RenewBefore: expires.Add(-time.Hour)},
 		{Result: broker.ResultCreated, Endpoints: []broker.Endpoint{{Host: "h"}}, ExpiresAt: expires, RenewBefore: expires},
+		{Result: broker.ResultCreated, Endpoints: []broker.Endpoint{{Host: "h<&>\u2028\xff", Ports: []string{}}, {Host: "", Ports: []string{"1", "é\x01\"", ""}, Protocol: "t\\cp"}, {Host: "h", Protocol: "udp"}}},
 		{Result: broker.ResultAccepted, Operation: "bind-<1>", Credentials: broker.Credentials{"u": "u"}},
 		{Result: broker.ResultAccepted, Operation: "bind-1"},
 		{Result: broker.ResultCreated, Credentials: broker.Credentials{"u": "u"}, ExpiresAt: time.Date(12026, 1, 2, 3, 4, 5, 678, time.FixedZone("x", -3600)), RenewBefore: time.Date(-1, 1, 1, 0, 0, 0, 0, time.UTC)},

@@ -50,11 +50,8 @@ func decodeBind(r *http.Request) (broker.BindDetails, error) {
 		d.AppGUID = *body.AppGUID
 	}
 	if d.BindResource != nil {
-		var br struct {
-			AppGUID *string `json:"app_guid"`
-			Route   *string `json:"route"`
-		}
-		if err := json.Unmarshal(d.BindResource, &br); err != nil {
+		var br bindResourceBody
+		if !br.readFast(d.BindResource) && json.Unmarshal(d.BindResource, &br) != nil {
 			return d, badRequest("The field \"bind_resource\" is malformed: app_guid and route must be strings.")
 		}
 		if err := checkFields(field{"bind_resource.app_guid", br.AppGUID, false}, field{"bind_resource.route", br.Route, false}); err != nil {

@@ -2,16 +2,19 @@ package api
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strings"
 
 	"github.com/serverless-osb/broker/internal/broker"
 	"github.com/serverless-osb/broker/internal/jsonenc"
+	"github.com/serverless-osb/broker/internal/logging"
 )
 
 // decodeBody reads a JSON object into v; serve bounds the body to
@@ -33,6 +36,9 @@ func decodeBody(r *http.Request, v any) error {
 	// One valid JSON value (the usual body) decodes as the Decoder below
 	// would, without the Decoder and its buffer.
 	if json.Valid(data) {
+		if f, ok := v.(fastBody); ok && f.readFast(data) {
+			return nil
+		}
 		if err := json.Unmarshal(data, v); err != nil {
 			return jsonError(err)
 		}
@@ -218,18 +224,17 @@ func pathIDs(r *http.Request) (instanceID, bindingID string, err error) {
 	return instanceID, bindingID, nil
 }
 
-// logIDs adds the ids that pathIDs validated to the request's context,
-// for later log lines.
-func logIDs(r *http.Request) *http.Request {
+// logIDs returns the request's context with the ids that pathIDs
+// validated added, for later log lines.
+func logIDs(r *http.Request) context.Context {
 	ri := info(r)
-	if ri.instanceID == "" {
-		return r
+	switch {
+	case ri.instanceID == "":
+		return r.Context()
+	case ri.bindingID == "":
+		return logging.With(r.Context(), slog.String("instance_id", ri.instanceID))
 	}
-	attrs := []slog.Attr{slog.String("instance_id", ri.instanceID)}
-	if ri.bindingID != "" {
-		attrs = append(attrs, slog.String("binding_id", ri.bindingID))
-	}
-	return annotate(r, attrs...)
+	return logging.With(r.Context(), slog.String("instance_id", ri.instanceID), slog.String("binding_id", ri.bindingID))
 }
 
 // query reads the query parameters: accepts_incomplete and the named
@@ -240,8 +245,11 @@ type query struct {
 }
 
 func parseQuery(r *http.Request, required []string, optional []string) (query, error) {
-	q := r.URL.Query()
-	out := query{values: map[string]string{}}
+	var q url.Values // nil for no query (a bind's, a provision's): no map
+	if r.URL.RawQuery != "" {
+		q = r.URL.Query()
+	}
+	var out query
 	switch v := q.Get("accepts_incomplete"); v {
 	case "", "false":
 	case "true":
@@ -261,6 +269,9 @@ func parseQuery(r *http.Request, required []string, optional []string) (query, e
 		default:
 			if err := checkID(name, vals[0]); err != nil {
 				return out, err
+			}
+			if out.values == nil {
+				out.values = map[string]string{}
 			}
 			out.values[name] = vals[0]
 		}

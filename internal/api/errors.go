@@ -55,10 +55,10 @@ func (h *handlers) writeError(w http.ResponseWriter, r *http.Request, err error)
 	if e.Code == broker.CodeGone {
 		// 410 is how a platform learns that a delete has nothing to do; the
 		// expected body is {}.
-		h.writeJSON(w, r, s.code, struct{}{})
+		h.writeJSON(r.Context(), w, s.code, struct{}{})
 		return
 	}
-	h.writeJSON(w, r, s.code, errorBody{Error: s.error, Description: e.Description,
+	h.writeJSON(r.Context(), w, s.code, errorBody{Error: s.error, Description: e.Description,
 		InstanceUsable: e.InstanceUsable, UpdateRepeatable: e.UpdateRepeatable})
 }
 

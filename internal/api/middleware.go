@@ -27,6 +27,24 @@ const (
 	HeaderOriginatingIdentity = "X-Broker-API-Originating-Identity"
 )
 
+// The OSB headers as net/http keys them (canonical form). They are read
+// and set through these, in the map, because Header.Get and Set would
+// build the canonical form of "API" in each name again on every call: an
+// allocation each.
+var (
+	keyAPIVersion          = http.CanonicalHeaderKey(HeaderAPIVersion)
+	keyRequestIdentity     = http.CanonicalHeaderKey(HeaderRequestIdentity)
+	keyOriginatingIdentity = http.CanonicalHeaderKey(HeaderOriginatingIdentity)
+)
+
+// header is h.Get(key) for a key in canonical form.
+func header(h http.Header, key string) string {
+	if v := h[key]; len(v) > 0 {
+		return v[0]
+	}
+	return ""
+}
+
 // MinMinorVersion is the oldest 2.x API version the broker accepts.
 const MinMinorVersion = 9
 
@@ -43,6 +61,21 @@ type requestInfo struct {
 }
 
 type infoKey struct{}
+
+// requestState is the request log's context, which carries the
+// requestInfo, and its status recorder: one allocation for the three.
+type requestState struct {
+	context.Context
+	info requestInfo
+	rec  statusRecorder
+}
+
+func (s *requestState) Value(key any) any {
+	if _, ok := key.(infoKey); ok {
+		return &s.info
+	}
+	return s.Context.Value(key)
+}
 
 func info(r *http.Request) *requestInfo {
 	if i, ok := r.Context().Value(infoKey{}).(*requestInfo); ok {
@@ -82,13 +115,13 @@ const maxLoggedBytes = 256
 func requestLog(logger *slog.Logger, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		ri := &requestInfo{}
-		ctx := context.WithValue(r.Context(), infoKey{}, ri)
-		if id := r.Header.Get(HeaderRequestIdentity); id != "" {
-			w.Header().Set(HeaderRequestIdentity, id)
+		state := &requestState{Context: r.Context(), rec: statusRecorder{ResponseWriter: w}}
+		ri, rec := &state.info, &state.rec
+		id := header(r.Header, keyRequestIdentity)
+		if id != "" {
+			w.Header()[keyRequestIdentity] = []string{id}
 		}
-		rec := &statusRecorder{ResponseWriter: w}
-		next.ServeHTTP(rec, r.WithContext(ctx))
+		next.ServeHTTP(rec, r.WithContext(state))
 		attrs := make([]slog.Attr, 0, 8) // method, route or path, status, duration, the ids, the user, the identity
 		attrs = append(attrs, slog.String("method", truncate(r.Method, 16)))
 		switch {
@@ -105,11 +138,11 @@ func requestLog(logger *slog.Logger, next http.Handler) http.Handler {
 					attrs = append(attrs, a)
 				}
 			}
-			if id := r.Header.Get(HeaderRequestIdentity); id != "" {
+			if id != "" {
 				attrs = append(attrs, slog.String("request_identity", truncate(id, maxLoggedBytes)))
 			}
 		}
-		logger.LogAttrs(r.Context(), slog.LevelInfo, "request", attrs...)
+		logging.LogAttrs(r.Context(), logger, slog.LevelInfo, "request", attrs...)
 	})
 }
 
@@ -194,7 +227,7 @@ func authenticate(h *handlers, creds CredentialSource, next http.Handler) http.H
 			return
 		}
 		info(r).authenticated = true
-		if id := r.Header.Get(HeaderRequestIdentity); id != "" {
+		if id := header(r.Header, keyRequestIdentity); id != "" {
 			r = annotate(r, slog.String("request_identity", truncate(id, maxLoggedBytes)))
 		}
 		next.ServeHTTP(w, r)
@@ -204,7 +237,7 @@ func authenticate(h *handlers, creds CredentialSource, next http.Handler) http.H
 // apiVersion accepts X-Broker-API-Version 2.x with x >= 9.
 func apiVersion(h *handlers, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		v := r.Header.Get(HeaderAPIVersion)
+		v := header(r.Header, keyAPIVersion)
 		if !supportedVersion(v) {
 			what := fmt.Sprintf("The API version %q is not supported", v)
 			if v == "" {
@@ -232,7 +265,7 @@ func supportedVersion(v string) bool {
 // ("<platform> <base64 JSON object>") and logs the user it names.
 func originatingIdentity(h *handlers, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		v := r.Header.Get(HeaderOriginatingIdentity)
+		v := header(r.Header, keyOriginatingIdentity)
 		if v == "" {
 			next.ServeHTTP(w, r)
 			return

@@ -131,7 +131,12 @@ func (b *Broker) bindInMemory(ctx context.Context, d BindDetails, binding Bindin
 	if snap.Instance == nil || snap.Binding != nil || snap.Instance.State != InstanceReady || snap.Instance.Op != "" {
 		return BindResult{}, false, nil // the hold's write says why not
 	}
-	snap.Binding, snap.Operation = &binding, &op
+	// Copies, made in one allocation (nothing writes through them).
+	held := &struct {
+		binding Binding
+		op      Operation
+	}{binding, op}
+	snap.Binding, snap.Operation = &held.binding, &held.op
 	fin, settled, err := b.settle(ctx, op, snap)
 	switch {
 	case !settled:

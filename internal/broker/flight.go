@@ -91,6 +91,9 @@ type flight struct {
 	plan   *catalog.Plan
 	// pending are the driver's record changes not yet written.
 	pending RecordChanges
+	// binding is the change's copy of the binding, held here to save it
+	// an allocation of its own.
+	binding Binding
 }
 
 // TaskProgress is how a workflow's change goes: whether it is done, and
@@ -155,9 +158,8 @@ func (b *Broker) advanceTask(ctx context.Context, t OperationTask, begin bool) (
 		defer release() // a panicking driver too
 		return b.step(ctx, f, begin)
 	}()
-	var failure *Failure
 	switch {
-	case err != nil && !errors.As(err, &failure):
+	case err != nil && !isFailure(err):
 		return b.waitOut(ctx, f, begin, err)
 	case err != nil:
 		return TaskProgress{}, err
@@ -240,8 +242,8 @@ func (b *Broker) newFlight(op Operation, snap Snapshot) (*flight, error) {
 	f.change = Change{Operation: op, Instance: inst, Plan: plan, Service: b.Catalog.Service(inst.ServiceID),
 		Settings: settings, Records: snap.Records}
 	if op.Kind.IsBinding() && snap.Binding != nil {
-		copied := *snap.Binding
-		f.change.Binding = &copied
+		f.binding = *snap.Binding
+		f.change.Binding = &f.binding
 	}
 	return f, nil
 }
@@ -347,9 +349,8 @@ func (b *Broker) settle(ctx context.Context, op Operation, snap Snapshot) (fin F
 		return Finish{}, false, nil
 	}
 	p, err := b.step(ctx, f, true)
-	var failure *Failure
-	switch {
-	case errors.As(err, &failure):
+	switch failure, ok := failureOf(err); {
+	case ok:
 		failed := b.finished(op, OperationFailed, failure.Description)
 		params := []json.RawMessage{snap.Instance.Parameters, bindingParameters(snap.Binding)}
 		b.logEnd(logging.With(ctx, op.LogAttrs()...), failed, logReason(failure.Description, params...))
@@ -485,8 +486,7 @@ func (b *Broker) stepAgain(ctx context.Context, f **flight, again, begin bool) (
 		*f = nf
 	}
 	p, err := b.step(ctx, *f, begin)
-	var failure *Failure
-	if err != nil && !errors.As(err, &failure) {
+	if err != nil && !isFailure(err) {
 		err = &driverError{err}
 	}
 	return p, err
@@ -497,8 +497,7 @@ func (b *Broker) retry(ctx context.Context, call func(again bool) (Progress, err
 	wait := b.Backoff
 	for attempt := 1; ; attempt++ {
 		p, err := call(attempt > 1)
-		var failure *Failure
-		if err == nil || errors.As(err, &failure) || errors.Is(err, ErrTakenOver) || attempt == transientAttempts {
+		if err == nil || isFailure(err) || errors.Is(err, ErrTakenOver) || attempt == transientAttempts {
 			return p, err
 		}
 		if err := b.sleep(ctx, wait); err != nil {
@@ -525,4 +524,21 @@ func (b *Broker) sleep(ctx context.Context, d time.Duration) error {
 	case <-t.C:
 		return nil
 	}
+}
+
+// failureOf is the *Failure in err's chain, if any: a driver's verdict on
+// the change. The variable errors.As fills is on the heap, so it is made
+// only for an error, not on every step.
+func failureOf(err error) (*Failure, bool) {
+	if err == nil {
+		return nil, false
+	}
+	var f *Failure
+	ok := errors.As(err, &f)
+	return f, ok
+}
+
+func isFailure(err error) bool {
+	_, ok := failureOf(err)
+	return ok
 }

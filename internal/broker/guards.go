@@ -40,20 +40,27 @@ func sameInstance(op Operation, instanceID string) error {
 // CheckLoad checks a Load call: the instance id, and the operation's and
 // the binding's where given.
 func CheckLoad(instanceID, operationID, bindingID string) error {
-	ids := []string{instanceID}
-	for _, id := range []string{operationID, bindingID} {
+	if err := CheckIDs(instanceID); err != nil {
+		return err
+	}
+	for _, id := range [...]string{operationID, bindingID} {
 		if id != "" {
-			ids = append(ids, id)
+			if err := CheckIDs(id); err != nil {
+				return err
+			}
 		}
 	}
-	return CheckIDs(ids...)
+	return nil
 }
 
 // CheckCreate checks a CreateInstance or CreateBinding call: the ids, that
 // op belongs to the instance, and that op is finished exactly when the
 // change was settled in memory, whose records are the instance's.
 func CheckCreate(instanceID string, op Operation, settled *Settled, ids ...string) error {
-	if err := CheckIDs(append([]string{instanceID, op.ID}, ids...)...); err != nil {
+	if err := CheckIDs(instanceID, op.ID); err != nil {
+		return err
+	}
+	if err := CheckIDs(ids...); err != nil {
 		return err
 	}
 	switch {

@@ -172,7 +172,7 @@ func (b *Broker) logEnd(ctx context.Context, op Operation, reason string) {
 	if op.State == OperationFailed {
 		attrs, level = append(attrs, slog.String("reason", reason)), slog.LevelWarn
 	}
-	b.Logger.LogAttrs(ctx, level, "operation finished", attrs...)
+	logging.LogAttrs(ctx, b.Logger, level, "operation finished", attrs...)
 }
 
 // RecordFailure records an operation's failure with a description for the

@@ -254,7 +254,8 @@ func (o Operation) Finished() bool { return o.State != OperationInProgress }
 // LogAttrs identify the operation on a log line: operation_id, instance_id
 // and, for a binding's operation, binding_id.
 func (o Operation) LogAttrs() []slog.Attr {
-	attrs := []slog.Attr{slog.String("operation_id", o.ID), slog.String("instance_id", o.InstanceID)}
+	attrs := make([]slog.Attr, 2, 3) // room for the binding's: one allocation
+	attrs[0], attrs[1] = slog.String("operation_id", o.ID), slog.String("instance_id", o.InstanceID)
 	if o.BindingID != "" {
 		attrs = append(attrs, slog.String("binding_id", o.BindingID))
 	}

@@ -420,6 +420,9 @@ func concurrency(format string, args ...any) error {
 // conflictOf is the *ConflictError in err's chain, if any: a conditional
 // write that found the stored items otherwise than it required.
 func conflictOf(err error) (*ConflictError, bool) {
+	if err == nil {
+		return nil, false // no variable on the heap for errors.As
+	}
 	var c *ConflictError
 	ok := errors.As(err, &c)
 	return c, ok

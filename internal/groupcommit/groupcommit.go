@@ -31,6 +31,9 @@ type Committer struct {
 	mu      sync.Mutex
 	queue   []*call
 	later   []*call
+	// spare is the storage of the last group the leader committed, emptied:
+	// the next queue, so that queueing a writer does not allocate.
+	spare   []*call
 	leading bool
 	// prepared is where the region that prepare wrote past the file's last
 	// page ends; only the leader, inside a transaction, reads or sets it.
@@ -88,6 +91,11 @@ type rejected struct{ err error }
 func (r rejected) Error() string { return r.err.Error() }
 func (r rejected) Unwrap() error { return r.err }
 
+func isRejected(err error) bool {
+	var r rejected
+	return errors.As(err, &r)
+}
+
 // Reject wraps err, returned by a transaction function that wrote nothing
 // (a failed condition): Update returns err, and the other functions of the
 // group commit as if fn had not run.
@@ -99,30 +107,44 @@ func Reject(err error) error { return rejected{err} }
 // fails with an error that is not Reject's, the group is rolled back and
 // run again without it, and that one runs alone.
 func (c *Committer) Update(fn func(*bbolt.Tx) error) error {
-	cl := &call{fn: fn, done: make(chan error, 1)}
+	cl := calls.Get().(*call)
+	cl.fn = fn
 	c.mu.Lock()
 	c.queue = append(c.queue, cl)
 	if c.leading {
 		c.mu.Unlock()
-		return c.unwrap(<-cl.done)
+	} else {
+		c.leading = true
+		c.mu.Unlock()
+		c.lead()
 	}
-	c.leading = true
-	c.mu.Unlock()
-	c.lead()
-	return c.unwrap(<-cl.done)
+	err := <-cl.done
+	// Answered: the leader no longer reads it.
+	cl.fn, cl.err = nil, nil
+	calls.Put(cl)
+	return c.unwrap(err)
 }
+
+// calls keeps Update's calls, each with its channel, for later writers:
+// two allocations a writer fewer.
+var calls = sync.Pool{New: func() any { return &call{done: make(chan error, 1)} }}
 
 // lead commits the writers queued now, then hands the lead on: to a new
 // goroutine when more are waiting, so that no writer waits for more than
 // the commit under way and its own.
 func (c *Committer) lead() {
 	c.mu.Lock()
-	group := append(c.later, c.queue...)
-	c.queue, c.later = nil, nil
+	group := c.queue
+	if len(c.later) > 0 {
+		group = append(c.later, c.queue...)
+	}
+	c.queue, c.later, c.spare = c.spare, nil, nil
 	c.mu.Unlock()
 	c.commit(group)
+	clear(group) // the calls go back to the pool: hold none
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.spare = group[:0]
 	if len(c.queue) == 0 {
 		c.leading = false
 		return
@@ -131,7 +153,10 @@ func (c *Committer) lead() {
 }
 
 func (c *Committer) unwrap(err error) error {
-	var r rejected
+	if err == nil {
+		return nil
+	}
+	var r rejected // on the heap (errors.As): only for an error
 	if errors.As(err, &r) {
 		return r.err
 	}
@@ -147,9 +172,7 @@ func (c *Committer) commit(group []*call) {
 				return err
 			}
 			for i, cl := range group {
-				cl.err = safely(cl.fn, tx)
-				var r rejected
-				if cl.err != nil && !errors.As(cl.err, &r) {
+				if cl.err = safely(cl.fn, tx); cl.err != nil && !isRejected(cl.err) {
 					failed = i
 					return cl.err
 				}

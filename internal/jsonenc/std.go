@@ -3,13 +3,15 @@ package jsonenc
 import (
 	"encoding/json"
 	"slices"
+	"strconv"
 	"unicode/utf8"
 )
 
 // MarshalValue is json.Marshal (with its HTML escaping, unlike Marshal) of
 // a value decoded into any (maps, lists, strings, json.Number, booleans,
-// nil), byte for byte, without reflection: encoding/json walks a
-// map[string]any through reflect, a few allocations per key, and the local
+// nil) or built of those and integers (a driver's credentials), byte for
+// byte, without reflection: encoding/json walks a map[string]any through
+// reflect, a few allocations per key, and the local
 // engine encodes one for every transition and Task payload, the sealing
 // store a binding's credentials. Anything else, and any string that needs
 // an escape, is handed to json.Marshal as it is, so that the output stays
@@ -77,6 +79,16 @@ func appendValue(b []byte, v any) ([]byte, error) {
 			}
 		}
 		return append(b, ']'), nil
+	case int: // a driver's port, say
+		return strconv.AppendInt(b, int64(v), 10), nil
+	case int64:
+		return strconv.AppendInt(b, v, 10), nil
+	case int32:
+		return strconv.AppendInt(b, int64(v), 10), nil
+	case uint64:
+		return strconv.AppendUint(b, v, 10), nil
+	case uint:
+		return strconv.AppendUint(b, uint64(v), 10), nil
 	}
 	data, err := json.Marshal(v)
 	if err != nil {

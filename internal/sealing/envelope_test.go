@@ -99,6 +99,9 @@ func checkUnmarshal(t *testing.T, text []byte) {
 	if ok != wantOK || !reflect.DeepEqual(got, want) {
 		t.Fatalf("unmarshalSealed(%s) = %#v, %v; json.Unmarshal gives %#v, %v", text, got, ok, want, wantOK)
 	}
+	if sealed := isSealed(text); sealed != (wantOK && want.wellFormed()) {
+		t.Fatalf("isSealed(%s) = %v, json.Unmarshal and wellFormed say %v", text, sealed, !sealed)
+	}
 	if r, ok := readEnvelope(text); ok && (cap(r.Nonce) != len(r.Nonce) || cap(r.ContextDigest) != len(r.ContextDigest)) {
 		t.Fatalf("readEnvelope(%s) shares capacity between fields: appending to one would overwrite another", text)
 	}
@@ -130,5 +133,64 @@ func TestEnvelopeAllocations(t *testing.T) {
 	}
 	if n := testing.AllocsPerRun(100, func() { _, _ = marshalSealed(sealed) }); n > 1 {
 		t.Errorf("marshalSealed allocates %.0f times, want 1", n)
+	}
+}
+
+// TestLocalSealAndOpenAllocate pins what the local sealer allocates to seal
+// a binding's credentials and to open them: the context's digest, the
+// nonce, the additional data and the ciphertext in one allocation, the
+// additional data and the plaintext in one (cb0ab17: 4 and 3).
+func TestLocalSealAndOpenAllocate(t *testing.T) {
+	keys := localSealer(t)
+	plaintext, ec := []byte(`{"user":"u","password":"p"}`), bindingContext("i", "b")
+	sealed, err := keys.Seal(t.Context(), plaintext, ec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := testing.AllocsPerRun(100, func() { _, _ = keys.Seal(t.Context(), plaintext, ec) }); n > 1 {
+		t.Errorf("Seal allocates %.0f times, want 1", n)
+	}
+	if n := testing.AllocsPerRun(100, func() { _, _ = keys.Open(t.Context(), sealed, ec) }); n > 1 {
+		t.Errorf("Open allocates %.0f times, want 1", n)
+	}
+}
+
+// TestIsSealedIsAWellFormedUnmarshal holds isSealed to its definition, a
+// text that json.Unmarshal reads into a well-formed Sealed, on texts that
+// spell the key "nonce" in another case, with an escape or not at all, and
+// pins that a larger object in clear is told apart without decoding it
+// (cb0ab17: 3 allocations).
+func TestIsSealedIsAWellFormedUnmarshal(t *testing.T) {
+	keys := localSealer(t)
+	sealed, err := keys.Seal(t.Context(), []byte(`{"user":"u","password":"p"}`), bindingContext("i", "b"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := json.Marshal(sealed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(data)
+	clear := []byte(`{"database":"db-0123456789abcdef","host":"db.example.com","port":5432,"created_at":"2026-11-29T01:02:03Z"}`)
+	for _, c := range []string{
+		text,
+		strings.Replace(text, `"nonce"`, `"NONCE"`, 1),
+		strings.Replace(text, `"nonce"`, `"NoNcE"`, 1),
+		strings.Replace(text, `"nonce"`, `"\u006eonce"`, 1),
+		strings.Replace(text, `"nonce"`, `"non\u0063e"`, 1),
+		strings.Replace(text, `"nonce"`, `"nonc"`, 1),
+		strings.Replace(text, `"nonce"`, `"n0nce"`, 1),
+		strings.Replace(text, `"nonce":`, `"x":"nonce","y":`, 1),
+		string(clear),
+		`{"note":"a nonce in a value","v":1,"alg":"A256GCM","kid":"k","ct":"AAAAAAAAAAAAAAAAAAAAAA=="}`,
+	} {
+		var s Sealed
+		want := json.Unmarshal([]byte(c), &s) == nil && s.wellFormed()
+		if got := isSealed([]byte(c)); got != want {
+			t.Errorf("isSealed(%s) = %v, want %v", c, got, want)
+		}
+	}
+	if n := testing.AllocsPerRun(100, func() { _ = isSealed(clear) }); n != 0 {
+		t.Errorf("isSealed of an object in clear allocates %.0f times, want 0", n)
 	}
 }

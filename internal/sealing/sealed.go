@@ -1,6 +1,7 @@
 package sealing
 
 import (
+	"bytes"
 	"context"
 	"crypto/aes"
 	"crypto/cipher"
@@ -119,7 +120,7 @@ func isSealed(data []byte) bool {
 // store asks it of every value it reads or writes, and most are not
 // sealed (a fingerprint, parameters in clear).
 func parseSealed(data []byte) (Sealed, bool) {
-	if len(data) < minSealedLen || !startsObject(data) {
+	if len(data) < minSealedLen || !startsObject(data) || !mayHoldNonce(data) {
 		return Sealed{}, false
 	}
 	s, ok := unmarshalSealed(data)
@@ -127,6 +128,28 @@ func parseSealed(data []byte) (Sealed, bool) {
 		return Sealed{}, false
 	}
 	return s, true
+}
+
+// mayHoldNonce says whether data may have the key "nonce", which a
+// well-formed Sealed needs: the five letters in any case (encoding/json
+// matches keys so, and no other character folds to one of them), or an
+// escape that may spell them. A larger object in clear (a record, the
+// parameters) is then known not to be sealed without decoding it.
+func mayHoldNonce(data []byte) bool {
+	if bytes.IndexByte(data, '\\') >= 0 {
+		return true
+	}
+	const nonce = "nonce"
+	for i := 0; i+len(nonce) <= len(data); i++ {
+		j := 0
+		for j < len(nonce) && data[i+j]|0x20 == nonce[j] { // ASCII letters only
+			j++
+		}
+		if j == len(nonce) {
+			return true
+		}
+	}
+	return false
 }
 
 // minSealedLen is the length of the shortest JSON text that wellFormed
@@ -234,20 +257,39 @@ func newAEAD(key []byte) (cipher.AEAD, error) {
 // sealWith fills in s's context digest, nonce and ciphertext: s carries
 // the header (version, algorithm, key id, data key), which the additional
 // data authenticates with the context.
+//
+// The digest, the nonce, the additional data and the ciphertext share one
+// allocation, in that order, where each was one of its own: the
+// ciphertext keeps the others' few bytes alive.
 func sealWith(aead cipher.AEAD, s Sealed, plaintext []byte, ec map[string]string) (Sealed, error) {
 	s.Version = Version
-	s.ContextDigest = contextDigest(ec)
-	s.Nonce = make([]byte, nonceSize)
+	var onStack [adOnStack]byte
+	ad := appendAdditionalData(onStack[:0], s, ec)
+	buf := make([]byte, 0, digestSize+nonceSize+len(ad)+len(plaintext)+aead.Overhead())
+	buf = appendContextDigest(buf, ec)
+	s.ContextDigest = buf[:digestSize:digestSize]
+	buf = buf[:digestSize+nonceSize]
+	s.Nonce = buf[digestSize:len(buf):len(buf)]
 	if _, err := rand.Read(s.Nonce); err != nil {
 		return Sealed{}, fmt.Errorf("seal: nonce: %w", err)
 	}
-	s.Ciphertext = aead.Seal(nil, s.Nonce, plaintext, additionalData(s, ec))
+	buf = append(buf, ad...)
+	s.Ciphertext = aead.Seal(buf[len(buf):], s.Nonce, plaintext, buf[digestSize+nonceSize:])
 	return s, nil
 }
 
-// openWith decrypts s, sealed by sealWith with aead.
+// adOnStack is room for the additional data of a value the local sealer
+// seals (about 80 bytes) and most of KMS's, built before it is copied
+// where it is used.
+const adOnStack = 384
+
+// openWith decrypts s, sealed by sealWith with aead. The additional data
+// and the plaintext share one allocation.
 func openWith(aead cipher.AEAD, s Sealed, ec map[string]string) ([]byte, error) {
-	plaintext, err := aead.Open(nil, s.Nonce, s.Ciphertext, additionalData(s, ec))
+	var onStack [adOnStack]byte
+	ad := appendAdditionalData(onStack[:0], s, ec)
+	buf := append(make([]byte, 0, len(ad)+max(len(s.Ciphertext)-aead.Overhead(), 0)), ad...)
+	plaintext, err := aead.Open(buf[len(buf):], s.Nonce, s.Ciphertext, buf)
 	if err != nil {
 		return nil, fmt.Errorf("open %v: %w", s, ErrCorrupt)
 	}
@@ -256,16 +298,16 @@ func openWith(aead cipher.AEAD, s Sealed, ec map[string]string) ([]byte, error) 
 
 // checkContext tells a value opened for another item from an altered one.
 func checkContext(s Sealed, ec map[string]string) error {
-	if subtle.ConstantTimeCompare(s.ContextDigest, contextDigest(ec)) != 1 {
+	var digest [digestSize]byte
+	if subtle.ConstantTimeCompare(s.ContextDigest, appendContextDigest(digest[:0], ec)) != 1 {
 		return fmt.Errorf("open %v: %w (it was copied from another item)", s, ErrWrongContext)
 	}
 	return nil
 }
 
-// additionalData is what AES-GCM authenticates besides the ciphertext:
+// appendAdditionalData appends what AES-GCM authenticates besides the ciphertext:
 // the envelope's header and the item's encryption context.
-func additionalData(s Sealed, ec map[string]string) []byte {
-	b := make([]byte, 0, 128+len(s.KeyID)+len(s.DataKey))
+func appendAdditionalData(b []byte, s Sealed, ec map[string]string) []byte {
 	b = appendField(b, []byte("serverless-osb/sealing"))
 	b = binary.AppendUvarint(b, uint64(s.Version))
 	b = appendField(b, []byte(s.Alg))
@@ -320,8 +362,12 @@ func appendString(b []byte, field string) []byte {
 }
 
 func contextDigest(ec map[string]string) []byte {
+	return appendContextDigest(nil, ec)
+}
+
+func appendContextDigest(digest []byte, ec map[string]string) []byte {
 	var onStack [256]byte
 	b := append(onStack[:0], "serverless-osb/sealing context\x00"...)
 	sum := sha256.Sum256(appendCanonical(b, ec))
-	return sum[:digestSize]
+	return append(digest, sum[:digestSize]...)
 }

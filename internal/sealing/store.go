@@ -462,6 +462,9 @@ func (s *Store) sealSettled(ctx context.Context, settled *broker.Settled) (*brok
 // openConflict opens the binding a conflict carries (the broker answers an
 // identical bind with its credentials).
 func (s *Store) openConflict(ctx context.Context, err error) error {
+	if err == nil {
+		return nil // no variable on the heap for errors.As
+	}
 	var c *broker.ConflictError
 	if errors.As(err, &c) {
 		oerr := s.openBinding(ctx, c.Binding)

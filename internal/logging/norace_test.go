@@ -1,0 +1,5 @@
+//go:build !race
+
+package logging_test
+
+const raceEnabled = false
