@@ -22,12 +22,12 @@ import (
 // everything else that is wrong gets a description that says what to fix.
 func decodeBody(r *http.Request, v any) error {
 	data, err := io.ReadAll(r.Body)
-	var tooLarge *http.MaxBytesError
-	if errors.As(err, &tooLarge) {
-		return badRequest("The request body is larger than %d bytes (%d KiB), the most this broker stores for one request; send smaller parameters.",
-			MaxBodyBytes, MaxBodyBytes>>10)
-	}
 	if err != nil {
+		// errors.As's variable escapes: made only for an error.
+		if tooLarge := new(*http.MaxBytesError); errors.As(err, tooLarge) {
+			return badRequest("The request body is larger than %d bytes (%d KiB), the most this broker stores for one request; send smaller parameters.",
+				MaxBodyBytes, MaxBodyBytes>>10)
+		}
 		return badRequest("The request body could not be read: %v.", err)
 	}
 	if len(bytes.TrimSpace(data)) == 0 {

@@ -49,7 +49,7 @@ func (c Change) WithRecords(changes RecordChanges) Change {
 	for _, s := range changes.Save {
 		gone[s.Name] = true
 	}
-	var records []Resource
+	records := make([]Resource, 0, len(c.Records)+len(changes.Save)) // one allocation
 	for _, r := range c.Records {
 		if !gone[r.Name] {
 			records = append(records, r)
