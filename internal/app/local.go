@@ -277,7 +277,12 @@ func build(ctx context.Context, c LocalConfig, cat *catalog.Catalog, db *bbolt.D
 	// its first Task's end: an asynchronous 202's execution is written once.
 	// An upgrade's next execution is started by the one before it, which
 	// nothing starts again: its start is written with the next commit.
-	eng, err := local.New(local.Options{Dir: c.StateMachines, DB: db, Committer: commit, Invoke: st.Handle, Logger: logger, Sleep: c.Sleep, Now: c.Now,
+	// A Task's writes wait for company (groupcommit.UpdateSoon): they share
+	// the next request's fsync rather than make it wait for one of theirs.
+	invoke := func(ctx context.Context, payload json.RawMessage) (json.RawMessage, error) {
+		return st.Handle(groupcommit.Soon(ctx), payload)
+	}
+	eng, err := local.New(local.Options{Dir: c.StateMachines, DB: db, Committer: commit, Invoke: invoke, Logger: logger, Sleep: c.Sleep, Now: c.Now,
 		Restarted: []broker.Workflow{broker.WorkflowOperation, broker.WorkflowCleanup}})
 	if err != nil {
 		return nil, err

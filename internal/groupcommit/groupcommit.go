@@ -15,11 +15,13 @@
 package groupcommit
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"go.etcd.io/bbolt"
 )
@@ -35,6 +37,9 @@ type Committer struct {
 	// the next queue, so that queueing a writer does not allocate.
 	spare   []*call
 	leading bool
+	// soon, while writers of UpdateSoon wait without a commit under way,
+	// commits them when no other writer has started one first.
+	soon *time.Timer
 	// prepared is where the region that prepare wrote past the file's last
 	// page ends; only the leader, inside a transaction, reads or sets it.
 	prepared int64
@@ -46,6 +51,9 @@ type call struct {
 	fn   func(*bbolt.Tx) error
 	err  error
 	done chan error
+	// within, for a call of UpdateSoon, is how long it may wait for a
+	// commit to join; 0 for Update's.
+	within time.Duration
 	// after, for a call of Later, is told the outcome instead of done.
 	after func(error)
 }
@@ -115,12 +123,72 @@ func (c *Committer) Update(fn func(*bbolt.Tx) error) error {
 		c.mu.Unlock()
 	} else {
 		c.leading = true
+		if c.soon != nil {
+			// The writers of UpdateSoon go with this commit.
+			c.soon.Stop()
+			c.soon = nil
+		}
 		c.mu.Unlock()
 		c.lead()
 	}
+	return c.wait(cl)
+}
+
+// UpdateSoon is Update for a write that nobody waits on but its own
+// goroutine, such as a workflow Task's: when no commit is under way it does
+// not start one at once, but gives the writers of Update up to within to
+// start one that it joins, and commits alone after that. A Task's write
+// then shares the fsync of the next request's write instead of making that
+// request wait for a commit of its own: the Task waits a little longer, the
+// request does not. It returns, as Update does, once its writes are
+// durable.
+func (c *Committer) UpdateSoon(fn func(*bbolt.Tx) error, within time.Duration) error {
+	cl := calls.Get().(*call)
+	cl.fn, cl.within = fn, max(within, 1)
+	c.mu.Lock()
+	c.queue = append(c.queue, cl)
+	if !c.leading && c.soon == nil {
+		c.soon = time.AfterFunc(within, c.leadSoon)
+	}
+	c.mu.Unlock()
+	return c.wait(cl)
+}
+
+// waitsForCompany reports whether every queued writer is UpdateSoon's,
+// and how long the first may wait; c.mu is held.
+func (c *Committer) waitsForCompany() (time.Duration, bool) {
+	var within time.Duration
+	for _, cl := range c.queue {
+		if cl.within == 0 {
+			return 0, false
+		}
+		if within == 0 || cl.within < within {
+			within = cl.within
+		}
+	}
+	return within, len(c.queue) > 0
+}
+
+// leadSoon commits the writers of UpdateSoon that no writer of Update took
+// along in time.
+func (c *Committer) leadSoon() {
+	c.mu.Lock()
+	c.soon = nil
+	if c.leading || len(c.queue) == 0 {
+		// A commit under way takes them, or hands the lead on to them.
+		c.mu.Unlock()
+		return
+	}
+	c.leading = true
+	c.mu.Unlock()
+	c.lead()
+}
+
+// wait waits for a call's answer and gives the call back.
+func (c *Committer) wait(cl *call) error {
 	err := <-cl.done
 	// Answered: the leader no longer reads it.
-	cl.fn, cl.err = nil, nil
+	cl.fn, cl.err, cl.within = nil, nil, 0
 	calls.Put(cl)
 	return c.unwrap(err)
 }
@@ -147,6 +215,15 @@ func (c *Committer) lead() {
 	c.spare = group[:0]
 	if len(c.queue) == 0 {
 		c.leading = false
+		return
+	}
+	if within, ok := c.waitsForCompany(); ok {
+		// Only writes that may wait came during the commit: they wait
+		// for the next, as they would have with none under way.
+		c.leading = false
+		if c.soon == nil {
+			c.soon = time.AfterFunc(within, c.leadSoon)
+		}
 		return
 	}
 	go c.lead()
@@ -263,3 +340,11 @@ func safely(fn func(*bbolt.Tx) error, tx *bbolt.Tx) (err error) {
 	}()
 	return fn(tx)
 }
+
+type soonKey struct{}
+
+// Soon marks ctx as a Task's: its writes may wait for company (UpdateSoon).
+func Soon(ctx context.Context) context.Context { return context.WithValue(ctx, soonKey{}, true) }
+
+// IsSoon reports whether ctx is marked by Soon.
+func IsSoon(ctx context.Context) bool { soon, _ := ctx.Value(soonKey{}).(bool); return soon }

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+	"time"
 
 	"go.etcd.io/bbolt"
 
@@ -180,5 +181,108 @@ func TestLaterWritesRideTheNextCommitAndMakeNone(t *testing.T) {
 	}
 	if err := waittest.Recv(t, outcome, "the flushed write's outcome"); err != nil || !stored(t, c, "flushed") {
 		t.Errorf("Flush: %v, stored %v", err, stored(t, c, "flushed"))
+	}
+}
+
+// TestASoonWriteJoinsTheNextCommit: a write of UpdateSoon, with no commit
+// under way, waits for a writer of Update to start one, and goes to disk in
+// it: one commit for both.
+func TestASoonWriteJoinsTheNextCommit(t *testing.T) {
+	c := open(t)
+	before := c.Commits()
+	var soonTx int
+	soon := make(chan error, 1)
+	go func() {
+		// Longer than any test: it commits with the next Update, or never.
+		soon <- c.UpdateSoon(func(tx *bbolt.Tx) error { soonTx = tx.ID(); return put("soon")(tx) }, time.Hour)
+	}()
+	waittest.Until(t, func() error {
+		if queued(c) != 1 {
+			return errors.New("the soon write is not queued")
+		}
+		return nil
+	})
+	if stored(t, c, "soon") {
+		t.Fatal("the soon write committed by itself at once")
+	}
+	var tx int
+	if err := c.Update(func(t *bbolt.Tx) error { tx = t.ID(); return put("now")(t) }); err != nil {
+		t.Fatal(err)
+	}
+	if err := waittest.Recv(t, soon, "the soon write's outcome"); err != nil {
+		t.Fatal(err)
+	}
+	if n := c.Commits() - before; n != 1 || soonTx != tx || !stored(t, c, "soon") {
+		t.Errorf("%d commits, the soon write in transaction %d, the next Update's %d, stored %v: want one commit for both",
+			n, soonTx, tx, stored(t, c, "soon"))
+	}
+}
+
+// TestALoneSoonWriteCommitsByItself: with no other writer, a write of
+// UpdateSoon commits once its wait is over.
+func TestALoneSoonWriteCommitsByItself(t *testing.T) {
+	c := open(t)
+	before := c.Commits()
+	if err := c.UpdateSoon(put("k"), time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	if !stored(t, c, "k") || c.Commits()-before != 1 {
+		t.Errorf("stored %v, %d commits; want stored, one", stored(t, c, "k"), c.Commits()-before)
+	}
+}
+
+func TestSoonMarksAContext(t *testing.T) {
+	if IsSoon(t.Context()) || !IsSoon(Soon(t.Context())) {
+		t.Error("IsSoon does not read what Soon marks")
+	}
+}
+
+// TestASoonWriteQueuedDuringACommitWaitsForTheNext: a write of UpdateSoon
+// that comes while a commit is under way does not get a commit of its own
+// after it, but joins the next writer's of Update.
+func TestASoonWriteQueuedDuringACommitWaitsForTheNext(t *testing.T) {
+	c := open(t)
+	before := c.Commits()
+	inside, release := make(chan struct{}), make(chan struct{})
+	first := make(chan error, 1)
+	go func() {
+		first <- c.Update(func(tx *bbolt.Tx) error {
+			close(inside)
+			<-release
+			return put("first")(tx)
+		})
+	}()
+	waittest.Recv(t, inside, "the first writer in its transaction")
+	soon := make(chan error, 1)
+	go func() { soon <- c.UpdateSoon(put("soon"), time.Hour) }()
+	waittest.Until(t, func() error {
+		if queued(c) != 1 {
+			return errors.New("the soon write is not queued")
+		}
+		return nil
+	})
+	close(release)
+	if err := waittest.Recv(t, first, "the first writer's commit"); err != nil {
+		t.Fatal(err)
+	}
+	waittest.Until(t, func() error {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if c.leading {
+			return errors.New("a commit is under way")
+		}
+		return nil
+	})
+	if stored(t, c, "soon") {
+		t.Fatal("the soon write had a commit of its own")
+	}
+	if err := c.Update(put("now")); err != nil {
+		t.Fatal(err)
+	}
+	if err := waittest.Recv(t, soon, "the soon write's outcome"); err != nil {
+		t.Fatal(err)
+	}
+	if n := c.Commits() - before; n != 2 || !stored(t, c, "soon") {
+		t.Errorf("%d commits, soon stored %v: want 2 (the first, then the next with the soon write)", n, stored(t, c, "soon"))
 	}
 }

@@ -163,6 +163,12 @@ func (s *Store) view(ctx context.Context, fn func(tx) error) error {
 	return s.db.View(func(t *bbolt.Tx) error { return fn(buckets(t)) })
 }
 
+// taskCommitWait is how long a Task's write waits for a request's commit
+// to join, when none is under way (groupcommit.UpdateSoon): about the time
+// between two requests of one client, well under what a platform waits
+// between two polls of last_operation.
+const taskCommitWait = time.Millisecond
+
 // update runs fn in one read-write transaction, which concurrent writers
 // share (see groupcommit); an error from fn rolls back everything fn wrote.
 // Every fn checks its conditions before it writes anything, so a failed
@@ -174,7 +180,11 @@ func (s *Store) update(ctx context.Context, fn func(tx) error) error {
 	}
 	var moves []planMove
 	var progress []progressMove
-	err := s.commit.Update(func(t *bbolt.Tx) error {
+	run := s.commit.Update
+	if groupcommit.IsSoon(ctx) {
+		run = func(fn func(*bbolt.Tx) error) error { return s.commit.UpdateSoon(fn, taskCommitWait) }
+	}
+	err := run(func(t *bbolt.Tx) error {
 		// fn may run again (groupcommit): only its last run's moves count.
 		moves, progress = moves[:0], progress[:0]
 		b := buckets(t)
