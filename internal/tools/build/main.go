@@ -1,21 +1,22 @@
 // Command build makes the bundles of the broker's Lambda functions, which
 // the CDK stack deploys (provided.al2023 on arm64):
 //
-//	dist/api/bootstrap     dist/api/catalog.yaml     dist/api/deploy.json     dist/api/<templates>     dist/api.zip
-//	dist/worker/bootstrap  dist/worker/catalog.yaml  dist/worker/deploy.json  dist/worker/<templates>  dist/worker.zip
-//	dist/dbuser/bootstrap  dist/dbuser/catalog.yaml  dist/dbuser/deploy.json  dist/dbuser/<templates>  dist/dbuser.zip
-//	dist/cacheuser/bootstrap  dist/cacheuser/catalog.yaml  dist/cacheuser/deploy.json  dist/cacheuser/<templates>  dist/cacheuser.zip
+//	dist/api/bootstrap     dist/api/catalog.yaml.json     dist/api/deploy.json     dist/api/<templates>     dist/api.zip
+//	dist/worker/bootstrap  dist/worker/catalog.yaml.json  dist/worker/deploy.json  dist/worker/<templates>  dist/worker.zip
+//	dist/dbuser/bootstrap  dist/dbuser/catalog.yaml.json  dist/dbuser/deploy.json  dist/dbuser/<templates>  dist/dbuser.zip
+//	dist/cacheuser/bootstrap  dist/cacheuser/catalog.yaml.json  dist/cacheuser/deploy.json  dist/cacheuser/<templates>  dist/cacheuser.zip
 //
 // Each bootstrap is cross-compiled (for -arch, default arm64: Lambda's; the
 // sandbox builds for the machine it runs on) with CGO off and
 // -tags lambda.norpc -trimpath -buildvcs=false -ldflags='-s -w', and the
 // tags that leave out the drivers the catalog names in no plan
-// (drivers.WithoutTags); catalog.yaml is the catalog
-// given, and beside it, at the same path relative to it, is every file its
+// (drivers.WithoutTags); catalog.yaml.json is the catalog
+// given, pre-parsed (catalog.Preparse: its values, and the digest of the
+// YAML they were read from; the YAML itself, which no function reads, is
+// not bundled), and beside it, at the same path relative to it, is every file its
 // plans' driver settings read (drivers.Files: the CloudFormation templates),
-// since the functions load the catalog from their own folder;
-// catalog.yaml.json is its values pre-parsed (catalog.Preparse), and
-// <template>.json each template's (cloudformation.Preparse), which the
+// since the functions load the catalog from their own folder; and
+// <template>.json each template's values (cloudformation.Preparse), which the
 // functions read rather than parse the YAML at start; deploy.json
 // is the catalog's deploy.Manifest (drivers.Manifest: those files, and
 // what each driver the catalog uses needs of the stack), which the CDK
@@ -241,9 +242,10 @@ func Build(c Config) ([]Size, error) {
 		}
 		files[p+cloudformation.PreparsedSuffix] = pre
 	}
-	files[catalogName] = catalogText
-	// The functions read the catalog's values from it rather than parse
-	// the YAML at start (catalog.LoadChecked).
+	// The functions read the catalog's values from its pre-parsed form
+	// alone (catalog.LoadChecked), so the YAML is not bundled: it was 10.6
+	// KB of each zip. The pre-parsed form records the YAML's digest, which
+	// the stack's synthesis checks against the catalog it deploys.
 	if files[preparsedName], err = catalog.Preparse(catalogName, catalogText); err != nil {
 		return nil, fmt.Errorf("catalog %s: %w", c.Catalog, err)
 	}
