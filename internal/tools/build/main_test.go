@@ -76,6 +76,10 @@ func TestTheLambdaBundles(t *testing.T) {
 				// The demo catalog names neither the cloudformation nor the
 				// function driver: the bootstraps leave both out.
 				"-tags": "lambda.norpc,osb_without_cloudformation,osb_without_function", "-trimpath": "true"}
+			if fn == "api" {
+				// It reads every file pre-parsed: no yaml.v3.
+				want["-tags"] += ",osb_without_yaml"
+			}
 			got := map[string]string{}
 			for _, s := range info.Settings {
 				got[s.Key] = s.Value
@@ -756,6 +760,11 @@ func TestTheDeployedCatalogBundlesItsTemplates(t *testing.T) {
 			if names := bytes.Contains(text, []byte("driver: function")); names == slices.Contains(tags, "osb_without_function") {
 				t.Errorf("tags %v; %s names the function driver: %v", tags, deployedCatalog, names)
 			}
+			// Every template has its pre-parsed form: the api reads no
+			// YAML; the worker parses change sets' templates.
+			if without := slices.Contains(tags, WithoutYAMLTag); without != (fn == "api") {
+				t.Errorf("tags %v: %s only the api is built without yaml.v3", tags, fn)
+			}
 		})
 		t.Run(fn+".zip holds every template the catalog names, at its path relative to the catalog", func(t *testing.T) {
 			zr, err := zip.OpenReader(filepath.Join(out, fn+".zip"))
@@ -973,6 +982,34 @@ func TestTheFunctionsLinkNoCredentialSourceButTheirs(t *testing.T) {
 	for _, name := range chain {
 		if !ops[name] {
 			t.Errorf("the operator's command does not link %s: is the name right?", name)
+		}
+	}
+}
+
+// TestTheAPIBuiltWithoutYAMLReadsOnlyPreparsed: make build builds the api
+// without yaml.v3 (WithoutYAMLTag) when it bundles every file pre-parsed;
+// that bootstrap links none of it (0.11 MB of code, 89 KB of api.zip with
+// the deployed catalog), and refuses a YAML it would have to parse, saying
+// to build the bundles (the tests of that build, run here: the packages'
+// own tests do not build with the tag).
+func TestTheAPIBuiltWithoutYAMLReadsOnlyPreparsed(t *testing.T) {
+	parser := "gopkg.in/yaml%2ev3.yaml_parser_parse_node" // yaml.Unmarshal is inlined
+	if linked(t, "api", "lambda.norpc,"+WithoutYAMLTag)[parser] {
+		t.Errorf("the api's bootstrap built with %s links %s", WithoutYAMLTag, parser)
+	}
+	if !linked(t, "worker", "lambda.norpc")[parser] {
+		t.Errorf("the worker's bootstrap does not link %s: is the name right?", parser)
+	}
+	cmd := exec.Command("go", "test", "-count=1", "-tags", WithoutYAMLTag, "-run", "WithoutYAML", "-v",
+		"./internal/catalog/", "./internal/drivers/cloudformation/")
+	cmd.Dir = root
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("the tests of the build without YAML fail: %v\n%s", err, out)
+	}
+	for _, name := range []string{"TestLoadCheckedWithoutYAML", "TestReadTemplateWithoutYAML"} {
+		if !strings.Contains(string(out), "--- PASS: "+name+" ") {
+			t.Errorf("%s did not pass:\n%s", name, out)
 		}
 	}
 }
