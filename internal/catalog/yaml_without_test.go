@@ -10,7 +10,7 @@ import (
 )
 
 // TestLoadCheckedWithoutYAML runs in the api's build without yaml.v3
-// (make build's osb_without_yaml; TestTheAPIBuiltWithoutYAMLReadsOnlyPreparsed
+// (make build's osb_without_yaml; TestTheBootstrapsBuiltWithoutLeaveItOut
 // in internal/tools/build runs it): a catalog it would have to parse, with
 // no pre-parsed form or a stale one, is refused with what to do.
 func TestLoadCheckedWithoutYAML(t *testing.T) {

@@ -362,6 +362,10 @@ func readTemplate(key, path, dir string) (*Template, error) {
 		return nil, catalog.Settingf(key, "%s is %d bytes; CloudFormation takes a template of at most %d bytes (from S3, as TemplateURL; at most %d as TemplateBody): shorten it, for example by removing comments and descriptions, or split it into nested stacks",
 			path, len(body), MaxTemplateURLBody, MaxTemplateBody)
 	}
+	if withoutS3 && len(body) > MaxTemplateBody {
+		return nil, catalog.Settingf(key, "%s is %d bytes, over the %d CloudFormation takes as a TemplateBody: the driver hands it over through S3, which this bootstrap was built without (build tag osb_without_s3, as make build leaves S3 out when every template is within that): build the bundles from this catalog with make build",
+			path, len(body), MaxTemplateBody)
+	}
 	t, err := parsedTemplate(full, body)
 	if err != nil {
 		return nil, catalog.Settingf(key, "%s is not a usable CloudFormation template: %v", path, err)

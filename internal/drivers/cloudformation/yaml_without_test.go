@@ -11,7 +11,7 @@ import (
 )
 
 // TestReadTemplateWithoutYAML runs in the api's build without yaml.v3
-// (make build's osb_without_yaml; TestTheAPIBuiltWithoutYAMLReadsOnlyPreparsed
+// (make build's osb_without_yaml; TestTheBootstrapsBuiltWithoutLeaveItOut
 // in internal/tools/build runs it): a YAML template is read from its
 // pre-parsed form, refused with what to do when it has none made from it,
 // and a JSON one is read as it is.

@@ -73,6 +73,11 @@ const MaxZipBytes = 10_000_000
 // form in the bundle.
 const WithoutYAMLTag = "osb_without_yaml"
 
+// WithoutS3Tag builds a bootstrap without the S3 client, through which the
+// CloudFormation driver hands over a template larger than
+// cloudformation.MaxTemplateBody: when no file of the catalog is.
+const WithoutS3Tag = "osb_without_s3"
+
 // Target is the platform the bundles are built for.
 type Target struct{ GOOS, GOARCH string }
 
@@ -241,8 +246,9 @@ func Build(c Config) ([]Size, error) {
 	}
 	// The functions read each template's values from its pre-parsed form
 	// rather than parse the YAML at start (cloudformation.Preparse).
-	allPreparsed := true
+	allPreparsed, anyOverBody := true, false
 	for _, p := range slices.Sorted(maps.Keys(files)) {
+		anyOverBody = anyOverBody || len(files[p]) > cloudformation.MaxTemplateBody
 		pre, err := cloudformation.Preparse(files[p])
 		if _, taken := files[p+cloudformation.PreparsedSuffix]; err != nil || pre == nil || taken {
 			allPreparsed = false
@@ -267,6 +273,12 @@ func Build(c Config) ([]Size, error) {
 		used = append(used, d.Name)
 	}
 	tags := append([]string{"lambda.norpc"}, drivers.WithoutTags(used)...)
+	// No template goes through S3 when each is within CloudFormation's
+	// body limit: the bootstraps leave the S3 client out (0.3 MB of the
+	// worker's zip), and refuse a larger template at start.
+	if !anyOverBody {
+		tags = append(tags, WithoutS3Tag)
+	}
 	// The api reads every file pre-parsed when each has a pre-parsed form:
 	// its bootstrap is built without yaml.v3 (0.11 MB of code), and
 	// refuses a YAML it would have to parse. The worker parses the

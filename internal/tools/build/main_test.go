@@ -36,6 +36,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/serverless-osb/broker/internal/deploy"
+	"github.com/serverless-osb/broker/internal/drivers/cloudformation"
 	"github.com/serverless-osb/broker/internal/mototest"
 	"github.com/serverless-osb/broker/internal/store/dynamo"
 	"github.com/serverless-osb/broker/internal/waittest"
@@ -74,8 +75,9 @@ func TestTheLambdaBundles(t *testing.T) {
 			// checked in the ELF file instead.
 			want := map[string]string{"GOOS": "linux", "GOARCH": "arm64", "CGO_ENABLED": "0",
 				// The demo catalog names neither the cloudformation nor the
-				// function driver: the bootstraps leave both out.
-				"-tags": "lambda.norpc,osb_without_cloudformation,osb_without_function", "-trimpath": "true"}
+				// function driver: the bootstraps leave both out, and S3
+				// (no template over the body limit).
+				"-tags": "lambda.norpc,osb_without_cloudformation,osb_without_function,osb_without_s3", "-trimpath": "true"}
 			if fn == "api" {
 				// It reads every file pre-parsed: no yaml.v3.
 				want["-tags"] += ",osb_without_yaml"
@@ -695,6 +697,27 @@ func TestBuildBundlesTheCatalogsFiles(t *testing.T) {
 		})
 	}
 
+	t.Run("a file over CloudFormation's body limit keeps S3 in the bootstraps, through which it goes", func(t *testing.T) {
+		big := "s3-bucket/big.yaml"
+		path := filepath.Join(catalogDir, filepath.FromSlash(big))
+		if err := os.WriteFile(path, bytes.Repeat([]byte("# large\n"), cloudformation.MaxTemplateBody/8+1), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		c := config(append(slices.Clone(listed), big))
+		if _, err := Build(c); err != nil {
+			t.Fatal(err)
+		}
+		info, err := buildinfo.ReadFile(filepath.Join(c.Out, "worker", "bootstrap"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range info.Settings {
+			if s.Key == "-tags" && slices.Contains(strings.Split(s.Value, ","), WithoutS3Tag) {
+				t.Errorf("tags %s: the worker is built without S3", s.Value)
+			}
+		}
+	})
+
 	refused := []struct {
 		name    string
 		list    []string
@@ -764,6 +787,11 @@ func TestTheDeployedCatalogBundlesItsTemplates(t *testing.T) {
 			// YAML; the worker parses change sets' templates.
 			if without := slices.Contains(tags, WithoutYAMLTag); without != (fn == "api") {
 				t.Errorf("tags %v: %s only the api is built without yaml.v3", tags, fn)
+			}
+			// Every template is within CloudFormation's body limit: none
+			// goes through S3.
+			if !slices.Contains(tags, WithoutS3Tag) {
+				t.Errorf("tags %v: the bootstraps link S3, which none of %s's templates needs", tags, deployedCatalog)
 			}
 		})
 		t.Run(fn+".zip holds every template the catalog names, at its path relative to the catalog", func(t *testing.T) {
@@ -986,28 +1014,39 @@ func TestTheFunctionsLinkNoCredentialSourceButTheirs(t *testing.T) {
 	}
 }
 
-// TestTheAPIBuiltWithoutYAMLReadsOnlyPreparsed: make build builds the api
-// without yaml.v3 (WithoutYAMLTag) when it bundles every file pre-parsed;
-// that bootstrap links none of it (0.11 MB of code, 89 KB of api.zip with
-// the deployed catalog), and refuses a YAML it would have to parse, saying
-// to build the bundles (the tests of that build, run here: the packages'
-// own tests do not build with the tag).
-func TestTheAPIBuiltWithoutYAMLReadsOnlyPreparsed(t *testing.T) {
+// TestTheBootstrapsBuiltWithoutLeaveItOut: make build builds the api
+// without yaml.v3 (WithoutYAMLTag) when it bundles every file pre-parsed,
+// and every bootstrap without the S3 client (WithoutS3Tag) when no
+// template is over CloudFormation's body limit. Those bootstraps link
+// none of it (yaml.v3: 0.11 MB of code, 89 KB of api.zip with the
+// deployed catalog; S3: 0.23 MB of worker.zip), and refuse at start what
+// would need it, saying to build the bundles (the tests of those builds,
+// run here: the packages' own tests do not build with the tags).
+func TestTheBootstrapsBuiltWithoutLeaveItOut(t *testing.T) {
 	parser := "gopkg.in/yaml%2ev3.yaml_parser_parse_node" // yaml.Unmarshal is inlined
 	if linked(t, "api", "lambda.norpc,"+WithoutYAMLTag)[parser] {
 		t.Errorf("the api's bootstrap built with %s links %s", WithoutYAMLTag, parser)
 	}
-	if !linked(t, "worker", "lambda.norpc")[parser] {
+	worker := linked(t, "worker", "lambda.norpc")
+	if !worker[parser] {
 		t.Errorf("the worker's bootstrap does not link %s: is the name right?", parser)
 	}
-	cmd := exec.Command("go", "test", "-count=1", "-tags", WithoutYAMLTag, "-run", "WithoutYAML", "-v",
+	put := "github.com/aws/aws-sdk-go-v2/service/s3.(*Client).PutObject"
+	if linked(t, "worker", "lambda.norpc,"+WithoutS3Tag)[put] {
+		t.Errorf("the worker's bootstrap built with %s links %s", WithoutS3Tag, put)
+	}
+	if !worker[put] {
+		t.Errorf("the worker's bootstrap does not link %s: is the name right?", put)
+	}
+	cmd := exec.Command("go", "test", "-count=1", "-tags", WithoutYAMLTag+","+WithoutS3Tag,
+		"-run", "^Test(LoadChecked|ReadTemplate)Without(YAML|S3)$", "-v",
 		"./internal/catalog/", "./internal/drivers/cloudformation/")
 	cmd.Dir = root
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		t.Fatalf("the tests of the build without YAML fail: %v\n%s", err, out)
+		t.Fatalf("the tests of the builds without fail: %v\n%s", err, out)
 	}
-	for _, name := range []string{"TestLoadCheckedWithoutYAML", "TestReadTemplateWithoutYAML"} {
+	for _, name := range []string{"TestLoadCheckedWithoutYAML", "TestReadTemplateWithoutYAML", "TestReadTemplateWithoutS3"} {
 		if !strings.Contains(string(out), "--- PASS: "+name+" ") {
 			t.Errorf("%s did not pass:\n%s", name, out)
 		}
