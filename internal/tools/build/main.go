@@ -10,7 +10,9 @@
 // sandbox builds for the machine it runs on) with CGO off and
 // -tags lambda.norpc -trimpath -buildvcs=false -ldflags='-s -w', and the
 // tags that leave out the drivers the catalog names in no plan
-// (drivers.WithoutTags); catalog.yaml.json is the catalog
+// (drivers.WithoutTags), the S3 client when no template is over
+// CloudFormation's body limit (WithoutS3Tag), and yaml.v3 from the api when
+// every file it reads is bundled pre-parsed (WithoutYAMLTag); catalog.yaml.json is the catalog
 // given, pre-parsed (catalog.Preparse: its values, and the digest of the
 // YAML they were read from; the YAML itself, which no function reads, is
 // not bundled), and beside it, at the same path relative to it, is every file its
@@ -282,11 +284,9 @@ func Build(c Config) ([]Size, error) {
 	// The api reads every file pre-parsed when each has a pre-parsed form:
 	// its bootstrap is built without yaml.v3 (0.11 MB of code), and
 	// refuses a YAML it would have to parse. The worker parses the
-	// templates of a stack's change sets (their short-form tags).
-	apiTags := tags
-	if allPreparsed {
-		apiTags = append(slices.Clip(tags), WithoutYAMLTag)
-	}
+	// templates of a stack's change sets (their short-form tags), so it
+	// is built without only when the catalog uses no CloudFormation.
+	yamlFree := map[string]bool{"api": allPreparsed, "worker": allPreparsed && !slices.Contains(used, "cloudformation")}
 	var sizes []Size
 	var tooLarge []error
 	for _, fn := range Functions {
@@ -299,8 +299,8 @@ func Build(c Config) ([]Size, error) {
 		}
 		bootstrap := filepath.Join(dir, bootstrapName)
 		fnTags := tags
-		if fn == "api" {
-			fnTags = apiTags
+		if yamlFree[fn] {
+			fnTags = append(slices.Clip(tags), WithoutYAMLTag)
 		}
 		if err := compile(c.Root, "./functions/"+fn, bootstrap, c.Target, fnTags); err != nil {
 			return sizes, fmt.Errorf("%s: %w", fn, err)
