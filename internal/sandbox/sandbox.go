@@ -82,8 +82,9 @@ type Config struct {
 
 // Sandbox is a running stack.
 type Sandbox struct {
-	catalogOnce sync.Once
-	catalogPath string // Catalog's
+	catalogMu   sync.Mutex
+	catalogCode string // the code Catalog's catalogPath is of
+	catalogPath string
 
 	// URL is the HTTP front's: the broker's URL.
 	URL string
@@ -470,13 +471,16 @@ func (sb *Sandbox) Catalog() string {
 	if len(sb.functions) == 0 {
 		return ""
 	}
-	sb.catalogOnce.Do(func() {
-		code := sb.functions[0].Code()
-		sb.catalogPath = filepath.Join(code, "catalog.yaml")
-		if p, err := assetCatalog(code, filepath.Join(sb.Dir, "catalog")); err == nil {
+	code := sb.functions[0].Code()
+	sb.catalogMu.Lock()
+	defer sb.catalogMu.Unlock()
+	// A deploy replaces the functions' code: the catalog is its own.
+	if sb.catalogCode != code {
+		sb.catalogCode, sb.catalogPath = code, filepath.Join(code, "catalog.yaml")
+		if p, err := assetCatalog(code, filepath.Join(sb.Dir, "catalog", filepath.Base(code))); err == nil {
 			sb.catalogPath = p
 		}
-	})
+	}
 	return sb.catalogPath
 }
 
