@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
+
+	osbcatalog "github.com/serverless-osb/broker/internal/catalog"
 )
 
 func TestPropsDefaults(t *testing.T) {
@@ -213,6 +215,23 @@ func TestCheckAssets(t *testing.T) {
 	write(t, filepath.Join(staleTemplate, "catalog.yaml"), "services: [s3]\n")
 	write(t, filepath.Join(staleTemplate, "s3-bucket", "instance.yaml"), "Resources: {older}\n")
 	noFiles := func(string) ([]string, error) { return nil, nil }
+	// make build's assets: the catalog pre-parsed, without its YAML.
+	preparsed := func(text string) string {
+		data, err := osbcatalog.Preparse("catalog.yaml", []byte(text))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(data)
+	}
+	preparsedOnly := filepath.Join(dir, "preparsed-only")
+	write(t, filepath.Join(preparsedOnly, "bootstrap"), "#!/bin/sh\n")
+	write(t, filepath.Join(preparsedOnly, "catalog.yaml.json"), preparsed("services: []\n"))
+	stalePreparsed := filepath.Join(dir, "stale-preparsed")
+	write(t, filepath.Join(stalePreparsed, "bootstrap"), "#!/bin/sh\n")
+	write(t, filepath.Join(stalePreparsed, "catalog.yaml.json"), preparsed("services: [old]\n"))
+	notPreparsed := filepath.Join(dir, "not-preparsed")
+	write(t, filepath.Join(notPreparsed, "bootstrap"), "#!/bin/sh\n")
+	write(t, filepath.Join(notPreparsed, "catalog.yaml.json"), "services: []\n")
 
 	tests := []struct {
 		name    string
@@ -226,6 +245,9 @@ func TestCheckAssets(t *testing.T) {
 		{"a build of another catalog is refused", catalog, noFiles, stale, "build with that catalog"},
 		{"a build without bootstrap is refused", "", noFiles, noBootstrap, "make build writes it"},
 		{"a build without catalog.yaml is refused", "", noFiles, noCatalog, "make build writes it"},
+		{"a build of the catalog pre-parsed alone passes", catalog, noFiles, preparsedOnly, ""},
+		{"a build of another catalog pre-parsed is refused", catalog, noFiles, stalePreparsed, "catalog.yaml.json was not made from"},
+		{"a build whose catalog.yaml.json is no pre-parsed catalog is refused", "", noFiles, notPreparsed, "no pre-parsed catalog"},
 		{"a missing build is refused", "", noFiles, filepath.Join(dir, "missing"), "make build writes it"},
 		{"a missing catalog is refused", filepath.Join(dir, "missing.yaml"), noFiles, complete, "catalog"},
 		{"a build carrying the catalog's templates passes", filepath.Join(services, "catalog.yaml"), templates, bundled, ""},

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io/fs"
 	"maps"
 	"os"
 	"path/filepath"
@@ -28,6 +29,7 @@ import (
 	"github.com/aws/jsii-runtime-go"
 	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
 
+	osbcatalog "github.com/serverless-osb/broker/internal/catalog"
 	"github.com/serverless-osb/broker/internal/deploy"
 	"github.com/serverless-osb/broker/internal/env"
 	"github.com/serverless-osb/broker/internal/store/dynamo/schema"
@@ -120,8 +122,9 @@ func NewBrokerStack(scope constructs.Construct, id string, props *BrokerStackPro
 }
 
 // checkAssets makes sure each asset directory holds what the functions
-// run: bootstrap and catalog.yaml, the latter identical to catalog when
-// one is given, and beside it, identical too, every file the catalog's
+// run: bootstrap and the catalog, pre-parsed (catalog.yaml.json, made from
+// catalog when one is given) or as YAML (catalog.yaml, identical to it),
+// and beside it, identical too, every file the catalog's
 // driver settings read (list: the templates), at its path relative to the
 // catalog.
 func checkAssets(catalog string, list func(catalog string) ([]string, error), dirs ...string) error {
@@ -148,12 +151,21 @@ func checkAssets(catalog string, list func(catalog string) ([]string, error), di
 			errs = append(errs, fmt.Errorf("function asset %s: %w (make build writes it)", dir, err))
 			continue
 		}
-		got, err := os.ReadFile(filepath.Join(dir, "catalog.yaml"))
-		if err != nil {
+		// make build bundles the catalog pre-parsed alone (the functions
+		// read no YAML), which records the digest of the YAML it was made
+		// from; an asset that holds the YAML is compared as it is.
+		if digest, err := osbcatalog.PreparsedDigest(filepath.Join(dir, "catalog.yaml.json")); err == nil {
+			if want != nil && digest != osbcatalog.Digest(want) {
+				errs = append(errs, fmt.Errorf("function asset %s: its catalog.yaml.json was not made from %s: build with that catalog (make build)", dir, catalog))
+				continue
+			}
+		} else if !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, fmt.Errorf("function asset %s: %w", dir, err))
+			continue
+		} else if got, err := os.ReadFile(filepath.Join(dir, "catalog.yaml")); err != nil {
 			errs = append(errs, fmt.Errorf("function asset %s: %w (make build writes it)", dir, err))
 			continue
-		}
-		if want != nil && !bytes.Equal(got, want) {
+		} else if want != nil && !bytes.Equal(got, want) {
 			errs = append(errs, fmt.Errorf("function asset %s: its catalog.yaml is not %s: build with that catalog (make build)", dir, catalog))
 			continue
 		}

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -203,13 +204,24 @@ func Load(path string) (*Catalog, error) {
 // against their drafts' metaschemas, which waits for each schema's first
 // use. Compiling them all was most of a Lambda function's start, before
 // its first answer, for schemas most containers never use. It reads the
-// catalog's pre-parsed form (Preparse) when one made from it is beside it.
+// catalog's pre-parsed form (Preparse) when one made from it is beside it,
+// or, when path is missing, the pre-parsed form alone: the bundles ship it
+// without the YAML, which no function reads (make build made it from the
+// YAML it checked, and the stack's synthesis checks it was that catalog).
 func LoadChecked(path string) (*Catalog, error) {
 	return load(path, true)
 }
 
 func load(path string, lazy bool) (*Catalog, error) {
 	data, err := os.ReadFile(path)
+	if lazy && errors.Is(err, fs.ErrNotExist) {
+		c, perr := loadPreparsedAlone(path)
+		if perr != nil {
+			return nil, perr
+		}
+		c.Dir = filepath.Dir(path)
+		return c, nil
+	}
 	if err != nil {
 		return nil, fmt.Errorf("read catalog: %w", err)
 	}

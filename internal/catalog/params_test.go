@@ -375,3 +375,87 @@ func TestThePreparsedCatalogIsTheYAMLs(t *testing.T) {
 		}
 	}
 }
+
+// TestLoadCheckedReadsThePreparsedCatalogAlone: the bundles ship the
+// catalog pre-parsed, without its YAML (make build); LoadChecked serves
+// from it the catalog Load serves from the YAML, and says what to do when
+// neither is there or the pre-parsed form is not one.
+func TestLoadCheckedReadsThePreparsedCatalogAlone(t *testing.T) {
+	data, err := os.ReadFile("../../services/catalog.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pre, err := Preparse("catalog.yaml", data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	path := filepath.Join(dir, "catalog.yaml")
+	if err := os.WriteFile(path+PreparsedSuffix, pre, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	want, err := Load("../../services/catalog.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := LoadChecked(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got.JSON(), want.JSON()) || got.ETag() != want.ETag() || got.Dir != dir {
+		t.Errorf("the pre-parsed catalog alone serves another catalog (dir %s)", got.Dir)
+	}
+	if d, err := PreparsedDigest(path + PreparsedSuffix); err != nil || d != Digest(data) {
+		t.Errorf("PreparsedDigest = %q, %v; want the YAML's %q", d, err, Digest(data))
+	}
+
+	if err := os.WriteFile(path+PreparsedSuffix, []byte("services: []\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadChecked(path); err == nil || !strings.Contains(err.Error(), "catalog.yaml.json is no pre-parsed catalog: build the bundles") {
+		t.Errorf("a catalog.yaml.json that is not one: error %v", err)
+	}
+	if _, err := Load(path); err == nil {
+		t.Error("Load, which reads the YAML, served a catalog without it")
+	}
+	if err := os.Remove(path + PreparsedSuffix); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadChecked(path); err == nil || !strings.Contains(err.Error(), "nor its pre-parsed form catalog.yaml.json is there: build the bundles") {
+		t.Errorf("neither file: error %v", err)
+	}
+}
+
+// TestPreparsedYAMLIsTheCatalog: the YAML made from a pre-parsed catalog
+// (what the sandbox rebuilds a bundle from) is the catalog it was made from.
+func TestPreparsedYAMLIsTheCatalog(t *testing.T) {
+	for _, src := range []string{shippedCatalog, "../../services/catalog.yaml"} {
+		data, err := os.ReadFile(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pre, err := Preparse("catalog.yaml", data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		path := filepath.Join(t.TempDir(), "catalog.yaml.json")
+		if err := os.WriteFile(path, pre, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		text, err := PreparsedYAML(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := Parse("catalog.yaml", text)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := Load(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got.JSON(), want.JSON()) || got.ETag() != want.ETag() || !reflect.DeepEqual(got.SensitivePlanIDs(), want.SensitivePlanIDs()) {
+			t.Errorf("%s: the YAML made from its pre-parsed form is another catalog", src)
+		}
+	}
+}

@@ -11,8 +11,6 @@ import (
 	"strings"
 	"time"
 
-	"gopkg.in/yaml.v3"
-
 	"github.com/serverless-osb/broker/internal/jsonenc"
 )
 
@@ -44,15 +42,10 @@ func parse(source string, data []byte, lazy bool) (*Catalog, error) {
 
 // decode reads YAML into JSON values (normalize), reporting what it cannot.
 func (ck *checker) decode(data []byte) (any, bool) {
-	var raw any
-	if err := yaml.Unmarshal(data, &raw); err != nil {
-		var te *yaml.TypeError
-		if errors.As(err, &te) {
-			for _, e := range te.Errors {
-				ck.problem("", "not valid YAML: %s", e)
-			}
-		} else {
-			ck.problem("", "not valid YAML: %s", strings.TrimPrefix(err.Error(), "yaml: "))
+	raw, problems := yamlValues(data)
+	if len(problems) > 0 {
+		for _, p := range problems {
+			ck.problem("", "%s", p)
 		}
 		return nil, false
 	}

@@ -5,6 +5,9 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -45,17 +48,51 @@ func digest(data []byte) string {
 // readPreparsed returns the values of the pre-parsed form of data, from
 // path, if it is there and was made from data.
 func readPreparsed(path string, data []byte) (any, bool) {
-	body, err := os.ReadFile(path)
-	if err != nil {
-		return nil, false
-	}
-	d := json.NewDecoder(bytes.NewReader(body))
-	d.UseNumber()
-	var p preparsed
-	if d.Decode(&p) != nil || p.Source != digest(data) {
+	p, err := decodePreparsed(path)
+	if err != nil || p.Source != digest(data) {
 		return nil, false
 	}
 	return YAMLNumbers(p.Catalog), true
+}
+
+func decodePreparsed(path string) (preparsed, error) {
+	var p preparsed
+	body, err := os.ReadFile(path)
+	if err != nil {
+		return p, err
+	}
+	d := json.NewDecoder(bytes.NewReader(body))
+	d.UseNumber()
+	if err := d.Decode(&p); err != nil || p.Catalog == nil {
+		return p, fmt.Errorf("%s is no pre-parsed catalog: build the bundles from the catalog with make build", filepath.Base(path))
+	}
+	return p, nil
+}
+
+// PreparsedDigest is the sha256 (hex) of the YAML catalog that the
+// pre-parsed form at path was made from: what the stack's synthesis
+// compares with the catalog it deploys, as the bundles ship no YAML.
+func PreparsedDigest(path string) (string, error) {
+	p, err := decodePreparsed(path)
+	return p.Source, err
+}
+
+// Digest is the sha256 (hex) of a YAML catalog's bytes, as its pre-parsed
+// form records it (PreparsedDigest).
+func Digest(data []byte) string { return digest(data) }
+
+// loadPreparsedAlone is LoadChecked's catalog when there is no YAML at
+// path: its pre-parsed form alone, which must be there.
+func loadPreparsedAlone(path string) (*Catalog, error) {
+	p, err := decodePreparsed(path + PreparsedSuffix)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("read catalog: neither %s nor its pre-parsed form %s is there: build the bundles with make build", path, filepath.Base(path)+PreparsedSuffix)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read catalog: %w", err)
+	}
+	ck := &checker{source: filepath.Base(path), owners: map[ownerKey]string{}, lazy: true}
+	return ck.catalog(YAMLNumbers(p.Catalog))
 }
 
 // YAMLNumbers turns the json.Numbers of a value decoded with UseNumber
@@ -95,4 +132,17 @@ func loadPreparsed(path string, data []byte) (*Catalog, error) {
 		}
 	}
 	return ck.catalog(doc)
+}
+
+// PreparsedYAML is the catalog of the pre-parsed form at path as a YAML
+// document (its values as JSON, which YAML reads): a catalog that Load
+// reads as the one it was made from, for a build from a bundle, which
+// ships no YAML (the sandbox rebuilds an asset's bootstraps for its
+// machine from it).
+func PreparsedYAML(path string) ([]byte, error) {
+	p, err := decodePreparsed(path)
+	if err != nil {
+		return nil, err
+	}
+	return jsonenc.Marshal(p.Catalog)
 }

@@ -10,7 +10,6 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awscfn "github.com/aws/aws-sdk-go-v2/service/cloudformation"
-	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/sts"
 
 	"github.com/serverless-osb/broker/internal/broker"
@@ -83,9 +82,7 @@ func RunStacks(ctx context.Context, env Env) (broker.Driver, error) {
 		return nil, err
 	}
 	d.Templates = &cloudformation.Templates{
-		// An endpoint of one's own (moto, locally) serves buckets by
-		// path, not by host name.
-		S3:      s3.NewFromConfig(cfg, func(o *s3.Options) { o.UsePathStyle = cfg.BaseEndpoint != nil }),
+		S3:      cloudformation.NewS3(cfg),
 		Account: sts.NewFromConfig(cfg),
 		Region:  cfg.Region,
 		Bucket:  getenv(envname.TemplateBucket),

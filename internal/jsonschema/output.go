@@ -6,11 +6,9 @@ import (
 	"strings"
 
 	"github.com/serverless-osb/broker/internal/jsonschema/kind"
-	"golang.org/x/text/language"
-	"golang.org/x/text/message"
 )
 
-var defaultPrinter = message.NewPrinter(language.English)
+var defaultPrinter = &kind.Printer{}
 
 // format ---
 
@@ -43,7 +41,7 @@ func (e *ValidationError) skip() bool {
 	return false
 }
 
-func (e *ValidationError) display(sb *strings.Builder, verbose bool, indent int, absKwLoc string, p *message.Printer) {
+func (e *ValidationError) display(sb *strings.Builder, verbose bool, indent int, absKwLoc string, p *kind.Printer) {
 	if !e.skip() {
 		if indent > 0 {
 			sb.WriteByte('\n')
@@ -84,7 +82,7 @@ func (e *ValidationError) Error() string {
 	return e.LocalizedError(defaultPrinter)
 }
 
-func (e *ValidationError) LocalizedError(p *message.Printer) string {
+func (e *ValidationError) LocalizedError(p *kind.Printer) string {
 	var sb strings.Builder
 	e.display(&sb, false, 0, "", p)
 	return sb.String()
@@ -94,7 +92,7 @@ func (e *ValidationError) GoString() string {
 	return e.LocalizedGoString(defaultPrinter)
 }
 
-func (e *ValidationError) LocalizedGoString(p *message.Printer) string {
+func (e *ValidationError) LocalizedGoString(p *kind.Printer) string {
 	var sb strings.Builder
 	e.display(&sb, true, 0, "", p)
 	return sb.String()
@@ -134,7 +132,7 @@ type OutputUnit struct {
 
 type OutputError struct {
 	Kind ErrorKind
-	p    *message.Printer
+	p    *kind.Printer
 }
 
 func (k OutputError) String() string {
@@ -150,7 +148,7 @@ func (e *ValidationError) BasicOutput() *OutputUnit {
 	return e.LocalizedBasicOutput(defaultPrinter)
 }
 
-func (e *ValidationError) LocalizedBasicOutput(p *message.Printer) *OutputUnit {
+func (e *ValidationError) LocalizedBasicOutput(p *kind.Printer) *OutputUnit {
 	out := e.output(true, false, "", "", p)
 	return &out
 }
@@ -160,12 +158,12 @@ func (e *ValidationError) DetailedOutput() *OutputUnit {
 	return e.LocalizedDetailedOutput(defaultPrinter)
 }
 
-func (e *ValidationError) LocalizedDetailedOutput(p *message.Printer) *OutputUnit {
+func (e *ValidationError) LocalizedDetailedOutput(p *kind.Printer) *OutputUnit {
 	out := e.output(false, false, "", "", p)
 	return &out
 }
 
-func (e *ValidationError) output(flatten, inRef bool, schemaURL, kwLoc string, p *message.Printer) OutputUnit {
+func (e *ValidationError) output(flatten, inRef bool, schemaURL, kwLoc string, p *kind.Printer) OutputUnit {
 	if !inRef {
 		if _, ok := e.ErrorKind.(*kind.Reference); ok {
 			inRef = true

@@ -9,7 +9,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/serverless-osb/broker/internal/jsonschema/kind"
-	"golang.org/x/text/message"
 )
 
 func (sch *Schema) Validate(v any) error {
@@ -978,7 +977,7 @@ type ValidationError struct {
 
 type ErrorKind interface {
 	KeywordPath() []string
-	LocalizedString(*message.Printer) string
+	LocalizedString(*kind.Printer) string
 }
 
 // int64Of is v when it is an integer that an int64 holds.

@@ -20,6 +20,9 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sts"
+
+	"github.com/serverless-osb/broker/internal/catalog"
+	"github.com/serverless-osb/broker/internal/deploy"
 )
 
 // RIEModule is the Lambda Runtime Interface Emulator the sandbox runs, the
@@ -203,8 +206,12 @@ func (sb *Sandbox) codeOf(ctx context.Context, template string, spec functionSpe
 			}
 			root = filepath.Dir(strings.TrimSpace(string(gomod)))
 		}
+		catalogPath, err := assetCatalog(dir, filepath.Join(sb.Dir, "build", key[:16], "catalog-"+filepath.Base(dir)))
+		if err != nil {
+			return "", err
+		}
 		cmd := exec.CommandContext(ctx, "go", "run", "./internal/tools/build", "-arch", runtime.GOARCH,
-			"-catalog", filepath.Join(dir, "catalog.yaml"), "-out", out)
+			"-catalog", catalogPath, "-out", out)
 		cmd.Dir = root
 		if b, err := cmd.CombinedOutput(); err != nil {
 			return "", fmt.Errorf("build the functions for %s from asset %s: %w\n%s", runtime.GOARCH, dir, err, b)
@@ -217,6 +224,42 @@ func (sb *Sandbox) codeOf(ctx context.Context, template string, spec functionSpe
 		return "", fmt.Errorf("asset %s: its bootstrap is %s, which the build does not make", dir, info.Path)
 	}
 	return code, nil
+}
+
+// assetCatalog is the catalog to rebuild the asset in dir from: its
+// catalog.yaml, or, as make build bundles the catalog pre-parsed alone,
+// one written in src from the pre-parsed form (catalog.PreparsedYAML),
+// with links to the asset's other files beside it, where the catalog's
+// settings name them.
+func assetCatalog(dir, src string) (string, error) {
+	if _, err := os.Stat(filepath.Join(dir, "catalog.yaml")); err == nil {
+		return filepath.Join(dir, "catalog.yaml"), nil
+	}
+	text, err := catalog.PreparsedYAML(filepath.Join(dir, "catalog.yaml"+catalog.PreparsedSuffix))
+	if err != nil {
+		return "", fmt.Errorf("asset %s: %w", dir, err)
+	}
+	if err := os.RemoveAll(src); err != nil {
+		return "", err
+	}
+	if err := os.MkdirAll(src, 0o755); err != nil {
+		return "", err
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return "", err
+	}
+	for _, e := range entries {
+		switch e.Name() {
+		case "bootstrap", "catalog.yaml" + catalog.PreparsedSuffix, deploy.ManifestName:
+			continue
+		}
+		if err := os.Symlink(filepath.Join(dir, e.Name()), filepath.Join(src, e.Name())); err != nil {
+			return "", err
+		}
+	}
+	path := filepath.Join(src, "catalog.yaml")
+	return path, os.WriteFile(path, text, 0o644)
 }
 
 // bundledFiles is a digest of what an asset bundles beside its bootstrap.

@@ -82,6 +82,10 @@ type Config struct {
 
 // Sandbox is a running stack.
 type Sandbox struct {
+	catalogMu   sync.Mutex
+	catalogCode string // the code Catalog's catalogPath is of
+	catalogPath string
+
 	// URL is the HTTP front's: the broker's URL.
 	URL string
 	// Username and Password are the broker's credentials, from the stack's
@@ -460,12 +464,24 @@ func (sb *Sandbox) Function(id string) *Function {
 
 // Catalog is the catalog the stack's functions serve: the catalog.yaml
 // beside the bootstrap they run (every function of a synthesis bundles the
-// same one), which ops reads as the broker's (BROKER_CATALOG).
+// same one), which ops reads as the broker's (BROKER_CATALOG); as make
+// build bundles it pre-parsed alone, one written from that in the
+// sandbox's folder, with the bundle's files beside it (assetCatalog).
 func (sb *Sandbox) Catalog() string {
 	if len(sb.functions) == 0 {
 		return ""
 	}
-	return filepath.Join(sb.functions[0].Code(), "catalog.yaml")
+	code := sb.functions[0].Code()
+	sb.catalogMu.Lock()
+	defer sb.catalogMu.Unlock()
+	// A deploy replaces the functions' code: the catalog is its own.
+	if sb.catalogCode != code {
+		sb.catalogCode, sb.catalogPath = code, filepath.Join(code, "catalog.yaml")
+		if p, err := assetCatalog(code, filepath.Join(sb.Dir, "catalog", filepath.Base(code))); err == nil {
+			sb.catalogPath = p
+		}
+	}
+	return sb.catalogPath
 }
 
 // FunctionLog returns what the function of the logical id has logged so

@@ -13,7 +13,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials/stscreds"
 	cfn "github.com/aws/aws-sdk-go-v2/service/cloudformation"
-	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/aws/aws-sdk-go-v2/service/sts"
 
@@ -92,7 +91,7 @@ type Clients struct {
 	// unless a test says.
 	NewAPI func(aws.Config) API
 	// NewS3 makes the S3 client of a target account's templates' bucket;
-	// s3.NewFromConfig unless a test says.
+	// NewS3 (the package's) unless a test says.
 	NewS3 func(aws.Config) S3API
 	// Secrets reads the external ids kept in Secrets Manager, with the
 	// broker's own credentials; secretsmanager.NewFromConfig(Base) unless
@@ -183,10 +182,7 @@ func (c *Clients) S3For(region, role string, externalID ExternalID) S3API {
 	if !ok {
 		newS3 := c.NewS3
 		if newS3 == nil {
-			newS3 = func(cfg aws.Config) S3API {
-				// An endpoint of one's own (moto) serves buckets by path.
-				return s3.NewFromConfig(cfg, func(o *s3.Options) { o.UsePathStyle = cfg.BaseEndpoint != nil })
-			}
+			newS3 = NewS3
 		}
 		client = newS3(cfg)
 		c.s3s[key] = client

@@ -15,8 +15,6 @@ import (
 	"sync"
 	"time"
 
-	"gopkg.in/yaml.v3"
-
 	"github.com/serverless-osb/broker/internal/catalog"
 	"github.com/serverless-osb/broker/internal/cfnregistry"
 )
@@ -364,6 +362,10 @@ func readTemplate(key, path, dir string) (*Template, error) {
 		return nil, catalog.Settingf(key, "%s is %d bytes; CloudFormation takes a template of at most %d bytes (from S3, as TemplateURL; at most %d as TemplateBody): shorten it, for example by removing comments and descriptions, or split it into nested stacks",
 			path, len(body), MaxTemplateURLBody, MaxTemplateBody)
 	}
+	if withoutS3 && len(body) > MaxTemplateBody {
+		return nil, catalog.Settingf(key, "%s is %d bytes, over the %d CloudFormation takes as a TemplateBody: the driver hands it over through S3, which this bootstrap was built without (build tag osb_without_s3, as make build leaves S3 out when every template is within that): build the bundles from this catalog with make build",
+			path, len(body), MaxTemplateBody)
+	}
 	t, err := parsedTemplate(full, body)
 	if err != nil {
 		return nil, catalog.Settingf(key, "%s is not a usable CloudFormation template: %v", path, err)
@@ -435,32 +437,21 @@ func (t *Template) checkBoundaries() error {
 // values) or JSON.
 func parseTemplate(body []byte) (*Template, error) {
 	var doc map[string]any
-	var node *yaml.Node // the YAML's nodes, which keep its tags; nil for JSON
+	var tagged []string // the macros of the YAML's !Transform tags
+	fromYAML := false
 	if trimmed := bytes.TrimSpace(body); len(trimmed) > 0 && trimmed[0] == '{' {
 		if err := json.Unmarshal(trimmed, &doc); err != nil {
 			return nil, fmt.Errorf("not valid JSON: %v", err)
 		}
 	} else {
-		// Parsed once, into nodes, then decoded from them: parsing is most of
-		// a template's cost, and every template is read at the functions'
-		// start.
-		node = &yaml.Node{}
-		err := yaml.Unmarshal(body, node)
-		var v any
-		if err == nil && node.Kind != 0 {
-			err = node.Decode(&v)
+		var err error
+		if doc, tagged, err = yamlTemplate(body); err != nil {
+			return nil, err
 		}
-		if err != nil {
-			return nil, fmt.Errorf("not valid YAML: %s", strings.TrimPrefix(err.Error(), "yaml: "))
-		}
-		m, ok := v.(map[string]any)
-		if !ok {
-			return nil, fmt.Errorf("a template is a mapping with a Resources section, got %s", catalog.Describe(v))
-		}
-		doc = m
+		fromYAML = true
 	}
 	t := &Template{Body: string(body), Parameters: map[string]Parameter{}}
-	t.Macros = macros(doc, node)
+	t.Macros = macros(doc, tagged, fromYAML)
 
 	resources, ok := doc["Resources"].(map[string]any)
 	if !ok || len(resources) == 0 {
@@ -562,11 +553,11 @@ func privateOutputs(metadata any, outputs []string) ([]string, error) {
 	return out, nil
 }
 
-// macros lists the macros doc (decoded from node, the YAML's nodes, or
-// from JSON when node is nil) runs: its Transform section, string or list,
-// and every Fn::Transform, long form or, in YAML, the !Transform tag that
-// reading the body as plain values loses.
-func macros(doc map[string]any, node *yaml.Node) []string {
+// macros lists the macros doc runs: its Transform section, string or
+// list, and every Fn::Transform, long form or, in YAML (fromYAML), the
+// !Transform tag that reading the body as plain values loses (tagged:
+// yamlTemplate's, which lists the long forms too).
+func macros(doc map[string]any, tagged []string, fromYAML bool) []string {
 	var out []string
 	switch v := doc["Transform"].(type) {
 	case nil:
@@ -576,6 +567,9 @@ func macros(doc map[string]any, node *yaml.Node) []string {
 		}
 	default:
 		out = append(out, "Transform "+scalarText(v))
+	}
+	if fromYAML {
+		return append(out, tagged...)
 	}
 	var walk func(v any, at string)
 	walk = func(v any, at string) {
@@ -594,47 +588,11 @@ func macros(doc map[string]any, node *yaml.Node) []string {
 			}
 		}
 	}
-	if node == nil {
-		for _, k := range slices.Sorted(maps.Keys(doc)) {
-			if k != "Transform" {
-				walk(doc[k], k)
-			}
-		}
-		return out
-	}
-	var tagged func(n *yaml.Node, at string)
-	tagged = func(n *yaml.Node, at string) {
-		if n.Tag == "!Transform" {
-			out = append(out, "Fn::Transform at "+at)
-			return
-		}
-		switch n.Kind {
-		case yaml.DocumentNode:
-			for _, c := range n.Content {
-				tagged(c, at)
-			}
-		case yaml.MappingNode:
-			for i := 0; i+1 < len(n.Content); i += 2 {
-				key, value := n.Content[i].Value, n.Content[i+1]
-				path := key
-				if at != "" {
-					path = at + "/" + key
-				}
-				switch {
-				case key == "Fn::Transform":
-					out = append(out, "Fn::Transform at "+at)
-				case at == "" && key == "Transform":
-				default:
-					tagged(value, path)
-				}
-			}
-		case yaml.SequenceNode:
-			for i, c := range n.Content {
-				tagged(c, fmt.Sprintf("%s/%d", at, i))
-			}
+	for _, k := range slices.Sorted(maps.Keys(doc)) {
+		if k != "Transform" {
+			walk(doc[k], k)
 		}
 	}
-	tagged(node, "")
 	return out
 }
 

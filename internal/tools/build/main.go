@@ -1,21 +1,24 @@
 // Command build makes the bundles of the broker's Lambda functions, which
 // the CDK stack deploys (provided.al2023 on arm64):
 //
-//	dist/api/bootstrap     dist/api/catalog.yaml     dist/api/deploy.json     dist/api/<templates>     dist/api.zip
-//	dist/worker/bootstrap  dist/worker/catalog.yaml  dist/worker/deploy.json  dist/worker/<templates>  dist/worker.zip
-//	dist/dbuser/bootstrap  dist/dbuser/catalog.yaml  dist/dbuser/deploy.json  dist/dbuser/<templates>  dist/dbuser.zip
-//	dist/cacheuser/bootstrap  dist/cacheuser/catalog.yaml  dist/cacheuser/deploy.json  dist/cacheuser/<templates>  dist/cacheuser.zip
+//	dist/api/bootstrap     dist/api/catalog.yaml.json     dist/api/deploy.json     dist/api/<templates>     dist/api.zip
+//	dist/worker/bootstrap  dist/worker/catalog.yaml.json  dist/worker/deploy.json  dist/worker/<templates>  dist/worker.zip
+//	dist/dbuser/bootstrap  dist/dbuser/catalog.yaml.json  dist/dbuser/deploy.json  dist/dbuser/<templates>  dist/dbuser.zip
+//	dist/cacheuser/bootstrap  dist/cacheuser/catalog.yaml.json  dist/cacheuser/deploy.json  dist/cacheuser/<templates>  dist/cacheuser.zip
 //
 // Each bootstrap is cross-compiled (for -arch, default arm64: Lambda's; the
 // sandbox builds for the machine it runs on) with CGO off and
 // -tags lambda.norpc -trimpath -buildvcs=false -ldflags='-s -w', and the
 // tags that leave out the drivers the catalog names in no plan
-// (drivers.WithoutTags); catalog.yaml is the catalog
-// given, and beside it, at the same path relative to it, is every file its
+// (drivers.WithoutTags), the S3 client when no template is over
+// CloudFormation's body limit (WithoutS3Tag), and yaml.v3 from the api when
+// every file it reads is bundled pre-parsed (WithoutYAMLTag); catalog.yaml.json is the catalog
+// given, pre-parsed (catalog.Preparse: its values, and the digest of the
+// YAML they were read from; the YAML itself, which no function reads, is
+// not bundled), and beside it, at the same path relative to it, is every file its
 // plans' driver settings read (drivers.Files: the CloudFormation templates),
-// since the functions load the catalog from their own folder;
-// catalog.yaml.json is its values pre-parsed (catalog.Preparse), and
-// <template>.json each template's (cloudformation.Preparse), which the
+// since the functions load the catalog from their own folder; and
+// <template>.json each template's values (cloudformation.Preparse), which the
 // functions read rather than parse the YAML at start; deploy.json
 // is the catalog's deploy.Manifest (drivers.Manifest: those files, and
 // what each driver the catalog uses needs of the stack), which the CDK
@@ -65,6 +68,17 @@ var Functions = []string{"api", "worker", "dbuser", "cacheuser"}
 // Lambda's 50 MB limit for a direct upload, it catches a dependency that
 // bloats the binary.
 const MaxZipBytes = 10_000_000
+
+// WithoutYAMLTag builds a bootstrap that reads the catalog and its
+// templates pre-parsed only (catalog.Preparse, cloudformation.Preparse),
+// without yaml.v3: the api's, when every file it reads has its pre-parsed
+// form in the bundle.
+const WithoutYAMLTag = "osb_without_yaml"
+
+// WithoutS3Tag builds a bootstrap without the S3 client, through which the
+// CloudFormation driver hands over a template larger than
+// cloudformation.MaxTemplateBody: when no file of the catalog is.
+const WithoutS3Tag = "osb_without_s3"
 
 // Target is the platform the bundles are built for.
 type Target struct{ GOOS, GOARCH string }
@@ -234,16 +248,20 @@ func Build(c Config) ([]Size, error) {
 	}
 	// The functions read each template's values from its pre-parsed form
 	// rather than parse the YAML at start (cloudformation.Preparse).
+	allPreparsed, anyOverBody := true, false
 	for _, p := range slices.Sorted(maps.Keys(files)) {
+		anyOverBody = anyOverBody || len(files[p]) > cloudformation.MaxTemplateBody
 		pre, err := cloudformation.Preparse(files[p])
 		if _, taken := files[p+cloudformation.PreparsedSuffix]; err != nil || pre == nil || taken {
+			allPreparsed = false
 			continue
 		}
 		files[p+cloudformation.PreparsedSuffix] = pre
 	}
-	files[catalogName] = catalogText
-	// The functions read the catalog's values from it rather than parse
-	// the YAML at start (catalog.LoadChecked).
+	// The functions read the catalog's values from its pre-parsed form
+	// alone (catalog.LoadChecked), so the YAML is not bundled: it was 10.6
+	// KB of each zip. The pre-parsed form records the YAML's digest, which
+	// the stack's synthesis checks against the catalog it deploys.
 	if files[preparsedName], err = catalog.Preparse(catalogName, catalogText); err != nil {
 		return nil, fmt.Errorf("catalog %s: %w", c.Catalog, err)
 	}
@@ -257,6 +275,18 @@ func Build(c Config) ([]Size, error) {
 		used = append(used, d.Name)
 	}
 	tags := append([]string{"lambda.norpc"}, drivers.WithoutTags(used)...)
+	// No template goes through S3 when each is within CloudFormation's
+	// body limit: the bootstraps leave the S3 client out (0.3 MB of the
+	// worker's zip), and refuse a larger template at start.
+	if !anyOverBody {
+		tags = append(tags, WithoutS3Tag)
+	}
+	// The api reads every file pre-parsed when each has a pre-parsed form:
+	// its bootstrap is built without yaml.v3 (0.11 MB of code), and
+	// refuses a YAML it would have to parse. The worker parses the
+	// templates of a stack's change sets (their short-form tags), so it
+	// is built without only when the catalog uses no CloudFormation.
+	yamlFree := map[string]bool{"api": allPreparsed, "worker": allPreparsed && !slices.Contains(used, "cloudformation")}
 	var sizes []Size
 	var tooLarge []error
 	for _, fn := range Functions {
@@ -268,7 +298,11 @@ func Build(c Config) ([]Size, error) {
 			return sizes, err
 		}
 		bootstrap := filepath.Join(dir, bootstrapName)
-		if err := compile(c.Root, "./functions/"+fn, bootstrap, c.Target, tags); err != nil {
+		fnTags := tags
+		if yamlFree[fn] {
+			fnTags = append(slices.Clip(tags), WithoutYAMLTag)
+		}
+		if err := compile(c.Root, "./functions/"+fn, bootstrap, c.Target, fnTags); err != nil {
 			return sizes, fmt.Errorf("%s: %w", fn, err)
 		}
 		if err := writeFiles(dir, files); err != nil {

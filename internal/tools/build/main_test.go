@@ -4,6 +4,7 @@ import (
 	"archive/zip"
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"debug/buildinfo"
 	"debug/elf"
 	"encoding/json"
@@ -35,6 +36,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/serverless-osb/broker/internal/deploy"
+	"github.com/serverless-osb/broker/internal/drivers/cloudformation"
 	"github.com/serverless-osb/broker/internal/mototest"
 	"github.com/serverless-osb/broker/internal/store/dynamo"
 	"github.com/serverless-osb/broker/internal/waittest"
@@ -73,8 +75,14 @@ func TestTheLambdaBundles(t *testing.T) {
 			// checked in the ELF file instead.
 			want := map[string]string{"GOOS": "linux", "GOARCH": "arm64", "CGO_ENABLED": "0",
 				// The demo catalog names neither the cloudformation nor the
-				// function driver: the bootstraps leave both out.
-				"-tags": "lambda.norpc,osb_without_cloudformation,osb_without_function", "-trimpath": "true"}
+				// function driver: the bootstraps leave both out, and S3
+				// (no template over the body limit).
+				"-tags": "lambda.norpc,osb_without_cloudformation,osb_without_function,osb_without_s3", "-trimpath": "true"}
+			if fn == "api" || fn == "worker" {
+				// They read every file pre-parsed, and the worker runs no
+				// stack's change set: no yaml.v3.
+				want["-tags"] += ",osb_without_yaml"
+			}
 			got := map[string]string{}
 			for _, s := range info.Settings {
 				got[s.Key] = s.Value
@@ -122,9 +130,16 @@ func TestTheLambdaBundles(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			var made struct {
+				Source string `json:"source_sha256"`
+			}
+			if err := json.Unmarshal(preparsed, &made); err != nil || made.Source != fmt.Sprintf("%x", sha256.Sum256(catalog)) {
+				t.Errorf("catalog.yaml.json records %q (%v), not the digest of the catalog it was built from", made.Source, err)
+			}
+			// The catalog pre-parsed, and not its YAML, which no function
+			// reads (10.6 KB of each zip with the deployed catalog).
 			checkZip(t, path, map[string]zipEntry{
 				"bootstrap":         {mode: 0o755, data: bootstrap},
-				"catalog.yaml":      {mode: 0o644, data: catalog},
 				"catalog.yaml.json": {mode: 0o644, data: preparsed},
 				"deploy.json":       {mode: 0o644, data: manifest},
 			})
@@ -665,7 +680,6 @@ func TestBuildBundlesTheCatalogsFiles(t *testing.T) {
 			}
 			want := map[string]zipEntry{
 				"bootstrap":         {mode: 0o755, data: bootstrap},
-				"catalog.yaml":      {mode: 0o644, data: files["catalog.yaml"]},
 				"catalog.yaml.json": {mode: 0o644, data: preparsed},
 			}
 			manifest, err := os.ReadFile(filepath.Join(c.Out, fn, "deploy.json"))
@@ -683,6 +697,27 @@ func TestBuildBundlesTheCatalogsFiles(t *testing.T) {
 			checkZip(t, filepath.Join(c.Out, fn+".zip"), want)
 		})
 	}
+
+	t.Run("a file over CloudFormation's body limit keeps S3 in the bootstraps, through which it goes", func(t *testing.T) {
+		big := "s3-bucket/big.yaml"
+		path := filepath.Join(catalogDir, filepath.FromSlash(big))
+		if err := os.WriteFile(path, bytes.Repeat([]byte("# large\n"), cloudformation.MaxTemplateBody/8+1), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		c := config(append(slices.Clone(listed), big))
+		if _, err := Build(c); err != nil {
+			t.Fatal(err)
+		}
+		info, err := buildinfo.ReadFile(filepath.Join(c.Out, "worker", "bootstrap"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range info.Settings {
+			if s.Key == "-tags" && slices.Contains(strings.Split(s.Value, ","), WithoutS3Tag) {
+				t.Errorf("tags %s: the worker is built without S3", s.Value)
+			}
+		}
+	})
 
 	refused := []struct {
 		name    string
@@ -748,6 +783,16 @@ func TestTheDeployedCatalogBundlesItsTemplates(t *testing.T) {
 			}
 			if names := bytes.Contains(text, []byte("driver: function")); names == slices.Contains(tags, "osb_without_function") {
 				t.Errorf("tags %v; %s names the function driver: %v", tags, deployedCatalog, names)
+			}
+			// Every template has its pre-parsed form: the api reads no
+			// YAML; the worker parses change sets' templates.
+			if without := slices.Contains(tags, WithoutYAMLTag); without != (fn == "api") {
+				t.Errorf("tags %v: %s only the api is built without yaml.v3", tags, fn)
+			}
+			// Every template is within CloudFormation's body limit: none
+			// goes through S3.
+			if !slices.Contains(tags, WithoutS3Tag) {
+				t.Errorf("tags %v: the bootstraps link S3, which none of %s's templates needs", tags, deployedCatalog)
 			}
 		})
 		t.Run(fn+".zip holds every template the catalog names, at its path relative to the catalog", func(t *testing.T) {
@@ -966,6 +1011,45 @@ func TestTheFunctionsLinkNoCredentialSourceButTheirs(t *testing.T) {
 	for _, name := range chain {
 		if !ops[name] {
 			t.Errorf("the operator's command does not link %s: is the name right?", name)
+		}
+	}
+}
+
+// TestTheBootstrapsBuiltWithoutLeaveItOut: make build builds the api
+// without yaml.v3 (WithoutYAMLTag) when it bundles every file pre-parsed,
+// and every bootstrap without the S3 client (WithoutS3Tag) when no
+// template is over CloudFormation's body limit. Those bootstraps link
+// none of it (yaml.v3: 0.11 MB of code, 89 KB of api.zip with the
+// deployed catalog; S3: 0.23 MB of worker.zip), and refuse at start what
+// would need it, saying to build the bundles (the tests of those builds,
+// run here: the packages' own tests do not build with the tags).
+func TestTheBootstrapsBuiltWithoutLeaveItOut(t *testing.T) {
+	parser := "gopkg.in/yaml%2ev3.yaml_parser_parse_node" // yaml.Unmarshal is inlined
+	if linked(t, "api", "lambda.norpc,"+WithoutYAMLTag)[parser] {
+		t.Errorf("the api's bootstrap built with %s links %s", WithoutYAMLTag, parser)
+	}
+	worker := linked(t, "worker", "lambda.norpc")
+	if !worker[parser] {
+		t.Errorf("the worker's bootstrap does not link %s: is the name right?", parser)
+	}
+	put := "github.com/aws/aws-sdk-go-v2/service/s3.(*Client).PutObject"
+	if linked(t, "worker", "lambda.norpc,"+WithoutS3Tag)[put] {
+		t.Errorf("the worker's bootstrap built with %s links %s", WithoutS3Tag, put)
+	}
+	if !worker[put] {
+		t.Errorf("the worker's bootstrap does not link %s: is the name right?", put)
+	}
+	cmd := exec.Command("go", "test", "-count=1", "-tags", WithoutYAMLTag+","+WithoutS3Tag,
+		"-run", "^Test(LoadChecked|ReadTemplate)Without(YAML|S3)$", "-v",
+		"./internal/catalog/", "./internal/drivers/cloudformation/")
+	cmd.Dir = root
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("the tests of the builds without fail: %v\n%s", err, out)
+	}
+	for _, name := range []string{"TestLoadCheckedWithoutYAML", "TestReadTemplateWithoutYAML", "TestReadTemplateWithoutS3"} {
+		if !strings.Contains(string(out), "--- PASS: "+name+" ") {
+			t.Errorf("%s did not pass:\n%s", name, out)
 		}
 	}
 }
