@@ -26,22 +26,7 @@ func TestAnIdleLocalBrokerGivesBackWhatItsBurstFreed(t *testing.T) {
 	url := runLocal(t)
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 200}}
 	defer client.CloseIdleConnections()
-	send := func(method, path, body string) (int, []byte, error) {
-		req, err := http.NewRequest(method, url+path, strings.NewReader(body))
-		if err != nil {
-			return 0, nil, err
-		}
-		req.SetBasicAuth(apptest.Username, apptest.Password)
-		req.Header.Set("X-Broker-API-Version", "2.17")
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := client.Do(req)
-		if err != nil {
-			return 0, nil, err
-		}
-		defer resp.Body.Close()
-		data, err := io.ReadAll(resp.Body)
-		return resp.StatusCode, data, err
-	}
+	send := sender(client, url)
 	_, data, err := send(http.MethodGet, "/v2/catalog", "")
 	if err != nil {
 		t.Fatal(err)
@@ -84,6 +69,26 @@ func TestAnIdleLocalBrokerGivesBackWhatItsBurstFreed(t *testing.T) {
 }
 
 func mib(n uint64) float64 { return float64(n) / (1 << 20) }
+
+// sender sends requests to the local broker at url, as a platform does.
+func sender(client *http.Client, url string) func(method, path, body string) (int, []byte, error) {
+	return func(method, path, body string) (int, []byte, error) {
+		req, err := http.NewRequest(method, url+path, strings.NewReader(body))
+		if err != nil {
+			return 0, nil, err
+		}
+		req.SetBasicAuth(apptest.Username, apptest.Password)
+		req.Header.Set("X-Broker-API-Version", "2.17")
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := client.Do(req)
+		if err != nil {
+			return 0, nil, err
+		}
+		defer resp.Body.Close()
+		data, err := io.ReadAll(resp.Body)
+		return resp.StatusCode, data, err
+	}
+}
 
 // planIDs finds a plan's service and plan ids in a catalog answer.
 func planIDs(t *testing.T, catalog []byte, name string) (serviceID, planID string) {

@@ -2,7 +2,6 @@ package app_test
 
 import (
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"strconv"
@@ -75,21 +74,9 @@ func TestAnIdleLocalBrokerLetsGoOfTheBinaryPagesItsWorkMapped(t *testing.T) {
 	localEnv(t, "warn")
 	url := runLocal(t)
 	send := func(method, path, body string) []byte {
-		req, err := http.NewRequest(method, url+path, strings.NewReader(body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		req.SetBasicAuth(apptest.Username, apptest.Password)
-		req.Header.Set("X-Broker-API-Version", "2.17")
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		data, err := io.ReadAll(resp.Body)
-		if err != nil || resp.StatusCode >= 300 {
-			t.Fatalf("%s %s: %d %s %v", method, path, resp.StatusCode, data, err)
+		code, data, err := sender(http.DefaultClient, url)(method, path, body)
+		if err != nil || code >= 300 {
+			t.Fatalf("%s %s: %d %s %v", method, path, code, data, err)
 		}
 		return data
 	}

@@ -50,16 +50,7 @@ func queued(c *Committer) int {
 // the id of the transaction each ran in last.
 func group(t *testing.T, c *Committer, fns ...func(*bbolt.Tx) error) ([]error, []int) {
 	t.Helper()
-	inside, release := make(chan struct{}), make(chan struct{})
-	first := make(chan error, 1)
-	go func() {
-		first <- c.Update(func(tx *bbolt.Tx) error {
-			close(inside)
-			<-release
-			return put("first")(tx)
-		})
-	}()
-	waittest.Recv(t, inside, "the first writer in its transaction")
+	release := hold(t, c)
 	errs, txs := make([]error, len(fns)), make([]int, len(fns))
 	var wg sync.WaitGroup
 	for i, fn := range fns {
@@ -75,12 +66,32 @@ func group(t *testing.T, c *Committer, fns ...func(*bbolt.Tx) error) ([]error, [
 		}
 		return nil
 	})
-	close(release)
-	if err := waittest.Recv(t, first, "the first writer's commit"); err != nil {
-		t.Fatal(err)
-	}
+	release()
 	wg.Wait()
 	return errs, txs
+}
+
+// hold starts a first writer that waits inside its transaction, a commit
+// under way, until release lets it commit; release returns once it has.
+func hold(t *testing.T, c *Committer) (release func()) {
+	t.Helper()
+	inside, let := make(chan struct{}), make(chan struct{})
+	first := make(chan error, 1)
+	go func() {
+		first <- c.Update(func(tx *bbolt.Tx) error {
+			close(inside)
+			<-let
+			return put("first")(tx)
+		})
+	}()
+	waittest.Recv(t, inside, "the first writer in its transaction")
+	return func() {
+		t.Helper()
+		close(let)
+		if err := waittest.Recv(t, first, "the first writer's commit"); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 func TestWritersThatWaitShareOneCommit(t *testing.T) {
@@ -243,16 +254,7 @@ func TestSoonMarksAContext(t *testing.T) {
 func TestASoonWriteQueuedDuringACommitWaitsForTheNext(t *testing.T) {
 	c := open(t)
 	before := c.Commits()
-	inside, release := make(chan struct{}), make(chan struct{})
-	first := make(chan error, 1)
-	go func() {
-		first <- c.Update(func(tx *bbolt.Tx) error {
-			close(inside)
-			<-release
-			return put("first")(tx)
-		})
-	}()
-	waittest.Recv(t, inside, "the first writer in its transaction")
+	release := hold(t, c)
 	soon := make(chan error, 1)
 	go func() { soon <- c.UpdateSoon(put("soon"), time.Hour) }()
 	waittest.Until(t, func() error {
@@ -261,10 +263,7 @@ func TestASoonWriteQueuedDuringACommitWaitsForTheNext(t *testing.T) {
 		}
 		return nil
 	})
-	close(release)
-	if err := waittest.Recv(t, first, "the first writer's commit"); err != nil {
-		t.Fatal(err)
-	}
+	release()
 	waittest.Until(t, func() error {
 		c.mu.Lock()
 		defer c.mu.Unlock()
