@@ -88,6 +88,9 @@ func (r *reclaimer) tick() bool {
 	if heap {
 		r.release()
 	}
+	if !files && !heap {
+		return false
+	}
 	// The releases' own work is not work to release after.
 	r.last = r.cpu()
 	if files {

@@ -105,13 +105,29 @@ func NewShared(c *groupcommit.Committer) (*Store, error) {
 		return nil, fmt.Errorf("open store %s: %w", db.Path(), err)
 	}
 	s := &Store{db: db, commit: c}
-	if err := db.View(func(t *bbolt.Tx) error { return s.plans.fill(t.Bucket([]byte(itemsBucket))) }); err != nil {
-		return nil, fmt.Errorf("open store %s: index the plans: %w", db.Path(), err)
-	}
-	if err := db.View(func(t *bbolt.Tx) error { return s.progress.fill(t.Bucket([]byte(itemsBucket))) }); err != nil {
-		return nil, fmt.Errorf("open store %s: index the operations in progress: %w", db.Path(), err)
+	if err := db.View(func(t *bbolt.Tx) error { return s.fillIndexes(t.Bucket([]byte(itemsBucket))) }); err != nil {
+		return nil, fmt.Errorf("open store %s: index the plans and the operations in progress: %w", db.Path(), err)
 	}
 	return s, nil
+}
+
+// fillIndexes fills the plan index and the index of the operations in
+// progress from items, in one pass over the instances' partitions: each
+// one's instance item and in-progress keys, then a seek past the rest.
+func (s *Store) fillIndexes(items *bbolt.Bucket) error {
+	s.plans.mu.Lock()
+	defer s.plans.mu.Unlock()
+	s.progress.mu.Lock()
+	defer s.progress.mu.Unlock()
+	s.plans.plan, s.plans.ids = map[string]string{}, map[string]map[string]struct{}{}
+	s.progress.ops = map[progressOp]struct{}{}
+	c := items.Cursor()
+	return eachPartition(c, partitionsStart, func(id string) (bool, error) {
+		if err := s.plans.addLocked(items, id); err != nil {
+			return false, err
+		}
+		return true, s.progress.addLocked(c, id)
+	})
 }
 
 // Close closes the file when Open opened it; a DB passed to New is left to

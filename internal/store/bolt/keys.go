@@ -2,8 +2,11 @@ package bolt
 
 import (
 	"bytes"
+	"fmt"
 	"strconv"
 	"strings"
+
+	"go.etcd.io/bbolt"
 
 	"github.com/serverless-osb/broker/internal/broker"
 )
@@ -62,28 +65,7 @@ func appendID(b []byte, id string) []byte {
 	return append(b, 0)
 }
 
-// cutID cuts an id's key form off the front of b.
-func cutID(b []byte) (id string, rest []byte, ok bool) {
-	if len(b) == 0 {
-		return "", nil, false
-	}
-	switch b[0] {
-	case idUUID:
-		if len(b) < 1+16 {
-			return "", nil, false
-		}
-		return uuidText(b[1:17]), b[17:], true
-	case idText:
-		i := bytes.IndexByte(b[1:], 0)
-		if i < 0 {
-			return "", nil, false
-		}
-		return string(b[1 : 1+i]), b[2+i:], true
-	}
-	return "", nil, false
-}
-
-// skipID is cutID without the id's text: the rest after it.
+// skipID cuts an id's key form off the front of b: the rest after it.
 func skipID(b []byte) (rest []byte, ok bool) {
 	if len(b) == 0 {
 		return nil, false
@@ -102,6 +84,19 @@ func skipID(b []byte) (rest []byte, ok bool) {
 		return b[2+i:], true
 	}
 	return nil, false
+}
+
+// cutID is skipID with the id's text.
+func cutID(b []byte) (id string, rest []byte, ok bool) {
+	rest, ok = skipID(b)
+	if !ok {
+		return "", nil, false
+	}
+	enc := b[1 : len(b)-len(rest)]
+	if b[0] == idUUID {
+		return uuidText(enc), rest, true
+	}
+	return string(enc[:len(enc)-1]), rest, true // its NUL cut off
 }
 
 // uuidBytes reads a UUID in its canonical lowercase text form,
@@ -171,16 +166,19 @@ func pkWith(instanceID string, sk ...byte) []byte {
 
 func instanceKey(instanceID string) []byte { return pkWith(instanceID, skInstance) }
 
-func bindingKey(instanceID, bindingID string) []byte {
-	return appendID(append(partitionKey(instanceID, 1+maxKeyID), skBinding), bindingID)
-}
+func bindingKey(instanceID, bindingID string) []byte { return idKey(instanceID, skBinding, bindingID) }
 
 func operationKey(instanceID, operationID string) []byte {
-	return appendID(append(partitionKey(instanceID, 1+maxKeyID), skOperation), operationID)
+	return idKey(instanceID, skOperation, operationID)
 }
 
 func inProgressKey(instanceID, operationID string) []byte {
-	return appendID(append(partitionKey(instanceID, 1+maxKeyID), skInProgress), operationID)
+	return idKey(instanceID, skInProgress, operationID)
+}
+
+// idKey is the key of the instance's item of kind sk and id.
+func idKey(instanceID string, sk byte, id string) []byte {
+	return appendID(append(partitionKey(instanceID, 1+maxKeyID), sk), id)
 }
 
 // resourceKey is a binding's record's key beside the binding, any other
@@ -201,6 +199,23 @@ func partitionEnd(instanceID string) []byte { return pkWith(instanceID, 0xff) }
 var partitionsStart = []byte{partitionTag}
 
 func inPartitions(k []byte) bool { return len(k) > 0 && k[0] == partitionTag }
+
+// eachPartition calls fn with the id of each instance's partition from
+// start on, in key order, seeking past each partition with c once fn
+// returns (fn may move c), until fn says no more.
+func eachPartition(c *bbolt.Cursor, start []byte, fn func(id string) (more bool, err error)) error {
+	for k, _ := c.Seek(start); inPartitions(k); k, _ = c.Seek(start) {
+		id, _, ok := splitKey(k)
+		if !ok {
+			return fmt.Errorf("key %s is in no instance's partition", showKey(k))
+		}
+		if more, err := fn(id); !more || err != nil {
+			return err
+		}
+		start = partitionEnd(id)
+	}
+	return nil
+}
 
 // splitKey splits an instance's key into the instance's id and the SK.
 func splitKey(k []byte) (instanceID string, sk []byte, ok bool) {

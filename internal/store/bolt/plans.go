@@ -1,7 +1,6 @@
 package bolt
 
 import (
-	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -30,30 +29,19 @@ type planIndex struct {
 // planMove is an instance now of Plan, "" once deleted.
 type planMove struct{ InstanceID, Plan string }
 
-// fill indexes the instance items of items, visiting each instance's
-// partition once: its instance item, then a seek past the rest.
-func (p *planIndex) fill(items *bbolt.Bucket) error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.plan, p.ids = map[string]string{}, map[string]map[string]struct{}{}
-	c := items.Cursor()
-	for k, _ := c.Seek(partitionsStart); inPartitions(k); {
-		id, _, ok := splitKey(k)
-		if !ok {
-			return fmt.Errorf("key %s is in no instance's partition", showKey(k))
-		}
-		k, _ = c.Seek(partitionEnd(id))
-		key := instanceKey(id)
-		v := items.Get(key)
-		if v == nil {
-			continue // a partition without its instance (a deprovisioned one's operations)
-		}
-		inst, err := decode(key, v, instanceItem.instance)
-		if err != nil {
-			return err
-		}
-		p.set(id, inst.PlanID)
+// addLocked indexes the instance of the partition id, if any (a
+// deprovisioned one's operations stay without it); p.mu is held.
+func (p *planIndex) addLocked(items *bbolt.Bucket, id string) error {
+	key := instanceKey(id)
+	v := items.Get(key)
+	if v == nil {
+		return nil
 	}
+	inst, err := decode(key, v, instanceItem.instance)
+	if err != nil {
+		return err
+	}
+	p.set(id, inst.PlanID)
 	return nil
 }
 

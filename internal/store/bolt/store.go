@@ -233,22 +233,11 @@ func (s *Store) ListInstances(ctx context.Context, f broker.InstanceFilter, page
 				}
 				return nil
 			}
-			c := t.items.Cursor()
 			start := partitionsStart
 			if after != "" {
 				start = partitionEnd(after)
 			}
-			for k, _ := c.Seek(start); inPartitions(k); k, _ = c.Seek(start) {
-				id, _, ok := splitKey(k)
-				if !ok {
-					return fmt.Errorf("key %s is in no instance's partition", showKey(k))
-				}
-				start = partitionEnd(id)
-				if more, err := each(id); !more || err != nil {
-					return err
-				}
-			}
-			return nil
+			return eachPartition(t.items.Cursor(), start, each)
 		})
 	}
 	if err != nil {
