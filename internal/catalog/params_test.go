@@ -320,14 +320,7 @@ func TestLoadCheckedCompilesOnFirstUse(t *testing.T) {
 // YAML; one made from another YAML is not read.
 func TestThePreparsedCatalogIsTheYAMLs(t *testing.T) {
 	for _, src := range []string{shippedCatalog, "../../services/catalog.yaml"} {
-		data, err := os.ReadFile(src)
-		if err != nil {
-			t.Fatal(err)
-		}
-		pre, err := Preparse("catalog.yaml", data)
-		if err != nil {
-			t.Fatal(err)
-		}
+		data, pre := preparseFile(t, src)
 		path := filepath.Join(t.TempDir(), "catalog.yaml")
 		if err := os.WriteFile(path, data, 0o644); err != nil {
 			t.Fatal(err)
@@ -381,14 +374,7 @@ func TestThePreparsedCatalogIsTheYAMLs(t *testing.T) {
 // from it the catalog Load serves from the YAML, and says what to do when
 // neither is there or the pre-parsed form is not one.
 func TestLoadCheckedReadsThePreparsedCatalogAlone(t *testing.T) {
-	data, err := os.ReadFile("../../services/catalog.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	pre, err := Preparse("catalog.yaml", data)
-	if err != nil {
-		t.Fatal(err)
-	}
+	data, pre := preparseFile(t, "../../services/catalog.yaml")
 	dir := t.TempDir()
 	path := filepath.Join(dir, "catalog.yaml")
 	if err := os.WriteFile(path+PreparsedSuffix, pre, 0o644); err != nil {
@@ -430,14 +416,7 @@ func TestLoadCheckedReadsThePreparsedCatalogAlone(t *testing.T) {
 // (what the sandbox rebuilds a bundle from) is the catalog it was made from.
 func TestPreparsedYAMLIsTheCatalog(t *testing.T) {
 	for _, src := range []string{shippedCatalog, "../../services/catalog.yaml"} {
-		data, err := os.ReadFile(src)
-		if err != nil {
-			t.Fatal(err)
-		}
-		pre, err := Preparse("catalog.yaml", data)
-		if err != nil {
-			t.Fatal(err)
-		}
+		_, pre := preparseFile(t, src)
 		path := filepath.Join(t.TempDir(), "catalog.yaml.json")
 		if err := os.WriteFile(path, pre, 0o644); err != nil {
 			t.Fatal(err)
@@ -458,4 +437,18 @@ func TestPreparsedYAMLIsTheCatalog(t *testing.T) {
 			t.Errorf("%s: the YAML made from its pre-parsed form is another catalog", src)
 		}
 	}
+}
+
+// preparseFile reads the catalog at src and pre-parses it as make build does.
+func preparseFile(t *testing.T, src string) (data, pre []byte) {
+	t.Helper()
+	data, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pre, err = Preparse("catalog.yaml", data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data, pre
 }
