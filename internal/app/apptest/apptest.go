@@ -99,6 +99,9 @@ type Options struct {
 	// configuration for the CloudFormation driver).
 	AWS    func(context.Context) (aws.Config, error)
 	Getenv func(string) string
+	// YieldAtMost is passed on (how long a Task gives way to requests in
+	// flight at most).
+	YieldAtMost time.Duration
 }
 
 // StartWith starts a broker as Start does, with options.
@@ -129,6 +132,7 @@ func StartWith(tb testing.TB, o Options) *Broker {
 		ReapInterval:  o.ReapInterval,
 		Sleep:         o.Sleep,
 		Now:           o.Now,
+		YieldAtMost:   o.YieldAtMost,
 	}
 	logs := &SyncBuffer{}
 	l, err := app.OpenLocal(context.Background(), cfg, logging.New(logs, slog.LevelDebug))

@@ -53,6 +53,13 @@ type Options struct {
 	// processors from the requests that start them: their first Tasks
 	// queue and run as slots free. Default: DefaultMaxTasks.
 	MaxTasks int
+	// Requests, when set, are the server's requests in flight: a Task
+	// waits for none to be in flight before it calls the worker, or
+	// YieldAtMost at most (see Requests).
+	Requests *Requests
+	// YieldAtMost bounds how long a Task waits for Requests. Default:
+	// DefaultYield.
+	YieldAtMost time.Duration
 	// Logger receives one line per execution event; never a payload.
 	// Default: discard.
 	Logger *slog.Logger
@@ -74,6 +81,12 @@ type Options struct {
 	// Resume runs an execution again from an earlier state.
 	Restarted []broker.Workflow
 }
+
+// DefaultYield is Options.YieldAtMost when zero: longer than a burst of a
+// thousand provisions takes to answer on this 2-core machine (about 160 ms
+// on new connections, docs/performance.md), short beside the seconds a
+// platform waits between polls of last_operation.
+const DefaultYield = 250 * time.Millisecond
 
 // DefaultMaxTasks is Options.MaxTasks when zero: 4 × GOMAXPROCS.
 func DefaultMaxTasks() int { return 4 * runtime.GOMAXPROCS(0) }
@@ -125,9 +138,12 @@ type Engine struct {
 	commit *groupcommit.Committer
 	invoke Invoker
 	tasks  chan struct{} // a slot per worker call in flight
-	log    *slog.Logger
-	now    func() time.Time
-	sleep  func(ctx context.Context, d time.Duration)
+	// requests are Options.Requests, and yield its YieldAtMost.
+	requests *Requests
+	yield    time.Duration
+	log      *slog.Logger
+	now      func() time.Time
+	sleep    func(ctx context.Context, d time.Duration)
 	// parks says long Waits park their execution (parkFor): when the
 	// engine's own timers wait, not a test's Sleep.
 	parks bool
@@ -213,19 +229,21 @@ func New(opts Options) (*Engine, error) {
 		commit = groupcommit.New(opts.DB)
 	}
 	e := &Engine{
-		defs:   defs,
-		db:     opts.DB,
-		commit: commit,
-		live:   map[string]*record{},
-		dirty:  map[string]uint64{},
-		invoke: opts.Invoke,
-		tasks:  make(chan struct{}, cmp.Or(opts.MaxTasks, DefaultMaxTasks())),
-		log:    opts.Logger,
-		now:    opts.Now,
-		sleep:  opts.Sleep,
-		runs:   map[string]context.CancelFunc{},
-		parked: map[string]*time.Timer{},
-		parks:  opts.Sleep == nil,
+		defs:     defs,
+		db:       opts.DB,
+		commit:   commit,
+		live:     map[string]*record{},
+		dirty:    map[string]uint64{},
+		invoke:   opts.Invoke,
+		tasks:    make(chan struct{}, cmp.Or(opts.MaxTasks, DefaultMaxTasks())),
+		requests: opts.Requests,
+		yield:    cmp.Or(opts.YieldAtMost, DefaultYield),
+		log:      opts.Logger,
+		now:      opts.Now,
+		sleep:    opts.Sleep,
+		runs:     map[string]context.CancelFunc{},
+		parked:   map[string]*time.Timer{},
+		parks:    opts.Sleep == nil,
 	}
 	e.greatest = greatest
 	e.flushFn, e.flushedFn = e.flush, e.flushed
