@@ -169,6 +169,12 @@ type Engine struct {
 	dirty    map[string]uint64
 	gen      uint64
 	flushing bool
+	// unwritten are the new executions of restarted workflows
+	// (Options.Restarted) still in their first state in this process's
+	// goroutine: live, not dirty until they change or their goroutine
+	// returns (spawnLocked), so that each commit's flush does not step over
+	// a burst's thousand of them.
+	unwritten map[string]struct{}
 	// flushFn and flushedFn are flush and flushed, made once; records and
 	// batch are the flush's, kept for the next.
 	flushFn   func(*bbolt.Tx) error
@@ -229,21 +235,22 @@ func New(opts Options) (*Engine, error) {
 		commit = groupcommit.New(opts.DB)
 	}
 	e := &Engine{
-		defs:     defs,
-		db:       opts.DB,
-		commit:   commit,
-		live:     map[string]*record{},
-		dirty:    map[string]uint64{},
-		invoke:   opts.Invoke,
-		tasks:    make(chan struct{}, cmp.Or(opts.MaxTasks, DefaultMaxTasks())),
-		requests: opts.Requests,
-		yield:    cmp.Or(opts.YieldAtMost, DefaultYield),
-		log:      opts.Logger,
-		now:      opts.Now,
-		sleep:    opts.Sleep,
-		runs:     map[string]context.CancelFunc{},
-		parked:   map[string]*time.Timer{},
-		parks:    opts.Sleep == nil,
+		defs:      defs,
+		db:        opts.DB,
+		commit:    commit,
+		live:      map[string]*record{},
+		dirty:     map[string]uint64{},
+		unwritten: map[string]struct{}{},
+		invoke:    opts.Invoke,
+		tasks:     make(chan struct{}, cmp.Or(opts.MaxTasks, DefaultMaxTasks())),
+		requests:  opts.Requests,
+		yield:     cmp.Or(opts.YieldAtMost, DefaultYield),
+		log:       opts.Logger,
+		now:       opts.Now,
+		sleep:     opts.Sleep,
+		runs:      map[string]context.CancelFunc{},
+		parked:    map[string]*time.Timer{},
+		parks:     opts.Sleep == nil,
 	}
 	e.greatest = greatest
 	e.flushFn, e.flushedFn = e.flush, e.flushed
@@ -387,6 +394,7 @@ func (e *Engine) change(name string, fn func(r *record) error) error {
 // write with the next commit; e.mu is held.
 func (e *Engine) setLocked(r *record) {
 	e.live[r.Name] = r
+	delete(e.unwritten, r.Name)
 	e.gen++
 	e.dirty[r.Name] = e.gen
 	e.scheduleLocked()
@@ -420,9 +428,6 @@ func (e *Engine) flush(tx *bbolt.Tx) error {
 	hold := e.holdLocked()
 	for name, gen := range e.dirty {
 		if r := e.live[name]; r != nil {
-			if e.unwrittenStartLocked(r) {
-				continue // written once it moves on (spawnLocked's exit schedules it)
-			}
 			if hold && e.restarted[r.Workflow] {
 				continue
 			}
@@ -480,7 +485,7 @@ const (
 func (e *Engine) holdLocked() bool {
 	n := 0
 	for name := range e.dirty {
-		if r := e.live[name]; r != nil && e.restarted[r.Workflow] && !e.unwrittenStartLocked(r) {
+		if r := e.live[name]; r != nil && e.restarted[r.Workflow] {
 			n++
 		}
 	}
@@ -493,17 +498,6 @@ func (e *Engine) holdLocked() bool {
 		e.heldSince = now
 	}
 	return true
-}
-
-// unwrittenStartLocked says r is a new execution of a restarted workflow
-// (Options.Restarted) still in its first state in this process's goroutine:
-// its record is not written yet; e.mu is held.
-func (e *Engine) unwrittenStartLocked(r *record) bool {
-	if !e.restarted[r.Workflow] || e.closed || len(r.History) != 1 || r.Status != broker.ExecutionRunning {
-		return false
-	}
-	_, running := e.runs[r.Name]
-	return running
 }
 
 // forgetLocked drops the live record of an execution that no goroutine
@@ -633,7 +627,12 @@ func (e *Engine) Start(ctx context.Context, workflow broker.Workflow, name strin
 	if name > e.greatest[name[0]] {
 		e.greatest[name[0]] = name
 	}
-	e.setLocked(rec)
+	if e.restarted[workflow] {
+		e.live[name] = rec // written once it changes (unwritten)
+		e.unwritten[name] = struct{}{}
+	} else {
+		e.setLocked(rec)
+	}
 	e.spawnLocked(def, *rec)
 	e.mu.Unlock()
 	e.log.LogAttrs(ctx, slog.LevelInfo, "execution started", slog.String("execution", name), slog.String("workflow", string(workflow)))
@@ -941,10 +940,12 @@ func (e *Engine) spawnLocked(def *Definition, r record) {
 				name := r.Name
 				e.parked[name] = time.AfterFunc(parkFor, func() { e.wake(name) })
 			}
-			if _, dirty := e.dirty[r.Name]; dirty {
-				// A start left unwritten while it ran (unwrittenStartLocked)
-				// goes with the next commit now.
-				e.scheduleLocked()
+			if _, ok := e.unwritten[r.Name]; ok {
+				// A start left unwritten while it ran goes with the next
+				// commit now.
+				if live := e.live[r.Name]; live != nil {
+					e.setLocked(live)
+				}
 			}
 			e.forgetLocked(r.Name)
 			e.mu.Unlock()
