@@ -3,6 +3,7 @@ package local
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -16,8 +17,10 @@ import (
 // by that much at most and starves none. The zero value is ready to use;
 // it is safe for concurrent use.
 type Requests struct {
+	// n is the requests in flight: Begin and End take mu only when it
+	// leaves or reaches zero, not for each of a burst's requests.
+	n  atomic.Int64
 	mu sync.Mutex
-	n  int
 	// busy is open while the server is not quiet: since a request began,
 	// until none has been in flight for quietFor. Then it is closed, and
 	// nil.
@@ -37,19 +40,23 @@ const quietFor = 2 * time.Millisecond
 
 // Begin counts a request in flight; End, once, ends it.
 func (q *Requests) Begin() {
+	if q.n.Add(1) != 1 {
+		return
+	}
 	q.mu.Lock()
 	if q.busy == nil {
 		q.busy = make(chan struct{})
 	}
-	q.n++
 	q.mu.Unlock()
 }
 
 // End ends a request Begin counted.
 func (q *Requests) End() {
+	if q.n.Add(-1) != 0 {
+		return
+	}
 	q.mu.Lock()
-	q.n--
-	if q.n == 0 {
+	if q.n.Load() == 0 {
 		q.idleSince = time.Now()
 		if q.release == nil {
 			q.release = time.AfterFunc(quietFor, q.quiet)
@@ -64,7 +71,7 @@ func (q *Requests) End() {
 func (q *Requests) quiet() {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if q.n == 0 && q.busy != nil && time.Since(q.idleSince) >= quietFor {
+	if q.n.Load() == 0 && q.busy != nil && time.Since(q.idleSince) >= quietFor {
 		close(q.busy)
 		q.busy = nil
 	}
