@@ -61,7 +61,7 @@ infra: synth ## cfn-lint (zero errors) on the synthesized template and on every 
 	cfn-lint cdk.out/*.template.json
 	cfn-lint services/*/*.yaml
 
-bench: ## Benchmarks: the handler on bolt (ns/op, allocs/op beside the allocation target, commits/op, page writes/op beside the peer's, 202-to-succeeded, a bind on 10 and on 10,000 bindings) and the peer's handler in process (ns/op, allocs/op), DynamoDB calls, items read and read units per request and per Task and items read listing a plan (moto), a load phase against the `make run` binary and the peer (bench/peer: brokerapi v13 with bbolt), and the Lambda cold start (package init, exec to first answer, bundle sizes), each figure beside its target.
+bench: ## Benchmarks: the handler on bolt (ns/op, allocs/op beside the allocation target, commits/op, page writes/op, 202-to-succeeded, a bind on 10 and on 10,000 bindings) and the peer's handler in process (ns/op, allocs/op, page writes/op: the targets, measured in the same run), DynamoDB calls, items read and read units per request and per Task and items read listing a plan (moto), a load phase against the `make run` binary and the peer (bench/peer: brokerapi v13 with bbolt), and the Lambda cold start (package init, exec to first answer, bundle sizes), each figure beside its target.
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime 2s ./internal/api/
 	cd bench/peer && $(GO) test -run '^$$' -bench . -benchmem -benchtime 2s ./
 	@out=$$(mktemp); $(GO) run ./internal/mototest/withmoto -- $(GO) test -count=1 -v \
