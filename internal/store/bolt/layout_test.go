@@ -25,14 +25,14 @@ import (
 func TestLayout1FileIsMoved(t *testing.T) {
 	path := testMovedFile(t, "layout1.db", func(id string) string { return id })
 	t.Run("a file of a later layout is refused", func(t *testing.T) {
-		setLayout(t, path, "5")
+		setLayout(t, path, "6")
 		s, err := Open(path)
 		if err == nil {
 			s.Close()
 			t.Fatal("Open succeeded, want the layout refused")
 		}
-		if !strings.Contains(err.Error(), "layout 5") {
-			t.Errorf("got %q, want it to name layout 5", err)
+		if !strings.Contains(err.Error(), "layout 6") {
+			t.Errorf("got %q, want it to name layout 6", err)
 		}
 	})
 }
@@ -41,10 +41,10 @@ func TestLayout1FileIsMoved(t *testing.T) {
 // cb0ab17 wrote in layout 3 (text keys, binary values; then bbolt.Compact
 // made it smaller, the same items), with the items of
 // layout1Items under layout3IDs (UUIDs, an uppercase UUID, and other ids),
-// and finds every item where the store now reads it (layout 4: keys.go).
+// and finds every item where the store now reads it (keys.go).
 func TestLayout3FileIsMoved(t *testing.T) {
 	path := testMovedFile(t, "layout3.db", layout3ID)
-	t.Run("the keys are layout 4's, short", func(t *testing.T) {
+	t.Run("the keys are short", func(t *testing.T) {
 		db, err := bbolt.Open(path, 0o600, nil)
 		if err != nil {
 			t.Fatal(err)
@@ -61,6 +61,49 @@ func TestLayout3FileIsMoved(t *testing.T) {
 				if bytes.HasPrefix(k, []byte("i#")) {
 					t.Errorf("key %q of layout 3 left", k)
 				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// TestLayout4FileIsMoved opens testdata/layout4.db, a file that the store
+// of d011d57 wrote in layout 4 (bindings keyed by their ids; then
+// bbolt.Compact made it smaller, the same items), with the items of
+// layout1Items under layout3IDs, and finds every item where the store now
+// reads it: each binding and its record at a slot among the operations.
+func TestLayout4FileIsMoved(t *testing.T) {
+	path := testMovedFile(t, "layout4.db", layout3ID)
+	t.Run("the bindings are at slots", func(t *testing.T) {
+		db, err := bbolt.Open(path, 0o600, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		err = db.View(func(tx *bbolt.Tx) error {
+			c := tx.Bucket([]byte(itemsBucket)).Cursor()
+			var bindings, records int
+			for k, _ := c.First(); k != nil; k, _ = c.Next() {
+				sk, ok := skOf(k)
+				if !ok {
+					continue
+				}
+				if sk[0] == layout4Binding {
+					t.Errorf("key %s of layout 4 left", showKey(k))
+				}
+				if _, _, record, isBinding, _ := slotSK(sk[1:]); sk[0] == skOperation && isBinding {
+					if record {
+						records++
+					} else {
+						bindings++
+					}
+				}
+			}
+			if bindings != 2 || records != 2 {
+				t.Errorf("%d bindings and %d records at slots, want 2 and 2", bindings, records)
 			}
 			return nil
 		})
