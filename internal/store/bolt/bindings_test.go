@@ -2,6 +2,8 @@ package bolt
 
 import (
 	"errors"
+	"maps"
+	"math/rand/v2"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -164,5 +166,105 @@ func TestBindingsAreFoundAgainWhenTheFileIsOpened(t *testing.T) {
 	ops, err := s.ListOperations(ctx, "i-1")
 	if err != nil || len(ops) != 1 || ops[0].ID != op.ID {
 		t.Errorf("operations: %+v, %v; want the one", ops, err)
+	}
+}
+
+// TestBindingSlotsAgreeWithAModel runs random writes of bindings and their
+// records (puts and deletes, several to a commit, some commits failing)
+// and checks after each commit, and in a file opened again, that the store
+// finds what a model of plain maps holds: each binding by its id, each
+// instance's bindings and records (LoadWhole), and no slot more than the
+// items left need.
+func TestBindingSlotsAgreeWithAModel(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "broker.db")
+	s, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { s.Close() }()
+	ctx := t.Context()
+	rng := rand.New(rand.NewPCG(40, 1))
+	insts := []string{"i-1", "0e4bc3f0-6f2a-4c1e-9d3b-7a1f2e3d4c5b"}
+	ids := []string{"b-1", "b-2", "5a7d2c1e-0b3f-4e6a-8c9d-1f2e3a4b5c6d", "6B8E3D2F-1C40-4F7B-9DAE-2A3F4B5C6D7E"}
+	type key struct{ inst, id string }
+	bindings, records := map[key]bool{}, map[key]bool{}
+	check := func(step int) {
+		t.Helper()
+		want := 0
+		for _, inst := range insts {
+			var wantIDs, wantRecords []string
+			for _, id := range ids {
+				k := key{inst, id}
+				_, err := s.GetBinding(ctx, inst, id)
+				if found := err == nil; found != bindings[k] {
+					t.Fatalf("step %d: binding %s/%s found %v (%v), want %v", step, inst, id, found, err, bindings[k])
+				}
+				if bindings[k] {
+					wantIDs = append(wantIDs, id)
+				}
+				if records[k] {
+					wantRecords = append(wantRecords, broker.BindingRecord(id))
+				}
+				if bindings[k] || records[k] {
+					want++
+				}
+			}
+			slices.SortFunc(wantIDs, compareIDs)
+			slices.Sort(wantRecords)
+			snap, err := s.LoadWhole(ctx, inst, "")
+			if err != nil || !slices.Equal(snap.BindingIDs, wantIDs) || !slices.Equal(recordNames(snap.Records), wantRecords) {
+				t.Fatalf("step %d: %s holds bindings %q and records %q (%v), want %q and %q", step, inst, snap.BindingIDs, recordNames(snap.Records), err, wantIDs, wantRecords)
+			}
+		}
+		if n := slots(s); n != want {
+			t.Fatalf("step %d: %d slots, want %d", step, n, want)
+		}
+	}
+	failed := errors.New("failed")
+	for step := range 400 {
+		nb, nr := maps.Clone(bindings), maps.Clone(records)
+		fail := rng.IntN(8) == 0
+		err := s.update(ctx, func(t tx) error {
+			for range 1 + rng.IntN(4) {
+				k := key{insts[rng.IntN(len(insts))], ids[rng.IntN(len(ids))]}
+				var err error
+				switch rng.IntN(4) {
+				case 0:
+					b := bindingAt(k.id)
+					b.InstanceID = k.inst
+					err, nb[k] = t.putBinding(b), true
+				case 1:
+					err, nb[k] = t.deleteBinding(k.inst, k.id), false
+				case 2:
+					err, nr[k] = t.putResource(broker.Resource{InstanceID: k.inst, Name: broker.BindingRecord(k.id), Data: []byte(`{}`)}), true
+				case 3:
+					err, nr[k] = t.deleteResource(k.inst, broker.BindingRecord(k.id)), false
+				}
+				if err != nil {
+					return err
+				}
+			}
+			if fail {
+				return failed
+			}
+			return nil
+		})
+		switch {
+		case fail && !errors.Is(err, failed):
+			t.Fatalf("step %d: %v, want the write's error", step, err)
+		case !fail && err != nil:
+			t.Fatalf("step %d: %v", step, err)
+		case !fail:
+			bindings, records = nb, nr
+		}
+		if fail {
+			// The failed write's slots read as nothing; they stay until
+			// the file is opened again, and are not counted.
+			s.Close()
+			if s, err = Open(path); err != nil {
+				t.Fatal(err)
+			}
+		}
+		check(step)
 	}
 }
