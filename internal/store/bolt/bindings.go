@@ -33,9 +33,13 @@ import (
 // and created again reuses it. A slot is let go only once a committed
 // write leaves neither the binding nor its record (drop), and only when no
 // write has taken it since (gen). A slot without items, from a write that
-// failed, reads as no binding. A reader finds every binding its view holds:
-// a slot is made before the write that fills it commits, and let go after
-// the write that empties it.
+// failed, reads as no binding. A slot is made before the write that fills
+// it commits, so a reader finds every binding its view holds; it is let go
+// after the write that empties it commits, so a reader whose view began
+// before that commit may miss that binding, as if it read after the
+// commit: the write that empties a binding's slot moves the instance's
+// version too, which a write made from that reader's view is conditional
+// on.
 type bindingIndex struct {
 	mu sync.RWMutex
 	// of is each instance's bindings' slots, by binding id.
