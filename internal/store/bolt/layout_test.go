@@ -45,13 +45,7 @@ func TestLayout1FileIsMoved(t *testing.T) {
 func TestLayout3FileIsMoved(t *testing.T) {
 	path := testMovedFile(t, "layout3.db", layout3ID)
 	t.Run("the keys are short", func(t *testing.T) {
-		db, err := bbolt.Open(path, 0o600, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer db.Close()
-		err = db.View(func(tx *bbolt.Tx) error {
-			c := tx.Bucket([]byte(itemsBucket)).Cursor()
+		viewItems(t, path, func(c *bbolt.Cursor) {
 			// i-1's operation op-i1: both ids UUIDs, 1+17+1+17 bytes.
 			want := operationKey(layout3ID("i-1"), layout3ID("op-i1"))
 			if k, v := c.Seek(want); !bytes.Equal(k, want) || len(k) != 36 || v == nil {
@@ -62,12 +56,25 @@ func TestLayout3FileIsMoved(t *testing.T) {
 					t.Errorf("key %q of layout 3 left", k)
 				}
 			}
-			return nil
 		})
-		if err != nil {
-			t.Fatal(err)
-		}
 	})
+}
+
+// viewItems calls fn with a cursor on the items of the file at path.
+func viewItems(t *testing.T, path string, fn func(c *bbolt.Cursor)) {
+	t.Helper()
+	db, err := bbolt.Open(path, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	err = db.View(func(tx *bbolt.Tx) error {
+		fn(tx.Bucket([]byte(itemsBucket)).Cursor())
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 }
 
 // TestLayout4FileIsMoved opens testdata/layout4.db, a file that the store
@@ -78,13 +85,7 @@ func TestLayout3FileIsMoved(t *testing.T) {
 func TestLayout4FileIsMoved(t *testing.T) {
 	path := testMovedFile(t, "layout4.db", layout3ID)
 	t.Run("the bindings are at slots", func(t *testing.T) {
-		db, err := bbolt.Open(path, 0o600, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer db.Close()
-		err = db.View(func(tx *bbolt.Tx) error {
-			c := tx.Bucket([]byte(itemsBucket)).Cursor()
+		viewItems(t, path, func(c *bbolt.Cursor) {
 			var bindings, records int
 			for k, _ := c.First(); k != nil; k, _ = c.Next() {
 				sk, ok := skOf(k)
@@ -105,11 +106,7 @@ func TestLayout4FileIsMoved(t *testing.T) {
 			if bindings != 2 || records != 2 {
 				t.Errorf("%d bindings and %d records at slots, want 2 and 2", bindings, records)
 			}
-			return nil
 		})
-		if err != nil {
-			t.Fatal(err)
-		}
 	})
 }
 
