@@ -43,7 +43,7 @@ import (
 type bindingIndex struct {
 	mu sync.RWMutex
 	// of is each instance's bindings' slots, by binding id.
-	of map[string]map[string]*bindingSlot
+	of map[string]map[string]bindingSlot
 	// gen counts the slots taken.
 	gen uint64
 }
@@ -65,10 +65,8 @@ type bindingDrop struct {
 func (ix *bindingIndex) lookup(instanceID, bindingID string) ([16]byte, bool) {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
-	if sl := ix.of[instanceID][bindingID]; sl != nil {
-		return sl.id, true
-	}
-	return [16]byte{}, false
+	sl, ok := ix.of[instanceID][bindingID]
+	return sl.id, ok
 }
 
 // take returns the binding's slot, made now when it has none, for a write.
@@ -76,34 +74,34 @@ func (ix *bindingIndex) take(instanceID, bindingID string) [16]byte {
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
 	ix.gen++
-	if sl := ix.of[instanceID][bindingID]; sl != nil {
-		sl.gen = ix.gen
-		return sl.id
+	if m := ix.of[instanceID]; m != nil {
+		if sl, ok := m[bindingID]; ok {
+			sl.gen = ix.gen
+			m[bindingID] = sl
+			return sl.id
+		}
 	}
-	sl := &bindingSlot{id: uuid.Must(uuid.NewV7()), gen: ix.gen}
+	sl := bindingSlot{id: uuid.Must(uuid.NewV7()), gen: ix.gen}
 	ix.addLocked(instanceID, bindingID, sl)
 	return sl.id
 }
 
 // addLocked indexes a slot; ix.mu is held. The index outlives the items
 // the ids may be parts of (br.str): copies of its own.
-func (ix *bindingIndex) addLocked(instanceID, bindingID string, sl *bindingSlot) {
+func (ix *bindingIndex) addLocked(instanceID, bindingID string, sl bindingSlot) {
 	m := ix.of[instanceID]
 	if m == nil {
-		m = map[string]*bindingSlot{}
+		m = map[string]bindingSlot{}
 		ix.of[strings.Clone(instanceID)] = m
 	}
 	m[strings.Clone(bindingID)] = sl
 }
 
-// gens returns the slot's gen, for a drop (0: no slot).
+// genOf returns the slot's gen, for a drop (0: no slot).
 func (ix *bindingIndex) genOf(instanceID, bindingID string) uint64 {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
-	if sl := ix.of[instanceID][bindingID]; sl != nil {
-		return sl.gen
-	}
-	return 0
+	return ix.of[instanceID][bindingID].gen
 }
 
 // apply lets go of the slots of a committed write's drops.
@@ -112,7 +110,7 @@ func (ix *bindingIndex) apply(drops []bindingDrop) {
 	defer ix.mu.Unlock()
 	for _, d := range drops {
 		m := ix.of[d.instanceID]
-		if sl := m[d.bindingID]; sl != nil && sl.gen == d.gen {
+		if sl, ok := m[d.bindingID]; ok && sl.gen == d.gen {
 			delete(m, d.bindingID)
 			if len(m) == 0 {
 				delete(ix.of, d.instanceID)
@@ -141,7 +139,7 @@ func (ix *bindingIndex) list(instanceID string) []indexedBinding {
 	return out
 }
 
-// addLocked indexes the bindings of the partition id, read with c from
+// fillLocked indexes the bindings of the partition id, read with c from
 // their keys (a binding's or its record's, skBinding after a slot under
 // skOperation); ix.mu is held.
 func (ix *bindingIndex) fillLocked(c *bbolt.Cursor, id string) error {
@@ -154,8 +152,8 @@ func (ix *bindingIndex) fillLocked(c *bbolt.Cursor, id string) error {
 		if !isBinding {
 			continue // an operation
 		}
-		if ix.of[id][bindingID] == nil {
-			ix.addLocked(id, bindingID, &bindingSlot{id: slot})
+		if _, ok := ix.of[id][bindingID]; !ok {
+			ix.addLocked(id, bindingID, bindingSlot{id: slot})
 		}
 	}
 	return nil

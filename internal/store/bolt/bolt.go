@@ -126,7 +126,7 @@ func (s *Store) fillIndexes(items *bbolt.Bucket) error {
 	s.progress.ops = map[progressOp]struct{}{}
 	s.bindings.mu.Lock()
 	defer s.bindings.mu.Unlock()
-	s.bindings.of = map[string]map[string]*bindingSlot{}
+	s.bindings.of = map[string]map[string]bindingSlot{}
 	c := items.Cursor()
 	return eachPartition(c, partitionsStart, func(id string) (bool, error) {
 		if err := s.plans.addLocked(items, id); err != nil {
