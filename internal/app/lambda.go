@@ -212,8 +212,10 @@ func defaultCatalogPath() string {
 // NewLambdaAPI builds the api function's handler from the environment, once
 // per container: AWS configuration, DynamoDB store, Step Functions engine,
 // the credentials from Secrets Manager, the catalog, and the demo driver
-// running synchronous plans within the request. It logs JSON to stdout.
+// running synchronous plans within the request. It logs JSON to stdout,
+// and sets the process's garbage collector (functionGC).
 func NewLambdaAPI(ctx context.Context) (http.Handler, error) {
+	functionGC(os.Getenv)
 	c, err := LambdaConfigFromEnv(FunctionAPI)
 	if err != nil {
 		return nil, err
@@ -225,8 +227,10 @@ func NewLambdaAPI(ctx context.Context) (http.Handler, error) {
 
 // NewWorker builds the worker function's handler from the environment,
 // once per container: the steps of the workflows on the DynamoDB store.
-// It logs JSON to stdout.
+// It logs JSON to stdout, and sets the process's garbage collector
+// (functionGC).
 func NewWorker(ctx context.Context) (func(context.Context, json.RawMessage) (json.RawMessage, error), error) {
+	functionGC(os.Getenv)
 	c, err := LambdaConfigFromEnv(FunctionWorker)
 	if err != nil {
 		return nil, err
