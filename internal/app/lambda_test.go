@@ -444,7 +444,7 @@ func TestLambdaFunctionsOnMoto(t *testing.T) {
 			}
 			h, err := app.BuildLambdaAPI(ctx, cfg, logger)
 			if err == nil || h != nil || !strings.Contains(err.Error(), "secret "+missing) {
-				t.Errorf("%s unreadable: the api started (%v), want it refused naming secret %s", name, err, missing)
+				t.Errorf("%s unreadable: BuildLambdaAPI answered (%v), want it refused naming secret %s", name, err, missing)
 			}
 		}
 	})
