@@ -259,7 +259,7 @@ func (c *Clients) ExternalIDOf(ctx context.Context, role, secret string) (Extern
 		return "", unreachable("read the secret "+secret, err)
 	}
 	id := ExternalID(strings.TrimSpace(aws.ToString(out.SecretString)))
-	if len(id) < 2 || len(id) > 1224 || !externalIDPattern.MatchString(string(id)) {
+	if len(id) < 2 || len(id) > 1224 || !externalIDPattern().MatchString(string(id)) {
 		// Never quote it, as anywhere else.
 		return "", &broker.Failure{Description: fmt.Sprintf(
 			"The secret %s, which holds the external id of the role %s, does not hold one STS accepts: its text must be 2 to 1224 letters, digits or the characters _+=,.@:/-. Ask the platform operator to put the external id in it.",

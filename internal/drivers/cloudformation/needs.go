@@ -2,7 +2,6 @@ package cloudformation
 
 import (
 	"maps"
-	"regexp"
 	"slices"
 	"strings"
 
@@ -174,14 +173,14 @@ func InTargetCustomResources(plans []*Settings) []string {
 
 // secretFullARN is a secret's ARN with the six characters Secrets Manager
 // adds to its name.
-var secretFullARN = regexp.MustCompile(`^arn:[^:]+:secretsmanager:[^:]*:[0-9]{12}:secret:.+-[A-Za-z0-9]{6}$`)
+var secretFullARN = lazyPattern(`^arn:[^:]+:secretsmanager:[^:]*:[0-9]{12}:secret:.+-[A-Za-z0-9]{6}$`)
 
 // secretResources is what IAM grants a secret by: its ARN when the
 // catalog gives it whole; the ARN of a name (in the broker's Region and
 // account) or of a partial ARN, with the six characters open.
 func secretResources(secret string) []string {
 	switch {
-	case secretFullARN.MatchString(secret):
+	case secretFullARN().MatchString(secret):
 		return []string{secret}
 	case strings.HasPrefix(secret, "arn:"):
 		return []string{secret + "-??????"}

@@ -88,8 +88,11 @@ type Settings struct {
 	// its place (networkAt); Network is then the first one.
 	Network       *catalog.Network
 	PlaceNetworks map[string]*catalog.Network
-	// digest is PlanDigest, computed once by Configure.
-	digest string
+	// digest is PlanDigest, computed once, on its first use: a plan's
+	// templates JSON-encoded and hashed was a tenth of configuring the
+	// deployed catalog at every function's start, and only a version
+	// change or the lock check reads it.
+	digest *lazyDigest
 	// BindingCredentials is what a binding hands out: CredentialsAccessKey
 	// (the binding template's IAM user and key) or CredentialsRole (its
 	// IAM role, for the bound app's instance identity; roles.go), whose
@@ -304,7 +307,7 @@ func Configure(plan *catalog.Plan, config map[string]any, dir string) (*Settings
 	if s.AllowReplacement, err = allowReplacement(config, s.Template); err != nil {
 		return nil, err
 	}
-	s.digest = planDigest(s)
+	s.digest = &lazyDigest{}
 	return s, nil
 }
 
