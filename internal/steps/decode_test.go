@@ -74,3 +74,14 @@ func TestDecodePayloadOfAnOperationStepCopiesItOnce(t *testing.T) {
 		t.Fatalf("decoding an operation step's payload allocates %v times, want at most 2", n)
 	}
 }
+
+// BenchmarkDecodePayload decodes an operation step's payload the short way.
+func BenchmarkDecodePayload(b *testing.B) {
+	data := []byte(payloadCases[1])
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, ok := decodeShort(data); !ok {
+			b.Fatal("left to json.Unmarshal")
+		}
+	}
+}
