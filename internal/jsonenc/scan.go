@@ -1,0 +1,358 @@
+package jsonenc
+
+import "unicode/utf8"
+
+// Scanner reads a JSON text a token at a time, the short way, for the
+// broker's hand-written readers (request bodies, Task payloads, the local
+// engine's values, bolt's items): those would cost encoding/json's state,
+// reflection and a string each, for texts that are nearly always plain.
+// It takes strings only without escapes, control characters or invalid
+// UTF-8 (what encoding/json reads as it is), and whitespace between tokens
+// only when told. A read that meets anything else returns false and stops
+// the scanner (OK is false from then on, and every read fails): "not the
+// short way", never "not JSON". Its caller then leaves the whole text to
+// encoding/json, which reads it by its own rules or errors. What it does
+// take, it takes as encoding/json does (FuzzScanner).
+type Scanner struct {
+	data []byte
+	i    int
+	// text is data as a string, made at the first String or StringKey:
+	// one allocation for all of a text's strings.
+	text   string
+	spaces bool // whitespace may stand between tokens
+	first  bool // no member read yet of the object or array just entered
+	bad    bool
+}
+
+// NewScanner returns a Scanner at the start of data; spaces lets
+// whitespace stand between tokens (request bodies), else data must be
+// compact (what encoding/json writes).
+func NewScanner(data []byte, spaces bool) Scanner {
+	return Scanner{data: data, spaces: spaces}
+}
+
+// OK reports whether every read so far took what it met.
+func (s *Scanner) OK() bool { return !s.bad }
+
+// Fail stops the scanner: for a reader that meets a key or a value it does
+// not take.
+func (s *Scanner) Fail() { s.bad = true }
+
+func (s *Scanner) fail() bool {
+	s.bad = true
+	return false
+}
+
+// Pos is the offset in data where the next read starts.
+func (s *Scanner) Pos() int { return s.i }
+
+// End reports whether every read took what it met and they read all of
+// data (but trailing whitespace, when allowed).
+func (s *Scanner) End() bool {
+	s.space()
+	return !s.bad && s.i == len(s.data)
+}
+
+func (s *Scanner) space() {
+	if !s.spaces {
+		return
+	}
+	for s.i < len(s.data) {
+		switch s.data[s.i] {
+		case ' ', '\t', '\n', '\r':
+			s.i++
+		default:
+			return
+		}
+	}
+}
+
+// Peek returns the byte the next token starts with, without reading it: 0
+// at the end of data or once stopped.
+func (s *Scanner) Peek() byte {
+	s.space()
+	if s.bad || s.i >= len(s.data) {
+		return 0
+	}
+	return s.data[s.i]
+}
+
+// Enter reads the '{' or '[' (open) that starts an object or an array,
+// whose members Key or More then read.
+func (s *Scanner) Enter(open byte) bool {
+	if s.Peek() != open {
+		return s.fail()
+	}
+	s.i++
+	s.first = true
+	return true
+}
+
+// member reads what stands before a member of the object or array being
+// read (a comma but before the first), or its end (close); more is false
+// at the end, and at anything else (then the scanner is stopped).
+func (s *Scanner) member(close byte) (more bool) {
+	c := s.Peek()
+	switch {
+	case c == close:
+		s.i++
+		s.first = false
+		return false
+	case s.first:
+		s.first = false
+		return !s.bad && s.i < len(s.data) || s.fail()
+	case c == ',':
+		s.i++
+		return true
+	}
+	return s.fail()
+}
+
+// Key reads the next key of the object being read, and its colon; ok is
+// false at the object's end ('}' read) and when stopped: OK tells them
+// apart. The key is a part of data.
+func (s *Scanner) Key() (key []byte, ok bool) {
+	start, end, ok := s.key()
+	if !ok {
+		return nil, false
+	}
+	return s.data[start:end], true
+}
+
+// StringKey is Key as a part of the copy String makes.
+func (s *Scanner) StringKey() (key string, ok bool) {
+	start, end, ok := s.key()
+	if !ok {
+		return "", false
+	}
+	return s.textOf(start, end), true
+}
+
+func (s *Scanner) key() (start, end int, ok bool) {
+	if !s.member('}') {
+		return 0, 0, false
+	}
+	if start, end, ok = s.plain(); !ok {
+		return 0, 0, false
+	}
+	if s.Peek() != ':' {
+		return 0, 0, s.fail()
+	}
+	s.i++
+	return start, end, true
+}
+
+// More reports whether the array being read has another element, having
+// read the comma before it; it is false at the array's end (']' read) and
+// when stopped: OK tells them apart.
+func (s *Scanner) More() bool { return s.member(']') }
+
+// Plain reads a string and returns its bytes, a part of data.
+func (s *Scanner) Plain() ([]byte, bool) {
+	start, end, ok := s.plain()
+	if !ok {
+		return nil, false
+	}
+	return s.data[start:end], true
+}
+
+// String reads a string as a part of one copy of data, made at its first
+// string: one allocation for all of them.
+func (s *Scanner) String() (string, bool) {
+	start, end, ok := s.plain()
+	if !ok {
+		return "", false
+	}
+	return s.textOf(start, end), true
+}
+
+func (s *Scanner) textOf(start, end int) string {
+	if s.text == "" {
+		s.text = string(s.data)
+	}
+	return s.text[start:end]
+}
+
+// plain reads a string without escapes, control characters or invalid
+// UTF-8 (encoding/json would replace it), and returns where its content
+// starts and ends.
+func (s *Scanner) plain() (start, end int, ok bool) {
+	if s.Peek() != '"' {
+		return 0, 0, s.fail()
+	}
+	start = s.i + 1
+	for j := start; j < len(s.data); {
+		switch c := s.data[j]; {
+		case c == '"':
+			s.i = j + 1
+			return start, j, true
+		case c == '\\' || c < 0x20:
+			return 0, 0, s.fail()
+		case c < utf8.RuneSelf:
+			j++
+		default:
+			r, size := utf8.DecodeRune(s.data[j:])
+			if r == utf8.RuneError && size == 1 {
+				return 0, 0, s.fail()
+			}
+			j += size
+		}
+	}
+	return 0, 0, s.fail()
+}
+
+// Number reads a number (JSON's grammar) and returns its text, a part of
+// data.
+func (s *Scanner) Number() ([]byte, bool) {
+	s.space()
+	if s.bad {
+		return nil, false
+	}
+	n := NumberPrefix(s.data[s.i:])
+	if n < 0 {
+		return nil, s.fail()
+	}
+	s.i += n
+	return s.data[s.i-n : s.i], true
+}
+
+// Literal reads lit: true, false or null.
+func (s *Scanner) Literal(lit string) bool {
+	s.space()
+	if s.bad || len(s.data)-s.i < len(lit) || string(s.data[s.i:s.i+len(lit)]) != lit {
+		return s.fail()
+	}
+	s.i += len(lit)
+	return true
+}
+
+// maxSkipDepth is encoding/json's limit on nesting: Skip takes what
+// json.Valid takes.
+const maxSkipDepth = 10000
+
+// Skip reads a value of any kind (escapes and all: what json.Valid takes,
+// without whitespace unless allowed) and returns its text, a part of data:
+// for a reader that keeps a value as json.RawMessage, or ignores it.
+func (s *Scanner) Skip() ([]byte, bool) {
+	s.space()
+	start := s.i
+	if s.bad || !s.skip(0) {
+		return nil, s.fail()
+	}
+	return s.data[start:s.i], true
+}
+
+func (s *Scanner) skip(depth int) bool {
+	if s.i >= len(s.data) {
+		return false
+	}
+	switch c := s.data[s.i]; c {
+	case '{', '[':
+		if depth++; depth > maxSkipDepth {
+			return false
+		}
+		s.i++
+		close := byte(']')
+		if c == '{' {
+			close = '}'
+		}
+		s.space()
+		if s.i < len(s.data) && s.data[s.i] == close {
+			s.i++
+			return true
+		}
+		for {
+			s.space()
+			if c == '{' {
+				if !s.skipString() {
+					return false
+				}
+				s.space()
+				if s.i >= len(s.data) || s.data[s.i] != ':' {
+					return false
+				}
+				s.i++
+				s.space()
+			}
+			if !s.skip(depth) {
+				return false
+			}
+			s.space()
+			if s.i >= len(s.data) {
+				return false
+			}
+			switch s.data[s.i] {
+			case ',':
+				s.i++
+			case close:
+				s.i++
+				return true
+			default:
+				return false
+			}
+		}
+	case '"':
+		return s.skipString()
+	case 't':
+		return s.skipLiteral("true")
+	case 'f':
+		return s.skipLiteral("false")
+	case 'n':
+		return s.skipLiteral("null")
+	}
+	n := NumberPrefix(s.data[s.i:])
+	if n < 0 {
+		return false
+	}
+	s.i += n
+	return true
+}
+
+func (s *Scanner) skipLiteral(lit string) bool {
+	if len(s.data)-s.i < len(lit) || string(s.data[s.i:s.i+len(lit)]) != lit {
+		return false
+	}
+	s.i += len(lit)
+	return true
+}
+
+// skipString reads a string with any escapes JSON has, and any bytes but
+// control characters (json.Valid takes invalid UTF-8).
+func (s *Scanner) skipString() bool {
+	if s.i >= len(s.data) || s.data[s.i] != '"' {
+		return false
+	}
+	for j := s.i + 1; j < len(s.data); j++ {
+		switch c := s.data[j]; {
+		case c == '"':
+			s.i = j + 1
+			return true
+		case c < 0x20:
+			return false
+		case c == '\\':
+			if j++; j >= len(s.data) {
+				return false
+			}
+			switch s.data[j] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+			case 'u':
+				if len(s.data)-j <= 4 || !hex4(s.data[j+1:j+5]) {
+					return false
+				}
+				j += 4
+			default:
+				return false
+			}
+		}
+	}
+	return false
+}
+
+func hex4(b []byte) bool {
+	for _, c := range b {
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F') {
+			return false
+		}
+	}
+	return true
+}
