@@ -219,10 +219,9 @@ func (s *Scanner) Number() ([]byte, bool) {
 // Literal reads lit: true, false or null.
 func (s *Scanner) Literal(lit string) bool {
 	s.space()
-	if s.bad || len(s.data)-s.i < len(lit) || string(s.data[s.i:s.i+len(lit)]) != lit {
+	if s.bad || !s.skipLiteral(lit) {
 		return s.fail()
 	}
-	s.i += len(lit)
 	return true
 }
 
