@@ -181,21 +181,19 @@ func (s *Scanner) plain() (start, end int, ok bool) {
 		return 0, 0, s.fail()
 	}
 	start = s.i + 1
-	for j := start; j < len(s.data); {
+	var high byte // the bytes or'ed: from utf8.RuneSelf up, not ASCII
+	for j := start; j < len(s.data); j++ {
 		switch c := s.data[j]; {
 		case c == '"':
+			if high >= utf8.RuneSelf && !utf8.Valid(s.data[start:j]) {
+				return 0, 0, s.fail()
+			}
 			s.i = j + 1
 			return start, j, true
 		case c == '\\' || c < 0x20:
 			return 0, 0, s.fail()
-		case c < utf8.RuneSelf:
-			j++
 		default:
-			r, size := utf8.DecodeRune(s.data[j:])
-			if r == utf8.RuneError && size == 1 {
-				return 0, 0, s.fail()
-			}
-			j += size
+			high |= c
 		}
 	}
 	return 0, 0, s.fail()
