@@ -26,7 +26,7 @@ type fastBody interface {
 // of at most maxCopiedBody bytes; a copy each beyond), held in one slice
 // of four, and the raw ones into data itself.
 func fastFields(data []byte, field func(key []byte) (**string, *json.RawMessage)) bool {
-	sc := jsonenc.NewScanner(data, true)
+	sc := jsonenc.NewScanner(data, jsonenc.ScanOptions{Spaces: true, Valid: true})
 	var text string   // data as a string, made at the first string field
 	var held []string // where the string fields point, a few at a time
 	sc.Enter('{')

@@ -18,17 +18,26 @@ type Scanner struct {
 	i    int
 	// text is data as a string, made at the first String or StringKey:
 	// one allocation for all of a text's strings.
-	text   string
-	spaces bool // whitespace may stand between tokens
-	first  bool // no member read yet of the object or array just entered
-	bad    bool
+	text  string
+	first bool // no member read yet of the object or array just entered
+	bad   bool
+	ScanOptions
 }
 
-// NewScanner returns a Scanner at the start of data; spaces lets
-// whitespace stand between tokens (request bodies), else data must be
-// compact (what encoding/json writes).
-func NewScanner(data []byte, spaces bool) Scanner {
-	return Scanner{data: data, spaces: spaces}
+// ScanOptions say what a Scanner may meet.
+type ScanOptions struct {
+	// Spaces: whitespace may stand between tokens (request bodies); else
+	// the text must be compact (what encoding/json writes).
+	Spaces bool
+	// Valid: the text is known to be valid JSON (json.Valid said so), so
+	// that Skip only looks for the end of a value, at about twice the
+	// speed of checking it.
+	Valid bool
+}
+
+// NewScanner returns a Scanner at the start of data.
+func NewScanner(data []byte, o ScanOptions) Scanner {
+	return Scanner{data: data, ScanOptions: o}
 }
 
 // OK reports whether every read so far took what it met.
@@ -36,10 +45,13 @@ func (s *Scanner) OK() bool { return !s.bad }
 
 // Fail stops the scanner: for a reader that meets a key or a value it does
 // not take.
-func (s *Scanner) Fail() { s.bad = true }
+func (s *Scanner) Fail() { s.fail() }
 
+// fail stops the scanner: its position at the end of data, where every
+// read fails without another test of bad.
 func (s *Scanner) fail() bool {
 	s.bad = true
+	s.i = len(s.data)
 	return false
 }
 
@@ -54,7 +66,7 @@ func (s *Scanner) End() bool {
 }
 
 func (s *Scanner) space() {
-	if !s.spaces {
+	if !s.Spaces {
 		return
 	}
 	for s.i < len(s.data) {
@@ -71,10 +83,10 @@ func (s *Scanner) space() {
 // at the end of data or once stopped.
 func (s *Scanner) Peek() byte {
 	s.space()
-	if s.bad || s.i >= len(s.data) {
-		return 0
+	if s.i < len(s.data) {
+		return s.data[s.i]
 	}
-	return s.data[s.i]
+	return 0
 }
 
 // Enter reads the '{' or '[' (open) that starts an object or an array,
@@ -100,7 +112,7 @@ func (s *Scanner) member(close byte) (more bool) {
 		return false
 	case s.first:
 		s.first = false
-		return !s.bad && s.i < len(s.data) || s.fail()
+		return c != 0 || s.fail() // 0: the end of data, or a NUL byte
 	case c == ',':
 		s.i++
 		return true
@@ -180,12 +192,13 @@ func (s *Scanner) plain() (start, end int, ok bool) {
 	if s.Peek() != '"' {
 		return 0, 0, s.fail()
 	}
+	data := s.data // a local slice: no reload, no bounds check a byte
 	start = s.i + 1
 	var high byte // the bytes or'ed: from utf8.RuneSelf up, not ASCII
-	for j := start; j < len(s.data); j++ {
-		switch c := s.data[j]; {
+	for j := start; j < len(data); j++ {
+		switch c := data[j]; {
 		case c == '"':
-			if high >= utf8.RuneSelf && !utf8.Valid(s.data[start:j]) {
+			if high >= utf8.RuneSelf && !utf8.Valid(data[start:j]) {
 				return 0, 0, s.fail()
 			}
 			s.i = j + 1
@@ -203,9 +216,6 @@ func (s *Scanner) plain() (start, end int, ok bool) {
 // data.
 func (s *Scanner) Number() ([]byte, bool) {
 	s.space()
-	if s.bad {
-		return nil, false
-	}
 	n := NumberPrefix(s.data[s.i:])
 	if n < 0 {
 		return nil, s.fail()
@@ -217,7 +227,7 @@ func (s *Scanner) Number() ([]byte, bool) {
 // Literal reads lit: true, false or null.
 func (s *Scanner) Literal(lit string) bool {
 	s.space()
-	if s.bad || !s.skipLiteral(lit) {
+	if !s.skipLiteral(lit) {
 		return s.fail()
 	}
 	return true
@@ -233,10 +243,57 @@ const maxSkipDepth = 10000
 func (s *Scanner) Skip() ([]byte, bool) {
 	s.space()
 	start := s.i
-	if s.bad || !s.skip(0) {
+	if s.Valid && !s.skipValid() || !s.Valid && !s.skip(0) {
 		return nil, s.fail()
 	}
 	return s.data[start:s.i], true
+}
+
+// skipValid is skip in valid JSON: it counts brackets and passes strings
+// (their escapes too), whatever else it meets.
+func (s *Scanner) skipValid() bool {
+	end := validEnd(s.data, s.i)
+	if end <= s.i || end > len(s.data) {
+		return false
+	}
+	s.i = end
+	return true
+}
+
+// validEnd is the end of the value at data[i], in valid JSON; at most i,
+// or beyond data, where there is none.
+func validEnd(data []byte, i int) int {
+	depth := 0
+	for j := i; j < len(data); j++ {
+		switch data[j] {
+		case '"':
+			for j++; j < len(data) && data[j] != '"'; j++ {
+				if data[j] == '\\' {
+					j++
+				}
+			}
+			if depth == 0 {
+				return j + 1
+			}
+		case '{', '[':
+			depth++
+		case '}', ']':
+			if depth == 0 {
+				return j // the end of the enclosing object or array
+			}
+			if depth--; depth == 0 {
+				return j + 1
+			}
+		case ',', ':', ' ', '\t', '\n', '\r':
+			if depth == 0 {
+				return j
+			}
+		}
+	}
+	if depth > 0 {
+		return -1
+	}
+	return len(data)
 }
 
 func (s *Scanner) skip(depth int) bool {
@@ -316,24 +373,25 @@ func (s *Scanner) skipLiteral(lit string) bool {
 // skipString reads a string with any escapes JSON has, and any bytes but
 // control characters (json.Valid takes invalid UTF-8).
 func (s *Scanner) skipString() bool {
-	if s.i >= len(s.data) || s.data[s.i] != '"' {
+	data := s.data
+	if s.i >= len(data) || data[s.i] != '"' {
 		return false
 	}
-	for j := s.i + 1; j < len(s.data); j++ {
-		switch c := s.data[j]; {
+	for j := s.i + 1; j < len(data); j++ {
+		switch c := data[j]; {
 		case c == '"':
 			s.i = j + 1
 			return true
 		case c < 0x20:
 			return false
 		case c == '\\':
-			if j++; j >= len(s.data) {
+			if j++; j >= len(data) {
 				return false
 			}
-			switch s.data[j] {
+			switch data[j] {
 			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
 			case 'u':
-				if len(s.data)-j <= 4 || !hex4(s.data[j+1:j+5]) {
+				if len(data)-j <= 4 || !hex4(data[j+1:j+5]) {
 					return false
 				}
 				j += 4

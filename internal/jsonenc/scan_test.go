@@ -87,32 +87,39 @@ func normalized(t *testing.T, v any) any {
 }
 
 // checkScanner fails when a Scanner, with whitespace allowed or not, takes
-// a text that encoding/json refuses or reads otherwise, or when Skip and
-// json.Valid disagree on a whole text.
+// a text that encoding/json refuses or reads otherwise (one told the text
+// is valid: when it is), or when Skip and json.Valid disagree on a whole
+// text.
 func checkScanner(t *testing.T, data []byte) {
 	want, valid := decoded(data)
-	for _, spaces := range []bool{false, true} {
-		s := jsonenc.NewScanner(data, spaces)
+	for _, o := range []jsonenc.ScanOptions{{}, {Spaces: true}, {Spaces: true, Valid: true}} {
+		s := jsonenc.NewScanner(data, o)
 		got := scanValue(&s)
-		if !s.End() {
+		if !s.End() || o.Valid && !valid {
 			continue
 		}
 		if !valid {
-			t.Fatalf("Scanner (spaces %v) took %q, which encoding/json refuses", spaces, data)
+			t.Fatalf("Scanner (%+v) took %q, which encoding/json refuses", o, data)
 		}
 		if got = normalized(t, got); !reflect.DeepEqual(got, want) {
-			t.Fatalf("Scanner (spaces %v) read %q as %#v; encoding/json: %#v", spaces, data, got, want)
+			t.Fatalf("Scanner (%+v) read %q as %#v; encoding/json: %#v", o, data, got, want)
 		}
 	}
-	s := jsonenc.NewScanner(data, true)
+	s := jsonenc.NewScanner(data, jsonenc.ScanOptions{Spaces: true})
 	raw, _ := s.Skip()
-	if s.End() != json.Valid(data) {
-		t.Fatalf("Skip of %q: took all of it %v, json.Valid %v", data, s.End(), json.Valid(data))
+	if s.End() != valid {
+		t.Fatalf("Skip of %q: took all of it %v, json.Valid %v", data, s.End(), valid)
 	}
 	if s.End() && !bytes.Equal(raw, bytes.TrimSpace(data)) {
 		t.Fatalf("Skip of %q returned %q", data, raw)
 	}
-	s = jsonenc.NewScanner(data, false)
+	if valid {
+		s = jsonenc.NewScanner(data, jsonenc.ScanOptions{Spaces: true, Valid: true})
+		if raw, _ = s.Skip(); !s.End() || !bytes.Equal(raw, bytes.TrimSpace(data)) {
+			t.Fatalf("Skip of %q, known valid, returned %q (took all of it: %v)", data, raw, s.End())
+		}
+	}
+	s = jsonenc.NewScanner(data, jsonenc.ScanOptions{})
 	if s.Skip(); s.End() {
 		var compacted bytes.Buffer
 		if err := json.Compact(&compacted, data); err != nil || !bytes.Equal(compacted.Bytes(), data) {
@@ -136,13 +143,14 @@ func TestScannerReadsAsEncodingJSON(t *testing.T) {
 	}
 	for _, c := range []struct {
 		name, data string
-		spaces     bool
+		o          jsonenc.ScanOptions
 	}{
-		{"a compact value", `{"a":[1,-2.5e3,true,null,"x"],"b":{},"c":"d","e":"é"}`, false},
-		{"a spaced value, when allowed", `{ "a" : [ 1 , true ] , "b":{ } } `, true},
+		{"a compact value", `{"a":[1,-2.5e3,true,null,"x"],"b":{},"c":{"g":["h\n"]},"d":"é"}`, jsonenc.ScanOptions{}},
+		{"a spaced value, when allowed", `{ "a" : [ 1 , true ] , "b":{ } , "c" : { "d" : [ "e\n" ] } } `, jsonenc.ScanOptions{Spaces: true}},
+		{"a spaced value known valid", `{ "a" : [ 1 , true ] , "b":{ } , "c" : { "d" : [ "e\n" ] } } `, jsonenc.ScanOptions{Spaces: true, Valid: true}},
 	} {
 		t.Run(c.name+" is read the short way", func(t *testing.T) {
-			s := jsonenc.NewScanner([]byte(c.data), c.spaces)
+			s := jsonenc.NewScanner([]byte(c.data), c.o)
 			if scanValue(&s); !s.End() {
 				t.Errorf("Scanner stopped at %d of %q", s.Pos(), c.data)
 			}
@@ -154,7 +162,7 @@ func TestScannerReadsAsEncodingJSON(t *testing.T) {
 		{"whitespace, when not allowed", `{"a": 1}`},
 	} {
 		t.Run(c.name+" is left to encoding/json", func(t *testing.T) {
-			s := jsonenc.NewScanner([]byte(c.data), false)
+			s := jsonenc.NewScanner([]byte(c.data), jsonenc.ScanOptions{})
 			if scanValue(&s); s.End() || s.OK() {
 				t.Errorf("Scanner took %q", c.data)
 			}
@@ -163,7 +171,7 @@ func TestScannerReadsAsEncodingJSON(t *testing.T) {
 	t.Run("Skip nests as deep as json.Valid takes, and no deeper", func(t *testing.T) {
 		for _, depth := range []int{10000, 10001} {
 			data := []byte(strings.Repeat("[", depth) + strings.Repeat("]", depth))
-			s := jsonenc.NewScanner(data, false)
+			s := jsonenc.NewScanner(data, jsonenc.ScanOptions{})
 			if s.Skip(); s.End() != json.Valid(data) {
 				t.Errorf("depth %d: Skip took it %v, json.Valid %v", depth, s.End(), json.Valid(data))
 			}

@@ -27,7 +27,7 @@ func decodePayload(data []byte) (Payload, error) {
 // decodeShort is decodePayload's short way; ok is false when it does not
 // apply.
 func decodeShort(data []byte) (p Payload, ok bool) {
-	s := jsonenc.NewScanner(data, false)
+	s := jsonenc.NewScanner(data, jsonenc.ScanOptions{})
 	str := func(v *string) { *v, _ = s.String() }
 	s.Enter('{')
 	for key, ok := s.Key(); ok; key, ok = s.Key() {

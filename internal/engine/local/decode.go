@@ -18,7 +18,7 @@ import (
 // Its strings are parts of one copy of data, made at its first string: one
 // allocation, not one per key and string.
 func decodeCompact(data []byte) (v any, ok bool) {
-	s := jsonenc.NewScanner(data, false)
+	s := jsonenc.NewScanner(data, jsonenc.ScanOptions{})
 	v = compactValue(&s, 0)
 	return v, s.End()
 }

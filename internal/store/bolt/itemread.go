@@ -37,7 +37,7 @@ type jr struct {
 	scratch [40]byte
 }
 
-func newJR(data []byte) jr { return jr{Scanner: jsonenc.NewScanner(data, false)} }
+func newJR(data []byte) jr { return jr{Scanner: jsonenc.NewScanner(data, jsonenc.ScanOptions{})} }
 
 func (r *jr) str(dst *string) {
 	if s, ok := r.Plain(); ok {
