@@ -102,30 +102,30 @@ func (s *Scanner) Enter(open byte) bool {
 
 // member reads what stands before a member of the object or array being
 // read (a comma but before the first), or its end (close); more is false
-// at the end, and at anything else (then the scanner is stopped).
+// at the end, and at anything else (then the scanner is stopped). The
+// member's own read fails at the end of data.
 func (s *Scanner) member(close byte) (more bool) {
-	c := s.Peek()
-	switch {
+	switch c := s.Peek(); {
 	case c == close:
 		s.i++
 		s.first = false
 		return false
 	case s.first:
 		s.first = false
-		return c != 0 || s.fail() // 0: the end of data, or a NUL byte
 	case c == ',':
 		s.i++
-		return true
+	default:
+		return s.fail()
 	}
-	return s.fail()
+	return true
 }
 
 // Key reads the next key of the object being read, and its colon; ok is
 // false at the object's end ('}' read) and when stopped: OK tells them
 // apart. The key is a part of data.
 func (s *Scanner) Key() (key []byte, ok bool) {
-	start, end, ok := s.key()
-	if !ok {
+	start, end := s.key()
+	if end < 0 {
 		return nil, false
 	}
 	return s.data[start:end], true
@@ -133,25 +133,28 @@ func (s *Scanner) Key() (key []byte, ok bool) {
 
 // StringKey is Key as a part of the copy String makes.
 func (s *Scanner) StringKey() (key string, ok bool) {
-	start, end, ok := s.key()
-	if !ok {
+	start, end := s.key()
+	if end < 0 {
 		return "", false
 	}
 	return s.textOf(start, end), true
 }
 
-func (s *Scanner) key() (start, end int, ok bool) {
+// key is where the next key's content starts and ends; end is -1 at the
+// object's end and when stopped.
+func (s *Scanner) key() (start, end int) {
 	if !s.member('}') {
-		return 0, 0, false
+		return 0, -1
 	}
-	if start, end, ok = s.plain(); !ok {
-		return 0, 0, false
+	if start, end = s.plain(); end < 0 {
+		return 0, -1
 	}
 	if s.Peek() != ':' {
-		return 0, 0, s.fail()
+		s.fail()
+		return 0, -1
 	}
 	s.i++
-	return start, end, true
+	return start, end
 }
 
 // More reports whether the array being read has another element, having
@@ -161,8 +164,8 @@ func (s *Scanner) More() bool { return s.member(']') }
 
 // Plain reads a string and returns its bytes, a part of data.
 func (s *Scanner) Plain() ([]byte, bool) {
-	start, end, ok := s.plain()
-	if !ok {
+	start, end := s.plain()
+	if end < 0 {
 		return nil, false
 	}
 	return s.data[start:end], true
@@ -171,8 +174,8 @@ func (s *Scanner) Plain() ([]byte, bool) {
 // String reads a string as a part of one copy of data, made at its first
 // string: one allocation for all of them.
 func (s *Scanner) String() (string, bool) {
-	start, end, ok := s.plain()
-	if !ok {
+	start, end := s.plain()
+	if end < 0 {
 		return "", false
 	}
 	return s.textOf(start, end), true
@@ -187,29 +190,31 @@ func (s *Scanner) textOf(start, end int) string {
 
 // plain reads a string without escapes, control characters or invalid
 // UTF-8 (encoding/json would replace it), and returns where its content
-// starts and ends.
-func (s *Scanner) plain() (start, end int, ok bool) {
+// starts and ends; end is -1 for anything else.
+func (s *Scanner) plain() (start, end int) {
 	if s.Peek() != '"' {
-		return 0, 0, s.fail()
+		s.fail()
+		return 0, -1
 	}
 	data := s.data // a local slice: no reload, no bounds check a byte
 	start = s.i + 1
 	var high byte // the bytes or'ed: from utf8.RuneSelf up, not ASCII
 	for j := start; j < len(data); j++ {
-		switch c := data[j]; {
-		case c == '"':
-			if high >= utf8.RuneSelf && !utf8.Valid(data[start:j]) {
-				return 0, 0, s.fail()
+		c := data[j]
+		if c == '"' {
+			if high < utf8.RuneSelf || utf8.Valid(data[start:j]) {
+				s.i = j + 1
+				return start, j
 			}
-			s.i = j + 1
-			return start, j, true
-		case c == '\\' || c < 0x20:
-			return 0, 0, s.fail()
-		default:
-			high |= c
+			break
 		}
+		if c == '\\' || c < 0x20 {
+			break
+		}
+		high |= c
 	}
-	return 0, 0, s.fail()
+	s.fail()
+	return 0, -1
 }
 
 // Number reads a number (JSON's grammar) and returns its text, a part of

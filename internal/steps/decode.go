@@ -28,24 +28,23 @@ func decodePayload(data []byte) (Payload, error) {
 // apply.
 func decodeShort(data []byte) (p Payload, ok bool) {
 	s := jsonenc.NewScanner(data, jsonenc.ScanOptions{})
-	str := func(v *string) { *v, _ = s.String() }
 	s.Enter('{')
 	for key, ok := s.Key(); ok; key, ok = s.Key() {
 		switch string(key) {
 		case "step":
-			str(&p.Step)
+			p.Step, _ = s.String()
 		case "operation_id":
-			str(&p.OperationID)
+			p.OperationID, _ = s.String()
 		case "instance_id":
-			str(&p.InstanceID)
+			p.InstanceID, _ = s.String()
 		case "detached_id":
-			str(&p.DetachedID)
+			p.DetachedID, _ = s.String()
 		case "campaign_id":
-			str(&p.CampaignID)
+			p.CampaignID, _ = s.String()
 		case "error":
-			str(&p.Error)
+			p.Error, _ = s.String()
 		case "cause":
-			str(&p.Cause)
+			p.Cause, _ = s.String()
 		case "execution_input":
 			// A key twice: json.Unmarshal decodes into the value it has.
 			in := p.ExecutionInput
@@ -57,11 +56,12 @@ func decodeShort(data []byte) (p Payload, ok bool) {
 			for key, ok := s.Key(); ok; key, ok = s.Key() {
 				switch string(key) {
 				case "instance_id":
-					str(&in.InstanceID)
+					in.InstanceID, _ = s.String()
 				case "binding_id":
-					str(&in.BindingID)
+					in.BindingID, _ = s.String()
 				case "kind":
-					str((*string)(&in.Kind))
+					k, _ := s.String()
+					in.Kind = broker.OperationKind(k)
 				default:
 					s.Fail()
 				}
