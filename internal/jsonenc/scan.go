@@ -100,6 +100,40 @@ func (s *Scanner) Enter(open byte) bool {
 	return true
 }
 
+// Key reads the next key of the object being read, and its colon; ok is
+// false at the object's end ('}' read) and when stopped: OK tells them
+// apart. The key is a part of data.
+func (s *Scanner) Key() (key []byte, ok bool) {
+	// max: none (end -1) is an empty part; so written, the four readers
+	// of a part are inlined.
+	start, end := s.key(false)
+	return s.data[start:max(start, end)], end >= 0
+}
+
+// StringKey is Key as a part of the copy String makes.
+func (s *Scanner) StringKey() (key string, ok bool) {
+	start, end := s.key(true)
+	return s.text[start:max(start, end)], end >= 0
+}
+
+// key is where the next key's content starts and ends (having read the
+// comma before it, but before the first, and its colon); end is -1 at the
+// object's end and when stopped. text: as plain's.
+func (s *Scanner) key(text bool) (start, end int) {
+	if !s.member('}') {
+		return 0, -1
+	}
+	if start, end = s.plain(text); end < 0 {
+		return 0, -1
+	}
+	if s.Peek() != ':' {
+		s.fail()
+		return 0, -1
+	}
+	s.i++
+	return start, end
+}
+
 // member reads what stands before a member of the object or array being
 // read (a comma but before the first), or its end (close); more is false
 // at the end, and at anything else (then the scanner is stopped). The
@@ -120,43 +154,6 @@ func (s *Scanner) member(close byte) (more bool) {
 	return true
 }
 
-// Key reads the next key of the object being read, and its colon; ok is
-// false at the object's end ('}' read) and when stopped: OK tells them
-// apart. The key is a part of data.
-func (s *Scanner) Key() (key []byte, ok bool) {
-	start, end := s.key()
-	if end < 0 {
-		return nil, false
-	}
-	return s.data[start:end], true
-}
-
-// StringKey is Key as a part of the copy String makes.
-func (s *Scanner) StringKey() (key string, ok bool) {
-	start, end := s.key()
-	if end < 0 {
-		return "", false
-	}
-	return s.textOf(start, end), true
-}
-
-// key is where the next key's content starts and ends; end is -1 at the
-// object's end and when stopped.
-func (s *Scanner) key() (start, end int) {
-	if !s.member('}') {
-		return 0, -1
-	}
-	if start, end = s.plain(); end < 0 {
-		return 0, -1
-	}
-	if s.Peek() != ':' {
-		s.fail()
-		return 0, -1
-	}
-	s.i++
-	return start, end
-}
-
 // More reports whether the array being read has another element, having
 // read the comma before it; it is false at the array's end (']' read) and
 // when stopped: OK tells them apart.
@@ -164,34 +161,22 @@ func (s *Scanner) More() bool { return s.member(']') }
 
 // Plain reads a string and returns its bytes, a part of data.
 func (s *Scanner) Plain() ([]byte, bool) {
-	start, end := s.plain()
-	if end < 0 {
-		return nil, false
-	}
-	return s.data[start:end], true
+	start, end := s.plain(false)
+	return s.data[start:max(start, end)], end >= 0
 }
 
 // String reads a string as a part of one copy of data, made at its first
 // string: one allocation for all of them.
 func (s *Scanner) String() (string, bool) {
-	start, end := s.plain()
-	if end < 0 {
-		return "", false
-	}
-	return s.textOf(start, end), true
-}
-
-func (s *Scanner) textOf(start, end int) string {
-	if s.text == "" {
-		s.text = string(s.data)
-	}
-	return s.text[start:end]
+	start, end := s.plain(true)
+	return s.text[start:max(start, end)], end >= 0
 }
 
 // plain reads a string without escapes, control characters or invalid
 // UTF-8 (encoding/json would replace it), and returns where its content
-// starts and ends; end is -1 for anything else.
-func (s *Scanner) plain() (start, end int) {
+// starts and ends; end is -1 for anything else. text makes the copy of
+// data String's strings are parts of, at the first.
+func (s *Scanner) plain(text bool) (start, end int) {
 	if s.Peek() != '"' {
 		s.fail()
 		return 0, -1
@@ -202,11 +187,14 @@ func (s *Scanner) plain() (start, end int) {
 	for j := start; j < len(data); j++ {
 		c := data[j]
 		if c == '"' {
-			if high < utf8.RuneSelf || utf8.Valid(data[start:j]) {
-				s.i = j + 1
-				return start, j
+			if high >= utf8.RuneSelf && !utf8.Valid(data[start:j]) {
+				break
 			}
-			break
+			if text && s.text == "" {
+				s.text = string(data)
+			}
+			s.i = j + 1
+			return start, j
 		}
 		if c == '\\' || c < 0x20 {
 			break
