@@ -256,8 +256,9 @@ func (s *Scanner) Literal(lit string) bool {
 const maxSkipDepth = 10000
 
 // Skip reads a value of any kind (escapes and all: what json.Valid takes,
-// without whitespace unless allowed) and returns its text, a part of data:
-// for a reader that keeps a value as json.RawMessage, or ignores it.
+// without whitespace unless allowed; with Valid, whatever closes its
+// brackets and strings) and returns its text, a part of data: for a
+// reader that keeps a value as json.RawMessage, or ignores it.
 func (s *Scanner) Skip() ([]byte, bool) {
 	s.space()
 	start := s.i
