@@ -56,7 +56,7 @@ func cloudformationKind() Kind {
 		Needs: func(plans []Configured) deploy.Needs {
 			settings := cloudformationSettings(plans)
 			roles, _ := cloudformation.RolesOf(settings)
-			n := cloudformation.Needs(roles)
+			n := cloudformation.Needs(roles, cloudformation.TemplatesOverBody(settings))
 			n.CustomResources = cloudformation.CustomResources(settings)
 			n.InTargetCustomResources = cloudformation.InTargetCustomResources(settings)
 			return n
