@@ -785,9 +785,11 @@ func TestTheDeployedCatalogBundlesItsTemplates(t *testing.T) {
 				t.Errorf("tags %v; %s names the function driver: %v", tags, deployedCatalog, names)
 			}
 			// Every template has its pre-parsed form: the api reads no
-			// YAML; the worker parses change sets' templates.
-			if without := slices.Contains(tags, WithoutYAMLTag); without != (fn == "api") {
-				t.Errorf("tags %v: %s only the api is built without yaml.v3", tags, fn)
+			// YAML; the worker reads the templates stacks run with the
+			// subset reader, which reads every one of them as yaml.v3
+			// does.
+			if without := slices.Contains(tags, WithoutYAMLTag); without != (fn == "api" || fn == "worker") {
+				t.Errorf("tags %v: %s only the api and the worker are built without yaml.v3", tags, fn)
 			}
 			// Every template is within CloudFormation's body limit: none
 			// goes through S3.
@@ -1028,6 +1030,9 @@ func TestTheBootstrapsBuiltWithoutLeaveItOut(t *testing.T) {
 	if linked(t, "api", "lambda.norpc,"+WithoutYAMLTag)[parser] {
 		t.Errorf("the api's bootstrap built with %s links %s", WithoutYAMLTag, parser)
 	}
+	if linked(t, "worker", "lambda.norpc,"+WithoutYAMLTag)[parser] {
+		t.Errorf("the worker's bootstrap built with %s links %s", WithoutYAMLTag, parser)
+	}
 	worker := linked(t, "worker", "lambda.norpc")
 	if !worker[parser] {
 		t.Errorf("the worker's bootstrap does not link %s: is the name right?", parser)
@@ -1051,5 +1056,61 @@ func TestTheBootstrapsBuiltWithoutLeaveItOut(t *testing.T) {
 		if !strings.Contains(string(out), "--- PASS: "+name+" ") {
 			t.Errorf("%s did not pass:\n%s", name, out)
 		}
+	}
+}
+
+// TestTheWorkerIsBuiltWithoutYAMLOnlyWhenTheSubsetReadsEveryTemplate: the
+// worker of a catalog with CloudFormation plans reads the templates stacks
+// run; built without yaml.v3 it reads them with the subset reader, so it
+// is only when that reads each template of the catalog as yaml.v3 does;
+// one it does not (an alias) keeps yaml.v3 in the worker, not in the api,
+// which reads them pre-parsed.
+func TestTheWorkerIsBuiltWithoutYAMLOnlyWhenTheSubsetReadsEveryTemplate(t *testing.T) {
+	catalogDir := t.TempDir()
+	files := map[string]string{
+		"catalog.yaml":  "services: [] # the catalog\n",
+		"topic.yaml":    "Resources:\n  Topic:\n    Type: AWS::SNS::Topic\nOutputs:\n  TopicArn:\n    Value: !Ref Topic\n",
+		"anchored.yaml": "Resources:\n  A: &a\n    Type: AWS::SNS::Topic\n  B: *a\n",
+	}
+	for name, text := range files {
+		if err := os.WriteFile(filepath.Join(catalogDir, name), []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	withoutYAML := func(t *testing.T, out, fn string) bool {
+		info, err := buildinfo.ReadFile(filepath.Join(out, fn, "bootstrap"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range info.Settings {
+			if s.Key == "-tags" {
+				return slices.Contains(strings.Split(s.Value, ","), WithoutYAMLTag)
+			}
+		}
+		return false
+	}
+	for _, tt := range []struct {
+		name          string
+		files         []string
+		workerWithout bool
+	}{
+		{"templates the subset reads: the worker is built without yaml.v3", []string{"topic.yaml"}, true},
+		{"one it does not read: the worker keeps yaml.v3", []string{"topic.yaml", "anchored.yaml"}, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c := Config{Root: root, Out: t.TempDir(), Catalog: filepath.Join(catalogDir, "catalog.yaml"), Target: Lambda,
+				Manifest: func(string) (deploy.Manifest, error) {
+					return deploy.Manifest{Files: tt.files, Drivers: []deploy.Driver{{Name: "cloudformation"}}}, nil
+				}}
+			if _, err := Build(c); err != nil {
+				t.Fatal(err)
+			}
+			if !withoutYAML(t, c.Out, "api") {
+				t.Error("the api is built with yaml.v3, though every template is bundled pre-parsed")
+			}
+			if got := withoutYAML(t, c.Out, "worker"); got != tt.workerWithout {
+				t.Errorf("the worker is built without yaml.v3: %v, want %v", got, tt.workerWithout)
+			}
+		})
 	}
 }
