@@ -10,7 +10,6 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awscfn "github.com/aws/aws-sdk-go-v2/service/cloudformation"
-	"github.com/aws/aws-sdk-go-v2/service/sts"
 
 	"github.com/serverless-osb/broker/internal/broker"
 	"github.com/serverless-osb/broker/internal/catalog"
@@ -83,7 +82,7 @@ func RunStacks(ctx context.Context, env Env) (broker.Driver, error) {
 	}
 	d.Templates = &cloudformation.Templates{
 		S3:      cloudformation.NewS3(cfg),
-		Account: sts.NewFromConfig(cfg),
+		Account: cloudformation.NewAccount(cfg),
 		Region:  cfg.Region,
 		Bucket:  getenv(envname.TemplateBucket),
 	}

@@ -11,7 +11,9 @@
 // -tags lambda.norpc -trimpath -buildvcs=false -ldflags='-s -w', and the
 // tags that leave out the drivers the catalog names in no plan
 // (drivers.WithoutTags), the S3 client when no template is over
-// CloudFormation's body limit (WithoutS3Tag), and yaml.v3 from the api when
+// CloudFormation's body limit (WithoutS3Tag), the STS and Secrets Manager
+// clients when the manifest grants no role to assume (WithoutRolesTag),
+// and yaml.v3 from the api when
 // every file it reads is bundled pre-parsed, and from the worker when
 // besides the subset reader reads every template as yaml.v3 does
 // (WithoutYAMLTag); catalog.yaml.json is the catalog
@@ -81,6 +83,24 @@ const WithoutYAMLTag = "osb_without_yaml"
 // CloudFormation driver hands over a template larger than
 // cloudformation.MaxTemplateBody: when no file of the catalog is.
 const WithoutS3Tag = "osb_without_s3"
+
+// WithoutRolesTag builds a bootstrap without the STS and Secrets Manager
+// clients, through which the CloudFormation driver assumes the roles of
+// a plan's placement: when the manifest grants no function sts:AssumeRole.
+const WithoutRolesTag = "osb_without_roles"
+
+// grantsAssumeRole says whether a driver of m declares sts:AssumeRole for
+// a function.
+func grantsAssumeRole(m deploy.Manifest) bool {
+	for _, d := range m.Drivers {
+		for _, s := range d.Needs.Statements {
+			if slices.Contains(s.Actions, "sts:AssumeRole") {
+				return true
+			}
+		}
+	}
+	return false
+}
 
 // Target is the platform the bundles are built for.
 type Target struct{ GOOS, GOARCH string }
@@ -283,6 +303,13 @@ func Build(c Config) ([]Size, error) {
 	// worker's zip), and refuse a larger template at start.
 	if !anyOverBody {
 		tags = append(tags, WithoutS3Tag)
+	}
+	// No function assumes a role when the manifest grants none: no plan
+	// places its stacks through one (cloudformation.Needs). The bootstraps
+	// leave out STS and Secrets Manager (0.12 MB of worker.zip), and
+	// refuse a role at start.
+	if !grantsAssumeRole(m) {
+		tags = append(tags, WithoutRolesTag)
 	}
 	// The api reads every file pre-parsed when each has a pre-parsed form:
 	// its bootstrap is built without yaml.v3 (0.11 MB of code), and

@@ -796,6 +796,10 @@ func TestTheDeployedCatalogBundlesItsTemplates(t *testing.T) {
 			if !slices.Contains(tags, WithoutS3Tag) {
 				t.Errorf("tags %v: the bootstraps link S3, which none of %s's templates needs", tags, deployedCatalog)
 			}
+			// No plan is placed through a role: none assumes one.
+			if !slices.Contains(tags, WithoutRolesTag) {
+				t.Errorf("tags %v: the bootstraps link STS and Secrets Manager, which no placement of %s needs", tags, deployedCatalog)
+			}
 		})
 		t.Run(fn+".zip holds every template the catalog names, at its path relative to the catalog", func(t *testing.T) {
 			zr, err := zip.OpenReader(filepath.Join(out, fn+".zip"))
@@ -1044,15 +1048,24 @@ func TestTheBootstrapsBuiltWithoutLeaveItOut(t *testing.T) {
 	if !worker[put] {
 		t.Errorf("the worker's bootstrap does not link %s: is the name right?", put)
 	}
-	cmd := exec.Command("go", "test", "-count=1", "-tags", WithoutYAMLTag+","+WithoutS3Tag,
-		"-run", "^Test(LoadChecked|ReadTemplate)Without(YAML|S3)$", "-v",
+	assume := "github.com/aws/aws-sdk-go-v2/service/sts.(*Client).AssumeRole"
+	// With S3 the worker has an STS client still (it names the bucket it
+	// makes for itself locally), whose AssumeRole the linker keeps.
+	if linked(t, "worker", "lambda.norpc,"+WithoutRolesTag+","+WithoutS3Tag)[assume] {
+		t.Errorf("the worker's bootstrap built with %s and %s links %s", WithoutRolesTag, WithoutS3Tag, assume)
+	}
+	if !worker[assume] {
+		t.Errorf("the worker's bootstrap does not link %s: is the name right?", assume)
+	}
+	cmd := exec.Command("go", "test", "-count=1", "-tags", WithoutYAMLTag+","+WithoutS3Tag+","+WithoutRolesTag,
+		"-run", "^Test(LoadChecked|ReadTemplate|Roles)Without(YAML|S3|STS)$", "-v",
 		"./internal/catalog/", "./internal/drivers/cloudformation/")
 	cmd.Dir = root
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("the tests of the builds without fail: %v\n%s", err, out)
 	}
-	for _, name := range []string{"TestLoadCheckedWithoutYAML", "TestReadTemplateWithoutYAML", "TestReadTemplateWithoutS3"} {
+	for _, name := range []string{"TestLoadCheckedWithoutYAML", "TestReadTemplateWithoutYAML", "TestReadTemplateWithoutS3", "TestRolesWithoutSTS"} {
 		if !strings.Contains(string(out), "--- PASS: "+name+" ") {
 			t.Errorf("%s did not pass:\n%s", name, out)
 		}
@@ -1112,5 +1125,25 @@ func TestTheWorkerIsBuiltWithoutYAMLOnlyWhenTheSubsetReadsEveryTemplate(t *testi
 				t.Errorf("the worker is built without yaml.v3: %v, want %v", got, tt.workerWithout)
 			}
 		})
+	}
+}
+
+// TestTheBootstrapsLinkSTSOnlyWhenTheManifestGrantsARole: make build
+// leaves STS and Secrets Manager out of the bootstraps (WithoutRolesTag)
+// exactly when no driver of the catalog's manifest grants sts:AssumeRole,
+// which cloudformation.Needs declares for the roles of the plans'
+// placements.
+func TestTheBootstrapsLinkSTSOnlyWhenTheManifestGrantsARole(t *testing.T) {
+	deployed, err := CatalogManifest(filepath.Join(root, deployedCatalog))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if grantsAssumeRole(deployed) {
+		t.Errorf("%s places no plan through a role, and its manifest grants sts:AssumeRole", deployedCatalog)
+	}
+	placed := deploy.Manifest{Drivers: []deploy.Driver{{Name: "cloudformation", Needs: cloudformation.Needs(cloudformation.Roles{
+		"arn:aws:iam::222222222222:role/osb-target": {ExternalID: "x"}}, false)}}}
+	if !grantsAssumeRole(placed) {
+		t.Error("a manifest with a placement's role grants no sts:AssumeRole: the bootstraps would leave STS out")
 	}
 }
