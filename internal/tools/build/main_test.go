@@ -75,9 +75,10 @@ func TestTheLambdaBundles(t *testing.T) {
 			// checked in the ELF file instead.
 			want := map[string]string{"GOOS": "linux", "GOARCH": "arm64", "CGO_ENABLED": "0",
 				// The demo catalog names neither the cloudformation nor the
-				// function driver: the bootstraps leave both out, and S3
-				// (no template over the body limit).
-				"-tags": "lambda.norpc,osb_without_cloudformation,osb_without_function,osb_without_s3", "-trimpath": "true"}
+				// function driver: the bootstraps leave both out, S3 (no
+				// template over the body limit), and STS and Secrets
+				// Manager (no role to assume).
+				"-tags": "lambda.norpc,osb_without_cloudformation,osb_without_function,osb_without_s3,osb_without_roles", "-trimpath": "true"}
 			if fn == "api" || fn == "worker" {
 				// They read every file pre-parsed, and the worker runs no
 				// stack's change set: no yaml.v3.
