@@ -14,7 +14,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials/stscreds"
 	cfn "github.com/aws/aws-sdk-go-v2/service/cloudformation"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
-	"github.com/aws/aws-sdk-go-v2/service/sts"
 
 	"github.com/serverless-osb/broker/internal/broker"
 	"github.com/serverless-osb/broker/internal/deploy"
@@ -73,6 +72,9 @@ func RolesOf(settings []*Settings) (Roles, error) {
 			roles[t.RoleARN] = r
 		}
 	}
+	if withoutRoles && len(roles) > 0 {
+		return nil, errors.New("the catalog places stacks through roles, and this bootstrap was built without the clients that assume them (build tag osb_without_roles): build the bundles from the catalog with make build")
+	}
 	return roles, nil
 }
 
@@ -129,8 +131,8 @@ type clientKey struct {
 
 // NewClients returns the clients of places reached from base.
 func NewClients(base aws.Config) *Clients {
-	return &Clients{Base: base, STS: sts.NewFromConfig(base), NewAPI: func(c aws.Config) API { return cfn.NewFromConfig(c) },
-		Secrets: secretsmanager.NewFromConfig(base)}
+	assume, secrets := newRoleClients(base)
+	return &Clients{Base: base, STS: assume, NewAPI: func(c aws.Config) API { return cfn.NewFromConfig(c) }, Secrets: secrets}
 }
 
 // credentialsWindow is how long before they expire the role's credentials

@@ -438,7 +438,11 @@ func (t *Template) checkBoundaries() error {
 // parseTemplate reads what the driver needs of a template, YAML (with
 // CloudFormation's short-form tags such as !Ref, which are read as plain
 // values) or JSON.
-func parseTemplate(body []byte) (*Template, error) {
+func parseTemplate(body []byte) (*Template, error) { return parseTemplateWith(body, yamlTemplate) }
+
+// parseTemplateWith is parseTemplate with a YAML template read by
+// readYAML (yamlTemplate, or the worker's liveYAMLTemplate).
+func parseTemplateWith(body []byte, readYAML func([]byte) (map[string]any, []string, error)) (*Template, error) {
 	var doc map[string]any
 	var tagged []string // the macros of the YAML's !Transform tags
 	fromYAML := false
@@ -448,7 +452,7 @@ func parseTemplate(body []byte) (*Template, error) {
 		}
 	} else {
 		var err error
-		if doc, tagged, err = yamlTemplate(body); err != nil {
+		if doc, tagged, err = readYAML(body); err != nil {
 			return nil, err
 		}
 		fromYAML = true
