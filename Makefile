@@ -61,9 +61,12 @@ infra: synth ## cfn-lint (zero errors) on the synthesized template and on every 
 	cfn-lint cdk.out/*.template.json
 	cfn-lint services/*/*.yaml
 
-bench: ## Benchmarks: the handler on bolt (ns/op, allocs/op beside the allocation target, commits/op, page writes/op beside the peer's, 202-to-succeeded, a bind on 10 and on 10,000 bindings) and the peer's handler in process (ns/op, allocs/op), DynamoDB calls, items read and read units per request and per Task and items read listing a plan (moto), a load phase against the `make run` binary and the peer (bench/peer: brokerapi v13 with bbolt), and the Lambda cold start (package init, exec to first answer, bundle sizes), each figure beside its target.
-	$(GO) test -run '^$$' -bench . -benchmem -benchtime 2s ./internal/api/
-	cd bench/peer && $(GO) test -run '^$$' -bench . -benchmem -benchtime 2s ./
+bench: ## Benchmarks: the handler on bolt (ns/op, allocs/op beside the allocation target, commits/op, page writes/op, 202-to-succeeded, a bind on 10 and on 10,000 bindings) and the peer's handler in process (ns/op, allocs/op, page writes/op: the targets, measured in the same run), the two side by side with the targets, DynamoDB calls, items read and read units per request and per Task and items read listing a plan (moto), a load phase against the `make run` binary and the peer (bench/peer: brokerapi v13 with bbolt), and the Lambda cold start (package init, exec to first answer, bundle sizes), each figure beside its target.
+	@ours=$$(mktemp); peer=$$(mktemp); \
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime 2s ./internal/api/ >$$ours 2>&1; rc=$$?; cat $$ours; \
+	[ $$rc = 0 ] && { (cd bench/peer && $(GO) test -run '^$$' -bench . -benchmem -benchtime 2s ./) >$$peer 2>&1; rc=$$?; cat $$peer; }; \
+	[ $$rc = 0 ] && { $(GO) run ./internal/tools/benchcmp $$ours $$peer; rc=$$?; }; \
+	rm -f $$ours $$peer; exit $$rc
 	@out=$$(mktemp); $(GO) run ./internal/mototest/withmoto -- $(GO) test -count=1 -v \
 		-run '^(TestAPICallsPerEndpoint|TestAPICallsPerTask|TestCommitsPerOperation|TestItemsReadDoNotGrowWithHistory|TestPlanListingsReadOnlyThePlansInstances)$$' ./internal/app/ >$$out 2>&1; \
 	rc=$$?; grep -E '^ +(\||commits_test|itemsread_test|planreads_test)|^(---|ok|FAIL)' $$out; rm -f $$out; exit $$rc

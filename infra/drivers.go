@@ -45,6 +45,8 @@ func (b *builder) grantDriverNeeds(m deploy.Manifest) {
 	if b.serviceRole != nil {
 		values[deploy.ServiceRoleARN] = *b.serviceRole.RoleArn()
 		values[deploy.PermissionsBoundaryARN] = *b.boundary.ManagedPolicyArn()
+	}
+	if b.templateBucket != nil {
 		values[deploy.TemplateBucket] = *b.templateBucket.BucketName()
 		values[deploy.TemplateBucketARN] = *b.templateBucket.BucketArn()
 	}

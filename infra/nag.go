@@ -78,6 +78,8 @@ func (b *builder) suppressNagFindings() {
 	b.suppressDeclaredWildcards()
 	if b.serviceRole != nil {
 		b.suppressServiceRoleWildcards()
+	}
+	if b.templateBucket != nil {
 		suppress(b.templateBucket, rule("AwsSolutions-S1", reasonTemplateBucketLogs))
 	}
 	suppress(b.secret, rule("AwsSolutions-SMG4", reasonRotation))

@@ -2,6 +2,8 @@ package infra
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
@@ -10,6 +12,7 @@ import (
 	"github.com/aws/jsii-runtime-go"
 
 	"github.com/serverless-osb/broker/infra/servicerole"
+	"github.com/serverless-osb/broker/internal/deploy"
 )
 
 // token is the ARN pattern a as a token of stack's template.
@@ -146,13 +149,40 @@ func (b *builder) services() {
 	// (TemplateURL), which reads them with the worker's credentials: the
 	// worker alone may write and read them (its declared statements), over
 	// TLS only. Kept when the stack goes (CDK's default for a bucket), as
-	// the service stacks may outlive it.
+	// the service stacks may outlive it. Made only when a driver's needs
+	// name it: with no template over the limit the worker is granted
+	// nothing of S3 (cloudformation.Needs), and nothing else uses it.
+	if !namesTemplateBucket(b.needs) {
+		return
+	}
 	b.templateBucket = awss3.NewBucket(b.stack, jsii.String("ServiceTemplates"), &awss3.BucketProps{
 		BlockPublicAccess: awss3.BlockPublicAccess_BLOCK_ALL(),
 		Encryption:        awss3.BucketEncryption_S3_MANAGED,
 		EnforceSSL:        jsii.Bool(true),
 		ObjectOwnership:   awss3.ObjectOwnership_BUCKET_OWNER_ENFORCED,
 	})
+}
+
+// namesTemplateBucket says whether a statement or variable the drivers of m
+// declare names the templates' bucket (deploy.TemplateBucket,
+// deploy.TemplateBucketARN).
+func namesTemplateBucket(m deploy.Manifest) bool {
+	names := func(v string) bool {
+		return strings.Contains(v, deploy.TemplateBucket) || strings.Contains(v, deploy.TemplateBucketARN)
+	}
+	for _, d := range m.Drivers {
+		for _, s := range d.Needs.Statements {
+			if slices.ContainsFunc(s.Resources, names) {
+				return true
+			}
+		}
+		for _, v := range d.Needs.Env {
+			if names(v.Value) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // serviceRoleStatements are the service role's grants (servicerole.Grants).

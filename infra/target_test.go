@@ -59,7 +59,7 @@ func TestTargetStack(t *testing.T) {
 			t.Errorf("resources of types %v (%d roles, %d buckets), want %v (2 roles, 1 bucket)", types, len(byType("AWS::IAM::Role")), len(byType("AWS::S3::Bucket")), want)
 		}
 	})
-	t.Run("the templates' bucket has the name the driver finds it by, and the role reaches the templates of the account's buckets only", func(t *testing.T) {
+	t.Run("the templates' bucket has the name the driver finds it by", func(t *testing.T) {
 		var bucket object
 		for _, r := range byType("AWS::S3::Bucket") {
 			bucket = r["Properties"].(object)
@@ -68,28 +68,17 @@ func TestTargetStack(t *testing.T) {
 		if !jsonEqual(bucket["BucketName"], want) {
 			t.Errorf("bucket name %v, want %v (deploy.TargetTemplateBucket)", bucket["BucketName"], want)
 		}
+	})
+	// The bundled catalog's templates are all within CloudFormation's
+	// body limit: its worker is built without S3 (osb_without_s3) and
+	// granted nothing there, here either (cloudformation.Needs);
+	// TestTargetRoleReachesTheTemplatesOfTheAccountsBuckets has one over it.
+	t.Run("the role is granted nothing of S3: no template of the catalog goes through a bucket", func(t *testing.T) {
 		policy := role("TargetRole")["Policies"].([]any)[0].(object)["PolicyDocument"].(object)["Statement"].([]any)
-		found := 0
 		for _, s := range policy {
-			s := s.(object)
-			switch s["Sid"] {
-			case "ServiceTemplates":
-				found++
-				// Every Region's bucket of the account: the role is the
-				// account's (IdentityRegion).
-				want := object{"Fn::Join": []any{"", []any{"arn:", object{"Ref": "AWS::Partition"}, ":s3:::osb-tpl-osb-", object{"Ref": "AWS::AccountId"}, "-*/templates/*"}}}
-				if !jsonEqual(s["Resource"], want) || !jsonEqual(s["Action"], []any{"s3:GetObject", "s3:PutObject"}) {
-					t.Errorf("ServiceTemplates: %v on %v, want s3:GetObject and s3:PutObject on %v", s["Action"], s["Resource"], want)
-				}
-			case "FindServiceTemplates":
-				found++
-				if want := (object{"Fn::Join": []any{"", []any{"arn:", object{"Ref": "AWS::Partition"}, ":s3:::osb-tpl-osb-", object{"Ref": "AWS::AccountId"}, "-*"}}}); !jsonEqual(s["Resource"], want) {
-					t.Errorf("FindServiceTemplates on %v, want the account's buckets %v", s["Resource"], want)
-				}
+			if text, _ := json.Marshal(s.(object)["Action"]); strings.Contains(string(text), "s3:") {
+				t.Errorf("statement %v", s)
 			}
-		}
-		if found != 2 {
-			t.Errorf("%d of the statements ServiceTemplates and FindServiceTemplates", found)
 		}
 	})
 	t.Run("it is a plain template: its parameters are its own, and it checks no CDK bootstrap", func(t *testing.T) {
@@ -133,7 +122,7 @@ func TestTargetStack(t *testing.T) {
 			}
 		}
 		want := []string{"ChangeServiceStacks", "TagServiceStacks", "ChangeSetsOfServiceStacks", "ReadServiceStacks",
-			"ServiceTemplates", "FindServiceTemplates", "PassServiceRole", "CountServiceStacks"}
+			"PassServiceRole", "CountServiceStacks"}
 		if !slices.Equal(sids, want) {
 			t.Errorf("statements %v, want %v", sids, want)
 		}

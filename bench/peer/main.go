@@ -44,11 +44,11 @@ func main() {
 func run() error {
 	logger := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	creds := brokerapi.BrokerCredentials{Username: cmp.Or(os.Getenv("BROKER_USERNAME"), "broker"), Password: os.Getenv("BROKER_PASSWORD")}
-	handler, closeDB, err := newHandler(cmp.Or(os.Getenv("BROKER_CATALOG"), "catalog.yaml"), cmp.Or(os.Getenv("BROKER_DATA_DIR"), ".data-peer"), logger, creds)
+	handler, db, err := newHandler(cmp.Or(os.Getenv("BROKER_CATALOG"), "catalog.yaml"), cmp.Or(os.Getenv("BROKER_DATA_DIR"), ".data-peer"), logger, creds)
 	if err != nil {
 		return err
 	}
-	defer closeDB()
+	defer db.Close()
 	server := &http.Server{Addr: cmp.Or(os.Getenv("BROKER_ADDR"), "127.0.0.1:8080"), Handler: handler, ReadHeaderTimeout: 10 * time.Second}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -63,9 +63,10 @@ func run() error {
 }
 
 // newHandler is the peer's HTTP handler on the catalog at catalogPath and
-// a bbolt file in dir, and the function that closes that file; the
-// in-process benchmarks (main_test.go) call it as run does.
-func newHandler(catalogPath, dir string, logger *slog.Logger, creds brokerapi.BrokerCredentials) (http.Handler, func() error, error) {
+// a bbolt file in dir, and that file, for its caller to close; the
+// in-process benchmarks (main_test.go) call it as run does, and count the
+// file's page writes.
+func newHandler(catalogPath, dir string, logger *slog.Logger, creds brokerapi.BrokerCredentials) (http.Handler, *bbolt.DB, error) {
 	cat, err := catalog.Load(catalogPath)
 	if err != nil {
 		return nil, nil, err
@@ -94,7 +95,7 @@ func newHandler(catalogPath, dir string, logger *slog.Logger, creds brokerapi.Br
 		_ = db.Close()
 		return nil, nil, err
 	}
-	return brokerapi.New(&peer{cat: cat, services: served.Services, db: db}, logger, creds), db.Close, nil
+	return brokerapi.New(&peer{cat: cat, services: served.Services, db: db}, logger, creds), db, nil
 }
 
 type peer struct {

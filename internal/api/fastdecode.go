@@ -2,7 +2,8 @@ package api
 
 import (
 	"encoding/json"
-	"unicode/utf8"
+
+	"github.com/serverless-osb/broker/internal/jsonenc"
 )
 
 // A body that can read the plain form of itself without reflection: an
@@ -25,43 +26,40 @@ type fastBody interface {
 // of at most maxCopiedBody bytes; a copy each beyond), held in one slice
 // of four, and the raw ones into data itself.
 func fastFields(data []byte, field func(key []byte) (**string, *json.RawMessage)) bool {
-	i := skipSpace(data, 0)
-	if i == len(data) || data[i] != '{' {
-		return false
-	}
+	sc := jsonenc.NewScanner(data, jsonenc.ScanOptions{Spaces: true, Valid: true})
 	var text string   // data as a string, made at the first string field
 	var held []string // where the string fields point, a few at a time
-	for i = skipSpace(data, i+1); data[i] != '}'; {
-		end := plainStringEnd(data, i)
-		if end < 0 {
-			return false
-		}
-		s, raw := field(data[i+1 : end-1])
-		if s == nil && raw == nil {
-			return false
-		}
-		i = skipSpace(data, skipSpace(data, end)+1) // past the colon
-		vend := valueEnd(data, i)
+	sc.Enter('{')
+	for key, ok := sc.Key(); ok; key, ok = sc.Key() {
+		s, raw := field(key)
 		switch {
-		case raw != nil:
-			*raw = json.RawMessage(data[i:vend])
-		case data[i] == 'n': // null
-			*s = nil
-		case data[i] != '"':
+		case s == nil && raw == nil:
 			return false
+		case raw != nil:
+			v, ok := sc.Skip()
+			if !ok {
+				return false
+			}
+			*raw = json.RawMessage(v)
+		case sc.Peek() == 'n':
+			if !sc.Literal("null") {
+				return false
+			}
+			*s = nil
 		default:
-			if plainStringEnd(data, i) != vend || !utf8.Valid(data[i+1:vend-1]) {
-				return false // escapes, or bytes json.Unmarshal replaces
+			b, ok := sc.Plain() // no escapes, nor bytes json.Unmarshal replaces
+			if !ok {
+				return false
 			}
 			var v string
-			switch {
+			switch end := sc.Pos() - 1; {
 			case len(data) > maxCopiedBody:
-				v = string(data[i+1 : vend-1])
+				v = string(b)
 			case text == "":
 				text = string(data)
 				fallthrough
 			default:
-				v = text[i+1 : vend-1]
+				v = text[end-len(b) : end]
 			}
 			if len(held) == cap(held) {
 				held = make([]string, 0, 4)
@@ -69,74 +67,14 @@ func fastFields(data []byte, field func(key []byte) (**string, *json.RawMessage)
 			held = append(held, v)
 			*s = &held[len(held)-1]
 		}
-		if i = skipSpace(data, vend); data[i] == ',' {
-			i = skipSpace(data, i+1)
-		}
 	}
-	return skipSpace(data, i+1) == len(data)
+	return sc.End()
 }
 
 // maxCopiedBody is the largest body whose string fields share one copy of
 // it: one allocation rather than one a field, for a copy of the
 // parameters too.
 const maxCopiedBody = 1 << 10
-
-func skipSpace(data []byte, i int) int {
-	for i < len(data) && (data[i] == ' ' || data[i] == '\t' || data[i] == '\n' || data[i] == '\r') {
-		i++
-	}
-	return i
-}
-
-// plainStringEnd is the index past the string that starts at data[i],
-// or -1 if it is not a string or has an escape.
-func plainStringEnd(data []byte, i int) int {
-	if data[i] != '"' {
-		return -1
-	}
-	for j := i + 1; j < len(data); j++ {
-		switch data[j] {
-		case '"':
-			return j + 1
-		case '\\':
-			return -1
-		}
-	}
-	return -1
-}
-
-// valueEnd is the index past the JSON value that starts at data[i], in
-// valid JSON.
-func valueEnd(data []byte, i int) int {
-	depth := 0
-	for j := i; j < len(data); j++ {
-		switch c := data[j]; c {
-		case '"':
-			for j++; data[j] != '"'; j++ {
-				if data[j] == '\\' {
-					j++
-				}
-			}
-			if depth == 0 {
-				return j + 1
-			}
-		case '{', '[':
-			depth++
-		case '}', ']':
-			if depth == 0 {
-				return j // the end of the enclosing object
-			}
-			if depth--; depth == 0 {
-				return j + 1
-			}
-		case ',', ' ', '\t', '\n', '\r':
-			if depth == 0 {
-				return j
-			}
-		}
-	}
-	return len(data)
-}
 
 func (b *bindBody) readFast(data []byte) bool {
 	ok := fastFields(data, func(key []byte) (**string, *json.RawMessage) {

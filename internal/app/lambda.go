@@ -212,8 +212,10 @@ func defaultCatalogPath() string {
 // NewLambdaAPI builds the api function's handler from the environment, once
 // per container: AWS configuration, DynamoDB store, Step Functions engine,
 // the credentials from Secrets Manager, the catalog, and the demo driver
-// running synchronous plans within the request. It logs JSON to stdout.
+// running synchronous plans within the request. It logs JSON to stdout,
+// and sets the process's garbage collector (functionGC).
 func NewLambdaAPI(ctx context.Context) (http.Handler, error) {
+	functionGC(os.Getenv)
 	c, err := LambdaConfigFromEnv(FunctionAPI)
 	if err != nil {
 		return nil, err
@@ -225,8 +227,10 @@ func NewLambdaAPI(ctx context.Context) (http.Handler, error) {
 
 // NewWorker builds the worker function's handler from the environment,
 // once per container: the steps of the workflows on the DynamoDB store.
-// It logs JSON to stdout.
+// It logs JSON to stdout, and sets the process's garbage collector
+// (functionGC).
 func NewWorker(ctx context.Context) (func(context.Context, json.RawMessage) (json.RawMessage, error), error) {
+	functionGC(os.Getenv)
 	c, err := LambdaConfigFromEnv(FunctionWorker)
 	if err != nil {
 		return nil, err
@@ -262,34 +266,55 @@ func functionMetrics(c LambdaConfig, logger *slog.Logger) *metrics.Writer {
 	return w
 }
 
-// BuildLambdaAPI builds the api function's handler from c.
+// BuildLambdaAPI builds the api function's handler from c. The secrets
+// are read while the catalog and the drivers are built (a round trip to
+// Secrets Manager and the catalog's templates were each a good part of
+// the cold start, one after the other); both must succeed before it
+// returns, so no request is served without the credentials, and a secret
+// that cannot be read is the error reported, as when it was read first.
 func BuildLambdaAPI(ctx context.Context, c LambdaConfig, logger *slog.Logger) (http.Handler, error) {
 	awsCfg, err := functionConfig(c, logger)
 	if err != nil {
 		return nil, err
 	}
-	secrets := secretsmanager.NewFromConfig(awsCfg)
-	creds, err := newSecretCredentials(ctx, c, secrets, logger)
-	if err != nil {
-		return nil, err
-	}
-	var origin string
-	if c.OriginSecretARN != "" {
-		if origin, err = readOriginSecret(ctx, secrets, c.OriginSecretARN); err != nil {
-			return nil, err
-		}
-	}
+	read := make(chan startSecrets, 1)
+	go func() { read <- readStartSecrets(ctx, c, secretsmanager.NewFromConfig(awsCfg), logger) }()
 	// The api changes no stack (its CloudFormation plans are async-only),
 	// and its bootstrap links no client that would.
 	cat, b, err := buildBroker(ctx, c, awsCfg, drivers.AdmitStacks, logger)
+	secrets := <-read
+	if secrets.err != nil {
+		return nil, secrets.err
+	}
 	if err != nil {
 		return nil, err
 	}
+	creds, origin := secrets.creds, secrets.origin
 	b.Engine = sfn.New(awssfn.NewFromConfig(awsCfg), c.stateMachines())
 	logger.InfoContext(ctx, "api function ready", "table", c.Store.Table, "catalog", c.CatalogPath,
 		"credential_pairs", creds.set.Len(), "credentials_max_age", creds.maxAge.String(), "front_door", origin != "", "sealed_only", c.SealedOnly)
 	h := api.New(api.Config{Broker: b, Catalog: cat, CredentialSource: creds, Logger: logger, OriginSecret: origin})
 	return metrics.CountPolls(h, c.recorder(cat)), nil
+}
+
+// startSecrets are what the api reads from Secrets Manager at start: the
+// broker's credentials and, behind a front door, the origin secret.
+type startSecrets struct {
+	creds  *secretCredentials
+	origin string
+	err    error
+}
+
+func readStartSecrets(ctx context.Context, c LambdaConfig, client *secretsmanager.Client, logger *slog.Logger) startSecrets {
+	creds, err := newSecretCredentials(ctx, c, client, logger)
+	if err != nil {
+		return startSecrets{err: err}
+	}
+	s := startSecrets{creds: creds}
+	if c.OriginSecretARN != "" {
+		s.origin, s.err = readOriginSecret(ctx, client, c.OriginSecretARN)
+	}
+	return s
 }
 
 // BuildWorker builds the worker function's handler from c.

@@ -425,6 +425,29 @@ func TestLambdaFunctionsOnMoto(t *testing.T) {
 			}
 		}
 	})
+	// The secrets are read while the catalog and its drivers are built
+	// (BuildLambdaAPI): an api that cannot read one still does not start,
+	// and says so first, whatever else failed beside it.
+	t.Run("an api whose secret cannot be read does not start, and names the secret", func(t *testing.T) {
+		missing := strings.Replace(single, "broker-credentials", "no-such-secret", 1)
+		for name, c := range map[string]struct{ secret, origin, catalog string }{
+			"the broker's credentials":                  {secret: missing},
+			"the origin secret":                         {secret: single, origin: missing},
+			"the broker's credentials, with no catalog": {secret: missing, catalog: filepath.Join(t.TempDir(), "catalog.yaml")},
+		} {
+			t.Setenv("BROKER_SECRET_ARN", c.secret)
+			t.Setenv("BROKER_ORIGIN_SECRET_ARN", c.origin)
+			t.Setenv("BROKER_CATALOG", c.catalog)
+			cfg, err := app.LambdaConfigFromEnv(app.FunctionAPI)
+			if err != nil {
+				t.Fatal(err)
+			}
+			h, err := app.BuildLambdaAPI(ctx, cfg, logger)
+			if err == nil || h != nil || !strings.Contains(err.Error(), "secret "+missing) {
+				t.Errorf("%s unreadable: BuildLambdaAPI answered (%v), want it refused naming secret %s", name, err, missing)
+			}
+		}
+	})
 	t.Run("no log line holds a password", func(t *testing.T) {
 		for _, p := range []string{password, next, origin} {
 			if strings.Contains(logs.String(), p) {

@@ -10,7 +10,6 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awscfn "github.com/aws/aws-sdk-go-v2/service/cloudformation"
-	"github.com/aws/aws-sdk-go-v2/service/sts"
 
 	"github.com/serverless-osb/broker/internal/broker"
 	"github.com/serverless-osb/broker/internal/catalog"
@@ -56,7 +55,7 @@ func cloudformationKind() Kind {
 		Needs: func(plans []Configured) deploy.Needs {
 			settings := cloudformationSettings(plans)
 			roles, _ := cloudformation.RolesOf(settings)
-			n := cloudformation.Needs(roles)
+			n := cloudformation.Needs(roles, cloudformation.TemplatesOverBody(settings))
 			n.CustomResources = cloudformation.CustomResources(settings)
 			n.InTargetCustomResources = cloudformation.InTargetCustomResources(settings)
 			return n
@@ -83,7 +82,7 @@ func RunStacks(ctx context.Context, env Env) (broker.Driver, error) {
 	}
 	d.Templates = &cloudformation.Templates{
 		S3:      cloudformation.NewS3(cfg),
-		Account: sts.NewFromConfig(cfg),
+		Account: cloudformation.NewAccount(cfg),
 		Region:  cfg.Region,
 		Bucket:  getenv(envname.TemplateBucket),
 	}

@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"reflect"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -245,5 +247,36 @@ func TestWithoutTags(t *testing.T) {
 	var se *catalog.SettingError
 	if !errors.As(err, &se) || se.Key != "driver" || !strings.Contains(se.Problem, "built without the function driver") || !strings.Contains(se.Problem, "make build") {
 		t.Errorf("an omitted driver's plan: %v", err)
+	}
+}
+
+// configureAll configures the plans on every processor at once (the api's
+// cold start): the deployed catalog, whose plans share templates, comes out
+// as each plan configured alone, in the catalog's order (run with -race).
+func TestConfigureAllIsEachPlanConfiguredAlone(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(4))
+	cat, err := catalog.Load(filepath.Join("..", "..", "services", "catalog.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	all, err := configureAll(cat)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var plans []*catalog.Plan
+	for _, svc := range cat.Services() {
+		plans = append(plans, svc.Plans...)
+	}
+	if len(all) != len(plans) || len(plans) < 10 {
+		t.Fatalf("%d plans configured of %d", len(all), len(plans))
+	}
+	for i, p := range plans {
+		kind, settings, err := configure(cat, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if all[i].plan != p || all[i].kind.Name != kind.Name || !reflect.DeepEqual(all[i].settings, settings) {
+			t.Errorf("plan %d (%s) configured with the others differs from it configured alone", i, p.Name)
+		}
 	}
 }

@@ -5,10 +5,12 @@ import (
 	"path/filepath"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/serverless-osb/broker/internal/catalog"
 	"github.com/serverless-osb/broker/internal/deploy"
+	"github.com/serverless-osb/broker/internal/drivers/cloudformation"
 	"github.com/serverless-osb/broker/internal/env"
 )
 
@@ -53,9 +55,27 @@ func TestManifestDeclaresWhatTheCatalogsDriversNeed(t *testing.T) {
 				{deploy.Worker, "TagServiceStacks", []string{"cloudformation:TagResource", "cloudformation:UntagResource"}, []string{stacks}},
 				{deploy.Worker, "ChangeSetsOfServiceStacks", []string{"cloudformation:DescribeChangeSet", "cloudformation:ExecuteChangeSet", "cloudformation:DeleteChangeSet", "cloudformation:SetStackPolicy", "cloudformation:GetTemplate"}, []string{stacks}},
 				{deploy.Worker, "ReadServiceStacks", []string{"cloudformation:DescribeStacks", "cloudformation:DescribeStackEvents", "cloudformation:DescribeStackResources"}, []string{stacks}},
+				{deploy.Worker, "PassServiceRole", []string{"iam:PassRole"}, []string{deploy.ServiceRoleARN}},
+			},
+			env: []deploy.Variable{
+				{Function: deploy.Worker, Name: env.CFNRoleARN, Value: deploy.ServiceRoleARN},
+				{Function: deploy.Worker, Name: env.StackPrefix, Value: deploy.StackPrefix},
+				{Function: deploy.Worker, Name: env.PermissionsBoundaryARN, Value: deploy.PermissionsBoundaryARN},
+			}},
+		// Only a template over CloudFormation's body limit goes through
+		// S3 (make build keeps the S3 client for it): then, and only then,
+		// the worker may write and read the templates' bucket, and is told
+		// its name.
+		{name: "cloudformation plans with a template over the body limit need the templates' bucket too",
+			cat: overBodyCatalog(t), drivers: []string{"cloudformation"}, serviceRole: true,
+			grants: []grant{
+				{deploy.Worker, "ChangeServiceStacks", []string{"cloudformation:CreateStack", "cloudformation:DeleteStack", "cloudformation:CreateChangeSet", "cloudformation:ContinueUpdateRollback"}, []string{stacks}},
+				{deploy.Worker, "TagServiceStacks", []string{"cloudformation:TagResource", "cloudformation:UntagResource"}, []string{stacks}},
+				{deploy.Worker, "ChangeSetsOfServiceStacks", []string{"cloudformation:DescribeChangeSet", "cloudformation:ExecuteChangeSet", "cloudformation:DeleteChangeSet", "cloudformation:SetStackPolicy", "cloudformation:GetTemplate"}, []string{stacks}},
+				{deploy.Worker, "ReadServiceStacks", []string{"cloudformation:DescribeStacks", "cloudformation:DescribeStackEvents", "cloudformation:DescribeStackResources"}, []string{stacks}},
+				{deploy.Worker, "PassServiceRole", []string{"iam:PassRole"}, []string{deploy.ServiceRoleARN}},
 				{deploy.Worker, "ServiceTemplates", []string{"s3:GetObject", "s3:PutObject"}, []string{deploy.TemplateBucketARN + "/templates/*"}},
 				{deploy.Worker, "FindServiceTemplates", []string{"s3:ListBucket"}, []string{deploy.TemplateBucketARN}},
-				{deploy.Worker, "PassServiceRole", []string{"iam:PassRole"}, []string{deploy.ServiceRoleARN}},
 			},
 			env: []deploy.Variable{
 				{Function: deploy.Worker, Name: env.CFNRoleARN, Value: deploy.ServiceRoleARN},
@@ -163,4 +183,26 @@ func TestManifestDeclaresWhatTheCatalogsDriversNeed(t *testing.T) {
 			t.Error("no error")
 		}
 	})
+}
+
+// overBodyCatalog is a catalog of one cloudformation plan whose template
+// is over CloudFormation's body limit (cloudformation.MaxTemplateBody).
+func overBodyCatalog(t *testing.T) *catalog.Catalog {
+	t.Helper()
+	dir := t.TempDir()
+	template := "Resources:\n  Queue:\n    Type: AWS::SQS::Queue\n" + strings.Repeat("# padding\n", cloudformation.MaxTemplateBody/10+1)
+	if err := os.WriteFile(filepath.Join(dir, "instance.yaml"), []byte(template), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	catalogPath := filepath.Join(dir, "catalog.yaml")
+	if err := os.WriteFile(catalogPath, []byte("services:\n  - id: q\n    name: q\n    description: d\n    bindable: false\n    plans:\n"+
+		"      - id: p\n        name: p\n        description: d\n        broker:\n          driver: cloudformation\n          mode: async-only\n"+
+		"          template: instance.yaml\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cat, err := catalog.Load(catalogPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cat
 }

@@ -143,8 +143,10 @@ func (c *Committer) Update(fn func(*bbolt.Tx) error) error {
 // request does not. It returns, as Update does, once its writes are
 // durable.
 func (c *Committer) UpdateSoon(fn func(*bbolt.Tx) error, within time.Duration) error {
+	// At least 1ns: a call's within of 0 marks Update's.
+	within = max(within, 1)
 	cl := calls.Get().(*call)
-	cl.fn, cl.within = fn, max(within, 1)
+	cl.fn, cl.within = fn, within
 	c.mu.Lock()
 	c.queue = append(c.queue, cl)
 	if !c.leading && c.soon == nil {

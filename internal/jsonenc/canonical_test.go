@@ -97,3 +97,25 @@ func FuzzCanonical(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, data []byte) { checkCanonical(t, data) })
 }
+
+// BenchmarkCanonical checks the texts it meets most: a request's
+// parameters and context, and an execution's input and a Task's output.
+func BenchmarkCanonical(b *testing.B) {
+	for _, c := range []struct {
+		name, data string
+		o          jsonenc.CanonicalOptions
+	}{
+		{"parameters", `{"replicas":3,"size":"small","tags":["a","b"]}`, jsonenc.CanonicalOptions{EscapeHTML: true, LowerKeys: true, Float64: true}},
+		{"context", `{"organization_guid":"8f2c7a4e-51d3-4f0b-9a6e-2b7d4c1e9f03","platform":"cloudfoundry","space_guid":"c41d9e27-7b5a-4e8f-a3c2-90f1d6b8e4a7"}`, jsonenc.CanonicalOptions{EscapeHTML: true, LowerKeys: true, Float64: true}},
+		{"output", `{"instance_id":"i-1","operation_id":"01a2233e-fda7-717c-bbb2-c0841a402366","result":{"done":false,"outputs":{"ha":true,"port":5432,"standby":null,"tags":["a","b"],"url":"https://x.example/a"},"retry_after":5,"state":"in progress"},"step":"check"}`, jsonenc.CanonicalOptions{EscapeHTML: true}},
+	} {
+		data := []byte(c.data)
+		b.Run(c.name, func(b *testing.B) {
+			for b.Loop() {
+				if !jsonenc.Canonical(data, c.o) {
+					b.Fatal("not canonical")
+				}
+			}
+		})
+	}
+}

@@ -6,6 +6,11 @@
 // encoding/json drops. What it writes is served as application/json or
 // stored, never embedded in HTML.
 //
+// Its Scanner is the other way: the one reader of JSON the short way
+// (without encoding/json's state and reflection) that the broker's
+// hand-written readers share, each leaving to encoding/json what it does
+// not take.
+//
 // The package is a leaf: it imports nothing from this module.
 package jsonenc
 

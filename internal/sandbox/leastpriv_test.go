@@ -43,9 +43,6 @@ var notExercised = []struct{ function, action, reason string }{
 	// Paths the sandbox's tests do not take.
 	{"WorkerFunction", "cloudformation:DescribeStackResources", "asked only while a stack is being created, updated or deleted, for the progress's description (a failure is ignored); moto makes, updates and deletes a stack before it answers"},
 	{"WorkerFunction", "cloudformation:DescribeStackEvents", "read when a stack has failed (the failed resources' reasons) or is busy (whether this operation's token started the change); the example stacks neither fail nor wait on moto"},
-	{"WorkerFunction", "s3:GetObject", "only for a service template over 51,200 bytes, which the worker puts in the stack's bucket for CloudFormation to read (TemplateURL); the example templates are under it, so TestATemplateOverTheBodyLimitGoesThroughS3OnMoto (internal/drivers/cloudformation) covers it on moto"},
-	{"WorkerFunction", "s3:PutObject", "only for a service template over 51,200 bytes (see s3:GetObject)"},
-	{"WorkerFunction", "s3:ListBucket", "only for a service template over 51,200 bytes, to find whether it is in the bucket already (see s3:GetObject)"},
 	{"WorkerFunction", "cloudformation:ContinueUpdateRollback", "only for an update whose rollback failed (UPDATE_ROLLBACK_FAILED); moto never fails a stack update, so TestUpdateRollbackFailed (internal/drivers/cloudformation) covers it on a named fake"},
 	{"WorkerFunction", "dynamodb:ConditionCheckItem", "only a deprovision of an instance with more bindings than one transaction holds (about 98) checks its operation and instance in batches ahead of the last write; TestDeprovisionOfManyBindings (internal/store/dynamo) covers it on moto, without a role"},
 	// The function no test can run (cannotRun): what Lambda does with its

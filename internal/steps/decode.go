@@ -2,9 +2,9 @@ package steps
 
 import (
 	"encoding/json"
-	"unicode/utf8"
 
 	"github.com/serverless-osb/broker/internal/broker"
+	"github.com/serverless-osb/broker/internal/jsonenc"
 )
 
 // decodePayload decodes a Task's payload as json.Unmarshal does. The
@@ -27,26 +27,24 @@ func decodePayload(data []byte) (Payload, error) {
 // decodeShort is decodePayload's short way; ok is false when it does not
 // apply.
 func decodeShort(data []byte) (p Payload, ok bool) {
-	if !utf8.Valid(data) { // json.Unmarshal replaces what is not
-		return Payload{}, false
-	}
-	d := shortDecoder{s: string(data)}
-	ok = d.object(func(key string) bool {
-		switch key {
+	s := jsonenc.NewScanner(data, jsonenc.ScanOptions{})
+	s.Enter('{')
+	for key, ok := s.Key(); ok; key, ok = s.Key() {
+		switch string(key) {
 		case "step":
-			return d.str(&p.Step)
+			p.Step, _ = s.String()
 		case "operation_id":
-			return d.str(&p.OperationID)
+			p.OperationID, _ = s.String()
 		case "instance_id":
-			return d.str(&p.InstanceID)
+			p.InstanceID, _ = s.String()
 		case "detached_id":
-			return d.str(&p.DetachedID)
+			p.DetachedID, _ = s.String()
 		case "campaign_id":
-			return d.str(&p.CampaignID)
+			p.CampaignID, _ = s.String()
 		case "error":
-			return d.str(&p.Error)
+			p.Error, _ = s.String()
 		case "cause":
-			return d.str(&p.Cause)
+			p.Cause, _ = s.String()
 		case "execution_input":
 			// A key twice: json.Unmarshal decodes into the value it has.
 			in := p.ExecutionInput
@@ -54,75 +52,23 @@ func decodeShort(data []byte) (p Payload, ok bool) {
 				in = &broker.WorkflowInput{}
 			}
 			p.ExecutionInput = in
-			return d.object(func(key string) bool {
-				switch key {
+			s.Enter('{')
+			for key, ok := s.Key(); ok; key, ok = s.Key() {
+				switch string(key) {
 				case "instance_id":
-					return d.str(&in.InstanceID)
+					in.InstanceID, _ = s.String()
 				case "binding_id":
-					return d.str(&in.BindingID)
+					in.BindingID, _ = s.String()
 				case "kind":
-					return d.str((*string)(&in.Kind))
+					k, _ := s.String()
+					in.Kind = broker.OperationKind(k)
+				default:
+					s.Fail()
 				}
-				return false
-			})
-		}
-		return false
-	})
-	return p, ok && d.i == len(d.s)
-}
-
-// shortDecoder reads compact JSON objects of strings without escapes from
-// s, whose parts the strings it reads are.
-type shortDecoder struct {
-	s string
-	i int
-}
-
-// object reads an object, calling field to read the value of each key.
-func (d *shortDecoder) object(field func(key string) bool) bool {
-	if d.i >= len(d.s) || d.s[d.i] != '{' {
-		return false
-	}
-	d.i++
-	if d.i < len(d.s) && d.s[d.i] == '}' {
-		d.i++
-		return true
-	}
-	for {
-		var key string
-		if !d.str(&key) || d.i >= len(d.s) || d.s[d.i] != ':' {
-			return false
-		}
-		d.i++
-		if !field(key) || d.i >= len(d.s) {
-			return false
-		}
-		switch d.s[d.i] {
-		case ',':
-			d.i++
-		case '}':
-			d.i++
-			return true
+			}
 		default:
-			return false
+			s.Fail()
 		}
 	}
-}
-
-// str reads a string without escapes or control characters into v.
-func (d *shortDecoder) str(v *string) bool {
-	if d.i >= len(d.s) || d.s[d.i] != '"' {
-		return false
-	}
-	for j := d.i + 1; j < len(d.s); j++ {
-		switch c := d.s[j]; {
-		case c == '"':
-			*v = d.s[d.i+1 : j]
-			d.i = j + 1
-			return true
-		case c == '\\' || c < 0x20:
-			return false
-		}
-	}
-	return false
+	return p, s.End()
 }

@@ -74,3 +74,26 @@ func TestDecodePayloadOfAnOperationStepCopiesItOnce(t *testing.T) {
 		t.Fatalf("decoding an operation step's payload allocates %v times, want at most 2", n)
 	}
 }
+
+// BenchmarkDecodePayload decodes an operation step's payload the short way.
+func BenchmarkDecodePayload(b *testing.B) {
+	data := []byte(payloadCases[1])
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, ok := decodeShort(data); !ok {
+			b.Fatal("left to json.Unmarshal")
+		}
+	}
+}
+
+// BenchmarkDecodePayloadOfIDs decodes an operation step's payload with
+// the ids a platform and the broker make (GUIDs, ULIDs).
+func BenchmarkDecodePayloadOfIDs(b *testing.B) {
+	data := []byte(`{"step":"check","operation_id":"01a2233e-fda7-717c-bbb2-c0841a402366","instance_id":"8f2c7a4e-51d3-4f0b-9a6e-2b7d4c1e9f03","execution_input":{"instance_id":"8f2c7a4e-51d3-4f0b-9a6e-2b7d4c1e9f03","binding_id":"c41d9e27-7b5a-4e8f-a3c2-90f1d6b8e4a7","kind":"bind"}}`)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, ok := decodeShort(data); !ok {
+			b.Fatal("left to json.Unmarshal")
+		}
+	}
+}

@@ -102,6 +102,12 @@ type Options struct {
 	// YieldAtMost is passed on (how long a Task gives way to requests in
 	// flight at most).
 	YieldAtMost time.Duration
+
+	// Logs, when set, receives the broker's log at the level `make run`
+	// logs by default (info), in place of Broker.Logs at debug: the
+	// benchmarks give io.Discard, so that each line costs what it costs
+	// `make run` and none is kept.
+	Logs io.Writer
 }
 
 // StartWith starts a broker as Start does, with options.
@@ -135,7 +141,11 @@ func StartWith(tb testing.TB, o Options) *Broker {
 		YieldAtMost:   o.YieldAtMost,
 	}
 	logs := &SyncBuffer{}
-	l, err := app.OpenLocal(context.Background(), cfg, logging.New(logs, slog.LevelDebug))
+	logger := logging.New(logs, slog.LevelDebug)
+	if o.Logs != nil {
+		logger = logging.New(o.Logs, slog.LevelInfo)
+	}
+	l, err := app.OpenLocal(context.Background(), cfg, logger)
 	if err != nil {
 		tb.Fatalf("open local broker: %v", err)
 	}

@@ -571,7 +571,9 @@ func (r *running) template(ctx context.Context) (*Template, error) {
 	if err != nil {
 		return nil, classify("read the stack's template", err)
 	}
-	t, err := parseTemplate([]byte(aws.ToString(out.TemplateBody)))
+	// As written, by this broker or an older one: YAML is read even by a
+	// worker built without yaml.v3 (liveYAMLTemplate).
+	t, err := parseTemplateWith([]byte(aws.ToString(out.TemplateBody)), liveYAMLTemplate)
 	if err != nil {
 		return nil, err
 	}

@@ -14,7 +14,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials/stscreds"
 	cfn "github.com/aws/aws-sdk-go-v2/service/cloudformation"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
-	"github.com/aws/aws-sdk-go-v2/service/sts"
 
 	"github.com/serverless-osb/broker/internal/broker"
 	"github.com/serverless-osb/broker/internal/deploy"
@@ -73,6 +72,9 @@ func RolesOf(settings []*Settings) (Roles, error) {
 			roles[t.RoleARN] = r
 		}
 	}
+	if withoutRoles && len(roles) > 0 {
+		return nil, errors.New("the catalog places stacks through roles, and this bootstrap was built without the clients that assume them (build tag osb_without_roles): build the bundles from the catalog with make build")
+	}
 	return roles, nil
 }
 
@@ -129,8 +131,8 @@ type clientKey struct {
 
 // NewClients returns the clients of places reached from base.
 func NewClients(base aws.Config) *Clients {
-	return &Clients{Base: base, STS: sts.NewFromConfig(base), NewAPI: func(c aws.Config) API { return cfn.NewFromConfig(c) },
-		Secrets: secretsmanager.NewFromConfig(base)}
+	assume, secrets := newRoleClients(base)
+	return &Clients{Base: base, STS: assume, NewAPI: func(c aws.Config) API { return cfn.NewFromConfig(c) }, Secrets: secrets}
 }
 
 // credentialsWindow is how long before they expire the role's credentials
@@ -259,7 +261,7 @@ func (c *Clients) ExternalIDOf(ctx context.Context, role, secret string) (Extern
 		return "", unreachable("read the secret "+secret, err)
 	}
 	id := ExternalID(strings.TrimSpace(aws.ToString(out.SecretString)))
-	if len(id) < 2 || len(id) > 1224 || !externalIDPattern.MatchString(string(id)) {
+	if len(id) < 2 || len(id) > 1224 || !externalIDPattern().MatchString(string(id)) {
 		// Never quote it, as anywhere else.
 		return "", &broker.Failure{Description: fmt.Sprintf(
 			"The secret %s, which holds the external id of the role %s, does not hold one STS accepts: its text must be 2 to 1224 letters, digits or the characters _+=,.@:/-. Ask the platform operator to put the external id in it.",

@@ -17,7 +17,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"regexp"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -65,8 +64,8 @@ type Deployment struct {
 }
 
 var (
-	roleARNPattern   = regexp.MustCompile(`^arn:aws[a-z-]*:iam::[0-9]{12}:role/\S+$`)
-	policyARNPattern = regexp.MustCompile(`^arn:aws[a-z-]*:iam::[0-9]{12}:policy/\S+$`)
+	roleARNPattern   = lazyPattern(`^arn:aws[a-z-]*:iam::[0-9]{12}:role/\S+$`)
+	policyARNPattern = lazyPattern(`^arn:aws[a-z-]*:iam::[0-9]{12}:policy/\S+$`)
 )
 
 // DeploymentFromEnv reads and checks the deployment settings.
@@ -79,10 +78,10 @@ func DeploymentFromEnv(getenv func(string) string) (Deployment, error) {
 	if err := deploy.CheckStackPrefix(d.StackPrefix); err != nil {
 		return d, fmt.Errorf("%s: %w", env.StackPrefix, err)
 	}
-	if d.RoleARN != "" && !roleARNPattern.MatchString(d.RoleARN) {
+	if d.RoleARN != "" && !roleARNPattern().MatchString(d.RoleARN) {
 		return d, fmt.Errorf("%s: %q is not an IAM role ARN (arn:aws:iam::<account>:role/<name>)", env.CFNRoleARN, d.RoleARN)
 	}
-	if d.BoundaryARN != "" && !policyARNPattern.MatchString(d.BoundaryARN) {
+	if d.BoundaryARN != "" && !policyARNPattern().MatchString(d.BoundaryARN) {
 		return d, fmt.Errorf("%s: %q is not a managed policy ARN of the account (arn:aws:iam::<account>:policy/<name>)",
 			env.PermissionsBoundaryARN, d.BoundaryARN)
 	}

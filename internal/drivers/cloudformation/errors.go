@@ -3,7 +3,6 @@ package cloudformation
 import (
 	"errors"
 	"fmt"
-	"regexp"
 	"strings"
 
 	"github.com/aws/smithy-go"
@@ -96,13 +95,13 @@ func unreachable(what string, err error) error {
 }
 
 var (
-	arnPattern     = regexp.MustCompile(`arn:aws[a-z-]*:[^\s"',;]*`)
-	accountPattern = regexp.MustCompile(`\b[0-9]{12}\b`)
+	arnPattern     = lazyPattern(`arn:aws[a-z-]*:[^\s"',;]*`)
+	accountPattern = lazyPattern(`\b[0-9]{12}\b`)
 )
 
 // redact replaces ARNs and account ids in one of CloudFormation's messages.
 func redact(msg string) string {
-	return accountPattern.ReplaceAllString(arnPattern.ReplaceAllString(msg, "(an ARN)"), "(an account)")
+	return accountPattern().ReplaceAllString(arnPattern().ReplaceAllString(msg, "(an ARN)"), "(an account)")
 }
 
 // sentence ends s with a full stop.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"regexp"
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -79,7 +78,7 @@ scan:
 		logged := d.logReason(ctx, c, stack, "stack change failed", stackReason, "status", string(stack.StackStatus))
 		f := &broker.Failure{Description: fmt.Sprintf("%s: %s", lead, forUsers(stackReason)),
 			Detail: fmt.Sprintf("stack %s %s: %s", aws.ToString(stack.StackName), stack.StackStatus, logged)}
-		if failed := failedResources.FindString(stackReason); failed != "" {
+		if failed := failedResources().FindString(stackReason); failed != "" {
 			// Logical ids only: the template's names, safe to show.
 			f.Description = fmt.Sprintf("%s: %s", lead, sentence(failed))
 		}
@@ -123,7 +122,7 @@ func (d *Driver) deleteFailure(ctx context.Context, c broker.Change, stack *type
 
 // failedResources is the start of a stack's own reason that lists the
 // logical ids of the resources that failed, and nothing else.
-var failedResources = regexp.MustCompile(`^The following resource\(s\) failed to [a-z]+: \[[A-Za-z0-9, ]*\]`)
+var failedResources = lazyPattern(`^The following resource\(s\) failed to [a-z]+: \[[A-Za-z0-9, ]*\]`)
 
 // fullReasonLogged ends a description whose reason is classified.
 const fullReasonLogged = " (the platform operator finds CloudFormation's full reason with the broker's ops operation command, and in its log)."

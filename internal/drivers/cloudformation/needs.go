@@ -2,7 +2,6 @@ package cloudformation
 
 import (
 	"maps"
-	"regexp"
 	"slices"
 	"strings"
 
@@ -27,7 +26,14 @@ var stacksARN = deploy.ARN("cloudformation", "stack/"+deploy.StackPrefix+"-*/*")
 // roles are the roles the plans' placements name (RolesOf): the worker may
 // assume exactly those, and no other, to reach the accounts they are in;
 // there the role it assumes (the target stack's) grants it InTargets.
-func Needs(roles Roles) deploy.Needs {
+//
+// viaS3 says a template of the plans is over MaxTemplateBody
+// (TemplatesOverBody), so goes to CloudFormation through the templates'
+// bucket: only then is the worker granted that bucket and told its name.
+// Without one the bootstraps are built without the S3 client (make build,
+// osb_without_s3), and the worker is granted nothing of S3, as it calls
+// nothing there.
+func Needs(roles Roles, viaS3 bool) deploy.Needs {
 	stacks := []string{stacksARN}
 	const whyStacks = "The stacks of service instances and bindings are made at run time, one or two per instance, " +
 		"each named PREFIX-… (BROKER_STACK_PREFIX) and addressed by its ARN, which ends with a stack id CloudFormation " +
@@ -57,16 +63,6 @@ func Needs(roles Roles) deploy.Needs {
 			{Function: deploy.Worker, Sid: "ReadServiceStacks",
 				Actions:   []string{"cloudformation:DescribeStacks", "cloudformation:DescribeStackEvents", "cloudformation:DescribeStackResources"},
 				Resources: stacks, WildcardReason: whyStacks},
-			// A template over CloudFormation's TemplateBody limit goes
-			// to the stack's bucket under its digest (templates.go), and
-			// CloudFormation reads it back with the worker's credentials.
-			// ListBucket makes a missing key a 404, not a 403.
-			{Function: deploy.Worker, Sid: "ServiceTemplates",
-				Actions: []string{"s3:GetObject", "s3:PutObject"}, Resources: []string{deploy.TemplateBucketARN + "/templates/*"},
-				WildcardReason: "The templates over 51,200 bytes are kept in the stack's own bucket (the broker stack's; in a target account, the target stack's), each under templates/ " +
-					"and its SHA-256 digest, which the worker computes: the pattern is that folder of that bucket and nothing else."},
-			{Function: deploy.Worker, Sid: "FindServiceTemplates",
-				Actions: []string{"s3:ListBucket"}, Resources: []string{deploy.TemplateBucketARN}},
 			{Function: deploy.Worker, Sid: "PassServiceRole",
 				Actions: []string{"iam:PassRole"}, Resources: []string{deploy.ServiceRoleARN},
 				Conditions: map[string]map[string]string{"StringEquals": {"iam:PassedToService": "cloudformation.amazonaws.com"}}},
@@ -75,8 +71,22 @@ func Needs(roles Roles) deploy.Needs {
 			{Function: deploy.Worker, Name: env.CFNRoleARN, Value: deploy.ServiceRoleARN},
 			{Function: deploy.Worker, Name: env.StackPrefix, Value: deploy.StackPrefix},
 			{Function: deploy.Worker, Name: env.PermissionsBoundaryARN, Value: deploy.PermissionsBoundaryARN},
-			{Function: deploy.Worker, Name: env.TemplateBucket, Value: deploy.TemplateBucket},
 		},
+	}
+	if viaS3 {
+		n.Statements = append(n.Statements,
+			// A template over CloudFormation's TemplateBody limit goes
+			// to the stack's bucket under its digest (templates.go), and
+			// CloudFormation reads it back with the worker's credentials.
+			// ListBucket makes a missing key a 404, not a 403.
+			deploy.Statement{Function: deploy.Worker, Sid: "ServiceTemplates",
+				Actions: []string{"s3:GetObject", "s3:PutObject"}, Resources: []string{deploy.TemplateBucketARN + "/templates/*"},
+				WildcardReason: "The templates over 51,200 bytes are kept in the stack's own bucket (the broker stack's; in a target account, the target stack's), each under templates/ " +
+					"and its SHA-256 digest, which the worker computes: the pattern is that folder of that bucket and nothing else."},
+			deploy.Statement{Function: deploy.Worker, Sid: "FindServiceTemplates",
+				Actions: []string{"s3:ListBucket"}, Resources: []string{deploy.TemplateBucketARN}},
+		)
+		n.Env = append(n.Env, deploy.Variable{Function: deploy.Worker, Name: env.TemplateBucket, Value: deploy.TemplateBucket})
 	}
 	// In a target account the worker does the same, through the role it
 	// assumes there, under that account's service role, with the
@@ -174,19 +184,34 @@ func InTargetCustomResources(plans []*Settings) []string {
 
 // secretFullARN is a secret's ARN with the six characters Secrets Manager
 // adds to its name.
-var secretFullARN = regexp.MustCompile(`^arn:[^:]+:secretsmanager:[^:]*:[0-9]{12}:secret:.+-[A-Za-z0-9]{6}$`)
+var secretFullARN = lazyPattern(`^arn:[^:]+:secretsmanager:[^:]*:[0-9]{12}:secret:.+-[A-Za-z0-9]{6}$`)
 
 // secretResources is what IAM grants a secret by: its ARN when the
 // catalog gives it whole; the ARN of a name (in the broker's Region and
 // account) or of a partial ARN, with the six characters open.
 func secretResources(secret string) []string {
 	switch {
-	case secretFullARN.MatchString(secret):
+	case secretFullARN().MatchString(secret):
 		return []string{secret}
 	case strings.HasPrefix(secret, "arn:"):
 		return []string{secret + "-??????"}
 	}
 	return []string{deploy.ARN("secretsmanager", "secret:"+secret+"-??????")}
+}
+
+// TemplatesOverBody says whether a template of plans (an instance's or a
+// binding's) is over MaxTemplateBody, so goes to CloudFormation through
+// S3: the same decision make build makes over the catalog's files to
+// leave the S3 client out (osb_without_s3).
+func TemplatesOverBody(plans []*Settings) bool {
+	for _, s := range plans {
+		for _, t := range []*Template{s.Template, s.BindingTemplate} {
+			if t != nil && len(t.Body) > MaxTemplateBody {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func sortedUnique(s []string) []string {

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"maps"
 	"os"
-	"regexp"
 	"slices"
 	"strings"
 
@@ -61,15 +60,15 @@ var byValues = []string{ByOrganization, BySpace, ByNamespace, BySubaccount}
 var (
 	// externalIDPattern is STS's characters; its length, 2 to 1224, is
 	// checked apart (a regexp repeats at most 1000 times).
-	externalIDPattern = regexp.MustCompile(`^[\w+=,.@:/-]+$`)
-	envNamePattern    = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	externalIDPattern = lazyPattern(`^[\w+=,.@:/-]+$`)
+	envNamePattern    = lazyPattern(`^[A-Za-z_][A-Za-z0-9_]*$`)
 	// A secret of Secrets Manager, by ARN (of any Region and account) or
 	// by name (the broker's Region and account). The name's length, 1 to
 	// maxSecretName, is checked apart (isSecret): a counted repetition
 	// compiles into that many copies, which cost 0.7 MB and half a
 	// millisecond of every cold start.
-	secretARNPattern  = regexp.MustCompile(`^arn:aws[a-z-]*:secretsmanager:[a-z0-9-]+:[0-9]{12}:secret:([\w/+=.@-]+)$`)
-	secretNamePattern = regexp.MustCompile(`^[\w/+=.@-]+$`)
+	secretARNPattern  = lazyPattern(`^arn:aws[a-z-]*:secretsmanager:[a-z0-9-]+:[0-9]{12}:secret:([\w/+=.@-]+)$`)
+	secretNamePattern = lazyPattern(`^[\w/+=.@-]+$`)
 )
 
 const maxSecretName = 512
@@ -77,10 +76,10 @@ const maxSecretName = 512
 // isSecret says whether s names a secret of Secrets Manager, by ARN or
 // by name.
 func isSecret(s string) bool {
-	if m := secretARNPattern.FindStringSubmatch(s); m != nil {
+	if m := secretARNPattern().FindStringSubmatch(s); m != nil {
 		return len(m[1]) <= maxSecretName
 	}
-	return len(s) <= maxSecretName && secretNamePattern.MatchString(s)
+	return len(s) <= maxSecretName && secretNamePattern().MatchString(s)
 }
 
 // ExternalID is the external id the broker gives STS when it assumes a
@@ -406,7 +405,7 @@ func target(key string, v any, allowed []string) (Target, error) {
 	if t.RoleARN, err = str(keyRoleARN); err != nil {
 		return t, err
 	}
-	if t.RoleARN != "" && !roleARNPattern.MatchString(t.RoleARN) {
+	if t.RoleARN != "" && !roleARNPattern().MatchString(t.RoleARN) {
 		return t, catalog.Settingf(key+"."+keyRoleARN, "%q is not an IAM role ARN (arn:aws:iam::<account>:role/<name>): name the role the broker assumes in the target account", t.RoleARN)
 	}
 	id, err := str(keyExternalID)
@@ -414,14 +413,14 @@ func target(key string, v any, allowed []string) (Target, error) {
 		return t, err
 	}
 	t.ExternalID = ExternalID(id)
-	if id != "" && (len(id) < 2 || len(id) > 1224 || !externalIDPattern.MatchString(id)) {
+	if id != "" && (len(id) < 2 || len(id) > 1224 || !externalIDPattern().MatchString(id)) {
 		// Never quote it: it is kept out of messages as out of logs.
 		return t, catalog.Settingf(key+"."+keyExternalID, "must be 2 to 1224 letters, digits or the characters _+=,.@:/- (what STS accepts as an external id)")
 	}
 	if t.ExternalIDEnv, err = str(keyExternalIDEnv); err != nil {
 		return t, err
 	}
-	if t.ExternalIDEnv != "" && !envNamePattern.MatchString(t.ExternalIDEnv) {
+	if t.ExternalIDEnv != "" && !envNamePattern().MatchString(t.ExternalIDEnv) {
 		return t, catalog.Settingf(key+"."+keyExternalIDEnv, "%q is not an environment variable's name", t.ExternalIDEnv)
 	}
 	if t.ExternalIDSecret, err = str(keyExternalIDSec); err != nil {
@@ -457,9 +456,9 @@ func target(key string, v any, allowed []string) (Target, error) {
 		case arn == "":
 		case t.RoleARN == "":
 			return t, catalog.Settingf(key+"."+k, "is set without %s: in the broker's own account, its own service role and boundary apply", keyRoleARN)
-		case k == keyServiceRoleARN && !roleARNPattern.MatchString(arn):
+		case k == keyServiceRoleARN && !roleARNPattern().MatchString(arn):
 			return t, catalog.Settingf(key+"."+k, "%q is not an IAM role ARN (arn:aws:iam::<account>:role/<name>)", arn)
-		case k == keyBoundaryARN && !policyARNPattern.MatchString(arn):
+		case k == keyBoundaryARN && !policyARNPattern().MatchString(arn):
 			return t, catalog.Settingf(key+"."+k, "%q is not a managed policy ARN (arn:aws:iam::<account>:policy/<name>)", arn)
 		case roleAccount(arn) != t.Account():
 			return t, catalog.Settingf(key+"."+k, "is in account %s, but %s is in account %s: the stacks are made in the role's account, under a service role of that account",

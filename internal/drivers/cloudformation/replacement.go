@@ -10,8 +10,6 @@ import (
 	"strconv"
 	"strings"
 
-	"gopkg.in/yaml.v3"
-
 	"github.com/serverless-osb/broker/internal/cfnregistry"
 )
 
@@ -534,71 +532,5 @@ func templateDocument(body []byte) (map[string]any, error) {
 		}
 		return doc, nil
 	}
-	var node yaml.Node
-	if err := yaml.Unmarshal(body, &node); err != nil {
-		return nil, fmt.Errorf("not valid YAML: %s", strings.TrimPrefix(err.Error(), "yaml: "))
-	}
-	v, err := longForm(&node)
-	if err != nil {
-		return nil, err
-	}
-	doc, ok := v.(map[string]any)
-	if !ok {
-		return nil, fmt.Errorf("a template is a mapping with a Resources section")
-	}
-	return doc, nil
-}
-
-func longForm(n *yaml.Node) (any, error) {
-	var v any
-	switch n.Kind {
-	case yaml.DocumentNode:
-		if len(n.Content) == 0 {
-			return nil, nil
-		}
-		return longForm(n.Content[0])
-	case yaml.AliasNode:
-		return longForm(n.Alias)
-	case yaml.MappingNode:
-		m := map[string]any{}
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			val, err := longForm(n.Content[i+1])
-			if err != nil {
-				return nil, err
-			}
-			m[n.Content[i].Value] = val
-		}
-		v = m
-	case yaml.SequenceNode:
-		l := []any{}
-		for _, c := range n.Content {
-			val, err := longForm(c)
-			if err != nil {
-				return nil, err
-			}
-			l = append(l, val)
-		}
-		v = l
-	case yaml.ScalarNode:
-		if tag := n.ShortTag(); strings.HasPrefix(tag, "!") && !strings.HasPrefix(tag, "!!") {
-			v = n.Value
-		} else if err := n.Decode(&v); err != nil {
-			return nil, err
-		}
-	}
-	tag := n.Tag
-	if !strings.HasPrefix(tag, "!") || strings.HasPrefix(tag, "!!") {
-		return v, nil
-	}
-	name := tag[1:]
-	switch name {
-	case "Ref", "Condition":
-		return map[string]any{name: v}, nil
-	case "GetAtt":
-		if str, ok := v.(string); ok {
-			res, attr, _ := strings.Cut(str, ".")
-			v = []any{res, attr}
-		}
-	}
-	return map[string]any{"Fn::" + name: v}, nil
+	return yamlDocument(body)
 }

@@ -2,7 +2,6 @@ package cloudformation
 
 import (
 	"fmt"
-	"regexp"
 	"slices"
 
 	"github.com/serverless-osb/broker/internal/broker"
@@ -37,8 +36,8 @@ var (
 	// appGUIDPattern is a Cloud Foundry GUID as Cloud Controller writes it
 	// and Diego copies it into the certificate: a lower-case UUID. Nothing
 	// else may reach the trust policy, where * and ? would be wildcards.
-	appGUIDPattern     = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
-	trustAnchorPattern = regexp.MustCompile(`^arn:aws[a-z-]*:rolesanywhere:[a-z0-9-]+:[0-9]{12}:trust-anchor/[0-9a-f-]{36}$`)
+	appGUIDPattern     = lazyPattern(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
+	trustAnchorPattern = lazyPattern(`^arn:aws[a-z-]*:rolesanywhere:[a-z0-9-]+:[0-9]{12}:trust-anchor/[0-9a-f-]{36}$`)
 )
 
 // roleParameters are the binding template parameters only a role plan's
@@ -70,7 +69,7 @@ func configureCredentials(config map[string]any, s *Settings) error {
 	}
 	if v, ok := config[KeyTrustAnchorARN]; ok {
 		text, _ := v.(string)
-		if !trustAnchorPattern.MatchString(text) {
+		if !trustAnchorPattern().MatchString(text) {
 			return catalog.Settingf(KeyTrustAnchorARN, "must be the ARN of an IAM Roles Anywhere trust anchor in the broker's account and Region (arn:aws:rolesanywhere:REGION:ACCOUNT:trust-anchor/ID), the platform's instance identity CA registered once by the operator; got %s",
 				catalog.Describe(v))
 		}
@@ -164,7 +163,7 @@ func (s *Settings) bindRefusal(r broker.BindingRequest) *broker.Error {
 		return broker.Errorf(broker.CodeRequiresApp,
 			"The plan's bindings are IAM roles that only the bound app's instance identity certificates can assume, so a binding needs an app: bind the service instance to an app (cf bind-service) rather than create a service key.")
 	}
-	if !appGUIDPattern.MatchString(r.AppGUID) {
+	if !appGUIDPattern().MatchString(r.AppGUID) {
 		return broker.Errorf(broker.CodeBadRequest,
 			"app_guid: must be a Cloud Foundry app GUID in lower case (8-4-4-4-12 hexadecimal digits), as the app's instance identity certificates carry it: the plan's bindings are IAM roles that admit only that app's certificates.")
 	}

@@ -5,6 +5,7 @@ package cloudformation
 import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/sts"
 )
 
 // withoutS3 says the binary was built without the S3 client (see
@@ -17,3 +18,7 @@ const withoutS3 = false
 func NewS3(cfg aws.Config) S3API {
 	return s3.NewFromConfig(cfg, func(o *s3.Options) { o.UsePathStyle = cfg.BaseEndpoint != nil })
 }
+
+// NewAccount tells the account the driver runs in, which names the
+// templates' bucket it makes for itself when none is named (locally).
+func NewAccount(cfg aws.Config) AccountAPI { return sts.NewFromConfig(cfg) }

@@ -35,3 +35,6 @@ func (noS3) PutObject(context.Context, *s3.PutObjectInput, ...func(*s3.Options))
 func (noS3) CreateBucket(context.Context, *s3.CreateBucketInput, ...func(*s3.Options)) (*s3.CreateBucketOutput, error) {
 	return nil, errNoS3
 }
+
+// NewAccount is none: no template goes through a bucket.
+func NewAccount(aws.Config) AccountAPI { return nil }

@@ -88,8 +88,11 @@ type Settings struct {
 	// its place (networkAt); Network is then the first one.
 	Network       *catalog.Network
 	PlaceNetworks map[string]*catalog.Network
-	// digest is PlanDigest, computed once by Configure.
-	digest string
+	// digest is PlanDigest, computed once, on its first use: a plan's
+	// templates JSON-encoded and hashed was a tenth of configuring the
+	// deployed catalog at every function's start, and only a version
+	// change or the lock check reads it.
+	digest *lazyDigest
 	// BindingCredentials is what a binding hands out: CredentialsAccessKey
 	// (the binding template's IAM user and key) or CredentialsRole (its
 	// IAM role, for the bound app's instance identity; roles.go), whose
@@ -304,7 +307,7 @@ func Configure(plan *catalog.Plan, config map[string]any, dir string) (*Settings
 	if s.AllowReplacement, err = allowReplacement(config, s.Template); err != nil {
 		return nil, err
 	}
-	s.digest = planDigest(s)
+	s.digest = &lazyDigest{}
 	return s, nil
 }
 
@@ -435,7 +438,11 @@ func (t *Template) checkBoundaries() error {
 // parseTemplate reads what the driver needs of a template, YAML (with
 // CloudFormation's short-form tags such as !Ref, which are read as plain
 // values) or JSON.
-func parseTemplate(body []byte) (*Template, error) {
+func parseTemplate(body []byte) (*Template, error) { return parseTemplateWith(body, yamlTemplate) }
+
+// parseTemplateWith is parseTemplate with a YAML template read by
+// readYAML (yamlTemplate, or the worker's liveYAMLTemplate).
+func parseTemplateWith(body []byte, readYAML func([]byte) (map[string]any, []string, error)) (*Template, error) {
 	var doc map[string]any
 	var tagged []string // the macros of the YAML's !Transform tags
 	fromYAML := false
@@ -445,7 +452,7 @@ func parseTemplate(body []byte) (*Template, error) {
 		}
 	} else {
 		var err error
-		if doc, tagged, err = yamlTemplate(body); err != nil {
+		if doc, tagged, err = readYAML(body); err != nil {
 			return nil, err
 		}
 		fromYAML = true

@@ -3,6 +3,7 @@ package cloudformation
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"sync"
 
 	"github.com/serverless-osb/broker/internal/broker"
 	"github.com/serverless-osb/broker/internal/jsonenc"
@@ -14,10 +15,18 @@ var _ broker.Versioned = (*Settings)(nil)
 // and the parameters it fixes. Anything else of its settings (retry_after,
 // the schemas) changes no stack, so it may change under the same version.
 func (s *Settings) PlanDigest() string {
-	if s.digest == "" { // settings made by hand, not by Configure
+	if s.digest == nil { // settings made by hand, not by Configure
 		return planDigest(s)
 	}
-	return s.digest
+	s.digest.once.Do(func() { s.digest.value = planDigest(s) })
+	return s.digest.value
+}
+
+// lazyDigest is a plan's digest, computed once: Configure leaves it to the
+// first PlanDigest, after which nothing changes the settings it is of.
+type lazyDigest struct {
+	once  sync.Once
+	value string
 }
 
 func planDigest(s *Settings) string {

@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -52,5 +54,17 @@ func TestReadTemplateWithoutYAML(t *testing.T) {
 	got, err := readTemplate(KeyTemplate, "topic.yaml", dir)
 	if err != nil || got.Body != string(yamlBody) || got.Resources != 1 {
 		t.Errorf("a YAML template with its pre-parsed form: %+v, %v", got, err)
+	}
+
+	// The template a stack runs, as CloudFormation gives it back (YAML as
+	// written), is read with the subset reader: the worker's, to judge
+	// an update's change set.
+	live, err := parseTemplateWith(yamlBody, liveYAMLTemplate)
+	if err != nil || live.Resources != 1 || !slices.Equal(live.Outputs, []string{"TopicArn"}) {
+		t.Errorf("a stack's YAML template: %+v, %v", live, err)
+	}
+	doc, err := templateDocument(yamlBody)
+	if want := map[string]any{"Value": map[string]any{"Ref": "Topic"}}; err != nil || !reflect.DeepEqual(doc["Outputs"].(map[string]any)["TopicArn"], want) {
+		t.Errorf("a stack's YAML template in long form: %v, %v; want the output %v", doc, err, want)
 	}
 }

@@ -62,3 +62,28 @@ func FuzzDecodeCompact(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, data []byte) { checkCompact(t, data) })
 }
+
+// workerAnswer is a worker's answer as the engine stores it.
+const workerAnswer = `{"instance_id":"i-1","operation_id":"01a2233e-fda7-717c-bbb2-c0841a402366","step":"check","result":{"done":false,"retry_after":5,"state":"in progress","outputs":{"url":"https://x.example/a","port":5432,"tags":["a","b"],"ha":true,"standby":null}}}`
+
+// TestDecodeCompactAllocatesItsValuesAndOneCopy pins the short way's cost
+// on a worker's answer: its maps, lists, boxed strings and numbers, and
+// one copy of the text for all of its strings.
+func TestDecodeCompactAllocatesItsValuesAndOneCopy(t *testing.T) {
+	data := []byte(workerAnswer)
+	if n := testing.AllocsPerRun(100, func() { _, _ = decodeCompact(data) }); n > 20 {
+		t.Fatalf("decoding a worker's answer allocates %v times, want at most 20", n)
+	}
+}
+
+// BenchmarkDecodeCompact decodes a worker's answer and a stored execution
+// input the short way.
+func BenchmarkDecodeCompact(b *testing.B) {
+	data := []byte(workerAnswer)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, ok := decodeCompact(data); !ok {
+			b.Fatal("took the long way")
+		}
+	}
+}

@@ -57,6 +57,8 @@ type Store struct {
 	plans planIndex
 	// progress is the set of operations in progress (progress.go).
 	progress progressIndex
+	// bindings is each binding's slot (bindings.go).
+	bindings bindingIndex
 }
 
 var _ broker.Store = (*Store)(nil)
@@ -111,9 +113,10 @@ func NewShared(c *groupcommit.Committer) (*Store, error) {
 	return s, nil
 }
 
-// fillIndexes fills the plan index and the index of the operations in
-// progress from items, in one pass over the instances' partitions: each
-// one's instance item and in-progress keys, then a seek past the rest.
+// fillIndexes fills the plan index, the bindings' slots and the index of
+// the operations in progress from items, in one pass over the instances'
+// partitions: each one's instance item, its operations' and bindings' keys
+// and its in-progress keys, then a seek past the rest.
 func (s *Store) fillIndexes(items *bbolt.Bucket) error {
 	s.plans.mu.Lock()
 	defer s.plans.mu.Unlock()
@@ -121,9 +124,15 @@ func (s *Store) fillIndexes(items *bbolt.Bucket) error {
 	defer s.progress.mu.Unlock()
 	s.plans.plan, s.plans.ids = map[string]string{}, map[string]map[string]struct{}{}
 	s.progress.ops = map[progressOp]struct{}{}
+	s.bindings.mu.Lock()
+	defer s.bindings.mu.Unlock()
+	s.bindings.of = map[string]map[string]bindingSlot{}
 	c := items.Cursor()
 	return eachPartition(c, partitionsStart, func(id string) (bool, error) {
 		if err := s.plans.addLocked(items, id); err != nil {
+			return false, err
+		}
+		if err := s.bindings.fillLocked(c, id); err != nil {
 			return false, err
 		}
 		return true, s.progress.addLocked(c, id)
@@ -170,13 +179,22 @@ type tx struct {
 	// operations in progress (progress.go).
 	progress      *progressIndex
 	progressMoves *[]progressMove
+	// bindings is the bindings' slots (bindings.go); drops, in an update,
+	// the slots it left empty, which the index lets go once it is
+	// committed.
+	bindings *bindingIndex
+	drops    *[]bindingDrop
 }
 
 func (s *Store) view(ctx context.Context, fn func(tx) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	return s.db.View(func(t *bbolt.Tx) error { return fn(buckets(t)) })
+	return s.db.View(func(t *bbolt.Tx) error {
+		b := buckets(t)
+		b.bindings = &s.bindings
+		return fn(b)
+	})
 }
 
 // taskCommitWait is how long a Task's write waits for a request's commit
@@ -196,16 +214,18 @@ func (s *Store) update(ctx context.Context, fn func(tx) error) error {
 	}
 	var moves []planMove
 	var progress []progressMove
+	var drops []bindingDrop
 	run := s.commit.Update
 	if groupcommit.IsSoon(ctx) {
 		run = func(fn func(*bbolt.Tx) error) error { return s.commit.UpdateSoon(fn, taskCommitWait) }
 	}
 	err := run(func(t *bbolt.Tx) error {
 		// fn may run again (groupcommit): only its last run's moves count.
-		moves, progress = moves[:0], progress[:0]
+		moves, progress, drops = moves[:0], progress[:0], drops[:0]
 		b := buckets(t)
 		b.plans, b.moves = &s.plans, &moves
 		b.progress, b.progressMoves = &s.progress, &progress
+		b.bindings, b.drops = &s.bindings, &drops
 		err := fn(b)
 		var c *broker.ConflictError
 		if errors.As(err, &c) || errors.Is(err, broker.ErrNotFound) {
@@ -218,6 +238,9 @@ func (s *Store) update(ctx context.Context, fn func(tx) error) error {
 	}
 	if err == nil && len(progress) > 0 {
 		s.progress.apply(progress)
+	}
+	if err == nil && len(drops) > 0 {
+		s.bindings.apply(drops)
 	}
 	return err
 }
@@ -243,7 +266,11 @@ func (t tx) instance(id string) (*broker.Instance, error) {
 }
 
 func (t tx) binding(instanceID, id string) (*broker.Binding, error) {
-	return get(t, bindingKey(instanceID, id), bindingItem.binding)
+	slot, ok := t.bindingSlot(instanceID, id)
+	if !ok {
+		return nil, nil
+	}
+	return get(t, bindingKey(instanceID, slot, id), bindingItem.binding)
 }
 
 func (t tx) operation(instanceID, id string) (*broker.Operation, error) {
@@ -276,7 +303,7 @@ func (t tx) move(instanceID, plan string) {
 }
 
 func (t tx) putBinding(b broker.Binding) error {
-	return put(t.items, bindingKey(b.InstanceID, b.ID), newBindingItem(b))
+	return put(t.items, bindingKey(b.InstanceID, t.takeSlot(b.InstanceID, b.ID), b.ID), newBindingItem(b))
 }
 
 // putOperation writes an operation and its in-progress key while it is in
@@ -302,7 +329,8 @@ func (t tx) putOperation(op broker.Operation) error {
 }
 
 func (t tx) putResource(r broker.Resource) error {
-	return put(t.items, resourceKey(r.InstanceID, r.Name), newResourceItem(r))
+	key, _ := t.resourceKey(r.InstanceID, r.Name, true)
+	return put(t.items, key, newResourceItem(r))
 }
 
 func (t tx) detached(id string) (*broker.Detached, error) {
@@ -347,20 +375,11 @@ func scan[I, D any](b *bbolt.Bucket, p []byte, domain func(I) D) ([]D, error) {
 // (last_operation reads them after a deprovision) and so do its resources,
 // which belong to drivers, its bindings' records among its bindings.
 func (t tx) deleteInstance(id string) error {
-	prefix := pkWith(id, skBinding)
-	var keys [][]byte
-	c := t.items.Cursor()
-	for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
-		if !isBindingRecordSK(k[len(prefix):]) {
-			keys = append(keys, bytes.Clone(k))
-		}
-	}
-	keys = append(keys, instanceKey(id))
-	t.move(id, "")
-	for _, k := range keys {
-		if err := t.items.Delete(k); err != nil {
+	for _, b := range t.bindings.list(id) {
+		if err := t.deleteBinding(id, b.id); err != nil {
 			return err
 		}
 	}
-	return nil
+	t.move(id, "")
+	return t.items.Delete(instanceKey(id))
 }

@@ -143,7 +143,7 @@ func (s *Store) DeleteExpiredOperations(ctx context.Context, now time.Time) (int
 // detach moves the resource record d names into d (as FinishOperation's
 // Detach asks).
 func (t tx) detach(d broker.Detached) error {
-	if err := t.items.Delete(resourceKey(d.InstanceID, d.Name)); err != nil {
+	if err := t.deleteResource(d.InstanceID, d.Name); err != nil {
 		return err
 	}
 	return t.putDetached(d)

@@ -1,6 +1,7 @@
 package bolt
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"reflect"
@@ -128,5 +129,24 @@ func FuzzItemBinRead(f *testing.F) {
 		_, _ = decode(key, data, instanceItem.instance)
 		_, _ = decode(key, data, bindingItem.binding)
 		_, _ = decode(key, data, resourceItem.resource)
+	})
+}
+
+// FuzzValidCompact: the binary form takes a raw value only when it is
+// valid and compact JSON (as compact and json.Valid say), and takes every
+// such value that is not nested deep (a deep one goes to the JSON form).
+func FuzzValidCompact(f *testing.F) {
+	for _, v := range []string{`{"a":[1,2,{"b":"c\"d\u00e9"}]}`, `{"a": 1}`, `[1,2`, `"\ud800"`, `1e5`, `{"a":1}x`, "\"\x01\"", `{}`, `null`} {
+		f.Add([]byte(v))
+	}
+	f.Fuzz(func(t *testing.T, v []byte) {
+		want := compact(v) && json.Valid(v)
+		got := validCompact(v)
+		if got && !want {
+			t.Fatalf("%q taken: it is not valid and compact JSON", v)
+		}
+		if want && !got && bytes.Count(v, []byte("["))+bytes.Count(v, []byte("{")) < 100 {
+			t.Fatalf("%q, valid and compact, not taken", v)
+		}
 	})
 }

@@ -5,7 +5,8 @@ import (
 	"encoding/json"
 	"strconv"
 	"time"
-	"unicode/utf8"
+
+	"github.com/serverless-osb/broker/internal/jsonenc"
 )
 
 // The instance and record items, which every change of an instance reads
@@ -28,178 +29,86 @@ var (
 	_ itemRead = (*resourceItem)(nil)
 )
 
-// jr reads one JSON object; ok turns false at the first thing it does not
-// take.
+// jr reads one JSON object through a jsonenc.Scanner (compact text), with
+// the item types' own values: a string copied, an int, a time, raw JSON.
 type jr struct {
-	b  []byte
-	i  int
-	ok bool
+	jsonenc.Scanner
 	// scratch holds a time written back, to compare.
 	scratch [40]byte
 }
 
-// next moves to the object's next key and returns it, or nil at its end
-// (or at anything it does not take: ok is false then).
-func (r *jr) next() []byte {
-	if !r.ok || r.i >= len(r.b) {
-		r.ok = false
-		return nil
-	}
-	switch c := r.b[r.i]; {
-	case c == '}':
-		r.i++
-		return nil
-	case c == ',' && r.b[r.i-1] != '{':
-		r.i++
-	case r.b[r.i-1] != '{':
-		r.ok = false
-		return nil
-	}
-	k, ok := r.plain()
-	if !ok || len(k) == 0 || r.i >= len(r.b) || r.b[r.i] != ':' {
-		r.ok = false
-		return nil
-	}
-	r.i++
-	return k
-}
-
-// open reads the '{' an object starts with.
-func (r *jr) open() {
-	if r.ok && r.i < len(r.b) && r.b[r.i] == '{' {
-		r.i++
-		return
-	}
-	r.ok = false
-}
-
-// plain reads a string without escapes, control characters or invalid
-// UTF-8, which json.Unmarshal reads as it is, and returns its bytes.
-func (r *jr) plain() ([]byte, bool) {
-	if r.i >= len(r.b) || r.b[r.i] != '"' {
-		return nil, false
-	}
-	start := r.i + 1
-	for j := start; j < len(r.b); j++ {
-		switch c := r.b[j]; {
-		case c == '"':
-			s := r.b[start:j]
-			if !utf8.Valid(s) {
-				return nil, false
-			}
-			r.i = j + 1
-			return s, true
-		case c < 0x20 || c == '\\':
-			return nil, false
-		}
-	}
-	return nil, false
-}
+func newJR(data []byte) jr { return jr{Scanner: jsonenc.NewScanner(data, jsonenc.ScanOptions{})} }
 
 func (r *jr) str(dst *string) {
-	s, ok := r.plain()
-	if !ok {
-		r.ok = false
-		return
+	if s, ok := r.Plain(); ok {
+		*dst = string(s)
 	}
-	*dst = string(s)
 }
 
 func (r *jr) int(dst *int64) {
-	j := r.i
-	if j < len(r.b) && r.b[j] == '-' {
-		j++
-	}
-	digits := j
-	for j < len(r.b) && r.b[j] >= '0' && r.b[j] <= '9' {
-		j++
-	}
-	// No leading zero (invalid JSON), and nothing that makes it a float.
-	if j == digits || r.b[digits] == '0' && j > digits+1 || j < len(r.b) && (r.b[j] == '.' || r.b[j] == 'e' || r.b[j] == 'E') {
-		r.ok = false
+	s, ok := r.Number()
+	// Nothing that makes it a float.
+	if !ok || bytes.ContainsAny(s, ".eE") {
+		r.Fail()
 		return
 	}
-	n, err := strconv.ParseInt(string(r.b[r.i:j]), 10, 64)
+	n, err := strconv.ParseInt(string(s), 10, 64)
 	if err != nil {
-		r.ok = false
+		r.Fail()
 		return
 	}
-	*dst, r.i = n, j
+	*dst = n
 }
 
 // time reads a time as time.Time.UnmarshalJSON does, for the UTC times
 // the items hold, written as time.Time.MarshalJSON writes them.
 func (r *jr) time(dst *time.Time) {
-	s, ok := r.plain()
+	s, ok := r.Plain()
 	if !ok || len(s) == 0 || s[len(s)-1] != 'Z' {
-		r.ok = false
+		r.Fail()
 		return
 	}
 	t, err := time.Parse(time.RFC3339Nano, string(s))
 	if err != nil || string(t.AppendFormat(r.scratch[:0], time.RFC3339Nano)) != string(s) {
-		r.ok = false
+		r.Fail()
 		return
 	}
 	*dst = t
 }
 
 // raw reads null, an object or an array as json.Unmarshal reads it into
-// a json.RawMessage: a copy of its bytes, when they are valid and compact.
+// a json.RawMessage: a copy of its bytes, when they are valid and compact
+// (Skip takes only such).
 func (r *jr) raw(dst *json.RawMessage) {
-	if bytes.HasPrefix(r.b[r.i:], []byte("null")) {
-		*dst, r.i = json.RawMessage("null"), r.i+4
-		return
-	}
-	if r.i >= len(r.b) || r.b[r.i] != '{' && r.b[r.i] != '[' {
-		r.ok = false
-		return
-	}
-	depth, inString := 0, false
-	for j := r.i; j < len(r.b); j++ {
-		c := r.b[j]
-		switch {
-		case inString && c == '\\':
-			j++
-		case inString:
-			inString = c != '"'
-		case c == '"':
-			inString = true
-		case c == '{' || c == '[':
-			depth++
-		case c == '}' || c == ']':
-			depth--
-			if depth == 0 {
-				v := r.b[r.i : j+1]
-				if !compact(v) || !json.Valid(v) {
-					r.ok = false
-					return
-				}
-				*dst, r.i = append(json.RawMessage(nil), v...), j+1
-				return
-			}
+	switch r.Peek() {
+	case 'n':
+		if r.Literal("null") {
+			*dst = json.RawMessage("null")
 		}
+	case '{', '[':
+		if v, ok := r.Skip(); ok {
+			*dst = append(json.RawMessage(nil), v...)
+		}
+	default:
+		r.Fail()
 	}
-	r.ok = false
 }
-
-// end reports whether the reader took the whole of its bytes.
-func (r *jr) end() bool { return r.ok && r.i == len(r.b) }
 
 // once marks field n seen, and stops at a key read twice (json.Unmarshal
 // would merge or replace).
 func (r *jr) once(seen *uint64, n uint) {
 	if *seen&(1<<n) != 0 {
-		r.ok = false
+		r.Fail()
 	}
 	*seen |= 1 << n
 }
 
 func (it *instanceItem) readJSON(data []byte) bool {
-	r := jr{b: data, ok: true}
+	r := newJR(data)
 	var seen uint64
 	var n int64
-	r.open()
-	for k := r.next(); k != nil; k = r.next() {
+	r.Enter('{')
+	for k, ok := r.Key(); ok; k, ok = r.Key() {
 		switch string(k) {
 		case "id":
 			r.once(&seen, 0)
@@ -234,9 +143,9 @@ func (it *instanceItem) readJSON(data []byte) bool {
 		case "metadata":
 			// Only an empty one: json.Unmarshal fills the maps.
 			r.once(&seen, 10)
-			r.open()
-			if r.next() != nil {
-				r.ok = false
+			r.Enter('{')
+			if _, ok := r.Key(); ok {
+				r.Fail()
 			}
 		case "state":
 			r.once(&seen, 11)
@@ -251,7 +160,7 @@ func (it *instanceItem) readJSON(data []byte) bool {
 			r.once(&seen, 14)
 			r.int(&n)
 			if int64(int(n)) != n {
-				r.ok = false
+				r.Fail()
 			}
 			it.BindingOps = int(n)
 		case "fingerprint":
@@ -267,10 +176,10 @@ func (it *instanceItem) readJSON(data []byte) bool {
 			r.once(&seen, 18)
 			r.time(&it.UpdatedAt)
 		default:
-			r.ok = false
+			r.Fail()
 		}
 	}
-	return r.end()
+	return r.End()
 }
 
 // maintenanceInfo reads a maintenance_info object: a version and at most
@@ -278,8 +187,8 @@ func (it *instanceItem) readJSON(data []byte) bool {
 func (r *jr) maintenanceInfo() *maintenanceInfoItem {
 	m := &maintenanceInfoItem{}
 	var seen uint64
-	r.open()
-	for k := r.next(); k != nil; k = r.next() {
+	r.Enter('{')
+	for k, ok := r.Key(); ok; k, ok = r.Key() {
 		switch string(k) {
 		case "version":
 			r.once(&seen, 0)
@@ -288,17 +197,17 @@ func (r *jr) maintenanceInfo() *maintenanceInfoItem {
 			r.once(&seen, 1)
 			r.str(&m.Description)
 		default:
-			r.ok = false
+			r.Fail()
 		}
 	}
 	return m
 }
 
 func (it *resourceItem) readJSON(data []byte) bool {
-	r := jr{b: data, ok: true}
+	r := newJR(data)
 	var seen uint64
-	r.open()
-	for k := r.next(); k != nil; k = r.next() {
+	r.Enter('{')
+	for k, ok := r.Key(); ok; k, ok = r.Key() {
 		switch string(k) {
 		case "instance_id":
 			r.once(&seen, 0)
@@ -313,8 +222,8 @@ func (it *resourceItem) readJSON(data []byte) bool {
 			r.once(&seen, 3)
 			r.time(&it.UpdatedAt)
 		default:
-			r.ok = false
+			r.Fail()
 		}
 	}
-	return r.end()
+	return r.End()
 }

@@ -7,31 +7,35 @@ import (
 	"strings"
 
 	"go.etcd.io/bbolt"
-
-	"github.com/serverless-osb/broker/internal/broker"
 )
 
-// The keys of an instance's items (layout 4). An instance's items are its
+// The keys of an instance's items (layout 5). An instance's items are its
 // partition, the keys that start with 'i' and the instance's id (appendID),
 // in this order:
 //
-//	'b' <binding_id>          a binding
-//	'b' <binding_id> 'r'      that binding's record (broker.BindingRecord)
-//	'o' <operation_id>        an operation (UUIDv7 ids: the newest last)
-//	'p' <operation_id>        (empty) the operation is in progress
-//	'q'                       the instance
-//	'r' <name>                the instance's own records
+//	'o' <operation_id>                     an operation (UUIDv7 ids: the newest last)
+//	'o' <slot> 'b' <binding_id>            a binding, at its slot (bindings.go)
+//	'o' <slot> 'b' <binding_id> 'r'        that binding's record (broker.BindingRecord)
+//	'p' <operation_id>                     (empty) the operation is in progress
+//	'q'                                    the instance
+//	'r' <name>                             the instance's own records
 //
 // so that what one change writes lies together in the B-tree: a binding
-// beside its record, the instance beside its newest operations. A commit
-// writes every leaf it changes with each branch above it (bbolt's
-// TxStats.Write, docs/performance.md). Keys are short because a branch page
-// holds the first key of each page below it: with the ids as text (layout
-// 3: "i#<id>" NUL "op#<id>", 78 bytes with UUIDs) a branch page held about
-// 40 keys, with the ids' 16 bytes (36 bytes) about 75, and a file of a few
-// thousand instances needs one branch level less, one page less in every
-// commit. The other partitions (detached, campaigns, the sealing record)
-// keep their text keys ("detached" NUL <id>, ...): none starts with 'i'.
+// beside its record, the instance beside its newest operations, and a new
+// binding (its slot is a UUIDv7 made when it is first written) among
+// them. A commit writes every leaf it changes with each branch above it
+// (bbolt's TxStats.Write, docs/performance.md). Keys are short because a
+// branch page holds the first key of each page below it: with the ids as
+// text (layout 3: "i#<id>" NUL "op#<id>", 78 bytes with UUIDs) a branch
+// page held about 40 keys, with the ids' 16 bytes (36 bytes) about 75, and
+// a file of a few thousand instances needs one branch level less, one page
+// less in every commit. Layout 4 had these keys but for the bindings, at
+// 'b' <binding_id> (and 'r' after it for the record): in the order of
+// their ids, which a platform makes at random, so that a bind on an
+// instance with many bindings changed two leaves, its binding's and its
+// operation's with the instance. The other partitions (detached,
+// campaigns, the sealing record) keep their text keys ("detached" NUL
+// <id>, ...): none starts with 'i'.
 const (
 	partitionTag = 'i'
 	// An id is tagged: a UUID in the canonical lowercase form (every
@@ -43,9 +47,9 @@ const (
 	idUUID = 0x01
 	idText = 0x02
 	// Each SK's first byte.
-	skBinding    = 'b'
-	skRecordOf   = 'r' // after a binding's id: its record
 	skOperation  = 'o'
+	skBinding    = 'b' // after a slot under skOperation: a binding
+	skRecordOf   = 'r' // after a binding's id: its record
 	skInProgress = 'p'
 	skInstance   = 'q'
 	skRecord     = 'r'
@@ -166,7 +170,33 @@ func pkWith(instanceID string, sk ...byte) []byte {
 
 func instanceKey(instanceID string) []byte { return pkWith(instanceID, skInstance) }
 
-func bindingKey(instanceID, bindingID string) []byte { return idKey(instanceID, skBinding, bindingID) }
+// bindingKey is the key of the binding's item at slot; its record's is
+// this and skRecordOf.
+func bindingKey(instanceID string, slot [16]byte, bindingID string) []byte {
+	b := append(partitionKey(instanceID, 1+maxKeyID+1+maxKeyID+1), skOperation, idUUID)
+	b = append(append(b, slot[:]...), skBinding)
+	return appendID(b, bindingID)
+}
+
+// slotSK reads an SK under skOperation (its first byte cut off): an
+// operation's (isBinding false), or a binding's or its record's, at slot.
+func slotSK(sk []byte) (slot [16]byte, bindingID string, record, isBinding, ok bool) {
+	rest, ok := skipID(sk)
+	switch {
+	case !ok:
+		return slot, "", false, false, false
+	case len(rest) == 0:
+		return slot, "", false, false, true
+	case sk[0] != idUUID || rest[0] != skBinding:
+		return slot, "", false, false, false
+	}
+	bindingID, tail, ok := cutID(rest[1:])
+	if !ok || len(tail) > 1 || (len(tail) == 1 && tail[0] != skRecordOf) {
+		return slot, "", false, false, false
+	}
+	copy(slot[:], sk[1:17])
+	return slot, bindingID, len(tail) == 1, true, true
+}
 
 func operationKey(instanceID, operationID string) []byte {
 	return idKey(instanceID, skOperation, operationID)
@@ -181,12 +211,8 @@ func idKey(instanceID string, sk byte, id string) []byte {
 	return appendID(append(partitionKey(instanceID, 1+maxKeyID), sk), id)
 }
 
-// resourceKey is a binding's record's key beside the binding, any other
-// record's under 'r'.
-func resourceKey(instanceID, name string) []byte {
-	if id, ok := strings.CutPrefix(name, broker.BindingRecordsFrom); ok {
-		return append(bindingKey(instanceID, id), skRecordOf)
-	}
+// recordKey is the key of an instance's own record (not a binding's).
+func recordKey(instanceID, name string) []byte {
 	return append(append(partitionKey(instanceID, 1+len(name)), skRecord), name...)
 }
 
@@ -233,27 +259,14 @@ func skOf(k []byte) ([]byte, bool) {
 	return skipID(k[1:])
 }
 
-// bindingSK reads an SK under skBinding (its first byte cut off): the
-// binding's id, and whether it is the binding's record's key.
-func bindingSK(sk []byte) (bindingID string, record bool, ok bool) {
-	id, rest, ok := cutID(sk)
-	if !ok || len(rest) > 1 || (len(rest) == 1 && rest[0] != skRecordOf) {
-		return "", false, false
-	}
-	return id, len(rest) == 1, true
-}
-
-// isBindingRecordSK reports whether an SK under skBinding (its first
-// byte cut off) is a binding's record's rather than the binding's.
-func isBindingRecordSK(sk []byte) bool {
-	rest, ok := skipID(sk)
-	return ok && len(rest) > 0
-}
-
 // isOperationKey reports whether key is an operation's.
 func isOperationKey(key []byte) bool {
 	sk, ok := skOf(key)
-	return ok && len(sk) > 1 && sk[0] == skOperation
+	if !ok || len(sk) < 2 || sk[0] != skOperation {
+		return false
+	}
+	_, _, _, isBinding, ok := slotSK(sk[1:])
+	return ok && !isBinding
 }
 
 // isInstanceKey reports whether key is an instance's.
@@ -271,16 +284,13 @@ func showKey(k []byte) string {
 	}
 	s := "i#" + id + "\x00"
 	switch sk[0] {
-	case skBinding:
-		bid, record, ok := bindingSK(sk[1:])
-		if !ok {
-			break
-		}
-		if record {
-			return strconv.Quote(s + "b#" + bid + "\x00r")
-		}
-		return strconv.Quote(s + "b#" + bid)
 	case skOperation, skInProgress:
+		if _, bid, record, isBinding, ok := slotSK(sk[1:]); sk[0] == skOperation && ok && isBinding {
+			if record {
+				return strconv.Quote(s + "b#" + bid + "\x00r")
+			}
+			return strconv.Quote(s + "b#" + bid)
+		}
 		mark := "op#"
 		if sk[0] == skInProgress {
 			mark = "op$"

@@ -61,8 +61,10 @@ func TestKeysKeepEachPartitionApart(t *testing.T) {
 				t.Errorf("the partition of %q is a prefix of %q's", a, b)
 			}
 		}
-		for _, k := range [][]byte{instanceKey(a), bindingKey(a, a), operationKey(a, a), inProgressKey(a, a),
-			resourceKey(a, "db"), resourceKey(a, "binding-"+a)} {
+		slot, _ := uuidBytes(newUUID())
+		binding := bindingKey(a, slot, a)
+		for _, k := range [][]byte{instanceKey(a), binding, operationKey(a, a), inProgressKey(a, a),
+			recordKey(a, "db"), append(binding, skRecordOf)} {
 			if id, _, ok := splitKey(k); !ok || id != a {
 				t.Errorf("%q: key %s reads instance %q, %v", a, showKey(k), id, ok)
 			}
@@ -70,7 +72,8 @@ func TestKeysKeepEachPartitionApart(t *testing.T) {
 				t.Errorf("%q: key %s outside its partition", a, showKey(k))
 			}
 		}
-		if !isOperationKey(operationKey(a, a)) || isOperationKey(inProgressKey(a, a)) || isOperationKey(instanceKey(a)) {
+		if !isOperationKey(operationKey(a, a)) || isOperationKey(inProgressKey(a, a)) || isOperationKey(instanceKey(a)) ||
+			isOperationKey(binding) || isOperationKey(append(binding, skRecordOf)) {
 			t.Errorf("%q: isOperationKey", a)
 		}
 		if !isInstanceKey(instanceKey(a)) || isInstanceKey(operationKey(a, a)) {
@@ -79,36 +82,50 @@ func TestKeysKeepEachPartitionApart(t *testing.T) {
 		if got := inProgressKeyOf(operationKey(a, a)); !bytes.Equal(got, inProgressKey(a, a)) {
 			t.Errorf("%q: inProgressKeyOf %s, want %s", a, showKey(got), showKey(inProgressKey(a, a)))
 		}
-		sk, _ := skOf(resourceKey(a, "binding-"+a))
-		if id, record, ok := bindingSK(sk[1:]); !ok || !record || id != a || !isBindingRecordSK(sk[1:]) {
-			t.Errorf("%q: the binding's record's SK reads %q, %v, %v", a, id, record, ok)
+		sk, _ := skOf(append(binding, skRecordOf))
+		if got, id, record, isBinding, ok := slotSK(sk[1:]); !ok || !isBinding || !record || id != a || got != slot {
+			t.Errorf("%q: the binding's record's SK reads %q, %v, %v, %v", a, id, record, isBinding, ok)
 		}
-		sk, _ = skOf(bindingKey(a, a))
-		if id, record, ok := bindingSK(sk[1:]); !ok || record || id != a || isBindingRecordSK(sk[1:]) {
-			t.Errorf("%q: the binding's SK reads %q, %v, %v", a, id, record, ok)
+		sk, _ = skOf(binding)
+		if got, id, record, isBinding, ok := slotSK(sk[1:]); !ok || !isBinding || record || id != a || got != slot {
+			t.Errorf("%q: the binding's SK reads %q, %v, %v, %v", a, id, record, isBinding, ok)
+		}
+		sk, _ = skOf(operationKey(a, a))
+		if _, _, _, isBinding, ok := slotSK(sk[1:]); !ok || isBinding {
+			t.Errorf("%q: the operation's SK reads as a binding's, %v", a, ok)
 		}
 	}
 }
 
-// TestKeysSortAnInstancesItemsAsLayout3Did: bindings, each with its record
-// beside it, then the operations (in the order of their ids: the broker's
-// UUIDv7s, oldest first), the in-progress keys, the instance, its records.
-func TestKeysSortAnInstancesItemsAsLayout3Did(t *testing.T) {
+// TestKeysSortAnInstancesItems: the operations (in the order of their ids:
+// the broker's UUIDv7s, oldest first), and among them the bindings, each at
+// its slot (a UUIDv7 made when it is first written) with its record beside
+// it, then the in-progress keys, the instance, its records.
+func TestKeysSortAnInstancesItems(t *testing.T) {
 	inst := "0e4bc3f0-6f2a-4c1e-9d3b-7a1f2e3d4c5b"
 	var ops []string
 	for range 50 {
 		ops = append(ops, newUUID())
 	}
-	ops = append(ops, "detach-d-1")
-	want := [][]byte{bindingKey(inst, "5a7d2c1e-0b3f-4e6a-8c9d-1f2e3a4b5c6d"),
-		resourceKey(inst, "binding-5a7d2c1e-0b3f-4e6a-8c9d-1f2e3a4b5c6d"), bindingKey(inst, "b-2"), resourceKey(inst, "binding-b-2")}
-	uuids := slices.Clone(ops[:50])
+	uuids := slices.Clone(ops)
 	slices.Sort(uuids)
-	for _, op := range append(uuids, "detach-d-1") {
+	// Two bindings made just after operations 10 and 30 were.
+	slot1, slot2 := uuidAfter(uuids[10]), uuidAfter(uuids[30])
+	var want [][]byte
+	for i, op := range uuids {
 		want = append(want, operationKey(inst, op))
+		switch i {
+		case 10:
+			b := bindingKey(inst, slot1, "5a7d2c1e-0b3f-4e6a-8c9d-1f2e3a4b5c6d")
+			want = append(want, b, append(b, skRecordOf))
+		case 30:
+			b := bindingKey(inst, slot2, "b-2")
+			want = append(want, b, append(b, skRecordOf))
+		}
 	}
+	want = append(want, operationKey(inst, "detach-d-1"))
 	want = append(want, inProgressKey(inst, uuids[3]), inProgressKey(inst, uuids[7]), instanceKey(inst),
-		resourceKey(inst, "a"), resourceKey(inst, "zone"))
+		recordKey(inst, "a"), recordKey(inst, "zone"))
 	got := slices.Clone(want)
 	slices.Reverse(got)
 	slices.SortFunc(got, bytes.Compare)
@@ -117,6 +134,17 @@ func TestKeysSortAnInstancesItemsAsLayout3Did(t *testing.T) {
 			t.Fatalf("key %d: got %s, want %s", i, showKey(got[i]), showKey(want[i]))
 		}
 	}
+}
+
+// uuidAfter is the UUID that sorts just after u: u's bytes plus one.
+func uuidAfter(u string) [16]byte {
+	b, _ := uuidBytes(u)
+	for i := 15; i >= 0; i-- {
+		if b[i]++; b[i] != 0 {
+			break
+		}
+	}
+	return b
 }
 
 // TestUUIDKeysSortAsTheirText: the partitions of instances whose ids are
@@ -137,15 +165,15 @@ func TestUUIDKeysSortAsTheirText(t *testing.T) {
 func TestShowKey(t *testing.T) {
 	inst := "0e4bc3f0-6f2a-4c1e-9d3b-7a1f2e3d4c5b"
 	for k, want := range map[string]string{
-		string(instanceKey(inst)):                   `"i#` + inst + `\x00p#instance"`,
-		string(operationKey("i-1", "op-1")):         `"i#i-1\x00op#op-1"`,
-		string(inProgressKey("i-1", inst)):          `"i#i-1\x00op$` + inst + `"`,
-		string(bindingKey(inst, "b-1")):             `"i#` + inst + `\x00b#b-1"`,
-		string(resourceKey(inst, "binding-b-1")):    `"i#` + inst + `\x00b#b-1\x00r"`,
-		string(resourceKey("i-1", "db")):            `"i#i-1\x00r#db"`,
-		"detached\x00d-1":                           `"detached\x00d-1"`,
-		string(append(pk("i-1"), 'z')):              fmt.Sprintf("%q", string(append(pk("i-1"), 'z'))),
-		string(append(operationKey("i-1", "o"), 1)): fmt.Sprintf("%q", string(append(operationKey("i-1", "o"), 1))),
+		string(instanceKey(inst)):                                 `"i#` + inst + `\x00p#instance"`,
+		string(operationKey("i-1", "op-1")):                       `"i#i-1\x00op#op-1"`,
+		string(inProgressKey("i-1", inst)):                        `"i#i-1\x00op$` + inst + `"`,
+		string(bindingKey(inst, [16]byte{1}, "b-1")):              `"i#` + inst + `\x00b#b-1"`,
+		string(append(bindingKey(inst, [16]byte{1}, "b-1"), 'r')): `"i#` + inst + `\x00b#b-1\x00r"`,
+		string(recordKey("i-1", "db")):                            `"i#i-1\x00r#db"`,
+		"detached\x00d-1":                                         `"detached\x00d-1"`,
+		string(append(pk("i-1"), 'z')):                            fmt.Sprintf("%q", string(append(pk("i-1"), 'z'))),
+		string(append(operationKey("i-1", "o"), 1)):               fmt.Sprintf("%q", string(append(operationKey("i-1", "o"), 1))),
 	} {
 		if got := showKey([]byte(k)); got != want {
 			t.Errorf("showKey(%q) = %s, want %s", k, got, want)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/google/uuid"
 	"go.etcd.io/bbolt"
 
 	"github.com/serverless-osb/broker/internal/broker"
@@ -17,17 +18,24 @@ import (
 // order keys.go gives them, with text keys ("i#<id>" NUL "b#<binding_id>",
 // "op#…", "op$…", "p#instance", "r#<name>"). Layout 3 has layout 2's keys
 // and values that may be in the binary form of itembin.go. Layout 4 has
-// layout 3's values and the short keys of keys.go. Open moves a file of
-// an earlier layout to this one (migrate), in the transaction that opens
-// it; a broker of layout 3 refuses a file of layout 4 ("use a newer
-// broker") rather than find none of its items.
+// layout 3's values and short keys, each binding's at 'b' and its id (and
+// 'r' after it for its record). Layout 5 has layout 4's keys but for the
+// bindings', which keys.go places at slots among the operations
+// (bindings.go). Open moves a file of an earlier layout to this one
+// (migrate), in the transaction that opens it; a broker of layout 4
+// refuses a file of layout 5 ("use a newer broker") rather than find none
+// of its bindings.
 const (
 	layoutBucket = "layout"
 	layoutKey    = "version"
 	// layoutVersion is the layout this code writes; a file without a
 	// version is of layout 1, written before there was one.
-	layoutVersion = "4"
+	layoutVersion = "5"
 )
+
+// layout4Binding is the first byte of layout 4's SK of a binding and its
+// record.
+const layout4Binding = 'b'
 
 // layout1InProgress is layout 1's bucket of the operations in progress,
 // keyed by the operations' keys.
@@ -45,14 +53,18 @@ func migrate(tx *bbolt.Tx) error {
 	switch v := string(meta.Get([]byte(layoutKey))); v {
 	case layoutVersion:
 		return nil
+	case "4":
 	case "2", "3":
+		err = fromLayout3(tx.Bucket([]byte(itemsBucket)))
 	case "":
-		err = fromLayout1(tx)
+		if err = fromLayout1(tx); err == nil {
+			err = fromLayout3(tx.Bucket([]byte(itemsBucket)))
+		}
 	default:
 		return fmt.Errorf("the file is in layout %s, this broker reads layout %s: use a newer broker", v, layoutVersion)
 	}
 	if err == nil {
-		err = fromLayout3(tx.Bucket([]byte(itemsBucket)))
+		err = fromLayout4(tx.Bucket([]byte(itemsBucket)))
 	}
 	if err != nil {
 		return fmt.Errorf("migrate to key layout %s: %w", layoutVersion, err)
@@ -171,14 +183,45 @@ func layout4Key(k []byte) ([]byte, bool) {
 		bindingID, record, isRecord := strings.Cut(sk[len("b#"):], sep)
 		switch {
 		case !isRecord:
-			return bindingKey(id, bindingID), true
+			return idKey(id, layout4Binding, bindingID), true
 		case record == "r":
-			return resourceKey(id, broker.BindingRecord(bindingID)), true
+			return append(idKey(id, layout4Binding, bindingID), skRecordOf), true
 		}
 	case strings.HasPrefix(sk, "r#"):
 		// As it was, whatever the name (resourceKey would move a
 		// "binding-…" name beside its binding, where layout 3 did not).
-		return append(pkWith(id, skRecord), sk[len("r#"):]...), true
+		return recordKey(id, sk[len("r#"):]), true
 	}
 	return nil, false
+}
+
+// fromLayout4 moves the bindings of a file in layout 4 to their slots
+// (layout 5): each binding and its record from 'b' and the binding's id to
+// a slot of their own among the instance's operations, made now (their
+// order among the operations does not matter to a binding made before).
+func fromLayout4(items *bbolt.Bucket) error {
+	var moves []move
+	slots := map[string][16]byte{}
+	c := items.Cursor()
+	err := eachPartition(c, partitionsStart, func(id string) (bool, error) {
+		prefix := pkWith(id, layout4Binding)
+		for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
+			bindingID, rest, ok := cutID(k[len(prefix):])
+			if !ok || len(rest) > 1 || (len(rest) == 1 && rest[0] != skRecordOf) {
+				return false, fmt.Errorf("key %q of layout 4 is of no kind this broker knows", k)
+			}
+			slot, ok := slots[id+sep+bindingID]
+			if !ok {
+				slot = uuid.Must(uuid.NewV7())
+				slots[id+sep+bindingID] = slot
+			}
+			to := append(bindingKey(id, slot, bindingID), rest...)
+			moves = append(moves, move{bytes.Clone(k), to, bytes.Clone(v)})
+		}
+		return true, nil
+	})
+	if err != nil {
+		return err
+	}
+	return apply(items, moves)
 }

@@ -25,14 +25,14 @@ import (
 func TestLayout1FileIsMoved(t *testing.T) {
 	path := testMovedFile(t, "layout1.db", func(id string) string { return id })
 	t.Run("a file of a later layout is refused", func(t *testing.T) {
-		setLayout(t, path, "5")
+		setLayout(t, path, "6")
 		s, err := Open(path)
 		if err == nil {
 			s.Close()
 			t.Fatal("Open succeeded, want the layout refused")
 		}
-		if !strings.Contains(err.Error(), "layout 5") {
-			t.Errorf("got %q, want it to name layout 5", err)
+		if !strings.Contains(err.Error(), "layout 6") {
+			t.Errorf("got %q, want it to name layout 6", err)
 		}
 	})
 }
@@ -41,17 +41,11 @@ func TestLayout1FileIsMoved(t *testing.T) {
 // cb0ab17 wrote in layout 3 (text keys, binary values; then bbolt.Compact
 // made it smaller, the same items), with the items of
 // layout1Items under layout3IDs (UUIDs, an uppercase UUID, and other ids),
-// and finds every item where the store now reads it (layout 4: keys.go).
+// and finds every item where the store now reads it (keys.go).
 func TestLayout3FileIsMoved(t *testing.T) {
 	path := testMovedFile(t, "layout3.db", layout3ID)
-	t.Run("the keys are layout 4's, short", func(t *testing.T) {
-		db, err := bbolt.Open(path, 0o600, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer db.Close()
-		err = db.View(func(tx *bbolt.Tx) error {
-			c := tx.Bucket([]byte(itemsBucket)).Cursor()
+	t.Run("the keys are short", func(t *testing.T) {
+		viewItems(t, path, func(c *bbolt.Cursor) {
 			// i-1's operation op-i1: both ids UUIDs, 1+17+1+17 bytes.
 			want := operationKey(layout3ID("i-1"), layout3ID("op-i1"))
 			if k, v := c.Seek(want); !bytes.Equal(k, want) || len(k) != 36 || v == nil {
@@ -62,11 +56,57 @@ func TestLayout3FileIsMoved(t *testing.T) {
 					t.Errorf("key %q of layout 3 left", k)
 				}
 			}
-			return nil
 		})
-		if err != nil {
-			t.Fatal(err)
-		}
+	})
+}
+
+// viewItems calls fn with a cursor on the items of the file at path.
+func viewItems(t *testing.T, path string, fn func(c *bbolt.Cursor)) {
+	t.Helper()
+	db, err := bbolt.Open(path, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	err = db.View(func(tx *bbolt.Tx) error {
+		fn(tx.Bucket([]byte(itemsBucket)).Cursor())
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestLayout4FileIsMoved opens testdata/layout4.db, a file that the store
+// of d011d57 wrote in layout 4 (bindings keyed by their ids; then
+// bbolt.Compact made it smaller, the same items), with the items of
+// layout1Items under layout3IDs, and finds every item where the store now
+// reads it: each binding and its record at a slot among the operations.
+func TestLayout4FileIsMoved(t *testing.T) {
+	path := testMovedFile(t, "layout4.db", layout3ID)
+	t.Run("the bindings are at slots", func(t *testing.T) {
+		viewItems(t, path, func(c *bbolt.Cursor) {
+			var bindings, records int
+			for k, _ := c.First(); k != nil; k, _ = c.Next() {
+				sk, ok := skOf(k)
+				if !ok {
+					continue
+				}
+				if sk[0] == layout4Binding {
+					t.Errorf("key %s of layout 4 left", showKey(k))
+				}
+				if _, _, record, isBinding, _ := slotSK(sk[1:]); sk[0] == skOperation && isBinding {
+					if record {
+						records++
+					} else {
+						bindings++
+					}
+				}
+			}
+			if bindings != 2 || records != 2 {
+				t.Errorf("%d bindings and %d records at slots, want 2 and 2", bindings, records)
+			}
+		})
 	})
 }
 

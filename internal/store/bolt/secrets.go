@@ -34,14 +34,16 @@ func (s *Store) StoredSecrets(ctx context.Context, fn func(broker.StoredSecret) 
 			if !ok || len(sk) == 0 {
 				return nil
 			}
+			_, _, record, isBinding, _ := slotSK(sk[1:])
+			isBinding = isBinding && sk[0] == skOperation
 			switch {
-			case sk[0] == skBinding && isBindingRecordSK(sk[1:]), sk[0] == skRecord:
+			case isBinding && record, sk[0] == skRecord:
 				r, err := decode(k, v, resourceItem.resource)
 				if err != nil {
 					return err
 				}
 				all = append(all, broker.StoredSecret{Kind: broker.SecretRecord, InstanceID: r.InstanceID, Name: r.Name, Value: r.Data})
-			case sk[0] == skBinding:
+			case isBinding:
 				b, err := decode(k, v, bindingItem.binding)
 				if err != nil {
 					return err
@@ -110,9 +112,12 @@ func (s *Store) ReplaceSecret(ctx context.Context, secret broker.StoredSecret, s
 			b.Sealed, b.Credentials = sealed, nil
 			return t.putBinding(*b)
 		case broker.SecretRecord:
-			r, err := get(t, resourceKey(secret.InstanceID, secret.Name), resourceItem.resource)
-			if err != nil {
-				return err
+			var r *broker.Resource
+			var err error
+			if key, ok := t.resourceKey(secret.InstanceID, secret.Name, false); ok {
+				if r, err = get(t, key, resourceItem.resource); err != nil {
+					return err
+				}
 			}
 			if r == nil {
 				return broker.ErrNotFound

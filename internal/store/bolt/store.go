@@ -106,35 +106,35 @@ func (s *Store) load(ctx context.Context, instanceID, operationID, bindingID str
 
 // records reads an instance's records, by name: its own (a key range that
 // holds nothing else) and bindingID's by its key; when whole, every
-// binding's too, and the bindings' ids, from the bindings' key range.
+// binding's too, and the bindings' ids, each by its key from the bindings'
+// slots (bindings.go).
 func (t tx) records(instanceID, bindingID string, whole bool) (bindingIDs []string, out []broker.Resource, err error) {
-	c := t.cur // no get while it iterates
 	if whole {
-		prefix := pkWith(instanceID, skBinding)
-		for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
-			id, record, ok := bindingSK(k[len(prefix):])
-			if !ok {
-				return nil, nil, fmt.Errorf("key %s is no binding's", showKey(k))
+		for _, b := range t.bindings.list(instanceID) {
+			key := bindingKey(instanceID, b.slot, b.id)
+			if t.has(key) {
+				bindingIDs = append(bindingIDs, b.id)
 			}
-			if !record {
-				bindingIDs = append(bindingIDs, id)
-				continue
-			}
-			r, err := decode(k, v, resourceItem.resource)
+			r, err := get(t, append(key, skRecordOf), resourceItem.resource)
 			if err != nil {
 				return nil, nil, err
 			}
-			out = append(out, r)
+			if r != nil {
+				out = append(out, *r)
+			}
 		}
 	} else if bindingID != "" {
-		r, err := get(t, resourceKey(instanceID, broker.BindingRecord(bindingID)), resourceItem.resource)
-		if err != nil {
-			return nil, nil, err
-		}
-		if r != nil {
-			out = append(out, *r)
+		if key, ok := t.resourceKey(instanceID, broker.BindingRecord(bindingID), false); ok {
+			r, err := get(t, key, resourceItem.resource)
+			if err != nil {
+				return nil, nil, err
+			}
+			if r != nil {
+				out = append(out, *r)
+			}
 		}
 	}
+	c := t.cur // no get while it iterates
 	prefix := pkWith(instanceID, skRecord)
 	for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
 		r, err := decode(k, v, resourceItem.resource)
@@ -154,8 +154,20 @@ func (t tx) records(instanceID, bindingID string, whole bool) (bindingIDs []stri
 func (s *Store) ListOperations(ctx context.Context, instanceID string) ([]broker.Operation, error) {
 	var ops []broker.Operation
 	err := s.view(ctx, func(t tx) (err error) {
-		ops, err = scan(t.items, pkWith(instanceID, skOperation), operationItem.operation)
-		return err
+		prefix := pkWith(instanceID, skOperation)
+		ops = []broker.Operation{}
+		c := t.items.Cursor()
+		for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
+			if !isOperationKey(k) {
+				continue // a binding's item (bindings.go)
+			}
+			op, err := decode(k, v, operationItem.operation)
+			if err != nil {
+				return err
+			}
+			ops = append(ops, op)
+		}
+		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("list operations of %s: %w", instanceID, err)
@@ -480,7 +492,7 @@ func (s *Store) FinishOperation(ctx context.Context, f broker.Finish) error {
 			}
 			switch {
 			case f.DeleteBinding:
-				err = t.items.Delete(bindingKey(op.InstanceID, bindingID))
+				err = t.deleteBinding(op.InstanceID, bindingID)
 			case f.Binding != nil:
 				err = t.putBinding(*f.Binding)
 			}
@@ -528,7 +540,7 @@ func (s *Store) PutResource(ctx context.Context, r broker.Resource) error {
 func (s *Store) DeleteResource(ctx context.Context, instanceID, name string) error {
 	err := broker.CheckIDs(instanceID, name)
 	if err == nil {
-		err = s.update(ctx, func(t tx) error { return t.items.Delete(resourceKey(instanceID, name)) })
+		err = s.update(ctx, func(t tx) error { return t.deleteResource(instanceID, name) })
 	}
 	if err != nil {
 		return fmt.Errorf("delete resource %s/%s: %w", instanceID, name, err)
@@ -552,7 +564,7 @@ func (t tx) changeRecords(instanceID string, r broker.RecordChanges) error {
 		}
 	}
 	for _, name := range r.Remove {
-		if err := t.items.Delete(resourceKey(instanceID, name)); err != nil {
+		if err := t.deleteResource(instanceID, name); err != nil {
 			return err
 		}
 	}

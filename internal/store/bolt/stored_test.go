@@ -141,7 +141,13 @@ func TestStoredItems(t *testing.T) {
 
 func openStore(t *testing.T) *Store {
 	t.Helper()
-	s, err := Open(filepath.Join(t.TempDir(), "broker.db"))
+	return openAt(t, filepath.Join(t.TempDir(), "broker.db"))
+}
+
+// openAt opens the file at path until the test ends.
+func openAt(t *testing.T, path string) *Store {
+	t.Helper()
+	s, err := Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,14 +180,21 @@ func writeCase(ctx context.Context, s *Store, v any) (key []byte, err error) {
 			key = instanceKey(v.ID)
 			return t.putInstance(v)
 		case broker.Binding:
-			key = bindingKey(v.InstanceID, v.ID)
-			return t.putBinding(v)
+			if err := t.putBinding(v); err != nil {
+				return err
+			}
+			slot, _ := t.bindingSlot(v.InstanceID, v.ID)
+			key = bindingKey(v.InstanceID, slot, v.ID)
+			return nil
 		case broker.Operation:
 			key = operationKey(v.InstanceID, v.ID)
 			return t.putOperation(v)
 		case broker.Resource:
-			key = resourceKey(v.InstanceID, v.Name)
-			return t.putResource(v)
+			if err := t.putResource(v); err != nil {
+				return err
+			}
+			key, _ = t.resourceKey(v.InstanceID, v.Name, false)
+			return nil
 		case broker.Detached:
 			key = detachedKey(v.ID)
 			return t.putDetached(v)
@@ -261,12 +274,16 @@ func TestSealingModeItem(t *testing.T) {
 // sameItem reports whether a and b, the values at key, read alike.
 func sameItem(key, a, b []byte) bool {
 	sk, _ := skOf(key)
+	var isBinding, record bool
+	if len(sk) > 0 && sk[0] == skOperation {
+		_, _, record, isBinding, _ = slotSK(sk[1:])
+	}
 	switch {
 	case isOperationKey(key):
 		return readAlike(key, a, b, operationItem.operation)
 	case isInstanceKey(key):
 		return readAlike(key, a, b, instanceItem.instance)
-	case len(sk) > 0 && sk[0] == skBinding && !isBindingRecordSK(sk[1:]):
+	case isBinding && !record:
 		return readAlike(key, a, b, bindingItem.binding)
 	default:
 		return readAlike(key, a, b, resourceItem.resource)

@@ -11,8 +11,12 @@
 // -tags lambda.norpc -trimpath -buildvcs=false -ldflags='-s -w', and the
 // tags that leave out the drivers the catalog names in no plan
 // (drivers.WithoutTags), the S3 client when no template is over
-// CloudFormation's body limit (WithoutS3Tag), and yaml.v3 from the api when
-// every file it reads is bundled pre-parsed (WithoutYAMLTag); catalog.yaml.json is the catalog
+// CloudFormation's body limit (WithoutS3Tag), the STS and Secrets Manager
+// clients when the manifest grants no role to assume (WithoutRolesTag),
+// and yaml.v3 from the api when
+// every file it reads is bundled pre-parsed, and from the worker when
+// besides the subset reader reads every template as yaml.v3 does
+// (WithoutYAMLTag); catalog.yaml.json is the catalog
 // given, pre-parsed (catalog.Preparse: its values, and the digest of the
 // YAML they were read from; the YAML itself, which no function reads, is
 // not bundled), and beside it, at the same path relative to it, is every file its
@@ -79,6 +83,24 @@ const WithoutYAMLTag = "osb_without_yaml"
 // CloudFormation driver hands over a template larger than
 // cloudformation.MaxTemplateBody: when no file of the catalog is.
 const WithoutS3Tag = "osb_without_s3"
+
+// WithoutRolesTag builds a bootstrap without the STS and Secrets Manager
+// clients, through which the CloudFormation driver assumes the roles of
+// a plan's placement: when the manifest grants no function sts:AssumeRole.
+const WithoutRolesTag = "osb_without_roles"
+
+// grantsAssumeRole says whether a driver of m declares sts:AssumeRole for
+// a function.
+func grantsAssumeRole(m deploy.Manifest) bool {
+	for _, d := range m.Drivers {
+		for _, s := range d.Needs.Statements {
+			if slices.Contains(s.Actions, "sts:AssumeRole") {
+				return true
+			}
+		}
+	}
+	return false
+}
 
 // Target is the platform the bundles are built for.
 type Target struct{ GOOS, GOARCH string }
@@ -248,9 +270,10 @@ func Build(c Config) ([]Size, error) {
 	}
 	// The functions read each template's values from its pre-parsed form
 	// rather than parse the YAML at start (cloudformation.Preparse).
-	allPreparsed, anyOverBody := true, false
+	allPreparsed, anyOverBody, subsetReads := true, false, true
 	for _, p := range slices.Sorted(maps.Keys(files)) {
 		anyOverBody = anyOverBody || len(files[p]) > cloudformation.MaxTemplateBody
+		subsetReads = subsetReads && cloudformation.ReadsWithoutYAML(files[p])
 		pre, err := cloudformation.Preparse(files[p])
 		if _, taken := files[p+cloudformation.PreparsedSuffix]; err != nil || pre == nil || taken {
 			allPreparsed = false
@@ -281,12 +304,23 @@ func Build(c Config) ([]Size, error) {
 	if !anyOverBody {
 		tags = append(tags, WithoutS3Tag)
 	}
+	// No function assumes a role when the manifest grants none: no plan
+	// places its stacks through one (cloudformation.Needs). The bootstraps
+	// leave out STS and Secrets Manager (0.12 MB of worker.zip), and
+	// refuse a role at start.
+	if !grantsAssumeRole(m) {
+		tags = append(tags, WithoutRolesTag)
+	}
 	// The api reads every file pre-parsed when each has a pre-parsed form:
 	// its bootstrap is built without yaml.v3 (0.11 MB of code), and
-	// refuses a YAML it would have to parse. The worker parses the
-	// templates of a stack's change sets (their short-form tags), so it
-	// is built without only when the catalog uses no CloudFormation.
-	yamlFree := map[string]bool{"api": allPreparsed, "worker": allPreparsed && !slices.Contains(used, "cloudformation")}
+	// refuses a YAML it would have to parse. The worker reads besides the
+	// template a stack runs, as written (their short-form tags), to judge
+	// an update's change set: built without yaml.v3 it reads it with the
+	// subset reader (0.09 MB of worker.zip less), so only when that reads
+	// every template of the catalog as yaml.v3 does
+	// (cloudformation.ReadsWithoutYAML), or the catalog uses no
+	// CloudFormation.
+	yamlFree := map[string]bool{"api": allPreparsed, "worker": allPreparsed && (subsetReads || !slices.Contains(used, "cloudformation"))}
 	var sizes []Size
 	var tooLarge []error
 	for _, fn := range Functions {

@@ -75,9 +75,10 @@ func TestTheLambdaBundles(t *testing.T) {
 			// checked in the ELF file instead.
 			want := map[string]string{"GOOS": "linux", "GOARCH": "arm64", "CGO_ENABLED": "0",
 				// The demo catalog names neither the cloudformation nor the
-				// function driver: the bootstraps leave both out, and S3
-				// (no template over the body limit).
-				"-tags": "lambda.norpc,osb_without_cloudformation,osb_without_function,osb_without_s3", "-trimpath": "true"}
+				// function driver: the bootstraps leave both out, S3 (no
+				// template over the body limit), and STS and Secrets
+				// Manager (no role to assume).
+				"-tags": "lambda.norpc,osb_without_cloudformation,osb_without_function,osb_without_s3,osb_without_roles", "-trimpath": "true"}
 			if fn == "api" || fn == "worker" {
 				// They read every file pre-parsed, and the worker runs no
 				// stack's change set: no yaml.v3.
@@ -785,14 +786,20 @@ func TestTheDeployedCatalogBundlesItsTemplates(t *testing.T) {
 				t.Errorf("tags %v; %s names the function driver: %v", tags, deployedCatalog, names)
 			}
 			// Every template has its pre-parsed form: the api reads no
-			// YAML; the worker parses change sets' templates.
-			if without := slices.Contains(tags, WithoutYAMLTag); without != (fn == "api") {
-				t.Errorf("tags %v: %s only the api is built without yaml.v3", tags, fn)
+			// YAML; the worker reads the templates stacks run with the
+			// subset reader, which reads every one of them as yaml.v3
+			// does.
+			if without := slices.Contains(tags, WithoutYAMLTag); without != (fn == "api" || fn == "worker") {
+				t.Errorf("tags %v: %s only the api and the worker are built without yaml.v3", tags, fn)
 			}
 			// Every template is within CloudFormation's body limit: none
 			// goes through S3.
 			if !slices.Contains(tags, WithoutS3Tag) {
 				t.Errorf("tags %v: the bootstraps link S3, which none of %s's templates needs", tags, deployedCatalog)
+			}
+			// No plan is placed through a role: none assumes one.
+			if !slices.Contains(tags, WithoutRolesTag) {
+				t.Errorf("tags %v: the bootstraps link STS and Secrets Manager, which no placement of %s needs", tags, deployedCatalog)
 			}
 		})
 		t.Run(fn+".zip holds every template the catalog names, at its path relative to the catalog", func(t *testing.T) {
@@ -1028,6 +1035,9 @@ func TestTheBootstrapsBuiltWithoutLeaveItOut(t *testing.T) {
 	if linked(t, "api", "lambda.norpc,"+WithoutYAMLTag)[parser] {
 		t.Errorf("the api's bootstrap built with %s links %s", WithoutYAMLTag, parser)
 	}
+	if linked(t, "worker", "lambda.norpc,"+WithoutYAMLTag)[parser] {
+		t.Errorf("the worker's bootstrap built with %s links %s", WithoutYAMLTag, parser)
+	}
 	worker := linked(t, "worker", "lambda.norpc")
 	if !worker[parser] {
 		t.Errorf("the worker's bootstrap does not link %s: is the name right?", parser)
@@ -1039,17 +1049,102 @@ func TestTheBootstrapsBuiltWithoutLeaveItOut(t *testing.T) {
 	if !worker[put] {
 		t.Errorf("the worker's bootstrap does not link %s: is the name right?", put)
 	}
-	cmd := exec.Command("go", "test", "-count=1", "-tags", WithoutYAMLTag+","+WithoutS3Tag,
-		"-run", "^Test(LoadChecked|ReadTemplate)Without(YAML|S3)$", "-v",
+	assume := "github.com/aws/aws-sdk-go-v2/service/sts.(*Client).AssumeRole"
+	// With S3 the worker has an STS client still (it names the bucket it
+	// makes for itself locally), whose AssumeRole the linker keeps.
+	if linked(t, "worker", "lambda.norpc,"+WithoutRolesTag+","+WithoutS3Tag)[assume] {
+		t.Errorf("the worker's bootstrap built with %s and %s links %s", WithoutRolesTag, WithoutS3Tag, assume)
+	}
+	if !worker[assume] {
+		t.Errorf("the worker's bootstrap does not link %s: is the name right?", assume)
+	}
+	cmd := exec.Command("go", "test", "-count=1", "-tags", WithoutYAMLTag+","+WithoutS3Tag+","+WithoutRolesTag,
+		"-run", "^Test(LoadChecked|ReadTemplate|Roles)Without(YAML|S3|STS)$", "-v",
 		"./internal/catalog/", "./internal/drivers/cloudformation/")
 	cmd.Dir = root
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("the tests of the builds without fail: %v\n%s", err, out)
 	}
-	for _, name := range []string{"TestLoadCheckedWithoutYAML", "TestReadTemplateWithoutYAML", "TestReadTemplateWithoutS3"} {
+	for _, name := range []string{"TestLoadCheckedWithoutYAML", "TestReadTemplateWithoutYAML", "TestReadTemplateWithoutS3", "TestRolesWithoutSTS"} {
 		if !strings.Contains(string(out), "--- PASS: "+name+" ") {
 			t.Errorf("%s did not pass:\n%s", name, out)
 		}
+	}
+}
+
+// TestTheWorkerIsBuiltWithoutYAMLOnlyWhenTheSubsetReadsEveryTemplate: the
+// worker of a catalog with CloudFormation plans reads the templates stacks
+// run; built without yaml.v3 it reads them with the subset reader, so it
+// is only when that reads each template of the catalog as yaml.v3 does;
+// one it does not (an alias) keeps yaml.v3 in the worker, not in the api,
+// which reads them pre-parsed.
+func TestTheWorkerIsBuiltWithoutYAMLOnlyWhenTheSubsetReadsEveryTemplate(t *testing.T) {
+	catalogDir := t.TempDir()
+	files := map[string]string{
+		"catalog.yaml":  "services: [] # the catalog\n",
+		"topic.yaml":    "Resources:\n  Topic:\n    Type: AWS::SNS::Topic\nOutputs:\n  TopicArn:\n    Value: !Ref Topic\n",
+		"anchored.yaml": "Resources:\n  A: &a\n    Type: AWS::SNS::Topic\n  B: *a\n",
+	}
+	for name, text := range files {
+		if err := os.WriteFile(filepath.Join(catalogDir, name), []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	withoutYAML := func(t *testing.T, out, fn string) bool {
+		info, err := buildinfo.ReadFile(filepath.Join(out, fn, "bootstrap"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range info.Settings {
+			if s.Key == "-tags" {
+				return slices.Contains(strings.Split(s.Value, ","), WithoutYAMLTag)
+			}
+		}
+		return false
+	}
+	for _, tt := range []struct {
+		name          string
+		files         []string
+		workerWithout bool
+	}{
+		{"templates the subset reads: the worker is built without yaml.v3", []string{"topic.yaml"}, true},
+		{"one it does not read: the worker keeps yaml.v3", []string{"topic.yaml", "anchored.yaml"}, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c := Config{Root: root, Out: t.TempDir(), Catalog: filepath.Join(catalogDir, "catalog.yaml"), Target: Lambda,
+				Manifest: func(string) (deploy.Manifest, error) {
+					return deploy.Manifest{Files: tt.files, Drivers: []deploy.Driver{{Name: "cloudformation"}}}, nil
+				}}
+			if _, err := Build(c); err != nil {
+				t.Fatal(err)
+			}
+			if !withoutYAML(t, c.Out, "api") {
+				t.Error("the api is built with yaml.v3, though every template is bundled pre-parsed")
+			}
+			if got := withoutYAML(t, c.Out, "worker"); got != tt.workerWithout {
+				t.Errorf("the worker is built without yaml.v3: %v, want %v", got, tt.workerWithout)
+			}
+		})
+	}
+}
+
+// TestTheBootstrapsLinkSTSOnlyWhenTheManifestGrantsARole: make build
+// leaves STS and Secrets Manager out of the bootstraps (WithoutRolesTag)
+// exactly when no driver of the catalog's manifest grants sts:AssumeRole,
+// which cloudformation.Needs declares for the roles of the plans'
+// placements.
+func TestTheBootstrapsLinkSTSOnlyWhenTheManifestGrantsARole(t *testing.T) {
+	deployed, err := CatalogManifest(filepath.Join(root, deployedCatalog))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if grantsAssumeRole(deployed) {
+		t.Errorf("%s places no plan through a role, and its manifest grants sts:AssumeRole", deployedCatalog)
+	}
+	placed := deploy.Manifest{Drivers: []deploy.Driver{{Name: "cloudformation", Needs: cloudformation.Needs(cloudformation.Roles{
+		"arn:aws:iam::222222222222:role/osb-target": {ExternalID: "x"}}, false)}}}
+	if !grantsAssumeRole(placed) {
+		t.Error("a manifest with a placement's role grants no sts:AssumeRole: the bootstraps would leave STS out")
 	}
 }

@@ -4,11 +4,15 @@
 //   - Package init: the api and worker bootstraps built for this machine,
 //     run once each with GODEBUG=inittrace=1 (the runtime prints every
 //     package's init time and bytes): the sum, and the largest packages.
-//   - Cold start: the api bootstrap started as Lambda starts it, against a
-//     stand-in Runtime API on 127.0.0.1 (which also answers the Secrets
-//     Manager call the function makes at start), from exec to the moment the
-//     answer to an API Gateway v2 GET /v2/catalog event is posted; several
-//     runs, the median with the minimum and maximum.
+//   - Cold start: each bootstrap started as Lambda starts it, against a
+//     stand-in Runtime API on 127.0.0.1 (which also answers the AWS calls
+//     the function makes: the api's Secrets Manager call at start, the
+//     worker's DynamoDB reads), from exec to the moment the answer to its
+//     first event is posted: the api's to an API Gateway v2 GET /v2/catalog,
+//     the worker's to a Task's begin step (of an operation the table does
+//     not hold: one read, as a step's first, and nothing to do); several
+//     runs, the median with the minimum and maximum, and the peak resident
+//     memory at the answer (VmHWM), the median of the runs.
 //   - The size of each bundle, dist/<function>.zip as `make build` makes it
 //     (linux/arm64, the catalog given and its templates).
 //
@@ -18,7 +22,7 @@
 // the repository's root:
 //
 //	go run ./internal/tools/coldstart [-catalog services/catalog.yaml] [-runs 15]
-//	go run ./internal/tools/coldstart -bundle DIR [-runs 15]   (one api bundle's cold starts only)
+//	go run ./internal/tools/coldstart -bundle DIR [-runs 15]   (one bundle's cold starts only: DIR/api, or DIR/worker)
 package main
 
 import (
@@ -64,16 +68,15 @@ const (
 func main() {
 	catalog := flag.String("catalog", "services/catalog.yaml", "the catalog to bundle (the deployed broker's)")
 	runs := flag.Int("runs", 15, "cold starts to time")
-	bundle := flag.String("bundle", "", "only time the cold starts of this api bundle, built for this machine (to compare two builds turn about)")
+	bundle := flag.String("bundle", "", "only time the cold starts of this bundle (an api or a worker one, by its folder's name), built for this machine (to compare two builds turn about)")
 	flag.Parse()
 	if *bundle != "" {
-		times, err := coldStarts(*bundle, *runs)
+		st, err := coldStarts(*bundle, filepath.Base(*bundle), *runs)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "coldstart:", err)
 			os.Exit(1)
 		}
-		slices.Sort(times)
-		fmt.Printf("%s: median %.2f ms of %d (%.2f–%.2f)\n", *bundle, ms(times[len(times)/2]), len(times), ms(times[0]), ms(times[len(times)-1]))
+		fmt.Printf("%s: median %.2f ms of %d (%.2f–%.2f), peak RSS %.1f MiB\n", *bundle, ms(st.median()), len(st.times), ms(st.times[0]), ms(st.times[len(st.times)-1]), st.rssMiB())
 		return
 	}
 	if err := run(*catalog, *runs); err != nil {
@@ -107,13 +110,14 @@ func run(catalog string, runs int) error {
 		fmt.Printf("| %s package init | %.2f ms, %.2f MB (largest: %s) | %.2f ms, %.1f MB |\n",
 			fn, it.ms, float64(it.bytes)/1e6, it.top(3), peerInitMs, peerInitBytes/1e6)
 	}
-	times, err := coldStarts(filepath.Join(host, "api"), runs)
-	if err != nil {
-		return err
+	for _, fn := range []string{"api", "worker"} {
+		st, err := coldStarts(filepath.Join(host, fn), fn, runs)
+		if err != nil {
+			return fmt.Errorf("%s: %w", fn, err)
+		}
+		fmt.Printf("| %s cold start, exec → %s (median of %d; min–max; peak RSS) | %.1f ms (%.1f–%.1f; %.1f MiB) | ≤ %.1f ms |\n",
+			fn, firstAnswer[fn], len(st.times), ms(st.median()), ms(st.times[0]), ms(st.times[len(st.times)-1]), st.rssMiB(), peerColdMs)
 	}
-	slices.Sort(times)
-	fmt.Printf("| api cold start, exec → first catalog answer (median of %d; min–max) | %.1f ms (%.1f–%.1f) | ≤ %.1f ms |\n",
-		len(times), ms(times[len(times)/2]), ms(times[0]), ms(times[len(times)-1]), peerColdMs)
 	for _, fn := range []string{"api", "worker"} {
 		st, err := os.Stat(filepath.Join(arm, fn+".zip"))
 		if err != nil {
@@ -192,36 +196,68 @@ func initTrace(bundle string) (inits, error) {
 	return it, nil
 }
 
-// coldStarts times runs cold starts of the api bundle.
-func coldStarts(bundle string, runs int) ([]time.Duration, error) {
-	stub, err := newStub()
-	if err != nil {
-		return nil, err
-	}
-	defer stub.close()
-	env, err := apiEnv(bundle, stub.addr)
-	if err != nil {
-		return nil, err
-	}
-	var times []time.Duration
-	for i := range runs + 1 { // the first warms the page cache, uncounted
-		d, err := stub.coldStart(bundle, env)
-		if err != nil {
-			return nil, fmt.Errorf("cold start %d: %w", i+1, err)
-		}
-		if i > 0 {
-			times = append(times, d)
-		}
-	}
-	return times, nil
+// firstAnswer names the answer each function's cold start is timed to.
+var firstAnswer = map[string]string{"api": "first catalog answer", "worker": "first Task answer"}
+
+// starts are the cold starts of one bundle: their times, sorted, and each
+// one's peak resident memory at the answer.
+type starts struct {
+	times []time.Duration
+	rss   []int64 // KiB
 }
 
-// apiEnv is the api function's environment as the stack sets it, with
+func (st starts) median() time.Duration { return st.times[len(st.times)/2] }
+
+func (st starts) rssMiB() float64 {
+	r := slices.Sorted(slices.Values(st.rss))
+	return float64(r[len(r)/2]) / 1024
+}
+
+// coldStarts times runs cold starts of the bundle of function fn (api or
+// worker).
+func coldStarts(bundle, fn string, runs int) (starts, error) {
+	if _, ok := firstAnswer[fn]; !ok {
+		return starts{}, fmt.Errorf("%s: name an api or a worker bundle (its folder, as the build makes them)", bundle)
+	}
+	var st starts
+	for i := range runs + 1 { // the first warms the page cache, uncounted
+		d, rss, err := coldStart(bundle, fn)
+		if err != nil {
+			return starts{}, fmt.Errorf("cold start %d: %w", i+1, err)
+		}
+		if i > 0 {
+			st.times, st.rss = append(st.times, d), append(st.rss, rss)
+		}
+	}
+	slices.Sort(st.times)
+	return st, nil
+}
+
+// coldStart starts the bootstrap against a stand-in of its own: the poll a
+// killed process had sent for its next event could reach a stand-in shared
+// with the next process after that one had started, and take its event
+// (the next then waited for one until the 30 s timeout: a run of make
+// bench failed so).
+func coldStart(bundle, fn string) (time.Duration, int64, error) {
+	stub, err := newStub(fn)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer stub.close()
+	env, err := functionEnv(bundle, fn, stub.addr)
+	if err != nil {
+		return 0, 0, err
+	}
+	return stub.coldStart(bundle, env)
+}
+
+// functionEnv is function fn's environment as the stack sets it, with
 // every AWS endpoint the stand-in's.
-func apiEnv(bundle, addr string) ([]string, error) {
+func functionEnv(bundle, fn, addr string) ([]string, error) {
 	env := []string{
 		"AWS_LAMBDA_RUNTIME_API=" + addr,
-		"AWS_LAMBDA_FUNCTION_NAME=coldstart",
+		"AWS_LAMBDA_FUNCTION_NAME=coldstart-" + fn,
+		"AWS_LAMBDA_FUNCTION_MEMORY_SIZE=256",
 		"LAMBDA_TASK_ROOT=" + bundle,
 		"HOME=" + bundle,
 		"AWS_REGION=eu-west-1",
@@ -247,7 +283,7 @@ func apiEnv(bundle, addr string) ([]string, error) {
 	}
 	for _, d := range m.Drivers {
 		for _, v := range d.Needs.Env {
-			if v.Function == deploy.API {
+			if string(v.Function) == fn {
 				env = append(env, v.Name+"="+deploy.Fill(v.Value, values))
 			}
 		}
@@ -255,15 +291,20 @@ func apiEnv(bundle, addr string) ([]string, error) {
 	return env, nil
 }
 
-// stub is the stand-in for the Lambda Runtime API and for Secrets Manager,
-// on one listener: it hands out one catalog event per process and records
-// when the answer comes.
+// stub is the stand-in for the Lambda Runtime API, Secrets Manager and
+// DynamoDB, on one listener, for one process: it hands out one event, the
+// function's, and records when the answer comes.
 type stub struct {
 	addr     string
 	server   *http.Server
 	answered chan []byte
 	pending  atomic.Bool
+	worker   bool
 }
+
+// workerEvent is a Task's begin step, as Step Functions invokes the worker,
+// of an operation the table does not hold.
+var workerEvent = []byte(`{"step":"begin","operation_id":"coldstart-operation","instance_id":"coldstart-instance"}`)
 
 // catalogEvent is API Gateway's (HTTP API, payload 2.0) GET /v2/catalog.
 var catalogEvent = func() []byte {
@@ -284,12 +325,17 @@ var catalogEvent = func() []byte {
 
 func basic(u, p string) string { return base64.StdEncoding.EncodeToString([]byte(u + ":" + p)) }
 
-func newStub() (*stub, error) {
+func newStub(fn string) (*stub, error) {
+	event := catalogEvent
+	if fn == "worker" {
+		event = workerEvent
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}
-	s := &stub{addr: ln.Addr().String(), answered: make(chan []byte, 1)}
+	s := &stub{addr: ln.Addr().String(), answered: make(chan []byte, 1), worker: fn == "worker"}
+	s.pending.Store(true)
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /2018-06-01/runtime/invocation/next", func(w http.ResponseWriter, r *http.Request) {
 		if !s.pending.Swap(false) {
@@ -299,7 +345,7 @@ func newStub() (*stub, error) {
 		w.Header().Set("Lambda-Runtime-Aws-Request-Id", "coldstart-1")
 		w.Header().Set("Lambda-Runtime-Deadline-Ms", strconv.FormatInt(time.Now().Add(time.Minute).UnixMilli(), 10))
 		w.Header().Set("Lambda-Runtime-Invoked-Function-Arn", "arn:aws:lambda:eu-west-1:123456789012:function:coldstart")
-		_, _ = w.Write(catalogEvent)
+		_, _ = w.Write(event)
 	})
 	mux.HandleFunc("POST /2018-06-01/runtime/invocation/{id}/response", func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
@@ -326,9 +372,15 @@ func newStub() (*stub, error) {
 		}
 	})
 	// Secrets Manager's GetSecretValue (JSON 1.1 protocol), the one AWS call
-	// the api function makes before its first answer.
+	// the api function makes before its first answer, and DynamoDB's reads
+	// (JSON 1.0), which find nothing.
 	mux.HandleFunc("POST /", func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
+		if strings.HasPrefix(r.Header.Get("X-Amz-Target"), "DynamoDB_20120810.") {
+			w.Header().Set("Content-Type", "application/x-amz-json-1.0")
+			_, _ = io.WriteString(w, "{}")
+			return
+		}
 		if r.Header.Get("X-Amz-Target") != "secretsmanager.GetSecretValue" {
 			http.Error(w, `{"__type":"UnknownOperationException"}`, http.StatusBadRequest)
 			return
@@ -346,18 +398,17 @@ func newStub() (*stub, error) {
 func (s *stub) close() { _ = s.server.Close() }
 
 // coldStart starts the bootstrap and returns the time from exec to its
-// answer being posted; it then kills the process (its next poll would wait
-// for an event forever).
-func (s *stub) coldStart(bundle string, env []string) (time.Duration, error) {
+// answer being posted, and its peak resident memory then (KiB); it then
+// kills the process (its next poll would wait for an event forever).
+func (s *stub) coldStart(bundle string, env []string) (time.Duration, int64, error) {
 	cmd := exec.Command(filepath.Join(bundle, "bootstrap"))
 	cmd.Dir, cmd.Env = bundle, env
 	var stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = io.Discard, &stderr
 	served := make(chan struct{})
-	s.pending.Store(true)
 	start := time.Now()
 	if err := cmd.Start(); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait(); close(served) }()
@@ -368,16 +419,49 @@ func (s *stub) coldStart(bundle string, env []string) (time.Duration, error) {
 	select {
 	case body := <-s.answered:
 		d := time.Since(start)
-		var res struct {
-			StatusCode int `json:"statusCode"`
+		rss, err := peakRSS(cmd.Process.Pid)
+		if err != nil {
+			return 0, 0, err
 		}
-		if err := json.Unmarshal(body, &res); err != nil || res.StatusCode != http.StatusOK {
-			return 0, fmt.Errorf("the catalog was not answered 200: %.300s", body)
-		}
-		return d, nil
+		return d, rss, s.check(body)
 	case err := <-exited:
-		return 0, fmt.Errorf("the bootstrap exited (%v): %s", err, stderr.Bytes())
+		return 0, 0, fmt.Errorf("the bootstrap exited (%v): %s", err, stderr.Bytes())
 	case <-time.After(30 * time.Second):
-		return 0, errors.New("no answer in 30 s: " + stderr.String())
+		return 0, 0, errors.New("no answer in 30 s: " + stderr.String())
 	}
+}
+
+// check says whether body is the answer the function gives its event: the
+// catalog, 200; the worker's step, done (it has nothing to begin).
+func (s *stub) check(body []byte) error {
+	if s.worker {
+		var res struct {
+			Done bool `json:"done"`
+		}
+		if err := json.Unmarshal(body, &res); err != nil || !res.Done {
+			return fmt.Errorf("the Task's step was not answered done: %.300s", body)
+		}
+		return nil
+	}
+	var res struct {
+		StatusCode int `json:"statusCode"`
+	}
+	if err := json.Unmarshal(body, &res); err != nil || res.StatusCode != http.StatusOK {
+		return fmt.Errorf("the catalog was not answered 200: %.300s", body)
+	}
+	return nil
+}
+
+// peakRSS is the process's peak resident memory so far, in KiB.
+func peakRSS(pid int) (int64, error) {
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	for line := range strings.Lines(string(status)) {
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			return strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+		}
+	}
+	return 0, errors.New("no VmHWM in " + string(status))
 }

@@ -1,0 +1,35 @@
+package app
+
+import (
+	"runtime/debug"
+	"strconv"
+)
+
+// The functions' garbage collector. At start the api allocates about 10 MB,
+// most of it garbage (the pre-parsed catalog's and templates' JSON, read
+// into values), on a live heap of 2 to 3 MB: at Go's default (GOGC=100,
+// collecting at twice the live heap, 4 MB at least) the collector ran twice
+// before the first answer, its marking and sweeping about a fifth of the
+// api's cold start (docs/performance.md). At 400 it runs at five times the
+// live heap (16 MB at least), so not during the start, and a fifth as often
+// after it, for at most a few tens of MB more of a function that has 256.
+const functionGCPercent = 400
+
+// lambdaMemoryMB is set by Lambda: the function's memory, in MB.
+const lambdaMemoryMB = "AWS_LAMBDA_FUNCTION_MEMORY_SIZE"
+
+// functionGC sets the function's collector, unless the environment sets it
+// (GOGC, GOMEMLIMIT): functionGCPercent, and a soft limit at three quarters
+// of the function's memory, where the collector runs however little the
+// heap grew, so that the fewer collections never cost the function its
+// memory.
+func functionGC(getenv func(string) string) {
+	if getenv("GOGC") == "" {
+		debug.SetGCPercent(functionGCPercent)
+	}
+	if getenv("GOMEMLIMIT") == "" {
+		if mb, err := strconv.ParseInt(getenv(lambdaMemoryMB), 10, 64); err == nil && mb > 0 {
+			debug.SetMemoryLimit(mb << 20 / 4 * 3)
+		}
+	}
+}

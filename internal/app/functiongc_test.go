@@ -1,0 +1,48 @@
+package app_test
+
+import (
+	"context"
+	"runtime/debug"
+	"testing"
+
+	"github.com/serverless-osb/broker/internal/app"
+	"github.com/serverless-osb/broker/internal/env"
+)
+
+// The functions collect garbage at GOGC=400 within three quarters of their
+// memory (app.functionGC), unless the environment says otherwise: at the
+// default the collector ran twice in the api's cold start.
+func TestTheFunctionsCollectLessOftenWithinTheirMemory(t *testing.T) {
+	functions := map[string]func(context.Context) error{
+		"api":    func(ctx context.Context) error { _, err := app.NewLambdaAPI(ctx); return err },
+		"worker": func(ctx context.Context) error { _, err := app.NewWorker(ctx); return err },
+	}
+	for name, start := range functions {
+		for _, tc := range []struct {
+			name, gogc, memlimit string
+			wantPercent          int
+			wantLimit            int64
+		}{
+			{name: "at GOGC=400 and a limit at 3/4 of the function's 256 MB", wantPercent: 400, wantLimit: 192 << 20},
+			{name: "as GOGC and GOMEMLIMIT say when set", gogc: "50", memlimit: "64MiB", wantPercent: 100, wantLimit: 1 << 40},
+		} {
+			t.Run("the "+name+" function collects "+tc.name, func(t *testing.T) {
+				percent, limit := debug.SetGCPercent(100), debug.SetMemoryLimit(1<<40)
+				t.Cleanup(func() { debug.SetGCPercent(percent); debug.SetMemoryLimit(limit) })
+				t.Setenv("GOGC", tc.gogc)
+				t.Setenv("GOMEMLIMIT", tc.memlimit)
+				t.Setenv("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "256")
+				t.Setenv(env.Table, "") // it sets its collector, then refuses to start
+				if err := start(t.Context()); err == nil {
+					t.Fatal("it started without a table")
+				}
+				if got := debug.SetGCPercent(100); got != tc.wantPercent {
+					t.Errorf("GC percent %d, want %d", got, tc.wantPercent)
+				}
+				if got := debug.SetMemoryLimit(-1); got != tc.wantLimit {
+					t.Errorf("memory limit %d, want %d", got, tc.wantLimit)
+				}
+			})
+		}
+	}
+}

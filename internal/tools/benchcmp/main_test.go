@@ -1,0 +1,56 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+)
+
+const oursOut = `goos: linux
+BenchmarkCatalog-2                     	  376108	      6636 ns/op	   24134 B/op	      35 allocs/op
+BenchmarkSyncProvision-2               	    8943	    297142 ns/op	         1.000 commits/op	         5.329 pagewrites/op	       352.0 target-allocs/op	   39175 B/op	     180 allocs/op
+BenchmarkAsyncProvision-2              	    7707	    326116 ns/op	         1.000 commits/op	         6.049 pagewrites/op	       433.0 target-allocs/op	   57778 B/op	     319 allocs/op
+BenchmarkBind-2                        	    8360	    318375 ns/op	         1.000 commits/op	         5.426 pagewrites/op	       405.0 target-allocs/op	   56683 B/op	     259 allocs/op
+--- BENCH: BenchmarkBindWithHistory-2
+PASS
+`
+
+const peerOut = `BenchmarkPeerSyncProvision-2    	    9055	    252451 ns/op	         5.800 pagewrites/op	   35299 B/op	     184 allocs/op
+BenchmarkPeerAsyncProvision-2   	    7826	    309357 ns/op	         8.000 pagewrites/op	   46295 B/op	     241 allocs/op
+BenchmarkPeerBind-2             	    9975	    318375 ns/op	         5.760 pagewrites/op	   35924 B/op	     199 allocs/op
+`
+
+// TestTheTableSaysWhatIsMet: each ratio is ours over the peer's, beside its
+// target, met or not.
+func TestTheTableSaysWhatIsMet(t *testing.T) {
+	ours, err := read(strings.NewReader(oursOut))
+	if err != nil {
+		t.Fatal(err)
+	}
+	peer, err := read(strings.NewReader(peerOut))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	if err := write(&b, ours, peer); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"| synchronous provision | 0.297 ms, 180, 5.33 | 0.252 ms, 184, 5.80 | 1.18×: NOT met | 0.98×: met | 0.92×: met |",
+		"| asynchronous provision → 202 | 0.326 ms, 319, 6.05 | 0.309 ms, 241, 8.00 | 1.05×: NOT met | 1.32×: met | 0.76×: met |",
+		"| bind (an instance with thousands of bindings) | 0.318 ms, 259, 5.43 | 0.318 ms, 199, 5.76 | 1.00×: met | 1.30×: met | 0.94×: met |",
+	} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("the table lacks %q:\n%s", want, b.String())
+		}
+	}
+}
+
+// TestAMissingResultIsAnError: a benchmark that did not run is said, not
+// left out.
+func TestAMissingResultIsAnError(t *testing.T) {
+	ours, _ := read(strings.NewReader(oursOut))
+	if err := write(&bytes.Buffer{}, ours, map[string]metrics{}); err == nil {
+		t.Error("no error for the peer's missing results")
+	}
+}
