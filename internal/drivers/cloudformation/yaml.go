@@ -139,17 +139,7 @@ func longForm(n *yaml.Node) (any, error) {
 	if !strings.HasPrefix(tag, "!") || strings.HasPrefix(tag, "!!") {
 		return v, nil
 	}
-	name := tag[1:]
-	switch name {
-	case "Ref", "Condition":
-		return map[string]any{name: v}, nil
-	case "GetAtt":
-		if str, ok := v.(string); ok {
-			res, attr, _ := strings.Cut(str, ".")
-			v = []any{res, attr}
-		}
-	}
-	return map[string]any{"Fn::" + name: v}, nil
+	return tagLongForm(tag[1:], v), nil
 }
 
 // ReadsWithoutYAML says whether the worker built without yaml.v3 reads

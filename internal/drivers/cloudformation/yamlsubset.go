@@ -920,15 +920,22 @@ func subsetLongForm(n *subsetNode) (any, error) {
 	if n.tag == "" {
 		return v, nil
 	}
-	name := n.tag[1:]
+	return tagLongForm(n.tag[1:], v), nil
+}
+
+// tagLongForm is the long form of a value under a short-form tag (name
+// without its "!"), for both readers of YAML: !Ref and !Condition keep
+// their names, !GetAtt's "res.attr" becomes [res, attr], any other is its
+// Fn:: function.
+func tagLongForm(name string, v any) any {
 	switch name {
 	case "Ref", "Condition":
-		return map[string]any{name: v}, nil
+		return map[string]any{name: v}
 	case "GetAtt":
 		if str, ok := v.(string); ok {
 			res, attr, _ := strings.Cut(str, ".")
 			v = []any{res, attr}
 		}
 	}
-	return map[string]any{"Fn::" + name: v}, nil
+	return map[string]any{"Fn::" + name: v}
 }
