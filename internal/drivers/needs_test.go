@@ -141,21 +141,7 @@ func TestManifestDeclaresWhatTheCatalogsDriversNeed(t *testing.T) {
 		})
 	}
 	t.Run("cloudformation plans whose templates declare no custom resource declare none", func(t *testing.T) {
-		dir := t.TempDir()
-		template := "Resources:\n  Queue:\n    Type: AWS::SQS::Queue\nOutputs:\n  QueueUrl:\n    Value: !Ref Queue\n"
-		if err := os.WriteFile(filepath.Join(dir, "instance.yaml"), []byte(template), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		catalogPath := filepath.Join(dir, "catalog.yaml")
-		if err := os.WriteFile(catalogPath, []byte("services:\n  - id: q\n    name: q\n    description: d\n    bindable: false\n    plans:\n"+
-			"      - id: p\n        name: p\n        description: d\n        broker:\n          driver: cloudformation\n          mode: async-only\n"+
-			"          template: instance.yaml\n"), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		cat, err := catalog.Load(catalogPath)
-		if err != nil {
-			t.Fatal(err)
-		}
+		cat := queueCatalog(t, "Resources:\n  Queue:\n    Type: AWS::SQS::Queue\nOutputs:\n  QueueUrl:\n    Value: !Ref Queue\n")
 		m, err := Manifest(cat)
 		if err != nil {
 			t.Fatal(err)
@@ -189,8 +175,14 @@ func TestManifestDeclaresWhatTheCatalogsDriversNeed(t *testing.T) {
 // is over CloudFormation's body limit (cloudformation.MaxTemplateBody).
 func overBodyCatalog(t *testing.T) *catalog.Catalog {
 	t.Helper()
+	return queueCatalog(t, "Resources:\n  Queue:\n    Type: AWS::SQS::Queue\n"+strings.Repeat("# padding\n", cloudformation.MaxTemplateBody/10+1))
+}
+
+// queueCatalog is a catalog of one asynchronous cloudformation plan whose
+// instance template is template.
+func queueCatalog(t *testing.T, template string) *catalog.Catalog {
+	t.Helper()
 	dir := t.TempDir()
-	template := "Resources:\n  Queue:\n    Type: AWS::SQS::Queue\n" + strings.Repeat("# padding\n", cloudformation.MaxTemplateBody/10+1)
 	if err := os.WriteFile(filepath.Join(dir, "instance.yaml"), []byte(template), 0o600); err != nil {
 		t.Fatal(err)
 	}
