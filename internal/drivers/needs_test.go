@@ -31,6 +31,14 @@ func TestManifestDeclaresWhatTheCatalogsDriversNeed(t *testing.T) {
 	const secretA = "arn:aws:secretsmanager:eu-west-1:123456789012:secret:a-AbC123"
 	const secretB = "arn:aws:secretsmanager:eu-west-1:123456789012:secret:b-XyZ789"
 	stacks := "arn:${Partition}:cloudformation:${Region}:${Account}:stack/${StackPrefix}-*/*"
+	// What every catalog with cloudformation plans grants the worker.
+	stackGrants := []grant{
+		{deploy.Worker, "ChangeServiceStacks", []string{"cloudformation:CreateStack", "cloudformation:DeleteStack", "cloudformation:CreateChangeSet", "cloudformation:ContinueUpdateRollback"}, []string{stacks}},
+		{deploy.Worker, "TagServiceStacks", []string{"cloudformation:TagResource", "cloudformation:UntagResource"}, []string{stacks}},
+		{deploy.Worker, "ChangeSetsOfServiceStacks", []string{"cloudformation:DescribeChangeSet", "cloudformation:ExecuteChangeSet", "cloudformation:DeleteChangeSet", "cloudformation:SetStackPolicy", "cloudformation:GetTemplate"}, []string{stacks}},
+		{deploy.Worker, "ReadServiceStacks", []string{"cloudformation:DescribeStacks", "cloudformation:DescribeStackEvents", "cloudformation:DescribeStackResources"}, []string{stacks}},
+		{deploy.Worker, "PassServiceRole", []string{"iam:PassRole"}, []string{deploy.ServiceRoleARN}},
+	}
 	services, err := catalog.Load("../../services/catalog.yaml")
 	if err != nil {
 		t.Fatal(err)
@@ -50,13 +58,7 @@ func TestManifestDeclaresWhatTheCatalogsDriversNeed(t *testing.T) {
 		{name: "cloudformation plans need the service role, the worker's calls on the prefix's stacks, and its environment",
 			cat: services, drivers: []string{"cloudformation"}, serviceRole: true,
 			customResources: []string{deploy.CacheUserGroupMember, "Custom::DatabaseUser"},
-			grants: []grant{
-				{deploy.Worker, "ChangeServiceStacks", []string{"cloudformation:CreateStack", "cloudformation:DeleteStack", "cloudformation:CreateChangeSet", "cloudformation:ContinueUpdateRollback"}, []string{stacks}},
-				{deploy.Worker, "TagServiceStacks", []string{"cloudformation:TagResource", "cloudformation:UntagResource"}, []string{stacks}},
-				{deploy.Worker, "ChangeSetsOfServiceStacks", []string{"cloudformation:DescribeChangeSet", "cloudformation:ExecuteChangeSet", "cloudformation:DeleteChangeSet", "cloudformation:SetStackPolicy", "cloudformation:GetTemplate"}, []string{stacks}},
-				{deploy.Worker, "ReadServiceStacks", []string{"cloudformation:DescribeStacks", "cloudformation:DescribeStackEvents", "cloudformation:DescribeStackResources"}, []string{stacks}},
-				{deploy.Worker, "PassServiceRole", []string{"iam:PassRole"}, []string{deploy.ServiceRoleARN}},
-			},
+			grants:          stackGrants,
 			env: []deploy.Variable{
 				{Function: deploy.Worker, Name: env.CFNRoleARN, Value: deploy.ServiceRoleARN},
 				{Function: deploy.Worker, Name: env.StackPrefix, Value: deploy.StackPrefix},
@@ -68,15 +70,10 @@ func TestManifestDeclaresWhatTheCatalogsDriversNeed(t *testing.T) {
 		// its name.
 		{name: "cloudformation plans with a template over the body limit need the templates' bucket too",
 			cat: overBodyCatalog(t), drivers: []string{"cloudformation"}, serviceRole: true,
-			grants: []grant{
-				{deploy.Worker, "ChangeServiceStacks", []string{"cloudformation:CreateStack", "cloudformation:DeleteStack", "cloudformation:CreateChangeSet", "cloudformation:ContinueUpdateRollback"}, []string{stacks}},
-				{deploy.Worker, "TagServiceStacks", []string{"cloudformation:TagResource", "cloudformation:UntagResource"}, []string{stacks}},
-				{deploy.Worker, "ChangeSetsOfServiceStacks", []string{"cloudformation:DescribeChangeSet", "cloudformation:ExecuteChangeSet", "cloudformation:DeleteChangeSet", "cloudformation:SetStackPolicy", "cloudformation:GetTemplate"}, []string{stacks}},
-				{deploy.Worker, "ReadServiceStacks", []string{"cloudformation:DescribeStacks", "cloudformation:DescribeStackEvents", "cloudformation:DescribeStackResources"}, []string{stacks}},
-				{deploy.Worker, "PassServiceRole", []string{"iam:PassRole"}, []string{deploy.ServiceRoleARN}},
-				{deploy.Worker, "ServiceTemplates", []string{"s3:GetObject", "s3:PutObject"}, []string{deploy.TemplateBucketARN + "/templates/*"}},
-				{deploy.Worker, "FindServiceTemplates", []string{"s3:ListBucket"}, []string{deploy.TemplateBucketARN}},
-			},
+			grants: append(slices.Clone(stackGrants),
+				grant{deploy.Worker, "ServiceTemplates", []string{"s3:GetObject", "s3:PutObject"}, []string{deploy.TemplateBucketARN + "/templates/*"}},
+				grant{deploy.Worker, "FindServiceTemplates", []string{"s3:ListBucket"}, []string{deploy.TemplateBucketARN}},
+			),
 			env: []deploy.Variable{
 				{Function: deploy.Worker, Name: env.CFNRoleARN, Value: deploy.ServiceRoleARN},
 				{Function: deploy.Worker, Name: env.StackPrefix, Value: deploy.StackPrefix},
