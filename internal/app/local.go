@@ -68,9 +68,6 @@ type LocalConfig struct {
 	// at most that many of the engine's MaxTasks. Default: a quarter of
 	// them (local.DefaultMaxTasks), at least 1.
 	MaxTasksPerPlan int
-	// YieldAtMost bounds how long a Task waits for the server's requests
-	// in flight to end (local.Requests). Default: local.DefaultYield.
-	YieldAtMost time.Duration
 	// Now, when set, is the broker's and the local engine's clock, which
 	// tests move with Sleep to wait out an outage's budget at once.
 	Now func() time.Time
@@ -176,14 +173,11 @@ type Local struct {
 	Handler http.Handler
 	// Committer makes the commits of the bolt file (store and engine).
 	Committer *groupcommit.Committer
-	// Requests are the server's requests in flight (Listen counts them),
-	// which the engine's Tasks give way to.
-	Requests *local.Requests
-	server   *http.Server
-	ln       net.Listener
-	db       *bbolt.DB
-	logger   *slog.Logger
-	done     chan error
+	server    *http.Server
+	ln        net.Listener
+	db        *bbolt.DB
+	logger    *slog.Logger
+	done      chan error
 	// The reaper's ticker, stopped by Close.
 	stopReaper, reaperDone chan struct{}
 }
@@ -288,11 +282,8 @@ func build(ctx context.Context, c LocalConfig, cat *catalog.Catalog, db *bbolt.D
 	invoke := func(ctx context.Context, payload json.RawMessage) (json.RawMessage, error) {
 		return st.Handle(groupcommit.Soon(ctx), payload)
 	}
-	// A Task gives way to the requests the server has in flight (Listen
-	// counts them): a burst's 202s come before the Tasks they start.
-	requests := &local.Requests{}
 	eng, err := local.New(local.Options{Dir: c.StateMachines, DB: db, Committer: commit, Invoke: invoke, Logger: logger, Sleep: c.Sleep, Now: c.Now,
-		Restarted: []broker.Workflow{broker.WorkflowOperation, broker.WorkflowCleanup}, Requests: requests, YieldAtMost: c.YieldAtMost})
+		Restarted: []broker.Workflow{broker.WorkflowOperation, broker.WorkflowCleanup}})
 	if err != nil {
 		return nil, err
 	}
@@ -301,7 +292,7 @@ func build(ctx context.Context, c LocalConfig, cat *catalog.Catalog, db *bbolt.D
 		engine = c.Wrap.Engine(eng)
 	}
 	b.Engine = engine
-	l := &Local{Broker: b, Store: store, Engine: eng, Steps: st, Committer: commit, db: db, logger: logger, Requests: requests,
+	l := &Local{Broker: b, Store: store, Engine: eng, Steps: st, Committer: commit, db: db, logger: logger,
 		Handler: api.New(api.Config{Broker: b, Catalog: cat, Credentials: c.Credentials, Logger: logger})}
 	if err := eng.Resume(ctx); err != nil {
 		eng.Close()
@@ -378,7 +369,7 @@ func (l *Local) Listen(addr string) error {
 	l.ln = ln
 	l.server = &http.Server{Handler: l.Handler, ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout: 30 * time.Second, WriteTimeout: 60 * time.Second, IdleTimeout: 2 * time.Minute,
-		ErrorLog: slog.NewLogLogger(l.logger.Handler(), slog.LevelWarn), ConnState: busyConns(l.Requests)}
+		ErrorLog: slog.NewLogLogger(l.logger.Handler(), slog.LevelWarn)}
 	l.done = make(chan error, 1)
 	go func() { l.done <- l.server.Serve(ln) }()
 	return nil

@@ -99,10 +99,6 @@ type Options struct {
 	// configuration for the CloudFormation driver).
 	AWS    func(context.Context) (aws.Config, error)
 	Getenv func(string) string
-	// YieldAtMost is passed on (how long a Task gives way to requests in
-	// flight at most).
-	YieldAtMost time.Duration
-
 	// Logs, when set, receives the broker's log at the level `make run`
 	// logs by default (info), in place of Broker.Logs at debug: the
 	// benchmarks give io.Discard, so that each line costs what it costs
@@ -138,7 +134,6 @@ func StartWith(tb testing.TB, o Options) *Broker {
 		ReapInterval:  o.ReapInterval,
 		Sleep:         o.Sleep,
 		Now:           o.Now,
-		YieldAtMost:   o.YieldAtMost,
 	}
 	logs := &SyncBuffer{}
 	logger := logging.New(logs, slog.LevelDebug)

@@ -53,13 +53,6 @@ type Options struct {
 	// processors from the requests that start them: their first Tasks
 	// queue and run as slots free. Default: DefaultMaxTasks.
 	MaxTasks int
-	// Requests, when set, are the server's requests in flight: a Task
-	// waits for none to be in flight before it calls the worker, or
-	// YieldAtMost at most (see Requests).
-	Requests *Requests
-	// YieldAtMost bounds how long a Task waits for Requests. Default:
-	// DefaultYield.
-	YieldAtMost time.Duration
 	// Logger receives one line per execution event; never a payload.
 	// Default: discard.
 	Logger *slog.Logger
@@ -81,12 +74,6 @@ type Options struct {
 	// Resume runs an execution again from an earlier state.
 	Restarted []broker.Workflow
 }
-
-// DefaultYield is Options.YieldAtMost when zero: longer than a burst of a
-// thousand provisions takes to answer on this 2-core machine (about 160 ms
-// on new connections, docs/performance.md), short beside the seconds a
-// platform waits between polls of last_operation.
-const DefaultYield = 250 * time.Millisecond
 
 // DefaultMaxTasks is Options.MaxTasks when zero: 4 × GOMAXPROCS.
 func DefaultMaxTasks() int { return 4 * runtime.GOMAXPROCS(0) }
@@ -138,12 +125,9 @@ type Engine struct {
 	commit *groupcommit.Committer
 	invoke Invoker
 	tasks  chan struct{} // a slot per worker call in flight
-	// requests are Options.Requests, and yield its YieldAtMost.
-	requests *Requests
-	yield    time.Duration
-	log      *slog.Logger
-	now      func() time.Time
-	sleep    func(ctx context.Context, d time.Duration)
+	log    *slog.Logger
+	now    func() time.Time
+	sleep  func(ctx context.Context, d time.Duration)
 	// parks says long Waits park their execution (parkFor): when the
 	// engine's own timers wait, not a test's Sleep.
 	parks bool
@@ -169,12 +153,6 @@ type Engine struct {
 	dirty    map[string]uint64
 	gen      uint64
 	flushing bool
-	// unwritten are the new executions of restarted workflows
-	// (Options.Restarted) still in their first state in this process's
-	// goroutine: live, not dirty until they change or their goroutine
-	// returns (spawnLocked), so that each commit's flush does not step over
-	// a burst's thousand of them.
-	unwritten map[string]struct{}
 	// flushFn and flushedFn are flush and flushed, made once; records and
 	// batch are the flush's, kept for the next.
 	flushFn   func(*bbolt.Tx) error
@@ -235,22 +213,19 @@ func New(opts Options) (*Engine, error) {
 		commit = groupcommit.New(opts.DB)
 	}
 	e := &Engine{
-		defs:      defs,
-		db:        opts.DB,
-		commit:    commit,
-		live:      map[string]*record{},
-		dirty:     map[string]uint64{},
-		unwritten: map[string]struct{}{},
-		invoke:    opts.Invoke,
-		tasks:     make(chan struct{}, cmp.Or(opts.MaxTasks, DefaultMaxTasks())),
-		requests:  opts.Requests,
-		yield:     cmp.Or(opts.YieldAtMost, DefaultYield),
-		log:       opts.Logger,
-		now:       opts.Now,
-		sleep:     opts.Sleep,
-		runs:      map[string]context.CancelFunc{},
-		parked:    map[string]*time.Timer{},
-		parks:     opts.Sleep == nil,
+		defs:   defs,
+		db:     opts.DB,
+		commit: commit,
+		live:   map[string]*record{},
+		dirty:  map[string]uint64{},
+		invoke: opts.Invoke,
+		tasks:  make(chan struct{}, cmp.Or(opts.MaxTasks, DefaultMaxTasks())),
+		log:    opts.Logger,
+		now:    opts.Now,
+		sleep:  opts.Sleep,
+		runs:   map[string]context.CancelFunc{},
+		parked: map[string]*time.Timer{},
+		parks:  opts.Sleep == nil,
 	}
 	e.greatest = greatest
 	e.flushFn, e.flushedFn = e.flush, e.flushed
@@ -394,7 +369,6 @@ func (e *Engine) change(name string, fn func(r *record) error) error {
 // write with the next commit; e.mu is held.
 func (e *Engine) setLocked(r *record) {
 	e.live[r.Name] = r
-	delete(e.unwritten, r.Name)
 	e.gen++
 	e.dirty[r.Name] = e.gen
 	e.scheduleLocked()
@@ -428,6 +402,9 @@ func (e *Engine) flush(tx *bbolt.Tx) error {
 	hold := e.holdLocked()
 	for name, gen := range e.dirty {
 		if r := e.live[name]; r != nil {
+			if e.unwrittenStartLocked(r) {
+				continue // written once it moves on (spawnLocked's exit schedules it)
+			}
 			if hold && e.restarted[r.Workflow] {
 				continue
 			}
@@ -485,7 +462,7 @@ const (
 func (e *Engine) holdLocked() bool {
 	n := 0
 	for name := range e.dirty {
-		if r := e.live[name]; r != nil && e.restarted[r.Workflow] {
+		if r := e.live[name]; r != nil && e.restarted[r.Workflow] && !e.unwrittenStartLocked(r) {
 			n++
 		}
 	}
@@ -498,6 +475,17 @@ func (e *Engine) holdLocked() bool {
 		e.heldSince = now
 	}
 	return true
+}
+
+// unwrittenStartLocked says r is a new execution of a restarted workflow
+// (Options.Restarted) still in its first state in this process's goroutine:
+// its record is not written yet; e.mu is held.
+func (e *Engine) unwrittenStartLocked(r *record) bool {
+	if !e.restarted[r.Workflow] || e.closed || len(r.History) != 1 || r.Status != broker.ExecutionRunning {
+		return false
+	}
+	_, running := e.runs[r.Name]
+	return running
 }
 
 // forgetLocked drops the live record of an execution that no goroutine
@@ -627,12 +615,7 @@ func (e *Engine) Start(ctx context.Context, workflow broker.Workflow, name strin
 	if name > e.greatest[name[0]] {
 		e.greatest[name[0]] = name
 	}
-	if e.restarted[workflow] {
-		e.live[name] = rec // written once it changes (unwritten)
-		e.unwritten[name] = struct{}{}
-	} else {
-		e.setLocked(rec)
-	}
+	e.setLocked(rec)
 	e.spawnLocked(def, *rec)
 	e.mu.Unlock()
 	e.log.LogAttrs(ctx, slog.LevelInfo, "execution started", slog.String("execution", name), slog.String("workflow", string(workflow)))
@@ -940,12 +923,10 @@ func (e *Engine) spawnLocked(def *Definition, r record) {
 				name := r.Name
 				e.parked[name] = time.AfterFunc(parkFor, func() { e.wake(name) })
 			}
-			if _, ok := e.unwritten[r.Name]; ok {
-				// A start left unwritten while it ran goes with the next
-				// commit now.
-				if live := e.live[r.Name]; live != nil {
-					e.setLocked(live)
-				}
+			if _, dirty := e.dirty[r.Name]; dirty {
+				// A start left unwritten while it ran (unwrittenStartLocked)
+				// goes with the next commit now.
+				e.scheduleLocked()
 			}
 			e.forgetLocked(r.Name)
 			e.mu.Unlock()

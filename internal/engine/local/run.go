@@ -615,18 +615,12 @@ func (st *state) output(input, result any, c *stateContext) (any, *stateError) {
 	return st.outputPath.selectFrom(out)
 }
 
-// invoke calls the worker under the Task's timeout, once no request is in
-// flight (Options.Requests) and a slot is free (Options.MaxTasks). The
-// call runs in its own goroutine so that a timeout or a stop takes effect
-// at once even if the worker is slow to notice; Close still waits for it. That goroutine starts only with its slot: a
+// invoke calls the worker under the Task's timeout, once a slot is free
+// (Options.MaxTasks). The call runs in its own goroutine so that a timeout
+// or a stop takes effect at once even if the worker is slow to notice;
+// Close still waits for it. That goroutine starts only with its slot: a
 // burst's queued Tasks hold one goroutine each, not two.
 func (x *execution) invoke(ctx context.Context, st *state, payload json.RawMessage) (any, *stateError) {
-	// Requests in flight first (Options.Requests); not against the Task's
-	// timeout, which is the worker's.
-	x.e.requests.wait(ctx, x.e.yield)
-	if ctx.Err() != nil {
-		return nil, nil // the caller sees ctx and stops
-	}
 	tctx, cancel := ctx, context.CancelFunc(func() {})
 	if st.timeout > 0 {
 		tctx, cancel = context.WithTimeoutCause(ctx, st.timeout, errTaskTimeout)

@@ -59,7 +59,7 @@ const (
 
 func main() {
 	clients := flag.Int("clients", 8, "clients sending provisions one after another")
-	n := flag.Int("n", 4000, "provisions the clients send in all (0: bursts only, without the figures of the clients' run)")
+	n := flag.Int("n", 4000, "provisions the clients send in all")
 	burst := flag.Int("burst", 1000, "provisions sent at once in the burst phase")
 	rounds := flag.Int("rounds", 5, "rounds of bursts, each a burst of provisions and one of catalog reads, on new connections and again on open ones")
 	limit := flag.Duration("timeout", 5*time.Minute, "the whole run's limit")
@@ -284,15 +284,11 @@ func run(ctx context.Context, binary string, clients, n, burst, rounds int) (*re
 		}
 		memTenth, tenthDone = settled(ctx, pid), true
 	}
-	var memSteady mem
-	var hwm float64
-	if n > 0 {
-		if err := steady(n); err != nil {
-			return nil, err
-		}
-		memSteady = settled(ctx, pid)
-		_, hwm = memory(pid)
+	if err := steady(n); err != nil {
+		return nil, err
 	}
+	memSteady := settled(ctx, pid)
+	_, hwm := memory(pid)
 
 	// Bursts: many requests at once, each on a new connection and on
 	// connections already open; provisions, and catalog reads (no store
@@ -326,11 +322,9 @@ func run(ctx context.Context, binary string, clients, n, burst, rounds int) (*re
 	}
 	r.last = settled(ctx, pid)
 	r.total = n + 2*burst*rounds
-	if n > 0 {
-		r.rate = float64(n) / elapsed.Seconds()
-		r.p50, r.p99 = pct(lat, 50), pct(lat, 99)
-		r.cpuPer = cpu / time.Duration(n)
-	}
+	r.rate = float64(n) / elapsed.Seconds()
+	r.p50, r.p99 = pct(lat, 50), pct(lat, 99)
+	r.cpuPer = cpu / time.Duration(n)
 	r.tenth, r.steady, r.tenthDone = memTenth, memSteady, tenthDone
 	r.peak = max(hwm, hwm2)
 	return r, nil
@@ -352,14 +346,6 @@ func report(ours, peer *result, clients, n, burst int) {
 		fmt.Printf("Peer: issue 32's figures (brokerapi v13 with bbolt, the same catalog and validator, 2026-11-28, this machine), not run here.\n\n")
 	}
 	fmt.Printf("| figure | ours | target | peer |\n| --- | ---: | --- | ---: |\n")
-	if n > 0 {
-		reportSteady(ours, peer, peerCell, clients, n)
-	}
-	reportBursts(ours, peer, peerCell, n, burst)
-}
-
-// reportSteady prints the figures of the clients' run.
-func reportSteady(ours, peer *result, peerCell func(func(r *result) string, string) string, clients, n int) {
 	rateTarget := float64(issueThroughput)
 	fmt.Printf("| %d provisions by %d clients: 202s per second | %.0f | ≥ %d (issue 32's run): %s | %s |\n",
 		n, clients, ours.rate, issueThroughput, verdict(ours.rate >= rateTarget),
@@ -386,10 +372,6 @@ func reportSteady(ours, peer *result, peerCell func(func(r *result) string, stri
 			n/10, ours.tenth, verdict(ours.steady.anon <= ours.tenth.anon*1.25+4),
 			peerCell(func(r *result) string { return r.tenth.String() }, ""))
 	}
-}
-
-// reportBursts prints the figures of the bursts.
-func reportBursts(ours, peer *result, peerCell func(func(r *result) string, string) string, n, burst int) {
 	for _, kind := range []struct {
 		conn   string
 		rounds func(r *result) []round
