@@ -84,9 +84,10 @@ func (w *bw) raw(tag byte, v json.RawMessage) {
 }
 
 // validCompact reports whether v is one JSON value, valid and compact, in
-// one pass (jsonenc's Scanner), where compact and json.Valid took two. A
-// value the Scanner does not take (one nested deeper than it reads) goes
-// to the item's JSON form, which checks it whole.
+// one pass (jsonenc's Scanner), where a whitespace scan and json.Valid
+// took two; both forms' writers take a raw value only then. A value the
+// Scanner does not take (one nested deeper than it reads) goes to
+// jsonenc.Marshal, which compacts it.
 func validCompact(v []byte) bool {
 	s := jsonenc.NewScanner(v, jsonenc.ScanOptions{})
 	_, ok := s.Skip()

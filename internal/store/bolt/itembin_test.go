@@ -132,9 +132,9 @@ func FuzzItemBinRead(f *testing.F) {
 	})
 }
 
-// FuzzValidCompact: the binary form takes a raw value only when it is
-// valid and compact JSON (as compact and json.Valid say), and takes every
-// such value that is not nested deep (a deep one goes to the JSON form).
+// FuzzValidCompact: the items' writers take a raw value only when it is
+// valid and compact JSON (as compact and json.Valid say), and take every
+// such value that is not nested deep (a deep one goes to jsonenc.Marshal).
 func FuzzValidCompact(f *testing.F) {
 	for _, v := range []string{`{"a":[1,2,{"b":"c\"d\u00e9"}]}`, `{"a": 1}`, `[1,2`, `"\ud800"`, `1e5`, `{"a":1}x`, "\"\x01\"", `{}`, `null`} {
 		f.Add([]byte(v))
@@ -149,4 +149,25 @@ func FuzzValidCompact(f *testing.F) {
 			t.Fatalf("%q, valid and compact, not taken", v)
 		}
 	})
+}
+
+// compact reports whether v has no whitespace outside its strings, the
+// reference validCompact is held to (when
+// it is valid JSON: json.Valid checks that).
+func compact(v []byte) bool {
+	inString := false
+	for i := 0; i < len(v); i++ {
+		c := v[i]
+		switch {
+		case inString && c == '\\':
+			i++
+		case inString:
+			inString = c != '"'
+		case c == '"':
+			inString = true
+		case c == ' ' || c == '\t' || c == '\n' || c == '\r':
+			return false
+		}
+	}
+	return true
 }

@@ -129,31 +129,11 @@ func (w *jw) raw(name string, v json.RawMessage) {
 		w.b = append(w.b, "null"...)
 		return
 	}
-	if !compact(v) || !json.Valid(v) {
+	if !validCompact(v) {
 		w.ok = false
 		return
 	}
 	w.b = append(w.b, v...)
-}
-
-// compact reports whether v has no whitespace outside its strings (when
-// it is valid JSON: json.Valid checks that).
-func compact(v []byte) bool {
-	inString := false
-	for i := 0; i < len(v); i++ {
-		c := v[i]
-		switch {
-		case inString && c == '\\':
-			i++
-		case inString:
-			inString = c != '"'
-		case c == '"':
-			inString = true
-		case c == ' ' || c == '\t' || c == '\n' || c == '\r':
-			return false
-		}
-	}
-	return true
 }
 
 func (w *jw) rawOmitEmpty(name string, v json.RawMessage) {
