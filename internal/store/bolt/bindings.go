@@ -172,9 +172,8 @@ func (t tx) takeSlot(instanceID, bindingID string) [16]byte {
 }
 
 // emptied records, after a write deleted the binding's item or its record,
-// that its slot is empty if neither is left.
-func (t tx) emptied(instanceID, bindingID string, slot [16]byte) {
-	key := bindingKey(instanceID, slot, bindingID)
+// that its slot is empty if neither is left; key is the binding's item's.
+func (t tx) emptied(instanceID, bindingID string, key []byte) {
 	if t.drops == nil || t.has(key) || t.has(append(key, skRecordOf)) {
 		return
 	}
@@ -187,10 +186,11 @@ func (t tx) deleteBinding(instanceID, bindingID string) error {
 	if !ok {
 		return nil
 	}
-	if err := t.items.Delete(bindingKey(instanceID, slot, bindingID)); err != nil {
+	key := bindingKey(instanceID, slot, bindingID)
+	if err := t.items.Delete(key); err != nil {
 		return err
 	}
-	t.emptied(instanceID, bindingID, slot)
+	t.emptied(instanceID, bindingID, key)
 	return nil
 }
 
@@ -222,8 +222,7 @@ func (t tx) deleteResource(instanceID, name string) error {
 		return err
 	}
 	if bindingID, isBinding := strings.CutPrefix(name, broker.BindingRecordsFrom); isBinding {
-		slot, _ := t.bindingSlot(instanceID, bindingID)
-		t.emptied(instanceID, bindingID, slot)
+		t.emptied(instanceID, bindingID, key[:len(key)-1]) // the record's key is the binding's and skRecordOf
 	}
 	return nil
 }

@@ -151,9 +151,9 @@ func FuzzValidCompact(f *testing.F) {
 	})
 }
 
-// compact reports whether v has no whitespace outside its strings, the
-// reference validCompact is held to (when
-// it is valid JSON: json.Valid checks that).
+// compact reports whether v has no whitespace outside its strings (when
+// it is valid JSON: json.Valid checks that): with json.Valid, the
+// reference validCompact is held to.
 func compact(v []byte) bool {
 	inString := false
 	for i := 0; i < len(v); i++ {
