@@ -212,6 +212,15 @@ func (t tx) resourceKey(instanceID, name string, write bool) (key []byte, ok boo
 	return append(bindingKey(instanceID, slot, bindingID), skRecordOf), true
 }
 
+// resource reads a record: nil when there is none.
+func (t tx) resource(instanceID, name string) (*broker.Resource, error) {
+	key, ok := t.resourceKey(instanceID, name, false)
+	if !ok {
+		return nil, nil
+	}
+	return get(t, key, resourceItem.resource)
+}
+
 // deleteResource deletes a record, if there is one.
 func (t tx) deleteResource(instanceID, name string) error {
 	key, ok := t.resourceKey(instanceID, name, false)

@@ -112,12 +112,9 @@ func (s *Store) ReplaceSecret(ctx context.Context, secret broker.StoredSecret, s
 			b.Sealed, b.Credentials = sealed, nil
 			return t.putBinding(*b)
 		case broker.SecretRecord:
-			var r *broker.Resource
-			var err error
-			if key, ok := t.resourceKey(secret.InstanceID, secret.Name, false); ok {
-				if r, err = get(t, key, resourceItem.resource); err != nil {
-					return err
-				}
+			r, err := t.resource(secret.InstanceID, secret.Name)
+			if err != nil {
+				return err
 			}
 			if r == nil {
 				return broker.ErrNotFound

@@ -124,14 +124,12 @@ func (t tx) records(instanceID, bindingID string, whole bool) (bindingIDs []stri
 			}
 		}
 	} else if bindingID != "" {
-		if key, ok := t.resourceKey(instanceID, broker.BindingRecord(bindingID), false); ok {
-			r, err := get(t, key, resourceItem.resource)
-			if err != nil {
-				return nil, nil, err
-			}
-			if r != nil {
-				out = append(out, *r)
-			}
+		r, err := t.resource(instanceID, broker.BindingRecord(bindingID))
+		if err != nil {
+			return nil, nil, err
+		}
+		if r != nil {
+			out = append(out, *r)
 		}
 	}
 	c := t.cur // no get while it iterates
