@@ -42,8 +42,10 @@ import (
 // on.
 type bindingIndex struct {
 	mu sync.RWMutex
-	// of is each instance's bindings' slots, by binding id.
-	of map[string]map[string]bindingSlot
+	// of is each instance's bindings' slots, by binding id: a table
+	// without pointers (idtable.go), which the collector does not go
+	// through binding by binding.
+	of map[string]*idTable[bindingSlot]
 	// gen counts the slots taken.
 	gen uint64
 }
@@ -65,8 +67,16 @@ type bindingDrop struct {
 func (ix *bindingIndex) lookup(instanceID, bindingID string) ([16]byte, bool) {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
-	sl, ok := ix.of[instanceID][bindingID]
+	sl, ok := ix.slotLocked(instanceID, bindingID)
 	return sl.id, ok
+}
+
+// slotLocked returns the binding's slot; ix.mu is held.
+func (ix *bindingIndex) slotLocked(instanceID, bindingID string) (bindingSlot, bool) {
+	if t := ix.of[instanceID]; t != nil {
+		return t.get(bindingID)
+	}
+	return bindingSlot{}, false
 }
 
 // take returns the binding's slot, made now when it has none, for a write.
@@ -74,10 +84,10 @@ func (ix *bindingIndex) take(instanceID, bindingID string) [16]byte {
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
 	ix.gen++
-	if m := ix.of[instanceID]; m != nil {
-		if sl, ok := m[bindingID]; ok {
+	if t := ix.of[instanceID]; t != nil {
+		if sl, ok := t.get(bindingID); ok {
 			sl.gen = ix.gen
-			m[bindingID] = sl
+			t.set(bindingID, sl)
 			return sl.id
 		}
 	}
@@ -87,21 +97,23 @@ func (ix *bindingIndex) take(instanceID, bindingID string) [16]byte {
 }
 
 // addLocked indexes a slot; ix.mu is held. The index outlives the items
-// the ids may be parts of (br.str): copies of its own.
+// the ids may be parts of (br.str): copies of its own (the table copies
+// the binding's).
 func (ix *bindingIndex) addLocked(instanceID, bindingID string, sl bindingSlot) {
-	m := ix.of[instanceID]
-	if m == nil {
-		m = map[string]bindingSlot{}
-		ix.of[strings.Clone(instanceID)] = m
+	t := ix.of[instanceID]
+	if t == nil {
+		t = newIDTable[bindingSlot]()
+		ix.of[strings.Clone(instanceID)] = t
 	}
-	m[strings.Clone(bindingID)] = sl
+	t.set(bindingID, sl)
 }
 
 // genOf returns the slot's gen, for a drop (0: no slot).
 func (ix *bindingIndex) genOf(instanceID, bindingID string) uint64 {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
-	return ix.of[instanceID][bindingID].gen
+	sl, _ := ix.slotLocked(instanceID, bindingID)
+	return sl.gen
 }
 
 // apply lets go of the slots of a committed write's drops.
@@ -109,10 +121,10 @@ func (ix *bindingIndex) apply(drops []bindingDrop) {
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
 	for _, d := range drops {
-		m := ix.of[d.instanceID]
-		if sl, ok := m[d.bindingID]; ok && sl.gen == d.gen {
-			delete(m, d.bindingID)
-			if len(m) == 0 {
+		if sl, ok := ix.slotLocked(d.instanceID, d.bindingID); ok && sl.gen == d.gen {
+			t := ix.of[d.instanceID]
+			t.delete(d.bindingID)
+			if t.len() == 0 {
 				delete(ix.of, d.instanceID)
 			}
 		}
@@ -129,10 +141,10 @@ type indexedBinding struct {
 // (compareIDs), as layout 4's keys listed them.
 func (ix *bindingIndex) list(instanceID string) []indexedBinding {
 	ix.mu.RLock()
-	m := ix.of[instanceID]
-	out := make([]indexedBinding, 0, len(m))
-	for id, sl := range m {
-		out = append(out, indexedBinding{id, sl.id})
+	var out []indexedBinding
+	if t := ix.of[instanceID]; t != nil {
+		out = make([]indexedBinding, 0, t.len())
+		t.each(func(id []byte, sl bindingSlot) { out = append(out, indexedBinding{string(id), sl.id}) })
 	}
 	ix.mu.RUnlock()
 	slices.SortFunc(out, func(a, b indexedBinding) int { return compareIDs(a.id, b.id) })
@@ -152,7 +164,7 @@ func (ix *bindingIndex) fillLocked(c *bbolt.Cursor, id string) error {
 		if !isBinding {
 			continue // an operation
 		}
-		if _, ok := ix.of[id][bindingID]; !ok {
+		if _, ok := ix.slotLocked(id, bindingID); !ok {
 			ix.addLocked(id, bindingID, bindingSlot{id: slot})
 		}
 	}

@@ -22,8 +22,8 @@ func slots(s *Store) int {
 	s.bindings.mu.RLock()
 	defer s.bindings.mu.RUnlock()
 	n := 0
-	for _, m := range s.bindings.of {
-		n += len(m)
+	for _, t := range s.bindings.of {
+		n += t.len()
 	}
 	return n
 }

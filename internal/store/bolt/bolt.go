@@ -122,11 +122,11 @@ func (s *Store) fillIndexes(items *bbolt.Bucket) error {
 	defer s.plans.mu.Unlock()
 	s.progress.mu.Lock()
 	defer s.progress.mu.Unlock()
-	s.plans.plan, s.plans.ids = map[string]string{}, map[string]map[string]struct{}{}
+	s.plans.reset()
 	s.progress.ops = map[progressOp]struct{}{}
 	s.bindings.mu.Lock()
 	defer s.bindings.mu.Unlock()
-	s.bindings.of = map[string]map[string]bindingSlot{}
+	s.bindings.of = map[string]*idTable[bindingSlot]{}
 	c := items.Cursor()
 	return eachPartition(c, partitionsStart, func(id string) (bool, error) {
 		if err := s.plans.addLocked(items, id); err != nil {

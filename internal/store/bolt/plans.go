@@ -21,9 +21,19 @@ import (
 // it), so they are taken in the order they were committed.
 type planIndex struct {
 	mu sync.RWMutex
-	// plan is each instance's plan; ids, each plan's instances.
-	plan map[string]string
-	ids  map[string]map[string]struct{}
+	// plan is each instance's plan, by its number in plans; ids, each
+	// plan's instances, by the same number. Tables without pointers
+	// (idtable.go): the collector does not go through an entry per
+	// instance.
+	plan   *idTable[uint32]
+	ids    map[uint32]*idTable[struct{}]
+	plans  []string
+	number map[string]uint32
+}
+
+// reset empties the index; p.mu is held.
+func (p *planIndex) reset() {
+	p.plan, p.ids, p.plans, p.number = newIDTable[uint32](), map[uint32]*idTable[struct{}]{}, nil, map[string]uint32{}
 }
 
 // planMove is an instance now of Plan, "" once deleted.
@@ -49,8 +59,11 @@ func (p *planIndex) addLocked(items *bbolt.Bucket, id string) error {
 func (p *planIndex) has(instanceID, plan string) bool {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
-	got, ok := p.plan[instanceID]
-	return got == plan && ok == (plan != "")
+	n, ok := p.plan.get(instanceID)
+	if plan == "" {
+		return !ok
+	}
+	return ok && p.plans[n] == plan
 }
 
 // apply takes the moves of a committed write.
@@ -63,44 +76,47 @@ func (p *planIndex) apply(moves []planMove) {
 }
 
 func (p *planIndex) set(instanceID, plan string) {
-	if old, ok := p.plan[instanceID]; ok {
-		delete(p.ids[old], instanceID)
-		if len(p.ids[old]) == 0 {
+	if old, ok := p.plan.get(instanceID); ok {
+		ids := p.ids[old]
+		ids.delete(instanceID)
+		if ids.len() == 0 {
 			delete(p.ids, old)
 		}
-		delete(p.plan, instanceID)
+		p.plan.delete(instanceID)
 	}
 	if plan == "" {
 		return
 	}
-	// The index outlives the items it was read from, whose string fields
-	// are parts of the whole item (br.str): it keeps copies of its own, one
-	// string per plan.
-	instanceID = strings.Clone(instanceID)
-	if ids := p.ids[plan]; ids != nil {
-		for id := range ids {
-			plan = p.plan[id] // the index's own copy
-			break
-		}
-	} else {
-		plan = strings.Clone(plan)
+	n, ok := p.number[plan]
+	if !ok {
+		// The index outlives the item the plan's id was read from, whose
+		// string fields are parts of the whole item (br.str): a copy.
+		n = uint32(len(p.plans))
+		p.plans = append(p.plans, strings.Clone(plan))
+		p.number[p.plans[n]] = n
 	}
-	p.plan[instanceID] = plan
-	if p.ids[plan] == nil {
-		p.ids[plan] = map[string]struct{}{}
+	p.plan.set(instanceID, n)
+	ids := p.ids[n]
+	if ids == nil {
+		ids = newIDTable[struct{}]()
+		p.ids[n] = ids
 	}
-	p.ids[plan][instanceID] = struct{}{}
+	ids.set(instanceID, struct{}{})
 }
 
 // after returns the ids of plan's instances above after, in key order
 // (compareIDs).
 func (p *planIndex) after(plan, after string) []string {
 	p.mu.RLock()
-	out := make([]string, 0, len(p.ids[plan]))
-	for id := range p.ids[plan] {
-		if after == "" || compareIDs(id, after) > 0 {
-			out = append(out, id)
-		}
+	var out []string
+	if n, ok := p.number[plan]; ok && p.ids[n] != nil {
+		ids := p.ids[n]
+		out = make([]string, 0, ids.len())
+		ids.each(func(id []byte, _ struct{}) {
+			if after == "" || compareIDs(string(id), after) > 0 {
+				out = append(out, string(id))
+			}
+		})
 	}
 	p.mu.RUnlock()
 	// In the order of their keys, as a listing without a plan.
