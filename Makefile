@@ -19,6 +19,12 @@ FUZZ := $(GO) test -run '^$$' -fuzz '^FuzzHTTP$$' -fuzzminimizetime 500x
 ASL_VALIDATOR := infra/_cli/node_modules/.bin/asl-validator
 export CDK_DISABLE_CLI_TELEMETRY := true
 
+# make bench compares these of ours with the peer's (bench/peer), round after round, each
+# round ours then the peer's with as many requests: the files are then the same size.
+BENCH_COMPARED := ^Benchmark(SyncProvision|AsyncProvision|Bind)$$
+BENCH_ROUNDS ?= 5
+BENCH_REQUESTS ?= 3000
+
 .DEFAULT_GOAL := help
 .PHONY: help run ops test lint unit fuzz-short fuzz infra bench build synth deploy sandbox sandbox-deploy target-assets dbservers rds-ca-bundle
 
@@ -61,12 +67,18 @@ infra: synth ## cfn-lint (zero errors) on the synthesized template and on every 
 	cfn-lint cdk.out/*.template.json
 	cfn-lint services/*/*.yaml
 
-bench: ## Benchmarks: the handler on bolt (ns/op, allocs/op beside the allocation target, commits/op, page writes/op, 202-to-succeeded, a bind on 10 and on 10,000 bindings) and the peer's handler in process (ns/op, allocs/op, page writes/op: the targets, measured in the same run), the two side by side with the targets, DynamoDB calls, items read and read units per request and per Task and items read listing a plan (moto), a load phase against the `make run` binary and the peer (bench/peer: brokerapi v13 with bbolt), and the Lambda cold start (package init, exec to first answer, bundle sizes), each figure beside its target.
-	@ours=$$(mktemp); peer=$$(mktemp); \
-	$(GO) test -run '^$$' -bench . -benchmem -benchtime 2s ./internal/api/ >$$ours 2>&1; rc=$$?; cat $$ours; \
-	[ $$rc = 0 ] && { (cd bench/peer && $(GO) test -run '^$$' -bench . -benchmem -benchtime 2s ./) >$$peer 2>&1; rc=$$?; cat $$peer; }; \
-	[ $$rc = 0 ] && { $(GO) run ./internal/tools/benchcmp $$ours $$peer; rc=$$?; }; \
-	rm -f $$ours $$peer; exit $$rc
+bench: ## Benchmarks: the handler on bolt (ns/op, allocs/op beside the allocation target, commits/op, page writes/op, 202-to-succeeded, a bind on 10 and on 10,000 bindings) and the peer's handler in process (ns/op, allocs/op, page writes/op: the targets), the two in rounds (ours, then the peer's, with as many requests: BENCH_ROUNDS, BENCH_REQUESTS) and side by side with the targets (medians, and the range of the rounds' ratios), DynamoDB calls, items read and read units per request and per Task and items read listing a plan (moto), a load phase against the `make run` binary and the peer (bench/peer: brokerapi v13 with bbolt), and the Lambda cold start (package init, exec to first answer, bundle sizes), each figure beside its target.
+	@$(GO) test -run '^$$' -bench . -skip '$(BENCH_COMPARED)' -benchmem -benchtime 2s ./internal/api/
+	@dir=$$(mktemp -d); rc=0; \
+	$(GO) test -c -o $$dir/ours.test ./internal/api/ && (cd bench/peer && $(GO) test -c -o $$dir/peer.test ./) || rc=1; \
+	i=0; while [ $$rc = 0 ] && [ $$i -lt $(BENCH_ROUNDS) ]; do i=$$((i+1)); echo "round $$i of $(BENCH_ROUNDS): ours, then the peer's, $(BENCH_REQUESTS) requests each"; \
+		(cd internal/api && $$dir/ours.test -test.run '^$$' -test.bench '$(BENCH_COMPARED)' -test.benchmem -test.benchtime $(BENCH_REQUESTS)x) >$$dir/round 2>&1 || rc=1; \
+		cat $$dir/round; cat $$dir/round >>$$dir/ours; [ $$rc = 0 ] || break; \
+		(cd bench/peer && $$dir/peer.test -test.run '^$$' -test.bench . -test.benchmem -test.benchtime $(BENCH_REQUESTS)x) >$$dir/round 2>&1 || rc=1; \
+		cat $$dir/round; cat $$dir/round >>$$dir/peer; \
+	done; \
+	[ $$rc = 0 ] && { $(GO) run ./internal/tools/benchcmp $$dir/ours $$dir/peer || rc=1; }; \
+	rm -rf $$dir; exit $$rc
 	@out=$$(mktemp); $(GO) run ./internal/mototest/withmoto -- $(GO) test -count=1 -v \
 		-run '^(TestAPICallsPerEndpoint|TestAPICallsPerTask|TestCommitsPerOperation|TestItemsReadDoNotGrowWithHistory|TestPlanListingsReadOnlyThePlansInstances)$$' ./internal/app/ >$$out 2>&1; \
 	rc=$$?; grep -E '^ +(\||commits_test|itemsread_test|planreads_test)|^(---|ok|FAIL)' $$out; rm -f $$out; exit $$rc

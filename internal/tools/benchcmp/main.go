@@ -7,7 +7,13 @@
 //
 //	go run ./internal/tools/benchcmp OURS PEER
 //
-// OURS and PEER are the output of `go test -bench` in each package.
+// OURS and PEER are the output of `go test -bench` in each package, over
+// rounds: `make bench` runs ours, then the peer's, then ours again, and so
+// on, each with as many requests, so that the two sides' files are the
+// same size and both see the machine as it was in that round. A round's
+// ratio is ours over the peer's in that round; the table gives the median
+// of each figure and of the rounds' ratios, with the ratios' range: one
+// pair of runs on a shared machine moved by 10% and more.
 package main
 
 import (
@@ -15,6 +21,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -33,7 +40,7 @@ func main() {
 	}
 	ours, err := readFile(os.Args[1])
 	if err == nil {
-		var peer map[string]metrics
+		var peer map[string][]metrics
 		if peer, err = readFile(os.Args[2]); err == nil {
 			err = write(os.Stdout, ours, peer)
 		}
@@ -47,7 +54,7 @@ func main() {
 // metrics are a benchmark's figures by unit (ns/op, allocs/op, ...).
 type metrics map[string]float64
 
-func readFile(path string) (map[string]metrics, error) {
+func readFile(path string) (map[string][]metrics, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
@@ -57,9 +64,10 @@ func readFile(path string) (map[string]metrics, error) {
 }
 
 // read reads the result lines of `go test -bench` output: a name (its
-// -GOMAXPROCS suffix cut), the iterations, then value and unit pairs.
-func read(r io.Reader) (map[string]metrics, error) {
-	out := map[string]metrics{}
+// -GOMAXPROCS suffix cut), the iterations, then value and unit pairs; a
+// benchmark's results in the order they came, a round each.
+func read(r io.Reader) (map[string][]metrics, error) {
+	out := map[string][]metrics{}
 	sc := bufio.NewScanner(r)
 	for sc.Scan() {
 		f := strings.Fields(sc.Text())
@@ -83,42 +91,69 @@ func read(r io.Reader) (map[string]metrics, error) {
 			}
 			m[f[i+1]] = v
 		}
-		out[name] = m
+		out[name] = append(out[name], m)
 	}
 	return out, sc.Err()
 }
 
-func write(w io.Writer, ours, peer map[string]metrics) error {
-	fmt.Fprintln(w, "One request at a time, in process, ours beside the peer's in the same run (issue 32's targets):")
+func write(w io.Writer, ours, peer map[string][]metrics) error {
+	fmt.Fprintln(w, "One request at a time, in process, ours beside the peer's in the same rounds (issue 32's targets): medians over the rounds; a ratio is the median of the rounds' ratios, their range in brackets:")
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "| request | ours: time, allocations, page writes | peer | time (≤ the peer's) | allocations (≤ 1.5 × the peer's) | page writes (≤ the peer's) |")
 	fmt.Fprintln(w, "| --- | ---: | ---: | --- | --- | --- |")
 	for _, p := range pairs {
-		o, ok1 := ours[p.ours]
-		q, ok2 := peer[p.peer]
-		if !ok1 || !ok2 {
+		o, q := ours[p.ours], peer[p.peer]
+		if len(o) == 0 || len(q) == 0 {
 			return fmt.Errorf("no result for %s and %s", p.ours, p.peer)
 		}
+		if len(o) != len(q) {
+			return fmt.Errorf("%d rounds of %s and %d of %s: a round is one of each", len(o), p.ours, len(q), p.peer)
+		}
 		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s |\n", p.what, figures(o), figures(q),
-			verdict(o["ns/op"], q["ns/op"], 1, "%.2f×"), verdict(o["allocs/op"], q["allocs/op"], 1.5, "%.2f×"),
-			verdict(o["pagewrites/op"], q["pagewrites/op"], 1, "%.2f×"))
+			verdict(o, q, "ns/op", 1), verdict(o, q, "allocs/op", 1.5), verdict(o, q, "pagewrites/op", 1))
 	}
 	return nil
 }
 
-func figures(m metrics) string {
-	return fmt.Sprintf("%.3f ms, %.0f, %.2f", m["ns/op"]/1e6, m["allocs/op"], m["pagewrites/op"])
+func figures(rounds []metrics) string {
+	return fmt.Sprintf("%.3f ms, %.0f, %.2f", median(rounds, "ns/op")/1e6, median(rounds, "allocs/op"), median(rounds, "pagewrites/op"))
 }
 
-// verdict is ours over the peer's, and whether it is within most.
-func verdict(ours, peer, most float64, format string) string {
-	if peer == 0 {
-		return "no figure"
+// median is the median of a figure over the rounds.
+func median(rounds []metrics, unit string) float64 {
+	v := make([]float64, len(rounds))
+	for i, m := range rounds {
+		v[i] = m[unit]
 	}
-	r := ours / peer
+	return medianOf(v)
+}
+
+func medianOf(v []float64) float64 {
+	slices.Sort(v)
+	n := len(v)
+	if n%2 == 1 {
+		return v[n/2]
+	}
+	return (v[n/2-1] + v[n/2]) / 2
+}
+
+// verdict is the median of the rounds' ratios of ours over the peer's, its
+// range, and whether it is within most.
+func verdict(ours, peer []metrics, unit string, most float64) string {
+	ratios := make([]float64, 0, len(ours))
+	for i := range ours {
+		if peer[i][unit] == 0 {
+			return "no figure"
+		}
+		ratios = append(ratios, ours[i][unit]/peer[i][unit])
+	}
+	r := medianOf(slices.Clone(ratios))
 	met := "met"
 	if r > most {
 		met = "NOT met"
 	}
-	return fmt.Sprintf(format+": %s", r, met)
+	if len(ratios) == 1 {
+		return fmt.Sprintf("%.2f×: %s", r, met)
+	}
+	return fmt.Sprintf("%.2f× (%.2f to %.2f): %s", r, slices.Min(ratios), slices.Max(ratios), met)
 }

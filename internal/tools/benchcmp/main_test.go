@@ -50,7 +50,37 @@ func TestTheTableSaysWhatIsMet(t *testing.T) {
 // left out.
 func TestAMissingResultIsAnError(t *testing.T) {
 	ours, _ := read(strings.NewReader(oursOut))
-	if err := write(&bytes.Buffer{}, ours, map[string]metrics{}); err == nil {
+	if err := write(&bytes.Buffer{}, ours, map[string][]metrics{}); err == nil {
 		t.Error("no error for the peer's missing results")
+	}
+}
+
+// TestRoundsGiveMediansAndTheRatiosRange: over rounds, each figure is the
+// median of its rounds and each ratio the median of the rounds' ratios,
+// with their range; a side with a round more than the other is an error.
+func TestRoundsGiveMediansAndTheRatiosRange(t *testing.T) {
+	round := func(ours, peer string) (string, string) {
+		return strings.ReplaceAll(oursOut, "297142 ns/op", ours+" ns/op"), strings.ReplaceAll(peerOut, "252451 ns/op", peer+" ns/op")
+	}
+	var o, p strings.Builder
+	for _, r := range [][2]string{{"300000", "250000"}, {"240000", "260000"}, {"500000", "255000"}} {
+		a, b := round(r[0], r[1])
+		o.WriteString(a)
+		p.WriteString(b)
+	}
+	ours, _ := read(strings.NewReader(o.String()))
+	peer, _ := read(strings.NewReader(p.String()))
+	var b bytes.Buffer
+	if err := write(&b, ours, peer); err != nil {
+		t.Fatal(err)
+	}
+	// Ratios 1.20, 0.92, 1.96: median 1.20; times' medians 0.300 and 0.255.
+	want := "| synchronous provision | 0.300 ms, 180, 5.33 | 0.255 ms, 184, 5.80 | 1.20× (0.92 to 1.96): NOT met | 0.98× (0.98 to 0.98): met |"
+	if !strings.Contains(b.String(), want) {
+		t.Errorf("the table lacks %q:\n%s", want, b.String())
+	}
+	peer["BenchmarkPeerSyncProvision"] = peer["BenchmarkPeerSyncProvision"][:2]
+	if err := write(&bytes.Buffer{}, ours, peer); err == nil {
+		t.Error("no error for 3 rounds of ours and 2 of the peer's")
 	}
 }
