@@ -2,7 +2,9 @@ package app_test
 
 import (
 	"context"
+	"io"
 	"runtime/debug"
+	"strings"
 	"testing"
 
 	"github.com/serverless-osb/broker/internal/app"
@@ -10,12 +12,16 @@ import (
 )
 
 // The functions collect garbage at GOGC=400 within three quarters of their
-// memory (app.functionGC), unless the environment says otherwise: at the
-// default the collector ran twice in the api's cold start.
+// memory (app.functionGC), and the `make run` broker at GOGC=400, unless
+// the environment says otherwise: at the default the collector ran twice
+// in the api's cold start, and about ten times in a burst of 1,000
+// provisions.
 func TestTheFunctionsCollectLessOftenWithinTheirMemory(t *testing.T) {
 	functions := map[string]func(context.Context) error{
-		"api":    func(ctx context.Context) error { _, err := app.NewLambdaAPI(ctx); return err },
-		"worker": func(ctx context.Context) error { _, err := app.NewWorker(ctx); return err },
+		"api function":    func(ctx context.Context) error { _, err := app.NewLambdaAPI(ctx); return err },
+		"worker function": func(ctx context.Context) error { _, err := app.NewWorker(ctx); return err },
+		// It sets its collector, then refuses the log level.
+		"make run broker": func(ctx context.Context) error { return app.RunLocal(ctx, io.Discard, io.Discard) },
 	}
 	for name, start := range functions {
 		for _, tc := range []struct {
@@ -26,13 +32,19 @@ func TestTheFunctionsCollectLessOftenWithinTheirMemory(t *testing.T) {
 			{name: "at GOGC=400 and a limit at 3/4 of the function's 256 MB", wantPercent: 400, wantLimit: 192 << 20},
 			{name: "as GOGC and GOMEMLIMIT say when set", gogc: "50", memlimit: "64MiB", wantPercent: 100, wantLimit: 1 << 40},
 		} {
-			t.Run("the "+name+" function collects "+tc.name, func(t *testing.T) {
+			label := tc.name
+			if name == "make run broker" {
+				// It has no function's memory to keep within.
+				label, tc.wantLimit = strings.Replace(label, " and a limit at 3/4 of the function's 256 MB", ", with no memory limit", 1), 1<<40
+			}
+			t.Run("the "+name+" collects "+label, func(t *testing.T) {
 				percent, limit := debug.SetGCPercent(100), debug.SetMemoryLimit(1<<40)
 				t.Cleanup(func() { debug.SetGCPercent(percent); debug.SetMemoryLimit(limit) })
 				t.Setenv("GOGC", tc.gogc)
 				t.Setenv("GOMEMLIMIT", tc.memlimit)
 				t.Setenv("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "256")
 				t.Setenv(env.Table, "") // it sets its collector, then refuses to start
+				t.Setenv("BROKER_LOG_LEVEL", "loud")
 				if err := start(t.Context()); err == nil {
 					t.Fatal("it started without a table")
 				}
