@@ -121,8 +121,11 @@ func (ix *bindingIndex) apply(drops []bindingDrop) {
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
 	for _, d := range drops {
-		if sl, ok := ix.slotLocked(d.instanceID, d.bindingID); ok && sl.gen == d.gen {
-			t := ix.of[d.instanceID]
+		t := ix.of[d.instanceID]
+		if t == nil {
+			continue
+		}
+		if sl, ok := t.get(d.bindingID); ok && sl.gen == d.gen {
 			t.delete(d.bindingID)
 			if t.len() == 0 {
 				delete(ix.of, d.instanceID)

@@ -12,8 +12,8 @@ import (
 // for every instance (plans.go) and every binding (bindings.go) in the
 // file; as maps of strings, every cycle of the collector marked each of
 // their strings, so its cost grew with the file (docs/performance.md, "The
-// indexes in memory, and the collector"). It is not safe for concurrent
-// use: its index locks.
+// indexes in memory without pointers"). It is not safe for concurrent use:
+// its index locks.
 type idTable[V any] struct {
 	// at is each id's entry, under its hash; other holds the ids whose
 	// hash another id's entry held when they were set (two ids of one

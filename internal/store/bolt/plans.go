@@ -82,9 +82,9 @@ func (p *planIndex) set(instanceID, plan string) {
 		if ids.len() == 0 {
 			delete(p.ids, old)
 		}
-		p.plan.delete(instanceID)
 	}
 	if plan == "" {
+		p.plan.delete(instanceID)
 		return
 	}
 	n, ok := p.number[plan]
@@ -95,7 +95,7 @@ func (p *planIndex) set(instanceID, plan string) {
 		p.plans = append(p.plans, strings.Clone(plan))
 		p.number[p.plans[n]] = n
 	}
-	p.plan.set(instanceID, n)
+	p.plan.set(instanceID, n) // over the old plan's number, if any
 	ids := p.ids[n]
 	if ids == nil {
 		ids = newIDTable[struct{}]()
@@ -109,14 +109,16 @@ func (p *planIndex) set(instanceID, plan string) {
 func (p *planIndex) after(plan, after string) []string {
 	p.mu.RLock()
 	var out []string
-	if n, ok := p.number[plan]; ok && p.ids[n] != nil {
-		ids := p.ids[n]
-		out = make([]string, 0, ids.len())
-		ids.each(func(id []byte, _ struct{}) {
-			if after == "" || compareIDs(string(id), after) > 0 {
-				out = append(out, string(id))
-			}
-		})
+	if n, ok := p.number[plan]; ok {
+		// A plan seen before has a table while it has instances.
+		if ids := p.ids[n]; ids != nil {
+			out = make([]string, 0, ids.len())
+			ids.each(func(id []byte, _ struct{}) {
+				if after == "" || compareIDs(string(id), after) > 0 {
+					out = append(out, string(id))
+				}
+			})
+		}
 	}
 	p.mu.RUnlock()
 	// In the order of their keys, as a listing without a plan.
