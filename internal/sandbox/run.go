@@ -211,7 +211,7 @@ func (sb *Sandbox) codeOf(ctx context.Context, template string, spec functionSpe
 			return "", err
 		}
 		cmd := exec.CommandContext(ctx, "go", "run", "./internal/tools/build", "-arch", runtime.GOARCH,
-			"-catalog", catalogPath, "-out", out)
+			"-catalog", catalogPath, "-out", out, "-zip=false")
 		cmd.Dir = root
 		if b, err := cmd.CombinedOutput(); err != nil {
 			return "", fmt.Errorf("build the functions for %s from asset %s: %w\n%s", runtime.GOARCH, dir, err, b)

@@ -36,7 +36,7 @@
 // (LockVersions): a template changed under the same version fails it.
 // Run it from the repository's root:
 //
-//	go run ./internal/tools/build [-out dist] [-catalog catalog.yaml] [-arch arm64]
+//	go run ./internal/tools/build [-out dist] [-catalog catalog.yaml] [-arch arm64] [-zip=false]
 package main
 
 import (
@@ -121,7 +121,9 @@ func main() {
 	flag.StringVar(&c.Out, "out", "dist", "the folder to write the bundles in")
 	flag.StringVar(&c.Catalog, "catalog", "catalog.yaml", "the catalog to bundle, with the files its driver settings read")
 	flag.StringVar(&c.Target.GOARCH, "arch", Lambda.GOARCH, "the architecture (GOARCH) to build for: the stack's, or the sandbox's machine")
+	zips := flag.Bool("zip", true, "write each function's zip beside its folder (the sandbox, which runs the folders, says -zip=false)")
 	flag.Parse()
+	c.NoZip = !*zips
 	if err := LockVersions(os.Stdout, c.Catalog); err != nil {
 		fmt.Fprintln(os.Stderr, "build:", err)
 		os.Exit(1)
@@ -215,6 +217,12 @@ type Config struct {
 	Root string
 	// Out receives <name>/ and <name>.zip for every function.
 	Out string
+	// NoZip writes the folders alone, for a caller that runs the
+	// bootstraps where they are (the sandbox, this package's tests):
+	// the zips are what the stack uploads, and deflating the four
+	// bootstraps is most of a build's time once the compiler's cache is
+	// warm (and ten times that in a test binary built with -race).
+	NoZip bool
 	// Catalog is the catalog file to bundle, as catalog.yaml.
 	Catalog string
 	Target  Target
@@ -245,8 +253,9 @@ func CatalogFiles(path string) ([]string, error) {
 }
 
 // Build compiles every function for c.Target and writes its folder and
-// zip under c.Out. It returns the sizes of the zips written, and an error
-// naming every zip of MaxZipBytes or more.
+// zip under c.Out (the folder alone with c.NoZip). It returns the sizes
+// of the zips written, and an error naming every zip of MaxZipBytes or
+// more.
 func Build(c Config) ([]Size, error) {
 	out := c.Out
 	catalogText, err := os.ReadFile(c.Catalog)
@@ -346,6 +355,9 @@ func Build(c Config) ([]Size, error) {
 			if err := bundleRDSCertificates(c.Root, dir); err != nil {
 				return sizes, err
 			}
+		}
+		if c.NoZip {
+			continue
 		}
 		zipPath := filepath.Join(out, fn+".zip")
 		n, err := WriteZip(zipPath, dir)

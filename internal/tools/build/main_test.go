@@ -153,6 +153,30 @@ type zipEntry struct {
 	data []byte
 }
 
+// folderFiles reads every file under dir, by its slash-separated path
+// relative to dir, with its mode.
+func folderFiles(t *testing.T, dir string) map[string]zipEntry {
+	t.Helper()
+	files := map[string]zipEntry{}
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		data, err := os.ReadFile(p)
+		rel, _ := filepath.Rel(dir, p)
+		files[filepath.ToSlash(rel)] = zipEntry{mode: info.Mode().Perm(), data: data}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return files
+}
+
 func checkZip(t *testing.T, path string, want map[string]zipEntry) {
 	t.Helper()
 	zr, err := zip.OpenReader(path)
@@ -434,7 +458,7 @@ var hostBundles = sync.OnceValues(func() (string, error) {
 		return "", err
 	}
 	_, err = Build(Config{Root: root, Out: out, Catalog: filepath.Join(root, "catalog.yaml"),
-		Target: Target{GOOS: runtime.GOOS, GOARCH: runtime.GOARCH}})
+		Target: Target{GOOS: runtime.GOOS, GOARCH: runtime.GOARCH}, NoZip: true})
 	return out, err
 })
 
@@ -699,6 +723,23 @@ func TestBuildBundlesTheCatalogsFiles(t *testing.T) {
 		})
 	}
 
+	t.Run("with NoZip the same folders are written, and no zip", func(t *testing.T) {
+		folders := config(listed)
+		folders.NoZip = true
+		sizes, err := Build(folders)
+		if err != nil || len(sizes) != 0 {
+			t.Fatalf("sizes %v, %v; want none, and no error", sizes, err)
+		}
+		for _, fn := range Functions {
+			if _, err := os.Stat(filepath.Join(folders.Out, fn+".zip")); !errors.Is(err, fs.ErrNotExist) {
+				t.Errorf("%s.zip: %v, want none", fn, err)
+			}
+			if got, want := folderFiles(t, filepath.Join(folders.Out, fn)), folderFiles(t, filepath.Join(c.Out, fn)); !reflect.DeepEqual(got, want) {
+				t.Errorf("%s's folder holds %d files, want the %d of the zipped build's, the same", fn, len(got), len(want))
+			}
+		}
+	})
+
 	t.Run("a file over CloudFormation's body limit keeps S3 in the bootstraps, through which it goes", func(t *testing.T) {
 		big := "s3-bucket/big.yaml"
 		path := filepath.Join(catalogDir, filepath.FromSlash(big))
@@ -706,6 +747,7 @@ func TestBuildBundlesTheCatalogsFiles(t *testing.T) {
 			t.Fatal(err)
 		}
 		c := config(append(slices.Clone(listed), big))
+		c.NoZip = true
 		if _, err := Build(c); err != nil {
 			t.Fatal(err)
 		}
@@ -749,7 +791,7 @@ const deployedCatalog = "services/catalog.yaml"
 
 // TestTheDeployedCatalogBundlesItsTemplates builds the deployed catalog the
 // way make build does, with the real list of files (drivers.Files), and
-// looks for every template its plans name in both zips.
+// looks for every template its plans name in the bundles.
 func TestTheDeployedCatalogBundlesItsTemplates(t *testing.T) {
 	path := filepath.Join(root, filepath.FromSlash(deployedCatalog))
 	text, err := os.ReadFile(path)
@@ -764,7 +806,9 @@ func TestTheDeployedCatalogBundlesItsTemplates(t *testing.T) {
 		t.Fatalf("%s names no template (broker.template or broker.binding_template in any plan)", deployedCatalog)
 	}
 	out := t.TempDir()
-	if _, err := Build(Config{Root: root, Out: out, Catalog: path, Target: Lambda}); err != nil {
+	// The folders alone: TestBuildBundlesTheCatalogsFiles pins that each
+	// zip holds its folder's files, at the same paths, and nothing else.
+	if _, err := Build(Config{Root: root, Out: out, Catalog: path, Target: Lambda, NoZip: true}); err != nil {
 		t.Fatalf("make build of %s fails: %v", deployedCatalog, err)
 	}
 	for _, fn := range Functions {
@@ -802,34 +846,19 @@ func TestTheDeployedCatalogBundlesItsTemplates(t *testing.T) {
 				t.Errorf("tags %v: the bootstraps link STS and Secrets Manager, which no placement of %s needs", tags, deployedCatalog)
 			}
 		})
-		t.Run(fn+".zip holds every template the catalog names, at its path relative to the catalog", func(t *testing.T) {
-			zr, err := zip.OpenReader(filepath.Join(out, fn+".zip"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer zr.Close()
-			zipped := map[string]*zip.File{}
-			for _, f := range zr.File {
-				zipped[f.Name] = f
-			}
+		t.Run(fn+"'s folder holds every template the catalog names, at its path relative to the catalog", func(t *testing.T) {
 			for _, name := range templates {
-				f, ok := zipped[name]
-				if !ok {
-					t.Errorf("%s.zip lacks %s, which %s names: the bundle carries what drivers.Files lists (is the cloudformation driver registered, and does its Kind set Files?)", fn, name, deployedCatalog)
-					continue
-				}
 				want, err := os.ReadFile(filepath.Join(filepath.Dir(path), filepath.FromSlash(name)))
 				if err != nil {
 					t.Fatal(err)
 				}
-				rc, err := f.Open()
-				if err != nil {
-					t.Fatal(err)
+				got, err := os.ReadFile(filepath.Join(out, fn, filepath.FromSlash(name)))
+				if errors.Is(err, fs.ErrNotExist) {
+					t.Errorf("%s's bundle lacks %s, which %s names: the bundle carries what drivers.Files lists (is the cloudformation driver registered, and does its Kind set Files?)", fn, name, deployedCatalog)
+					continue
 				}
-				got, err := io.ReadAll(rc)
-				rc.Close()
-				if err != nil || !bytes.Equal(got, want) || f.Mode() != 0o644 {
-					t.Errorf("%s.zip: %s differs from services/%s (mode %v, %v)", fn, name, name, f.Mode(), err)
+				if err != nil || !bytes.Equal(got, want) {
+					t.Errorf("%s's bundle: %s differs from services/%s (%v)", fn, name, name, err)
 				}
 			}
 		})
@@ -1112,7 +1141,7 @@ func TestTheWorkerIsBuiltWithoutYAMLOnlyWhenTheSubsetReadsEveryTemplate(t *testi
 		{"one it does not read: the worker keeps yaml.v3", []string{"topic.yaml", "anchored.yaml"}, false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			c := Config{Root: root, Out: t.TempDir(), Catalog: filepath.Join(catalogDir, "catalog.yaml"), Target: Lambda,
+			c := Config{Root: root, Out: t.TempDir(), Catalog: filepath.Join(catalogDir, "catalog.yaml"), Target: Lambda, NoZip: true,
 				Manifest: func(string) (deploy.Manifest, error) {
 					return deploy.Manifest{Files: tt.files, Drivers: []deploy.Driver{{Name: "cloudformation"}}}, nil
 				}}
