@@ -166,6 +166,8 @@ func envOr(name, def string) string {
 
 // Local is a running local broker.
 type Local struct {
+	// Catalog is the catalog it serves, as loaded at open.
+	Catalog *catalog.Catalog
 	Broker  *broker.Broker
 	Store   broker.Store
 	Engine  *local.Engine
@@ -292,7 +294,7 @@ func build(ctx context.Context, c LocalConfig, cat *catalog.Catalog, db *bbolt.D
 		engine = c.Wrap.Engine(eng)
 	}
 	b.Engine = engine
-	l := &Local{Broker: b, Store: store, Engine: eng, Steps: st, Committer: commit, db: db, logger: logger,
+	l := &Local{Catalog: cat, Broker: b, Store: store, Engine: eng, Steps: st, Committer: commit, db: db, logger: logger,
 		Handler: api.New(api.Config{Broker: b, Catalog: cat, Credentials: c.Credentials, Logger: logger})}
 	if err := eng.Resume(ctx); err != nil {
 		eng.Close()

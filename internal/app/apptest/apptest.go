@@ -147,11 +147,9 @@ func StartWith(tb testing.TB, o Options) *Broker {
 	if err := l.Listen(cfg.Addr); err != nil {
 		tb.Fatalf("listen: %v", err)
 	}
-	cat, err := catalog.Load(cfg.CatalogPath)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	b := &Broker{tb: tb, Local: l, URL: l.URL(), Catalog: cat, Config: cfg, Logs: logs, holds: h}
+	// The broker's own: loading it again was about an eighth of a crash
+	// suite's CPU under -race (yaml.v3, and the plans' schemas compiled).
+	b := &Broker{tb: tb, Local: l, URL: l.URL(), Catalog: l.Catalog, Config: cfg, Logs: logs, holds: h}
 	tb.Cleanup(func() { b.Stop() })
 	return b
 }
