@@ -1,3 +1,9 @@
+//go:build !lambda.norpc
+
+// The operator's ops audit, which the Lambda build (lambda.norpc) leaves
+// out (ops_audit_lambda.go): the functions never call IAM, and importing
+// its client ran its endpoint table's init at every cold start.
+
 package app
 
 import (
