@@ -11,8 +11,6 @@ import (
 	"sync"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/s3"
-	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/aws-sdk-go-v2/service/sts"
 
 	"github.com/serverless-osb/broker/internal/broker"
@@ -24,11 +22,20 @@ import (
 const MaxTemplateURLBody = 1_000_000
 
 // S3API is the part of S3 the driver calls to hand CloudFormation a
-// template over MaxTemplateBody.
+// template over MaxTemplateBody, in the driver's own terms: the SDK's
+// types stay in s3.go, so that a build without S3 (osb_without_s3)
+// imports no package of it, whose init (its endpoint table) would run at
+// every cold start. Owner, when set, is the account the bucket must
+// belong to (S3's ExpectedBucketOwner). Errors are S3's, as its client
+// returns them.
 type S3API interface {
-	HeadObject(ctx context.Context, in *s3.HeadObjectInput, optFns ...func(*s3.Options)) (*s3.HeadObjectOutput, error)
-	PutObject(ctx context.Context, in *s3.PutObjectInput, optFns ...func(*s3.Options)) (*s3.PutObjectOutput, error)
-	CreateBucket(ctx context.Context, in *s3.CreateBucketInput, optFns ...func(*s3.Options)) (*s3.CreateBucketOutput, error)
+	// HasObject reports whether the bucket holds key.
+	HasObject(ctx context.Context, bucket, key, owner string) (bool, error)
+	// PutObject puts body at key, as text.
+	PutObject(ctx context.Context, bucket, key, body, owner string) error
+	// MakeBucket makes the bucket in region; one the account owns
+	// already is a success.
+	MakeBucket(ctx context.Context, name, region string) error
 }
 
 // AccountAPI tells the account the driver runs in, which names the bucket
@@ -37,10 +44,7 @@ type AccountAPI interface {
 	GetCallerIdentity(ctx context.Context, in *sts.GetCallerIdentityInput, optFns ...func(*sts.Options)) (*sts.GetCallerIdentityOutput, error)
 }
 
-var (
-	_ S3API      = (*s3.Client)(nil)
-	_ AccountAPI = (*sts.Client)(nil)
-)
+var _ AccountAPI = (*sts.Client)(nil)
 
 // Templates puts the templates over MaxTemplateBody in a bucket, each under
 // its digest (templates/sha256-<hex>.yaml: never overwritten, so a stack's
@@ -78,16 +82,12 @@ func (ts *Templates) URL(ctx context.Context, t *Template) (string, error) {
 		ext = ".template"
 	}
 	key := "templates/sha256-" + hex.EncodeToString(sum[:]) + ext
-	var owner *string
-	if ts.ExpectedOwner != "" {
-		owner = aws.String(ts.ExpectedOwner)
+	found, err := ts.S3.HasObject(ctx, bucket, key, ts.ExpectedOwner)
+	if err != nil {
+		return "", fmt.Errorf("look for %s in %s: %w", key, bucket, err)
 	}
-	if _, err := ts.S3.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(bucket), Key: aws.String(key), ExpectedBucketOwner: owner}); err != nil {
-		if !isNoSuchKey(err) {
-			return "", fmt.Errorf("look for %s in %s: %w", key, bucket, err)
-		}
-		if _, err := ts.S3.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String(key),
-			Body: strings.NewReader(t.Body), ContentType: aws.String("text/plain"), ExpectedBucketOwner: owner}); err != nil {
+	if !found {
+		if err := ts.S3.PutObject(ctx, bucket, key, t.Body, ts.ExpectedOwner); err != nil {
 			return "", fmt.Errorf("put %s in %s: %w", key, bucket, err)
 		}
 	}
@@ -115,26 +115,11 @@ func (ts *Templates) bucketName(ctx context.Context) (string, error) {
 		return "", fmt.Errorf("find the account to name the templates' bucket after: %w", err)
 	}
 	name := "serverless-osb-templates-" + aws.ToString(id.Account) + "-" + ts.Region
-	in := &s3.CreateBucketInput{Bucket: aws.String(name)}
-	if ts.Region != "us-east-1" {
-		in.CreateBucketConfiguration = &s3types.CreateBucketConfiguration{LocationConstraint: s3types.BucketLocationConstraint(ts.Region)}
-	}
-	if _, err := ts.S3.CreateBucket(ctx, in); err != nil {
-		var owned *s3types.BucketAlreadyOwnedByYou
-		if !errors.As(err, &owned) {
-			return "", fmt.Errorf("make the templates' bucket %s: %w", name, err)
-		}
+	if err := ts.S3.MakeBucket(ctx, name, ts.Region); err != nil {
+		return "", fmt.Errorf("make the templates' bucket %s: %w", name, err)
 	}
 	ts.bucket = name
 	return name, nil
-}
-
-// isNoSuchKey says whether a HeadObject found no object (S3 answers a HEAD
-// with a bare 404).
-func isNoSuchKey(err error) bool {
-	var nf *s3types.NotFound
-	var nk *s3types.NoSuchKey
-	return errors.As(err, &nf) || errors.As(err, &nk)
 }
 
 // urlSuffix is the domain of the Region's partition.
