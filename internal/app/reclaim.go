@@ -2,7 +2,6 @@ package app
 
 import (
 	"runtime/debug"
-	"runtime/metrics"
 	"time"
 )
 
@@ -32,42 +31,20 @@ type reclaimer struct {
 	// releaseFiles lets go of the binary's and the bolt file's pages
 	// (releaseFilePages).
 	releaseFiles func()
-	// holds reports whether the heap holds more than it needs (holdsMore).
+	// holds reports whether the heap holds more than it needs
+	// (heapHoldsMore).
 	holds                        func() bool
-	heap                         []metrics.Sample
 	last, lastRelease, lastFiles time.Duration
 }
 
 // newReclaimer returns the reclaimer of a process whose bolt file is at
 // dataFile.
 func newReclaimer(dataFile string) *reclaimer {
-	r := &reclaimer{cpu: processCPU, release: debug.FreeOSMemory, heap: []metrics.Sample{
-		{Name: "/memory/classes/heap/objects:bytes"}, {Name: "/memory/classes/heap/free:bytes"},
-		{Name: "/gc/heap/live:bytes"}}}
-	r.holds = r.holdsMore
+	r := &reclaimer{cpu: processCPU, release: debug.FreeOSMemory, holds: heapHoldsMore()}
 	r.releaseFiles = func() { releaseFilePages("", dataFile) }
 	r.last = r.cpu()
 	r.lastRelease, r.lastFiles = r.last, r.last
 	return r
-}
-
-// holdsMore reports whether the heap keeps in memory more than a quarter
-// and a MiB beyond its live objects (as of the last collection): its
-// objects not yet collected, and its free pages not yet returned. (The
-// unused room in spans that hold live objects cannot be returned.)
-func (r *reclaimer) holdsMore() bool {
-	metrics.Read(r.heap)
-	var held uint64
-	for _, s := range r.heap[:2] {
-		if s.Value.Kind() == metrics.KindUint64 {
-			held += s.Value.Uint64()
-		}
-	}
-	live := uint64(0)
-	if v := r.heap[2].Value; v.Kind() == metrics.KindUint64 {
-		live = v.Uint64()
-	}
-	return held > live+live/4+1<<20
 }
 
 // tick looks once: at a quiet tick after work it lets go of the binary's
