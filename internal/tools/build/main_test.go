@@ -951,10 +951,24 @@ func TestRoleReport(t *testing.T) {
 	})
 }
 
+// linkedNames keeps linked's answers, by function and tags: several
+// tests read the same builds, each a link and a read of some 50,000
+// symbols. The maps are only read.
+var linkedNames struct {
+	sync.Mutex
+	of map[[2]string]map[string]bool
+}
+
 // linked builds ./functions/<fn> for Lambda as make build does (with
 // tags), but keeping its symbol table, and returns the names it links.
 func linked(t *testing.T, fn string, tags string) map[string]bool {
 	t.Helper()
+	key := [2]string{fn, tags}
+	linkedNames.Lock()
+	defer linkedNames.Unlock()
+	if names, ok := linkedNames.of[key]; ok {
+		return names
+	}
 	bin := filepath.Join(t.TempDir(), "bootstrap")
 	cmd := exec.Command("go", "build", "-tags", tags, "-trimpath", "-ldflags=-w", "-o", bin, "./functions/"+fn)
 	cmd.Dir = root
@@ -975,6 +989,10 @@ func linked(t *testing.T, fn string, tags string) map[string]bool {
 	for _, s := range syms {
 		names[s.Name] = true
 	}
+	if linkedNames.of == nil {
+		linkedNames.of = map[[2]string]map[string]bool{}
+	}
+	linkedNames.of[key] = names
 	return names
 }
 
