@@ -852,13 +852,21 @@ func TestTheDeployedCatalogBundlesItsTemplates(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				got, err := os.ReadFile(filepath.Join(out, fn, filepath.FromSlash(name)))
+				file := filepath.Join(out, fn, filepath.FromSlash(name))
+				info, err := os.Stat(file)
 				if errors.Is(err, fs.ErrNotExist) {
 					t.Errorf("%s's bundle lacks %s, which %s names: the bundle carries what drivers.Files lists (is the cloudformation driver registered, and does its Kind set Files?)", fn, name, deployedCatalog)
 					continue
 				}
-				if err != nil || !bytes.Equal(got, want) {
-					t.Errorf("%s's bundle: %s differs from services/%s (%v)", fn, name, name, err)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got, err := os.ReadFile(file)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !bytes.Equal(got, want) || info.Mode() != 0o644 {
+					t.Errorf("%s's bundle: %s differs from services/%s (mode %v)", fn, name, name, info.Mode())
 				}
 			}
 		})
