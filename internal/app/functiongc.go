@@ -21,17 +21,17 @@ import (
 // and the broker gives back what the burst grew once it goes quiet
 // (reclaim.go): 1.4 MiB more of anonymous memory, idle after 4,000
 // provisions.
-const brokerGCPercent = 400
+const BrokerGCPercent = 400
 
 // lambdaMemoryMB is set by Lambda: the function's memory, in MB.
 const lambdaMemoryMB = "AWS_LAMBDA_FUNCTION_MEMORY_SIZE"
 
 // functionGC sets the function's collector, unless the environment sets it
-// (GOGC, GOMEMLIMIT): brokerGC, and a soft limit at three quarters of the
+// (GOGC, GOMEMLIMIT): BrokerGC, and a soft limit at three quarters of the
 // function's memory, where the collector runs however little the heap
 // grew, so that the fewer collections never cost the function its memory.
 func functionGC(getenv func(string) string) {
-	brokerGC(getenv)
+	BrokerGC(getenv)
 	if getenv("GOMEMLIMIT") == "" {
 		if mb, err := strconv.ParseInt(getenv(lambdaMemoryMB), 10, 64); err == nil && mb > 0 {
 			debug.SetMemoryLimit(mb << 20 / 4 * 3)
@@ -39,9 +39,12 @@ func functionGC(getenv func(string) string) {
 	}
 }
 
-// brokerGC collects at brokerGCPercent unless GOGC says otherwise.
-func brokerGC(getenv func(string) string) {
+// BrokerGC sets the process's collector to BrokerGCPercent unless GOGC
+// says otherwise: the functions and the `make run` broker call it at
+// start, and the handler benchmarks (internal/api) before they measure,
+// so that they measure the broker as it runs.
+func BrokerGC(getenv func(string) string) {
 	if getenv("GOGC") == "" {
-		debug.SetGCPercent(brokerGCPercent)
+		debug.SetGCPercent(BrokerGCPercent)
 	}
 }

@@ -402,9 +402,9 @@ func (l *Local) Close() error {
 // RunLocal runs the local broker from the environment until ctx ends,
 // printing where it listens (and a generated password) to out, and logging
 // to logs at the level BROKER_LOG_LEVEL says. It sets the process's garbage
-// collector as the functions do (brokerGC).
+// collector as the functions do (BrokerGC).
 func RunLocal(ctx context.Context, out, logs io.Writer) error {
-	brokerGC(os.Getenv)
+	BrokerGC(os.Getenv)
 	c, err := LocalConfigFromEnv()
 	if err != nil {
 		return err

@@ -29,7 +29,7 @@ func localEnv(t *testing.T, logLevel string) (dataDir string) {
 		"BROKER_USERNAME":      apptest.Username, "BROKER_PASSWORD": apptest.Password, "BROKER_CREDENTIALS": "",
 		"BROKER_LOG_LEVEL": logLevel,
 		// RunLocal sets the process's collector unless GOGC is set
-		// (brokerGC): the test process keeps its own.
+		// (BrokerGC): the test process keeps its own.
 		"GOGC": "100",
 	} {
 		t.Setenv(name, value)
