@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"runtime"
 	"sync"
 	"testing"
@@ -18,6 +19,7 @@ import (
 	"github.com/serverless-osb/broker/internal/app/apptest"
 	"github.com/serverless-osb/broker/internal/broker"
 	"github.com/serverless-osb/broker/internal/waittest"
+	"go.etcd.io/bbolt"
 )
 
 // benchBroker calls the broker's HTTP handler in-process: the figures are
@@ -89,6 +91,42 @@ func (bb *benchBroker) serve(b *testing.B, method, path string, body []byte, wan
 func (bb *benchBroker) provisionBody(plan string, params string) []byte {
 	return fmt.Appendf(nil, `{"service_id":%q,"plan_id":%q,"organization_guid":"o","space_guid":"s","parameters":%s}`,
 		bb.service, plan, params)
+}
+
+// BenchmarkCommitFloor is the machine's floor for the requests' figures
+// beside it: a bbolt commit that writes one page (one value again, on a
+// file opened with the broker's options: internal/store/bolt's Open) and
+// the meta page, each followed by its fdatasync, and nothing else. `make
+// bench` runs it in each round before ours and the peer's (so that it
+// sees the disk as they do), and benchcmp prints it, and each request's
+// time above it: the part each broker decides.
+func BenchmarkCommitFloor(b *testing.B) {
+	db, err := bbolt.Open(filepath.Join(b.TempDir(), "floor.db"), 0o600,
+		&bbolt.Options{NoFreelistSync: true, FreelistType: bbolt.FreelistMapType})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = db.Close() })
+	value := bytes.Repeat([]byte{'v'}, 100)
+	put := func(tx *bbolt.Tx) error {
+		bk, err := tx.CreateBucketIfNotExists([]byte("floor"))
+		if err != nil {
+			return err
+		}
+		return bk.Put([]byte("key"), value)
+	}
+	if err := db.Update(put); err != nil {
+		b.Fatal(err)
+	}
+	written := func() int64 { st := db.Stats(); return st.TxStats.GetWrite() }
+	pages := written()
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := db.Update(put); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(written()-pages)/float64(b.N), "pagewrites/op")
 }
 
 func BenchmarkCatalog(b *testing.B) {

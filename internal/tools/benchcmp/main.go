@@ -3,7 +3,8 @@
 // allocations and bbolt page writes, ours (internal/api's benchmarks) and
 // the peer's (bench/peer's, the same run), each with its target: time at
 // most the peer's, allocations within 1.5 × the peer's, page writes at most
-// the peer's.
+// the peer's; and beside them the machine's floor (BenchmarkCommitFloor,
+// with ours: a bbolt commit of one page) and each side's time above it.
 //
 //	go run ./internal/tools/benchcmp OURS PEER
 //
@@ -25,6 +26,10 @@ import (
 	"strconv"
 	"strings"
 )
+
+// floor is the machine's floor in each round (internal/api): a bbolt
+// commit of one page, with its two fdatasyncs; it runs with ours.
+const floor = "BenchmarkCommitFloor"
 
 // pairs are the benchmarks compared: ours, the peer's, and what they do.
 var pairs = []struct{ ours, peer, what string }{
@@ -97,22 +102,51 @@ func read(r io.Reader) (map[string][]metrics, error) {
 }
 
 func write(w io.Writer, ours, peer map[string][]metrics) error {
+	fl := ours[floor]
+	if len(fl) == 0 {
+		return fmt.Errorf("no result for %s", floor)
+	}
+	fmt.Fprintf(w, "The machine's floor in these rounds (%s: a bbolt commit of one page, the page and the meta page written, each followed by an fdatasync): %s.\n", floor, spread(fl, "ns/op"))
+	fmt.Fprintln(w)
 	fmt.Fprintln(w, "One request at a time, in process, ours beside the peer's in the same rounds (issue 32's targets): medians over the rounds; a ratio is the median of the rounds' ratios, their range in brackets:")
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "| request | ours: time, allocations, page writes | peer | time (≤ the peer's) | allocations (≤ 1.5 × the peer's) | page writes (≤ the peer's) |")
-	fmt.Fprintln(w, "| --- | ---: | ---: | --- | --- | --- |")
+	fmt.Fprintln(w, "| request | ours: time, allocations, page writes | peer | time (≤ the peer's) | allocations (≤ 1.5 × the peer's) | page writes (≤ the peer's) | time above the floor: ours / the peer's |")
+	fmt.Fprintln(w, "| --- | ---: | ---: | --- | --- | --- | ---: |")
 	for _, p := range pairs {
 		o, q := ours[p.ours], peer[p.peer]
 		if len(o) == 0 || len(q) == 0 {
 			return fmt.Errorf("no result for %s and %s", p.ours, p.peer)
 		}
-		if len(o) != len(q) {
-			return fmt.Errorf("%d rounds of %s and %d of %s: a round is one of each", len(o), p.ours, len(q), p.peer)
+		if len(o) != len(q) || len(o) != len(fl) {
+			return fmt.Errorf("%d rounds of %s, %d of %s and %d of %s: a round is one of each", len(o), p.ours, len(q), p.peer, len(fl), floor)
 		}
-		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s |\n", p.what, figures(o), figures(q),
-			verdict(o, q, "ns/op", 1), verdict(o, q, "allocs/op", 1.5), verdict(o, q, "pagewrites/op", 1))
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %.3f / %.3f ms |\n", p.what, figures(o), figures(q),
+			verdict(o, q, "ns/op", 1), verdict(o, q, "allocs/op", 1.5), verdict(o, q, "pagewrites/op", 1),
+			above(o, fl)/1e6, above(q, fl)/1e6)
 	}
 	return nil
+}
+
+// spread is a figure's median over the rounds, in ms, and its range.
+func spread(rounds []metrics, unit string) string {
+	v := make([]float64, len(rounds))
+	for i, m := range rounds {
+		v[i] = m[unit] / 1e6
+	}
+	if len(v) == 1 {
+		return fmt.Sprintf("%.3f ms", v[0])
+	}
+	return fmt.Sprintf("%.3f ms (%.3f to %.3f)", medianOf(v), slices.Min(v), slices.Max(v))
+}
+
+// above is the median over the rounds of a request's time above the
+// floor of its round.
+func above(rounds, floor []metrics) float64 {
+	v := make([]float64, len(rounds))
+	for i, m := range rounds {
+		v[i] = m["ns/op"] - floor[i]["ns/op"]
+	}
+	return medianOf(v)
 }
 
 func figures(rounds []metrics) string {

@@ -7,6 +7,7 @@ import (
 )
 
 const oursOut = `goos: linux
+BenchmarkCommitFloor-2                 	    3000	    250000 ns/op	         2.000 pagewrites/op	    6600 B/op	      41 allocs/op
 BenchmarkCatalog-2                     	  376108	      6636 ns/op	   24134 B/op	      35 allocs/op
 BenchmarkSyncProvision-2               	    8943	    297142 ns/op	         1.000 commits/op	         5.329 pagewrites/op	       352.0 target-allocs/op	   39175 B/op	     180 allocs/op
 BenchmarkAsyncProvision-2              	    7707	    326116 ns/op	         1.000 commits/op	         6.049 pagewrites/op	       433.0 target-allocs/op	   57778 B/op	     319 allocs/op
@@ -38,7 +39,9 @@ func TestTheTableSaysWhatIsMet(t *testing.T) {
 	for _, want := range []string{
 		"| synchronous provision | 0.297 ms, 180, 5.33 | 0.252 ms, 184, 5.80 | 1.18×: NOT met | 0.98×: met | 0.92×: met |",
 		"| asynchronous provision → 202 | 0.326 ms, 319, 6.05 | 0.309 ms, 241, 8.00 | 1.05×: NOT met | 1.32×: met | 0.76×: met |",
-		"| bind (an instance with thousands of bindings) | 0.318 ms, 259, 5.43 | 0.318 ms, 199, 5.76 | 1.00×: met | 1.30×: met | 0.94×: met |",
+		"| bind (an instance with thousands of bindings) | 0.318 ms, 259, 5.43 | 0.318 ms, 199, 5.76 | 1.00×: met | 1.30×: met | 0.94×: met | 0.068 / 0.068 ms |",
+		"| synchronous provision | 0.297 ms, 180, 5.33 | 0.252 ms, 184, 5.80 | 1.18×: NOT met | 0.98×: met | 0.92×: met | 0.047 / 0.002 ms |",
+		"The machine's floor in these rounds (BenchmarkCommitFloor: a bbolt commit of one page, the page and the meta page written, each followed by an fdatasync): 0.250 ms.",
 	} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("the table lacks %q:\n%s", want, b.String())
@@ -50,8 +53,13 @@ func TestTheTableSaysWhatIsMet(t *testing.T) {
 // left out.
 func TestAMissingResultIsAnError(t *testing.T) {
 	ours, _ := read(strings.NewReader(oursOut))
+	peer, _ := read(strings.NewReader(peerOut))
 	if err := write(&bytes.Buffer{}, ours, map[string][]metrics{}); err == nil {
 		t.Error("no error for the peer's missing results")
+	}
+	delete(ours, floor)
+	if err := write(&bytes.Buffer{}, ours, peer); err == nil {
+		t.Error("no error for the missing floor")
 	}
 }
 
@@ -59,12 +67,13 @@ func TestAMissingResultIsAnError(t *testing.T) {
 // median of its rounds and each ratio the median of the rounds' ratios,
 // with their range; a side with a round more than the other is an error.
 func TestRoundsGiveMediansAndTheRatiosRange(t *testing.T) {
-	round := func(ours, peer string) (string, string) {
-		return strings.ReplaceAll(oursOut, "297142 ns/op", ours+" ns/op"), strings.ReplaceAll(peerOut, "252451 ns/op", peer+" ns/op")
+	round := func(ours, peer, floor string) (string, string) {
+		o := strings.ReplaceAll(oursOut, "297142 ns/op", ours+" ns/op")
+		return strings.ReplaceAll(o, "250000 ns/op", floor+" ns/op"), strings.ReplaceAll(peerOut, "252451 ns/op", peer+" ns/op")
 	}
 	var o, p strings.Builder
-	for _, r := range [][2]string{{"300000", "250000"}, {"240000", "260000"}, {"500000", "255000"}} {
-		a, b := round(r[0], r[1])
+	for _, r := range [][3]string{{"300000", "250000", "200000"}, {"240000", "260000", "210000"}, {"500000", "255000", "250000"}} {
+		a, b := round(r[0], r[1], r[2])
 		o.WriteString(a)
 		p.WriteString(b)
 	}
@@ -74,10 +83,16 @@ func TestRoundsGiveMediansAndTheRatiosRange(t *testing.T) {
 	if err := write(&b, ours, peer); err != nil {
 		t.Fatal(err)
 	}
-	// Ratios 1.20, 0.92, 1.96: median 1.20; times' medians 0.300 and 0.255.
-	want := "| synchronous provision | 0.300 ms, 180, 5.33 | 0.255 ms, 184, 5.80 | 1.20× (0.92 to 1.96): NOT met | 0.98× (0.98 to 0.98): met |"
-	if !strings.Contains(b.String(), want) {
-		t.Errorf("the table lacks %q:\n%s", want, b.String())
+	// Ratios 1.20, 0.92, 1.96: median 1.20; times' medians 0.300 and 0.255;
+	// above the floors (0.200, 0.210, 0.250): 0.100, 0.030, 0.250 (median
+	// 0.100) and 0.050, 0.050, 0.005 (median 0.050).
+	for _, want := range []string{
+		"| synchronous provision | 0.300 ms, 180, 5.33 | 0.255 ms, 184, 5.80 | 1.20× (0.92 to 1.96): NOT met | 0.98× (0.98 to 0.98): met | 0.92× (0.92 to 0.92): met | 0.100 / 0.050 ms |",
+		"floor in these rounds (BenchmarkCommitFloor: a bbolt commit of one page, the page and the meta page written, each followed by an fdatasync): 0.210 ms (0.200 to 0.250).",
+	} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("the table lacks %q:\n%s", want, b.String())
+		}
 	}
 	peer["BenchmarkPeerSyncProvision"] = peer["BenchmarkPeerSyncProvision"][:2]
 	if err := write(&bytes.Buffer{}, ours, peer); err == nil {
