@@ -125,9 +125,11 @@ type Engine struct {
 	commit *groupcommit.Committer
 	invoke Invoker
 	tasks  chan struct{} // a slot per worker call in flight
-	log    *slog.Logger
-	now    func() time.Time
-	sleep  func(ctx context.Context, d time.Duration)
+	// jobs hands a worker call to an idle runner (run).
+	jobs  chan func()
+	log   *slog.Logger
+	now   func() time.Time
+	sleep func(ctx context.Context, d time.Duration)
 	// parks says long Waits park their execution (parkFor): when the
 	// engine's own timers wait, not a test's Sleep.
 	parks bool
@@ -220,6 +222,7 @@ func New(opts Options) (*Engine, error) {
 		dirty:  map[string]uint64{},
 		invoke: opts.Invoke,
 		tasks:  make(chan struct{}, cmp.Or(opts.MaxTasks, DefaultMaxTasks())),
+		jobs:   make(chan func()),
 		log:    opts.Logger,
 		now:    opts.Now,
 		sleep:  opts.Sleep,
@@ -897,6 +900,49 @@ func (e *Engine) Close() error {
 	return nil
 }
 
+// runnerIdle is how long a runner waits for another job before it ends: a
+// broker under load keeps its runners, an idle one holds none.
+const runnerIdle = time.Second
+
+// run runs job, an execution (spawnLocked) or a worker call (invoke), on
+// a runner: a goroutine kept for them, idle while it waits for the next.
+// A worker call runs deep (the steps, the broker, sealing, the store,
+// bbolt), and a new goroutine grew its stack there from the start through
+// every doubling, each a copy of the frames so far: about 19 µs of every
+// Task, as much as the rest of a Task's own work, and 3 µs more of every
+// execution's start (docs/performance.md, session 43). A runner's stack
+// has grown once. There are as many runners as jobs ran at once within
+// the last runnerIdle; Close ends them.
+func (e *Engine) run(job func()) {
+	select {
+	case e.jobs <- job:
+		return
+	default:
+	}
+	e.wg.Add(1)
+	go e.runner(job)
+}
+
+// runner runs job, then the jobs handed to it, until none comes for
+// runnerIdle or the engine closes.
+func (e *Engine) runner(job func()) {
+	defer e.wg.Done()
+	idle := time.NewTimer(runnerIdle)
+	defer idle.Stop()
+	for {
+		job()
+		job = nil // let the job's closure go while the runner waits
+		idle.Reset(runnerIdle)
+		select {
+		case job = <-e.jobs:
+		case <-idle.C:
+			return
+		case <-e.base.Done():
+			return
+		}
+	}
+}
+
 // spawnLocked starts the goroutine of an execution; e.mu is held.
 func (e *Engine) spawnLocked(def *Definition, r record) {
 	// One context: the execution's deadline, when it has one, and its
@@ -911,9 +957,7 @@ func (e *Engine) spawnLocked(def *Definition, r record) {
 		ctx, cancel = context.WithCancel(e.base)
 	}
 	e.runs[r.Name] = cancel
-	e.wg.Add(1)
-	go func() {
-		defer e.wg.Done()
+	e.run(func() {
 		var parkFor time.Duration
 		defer func() {
 			e.mu.Lock()
@@ -933,7 +977,7 @@ func (e *Engine) spawnLocked(def *Definition, r record) {
 			cancel()
 		}()
 		parkFor = e.execute(ctx, def, r)
-	}()
+	})
 }
 
 // wake runs a parked execution again from its record, which says it is in

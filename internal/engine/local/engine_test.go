@@ -10,6 +10,7 @@ import (
 	"reflect"
 	"runtime"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -482,6 +483,39 @@ func writeFile(t *testing.T, file, text string) {
 	t.Helper()
 	if err := os.WriteFile(file, []byte(text), 0o600); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestWorkerCallsRunOnKeptGoroutines: one Task after another, each runs
+// on a goroutine a call before it ran on, whose stack has grown (run): on
+// a new goroutine each, a call grew its stack through every doubling.
+func TestWorkerCallsRunOnKeptGoroutines(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	ran := map[string]int{} // goroutine → calls
+	invoke := func(context.Context, json.RawMessage) (json.RawMessage, error) {
+		buf := make([]byte, 64)
+		id, _, _ := strings.Cut(string(buf[:runtime.Stack(buf, false)]), " [") // "goroutine N"
+		mu.Lock()
+		ran[id]++
+		mu.Unlock()
+		return json.RawMessage(`{}`), nil
+	}
+	e := newEngine(t, local.Options{Invoke: invoke, Definitions: definitions(t, map[broker.Workflow]string{"w": taskOnly})})
+	const calls = 10
+	for i := range calls {
+		name := fmt.Sprintf("run-%d", i)
+		start(t, e, "w", name, `{}`)
+		if x := waitEnded(t, e, name); x.Status != broker.ExecutionSucceeded {
+			t.Fatalf("%s: %s %s %s, want SUCCEEDED", name, x.Status, x.Error, x.Cause)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	// One runner takes them all unless a call came in the moment its
+	// runner handed an answer over; a goroutine each would be ten.
+	if len(ran) > 2 {
+		t.Errorf("%d worker calls, one after another, ran on %d goroutines: %v; want them on one or two kept goroutines", calls, len(ran), ran)
 	}
 }
 

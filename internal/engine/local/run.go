@@ -616,10 +616,10 @@ func (st *state) output(input, result any, c *stateContext) (any, *stateError) {
 }
 
 // invoke calls the worker under the Task's timeout, once a slot is free
-// (Options.MaxTasks). The call runs in its own goroutine so that a timeout
-// or a stop takes effect at once even if the worker is slow to notice;
-// Close still waits for it. That goroutine starts only with its slot: a
-// burst's queued Tasks hold one goroutine each, not two.
+// (Options.MaxTasks). The call runs in another goroutine (a runner: run)
+// so that a timeout or a stop takes effect at once even if the worker is
+// slow to notice; Close still waits for it. It is handed over only with
+// its slot: a burst's queued Tasks hold one goroutine each, not two.
 func (x *execution) invoke(ctx context.Context, st *state, payload json.RawMessage) (any, *stateError) {
 	tctx, cancel := ctx, context.CancelFunc(func() {})
 	if st.timeout > 0 {
@@ -645,16 +645,14 @@ func (x *execution) invoke(ctx context.Context, st *state, payload json.RawMessa
 	// Unbuffered (one allocation, not two): the call hands its answer over
 	// unless tctx is done, when nothing waits for it any more.
 	answers := make(chan answer)
-	x.e.wg.Add(1)
-	go func() {
-		defer x.e.wg.Done()
+	x.e.run(func() {
 		out, err := x.callWorker(tctx, st, payload)
 		<-x.e.tasks
 		select {
 		case answers <- answer{out, err}:
 		case <-tctx.Done():
 		}
-	}()
+	})
 	select {
 	case <-tctx.Done():
 		if ctx.Err() != nil {
