@@ -369,7 +369,7 @@ func (l *Local) Listen(addr string) error {
 		return fmt.Errorf("listen on %s: %w", addr, err)
 	}
 	l.ln = ln
-	l.server = &http.Server{Handler: l.Handler, ReadHeaderTimeout: 10 * time.Second,
+	l.server = &http.Server{Handler: warmStack(l.Handler), ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout: 30 * time.Second, WriteTimeout: 60 * time.Second, IdleTimeout: 2 * time.Minute,
 		ErrorLog: slog.NewLogLogger(l.logger.Handler(), slog.LevelWarn)}
 	l.done = make(chan error, 1)
