@@ -46,32 +46,3 @@ func TouchBinary() error {
 	}
 	return nil
 }
-
-// ReleaseBinaryPages is releaseBinaryPages, for tests.
-func ReleaseBinaryPages() { releaseBinaryPages() }
-
-// ReadBinaryEvery reads one byte of the process's binary's read-only
-// mappings every stride bytes (through /proc/self/mem, which faults each
-// in as a read would), and returns how many it read.
-func ReadBinaryEvery(stride uint64) (int, error) {
-	mappings, err := readOnlyMappings("")
-	if err != nil {
-		return 0, err
-	}
-	mem, err := os.Open("/proc/self/mem")
-	if err != nil {
-		return 0, err
-	}
-	defer mem.Close()
-	b := make([]byte, 1)
-	n := 0
-	for _, m := range mappings {
-		for a := m.lo; a < m.hi; a += stride {
-			if _, err := mem.ReadAt(b, int64(a)); err != nil {
-				return n, fmt.Errorf("read %#x: %w", a, err)
-			}
-			n++
-		}
-	}
-	return n, nil
-}

@@ -15,42 +15,9 @@ import (
 // package inits (the AWS SDK's endpoint tables, encoding/gob for the Lambda
 // RPC mode, the drivers', the catalog's), each with the kernel's 64 KB
 // fault-around, left 18 MiB of the binary resident, most of which serving
-// never touches again (docs/performance.md).
-//
-// It also drops the binary from the page cache and marks its mappings
-// MADV_RANDOM, so that what serving runs comes back a page at a time. A
-// fault maps the whole of the page cache's folio around the address, and
-// how large the folios are depends on how the file came into the cache: a
-// binary just written or read through (readahead) is held in large ones,
-// and then each piece of code that serving ran mapped a folio of it (the
-// load run's broker, its binary read through before it started: 17.1 MiB
-// of the binary resident at the end, 8.0 with this; when the binary came
-// into the cache otherwise, 5.6 and 3.9 to 5.1; docs/performance.md,
-// sessions 42 and 43). Read back without readahead, each page is a folio
-// of its own. Every page the broker runs next is read from the disk once
-// (a whole test binary of 66 MB, read back page by page: 0.35 s here).
-func releaseBinaryPages() {
-	mappings, err := readOnlyMappings("")
-	if err != nil {
-		return
-	}
-	for _, m := range mappings {
-		if m.anonymousKiB == 0 {
-			_, _, _ = syscall.Syscall(syscall.SYS_MADVISE, uintptr(m.lo), uintptr(m.hi-m.lo), syscall.MADV_RANDOM)
-			_, _, _ = syscall.Syscall(syscall.SYS_MADVISE, uintptr(m.lo), uintptr(m.hi-m.lo), syscall.MADV_DONTNEED)
-		}
-	}
-	// The pages no process maps any more leave the page cache (those of a
-	// binary not yet written back stay until they are).
-	if f, err := os.Open("/proc/self/exe"); err == nil {
-		_, _, _ = syscall.Syscall6(syscall.SYS_FADVISE64, f.Fd(), 0, 0, fadviseDontNeed, 0, 0)
-		_ = f.Close()
-	}
-}
-
-// fadviseDontNeed is POSIX_FADV_DONTNEED, which package syscall does not
-// name.
-const fadviseDontNeed = 4
+// never touches again (docs/performance.md). The pages stay in the page
+// cache; those that serving needs fault back in from there.
+func releaseBinaryPages() { releaseFilePages("") }
 
 // releaseFilePages lets go of the resident pages of the process's
 // read-only mappings of its own binary and of the files at paths. The

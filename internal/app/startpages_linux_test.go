@@ -2,7 +2,6 @@ package app_test
 
 import (
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"strconv"
@@ -47,40 +46,6 @@ func TestTheLocalBrokerLetsGoOfThePagesOnlyItsStartTouched(t *testing.T) {
 	t.Logf("the test binary's read-only pages resident: %d KiB before the broker started, %d KiB once it answered", before, after)
 	if after > before*4/5 {
 		t.Errorf("%d KiB of the binary's read-only pages resident once the broker answered, %d KiB before it started: want at most four fifths", after, before)
-	}
-}
-
-// TestTheBinaryComesBackAPageAtATime: once the broker has let go of the
-// pages its start touched (releaseBinaryPages), a read here and there in
-// its binary maps back a page or so each, not the large folio around it
-// that the page cache held the binary in. Read through as `cat` reads it
-// (readahead), the cache holds a binary in large folios, and a read
-// anywhere in one mapped the whole folio: 56 reads, one in each MiB of the
-// `make run` binary, left 43.5 MiB of it resident (docs/performance.md).
-// Not parallel: it reads the process's resident pages.
-func TestTheBinaryComesBackAPageAtATime(t *testing.T) {
-	exe, err := os.Open("/proc/self/exe")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = io.Copy(io.Discard, exe)
-	exe.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
-	app.ReleaseBinaryPages()
-	before, err := app.ResidentBinaryKiB()
-	if err != nil {
-		t.Fatal(err)
-	}
-	reads, err := app.ReadBinaryEvery(1 << 20)
-	if err != nil {
-		t.Fatal(err)
-	}
-	after := residentBinaryKiB(t)
-	t.Logf("%d reads, one in each MiB of the binary's read-only mappings: %d KiB resident before them, %d KiB after", reads, before, after)
-	if grown := after - before; grown > reads*64 {
-		t.Errorf("%d reads, one a MiB, took the binary's resident pages from %d to %d KiB: want at most 64 KiB a read (the pages around it), not the large folios of a binary read through", reads, before, after)
 	}
 }
 
