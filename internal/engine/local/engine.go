@@ -125,7 +125,8 @@ type Engine struct {
 	commit *groupcommit.Committer
 	invoke Invoker
 	tasks  chan struct{} // a slot per worker call in flight
-	// jobs hands a worker call to an idle runner (run).
+	// jobs hands a job (an execution, a worker call) to an idle runner
+	// (run).
 	jobs  chan func()
 	log   *slog.Logger
 	now   func() time.Time
