@@ -32,8 +32,8 @@ type benchPeer struct {
 
 // gcPercent is the collector's setting in both sides' benchmarks: the
 // broker's, which it runs with (internal/app.BrokerGCPercent, a test there
-// keeps the two equal). The peer's figures at it are those at Go's
-// default, 100, within the noise (docs/performance.md, session 43).
+// keeps the two equal). With fsync, the peer's figures at it are those at
+// Go's default, 100, within the noise (docs/performance.md, session 43).
 const gcPercent = 400
 
 func newBench(b *testing.B) *benchPeer {

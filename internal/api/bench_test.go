@@ -34,11 +34,11 @@ type benchBroker struct {
 // newBench starts a broker with the collector it runs with, as the
 // functions and the `make run` broker set it (app.BrokerGC: GOGC=400
 // unless GOGC is set). The peer's benchmarks (bench/peer) collect at the
-// same setting, which leaves the peer's figures where they are at Go's
-// default (docs/performance.md, session 43): at 100 this process's
-// collector, marking the broker's live heap and the test binary's
-// globals (three times the peer's) twice as often, took 20 to 70 µs of
-// each request that the broker, as it runs, does not spend.
+// same setting, at which the peer's figures with fsync are those at Go's
+// default within the noise (docs/performance.md, session 43). At 100,
+// this process's collector, marking the broker's live heap and the test
+// binary's globals (three times the peer's) twice as often, took 20 to
+// 70 µs of each request that the broker, as it runs, does not spend.
 func newBench(b *testing.B) *benchBroker {
 	app.BrokerGC(os.Getenv)
 	br := apptest.StartWith(b, apptest.Options{Logs: io.Discard})
