@@ -18,6 +18,7 @@ import (
 	"github.com/serverless-osb/broker/internal/app"
 	"github.com/serverless-osb/broker/internal/app/apptest"
 	"github.com/serverless-osb/broker/internal/broker"
+	"github.com/serverless-osb/broker/internal/store/bolt"
 	"github.com/serverless-osb/broker/internal/waittest"
 	"go.etcd.io/bbolt"
 )
@@ -95,14 +96,13 @@ func (bb *benchBroker) provisionBody(plan string, params string) []byte {
 
 // BenchmarkCommitFloor is the machine's floor for the requests' figures
 // beside it: a bbolt commit that writes one page (one value again, on a
-// file opened with the broker's options: internal/store/bolt's Open) and
+// file opened with the broker's options, bolt.Options) and
 // the meta page, each followed by its fdatasync, and nothing else. `make
 // bench` runs it in each round before ours and the peer's (so that it
 // sees the disk as they do), and benchcmp prints it, and each request's
 // time above it: the part each broker decides.
 func BenchmarkCommitFloor(b *testing.B) {
-	db, err := bbolt.Open(filepath.Join(b.TempDir(), "floor.db"), 0o600,
-		&bbolt.Options{NoFreelistSync: true, FreelistType: bbolt.FreelistMapType})
+	db, err := bbolt.Open(filepath.Join(b.TempDir(), "floor.db"), 0o600, bolt.Options())
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -196,9 +196,7 @@ func OpenLocal(ctx context.Context, c LocalConfig, logger *slog.Logger) (*Local,
 		return nil, fmt.Errorf("data directory: %w", err)
 	}
 	path := dataFile(c.DataDir)
-	// No freelist written with every commit (one page less per commit, and
-	// more as the file grows): bbolt rebuilds it when it opens the file.
-	db, err := bbolt.Open(path, 0o600, &bbolt.Options{Timeout: time.Second, NoFreelistSync: true, FreelistType: bbolt.FreelistMapType})
+	db, err := bbolt.Open(path, 0o600, boltstore.Options())
 	if err != nil {
 		return nil, fmt.Errorf("open %s (is another broker using it?): %w", path, err)
 	}

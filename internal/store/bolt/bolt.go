@@ -63,6 +63,15 @@ type Store struct {
 
 var _ broker.Store = (*Store)(nil)
 
+// Options are how the broker opens its bolt file, here and where the
+// local broker shares it with its workflow engine (internal/app): no
+// freelist written with every commit (one page less per commit, and more
+// as the file grows), which bbolt rebuilds when it opens the file; and a
+// wait of lockTimeout for another process's lock.
+func Options() *bbolt.Options {
+	return &bbolt.Options{Timeout: lockTimeout, NoFreelistSync: true, FreelistType: bbolt.FreelistMapType}
+}
+
 // Open opens the bolt file at path, creating it and its directory when
 // missing. It fails after about a second with ErrLocked when another process
 // holds the file. Close releases it.
@@ -70,9 +79,7 @@ func Open(path string) (*Store, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
-	// No freelist written with every commit (one page less per commit, and
-	// more as the file grows): bbolt rebuilds it when it opens the file.
-	db, err := bbolt.Open(path, 0o600, &bbolt.Options{Timeout: lockTimeout, NoFreelistSync: true, FreelistType: bbolt.FreelistMapType})
+	db, err := bbolt.Open(path, 0o600, Options())
 	if errors.Is(err, bolterrors.ErrTimeout) {
 		return nil, fmt.Errorf("open store %s: %w (waited %s; is another broker running on this data dir?)",
 			path, ErrLocked, lockTimeout)
