@@ -115,7 +115,7 @@ func tryTemplate(ctx context.Context, client *cfn.Client, name string, s *cfndri
 	// at once and every time: the SDK's backoff between its attempts
 	// made each such plan about 4.5 s of every sandbox's start (about 30
 	// s for the deployed catalog's). The attempts stay, without the wait.
-	out, err := client.CreateStack(ctx, in, func(o *cfn.Options) { o.Retryer = retry.AddWithMaxBackoffDelay(o.Retryer, 0) })
+	out, err := createStackOwn(ctx, client, in, func(o *cfn.Options) { o.Retryer = retry.AddWithMaxBackoffDelay(o.Retryer, 0) })
 	if err != nil {
 		var ae smithy.APIError
 		var re *smithyhttp.ResponseError

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/big"
 	"net/url"
@@ -11,13 +12,17 @@ import (
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/cloudformation"
+	cfntypes "github.com/aws/aws-sdk-go-v2/service/cloudformation/types"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	dbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/iam"
+	iamtypes "github.com/aws/aws-sdk-go-v2/service/iam/types"
 	"github.com/aws/aws-sdk-go-v2/service/kms"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
+	smtypes "github.com/aws/aws-sdk-go-v2/service/secretsmanager/types"
 	"github.com/aws/aws-sdk-go-v2/service/sfn"
 	sfntypes "github.com/aws/aws-sdk-go-v2/service/sfn/types"
 )
@@ -99,6 +104,55 @@ func (sb *Sandbox) physicalName(logicalID string, max int, lower bool) string {
 	return name
 }
 
+// createOwn runs a create call for a resource that the sandbox named
+// itself (own): a name it made up (physicalName's random suffix) or one it
+// keeps for itself on its own moto. The SDK retries a call whose answer it
+// lost (moto busy, a connection reset); when moto had carried out the
+// first attempt, the retry finds the name taken. No one else can have
+// taken such a name, so that answer is the first attempt's success, and
+// read gives what it made. A name the template gives stays an error when
+// taken, as in CloudFormation.
+func createOwn[T any](own bool, create func() (T, error), read func() (T, error)) (T, error) {
+	out, err := create()
+	if err == nil || !own || !nameTaken(err) {
+		return out, err
+	}
+	out, readErr := read()
+	if readErr != nil {
+		return out, fmt.Errorf("%w (an earlier attempt of this call made it? reading it back: %v)", err, readErr)
+	}
+	return out, nil
+}
+
+// nameTaken says that a create call failed because a resource of its
+// name exists.
+func nameTaken(err error) bool {
+	var role *iamtypes.EntityAlreadyExistsException
+	var table *dbtypes.ResourceInUseException
+	var secret *smtypes.ResourceExistsException
+	var machine *sfntypes.StateMachineAlreadyExists
+	var bucket *s3types.BucketAlreadyOwnedByYou
+	var stack *cfntypes.AlreadyExistsException
+	return errors.As(err, &role) || errors.As(err, &table) || errors.As(err, &secret) ||
+		errors.As(err, &machine) || errors.As(err, &bucket) || errors.As(err, &stack)
+}
+
+// createStackOwn makes a stack the sandbox names itself on its own moto
+// (createOwn).
+func createStackOwn(ctx context.Context, client *cloudformation.Client, in *cloudformation.CreateStackInput, opts ...func(*cloudformation.Options)) (*cloudformation.CreateStackOutput, error) {
+	return createOwn(true, func() (*cloudformation.CreateStackOutput, error) { return client.CreateStack(ctx, in, opts...) },
+		func() (*cloudformation.CreateStackOutput, error) {
+			out, err := client.DescribeStacks(ctx, &cloudformation.DescribeStacksInput{StackName: in.StackName})
+			if err != nil {
+				return nil, err
+			}
+			if len(out.Stacks) != 1 {
+				return nil, fmt.Errorf("stack %s: DescribeStacks answered %d stacks", aws.ToString(in.StackName), len(out.Stacks))
+			}
+			return &cloudformation.CreateStackOutput{StackId: out.Stacks[0].StackId}, nil
+		})
+}
+
 func randomString(n int) string {
 	const letters = "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
 	b := make([]byte, n)
@@ -160,7 +214,8 @@ func makeAlias(ctx context.Context, sb *Sandbox, _ string, props map[string]any)
 
 func makeTable(ctx context.Context, sb *Sandbox, logicalID string, props map[string]any) (made, error) {
 	name := str(props, "TableName")
-	if name == "" {
+	own := name == ""
+	if own {
 		name = sb.physicalName(logicalID, 255, false)
 	}
 	in := &dynamodb.CreateTableInput{TableName: &name, BillingMode: dbtypes.BillingMode(str(props, "BillingMode"))}
@@ -179,7 +234,19 @@ func makeTable(ctx context.Context, sb *Sandbox, logicalID string, props map[str
 		in.SSESpecification = &dbtypes.SSESpecification{Enabled: aws.Bool(v["SSEEnabled"] == true),
 			SSEType: dbtypes.SSEType(str(v, "SSEType")), KMSMasterKeyId: aws.String(str(v, "KMSMasterKeyId"))}
 	}
-	out, err := sb.clients.dynamodb.CreateTable(ctx, in)
+	table, err := createOwn(own, func() (*dbtypes.TableDescription, error) {
+		out, err := sb.clients.dynamodb.CreateTable(ctx, in)
+		if err != nil {
+			return nil, err
+		}
+		return out.TableDescription, nil
+	}, func() (*dbtypes.TableDescription, error) {
+		out, err := sb.clients.dynamodb.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: &name})
+		if err != nil {
+			return nil, err
+		}
+		return out.Table, nil
+	})
 	if err != nil {
 		return made{}, err
 	}
@@ -189,16 +256,17 @@ func makeTable(ctx context.Context, sb *Sandbox, logicalID string, props map[str
 			return made{}, fmt.Errorf("TimeToLiveSpecification: %w", err)
 		}
 	}
-	attrs := map[string]string{"Arn": *out.TableDescription.TableArn}
-	if out.TableDescription.LatestStreamArn != nil {
-		attrs["StreamArn"] = *out.TableDescription.LatestStreamArn
+	attrs := map[string]string{"Arn": *table.TableArn}
+	if table.LatestStreamArn != nil {
+		attrs["StreamArn"] = *table.LatestStreamArn
 	}
 	return made{ref: name, attrs: attrs}, nil
 }
 
 func makeSecret(ctx context.Context, sb *Sandbox, logicalID string, props map[string]any) (made, error) {
 	name := str(props, "Name")
-	if name == "" {
+	own := name == ""
+	if own {
 		name = sb.physicalName(logicalID, 256, false)
 	}
 	value := str(props, "SecretString")
@@ -231,17 +299,30 @@ func makeSecret(ctx context.Context, sb *Sandbox, logicalID string, props map[st
 	if k := str(props, "KmsKeyId"); k != "" {
 		in.KmsKeyId = &k
 	}
-	out, err := sb.clients.secrets.CreateSecret(ctx, in)
+	arn, err := createOwn(own, func() (string, error) {
+		out, err := sb.clients.secrets.CreateSecret(ctx, in)
+		if err != nil {
+			return "", err
+		}
+		return *out.ARN, nil
+	}, func() (string, error) {
+		out, err := sb.clients.secrets.DescribeSecret(ctx, &secretsmanager.DescribeSecretInput{SecretId: &name})
+		if err != nil {
+			return "", err
+		}
+		return *out.ARN, nil
+	})
 	if err != nil {
 		return made{}, err
 	}
-	sb.secrets[*out.ARN] = value
-	return made{ref: *out.ARN, attrs: map[string]string{"Id": *out.ARN}}, nil
+	sb.secrets[arn] = value
+	return made{ref: arn, attrs: map[string]string{"Id": arn}}, nil
 }
 
 func makeRole(ctx context.Context, sb *Sandbox, logicalID string, props map[string]any) (made, error) {
 	name := str(props, "RoleName")
-	if name == "" {
+	own := name == ""
+	if own {
 		name = sb.physicalName(logicalID, 64, false)
 	}
 	trust, err := document(props["AssumeRolePolicyDocument"])
@@ -252,14 +333,26 @@ func makeRole(ctx context.Context, sb *Sandbox, logicalID string, props map[stri
 	if p := str(props, "Path"); p != "" {
 		in.Path = &p
 	}
-	out, err := sb.clients.iam.CreateRole(ctx, in)
+	role, err := createOwn(own, func() (*iamtypes.Role, error) {
+		out, err := sb.clients.iam.CreateRole(ctx, in)
+		if err != nil {
+			return nil, err
+		}
+		return out.Role, nil
+	}, func() (*iamtypes.Role, error) {
+		out, err := sb.clients.iam.GetRole(ctx, &iam.GetRoleInput{RoleName: &name})
+		if err != nil {
+			return nil, err
+		}
+		return out.Role, nil
+	})
 	if err != nil {
 		return made{}, err
 	}
 	if err := putRolePolicies(ctx, sb, name, props); err != nil {
 		return made{}, err
 	}
-	return made{ref: name, attrs: map[string]string{"Arn": *out.Role.Arn, "RoleId": *out.Role.RoleId}}, nil
+	return made{ref: name, attrs: map[string]string{"Arn": *role.Arn, "RoleId": *role.RoleId}}, nil
 }
 
 // putRolePolicies puts a role's inline policies (Policies) and attaches
@@ -335,30 +428,52 @@ func makeManagedPolicy(ctx context.Context, sb *Sandbox, logicalID string, props
 		return made{}, err
 	}
 	name := str(props, "ManagedPolicyName")
-	if name == "" {
+	own := name == ""
+	if own {
 		name = sb.physicalName(logicalID, 128, false)
 	}
-	out, err := sb.clients.iam.CreatePolicy(ctx, &iam.CreatePolicyInput{PolicyName: &name, PolicyDocument: &doc})
+	in := &iam.CreatePolicyInput{PolicyName: &name, PolicyDocument: &doc}
+	if p := str(props, "Path"); p != "" {
+		in.Path = &p
+	}
+	arn, err := createOwn(own, func() (string, error) {
+		out, err := sb.clients.iam.CreatePolicy(ctx, in)
+		if err != nil {
+			return "", err
+		}
+		return *out.Policy.Arn, nil
+	}, func() (string, error) {
+		path := aws.ToString(in.Path)
+		if path == "" {
+			path = "/"
+		}
+		out, err := sb.clients.iam.GetPolicy(ctx, &iam.GetPolicyInput{PolicyArn: aws.String(fmt.Sprintf("arn:aws:iam::%s:policy%s%s", sb.account, path, name))})
+		if err != nil {
+			return "", err
+		}
+		return *out.Policy.Arn, nil
+	})
 	if err != nil {
 		return made{}, err
 	}
-	sb.policies.addManaged(*out.Policy.Arn, doc)
+	sb.policies.addManaged(arn, doc)
 	roles, err := roleNames(props)
 	if err != nil {
 		return made{}, err
 	}
 	for _, role := range roles {
-		if _, err := sb.clients.iam.AttachRolePolicy(ctx, &iam.AttachRolePolicyInput{RoleName: &role, PolicyArn: out.Policy.Arn}); err != nil {
+		if _, err := sb.clients.iam.AttachRolePolicy(ctx, &iam.AttachRolePolicyInput{RoleName: &role, PolicyArn: &arn}); err != nil {
 			return made{}, fmt.Errorf("role %s: %w", role, err)
 		}
-		sb.policies.attach(role, *out.Policy.Arn)
+		sb.policies.attach(role, arn)
 	}
-	return made{ref: *out.Policy.Arn}, nil
+	return made{ref: arn}, nil
 }
 
 func makeStateMachine(ctx context.Context, sb *Sandbox, logicalID string, props map[string]any) (made, error) {
 	name := str(props, "StateMachineName")
-	if name == "" {
+	own := name == ""
+	if own {
 		name = sb.physicalName(logicalID, 80, false)
 	}
 	definition, err := definitionOf(props)
@@ -369,12 +484,25 @@ func makeStateMachine(ctx context.Context, sb *Sandbox, logicalID string, props 
 	if t := str(props, "StateMachineType"); t != "" {
 		typ = sfntypes.StateMachineType(t)
 	}
-	out, err := sb.clients.sfn.CreateStateMachine(ctx, &sfn.CreateStateMachineInput{Name: &name, Definition: &definition,
-		RoleArn: aws.String(str(props, "RoleArn")), Type: typ})
+	arn, err := createOwn(own, func() (string, error) {
+		out, err := sb.clients.sfn.CreateStateMachine(ctx, &sfn.CreateStateMachineInput{Name: &name, Definition: &definition,
+			RoleArn: aws.String(str(props, "RoleArn")), Type: typ})
+		if err != nil {
+			return "", err
+		}
+		return *out.StateMachineArn, nil
+	}, func() (string, error) {
+		arn := fmt.Sprintf("arn:aws:states:%s:%s:stateMachine:%s", sb.region, sb.account, name)
+		out, err := sb.clients.sfn.DescribeStateMachine(ctx, &sfn.DescribeStateMachineInput{StateMachineArn: &arn})
+		if err != nil {
+			return "", err
+		}
+		return *out.StateMachineArn, nil
+	})
 	if err != nil {
 		return made{}, err
 	}
-	return made{ref: *out.StateMachineArn, attrs: map[string]string{"Arn": *out.StateMachineArn, "Name": name}}, nil
+	return made{ref: arn, attrs: map[string]string{"Arn": arn, "Name": name}}, nil
 }
 
 // definitionOf is a state machine's definition, as Step Functions takes it.
@@ -527,14 +655,19 @@ func makeStage(_ context.Context, sb *Sandbox, _ string, props map[string]any) (
 // an ARN in a policy.
 func makeBucket(ctx context.Context, sb *Sandbox, logicalID string, props map[string]any) (made, error) {
 	name := str(props, "BucketName")
-	if name == "" {
+	own := name == ""
+	if own {
 		name = sb.physicalName(logicalID, 63, true)
 	}
 	in := &s3.CreateBucketInput{Bucket: aws.String(name)}
 	if sb.region != "us-east-1" {
 		in.CreateBucketConfiguration = &s3types.CreateBucketConfiguration{LocationConstraint: s3types.BucketLocationConstraint(sb.region)}
 	}
-	if _, err := sb.clients.s3.CreateBucket(ctx, in); err != nil {
+	if _, err := createOwn(own, func() (*s3.CreateBucketOutput, error) { return sb.clients.s3.CreateBucket(ctx, in) },
+		func() (*s3.CreateBucketOutput, error) {
+			_, err := sb.clients.s3.HeadBucket(ctx, &s3.HeadBucketInput{Bucket: &name})
+			return nil, err
+		}); err != nil {
 		return made{}, err
 	}
 	return made{ref: name, attrs: map[string]string{

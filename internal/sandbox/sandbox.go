@@ -393,7 +393,7 @@ func (sb *Sandbox) registerStack(ctx context.Context) error {
 		return sb.updateStack(ctx, body)
 	}
 	client := cloudformation.NewFromConfig(sb.awsConfig(sb.clients.iam.Options().Credentials))
-	if _, err := client.CreateStack(ctx, &cloudformation.CreateStackInput{StackName: &sb.StackName, TemplateBody: &body}); err != nil {
+	if _, err := createStackOwn(ctx, client, &cloudformation.CreateStackInput{StackName: &sb.StackName, TemplateBody: &body}); err != nil {
 		return fmt.Errorf("the stack %s on moto's CloudFormation: %w", sb.StackName, err)
 	}
 	return nil
@@ -403,7 +403,13 @@ func (sb *Sandbox) registerStack(ctx context.Context) error {
 // look at moto once IAM is enforced.
 func (sb *Sandbox) makeAdmin(ctx context.Context) error {
 	name := "sandbox-admin"
-	if _, err := sb.clients.iam.CreateUser(ctx, &iam.CreateUserInput{UserName: &name}); err != nil {
+	if _, err := createOwn(true, func() (*iam.CreateUserOutput, error) {
+		return sb.clients.iam.CreateUser(ctx, &iam.CreateUserInput{UserName: &name})
+	},
+		func() (*iam.CreateUserOutput, error) {
+			_, err := sb.clients.iam.GetUser(ctx, &iam.GetUserInput{UserName: &name})
+			return nil, err
+		}); err != nil {
 		return err
 	}
 	doc := `{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Action":"*","Resource":"*"}]}`

@@ -109,7 +109,13 @@ func (sb *Sandbox) deployTargets(ctx context.Context) error {
 		}
 		admin := iam.NewFromConfig(cfg)
 		trust := `{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":{"AWS":"arn:aws:iam::` + sb.account + `:root"},"Action":"sts:AssumeRole"}]}`
-		if _, err := admin.CreateRole(ctx, &iam.CreateRoleInput{RoleName: aws.String(targetAdminRole), AssumeRolePolicyDocument: &trust}); err != nil {
+		_, err = createOwn(true, func() (*iam.CreateRoleOutput, error) {
+			return admin.CreateRole(ctx, &iam.CreateRoleInput{RoleName: aws.String(targetAdminRole), AssumeRolePolicyDocument: &trust})
+		}, func() (*iam.CreateRoleOutput, error) {
+			_, err := admin.GetRole(ctx, &iam.GetRoleInput{RoleName: aws.String(targetAdminRole)})
+			return nil, err
+		})
+		if err != nil {
 			return fmt.Errorf("target account %s: its administrator role: %w", t.Account, err)
 		}
 		doc := `{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Action":"*","Resource":"*"}]}`
@@ -139,7 +145,7 @@ func (sb *Sandbox) deployTarget(ctx context.Context, cfg aws.Config, t Target, b
 		}
 		params = append(params, cfntypes.Parameter{ParameterKey: aws.String(handlerCodeBucket), ParameterValue: aws.String(bucket)})
 	}
-	_, err := client.CreateStack(ctx, &cloudformation.CreateStackInput{StackName: aws.String(name), TemplateBody: aws.String(body),
+	_, err := createStackOwn(ctx, client, &cloudformation.CreateStackInput{StackName: aws.String(name), TemplateBody: aws.String(body),
 		Capabilities: []cfntypes.Capability{cfntypes.CapabilityCapabilityNamedIam}, Parameters: params})
 	if err != nil {
 		return fmt.Errorf("create the target stack %s: %w", name, err)
@@ -181,7 +187,11 @@ func (sb *Sandbox) putHandlerCode(ctx context.Context, cfg aws.Config, t Target)
 	if cfg.Region != "us-east-1" {
 		in.CreateBucketConfiguration = &s3types.CreateBucketConfiguration{LocationConstraint: s3types.BucketLocationConstraint(cfg.Region)}
 	}
-	if _, err := client.CreateBucket(ctx, in); err != nil {
+	if _, err := createOwn(true, func() (*s3.CreateBucketOutput, error) { return client.CreateBucket(ctx, in) },
+		func() (*s3.CreateBucketOutput, error) {
+			_, err := client.HeadBucket(ctx, &s3.HeadBucketInput{Bucket: &bucket})
+			return nil, err
+		}); err != nil {
 		return "", fmt.Errorf("the bucket of the functions' code: %w", err)
 	}
 	for _, name := range []string{"dbuser", "cacheuser"} {
