@@ -139,7 +139,9 @@ func TestACreateRetriedAfterItsAnswerWasLostTakesWhatItMade(t *testing.T) {
 		t.Errorf("stack %s: its id is %q", name, aws.ToString(stackOut.StackId))
 	}
 	user := mototest.Name("retried-user")
-	if _, err := createOwn(true, func() (*iam.CreateUserOutput, error) { return sb.clients.iam.CreateUser(ctx, &iam.CreateUserInput{UserName: &user}) },
+	if _, err := createOwn(true, func() (*iam.CreateUserOutput, error) {
+		return sb.clients.iam.CreateUser(ctx, &iam.CreateUserInput{UserName: &user})
+	},
 		func() (*iam.CreateUserOutput, error) { return nil, nil }); err != nil {
 		t.Fatalf("user: %v", err)
 	}
