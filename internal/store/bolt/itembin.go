@@ -2,6 +2,7 @@ package bolt
 
 import (
 	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"time"
@@ -18,9 +19,10 @@ import (
 // nanoseconds (varint), true as the tag alone. A demo provision's
 // operation is 551 bytes of JSON and about 260 of this, its instance 611
 // and about 330, a binding 949 and about 720 (its sealed credentials
-// are kept as they are), which keeps more
-// items in a 4 KiB page: fewer splits and a shallower tree
-// (TestWherePagesGo). An item with anything that JSON would not give
+// are kept as they are); with the short forms of ids and fingerprints
+// (formUUID, formHex: layout 6) its operation is about 190 and its
+// instance 235. That keeps more items in a 4 KiB page: fewer splits and
+// a shallower tree (TestWherePagesGo). An item with anything that JSON would not give
 // back alike (invalid UTF-8, a time out of the nanoseconds' range or not
 // in UTC, raw JSON not valid and compact, an instance's metadata, a
 // binding's credentials in clear or endpoints) is written as JSON, as
@@ -57,8 +59,30 @@ type bw struct {
 	ok bool
 }
 
+// The forms a string field may take besides its bytes, in the high bits
+// of its tag (every tag is below formHex). A canonical lowercase UUID (the
+// broker's operation ids, the catalog's ids, Cloud Foundry's GUIDs) is
+// its 16 bytes; lowercase hex of at least minHex digits (the requests'
+// fingerprints) is its bytes, as a length and the bytes. Layout 6 has
+// them; a string of any other text is its bytes, as before.
+const (
+	formUUID = 0x80
+	formHex  = 0x40
+	formMask = formUUID | formHex
+	minHex   = 32
+)
+
 func (w *bw) str(tag byte, s string) {
 	if s == "" {
+		return
+	}
+	if id, ok := uuidBytes(s); ok {
+		w.b = append(append(w.b, tag|formUUID), id[:]...)
+		return
+	}
+	if len(s) >= minHex && len(s)%2 == 0 && lowerHex(s) {
+		w.b = binary.AppendUvarint(append(w.b, tag|formHex), uint64(len(s)/2))
+		w.b, _ = hex.AppendDecode(w.b, []byte(s)) // lowerHex: no error
 		return
 	}
 	if !utf8.ValidString(s) {
@@ -160,6 +184,8 @@ type br struct {
 	// (the plan index) clones it.
 	whole string
 	data  []byte
+	// form is the form of the field whose tag was read last.
+	form byte
 }
 
 // newBR reads the binary item data.
@@ -167,13 +193,26 @@ func newBR(data []byte) br { return br{b: data, data: data} }
 
 var errBinItem = errors.New("truncated binary item")
 
+// tag reads a field's tag, and keeps its form (formUUID, formHex, or 0)
+// for str; any other reader refuses a form.
 func (r *br) tag() (byte, bool) {
 	if r.err != nil || len(r.b) == 0 {
 		return 0, false
 	}
 	t := r.b[0]
 	r.b = r.b[1:]
-	return t, true
+	r.form = t & formMask
+	return t &^ formMask, true
+}
+
+// plain fails the item when its field is in a string's form: only str
+// reads one.
+func (r *br) plain() bool {
+	if r.form != 0 {
+		r.err = errBinItem
+		return false
+	}
+	return true
 }
 
 func (r *br) bytes() []byte {
@@ -188,6 +227,23 @@ func (r *br) bytes() []byte {
 }
 
 func (r *br) str() string {
+	switch r.form {
+	case formUUID:
+		if len(r.b) < 16 {
+			r.err = errBinItem
+			return ""
+		}
+		s := uuidText(r.b[:16])
+		r.b = r.b[16:]
+		return s
+	case formHex:
+		v := r.bytes()
+		if len(v)*2 < minHex {
+			r.err = errBinItem
+			return ""
+		}
+		return hex.EncodeToString(v)
+	}
 	v := r.bytes()
 	if len(v) == 0 {
 		return ""
@@ -201,6 +257,9 @@ func (r *br) str() string {
 
 // raw copies: bbolt's values live only as long as their transaction.
 func (r *br) raw() json.RawMessage {
+	if !r.plain() {
+		return nil
+	}
 	v := r.bytes()
 	if v == nil {
 		return nil
@@ -209,6 +268,9 @@ func (r *br) raw() json.RawMessage {
 }
 
 func (r *br) int() int64 {
+	if !r.plain() {
+		return 0
+	}
 	n, k := binary.Varint(r.b)
 	if k <= 0 {
 		r.err = errBinItem
@@ -219,7 +281,7 @@ func (r *br) int() int64 {
 }
 
 func (r *br) boolPtr() *bool {
-	if len(r.b) == 0 {
+	if !r.plain() || len(r.b) == 0 {
 		r.err = errBinItem
 		return nil
 	}
@@ -323,10 +385,11 @@ func (it *operationItem) readBin(data []byte) error {
 		case opFingerprint:
 			it.Fingerprint = r.str()
 		case opAsync:
-			it.Async = true
+			it.Async = r.plain()
 		case opPlanID:
 			it.PlanID = r.str()
 		case opTarget:
+			r.plain()
 			it.Target = &targetItem{}
 		case opTargetPlanID, opTargetParameters, opTargetContext, opTargetMaintenanceVersion,
 			opTargetMaintenanceDescription, opTargetPlanDigest:
@@ -352,6 +415,7 @@ func (it *operationItem) readBin(data []byte) error {
 				t.PlanDigest = r.str()
 			}
 		case opTargetEnd:
+			r.plain()
 		case opRetryAfter:
 			it.RetryAfter = r.int()
 		case opInstanceUsable:
@@ -373,7 +437,7 @@ func (it *operationItem) readBin(data []byte) error {
 		case opOutageAttempts:
 			it.OutageAttempts = int(r.int())
 		case opOutageInBegin:
-			it.OutageInBegin = true
+			it.OutageInBegin = r.plain()
 		default:
 			return errors.New("an unknown field: a newer broker wrote it")
 		}
@@ -627,4 +691,14 @@ func (it *resourceItem) readBin(data []byte) error {
 			return errors.New("an unknown field: a newer broker wrote it")
 		}
 	}
+}
+
+// lowerHex says whether s is lowercase hex digits only.
+func lowerHex(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if _, ok := hexDigit(s[i]); !ok {
+			return false
+		}
+	}
+	return true
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -81,6 +82,12 @@ func TestItemBinReadsAsItsJSON(t *testing.T) {
 		{"a time past UnixNano's range too", "x", "y", `{}`, time.Date(2263, 1, 1, 0, 0, 0, 0, time.UTC), 5},
 		// The empty record alone has no string.
 		{"invalid UTF-8 too", "a\xffb", "y", `{}`, at, 2},
+		// Layout 6's short forms: a UUID in its 16 bytes, lowercase hex of
+		// at least 32 digits in its bytes.
+		{"a UUID and a fingerprint in their short forms", "01936f7e-0000-7000-8000-000000000001", strings.Repeat("0956781685a518cf", 4), `{}`, at, 11},
+		{"an uppercase UUID, and hex odd, short or in uppercase, as text", "01936F7E-0000-7000-8000-000000000001", "0956781685a518cf0956781685a518cf0", `{}`, at, 11},
+		{"hex of 32 digits, and a UUID's digits without dashes", "0956781685a518cf0956781685a518cf", "01936f7e0000700080000000000000010", `{}`, at, 11},
+		{"hex in uppercase", "0956781685A518CF0956781685A518CF", "01936f7e-0000-7000-8000-00000000000", `{}`, at, 11},
 	}
 	runItemCases(t, cases, checkItemBin, "written in binary")
 }
@@ -91,6 +98,13 @@ func TestItemBinRefusesWhatItDidNotWrite(t *testing.T) {
 		"a string longer than the item":     {binMark, opID, 9, 'a'},
 		"a time cut short":                  {binMark, opCreatedAt, 0x80},
 		"a target's field outside a target": {binMark, opTargetPlanID, 1, 'p'},
+		"a UUID cut short":                  {binMark, opID | formUUID, 1, 2, 3},
+		"hex shorter than a fingerprint":    {binMark, opID | formHex, 2, 0xab, 0xcd},
+		"a time in a string's form":         {binMark, opCreatedAt | formUUID, 2},
+		"an integer in a string's form":     {binMark, opRetryAfter | formHex, 2},
+		"a flag in a string's form":         {binMark, opInstanceUsable | formHex, 1},
+		"raw JSON in a string's form":       {binMark, opTarget, opTargetParameters | formUUID, 2, '{', '}'},
+		"a mark in a string's form":         {binMark, opAsync | formUUID},
 	} {
 		if _, err := decode([]byte("k"), bad, operationItem.operation); err == nil {
 			t.Errorf("%s: read without an error", name)
@@ -102,6 +116,7 @@ func FuzzItemBin(f *testing.F) {
 	f.Add("sync-1", "a <b> & c", []byte(`{"a":[1,2]}`), int64(1764349200), int64(120000000), int64(3), true)
 	f.Add("a\"b", "\u2028", []byte(` {"a": 1}`), int64(-62135596800), int64(0), int64(-1), false)
 	f.Add("x", "y", []byte(nil), int64(253402300800), int64(1), int64(0), true)
+	f.Add("01936f7e-0000-7000-8000-000000000001", strings.Repeat("0956781685a518cf", 4), []byte(`{}`), int64(1764349200), int64(0), int64(1), false)
 	f.Fuzz(func(t *testing.T, s, u string, raw []byte, sec, nsec, n int64, flag bool) {
 		for _, at := range []time.Time{time.Unix(sec, nsec).UTC(), time.Unix(sec, nsec)} {
 			for _, it := range items(s, u, raw, at, n, flag) {

@@ -21,16 +21,20 @@ import (
 // layout 3's values and short keys, each binding's at 'b' and its id (and
 // 'r' after it for its record). Layout 5 has layout 4's keys but for the
 // bindings', which keys.go places at slots among the operations
-// (bindings.go). Open moves a file of an earlier layout to this one
-// (migrate), in the transaction that opens it; a broker of layout 4
-// refuses a file of layout 5 ("use a newer broker") rather than find none
-// of its bindings.
+// (bindings.go). Layout 6 has layout 5's keys and values, but that a
+// string field of a binary value may be in a short form (itembin.go: a
+// UUID in its 16 bytes, a fingerprint's hex in its bytes), which a broker
+// of layout 5 would not read. Open moves a file of an earlier layout to
+// this one (migrate), in the transaction that opens it; a broker of
+// layout 4 refuses a file of layout 5 ("use a newer broker") rather than
+// find none of its bindings, and one of layout 5 a file of layout 6 rather
+// than fail on the items written since.
 const (
 	layoutBucket = "layout"
 	layoutKey    = "version"
 	// layoutVersion is the layout this code writes; a file without a
 	// version is of layout 1, written before there was one.
-	layoutVersion = "5"
+	layoutVersion = "6"
 )
 
 // layout4Binding is the first byte of layout 4's SK of a binding and its
@@ -53,6 +57,9 @@ func migrate(tx *bbolt.Tx) error {
 	switch v := string(meta.Get([]byte(layoutKey))); v {
 	case layoutVersion:
 		return nil
+	case "5":
+		// Layout 5's values read as they are: only the version changes.
+		return meta.Put([]byte(layoutKey), []byte(layoutVersion))
 	case "4":
 	case "2", "3":
 		err = fromLayout3(tx.Bucket([]byte(itemsBucket)))

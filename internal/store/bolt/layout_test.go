@@ -25,14 +25,14 @@ import (
 func TestLayout1FileIsMoved(t *testing.T) {
 	path := testMovedFile(t, "layout1.db", func(id string) string { return id })
 	t.Run("a file of a later layout is refused", func(t *testing.T) {
-		setLayout(t, path, "6")
+		setLayout(t, path, "7")
 		s, err := Open(path)
 		if err == nil {
 			s.Close()
 			t.Fatal("Open succeeded, want the layout refused")
 		}
-		if !strings.Contains(err.Error(), "layout 6") {
-			t.Errorf("got %q, want it to name layout 6", err)
+		if !strings.Contains(err.Error(), "layout 7") {
+			t.Errorf("got %q, want it to name layout 7", err)
 		}
 	})
 }
@@ -108,6 +108,60 @@ func TestLayout4FileIsMoved(t *testing.T) {
 			}
 		})
 	})
+}
+
+// TestLayout5FileIsMoved opens testdata/layout5.db, layout4.db as the
+// store of 609f2fd moved it to layout 5 (then bbolt.Compact made it
+// smaller, the same items), and finds every item where it was: layout 6
+// keeps layout 5's keys and reads its values as they are. An operation
+// written since has its ids and fingerprint in their short forms.
+func TestLayout5FileIsMoved(t *testing.T) {
+	keys := func(path string) (out []string) {
+		viewItems(t, path, func(c *bbolt.Cursor) {
+			for k, _ := c.First(); k != nil; k, _ = c.Next() {
+				out = append(out, string(k))
+			}
+		})
+		return out
+	}
+	before := keys(filepath.Join("testdata", "layout5.db"))
+	path := testMovedFile(t, "layout5.db", layout3ID)
+	if after := keys(path); !slices.Equal(after, before) {
+		t.Errorf("keys after the move:\n%q\nwant layout 5's:\n%q", after, before)
+	}
+	s, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	inst := layout3ID("i-1")
+	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	op := broker.Operation{ID: "01936f7e-0009-7000-8000-000000000009", InstanceID: inst, Kind: broker.KindUpdate,
+		State: broker.OperationSucceeded, Fingerprint: strings.Repeat("0956781685a518cf", 4), CreatedAt: now, UpdatedAt: now}
+	if err := s.db.Update(func(t *bbolt.Tx) error { return buckets(t).putOperation(op) }); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.GetOperation(t.Context(), inst, op.ID); err != nil || got != op {
+		t.Errorf("the operation written since: got %+v, %v; want %+v", got, err, op)
+	}
+	err = s.db.View(func(tx *bbolt.Tx) error {
+		v := tx.Bucket([]byte(itemsBucket)).Get(operationKey(inst, op.ID))
+		if !bytes.Contains(v, append([]byte{opID | formUUID}, mustUUID(op.ID)...)) || !bytes.Contains(v, []byte{opFingerprint | formHex, 32}) {
+			t.Errorf("the operation written since is % x, want its id and fingerprint in their short forms", v)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func mustUUID(s string) []byte {
+	u, ok := uuidBytes(s)
+	if !ok {
+		panic(s + " is no UUID")
+	}
+	return u[:]
 }
 
 // layout3IDs are the ids of layout1Items in testdata/layout3.db: i-1 and its
