@@ -2,7 +2,7 @@ package bolt
 
 import (
 	"encoding/binary"
-	"encoding/hex"
+	"strings"
 	"encoding/json"
 	"errors"
 	"time"
@@ -82,7 +82,11 @@ func (w *bw) str(tag byte, s string) {
 	}
 	if len(s) >= minHex && len(s)%2 == 0 && lowerHex(s) {
 		w.b = binary.AppendUvarint(append(w.b, tag|formHex), uint64(len(s)/2))
-		w.b, _ = hex.AppendDecode(w.b, []byte(s)) // lowerHex: no error
+		for i := 0; i < len(s); i += 2 {
+			hi, _ := hexDigit(s[i]) // lowerHex: digits only
+			lo, _ := hexDigit(s[i+1])
+			w.b = append(w.b, hi<<4|lo)
+		}
 		return
 	}
 	if !utf8.ValidString(s) {
@@ -181,8 +185,12 @@ type br struct {
 	// read: every string field is a part of it, one allocation for them all
 	// rather than one each (data is the whole item, which b is the rest of).
 	// A part keeps the whole item in memory: whoever keeps a field for long
-	// (the plan index) clones it.
+	// (the plan index) clones it. The text of a field in a short form
+	// (formUUID, formHex) is written after the item in the same buffer,
+	// text, made with room for them: strings.Builder hands out what it holds
+	// as a string without copying, and never changes bytes it wrote.
 	whole string
+	text  strings.Builder
 	data  []byte
 	// form is the form of the field whose tag was read last.
 	form byte
@@ -227,32 +235,63 @@ func (r *br) bytes() []byte {
 }
 
 func (r *br) str() string {
+	if r.form != 0 {
+		return r.short()
+	}
+	v := r.bytes()
+	if len(v) == 0 {
+		return ""
+	}
+	r.copyWhole()
+	end := len(r.data) - len(r.b) // v ends where b now starts
+	return r.whole[end-len(v) : end]
+}
+
+// copyWhole copies the item into whole, once, with room after it for the
+// text of the fields in a short form: a short form's text is at most
+// 36/17 of its bytes (a UUID's), so at most 9/4 of the item's.
+func (r *br) copyWhole() {
+	if r.whole != "" {
+		return
+	}
+	r.text.Grow(len(r.data) + len(r.data)*9/4)
+	r.text.Write(r.data)
+	r.whole = r.text.String()
+}
+
+// short reads a string field in its short form, as its text.
+func (r *br) short() string {
+	var v []byte
 	switch r.form {
 	case formUUID:
 		if len(r.b) < 16 {
 			r.err = errBinItem
 			return ""
 		}
-		s := uuidText(r.b[:16])
-		r.b = r.b[16:]
-		return s
+		v, r.b = r.b[:16], r.b[16:]
 	case formHex:
-		v := r.bytes()
-		if len(v)*2 < minHex {
+		if v = r.bytes(); len(v)*2 < minHex {
 			r.err = errBinItem
 			return ""
 		}
-		return hex.EncodeToString(v)
-	}
-	v := r.bytes()
-	if len(v) == 0 {
+	default:
+		r.err = errBinItem
 		return ""
 	}
-	if r.whole == "" {
-		r.whole = string(r.data)
+	r.copyWhole()
+	start := r.text.Len()
+	if r.form == formUUID {
+		var b [36]byte
+		appendUUIDText(b[:0], v)
+		r.text.Write(b[:])
+	} else {
+		const digits = "0123456789abcdef"
+		for _, c := range v {
+			r.text.WriteByte(digits[c>>4])
+			r.text.WriteByte(digits[c&0xf])
+		}
 	}
-	end := len(r.data) - len(r.b) // v ends where b now starts
-	return r.whole[end-len(v) : end]
+	return r.text.String()[start:]
 }
 
 // raw copies: bbolt's values live only as long as their transaction.

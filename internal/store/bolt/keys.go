@@ -139,18 +139,20 @@ func hexDigit(c byte) (byte, bool) {
 
 // uuidText is the canonical text of a UUID's 16 bytes.
 func uuidText(u []byte) string {
-	const digits = "0123456789abcdef"
 	var b [36]byte
-	j := 0
+	return string(appendUUIDText(b[:0], u))
+}
+
+// appendUUIDText appends the canonical text of a UUID's 16 bytes.
+func appendUUIDText(b, u []byte) []byte {
+	const digits = "0123456789abcdef"
 	for i, c := range u[:16] {
 		if i == 4 || i == 6 || i == 8 || i == 10 {
-			b[j] = '-'
-			j++
+			b = append(b, '-')
 		}
-		b[j], b[j+1] = digits[c>>4], digits[c&0xf]
-		j += 2
+		b = append(b, digits[c>>4], digits[c&0xf])
 	}
-	return string(b[:])
+	return b
 }
 
 // partitionKey is the instance's partition prefix with room for an SK of
