@@ -14,6 +14,8 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+
+	"github.com/serverless-osb/broker/internal/sealing/envelope"
 )
 
 // Version is the envelope format that Seal writes. Open refuses any other.
@@ -22,10 +24,10 @@ const Version = 1
 // The algorithms a Sealed records.
 const (
 	// AlgLocal: AES-256-GCM under a key of a local keyring.
-	AlgLocal = "A256GCM"
+	AlgLocal = envelope.AlgLocal
 	// AlgKMS: AES-256-GCM under a data key that KMS generated and
 	// encrypted; the envelope carries the encrypted data key.
-	AlgKMS = "KMS+A256GCM"
+	AlgKMS = envelope.AlgKMS
 )
 
 // Errors that Open, and so Reseal, return (wrapped, with the key id and

@@ -88,6 +88,10 @@ func TestItemBinReadsAsItsJSON(t *testing.T) {
 		{"an uppercase UUID, and hex odd, short or in uppercase, as text", "01936F7E-0000-7000-8000-000000000001", "0956781685a518cf0956781685a518cf0", `{}`, at, 11},
 		{"hex of 32 digits, and a UUID's digits without dashes", "0956781685a518cf0956781685a518cf", "01936f7e0000700080000000000000010", `{}`, at, 11},
 		{"hex in uppercase", "0956781685A518CF0956781685A518CF", "01936f7e-0000-7000-8000-00000000000", `{}`, at, 11},
+		// Raw values that are sealed values as the sealing store writes
+		// them: in their binary form (formSealed), short and long.
+		{"a sealed value in its binary form", "x", "y", `{"v":1,"alg":"A256GCM","kid":"k1","ctx":"5MEBTXF0ZLw=","nonce":"9zItlJLuBIz9IfeC","ct":"twka/vJLJvEG+zrNGhHfAA=="}`, at, 11},
+		{"a long sealed value too", "x", "y", `{"v":1,"alg":"KMS+A256GCM","kid":"arn:aws:kms:eu-west-1:111122223333:key/x","dk":"` + strings.Repeat("AAAA", 60) + `","ctx":null,"nonce":"9zItlJLuBIz9IfeC","ct":"` + strings.Repeat("twka/vJLJvEG+zrNGhHf", 30) + `"}`, at, 11},
 	}
 	runItemCases(t, cases, checkItemBin, "written in binary")
 }
@@ -105,6 +109,8 @@ func TestItemBinRefusesWhatItDidNotWrite(t *testing.T) {
 		"a flag in a string's form":         {binMark, opInstanceUsable | formHex, 1},
 		"raw JSON in a string's form":       {binMark, opTarget, opTargetParameters | formUUID, 2, '{', '}'},
 		"a mark in a string's form":         {binMark, opAsync | formUUID},
+		"a sealed value cut short":          {binMark, opTarget, opTargetParameters | formSealed, 3, 1, 1, 0},
+		"a string in a sealed value's form": {binMark, opID | formSealed, 1, 'a'},
 	} {
 		if _, err := decode([]byte("k"), bad, operationItem.operation); err == nil {
 			t.Errorf("%s: read without an error", name)
@@ -185,4 +191,21 @@ func compact(v []byte) bool {
 		}
 	}
 	return true
+}
+
+// TestItemsKeepTheirShortForms: a record's sealed value is kept in its
+// binary form, and an operation's UUIDs and fingerprint in theirs, so that
+// each item is smaller than with the text (layout 5).
+func TestItemsKeepTheirShortForms(t *testing.T) {
+	sealed := json.RawMessage(`{"v":1,"alg":"A256GCM","kid":"k20261128T212712.353951045Z-14d3626e","ctx":"5MEBTXF0ZLw=","nonce":"9zItlJLuBIz9IfeC","ct":"` +
+		strings.Repeat("twka/vJLJvEG+zrNGhHf", 8) + `"}`)
+	rec, _ := resourceItem{InstanceID: "i-1", Name: "instance", Data: sealed}.appendBin(nil)
+	if !bytes.Contains(rec, []byte{resData | formSealed}) || len(rec) > len(sealed)*3/4 {
+		t.Errorf("a record of %d bytes of sealed JSON: % x (%d bytes), want its value in the binary form", len(sealed), rec, len(rec))
+	}
+	id, fp := "01936f7e-0000-7000-8000-000000000001", strings.Repeat("0956781685a518cf", 4)
+	op, _ := operationItem{ID: id, Fingerprint: fp, PlanID: id}.appendBin(nil)
+	if want := 1 + (1 + 16) + (2 + 32) + (1 + 16); len(op) != want {
+		t.Errorf("an operation with two UUIDs and a fingerprint: % x (%d bytes), want %d", op, len(op), want)
+	}
 }
