@@ -19,6 +19,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/iam"
 	iamtypes "github.com/aws/aws-sdk-go-v2/service/iam/types"
 	"github.com/aws/aws-sdk-go-v2/service/kms"
+	kmstypes "github.com/aws/aws-sdk-go-v2/service/kms/types"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
@@ -104,14 +105,14 @@ func (sb *Sandbox) physicalName(logicalID string, max int, lower bool) string {
 	return name
 }
 
-// createOwn runs a create call for a resource that the sandbox named
-// itself (own): a name it made up (physicalName's random suffix) or one it
-// keeps for itself on its own moto. The SDK retries a call whose answer it
-// lost (moto busy, a connection reset); when moto had carried out the
-// first attempt, the retry finds the name taken. No one else can have
-// taken such a name, so that answer is the first attempt's success, and
-// read gives what it made. A name the template gives stays an error when
-// taken, as in CloudFormation.
+// createOwn runs a create call for a resource whose name is the
+// sandbox's own (own: ownName, or a name it keeps for itself on its own
+// moto). The SDK retries a call whose answer it lost (moto busy, a
+// connection reset); when moto had carried out the first attempt, the
+// retry finds the name taken. No one else can have taken such a name, so
+// that answer is the first attempt's success, and read gives what it
+// made. A name that is not the sandbox's own stays an error when taken, as
+// in CloudFormation.
 func createOwn[T any](own bool, create func() (T, error), read func() (T, error)) (T, error) {
 	out, err := create()
 	if err == nil || !own || !nameTaken(err) {
@@ -124,6 +125,25 @@ func createOwn[T any](own bool, create func() (T, error), read func() (T, error)
 	return out, nil
 }
 
+// ownName says whether a create of a resource of type typ named name may
+// take a resource of that name that it finds as its own first attempt
+// (createOwn), and records the name as this sandbox's. A name the sandbox
+// made up is its own. So is one the template gives when the sandbox runs
+// on a moto of its own (not one a run before kept): only the sandbox makes
+// resources there, so the name can be taken only by its own earlier
+// attempt, unless this sandbox already made another resource of that type
+// and name, for a template that names two alike, which CloudFormation
+// refuses and so does the sandbox.
+func (sb *Sandbox) ownName(typ, name string, madeUp bool) bool {
+	key := typ + "\x00" + name
+	if sb.names == nil {
+		sb.names = map[string]bool{}
+	}
+	taken := sb.names[key]
+	sb.names[key] = true
+	return madeUp || (!sb.Kept && !taken)
+}
+
 // nameTaken says that a create call failed because a resource of its
 // name exists.
 func nameTaken(err error) bool {
@@ -133,8 +153,9 @@ func nameTaken(err error) bool {
 	var machine *sfntypes.StateMachineAlreadyExists
 	var bucket *s3types.BucketAlreadyOwnedByYou
 	var stack *cfntypes.AlreadyExistsException
+	var alias *kmstypes.AlreadyExistsException
 	return errors.As(err, &role) || errors.As(err, &table) || errors.As(err, &secret) ||
-		errors.As(err, &machine) || errors.As(err, &bucket) || errors.As(err, &stack)
+		errors.As(err, &machine) || errors.As(err, &bucket) || errors.As(err, &stack) || errors.As(err, &alias)
 }
 
 // createStackOwn makes a stack the sandbox names itself on its own moto
@@ -208,16 +229,22 @@ func makeKey(ctx context.Context, sb *Sandbox, _ string, props map[string]any) (
 
 func makeAlias(ctx context.Context, sb *Sandbox, _ string, props map[string]any) (made, error) {
 	name := str(props, "AliasName")
-	_, err := sb.clients.kms.CreateAlias(ctx, &kms.CreateAliasInput{AliasName: &name, TargetKeyId: aws.String(str(props, "TargetKeyId"))})
+	_, err := createOwn(sb.ownName("AWS::KMS::Alias", name, false), func() (*kms.CreateAliasOutput, error) {
+		return sb.clients.kms.CreateAlias(ctx, &kms.CreateAliasInput{AliasName: &name, TargetKeyId: aws.String(str(props, "TargetKeyId"))})
+	}, func() (*kms.CreateAliasOutput, error) {
+		_, err := sb.clients.kms.DescribeKey(ctx, &kms.DescribeKeyInput{KeyId: &name})
+		return nil, err
+	})
 	return made{ref: name}, err
 }
 
 func makeTable(ctx context.Context, sb *Sandbox, logicalID string, props map[string]any) (made, error) {
 	name := str(props, "TableName")
-	own := name == ""
-	if own {
+	madeUp := name == ""
+	if madeUp {
 		name = sb.physicalName(logicalID, 255, false)
 	}
+	own := sb.ownName("AWS::DynamoDB::Table", name, madeUp)
 	in := &dynamodb.CreateTableInput{TableName: &name, BillingMode: dbtypes.BillingMode(str(props, "BillingMode"))}
 	for key, into := range map[string]any{
 		"AttributeDefinitions": &in.AttributeDefinitions, "KeySchema": &in.KeySchema,
@@ -265,10 +292,11 @@ func makeTable(ctx context.Context, sb *Sandbox, logicalID string, props map[str
 
 func makeSecret(ctx context.Context, sb *Sandbox, logicalID string, props map[string]any) (made, error) {
 	name := str(props, "Name")
-	own := name == ""
-	if own {
+	madeUp := name == ""
+	if madeUp {
 		name = sb.physicalName(logicalID, 256, false)
 	}
+	own := sb.ownName("AWS::SecretsManager::Secret", name, madeUp)
 	value := str(props, "SecretString")
 	if g, ok := props["GenerateSecretString"].(map[string]any); ok {
 		in := &secretsmanager.GetRandomPasswordInput{
@@ -321,10 +349,11 @@ func makeSecret(ctx context.Context, sb *Sandbox, logicalID string, props map[st
 
 func makeRole(ctx context.Context, sb *Sandbox, logicalID string, props map[string]any) (made, error) {
 	name := str(props, "RoleName")
-	own := name == ""
-	if own {
+	madeUp := name == ""
+	if madeUp {
 		name = sb.physicalName(logicalID, 64, false)
 	}
+	own := sb.ownName("AWS::IAM::Role", name, madeUp)
 	trust, err := document(props["AssumeRolePolicyDocument"])
 	if err != nil {
 		return made{}, err
@@ -428,10 +457,11 @@ func makeManagedPolicy(ctx context.Context, sb *Sandbox, logicalID string, props
 		return made{}, err
 	}
 	name := str(props, "ManagedPolicyName")
-	own := name == ""
-	if own {
+	madeUp := name == ""
+	if madeUp {
 		name = sb.physicalName(logicalID, 128, false)
 	}
+	own := sb.ownName("AWS::IAM::ManagedPolicy", name, madeUp)
 	in := &iam.CreatePolicyInput{PolicyName: &name, PolicyDocument: &doc}
 	if p := str(props, "Path"); p != "" {
 		in.Path = &p
@@ -472,10 +502,11 @@ func makeManagedPolicy(ctx context.Context, sb *Sandbox, logicalID string, props
 
 func makeStateMachine(ctx context.Context, sb *Sandbox, logicalID string, props map[string]any) (made, error) {
 	name := str(props, "StateMachineName")
-	own := name == ""
-	if own {
+	madeUp := name == ""
+	if madeUp {
 		name = sb.physicalName(logicalID, 80, false)
 	}
+	own := sb.ownName("AWS::StepFunctions::StateMachine", name, madeUp)
 	definition, err := definitionOf(props)
 	if err != nil {
 		return made{}, err
@@ -655,10 +686,11 @@ func makeStage(_ context.Context, sb *Sandbox, _ string, props map[string]any) (
 // an ARN in a policy.
 func makeBucket(ctx context.Context, sb *Sandbox, logicalID string, props map[string]any) (made, error) {
 	name := str(props, "BucketName")
-	own := name == ""
-	if own {
+	madeUp := name == ""
+	if madeUp {
 		name = sb.physicalName(logicalID, 63, true)
 	}
+	own := sb.ownName("AWS::S3::Bucket", name, madeUp)
 	in := &s3.CreateBucketInput{Bucket: aws.String(name)}
 	if sb.region != "us-east-1" {
 		in.CreateBucketConfiguration = &s3types.CreateBucketConfiguration{LocationConstraint: s3types.BucketLocationConstraint(sb.region)}

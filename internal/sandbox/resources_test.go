@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/iam"
 	iamtypes "github.com/aws/aws-sdk-go-v2/service/iam/types"
+	"github.com/aws/aws-sdk-go-v2/service/kms"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/aws/aws-sdk-go-v2/service/sfn"
@@ -21,39 +22,60 @@ import (
 	"github.com/serverless-osb/broker/internal/mototest"
 )
 
-// lostAnswers is a fake network, for what moto cannot do: the first answer
-// to each call named in lose is lost after moto has carried the call out,
-// as a connection reset on the way back loses it. The SDK then tries the
-// call again, as it does on a busy machine.
+// lostAnswers is a fake network, for what moto cannot do: the first
+// answer to each of the calls named in lose (as many calls as it counts)
+// is lost after moto has carried the call out, as a connection reset on
+// the way back loses it. The SDK then tries the call again, as it does on
+// a busy machine.
 type lostAnswers struct {
 	mu   sync.Mutex
-	lose map[string]bool // operation → its first answer is still to lose
+	lose map[string]int // operation → how many of its calls are still to lose an answer
 	lost []string
 }
 
+// callLoses marks a call that is to lose its first answer.
+type callLoses struct{}
+
 func (l *lostAnswers) register(s *middleware.Stack) error {
+	// Once a call (before the SDK's attempts): whether it loses an answer.
+	err := s.Initialize.Add(middleware.InitializeMiddlewareFunc("LoseAnAnswerOfThisCall",
+		func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
+			op := middleware.GetOperationName(ctx)
+			l.mu.Lock()
+			if l.lose[op] > 0 {
+				l.lose[op]--
+				ctx = context.WithValue(ctx, callLoses{}, new(bool))
+			}
+			l.mu.Unlock()
+			return next.HandleInitialize(ctx, in)
+		}), middleware.Before)
+	if err != nil {
+		return err
+	}
+	// Each attempt: the first answer of a marked call is lost.
 	return s.Deserialize.Add(middleware.DeserializeMiddlewareFunc("LoseTheFirstAnswer",
 		func(ctx context.Context, in middleware.DeserializeInput, next middleware.DeserializeHandler) (middleware.DeserializeOutput, middleware.Metadata, error) {
 			out, md, err := next.HandleDeserialize(ctx, in)
-			op := middleware.GetOperationName(ctx)
-			l.mu.Lock()
-			defer l.mu.Unlock()
-			if err == nil && l.lose[op] {
-				delete(l.lose, op)
-				l.lost = append(l.lost, op)
-				return out, md, errors.New("read tcp 127.0.0.1:1->127.0.0.1:2: read: connection reset by peer")
+			lost, _ := ctx.Value(callLoses{}).(*bool)
+			if err != nil || lost == nil || *lost {
+				return out, md, err
 			}
-			return out, md, err
+			*lost = true
+			l.mu.Lock()
+			l.lost = append(l.lost, middleware.GetOperationName(ctx))
+			l.mu.Unlock()
+			return out, md, errors.New("read tcp 127.0.0.1:1->127.0.0.1:2: read: connection reset by peer")
 		}), middleware.Before)
 }
 
 // testSandbox is a sandbox of the resource makers alone, on the suite's
-// moto, whose clients lose the first answer of each call in lose.
+// moto, whose clients lose the first answer of the first calls of each
+// operation in lose (an operation named twice: its first two calls).
 func testSandbox(t *testing.T, lose ...string) (*Sandbox, *lostAnswers) {
 	t.Helper()
-	l := &lostAnswers{lose: map[string]bool{}}
+	l := &lostAnswers{lose: map[string]int{}}
 	for _, op := range lose {
-		l.lose[op] = true
+		l.lose[op]++
 	}
 	cfg := mototest.Config(t, "eu-west-2")
 	id, err := sts.NewFromConfig(cfg).GetCallerIdentity(context.Background(), &sts.GetCallerIdentityInput{})
@@ -73,7 +95,8 @@ func testSandbox(t *testing.T, lose ...string) (*Sandbox, *lostAnswers) {
 // CreatePolicy of a stack's managed policy).
 func TestACreateRetriedAfterItsAnswerWasLostTakesWhatItMade(t *testing.T) {
 	ctx := context.Background()
-	creates := []string{"CreateRole", "CreatePolicy", "CreateTable", "CreateStateMachine", "CreateSecret", "CreateBucket", "CreateStack", "CreateUser"}
+	creates := []string{"CreateRole", "CreatePolicy", "CreateTable", "CreateStateMachine", "CreateSecret", "CreateBucket", "CreateStack", "CreateUser",
+		"CreateStateMachine", "CreateAlias"}
 	sb, lost := testSandbox(t, creates...)
 	document := map[string]any{"Version": "2012-10-17", "Statement": []any{map[string]any{"Effect": "Allow", "Action": "s3:GetObject", "Resource": "*"}}}
 	trust := map[string]any{"Version": "2012-10-17", "Statement": []any{map[string]any{"Effect": "Allow",
@@ -146,7 +169,31 @@ func TestACreateRetriedAfterItsAnswerWasLostTakesWhatItMade(t *testing.T) {
 		t.Fatalf("user: %v", err)
 	}
 
-	// Each create's first answer was lost, so each was tried again.
+	// Names the template gives, on the sandbox's own moto: the state
+	// machines' (ServerlessOsb-operation...) and the sealing key's alias.
+	named, err := makeStateMachine(ctx, sb, "Named", map[string]any{"RoleArn": role.attrs["Arn"], "StateMachineName": mototest.Name("Retried-operation"),
+		"Definition": map[string]any{"StartAt": "A", "States": map[string]any{"A": map[string]any{"Type": "Pass", "End": true}}}})
+	if err != nil {
+		t.Fatalf("a named state machine: %v", err)
+	}
+	if _, err := sb.clients.sfn.DescribeStateMachine(ctx, &sfn.DescribeStateMachineInput{StateMachineArn: &named.ref}); err != nil {
+		t.Errorf("state machine %s: %v", named.ref, err)
+	}
+	key, err := makeKey(ctx, sb, "Key", map[string]any{"Description": "sealing"})
+	if err != nil {
+		t.Fatalf("key: %v", err)
+	}
+	alias, err := makeAlias(ctx, sb, "Alias", map[string]any{"AliasName": "alias/" + mototest.Name("Retried-sealing"), "TargetKeyId": key.ref})
+	if err != nil {
+		t.Fatalf("alias: %v", err)
+	}
+	if got, err := sb.clients.kms.DescribeKey(ctx, &kms.DescribeKeyInput{KeyId: &alias.ref}); err != nil || *got.KeyMetadata.KeyId != key.ref {
+		t.Errorf("alias %s: names %v, %v; want key %s", alias.ref, got, err, key.ref)
+	}
+
+	// Each create's first answer was lost, so each was tried again
+	// (moto's CreateStateMachine of a name it has, with the same
+	// definition, answers as the first time).
 	lost.mu.Lock()
 	if strings.Join(lost.lost, " ") != strings.Join(creates, " ") {
 		t.Errorf("answers lost: %v, want the first of each of %v", lost.lost, creates)
@@ -154,9 +201,10 @@ func TestACreateRetriedAfterItsAnswerWasLostTakesWhatItMade(t *testing.T) {
 	lost.mu.Unlock()
 }
 
-// A name the template gives is not the sandbox's: taken, it stays an
-// error, as in CloudFormation, retried or not.
-func TestANameTheTemplateGivesStaysAnErrorWhenTaken(t *testing.T) {
+// A name the template gives twice is an error, as in CloudFormation: the
+// second resource finds it taken, retried or not. So is one that a run
+// before made on a kept moto (takeUp takes up what it kept).
+func TestANameTheTemplateGivesTwiceStaysAnError(t *testing.T) {
 	ctx := context.Background()
 	sb, _ := testSandbox(t)
 	trust := `{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":{"Service":"lambda.amazonaws.com"},"Action":"sts:AssumeRole"}]}`
@@ -164,9 +212,19 @@ func TestANameTheTemplateGivesStaysAnErrorWhenTaken(t *testing.T) {
 	if _, err := makeRole(ctx, sb, "Role", props); err != nil {
 		t.Fatal(err)
 	}
-	_, err := makeRole(ctx, sb, "Role", props)
+	_, err := makeRole(ctx, sb, "Other", props)
 	var taken *iamtypes.EntityAlreadyExistsException
 	if !errors.As(err, &taken) {
 		t.Errorf("a second role named %s: %v, want EntityAlreadyExists", props["RoleName"], err)
+	}
+
+	kept, _ := testSandbox(t)
+	kept.Kept = true
+	props = map[string]any{"RoleName": mototest.Name("named"), "AssumeRolePolicyDocument": trust}
+	if _, err := kept.clients.iam.CreateRole(ctx, &iam.CreateRoleInput{RoleName: aws.String(props["RoleName"].(string)), AssumeRolePolicyDocument: &trust}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := makeRole(ctx, kept, "Role", props); !errors.As(err, &taken) {
+		t.Errorf("a role named %s that a kept moto has: %v, want EntityAlreadyExists", props["RoleName"], err)
 	}
 }

@@ -131,6 +131,9 @@ type Sandbox struct {
 	ready atomic.Bool
 
 	made map[string]made
+	// names are the types and names of the resources the makers made
+	// (ownName).
+	names map[string]bool
 	// kept is what a run before made (KEEP=1), or what a deploy finds made.
 	kept          map[string]made
 	keptCreds     map[string]keptCreds
