@@ -37,8 +37,8 @@ type Fields struct {
 }
 
 // Scan reads data only if it is in the form the sealing store writes
-// (with a version of at most nine digits, a key id and an algorithm that
-// JSON writes as they are, no KMS context):
+// (with a version of at most nine digits, an algorithm and a key id of
+// printable ASCII without escapes, no KMS context):
 //
 //	{"v":1,"alg":"…","kid":"…"[,"dk":"…"],"ctx":"…"|null,"nonce":"…","ct":"…"}
 //
