@@ -9,6 +9,7 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"errors"
+	"slices"
 	"strconv"
 )
 
@@ -83,7 +84,7 @@ func Scan(data []byte) (Fields, bool) {
 
 // PlainText says whether json.Marshal writes s as it is between quotes:
 // printable ASCII that it neither escapes nor replaces.
-func PlainText(s string) bool {
+func PlainText[T string | []byte](s T) bool {
 	for i := 0; i < len(s); i++ {
 		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
 			return false
@@ -211,7 +212,7 @@ func AppendBinary(b, data []byte) (_ []byte, ok bool) {
 	f, ok := Scan(data)
 	var code byte
 	switch {
-	case !ok || !PlainText(string(f.KeyID)):
+	case !ok || !PlainText(f.KeyID):
 		return b, false
 	case string(f.Alg) == AlgLocal:
 		code = binAlgLocal
@@ -262,7 +263,8 @@ func appendDecoded(b, f []byte) ([]byte, bool) {
 var errBinary = errors.New("sealed value: a binary form cut short or altered")
 
 // FromBinary reads a sealed value's binary form from bin and appends its
-// JSON, as AppendBinary was given it, to dst.
+// JSON, as AppendBinary was given it, to dst, which it grows once, to the
+// JSON's length.
 func FromBinary(dst, bin []byte) ([]byte, error) {
 	r := binReader{b: bin}
 	v := r.uvarint()
@@ -284,9 +286,25 @@ func FromBinary(dst, bin []byte) ([]byte, error) {
 	case binAlgKMS:
 		alg = AlgKMS
 	}
-	if r.bad || len(r.b) != 0 || alg == "" || flags&^(binDataKey|binCtxNull) != 0 || v > 999999999 || !PlainText(string(kid)) {
+	if r.bad || len(r.b) != 0 || alg == "" || flags&^(binDataKey|binCtxNull) != 0 || v > 999999999 || !PlainText(kid) {
 		return dst, errBinary
 	}
+	n := len(`{"v":,"alg":"","kid":"","ctx":,"nonce":,"ct":}`) + len(alg) + len(kid) + Base64Len(nonce) + Base64Len(ct)
+	for d := v; ; d /= 10 { // the version's digits
+		n++
+		if d < 10 {
+			break
+		}
+	}
+	if flags&binDataKey != 0 {
+		n += len(`,"dk":`) + Base64Len(dk)
+	}
+	if flags&binCtxNull != 0 {
+		n += len("null")
+	} else {
+		n += Base64Len(ctx)
+	}
+	dst = slices.Grow(dst, n)
 	dst = append(dst, `{"v":`...)
 	dst = strconv.AppendUint(dst, v, 10)
 	dst = append(append(dst, `,"alg":"`...), alg...)
@@ -304,29 +322,6 @@ func FromBinary(dst, bin []byte) ([]byte, error) {
 	dst = AppendBase64(append(dst, `,"nonce":`...), nonce)
 	dst = AppendBase64(append(dst, `,"ct":`...), ct)
 	return append(dst, '}'), nil
-}
-
-// JSONLen is the length of the JSON that FromBinary appends for bin, or 0
-// when bin is not a binary form it reads: a store sizes its buffer by it.
-func JSONLen(bin []byte) int {
-	r := binReader{b: bin}
-	v := r.uvarint()
-	code := r.byte()
-	n := len(`{"v":,"alg":"","kid":"","ctx":,"nonce":,"ct":}`) + len(strconv.FormatUint(v, 10)) + len(AlgKMS) + len(r.bytes())
-	flags := r.byte()
-	if flags&binDataKey != 0 {
-		n += len(`,"dk":`) + Base64Len(r.bytes())
-	}
-	if flags&binCtxNull == 0 {
-		n += Base64Len(r.bytes())
-	} else {
-		n += len("null")
-	}
-	n += Base64Len(r.bytes()) + Base64Len(r.bytes())
-	if r.bad || code == 0 {
-		return 0
-	}
-	return n
 }
 
 type binReader struct {

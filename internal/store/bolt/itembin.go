@@ -337,7 +337,7 @@ func (r *br) raw() json.RawMessage {
 		if r.err != nil {
 			return nil
 		}
-		out, err := envelope.FromBinary(make(json.RawMessage, 0, envelope.JSONLen(v)), v)
+		out, err := envelope.FromBinary(nil, v)
 		if err != nil {
 			r.err = err
 			return nil
