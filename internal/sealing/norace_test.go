@@ -1,0 +1,5 @@
+//go:build !race
+
+package sealing
+
+const raceEnabled = false
