@@ -65,51 +65,48 @@ func readEnvelope(data []byte) (Sealed, bool) {
 		return Sealed{}, false
 	}
 	var s Sealed
-	v, alg, kid := f.Version, f.Alg, f.KeyID
-	dk, ctx, nonce, ct := f.DataKey, f.Context, f.Nonce, f.Ciphertext
-	ctxNull := f.ContextNull
 	// One buffer for the four byte fields, each capped at its own length
 	// so that appending to one cannot overwrite the next.
 	size := 0
-	for _, f := range [...][]byte{dk, ctx, nonce, ct} {
-		size += base64.StdEncoding.DecodedLen(len(f))
+	for _, v := range [...][]byte{f.DataKey, f.Context, f.Nonce, f.Ciphertext} {
+		size += base64.StdEncoding.DecodedLen(len(v))
 	}
 	buf := make([]byte, size)
-	decode := func(f []byte, null bool) ([]byte, bool) {
+	decode := func(v []byte, null bool) ([]byte, bool) {
 		if null {
 			return nil, true
 		}
-		n, err := base64.StdEncoding.Decode(buf, f)
+		n, err := base64.StdEncoding.Decode(buf, v)
 		if err != nil {
 			return nil, false
 		}
 		out := buf[:n:n]
-		buf = buf[base64.StdEncoding.DecodedLen(len(f)):]
+		buf = buf[base64.StdEncoding.DecodedLen(len(v)):]
 		return out, true
 	}
-	if dk != nil {
-		if s.DataKey, ok = decode(dk, false); !ok {
+	if f.DataKey != nil {
+		if s.DataKey, ok = decode(f.DataKey, false); !ok {
 			return Sealed{}, false
 		}
 	}
-	if s.ContextDigest, ok = decode(ctx, ctxNull); !ok {
+	if s.ContextDigest, ok = decode(f.Context, f.ContextNull); !ok {
 		return Sealed{}, false
 	}
-	if s.Nonce, ok = decode(nonce, false); !ok {
+	if s.Nonce, ok = decode(f.Nonce, false); !ok {
 		return Sealed{}, false
 	}
-	if s.Ciphertext, ok = decode(ct, false); !ok {
+	if s.Ciphertext, ok = decode(f.Ciphertext, false); !ok {
 		return Sealed{}, false
 	}
-	s.Version = v
-	switch string(alg) {
+	s.Version = f.Version
+	switch string(f.Alg) {
 	case AlgLocal:
 		s.Alg = AlgLocal
 	case AlgKMS:
 		s.Alg = AlgKMS
 	default:
-		s.Alg = string(alg)
+		s.Alg = string(f.Alg)
 	}
-	s.KeyID = string(kid)
+	s.KeyID = string(f.KeyID)
 	return s, true
 }
