@@ -125,6 +125,18 @@ func createOwn[T any](own bool, create func() (T, error), read func() (T, error)
 	return out, nil
 }
 
+// resourceName is the name of the resource logicalID, of type typ: the
+// one the template gives, or else one made up as CloudFormation makes one
+// (physicalName, at most max characters); own says whether its create may
+// take the name as its own when it finds it taken (ownName).
+func (sb *Sandbox) resourceName(typ, given, logicalID string, max int, lower bool) (name string, own bool) {
+	if given == "" {
+		name = sb.physicalName(logicalID, max, lower)
+		return name, sb.ownName(typ, name, true)
+	}
+	return given, sb.ownName(typ, given, false)
+}
+
 // ownName says whether a create of a resource of type typ named name may
 // take a resource of that name that it finds as its own first attempt
 // (createOwn), and records the name as this sandbox's. A name the sandbox
@@ -239,12 +251,7 @@ func makeAlias(ctx context.Context, sb *Sandbox, _ string, props map[string]any)
 }
 
 func makeTable(ctx context.Context, sb *Sandbox, logicalID string, props map[string]any) (made, error) {
-	name := str(props, "TableName")
-	madeUp := name == ""
-	if madeUp {
-		name = sb.physicalName(logicalID, 255, false)
-	}
-	own := sb.ownName("AWS::DynamoDB::Table", name, madeUp)
+	name, own := sb.resourceName("AWS::DynamoDB::Table", str(props, "TableName"), logicalID, 255, false)
 	in := &dynamodb.CreateTableInput{TableName: &name, BillingMode: dbtypes.BillingMode(str(props, "BillingMode"))}
 	for key, into := range map[string]any{
 		"AttributeDefinitions": &in.AttributeDefinitions, "KeySchema": &in.KeySchema,
@@ -291,12 +298,7 @@ func makeTable(ctx context.Context, sb *Sandbox, logicalID string, props map[str
 }
 
 func makeSecret(ctx context.Context, sb *Sandbox, logicalID string, props map[string]any) (made, error) {
-	name := str(props, "Name")
-	madeUp := name == ""
-	if madeUp {
-		name = sb.physicalName(logicalID, 256, false)
-	}
-	own := sb.ownName("AWS::SecretsManager::Secret", name, madeUp)
+	name, own := sb.resourceName("AWS::SecretsManager::Secret", str(props, "Name"), logicalID, 256, false)
 	value := str(props, "SecretString")
 	if g, ok := props["GenerateSecretString"].(map[string]any); ok {
 		in := &secretsmanager.GetRandomPasswordInput{
@@ -348,12 +350,7 @@ func makeSecret(ctx context.Context, sb *Sandbox, logicalID string, props map[st
 }
 
 func makeRole(ctx context.Context, sb *Sandbox, logicalID string, props map[string]any) (made, error) {
-	name := str(props, "RoleName")
-	madeUp := name == ""
-	if madeUp {
-		name = sb.physicalName(logicalID, 64, false)
-	}
-	own := sb.ownName("AWS::IAM::Role", name, madeUp)
+	name, own := sb.resourceName("AWS::IAM::Role", str(props, "RoleName"), logicalID, 64, false)
 	trust, err := document(props["AssumeRolePolicyDocument"])
 	if err != nil {
 		return made{}, err
@@ -456,12 +453,7 @@ func makeManagedPolicy(ctx context.Context, sb *Sandbox, logicalID string, props
 	if err != nil {
 		return made{}, err
 	}
-	name := str(props, "ManagedPolicyName")
-	madeUp := name == ""
-	if madeUp {
-		name = sb.physicalName(logicalID, 128, false)
-	}
-	own := sb.ownName("AWS::IAM::ManagedPolicy", name, madeUp)
+	name, own := sb.resourceName("AWS::IAM::ManagedPolicy", str(props, "ManagedPolicyName"), logicalID, 128, false)
 	in := &iam.CreatePolicyInput{PolicyName: &name, PolicyDocument: &doc}
 	if p := str(props, "Path"); p != "" {
 		in.Path = &p
@@ -501,12 +493,7 @@ func makeManagedPolicy(ctx context.Context, sb *Sandbox, logicalID string, props
 }
 
 func makeStateMachine(ctx context.Context, sb *Sandbox, logicalID string, props map[string]any) (made, error) {
-	name := str(props, "StateMachineName")
-	madeUp := name == ""
-	if madeUp {
-		name = sb.physicalName(logicalID, 80, false)
-	}
-	own := sb.ownName("AWS::StepFunctions::StateMachine", name, madeUp)
+	name, own := sb.resourceName("AWS::StepFunctions::StateMachine", str(props, "StateMachineName"), logicalID, 80, false)
 	definition, err := definitionOf(props)
 	if err != nil {
 		return made{}, err
@@ -685,12 +672,7 @@ func makeStage(_ context.Context, sb *Sandbox, _ string, props map[string]any) (
 // Region nor account, which a stand-in's would have, and IAM refuses such
 // an ARN in a policy.
 func makeBucket(ctx context.Context, sb *Sandbox, logicalID string, props map[string]any) (made, error) {
-	name := str(props, "BucketName")
-	madeUp := name == ""
-	if madeUp {
-		name = sb.physicalName(logicalID, 63, true)
-	}
-	own := sb.ownName("AWS::S3::Bucket", name, madeUp)
+	name, own := sb.resourceName("AWS::S3::Bucket", str(props, "BucketName"), logicalID, 63, true)
 	in := &s3.CreateBucketInput{Bucket: aws.String(name)}
 	if sb.region != "us-east-1" {
 		in.CreateBucketConfiguration = &s3types.CreateBucketConfiguration{LocationConstraint: s3types.BucketLocationConstraint(sb.region)}

@@ -99,6 +99,7 @@ func TestACreateRetriedAfterItsAnswerWasLostTakesWhatItMade(t *testing.T) {
 		"CreateStateMachine", "CreateAlias"}
 	sb, lost := testSandbox(t, creates...)
 	document := map[string]any{"Version": "2012-10-17", "Statement": []any{map[string]any{"Effect": "Allow", "Action": "s3:GetObject", "Resource": "*"}}}
+	pass := map[string]any{"StartAt": "A", "States": map[string]any{"A": map[string]any{"Type": "Pass", "End": true}}}
 	trust := map[string]any{"Version": "2012-10-17", "Statement": []any{map[string]any{"Effect": "Allow",
 		"Principal": map[string]any{"Service": "lambda.amazonaws.com"}, "Action": "sts:AssumeRole"}}}
 
@@ -130,7 +131,7 @@ func TestACreateRetriedAfterItsAnswerWasLostTakesWhatItMade(t *testing.T) {
 		t.Errorf("table %v: DynamoDB has %v, %v", table, got, err)
 	}
 	machine, err := makeStateMachine(ctx, sb, "Machine", map[string]any{"RoleArn": role.attrs["Arn"],
-		"Definition": map[string]any{"StartAt": "A", "States": map[string]any{"A": map[string]any{"Type": "Pass", "End": true}}}})
+		"Definition": pass})
 	if err != nil {
 		t.Fatalf("state machine: %v", err)
 	}
@@ -172,7 +173,7 @@ func TestACreateRetriedAfterItsAnswerWasLostTakesWhatItMade(t *testing.T) {
 	// Names the template gives, on the sandbox's own moto: the state
 	// machines' (ServerlessOsb-operation...) and the sealing key's alias.
 	named, err := makeStateMachine(ctx, sb, "Named", map[string]any{"RoleArn": role.attrs["Arn"], "StateMachineName": mototest.Name("Retried-operation"),
-		"Definition": map[string]any{"StartAt": "A", "States": map[string]any{"A": map[string]any{"Type": "Pass", "End": true}}}})
+		"Definition": pass})
 	if err != nil {
 		t.Fatalf("a named state machine: %v", err)
 	}
