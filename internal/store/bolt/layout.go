@@ -22,9 +22,10 @@ import (
 // 'r' after it for its record). Layout 5 has layout 4's keys but for the
 // bindings', which keys.go places at slots among the operations
 // (bindings.go). Layout 6 has layout 5's keys and values, but that a
-// string field of a binary value may be in a short form (itembin.go: a
-// UUID in its 16 bytes, a fingerprint's hex in its bytes), which a broker
-// of layout 5 would not read. Open moves a file of an earlier layout to
+// field of a binary value may be in a short form (itembin.go: a UUID in
+// its 16 bytes, a fingerprint's hex in its bytes, a sealed value in the
+// binary form of sealing/envelope), which a broker of layout 5 would not
+// read. Open moves a file of an earlier layout to
 // this one (migrate), in the transaction that opens it; a broker of
 // layout 4 refuses a file of layout 5 ("use a newer broker") rather than
 // find none of its bindings, and one of layout 5 a file of layout 6 rather
