@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -17,72 +16,23 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/aws/aws-sdk-go-v2/service/sfn"
 	"github.com/aws/aws-sdk-go-v2/service/sts"
-	"github.com/aws/smithy-go/middleware"
 
 	"github.com/serverless-osb/broker/internal/mototest"
 )
 
-// lostAnswers is a fake network, for what moto cannot do: the first
-// answer to each of the calls named in lose (as many calls as it counts)
-// is lost after moto has carried the call out, as a connection reset on
-// the way back loses it. The SDK then tries the call again, as it does on
-// a busy machine.
-type lostAnswers struct {
-	mu   sync.Mutex
-	lose map[string]int // operation → how many of its calls are still to lose an answer
-	lost []string
-}
-
-// callLoses marks a call that is to lose its first answer.
-type callLoses struct{}
-
-func (l *lostAnswers) register(s *middleware.Stack) error {
-	// Once a call (before the SDK's attempts): whether it loses an answer.
-	err := s.Initialize.Add(middleware.InitializeMiddlewareFunc("LoseAnAnswerOfThisCall",
-		func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
-			op := middleware.GetOperationName(ctx)
-			l.mu.Lock()
-			if l.lose[op] > 0 {
-				l.lose[op]--
-				ctx = context.WithValue(ctx, callLoses{}, new(bool))
-			}
-			l.mu.Unlock()
-			return next.HandleInitialize(ctx, in)
-		}), middleware.Before)
-	if err != nil {
-		return err
-	}
-	// Each attempt: the first answer of a marked call is lost.
-	return s.Deserialize.Add(middleware.DeserializeMiddlewareFunc("LoseTheFirstAnswer",
-		func(ctx context.Context, in middleware.DeserializeInput, next middleware.DeserializeHandler) (middleware.DeserializeOutput, middleware.Metadata, error) {
-			out, md, err := next.HandleDeserialize(ctx, in)
-			lost, _ := ctx.Value(callLoses{}).(*bool)
-			if err != nil || lost == nil || *lost {
-				return out, md, err
-			}
-			*lost = true
-			l.mu.Lock()
-			l.lost = append(l.lost, middleware.GetOperationName(ctx))
-			l.mu.Unlock()
-			return out, md, errors.New("read tcp 127.0.0.1:1->127.0.0.1:2: read: connection reset by peer")
-		}), middleware.Before)
-}
-
 // testSandbox is a sandbox of the resource makers alone, on the suite's
 // moto, whose clients lose the first answer of the first calls of each
 // operation in lose (an operation named twice: its first two calls).
-func testSandbox(t *testing.T, lose ...string) (*Sandbox, *lostAnswers) {
+func testSandbox(t *testing.T, lose ...string) (*Sandbox, *mototest.LostAnswers) {
 	t.Helper()
-	l := &lostAnswers{lose: map[string]int{}}
-	for _, op := range lose {
-		l.lose[op]++
-	}
+	l := &mototest.LostAnswers{}
+	l.Lose(lose...)
 	cfg := mototest.Config(t, "eu-west-2")
 	id, err := sts.NewFromConfig(cfg).GetCallerIdentity(context.Background(), &sts.GetCallerIdentityInput{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.APIOptions = append(cfg.APIOptions, l.register)
+	cfg.APIOptions = append(cfg.APIOptions, l.Register)
 	sb := &Sandbox{region: cfg.Region, account: *id.Account, clients: newClients(cfg), secrets: map[string]string{},
 		stack: &stack{name: mototest.Name("Retried")}}
 	return sb, l
@@ -152,7 +102,7 @@ func TestACreateRetriedAfterItsAnswerWasLostTakesWhatItMade(t *testing.T) {
 	if _, err := sb.clients.s3.HeadBucket(ctx, &s3.HeadBucketInput{Bucket: &bucket.ref}); err != nil {
 		t.Errorf("bucket %s: %v", bucket.ref, err)
 	}
-	cfn := cloudformation.NewFromConfig(mototest.Config(t, sb.region), func(o *cloudformation.Options) { o.APIOptions = append(o.APIOptions, lost.register) })
+	cfn := cloudformation.NewFromConfig(mototest.Config(t, sb.region), func(o *cloudformation.Options) { o.APIOptions = append(o.APIOptions, lost.Register) })
 	name := mototest.Name("retried-stack")
 	body := `{"Resources":{"Handle":{"Type":"AWS::CloudFormation::WaitConditionHandle"}}}`
 	stackOut, err := createStackOwn(ctx, cfn, &cloudformation.CreateStackInput{StackName: &name, TemplateBody: &body})
@@ -195,11 +145,9 @@ func TestACreateRetriedAfterItsAnswerWasLostTakesWhatItMade(t *testing.T) {
 	// Each create's first answer was lost, so each was tried again
 	// (moto's CreateStateMachine of a name it has, with the same
 	// definition, answers as the first time).
-	lost.mu.Lock()
-	if strings.Join(lost.lost, " ") != strings.Join(creates, " ") {
-		t.Errorf("answers lost: %v, want the first of each of %v", lost.lost, creates)
+	if got := lost.Lost(); strings.Join(got, " ") != strings.Join(creates, " ") {
+		t.Errorf("answers lost: %v, want the first of each of %v", got, creates)
 	}
-	lost.mu.Unlock()
 }
 
 // A name the template gives twice is an error, as in CloudFormation: the

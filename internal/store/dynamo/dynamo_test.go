@@ -35,17 +35,20 @@ type env struct {
 	client *dynamodb.Client
 	table  string
 	calls  *mototest.Calls
-	store  *dynamo.Store
+	// lost loses the answers it is told to (a fake network: nothing to lose
+	// unless a test says so).
+	lost  *mototest.LostAnswers
+	store *dynamo.Store
 	// afterGet is run once, after the client's next GetItem has answered.
 	afterGet atomic.Pointer[func()]
 }
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	e := &env{calls: &mototest.Calls{}}
+	e := &env{calls: &mototest.Calls{}, lost: &mototest.LostAnswers{}}
 	cfg := mototest.Config(t, region)
 	client := dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) {
-		o.APIOptions = append(o.APIOptions, e.calls.Register, e.registerAfterGet)
+		o.APIOptions = append(o.APIOptions, e.calls.Register, e.registerAfterGet, e.lost.Register)
 	})
 	table := mototest.Name("dynamo-store")
 	if err := dynamo.CreateTable(t.Context(), client, table); err != nil {

@@ -90,6 +90,13 @@ func (s *Slots) Take(ctx context.Context, planID string) (func(), bool, error) {
 				live[h] = end
 			}
 		}
+		release := func() { s.release(context.WithoutCancel(ctx), planID, holder) }
+		if _, ours := live[holder]; ours {
+			// The write of the try before this one was carried out, but
+			// the SDK lost its answer and tried again, whose condition
+			// failed on it (retried.go): the slot is this call's.
+			return release, true, nil
+		}
 		if len(live) >= s.perPlan {
 			return nil, false, nil
 		}
@@ -116,7 +123,7 @@ func (s *Slots) Take(ctx context.Context, planID string) (func(), bool, error) {
 		case err != nil:
 			return nil, false, fmt.Errorf("take a slot of plan %s: %w", planID, err)
 		}
-		return func() { s.release(context.WithoutCancel(ctx), planID, holder) }, true, nil
+		return release, true, nil
 	}
 	return nil, false, nil
 }

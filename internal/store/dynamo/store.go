@@ -448,7 +448,9 @@ func (s *Store) putItem(ctx context.Context, item map[string]types.AttributeValu
 
 // putItemIf is one conditional PutItem. When the condition fails it returns
 // DynamoDB's exception, whose Item is the stored item (empty when there is
-// none), and a nil error.
+// none), and a nil error; but when it fails on a retry of the SDK's and the
+// stored item is item, the write is the call's own first attempt, whose
+// answer was lost (retried.go), and it returns nil and nil.
 func (s *Store) putItemIf(ctx context.Context, item map[string]types.AttributeValue, cond expression.ConditionBuilder) (*types.ConditionalCheckFailedException, error) {
 	e, err := build(cond, nil)
 	if err != nil {
@@ -459,15 +461,20 @@ func (s *Store) putItemIf(ctx context.Context, item map[string]types.AttributeVa
 		ConditionExpression: e.Condition(), ExpressionAttributeNames: e.Names(), ExpressionAttributeValues: e.Values(),
 		ReturnValuesOnConditionCheckFailure: allOld,
 	}
+	var attempts int
 	err = retryConflicts(ctx, func() error {
-		_, err := s.client.PutItem(ctx, in)
+		attempts = 0
+		_, err := s.client.PutItem(ctx, in, countAttempts(&attempts))
 		return err
 	})
 	var failed *types.ConditionalCheckFailedException
-	if errors.As(err, &failed) {
-		return failed, nil
+	switch {
+	case !errors.As(err, &failed):
+		return nil, err
+	case attempts > 1 && sameItem(failed.Item, item):
+		return nil, nil
 	}
-	return nil, err
+	return failed, nil
 }
 
 // adder adds a write to a transaction being built.
