@@ -15,9 +15,10 @@ import (
 // it does against AWS after a 500 or a reset, where the call may or may
 // not have been carried out). Register it as an APIOptions entry.
 type LostAnswers struct {
-	mu   sync.Mutex
-	lose map[string]int // operation → how many of its calls are still to lose an answer
-	lost []string
+	mu    sync.Mutex
+	lose  map[string]int // operation → how many of its calls are still to lose an answer
+	every map[string]bool
+	lost  []string
 }
 
 // Lose makes the next call of operation op (an SDK operation name,
@@ -30,6 +31,18 @@ func (l *LostAnswers) Lose(op ...string) {
 	}
 	for _, o := range op {
 		l.lose[o]++
+	}
+}
+
+// LoseEvery makes every call of the operations op lose its first answer.
+func (l *LostAnswers) LoseEvery(op ...string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.every == nil {
+		l.every = map[string]bool{}
+	}
+	for _, o := range op {
+		l.every[o] = true
 	}
 }
 
@@ -50,8 +63,10 @@ func (l *LostAnswers) Register(s *middleware.Stack) error {
 		func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
 			op := middleware.GetOperationName(ctx)
 			l.mu.Lock()
-			if l.lose[op] > 0 {
-				l.lose[op]--
+			if l.every[op] || l.lose[op] > 0 {
+				if !l.every[op] {
+					l.lose[op]--
+				}
 				ctx = context.WithValue(ctx, callLoses{}, new(bool))
 			}
 			l.mu.Unlock()

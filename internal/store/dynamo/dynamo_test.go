@@ -43,13 +43,13 @@ type env struct {
 	afterGet atomic.Pointer[func()]
 }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t *testing.T, opts ...func(*dynamodb.Options)) *env {
 	t.Helper()
 	e := &env{calls: &mototest.Calls{}, lost: &mototest.LostAnswers{}}
 	cfg := mototest.Config(t, region)
-	client := dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) {
+	client := dynamodb.NewFromConfig(cfg, append([]func(*dynamodb.Options){func(o *dynamodb.Options) {
 		o.APIOptions = append(o.APIOptions, e.calls.Register, e.registerAfterGet, e.lost.Register)
-	})
+	}}, opts...)...)
 	table := mototest.Name("dynamo-store")
 	if err := dynamo.CreateTable(t.Context(), client, table); err != nil {
 		t.Fatalf("CreateTable: %v", err)

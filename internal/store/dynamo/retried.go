@@ -19,7 +19,8 @@ import (
 // covers TransactWriteItems; a single-item write has none, so the store
 // tells the two apart itself: a write that took more than one attempt, and
 // whose condition failed on an item equal to the one it writes (the
-// caller's timestamps included), is taken as done.
+// caller's timestamps included; a re-sealed secret's new value), is taken
+// as done: putItemIf, replaceSecret.
 
 // countAttempts is a call's option that counts into n the SDK's attempts
 // of the call (its first and each retry).

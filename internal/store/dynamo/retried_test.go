@@ -4,9 +4,14 @@ import (
 	"encoding/json"
 	"slices"
 	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/serverless-osb/broker/internal/broker"
 	"github.com/serverless-osb/broker/internal/store/dynamo"
+	"github.com/serverless-osb/broker/internal/store/storetest"
 )
 
 // A conditional PutItem whose first attempt DynamoDB carried out, but
@@ -74,4 +79,53 @@ func TestATakeRetriedAfterItsAnswerWasLostHoldsItsSlot(t *testing.T) {
 	if _, ok, err := s.Take(t.Context(), "p-lost"); err != nil || !ok {
 		t.Fatalf("take once the first gave its slot back: %v %v, want the slot", ok, err)
 	}
+}
+
+// The store's contracts (the store's, the secrets', the slots') hold when
+// the first answer of every write is lost after moto carried the write
+// out, and the SDK tries it again: every write the store makes is one
+// whose retry finds its own work done. Without retried.go's check,
+// UpdateDetached, UpdateCampaignItem and ReplaceSecret answered conflicts
+// here for writes they had made.
+func TestContractWhenEveryWriteLosesItsFirstAnswer(t *testing.T) {
+	writes := []string{"PutItem", "UpdateItem", "DeleteItem", "TransactWriteItems", "BatchWriteItem"}
+	// The SDK's retryer, without its backoff (a second's wait at most
+	// before each write's second attempt, hundreds of writes): the
+	// retries are the fake network's, not a busy server's.
+	noWait := func(o *dynamodb.Options) {
+		o.Retryer = retry.NewStandard(func(so *retry.StandardOptions) {
+			so.MaxAttempts = 3
+			so.Backoff = retry.BackoffDelayerFunc(func(int, error) (time.Duration, error) { return 0, nil })
+		})
+	}
+	var envs []*env
+	lossy := func(t *testing.T) *env {
+		e := newEnv(t, noWait)
+		e.lost.LoseEvery(writes...)
+		envs = append(envs, e)
+		return e
+	}
+	storetest.Run(t, func(t *testing.T) broker.Store { return lossy(t).store })
+	storetest.RunSecrets(t, func(t *testing.T) (broker.Store, storetest.Interleave) {
+		e := lossy(t)
+		return e.store, e.afterNextGet
+	})
+	storetest.RunSlots(t, func(t *testing.T, perPlan int) broker.Slots {
+		e := lossy(t)
+		return dynamo.NewSlots(e.client, e.table, perPlan)
+	})
+	lost := map[string]int{}
+	for _, e := range envs {
+		for _, op := range e.lost.Lost() {
+			lost[op]++
+		}
+	}
+	// Each kind of write the store makes lost answers (the contract
+	// makes them all).
+	for _, op := range []string{"PutItem", "TransactWriteItems"} {
+		if lost[op] < 10 {
+			t.Errorf("answers lost: %v; want at least 10 of %s's", lost, op)
+		}
+	}
+	t.Logf("answers lost, by call: %v", lost)
 }

@@ -145,15 +145,23 @@ func (s *Store) replaceSecret(ctx context.Context, secret broker.StoredSecret, s
 	if err != nil {
 		return err
 	}
+	var attempts int
 	_, err = s.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName: s.table, Key: k, UpdateExpression: e.Update(),
 		ConditionExpression: e.Condition(), ExpressionAttributeNames: e.Names(), ExpressionAttributeValues: e.Values(),
-	})
+		ReturnValuesOnConditionCheckFailure: allOld,
+	}, countAttempts(&attempts))
 	var failed *types.ConditionalCheckFailedException
-	if errors.As(err, &failed) {
-		return broker.ErrSecretChanged
+	switch {
+	case !errors.As(err, &failed):
+		return err
+	case attempts > 1 && failed.Item[to] != nil && sameValue(failed.Item[to], item[to]) && (to == attr || failed.Item[attr] == nil):
+		// This call's first attempt, whose answer was lost (retried.go):
+		// the value it writes is sealed anew (its own nonce), so finding
+		// it stored is finding this write done.
+		return nil
 	}
-	return err
+	return broker.ErrSecretChanged
 }
 
 // secretAttribute is the key of the item that holds secret and the
