@@ -9,9 +9,11 @@ import (
 	"reflect"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/service/sfn"
 	"github.com/aws/smithy-go/middleware"
 	"github.com/google/uuid"
@@ -590,4 +592,50 @@ func sameJSON(a, b json.RawMessage) bool {
 		return false
 	}
 	return reflect.DeepEqual(x, y)
+}
+
+// The engine keeps its contract when the first answer of each of its
+// calls that changes something (StartExecution, StopExecution) is lost
+// after moto carried the call out, and the SDK tries it again, as it does
+// against AWS after a 500 or a reset connection: a retried start finds its
+// own execution (the same input), a retried stop an ended one.
+func TestContractWhenEveryCallLosesItsFirstAnswer(t *testing.T) {
+	mototest.Endpoint(t)
+	var lostInAll atomic.Int64
+	t.Cleanup(func() { // once every subtest has ended
+		if n := lostInAll.Load(); n < 10 {
+			t.Errorf("%d answers lost in all; want at least 10 (the contract starts and stops executions)", n)
+		}
+	})
+	lossy := func(t *testing.T, r *motoRegion) *sfn.Client {
+		lost := &mototest.LostAnswers{}
+		lost.LoseEvery("StartExecution", "StopExecution")
+		t.Cleanup(func() { lostInAll.Add(int64(len(lost.Lost()))) })
+		return sfn.NewFromConfig(mototest.Config(t, r.name), func(o *sfn.Options) {
+			o.APIOptions = append(o.APIOptions, lost.Register)
+			// Without the SDK's backoff: the retries are the fake
+			// network's, not a busy server's.
+			o.Retryer = retry.NewStandard(func(so *retry.StandardOptions) {
+				so.Backoff = retry.BackoffDelayerFunc(func(int, error) (time.Duration, error) { return 0, nil })
+			})
+		})
+	}
+	enginetest.Run(t, enginetest.Harness{
+		New: func(t *testing.T, s *enginetest.Script) enginetest.Engine {
+			if why := expressible(s.Answers()); why != "" {
+				t.Skip(why)
+			}
+			r := leaseRegion(t)
+			arn := r.createStateMachine(t, broker.WorkflowOperation)
+			r.script(t, s.Answers())
+			return sfnengine.New(lossy(t, r), map[broker.Workflow]string{broker.WorkflowOperation: arn})
+		},
+		NewWorkflow: func(t *testing.T, w broker.Workflow, asl []byte, _ enginetest.Invoker) enginetest.Engine {
+			r := leaseRegion(t)
+			arn := r.createStateMachineFrom(t, w, asl)
+			return sfnengine.New(lossy(t, r), map[broker.Workflow]string{w: arn})
+		},
+		StopCauseLost: "moto 5.2.1's StopExecution drops error and cause; " +
+			"TestStopSendsErrorAndCause checks what the engine sends",
+	})
 }
