@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	cfn "github.com/aws/aws-sdk-go-v2/service/cloudformation"
 	"github.com/aws/aws-sdk-go-v2/service/cloudformation/types"
 
@@ -25,7 +26,35 @@ import (
 // stack within the call, so every change is done at its first Check; the
 // in-progress and failure paths are driver_test.go's.
 func TestServicesInMoto(t *testing.T) {
-	client := cfn.NewFromConfig(mototest.Config(t, "us-east-1"))
+	servicesInMoto(t, cfn.NewFromConfig(mototest.Config(t, "us-east-1")))
+}
+
+// The same lives when the first answer of every call that changes a stack
+// is lost after moto carried it out, and the SDK tries the call again, as
+// it does against AWS after a 500 or a reset connection: the driver's
+// ClientRequestTokens and its reading of what it finds by name make each
+// retry find its own change (TestServicesInMoto's checks, unchanged).
+func TestServicesInMotoWhenEveryChangeLosesItsFirstAnswer(t *testing.T) {
+	lost := &mototest.LostAnswers{}
+	lost.LoseEvery("CreateStack", "UpdateStack", "DeleteStack", "CreateChangeSet", "ExecuteChangeSet", "ContinueUpdateRollback")
+	servicesInMoto(t, cfn.NewFromConfig(mototest.Config(t, "us-east-1"), func(o *cfn.Options) {
+		o.APIOptions = append(o.APIOptions, lost.Register)
+		// Without the SDK's backoff: the retries are the fake network's,
+		// not a busy server's.
+		o.Retryer = retry.NewStandard(func(so *retry.StandardOptions) {
+			so.Backoff = retry.BackoffDelayerFunc(func(int, error) (time.Duration, error) { return 0, nil })
+		})
+	}))
+	got := map[string]int{}
+	for _, op := range lost.Lost() {
+		got[op]++
+	}
+	if got["CreateStack"] < 6 || got["DeleteStack"] < 6 || got["UpdateStack"]+got["ExecuteChangeSet"] < 1 {
+		t.Errorf("answers lost %v: want those of each service's instance and binding stacks' creates and deletes, and of its update", got)
+	}
+}
+
+func servicesInMoto(t *testing.T, client *cfn.Client) {
 	services := []struct {
 		name            string
 		instanceParams  string
