@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/smithy-go/middleware"
 )
 
@@ -89,4 +92,14 @@ func (l *LostAnswers) Register(s *middleware.Stack) error {
 			l.mu.Unlock()
 			return out, md, errors.New("read tcp 127.0.0.1:1->127.0.0.1:2: read: connection reset by peer")
 		}), middleware.Before)
+}
+
+// RetryAtOnce is the SDK's standard retryer without its backoff, for a
+// client whose lost answers are LostAnswers': each retry is the fake
+// network's, not a busy server's, and waiting up to a second before each
+// would make a test of hundreds of calls minutes long.
+func RetryAtOnce() aws.Retryer {
+	return retry.NewStandard(func(o *retry.StandardOptions) {
+		o.Backoff = retry.BackoffDelayerFunc(func(int, error) (time.Duration, error) { return 0, nil })
+	})
 }

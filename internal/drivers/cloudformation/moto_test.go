@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	cfn "github.com/aws/aws-sdk-go-v2/service/cloudformation"
 	"github.com/aws/aws-sdk-go-v2/service/cloudformation/types"
 
@@ -39,11 +38,7 @@ func TestServicesInMotoWhenEveryChangeLosesItsFirstAnswer(t *testing.T) {
 	lost.LoseEvery("CreateStack", "UpdateStack", "DeleteStack", "CreateChangeSet", "ExecuteChangeSet", "ContinueUpdateRollback")
 	servicesInMoto(t, cfn.NewFromConfig(mototest.Config(t, "us-east-1"), func(o *cfn.Options) {
 		o.APIOptions = append(o.APIOptions, lost.Register)
-		// Without the SDK's backoff: the retries are the fake network's,
-		// not a busy server's.
-		o.Retryer = retry.NewStandard(func(so *retry.StandardOptions) {
-			so.Backoff = retry.BackoffDelayerFunc(func(int, error) (time.Duration, error) { return 0, nil })
-		})
+		o.Retryer = mototest.RetryAtOnce()
 	}))
 	got := map[string]int{}
 	for _, op := range lost.Lost() {

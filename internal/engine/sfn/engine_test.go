@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/service/sfn"
 	"github.com/aws/smithy-go/middleware"
 	"github.com/google/uuid"
@@ -29,7 +28,14 @@ import (
 
 func TestContract(t *testing.T) {
 	mototest.Endpoint(t)
-	enginetest.Run(t, enginetest.Harness{
+	enginetest.Run(t, motoHarness(func(_ *testing.T, r *motoRegion) *sfn.Client { return r.client }))
+}
+
+// motoHarness is the engine contract's harness on moto: each engine on a
+// region of its own, its client from client (the region's, or another on
+// the region).
+func motoHarness(client func(*testing.T, *motoRegion) *sfn.Client) enginetest.Harness {
+	return enginetest.Harness{
 		New: func(t *testing.T, s *enginetest.Script) enginetest.Engine {
 			if why := expressible(s.Answers()); why != "" {
 				t.Skip(why)
@@ -37,17 +43,17 @@ func TestContract(t *testing.T) {
 			r := leaseRegion(t)
 			arn := r.createStateMachine(t, broker.WorkflowOperation)
 			r.script(t, s.Answers())
-			return sfnengine.New(r.client, map[broker.Workflow]string{broker.WorkflowOperation: arn})
+			return sfnengine.New(client(t, r), map[broker.Workflow]string{broker.WorkflowOperation: arn})
 		},
 		// moto's Lambda stub echoes every payload: nothing is queued.
 		NewWorkflow: func(t *testing.T, w broker.Workflow, asl []byte, _ enginetest.Invoker) enginetest.Engine {
 			r := leaseRegion(t)
 			arn := r.createStateMachineFrom(t, w, asl)
-			return sfnengine.New(r.client, map[broker.Workflow]string{w: arn})
+			return sfnengine.New(client(t, r), map[broker.Workflow]string{w: arn})
 		},
 		StopCauseLost: "moto 5.2.1's StopExecution drops error and cause; " +
 			"TestStopSendsErrorAndCause checks what the engine sends",
-	})
+	}
 }
 
 // The worker's answers of the operation workflow.
@@ -613,29 +619,8 @@ func TestContractWhenEveryCallLosesItsFirstAnswer(t *testing.T) {
 		t.Cleanup(func() { lostInAll.Add(int64(len(lost.Lost()))) })
 		return sfn.NewFromConfig(mototest.Config(t, r.name), func(o *sfn.Options) {
 			o.APIOptions = append(o.APIOptions, lost.Register)
-			// Without the SDK's backoff: the retries are the fake
-			// network's, not a busy server's.
-			o.Retryer = retry.NewStandard(func(so *retry.StandardOptions) {
-				so.Backoff = retry.BackoffDelayerFunc(func(int, error) (time.Duration, error) { return 0, nil })
-			})
+			o.Retryer = mototest.RetryAtOnce()
 		})
 	}
-	enginetest.Run(t, enginetest.Harness{
-		New: func(t *testing.T, s *enginetest.Script) enginetest.Engine {
-			if why := expressible(s.Answers()); why != "" {
-				t.Skip(why)
-			}
-			r := leaseRegion(t)
-			arn := r.createStateMachine(t, broker.WorkflowOperation)
-			r.script(t, s.Answers())
-			return sfnengine.New(lossy(t, r), map[broker.Workflow]string{broker.WorkflowOperation: arn})
-		},
-		NewWorkflow: func(t *testing.T, w broker.Workflow, asl []byte, _ enginetest.Invoker) enginetest.Engine {
-			r := leaseRegion(t)
-			arn := r.createStateMachineFrom(t, w, asl)
-			return sfnengine.New(lossy(t, r), map[broker.Workflow]string{w: arn})
-		},
-		StopCauseLost: "moto 5.2.1's StopExecution drops error and cause; " +
-			"TestStopSendsErrorAndCause checks what the engine sends",
-	})
+	enginetest.Run(t, motoHarness(lossy))
 }

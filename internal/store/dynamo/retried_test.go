@@ -4,12 +4,11 @@ import (
 	"encoding/json"
 	"slices"
 	"testing"
-	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/serverless-osb/broker/internal/broker"
+	"github.com/serverless-osb/broker/internal/mototest"
 	"github.com/serverless-osb/broker/internal/store/dynamo"
 	"github.com/serverless-osb/broker/internal/store/storetest"
 )
@@ -89,15 +88,7 @@ func TestATakeRetriedAfterItsAnswerWasLostHoldsItsSlot(t *testing.T) {
 // here for writes they had made.
 func TestContractWhenEveryWriteLosesItsFirstAnswer(t *testing.T) {
 	writes := []string{"PutItem", "UpdateItem", "DeleteItem", "TransactWriteItems", "BatchWriteItem"}
-	// The SDK's retryer, without its backoff (a second's wait at most
-	// before each write's second attempt, hundreds of writes): the
-	// retries are the fake network's, not a busy server's.
-	noWait := func(o *dynamodb.Options) {
-		o.Retryer = retry.NewStandard(func(so *retry.StandardOptions) {
-			so.MaxAttempts = 3
-			so.Backoff = retry.BackoffDelayerFunc(func(int, error) (time.Duration, error) { return 0, nil })
-		})
-	}
+	noWait := func(o *dynamodb.Options) { o.Retryer = mototest.RetryAtOnce() }
 	var envs []*env
 	lossy := func(t *testing.T) *env {
 		e := newEnv(t, noWait)
