@@ -41,9 +41,10 @@ func countAttempts(n *int) func(*dynamodb.Options) {
 // sameItem reports whether two items hold the same attributes and values,
 // as DynamoDB compares them: numbers by value, sets in any order.
 func sameItem(a, b map[string]types.AttributeValue) bool {
-	return len(a) == len(b) && maps.EqualFunc(a, b, sameValue)
+	return maps.EqualFunc(a, b, sameValue)
 }
 
+// sameValue is false when either is missing (nil).
 func sameValue(a, b types.AttributeValue) bool {
 	switch a := a.(type) {
 	case *types.AttributeValueMemberS:

@@ -53,4 +53,9 @@ func TestSameItemComparesAsDynamoDB(t *testing.T) {
 			t.Errorf("%s, the other way: sameItem %v, want %v", c.name, got, c.same)
 		}
 	}
+	// A missing attribute (ReplaceSecret's, of a stored item without it)
+	// is no value's same.
+	if sameValue(nil, s("a")) || sameValue(s("a"), nil) || sameValue(nil, nil) {
+		t.Error("sameValue took a missing attribute for a value")
+	}
 }

@@ -155,7 +155,7 @@ func (s *Store) replaceSecret(ctx context.Context, secret broker.StoredSecret, s
 	switch {
 	case !errors.As(err, &failed):
 		return err
-	case attempts > 1 && failed.Item[to] != nil && sameValue(failed.Item[to], item[to]) && (to == attr || failed.Item[attr] == nil):
+	case attempts > 1 && sameValue(failed.Item[to], item[to]) && (to == attr || failed.Item[attr] == nil):
 		// This call's first attempt, whose answer was lost (retried.go):
 		// the value it writes is sealed anew (its own nonce), so finding
 		// it stored is finding this write done.
