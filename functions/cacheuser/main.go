@@ -6,22 +6,21 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"log/slog"
 	"os"
 
 	"github.com/aws/aws-lambda-go/lambda"
-	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/elasticache"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 
+	"github.com/serverless-osb/broker/internal/awsenv"
 	"github.com/serverless-osb/broker/internal/cacheusers"
 )
 
 func main() {
 	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
-	cfg, err := config.LoadDefaultConfig(context.Background())
+	cfg, err := awsenv.Config("")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "serverless-osb cacheuser:", err)
 		os.Exit(1)

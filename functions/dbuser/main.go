@@ -14,16 +14,16 @@ import (
 
 	"github.com/aws/aws-lambda-go/cfn"
 	"github.com/aws/aws-lambda-go/lambda"
-	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 
+	"github.com/serverless-osb/broker/internal/awsenv"
 	"github.com/serverless-osb/broker/internal/dbusers"
 	"github.com/serverless-osb/broker/internal/searchusers"
 )
 
 func main() {
 	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
-	cfg, err := config.LoadDefaultConfig(context.Background())
+	cfg, err := awsenv.Config("")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "serverless-osb dbuser:", err)
 		os.Exit(1)

@@ -2,6 +2,9 @@ package app
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -93,4 +96,26 @@ func (s *secretCredentials) Credentials(ctx context.Context, retry bool) *api.Cr
 	}
 	s.set, s.readAt = api.NewCredentialSet(pairs), now
 	return s.set
+}
+
+// ParseCredentials reads a JSON list of {"username","password"} pairs.
+func ParseCredentials(data []byte) ([]api.Credential, error) {
+	var pairs []struct {
+		Username string `json:"username"`
+		Password string `json:"password"`
+	}
+	if err := json.Unmarshal(data, &pairs); err != nil {
+		return nil, fmt.Errorf("want a JSON list of {\"username\",\"password\"} objects: %w", err)
+	}
+	out := make([]api.Credential, 0, len(pairs))
+	for i, p := range pairs {
+		if p.Username == "" || p.Password == "" {
+			return nil, fmt.Errorf("pair %d: username and password must be non-empty", i)
+		}
+		out = append(out, api.Credential(p))
+	}
+	if len(out) == 0 {
+		return nil, errors.New("no credential pairs")
+	}
+	return out, nil
 }

@@ -19,7 +19,6 @@ import (
 	"github.com/aws/aws-lambda-go/lambdacontext"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/aws/arn"
-	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/kms"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
@@ -27,6 +26,7 @@ import (
 	"github.com/awslabs/aws-lambda-go-api-proxy/httpadapter"
 
 	"github.com/serverless-osb/broker/internal/api"
+	"github.com/serverless-osb/broker/internal/awsenv"
 	"github.com/serverless-osb/broker/internal/broker"
 	"github.com/serverless-osb/broker/internal/catalog"
 	"github.com/serverless-osb/broker/internal/deploy"
@@ -366,20 +366,9 @@ func (c LambdaConfig) stateMachines() map[broker.Workflow]string {
 	return m
 }
 
-// loadAWSConfig is the whole configuration chain (profiles, SSO), for
-// the operator's command; the functions read their environment alone
-// (functionConfig).
-func loadAWSConfig(ctx context.Context, c LambdaConfig, logger *slog.Logger) (aws.Config, error) {
-	cfg, err := awsconfig.LoadDefaultConfig(ctx, awsconfig.WithRegion(c.Store.Region))
-	if err != nil {
-		return aws.Config{}, fmt.Errorf("load AWS configuration: %w", err)
-	}
-	return instrumented(cfg, c, logger)
-}
-
-// functionConfig is a function's AWS configuration (functionAWSConfig).
+// functionConfig is a function's AWS configuration (awsenv.Config).
 func functionConfig(c LambdaConfig, logger *slog.Logger) (aws.Config, error) {
-	cfg, err := functionAWSConfig(c.Store.Region)
+	cfg, err := awsenv.Config(c.Store.Region)
 	if err != nil {
 		return aws.Config{}, fmt.Errorf("load AWS configuration: %w", err)
 	}

@@ -1,3 +1,5 @@
+//go:build !lambda.norpc
+
 // Package app wires the broker from its configuration: the local broker
 // (bolt store, local engine, net/http) that `make run` serves, and the
 // Lambda functions (DynamoDB store, Step Functions engine) that AWS runs.
@@ -132,28 +134,6 @@ func LocalConfigFromEnv() (LocalConfig, error) {
 		c.Credentials = append(c.Credentials, api.Credential{Username: envOr("BROKER_USERNAME", "broker"), Password: pass})
 	}
 	return c, nil
-}
-
-// ParseCredentials reads a JSON list of {"username","password"} pairs.
-func ParseCredentials(data []byte) ([]api.Credential, error) {
-	var pairs []struct {
-		Username string `json:"username"`
-		Password string `json:"password"`
-	}
-	if err := json.Unmarshal(data, &pairs); err != nil {
-		return nil, fmt.Errorf("want a JSON list of {\"username\",\"password\"} objects: %w", err)
-	}
-	out := make([]api.Credential, 0, len(pairs))
-	for i, p := range pairs {
-		if p.Username == "" || p.Password == "" {
-			return nil, fmt.Errorf("pair %d: username and password must be non-empty", i)
-		}
-		out = append(out, api.Credential(p))
-	}
-	if len(out) == 0 {
-		return nil, errors.New("no credential pairs")
-	}
-	return out, nil
 }
 
 // envOr is the variable name, or def when it is unset or empty.

@@ -1,3 +1,5 @@
+//go:build !lambda.norpc
+
 package app
 
 import (
@@ -831,4 +833,15 @@ func instanceAnswer(instanceID string, ops []broker.Operation, ds []broker.Detac
 		answer.Detached = append(answer.Detached, newDetachedAnswer(d))
 	}
 	return answer
+}
+
+// loadAWSConfig is the whole configuration chain (profiles, SSO), for
+// the operator's command; the functions read their environment alone
+// (functionConfig).
+func loadAWSConfig(ctx context.Context, c LambdaConfig, logger *slog.Logger) (aws.Config, error) {
+	cfg, err := awsconfig.LoadDefaultConfig(ctx, awsconfig.WithRegion(c.Store.Region))
+	if err != nil {
+		return aws.Config{}, fmt.Errorf("load AWS configuration: %w", err)
+	}
+	return instrumented(cfg, c, logger)
 }

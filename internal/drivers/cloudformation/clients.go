@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials/stscreds"
 	cfn "github.com/aws/aws-sdk-go-v2/service/cloudformation"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 
@@ -87,8 +86,10 @@ type Clients struct {
 	// Base is the broker's own configuration: its Region, credentials,
 	// endpoints and instrumentation, which every client starts from.
 	Base aws.Config
-	// STS assumes the roles; sts.NewFromConfig(Base) unless a test says.
-	STS stscreds.AssumeRoleAPIClient
+	// Roles gives a role's credentials: STS's AssumeRole with the external
+	// id (AssumeWith(sts.NewFromConfig(Base)), roles_sts.go) unless a test
+	// says; nil in a build without roles (roles_without.go).
+	Roles RoleCredentials
 	// NewAPI makes a client from a configuration; cfn.NewFromConfig
 	// unless a test says.
 	NewAPI func(aws.Config) API
@@ -105,6 +106,14 @@ type Clients struct {
 	apis    map[clientKey]API
 	s3s     map[clientKey]S3API
 	secrets map[string]secretValue
+}
+
+// RoleCredentials gives the credentials of a role assumed with an external
+// id; configFor keeps them in a cache per role and external id. In the
+// driver's own terms, so that a build without roles links nothing of STS
+// (roles_without.go).
+type RoleCredentials interface {
+	Credentials(role string, externalID ExternalID) aws.CredentialsProvider
 }
 
 // SecretsAPI is the part of Secrets Manager the driver calls to read an
@@ -131,8 +140,8 @@ type clientKey struct {
 
 // NewClients returns the clients of places reached from base.
 func NewClients(base aws.Config) *Clients {
-	assume, secrets := newRoleClients(base)
-	return &Clients{Base: base, STS: assume, NewAPI: func(c aws.Config) API { return cfn.NewFromConfig(c) }, Secrets: secrets}
+	roles, secrets := newRoleClients(base)
+	return &Clients{Base: base, Roles: roles, NewAPI: func(c aws.Config) API { return cfn.NewFromConfig(c) }, Secrets: secrets}
 }
 
 // credentialsWindow is how long before they expire the role's credentials
@@ -207,10 +216,8 @@ func (c *Clients) configFor(region, role string, externalID ExternalID) (clientK
 	}
 	creds := c.creds[key.credentialsKey]
 	if creds == nil {
-		id := string(externalID)
-		creds = aws.NewCredentialsCache(stscreds.NewAssumeRoleProvider(c.STS, role, func(o *stscreds.AssumeRoleOptions) {
-			o.ExternalID, o.RoleSessionName, o.Duration = aws.String(id), roleSessionName, assumedDuration
-		}), func(o *aws.CredentialsCacheOptions) { o.ExpiryWindow = credentialsWindow })
+		creds = aws.NewCredentialsCache(c.Roles.Credentials(role, externalID),
+			func(o *aws.CredentialsCacheOptions) { o.ExpiryWindow = credentialsWindow })
 		c.creds[key.credentialsKey] = creds
 	}
 	cfg.Credentials = creds

@@ -1,3 +1,7 @@
+//go:build !osb_without_roles
+
+// Placed plans on moto: with roles only, as placement_roles_test.go.
+
 package cloudformation
 
 import (
@@ -102,7 +106,7 @@ func newMotoPlace(t *testing.T, instanceTemplate string, placement map[string]an
 	counted := base.Copy()
 	counted.APIOptions = append(counted.APIOptions, m.calls.Register)
 	m.driver.Clients = NewClients(counted)
-	m.driver.Clients.STS = m.sts
+	m.driver.Clients.Roles = AssumeWith(m.sts)
 	if m.driver.Roles, err = RolesOf([]*Settings{settings}); err != nil {
 		t.Fatal(err)
 	}

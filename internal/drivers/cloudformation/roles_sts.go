@@ -15,6 +15,18 @@ const withoutRoles = false
 
 // newRoleClients are the clients that reach a placement's role: STS,
 // which assumes it, and Secrets Manager, which holds its external id.
-func newRoleClients(base aws.Config) (stscreds.AssumeRoleAPIClient, SecretsAPI) {
-	return sts.NewFromConfig(base), secretsmanager.NewFromConfig(base)
+func newRoleClients(base aws.Config) (RoleCredentials, SecretsAPI) {
+	return AssumeWith(sts.NewFromConfig(base)), secretsmanager.NewFromConfig(base)
+}
+
+// AssumeWith gives a role's credentials from client's AssumeRole, with
+// the external id, the driver's session name and lifetime.
+func AssumeWith(client stscreds.AssumeRoleAPIClient) RoleCredentials { return assumeRole{client} }
+
+type assumeRole struct{ client stscreds.AssumeRoleAPIClient }
+
+func (a assumeRole) Credentials(role string, externalID ExternalID) aws.CredentialsProvider {
+	return stscreds.NewAssumeRoleProvider(a.client, role, func(o *stscreds.AssumeRoleOptions) {
+		o.ExternalID, o.RoleSessionName, o.Duration = aws.String(string(externalID)), roleSessionName, assumedDuration
+	})
 }

@@ -2,10 +2,7 @@
 
 package cloudformation
 
-import (
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials/stscreds"
-)
+import "github.com/aws/aws-sdk-go-v2/aws"
 
 // withoutRoles: make build leaves the STS and Secrets Manager clients out
 // of the bootstraps (build tag osb_without_roles, 0.12 MB of the worker's
@@ -16,4 +13,4 @@ const withoutRoles = true
 
 // newRoleClients are none: RolesOf refuses at start the roles that would
 // call them.
-func newRoleClients(aws.Config) (stscreds.AssumeRoleAPIClient, SecretsAPI) { return nil, nil }
+func newRoleClients(aws.Config) (RoleCredentials, SecretsAPI) { return nil, nil }

@@ -40,7 +40,7 @@ func TestRolesWithoutSTS(t *testing.T) {
 	if roles, err := RolesOf([]*Settings{own}); err != nil || len(roles) != 0 {
 		t.Errorf("a plan placed in another Region of the broker's account: roles %v, %v", roles, err)
 	}
-	if c := NewClients(aws.Config{Region: "us-east-1"}); c.STS != nil || c.Secrets != nil {
+	if c := NewClients(aws.Config{Region: "us-east-1"}); c.Roles != nil || c.Secrets != nil {
 		t.Errorf("clients %+v: STS or Secrets Manager in a build without them", c)
 	}
 }

@@ -69,4 +69,14 @@ func (s sdkS3) MakeBucket(ctx context.Context, name, region string) error {
 
 // NewAccount tells the account the driver runs in, which names the
 // templates' bucket it makes for itself when none is named (locally).
-func NewAccount(cfg aws.Config) AccountAPI { return sts.NewFromConfig(cfg) }
+func NewAccount(cfg aws.Config) AccountAPI { return stsAccount{sts.NewFromConfig(cfg)} }
+
+type stsAccount struct{ c *sts.Client }
+
+func (a stsAccount) AccountID(ctx context.Context) (string, error) {
+	id, err := a.c.GetCallerIdentity(ctx, &sts.GetCallerIdentityInput{})
+	if err != nil {
+		return "", err
+	}
+	return aws.ToString(id.Account), nil
+}

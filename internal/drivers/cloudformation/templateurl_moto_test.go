@@ -14,7 +14,6 @@ import (
 	cfn "github.com/aws/aws-sdk-go-v2/service/cloudformation"
 	"github.com/aws/aws-sdk-go-v2/service/cloudformation/types"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
-	"github.com/aws/aws-sdk-go-v2/service/sts"
 
 	"github.com/serverless-osb/broker/internal/broker"
 	"github.com/serverless-osb/broker/internal/catalog"
@@ -55,7 +54,7 @@ func TestATemplateOverTheBodyLimitGoesThroughS3OnMoto(t *testing.T) {
 	}
 	t.Cleanup(func() { store.Close() })
 	d := New(client, store, Deployment{StackPrefix: "osbtest"}, nil)
-	d.Templates = &Templates{S3: NewS3(cfg), Account: sts.NewFromConfig(cfg), Region: "us-east-1"}
+	d.Templates = &Templates{S3: NewS3(cfg), Account: NewAccount(cfg), Region: "us-east-1"}
 
 	inst := broker.Instance{ID: mototest.Name("big"), InstanceRequest: broker.InstanceRequest{ServiceID: "svc", PlanID: plan.ID,
 		Parameters: json.RawMessage(`{"VisibilityTimeout":60}`), MaintenanceInfo: &broker.MaintenanceInfo{Version: "0.9.0"}}}

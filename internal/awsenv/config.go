@@ -1,4 +1,4 @@
-package app
+package awsenv
 
 import (
 	"cmp"
@@ -7,25 +7,24 @@ import (
 	"os"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/smithy-go/logging"
 )
 
-// functionAWSConfig is a function's AWS configuration, from what Lambda
-// puts in its environment: the role's credentials (AWS_ACCESS_KEY_ID,
-// AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN), its Region, and the SDK's
-// own variables (AWS_ENDPOINT_URL and its per-service forms, which the
-// sandbox and the tests point at moto, AWS_MAX_ATTEMPTS, AWS_RETRY_MODE,
-// FIPS and dual-stack endpoints). It is config.LoadDefaultConfig as it
+// Config is a function's AWS configuration, from what Lambda puts in its
+// environment: the role's credentials (AWS_ACCESS_KEY_ID,
+// AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN), its Region (region, when
+// given, instead), and the SDK's own variables (AWS_ENDPOINT_URL and its
+// per-service forms, which the sandbox and the tests point at moto,
+// AWS_MAX_ATTEMPTS, AWS_RETRY_MODE, FIPS and dual-stack endpoints), read
+// as the SDK reads them (Env). It is config.LoadDefaultConfig as it
 // resolves there, where the environment's credentials come first, without
-// the sources a function never reads (shared files, SSO, web identity,
-// the container and instance metadata endpoints): those were a tenth of
-// the bootstraps (TestTheFunctionsLinkNoCredentialSourceButTheirs,
+// the sources a function never reads (shared files, SSO, web identity, the
+// container and instance metadata endpoints): those were a tenth of the
+// bootstraps (TestTheFunctionsLinkNoCredentialSourceButTheirs,
 // internal/tools/build), and reading the files was part of the cold start.
-// The operator's command (ops --stack) loads the whole chain.
-func functionAWSConfig(region string) (aws.Config, error) {
-	env, err := awsconfig.NewEnvConfig()
+func Config(region string) (aws.Config, error) {
+	env, err := Read(os.Getenv)
 	if err != nil {
 		return aws.Config{}, fmt.Errorf("the AWS variables: %w", err)
 	}
