@@ -49,13 +49,12 @@ var networkKeys = []string{"vpc_id", "subnet_ids", "client_cidr", "client_securi
 // the driver's placements and the target stack's parameter check the same.
 const RegionPattern = `[a-z]{2}(-[a-z]+)+-[0-9]{1,2}`
 
-// RegionName matches a whole Region name.
-var RegionName = regexp.MustCompile(`^` + RegionPattern + `$`)
-
-// The shapes of a network's fields, compiled when a catalog first names a
-// network: most name none, and compiling them at package init was about
-// 0.2 ms of every function's cold start.
+// The shapes of a network's fields, and RegionName, which matches a whole
+// Region name, compiled when first used (a catalog naming a network, a
+// plan placed in a Region): most catalogs use none, and compiling them at
+// package init was about 0.2 ms of every function's cold start.
 var (
+	RegionName    = lazyPattern(`^` + RegionPattern + `$`)
 	networkName   = lazyPattern(`^[a-z][a-z0-9-]{0,31}$`)
 	vpcPattern    = lazyPattern(`^vpc-[0-9a-f]{8,17}$`)
 	subnetPattern = lazyPattern(`^subnet-[0-9a-f]{8,17}$`)
@@ -121,7 +120,7 @@ func (ck *checker) networks(root map[string]any) map[string]*Network {
 			}
 		}
 		n.Account = ck.shaped(obj, p, "account", false, accountID(), "an account id (12 digits)")
-		n.Region = ck.shaped(obj, p, "region", false, RegionName, "a Region name (eu-west-1)")
+		n.Region = ck.shaped(obj, p, "region", false, RegionName(), "a Region name (eu-west-1)")
 		_, account := obj["account"]
 		_, region := obj["region"]
 		if account != region {

@@ -4,7 +4,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"regexp"
 	"strings"
 )
 
@@ -31,8 +30,6 @@ const DefaultStackPrefix = "osb"
 // stays within the CloudFormation driver's budget.
 const MaxStackPrefix = 20
 
-var prefixPattern = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9-]*$`)
-
 // CheckStackPrefix says why p cannot start stack names, or returns nil.
 func CheckStackPrefix(p string) error {
 	switch {
@@ -40,7 +37,7 @@ func CheckStackPrefix(p string) error {
 		return fmt.Errorf("it is empty")
 	case len(p) > MaxStackPrefix:
 		return fmt.Errorf("%q is %d characters; at most %d are allowed", p, len(p), MaxStackPrefix)
-	case !prefixPattern.MatchString(p):
+	case !stackNameShaped(p):
 		return fmt.Errorf("%q must start with a letter and hold only letters, digits and hyphens (CloudFormation's rule for stack names)", p)
 	}
 	return nil
@@ -73,4 +70,18 @@ func HandlerCodeKey(function string, zip []byte) string {
 // (8 + 20 + 1 + 12 + 1 + 14 at most).
 func TargetTemplateBucket(prefix, account, region string) string {
 	return "osb-tpl-" + strings.ToLower(prefix) + "-" + account + "-" + region
+}
+
+// stackNameShaped reports whether p starts with a letter and holds only
+// letters, digits and hyphens (^[A-Za-z][A-Za-z0-9-]*$, written out: its
+// compilation was part of every function's package init).
+func stackNameShaped(p string) bool {
+	for i := range len(p) {
+		c := p[i]
+		letter := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
+		if !letter && (i == 0 || c != '-' && (c < '0' || c > '9')) {
+			return false
+		}
+	}
+	return p != ""
 }

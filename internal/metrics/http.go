@@ -2,6 +2,8 @@ package metrics
 
 import (
 	"net/http"
+	"strings"
+	"sync"
 )
 
 // The last_operation routes, as internal/api serves them.
@@ -11,14 +13,16 @@ const (
 )
 
 // pollRoutes matches requests as the api's ServeMux does, to tell a poll
-// from any other request without parsing paths a second way.
-var pollRoutes = func() *http.ServeMux {
+// from any other request without parsing paths a second way. Made at the
+// first request whose path ends as a poll's: at package init it was part
+// of every function's cold start, the worker's too, which serves none.
+var pollRoutes = sync.OnceValue(func() *http.ServeMux {
 	mux := http.NewServeMux()
 	noop := http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})
 	mux.Handle(patternInstancePoll, noop)
 	mux.Handle(patternBindingPoll, noop)
 	return mux
-}()
+})
 
 // CountPolls counts the last_operation requests next answers to an
 // authenticated caller (any status but 401), by target. With a nil r it
@@ -28,8 +32,12 @@ func CountPolls(next http.Handler, r *Recorder) http.Handler {
 		return next
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if !strings.HasSuffix(req.URL.Path, "/last_operation") {
+			next.ServeHTTP(w, req)
+			return
+		}
 		var target string
-		switch _, pattern := pollRoutes.Handler(req); pattern {
+		switch _, pattern := pollRoutes().Handler(req); pattern {
 		case patternInstancePoll:
 			target = "instance"
 		case patternBindingPoll:

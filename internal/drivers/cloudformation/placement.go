@@ -318,7 +318,7 @@ func regionList(m map[string]any) ([]string, error) {
 	var out []string
 	for i, e := range list {
 		s, ok := e.(string)
-		if !ok || !catalog.RegionName.MatchString(s) {
+		if !ok || !catalog.RegionName().MatchString(s) {
 			return nil, catalog.Settingf(fmt.Sprintf("%s[%d]", key, i), "must be a Region name such as eu-west-1, got %s", catalog.Describe(e))
 		}
 		if slices.Contains(out, s) {
@@ -385,7 +385,7 @@ func target(key string, v any, allowed []string) (Target, error) {
 	if t.Region, err = str(keyRegion); err != nil {
 		return t, err
 	}
-	if t.Region != "" && !catalog.RegionName.MatchString(t.Region) {
+	if t.Region != "" && !catalog.RegionName().MatchString(t.Region) {
 		return t, catalog.Settingf(key+"."+keyRegion, "%q is not a Region name; name one such as eu-west-1", t.Region)
 	}
 	if len(allowed) > 0 && !slices.Contains(allowed, t.Region) {

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"regexp"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -400,11 +399,13 @@ func (r *subsetReader) blockScalar(l subsetLine, header string, indent int) (*su
 }
 
 // localTag is a tag the subset reads: !Name, as CloudFormation's are.
-var localTag = regexp.MustCompile(`^![A-Za-z][A-Za-z0-9]*$`)
+// This and the patterns below compile when a template is first read: a
+// function that reads none (the api) never does.
+var localTag = lazyPattern(`^![A-Za-z][A-Za-z0-9]*$`)
 
 // checkTag accepts a local tag (!Name) only.
 func checkTag(line int, tag string) error {
-	if !localTag.MatchString(tag) {
+	if !localTag().MatchString(tag) {
 		return &errSubset{line, fmt.Sprintf("the tag %q", tag)}
 	}
 	return nil
@@ -707,7 +708,7 @@ var subsetEscapes = map[byte]string{'0': "\x00", 'a': "\a", 'b': "\b", 't': "\t"
 	'r': "\r", 'e': "\x1b", ' ': " ", '"': "\"", '\\': "\\", 'N': "\u0085", '_': "\u00a0", 'L': "\u2028", 'P': "\u2029"}
 
 // yamlFloat is yaml.v3's float.
-var yamlFloat = regexp.MustCompile(`^[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?$`)
+var yamlFloat = lazyPattern(`^[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?$`)
 
 // subsetRefused is what resolvePlain gives for a plain scalar yaml.v3
 // reads as a timestamp (a time.Time, which no template means).
@@ -715,7 +716,7 @@ type subsetRefused struct{}
 
 // timestampLike: yaml.v3 tries a plain scalar that starts so as a
 // timestamp.
-var timestampLike = regexp.MustCompile(`^[0-9][0-9][0-9][0-9]-[0-9][0-9]?-[0-9][0-9]?`)
+var timestampLike = lazyPattern(`^[0-9][0-9][0-9][0-9]-[0-9][0-9]?-[0-9][0-9]?`)
 
 // resolvePlain is a plain scalar's value as yaml.v3 decodes it into an
 // interface (its resolve): null, a bool, an int (int64, uint64 past int),
@@ -741,7 +742,7 @@ func resolvePlain(s string) any {
 			return f
 		}
 	case c == '+' || c == '-' || (c >= '0' && c <= '9'):
-		if timestampLike.MatchString(s) {
+		if timestampLike().MatchString(s) {
 			return subsetRefused{}
 		}
 		plain := strings.ReplaceAll(s, "_", "")
@@ -754,7 +755,7 @@ func resolvePlain(s string) any {
 		if u, err := strconv.ParseUint(plain, 0, 64); err == nil {
 			return u
 		}
-		if yamlFloat.MatchString(plain) {
+		if yamlFloat().MatchString(plain) {
 			if f, err := strconv.ParseFloat(plain, 64); err == nil {
 				return f
 			}
