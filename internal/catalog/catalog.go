@@ -174,8 +174,8 @@ type Catalog struct {
 	networks  []*Network
 	byService map[string]*Service
 	byPlan    map[string]planEntry
-	json      []byte
-	etag      string
+	// public is the body of GET /v2/catalog and its entity tag.
+	public func() (body []byte, etag string)
 }
 
 type planEntry struct {
@@ -251,15 +251,18 @@ func Parse(source string, data []byte) (*Catalog, error) {
 
 // JSON returns the body of GET /v2/catalog: the catalog's services as
 // written, vendor fields included, without the broker blocks. It is computed
-// once, at load; each call returns a fresh copy.
+// once, at load (LoadChecked: at the first call); each call returns a fresh
+// copy.
 func (c *Catalog) JSON() []byte {
-	return slices.Clone(c.json)
+	body, _ := c.public()
+	return slices.Clone(body)
 }
 
 // ETag returns the strong entity tag of JSON, quoted as the ETag header
 // wants it, e.g. "\"3f2a…\"". Two loads of the same catalog give the same tag.
 func (c *Catalog) ETag() string {
-	return c.etag
+	_, etag := c.public()
+	return etag
 }
 
 // Services returns the offerings in catalog order. Callers must not modify

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/serverless-osb/broker/internal/jsonenc"
 )
 
 func TestValidateParametersOfTheShippedPlans(t *testing.T) {
@@ -254,8 +256,8 @@ func TestLoadCheckedValidatesAsLoad(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !bytes.Equal(eager.JSON(), lazy.JSON()) {
-			t.Errorf("%s: LoadChecked serves another catalog", path)
+		if !bytes.Equal(eager.JSON(), lazy.JSON()) || eager.ETag() != lazy.ETag() {
+			t.Errorf("%s: LoadChecked serves another catalog (or tags it otherwise)", path)
 		}
 		checked, refused := 0, 0
 		for i, s := range eager.Services() {
@@ -393,6 +395,22 @@ func TestLoadCheckedReadsThePreparsedCatalogAlone(t *testing.T) {
 	}
 	if d, err := PreparsedDigest(path + PreparsedSuffix); err != nil || d != Digest(data) {
 		t.Errorf("PreparsedDigest = %q, %v; want the YAML's %q", d, err, Digest(data))
+	}
+	// The form as make build writes it is read the short way (at every
+	// cold start); one with an escape, which that does not take, is read
+	// by encoding/json into the same catalog.
+	if _, ok := jsonenc.DecodeAny(pre); !ok {
+		t.Error("the pre-parsed form make build writes is not read the short way (jsonenc.DecodeAny)")
+	}
+	escaped := bytes.Replace(pre, []byte(`"services"`), []byte(`"servic\u0065s"`), 1)
+	if _, ok := jsonenc.DecodeAny(escaped); ok || bytes.Equal(escaped, pre) {
+		t.Fatal("the escaped form is read the short way, or has no escape")
+	}
+	if err := os.WriteFile(path+PreparsedSuffix, escaped, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := LoadChecked(path); err != nil || !bytes.Equal(got.JSON(), want.JSON()) || got.ETag() != want.ETag() {
+		t.Errorf("the pre-parsed form with an escape: %v, or another catalog", err)
 	}
 
 	if err := os.WriteFile(path+PreparsedSuffix, []byte("services: []\n"), 0o644); err != nil {

@@ -1,9 +1,12 @@
 package cloudformation
 
 import (
+	"bytes"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -92,4 +95,75 @@ func mustParse(t *testing.T, body []byte) *Template {
 		t.Fatal(err)
 	}
 	return tpl
+}
+
+// TestPreparsedOfReadsAsEncodingJSON: what preparsedOf takes, it reads as
+// encoding/json (UseNumber) reads it into a preparsed: the pre-parsed
+// forms of every shipped template (all of them the short way), and forms
+// with nulls, empty lists and maps where Preparse writes values, and
+// escapes in values; it leaves to encoding/json a form with an escape in a
+// key, a key it does not write, or a value of another type.
+func TestPreparsedOfReadsAsEncodingJSON(t *testing.T) {
+	stdRead := func(data []byte) (preparsed, error) {
+		var p preparsed
+		d := json.NewDecoder(bytes.NewReader(data))
+		d.UseNumber()
+		return p, d.Decode(&p)
+	}
+	paths, _ := filepath.Glob(filepath.Join("..", "..", "..", "services", "*", "*.yaml"))
+	var forms []string
+	for _, path := range paths {
+		body, _ := os.ReadFile(path)
+		if pre, err := Preparse(body); err == nil && pre != nil {
+			forms = append(forms, string(pre))
+		}
+	}
+	if len(forms) < 10 {
+		t.Fatalf("%d pre-parsed forms of the shipped templates", len(forms))
+	}
+	short := 0
+	for _, f := range forms {
+		if _, ok := preparsedOf([]byte(f)); ok {
+			short++
+		}
+	}
+	if short < len(forms) {
+		t.Errorf("%d of the %d shipped templates' forms are read the short way", short, len(forms))
+	}
+	taken := []string{
+		`{"source":"s","template":null}`, `{"source":null,"template":{}}`, `{}`,
+		`{"source":"s","template":{"Path":null,"Body":"","Parameters":null,"Resources":null,"Declared":null,"Outputs":null,"PrivateOutputs":[],"Macros":[]}}`,
+		`{"source":"s","template":{"Parameters":{},"Declared":[],"Outputs":[]}}`,
+		`{"source":"s","template":{"Parameters":{"A":null,"B":{"Type":"String","HasDefault":null,"Default":null,"AllowedValues":[]},"C":{"AllowedValues":["x",null]}}}}`,
+		`{"source":"s","template":{"Resources":7,"Declared":[null,{"LogicalID":"L","Type":"AWS::S3::Bucket","Properties":null,"DeletionPolicy":null},{"Properties":{"N":1.5,"L":[1,{"Ref":"X"}]}}]}}`,
+		`{"source":"a","source":"b"}`, `null`, `{"source":"s\u0041\"\n"}`,
+	}
+	left := []string{
+		`{"sou\u0072ce":"s"}`, `{"Source":"s"}`, `{"source":"s","extra":1}`, `{"source":1}`, `{"source":"s","template":[]}`,
+		`{"template":{"Resources":1.5}}`, `{"template":{"Resources":"1"}}`, `{"template":{"Resources":99999999999999999999}}`,
+		`{"template":{"path":"p"}}`, `{"template":{"Outputs":"x"}}`, `{"template":{"Outputs":[1]}}`,
+		`{"template":{"Parameters":{"A":{"HasDefault":"yes"}}}}`, `{"template":{"Parameters":{"A":{"type":"x"}}}}`,
+		`{"template":{"Parameters":[]}}`, `{"template":{"Declared":{}}}`, `{"template":{"Declared":[{"Properties":[]}]}}`,
+		`{"template":{"Declared":[{"Other":1}]}}`, `[]`, `not json`,
+	}
+	for _, f := range append(forms, taken...) {
+		got, ok := preparsedOf([]byte(f))
+		want, err := stdRead([]byte(f))
+		if slices.Contains(taken, f) && !ok {
+			t.Errorf("preparsedOf(%s) left it to encoding/json", f)
+		}
+		if !ok {
+			continue
+		}
+		if err != nil {
+			t.Errorf("preparsedOf(%s) took a form encoding/json refuses: %v", f, err)
+		} else if !reflect.DeepEqual(got, want) {
+			t.Errorf("preparsedOf(%.200s) = %+v, encoding/json %+v", f, got.Template, want.Template)
+		}
+	}
+	for _, f := range left {
+		if _, ok := preparsedOf([]byte(f)); ok {
+			t.Errorf("preparsedOf(%s) took it; encoding/json is to read it", f)
+		}
+	}
 }
