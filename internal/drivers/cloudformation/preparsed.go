@@ -147,13 +147,18 @@ func (r *formReader) str(v any) string {
 	return s
 }
 
-func (r *formReader) strs(v any) []string {
-	if v == nil {
-		return nil
-	}
+// list is an array's elements; none for null.
+func (r *formReader) list(v any) ([]any, bool) {
 	a, isList := v.([]any)
-	if !isList {
+	if !isList && v != nil {
 		r.ok = false
+	}
+	return a, isList
+}
+
+func (r *formReader) strs(v any) []string {
+	a, ok := r.list(v)
+	if !ok {
 		return nil
 	}
 	out := make([]string, len(a))
@@ -225,12 +230,8 @@ func (r *formReader) parameters(v any) map[string]Parameter {
 }
 
 func (r *formReader) resources(v any) []Resource {
-	if v == nil {
-		return nil
-	}
-	a, isList := v.([]any)
-	if !isList {
-		r.ok = false
+	a, ok := r.list(v)
+	if !ok {
 		return nil
 	}
 	out := make([]Resource, len(a))
