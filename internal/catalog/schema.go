@@ -195,6 +195,41 @@ func compileSchema(url string, doc any) (*jsonschema.Schema, error) {
 // itself. The spec forbids external references, and the broker must never
 // fetch anything to validate parameters.
 func (ck *checker) localRefs(p string, v any) {
+	if !externalRef(v) {
+		return // the usual case, without a path made for every node
+	}
+	ck.localRefsAt(p, v)
+}
+
+// externalRef reports whether v holds a reference localRefs refuses.
+func externalRef(v any) bool {
+	switch v := v.(type) {
+	case map[string]any:
+		for k, e := range v {
+			switch k {
+			case "$ref", "$dynamicRef", "$recursiveRef":
+				if s, ok := e.(string); ok && !strings.HasPrefix(s, "#") {
+					return true
+				}
+			case "enum", "const", "default", "examples":
+				continue
+			}
+			if externalRef(e) {
+				return true
+			}
+		}
+	case []any:
+		for _, e := range v {
+			if externalRef(e) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// localRefsAt reports each external reference in v, at its path.
+func (ck *checker) localRefsAt(p string, v any) {
 	switch v := v.(type) {
 	case map[string]any:
 		for _, k := range sortedKeys(v) {
@@ -206,11 +241,11 @@ func (ck *checker) localRefs(p string, v any) {
 			case "enum", "const", "default", "examples":
 				continue // values, not schemas
 			}
-			ck.localRefs(field(p, k), v[k])
+			ck.localRefsAt(field(p, k), v[k])
 		}
 	case []any:
 		for i, e := range v {
-			ck.localRefs(index(p, i), e)
+			ck.localRefsAt(index(p, i), e)
 		}
 	}
 }
