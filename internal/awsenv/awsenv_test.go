@@ -11,6 +11,7 @@ import (
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/cloudformation"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/elasticache"
 	"github.com/aws/aws-sdk-go-v2/service/kms"
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
@@ -25,7 +26,7 @@ var sdkVariables = []string{
 	"AWS_ACCESS_KEY_ID", "AWS_ACCESS_KEY", "AWS_SECRET_ACCESS_KEY", "AWS_SECRET_KEY", "AWS_SESSION_TOKEN", "AWS_ACCOUNT_ID",
 	"AWS_REGION", "AWS_DEFAULT_REGION", "AWS_SDK_UA_APP_ID",
 	"AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_DYNAMODB", "AWS_ENDPOINT_URL_SFN", "AWS_ENDPOINT_URL_SECRETS_MANAGER",
-	"AWS_ENDPOINT_URL_CLOUDFORMATION", "AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL_STS", "AWS_IGNORE_CONFIGURED_ENDPOINT_URLS",
+	"AWS_ENDPOINT_URL_CLOUDFORMATION", "AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL_STS", "AWS_ENDPOINT_URL_ELASTICACHE", "AWS_IGNORE_CONFIGURED_ENDPOINT_URLS",
 	"AWS_MAX_ATTEMPTS", "AWS_RETRY_MODE", "AWS_DEFAULTS_MODE",
 	"AWS_DISABLE_REQUEST_COMPRESSION", "AWS_REQUEST_MIN_COMPRESSION_SIZE_BYTES",
 	"AWS_ACCOUNT_ID_ENDPOINT_MODE", "AWS_REQUEST_CHECKSUM_CALCULATION", "AWS_RESPONSE_CHECKSUM_VALIDATION",
@@ -55,7 +56,7 @@ func TestEnvReadsAsTheSDK(t *testing.T) {
 	endpoints := map[string]string{"AWS_ENDPOINT_URL": "http://127.0.0.1:5000", "AWS_ENDPOINT_URL_DYNAMODB": "http://127.0.0.1:5001",
 		"AWS_ENDPOINT_URL_SFN": "http://127.0.0.1:5002", "AWS_ENDPOINT_URL_SECRETS_MANAGER": "http://127.0.0.1:5003",
 		"AWS_ENDPOINT_URL_CLOUDFORMATION": "http://127.0.0.1:5004", "AWS_ENDPOINT_URL_S3": "http://127.0.0.1:5005",
-		"AWS_ENDPOINT_URL_STS": "http://127.0.0.1:5006"}
+		"AWS_ENDPOINT_URL_STS": "http://127.0.0.1:5006", "AWS_ENDPOINT_URL_ELASTICACHE": "http://127.0.0.1:5007"}
 	cases := map[string]map[string]string{
 		"what Lambda sets":                   lambdaSets,
 		"nothing":                            {},
@@ -183,6 +184,8 @@ func clientSettings(cfg aws.Config) map[string]any {
 	endpoint("CloudFormation", c.BaseEndpoint, c.EndpointOptions.UseDualStackEndpoint, c.EndpointOptions.UseFIPSEndpoint)
 	l := lambda.NewFromConfig(cfg).Options()
 	endpoint("Lambda", l.BaseEndpoint, l.EndpointOptions.UseDualStackEndpoint, l.EndpointOptions.UseFIPSEndpoint)
+	e := elasticache.NewFromConfig(cfg).Options()
+	endpoint("ElastiCache", e.BaseEndpoint, e.EndpointOptions.UseDualStackEndpoint, e.EndpointOptions.UseFIPSEndpoint)
 	st := sts.NewFromConfig(cfg).Options()
 	endpoint("STS", st.BaseEndpoint, st.EndpointOptions.UseDualStackEndpoint, st.EndpointOptions.UseFIPSEndpoint)
 	s := s3.NewFromConfig(cfg).Options()
