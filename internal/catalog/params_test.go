@@ -470,3 +470,42 @@ func preparseFile(t *testing.T, src string) (data, pre []byte) {
 	}
 	return data, pre
 }
+
+// TestPreparsedKeysReadAsEncodingJSON: the short way takes a pre-parsed
+// form only with the keys Preparse writes, as it writes them, and reads
+// them as encoding/json reads them into a preparsed; any other form is
+// left to encoding/json.
+func TestPreparsedKeysReadAsEncodingJSON(t *testing.T) {
+	for form, short := range map[string]bool{
+		`{"source_sha256":"d","catalog":{"services":[{"id":"s","n":1}]}}`: true,
+		`{"source_sha256":null,"catalog":{}}`:                             true,
+		`{"catalog":{}}`:                                                  true,
+		`{}`:                                                              true,
+		`{"Catalog":{}}`:                                                  false,
+		`{"source_sha256":5,"catalog":{}}`:                                false,
+		`{"other":1,"catalog":{}}`:                                        false,
+		`{"catalog":{"a":"\u00e9"},"source_sha256":"d"}`:                  true,
+		`{"c\u0061talog":{}}`:                                             false,
+		`[]`:                                                              false,
+		`not json`:                                                        false,
+	} {
+		m, ok := preparsedKeys([]byte(form))
+		if ok != short {
+			t.Errorf("%s: taken the short way %v, want %v", form, ok, short)
+		}
+		if !ok {
+			continue
+		}
+		var want preparsed
+		d := json.NewDecoder(strings.NewReader(form))
+		d.UseNumber()
+		if err := d.Decode(&want); err != nil {
+			t.Fatalf("%s: encoding/json: %v", form, err)
+		}
+		got := preparsed{Catalog: m["catalog"]}
+		got.Source, _ = m["source_sha256"].(string)
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("%s: %+v, encoding/json %+v", form, got, want)
+		}
+	}
+}
