@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -164,6 +165,50 @@ func TestPreparsedOfReadsAsEncodingJSON(t *testing.T) {
 	for _, f := range left {
 		if _, ok := preparsedOf([]byte(f)); ok {
 			t.Errorf("preparsedOf(%s) took it; encoding/json is to read it", f)
+		}
+	}
+}
+
+// TestATemplateNamedByPlansConfiguredAtOnceIsParsedOnce: the plans are
+// configured in parallel, and those naming one template wait for its one
+// parse (a copy each, sharing its maps) rather than read its pre-parsed
+// form again.
+func TestATemplateNamedByPlansConfiguredAtOnceIsParsedOnce(t *testing.T) {
+	dir := t.TempDir()
+	body := []byte(strings.Replace(instanceTemplate, "Resources:", "# parsed once\nResources:", 1))
+	pre, err := Preparse(body)
+	if err != nil || pre == nil {
+		t.Fatalf("Preparse: %v, %v", pre, err)
+	}
+	for name, data := range map[string][]byte{"instance.yaml": body, "instance.yaml" + PreparsedSuffix: pre} {
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const plans = 8
+	for round := range 20 {
+		parsed.Clear() // as at a cold start
+		got := make([]*Template, plans)
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		for i := range plans {
+			wg.Go(func() {
+				<-start // all at once, as the parallel configuration reads
+				got[i], _ = readTemplate(KeyTemplate, "instance.yaml", dir)
+			})
+		}
+		close(start)
+		wg.Wait()
+		for i, tpl := range got {
+			if tpl == nil || len(tpl.Parameters) == 0 {
+				t.Fatalf("round %d, plan %d: template %+v", round, i, tpl)
+			}
+			if reflect.ValueOf(tpl.Parameters).UnsafePointer() != reflect.ValueOf(got[0].Parameters).UnsafePointer() {
+				t.Fatalf("round %d: plan %d's template was parsed apart from plan 0's", round, i)
+			}
+			if tpl == got[0] && i > 0 {
+				t.Fatalf("round %d: plan %d shares plan 0's copy", round, i)
+			}
 		}
 	}
 }

@@ -385,27 +385,38 @@ func readTemplate(key, path, dir string) (*Template, error) {
 }
 
 // parsed holds the templates read so far, by body: a catalog names most
-// templates from several plans, and each is parsed once at start.
-var parsed sync.Map // string → *Template
+// templates from several plans, and each is parsed once at start, by the
+// first plan that reads it (the plans are configured in parallel: the
+// others wait for that parse rather than make it again).
+var parsed sync.Map // string → *parseOnce
+
+type parseOnce struct {
+	once sync.Once
+	t    *Template
+	err  error
+}
 
 // parsedTemplate is parseTemplate(body), parsed once per body: a copy of
 // the first parse (its maps and slices shared, and never written after it).
 // The first is read from the pre-parsed form beside file when the build
 // made one from body (Preparse).
 func parsedTemplate(file string, body []byte) (*Template, error) {
-	if t, ok := parsed.Load(string(body)); ok {
-		cp := *t.(*Template)
-		return &cp, nil
-	}
-	t, ok := readPreparsed(file, body)
+	e, ok := parsed.Load(string(body))
 	if !ok {
-		var err error
-		if t, err = parseTemplate(body); err != nil {
-			return nil, err
-		}
+		e, _ = parsed.LoadOrStore(string(body), &parseOnce{})
 	}
-	parsed.Store(string(body), t)
-	cp := *t
+	p := e.(*parseOnce)
+	p.once.Do(func() {
+		t, ok := readPreparsed(file, body)
+		if !ok {
+			t, p.err = parseTemplate(body)
+		}
+		p.t = t
+	})
+	if p.err != nil {
+		return nil, p.err
+	}
+	cp := *p.t
 	return &cp, nil
 }
 
