@@ -401,9 +401,10 @@ type parseOnce struct {
 // The first is read from the pre-parsed form beside file when the build
 // made one from body (Preparse).
 func parsedTemplate(file string, body []byte) (*Template, error) {
-	e, ok := parsed.Load(string(body))
+	key := string(body) // one copy of the body, on a miss the stored key
+	e, ok := parsed.Load(key)
 	if !ok {
-		e, _ = parsed.LoadOrStore(string(body), &parseOnce{})
+		e, _ = parsed.LoadOrStore(key, &parseOnce{})
 	}
 	p := e.(*parseOnce)
 	p.once.Do(func() {
