@@ -82,3 +82,5 @@ require (
 )
 
 tool honnef.co/go/tools/cmd/staticcheck
+
+replace go.etcd.io/bbolt => ./third_party/bbolt
