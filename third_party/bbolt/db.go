@@ -59,6 +59,11 @@ type DB struct {
 	// re-sync during recovery.
 	NoFreelistSync bool
 
+	// SingleSyncCommit makes a commit sync once, after its pages and its
+	// meta page, rather than after each (pagesums.go: the meta page lists
+	// the sums of the pages it points at, which Open checks).
+	SingleSyncCommit bool
+
 	// FreelistType sets the backend freelist type. There are two options. Array which is simple but endures
 	// dramatic performance degradation if database is large and fragmentation in freelist is common.
 	// The alternative one is using hashmap, it is faster in almost all circumstances
@@ -137,6 +142,12 @@ type DB struct {
 	freelist     fl.Interface
 	freelistLoad sync.Once
 
+	// metaSkip marks a meta slot whose listed pages did not all reach the
+	// disk (pagesums.go), until a commit writes that slot again;
+	// metaChecked, that the file's first map checked them.
+	metaSkip    [2]bool
+	metaChecked bool
+
 	pagePool sync.Pool
 
 	batchMu sync.Mutex
@@ -188,6 +199,7 @@ func Open(path string, mode os.FileMode, options *Options) (db *DB, err error) {
 	db.NoGrowSync = options.NoGrowSync
 	db.MmapFlags = options.MmapFlags
 	db.NoFreelistSync = options.NoFreelistSync
+	db.SingleSyncCommit = options.SingleSyncCommit
 	db.PreLoadFreelist = options.PreLoadFreelist
 	db.FreelistType = options.FreelistType
 	db.Mlock = options.Mlock
@@ -547,6 +559,13 @@ func (db *DB) mmap(minsz int) (err error) {
 	if err0 != nil && err1 != nil {
 		lg.Errorf("both meta pages are invalid, meta0: %v, meta1: %v", err0, err1)
 		return err0
+	}
+	if !db.metaChecked {
+		if err = db.checkNewestMeta(err0, err1, fileSize); err != nil {
+			lg.Errorf("no meta page lists pages that all reached the disk: %v", err)
+			return err
+		}
+		db.metaChecked = true
 	}
 
 	return nil
@@ -1150,15 +1169,22 @@ func (db *DB) meta() *common.Meta {
 	}
 
 	// Use higher meta page if valid. Otherwise, fallback to previous, if valid.
-	if err := metaA.Validate(); err == nil {
+	// A slot whose listed pages did not reach the disk is not (pagesums.go).
+	if err := metaA.Validate(); err == nil && !db.skipsMeta(metaA) {
 		return metaA
-	} else if err := metaB.Validate(); err == nil {
+	} else if err := metaB.Validate(); err == nil && !db.skipsMeta(metaB) {
 		return metaB
 	}
 
 	// This should never be reached, because both meta1 and meta0 were validated
 	// on mmap() and we do fsync() on every write.
 	panic("bolt.DB.meta(): invalid meta pages")
+}
+
+// skipsMeta reports whether m's slot is one whose listed pages did not all
+// reach the disk.
+func (db *DB) skipsMeta(m *common.Meta) bool {
+	return (m == db.meta0 && db.metaSkip[0]) || (m == db.meta1 && db.metaSkip[1])
 }
 
 // allocate returns a contiguous block of memory starting at a given page.
@@ -1331,6 +1357,9 @@ type Options struct {
 	// under normal operation, but requires a full database re-sync during recovery.
 	NoFreelistSync bool
 
+	// Sets the DB.SingleSyncCommit flag.
+	SingleSyncCommit bool
+
 	// PreLoadFreelist sets whether to load the free pages when opening
 	// the db file. Note when opening db in write mode, bbolt will always
 	// load the free pages.
@@ -1400,8 +1429,8 @@ func (o *Options) String() string {
 		return "{}"
 	}
 
-	return fmt.Sprintf("{Timeout: %s, NoGrowSync: %t, NoFreelistSync: %t, PreLoadFreelist: %t, FreelistType: %s, ReadOnly: %t, MmapFlags: %x, InitialMmapSize: %d, PageSize: %d, MaxSize: %d, NoSync: %t, OpenFile: %p, Mlock: %t, Logger: %p, NoStatistics: %t}",
-		o.Timeout, o.NoGrowSync, o.NoFreelistSync, o.PreLoadFreelist, o.FreelistType, o.ReadOnly, o.MmapFlags, o.InitialMmapSize, o.PageSize, o.MaxSize, o.NoSync, o.OpenFile, o.Mlock, o.Logger, o.NoStatistics)
+	return fmt.Sprintf("{Timeout: %s, NoGrowSync: %t, NoFreelistSync: %t, PreLoadFreelist: %t, FreelistType: %s, ReadOnly: %t, MmapFlags: %x, InitialMmapSize: %d, PageSize: %d, MaxSize: %d, NoSync: %t, OpenFile: %p, Mlock: %t, Logger: %p, NoStatistics: %t, SingleSyncCommit: %t}",
+		o.Timeout, o.NoGrowSync, o.NoFreelistSync, o.PreLoadFreelist, o.FreelistType, o.ReadOnly, o.MmapFlags, o.InitialMmapSize, o.PageSize, o.MaxSize, o.NoSync, o.OpenFile, o.Mlock, o.Logger, o.NoStatistics, o.SingleSyncCommit)
 
 }
 

@@ -33,6 +33,9 @@ type Tx struct {
 	pages          map[common.Pgid]*common.Page
 	stats          TxStats
 	commitHandlers []func()
+	// pageSums, in a commit that syncs once, lists the pages it wrote
+	// with their sums, for its meta page (pagesums.go).
+	pageSums []byte
 
 	// WriteFlag specifies the flag for write-related methods like WriteTo().
 	// Tx opens the database file with the specified flag to copy the data.
@@ -432,6 +435,8 @@ func (tx *Tx) WriteTo(w io.Writer) (n int64, err error) {
 	page := (*common.Page)(unsafe.Pointer(&buf[0]))
 	page.SetFlags(common.MetaPageFlag)
 	*page.Meta() = *tx.meta
+	// A copy's meta pages list no pages (pagesums.go).
+	page.Meta().SetFlags(page.Meta().Flags() &^ common.MetaFlagPageSums)
 
 	// Write meta 0.
 	page.SetId(0)
@@ -528,6 +533,14 @@ func (tx *Tx) write() error {
 	tx.pages = make(map[common.Pgid]*common.Page)
 	sort.Sort(pages)
 
+	// A commit that syncs once lists its pages' sums in its meta page, and
+	// syncs with it (pagesums.go); one of more pages than the meta page
+	// has room for syncs them first, as bbolt does.
+	tx.pageSums = nil
+	if tx.db.SingleSyncCommit && len(pages) <= maxPageSums(tx.db.pageSize) {
+		tx.pageSums = appendPageSums(make([]byte, 0, len(pages)*pageSumSize), pages, tx.db.pageSize)
+	}
+
 	// Write pages to disk in order.
 	for _, p := range pages {
 		rem := (uint64(p.Overflow()) + 1) * uint64(tx.db.pageSize)
@@ -563,7 +576,7 @@ func (tx *Tx) write() error {
 	}
 
 	// Ignore file sync if flag is set on DB.
-	if !tx.db.NoSync || common.IgnoreNoSync {
+	if (!tx.db.NoSync || common.IgnoreNoSync) && tx.pageSums == nil {
 		// gofail: var beforeSyncDataPages struct{}
 		if err := fdatasync(tx.db); err != nil {
 			lg.Errorf("[GOOS: %s, GOARCH: %s] fdatasync failed: %w", runtime.GOOS, runtime.GOARCH, err)
@@ -600,7 +613,15 @@ func (tx *Tx) writeMeta() error {
 	lg := tx.db.Logger()
 	buf := make([]byte, tx.db.pageSize)
 	p := tx.db.pageInBuffer(buf, 0)
+	if tx.pageSums != nil {
+		tx.meta.SetFlags(tx.meta.Flags() | common.MetaFlagPageSums)
+	} else {
+		tx.meta.SetFlags(tx.meta.Flags() &^ common.MetaFlagPageSums)
+	}
 	tx.meta.Write(p)
+	if tx.pageSums != nil {
+		writePageSums(buf, tx.pageSums)
+	}
 
 	// Write the meta page to file.
 	tx.db.metalock.Lock()
@@ -609,6 +630,8 @@ func (tx *Tx) writeMeta() error {
 		lg.Errorf("writeAt failed, pgid: %d, pageSize: %d, error: %v", p.Id(), tx.db.pageSize, err)
 		return err
 	}
+	// The slot holds this commit's meta page now, whatever it held before.
+	tx.db.metaSkip[p.Id()] = false
 	tx.db.metalock.Unlock()
 	if !tx.db.NoSync || common.IgnoreNoSync {
 		// gofail: var beforeSyncMetaPage struct{}

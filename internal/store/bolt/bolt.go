@@ -66,10 +66,14 @@ var _ broker.Store = (*Store)(nil)
 // Options are how the broker opens its bolt file, here and where the
 // local broker shares it with its workflow engine (internal/app): no
 // freelist written with every commit (one page less per commit, and more
-// as the file grows), which bbolt rebuilds when it opens the file; and a
-// wait of lockTimeout for another process's lock.
+// as the file grows), which bbolt rebuilds when it opens the file; commits
+// that sync once, after their pages and their meta page, which lists the
+// pages' sums for Open to check (third_party/bbolt, pagesums.go: one
+// device flush a commit where bbolt as released makes two, as durable and
+// as atomic); and a wait of lockTimeout for another process's lock.
 func Options() *bbolt.Options {
-	return &bbolt.Options{Timeout: lockTimeout, NoFreelistSync: true, FreelistType: bbolt.FreelistMapType}
+	return &bbolt.Options{Timeout: lockTimeout, NoFreelistSync: true, SingleSyncCommit: true,
+		FreelistType: bbolt.FreelistMapType}
 }
 
 // Open opens the bolt file at path, creating it and its directory when

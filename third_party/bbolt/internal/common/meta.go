@@ -9,6 +9,11 @@ import (
 	"go.etcd.io/bbolt/errors"
 )
 
+// MetaFlagPageSums marks a meta page written by a commit that synced once
+// (serverless-osb's patch: pagesums.go): after the Meta, the page lists
+// every page the commit wrote, with its CRC-32C.
+const MetaFlagPageSums = 0x01
+
 type Meta struct {
 	magic    uint32
 	version  uint32
