@@ -103,11 +103,11 @@ func (db *DB) checkPageSums(slot int, fileSize int) error {
 		return errors.ErrChecksum
 	}
 	for e := sums; len(e) > 0; e = e[pageSumSize:] {
-		id := binary.LittleEndian.Uint64(e)
-		size := (uint64(binary.LittleEndian.Uint32(e[8:])) + 1) * uint64(db.pageSize)
-		if id < 2 || id*uint64(db.pageSize)+size > uint64(fileSize) {
+		id, pages := binary.LittleEndian.Uint64(e), uint64(binary.LittleEndian.Uint32(e[8:]))+1
+		if filePages := uint64(fileSize / db.pageSize); id < 2 || id >= filePages || pages > filePages-id {
 			return errors.ErrChecksum
 		}
+		size := pages * uint64(db.pageSize)
 		p := db.page(common.Pgid(id))
 		if crc32.Checksum(common.UnsafeByteSlice(unsafe.Pointer(p), 0, 0, int(size)), castagnoli) != binary.LittleEndian.Uint32(e[12:]) {
 			return errors.ErrChecksum

@@ -448,3 +448,80 @@ func TestTheStoreOpensACommitCutShort(t *testing.T) {
 		_ = c.Close()
 	}
 }
+
+// TestAListThatNamesPagesPastTheFileIsRefused: a meta page whose list
+// passes its own sum but names a page past the file's end (an id that
+// would overflow the offset, one gigabytes past the end, a run longer than
+// the file) is not trusted: the file opens as of the commit before, and
+// reads no page outside the file (without the bounds, the sum of a page
+// gigabytes past the map faults).
+func TestAListThatNamesPagesPastTheFileIsRefused(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "db")
+	db, err := bbolt.Open(path, 0o600, bolt.Options())
+	if err != nil {
+		t.Fatal(err)
+	}
+	put := func(v string) {
+		t.Helper()
+		if err := db.Update(func(tx *bbolt.Tx) error {
+			b, err := tx.CreateBucketIfNotExists([]byte("b"))
+			if err != nil {
+				return err
+			}
+			return b.Put([]byte("k"), []byte(v))
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put("before")
+	put("after")
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	file, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The newest meta page is the one with the higher transaction id
+	// (the Meta's txid: after magic, version, page size, flags, root
+	// bucket and sequence, freelist and pgid).
+	txid := func(at int) uint64 { return binary.LittleEndian.Uint64(file[at+16+48:]) }
+	metaAt := 0
+	if txid(pageSize) > txid(0) {
+		metaAt = pageSize
+	}
+	const listAt = (16 + 64 + 7) &^ 7
+	for name, entry := range map[string]func(e []byte){
+		"an id whose offset overflows": func(e []byte) { binary.LittleEndian.PutUint64(e, 1<<60) },
+		"an id far past the file":      func(e []byte) { binary.LittleEndian.PutUint64(e, uint64(len(file)/pageSize+1<<20)) },
+		"the page after the file":      func(e []byte) { binary.LittleEndian.PutUint64(e, uint64(len(file)/pageSize)) },
+		"a run far past the file":      func(e []byte) { binary.LittleEndian.PutUint32(e[8:], 1<<24) },
+	} {
+		image := append([]byte(nil), file...)
+		page := image[metaAt : metaAt+pageSize]
+		count := binary.LittleEndian.Uint32(page[listAt:])
+		if count == 0 {
+			t.Fatal("the commit listed no pages")
+		}
+		entries := page[listAt+8 : listAt+8+16*int(count)]
+		entry(entries)
+		// The list's own sum, made again so that only the bounds refuse it.
+		h := crc32.Update(0, crc32.MakeTable(crc32.Castagnoli), page[16:16+64])
+		h = crc32.Update(h, crc32.MakeTable(crc32.Castagnoli), page[listAt:listAt+4])
+		h = crc32.Update(h, crc32.MakeTable(crc32.Castagnoli), entries)
+		binary.LittleEndian.PutUint32(page[listAt+4:], h)
+		imagePath := filepath.Join(dir, "image")
+		if err := os.WriteFile(imagePath, image, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		c, err := bbolt.Open(imagePath, 0o600, bolt.Options())
+		if err != nil {
+			t.Fatalf("%s: open: %v", name, err)
+		}
+		if got := dumpDB(t, c)["b/k"]; got != "before" {
+			t.Errorf("%s: the file opens with %q, want the commit before's %q", name, got, "before")
+		}
+		_ = c.Close()
+	}
+}
