@@ -21,6 +21,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -397,14 +398,18 @@ func RunLocal(ctx context.Context, out, logs io.Writer) error {
 	}
 	// What start alone touched of the binary is not kept (startpages_linux.go).
 	releaseBinaryPages()
-	fmt.Fprintf(out, "serverless-osb is listening on %s (data in %s)\n", l.URL(), c.DataDir)
+	// One write: whoever reads "is listening" (a script, a test) reads
+	// the generated password with it, not a moment after.
+	var started strings.Builder
+	fmt.Fprintf(&started, "serverless-osb is listening on %s (data in %s)\n", l.URL(), c.DataDir)
 	if c.GeneratedPassword {
 		last := c.Credentials[len(c.Credentials)-1]
-		fmt.Fprintf(out, "basic auth: username %q, generated password %q (set BROKER_USERNAME and BROKER_PASSWORD to choose)\n",
+		fmt.Fprintf(&started, "basic auth: username %q, generated password %q (set BROKER_USERNAME and BROKER_PASSWORD to choose)\n",
 			last.Username, last.Password)
 	}
-	fmt.Fprintf(out, "try: curl -u %s:<password> -H 'X-Broker-API-Version: 2.17' %s/v2/catalog\n",
+	fmt.Fprintf(&started, "try: curl -u %s:<password> -H 'X-Broker-API-Version: 2.17' %s/v2/catalog\n",
 		c.Credentials[len(c.Credentials)-1].Username, l.URL())
+	_, _ = io.WriteString(out, started.String())
 	// The broker is the process: it gives back what its busy moments
 	// grew once it goes quiet (reclaim.go).
 	stopReclaim := make(chan struct{})

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/serverless-osb/broker/internal/app"
@@ -158,4 +159,64 @@ func waitForURL(t *testing.T, out *apptest.SyncBuffer, done <-chan error) string
 		return nil
 	})
 	return url
+}
+
+// writes records each Write whole.
+type writes struct {
+	mu  sync.Mutex
+	all []string
+}
+
+func (w *writes) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.all = append(w.all, string(p))
+	return len(p), nil
+}
+
+func (w *writes) first() (string, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.all) == 0 {
+		return "", false
+	}
+	return w.all[0], true
+}
+
+// TestTheStartIsOneWrite: the local broker says where it listens, the
+// password it generated and how to try it in one write, so that whoever
+// reads the first line reads the password too (the guides' test read
+// "is listening" and then found no password, under load, when these were
+// three writes).
+func TestTheStartIsOneWrite(t *testing.T) {
+	localEnv(t, "info")
+	t.Setenv("BROKER_USERNAME", "")
+	t.Setenv("BROKER_PASSWORD", "")
+	out := &writes{}
+	var logs apptest.SyncBuffer
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- app.RunLocal(ctx, out, &logs) }()
+	var first string
+	waittest.Until(t, func() error {
+		select {
+		case err := <-done:
+			t.Fatalf("RunLocal returned before it started: %v\n%s", err, logs.String())
+		default:
+		}
+		var ok bool
+		if first, ok = out.first(); !ok {
+			return fmt.Errorf("RunLocal wrote nothing yet")
+		}
+		return nil
+	})
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("RunLocal: %v", err)
+	}
+	for _, want := range []string{"is listening on http://127.0.0.1:", "generated password", "try: curl"} {
+		if !strings.Contains(first, want) {
+			t.Errorf("the first write lacks %q: %q", want, first)
+		}
+	}
 }
