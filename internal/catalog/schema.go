@@ -201,29 +201,32 @@ func (ck *checker) localRefs(p string, v any) {
 	ck.localRefsAt(p, v)
 }
 
+// refMember is what localRefs makes of a schema's member k: the external
+// reference it holds ("" for none), and whether its value is a schema to
+// look into (enum, const, default and examples hold values, not schemas).
+func refMember(k string, e any) (external string, schema bool) {
+	switch k {
+	case "$ref", "$dynamicRef", "$recursiveRef":
+		if s, ok := e.(string); ok && !strings.HasPrefix(s, "#") {
+			return s, true
+		}
+	case "enum", "const", "default", "examples":
+		return "", false
+	}
+	return "", true
+}
+
 // externalRef reports whether v holds a reference localRefs refuses.
 func externalRef(v any) bool {
 	switch v := v.(type) {
 	case map[string]any:
 		for k, e := range v {
-			switch k {
-			case "$ref", "$dynamicRef", "$recursiveRef":
-				if s, ok := e.(string); ok && !strings.HasPrefix(s, "#") {
-					return true
-				}
-			case "enum", "const", "default", "examples":
-				continue
-			}
-			if externalRef(e) {
+			if external, schema := refMember(k, e); external != "" || schema && externalRef(e) {
 				return true
 			}
 		}
 	case []any:
-		for _, e := range v {
-			if externalRef(e) {
-				return true
-			}
-		}
+		return slices.ContainsFunc(v, externalRef)
 	}
 	return false
 }
@@ -233,15 +236,13 @@ func (ck *checker) localRefsAt(p string, v any) {
 	switch v := v.(type) {
 	case map[string]any:
 		for _, k := range sortedKeys(v) {
-			switch k {
-			case "$ref", "$dynamicRef", "$recursiveRef":
-				if s, ok := v[k].(string); ok && !strings.HasPrefix(s, "#") {
-					ck.problem(field(p, k), `%q is an external reference; a schema may only refer to itself (a reference starting with "#")`, s)
-				}
-			case "enum", "const", "default", "examples":
-				continue // values, not schemas
+			external, schema := refMember(k, v[k])
+			if external != "" {
+				ck.problem(field(p, k), `%q is an external reference; a schema may only refer to itself (a reference starting with "#")`, external)
 			}
-			ck.localRefsAt(field(p, k), v[k])
+			if schema {
+				ck.localRefsAt(field(p, k), v[k])
+			}
 		}
 	case []any:
 		for i, e := range v {
