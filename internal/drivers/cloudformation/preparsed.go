@@ -147,26 +147,23 @@ func (r *formReader) str(v any) string {
 	return s
 }
 
-// list is an array's elements; none for null.
-func (r *formReader) list(v any) ([]any, bool) {
+// listOf is an array's elements, each read by elem; nil for null.
+func listOf[T any](r *formReader, v any, elem func(any) T) []T {
 	a, isList := v.([]any)
-	if !isList && v != nil {
-		r.ok = false
-	}
-	return a, isList
-}
-
-func (r *formReader) strs(v any) []string {
-	a, ok := r.list(v)
-	if !ok {
+	if !isList {
+		if v != nil {
+			r.ok = false
+		}
 		return nil
 	}
-	out := make([]string, len(a))
+	out := make([]T, len(a))
 	for i, e := range a {
-		out[i] = r.str(e)
+		out[i] = elem(e)
 	}
 	return out
 }
+
+func (r *formReader) strs(v any) []string { return listOf(r, v, r.str) }
 
 func (r *formReader) template(v any) *Template {
 	t := &Template{}
@@ -230,30 +227,25 @@ func (r *formReader) parameters(v any) map[string]Parameter {
 }
 
 func (r *formReader) resources(v any) []Resource {
-	a, ok := r.list(v)
-	if !ok {
-		return nil
-	}
-	out := make([]Resource, len(a))
-	for i, e := range a {
+	return listOf(r, v, func(e any) (res Resource) {
 		r.object(e, func(k string, v any) {
 			switch k {
 			case "LogicalID":
-				out[i].LogicalID = r.str(v)
+				res.LogicalID = r.str(v)
 			case "Type":
-				out[i].Type = r.str(v)
+				res.Type = r.str(v)
 			case "Properties":
 				if v != nil {
 					m, isMap := v.(map[string]any)
 					r.ok = r.ok && isMap
-					out[i].Properties = m
+					res.Properties = m
 				}
 			case "DeletionPolicy":
-				out[i].DeletionPolicy = r.str(v)
+				res.DeletionPolicy = r.str(v)
 			default:
 				r.ok = false
 			}
 		})
-	}
-	return out
+		return res
+	})
 }
