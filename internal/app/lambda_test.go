@@ -56,13 +56,8 @@ func TestLambdaConfigFromEnv(t *testing.T) {
 		"BROKER_OPERATION_STATE_MACHINE_ARN": sampleStateMachineARN,
 	}
 	with := func(changes map[string]string) map[string]string {
-		env := map[string]string{}
-		for k, v := range complete {
-			env[k] = v
-		}
-		for k, v := range changes {
-			env[k] = v
-		}
+		env := maps.Clone(complete)
+		maps.Copy(env, changes)
 		return env
 	}
 	cases := []struct {

@@ -2,6 +2,7 @@ package awsenv
 
 import (
 	"fmt"
+	"maps"
 	"os"
 	"reflect"
 	"strings"
@@ -43,16 +44,7 @@ var sdkVariables = []string{
 func TestEnvReadsAsTheSDK(t *testing.T) {
 	lambdaSets := map[string]string{"AWS_ACCESS_KEY_ID": "ASIAFUNCTION", "AWS_SECRET_ACCESS_KEY": "secret",
 		"AWS_SESSION_TOKEN": "token", "AWS_REGION": "eu-west-1"}
-	with := func(more map[string]string) map[string]string {
-		env := map[string]string{}
-		for k, v := range lambdaSets {
-			env[k] = v
-		}
-		for k, v := range more {
-			env[k] = v
-		}
-		return env
-	}
+	with := func(more map[string]string) map[string]string { return merged(lambdaSets, more) }
 	endpoints := map[string]string{"AWS_ENDPOINT_URL": "http://127.0.0.1:5000", "AWS_ENDPOINT_URL_DYNAMODB": "http://127.0.0.1:5001",
 		"AWS_ENDPOINT_URL_SFN": "http://127.0.0.1:5002", "AWS_ENDPOINT_URL_SECRETS_MANAGER": "http://127.0.0.1:5003",
 		"AWS_ENDPOINT_URL_CLOUDFORMATION": "http://127.0.0.1:5004", "AWS_ENDPOINT_URL_S3": "http://127.0.0.1:5005",
@@ -64,8 +56,8 @@ func TestEnvReadsAsTheSDK(t *testing.T) {
 		"the older names":                    {"AWS_ACCESS_KEY": "AKIDOLD", "AWS_SECRET_KEY": "old", "AWS_DEFAULT_REGION": "us-east-2"},
 		"both names, and both Regions":       with(map[string]string{"AWS_ACCESS_KEY": "AKIDOLD", "AWS_SECRET_KEY": "old", "AWS_DEFAULT_REGION": "us-east-2", "AWS_ACCOUNT_ID": "123456789012"}),
 		"the endpoints, as the sandbox sets": with(endpoints),
-		"the endpoints, ignored":             with(with2(endpoints, "AWS_IGNORE_CONFIGURED_ENDPOINT_URLS", "TRUE")),
-		"the endpoints, not ignored":         with(with2(endpoints, "AWS_IGNORE_CONFIGURED_ENDPOINT_URLS", "false")),
+		"the endpoints, ignored":             with(merged(endpoints, map[string]string{"AWS_IGNORE_CONFIGURED_ENDPOINT_URLS": "TRUE"})),
+		"the endpoints, not ignored":         with(merged(endpoints, map[string]string{"AWS_IGNORE_CONFIGURED_ENDPOINT_URLS": "false"})),
 		"a service's endpoint alone":         with(map[string]string{"AWS_ENDPOINT_URL_DYNAMODB": "http://127.0.0.1:5001"}),
 		"every setting, in mixed case": with(map[string]string{"AWS_SDK_UA_APP_ID": "osb", "AWS_MAX_ATTEMPTS": "5",
 			"AWS_RETRY_MODE": "Adaptive", "AWS_DEFAULTS_MODE": "in-region", "AWS_DISABLE_REQUEST_COMPRESSION": "True",
@@ -155,11 +147,10 @@ func TestEnvReadsAsTheSDK(t *testing.T) {
 	}
 }
 
-func with2(m map[string]string, k, v string) map[string]string {
-	out := map[string]string{k: v}
-	for mk, mv := range m {
-		out[mk] = mv
-	}
+// merged is base with more's variables set over it.
+func merged(base, more map[string]string) map[string]string {
+	out := maps.Clone(base)
+	maps.Copy(out, more)
 	return out
 }
 

@@ -44,17 +44,25 @@ func TestThePreparsedTemplateIsTheYAMLs(t *testing.T) {
 	}
 }
 
+// markedTemplate is instanceTemplate with a comment (so that its body is
+// this test's own) and the pre-parsed form Preparse makes of it.
+func markedTemplate(t *testing.T, mark string) (body, pre []byte) {
+	t.Helper()
+	body = []byte(strings.Replace(instanceTemplate, "Resources:", "# "+mark+"\nResources:", 1))
+	pre, err := Preparse(body)
+	if err != nil || pre == nil {
+		t.Fatalf("Preparse: %v, %v", pre, err)
+	}
+	return body, pre
+}
+
 // TestConfigureReadsThePreparsedTemplate: beside a template, its
 // pre-parsed form is what Configure reads (here one made from the same
 // body that says otherwise, which shows which was read); a stale one, or
 // one of a float JSON would not keep, is not.
 func TestConfigureReadsThePreparsedTemplate(t *testing.T) {
 	dir := t.TempDir()
-	body := []byte(strings.Replace(instanceTemplate, "Resources:", "# read pre-parsed\nResources:", 1))
-	pre, err := Preparse(body)
-	if err != nil || pre == nil {
-		t.Fatalf("Preparse: %v, %v", pre, err)
-	}
+	body, pre := markedTemplate(t, "read pre-parsed")
 	if err := os.WriteFile(filepath.Join(dir, "instance.yaml"), body, 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -175,11 +183,7 @@ func TestPreparsedOfReadsAsEncodingJSON(t *testing.T) {
 // form again.
 func TestATemplateNamedByPlansConfiguredAtOnceIsParsedOnce(t *testing.T) {
 	dir := t.TempDir()
-	body := []byte(strings.Replace(instanceTemplate, "Resources:", "# parsed once\nResources:", 1))
-	pre, err := Preparse(body)
-	if err != nil || pre == nil {
-		t.Fatalf("Preparse: %v, %v", pre, err)
-	}
+	body, pre := markedTemplate(t, "parsed once")
 	for name, data := range map[string][]byte{"instance.yaml": body, "instance.yaml" + PreparsedSuffix: pre} {
 		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
 			t.Fatal(err)

@@ -31,6 +31,23 @@ import (
 // pageSize is bbolt's page on this machine (the OS page).
 var pageSize = os.Getpagesize()
 
+// A meta page as the tests read it from the file: bbolt's page header,
+// then its Meta (flags, txid), then pagesums.go's list (a count, the
+// list's sum, and 16-byte entries: page id, overflow, sum).
+const (
+	metaStart, metaSize = 16, 64
+	metaFlagsAt         = metaStart + 12
+	metaTxidAt          = metaStart + 48
+	listAt              = (metaStart + metaSize + 7) &^ 7
+	flagPageSums        = 1
+	listEntrySize       = 16
+)
+
+// listsPages reports whether the meta page lists its commit's pages.
+func listsPages(page []byte) bool {
+	return binary.LittleEndian.Uint32(page[metaFlagsAt:])&flagPageSums != 0
+}
+
 // dumpDB reads every key and value of every bucket, nested ones as paths,
 // and checks the file's consistency (bbolt's Tx.Check).
 func dumpDB(t *testing.T, db *bbolt.DB) map[string]string {
@@ -118,50 +135,39 @@ func randomChange(r *rand.Rand, tx *bbolt.Tx, huge bool) error {
 // its sync: before, with each page the commit wrote (those where after
 // differs) taken whole from after (half of them, or nine in ten: a draw
 // for each image), left as before, or torn (some of its sectors from
-// after). A commit whose meta page lists no pages synced its
-// pages before writing its meta page: when the image has any of the meta
-// page's new sectors, it has all the other pages whole. It reports whether
-// every written page was taken whole, and whether the meta page was.
+// after). A commit whose meta page lists no pages synced its pages before
+// writing its meta page: when the image has any of the meta page's new
+// sectors, it has all the other pages whole. It reports whether every
+// written page is whole in the image, and whether the meta page is.
 func crashImage(r *rand.Rand, before, after []byte) (image []byte, all, meta bool) {
 	before = append(before[:len(before):len(before)], make([]byte, len(after)-len(before))...)
 	image = append([]byte(nil), before...)
-	all = true
 	metaAt := 0
 	if !bytes.Equal(before[pageSize:2*pageSize], after[pageSize:2*pageSize]) {
 		metaAt = pageSize
 	}
-	synced := binary.LittleEndian.Uint32(after[metaAt+16+12:])&1 == 0
-	defer func() {
-		if synced && !bytes.Equal(image[metaAt:metaAt+pageSize], before[metaAt:metaAt+pageSize]) {
-			copy(image[2*pageSize:], after[2*pageSize:])
-			all = bytes.Equal(image, after)
-		}
-	}()
 	wholeIn := []int{2, 10}[r.IntN(2)]
 	for at := 0; at < len(after); at += pageSize {
 		old, new := image[at:at+pageSize], after[at:at+pageSize]
 		if bytes.Equal(old, new) {
 			continue
 		}
-		whole := false
 		switch k := r.IntN(wholeIn); {
 		case k < wholeIn-1:
 			copy(old, new)
-			whole = true
 		case r.IntN(2) == 0:
 			for s := 0; s < pageSize; s += 512 {
 				if r.IntN(2) == 0 {
 					copy(old[s:s+512], new[s:s+512])
 				}
 			}
-			whole = bytes.Equal(old, new)
-		}
-		all = all && whole
-		if at < 2*pageSize {
-			meta = whole
 		}
 	}
-	return image, all, meta
+	metaPage := func(b []byte) []byte { return b[metaAt : metaAt+pageSize] }
+	if !listsPages(metaPage(after)) && !bytes.Equal(metaPage(image), metaPage(before)) {
+		copy(image[2*pageSize:], after[2*pageSize:])
+	}
+	return image, bytes.Equal(image, after), bytes.Equal(metaPage(image), metaPage(after))
 }
 
 // TestACommitCutShortOpensAsTheCommitBeforeOrItself: for 100 random
@@ -303,10 +309,10 @@ func TestACommitListsEveryPageItWrote(t *testing.T) {
 				id += uint64(binary.LittleEndian.Uint32(after[id*uint64(pageSize)+12:]))
 			}
 		}
-		if runs > (pageSize-88)/16 {
+		if runs > (pageSize-listAt-8)/listEntrySize {
 			// More than a meta page lists: synced first, as bbolt does.
-			if flags := binary.LittleEndian.Uint32(after[metaAt+16+12:]); flags&1 != 0 {
-				t.Fatalf("a commit of %d pages has a list (flags %x)", runs, flags)
+			if listsPages(after[metaAt:]) {
+				t.Fatalf("a commit of %d pages has a list", runs)
 			}
 			continue
 		}
@@ -328,22 +334,18 @@ func TestACommitListsEveryPageItWrote(t *testing.T) {
 	}
 }
 
-// listedPages decodes the list in the meta page at metaAt (pagesums.go's
-// layout: after the page header and the Meta, rounded to 8 bytes, a count,
-// the list's sum, and 16-byte entries) and checks each entry's sum
-// against the file: page id → pages spanned.
+// listedPages decodes the list in the meta page at metaAt and checks each
+// entry's sum against the file: page id → pages spanned.
 func listedPages(t *testing.T, file []byte, metaAt int) map[uint64]uint64 {
 	t.Helper()
-	const headerAndMeta = (16 + 64 + 7) &^ 7
 	page := file[metaAt : metaAt+pageSize]
-	flags := binary.LittleEndian.Uint32(page[16+12:])
-	if flags&1 == 0 {
-		t.Fatalf("the meta page at %d has no list (flags %x)", metaAt, flags)
+	if !listsPages(page) {
+		t.Fatalf("the meta page at %d has no list", metaAt)
 	}
-	count := binary.LittleEndian.Uint32(page[headerAndMeta:])
+	count := binary.LittleEndian.Uint32(page[listAt:])
 	out := map[uint64]uint64{}
 	for i := range int(count) {
-		e := page[headerAndMeta+8+16*i:]
+		e := page[listAt+8+listEntrySize*i:]
 		id, overflow, sum := binary.LittleEndian.Uint64(e), binary.LittleEndian.Uint32(e[8:]), binary.LittleEndian.Uint32(e[12:])
 		span := uint64(overflow) + 1
 		body := file[id*uint64(pageSize) : (id+span)*uint64(pageSize)]
@@ -482,15 +484,12 @@ func TestAListThatNamesPagesPastTheFileIsRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The newest meta page is the one with the higher transaction id
-	// (the Meta's txid: after magic, version, page size, flags, root
-	// bucket and sequence, freelist and pgid).
-	txid := func(at int) uint64 { return binary.LittleEndian.Uint64(file[at+16+48:]) }
+	// The newest meta page is the one with the higher transaction id.
+	txid := func(at int) uint64 { return binary.LittleEndian.Uint64(file[at+metaTxidAt:]) }
 	metaAt := 0
 	if txid(pageSize) > txid(0) {
 		metaAt = pageSize
 	}
-	const listAt = (16 + 64 + 7) &^ 7
 	for name, entry := range map[string]func(e []byte){
 		"an id whose offset overflows": func(e []byte) { binary.LittleEndian.PutUint64(e, 1<<60) },
 		"an id far past the file":      func(e []byte) { binary.LittleEndian.PutUint64(e, uint64(len(file)/pageSize+1<<20)) },
@@ -503,10 +502,10 @@ func TestAListThatNamesPagesPastTheFileIsRefused(t *testing.T) {
 		if count == 0 {
 			t.Fatal("the commit listed no pages")
 		}
-		entries := page[listAt+8 : listAt+8+16*int(count)]
+		entries := page[listAt+8 : listAt+8+listEntrySize*int(count)]
 		entry(entries)
 		// The list's own sum, made again so that only the bounds refuse it.
-		h := crc32.Update(0, crc32.MakeTable(crc32.Castagnoli), page[16:16+64])
+		h := crc32.Update(0, crc32.MakeTable(crc32.Castagnoli), page[metaStart:metaStart+metaSize])
 		h = crc32.Update(h, crc32.MakeTable(crc32.Castagnoli), page[listAt:listAt+4])
 		h = crc32.Update(h, crc32.MakeTable(crc32.Castagnoli), entries)
 		binary.LittleEndian.PutUint32(page[listAt+4:], h)
