@@ -41,6 +41,17 @@ type Bucket struct {
 	//
 	// This is non-persisted across transactions so it must be set in every Tx.
 	FillPercent float64
+
+	// SplitBeforeLastInsert (patched: PATCH.md, splitputs.go): a node that
+	// would split after the last key this transaction inserted in it, and
+	// before a key after it that the transaction put, splits before the
+	// inserted key instead. For writes that insert in ascending order
+	// before a key they rewrite (a partition's newest items, before its
+	// head item): bbolt puts a key in the node of the key before it, so
+	// the next such write changes the one node that holds the key it
+	// rewrites and the keys it inserts after this one's, not two. Not
+	// persisted, like FillPercent.
+	SplitBeforeLastInsert bool
 }
 
 // newBucket returns a new bucket associated with a transaction.

@@ -38,6 +38,11 @@ func Compact(dst, src *DB, txMaxSize int64) error {
 
 		// Create bucket on the root transaction if this is the first level.
 		nk := len(keys)
+		if nk == 0 && v != nil {
+			// A value in the root bucket (patched: Tx.Root).
+			tx.Root().FillPercent = 1.0
+			return tx.Root().Put(k, v)
+		}
 		if nk == 0 {
 			bkt, err := tx.CreateBucket(k)
 			if err != nil {
@@ -90,7 +95,12 @@ type walkFunc func(keys [][]byte, k, v []byte, seq uint64) error
 // walk walks recursively the bolt database db, calling walkFn for each key it finds.
 func walk(db *DB, walkFn walkFunc) error {
 	return db.View(func(tx *Tx) error {
-		return tx.ForEach(func(name []byte, b *Bucket) error {
+		// The root bucket's values as well as its buckets (patched: Tx.Root).
+		return tx.Root().ForEach(func(name, v []byte) error {
+			if v != nil {
+				return walkFn(nil, name, v, 0)
+			}
+			b := tx.Bucket(name)
 			return walkBucket(b, nil, name, nil, b.Sequence(), walkFn)
 		})
 	})

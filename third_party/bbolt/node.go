@@ -19,6 +19,9 @@ type node struct {
 	parent     *node
 	children   nodes
 	inodes     common.Inodes
+	// puts is where this transaction put inodes (patched:
+	// Bucket.SplitBeforeLastInsert, splitputs.go).
+	puts putRun
 }
 
 // root returns the top-level node this node is attached to.
@@ -132,6 +135,7 @@ func (n *node) put(oldKey, newKey, value []byte, pgId common.Pgid, flags uint32)
 		n.inodes = append(n.inodes, common.Inode{})
 		copy(n.inodes[index+1:], n.inodes[index:])
 	}
+	n.puts.add(index, !exact)
 
 	inode := &n.inodes[index]
 	inode.SetFlags(flags)
@@ -153,6 +157,7 @@ func (n *node) del(key []byte) {
 
 	// Delete inode from the node.
 	n.inodes = append(n.inodes[:index], n.inodes[index+1:]...)
+	n.puts.del(index)
 
 	// Mark the node as needing rebalancing.
 	n.unbalanced = true
@@ -163,6 +168,7 @@ func (n *node) read(p *common.Page) {
 	n.pgid = p.Id()
 	n.isLeaf = p.IsLeafPage()
 	n.inodes = common.ReadInodeFromPage(p)
+	n.puts = putRun{}
 
 	// Save first key, so we can find the node in the parent when we spill.
 	if len(n.inodes) > 0 {
@@ -244,6 +250,9 @@ func (n *node) splitTwo(pageSize uintptr) (*node, *node) {
 
 	// Determine split position and sizes of the two pages.
 	splitIndex, _ := n.splitIndex(threshold)
+	if n.bucket.SplitBeforeLastInsert {
+		splitIndex = n.splitBeforeLastInsert(splitIndex, pageSize)
+	}
 
 	// Split node into two separate nodes.
 	// If there's no parent then we'll need to create one.
@@ -258,6 +267,7 @@ func (n *node) splitTwo(pageSize uintptr) (*node, *node) {
 	// Split inodes across two nodes.
 	next.inodes = n.inodes[splitIndex:]
 	n.inodes = n.inodes[:splitIndex]
+	n.puts, next.puts = n.puts.split(int(splitIndex))
 
 	// Update the statistics.
 	n.bucket.tx.stats.IncSplit(1)
@@ -385,6 +395,7 @@ func (n *node) rebalance() {
 			child := n.bucket.node(n.inodes[0].Pgid(), n)
 			n.isLeaf = child.isLeaf
 			n.inodes = child.inodes[:]
+			n.puts = child.puts
 			n.children = child.children
 
 			// Reparent all child nodes being moved.
@@ -437,6 +448,7 @@ func (n *node) rebalance() {
 	}
 
 	// Copy over inodes from right node to left node and remove right node.
+	leftNode.puts = leftNode.puts.join(len(leftNode.inodes), rightNode.puts)
 	leftNode.inodes = append(leftNode.inodes, rightNode.inodes...)
 	n.parent.del(rightNode.key)
 	n.parent.removeChild(rightNode)

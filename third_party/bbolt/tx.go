@@ -155,12 +155,22 @@ func (tx *Tx) MoveBucket(child []byte, src *Bucket, dst *Bucket) error {
 
 // ForEach executes a function for each bucket in the root.
 // If the provided function returns an error then the iteration is stopped and
-// the error is returned to the caller.
+// the error is returned to the caller. (Patched: it passes over the values
+// that the root bucket may hold, Tx.Root.)
 func (tx *Tx) ForEach(fn func(name []byte, b *Bucket) error) error {
-	return tx.root.ForEach(func(k, v []byte) error {
+	return tx.root.ForEachBucket(func(k []byte) error {
 		return fn(k, tx.root.Bucket(k))
 	})
 }
+
+// Root returns the transaction's root bucket: the bucket that holds the
+// top-level buckets (patched: PATCH.md). Its keys that name no bucket may
+// hold values: Get, Put, Delete and its Cursor work on it as on any other
+// bucket, and a write to it changes no other bucket's pages, where a value
+// in a top-level bucket makes every commit write the root bucket's page as
+// well. Bucket, ForEach, Check and Compact handle such values. It is valid
+// until the transaction ends.
+func (tx *Tx) Root() *Bucket { return &tx.root }
 
 // OnCommit adds a handler function to be executed after the transaction successfully commits.
 func (tx *Tx) OnCommit(fn func()) {

@@ -67,7 +67,9 @@ func dumpDB(t *testing.T, db *bbolt.DB) map[string]string {
 		for err := range tx.Check() {
 			return fmt.Errorf("check: %w", err)
 		}
-		return tx.ForEach(func(name []byte, b *bbolt.Bucket) error { return walk(string(name)+"/", b) })
+		// The root bucket's values (the store's items, layout 7) and its
+		// buckets.
+		return walk("", tx.Root())
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -89,8 +91,10 @@ func newBoltFile(t *testing.T) (dir, path string, db *bbolt.DB) {
 }
 
 // randomChange makes one transaction's worth of puts and deletes, over a
-// few buckets, with values from a few bytes to more than a page (bbolt
-// writes those as overflow pages). One in ten writes 40 to 100 pages,
+// few buckets and the root bucket (whose values the broker's store keeps,
+// splitting its pages before what a transaction inserted:
+// SplitBeforeLastInsert), with values from a few bytes to more than a page
+// (bbolt writes those as overflow pages). One in ten writes 40 to 100 pages,
 // whose list in the meta page spans several of its sectors; with huge, it
 // writes 300 pages or more, more than a meta page can list: that commit
 // syncs twice, as bbolt does.
@@ -103,9 +107,14 @@ func randomChange(r *rand.Rand, tx *bbolt.Tx, huge bool) error {
 		n, big = 40+r.IntN(60), pageSize*3/4
 	}
 	for range n {
-		b, err := tx.CreateBucketIfNotExists(fmt.Appendf(nil, "b%d", r.IntN(3)))
-		if err != nil {
-			return err
+		b := tx.Root()
+		b.SplitBeforeLastInsert = true
+		if i := r.IntN(4); i < 3 {
+			var err error
+			if b, err = tx.CreateBucketIfNotExists(fmt.Appendf(nil, "b%d", i)); err != nil {
+				return err
+			}
+			b.SplitBeforeLastInsert = r.IntN(2) == 0
 		}
 		key := fmt.Appendf(nil, "k%04d", r.IntN(400))
 		if r.IntN(5) == 0 {
