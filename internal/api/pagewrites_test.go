@@ -24,7 +24,11 @@ import (
 // and each binding at a slot among the operations, made when it is first
 // written (layout 5, internal/store/bolt/bindings.go), so that a bind's
 // items lie in one leaf with its operation and the instance, not two: 5.18
-// (the peer, measured in the same `make bench` run: 5.8).
+// (the peer, measured in the same `make bench` run: 5.8); and the items in
+// the file's root bucket (layout 7), so that no commit writes a page above
+// theirs, and a leaf that splits keeps a bind's last item with the
+// instance after it (third_party/bbolt/PATCH.md: Tx.Root,
+// SplitBeforeLastInsert): 3.25 and 3.73 (on 4fc0b1e, 4.25 and 4.73).
 func TestPageWritesPerRequest(t *testing.T) {
 	br, serve := localBroker(t)
 	service, plan := br.Plan("fake-plan")
@@ -40,10 +44,10 @@ func TestPageWritesPerRequest(t *testing.T) {
 		most  float64
 		serve func(i int)
 	}{
-		{"a synchronous provision writes at most 4.5 pages (the peer 5.1)", 4.5, func(i int) {
+		{"a synchronous provision writes at most 3.5 pages (the peer 5.1)", 3.5, func(i int) {
 			serve(http.MethodPut, fmt.Sprintf("/v2/service_instances/sync-%d", i), provision, http.StatusCreated)
 		}},
-		{"a synchronous bind writes at most 5.4 pages", 5.4, func(i int) {
+		{"a synchronous bind writes at most 4 pages", 4, func(i int) {
 			serve(http.MethodPut, fmt.Sprintf("/v2/service_instances/bound/service_bindings/b-%d", i), bind, http.StatusCreated)
 		}},
 	} {

@@ -1,8 +1,12 @@
 // Package bolt is the embedded Store: instances, bindings, operations,
 // driver resources and detached resources in one bbolt file, so that `make run` needs no cloud
-// account. It keeps the same items as the DynamoDB table (see DESIGN.md):
-// bucket "items", value the item's JSON or binary form (itembin.go: an
-// instance's items, which every request writes). An instance's items are
+// account. It keeps the same items as the DynamoDB table (see DESIGN.md)
+// in the file's root bucket (layout.go: layout 7), beside the top-level
+// buckets (the local engine's, the layout's), value the item's JSON or
+// binary form (itembin.go: an instance's items, which every request
+// writes). An item's key holds a NUL or starts with 'i' and a tag byte
+// below 0x20 (keys.go); a bucket's name is a word: the two never meet.
+// An instance's items are
 // keyed by keys.go, in a partition of their own and in an order that keeps
 // one change's items together, in short keys; the other items by PK + "\x00"
 // + SK, as the table keys them. A key beside each operation in progress
@@ -35,8 +39,9 @@ import (
 )
 
 // Bucket names. The local workflow engine keeps its own bucket
-// ("executions") in a shared file; this package never touches it. Layout 1
-// also had a bucket "operations_in_progress" (layout.go).
+// ("executions") in a shared file; this package never touches it. Layouts
+// 1 to 6 kept the items in a bucket "items", and layout 1 also had a
+// bucket "operations_in_progress" (layout.go).
 const itemsBucket = "items"
 
 // lockTimeout bounds how long Open waits for the file lock that another
@@ -100,25 +105,20 @@ func Open(path string) (*Store, error) {
 	return s, nil
 }
 
-// New returns a Store on a DB that its caller opened and closes. It creates
-// the store's buckets.
+// New returns a Store on a DB that its caller opened and closes. It moves
+// a file of an earlier layout to this one (layout.go).
 func New(db *bbolt.DB) (*Store, error) { return NewShared(groupcommit.New(db)) }
 
 // NewShared returns a Store whose writes go through c, shared with the other
 // writers of c's DB (the local workflow engine), so that they share commits.
 func NewShared(c *groupcommit.Committer) (*Store, error) {
 	db := c.DB()
-	err := db.Update(func(tx *bbolt.Tx) error {
-		if _, err := tx.CreateBucketIfNotExists([]byte(itemsBucket)); err != nil {
-			return fmt.Errorf("create bucket %s: %w", itemsBucket, err)
-		}
-		return migrate(tx)
-	})
+	err := db.Update(migrate)
 	if err != nil {
 		return nil, fmt.Errorf("open store %s: %w", db.Path(), err)
 	}
 	s := &Store{db: db, commit: c}
-	if err := db.View(func(t *bbolt.Tx) error { return s.fillIndexes(t.Bucket([]byte(itemsBucket))) }); err != nil {
+	if err := db.View(func(t *bbolt.Tx) error { return s.fillIndexes(t.Root()) }); err != nil {
 		return nil, fmt.Errorf("open store %s: index the plans and the operations in progress: %w", db.Path(), err)
 	}
 	return s, nil
@@ -256,7 +256,8 @@ func (s *Store) update(ctx context.Context, fn func(tx) error) error {
 	return err
 }
 
-// itemsFillPercent is how full bbolt leaves a page it splits (its
+// itemsFillPercent is how full bbolt leaves a page it splits where
+// SplitBeforeLastInsert (below) does not decide (its
 // default, 0.5, leaves it half full). An instance's new operations all go
 // to the end of its operations (UUIDv7 ids), and a new binding's items
 // come two at once (the binding and its record): with pages split half
@@ -266,9 +267,20 @@ func (s *Store) update(ctx context.Context, fn func(tx) error) error {
 // synchronous provision 5.0, not 5.6 (TestPageWritesPerRequest).
 const itemsFillPercent = 0.9
 
+// buckets is t's view of the items: the file's root bucket (layout 7),
+// whose values no other bucket's page holds, so that a commit writes no
+// page above the items' own (a value in a top-level bucket made every
+// commit write the root bucket's page too). A page of it that splits keeps
+// what the transaction inserted with the keys after it
+// (SplitBeforeLastInsert, third_party/bbolt/PATCH.md): a bind's items go to
+// the end of its instance's operations, before the instance's own item,
+// which the bind writes too; split where FillPercent says, the page after
+// could begin at the instance's item, and every bind after it would write
+// two leaves, the new items' and the instance's.
 func buckets(t *bbolt.Tx) tx {
-	items := t.Bucket([]byte(itemsBucket))
+	items := t.Root()
 	items.FillPercent = itemsFillPercent
+	items.SplitBeforeLastInsert = true
 	return tx{items: items, cur: items.Cursor()}
 }
 

@@ -141,7 +141,7 @@ func TestData(t *testing.T) {
 			if tx.Bucket([]byte("operations_in_progress")) != nil {
 				t.Error("the bucket of the operations in progress of layout 1 exists")
 			}
-			return tx.Bucket([]byte("items")).ForEach(func(k, v []byte) error {
+			return bolt.ForEachItem(tx, func(k, v []byte) error {
 				// Shown as layout 3 wrote them (keys.go).
 				keys = append(keys, bolt.ShowKey(k))
 				// An instance's items are in binary (itembin.go), an

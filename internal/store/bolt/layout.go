@@ -3,6 +3,7 @@ package bolt
 import (
 	"bytes"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/google/uuid"
@@ -25,17 +26,19 @@ import (
 // field of a binary value may be in a short form (itembin.go: a UUID in
 // its 16 bytes, a fingerprint's hex in its bytes, a sealed value in the
 // binary form of sealing/envelope), which a broker of layout 5 would not
-// read. Open moves a file of an earlier layout to
-// this one (migrate), in the transaction that opens it; a broker of
-// layout 4 refuses a file of layout 5 ("use a newer broker") rather than
-// find none of its bindings, and one of layout 5 a file of layout 6 rather
-// than fail on the items written since.
+// read. Layout 7 has layout 6's keys and values in the file's root bucket,
+// not in the bucket "items" (bolt.go: buckets). Open moves a file of an
+// earlier layout to this one (migrate), in the transaction that opens it;
+// a broker of layout 4 refuses a file of layout 5 ("use a newer broker")
+// rather than find none of its bindings, one of layout 5 a file of layout
+// 6 rather than fail on the items written since, and one of layout 6 a
+// file of layout 7 rather than find an empty bucket "items".
 const (
 	layoutBucket = "layout"
 	layoutKey    = "version"
 	// layoutVersion is the layout this code writes; a file without a
-	// version is of layout 1, written before there was one.
-	layoutVersion = "6"
+	// version is of layout 1, written before there was one, or new.
+	layoutVersion = "7"
 )
 
 // layout4Binding is the first byte of layout 4's SK of a binding and its
@@ -55,24 +58,34 @@ func migrate(tx *bbolt.Tx) error {
 	if err != nil {
 		return err
 	}
-	switch v := string(meta.Get([]byte(layoutKey))); v {
-	case layoutVersion:
+	v := string(meta.Get([]byte(layoutKey)))
+	switch {
+	case v == layoutVersion:
 		return nil
-	case "5":
-		// Layout 5's values read as they are: only the version changes.
+	case v == "" && tx.Bucket([]byte(itemsBucket)) == nil:
+		// A new file (layout 1 had the bucket).
 		return meta.Put([]byte(layoutKey), []byte(layoutVersion))
-	case "4":
-	case "2", "3":
-		err = fromLayout3(tx.Bucket([]byte(itemsBucket)))
-	case "":
-		if err = fromLayout1(tx); err == nil {
-			err = fromLayout3(tx.Bucket([]byte(itemsBucket)))
-		}
-	default:
+	case !slices.Contains([]string{"", "2", "3", "4", "5", "6"}, v):
 		return fmt.Errorf("the file is in layout %s, this broker reads layout %s: use a newer broker", v, layoutVersion)
 	}
+	items, err := tx.CreateBucketIfNotExists([]byte(itemsBucket))
+	if err != nil {
+		return err
+	}
+	switch v {
+	case "2", "3":
+		err = fromLayout3(items)
+	case "":
+		if err = fromLayout1(tx); err == nil {
+			err = fromLayout3(items)
+		}
+	}
+	if err == nil && v != "5" && v != "6" {
+		err = fromLayout4(items)
+	}
+	// Layout 5's values read as layout 6's, which only the root moves.
 	if err == nil {
-		err = fromLayout4(tx.Bucket([]byte(itemsBucket)))
+		err = fromLayout6(tx, items)
 	}
 	if err != nil {
 		return fmt.Errorf("migrate to key layout %s: %w", layoutVersion, err)
@@ -201,6 +214,25 @@ func layout4Key(k []byte) ([]byte, bool) {
 		return recordKey(id, sk[len("r#"):]), true
 	}
 	return nil, false
+}
+
+// fromLayout6 moves every item of a file in layout 6 (or 5) from the bucket
+// "items" to the same key in the root bucket, as its pages hold it, and
+// deletes the bucket.
+func fromLayout6(tx *bbolt.Tx, items *bbolt.Bucket) error {
+	root := tx.Root()
+	root.FillPercent = itemsFillPercent
+	err := items.ForEach(func(k, v []byte) error {
+		if root.Bucket(k) != nil {
+			return fmt.Errorf("item %s has the name of a bucket", showKey(k))
+		}
+		// Cloned: the pages that hold them are freed below.
+		return root.Put(bytes.Clone(k), bytes.Clone(v))
+	})
+	if err != nil {
+		return err
+	}
+	return tx.DeleteBucket([]byte(itemsBucket))
 }
 
 // fromLayout4 moves the bindings of a file in layout 4 to their slots

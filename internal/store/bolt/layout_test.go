@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -25,14 +26,16 @@ import (
 func TestLayout1FileIsMoved(t *testing.T) {
 	path := testMovedFile(t, "layout1.db", func(id string) string { return id })
 	t.Run("a file of a later layout is refused", func(t *testing.T) {
-		setLayout(t, path, "7")
+		v, _ := strconv.Atoi(layoutVersion)
+		later := strconv.Itoa(v + 1)
+		setLayout(t, path, later)
 		s, err := Open(path)
 		if err == nil {
 			s.Close()
 			t.Fatal("Open succeeded, want the layout refused")
 		}
-		if !strings.Contains(err.Error(), "layout 7") {
-			t.Errorf("got %q, want it to name layout 7", err)
+		if !strings.Contains(err.Error(), "layout "+later) {
+			t.Errorf("got %q, want it to name layout %s", err, later)
 		}
 	})
 }
@@ -60,7 +63,10 @@ func TestLayout3FileIsMoved(t *testing.T) {
 	})
 }
 
-// viewItems calls fn with a cursor on the items of the file at path.
+// viewItems calls fn with a cursor on the items of the file at path: in
+// the bucket "items" of a file of layout 6 or before, else in the root
+// bucket, where the cursor also finds the top-level buckets (with a nil
+// value, where an item's is not nil in a read).
 func viewItems(t *testing.T, path string, fn func(c *bbolt.Cursor)) {
 	t.Helper()
 	db, err := bbolt.Open(path, 0o600, nil)
@@ -69,7 +75,11 @@ func viewItems(t *testing.T, path string, fn func(c *bbolt.Cursor)) {
 	}
 	defer db.Close()
 	err = db.View(func(tx *bbolt.Tx) error {
-		fn(tx.Bucket([]byte(itemsBucket)).Cursor())
+		if b := tx.Bucket([]byte(itemsBucket)); b != nil {
+			fn(b.Cursor())
+		} else {
+			fn(tx.Root().Cursor())
+		}
 		return nil
 	})
 	if err != nil {
@@ -116,17 +126,9 @@ func TestLayout4FileIsMoved(t *testing.T) {
 // keeps layout 5's keys and reads its values as they are. An operation
 // written since has its ids and fingerprint in their short forms.
 func TestLayout5FileIsMoved(t *testing.T) {
-	keys := func(path string) (out []string) {
-		viewItems(t, path, func(c *bbolt.Cursor) {
-			for k, _ := c.First(); k != nil; k, _ = c.Next() {
-				out = append(out, string(k))
-			}
-		})
-		return out
-	}
-	before := keys(filepath.Join("testdata", "layout5.db"))
+	before := itemKeys(t, filepath.Join("testdata", "layout5.db"))
 	path := testMovedFile(t, "layout5.db", layout3ID)
-	if after := keys(path); !slices.Equal(after, before) {
+	if after := itemKeys(t, path); !slices.Equal(after, before) {
 		t.Errorf("keys after the move:\n%q\nwant layout 5's:\n%q", after, before)
 	}
 	s, err := Open(path)
@@ -145,7 +147,7 @@ func TestLayout5FileIsMoved(t *testing.T) {
 		t.Errorf("the operation written since: got %+v, %v; want %+v", got, err, op)
 	}
 	err = s.db.View(func(tx *bbolt.Tx) error {
-		v := tx.Bucket([]byte(itemsBucket)).Get(operationKey(inst, op.ID))
+		v := tx.Root().Get(operationKey(inst, op.ID))
 		if !bytes.Contains(v, append([]byte{opID | formUUID}, mustUUID(op.ID)...)) || !bytes.Contains(v, []byte{opFingerprint | formHex, 32}) {
 			t.Errorf("the operation written since is % x, want its id and fingerprint in their short forms", v)
 		}
@@ -154,6 +156,72 @@ func TestLayout5FileIsMoved(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestLayout6FileIsMoved opens testdata/layout6.db, layout5.db as the
+// store of 4fc0b1e moved it to layout 6 and wrote op-i1 again, in layout
+// 6's short forms (then bbolt.Compact made it smaller, the same items),
+// and finds every item where it was, in the root bucket now (layout 7):
+// op-i1 as layout 6 wrote it, the bucket "items" gone, the file whole.
+func TestLayout6FileIsMoved(t *testing.T) {
+	src := filepath.Join("testdata", "layout6.db")
+	if v := layoutOf(t, src); v != "6" {
+		t.Fatalf("%s is of layout %q, want 6", src, v)
+	}
+	opKey := operationKey(layout3ID("i-1"), layout3ID("op-i1"))
+	short := append([]byte{opID | formUUID}, mustUUID(layout3ID("op-i1"))...)
+	before := itemKeys(t, src)
+	path := testMovedFile(t, "layout6.db", layout3ID)
+	if after := itemKeys(t, path); !slices.Equal(after, before) || len(after) == 0 {
+		t.Errorf("keys after the move:\n%q\nwant layout 6's:\n%q", after, before)
+	}
+	db, err := bbolt.Open(path, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	err = db.View(func(tx *bbolt.Tx) error {
+		if v := tx.Root().Get(opKey); !bytes.Contains(v, short) {
+			t.Errorf("op-i1 is % x, want its id in its short form, as layout 6 wrote it", v)
+		}
+		for err := range tx.Check() {
+			t.Errorf("check: %v", err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// itemKeys is the keys of the items of the file at path (viewItems).
+func itemKeys(t *testing.T, path string) (out []string) {
+	t.Helper()
+	viewItems(t, path, func(c *bbolt.Cursor) {
+		for k, v := c.First(); k != nil; k, v = c.Next() {
+			if v != nil { // not a bucket
+				out = append(out, string(k))
+			}
+		}
+	})
+	return out
+}
+
+// layoutOf is the layout version that the file at path records.
+func layoutOf(t *testing.T, path string) (v string) {
+	t.Helper()
+	db, err := bbolt.Open(path, 0o600, &bbolt.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	_ = db.View(func(tx *bbolt.Tx) error {
+		if b := tx.Bucket([]byte(layoutBucket)); b != nil {
+			v = string(b.Get([]byte(layoutKey)))
+		}
+		return nil
+	})
+	return v
 }
 
 func mustUUID(s string) []byte {
@@ -270,7 +338,10 @@ func testMovedFile(t *testing.T, name string, id func(string) string) string {
 			if tx.Bucket([]byte(layout1InProgress)) != nil {
 				t.Errorf("bucket %s of layout 1 left", layout1InProgress)
 			}
-			return tx.Bucket([]byte(itemsBucket)).ForEach(func(k, _ []byte) error {
+			if tx.Bucket([]byte(itemsBucket)) != nil {
+				t.Errorf("bucket %s of layouts 1 to 6 left", itemsBucket)
+			}
+			return ForEachItem(tx, func(k, _ []byte) error {
 				if bytes.HasPrefix(k, []byte("i#")) {
 					t.Errorf("key %q of an earlier layout left", k)
 				}

@@ -35,7 +35,12 @@ import (
 // leaf of the key before it, so from then on every bind writes that leaf
 // and the instance's (6.51): with parameters of random lengths, most
 // instances with thousands of bindings come to it (docs/performance.md,
-// session 44).
+// session 44). In layout 7 the items are the root bucket's, so that no
+// commit writes the root bucket's page besides theirs (4.48 a provision),
+// and a leaf that would split after a bind's last item and before the
+// instance splits before that item (bbolt's SplitBeforeLastInsert,
+// third_party/bbolt/PATCH.md): the next bind's items go to the instance's
+// leaf, and a bind writes one leaf (4.34 a bind).
 func TestWherePagesGo(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "broker.db")
 	s := open(t, path)
@@ -98,7 +103,7 @@ func TestWherePagesGo(t *testing.T) {
 	for range 2000 {
 		provision(uuid())
 	}
-	if got, most := count("synchronous provision", 300, func(int) { provision(uuid()) }), 5.8; got > most {
+	if got, most := count("synchronous provision", 300, func(int) { provision(uuid()) }), 4.8; got > most {
 		t.Errorf("%.2f pages written per provision, want at most %g", got, most)
 	}
 	// Binds on one instance with random binding ids, as platforms make
@@ -134,11 +139,11 @@ func TestWherePagesGo(t *testing.T) {
 	for i := range 2000 {
 		bind(i)
 	}
-	if got, most := count("bind on an instance with 2,000 bindings", 300, bind), 6.6; got > most {
+	if got, most := count("bind on an instance with 2,000 bindings", 300, bind), 4.6; got > most {
 		t.Errorf("%.2f pages written per bind, want at most %g", got, most)
 	}
 	err := db.View(func(tx *bbolt.Tx) error {
-		st := tx.Bucket([]byte("items")).Stats()
+		st := tx.Root().Stats()
 		t.Logf("the items: a tree of %d levels, %d branch pages, %d leaves, %d bytes in them", st.Depth, st.BranchPageN, st.LeafPageN, st.LeafInuse)
 		return nil
 	})

@@ -112,7 +112,7 @@ func TestStoredItems(t *testing.T) {
 			}
 			var got string
 			err = s.db.View(func(tx *bbolt.Tx) error {
-				got = string(tx.Bucket([]byte(itemsBucket)).Get(key))
+				got = string(tx.Root().Get(key))
 				return nil
 			})
 			want := cmp.Or(movedKeys[stored.key], stored.key)
