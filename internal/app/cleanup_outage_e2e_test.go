@@ -98,7 +98,14 @@ func TestACleanupShowsTheOutageItWaitsOut(t *testing.T) {
 			clock := newOutageClock(time.Minute, 2*time.Minute, 4*time.Minute, 7*time.Second)
 			b := failedProvisionOnDownTarget(t, dt, clock, s, "co-1")
 			since := clock.Now()
-			hhmm := func(t time.Time) string { return t.UTC().Format("15:04") }
+			// As ops shows a time: its hour and minute, with the date when
+			// it is not the broker's today (a run near midnight UTC).
+			hhmm := func(t time.Time) string {
+				if t.UTC().Format(time.DateOnly) != clock.Now().UTC().Format(time.DateOnly) {
+					return t.UTC().Format("2006-01-02 15:04")
+				}
+				return t.UTC().Format("15:04")
+			}
 			for attempt, want := range []time.Duration{time.Minute, 2 * time.Minute, 4 * time.Minute} {
 				if wait := waittest.Recv(t, clock.held, "the cleanup's wait"); wait != want {
 					t.Fatalf("attempt %d: the cleanup waits %s, want %s", attempt+1, wait, want)
