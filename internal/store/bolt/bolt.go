@@ -270,13 +270,14 @@ const itemsFillPercent = 0.9
 // buckets is t's view of the items: the file's root bucket (layout 7),
 // whose values no other bucket's page holds, so that a commit writes no
 // page above the items' own (a value in a top-level bucket made every
-// commit write the root bucket's page too). A page of it that splits keeps
-// what the transaction inserted with the keys after it
-// (SplitBeforeLastInsert, third_party/bbolt/PATCH.md): a bind's items go to
-// the end of its instance's operations, before the instance's own item,
-// which the bind writes too; split where FillPercent says, the page after
-// could begin at the instance's item, and every bind after it would write
-// two leaves, the new items' and the instance's.
+// commit write the root bucket's page too). A page of it that would split
+// between a transaction's last insert and a key after it that the
+// transaction rewrote splits before that insert (SplitBeforeLastInsert,
+// third_party/bbolt/PATCH.md): a bind's items go to the end of its
+// instance's operations, before the instance's own item, which the bind
+// writes too; split where FillPercent says, the page after could begin at
+// the instance's item, and every bind after it would write two leaves, the
+// new items' and the instance's.
 func buckets(t *bbolt.Tx) tx {
 	items := t.Root()
 	items.FillPercent = itemsFillPercent
