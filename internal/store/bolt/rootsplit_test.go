@@ -135,20 +135,19 @@ func TestValuesInTheRootBucket(t *testing.T) {
 // operations, before the instance's item, which it rewrites, and the
 // instance's records). It returns how many of the commits wrote more pages
 // than the meta page, the path from the root to one leaf (as deep as the
-// tree after the commit) and the splits,
-// and how many splits they made: a commit that writes the new value and
-// "t" in two leaves writes one page more. (With FillPercent 0.9, the page
-// fills to 5 values and the tail, which is more than a page, and the 5
-// values and "t" fit under FillPercent's mark: bbolt splits there, or
-// before the last 3 keys, whichever comes first, and the page after holds
-// the tail alone.)
-func appendBeforeTail(t *testing.T, db *bbolt.DB, splitBeforeInserts bool, n int) (extra, splits int64) {
+// tree after the commit) and a page for each split, and how many splits
+// they made: a commit that writes the new value and "t" in two leaves
+// writes one page more. (With FillPercent 0.9, the page fills to 5 values
+// and the tail, which is more than a page, and the 5 values and "t" fit
+// under FillPercent's mark: bbolt splits before the last 3 keys, and the
+// page after holds the tail alone.)
+func appendBeforeTail(t *testing.T, db *bbolt.DB, splitBeforeLastInsert bool, n int) (extra, splits int64) {
 	t.Helper()
 	value, tail := bytes.Repeat([]byte{'v'}, 600), bytes.Repeat([]byte{'t'}, 340)
 	for i := range n {
 		pages, split := commitPages(t, db, func(tx *bbolt.Tx) error {
 			root := tx.Root()
-			root.FillPercent, root.SplitBeforeLastInsert = 0.9, splitBeforeInserts
+			root.FillPercent, root.SplitBeforeLastInsert = 0.9, splitBeforeLastInsert
 			if err := root.Put(fmt.Appendf(nil, "k%06d", i), value); err != nil {
 				return err
 			}
@@ -172,12 +171,12 @@ func appendBeforeTail(t *testing.T, db *bbolt.DB, splitBeforeInserts bool, n int
 }
 
 // TestASplitKeepsTheInsertsWithTheKeysAfterThem appends values before
-// keys of which every commit rewrites one, 300 commits: with SplitBeforeLastInsert,
-// a page that splits keeps the new values with the keys after them, and
-// no commit writes a leaf more than the one they share (and the splits).
-// Split where FillPercent says, the page after can begin at "t", and the
-// commits after it write two leaves: the check that it does shows the
-// test can fail.
+// keys of which every commit rewrites one, 300 commits: with
+// SplitBeforeLastInsert, a page that splits keeps the newest value with
+// the keys after it, and no commit writes a leaf more than the one they
+// share (and the splits). Split where FillPercent says, the page after
+// begins at "t", and the commits after it write two leaves: the check that
+// they do shows the test can fail.
 func TestASplitKeepsTheInsertsWithTheKeysAfterThem(t *testing.T) {
 	for _, on := range []bool{true, false} {
 		_, _, db := newBoltFile(t)
