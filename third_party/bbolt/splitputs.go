@@ -76,17 +76,14 @@ func (n *node) splitBeforeLastInsert(at, pageSize uintptr) uintptr {
 	if inserted >= common.MinKeysPerPage {
 		return inserted
 	}
-	if end := last + 1; end+common.MinKeysPerPage <= uintptr(len(n.inodes)) && n.sizeOf(n.inodes[:end]) <= pageSize {
+	if end := last + 1; end+common.MinKeysPerPage <= uintptr(len(n.inodes)) && n.fits(end, pageSize) {
 		return end
 	}
 	return at
 }
 
-// sizeOf is the size of a page that holds inodes.
-func (n *node) sizeOf(inodes common.Inodes) uintptr {
-	sz := common.PageHeaderSize
-	for _, in := range inodes {
-		sz += n.pageElementSize() + uintptr(len(in.Key())) + uintptr(len(in.Value()))
-	}
-	return sz
+// fits reports whether the node's first count inodes fit in a page.
+func (n *node) fits(count, pageSize uintptr) bool {
+	head := node{isLeaf: n.isLeaf, inodes: n.inodes[:count]}
+	return head.sizeLessThan(pageSize + 1)
 }
