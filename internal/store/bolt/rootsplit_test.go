@@ -18,16 +18,47 @@ import (
 // two to what they are for: fewer pages in each commit, and bbolt's
 // handling of the file unchanged otherwise.
 
-// commitPages runs fn in an update and returns the pages its commit wrote
+// pagesOf runs commit, one commit of db's, and returns the pages it wrote
 // (TxStats.Write: each page and the meta page) and the splits it made.
-func commitPages(t *testing.T, db *bbolt.DB, fn func(tx *bbolt.Tx) error) (pages, splits int64) {
+func pagesOf(t *testing.T, db *bbolt.DB, commit func() error) (pages, splits int64) {
 	t.Helper()
 	before := db.Stats().TxStats
-	if err := db.Update(fn); err != nil {
+	if err := commit(); err != nil {
 		t.Fatal(err)
 	}
 	after := db.Stats().TxStats
 	return after.GetWrite() - before.GetWrite(), after.GetSplit() - before.GetSplit()
+}
+
+// commitPages is pagesOf an update that runs fn.
+func commitPages(t *testing.T, db *bbolt.DB, fn func(tx *bbolt.Tx) error) (pages, splits int64) {
+	t.Helper()
+	return pagesOf(t, db, func() error { return db.Update(fn) })
+}
+
+// wroteASecondLeaf runs commit, one commit of db's, and reports whether it
+// wrote more pages than the meta page, the root bucket's path from its
+// root to one leaf (as deep as the tree after the commit: a split may add
+// a level) and a page for each split: a second leaf. And how many splits
+// it made.
+func wroteASecondLeaf(t *testing.T, db *bbolt.DB, commit func() error) (bool, int64) {
+	t.Helper()
+	pages, splits := pagesOf(t, db, commit)
+	var depth int
+	err := db.View(func(tx *bbolt.Tx) error {
+		// Stats' depth adds the deepest top-level bucket's levels.
+		var buckets int
+		err := tx.ForEach(func(_ []byte, b *bbolt.Bucket) error {
+			buckets = max(buckets, b.Stats().Depth)
+			return nil
+		})
+		depth = tx.Root().Stats().Depth - buckets
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pages > int64(1+depth)+splits, splits
 }
 
 // TestValuesInTheRootBucket puts values in the root bucket beside a
@@ -133,11 +164,9 @@ func TestValuesInTheRootBucket(t *testing.T) {
 // "u" and "w", 340 bytes each) and rewrites "t": what a bind does to its
 // instance's partition (keys.go: its items go to the end of the
 // operations, before the instance's item, which it rewrites, and the
-// instance's records). It returns how many of the commits wrote more pages
-// than the meta page, the path from the root to one leaf (as deep as the
-// tree after the commit) and a page for each split, and how many splits
-// they made: a commit that writes the new value and "t" in two leaves
-// writes one page more. (With FillPercent 0.9, the page fills to 5 values
+// instance's records). It returns how many of the commits wrote a second
+// leaf (wroteASecondLeaf: the new value's and "t"'s) and how many splits
+// they made. (With FillPercent 0.9, the page fills to 5 values
 // and the tail, which is more than a page, and the 5 values and "t" fit
 // under FillPercent's mark: bbolt splits before the last 3 keys, and the
 // page after holds the tail alone.)
@@ -145,24 +174,24 @@ func appendBeforeTail(t *testing.T, db *bbolt.DB, splitBeforeLastInsert bool, n 
 	t.Helper()
 	value, tail := bytes.Repeat([]byte{'v'}, 600), bytes.Repeat([]byte{'t'}, 340)
 	for i := range n {
-		pages, split := commitPages(t, db, func(tx *bbolt.Tx) error {
-			root := tx.Root()
-			root.FillPercent, root.SplitBeforeLastInsert = 0.9, splitBeforeLastInsert
-			if err := root.Put(fmt.Appendf(nil, "k%06d", i), value); err != nil {
-				return err
-			}
-			if i == 0 {
-				for _, k := range []string{"u", "w"} {
-					if err := root.Put([]byte(k), tail); err != nil {
-						return err
+		second, split := wroteASecondLeaf(t, db, func() error {
+			return db.Update(func(tx *bbolt.Tx) error {
+				root := tx.Root()
+				root.FillPercent, root.SplitBeforeLastInsert = 0.9, splitBeforeLastInsert
+				if err := root.Put(fmt.Appendf(nil, "k%06d", i), value); err != nil {
+					return err
+				}
+				if i == 0 {
+					for _, k := range []string{"u", "w"} {
+						if err := root.Put([]byte(k), tail); err != nil {
+							return err
+						}
 					}
 				}
-			}
-			return root.Put([]byte("t"), tail)
+				return root.Put([]byte("t"), tail)
+			})
 		})
-		var depth int // after the commit: a split may add a level
-		_ = db.View(func(tx *bbolt.Tx) error { depth = tx.Root().Stats().Depth; return nil })
-		if pages > int64(1+depth)+split {
+		if second {
 			extra++
 		}
 		splits += split
